@@ -1,0 +1,16 @@
+// Identity of this build, as the bench protocol reports it.
+#pragma once
+
+#include <string>
+
+namespace verity {
+
+// The git commit the binary was built from ("<sha>" or "<sha>-dirty"), or
+// "unknown" outside a git checkout. Regenerated on every build, not at configure.
+const char* BuildId();
+// SHA-256 of the running executable's bytes (/proc/self/exe).
+std::string ArtifactSha256();
+// Name of the corruption compiled in, or "" for a normal build.
+const char* CorruptionName();
+
+}  // namespace verity

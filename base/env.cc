@@ -1,0 +1,38 @@
+#include "base/env.h"
+
+#include <cstdlib>
+#include <thread>
+
+namespace verity::env {
+namespace {
+// Returns the variable's value, or an empty string when unset.
+std::string Get(const char* name) {
+  const char* v = std::getenv(name);  // the only getenv in the project
+  return v ? std::string(v) : std::string();
+}
+int GetInt(const char* name, int fallback, int lo, int hi) {
+  std::string v = Get(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || n < lo || n > hi) return fallback;
+  return static_cast<int>(n);
+}
+}  // namespace
+
+int Threads() {
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  return GetInt("VERITY_THREADS", hw > 0 ? hw : 1, 1, 1024);
+}
+bool ParityDeep() { return Get("VERITY_PARITY_MODE") == "deep"; }
+std::string LedgerPath() {
+  std::string v = Get("VERITY_LEDGER");
+  return v.empty() ? "verity.db" : v;
+}
+int CommandTimeoutSeconds() { return GetInt("VERITY_BENCH_TIMEOUT_S", 600, 1, 86400); }
+std::string WorktreeCache(const std::string& repo_root) {
+  std::string v = Get("VERITY_WORKTREES");
+  return v.empty() ? repo_root + "/.verity/worktrees" : v;
+}
+
+}  // namespace verity::env

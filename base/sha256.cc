@@ -1,0 +1,45 @@
+#include "base/sha256.h"
+
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <memory>
+
+namespace verity {
+namespace {
+std::string Hex(const unsigned char* d, unsigned n) {
+  static const char* k = "0123456789abcdef";
+  std::string s(n * 2, '0');
+  for (unsigned i = 0; i < n; i++) {
+    s[2 * i] = k[d[i] >> 4];
+    s[2 * i + 1] = k[d[i] & 15];
+  }
+  return s;
+}
+}  // namespace
+
+std::string Sha256Hex(const void* data, size_t size) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(data, size, md, &n, EVP_sha256(), nullptr);
+  return Hex(md, n);
+}
+
+std::string Sha256Hex(std::string_view bytes) { return Sha256Hex(bytes.data(), bytes.size()); }
+
+Result<std::string> Sha256File(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return Status::Error(path + ": cannot open for hashing");
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  char buf[1 << 16];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, f.get())) > 0) EVP_DigestUpdate(ctx.get(), buf, got);
+  if (std::ferror(f.get())) return Status::Error(path + ": read error while hashing");
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
+  return Hex(md, n);
+}
+
+}  // namespace verity

@@ -1,0 +1,31 @@
+// Subcommand registration. A subcommand's callback stores its exit code in the
+// registry; main returns it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace verity::cli {
+
+class Registry {
+ public:
+  // Runs `fn` when `sub` was chosen on the command line.
+  void On(CLI::App* sub, std::function<int()> fn) {
+    sub->callback([this, fn] { code_ = fn(); });
+  }
+  int Run() const { return code_; }
+
+ private:
+  int code_ = 0;
+};
+
+// Prints "verity: error: <message>" on stderr and returns exit code 1.
+int Fail(const Status& s);
+
+void RegisterEngineCommands(CLI::App& app, Registry& reg);
+void RegisterLedgerCommands(CLI::App& app, Registry& reg);
+
+}  // namespace verity::cli

@@ -1,0 +1,236 @@
+// generate, logits, bench, synth: thin wiring over engine/.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/build_info.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+
+namespace verity::cli {
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "verity: error: %s\n", s.message().c_str());
+  return 1;
+}
+
+namespace {
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Transformer> transformer;
+};
+
+Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend) {
+  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(backend));
+  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path));
+  Loaded l;
+  l.model = std::move(model);
+  l.transformer = std::make_unique<Transformer>(*l.model, std::move(kern));
+  return l;
+}
+
+// Parses "1 403 407" (spaces or commas). Errors name the offending token.
+Result<std::vector<int>> ParseIds(const std::string& text) {
+  std::vector<int> ids;
+  std::string s = text;
+  for (char& ch : s)
+    if (ch == ',') ch = ' ';
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(tok, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != tok.size() || v < INT32_MIN || v > INT32_MAX)
+      return Status::Error("--ids: '" + tok + "' is not an integer token id");
+    ids.push_back(static_cast<int>(v));
+  }
+  if (ids.empty()) return Status::Error("--ids: no token ids given");
+  return ids;
+}
+
+int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
+                const std::string& format, const std::string& backend) {
+  auto loaded = LoadOnBackend(model_path, backend);
+  if (!loaded.ok()) return Fail(loaded.status());
+  auto tok = Tokenizer::Load(tok_path, loaded->model->config.vocab_size);
+  if (!tok.ok()) return Fail(tok.status());
+  auto r = Generate(*loaded->transformer, tok.value(), opt);
+  if (!r.ok()) return Fail(r.status());
+  if (format == "ids") {
+    std::string line;
+    for (size_t i = 0; i < r->ids.size(); i++) line += (i ? " " : "") + std::to_string(r->ids[i]);
+    std::printf("%s\n", line.c_str());
+  } else {
+    std::fwrite(r->text.data(), 1, r->text.size(), stdout);
+  }
+  std::fflush(stdout);
+  const int sampled = r->positions - (r->prompt_tokens - 1);
+  std::fprintf(stderr, "verity: %s backend, %d positions, %.1f tok/s (%d sampled in %.3fs)\n",
+               loaded->transformer->backend_name(), r->positions,
+               r->positions / std::max(1e-9, r->prompt_seconds + r->sample_seconds), sampled,
+               r->sample_seconds);
+  return 0;
+}
+
+int RunLogits(const std::string& model_path, const std::string& ids_text, const std::string& out,
+              const std::string& backend) {
+  auto ids = ParseIds(ids_text);
+  if (!ids.ok()) return Fail(ids.status());
+  auto loaded = LoadOnBackend(model_path, backend);
+  if (!loaded.ok()) return Fail(loaded.status());
+  Status v = ValidateIds(ids.value(), loaded->model->config, "--ids");
+  if (!v.ok()) return Fail(v);
+  std::vector<float> logits = TeacherForcedLogits(*loaded->transformer, ids.value());
+  std::ofstream f(out, std::ios::binary | std::ios::trunc);
+  if (!f) return Fail(Status::Error(out + ": cannot create --out file"));
+  f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
+  f.close();
+  if (!f) return Fail(Status::Error(out + ": write failed"));
+  std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s\n", ids->size(),
+               loaded->model->config.vocab_size, out.c_str());
+  return 0;
+}
+
+int RunBench(const std::string& model_path, int steps, const std::string& backend) {
+  auto loaded = LoadOnBackend(model_path, backend);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const ModelConfig& c = loaded->model->config;
+  if (steps < 2 || steps > c.seq_len)
+    return Fail(Status::Error("--steps " + std::to_string(steps) + " is outside [2, seq_len=" +
+                              std::to_string(c.seq_len) + "]"));
+  // First half: teacher-forced prompt positions (prefill); second half: greedy decode.
+  const int prefill = steps / 2;
+  Transformer& t = *loaded->transformer;
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  int token = Llama2cFormat::kBos;
+  const float* logits = nullptr;
+  for (int pos = 0; pos < prefill; pos++) {
+    logits = t.Forward(token, pos);
+    token = static_cast<int>((1 + 7919L * (pos + 1)) % c.vocab_size);  // fixed, model-independent ids
+  }
+  auto t1 = Clock::now();
+  Sampler greedy(c.vocab_size, 0.0f, 0.0f, 0);
+  std::vector<float> buf(c.vocab_size);
+  for (int pos = prefill; pos < steps; pos++) {
+    logits = t.Forward(token, pos);
+    std::copy(logits, logits + c.vocab_size, buf.begin());
+    token = greedy.Sample(buf.data());
+  }
+  auto t2 = Clock::now();
+  const double pre_s = std::chrono::duration<double>(t1 - t0).count();
+  const double dec_s = std::chrono::duration<double>(t2 - t1).count();
+  nlohmann::json j = {
+      {"schema", "verity.bench/1"},
+      {"build", {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}}},
+      {"metrics", {{"decode_tok_s", (steps - prefill) / std::max(dec_s, 1e-9)},
+                   {"prefill_tok_s", prefill / std::max(pre_s, 1e-9)}}},
+      {"backend", t.backend_name()},
+      {"model", model_path},
+      {"steps", steps},
+      {"ok", true}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+Result<ModelConfig> ConfigFromJson(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("--config: not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return Status::Error("--config: expected a JSON object");
+  ModelConfig c;
+  const std::pair<const char*, int*> keys[] = {{"dim", &c.dim},           {"hidden_dim", &c.hidden_dim},
+                                               {"n_layers", &c.n_layers}, {"n_heads", &c.n_heads},
+                                               {"n_kv_heads", &c.n_kv_heads}, {"vocab_size", &c.vocab_size},
+                                               {"seq_len", &c.seq_len}};
+  for (const auto& [name, dst] : keys) {
+    if (!j.contains(name)) return Status::Error(std::string("--config: required key '") + name + "' is missing");
+    if (!j[name].is_number_integer())
+      return Status::Error(std::string("--config: key '") + name + "' must be an integer");
+    *dst = j[name].get<int>();
+  }
+  if (!j.contains("shared_classifier") || !j["shared_classifier"].is_boolean())
+    return Status::Error("--config: required boolean key 'shared_classifier' is missing");
+  c.shared_classifier = j["shared_classifier"].get<bool>();
+  c.rope_theta = Llama2cFormat::kRopeTheta;
+  c.norm_eps = Llama2cFormat::kNormEps;
+  return c;
+}
+
+}  // namespace
+
+void RegisterEngineCommands(CLI::App& app, Registry& reg) {
+  {
+    auto* sub = app.add_subcommand("generate", "Generate text from a model, as llama2.c's run does.");
+    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>();
+    auto opt = std::make_shared<GenerateOptions>();
+    opt->steps = 256;
+    opt->temperature = 1.0f;
+    opt->topp = 0.9f;
+    opt->seed = 1;
+    auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
+    sub->add_option("--model", *model, "llama2.c checkpoint (.bin)")->required();
+    sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
+    sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
+    sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
+    sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
+    sub->add_option("--topp", opt->topp, "nucleus sampling p; 0 or 1 disables")->capture_default_str();
+    sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
+    sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")->capture_default_str()
+        ->check(CLI::IsMember({"text", "ids"}));
+    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend); });
+  }
+  {
+    auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
+    auto model = std::make_shared<std::string>(), ids = std::make_shared<std::string>(),
+         out = std::make_shared<std::string>(), backend = std::make_shared<std::string>("reference");
+    sub->add_option("--model", *model, "llama2.c checkpoint")->required();
+    sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
+    sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
+    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend); });
+  }
+  {
+    auto* sub = app.add_subcommand("bench", "Bench protocol: prints one verity.bench/1 JSON object.");
+    auto model = std::make_shared<std::string>(), backend = std::make_shared<std::string>("fast");
+    auto steps = std::make_shared<int>(128);
+    sub->add_option("--model", *model, "llama2.c checkpoint")->required();
+    sub->add_option("--steps", *steps, "positions: first half prefill, second half greedy decode")->capture_default_str();
+    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    reg.On(sub, [=] { return RunBench(*model, *steps, *backend); });
+  }
+  {
+    auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic llama2.c checkpoint.");
+    auto out = std::make_shared<std::string>(), config = std::make_shared<std::string>();
+    auto seed = std::make_shared<uint64_t>(1);
+    sub->add_option("--out", *out, "output .bin file")->required();
+    sub->add_option("--config", *config,
+                    "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, "
+                    "shared_classifier (all required)")
+        ->required();
+    sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
+    reg.On(sub, [=] {
+      auto c = ConfigFromJson(*config);
+      if (!c.ok()) return Fail(c.status());
+      Status s = WriteSyntheticLlama2c(c.value(), *seed, *out);
+      if (!s.ok()) return Fail(s);
+      std::fprintf(stderr, "verity: wrote %s\n", out->c_str());
+      return 0;
+    });
+  }
+}
+
+}  // namespace verity::cli

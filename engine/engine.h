@@ -1,0 +1,164 @@
+// The inference engine: load a checkpoint and tokenizer, run the forward pass
+// on a kernel backend, sample. Everything a caller needs is declared here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/kernels.h"
+
+namespace verity {
+
+// How query/key dimensions are paired for rotation. llama2.c checkpoints rotate
+// adjacent pairs (2i, 2i+1); Hugging Face checkpoints rotate halves (i, i+d/2).
+enum class RopeStyle { kInterleaved, kHalves };
+
+struct ModelConfig {
+  int dim = 0;         // residual width
+  int hidden_dim = 0;  // FFN width
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int vocab_size = 0;
+  int seq_len = 0;     // context length
+  bool shared_classifier = false;  // classifier reuses the token embedding
+  float rope_theta = 0.0f;
+  float norm_eps = 0.0f;
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+
+  int head_size() const { return dim / n_heads; }
+  int kv_dim() const { return n_kv_heads * head_size(); }
+};
+
+// Values the llama2.c format defines without storing them (stated once, here).
+struct Llama2cFormat {
+  static constexpr float kRopeTheta = 10000.0f;
+  static constexpr float kNormEps = 1e-5f;
+  static constexpr int kBos = 1;
+  static constexpr int kEos = 2;
+};
+
+struct LayerWeights {
+  const float* rms_att;  // [dim]
+  const float* wq;       // [dim x dim]      (rows = outputs)
+  const float* wk;       // [kv_dim x dim]
+  const float* wv;       // [kv_dim x dim]
+  const float* wo;       // [dim x dim]
+  const float* rms_ffn;  // [dim]
+  const float* w1;       // [hidden x dim]   gate
+  const float* w2;       // [dim x hidden]   down
+  const float* w3;       // [hidden x dim]   up
+};
+
+struct Model {
+  ModelConfig config;
+  std::string source;              // file it was loaded from
+  std::vector<float> storage;      // owns every weight below
+  const float* token_embedding = nullptr;  // [vocab x dim]
+  std::vector<LayerWeights> layers;
+  const float* rms_final = nullptr;        // [dim]
+  const float* classifier = nullptr;       // [vocab x dim]
+};
+
+// Loads a llama2.c checkpoint, validating every header field and the exact
+// file size. Errors name the file and the field.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+
+// Validates a config's internal consistency; `where` prefixes every message.
+Status ValidateConfig(const ModelConfig& c, const std::string& where);
+
+// Writes `model`-shaped random weights as a llama2.c checkpoint (deterministic
+// in `seed`). vocab_size < 0 in the file iff !config.shared_classifier.
+Status WriteSyntheticLlama2c(const ModelConfig& config, uint64_t seed, const std::string& path);
+
+// llama2.c tokenizer.bin: score-ordered BPE with byte fallback <0xNN>.
+class Tokenizer {
+ public:
+  // Reads exactly `vocab_size` entries; a file holding more or fewer is an error.
+  static Result<Tokenizer> Load(const std::string& path, int vocab_size);
+
+  // Encodes like run.c's encode(): optional BOS, the dummy-prefix space when
+  // text is non-empty, UTF-8 code points or byte fallback, then merges by score.
+  std::vector<int> Encode(const std::string& text, bool bos, bool eos) const;
+  // The piece for `token` following `prev` (leading space dropped after BOS,
+  // <0xNN> turned into its byte).
+  std::string Decode(int prev, int token) const;
+  int vocab_size() const { return static_cast<int>(vocab_.size()); }
+
+ private:
+  int Lookup(const std::string& s) const;
+  std::vector<std::string> vocab_;
+  std::vector<float> scores_;
+  std::vector<int> sorted_;  // indices into vocab_, sorted by string
+};
+
+// Prints `piece` as run.c's safe_printf does: skips empty pieces and single
+// bytes that are neither printable nor whitespace. Returns what to print.
+std::string SafePiece(const std::string& piece);
+
+// A model plus its KV cache and scratch buffers, on one backend.
+class Transformer {
+ public:
+  Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend);
+  // Runs one position; returns vocab_size logits (valid until the next call).
+  // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
+  const float* Forward(int token, int pos);
+  const Model& model() const { return model_; }
+  const char* backend_name() const { return backend_->name(); }
+
+ private:
+  const Model& model_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
+  std::vector<float> key_cache_, value_cache_;  // [layers x seq_len x kv_dim]
+};
+
+// run.c's sampler: greedy at temperature 0, else softmax(logits / T) sampled
+// in full or by top-p, from a seeded xorshift generator (same seed, same text).
+class Sampler {
+ public:
+  Sampler(int vocab_size, float temperature, float topp, uint64_t seed);
+  int Sample(float* logits);  // modifies logits in place
+
+ private:
+  float RandomF32();
+  int vocab_size_;
+  float temperature_, topp_;
+  uint64_t state_;
+  std::vector<std::pair<float, int>> candidates_;
+};
+
+struct GenerateOptions {
+  std::string prompt;
+  int steps = 0;  // positions including the prompt, as llama2.c's -n
+  float temperature = 0.0f;
+  float topp = 0.0f;
+  uint64_t seed = 0;
+};
+
+struct GenerateResult {
+  std::string text;      // exactly what run.c prints: pieces, then one newline
+  std::vector<int> ids;  // every token after the first (BOS), one per printed piece
+  int prompt_tokens = 0;
+  int positions = 0;            // forward passes run
+  double prompt_seconds = 0.0;  // time spent on positions inside the prompt
+  double sample_seconds = 0.0;  // time spent on positions that sampled
+};
+
+// Runs run.c's generate loop. Errors name --steps or --prompt when they do not
+// fit the model's context.
+Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt);
+
+// Teacher-forced forward over `ids`: one row of vocab_size logits per position.
+std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids);
+
+// Returns an error naming `path` unless it is an existing regular file.
+Status CheckRegularFile(const std::string& path, const char* what);
+
+// Checks every id is in [0, vocab) and the count fits the context.
+Status ValidateIds(const std::vector<int>& ids, const ModelConfig& c, const std::string& what);
+
+}  // namespace verity

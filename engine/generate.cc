@@ -1,0 +1,63 @@
+// run.c's generate loop and the teacher-forced forward used by logits/parity.
+#include <chrono>
+#include <cstring>
+
+#include "engine/engine.h"
+
+namespace verity {
+
+Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt) {
+  const ModelConfig& c = t.model().config;
+  if (opt.steps < 1 || opt.steps > c.seq_len)
+    return Status::Error("--steps " + std::to_string(opt.steps) + " is outside [1, seq_len=" +
+                         std::to_string(c.seq_len) + "] of " + t.model().source);
+  if (opt.temperature < 0.0f) return Status::Error("--temperature must be >= 0");
+  if (opt.topp < 0.0f || opt.topp > 1.0f) return Status::Error("--topp must be in [0, 1]");
+  std::vector<int> prompt = tok.Encode(opt.prompt, /*bos=*/true, /*eos=*/false);
+  if (static_cast<int>(prompt.size()) > c.seq_len)
+    return Status::Error("--prompt: " + std::to_string(prompt.size()) +
+                         " tokens do not fit the context seq_len=" + std::to_string(c.seq_len));
+  if (static_cast<int>(prompt.size()) > opt.steps)
+    return Status::Error("--prompt: " + std::to_string(prompt.size()) + " tokens exceed --steps " +
+                         std::to_string(opt.steps) + " (steps count the prompt's positions)");
+
+  Sampler sampler(c.vocab_size, opt.temperature, opt.topp, opt.seed);
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(prompt.size());
+  std::vector<float> logits(c.vocab_size);
+  using Clock = std::chrono::steady_clock;
+  int token = prompt[0];
+  for (int pos = 0; pos < opt.steps; pos++) {
+    auto t0 = Clock::now();
+    const float* out = t.Forward(token, pos);
+    r.positions++;
+    int next;
+    bool in_prompt = pos < r.prompt_tokens - 1;
+    if (in_prompt) {
+      next = prompt[pos + 1];
+    } else {
+      std::memcpy(logits.data(), out, logits.size() * sizeof(float));
+      next = sampler.Sample(logits.data());
+    }
+    std::chrono::duration<double> dt = Clock::now() - t0;
+    (in_prompt ? r.prompt_seconds : r.sample_seconds) += dt.count();
+    if (next == Llama2cFormat::kBos) break;  // BOS delimits sequences
+    r.text += SafePiece(tok.Decode(token, next));
+    r.ids.push_back(next);
+    token = next;
+  }
+  r.text += "\n";
+  return r;
+}
+
+std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids) {
+  const int v = t.model().config.vocab_size;
+  std::vector<float> all(ids.size() * static_cast<size_t>(v));
+  for (size_t pos = 0; pos < ids.size(); pos++) {
+    const float* out = t.Forward(ids[pos], static_cast<int>(pos));
+    std::memcpy(all.data() + pos * v, out, v * sizeof(float));
+  }
+  return all;
+}
+
+}  // namespace verity

@@ -1,0 +1,208 @@
+// The llama2.c checkpoint format: seven int32 header fields, then f32 tensors
+// in a fixed order. Every size is checked against the file; nothing is guessed.
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "engine/engine.h"
+
+namespace verity {
+namespace {
+
+constexpr int kHeaderInts = 7;
+const char* kFieldNames[kHeaderInts] = {"dim", "hidden_dim", "n_layers", "n_heads",
+                                        "n_kv_heads", "vocab_size", "seq_len"};
+
+// Float counts of each tensor, in file order.
+struct Layout {
+  int64_t embedding, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, rope_tables, classifier;
+  int64_t total() const {
+    return embedding + rms_att + wq + wk + wv + wo + rms_ffn + w1 + w2 + w3 + rms_final + rope_tables +
+           classifier;
+  }
+};
+
+Layout LayoutOf(const ModelConfig& c) {
+  const int64_t L = c.n_layers, d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
+  Layout l;
+  l.embedding = V * d;
+  l.rms_att = L * d;
+  l.wq = L * d * d;
+  l.wk = L * d * kv;
+  l.wv = L * d * kv;
+  l.wo = L * d * d;
+  l.rms_ffn = L * d;
+  l.w1 = L * h * d;
+  l.w2 = L * d * h;
+  l.w3 = L * h * d;
+  l.rms_final = d;
+  l.rope_tables = 2 * static_cast<int64_t>(c.seq_len) * c.head_size() / 2;  // unused legacy tables
+  l.classifier = c.shared_classifier ? 0 : V * d;
+  return l;
+}
+
+}  // namespace
+
+Status ValidateConfig(const ModelConfig& c, const std::string& where) {
+  const std::pair<const char*, int> fields[] = {{"dim", c.dim},         {"hidden_dim", c.hidden_dim},
+                                                {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+                                                {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
+                                                {"seq_len", c.seq_len}};
+  for (const auto& [name, v] : fields)
+    if (v <= 0) return Status::Error(where + ": " + name + " must be positive, got " + std::to_string(v));
+  if (c.dim % c.n_heads != 0)
+    return Status::Error(where + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
+                         std::to_string(c.n_heads) + ")");
+  if (c.n_heads % c.n_kv_heads != 0)
+    return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) +
+                         ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
+  if (c.head_size() % 2 != 0)
+    return Status::Error(where + ": head size dim/n_heads = " + std::to_string(c.head_size()) +
+                         " is odd; RoPE needs pairs");
+  if (!(c.rope_theta > 0.0f)) return Status::Error(where + ": rope_theta must be positive");
+  if (!(c.norm_eps > 0.0f)) return Status::Error(where + ": norm epsilon must be positive");
+  return OkStatus();
+}
+
+Status CheckRegularFile(const std::string& path, const char* what) {
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return Status::Error(path + ": " + what + " does not exist");
+  if (!std::filesystem::is_regular_file(st)) return Status::Error(path + ": " + what + " is not a regular file");
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return Status::Error(path + ": cannot open model file (" + std::strerror(errno) + ")");
+  const int64_t file_size = f.tellg();
+  if (file_size < 0) return Status::Error(path + ": cannot read model file size");
+  if (file_size < kHeaderInts * 4)
+    return Status::Error(path + ": truncated header: " + std::to_string(file_size) +
+                         " bytes, a llama2.c header needs 28");
+  f.seekg(0);
+  int32_t h[kHeaderInts];
+  f.read(reinterpret_cast<char*>(h), sizeof h);
+  if (!f) return Status::Error(path + ": cannot read header");
+
+  for (int i = 0; i < kHeaderInts; i++)
+    if (h[i] == 0 || (h[i] < 0 && i != 5))
+      return Status::Error(path + ": header field " + kFieldNames[i] + " must be positive, got " +
+                           std::to_string(h[i]));
+  auto model = std::make_unique<Model>();
+  ModelConfig& c = model->config;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;  // negative vocab: unshared classifier follows
+  if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
+  c.vocab_size = h[5] > 0 ? h[5] : -h[5];
+  c.seq_len = h[6];
+  c.rope_theta = Llama2cFormat::kRopeTheta;
+  c.norm_eps = Llama2cFormat::kNormEps;
+  c.rope_style = RopeStyle::kInterleaved;
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+
+  const Layout lay = LayoutOf(c);
+  const int64_t want = kHeaderInts * 4 + lay.total() * 4;
+  if (file_size != want)
+    return Status::Error(path + ": file is " + std::to_string(file_size) + " bytes but the header (dim=" +
+                         std::to_string(c.dim) + " hidden_dim=" + std::to_string(c.hidden_dim) +
+                         " n_layers=" + std::to_string(c.n_layers) + " n_heads=" + std::to_string(c.n_heads) +
+                         " n_kv_heads=" + std::to_string(c.n_kv_heads) + " vocab_size=" +
+                         std::to_string(h[5]) + " seq_len=" + std::to_string(c.seq_len) + ") implies " +
+                         std::to_string(want) + (file_size < want ? " (truncated)" : " (trailing bytes)"));
+
+  model->source = path;
+  model->storage.resize(static_cast<size_t>(lay.total()));
+  f.read(reinterpret_cast<char*>(model->storage.data()), lay.total() * 4);
+  if (!f) return Status::Error(path + ": short read of weights");
+
+  const float* p = model->storage.data();
+  auto take = [&p](int64_t n) {
+    const float* r = p;
+    p += n;
+    return r;
+  };
+  const int64_t L = c.n_layers;
+  model->token_embedding = take(lay.embedding);
+  const float* rms_att = take(lay.rms_att);
+  const float* wq = take(lay.wq);
+  const float* wk = take(lay.wk);
+  const float* wv = take(lay.wv);
+  const float* wo = take(lay.wo);
+  const float* rms_ffn = take(lay.rms_ffn);
+  const float* w1 = take(lay.w1);
+  const float* w2 = take(lay.w2);
+  const float* w3 = take(lay.w3);
+  model->rms_final = take(lay.rms_final);
+  take(lay.rope_tables);
+  model->classifier = c.shared_classifier ? model->token_embedding : take(lay.classifier);
+  for (int64_t l = 0; l < L; l++) {
+    model->layers.push_back(LayerWeights{
+        rms_att + l * lay.rms_att / L, wq + l * lay.wq / L, wk + l * lay.wk / L, wv + l * lay.wv / L,
+        wo + l * lay.wo / L, rms_ffn + l * lay.rms_ffn / L, w1 + l * lay.w1 / L, w2 + l * lay.w2 / L,
+        w3 + l * lay.w3 / L});
+  }
+  return model;
+}
+
+Status WriteSyntheticLlama2c(const ModelConfig& c, uint64_t seed, const std::string& path) {
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, "synthetic config"));
+  const Layout lay = LayoutOf(c);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
+  int32_t h[kHeaderInts] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+                            c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len};
+  bool ok = std::fwrite(h, sizeof h, 1, f) == 1;
+  std::mt19937_64 rng(seed);
+  std::vector<float> buf;
+  // Weights ~ U(-a, a) with a = sqrt(3 / fan_in) (unit variance outputs); norms near 1.
+  auto emit = [&](int64_t count, int fan_in, bool norm) {
+    buf.resize(static_cast<size_t>(count));
+    const double a = fan_in > 0 ? std::sqrt(3.0 / fan_in) : 1.0;
+    for (auto& v : buf) {
+      double u = (static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0 - 1.0;
+      v = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
+    }
+    ok = ok && std::fwrite(buf.data(), 4, buf.size(), f) == buf.size();
+  };
+  emit(lay.embedding, 1, false);
+  emit(lay.rms_att, 0, true);
+  emit(lay.wq, c.dim, false);
+  emit(lay.wk, c.dim, false);
+  emit(lay.wv, c.dim, false);
+  emit(lay.wo, c.dim, false);
+  emit(lay.rms_ffn, 0, true);
+  emit(lay.w1, c.dim, false);
+  emit(lay.w2, c.hidden_dim, false);
+  emit(lay.w3, c.dim, false);
+  emit(lay.rms_final, 0, true);
+  emit(lay.rope_tables, 1, false);
+  if (!c.shared_classifier) emit(lay.classifier, c.dim, false);
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return Status::Error(path + ": write failed");
+  return OkStatus();
+}
+
+Status ValidateIds(const std::vector<int>& ids, const ModelConfig& c, const std::string& what) {
+  if (ids.empty()) return Status::Error(what + ": no token ids");
+  if (static_cast<int64_t>(ids.size()) > c.seq_len)
+    return Status::Error(what + ": " + std::to_string(ids.size()) + " ids exceed the context seq_len=" +
+                         std::to_string(c.seq_len));
+  for (size_t i = 0; i < ids.size(); i++)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      return Status::Error(what + ": id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                           " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  return OkStatus();
+}
+
+}  // namespace verity

@@ -1,0 +1,123 @@
+// Every bad input gets a clear error naming the file and field, and a non-zero
+// exit: never a crash, never garbage output.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+using test::Model;
+using test::Shell;
+using test::VerityBin;
+
+// Asserts the command failed cleanly (exit 1, nothing on stdout) naming `needle`.
+void ExpectFails(const std::string& cmd, const std::string& needle) {
+  auto r = Shell(cmd);
+  EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
+  EXPECT_TRUE(r.out.empty()) << "stdout must stay empty on error: " << r.out;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr lacks '" << needle << "': " << r.err;
+}
+
+std::string Gen(const std::string& model, const std::string& tok, const std::string& extra = "") {
+  return VerityBin() + " generate --model " + model + " --tokenizer " + tok + " --temperature 0 " + extra;
+}
+
+std::string Stories() { return test::ReadFile(Model("stories260K.bin")); }
+
+std::string WithHeaderField(std::string bytes, int index, int32_t value) {
+  std::memcpy(bytes.data() + 4 * index, &value, 4);
+  return bytes;
+}
+
+TEST(BadInput, MissingAndUnreadableFiles) {
+  ExpectFails(Gen("/nonexistent/m.bin", Model("tok512.bin")), "/nonexistent/m.bin: model file does not exist");
+  ExpectFails(Gen(Model("stories260K.bin"), "/nonexistent/t.bin"), "/nonexistent/t.bin: tokenizer file does not exist");
+  const std::string dir = test::TempDir("dir");
+  ExpectFails(Gen(dir, Model("tok512.bin")), dir + ": model file is not a regular file");
+}
+
+TEST(BadInput, TruncatedAndOverlongCheckpoint) {
+  const std::string dir = test::TempDir("trunc");
+  std::string bytes = Stories();
+  test::WriteFile(dir + "/short.bin", bytes.substr(0, bytes.size() - 4));
+  ExpectFails(Gen(dir + "/short.bin", Model("tok512.bin")), "(truncated)");
+  test::WriteFile(dir + "/long.bin", bytes + "junk");
+  ExpectFails(Gen(dir + "/long.bin", Model("tok512.bin")), "(trailing bytes)");
+  test::WriteFile(dir + "/header.bin", bytes.substr(0, 10));
+  ExpectFails(Gen(dir + "/header.bin", Model("tok512.bin")), "truncated header");
+}
+
+TEST(BadInput, InconsistentHeader) {
+  const std::string dir = test::TempDir("hdr");
+  const std::string bytes = Stories();
+  test::WriteFile(dir + "/heads.bin", WithHeaderField(bytes, 3, 7));  // 64 % 7 != 0
+  ExpectFails(Gen(dir + "/heads.bin", Model("tok512.bin")), "dim (64) is not divisible by n_heads (7)");
+  test::WriteFile(dir + "/kv.bin", WithHeaderField(bytes, 4, 3));  // 8 % 3 != 0
+  ExpectFails(Gen(dir + "/kv.bin", Model("tok512.bin")), "n_heads (8) is not divisible by n_kv_heads (3)");
+  test::WriteFile(dir + "/zero.bin", WithHeaderField(bytes, 2, 0));
+  ExpectFails(Gen(dir + "/zero.bin", Model("tok512.bin")), "n_layers must be positive, got 0");
+  test::WriteFile(dir + "/neg.bin", WithHeaderField(bytes, 0, -64));
+  ExpectFails(Gen(dir + "/neg.bin", Model("tok512.bin")), "dim must be positive, got -64");
+  // A negative vocab declares an unshared classifier the file does not hold.
+  test::WriteFile(dir + "/unshared.bin", WithHeaderField(bytes, 5, -512));
+  ExpectFails(Gen(dir + "/unshared.bin", Model("tok512.bin")), "vocab_size=-512");
+}
+
+TEST(BadInput, TokenizerVocabularyDiffersFromModel) {
+  const std::string dir = test::TempDir("tok");
+  std::string tok = test::ReadFile(Model("tok512.bin"));
+  // Append one more entry: score 0, length 1, "x".
+  std::string extra(9, '\0');
+  int32_t len = 1;
+  std::memcpy(extra.data() + 4, &len, 4);
+  extra[8] = 'x';
+  test::WriteFile(dir + "/513.bin", tok + extra);
+  ExpectFails(Gen(Model("stories260K.bin"), dir + "/513.bin"),
+              "tokenizer vocabulary size 513 differs from the model's vocab_size 512");
+  test::WriteFile(dir + "/cut.bin", tok.substr(0, tok.size() - 2));
+  ExpectFails(Gen(Model("stories260K.bin"), dir + "/cut.bin"), "truncated tokenizer entry 511");
+}
+
+TEST(BadInput, PromptAndStepsBeyondContext) {
+  std::string long_prompt;
+  for (int i = 0; i < 200; i++) long_prompt += "Once upon a time ";
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--steps 512 --prompt '" + long_prompt + "'"),
+              "do not fit the context seq_len=512");
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--steps 513"),
+              "--steps 513 is outside [1, seq_len=512]");
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--steps 0"), "--steps 0 is outside");
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--steps 3 --prompt 'Once upon a time'"),
+              "exceed --steps 3");
+}
+
+TEST(BadInput, MalformedAndOutOfRangeIds) {
+  const std::string out = test::TempDir("ids") + "/l.f32";
+  auto logits = [&](const std::string& ids) {
+    return VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids '" + ids + "' --out " + out;
+  };
+  ExpectFails(logits("1 4x3 407"), "--ids: '4x3' is not an integer token id");
+  ExpectFails(logits("1 99999999999"), "'99999999999' is not an integer");
+  ExpectFails(logits("1 512"), "id 512 at index 1 is outside the vocabulary [0, 512)");
+  ExpectFails(logits("1 -3"), "id -3 at index 1 is outside the vocabulary");
+  ExpectFails(logits("  "), "--ids: no token ids given");
+  std::string many;
+  for (int i = 0; i < 513; i++) many += "1 ";
+  ExpectFails(logits(many), "513 ids exceed the context seq_len=512");
+}
+
+TEST(BadInput, UnknownBackendAndSynthConfig) {
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--backend turbo"), "unknown backend 'turbo'");
+  const std::string out = test::TempDir("syn") + "/x.bin";
+  ExpectFails(VerityBin() + " synth --out " + out + " --config '{\"dim\":64}'", "required key 'hidden_dim'");
+  ExpectFails(VerityBin() + " synth --out " + out +
+                  " --config '{\"dim\":64,\"hidden_dim\":8,\"n_layers\":1,\"n_heads\":5,\"n_kv_heads\":1,"
+                  "\"vocab_size\":9,\"seq_len\":4,\"shared_classifier\":true}'",
+              "dim (64) is not divisible by n_heads (5)");
+}
+
+}  // namespace
+}  // namespace verity
