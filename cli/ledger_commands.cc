@@ -1,4 +1,293 @@
+// submit, confirm, remeasure, revert, reapply, retract, show, frontier,
+// history, ledger verify|migrate: thin wiring over ledger/.
+#include <cstdio>
+#include <iostream>
+
+#include "base/env.h"
 #include "cli/commands.h"
+#include "ledger/ledger.h"
+
 namespace verity::cli {
-void RegisterLedgerCommands(CLI::App&, Registry&) {}
+namespace {
+using ledger::ChangeRequest;
+using ledger::Ledger;
+using ledger::MeasureOptions;
+using ledger::Outcome;
+
+struct Common {
+  std::string path = env::LedgerPath();
+  bool json = false;
+};
+
+void AddCommon(CLI::App* sub, Common& c, bool with_json = true) {
+  sub->add_option("--ledger", c.path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  if (with_json) sub->add_flag("--json", c.json, "print one JSON object on stdout");
+}
+
+void AddMeasureOptions(CLI::App* sub, MeasureOptions& m) {
+  sub->add_option("--min-rounds", m.min_rounds, "minimum ABBA rounds")->capture_default_str();
+  sub->add_option("--max-rounds", m.max_rounds, "maximum ABBA rounds (stops earlier once the CI is tight)")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<Ledger>> OpenLedger(const Common& c) { return Ledger::Open(c.path); }
+
+std::string Pct(const std::optional<double>& f) {
+  if (!f) return "n/a";
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * *f);
+  return b;
+}
+std::string Num(const std::optional<double>& v) {
+  if (!v) return "n/a";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", *v);
+  return b;
+}
+
+// Prints an outcome (one JSON object, or one summary line) and returns the exit code.
+int Report(const char* cmd, const Outcome& o, bool json) {
+  if (json) {
+    std::printf("%s\n", o.ToJson().dump().c_str());
+  } else {
+    std::printf("%s: change=%lld run=%lld verdict=%s tier=%s gain=%s ci=[%s, %s] gate=%s frontier=%s->%s rounds=%d\n",
+                cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), o.verdict.c_str(),
+                o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(),
+                Num(o.gate).c_str(), Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
+    if (!o.note.empty()) std::printf("  note: %s\n", o.note.c_str());
+  }
+  if (!o.completed()) std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run), o.note.c_str());
+  return o.completed() ? 0 : 1;
+}
+
+MeasureOptions WithProgress(MeasureOptions m) {
+  m.timeout_s = env::CommandTimeoutSeconds();
+  m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  return m;
+}
+
+void PrintJsonOrText(const nlohmann::json& j, bool json) {
+  if (json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s\n", j.dump(2).c_str());
+  }
+}
+
+}  // namespace
+
+void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
+  {
+    auto* sub = app.add_subcommand("submit", "Record a change with its prediction, gate it on parity, measure it "
+                                             "against its base (ABBA, same box) and score it.");
+    auto c = std::make_shared<Common>();
+    auto req = std::make_shared<ChangeRequest>();
+    auto m = std::make_shared<MeasureOptions>();
+    auto predict = std::make_shared<double>(), claim = std::make_shared<double>();
+    AddCommon(sub, *c);
+    sub->add_option("--title", req->title, "one-line title")->required();
+    sub->add_option("--author", req->author, "who submits it")->capture_default_str();
+    auto* p = sub->add_option("--predict", *predict, "predicted gain in percent of the frontier (required), e.g. 3.5 or -1")
+                  ->required();
+    (void)p;
+    auto* cl = sub->add_option("--claim", *claim, "claimed gain in percent (what the author says in the PR)");
+    sub->add_flag("--claim-bit-identical", req->claim_bit_identical,
+                  "claim the head's logits are byte-identical to the base's (proved with --base-parity-cmd)");
+    sub->add_option("--base-cmd", req->base_cmd, "bench-protocol command for the base")->required();
+    sub->add_option("--head-cmd", req->head_cmd, "bench-protocol command for the head")->required();
+    sub->add_option("--parity-cmd", req->parity_cmd, "parity-protocol command for the head (the correctness gate)")
+        ->required();
+    sub->add_option("--base-parity-cmd", req->base_parity_cmd, "parity-protocol command for the base (bit identity)");
+    sub->add_option("--metric", req->metric, "metric to score (higher is better)")->capture_default_str();
+    AddMeasureOptions(sub, *m);
+    reg.On(sub, [=] {
+      req->predict_pct = *predict;
+      if (cl->count()) req->claim_pct = *claim;
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto o = (*l)->Submit(*req, WithProgress(*m));
+      if (!o.ok()) return Fail(o.status());
+      return Report("submit", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("confirm", "Bank a held-surprise change after its parity passes in deep mode.");
+    auto c = std::make_shared<Common>();
+    auto id = std::make_shared<int64_t>();
+    auto m = std::make_shared<MeasureOptions>();
+    AddCommon(sub, *c);
+    sub->add_option("ID", *id, "change id")->required();
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto o = (*l)->Confirm(*id, WithProgress(*m));
+      if (!o.ok()) return Fail(o.status());
+      return Report("confirm", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("remeasure", "Re-measure every parked change queued since the frontier moved.");
+    auto c = std::make_shared<Common>();
+    auto m = std::make_shared<MeasureOptions>();
+    AddCommon(sub, *c);
+    AddMeasureOptions(sub, *m);
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto os = (*l)->Remeasure(WithProgress(*m));
+      if (!os.ok()) return Fail(os.status());
+      int code = 0;
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& o : os.value()) {
+        if (c->json) arr.push_back(o.ToJson());
+        else code |= Report("remeasure", o, false);
+        if (!o.completed()) code = 1;
+      }
+      if (c->json) std::printf("%s\n", nlohmann::json{{"remeasured", arr}}.dump().c_str());
+      else std::printf("remeasure: %zu queued change(s) re-measured\n", os->size());
+      return code;
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("revert", "Revert a change: needs its own evidence (the change costs at least the "
+                                             "gate, or parity shows main is wrong); otherwise refused and recorded.");
+    auto c = std::make_shared<Common>();
+    auto id = std::make_shared<int64_t>();
+    auto req = std::make_shared<ChangeRequest>();
+    auto m = std::make_shared<MeasureOptions>();
+    AddCommon(sub, *c);
+    sub->add_option("ID", *id, "change id to revert")->required();
+    sub->add_option("--reason", req->reason, "why")->required();
+    sub->add_option("--title", req->title, "title (default: Revert \"<change title>\")");
+    sub->add_option("--author", req->author, "who")->capture_default_str();
+    sub->add_option("--base-cmd", req->base_cmd, "bench command for main (with the change)")->required();
+    sub->add_option("--head-cmd", req->head_cmd, "bench command for main without the change")->required();
+    sub->add_option("--parity-cmd", req->parity_cmd, "parity command for main (a FAIL is evidence main is wrong)");
+    AddMeasureOptions(sub, *m);
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto o = (*l)->Revert(*id, *req, WithProgress(*m));
+      if (!o.ok()) return Fail(o.status());
+      return Report("revert", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("reapply", "Reapply a reverted change, recording why the revert was wrong.");
+    auto c = std::make_shared<Common>();
+    auto id = std::make_shared<int64_t>();
+    auto retract = std::make_shared<int64_t>();
+    auto req = std::make_shared<ChangeRequest>();
+    auto m = std::make_shared<MeasureOptions>();
+    AddCommon(sub, *c);
+    sub->add_option("ID", *id, "the revert's change id")->required();
+    sub->add_option("--reason", req->reason, "why the revert was wrong")->required();
+    auto* rt = sub->add_option("--retract", *retract, "retract this run (the revert's bad evidence)");
+    sub->add_option("--title", req->title, "title");
+    sub->add_option("--author", req->author, "who")->capture_default_str();
+    sub->add_option("--base-cmd", req->base_cmd, "bench command for main (without the change)")->required();
+    sub->add_option("--head-cmd", req->head_cmd, "bench command for main with the change reapplied")->required();
+    sub->add_option("--parity-cmd", req->parity_cmd, "parity command for the head")->required();
+    AddMeasureOptions(sub, *m);
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      std::optional<int64_t> r;
+      if (rt->count()) r = *retract;
+      auto o = (*l)->Reapply(*id, *req, r, WithProgress(*m));
+      if (!o.ok()) return Fail(o.status());
+      return Report("reapply", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("retract", "Retract a run's number: kept, marked with its cause, out of the frontier.");
+    auto c = std::make_shared<Common>();
+    auto run = std::make_shared<int64_t>(), by = std::make_shared<int64_t>();
+    auto reason = std::make_shared<std::string>();
+    AddCommon(sub, *c, false);
+    sub->add_option("RUN", *run, "run id")->required();
+    sub->add_option("--reason", *reason, "what produced the wrong number")->required();
+    auto* rb = sub->add_option("--replaced-by", *by, "the run whose number replaces it");
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      std::optional<int64_t> r;
+      if (rb->count()) r = *by;
+      Status s = (*l)->Retract(*run, *reason, r);
+      if (!s.ok()) return Fail(s);
+      std::printf("retract: run %lld retracted\n", static_cast<long long>(*run));
+      return 0;
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("show", "A change with every attempt: prediction, samples, parity, scores.");
+    auto c = std::make_shared<Common>();
+    auto id = std::make_shared<int64_t>();
+    AddCommon(sub, *c);
+    sub->add_option("ID", *id, "change id")->required();
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto j = (*l)->Show(*id);
+      if (!j.ok()) return Fail(j.status());
+      PrintJsonOrText(j.value(), c->json);
+      return 0;
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("frontier", "The current frontier per metric and box, with the gate.");
+    auto c = std::make_shared<Common>();
+    AddCommon(sub, *c);
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto j = (*l)->Frontier();
+      if (!j.ok()) return Fail(j.status());
+      PrintJsonOrText(j.value(), c->json);
+      return 0;
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes.");
+    auto c = std::make_shared<Common>();
+    auto what = std::make_shared<std::string>("all");
+    AddCommon(sub, *c);
+    sub->add_option("KIND", *what, "reverts | retractions | none | all")
+        ->check(CLI::IsMember({"reverts", "retractions", "none", "all"}))
+        ->capture_default_str();
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto j = (*l)->History(*what);
+      if (!j.ok()) return Fail(j.status());
+      PrintJsonOrText(j.value(), c->json);
+      return 0;
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, apply migrations.");
+    sub->require_subcommand(1);
+    auto c = std::make_shared<Common>();
+    auto* verify = sub->add_subcommand("verify", "Recompute every seal; exit 1 naming the first broken record.");
+    AddCommon(verify, *c, false);
+    reg.On(verify, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto r = (*l)->Verify();
+      if (!r.ok()) return Fail(r.status());
+      if (!r->ok) std::printf("verify: first broken record: %s\n", r->first_broken.c_str());
+      std::printf("verify: records=%lld verdict=%s\n", static_cast<long long>(r->records), r->ok ? "PASS" : "FAIL");
+      return r->ok ? 0 : 1;
+    });
+    auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
+    AddCommon(migrate, *c, false);
+    reg.On(migrate, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      std::printf("migrate: schema version %d (%d applied now)\n", (*l)->schema_version(), (*l)->migrations_applied_now());
+      return 0;
+    });
+  }
+}
+
 }  // namespace verity::cli

@@ -1,0 +1,195 @@
+// Opening the ledger (migrations, policy), seals verification, retractions.
+#include "ledger/ledger.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "base/sha256.h"
+#include "ledger/migrations.h"
+
+namespace verity::ledger {
+
+const std::vector<std::string>& SealedTables() {
+  static const std::vector<std::string> kTables = {
+      "policy", "boxes",           "changes",         "runs",       "artifacts",  "parity_results",
+      "samples", "scores",         "run_failures",    "frontier_events", "remeasure_queue", "retractions"};
+  return kTables;
+}
+
+std::string NowUtc() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+nlohmann::json Outcome::ToJson() const {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json j = {{"change", change},
+                      {"run", run},
+                      {"verdict", verdict},
+                      {"tier", tier},
+                      {"gain", opt(gain)},
+                      {"ci", ci_low ? nlohmann::json::array({*ci_low, *ci_high}) : nlohmann::json(nullptr)},
+                      {"gate", opt(gate)},
+                      {"frontier_before", opt(frontier_before)},
+                      {"frontier_after", opt(frontier_after)},
+                      {"base_median", opt(base_median)},
+                      {"head_median", opt(head_median)},
+                      {"rounds", rounds},
+                      {"surprise", surprise},
+                      {"note", note}};
+  return j;
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path, int up_to_version) {
+  VERITY_ASSIGN_OR_RETURN(auto db, Db::Open(path));
+  std::unique_ptr<Ledger> l(new Ledger(std::move(db)));
+  VERITY_RETURN_IF_ERROR(l->Migrate(up_to_version));
+  VERITY_RETURN_IF_ERROR(l->InstallPolicy());
+  return l;
+}
+
+Status Ledger::Migrate(int up_to_version) {
+  Db& d = *db_;
+  VERITY_RETURN_IF_ERROR(d.Exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+      "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)"));
+  const auto& all = EmbeddedMigrations();
+  VERITY_ASSIGN_OR_RETURN(auto applied, d.Query("SELECT version, name, sha256 FROM schema_migrations ORDER BY version"));
+  const int known = all.empty() ? 0 : all.back().version;
+  for (const auto& row : applied) {
+    const int v = static_cast<int>(AsInt(row[0]));
+    if (v > known)
+      return Status::Error(d.path() + ": ledger schema version " + std::to_string(v) + " (" + AsText(row[1]) +
+                           ") is newer than this verity knows (" + std::to_string(known) +
+                           "); use a newer verity, this one will not write to it");
+    for (const auto& m : all)
+      if (m.version == v && Sha256Hex(m.sql) != AsText(row[2]))
+        return Status::Error(d.path() + ": applied migration " + AsText(row[1]) +
+                             " differs from the one built into this verity (sha256 mismatch)");
+    schema_version_ = std::max(schema_version_, v);
+  }
+  for (const auto& m : all) {
+    if (m.version <= schema_version_ || m.version > up_to_version) continue;
+    VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+      VERITY_RETURN_IF_ERROR(d.Exec(m.sql));
+      VERITY_RETURN_IF_ERROR(d.Query("INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
+                                     {int64_t{m.version}, std::string(m.name), Sha256Hex(m.sql), NowUtc()}));
+      return OkStatus();
+    }));
+    schema_version_ = m.version;
+    applied_now_++;
+  }
+  return OkStatus();
+}
+
+Status Ledger::InstallPolicy() {
+  const Policy p = PolicyV1();
+  return db_->Transaction([&]() -> Status {
+    VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
+    if (!have.empty()) return OkStatus();
+    nlohmann::json tiers = nlohmann::json::array();
+    for (const auto& [name, lower] : p.tiers) tiers.push_back({name, lower});
+    return db_->InsertSealed("policy", {{"version", int64_t{p.version}},
+                                        {"gate_frac", p.gate_frac},
+                                        {"tiers", tiers.dump()},
+                                        {"ceiling_ratio", p.ceiling_ratio},
+                                        {"parity_min_top1", p.parity_min_top1},
+                                        {"parity_max_mean_kl", p.parity_max_mean_kl},
+                                        {"surprise_factor", p.surprise_factor},
+                                        {"created_at", NowUtc()}})
+        .status();
+  });
+}
+
+Result<Policy> Ledger::CurrentPolicy() {
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT version, gate_frac, tiers, ceiling_ratio, parity_min_top1, parity_max_mean_kl, "
+                            "surprise_factor FROM policy ORDER BY version DESC LIMIT 1"));
+  if (rows.empty()) return Status::Error(db_->path() + ": no policy recorded");
+  Policy p;
+  p.version = static_cast<int>(AsInt(rows[0][0]));
+  p.gate_frac = AsDouble(rows[0][1]);
+  try {
+    for (const auto& t : nlohmann::json::parse(AsText(rows[0][2])))
+      p.tiers.emplace_back(t[0].get<std::string>(), t[1].get<double>());
+  } catch (const std::exception& e) {
+    return Status::Error(db_->path() + ": policy v" + std::to_string(p.version) + " tiers are unreadable");
+  }
+  p.ceiling_ratio = AsDouble(rows[0][3]);
+  p.parity_min_top1 = AsDouble(rows[0][4]);
+  p.parity_max_mean_kl = AsDouble(rows[0][5]);
+  p.surprise_factor = AsDouble(rows[0][6]);
+  return p;
+}
+
+Result<VerifyReport> Ledger::Verify() {
+  VerifyReport r;
+  Db& d = *db_;
+  VERITY_ASSIGN_OR_RETURN(auto chain,
+                          d.Query("SELECT seq, tbl, row_id, content_sha256, prev_seal, seal FROM seal_chain ORDER BY seq"));
+  std::string prev = "genesis";
+  std::map<std::string, std::vector<std::string>> colnames;
+  for (const auto& t : SealedTables()) {
+    VERITY_ASSIGN_OR_RETURN(auto info, d.Query("SELECT name FROM pragma_table_info(?) ORDER BY cid", {t}));
+    for (const auto& c : info) colnames[t].push_back(AsText(c[0]));
+  }
+  auto broken = [&](const std::string& what) {
+    r.ok = false;
+    r.first_broken = what;
+    return r;
+  };
+  for (const auto& e : chain) {
+    const int64_t seq = AsInt(e[0]);
+    const std::string tbl = AsText(e[1]);
+    const int64_t row_id = AsInt(e[2]);
+    const std::string rec = tbl + "#" + std::to_string(row_id) + " (chain seq " + std::to_string(seq) + ")";
+    if (!colnames.count(tbl)) return broken(rec + ": names an unknown table");
+    if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
+    VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT * FROM " + tbl + " WHERE rowid = ?", {row_id}));
+    if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");
+    const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0]));
+    if (content != AsText(e[3])) return broken(rec + ": stored values differ from what was sealed");
+    if (ChainSeal(prev, tbl, row_id, content) != AsText(e[5])) return broken(rec + ": seal does not recompute");
+    prev = AsText(e[5]);
+    r.records++;
+  }
+  for (const auto& t : SealedTables()) {
+    VERITY_ASSIGN_OR_RETURN(
+        auto extra, d.Query("SELECT min(rowid) FROM " + t + " WHERE rowid NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
+                            {t}));
+    if (!extra.empty() && !IsNull(extra[0][0]))
+      return broken(t + "#" + std::to_string(AsInt(extra[0][0])) + ": record was never sealed (added behind the ledger's back)");
+  }
+  r.ok = true;
+  return r;
+}
+
+Status Ledger::Retract(int64_t run, const std::string& reason, std::optional<int64_t> replaced_by,
+                       std::optional<int64_t> by_change) {
+  if (reason.empty()) return Status::Error("retract: --reason is required (what produced the wrong number)");
+  return db_->Transaction([&]() -> Status {
+    VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM scores WHERE run_id = ? AND base_median IS NOT NULL", {run}));
+    if (r.empty()) return Status::Error("retract: run " + std::to_string(run) + " has no measured number to retract");
+    VERITY_ASSIGN_OR_RETURN(auto dup, db_->Query("SELECT id FROM retractions WHERE run_id = ?", {run}));
+    if (!dup.empty()) return Status::Error("retract: run " + std::to_string(run) + " is already retracted");
+    if (replaced_by) {
+      VERITY_ASSIGN_OR_RETURN(auto rb, db_->Query("SELECT 1 FROM runs WHERE id = ?", {*replaced_by}));
+      if (rb.empty()) return Status::Error("retract: --replaced-by run " + std::to_string(*replaced_by) + " does not exist");
+    }
+    return db_->InsertSealed("retractions", {{"run_id", run},
+                                             {"reason", reason},
+                                             {"replaced_by_run", replaced_by ? Value(*replaced_by) : Value()},
+                                             {"by_change", by_change ? Value(*by_change) : Value()},
+                                             {"retracted_at", NowUtc()}})
+        .status();
+  });
+}
+
+}  // namespace verity::ledger

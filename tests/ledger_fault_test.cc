@@ -1,0 +1,130 @@
+// Faults: bad bench commands fail the submission and keep what was recorded;
+// tampering is caught by verify; SIGKILL leaves a sound database; two
+// submitters share one ledger.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/ledger_test_util.h"
+
+namespace verity::test {
+namespace {
+
+TEST(Faults, BadBenchCommandsFailTheSubmissionAndKeepTheRecord) {
+  struct Bad {
+    const char* name;
+    std::string extra;
+    const char* needle;
+  };
+  const Bad bads[] = {{"exits non-zero", "--fail-after 3", "exited with status 3"},
+                      {"prints no JSON", "--garbage", "did not print one JSON object"},
+                      {"prints nothing", "--silent", "printed nothing on stdout"},
+                      {"wrong schema", "--wrong-schema", "printed schema 'other/1'"},
+                      {"no metric", "--no-metric", "printed no metric 'decode_tok_s'"},
+                      {"hangs", "--sleep 5", "timed out"}};
+  for (const auto& b : bads) {
+    const std::string dir = TempDir("bad"), db = dir + "/l.db";
+    std::string env = b.extra == "--sleep 5" ? "VERITY_BENCH_TIMEOUT_S=1 " : "";
+    auto r = Shell(env + VerityBin() + " submit --json --ledger " + db + " --title t --predict 1 --base-cmd " +
+                   Quote(Bench(dir, "base", 1000, 0.01, 1)) + " --head-cmd " +
+                   Quote(Bench(dir, "head", 1000, 0.01, 2, b.extra)) + " --parity-cmd " + Quote(Parity()));
+    EXPECT_EQ(r.exit_code, 1) << b.name;
+    EXPECT_NE(r.err.find(b.needle), std::string::npos) << b.name << ": " << r.err;
+    auto show = JsonOf(VerityBin() + " show --json --ledger " + db + " 1");
+    EXPECT_EQ(show["state"], "failed") << b.name;
+    EXPECT_EQ(show["runs"][0]["status"], "failed");
+    EXPECT_EQ(show["change"]["title"], "t") << "the change stays recorded";
+    EXPECT_EQ(show["runs"][0]["parity"].size(), 1u) << "the parity result stays recorded";
+  }
+}
+
+TEST(Faults, ArtifactChangingBetweenRoundsFails) {
+  const std::string dir = TempDir("art"), db = dir + "/l.db";
+  WriteFile(dir + "/sha", std::string(64, 'e'));
+  // The head's artifact hash is read from a file that changes after the first runs.
+  const std::string head = "sh -c " + Quote(std::string(FAKE_BENCH) + " --mean 1000 --noise 0.01 --seed 3 --state " + dir +
+                                            "/h.state --sha $(cat " + dir + "/sha); echo " + std::string(64, 'f') + " > " +
+                                            dir + "/sha");
+  auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 1 --base-cmd " +
+                 Quote(Bench(dir, "base", 1000, 0.01, 1)) + " --head-cmd " + Quote(head) + " --parity-cmd " + Quote(Parity()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("head artifact changed between rounds"), std::string::npos) << r.err;
+}
+
+TEST(Faults, TamperingIsNamedByVerify) {
+  const std::string dir = TempDir("tamper"), db = dir + "/l.db";
+  auto s = Submit(db, "t", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  auto ok = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_NE(ok.out.find("verdict=PASS"), std::string::npos) << ok.out;
+  // Each stored measurement kind, changed behind the ledger's back.
+  const std::pair<std::string, std::string> edits[] = {
+      {"samples", "UPDATE samples SET value = value * 1.01 WHERE id = 7"},
+      {"scores", "UPDATE scores SET gain = 0.5 WHERE id = 1"},
+      {"parity_results", "UPDATE parity_results SET worst_top1 = 0.5 WHERE id = 1"},
+      {"changes", "UPDATE changes SET predict_pct = 3.6 WHERE id = 1"}};
+  for (const auto& [table, sql] : edits) {
+    const std::string copy = dir + "/" + table + ".db";
+    ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + copy + "\"").exit_code, 0);
+    auto t = Shell("sqlite3 " + copy + " \"DROP TRIGGER " + table + "_no_update; " + sql + ";\"");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    auto v = Shell(VerityBin() + " ledger verify --ledger " + copy);
+    EXPECT_EQ(v.exit_code, 1) << table;
+    EXPECT_NE(v.out.find("first broken record: " + table + "#"), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("verdict=FAIL"), std::string::npos);
+  }
+  const std::string copy = dir + "/deleted.db";
+  ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + copy + "\"").exit_code, 0);
+  ASSERT_EQ(Shell("sqlite3 " + copy + " \"DROP TRIGGER samples_no_delete; DELETE FROM samples WHERE id = 3;\"").exit_code, 0);
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + copy);
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_NE(v.out.find("samples#3"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("deleted"), std::string::npos) << v.out;
+}
+
+TEST(Faults, SigkillDuringSubmissionLeavesASoundLedger) {
+  const std::string dir = TempDir("kill"), db = dir + "/l.db";
+  const std::string cmd = VerityBin() + " submit --ledger " + db + " --title killed --predict 1 --base-cmd " +
+                          Quote(Bench(dir, "base", 1000, 0.01, 1, "--sleep 0.05")) + " --head-cmd " +
+                          Quote(Bench(dir, "head", 1000, 0.01, 2, "--sleep 0.05")) + " --parity-cmd " +
+                          Quote(Parity()) + " --min-rounds 50 --max-rounds 50";
+  auto r = Shell(cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 100); do sleep 0.1; n=$(sqlite3 " + db +
+                 " 'SELECT count(*) FROM samples' 2>/dev/null || echo 0); [ \"${n:-0}\" -ge 6 ] && break; done;"
+                 " kill -9 $pid; wait $pid; echo killed");
+  EXPECT_NE(r.out.find("killed"), std::string::npos);
+  auto integrity = Shell("sqlite3 " + db + " 'PRAGMA integrity_check'");
+  EXPECT_EQ(integrity.out, "ok\n");
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("verdict=PASS"), std::string::npos);
+  auto show = JsonOf(VerityBin() + " show --json --ledger " + db + " 1");
+  EXPECT_EQ(show["state"], "incomplete");
+  EXPECT_EQ(show["runs"][0]["status"], "incomplete");
+  EXPECT_GE(show["runs"][0]["samples"].get<int>(), 6);
+}
+
+TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
+  const std::string dir = TempDir("conc"), db = dir + "/l.db";
+  auto cmd = [&](const std::string& tag, int seed) {
+    return VerityBin() + " submit --json --ledger " + db + " --title " + tag + " --predict 3.5 --base-cmd " +
+           Quote(Bench(dir, tag + "base", 1000, 0.005, seed)) + " --head-cmd " +
+           Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
+  };
+  auto background = [&](const std::string& tag, int seed) {
+    std::string out = dir + "/" + tag;
+    return "(" + cmd(tag, seed) + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
+  };
+  auto r = Shell(background("a", 1) + background("b", 3) + "wait");
+  for (const char* t : {"a", "b"}) {
+    EXPECT_EQ(ReadFile(dir + "/" + t + ".rc"), "0\n") << ReadFile(dir + "/" + t + ".err");
+    EXPECT_EQ(ReadFile(dir + "/" + t + ".err").find("locked"), std::string::npos);
+    EXPECT_NE(ReadFile(dir + "/" + t + ".out").find("\"verdict\""), std::string::npos);
+  }
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
+}  // namespace
+}  // namespace verity::test

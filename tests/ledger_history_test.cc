@@ -1,0 +1,115 @@
+// A scripted history leaves exactly that story in `verity history` and `show`:
+// change accepted, frontier moves, a parked change re-measured and promoted, a
+// revert refused for weak evidence, a revert accepted, a reapply that retracts
+// the revert's evidence.
+#include <gtest/gtest.h>
+
+#include "tests/ledger_test_util.h"
+
+namespace verity::test {
+namespace {
+
+TEST(History, ScriptedStory) {
+  const std::string dir = TempDir("story"), db = dir + "/ledger.db";
+  const std::string L = " --ledger " + db;
+  // The parked change's head: worth +1.2% on today's main, +3.5% once main moves.
+  WriteFile(dir + "/parked.mean", "1012");
+  auto parked = Submit(db, "tiny tweak", 2, Bench(dir, "p-base", 1000, 0.003, 1),
+                       std::string(FAKE_BENCH) + " --mean-file " + dir + "/parked.mean --noise 0.003 --seed 2 --state " +
+                           dir + "/p-head.state",
+                       Parity());
+  ASSERT_EQ(parked.cmd.exit_code, 0) << parked.cmd.err;
+  EXPECT_EQ(parked.j["verdict"], "none");
+  const int parked_id = parked.j["change"];
+
+  auto big = Submit(db, "fast kernels", 7, Bench(dir, "b-base", 1000, 0.003, 3), Bench(dir, "b-head", 1070, 0.003, 4),
+                    Parity());
+  EXPECT_EQ(big.j["verdict"], "accepted");
+  EXPECT_EQ(big.j["tier"], "m");
+  const int big_id = big.j["change"];
+  EXPECT_GT(big.j["frontier_after"].get<double>(), big.j["frontier_before"].get<double>());
+
+  auto none_hist = JsonOf(VerityBin() + " history none --json" + L);
+  ASSERT_EQ(none_hist["none"].size(), 1u);
+  EXPECT_TRUE(none_hist["none"][0]["queued"].get<bool>()) << "frontier moved: the parked change must be queued";
+
+  WriteFile(dir + "/parked.mean", "1035");
+  auto rem = JsonOf(VerityBin() + " remeasure --json" + L);
+  ASSERT_EQ(rem["remeasured"].size(), 1u);
+  EXPECT_EQ(rem["remeasured"][0]["change"], parked_id);
+  EXPECT_EQ(rem["remeasured"][0]["verdict"], "accepted");
+  EXPECT_EQ(rem["remeasured"][0]["tier"], "s");
+  // Nothing queued any more, except what the promotion re-queued (nothing is parked).
+  auto rem2 = JsonOf(VerityBin() + " remeasure --json" + L);
+  EXPECT_EQ(rem2["remeasured"].size(), 0u);
+
+  // A revert with weak evidence: main without the change is no faster.
+  auto weak = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
+                    " --reason 'suspect it regressed' --base-cmd " + Quote(Bench(dir, "r1-base", 1000, 0.003, 5)) +
+                    " --head-cmd " + Quote(Bench(dir, "r1-head", 1000, 0.003, 6)));
+  ASSERT_EQ(weak.exit_code, 0) << weak.err;
+  auto weak_j = nlohmann::json::parse(weak.out);
+  EXPECT_EQ(weak_j["verdict"], "refused");
+
+  // A revert with (bad, as it later turns out) strong evidence.
+  auto strong = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
+                      " --reason 'costs 5% on the long workload' --base-cmd " +
+                      Quote(Bench(dir, "r2-base", 1000, 0.003, 7)) + " --head-cmd " +
+                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8)));
+  ASSERT_EQ(strong.exit_code, 0) << strong.err;
+  auto strong_j = nlohmann::json::parse(strong.out);
+  EXPECT_EQ(strong_j["verdict"], "accepted");
+  const int revert_id = strong_j["change"], revert_run = strong_j["run"];
+
+  auto reapply = Shell(VerityBin() + " reapply --json" + L + " " + std::to_string(revert_id) +
+                       " --reason 'the revert was measured on a stale build' --retract " + std::to_string(revert_run) +
+                       " --base-cmd " + Quote(Bench(dir, "ra-base", 1000, 0.003, 9)) + " --head-cmd " +
+                       Quote(Bench(dir, "ra-head", 1070, 0.003, 10)) + " --parity-cmd " + Quote(Parity()));
+  ASSERT_EQ(reapply.exit_code, 0) << reapply.err;
+  auto reapply_j = nlohmann::json::parse(reapply.out);
+  EXPECT_EQ(reapply_j["verdict"], "accepted");
+  const int reapply_id = reapply_j["change"];
+
+  auto reverts = JsonOf(VerityBin() + " history reverts --json" + L);
+  ASSERT_EQ(reverts["reverts"].size(), 3u);
+  EXPECT_EQ(reverts["reverts"][0]["verdict"], "refused");
+  EXPECT_EQ(reverts["reverts"][0]["found_wrong"], false);
+  EXPECT_EQ(reverts["reverts"][1]["verdict"], "accepted");
+  EXPECT_EQ(reverts["reverts"][1]["found_wrong"], true);
+  EXPECT_EQ(reverts["reverts"][1]["reapplied_by"], reapply_id);
+  EXPECT_EQ(reverts["reverts"][2]["kind"], "reapply");
+
+  auto retr = JsonOf(VerityBin() + " history retractions --json" + L);
+  ASSERT_EQ(retr["retractions"].size(), 1u);
+  EXPECT_EQ(retr["retractions"][0]["run"], revert_run);
+  EXPECT_EQ(retr["retractions"][0]["by_change"], reapply_id);
+  EXPECT_NE(retr["retractions"][0]["reason"].get<std::string>().find("stale build"), std::string::npos);
+  EXPECT_TRUE(retr["retractions"][0]["base_median"].is_number()) << "a retraction keeps the number";
+
+  auto none = JsonOf(VerityBin() + " history none --json" + L);
+  ASSERT_EQ(none["none"].size(), 1u);
+  ASSERT_EQ(none["none"][0]["attempts"].size(), 2u);
+  EXPECT_EQ(none["none"][0]["attempts"][0]["verdict"], "none");
+  EXPECT_EQ(none["none"][0]["attempts"][1]["verdict"], "accepted");
+  EXPECT_EQ(none["none"][0]["attempts"][1]["purpose"], "remeasure");
+  EXPECT_GT(none["none"][0]["attempts"][1]["frontier_before"].get<double>(),
+            none["none"][0]["attempts"][0]["frontier_before"].get<double>());
+
+  auto show = JsonOf(VerityBin() + " show --json" + L + " " + std::to_string(big_id));
+  EXPECT_EQ(show["state"], "accepted");
+  EXPECT_EQ(show["change"]["predict_pct"], 7.0);
+  ASSERT_EQ(show["related"].size(), 2u);
+  EXPECT_EQ(show["runs"][0]["samples"].get<int>(), 2 + 4 * show["runs"][0]["scores"][0]["rounds"].get<int>());
+  EXPECT_EQ(show["runs"][0]["warmup_samples"], 2);
+  EXPECT_EQ(show["runs"][0]["artifacts"].size(), 2u);
+
+  // The retracted revert no longer counts toward the frontier.
+  auto f = JsonOf(VerityBin() + " frontier --json" + L);
+  EXPECT_NE(f["frontier"][0]["run"], revert_run);
+  auto v = Shell(VerityBin() + " ledger verify" + L);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("verdict=PASS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace verity::test

@@ -1,0 +1,62 @@
+// Helpers for ledger tests: build fake bench/parity commands, run `verity submit`.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace verity::test {
+
+// A fake bench command: N(mean, noise*mean), its own run counter in `dir`.
+inline std::string Bench(const std::string& dir, const std::string& name, double mean, double noise, int seed,
+                         const std::string& extra = "") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " --mean %.6f --noise %.6f --seed %d", mean, noise, seed);
+  return std::string(FAKE_BENCH) + buf + " --state " + dir + "/" + name + ".state " + extra;
+}
+
+inline std::string Parity(const std::string& args = "") { return std::string(FAKE_PARITY) + " " + args; }
+
+inline std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Submitted {
+  CommandResult cmd;
+  nlohmann::json j;
+};
+
+// Runs `verity submit --json` and parses its stdout.
+inline Submitted Submit(const std::string& db, const std::string& title, double predict, const std::string& base,
+                        const std::string& head, const std::string& parity, const std::string& extra = "") {
+  char p[32];
+  std::snprintf(p, sizeof p, "%g", predict);
+  Submitted s;
+  s.cmd = Shell(VerityBin() + " submit --json --ledger " + db + " --title " + Quote(title) + " --predict " + p +
+                " --base-cmd " + Quote(base) + " --head-cmd " + Quote(head) + " --parity-cmd " + Quote(parity) +
+                " " + extra);
+  try {
+    s.j = nlohmann::json::parse(s.cmd.out);
+  } catch (...) {
+    s.j = nlohmann::json();
+  }
+  return s;
+}
+
+inline nlohmann::json JsonOf(const std::string& cmd) {
+  auto r = Shell(cmd);
+  EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (...) {
+    ADD_FAILURE() << "not JSON: " << r.out;
+    return nlohmann::json();
+  }
+}
+
+}  // namespace verity::test
