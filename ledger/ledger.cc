@@ -77,14 +77,19 @@ Status Ledger::Migrate(int up_to_version) {
   }
   for (const auto& m : all) {
     if (m.version <= schema_version_ || m.version > up_to_version) continue;
+    // Re-check inside the write lock: another process may have just applied it.
+    bool applied_here = false;
     VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(auto have, d.Query("SELECT 1 FROM schema_migrations WHERE version = ?", {int64_t{m.version}}));
+      if (!have.empty()) return OkStatus();
       VERITY_RETURN_IF_ERROR(d.Exec(m.sql));
       VERITY_RETURN_IF_ERROR(d.Query("INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
                                      {int64_t{m.version}, std::string(m.name), Sha256Hex(m.sql), NowUtc()}));
+      applied_here = true;
       return OkStatus();
     }));
     schema_version_ = m.version;
-    applied_now_++;
+    applied_now_ += applied_here ? 1 : 0;
   }
   return OkStatus();
 }

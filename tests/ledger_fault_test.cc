@@ -113,8 +113,10 @@ TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
            Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
   };
   auto background = [&](const std::string& tag, int seed) {
-    std::string out = dir + "/" + tag;
-    return "(" + cmd(tag, seed) + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
+    const std::string out = dir + "/" + tag;
+    std::string line = "(";
+    line += cmd(tag, seed);
+    return line + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
   };
   auto r = Shell(background("a", 1) + background("b", 3) + "wait");
   for (const char* t : {"a", "b"}) {
