@@ -19,9 +19,13 @@ std::string Hex(const unsigned char* d, unsigned n) {
 }  // namespace
 
 std::string Sha256Hex(const void* data, size_t size) {
+  // One context per thread, reused: allocating one per hash dominated small inputs.
+  thread_local std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;
-  EVP_Digest(data, size, md, &n, EVP_sha256(), nullptr);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx.get(), data, size);
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
   return Hex(md, n);
 }
 

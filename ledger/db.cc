@@ -1,7 +1,5 @@
 #include "ledger/db.h"
 
-#include <nlohmann/json.hpp>
-
 #include "base/sha256.h"
 
 namespace verity::ledger {
@@ -16,6 +14,7 @@ Result<std::unique_ptr<Db>> Db::Open(const std::string& path) {
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA journal_mode=WAL"));
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA foreign_keys=ON"));
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA synchronous=NORMAL"));
+  VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA cache_size=-65536"));  // 64 MiB: big ledgers stay in memory
   return d;
 }
 
@@ -89,28 +88,51 @@ Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Val
 
 Status Db::Transaction(const std::function<Status()>& fn) {
   VERITY_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  last_seal_.reset();  // another writer may have extended the chain since
   Status s = fn();
+  if (!s.ok()) last_seal_.reset();
   if (!s.ok()) {
     (void)Exec("ROLLBACK");
     return s;
   }
   Status c = Exec("COMMIT");
   if (!c.ok()) (void)Exec("ROLLBACK");
+  last_seal_.reset();
   return c;
 }
 
 std::string CanonicalRow(const std::vector<std::string>& names, const Row& row) {
-  nlohmann::json j = nlohmann::json::array();
+  // Each cell as <name>=<type><length>:<value>; lengths make it unambiguous.
+  std::string out;
+  out.reserve(64 * row.size());
+  char num[40];
   for (size_t i = 0; i < row.size(); i++) {
+    out += names[i];
     const Value& v = row[i];
-    nlohmann::json cell;
-    if (std::holds_alternative<std::monostate>(v)) cell = nullptr;
-    else if (auto* n = std::get_if<int64_t>(&v)) cell = *n;
-    else if (auto* d = std::get_if<double>(&v)) cell = *d;
-    else cell = std::get<std::string>(v);
-    j.push_back({names[i], cell});
+    if (std::holds_alternative<std::monostate>(v)) {
+      out += "=n;";
+      continue;
+    }
+    std::string_view text;
+    char type;
+    if (auto* n = std::get_if<int64_t>(&v)) {
+      type = 'i';
+      text = std::string_view(num, static_cast<size_t>(std::snprintf(num, sizeof num, "%lld", static_cast<long long>(*n))));
+    } else if (auto* d = std::get_if<double>(&v)) {
+      type = 'r';
+      text = std::string_view(num, static_cast<size_t>(std::snprintf(num, sizeof num, "%.17g", *d)));
+    } else {
+      type = 't';
+      text = std::get<std::string>(v);
+    }
+    out += '=';
+    out += type;
+    out += std::to_string(text.size());
+    out += ':';
+    out += text;
+    out += ';';
   }
-  return j.dump();
+  return out;
 }
 
 std::string ChainSeal(const std::string& prev, const std::string& table, int64_t row_id,
@@ -128,19 +150,41 @@ Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std
   }
   VERITY_RETURN_IF_ERROR(Query("INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")", args));
   const int64_t id = sqlite3_last_insert_rowid(db_);
-  // Seal what is stored (after type affinity), not what was passed in.
-  VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare("SELECT * FROM " + table + " WHERE rowid = ?"));
-  sqlite3_reset(st);
-  VERITY_ASSIGN_OR_RETURN(auto stored, Query("SELECT * FROM " + table + " WHERE rowid = ?", {id}));
-  if (stored.size() != 1) return Status::Error(table + ": inserted row " + std::to_string(id) + " not found");
+  // Seal the row as SQLite stores it: the declared column affinity applied to
+  // what was passed. `verity ledger verify` recomputes from the stored row, so
+  // any disagreement here shows up as a broken seal in every test that verifies.
+  auto& table_cols = columns_[table];
+  if (table_cols.empty()) {
+    VERITY_ASSIGN_OR_RETURN(auto info, Query("SELECT name, upper(type) FROM pragma_table_info(?) ORDER BY cid", {table}));
+    for (const auto& c : info) table_cols.emplace_back(AsText(c[0]), AsText(c[1]));
+  }
   std::vector<std::string> colnames;
-  for (int c = 0; c < sqlite3_column_count(st); c++) colnames.emplace_back(sqlite3_column_name(st, c));
-  const std::string content = Sha256Hex(CanonicalRow(colnames, stored[0]));
-  VERITY_ASSIGN_OR_RETURN(auto last, Query("SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1"));
-  const std::string prev = last.empty() ? std::string("genesis") : AsText(last[0][0]);
+  Row stored;
+  for (const auto& [name, type] : table_cols) {
+    colnames.push_back(name);
+    Value v;
+    for (const auto& [n, given] : cols)
+      if (n == name) v = given;
+    if (name == table_cols.front().first && IsNull(v)) v = id;  // INTEGER PRIMARY KEY
+    if (type == "REAL" && std::holds_alternative<int64_t>(v)) v = static_cast<double>(std::get<int64_t>(v));
+    if (type == "INTEGER" && std::holds_alternative<double>(v)) {
+      double d = std::get<double>(v);
+      if (d == static_cast<double>(static_cast<int64_t>(d))) v = static_cast<int64_t>(d);
+    }
+    if (type == "TEXT" && !IsNull(v) && !std::holds_alternative<std::string>(v))
+      return Status::Error(table + "." + name + ": a TEXT column was given a number");
+    stored.push_back(std::move(v));
+  }
+  const std::string content = Sha256Hex(CanonicalRow(colnames, stored));
+  if (!last_seal_) {
+    VERITY_ASSIGN_OR_RETURN(auto last, Query("SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1"));
+    last_seal_ = last.empty() ? std::string("genesis") : AsText(last[0][0]);
+  }
+  std::string seal = ChainSeal(*last_seal_, table, id, content);
   VERITY_RETURN_IF_ERROR(Query(
       "INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal) VALUES (?, ?, ?, ?, ?)",
-      {table, id, content, prev, ChainSeal(prev, table, id, content)}));
+      {table, id, content, *last_seal_, seal}));
+  last_seal_ = std::move(seal);
   return id;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -31,8 +32,8 @@ class Db {
   // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
   Status Transaction(const std::function<Status()>& fn);
 
-  // Inserts a row into `table` and seals it: the stored row (read back, as
-  // stored) is hashed canonically and chained to the previous seal. Must be
+  // Inserts a row into `table` and seals it: the row as stored (declared
+  // affinity applied) is hashed canonically and chained to the previous seal. Must be
   // called inside Transaction(). Returns the new row id.
   Result<int64_t> InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols);
 
@@ -44,9 +45,13 @@ class Db {
   sqlite3* db_ = nullptr;
   std::string path_;
   std::map<std::string, sqlite3_stmt*> cache_;
+  // Per sealed table: (column name, declared type), in column order.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> columns_;
+  // The chain's last seal, valid only inside the current write transaction.
+  std::optional<std::string> last_seal_;
 };
 
-// Canonical JSON text of a stored row (column names and typed values).
+// Canonical text of a stored row: column names and typed values, length-prefixed.
 std::string CanonicalRow(const std::vector<std::string>& names, const Row& row);
 // seal = sha256(prev_seal "|" table "|" row_id "|" content_sha256)
 std::string ChainSeal(const std::string& prev, const std::string& table, int64_t row_id,

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <set>
 
 #include "base/sha256.h"
 #include "ledger/migrations.h"
@@ -141,6 +142,7 @@ Result<VerifyReport> Ledger::Verify() {
                           d.Query("SELECT seq, tbl, row_id, content_sha256, prev_seal, seal FROM seal_chain ORDER BY seq"));
   std::string prev = "genesis";
   std::map<std::string, std::vector<std::string>> colnames;
+  std::set<std::pair<std::string, int64_t>> sealed_once;
   for (const auto& t : SealedTables()) {
     VERITY_ASSIGN_OR_RETURN(auto info, d.Query("SELECT name FROM pragma_table_info(?) ORDER BY cid", {t}));
     for (const auto& c : info) colnames[t].push_back(AsText(c[0]));
@@ -156,6 +158,7 @@ Result<VerifyReport> Ledger::Verify() {
     const int64_t row_id = AsInt(e[2]);
     const std::string rec = tbl + "#" + std::to_string(row_id) + " (chain seq " + std::to_string(seq) + ")";
     if (!colnames.count(tbl)) return broken(rec + ": names an unknown table");
+    if (!sealed_once.insert({tbl, row_id}).second) return broken(rec + ": record sealed twice");
     if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
     VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT * FROM " + tbl + " WHERE rowid = ?", {row_id}));
     if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");

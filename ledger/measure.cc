@@ -86,6 +86,7 @@ Result<ParityOutcome> RunParity(Db& d, const Policy& pol, int64_t run_id, const 
                            {"worst_mean_kl", po.evidence ? Value(po.evidence->worst_mean_kl) : Value()},
                            {"logits_sha256", po.evidence ? Value(po.evidence->logits_sha256) : Value()},
                            {"message", po.message},
+                           {"seconds", out.seconds},
                            {"raw_json", po.evidence ? Value(po.evidence->raw) : Value()}})
         .status();
   }));

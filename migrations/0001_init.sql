@@ -72,6 +72,7 @@ CREATE TABLE parity_results (
   worst_mean_kl REAL,
   logits_sha256 TEXT,
   message TEXT NOT NULL,
+  seconds REAL NOT NULL,            -- the command's own wall time
   raw_json TEXT
 );
 
@@ -147,8 +148,7 @@ CREATE TABLE seal_chain (
   row_id INTEGER NOT NULL,
   content_sha256 TEXT NOT NULL,
   prev_seal TEXT NOT NULL,
-  seal TEXT NOT NULL,
-  UNIQUE (tbl, row_id)
+  seal TEXT NOT NULL
 );
 
 -- Append-only: history is never edited or deleted through the ledger's connection.

@@ -1,0 +1,254 @@
+// Google Benchmark microbenchmarks for the ledger:
+//   BM_SubmitOverhead   ledger time per submission, excluding the bench and
+//                       parity commands' own wall time (target <= 50 ms)
+//   BM_Insert100kSamples sealed inserts of 100k samples (target <= 1 s)
+//   BM_Show / BM_History on a ledger of 10k changes and 1M samples (<= 200 ms)
+// Run: build/bench/ledger_bench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "base/sha256.h"
+#include "ledger/ledger.h"
+#include "ledger/migrations.h"
+
+namespace verity::ledger {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / "verity-bench";
+  fs::create_directories(p);
+  return (p / name).string();
+}
+
+void Remove(const std::string& db) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+}
+
+// A bench command that costs one fork of sh and nothing else.
+std::string EchoBench(double value) {
+  char b[256];
+  std::snprintf(b, sizeof b,
+                "echo '{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"x\",\"artifact_sha256\":\"%s\"},"
+                "\"metrics\":{\"decode_tok_s\":%.1f},\"ok\":true}'",
+                std::string(64, 'a').c_str(), value);
+  return b;
+}
+
+void BM_SubmitOverhead(benchmark::State& state) {
+  const std::string db = Scratch("submit.db");
+  Remove(db);
+  auto l = Ledger::Open(db);
+  if (!l.ok()) {
+    state.SkipWithError(l.status().message().c_str());
+    return;
+  }
+  ChangeRequest req;
+  req.title = "bench";
+  req.predict_pct = 0.0;
+  req.base_cmd = EchoBench(1000);
+  req.head_cmd = EchoBench(1001);
+  req.parity_cmd =
+      "echo '{\"schema\":\"verity.parity/1\",\"depths\":[{\"depth\":1,\"top1\":1,\"mean_kl\":0}],\"logits_sha256\":\"" +
+      std::string(64, 'b') + "\",\"ok\":true}'";
+  MeasureOptions opt;
+  opt.min_rounds = opt.max_rounds = 5;
+  double overhead = 0.0, commands = 0.0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto o = (*l)->Submit(req, opt);
+    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.ok() || !o->completed()) {
+      state.SkipWithError("submit failed");
+      return;
+    }
+    auto cmd = (*l)->db().Query("SELECT (SELECT sum(seconds) FROM samples WHERE run_id = ?1) + "
+                                "(SELECT sum(seconds) FROM parity_results WHERE run_id = ?1)",
+                                {o->run});
+    double c = AsDouble((*cmd)[0][0]);
+    commands += c;
+    overhead += total - c;
+  }
+  state.counters["overhead_ms"] = 1e3 * overhead / state.iterations();
+  state.counters["commands_ms"] = 1e3 * commands / state.iterations();
+}
+BENCHMARK(BM_SubmitOverhead)->Unit(benchmark::kMillisecond)->Iterations(10);
+
+// Inserts a change with one run; returns the run id.
+Result<int64_t> AddRun(Db& d, int64_t box, const std::string& title, const std::string& kind,
+                       std::optional<int64_t> target) {
+  VERITY_ASSIGN_OR_RETURN(int64_t change, d.InsertSealed("changes", {{"kind", kind},
+                                                                     {"title", title},
+                                                                     {"author", std::string("bench")},
+                                                                     {"predict_pct", 3.0},
+                                                                     {"claim_bit_identical", int64_t{0}},
+                                                                     {"metric", std::string("decode_tok_s")},
+                                                                     {"base_cmd", std::string("b")},
+                                                                     {"head_cmd", std::string("h")},
+                                                                     {"target_change", target ? Value(*target) : Value()},
+                                                                     {"created_at", NowUtc()}}));
+  return d.InsertSealed("runs", {{"change_id", change},
+                                 {"purpose", std::string(kind == "change" ? "submit" : kind)},
+                                 {"box_id", box},
+                                 {"policy_version", int64_t{1}},
+                                 {"min_rounds", int64_t{5}},
+                                 {"max_rounds", int64_t{20}},
+                                 {"started_at", NowUtc()}});
+}
+
+Status InsertSamples(Db& d, int64_t run, int64_t box, int n, std::mt19937_64& rng) {
+  std::normal_distribution<double> noise(1000.0, 10.0);
+  for (int i = 0; i < n; i++)
+    VERITY_RETURN_IF_ERROR(d.InsertSealed("samples", {{"run_id", run},
+                                                      {"round", int64_t{i / 4}},
+                                                      {"side", std::string(i % 4 == 1 || i % 4 == 2 ? "head" : "base")},
+                                                      {"ord", int64_t{i % 4}},
+                                                      {"value", noise(rng)},
+                                                      {"seconds", 0.05},
+                                                      {"taken_at", std::string("2026-11-29T00:00:00.000Z")},
+                                                      {"box_id", box}}));
+  return OkStatus();
+}
+
+Result<int64_t> Box(Db& d) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT id FROM boxes"));
+  if (!rows.empty()) return AsInt(rows[0][0]);
+  return d.InsertSealed("boxes", {{"fingerprint", std::string("benchbox")}, {"detail", std::string("{}")}});
+}
+
+void BM_Insert100kSamples(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string db = Scratch("insert.db");
+    Remove(db);
+    auto l = Ledger::Open(db);
+    Db& d = (*l)->db();
+    int64_t run = 0, box = 0;
+    (void)d.Transaction([&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(box, Box(d));
+      VERITY_ASSIGN_OR_RETURN(run, AddRun(d, box, "insert", "change", std::nullopt));
+      return OkStatus();
+    });
+    std::mt19937_64 rng(1);
+    state.ResumeTiming();
+    Status s = d.Transaction([&] { return InsertSamples(d, run, box, 100000, rng); });
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+  }
+}
+BENCHMARK(BM_Insert100kSamples)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// 10k changes x 100 samples = 1M samples, with scores, parity, reverts,
+// retractions and parked changes. Built once and cached between runs.
+const std::string& BigLedger() {
+  static const std::string path = [] {
+    std::string schema;
+    for (const auto& m : EmbeddedMigrations()) schema += m.sql;
+    const std::string db = Scratch("big-10k-1m-" + Sha256Hex(schema).substr(0, 12) + ".db");
+    if (fs::exists(db)) return db;
+    const std::string tmp = db + ".building";
+    Remove(tmp);
+    auto l = Ledger::Open(tmp);
+    Db& d = (*l)->db();
+    std::mt19937_64 rng(7);
+    int64_t box = 0;
+    (void)d.Transaction([&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(box, Box(d));
+      return OkStatus();
+    });
+    for (int batch = 0; batch < 100; batch++) {
+      Status s = d.Transaction([&]() -> Status {
+        for (int i = 0; i < 100; i++) {
+          const int n = batch * 100 + i;
+          const bool revert = n % 50 == 49;
+          VERITY_ASSIGN_OR_RETURN(int64_t run, AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
+                                                      revert ? std::optional<int64_t>(n - 1) : std::nullopt));
+          VERITY_RETURN_IF_ERROR(InsertSamples(d, run, box, 100, rng));
+          VERITY_RETURN_IF_ERROR(d.InsertSealed("parity_results", {{"run_id", run},
+                                                                   {"side", std::string("head")},
+                                                                   {"mode", std::string("standard")},
+                                                                   {"exit_code", int64_t{0}},
+                                                                   {"passed", int64_t{1}},
+                                                                   {"worst_top1", 1.0},
+                                                                   {"worst_mean_kl", 0.0},
+                                                                   {"message", std::string("pass")},
+                                                                   {"seconds", 0.1}}));
+          const char* verdict = n % 3 == 0 ? "none" : (revert ? "refused" : "accepted");
+          VERITY_RETURN_IF_ERROR(d.InsertSealed("scores", {{"run_id", run},
+                                                           {"policy_version", int64_t{1}},
+                                                           {"verdict", std::string(verdict)},
+                                                           {"tier", std::string(n % 3 == 0 ? "none" : "s")},
+                                                           {"gain", 0.03},
+                                                           {"ci_low", 0.02},
+                                                           {"ci_high", 0.04},
+                                                           {"gate", 20.0},
+                                                           {"frontier_before", 1000.0},
+                                                           {"frontier_after", 1030.0},
+                                                           {"base_median", 1000.0},
+                                                           {"head_median", 1030.0},
+                                                           {"rounds", int64_t{25}},
+                                                           {"surprise", int64_t{0}},
+                                                           {"note", std::string("")},
+                                                           {"scored_at", NowUtc()}}));
+          if (n % 500 == 7)
+            VERITY_RETURN_IF_ERROR(d.InsertSealed("retractions", {{"run_id", run},
+                                                                  {"reason", std::string("bench")},
+                                                                  {"retracted_at", NowUtc()}}));
+          if (n % 100 == 1)
+            VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")},
+                                                                      {"box_id", box},
+                                                                      {"value", 1000.0 + n},
+                                                                      {"run_id", run},
+                                                                      {"reason", std::string("accepted")},
+                                                                      {"at", NowUtc()}}));
+        }
+        return OkStatus();
+      });
+      if (!s.ok()) {
+        std::fprintf(stderr, "building the big ledger failed: %s\n", s.message().c_str());
+        std::abort();
+      }
+    }
+    l->reset();
+    fs::rename(tmp, db);
+    return db;
+  }();
+  return path;
+}
+
+void BM_Show(benchmark::State& state) {
+  auto l = Ledger::Open(BigLedger());
+  for (auto _ : state) {
+    auto j = (*l)->Show(5001);
+    if (!j.ok()) state.SkipWithError(j.status().message().c_str());
+    benchmark::DoNotOptimize(j);
+  }
+}
+BENCHMARK(BM_Show)->Unit(benchmark::kMillisecond);
+
+void BM_History(benchmark::State& state, const std::string& what) {
+  auto l = Ledger::Open(BigLedger());
+  for (auto _ : state) {
+    auto j = (*l)->History(what);
+    if (!j.ok()) state.SkipWithError(j.status().message().c_str());
+    benchmark::DoNotOptimize(j);
+  }
+}
+BENCHMARK_CAPTURE(BM_History, reverts, std::string("reverts"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_History, retractions, std::string("retractions"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_History, none, std::string("none"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_History, all, std::string("all"))->Unit(benchmark::kMillisecond);
+
+void BM_Frontier(benchmark::State& state) {
+  auto l = Ledger::Open(BigLedger());
+  for (auto _ : state) benchmark::DoNotOptimize((*l)->Frontier());
+}
+BENCHMARK(BM_Frontier)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace verity::ledger
+
+BENCHMARK_MAIN();
