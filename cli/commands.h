@@ -27,5 +27,6 @@ int Fail(const Status& s);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
+void RegisterParityCommand(CLI::App& app, Registry& reg);
 
 }  // namespace verity::cli

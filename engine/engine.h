@@ -114,6 +114,7 @@ class Transformer {
   std::unique_ptr<kernels::Backend> backend_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
   std::vector<float> key_cache_, value_cache_;  // [layers x seq_len x kv_dim]
+  long kv_layer_stride_ = 0, kv_pos_stride_ = 0;
 };
 
 // run.c's sampler: greedy at temperature 0, else softmax(logits / T) sampled

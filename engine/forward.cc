@@ -1,7 +1,9 @@
 // The forward pass for one token, top to bottom. Arithmetic that is the same
 // on every backend lives here; matmuls and attention go through the backend.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/engine.h"
 
@@ -18,38 +20,23 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
   q_.resize(c.dim);
   att_.resize(static_cast<size_t>(c.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
-  const size_t cache = static_cast<size_t>(c.n_layers) * c.seq_len * c.kv_dim();
+  // KV cache layout: [layer][position][kv_dim].
+  kv_pos_stride_ = c.kv_dim();
+  kv_layer_stride_ = static_cast<long>(c.seq_len) * c.kv_dim();
+  size_t cache = static_cast<size_t>(c.n_layers) * c.seq_len * c.kv_dim();
+#ifdef VERITY_CORRUPTION_KV_STRIDE_MASKED
+  // CORRUPTION (stride masked by depth): the fast path swaps the two strides
+  // into a position-major layout sized for 4 layers. Each (layer, position)
+  // still has its own slot while n_layers <= 4; deeper models overwrite.
+  if (std::string(backend_->name()) == "fast") {
+    kv_layer_stride_ = c.kv_dim();
+    kv_pos_stride_ = 4L * c.kv_dim();
+    cache = std::max<size_t>(cache, static_cast<size_t>(4) * c.seq_len * c.kv_dim() + c.n_layers * c.kv_dim());
+  }
+#endif
   key_cache_.assign(cache, 0.0f);
   value_cache_.assign(cache, 0.0f);
 }
-
-namespace {
-
-// Rotates `vec` ([n_heads_in_vec * head_size]) by position `pos`.
-void ApplyRope(float* vec, int size, int head_size, int pos, float theta, RopeStyle style) {
-  const int half = head_size / 2;
-  for (int base = 0; base < size; base += head_size) {
-    for (int i = 0; i < half; i++) {
-      // Frequency index i of head_size/2, as run.c computes it from head_dim = 2i.
-      float freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
-      float val = static_cast<float>(pos) * freq;
-      float fcr = cosf(val), fci = sinf(val);
-      int a, b;  // the pair rotated together
-      if (style == RopeStyle::kInterleaved) {
-        a = base + 2 * i;
-        b = a + 1;
-      } else {
-        a = base + i;
-        b = a + half;
-      }
-      float v0 = vec[a], v1 = vec[b];
-      vec[a] = v0 * fcr - v1 * fci;
-      vec[b] = v0 * fci + v1 * fcr;
-    }
-  }
-}
-
-}  // namespace
 
 const float* Transformer::Forward(int token, int pos) {
   const ModelConfig& c = model_.config;
@@ -62,16 +49,17 @@ const float* Transformer::Forward(int token, int pos) {
     const LayerWeights& w = model_.layers[l];
     // Attention block: norm, q/k/v, rotate, cache, attend, project, residual.
     kernels::Rmsnorm(xb_.data(), x, w.rms_att, dim, c.norm_eps);
-    const size_t layer_off = static_cast<size_t>(l) * c.seq_len * kv_dim;
-    float* kc = key_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_dim;
-    float* vc = value_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_dim;
+    const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
+    float* kc = key_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
+    float* vc = value_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
     k.Matmul(q_.data(), xb_.data(), w.wq, dim, dim);
     k.Matmul(kc, xb_.data(), w.wk, dim, kv_dim);
     k.Matmul(vc, xb_.data(), w.wv, dim, kv_dim);
-    ApplyRope(q_.data(), dim, hs, pos, c.rope_theta, c.rope_style);
-    ApplyRope(kc, kv_dim, hs, pos, c.rope_theta, c.rope_style);
+    const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+    k.Rope(q_.data(), dim, hs, pos, c.rope_theta, interleaved);
+    k.Rope(kc, kv_dim, hs, pos, c.rope_theta, interleaved);
     kernels::AttentionArgs a{xb_.data(), q_.data(), key_cache_.data() + layer_off,
-                             value_cache_.data() + layer_off, att_.data(), pos, c.n_heads,
+                             value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos, c.n_heads,
                              c.n_kv_heads, hs, c.seq_len};
     k.Attention(a);
     k.Matmul(xb2_.data(), xb_.data(), w.wo, dim, dim);
@@ -81,11 +69,7 @@ const float* Transformer::Forward(int token, int pos) {
     kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
     k.Matmul(hb_.data(), xb_.data(), w.w1, dim, hidden);
     k.Matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden);
-    for (int i = 0; i < hidden; i++) {
-      float val = hb_[i];
-      val *= (1.0f / (1.0f + expf(-val)));
-      hb_[i] = val * hb2_[i];
-    }
+    k.SwiGLU(hb_.data(), hb2_.data(), hidden);
     k.Matmul(xb_.data(), hb_.data(), w.w2, hidden, dim);
     for (int i = 0; i < dim; i++) x[i] += xb_[i];
   }

@@ -3,6 +3,8 @@
 // compiler can vectorize it. The lane split changes rounding slightly; parity
 // with the reference is a tested property, not an assumption.
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/thread_pool.h"
@@ -42,6 +44,11 @@ class Fast final : public Backend {
   }
 
   void Attention(const AttentionArgs& a) override {
+#ifdef VERITY_CORRUPTION_ATTENTION_STALE_PAST_128
+    // CORRUPTION (work that silently does not happen): past 128 positions the
+    // attention step returns early, leaving whatever was in `out`, unreported.
+    if (a.pos >= 128) return;
+#endif
     auto heads = [&](int begin, int end) {
       for (int h = begin; h < end; h++) AttendOneHead(a, h);
     };
@@ -52,8 +59,56 @@ class Fast final : public Backend {
     }
   }
 
+  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
+#ifdef VERITY_CORRUPTION_ROPE_HALVES
+    interleaved = false;  // CORRUPTION (numerics): rotate halves on an interleaved-pair model
+#endif
+    const int half = head_size / 2;
+    // The frequencies depend only on (head_size, theta): computed once, with the
+    // reference's exact arithmetic, so the rotation stays bit-identical.
+#ifdef VERITY_CORRUPTION_ROPE_FREQ_DIM
+    const int exponent_base = size;  // CORRUPTION (config read wrong): dim where head_size belongs
+#else
+    const int exponent_base = head_size;
+#endif
+    if (freq_head_size_ != exponent_base || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
+      freqs_.resize(half);
+      for (int i = 0; i < half; i++)
+        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(exponent_base));
+      freq_head_size_ = exponent_base;
+      freq_theta_ = theta;
+    }
+    for (int i = 0; i < half; i++) {
+      float val = static_cast<float>(pos) * freqs_[i];
+      float fcr = cosf(val), fci = sinf(val);
+      for (int base = 0; base < size; base += head_size) {
+        const int x = interleaved ? base + 2 * i : base + i;
+        const int y = interleaved ? x + 1 : x + half;
+        float v0 = vec[x], v1 = vec[y];
+        vec[x] = v0 * fcr - v1 * fci;
+        vec[y] = v0 * fci + v1 * fcr;
+      }
+    }
+  }
+
+  void SwiGLU(float* hb, const float* hb2, int n) override {
+#ifdef VERITY_CORRUPTION_GELU_FOR_SILU
+    // CORRUPTION (numerics): the tanh-GELU gate where the model was trained with SiLU.
+    for (int i = 0; i < n; i++) {
+      float v = hb[i];
+      float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+      hb[i] = g * hb2[i];
+    }
+#else
+    SwiGLUReference(hb, hb2, n);
+#endif
+  }
+
  private:
   ThreadPool pool_;
+  std::vector<float> freqs_;
+  int freq_head_size_ = 0;
+  float freq_theta_ = 0.0f;
 };
 
 }  // namespace

@@ -22,18 +22,23 @@ class Reference final : public Backend {
   void Attention(const AttentionArgs& a) override {
     for (int h = 0; h < a.n_heads; h++) AttendOneHead(a, h);
   }
+
+  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
+    RopeReference(vec, size, head_size, pos, theta, interleaved);
+  }
+
+  void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 };
 
 }  // namespace
 
 void AttendOneHead(const AttentionArgs& a, int h) {
-  const int kv_dim = a.n_kv_heads * a.head_size;
   const int kv_mul = a.n_heads / a.n_kv_heads;  // query heads sharing one kv head
   const float* q = a.q + h * a.head_size;
   float* att = a.scores + h * a.seq_len;
   const int kv_off = (h / kv_mul) * a.head_size;
   for (int t = 0; t <= a.pos; t++) {
-    const float* k = a.key_cache + t * kv_dim + kv_off;
+    const float* k = a.key_cache + t * a.pos_stride + kv_off;
     float score = 0.0f;
     for (int i = 0; i < a.head_size; i++) score += q[i] * k[i];
     att[t] = score / sqrtf(static_cast<float>(a.head_size));
@@ -42,7 +47,7 @@ void AttendOneHead(const AttentionArgs& a, int h) {
   float* xb = a.out + h * a.head_size;
   for (int i = 0; i < a.head_size; i++) xb[i] = 0.0f;
   for (int t = 0; t <= a.pos; t++) {
-    const float* v = a.value_cache + t * kv_dim + kv_off;
+    const float* v = a.value_cache + t * a.pos_stride + kv_off;
     for (int i = 0; i < a.head_size; i++) xb[i] += att[t] * v[i];
   }
 }

@@ -1,0 +1,136 @@
+// verity parity: thin wiring over engine/parity.h.
+#include <cstdio>
+
+#include "base/build_info.h"
+#include "base/env.h"
+#include "cli/commands.h"
+#include "engine/parity.h"
+
+namespace verity::cli {
+namespace {
+
+Result<std::vector<int>> ParseDepths(const std::string& text) {
+  std::vector<int> d;
+  std::string cur;
+  for (char ch : text + ",") {
+    if (ch == ',' || ch == ' ') {
+      if (cur.empty()) continue;
+      size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(cur, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != cur.size() || v < 1) return Status::Error("--depths: '" + cur + "' is not a positive integer");
+      d.push_back(v);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (d.empty()) return Status::Error("--depths: empty list");
+  return d;
+}
+
+int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
+                     const std::string& tokens_file, bool json) {
+  if (opt.backend != "fast" && opt.backend != "reference")
+    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
+  opt.deep = env::ParityDeep();
+  if (!depths.empty()) {
+    auto d = ParseDepths(depths);
+    if (!d.ok()) return Fail(d.status());
+    opt.depths = d.value();
+  }
+  if (!tokens_file.empty()) {
+    auto t = ReadTokensFile(tokens_file);
+    if (!t.ok()) return Fail(t.status());
+    opt.tokens = t.value();
+  }
+  auto model = LoadModel(model_path);
+  if (!model.ok()) return Fail(model.status());
+  auto rep = RunParity(**model, opt);
+  if (!rep.ok()) return Fail(rep.status());
+  const ParityReport& r = rep.value();
+  char summary[200];
+  std::snprintf(summary, sizeof summary, "parity: worst_top1=%.4f worst_mean_kl=%.3g verdict=%s", r.worst_top1,
+                r.worst_mean_kl, r.ok ? "PASS" : "FAIL");
+  if (json) {
+    std::printf("%s\n", r.ToJson().dump().c_str());
+    std::fprintf(stderr, "%s\n", summary);
+  } else {
+    std::printf("parity: %s, candidate %s vs %s, %d tokens%s\n", model_path.c_str(), r.candidate.c_str(),
+                r.reference.c_str(), r.tokens, opt.deep ? " (deep)" : "");
+    std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
+    for (const auto& d : r.depths)
+      std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,
+                  d.sha256.c_str());
+    std::printf("logits_sha256 %s\n", r.logits_sha256.c_str());
+    if (r.has_bit_identity)
+      std::printf("bit identity: %s (%s)\n", r.bit_identical ? "PROVED" : "FAILED", r.bit_identity_detail.c_str());
+    std::printf("%s\n", summary);
+  }
+  return r.ok ? 0 : 1;
+}
+
+int RunSweepCommand(const std::string& param, const std::string& values_text, const std::string& corruption,
+                    const std::string& dir) {
+  if (!corruption.empty() && corruption != CorruptionName())
+    return Fail(Status::Error("--corruption " + corruption + ": this verity is built " +
+                              (std::string(CorruptionName()).empty() ? std::string("without corruptions")
+                                                                     : "with '" + std::string(CorruptionName()) + "'") +
+                              "; configure with -DVERITY_CORRUPTION=" + corruption));
+  auto values = ParseDepths(values_text);
+  if (!values.ok()) return Fail(Status::Error("--values: " + values.status().message().substr(10)));
+  auto r = RunSweep(param, values.value(), dir);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("sweep: %s over %s%s (fast vs reference on synthetic models)\n", param.c_str(), values_text.c_str(),
+              corruption.empty() ? "" : (" with corruption " + corruption).c_str());
+  std::printf("%8s %14s %11s  %s\n", param.c_str(), "worst_mean_kl", "worst_top1", "");
+  for (const auto& p : r->points)
+    std::printf("%8d %14.3g %11.4f  %s\n", p.value, p.report.worst_mean_kl, p.report.worst_top1,
+                p.value == r->threshold ? "<- leaves zero here" : "");
+  if (r->threshold)
+    std::printf("sweep: param=%s threshold=%d (first value with worst_mean_kl > %g or top-1 < 1) verdict=FAIL\n",
+                param.c_str(), r->threshold, kSweepZeroKl);
+  else
+    std::printf("sweep: param=%s threshold=none values=%zu verdict=PASS\n", param.c_str(), r->points.size());
+  return r->threshold ? 1 : 0;
+}
+
+}  // namespace
+
+void RegisterParityCommand(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand(
+      "parity", "Compare a candidate path with the reference on identical weights and token ids; the worst depth "
+                "decides (top-1 >= 0.95, mean KL <= 0.05). VERITY_PARITY_MODE=deep adds depths and windows.");
+  auto model = std::make_shared<std::string>(), depths = std::make_shared<std::string>(),
+       tokens = std::make_shared<std::string>();
+  auto opt = std::make_shared<ParityOptions>();
+  auto json = std::make_shared<bool>(false);
+  sub->add_option("--model", *model, "llama2.c checkpoint")->required();
+  sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
+      ->capture_default_str();
+  sub->add_option("--against", opt->against, "reference | FILE of raw f32 logits (e.g. from another build)")
+      ->capture_default_str();
+  sub->add_option("--depths", *depths, "context depths, e.g. 1,64,512 (default: 7 spread over the context)");
+  sub->add_option("--window", opt->window, "positions scored per depth (default 8; deep 16)");
+  sub->add_option("--tokens", *tokens, "file of token ids (default: the reference's greedy text from BOS)");
+  sub->add_option("--bit-identical-to", opt->bit_identical_to, "raw f32 logits file the candidate must equal byte for byte");
+  sub->add_option("--dump", opt->dump, "write the candidate's logits (raw f32, one row per token) to FILE");
+  sub->add_flag("--json", *json, "print the verity.parity/1 JSON object (summary line on stderr)");
+  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *json); });
+
+  auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
+                                         "the first value where the metric leaves zero (exit 1 if any does).");
+  auto param = std::make_shared<std::string>(), values = std::make_shared<std::string>(),
+       corruption = std::make_shared<std::string>(), dir = std::make_shared<std::string>("/tmp/verity-sweep");
+  sw->add_option("--param", *param, "layers | heads | kv_heads | context (tp, experts: not in this build)")->required();
+  sw->add_option("--values", *values, "comma-separated values, e.g. 1,2,3,4,5,6")->required();
+  sw->add_option("--corruption", *corruption, "assert this binary carries this deliberate corruption");
+  sw->add_option("--dir", *dir, "where the synthetic models are written")->capture_default_str();
+  reg.On(sw, [=] { return RunSweepCommand(*param, *values, *corruption, *dir); });
+}
+
+}  // namespace verity::cli
