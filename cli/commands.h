@@ -28,5 +28,6 @@ int Fail(const Status& s);
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);
+void RegisterReportCommand(CLI::App& app, Registry& reg);
 
 }  // namespace verity::cli

@@ -8,12 +8,13 @@ int main(int argc, char** argv) {
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
       "Engine: generate, logits, bench, synth, parity. Ledger: submit, show, frontier, history, remeasure,\n"
-      "confirm, revert, reapply, retract, ledger verify|migrate. Run `verity <command> --help`."};
+      "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
   app.require_subcommand(1);
   verity::cli::Registry reg;
   verity::cli::RegisterEngineCommands(app, reg);
   verity::cli::RegisterParityCommand(app, reg);
   verity::cli::RegisterLedgerCommands(app, reg);
+  verity::cli::RegisterReportCommand(app, reg);
   CLI11_PARSE(app, argc, argv);
   return reg.Run();
 }

@@ -1,0 +1,30 @@
+// verity report: thin wiring over reports/report.h.
+#include <cstdio>
+
+#include "base/env.h"
+#include "cli/commands.h"
+#include "reports/report.h"
+
+namespace verity::cli {
+
+void RegisterReportCommand(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand("report", "Write the markdown changelog (and its SVG ladder charts) from the ledger "
+                                           "alone; the same ledger always yields the same bytes.");
+  auto path = std::make_shared<std::string>(env::LedgerPath());
+  auto opt = std::make_shared<reports::ReportOptions>();
+  sub->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--out", opt->out, "the markdown file to write")->required();
+  sub->add_option("--since", opt->since, "limit per-change sections to changes since a DATE (YYYY-MM-DD) or change ID");
+  sub->add_option("--charts", opt->charts_dir, "directory for the SVG charts (default: beside the report)");
+  reg.On(sub, [=] {
+    auto l = ledger::Ledger::Open(*path);
+    if (!l.ok()) return Fail(l.status());
+    auto w = reports::WriteReport(**l, *opt);
+    if (!w.ok()) return Fail(w.status());
+    std::printf("report: wrote %s (%d changes, %zu chart%s)\n", w->markdown_path.c_str(), w->changes, w->charts.size(),
+                w->charts.size() == 1 ? "" : "s");
+    return 0;
+  });
+}
+
+}  // namespace verity::cli

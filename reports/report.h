@@ -1,0 +1,36 @@
+// The markdown changelog, generated from the ledger alone. The same ledger
+// always yields byte-identical output (no clocks, stable order, fixed formats).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ledger/ledger.h"
+
+namespace verity::reports {
+
+struct ReportOptions {
+  std::string out;         // FILE.md
+  std::string charts_dir;  // SVGs go here; default: the directory of `out`
+  std::string since;       // "" | change id | date prefix (YYYY-MM-DD...): limits the per-change sections
+};
+
+struct WrittenReport {
+  std::string markdown_path;
+  std::vector<std::string> charts;
+  int changes = 0;
+};
+
+// Renders the report and its charts and writes them. Errors name the file.
+Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt);
+
+// One step of the frontier ladder, for the chart.
+struct LadderPoint {
+  std::string label;  // e.g. "#3"
+  double value;
+};
+// An SVG step chart of the frontier over the ladder (self-contained, no scripts).
+std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& points);
+
+}  // namespace verity::reports

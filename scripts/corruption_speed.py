@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Decode speed of each corrupted build relative to main, interleaved on one box.
+
+For every build under build/corruption/<name>, runs `verity bench` of main and of
+the corrupted build in ABBA rounds (main, corrupt, corrupt, main) and prints the
+median of the per-round ratios corrupt/main of decode_tok_s. Same model, same
+steps, same box, interleaved so that drift cancels within a round.
+usage: scripts/corruption_speed.py [--rounds N] [--steps N] [--model PATH]
+"""
+import argparse, json, os, statistics, subprocess, sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--rounds", type=int, default=8)
+ap.add_argument("--steps", type=int, default=512)
+ap.add_argument("--model", default="models/stories260K.bin")
+args = ap.parse_args()
+
+def bench(binary):
+    out = subprocess.run([binary, "bench", "--model", args.model, "--steps", str(args.steps), "--backend", "fast"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["metrics"]["decode_tok_s"]
+
+main = "build/cli/verity"
+names = sorted(os.listdir("build/corruption")) if os.path.isdir("build/corruption") else []
+for name in names:
+    corrupt = os.path.join("build/corruption", name, "cli", "verity")
+    if not os.path.exists(corrupt):
+        continue
+    ratios = []
+    for _ in range(args.rounds):
+        m1, c1, c2, m2 = bench(main), bench(corrupt), bench(corrupt), bench(main)
+        ratios.append((c1 + c2) / (m1 + m2))
+    ratios.sort()
+    print(f"{name}: decode speed vs main x{statistics.median(ratios):.3f} "
+          f"(rounds={args.rounds}, range {ratios[0]:.3f}..{ratios[-1]:.3f})")
+print(f"corruption_speed: builds={len(names)} rounds={args.rounds} steps={args.steps}")

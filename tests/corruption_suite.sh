@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds every corruption listed in CORRUPTIONS.md and proves it is caught:
+# the row's command exits non-zero with the corrupted verity first on PATH and
+# 0 with the normal one; `verity parity` on stories260K rejects it; the layer
+# sweep names the masked stride bug's threshold; `verity submit` of the fast
+# corrupted build ends rejected-parity without running its bench command.
+# usage: tests/corruption_suite.sh SOURCE_DIR BUILD_DIR
+set -uo pipefail
+src=$1 build=$2
+cd "$src"
+normal="$build/cli"
+mkdir -p "$build/corruption"
+fails=0 caught=0 total=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+rows=$(grep -E '^\| `[a-z0-9-]+` \|' CORRUPTIONS.md)
+[ -n "$rows" ] || { echo "corruption_suite: no rows found in CORRUPTIONS.md verdict=FAIL"; exit 1; }
+while IFS= read -r row; do
+  name=$(printf '%s' "$row" | sed -E 's/^\| `([^`]+)`.*/\1/')
+  cmd=$(printf '%s' "$row" | sed -E 's/.*`([^`]+)` \|[[:space:]]*$/\1/')
+  total=$((total + 1))
+  dir="$build/corruption/$name"
+  echo "== $name: $cmd"
+  if ! { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION="$name" >"$dir.configure.log" 2>&1 \
+         && cmake --build "$dir" --target verity -j"$(nproc)" >"$dir.build.log" 2>&1; }; then
+    fail "$name: build failed (see $dir.build.log)"; continue
+  fi
+  [ "$("$dir/cli/verity" bench --model models/stories260K.bin --steps 4 | grep -c verity.bench/1)" = 1 ] || fail "$name: corrupted build does not run"
+  out=$(PATH="$normal:$PATH" bash -c "$cmd" 2>&1); rc=$?
+  [ $rc -eq 0 ] || fail "$name: command exits $rc on the normal build: $(echo "$out" | tail -n 1)"
+  echo "$out" | tail -n 1 | grep -q "verdict=PASS" || fail "$name: normal build printed no PASS summary"
+  out=$(PATH="$dir/cli:$PATH" bash -c "$cmd" 2>&1); rc=$?
+  last=$(echo "$out" | tail -n 1)
+  echo "   corrupted: exit $rc, $last"
+  if [ $rc -ne 0 ] && echo "$last" | grep -q "verdict=FAIL"; then caught=$((caught + 1)); else fail "$name: not caught by its command"; fi
+  par=$("$dir/cli/verity" parity --model models/stories260K.bin 2>&1); rc=$?
+  [ $rc -ne 0 ] && echo "$par" | tail -n 1 | grep -q "verdict=FAIL" || fail "$name: verity parity on stories260K did not reject it"
+  if [ "$name" = kv-stride-masked ]; then
+    sweep=$("$dir/cli/verity" sweep --param layers --values 1,2,3,4,5,6,7,8 --corruption kv-stride-masked --dir "$dir/sweep")
+    echo "$sweep" | grep -q "threshold=5 " || fail "kv-stride-masked: the layer sweep did not name threshold 5: $sweep"
+    echo "$sweep" | sed -n '3,6p' | awk '{ if ($2 + 0 > 1e-6) bad = 1 } END { exit bad }' || fail "kv-stride-masked: not zero below the threshold"
+  fi
+  if [ "$name" = attention-stale-past-128 ]; then
+    tmp=$(mktemp -d)
+    marker="$tmp/head-bench-ran"
+    res=$("$normal/verity" submit --json --ledger "$tmp/l.db" --title "stale attention (faster)" --predict 1 \
+      --base-cmd "$normal/verity bench --model models/stories260K.bin --steps 512" \
+      --head-cmd "touch $marker; $dir/cli/verity bench --model models/stories260K.bin --steps 512" \
+      --parity-cmd "$dir/cli/verity parity --model models/stories260K.bin --json" 2>/dev/null)
+    echo "   submit: $res"
+    echo "$res" | grep -q '"verdict":"rejected-parity"' || fail "submit of the corrupted build was not rejected-parity"
+    [ ! -e "$marker" ] || fail "the corrupted build's bench command ran"
+    rm -rf "$tmp"
+  fi
+done <<< "$rows"
+verdict=PASS
+[ $fails -eq 0 ] && [ $caught -eq $total ] || verdict=FAIL
+echo "corruption_suite: corruptions=$total caught=$caught failures=$fails verdict=$verdict"
+[ $verdict = PASS ]
