@@ -55,22 +55,35 @@ std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& 
          Fmt("%.1f", v) + "</text>\n";
   }
   // The ladder: horizontal until the next change, then up (or down, after a revert).
-  if (!points.empty()) {
-    std::string path = "M " + Fmt("%.1f", X(0)) + " " + Fmt("%.1f", Y(points[0].value));
-    for (size_t i = 1; i < points.size(); i++)
-      path += " H " + Fmt("%.1f", X(i)) + " V " + Fmt("%.1f", Y(points[i].value));
-    s += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\"/>\n";
+  // The ladder joins the points that still count; retracted ones stand apart.
+  std::string path;
+  for (size_t i = 0; i < points.size(); i++) {
+    if (points[i].retracted) continue;
+    const std::string x = Fmt("%.1f", X(i)), y = Fmt("%.1f", Y(points[i].value));
+    if (path.empty()) {
+      path += "M ";
+      path += x;
+      path += " ";
+    } else {
+      path += " H ";
+      path += x;
+      path += " V ";
+    }
+    path += y;
   }
+  if (!path.empty()) s += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\"/>\n";
   for (size_t i = 0; i < points.size(); i++) {
     std::string x = Fmt("%.1f", X(i)), y = Fmt("%.1f", Y(points[i].value));
-    s += "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"#1f6feb\"/>\n";
+    s += points[i].retracted
+             ? "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"#ffffff\" stroke=\"#999\" stroke-width=\"1.5\"/>\n"
+             : "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"#1f6feb\"/>\n";
     s += "<text x=\"" + x + "\" y=\"" + Fmt("%.1f", Y(points[i].value) - 10) + "\" text-anchor=\"middle\">" +
          Fmt("%.1f", points[i].value) + "</text>\n";
     s += "<text x=\"" + x + "\" y=\"" + Fmt("%.1f", H - bottom + 18) + "\" text-anchor=\"middle\">" +
          Escape(points[i].label) + "</text>\n";
   }
   s += "<text x=\"360\" y=\"" + Fmt("%.1f", H - 12) + "\" text-anchor=\"middle\" fill=\"#555\">frontier after each step "
-       "(seed, accepted, confirmed, revert)</text>\n";
+       "(seed, accepted, confirmed, revert); hollow grey: retracted</text>\n";
   s += "</svg>\n";
   return s;
 }

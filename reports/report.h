@@ -29,6 +29,7 @@ Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& o
 struct LadderPoint {
   std::string label;  // e.g. "#3"
   double value;
+  bool retracted = false;  // drawn hollow and grey, off the line
 };
 // An SVG step chart of the frontier over the ladder (self-contained, no scripts).
 std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& points);
