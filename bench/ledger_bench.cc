@@ -3,6 +3,7 @@
 //                       parity commands' own wall time (target <= 50 ms)
 //   BM_Insert100kSamples sealed inserts of 100k samples (target <= 1 s)
 //   BM_Show / BM_History on a ledger of 10k changes and 1M samples (<= 200 ms)
+//   BM_Report           the markdown changelog of that ledger (<= 2 s)
 // Run: build/bench/ledger_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -14,6 +15,7 @@
 #include "base/sha256.h"
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
+#include "reports/report.h"
 
 namespace verity::ledger {
 namespace {
@@ -241,6 +243,20 @@ BENCHMARK_CAPTURE(BM_History, reverts, std::string("reverts"))->Unit(benchmark::
 BENCHMARK_CAPTURE(BM_History, retractions, std::string("retractions"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_History, none, std::string("none"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_History, all, std::string("all"))->Unit(benchmark::kMillisecond);
+
+void BM_Report(benchmark::State& state) {
+  auto l = Ledger::Open(BigLedger());
+  reports::ReportOptions opt;
+  opt.out = Scratch("big-report.md");
+  size_t bytes = 0;
+  for (auto _ : state) {
+    auto w = reports::WriteReport(**l, opt);
+    if (!w.ok()) state.SkipWithError(w.status().message().c_str());
+    bytes = fs::file_size(opt.out);
+  }
+  state.counters["report_MB"] = bytes / 1e6;
+}
+BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_Frontier(benchmark::State& state) {
   auto l = Ledger::Open(BigLedger());
