@@ -2,6 +2,7 @@
 // protocols strictly, and fingerprint the box the numbers come from.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,5 +59,23 @@ struct Box {
   std::string detail;       // canonical JSON
 };
 Box ThisBox();
+
+}  // namespace verity::bench
+
+namespace verity::bench {
+
+// A git ref built into a cached worktree: verify the artifact, not the transport.
+struct BuiltRef {
+  std::string ref, sha;    // as given, and the commit it resolved to
+  std::string worktree;    // <cache>/<sha>
+  std::string binary;      // <worktree>/build/cli/verity
+  bool has_parity = false; // the build knows `verity parity`
+};
+
+// Resolves `ref` in `repo`, checks it out (detached) into `cache_dir`/<sha>
+// once, and builds its `verity` target there (incrementally on later calls).
+// `progress` receives one line per step. Errors name the ref and the log.
+Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const std::string& cache_dir,
+                          int timeout_s, const std::function<void(const std::string&)>& progress);
 
 }  // namespace verity::bench

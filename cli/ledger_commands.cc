@@ -1,9 +1,11 @@
 // submit, confirm, remeasure, revert, reapply, retract, show, frontier,
 // history, ledger verify|migrate: thin wiring over ledger/.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "base/env.h"
+#include "bench/bench.h"
 #include "cli/commands.h"
 #include "ledger/ledger.h"
 
@@ -165,6 +167,55 @@ void PrintJsonOrText(const nlohmann::json& j, bool json, void (*human)(const nlo
   }
 }
 
+struct RefOptions {
+  std::string base, head, model, repo = ".";
+  int steps = 256;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// With --base/--head: builds both refs and fills in the commands and identities.
+Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
+  const bool by_ref = !o.base.empty() || !o.head.empty();
+  if (!by_ref) {
+    if (r->base_cmd.empty() || r->head_cmd.empty() || r->parity_cmd.empty())
+      return Status::Error("submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF --model PATH");
+    return OkStatus();
+  }
+  if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");
+  if (!r->base_cmd.empty() || !r->head_cmd.empty())
+    return Status::Error("--base/--head refs and --base-cmd/--head-cmd are alternatives; give one pair");
+  if (o.model.empty()) return Status::Error("--model is required with --base/--head (the model each side benchmarks)");
+  std::error_code ec;
+  const std::string model = std::filesystem::absolute(o.model, ec).string();
+  if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
+  auto progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  auto toplevel = bench::RunCommand("git -C " + Quote(o.repo) + " rev-parse --show-toplevel", 60);
+  if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
+  std::string repo = toplevel.out;
+  while (!repo.empty() && repo.back() == '\n') repo.pop_back();
+  const std::string cache = env::WorktreeCache(repo);
+  const int timeout = env::CommandTimeoutSeconds();
+  VERITY_ASSIGN_OR_RETURN(bench::BuiltRef base, bench::BuildRef(repo, o.base, cache, timeout, progress));
+  VERITY_ASSIGN_OR_RETURN(bench::BuiltRef head, bench::BuildRef(repo, o.head, cache, timeout, progress));
+  const std::string bench_args = " bench --model " + Quote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
+  r->base_cmd = Quote(base.binary) + bench_args;
+  r->head_cmd = Quote(head.binary) + bench_args;
+  if (r->parity_cmd.empty() && head.has_parity)
+    r->parity_cmd = Quote(head.binary) + " parity --model " + Quote(model) + " --backend fast --json";
+  if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
+    r->base_parity_cmd = Quote(base.binary) + " parity --model " + Quote(model) + " --backend fast --json";
+  r->base_ref = o.base;
+  r->head_ref = o.head;
+  r->base_sha = base.sha;
+  r->head_sha = head.sha;
+  return OkStatus();
+}
+
 }  // namespace
 
 void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
@@ -184,19 +235,29 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     auto* cl = sub->add_option("--claim", *claim, "claimed gain in percent (what the author says in the PR)");
     sub->add_flag("--claim-bit-identical", req->claim_bit_identical,
                   "claim the head's logits are byte-identical to the base's (proved with --base-parity-cmd)");
-    sub->add_option("--base-cmd", req->base_cmd, "bench-protocol command for the base")->required();
-    sub->add_option("--head-cmd", req->head_cmd, "bench-protocol command for the head")->required();
-    sub->add_option("--parity-cmd", req->parity_cmd, "parity-protocol command for the head (the correctness gate)")
-        ->required();
+    sub->add_option("--base-cmd", req->base_cmd, "bench-protocol command for the base");
+    sub->add_option("--head-cmd", req->head_cmd, "bench-protocol command for the head");
+    sub->add_option("--parity-cmd", req->parity_cmd,
+                    "parity-protocol command for the head (the correctness gate); with refs, default: the head's "
+                    "own `verity parity --json`");
     sub->add_option("--base-parity-cmd", req->base_parity_cmd, "parity-protocol command for the base (bit identity)");
+    auto refs = std::make_shared<RefOptions>();
+    sub->add_option("--base", refs->base, "git ref of the base (instead of --base-cmd): built into a cached worktree");
+    sub->add_option("--head", refs->head, "git ref of the head (instead of --head-cmd)");
+    sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
+    sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
+    sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
     sub->add_option("--metric", req->metric, "metric to score (higher is better)")->capture_default_str();
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       req->predict_pct = *predict;
       if (cl->count()) req->claim_pct = *claim;
+      ChangeRequest r = *req;
+      Status prepared = PrepareRefs(*refs, &r);
+      if (!prepared.ok()) return Fail(prepared);
       auto l = OpenLedger(*c);
       if (!l.ok()) return Fail(l.status());
-      auto o = (*l)->Submit(*req, WithProgress(*m));
+      auto o = (*l)->Submit(r, WithProgress(*m));
       if (!o.ok()) return Fail(o.status());
       return Report("submit", o.value(), c->json);
     });
