@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode speed of each corrupted build relative to main, interleaved on one box.
 
-For every build under build/corruption/<name>, runs `verity bench` of main and of
+For every build under build-corruption-<name>, runs `verity bench` of main and of
 the corrupted build in ABBA rounds (main, corrupt, corrupt, main) and prints the
 median of the per-round ratios corrupt/main of decode_tok_s. Same model, same
 steps, same box, interleaved so that drift cancels within a round.
@@ -21,9 +21,9 @@ def bench(binary):
     return json.loads(out)["metrics"]["decode_tok_s"]
 
 main = "build/cli/verity"
-names = sorted(os.listdir("build/corruption")) if os.path.isdir("build/corruption") else []
+names = sorted(d[len("build-corruption-"):] for d in os.listdir(".") if d.startswith("build-corruption-"))
 for name in names:
-    corrupt = os.path.join("build/corruption", name, "cli", "verity")
+    corrupt = os.path.join("build-corruption-" + name, "cli", "verity")
     if not os.path.exists(corrupt):
         continue
     ratios = []

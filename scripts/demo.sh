@@ -22,8 +22,8 @@ bench() { echo "VERITY_THREADS=${2:-1} $1 bench --model $model --steps 512 --bac
 parity() { echo "$1 parity --model $model --backend ${2:-fast} --json"; }
 
 say "building a deliberately corrupted engine in the background (-DVERITY_CORRUPTION=$corrupt)"
-( cmake -S . -B build/corruption/$corrupt -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$corrupt >/dev/null 2>&1 &&
-  cmake --build build/corruption/$corrupt --target verity -j"$(nproc)" >"$out/corrupt-build.log" 2>&1 ) &
+( cmake -S . -B build-corruption-$corrupt -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$corrupt >/dev/null 2>&1 &&
+  cmake --build build-corruption-$corrupt --target verity -j"$(nproc)" >"$out/corrupt-build.log" 2>&1 ) &
 builder=$!
 
 say "1. a change too small to matter, measured while that build shares the 2 cores (a bad measurement)"
@@ -50,8 +50,8 @@ fi
 say "3. a corrupted build that skips attention past 128 positions: far faster, and wrong"
 echo "   The ledger runs its parity first; its bench command must never run."
 $v submit --title "Skip attention past 128 positions (corrupted)" --author demo --predict 30 \
-  --base-cmd "$(bench $v)" --head-cmd "touch $out/corrupt-bench-ran; $(bench build/corruption/$corrupt/cli/verity)" \
-  --parity-cmd "$(parity build/corruption/$corrupt/cli/verity)"
+  --base-cmd "$(bench $v)" --head-cmd "touch $out/corrupt-bench-ran; $(bench build-corruption-$corrupt/cli/verity)" \
+  --parity-cmd "$(parity build-corruption-$corrupt/cli/verity)"
 [ ! -e "$out/corrupt-bench-ran" ] && echo "   (confirmed: the corrupted build's bench command never ran)"
 
 say "4. a revert of the fast path with weak evidence: main without it is not faster"

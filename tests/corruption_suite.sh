@@ -9,7 +9,6 @@ set -uo pipefail
 src=$1 build=$2
 cd "$src"
 normal="$build/cli"
-mkdir -p "$build/corruption"
 fails=0 caught=0 total=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
@@ -19,7 +18,7 @@ while IFS= read -r row; do
   name=$(printf '%s' "$row" | sed -E 's/^\| `([^`]+)`.*/\1/')
   cmd=$(printf '%s' "$row" | sed -E 's/.*`([^`]+)` \|[[:space:]]*$/\1/')
   total=$((total + 1))
-  dir="$build/corruption/$name"
+  dir="$src/build-corruption-$name"
   echo "== $name: $cmd"
   if ! { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION="$name" >"$dir.configure.log" 2>&1 \
          && cmake --build "$dir" --target verity -j"$(nproc)" >"$dir.build.log" 2>&1; }; then
