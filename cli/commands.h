@@ -29,5 +29,6 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);
 void RegisterReportCommand(CLI::App& app, Registry& reg);
+void RegisterCheckpointCommands(CLI::App& app, Registry& reg);
 
 }  // namespace verity::cli

@@ -164,6 +164,16 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
   if (!j.contains("shared_classifier") || !j["shared_classifier"].is_boolean())
     return Status::Error("--config: required boolean key 'shared_classifier' is missing");
   c.shared_classifier = j["shared_classifier"].get<bool>();
+  if (j.contains("n_experts") != j.contains("n_experts_per_tok"))
+    return Status::Error("--config: 'n_experts' and 'n_experts_per_tok' go together");
+  if (j.contains("n_experts")) {
+    if (!j["n_experts"].is_number_integer() || !j["n_experts_per_tok"].is_number_integer() ||
+        j["n_experts"].get<int>() < 1 || j["n_experts_per_tok"].get<int>() < 1 ||
+        j["n_experts_per_tok"].get<int>() > j["n_experts"].get<int>())
+      return Status::Error("--config: need 1 <= n_experts_per_tok <= n_experts");
+    c.n_experts = j["n_experts"].get<int>();
+    c.n_experts_per_tok = j["n_experts_per_tok"].get<int>();
+  }
   c.rope_theta = Llama2cFormat::kRopeTheta;
   c.norm_eps = Llama2cFormat::kNormEps;
   return c;
@@ -213,19 +223,34 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     reg.On(sub, [=] { return RunBench(*model, *steps, *backend); });
   }
   {
-    auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic llama2.c checkpoint.");
+    auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
+                                            "(Hugging Face safetensors, dense or MoE).");
     auto out = std::make_shared<std::string>(), config = std::make_shared<std::string>();
     auto seed = std::make_shared<uint64_t>(1);
-    sub->add_option("--out", *out, "output .bin file")->required();
+    auto shards = std::make_shared<int>(1);
+    auto dtype = std::make_shared<std::string>("f32");
+    sub->add_option("--out", *out, "FILE.bin for llama2.c, otherwise a directory for Hugging Face")->required();
     sub->add_option("--config", *config,
-                    "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, "
-                    "shared_classifier (all required)")
+                    "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier "
+                    "(all required); n_experts and n_experts_per_tok for MoE (directories only)")
         ->required();
     sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
+    sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
+    sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
     reg.On(sub, [=] {
       auto c = ConfigFromJson(*config);
       if (!c.ok()) return Fail(c.status());
-      Status s = WriteSyntheticLlama2c(c.value(), *seed, *out);
+      const bool file = out->size() > 4 && out->substr(out->size() - 4) == ".bin";
+      Status s;
+      if (file) {
+        if (c->n_experts > 0) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
+        s = WriteSyntheticLlama2c(c.value(), *seed, *out);
+      } else {
+        c->rope_style = RopeStyle::kHalves;
+        auto m = SyntheticModel(c.value(), *seed);
+        if (!m.ok()) return Fail(m.status());
+        s = WriteHfCheckpoint(**m, *out, *shards, *dtype);
+      }
       if (!s.ok()) return Fail(s);
       std::fprintf(stderr, "verity: wrote %s\n", out->c_str());
       return 0;

@@ -28,6 +28,8 @@ struct ModelConfig {
   float rope_theta = 0.0f;
   float norm_eps = 0.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
+  int n_experts = 0;          // Mixtral-style MoE when > 0
+  int n_experts_per_tok = 0;  // top-k routed experts per token
 
   int head_size() const { return dim / n_heads; }
   int kv_dim() const { return n_kv_heads * head_size(); }
@@ -41,6 +43,12 @@ struct Llama2cFormat {
   static constexpr int kEos = 2;
 };
 
+struct ExpertWeights {
+  const float* w1;  // [hidden x dim] gate
+  const float* w2;  // [dim x hidden] down
+  const float* w3;  // [hidden x dim] up
+};
+
 struct LayerWeights {
   const float* rms_att;  // [dim]
   const float* wq;       // [dim x dim]      (rows = outputs)
@@ -51,6 +59,8 @@ struct LayerWeights {
   const float* w1;       // [hidden x dim]   gate
   const float* w2;       // [dim x hidden]   down
   const float* w3;       // [hidden x dim]   up
+  const float* router = nullptr;       // MoE: [n_experts x dim]; then w1..w3 are unused
+  std::vector<ExpertWeights> experts;  // MoE: n_experts entries
 };
 
 struct Model {
@@ -63,9 +73,39 @@ struct Model {
   const float* classifier = nullptr;       // [vocab x dim]
 };
 
-// Loads a llama2.c checkpoint, validating every header field and the exact
-// file size. Errors name the file and the field.
+// Loads a llama2.c checkpoint (a file), validating every header field and the
+// exact file size, or a Hugging Face directory (config.json plus
+// model.safetensors or shards with model.safetensors.index.json), where every
+// required tensor must be present with its shape and nothing unexpected may
+// be. Errors name the file and the field or tensor.
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
+
+// What a tensor is for; decides whether its absence may be tolerated.
+enum class TensorKind { kEmbedding, kNorm, kAttention, kRouter, kExpert, kFfn, kHead };
+const char* TensorKindName(TensorKind k);
+
+struct ExpectedTensor {
+  std::string name;             // Hugging Face name
+  std::vector<int64_t> shape;
+  TensorKind kind;
+};
+
+// Every tensor a config implies, in a fixed order, with HF names and shapes.
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c);
+
+// Reads config.json; every semantic key is required (an absent key is an
+// error naming it). MoE keys are required when model_type is "mixtral".
+Result<ModelConfig> ReadHfConfig(const std::string& dir);
+
+// Writes `model` as a Hugging Face directory: config.json, `shards` safetensors
+// files (model.safetensors when 1, else model-0000K-of-0000N.safetensors plus
+// the index), in f32 or bf16. llama2.c models get their q/k rows permuted into
+// the rotate-half layout, so the directory runs with RopeStyle::kHalves.
+Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype);
+
+// A synthetic MoE or dense model in memory (deterministic in seed).
+Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& c, uint64_t seed);
 
 // Validates a config's internal consistency; `where` prefixes every message.
 Status ValidateConfig(const ModelConfig& c, const std::string& where);
@@ -113,6 +153,9 @@ class Transformer {
   const Model& model_;
   std::unique_ptr<kernels::Backend> backend_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
+  void MixtureOfExperts(const LayerWeights& w, float* x);
+  std::vector<float> router_, moe_out_;
+  std::vector<int> chosen_;
   std::vector<float> key_cache_, value_cache_;  // [layers x seq_len x kv_dim]
   long kv_layer_stride_ = 0, kv_pos_stride_ = 0;
 };

@@ -20,6 +20,9 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
   q_.resize(c.dim);
   att_.resize(static_cast<size_t>(c.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
+  router_.resize(c.n_experts);
+  moe_out_.resize(c.dim);
+  chosen_.reserve(c.n_experts);
   // KV cache layout: [layer][position][kv_dim].
   kv_pos_stride_ = c.kv_dim();
   kv_layer_stride_ = static_cast<long>(c.seq_len) * c.kv_dim();
@@ -36,6 +39,33 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
 #endif
   key_cache_.assign(cache, 0.0f);
   value_cache_.assign(cache, 0.0f);
+}
+
+// Mixtral routing: router logits, the top-k experts (ties to the lower index),
+// softmax over the chosen k, and the weighted sum of their SwiGLU outputs.
+void Transformer::MixtureOfExperts(const LayerWeights& w, float* x) {
+  const ModelConfig& c = model_.config;
+  kernels::Backend& k = *backend_;
+  const int dim = c.dim, hidden = c.hidden_dim, n = c.n_experts, topk = c.n_experts_per_tok;
+  k.Matmul(router_.data(), xb_.data(), w.router, dim, n);
+  chosen_.clear();
+  for (int e = 0; e < n; e++) chosen_.push_back(e);
+  std::partial_sort(chosen_.begin(), chosen_.begin() + topk, chosen_.end(), [&](int a, int b) {
+    return router_[a] != router_[b] ? router_[a] > router_[b] : a < b;
+  });
+  float mx = router_[chosen_[0]], sum = 0.0f;
+  for (int j = 0; j < topk; j++) sum += expf(router_[chosen_[j]] - mx);
+  std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
+  for (int j = 0; j < topk; j++) {
+    const ExpertWeights& e = w.experts[chosen_[j]];
+    const float weight = expf(router_[chosen_[j]] - mx) / sum;
+    k.Matmul(hb_.data(), xb_.data(), e.w1, dim, hidden);
+    k.Matmul(hb2_.data(), xb_.data(), e.w3, dim, hidden);
+    k.SwiGLU(hb_.data(), hb2_.data(), hidden);
+    k.Matmul(xb2_.data(), hb_.data(), e.w2, hidden, dim);
+    for (int i = 0; i < dim; i++) moe_out_[i] += weight * xb2_[i];
+  }
+  for (int i = 0; i < dim; i++) x[i] += moe_out_[i];
 }
 
 const float* Transformer::Forward(int token, int pos) {
@@ -67,11 +97,15 @@ const float* Transformer::Forward(int token, int pos) {
 
     // FFN block: norm, SwiGLU (silu(w1 x) * w3 x), down-project, residual.
     kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
-    k.Matmul(hb_.data(), xb_.data(), w.w1, dim, hidden);
-    k.Matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden);
-    k.SwiGLU(hb_.data(), hb2_.data(), hidden);
-    k.Matmul(xb_.data(), hb_.data(), w.w2, hidden, dim);
-    for (int i = 0; i < dim; i++) x[i] += xb_[i];
+    if (c.n_experts == 0) {
+      k.Matmul(hb_.data(), xb_.data(), w.w1, dim, hidden);
+      k.Matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden);
+      k.SwiGLU(hb_.data(), hb2_.data(), hidden);
+      k.Matmul(xb_.data(), hb_.data(), w.w2, hidden, dim);
+      for (int i = 0; i < dim; i++) x[i] += xb_[i];
+    } else {
+      MixtureOfExperts(w, x);
+    }
   }
   kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
   k.Matmul(logits_.data(), x, model_.classifier, dim, c.vocab_size);

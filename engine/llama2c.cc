@@ -78,6 +78,8 @@ Status CheckRegularFile(const std::string& path, const char* what) {
 }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path);
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::Error(path + ": cannot open model file (" + std::strerror(errno) + ")");
@@ -147,10 +149,17 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   take(lay.rope_tables);
   model->classifier = c.shared_classifier ? model->token_embedding : take(lay.classifier);
   for (int64_t l = 0; l < L; l++) {
-    model->layers.push_back(LayerWeights{
-        rms_att + l * lay.rms_att / L, wq + l * lay.wq / L, wk + l * lay.wk / L, wv + l * lay.wv / L,
-        wo + l * lay.wo / L, rms_ffn + l * lay.rms_ffn / L, w1 + l * lay.w1 / L, w2 + l * lay.w2 / L,
-        w3 + l * lay.w3 / L});
+    LayerWeights w;
+    w.rms_att = rms_att + l * lay.rms_att / L;
+    w.wq = wq + l * lay.wq / L;
+    w.wk = wk + l * lay.wk / L;
+    w.wv = wv + l * lay.wv / L;
+    w.wo = wo + l * lay.wo / L;
+    w.rms_ffn = rms_ffn + l * lay.rms_ffn / L;
+    w.w1 = w1 + l * lay.w1 / L;
+    w.w2 = w2 + l * lay.w2 / L;
+    w.w3 = w3 + l * lay.w3 / L;
+    model->layers.push_back(w);
   }
   return model;
 }

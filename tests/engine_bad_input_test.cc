@@ -37,7 +37,7 @@ TEST(BadInput, MissingAndUnreadableFiles) {
   ExpectFails(Gen("/nonexistent/m.bin", Model("tok512.bin")), "/nonexistent/m.bin: model file does not exist");
   ExpectFails(Gen(Model("stories260K.bin"), "/nonexistent/t.bin"), "/nonexistent/t.bin: tokenizer file does not exist");
   const std::string dir = test::TempDir("dir");
-  ExpectFails(Gen(dir, Model("tok512.bin")), dir + ": model file is not a regular file");
+  ExpectFails(Gen(dir, Model("tok512.bin")), dir + "/config.json: missing");
 }
 
 TEST(BadInput, TruncatedAndOverlongCheckpoint) {

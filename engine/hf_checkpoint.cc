@@ -1,0 +1,367 @@
+// Hugging Face checkpoints: config.json, safetensors shards and their index.
+// Loading maps every tensor the config implies, by name, and refuses anything
+// missing or unexpected; writing is the converter and the synthetic generator.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "engine/engine.h"
+#include "engine/safetensors.h"
+
+namespace verity {
+namespace fs = std::filesystem;
+
+const char* TensorKindName(TensorKind k) {
+  switch (k) {
+    case TensorKind::kEmbedding: return "embedding";
+    case TensorKind::kNorm: return "norm";
+    case TensorKind::kAttention: return "attention";
+    case TensorKind::kRouter: return "router";
+    case TensorKind::kExpert: return "expert";
+    case TensorKind::kFfn: return "ffn";
+    case TensorKind::kHead: return "output-head";
+  }
+  return "?";
+}
+
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
+  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
+  std::vector<ExpectedTensor> t;
+  t.push_back({"model.embed_tokens.weight", {V, d}, TensorKind::kEmbedding});
+  for (int l = 0; l < c.n_layers; l++) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t.push_back({p + "input_layernorm.weight", {d}, TensorKind::kNorm});
+    t.push_back({p + "self_attn.q_proj.weight", {d, d}, TensorKind::kAttention});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, d}, TensorKind::kAttention});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, d}, TensorKind::kAttention});
+    t.push_back({p + "self_attn.o_proj.weight", {d, d}, TensorKind::kAttention});
+    t.push_back({p + "post_attention_layernorm.weight", {d}, TensorKind::kNorm});
+    if (c.n_experts > 0) {
+      t.push_back({p + "block_sparse_moe.gate.weight", {c.n_experts, d}, TensorKind::kRouter});
+      for (int e = 0; e < c.n_experts; e++) {
+        const std::string q = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        t.push_back({q + "w1.weight", {h, d}, TensorKind::kExpert});
+        t.push_back({q + "w2.weight", {d, h}, TensorKind::kExpert});
+        t.push_back({q + "w3.weight", {h, d}, TensorKind::kExpert});
+      }
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {h, d}, TensorKind::kFfn});
+      t.push_back({p + "mlp.up_proj.weight", {h, d}, TensorKind::kFfn});
+      t.push_back({p + "mlp.down_proj.weight", {d, h}, TensorKind::kFfn});
+    }
+  }
+  t.push_back({"model.norm.weight", {d}, TensorKind::kNorm});
+  if (!c.shared_classifier) t.push_back({"lm_head.weight", {V, d}, TensorKind::kHead});
+  return t;
+}
+
+namespace {
+
+// The address of the pointer field each expected tensor binds to, in
+// ExpectedTensors order. Layers and experts must already be sized.
+std::vector<const float**> Slots(Model& m) {
+  std::vector<const float**> s;
+  s.push_back(&m.token_embedding);
+  for (auto& L : m.layers) {
+    for (const float** p : {&L.rms_att, &L.wq, &L.wk, &L.wv, &L.wo, &L.rms_ffn}) s.push_back(p);
+    if (m.config.n_experts > 0) {
+      s.push_back(&L.router);
+      for (auto& e : L.experts)
+        for (const float** p : {&e.w1, &e.w2, &e.w3}) s.push_back(p);
+    } else {
+      for (const float** p : {&L.w1, &L.w3, &L.w2}) s.push_back(p);  // gate, up, down
+    }
+  }
+  s.push_back(&m.rms_final);
+  if (!m.config.shared_classifier) s.push_back(&m.classifier);
+  return s;
+}
+
+int64_t Count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Sizes the model's layer/expert tables and points every slot into storage.
+void Bind(Model& m, const std::vector<ExpectedTensor>& expected) {
+  m.layers.assign(m.config.n_layers, LayerWeights{});
+  for (auto& L : m.layers) L.experts.assign(m.config.n_experts, ExpertWeights{});
+  auto slots = Slots(m);
+  int64_t off = 0;
+  for (size_t i = 0; i < expected.size(); i++) {
+    *slots[i] = m.storage.data() + off;
+    off += Count(expected[i].shape);
+  }
+  if (m.config.shared_classifier) m.classifier = m.token_embedding;
+}
+
+Result<std::string> ReadText(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return Status::Error(path + ": missing");
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!f) return Status::Error(path + ": unreadable");
+  return ss.str();
+}
+
+}  // namespace
+
+Result<ModelConfig> ReadHfConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  VERITY_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    return Status::Error(path + ": not valid JSON");
+  }
+  if (!j.is_object()) return Status::Error(path + ": not a JSON object");
+  auto need = [&](const char* key) -> Result<nlohmann::json> {
+    if (!j.contains(key)) return Status::Error(path + ": required key '" + std::string(key) + "' is missing");
+    return j[key];
+  };
+  auto need_int = [&](const char* key, int* dst) -> Status {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
+      return Status::Error(path + ": key '" + std::string(key) + "' must be a positive integer");
+    *dst = v.get<int>();
+    return OkStatus();
+  };
+  auto need_float = [&](const char* key, float* dst) -> Status {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
+    if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
+    *dst = v.get<float>();
+    return OkStatus();
+  };
+  ModelConfig c;
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, need("model_type"));
+  if (!type.is_string() || (type != "llama" && type != "mixtral"))
+    return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
+  VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
+  VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
+  VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
+  VERITY_RETURN_IF_ERROR(need_int("num_attention_heads", &c.n_heads));
+  VERITY_RETURN_IF_ERROR(need_int("num_key_value_heads", &c.n_kv_heads));
+  VERITY_RETURN_IF_ERROR(need_int("vocab_size", &c.vocab_size));
+  VERITY_RETURN_IF_ERROR(need_int("max_position_embeddings", &c.seq_len));
+  VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
+  VERITY_RETURN_IF_ERROR(need_float("rope_theta", &c.rope_theta));
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, need("tie_word_embeddings"));
+  if (!tie.is_boolean()) return Status::Error(path + ": key 'tie_word_embeddings' must be true or false");
+  c.shared_classifier = tie.get<bool>();
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, need("hidden_act"));
+  if (act != "silu") return Status::Error(path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
+  if (type == "mixtral") {
+    VERITY_RETURN_IF_ERROR(need_int("num_local_experts", &c.n_experts));
+    VERITY_RETURN_IF_ERROR(need_int("num_experts_per_tok", &c.n_experts_per_tok));
+    if (c.n_experts_per_tok > c.n_experts)
+      return Status::Error(path + ": num_experts_per_tok exceeds num_local_experts");
+  }
+  c.rope_style = RopeStyle::kHalves;  // the Hugging Face convention
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+  return c;
+}
+
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
+  VERITY_ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(dir));
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  // Where each tensor lives: the index, or the single model.safetensors.
+  std::map<std::string, std::string> where;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    VERITY_ASSIGN_OR_RETURN(std::string text, ReadText(index_path));
+    VERITY_ASSIGN_OR_RETURN(SafetensorsIndex idx, ParseSafetensorsIndex(text, index_path));
+    where = idx.weight_map;
+  } else if (fs::exists(dir + "/model.safetensors")) {
+    VERITY_ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(dir + "/model.safetensors"));
+    for (const auto& [name, e] : h.tensors) where[name] = "model.safetensors";
+  } else {
+    return Status::Error(dir + ": neither model.safetensors.index.json nor model.safetensors");
+  }
+  std::set<std::string> wanted;
+  for (const auto& t : expected) {
+    wanted.insert(t.name);
+    if (!where.count(t.name))
+      return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is missing");
+  }
+  for (const auto& [name, shard] : where)
+    if (!wanted.count(name)) return Status::Error(dir + ": unexpected tensor " + name + " (in " + shard + ")");
+  std::map<std::string, SafetensorsHeader> headers;
+  for (const auto& [name, shard] : where) {
+    if (headers.count(shard)) continue;
+    VERITY_ASSIGN_OR_RETURN(headers[shard], ReadSafetensorsHeader(dir + "/" + shard));
+    for (const auto& [n, e] : headers[shard].tensors)
+      if (!wanted.count(n)) return Status::Error(dir + "/" + shard + ": unexpected tensor " + n);
+  }
+  auto model = std::make_unique<Model>();
+  model->config = c;
+  model->source = dir;
+  int64_t total = 0;
+  for (const auto& t : expected) total += Count(t.shape);
+  model->storage.resize(static_cast<size_t>(total));
+  int64_t off = 0;
+  std::vector<unsigned char> buf;
+  for (const auto& t : expected) {
+    const std::string shard = where[t.name];
+    const auto& hdr = headers[shard];
+    auto it = hdr.tensors.find(t.name);
+    if (it == hdr.tensors.end())
+      return Status::Error(dir + "/" + shard + ": the index places " + t.name + " here but the shard does not hold it");
+    if (it->second.shape != t.shape) {
+      std::string got, want;
+      for (auto v : it->second.shape) got += (got.empty() ? "" : "x") + std::to_string(v);
+      for (auto v : t.shape) want += (want.empty() ? std::string() : std::string("x")) + std::to_string(v);
+      return Status::Error(dir + "/" + shard + ": tensor " + t.name + " has shape [" + got + "], config implies [" + want + "]");
+    }
+    std::ifstream f(dir + "/" + shard, std::ios::binary);
+    buf.resize(static_cast<size_t>(it->second.end - it->second.begin));
+    f.seekg(hdr.data_start + it->second.begin);
+    if (!f.read(reinterpret_cast<char*>(buf.data()), static_cast<long>(buf.size())))
+      return Status::Error(dir + "/" + shard + ": short read of " + t.name);
+    ToF32(it->second.dtype, buf.data(), Count(t.shape), model->storage.data() + off);
+    off += Count(t.shape);
+  }
+  Bind(*model, expected);
+  return model;
+}
+
+Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_t seed) {
+  VERITY_RETURN_IF_ERROR(ValidateConfig(config, "synthetic config"));
+  auto m = std::make_unique<Model>();
+  m->config = config;
+  m->source = "synthetic";
+  const auto expected = ExpectedTensors(config);
+  int64_t total = 0;
+  for (const auto& t : expected) total += Count(t.shape);
+  m->storage.resize(static_cast<size_t>(total));
+  std::mt19937_64 rng(seed);
+  int64_t off = 0;
+  for (const auto& t : expected) {
+    const bool norm = t.kind == TensorKind::kNorm;
+    const double a = t.shape.size() == 2 && t.kind != TensorKind::kEmbedding ? std::sqrt(3.0 / t.shape[1]) : 1.0;
+    for (int64_t i = 0; i < Count(t.shape); i++) {
+      double u = (static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0 - 1.0;
+      m->storage[off + i] = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
+    }
+    off += Count(t.shape);
+  }
+  Bind(*m, expected);
+  return m;
+}
+
+Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype) {
+  const ModelConfig& c = model.config;
+  if (shards < 1) return Status::Error("--shards must be at least 1");
+  if (dtype != "f32" && dtype != "bf16") return Status::Error("--dtype must be f32 or bf16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Error(dir + ": cannot create directory");
+  const auto expected = ExpectedTensors(c);
+  if (static_cast<int>(expected.size()) < shards)
+    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(expected.size()) + " tensors");
+  Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them here
+  const auto slots = Slots(mut);
+  const bool permute = c.rope_style == RopeStyle::kInterleaved;  // llama2.c pairs -> HF halves
+  const int hs = c.head_size();
+  const int esize = dtype == "f32" ? 4 : 2;
+  int64_t total_bytes = 0;
+  for (const auto& t : expected) total_bytes += Count(t.shape) * esize;
+  nlohmann::json weight_map = nlohmann::json::object();
+  size_t next = 0;
+  int64_t written = 0;
+  for (int s = 0; s < shards; s++) {
+    char name[64];
+    if (shards == 1) std::snprintf(name, sizeof name, "model.safetensors");
+    else std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
+    // Contiguous tensors until this shard's share of the bytes; every shard gets at least one.
+    const int64_t target = total_bytes * (s + 1) / shards;
+    std::vector<size_t> mine;
+    while (next < expected.size() && (mine.empty() || written < target) &&
+           expected.size() - next > static_cast<size_t>(shards - s - 1)) {
+      mine.push_back(next);
+      written += Count(expected[next].shape) * esize;
+      next++;
+    }
+    if (s == shards - 1)
+      while (next < expected.size()) mine.push_back(next++);
+    nlohmann::json header = nlohmann::json::object();
+    header["__metadata__"] = {{"format", "pt"}};
+    int64_t at = 0;
+    for (size_t i : mine) {
+      const int64_t bytes = Count(expected[i].shape) * esize;
+      header[expected[i].name] = {{"dtype", esize == 4 ? "F32" : "BF16"}, {"shape", expected[i].shape}, {"data_offsets", {at, at + bytes}}};
+      at += bytes;
+      weight_map[expected[i].name] = name;
+    }
+    std::string h = header.dump();
+    while ((h.size() + 8) % 8) h += ' ';
+    std::ofstream f(dir + "/" + name, std::ios::binary | std::ios::trunc);
+    uint64_t len = h.size();
+    unsigned char lb[8];
+    for (int i = 0; i < 8; i++) lb[i] = static_cast<unsigned char>(len >> (8 * i));
+    f.write(reinterpret_cast<const char*>(lb), 8);
+    f.write(h.data(), static_cast<long>(h.size()));
+    std::vector<float> tmp;
+    for (size_t i : mine) {
+      const auto& t = expected[i];
+      const float* src = *slots[i];
+      const int64_t n = Count(t.shape);
+      tmp.assign(src, src + n);
+      const bool is_q = t.name.find("q_proj") != std::string::npos, is_k = t.name.find("k_proj") != std::string::npos;
+      if (permute && (is_q || is_k)) {
+        // Row 2i+j of each head moves to row j*hs/2+i: the same rotation, in halves.
+        const int64_t cols = t.shape[1];
+        for (int64_t head = 0; head < t.shape[0] / hs; head++)
+          for (int r = 0; r < hs; r++) {
+            const int64_t to = head * hs + (r % 2) * (hs / 2) + r / 2;
+            std::memcpy(&tmp[to * cols], src + (head * hs + r) * cols, cols * sizeof(float));
+          }
+      }
+      if (esize == 4) {
+        f.write(reinterpret_cast<const char*>(tmp.data()), n * 4);
+      } else {
+        std::vector<uint16_t> half(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; k++) half[k] = F32ToBF16(tmp[k]);
+        f.write(reinterpret_cast<const char*>(half.data()), n * 2);
+      }
+    }
+    if (!f) return Status::Error(dir + "/" + name + ": write failed");
+  }
+  if (shards > 1) {
+    nlohmann::json idx = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+    std::ofstream f(dir + "/model.safetensors.index.json", std::ios::trunc);
+    f << idx.dump(2) << "\n";
+    if (!f) return Status::Error(dir + "/model.safetensors.index.json: write failed");
+  }
+  nlohmann::json cfg = {{"architectures", {c.n_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
+                        {"model_type", c.n_experts > 0 ? "mixtral" : "llama"},
+                        {"hidden_size", c.dim},
+                        {"intermediate_size", c.hidden_dim},
+                        {"num_hidden_layers", c.n_layers},
+                        {"num_attention_heads", c.n_heads},
+                        {"num_key_value_heads", c.n_kv_heads},
+                        {"vocab_size", c.vocab_size},
+                        {"max_position_embeddings", c.seq_len},
+                        {"rms_norm_eps", static_cast<double>(c.norm_eps)},
+                        {"rope_theta", static_cast<double>(c.rope_theta)},
+                        {"tie_word_embeddings", c.shared_classifier},
+                        {"hidden_act", "silu"},
+                        {"torch_dtype", dtype == "f32" ? "float32" : "bfloat16"}};
+  if (c.n_experts > 0) {
+    cfg["num_local_experts"] = c.n_experts;
+    cfg["num_experts_per_tok"] = c.n_experts_per_tok;
+  }
+  std::ofstream f(dir + "/config.json", std::ios::trunc);
+  f << cfg.dump(2) << "\n";
+  if (!f) return Status::Error(dir + "/config.json: write failed");
+  return OkStatus();
+}
+
+}  // namespace verity

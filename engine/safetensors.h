@@ -1,0 +1,59 @@
+// Strict readers for Hugging Face checkpoint files: safetensors headers and
+// model.safetensors.index.json. Pure parsing (no model semantics), so they can
+// be fuzzed on their own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace verity {
+
+enum class DType { kF32, kF16, kBF16 };
+int DTypeSize(DType t);
+const char* DTypeName(DType t);
+
+struct TensorEntry {
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t begin = 0, end = 0;  // byte range within the data section
+};
+
+struct SafetensorsHeader {
+  uint64_t header_len = 0;
+  int64_t data_start = 0;  // 8 + header_len
+  int64_t data_size = 0;   // sum of tensor byte sizes (= end of the last range)
+  std::map<std::string, TensorEntry> tensors;
+};
+
+// Upper bound on the JSON header (a larger length is corrupt, not a big model).
+constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;
+
+// Parses the 8-byte length and JSON header in `prefix` (the file's first
+// bytes, at least 8 + header_len). `what` names the file in every error.
+// Checks: length bound, JSON object, known dtypes, shapes non-negative, byte
+// count = prod(shape) x dtype size, ranges contiguous from 0 without gaps or overlaps.
+Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, const std::string& what);
+
+// Reads and parses a safetensors file's header; also checks the data section
+// fits the file exactly (no truncation, no trailing bytes).
+Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path);
+
+struct SafetensorsIndex {
+  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
+  bool has_total_size = false;
+  int64_t total_size = 0;
+};
+
+// Parses model.safetensors.index.json text. Shard names must be plain file names.
+Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const std::string& what);
+
+// Converts `count` elements of `dtype` at `src` to f32.
+void ToF32(DType dtype, const unsigned char* src, int64_t count, float* dst);
+// f32 -> bf16 (round to nearest even), as the converter writes it.
+uint16_t F32ToBF16(float f);
+
+}  // namespace verity
