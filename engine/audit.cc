@@ -18,17 +18,6 @@ std::string AuditReport::Summary() const {
          " verdict=" + (pass ? "PASS" : "FAIL");
 }
 
-namespace {
-std::string Shape(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); i++) {
-    if (i) o += "x";
-    o += std::to_string(s[i]);
-  }
-  return o + "]";
-}
-}  // namespace
-
 AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
   AuditReport r;
   auto fatal = [&](const std::string& line) {
@@ -110,7 +99,7 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
       continue;
     }
     if (e->second.shape != t.shape) {
-      fatal(t.name + ": shape " + Shape(e->second.shape) + " in " + it->second + ", config implies " + Shape(t.shape));
+      fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " + ShapeString(t.shape));
       continue;
     }
     total += e->second.end - e->second.begin;

@@ -193,6 +193,12 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
   }
   for (const auto& [name, shard] : where)
     if (!wanted.count(name)) return Status::Error(dir + ": unexpected tensor " + name + " (in " + shard + ")");
+  for (const auto& t : expected) {
+    std::error_code fec;
+    if (!fs::is_regular_file(dir + "/" + where[t.name], fec))
+      return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is in " +
+                           where[t.name] + ", which is missing");
+  }
   std::map<std::string, SafetensorsHeader> headers;
   for (const auto& [name, shard] : where) {
     if (headers.count(shard)) continue;
@@ -215,10 +221,8 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
     if (it == hdr.tensors.end())
       return Status::Error(dir + "/" + shard + ": the index places " + t.name + " here but the shard does not hold it");
     if (it->second.shape != t.shape) {
-      std::string got, want;
-      for (auto v : it->second.shape) got += (got.empty() ? "" : "x") + std::to_string(v);
-      for (auto v : t.shape) want += (want.empty() ? std::string() : std::string("x")) + std::to_string(v);
-      return Status::Error(dir + "/" + shard + ": tensor " + t.name + " has shape [" + got + "], config implies [" + want + "]");
+      return Status::Error(dir + "/" + shard + ": tensor " + t.name + " has shape " + ShapeString(it->second.shape) +
+                           ", config implies " + ShapeString(t.shape));
     }
     std::ifstream f(dir + "/" + shard, std::ios::binary);
     buf.resize(static_cast<size_t>(it->second.end - it->second.begin));

@@ -8,6 +8,15 @@
 
 namespace verity {
 
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string o = "[";
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (i) o += "x";
+    o += std::to_string(shape[i]);
+  }
+  return o + "]";
+}
+
 int DTypeSize(DType t) { return t == DType::kF32 ? 4 : 2; }
 const char* DTypeName(DType t) { return t == DType::kF32 ? "F32" : t == DType::kF16 ? "F16" : "BF16"; }
 

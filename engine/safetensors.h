@@ -51,6 +51,9 @@ struct SafetensorsIndex {
 // Parses model.safetensors.index.json text. Shard names must be plain file names.
 Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const std::string& what);
 
+// "[64x32]": a shape as messages print it.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 // Converts `count` elements of `dtype` at `src` to f32.
 void ToF32(DType dtype, const unsigned char* src, int64_t count, float* dst);
 // f32 -> bf16 (round to nearest even), as the converter writes it.
