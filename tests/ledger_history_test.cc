@@ -4,6 +4,8 @@
 // the revert's evidence.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tests/ledger_test_util.h"
 
 namespace verity::test {
@@ -109,6 +111,35 @@ TEST(History, ScriptedStory) {
   auto v = Shell(VerityBin() + " ledger verify" + L);
   EXPECT_EQ(v.exit_code, 0) << v.out;
   EXPECT_NE(v.out.find("verdict=PASS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace verity::test
+
+namespace verity::test {
+namespace {
+
+TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
+  const std::string dir = TempDir("revert-parity"), db = dir + "/l.db";
+  auto c = Submit(db, "change", 7, Bench(dir, "b", 1000, 0.003, 1), Bench(dir, "h", 1070, 0.003, 2), Parity());
+  ASSERT_EQ(c.j["verdict"], "accepted");
+  const std::string id = std::to_string(c.j["change"].get<int>());
+  const std::string marker = dir + "/bench-ran";
+  // Main fails parity: that is evidence enough, and no speed is measured.
+  auto r = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
+                 Quote("touch " + marker + "; " + Bench(dir, "rb", 1000, 0.003, 3)) + " --head-cmd " +
+                 Quote(Bench(dir, "rh", 1000, 0.003, 4)) + " --parity-cmd " + Quote(Parity("--top1 0.5 --kl 0.3 --exit 1")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "accepted");
+  EXPECT_NE(j["note"].get<std::string>().find("parity evidence that main is wrong"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // A parity command that prints nothing is no evidence: speed must decide (equal here: refused).
+  auto weak = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'no evidence' --base-cmd " +
+                    Quote(Bench(dir, "wb", 1000, 0.003, 5)) + " --head-cmd " + Quote(Bench(dir, "wh", 1000, 0.003, 6)) +
+                    " --parity-cmd " + Quote(Parity("--silent")));
+  ASSERT_EQ(weak.exit_code, 0) << weak.err;
+  EXPECT_EQ(nlohmann::json::parse(weak.out)["verdict"], "refused");
 }
 
 }  // namespace
