@@ -6,11 +6,6 @@
 
 namespace verity::bench {
 namespace {
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -22,7 +17,7 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   namespace fs = std::filesystem;
   BuiltRef b;
   b.ref = ref;
-  CommandOutput rev = RunCommand("git -C " + Quote(repo) + " rev-parse --verify --quiet " + Quote(ref + "^{commit}"), 60);
+  CommandOutput rev = RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
   b.sha = Trim(rev.out);
   if (rev.exit_code != 0 || b.sha.size() != 40)
     return Status::Error("--base/--head: '" + ref + "' is not a commit in " + repo);
@@ -32,25 +27,25 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   b.worktree = (fs::absolute(cache_dir) / b.sha).string();
   if (!fs::exists(b.worktree + "/CMakeLists.txt")) {
     progress("checking out " + ref + " (" + b.sha.substr(0, 12) + ") into " + b.worktree);
-    CommandOutput wt = RunCommand("git -C " + Quote(repo) + " worktree add --detach --force " + Quote(b.worktree) + " " +
+    CommandOutput wt = RunCommand("git -C " + ShellQuote(repo) + " worktree add --detach --force " + ShellQuote(b.worktree) + " " +
                                       b.sha,
                                   300);
     if (wt.exit_code != 0) return Status::Error("git worktree add for " + ref + " failed: " + Trim(wt.err));
   }
   // The worktree must still be exactly that commit, with nothing modified.
-  CommandOutput head = RunCommand("git -C " + Quote(b.worktree) + " rev-parse HEAD", 60);
-  CommandOutput dirty = RunCommand("git -C " + Quote(b.worktree) + " status --porcelain --untracked-files=no", 60);
+  CommandOutput head = RunCommand("git -C " + ShellQuote(b.worktree) + " rev-parse HEAD", 60);
+  CommandOutput dirty = RunCommand("git -C " + ShellQuote(b.worktree) + " status --porcelain --untracked-files=no", 60);
   if (Trim(head.out) != b.sha || !Trim(dirty.out).empty())
     return Status::Error(b.worktree + ": cached worktree is not a clean checkout of " + b.sha + "; remove it and retry");
   progress("building " + ref + " (" + b.sha.substr(0, 12) + ")");
   const std::string log = b.worktree + "/build.log";
-  CommandOutput build = RunCommand("cd " + Quote(b.worktree) + " && { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && " +
+  CommandOutput build = RunCommand("cd " + ShellQuote(b.worktree) + " && { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && " +
                                        "cmake --build build --target verity -j\"$(nproc)\"; } > build.log 2>&1",
                                    timeout_s);
   if (build.exit_code != 0) return Status::Error("building " + ref + " (" + b.sha.substr(0, 12) + ") failed; see " + log);
   b.binary = b.worktree + "/build/cli/verity";
   if (!fs::exists(b.binary)) return Status::Error("building " + ref + " produced no " + b.binary);
-  b.has_parity = RunCommand(Quote(b.binary) + " parity --help", 60).exit_code == 0;
+  b.has_parity = RunCommand(ShellQuote(b.binary) + " parity --help", 60).exit_code == 0;
   return b;
 }
 

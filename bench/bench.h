@@ -18,6 +18,9 @@ struct CommandOutput {
   double seconds = 0.0;
 };
 
+// `s` as one single-quoted shell word (safe inside sh -c command lines).
+std::string ShellQuote(const std::string& s);
+
 // Runs `command` through `sh -c` in its own process group; kills the group
 // after `timeout_s`. `env` entries are added to the child's environment.
 CommandOutput RunCommand(const std::string& command, int timeout_s,

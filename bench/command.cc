@@ -13,6 +13,12 @@
 
 namespace verity::bench {
 
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 CommandOutput RunCommand(const std::string& command, int timeout_s,
                          const std::map<std::string, std::string>& env) {
   CommandOutput r;

@@ -13,12 +13,6 @@
 namespace verity::cli {
 namespace {
 
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string LastLine(const std::string& out) {
   std::string s = out;
   while (!s.empty() && s.back() == '\n') s.pop_back();
@@ -157,10 +151,10 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--audit-cmd", *audit_cmd, "override the audit command (to test this guard)")->group("");
     sub->add_option("--probe-cmd", *probe_cmd, "override the probe command (to test this guard)")->group("");
     reg.On(sub, [=] {
-      const std::string self = Quote(Self());
-      std::string a = audit_cmd->empty() ? self + " audit " + Quote(*model) + (*elsewhere ? " --experts-elsewhere" : "") : *audit_cmd;
-      std::string p = probe_cmd->empty() ? self + " probe --model " + Quote(*model) + " --tokenizer " + Quote(*tok) +
-                                               (probes->empty() ? "" : " --probes " + Quote(*probes))
+      const std::string self = bench::ShellQuote(Self());
+      std::string a = audit_cmd->empty() ? self + " audit " + bench::ShellQuote(*model) + (*elsewhere ? " --experts-elsewhere" : "") : *audit_cmd;
+      std::string p = probe_cmd->empty() ? self + " probe --model " + bench::ShellQuote(*model) + " --tokenizer " + bench::ShellQuote(*tok) +
+                                               (probes->empty() ? "" : " --probes " + bench::ShellQuote(*probes))
                                          : *probe_cmd;
       struct Step {
         const char* name;

@@ -1,5 +1,6 @@
 // generate, logits, bench, synth: thin wiring over engine/.
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -33,30 +34,6 @@ Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& b
   return l;
 }
 
-// Parses "1 403 407" (spaces or commas). Errors name the offending token.
-Result<std::vector<int>> ParseIds(const std::string& text) {
-  std::vector<int> ids;
-  std::string s = text;
-  for (char& ch : s)
-    if (ch == ',') ch = ' ';
-  std::istringstream in(s);
-  std::string tok;
-  while (in >> tok) {
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(tok, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != tok.size() || v < INT32_MIN || v > INT32_MAX)
-      return Status::Error("--ids: '" + tok + "' is not an integer token id");
-    ids.push_back(static_cast<int>(v));
-  }
-  if (ids.empty()) return Status::Error("--ids: no token ids given");
-  return ids;
-}
-
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
                 const std::string& format, const std::string& backend) {
   auto loaded = LoadOnBackend(model_path, backend);
@@ -83,7 +60,7 @@ int RunGenerate(const std::string& model_path, const std::string& tok_path, cons
 
 int RunLogits(const std::string& model_path, const std::string& ids_text, const std::string& out,
               const std::string& backend) {
-  auto ids = ParseIds(ids_text);
+  auto ids = ParseIntList(ids_text, "--ids", LONG_MIN);
   if (!ids.ok()) return Fail(ids.status());
   auto loaded = LoadOnBackend(model_path, backend);
   if (!loaded.ok()) return Fail(loaded.status());

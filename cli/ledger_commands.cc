@@ -172,12 +172,6 @@ struct RefOptions {
   int steps = 256;
 };
 
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // With --base/--head: builds both refs and fills in the commands and identities.
 Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const bool by_ref = !o.base.empty() || !o.head.empty();
@@ -194,7 +188,7 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const std::string model = std::filesystem::absolute(o.model, ec).string();
   if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
   auto progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  auto toplevel = bench::RunCommand("git -C " + Quote(o.repo) + " rev-parse --show-toplevel", 60);
+  auto toplevel = bench::RunCommand("git -C " + bench::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
   if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
   std::string repo = toplevel.out;
   while (!repo.empty() && repo.back() == '\n') repo.pop_back();
@@ -202,13 +196,13 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const int timeout = env::CommandTimeoutSeconds();
   VERITY_ASSIGN_OR_RETURN(bench::BuiltRef base, bench::BuildRef(repo, o.base, cache, timeout, progress));
   VERITY_ASSIGN_OR_RETURN(bench::BuiltRef head, bench::BuildRef(repo, o.head, cache, timeout, progress));
-  const std::string bench_args = " bench --model " + Quote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
-  r->base_cmd = Quote(base.binary) + bench_args;
-  r->head_cmd = Quote(head.binary) + bench_args;
+  const std::string bench_args = " bench --model " + bench::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
+  r->base_cmd = bench::ShellQuote(base.binary) + bench_args;
+  r->head_cmd = bench::ShellQuote(head.binary) + bench_args;
   if (r->parity_cmd.empty() && head.has_parity)
-    r->parity_cmd = Quote(head.binary) + " parity --model " + Quote(model) + " --backend fast --json";
+    r->parity_cmd = bench::ShellQuote(head.binary) + " parity --model " + bench::ShellQuote(model) + " --backend fast --json";
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = Quote(base.binary) + " parity --model " + Quote(model) + " --backend fast --json";
+    r->base_parity_cmd = bench::ShellQuote(base.binary) + " parity --model " + bench::ShellQuote(model) + " --backend fast --json";
   r->base_ref = o.base;
   r->head_ref = o.head;
   r->base_sha = base.sha;

@@ -9,37 +9,13 @@
 namespace verity::cli {
 namespace {
 
-Result<std::vector<int>> ParseDepths(const std::string& text) {
-  std::vector<int> d;
-  std::string cur;
-  for (char ch : text + ",") {
-    if (ch == ',' || ch == ' ') {
-      if (cur.empty()) continue;
-      size_t used = 0;
-      int v = 0;
-      try {
-        v = std::stoi(cur, &used);
-      } catch (...) {
-        used = 0;
-      }
-      if (used != cur.size() || v < 1) return Status::Error("--depths: '" + cur + "' is not a positive integer");
-      d.push_back(v);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  if (d.empty()) return Status::Error("--depths: empty list");
-  return d;
-}
-
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, bool json) {
   if (opt.backend != "fast" && opt.backend != "reference")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
   opt.deep = env::ParityDeep();
   if (!depths.empty()) {
-    auto d = ParseDepths(depths);
+    auto d = ParseIntList(depths, "--depths", 1);
     if (!d.ok()) return Fail(d.status());
     opt.depths = d.value();
   }
@@ -81,8 +57,8 @@ int RunSweepCommand(const std::string& param, const std::string& values_text, co
                               (std::string(CorruptionName()).empty() ? std::string("without corruptions")
                                                                      : "with '" + std::string(CorruptionName()) + "'") +
                               "; configure with -DVERITY_CORRUPTION=" + corruption));
-  auto values = ParseDepths(values_text);
-  if (!values.ok()) return Fail(Status::Error("--values: " + values.status().message().substr(10)));
+  auto values = ParseIntList(values_text, "--values", 1);
+  if (!values.ok()) return Fail(values.status());
   auto r = RunSweep(param, values.value(), dir);
   if (!r.ok()) return Fail(r.status());
   std::printf("sweep: %s over %s%s (fast vs reference on synthetic models)\n", param.c_str(), values_text.c_str(),

@@ -202,6 +202,11 @@ std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& i
 // Returns an error naming `path` unless it is an existing regular file.
 Status CheckRegularFile(const std::string& path, const char* what);
 
+// Parses integers separated by spaces, commas or newlines ("1 403 407",
+// "1,64,512"). Errors name `what` and the offending token; each value must be
+// >= min_value; an empty list is an error.
+Result<std::vector<int>> ParseIntList(const std::string& text, const std::string& what, long min_value);
+
 // Checks every id is in [0, vocab) and the count fits the context.
 Status ValidateIds(const std::vector<int>& ids, const ModelConfig& c, const std::string& what);
 

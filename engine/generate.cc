@@ -1,5 +1,6 @@
 // run.c's generate loop and the teacher-forced forward used by logits/parity.
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "engine/engine.h"
@@ -48,6 +49,37 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
   }
   r.text += "\n";
   return r;
+}
+
+Result<std::vector<int>> ParseIntList(const std::string& text, const std::string& what, long min_value) {
+  std::vector<int> out;
+  std::string tok;
+  auto flush = [&]() -> Status {
+    if (tok.empty()) return OkStatus();
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(tok, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != tok.size() || v < INT32_MIN || v > INT32_MAX)
+      return Status::Error(what + ": '" + tok + "' is not an integer");
+    if (v < min_value) return Status::Error(what + ": " + tok + " is below " + std::to_string(min_value));
+    out.push_back(static_cast<int>(v));
+    tok.clear();
+    return OkStatus();
+  };
+  for (char ch : text) {
+    if (ch == ' ' || ch == ',' || ch == '\n' || ch == '\t' || ch == '\r') {
+      VERITY_RETURN_IF_ERROR(flush());
+    } else {
+      tok += ch;
+    }
+  }
+  VERITY_RETURN_IF_ERROR(flush());
+  if (out.empty()) return Status::Error(what + ": no values given");
+  return out;
 }
 
 std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids) {

@@ -1,6 +1,7 @@
 #include "engine/parity.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -52,22 +53,9 @@ Result<std::vector<float>> ReadLogitsFile(const std::string& path, int vocab) {
 Result<std::vector<int>> ReadTokensFile(const std::string& path) {
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "tokens file"));
   std::ifstream f(path);
-  std::vector<int> ids;
-  std::string tok;
-  while (f >> tok) {
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(tok, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != tok.size() || v < 0 || v > INT32_MAX)
-      return Status::Error(path + ": '" + tok + "' is not a token id");
-    ids.push_back(static_cast<int>(v));
-  }
-  if (ids.empty()) return Status::Error(path + ": no token ids");
-  return ids;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ParseIntList(ss.str(), path, LONG_MIN);
 }
 
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {

@@ -93,6 +93,27 @@ Result<ParityOutcome> RunParity(Db& d, const Policy& pol, int64_t run_id, const 
   return po;
 }
 
+// Records a score row for `run_id` from an outcome.
+Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o) {
+  return d.InsertSealed("scores", {{"run_id", run_id},
+                                   {"policy_version", int64_t{policy_version}},
+                                   {"verdict", o.verdict},
+                                   {"tier", o.tier},
+                                   {"gain", Opt(o.gain)},
+                                   {"ci_low", Opt(o.ci_low)},
+                                   {"ci_high", Opt(o.ci_high)},
+                                   {"gate", Opt(o.gate)},
+                                   {"frontier_before", Opt(o.frontier_before)},
+                                   {"frontier_after", Opt(o.frontier_after)},
+                                   {"base_median", Opt(o.base_median)},
+                                   {"head_median", Opt(o.head_median)},
+                                   {"rounds", int64_t{o.rounds}},
+                                   {"surprise", int64_t{o.surprise}},
+                                   {"note", o.note},
+                                   {"scored_at", NowUtc()}})
+      .status();
+}
+
 }  // namespace
 
 Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
@@ -217,25 +238,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     say("run " + std::to_string(run_id) + " failed: " + msg);
     return o;
   };
-  auto record_score = [&]() -> Status {
-    return d.InsertSealed("scores", {{"run_id", run_id},
-                                     {"policy_version", int64_t{pol.version}},
-                                     {"verdict", o.verdict},
-                                     {"tier", o.tier},
-                                     {"gain", Opt(o.gain)},
-                                     {"ci_low", Opt(o.ci_low)},
-                                     {"ci_high", Opt(o.ci_high)},
-                                     {"gate", Opt(o.gate)},
-                                     {"frontier_before", Opt(o.frontier_before)},
-                                     {"frontier_after", Opt(o.frontier_after)},
-                                     {"base_median", Opt(o.base_median)},
-                                     {"head_median", Opt(o.head_median)},
-                                     {"rounds", int64_t{o.rounds}},
-                                     {"surprise", int64_t{o.surprise}},
-                                     {"note", o.note},
-                                     {"scored_at", NowUtc()}})
-        .status();
-  };
+  auto record_score = [&]() -> Status { return InsertScore(d, run_id, pol.version, o); };
   auto score_without_speed = [&](const std::string& verdict, const std::string& note) -> Result<Outcome> {
     o.verdict = verdict;
     o.note = note;
@@ -490,23 +493,7 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
                                                                                 {"at", NowUtc()}}));
       VERITY_RETURN_IF_ERROR(QueueParked(ev, c.metric));
     }
-    return db_->InsertSealed("scores", {{"run_id", run_id},
-                                        {"policy_version", int64_t{pol.version}},
-                                        {"verdict", o.verdict},
-                                        {"tier", o.tier},
-                                        {"gain", Opt(o.gain)},
-                                        {"ci_low", Opt(o.ci_low)},
-                                        {"ci_high", Opt(o.ci_high)},
-                                        {"gate", Opt(o.gate)},
-                                        {"frontier_before", Opt(o.frontier_before)},
-                                        {"frontier_after", Opt(o.frontier_after)},
-                                        {"base_median", Opt(o.base_median)},
-                                        {"head_median", Opt(o.head_median)},
-                                        {"rounds", int64_t{o.rounds}},
-                                        {"surprise", int64_t{1}},
-                                        {"note", o.note},
-                                        {"scored_at", NowUtc()}})
-        .status();
+    return InsertScore(*db_, run_id, pol.version, o);
   }));
   return o;
 }

@@ -99,11 +99,11 @@ TEST(BadInput, MalformedAndOutOfRangeIds) {
   auto logits = [&](const std::string& ids) {
     return VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids '" + ids + "' --out " + out;
   };
-  ExpectFails(logits("1 4x3 407"), "--ids: '4x3' is not an integer token id");
+  ExpectFails(logits("1 4x3 407"), "--ids: '4x3' is not an integer");
   ExpectFails(logits("1 99999999999"), "'99999999999' is not an integer");
   ExpectFails(logits("1 512"), "id 512 at index 1 is outside the vocabulary [0, 512)");
   ExpectFails(logits("1 -3"), "id -3 at index 1 is outside the vocabulary");
-  ExpectFails(logits("  "), "--ids: no token ids given");
+  ExpectFails(logits("  "), "--ids: no values given");
   std::string many;
   for (int i = 0; i < 513; i++) many += "1 ";
   ExpectFails(logits(many), "513 ids exceed the context seq_len=512");

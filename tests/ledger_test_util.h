@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/bench.h"
 #include "tests/test_util.h"
 
 namespace verity::test {
@@ -20,11 +21,7 @@ inline std::string Bench(const std::string& dir, const std::string& name, double
 
 inline std::string Parity(const std::string& args = "") { return std::string(FAKE_PARITY) + " " + args; }
 
-inline std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+inline std::string Quote(const std::string& s) { return bench::ShellQuote(s); }
 
 struct Submitted {
   CommandResult cmd;
