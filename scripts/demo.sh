@@ -11,7 +11,7 @@ model=models/stories260K.bin
 corrupt=attention-stale-past-128
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-field() { sed -nE "s/.*$1=([^ ]+).*/\1/p" | head -n 1; }
+field() { sed -nE "s/^[a-z]+: .*\b$1=([^ ]+).*/\1/p" | head -n 1; }
 
 say "building verity (scripts/build.sh)"
 scripts/build.sh >/dev/null
@@ -31,7 +31,8 @@ echo "   The reference path reading VERITY_THREADS changes no kernel: predicted 
 echo "   This first submission to an empty ledger seeds the frontier from its base: the reference kernels."
 r1=$($v submit --title "Reference path reads VERITY_THREADS (no kernel change)" --author demo --predict 0.5 \
   --base-cmd "$(bench $v 1 reference)" --head-cmd "$(bench $v 2 reference)" \
-  --parity-cmd "$(parity $v reference)" | tee /dev/stderr | head -n 1)
+  --parity-cmd "$(parity $v reference)")
+echo "$r1"
 tiny_run=$(echo "$r1" | field run)
 tiny_change=$(echo "$r1" | field change)
 
@@ -40,7 +41,8 @@ wait $builder || { echo "corrupted build failed, see $out/corrupt-build.log"; ex
 say "2. the fast path (8-lane dot products, pooled threads): predicted +15% over the reference kernels"
 r2=$($v submit --title "Fast CPU kernels" --author demo --predict 15 --claim 15 \
   --base-cmd "$(bench $v 1 reference)" --head-cmd "$(bench $v 1 fast)" \
-  --parity-cmd "$(parity $v fast)" | tee /dev/stderr | head -n 1)
+  --parity-cmd "$(parity $v fast)")
+echo "$r2"
 fast_change=$(echo "$r2" | field change)
 if [ "$(echo "$r2" | field verdict)" = held-surprise ]; then
   say "   the result surprised its prediction: confirming with deep parity (VERITY_PARITY_MODE=deep)"
@@ -59,7 +61,8 @@ $v revert "$fast_change" --reason "suspected it slows short prompts" \
   --base-cmd "$(bench $v 1 fast)" --head-cmd "$(bench $v 1 reference)"
 
 say "5. the frontier moved: the parked change is re-measured against it"
-rem=$($v remeasure | tee /dev/stderr)
+rem=$($v remeasure)
+echo "$rem"
 remeasure_run=$(echo "$rem" | grep "^remeasure: change=$tiny_change " | field run)
 
 say "6. the first measurement of the parked change was taken during a compile: retract it"
