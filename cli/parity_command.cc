@@ -102,7 +102,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                                          "the first value where the metric leaves zero (exit 1 if any does).");
   auto param = std::make_shared<std::string>(), values = std::make_shared<std::string>(),
        corruption = std::make_shared<std::string>(), dir = std::make_shared<std::string>("/tmp/verity-sweep");
-  sw->add_option("--param", *param, "layers | heads | kv_heads | context (tp, experts: not in this build)")->required();
+  sw->add_option("--param", *param, "layers | heads | kv_heads | context | experts (tp: not in this build)")->required();
   sw->add_option("--values", *values, "comma-separated values, e.g. 1,2,3,4,5,6")->required();
   sw->add_option("--corruption", *corruption, "assert this binary carries this deliberate corruption");
   sw->add_option("--dir", *dir, "where the synthetic models are written")->capture_default_str();

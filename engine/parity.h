@@ -74,7 +74,7 @@ struct SweepResult {
 constexpr double kSweepZeroKl = 1e-6;
 
 // Runs parity (fast vs reference) on deterministic synthetic models that differ
-// only in `param` (layers | heads | kv_heads | context). Models are written under `dir`.
+// only in `param` (layers | heads | kv_heads | context | experts). Models are written under `dir`.
 Result<SweepResult> RunSweep(const std::string& param, const std::vector<int>& values, const std::string& dir);
 
 }  // namespace verity

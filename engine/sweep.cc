@@ -1,6 +1,7 @@
 // Structural sweeps: the same parity measurement across one structural
 // parameter. A metric that is zero up to a value and large after it names a
 // structural bug, and the value is its threshold.
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/parity.h"
@@ -8,10 +9,9 @@
 namespace verity {
 
 Result<SweepResult> RunSweep(const std::string& param, const std::vector<int>& values, const std::string& dir) {
-  if (param == "tp" || param == "experts")
-    return Status::Error("--param " + param + ": not available in this build (tensor parallel and MoE are not built)");
-  if (param != "layers" && param != "heads" && param != "kv_heads" && param != "context")
-    return Status::Error("--param " + param + ": expected layers, heads, kv_heads or context");
+  if (param == "tp") return Status::Error("--param tp: not available in this build (tensor parallelism is not built)");
+  if (param != "layers" && param != "heads" && param != "kv_heads" && param != "context" && param != "experts")
+    return Status::Error("--param " + param + ": expected layers, heads, kv_heads, context or experts");
   if (values.empty()) return Status::Error("--values: empty list");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -33,10 +33,21 @@ Result<SweepResult> RunSweep(const std::string& param, const std::vector<int>& v
     if (param == "heads") c.n_heads = v, c.n_kv_heads = v, c.dim = 16 * v;
     if (param == "kv_heads") c.n_kv_heads = v;
     if (param == "context") c.seq_len = v;
-    const std::string path = dir + "/sweep-" + param + "-" + std::to_string(v) + ".bin";
-    Status w = WriteSyntheticLlama2c(c, 1234, path);
-    if (!w.ok()) return Status::Error("--values " + std::to_string(v) + ": " + w.message());
-    VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(path));
+    std::unique_ptr<Model> model;
+    if (param == "experts") {
+      // Mixtral-style: v experts, two routed per token (one when v == 1), in memory.
+      c.n_experts = v;
+      c.n_experts_per_tok = std::min(2, v);
+      c.rope_style = RopeStyle::kHalves;
+      auto m = SyntheticModel(c, 1234);
+      if (!m.ok()) return Status::Error("--values " + std::to_string(v) + ": " + m.status().message());
+      model = std::move(m).value();
+    } else {
+      const std::string path = dir + "/sweep-" + param + "-" + std::to_string(v) + ".bin";
+      Status w = WriteSyntheticLlama2c(c, 1234, path);
+      if (!w.ok()) return Status::Error("--values " + std::to_string(v) + ": " + w.message());
+      VERITY_ASSIGN_OR_RETURN(model, LoadModel(path));
+    }
     ParityOptions opt;
     VERITY_ASSIGN_OR_RETURN(ParityReport rep, RunParity(*model, opt));
     SweepPoint p;

@@ -88,5 +88,22 @@ TEST(Parity, DeepModeAddsDepthsAndWindows) {
   EXPECT_NE(beyond.err.find("--depths: 600 is outside [1, 512]"), std::string::npos) << beyond.err;
 }
 
+TEST(Sweep, ANormalBuildStaysAtZeroAcrossEveryStructuralParameter) {
+  const std::string dir = test::TempDir("sweep");
+  for (const char* args : {"--param layers --values 1,2,3,4,5,6", "--param heads --values 1,2,4", "--param kv_heads --values 1,2,4,8",
+                           "--param context --values 16,64,128", "--param experts --values 1,2,4"}) {
+    auto r = Shell(VerityBin() + " sweep --dir " + dir + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out << r.err;
+    EXPECT_NE(LastLine(r.out).find("threshold=none"), std::string::npos) << r.out;
+    EXPECT_NE(LastLine(r.out).find("verdict=PASS"), std::string::npos);
+  }
+  auto tp = Shell(VerityBin() + " sweep --param tp --values 1,2");
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_NE(tp.err.find("not available in this build"), std::string::npos);
+  auto wrong = Shell(VerityBin() + " sweep --param layers --values 1,2 --corruption kv-stride-masked");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("this verity is built without corruptions"), std::string::npos) << wrong.err;
+}
+
 }  // namespace
 }  // namespace verity
