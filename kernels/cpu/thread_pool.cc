@@ -27,10 +27,14 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::RunChunks(uint32_t gen) {
   for (;;) {
+    // Generation, chunk count and next chunk come from one atomic word, so a
+    // late worker can never claim past the end of a finished job, and the job
+    // fields it reads after a successful claim are that job's (the caller does
+    // not rewrite them until every claimed chunk is done).
     uint64_t cur = claim_.load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(cur >> 32) != gen) return;            // a newer job: not ours
-    const int c = static_cast<int>(cur & 0xffffffffu);
-    if (c >= chunks_) return;                                        // nothing left
+    if (static_cast<uint32_t>(cur >> 32) != gen) return;  // a newer job: not ours
+    const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
+    if (c >= count) return;                                // nothing left
     if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
     const int begin = c * chunk_, end = std::min(job_n_, begin + chunk_);
     (*job_)(begin, end);
@@ -48,11 +52,11 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn) {
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
   job_n_ = n;
-  chunks_ = std::min(n, size() * kChunksPerThread);
+  chunks_ = std::min({n, size() * kChunksPerThread, 0xffff});
   chunk_ = (n + chunks_ - 1) / chunks_;
   chunks_ = (n + chunk_ - 1) / chunk_;
   done_.store(0, std::memory_order_relaxed);
-  claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+  claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(chunks_) << 16), std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);
     generation_.store(gen, std::memory_order_release);

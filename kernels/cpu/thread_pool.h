@@ -38,7 +38,7 @@ class ThreadPool {
   // The current job; written only while no chunk of it can be claimed.
   const std::function<void(int, int)>* job_ = nullptr;
   int job_n_ = 0, chunk_ = 1, chunks_ = 0;
-  // High 32 bits: job generation; low 32 bits: next unclaimed chunk.
+  // Bits 63..32: job generation; 31..16: chunk count; 15..0: next unclaimed chunk.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int> done_{0};
   std::atomic<uint32_t> generation_{0};
