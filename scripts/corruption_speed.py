@@ -21,7 +21,8 @@ def bench(binary):
     return json.loads(out)["metrics"]["decode_tok_s"]
 
 main = "build/cli/verity"
-names = sorted(d[len("build-corruption-"):] for d in os.listdir(".") if d.startswith("build-corruption-"))
+names = sorted(d[len("build-corruption-"):] for d in os.listdir(".")
+               if d.startswith("build-corruption-") and os.path.isdir(d))
 for name in names:
     corrupt = os.path.join("build-corruption-" + name, "cli", "verity")
     if not os.path.exists(corrupt):

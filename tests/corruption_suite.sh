@@ -20,9 +20,10 @@ while IFS= read -r row; do
   total=$((total + 1))
   dir="$src/build-corruption-$name"
   echo "== $name: $cmd"
-  if ! { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION="$name" >"$dir.configure.log" 2>&1 \
-         && cmake --build "$dir" --target verity -j"$(nproc)" >"$dir.build.log" 2>&1; }; then
-    fail "$name: build failed (see $dir.build.log)"; continue
+  mkdir -p "$dir"
+  if ! { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION="$name" >"$dir/configure.log" 2>&1 \
+         && cmake --build "$dir" --target verity -j"$(nproc)" >"$dir/build.log" 2>&1; }; then
+    fail "$name: build failed (see $dir/build.log)"; continue
   fi
   [ "$("$dir/cli/verity" bench --model models/stories260K.bin --steps 4 | grep -c verity.bench/1)" = 1 ] || fail "$name: corrupted build does not run"
   out=$(PATH="$normal:$PATH" bash -c "$cmd" 2>&1); rc=$?
