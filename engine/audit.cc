@@ -31,6 +31,19 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
   }
   const auto expected = ExpectedTensors(cfg.value());
   r.tensors = static_cast<int>(expected.size());
+  // The dtype the config declares, when it declares one (torch_dtype).
+  std::string want_dtype;
+  {
+    std::ifstream cf(dir + "/config.json");
+    std::stringstream cs;
+    cs << cf.rdbuf();
+    auto j = nlohmann::json::parse(cs.str(), nullptr, false);
+    if (j.is_object() && j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+      const std::string t = j["torch_dtype"];
+      want_dtype = t == "float32" ? "F32" : t == "float16" ? "F16" : t == "bfloat16" ? "BF16" : "";
+      if (want_dtype.empty()) fatal("config: torch_dtype \"" + t + "\" is not float32, float16 or bfloat16");
+    }
+  }
 
   // The map from tensor to shard: the index, or a single model.safetensors.
   std::map<std::string, std::string> where;
@@ -100,6 +113,10 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     }
     if (e->second.shape != t.shape) {
       fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " + ShapeString(t.shape));
+      continue;
+    }
+    if (!want_dtype.empty() && DTypeName(e->second.dtype) != want_dtype) {
+      fatal(t.name + ": dtype " + DTypeName(e->second.dtype) + " in " + it->second + ", config torch_dtype implies " + want_dtype);
       continue;
     }
     total += e->second.end - e->second.begin;

@@ -115,6 +115,13 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
     ExpectLoadFails(dir, "required key 'rms_norm_eps' is missing");
   }
   {
+    const std::string dir = External("dtype");
+    std::string cfg = test::ReadFile(dir + "/config.json");
+    cfg.replace(cfg.find("\"float32\""), 9, "\"bfloat16\"");
+    test::WriteFile(dir + "/config.json", cfg);
+    ExpectAuditFails(dir, "model.embed_tokens.weight: dtype F32 in model-00001-of-00003.safetensors, config torch_dtype implies BF16");
+  }
+  {
     const std::string dir = External("unreadable");
     test::WriteFile(dir + "/model.safetensors.index.json", "{not json");
     ExpectAuditFails(dir, "model.safetensors.index.json: not valid JSON");
