@@ -218,7 +218,7 @@ std::string Render(const Data& d, const ReportOptions& opt, const std::string& l
       md += "| " + std::to_string(step) + " | " + std::to_string(c.id) + " " + Cell(c.title) + " | " + std::to_string(r.id) +
             " | " + how + " | " + (seed || !s ? "—" : Pct(s->gain)) + " | " + (seed || !s ? "—" : s->tier) + " | " +
             Num((*f)[2]) + " |\n";
-      pts.push_back({"#" + std::to_string(c.id), AsDouble((*f)[2]), r.retracted});
+      pts.push_back({std::string("#").append(std::to_string(c.id)), AsDouble((*f)[2]), r.retracted});
       step++;
     }
     md += "\n![Frontier ladder of " + key.first + " on " + key.second + "](" + file + ")\n";
