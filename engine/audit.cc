@@ -64,7 +64,6 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     where = index.weight_map;
     have_index = true;
   } else if (fs::exists(dir + "/model.safetensors", ec)) {
-    where = {};
     auto h = ReadSafetensorsHeader(dir + "/model.safetensors");
     if (!h.ok()) {
       r.shards_total = 1;

@@ -153,19 +153,22 @@ Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std
   // Seal the row as SQLite stores it: the declared column affinity applied to
   // what was passed. `verity ledger verify` recomputes from the stored row, so
   // any disagreement here shows up as a broken seal in every test that verifies.
-  auto& table_cols = columns_[table];
-  if (table_cols.empty()) {
+  Columns& table_cols = columns_[table];
+  if (table_cols.names.empty()) {
     VERITY_ASSIGN_OR_RETURN(auto info, Query("SELECT name, upper(type) FROM pragma_table_info(?) ORDER BY cid", {table}));
-    for (const auto& c : info) table_cols.emplace_back(AsText(c[0]), AsText(c[1]));
+    for (const auto& c : info) {
+      table_cols.names.push_back(AsText(c[0]));
+      table_cols.types.push_back(AsText(c[1]));
+    }
   }
-  std::vector<std::string> colnames;
   Row stored;
-  for (const auto& [name, type] : table_cols) {
-    colnames.push_back(name);
+  for (size_t i = 0; i < table_cols.names.size(); i++) {
+    const std::string& name = table_cols.names[i];
+    const std::string& type = table_cols.types[i];
     Value v;
     for (const auto& [n, given] : cols)
       if (n == name) v = given;
-    if (name == table_cols.front().first && IsNull(v)) v = id;  // INTEGER PRIMARY KEY
+    if (i == 0 && IsNull(v)) v = id;  // INTEGER PRIMARY KEY
     if (type == "REAL" && std::holds_alternative<int64_t>(v)) v = static_cast<double>(std::get<int64_t>(v));
     if (type == "INTEGER" && std::holds_alternative<double>(v)) {
       double d = std::get<double>(v);
@@ -175,7 +178,7 @@ Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std
       return Status::Error(table + "." + name + ": a TEXT column was given a number");
     stored.push_back(std::move(v));
   }
-  const std::string content = Sha256Hex(CanonicalRow(colnames, stored));
+  const std::string content = Sha256Hex(CanonicalRow(table_cols.names, stored));
   if (!last_seal_) {
     VERITY_ASSIGN_OR_RETURN(auto last, Query("SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1"));
     last_seal_ = last.empty() ? std::string("genesis") : AsText(last[0][0]);

@@ -45,8 +45,11 @@ class Db {
   sqlite3* db_ = nullptr;
   std::string path_;
   std::map<std::string, sqlite3_stmt*> cache_;
-  // Per sealed table: (column name, declared type), in column order.
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> columns_;
+  // Per sealed table, in column order: names and declared types (upper case).
+  struct Columns {
+    std::vector<std::string> names, types;
+  };
+  std::map<std::string, Columns> columns_;
   // The chain's last seal, valid only inside the current write transaction.
   std::optional<std::string> last_seal_;
 };
