@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 #include "cli/commands.h"
 #include "engine/audit.h"
 
@@ -151,10 +151,10 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--audit-cmd", *audit_cmd, "override the audit command (to test this guard)")->group("");
     sub->add_option("--probe-cmd", *probe_cmd, "override the probe command (to test this guard)")->group("");
     reg.On(sub, [=] {
-      const std::string self = bench::ShellQuote(Self());
-      std::string a = audit_cmd->empty() ? self + " audit " + bench::ShellQuote(*model) + (*elsewhere ? " --experts-elsewhere" : "") : *audit_cmd;
-      std::string p = probe_cmd->empty() ? self + " probe --model " + bench::ShellQuote(*model) + " --tokenizer " + bench::ShellQuote(*tok) +
-                                               (probes->empty() ? "" : " --probes " + bench::ShellQuote(*probes))
+      const std::string self = measure::ShellQuote(Self());
+      std::string a = audit_cmd->empty() ? self + " audit " + measure::ShellQuote(*model) + (*elsewhere ? " --experts-elsewhere" : "") : *audit_cmd;
+      std::string p = probe_cmd->empty() ? self + " probe --model " + measure::ShellQuote(*model) + " --tokenizer " + measure::ShellQuote(*tok) +
+                                               (probes->empty() ? "" : " --probes " + measure::ShellQuote(*probes))
                                          : *probe_cmd;
       struct Step {
         const char* name;
@@ -163,7 +163,7 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
       bool all = true;
       std::string verdicts;
       for (const auto& s : steps) {
-        bench::CommandOutput out = bench::RunCommand(s.cmd, 600);
+        measure::CommandOutput out = measure::RunCommand(s.cmd, 600);
         const std::string last = LastLine(out.out);
         const bool summary = last.rfind(s.prefix, 0) == 0;
         const bool pass = out.exit_code == 0 && summary && last.size() >= 13 && last.substr(last.size() - 13) == " verdict=PASS";

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "base/env.h"
-#include "bench/bench.h"
+#include "measure/measure.h"
 #include "cli/commands.h"
 #include "ledger/ledger.h"
 
@@ -188,21 +188,21 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const std::string model = std::filesystem::absolute(o.model, ec).string();
   if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
   auto progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  auto toplevel = bench::RunCommand("git -C " + bench::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
+  auto toplevel = measure::RunCommand("git -C " + measure::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
   if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
   std::string repo = toplevel.out;
   while (!repo.empty() && repo.back() == '\n') repo.pop_back();
   const std::string cache = env::WorktreeCache(repo);
   const int timeout = env::CommandTimeoutSeconds();
-  VERITY_ASSIGN_OR_RETURN(bench::BuiltRef base, bench::BuildRef(repo, o.base, cache, timeout, progress));
-  VERITY_ASSIGN_OR_RETURN(bench::BuiltRef head, bench::BuildRef(repo, o.head, cache, timeout, progress));
-  const std::string bench_args = " bench --model " + bench::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
-  r->base_cmd = bench::ShellQuote(base.binary) + bench_args;
-  r->head_cmd = bench::ShellQuote(head.binary) + bench_args;
+  VERITY_ASSIGN_OR_RETURN(measure::BuiltRef base, measure::BuildRef(repo, o.base, cache, timeout, progress));
+  VERITY_ASSIGN_OR_RETURN(measure::BuiltRef head, measure::BuildRef(repo, o.head, cache, timeout, progress));
+  const std::string bench_args = " bench --model " + measure::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
+  r->base_cmd = measure::ShellQuote(base.binary) + bench_args;
+  r->head_cmd = measure::ShellQuote(head.binary) + bench_args;
   if (r->parity_cmd.empty() && head.has_parity)
-    r->parity_cmd = bench::ShellQuote(head.binary) + " parity --model " + bench::ShellQuote(model) + " --backend fast --json";
+    r->parity_cmd = measure::ShellQuote(head.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = bench::ShellQuote(base.binary) + " parity --model " + bench::ShellQuote(model) + " --backend fast --json";
+    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
   r->base_ref = o.base;
   r->head_ref = o.head;
   r->base_sha = base.sha;

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 #include "tests/test_util.h"
 
 namespace verity::test {
@@ -21,7 +21,7 @@ inline std::string Bench(const std::string& dir, const std::string& name, double
 
 inline std::string Parity(const std::string& args = "") { return std::string(FAKE_PARITY) + " " + args; }
 
-inline std::string Quote(const std::string& s) { return bench::ShellQuote(s); }
+inline std::string Quote(const std::string& s) { return measure::ShellQuote(s); }
 
 struct Submitted {
   CommandResult cmd;

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 
-namespace verity::bench {
+namespace verity::measure {
 namespace {
 
 std::string Tail(const std::string& s) {
@@ -88,4 +88,4 @@ Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& 
   return p;
 }
 
-}  // namespace verity::bench
+}  // namespace verity::measure

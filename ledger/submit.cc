@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 #include "ledger/ledger.h"
 #include "ledger/stats.h"
 
@@ -25,7 +25,7 @@ std::string Num(double v) {
 Value Opt(const std::optional<double>& v) { return v ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
 
-Result<int64_t> EnsureBox(Db& d, const bench::Box& box) {
+Result<int64_t> EnsureBox(Db& d, const measure::Box& box) {
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT id FROM boxes WHERE fingerprint = ?", {box.fingerprint}));
   if (!rows.empty()) return AsInt(rows[0][0]);
   return d.InsertSealed("boxes", {{"fingerprint", box.fingerprint}, {"detail", box.detail}});
@@ -53,7 +53,7 @@ Result<FrontierNow> CurrentFrontier(Db& d, const std::string& metric, int64_t bo
 struct ParityOutcome {
   bool passed = false;
   std::string message;
-  std::optional<bench::ParityEvidence> evidence;
+  std::optional<measure::ParityEvidence> evidence;
 };
 
 // Runs one parity command and records what it said. Passing needs exit 0 AND
@@ -62,8 +62,8 @@ Result<ParityOutcome> RunParity(Db& d, const Policy& pol, int64_t run_id, const 
                                 const std::string& cmd, bool deep, int timeout_s) {
   std::map<std::string, std::string> env;
   if (deep) env["VERITY_PARITY_MODE"] = "deep";
-  bench::CommandOutput out = bench::RunCommand(cmd, timeout_s, env);
-  auto ev = bench::ParseParity(out, side + " parity command");
+  measure::CommandOutput out = measure::RunCommand(cmd, timeout_s, env);
+  auto ev = measure::ParseParity(out, side + " parity command");
   ParityOutcome po;
   if (!ev.ok()) {
     po.message = ev.status().message() + " (no parity evidence: refused, not assumed)";
@@ -211,7 +211,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (opt.progress) opt.progress(s);
   };
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
-  const bench::Box box = bench::ThisBox();
+  const measure::Box box = measure::ThisBox();
   Db& d = *db_;
   int64_t box_id = 0, run_id = 0;
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
@@ -289,8 +289,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   std::map<std::string, Identity> seen;
   auto take = [&](const std::string& side) -> Result<std::pair<double, double>> {
     const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
-    bench::CommandOutput out = bench::RunCommand(cmd, opt.timeout_s);
-    VERITY_ASSIGN_OR_RETURN(auto s, bench::ParseBench(out, c.metric, side + " bench command"));
+    measure::CommandOutput out = measure::RunCommand(cmd, opt.timeout_s);
+    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command"));
     const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
     if (!want_build.empty() && s.build_id != want_build)
       return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 
-namespace verity::bench {
+namespace verity::measure {
 
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";
@@ -86,4 +86,4 @@ CommandOutput RunCommand(const std::string& command, int timeout_s,
   return r;
 }
 
-}  // namespace verity::bench
+}  // namespace verity::measure

@@ -2,9 +2,9 @@
 // ref benchmarks exactly the commit it names.
 #include <filesystem>
 
-#include "bench/bench.h"
+#include "measure/measure.h"
 
-namespace verity::bench {
+namespace verity::measure {
 namespace {
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -49,4 +49,4 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   return b;
 }
 
-}  // namespace verity::bench
+}  // namespace verity::measure

@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 
-namespace verity::bench {
+namespace verity::measure {
 
 struct CommandOutput {
   int exit_code = -1;      // 128+signal when killed
@@ -63,9 +63,9 @@ struct Box {
 };
 Box ThisBox();
 
-}  // namespace verity::bench
+}  // namespace verity::measure
 
-namespace verity::bench {
+namespace verity::measure {
 
 // A git ref built into a cached worktree: verify the artifact, not the transport.
 struct BuiltRef {
@@ -81,4 +81,4 @@ struct BuiltRef {
 Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const std::string& cache_dir,
                           int timeout_s, const std::function<void(const std::string&)>& progress);
 
-}  // namespace verity::bench
+}  // namespace verity::measure

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "base/sha256.h"
-#include "bench/bench.h"
+#include "measure/measure.h"
 
-namespace verity::bench {
+namespace verity::measure {
 namespace {
 
 std::string FirstLine(const std::string& path) {
@@ -51,4 +51,4 @@ Box ThisBox() {
   return b;
 }
 
-}  // namespace verity::bench
+}  // namespace verity::measure
