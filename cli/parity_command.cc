@@ -9,6 +9,29 @@
 namespace verity::cli {
 namespace {
 
+// The last line: a preflight reads its trailing " verdict=PASS|FAIL".
+std::string Summary(const ParityReport& r) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "parity: worst_top1=%.4f worst_mean_kl=%.3g", r.worst_top1, r.worst_mean_kl);
+  std::string s = buf;
+  if (!r.nonfinite.empty()) s += " nonfinite=" + std::to_string(r.nonfinite.size());
+  return s + (r.ok ? " verdict=PASS" : " verdict=FAIL");
+}
+
+void PrintHuman(const std::string& model_path, const ParityReport& r) {
+  std::printf("parity: %s, candidate %s vs %s, %d tokens, mode %s, window %d\n", model_path.c_str(),
+              r.candidate.c_str(), r.reference.c_str(), r.tokens, r.mode.c_str(), r.window);
+  std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
+  for (const auto& d : r.depths)
+    std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,
+                d.sha256.c_str());
+  std::printf("logits_sha256 %s\nall_rows_sha256 %s\n", r.logits_sha256.c_str(), r.all_rows_sha256.c_str());
+  for (const auto& where : r.nonfinite) std::printf("non-finite: %s\n", where.c_str());
+  if (r.has_bit_identity)
+    std::printf("bit identity: %s (%s)\n", r.bit_identical ? "PROVED" : "FAILED", r.bit_identity_detail.c_str());
+  std::printf("%s\n", Summary(r).c_str());
+}
+
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, bool json) {
   if (opt.backend != "fast" && opt.backend != "reference")
@@ -29,23 +52,14 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   auto rep = RunParity(**model, opt);
   if (!rep.ok()) return Fail(rep.status());
   const ParityReport& r = rep.value();
-  char summary[200];
-  std::snprintf(summary, sizeof summary, "parity: worst_top1=%.4f worst_mean_kl=%.3g verdict=%s", r.worst_top1,
-                r.worst_mean_kl, r.ok ? "PASS" : "FAIL");
   if (json) {
-    std::printf("%s\n", r.ToJson().dump().c_str());
-    std::fprintf(stderr, "%s\n", summary);
+    nlohmann::json j = r.ToJson();
+    // The binary that produced the evidence, exactly as `verity bench` names it.
+    j["build"] = {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}};
+    std::printf("%s\n", j.dump().c_str());
+    std::fprintf(stderr, "%s\n", Summary(r).c_str());
   } else {
-    std::printf("parity: %s, candidate %s vs %s, %d tokens%s\n", model_path.c_str(), r.candidate.c_str(),
-                r.reference.c_str(), r.tokens, opt.deep ? " (deep)" : "");
-    std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
-    for (const auto& d : r.depths)
-      std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,
-                  d.sha256.c_str());
-    std::printf("logits_sha256 %s\n", r.logits_sha256.c_str());
-    if (r.has_bit_identity)
-      std::printf("bit identity: %s (%s)\n", r.bit_identical ? "PROVED" : "FAILED", r.bit_identity_detail.c_str());
-    std::printf("%s\n", summary);
+    PrintHuman(model_path, r);
   }
   return r.ok ? 0 : 1;
 }
@@ -80,7 +94,8 @@ int RunSweepCommand(const std::string& param, const std::string& values_text, co
 void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto* sub = app.add_subcommand(
       "parity", "Compare a candidate path with the reference on identical weights and token ids; the worst depth "
-                "decides (top-1 >= 0.95, mean KL <= 0.05). VERITY_PARITY_MODE=deep adds depths and windows.");
+                "decides (top-1 >= 0.95, mean KL <= 0.05). VERITY_PARITY_MODE=deep adds depths and windows "
+                "(at least 14 depths, window 16).");
   auto model = std::make_shared<std::string>(), depths = std::make_shared<std::string>(),
        tokens = std::make_shared<std::string>();
   auto opt = std::make_shared<ParityOptions>();
@@ -90,8 +105,10 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   sub->add_option("--against", opt->against, "reference | FILE of raw f32 logits (e.g. from another build)")
       ->capture_default_str();
-  sub->add_option("--depths", *depths, "context depths, e.g. 1,64,512 (default: 7 spread over the context)");
-  sub->add_option("--window", opt->window, "positions scored per depth (default 8; deep 16)");
+  sub->add_option("--depths", *depths,
+                  "context depths, e.g. 1,64,512 (default: 7 spread over the context, the last at its end; "
+                  "deep adds its 14)");
+  sub->add_option("--window", opt->window, "positions scored per depth (default 8; deep max(2 x N, 16))");
   sub->add_option("--tokens", *tokens, "file of token ids (default: the reference's greedy text from BOS)");
   sub->add_option("--bit-identical-to", opt->bit_identical_to, "raw f32 logits file the candidate must equal byte for byte");
   sub->add_option("--dump", opt->dump, "write the candidate's logits (raw f32, one row per token) to FILE");

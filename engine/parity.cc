@@ -25,14 +25,84 @@ void LogSoftmax(const float* x, int n, std::vector<double>* out) {
 
 int Argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
 
-std::vector<int> DefaultDepths(int context, bool deep) {
+// Worst-of that keeps a NaN: std::min/std::max silently drop one.
+double Lowest(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+double Highest(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+
+// k depths spread over the context, the last one the whole context. None is
+// shallower than the window, so each scores a full window when the context allows.
+std::vector<int> DefaultDepths(int context, bool deep, int window) {
   const int k = deep ? 14 : 7;
+  const int shallowest = std::max(1, std::min(window, context));
   std::vector<int> d;
-  for (int i = 1; i <= k; i++) d.push_back(std::max(1, (i * context + k - 1) / k));
-  if (deep) d.insert(d.begin(), 1);
-  std::sort(d.begin(), d.end());
-  d.erase(std::unique(d.begin(), d.end()), d.end());
+  for (int i = 1; i <= k; i++) d.push_back(std::max(shallowest, (i * context + k - 1) / k));
   return d;
+}
+
+// One depth: the `window` positions ending at `d`, candidate against reference.
+ParityDepth ScoreDepth(const float* ref, const float* got, int V, int d, int window) {
+  ParityDepth pd;
+  pd.depth = d;
+  const int first = std::max(0, d - window);
+  pd.positions = d - first;
+  int agree = 0;
+  double kl_sum = 0.0;
+  std::vector<double> lp, lq;
+  for (int pos = first; pos < d; pos++) {
+    const float* p = ref + static_cast<size_t>(pos) * V;
+    const float* q = got + static_cast<size_t>(pos) * V;
+    agree += Argmax(p, V) == Argmax(q, V);
+    LogSoftmax(p, V, &lp);
+    LogSoftmax(q, V, &lq);
+    double kl = 0.0;
+    for (int i = 0; i < V; i++) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    if (kl < 0.0) kl = 0.0;  // rounding below zero; a NaN stays NaN
+    kl_sum += kl;
+    pd.max_kl = Highest(pd.max_kl, kl);
+  }
+  pd.top1 = static_cast<double>(agree) / pd.positions;
+  pd.mean_kl = kl_sum / pd.positions;
+  pd.sha256 = Sha256Hex(got + static_cast<size_t>(first) * V, static_cast<size_t>(pd.positions) * V * 4);
+  return pd;
+}
+
+// Names a depth's non-finite numbers: they must fail, never be skipped.
+void NameNonfinite(const ParityDepth& pd, std::vector<std::string>* out) {
+  const std::pair<const char*, double> fields[] = {{"top1", pd.top1}, {"mean_kl", pd.mean_kl}, {"max_kl", pd.max_kl}};
+  for (const auto& [name, v] : fields)
+    if (!std::isfinite(v)) out->push_back("depth " + std::to_string(pd.depth) + ": " + name);
+}
+
+// Names rows holding a NaN or infinity (the first few, then a count): a scored
+// row poisons its depth, an unscored one still enters all_rows_sha256.
+void NameNonfiniteRows(const std::vector<float>& rows, int V, const std::string& side, std::vector<std::string>* out) {
+  constexpr int kNamed = 4;
+  int bad = 0;
+  for (size_t r = 0; r < rows.size() / V; r++) {
+    const float* x = rows.data() + r * V;
+    if (std::all_of(x, x + V, [](float f) { return std::isfinite(f); })) continue;
+    if (++bad <= kNamed) out->push_back(side + " logits: position " + std::to_string(r));
+  }
+  if (bad > kNamed) out->push_back(side + " logits: " + std::to_string(bad - kNamed) + " more positions");
+}
+
+// Compares every candidate row with a logits file byte for byte.
+Status CheckBitIdentity(const std::vector<float>& got, int V, const std::string& path, ParityReport* rep) {
+  rep->has_bit_identity = true;
+  VERITY_ASSIGN_OR_RETURN(auto other, ReadLogitsFile(path, V));
+  if (other.size() < got.size()) {
+    rep->bit_identity_detail = path + " holds fewer rows than were compared";
+    return OkStatus();
+  }
+  const int T = static_cast<int>(got.size() / V);
+  int first_diff = -1;
+  for (int pos = 0; pos < T && first_diff < 0; pos++)
+    if (std::memcmp(got.data() + static_cast<size_t>(pos) * V, other.data() + static_cast<size_t>(pos) * V, V * 4) != 0)
+      first_diff = pos;
+  rep->bit_identical = first_diff < 0;
+  rep->bit_identity_detail = rep->bit_identical ? "byte-identical over " + std::to_string(T) + " positions"
+                                                : "first differing position " + std::to_string(first_diff);
+  return OkStatus();
 }
 
 }  // namespace
@@ -58,18 +128,65 @@ Result<std::vector<int>> ReadTokensFile(const std::string& path) {
   return ParseIntList(ss.str(), path, LONG_MIN);
 }
 
+Result<std::vector<int>> ParityDepths(int tokens, const ParityOptions& opt, int* window) {
+  for (int d : opt.depths)
+    if (d < 1 || d > tokens)
+      return Status::Error("--depths: " + std::to_string(d) + " is outside [1, " + std::to_string(tokens) +
+                           "] (the compared token positions)");
+  // Deep is at least twice standard (7 depths x 8): explicit flags may add to it, never thin it.
+  *window = opt.deep ? std::max(2 * opt.window, 16) : (opt.window > 0 ? opt.window : 8);
+  std::vector<int> d = opt.depths;
+  if (d.empty() || opt.deep) {
+    const auto more = DefaultDepths(tokens, opt.deep, *window);
+    d.insert(d.end(), more.begin(), more.end());
+  }
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vector<float>& got, int vocab,
+                                   const ParityOptions& opt) {
+  const int V = vocab;
+  if (V <= 0 || got.empty() || got.size() % V != 0 || ref.size() != got.size())
+    return Status::Error("parity: reference and candidate hold different numbers of logit rows");
+  ParityReport rep;
+  rep.candidate = opt.backend;
+  rep.mode = opt.deep ? "deep" : "standard";
+  rep.tokens = static_cast<int>(got.size() / V);
+  VERITY_ASSIGN_OR_RETURN(auto depths, ParityDepths(rep.tokens, opt, &rep.window));
+
+  std::string scored;  // every scored candidate logit, in depth order
+  for (int d : depths) {
+    ParityDepth pd = ScoreDepth(ref.data(), got.data(), V, d, rep.window);
+    const size_t first = static_cast<size_t>(d - pd.positions) * V * 4;
+    scored.append(reinterpret_cast<const char*>(got.data()) + first, static_cast<size_t>(pd.positions) * V * 4);
+    NameNonfinite(pd, &rep.nonfinite);
+    rep.worst_top1 = Lowest(rep.worst_top1, pd.top1);
+    rep.worst_mean_kl = Highest(rep.worst_mean_kl, pd.mean_kl);
+    rep.depths.push_back(pd);
+  }
+  NameNonfiniteRows(got, V, "candidate", &rep.nonfinite);
+  NameNonfiniteRows(ref, V, "reference", &rep.nonfinite);
+  rep.logits_sha256 = Sha256Hex(scored);
+  rep.all_rows_sha256 = Sha256Hex(got.data(), got.size() * 4);
+
+  if (!opt.bit_identical_to.empty()) VERITY_RETURN_IF_ERROR(CheckBitIdentity(got, V, opt.bit_identical_to, &rep));
+  rep.ok = rep.nonfinite.empty() && rep.worst_top1 >= opt.min_top1 && rep.worst_mean_kl <= opt.max_mean_kl &&
+           (!rep.has_bit_identity || rep.bit_identical);
+  return rep;
+}
+
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
   const ModelConfig& c = model.config;
   const int V = c.vocab_size;
-  ParityReport rep;
-  rep.candidate = opt.backend;
-  const int window = opt.window > 0 ? opt.window : (opt.deep ? 16 : 8);
+  std::string reference;
 
   // The reference rows: computed here, or read from a file (another implementation).
   std::vector<float> ref;
   std::vector<int> tokens = opt.tokens;
   if (opt.against == "reference") {
-    rep.reference = "reference-cpu";
+    reference = "reference-cpu";
     VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend("reference"));
     Transformer t(model, std::move(kern));
     if (tokens.empty()) {
@@ -86,7 +203,7 @@ Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
       ref = TeacherForcedLogits(t, tokens);
     }
   } else {
-    rep.reference = "file:" + opt.against;
+    reference = "file:" + opt.against;
     VERITY_ASSIGN_OR_RETURN(ref, ReadLogitsFile(opt.against, V));
     const int rows = static_cast<int>(ref.size() / V);
     if (tokens.empty()) {
@@ -100,14 +217,8 @@ Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
                            std::to_string(tokens.size()) + " token positions are compared");
     ref.resize(tokens.size() * static_cast<size_t>(V));
   }
-  const int T = static_cast<int>(tokens.size());
-  rep.tokens = T;
-
-  std::vector<int> depths = opt.depths.empty() ? DefaultDepths(T, opt.deep) : opt.depths;
-  for (int d : depths)
-    if (d < 1 || d > T)
-      return Status::Error("--depths: " + std::to_string(d) + " is outside [1, " + std::to_string(T) +
-                           "] (the compared token positions)");
+  int window = 0;  // bad --depths fail before the candidate runs or --dump is written
+  VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
   Transformer cand(model, std::move(kern));
@@ -118,61 +229,13 @@ Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
     f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
     if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
   }
-
-  std::string all;  // every compared candidate logit, in depth order
-  std::vector<double> lp, lq;
-  for (int d : depths) {
-    ParityDepth pd;
-    pd.depth = d;
-    const int first = std::max(0, d - window);
-    int agree = 0;
-    double kl_sum = 0.0;
-    for (int pos = first; pos < d; pos++) {
-      const float* p = ref.data() + static_cast<size_t>(pos) * V;
-      const float* q = got.data() + static_cast<size_t>(pos) * V;
-      agree += Argmax(p, V) == Argmax(q, V);
-      LogSoftmax(p, V, &lp);
-      LogSoftmax(q, V, &lq);
-      double kl = 0.0;
-      for (int i = 0; i < V; i++) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-      kl = std::max(kl, 0.0);
-      kl_sum += kl;
-      pd.max_kl = std::max(pd.max_kl, kl);
-    }
-    pd.positions = d - first;
-    pd.top1 = static_cast<double>(agree) / pd.positions;
-    pd.mean_kl = kl_sum / pd.positions;
-    std::string bytes(reinterpret_cast<const char*>(got.data() + static_cast<size_t>(first) * V),
-                      static_cast<size_t>(pd.positions) * V * 4);
-    pd.sha256 = Sha256Hex(bytes);
-    all += bytes;
-    rep.worst_top1 = std::min(rep.worst_top1, pd.top1);
-    rep.worst_mean_kl = std::max(rep.worst_mean_kl, pd.mean_kl);
-    rep.depths.push_back(pd);
-  }
-  rep.logits_sha256 = Sha256Hex(all);
-
-  if (!opt.bit_identical_to.empty()) {
-    rep.has_bit_identity = true;
-    VERITY_ASSIGN_OR_RETURN(auto other, ReadLogitsFile(opt.bit_identical_to, V));
-    if (other.size() < got.size()) {
-      rep.bit_identity_detail = opt.bit_identical_to + " holds fewer rows than were compared";
-    } else {
-      int first_diff = -1;
-      for (int pos = 0; pos < T && first_diff < 0; pos++)
-        if (std::memcmp(got.data() + static_cast<size_t>(pos) * V, other.data() + static_cast<size_t>(pos) * V, V * 4) != 0)
-          first_diff = pos;
-      rep.bit_identical = first_diff < 0;
-      rep.bit_identity_detail = rep.bit_identical ? "byte-identical over " + std::to_string(T) + " positions"
-                                                  : "first differing position " + std::to_string(first_diff);
-    }
-  }
-  rep.ok = rep.worst_top1 >= opt.min_top1 && rep.worst_mean_kl <= opt.max_mean_kl &&
-           (!rep.has_bit_identity || rep.bit_identical);
+  VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogits(ref, got, V, opt));
+  rep.reference = reference;
   return rep;
 }
 
 nlohmann::json ParityReport::ToJson() const {
+  // NaN and infinity serialize as null, never as a number that could pass.
   nlohmann::json ds = nlohmann::json::array();
   for (const auto& d : depths)
     ds.push_back({{"depth", d.depth}, {"top1", d.top1}, {"mean_kl", d.mean_kl}, {"max_kl", d.max_kl},
@@ -180,10 +243,14 @@ nlohmann::json ParityReport::ToJson() const {
   nlohmann::json j = {{"schema", "verity.parity/1"},
                       {"reference", reference},
                       {"candidate", candidate},
+                      {"mode", mode},
                       {"tokens", tokens},
+                      {"window", window},
                       {"depths", ds},
                       {"worst", {{"top1", worst_top1}, {"mean_kl", worst_mean_kl}}},
                       {"logits_sha256", logits_sha256},
+                      {"all_rows_sha256", all_rows_sha256},
+                      {"nonfinite", nonfinite},
                       {"ok", ok}};
   if (has_bit_identity) j["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
   return j;

@@ -17,6 +17,8 @@ struct ParityOptions {
   std::string against = "reference"; // "reference" or a raw f32 logits file
   std::vector<int> depths;           // context lengths; empty = spread over the context
   int window = 0;                    // positions scored per depth; 0 = default (8, deep 16)
+  // Deep never thins the evidence: explicit depths are joined with the deep
+  // defaults (14 depths) and the window is max(2 x window, 16).
   std::vector<int> tokens;           // empty = the reference's own greedy text from BOS
   std::string bit_identical_to;      // raw f32 logits file the candidate must equal byte for byte
   std::string dump;                  // write the candidate's logits (raw f32) here
@@ -33,10 +35,16 @@ struct ParityDepth {
 
 struct ParityReport {
   std::string reference, candidate;
-  int tokens = 0;
+  std::string mode = "standard";  // "standard" | "deep"
+  int tokens = 0;                 // compared token positions (candidate rows computed)
+  int window = 0;                 // positions requested per depth
   std::vector<ParityDepth> depths;
-  double worst_top1 = 1.0, worst_mean_kl = 0.0;
-  std::string logits_sha256;
+  double worst_top1 = 1.0, worst_mean_kl = 0.0;  // NaN when any depth's value is NaN
+  std::string logits_sha256;    // candidate logits over the scored windows, in depth order
+  std::string all_rows_sha256;  // candidate logits over every row, in position order (= sha256 of --dump)
+  // Where a NaN or infinity was met, e.g. "depth 448: mean_kl",
+  // "candidate logits: position 445". Any entry fails the report.
+  std::vector<std::string> nonfinite;
   bool has_bit_identity = false, bit_identical = false;
   std::string bit_identity_detail;
   bool ok = false;
@@ -45,6 +53,15 @@ struct ParityReport {
 
 // Runs the comparison. Errors name the file or flag that is wrong.
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt);
+
+// The depths and window a run scores over `tokens` positions (defaults, deep
+// floor, bounds checked). Errors name --depths.
+Result<std::vector<int>> ParityDepths(int tokens, const ParityOptions& opt, int* window);
+
+// Scores candidate rows `got` against reference rows `ref` (both tokens x vocab,
+// position order) and decides ok, bit identity included. RunParity's second half.
+Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vector<float>& got, int vocab,
+                                   const ParityOptions& opt);
 
 // Reads raw little-endian f32 logits rows of `vocab` values; errors name the file.
 Result<std::vector<float>> ReadLogitsFile(const std::string& path, int vocab);

@@ -39,12 +39,23 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
 // One run of a parity command, per the verity.parity/1 protocol.
 struct ParityEvidence {
   struct Depth {
-    int depth;
-    double top1, mean_kl, max_kl;
+    int depth = 0;
+    double top1 = 0.0, mean_kl = 0.0, max_kl = 0.0;
+    int positions = 0;  // positions scored at this depth (0 = not reported)
   };
   std::vector<Depth> depths;
-  double worst_top1 = 0.0, worst_mean_kl = 0.0;  // recomputed from depths, not trusted
-  std::string logits_sha256;
+  // Recomputed from depths, not trusted; NaN when any depth's value is non-finite.
+  double worst_top1 = 0.0, worst_mean_kl = 0.0;
+  std::string logits_sha256;     // over the scored windows, in depth order
+  std::string all_rows_sha256;   // over every logit row the run computed; "" = not reported
+  std::string mode;              // "standard" | "deep"; "" = not stated
+  int window = 0;                // positions requested per depth; 0 = not stated
+  int tokens = 0;                // compared token positions (the context); 0 = not stated
+  std::string build_id, artifact_sha256;  // the binary that produced it; "" = not reported
+  // Where the output held NaN, infinity or null in place of a number
+  // (e.g. "depths[3].mean_kl"), then the producer's own "nonfinite" list
+  // (e.g. "candidate logits: position 445"). Any entry makes the evidence a FAIL.
+  std::vector<std::string> nonfinite;
   bool reported_ok = false;
   int exit_code = 0;
   std::string raw;  // the JSON as printed
@@ -53,7 +64,15 @@ struct ParityEvidence {
 // Parses the whole stdout as one verity.parity/1 object. A parity command may
 // exit 1 to say FAIL (its JSON is the evidence); it fails to parse when it
 // timed out, crashed, printed nothing, or printed anything else. Whether the
-// evidence passes is the caller's policy (exit code AND JSON AND thresholds).
+// evidence passes is the caller's policy (exit code AND JSON AND thresholds
+// AND an empty `nonfinite`). Structurally missing fields (depths, a depth's
+// depth/top1/mean_kl, logits_sha256) are parse errors; so are malformed
+// optional ones (build without string id/artifact_sha256, a mode other than
+// standard/deep, a non-integer window/tokens/positions, an all_rows_sha256 that
+// is not 64 hex). Absent optional fields stay empty/0 (unverified evidence).
+// A null, NaN or infinite number (depth top1/mean_kl/max_kl, worst.*) is not
+// an error: it is named in `nonfinite`, and worst_top1/worst_mean_kl become NaN.
+// The producer's own "nonfinite" list of strings, when printed, is appended too.
 Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& what);
 
 // The box: CPU model, cores, kernel, governor, GPU and driver where present.

@@ -1,5 +1,7 @@
 // The bench and parity protocols, parsed strictly: one JSON object on stdout,
 // the right schema, the fields present and typed. Absence is failure.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -60,6 +62,93 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
   return s;
 }
 
+namespace {
+
+// Worst-of that keeps a NaN: std::min/std::max silently drop one.
+double Lowest(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+double Highest(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+
+bool IsHex64(const nlohmann::json& v) {
+  if (!v.is_string()) return false;
+  const auto& s = v.get_ref<const std::string&>();
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+}
+
+// Reads obj[key] as a number. null, NaN or infinity (nlohmann prints NaN and
+// infinity as null) is evidence of a FAIL, not a malformed report: it is
+// named in `nonfinite` and kept as NaN so no threshold passes it.
+// Returns false when the key is absent or not a number at all.
+bool ReadNumber(const nlohmann::json& obj, const char* key, const std::string& where, double* out,
+                std::vector<std::string>* nonfinite) {
+  if (!obj.contains(key)) return false;
+  const auto& v = obj[key];
+  if (v.is_null() || (v.is_number() && !std::isfinite(v.get<double>()))) {
+    nonfinite->push_back(where + "." + key);
+    *out = NAN;
+    return true;
+  }
+  if (!v.is_number()) return false;
+  *out = v.get<double>();
+  return true;
+}
+
+// An optional positive integer field; absent leaves *out as it is.
+Status ReadCount(const nlohmann::json& obj, const char* key, const std::string& what, int* out) {
+  if (!obj.contains(key)) return OkStatus();
+  const auto& v = obj[key];
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT_MAX)
+    return Status::Error(what + " printed \"" + key + "\": " + v.dump() + " (expected a non-negative integer)");
+  *out = v.get<int>();
+  return OkStatus();
+}
+
+// One depth entry: depth, top1 and mean_kl must be there; max_kl and positions may be.
+Result<ParityEvidence::Depth> ParseDepth(const nlohmann::json& d, size_t i, const std::string& what,
+                                         std::vector<std::string>* nonfinite) {
+  const std::string where = "depths[" + std::to_string(i) + "]";
+  ParityEvidence::Depth x;
+  if (!d.is_object() || !d.contains("depth") || !d["depth"].is_number_integer() ||
+      !ReadNumber(d, "top1", where, &x.top1, nonfinite) || !ReadNumber(d, "mean_kl", where, &x.mean_kl, nonfinite))
+    return Status::Error(what + ": a depth entry lacks depth/top1/mean_kl numbers (" + where + ")");
+  x.depth = d["depth"].get<int>();
+  if (!ReadNumber(d, "max_kl", where, &x.max_kl, nonfinite)) x.max_kl = x.mean_kl;
+  VERITY_RETURN_IF_ERROR(ReadCount(d, "positions", what + " " + where, &x.positions));
+  return x;
+}
+
+// build, mode, window, tokens, nonfinite, all_rows_sha256: optional, but well-formed when present.
+Status ParseEvidenceFields(const nlohmann::json& j, const std::string& what, ParityEvidence* p) {
+  if (j.contains("build")) {
+    const auto& b = j["build"];
+    if (!b.is_object() || !b.contains("id") || !b["id"].is_string() || !b.contains("artifact_sha256") ||
+        !b["artifact_sha256"].is_string())
+      return Status::Error(what + " printed a build without string id / artifact_sha256");
+    p->build_id = b["id"];
+    p->artifact_sha256 = b["artifact_sha256"];
+  }
+  if (j.contains("mode")) {
+    const auto& m = j["mode"];
+    if (m != "standard" && m != "deep")
+      return Status::Error(what + " printed mode " + m.dump() + " (expected \"standard\" or \"deep\")");
+    p->mode = m;
+  }
+  VERITY_RETURN_IF_ERROR(ReadCount(j, "window", what, &p->window));
+  VERITY_RETURN_IF_ERROR(ReadCount(j, "tokens", what, &p->tokens));
+  if (j.contains("nonfinite")) {  // the producer's own findings (e.g. a NaN row no depth scored)
+    const auto& n = j["nonfinite"];
+    if (!n.is_array() || !std::all_of(n.begin(), n.end(), [](const auto& e) { return e.is_string(); }))
+      return Status::Error(what + " printed a nonfinite that is not a list of strings");
+    for (const auto& e : n) p->nonfinite.push_back(e.get<std::string>());
+  }
+  if (j.contains("all_rows_sha256")) {
+    if (!IsHex64(j["all_rows_sha256"])) return Status::Error(what + " printed an all_rows_sha256 that is not 64 hex");
+    p->all_rows_sha256 = j["all_rows_sha256"];
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& what) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseObject(run, what, "verity.parity/1", false));
   ParityEvidence p;
@@ -68,21 +157,23 @@ Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& 
     return Status::Error(what + " printed no depths (an empty comparison proves nothing)");
   p.worst_top1 = 1.0;
   p.worst_mean_kl = 0.0;
-  for (const auto& d : j["depths"]) {
-    if (!d.is_object() || !d.contains("depth") || !d["depth"].is_number_integer() || !d.contains("top1") ||
-        !IsFiniteNumber(d["top1"]) || !d.contains("mean_kl") || !IsFiniteNumber(d["mean_kl"]))
-      return Status::Error(what + ": a depth entry lacks depth/top1/mean_kl numbers");
-    ParityEvidence::Depth x{d["depth"].get<int>(), d["top1"].get<double>(), d["mean_kl"].get<double>(),
-                            d.contains("max_kl") && IsFiniteNumber(d["max_kl"]) ? d["max_kl"].get<double>()
-                                                                                  : d["mean_kl"].get<double>()};
+  for (size_t i = 0; i < j["depths"].size(); i++) {
+    VERITY_ASSIGN_OR_RETURN(auto x, ParseDepth(j["depths"][i], i, what, &p.nonfinite));
     p.depths.push_back(x);
-    p.worst_top1 = std::min(p.worst_top1, x.top1);
-    p.worst_mean_kl = std::max(p.worst_mean_kl, x.mean_kl);
+    p.worst_top1 = Lowest(p.worst_top1, x.top1);
+    p.worst_mean_kl = Highest(p.worst_mean_kl, x.mean_kl);
+  }
+  // worst is recomputed above, not trusted; a non-finite one still condemns the report.
+  if (j.contains("worst") && j["worst"].is_object()) {
+    double ignored = 0.0;
+    ReadNumber(j["worst"], "top1", "worst", &ignored, &p.nonfinite);
+    ReadNumber(j["worst"], "mean_kl", "worst", &ignored, &p.nonfinite);
   }
   if (!j.contains("logits_sha256") || !j["logits_sha256"].is_string() ||
       j["logits_sha256"].get<std::string>().size() != 64)
     return Status::Error(what + " printed no 64-hex logits_sha256");
   p.logits_sha256 = j["logits_sha256"];
+  VERITY_RETURN_IF_ERROR(ParseEvidenceFields(j, what, &p));
   p.reported_ok = j.contains("ok") && j["ok"] == true;
   p.exit_code = run.exit_code;
   return p;
