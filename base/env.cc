@@ -1,6 +1,7 @@
 #include "base/env.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 namespace verity::env {
@@ -33,6 +34,23 @@ int CommandTimeoutSeconds() { return GetInt("VERITY_BENCH_TIMEOUT_S", 600, 1, 86
 std::string WorktreeCache(const std::string& repo_root) {
   std::string v = Get("VERITY_WORKTREES");
   return v.empty() ? repo_root + "/.verity/worktrees" : v;
+}
+
+std::string LedgerKey() {
+  static std::mutex mu;
+  static std::string key;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string v = Get("VERITY_LEDGER_KEY");
+  if (!v.empty()) {
+    key = std::move(v);
+    unsetenv("VERITY_LEDGER_KEY");  // child processes (the code being measured) must not see it
+  }
+  return key;
+}
+
+std::string LockDir() {
+  std::string v = Get("VERITY_LOCK_DIR");
+  return v.empty() ? "/tmp" : v;
 }
 
 }  // namespace verity::env

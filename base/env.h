@@ -16,5 +16,15 @@ std::string LedgerPath();
 int CommandTimeoutSeconds();
 // VERITY_WORKTREES: cache folder for ref builds. Default: <repo>/.verity/worktrees.
 std::string WorktreeCache(const std::string& repo_root);
+// VERITY_LEDGER_KEY: secret key for the ledger's seal chain. When set, new seals
+// are HMAC-SHA256 under it (nobody without the key can forge them) and `ledger
+// verify` needs it to check them; the key itself is never stored. Default: empty,
+// plain SHA-256 seals. The first non-empty value read is kept for the life of the
+// process and removed from the environment, so the bench and parity commands a
+// submission runs (the code under test) never inherit it.
+std::string LedgerKey();
+// VERITY_LOCK_DIR: where the per-box measurement lock files live (shared by
+// every ledger on the machine). Default: /tmp.
+std::string LockDir();
 
 }  // namespace verity::env

@@ -1,6 +1,7 @@
 #include "base/sha256.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdio>
 #include <memory>
@@ -43,6 +44,16 @@ Result<std::string> Sha256File(const std::string& path) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &n);
+  return Hex(md, n);
+}
+
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  static const unsigned char kNothing = 0;  // HMAC() wants non-null pointers even for empty input
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  const void* k = key.empty() ? static_cast<const void*>(&kNothing) : key.data();
+  const unsigned char* d = data.empty() ? &kNothing : reinterpret_cast<const unsigned char*>(data.data());
+  if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()), d, data.size(), md, &n) == nullptr) return std::string();
   return Hex(md, n);
 }
 

@@ -27,6 +27,8 @@ int Fail(const Status& s);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
+// `ledger verify` (read-only, --expect-tip) and `ledger migrate`.
+void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);
 void RegisterReportCommand(CLI::App& app, Registry& reg);
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg);

@@ -1,5 +1,5 @@
 // submit, confirm, remeasure, revert, reapply, retract, show, frontier,
-// history, ledger verify|migrate: thin wiring over ledger/.
+// history: thin wiring over ledger/ (ledger verify|migrate: ledger_admin_commands.cc).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,9 +27,10 @@ void AddCommon(CLI::App* sub, Common& c, bool with_json = true) {
 }
 
 void AddMeasureOptions(CLI::App* sub, MeasureOptions& m) {
-  sub->add_option("--min-rounds", m.min_rounds, "minimum ABBA rounds")->capture_default_str();
-  sub->add_option("--max-rounds", m.max_rounds, "maximum ABBA rounds (stops earlier once the CI is tight)")
-      ->capture_default_str();
+  sub->add_option("--min-rounds", m.min_rounds,
+                  "ABBA rounds before the first look (default: the policy's floor; fewer is refused)");
+  sub->add_option("--max-rounds", m.max_rounds,
+                  "ABBA rounds at most (default: the policy's; the rule may decide at an earlier look)");
 }
 
 Result<std::unique_ptr<Ledger>> OpenLedger(const Common& c) { return Ledger::Open(c.path); }
@@ -64,6 +65,7 @@ int Report(const char* cmd, const Outcome& o, bool json) {
 
 MeasureOptions WithProgress(MeasureOptions m) {
   m.timeout_s = env::CommandTimeoutSeconds();
+  m.lock_dir = env::LockDir();
   m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return m;
 }
@@ -241,7 +243,10 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
     sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
-    sub->add_option("--metric", req->metric, "metric to score (higher is better)")->capture_default_str();
+    sub->add_option("--metric", req->metric, "metric to score; every other reported metric is a guard")
+        ->capture_default_str();
+    sub->add_option("--accept-regression", req->accept_regressions,
+                    "a guard metric this change may regress (declared up front, shown in the changelog); repeatable");
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       req->predict_pct = *predict;
@@ -308,7 +313,10 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--author", req->author, "who")->capture_default_str();
     sub->add_option("--base-cmd", req->base_cmd, "bench command for main (with the change)")->required();
     sub->add_option("--head-cmd", req->head_cmd, "bench command for main without the change")->required();
-    sub->add_option("--parity-cmd", req->parity_cmd, "parity command for main (a FAIL is evidence main is wrong)");
+    sub->add_option("--parity-cmd", req->parity_cmd,
+                    "parity command for main without the change (the head: it must pass the gate)")->required();
+    sub->add_option("--base-parity-cmd", req->base_parity_cmd,
+                    "parity command for main (a FAIL is evidence main is wrong: accepted without speed)");
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       auto l = OpenLedger(*c);
@@ -334,8 +342,12 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--base-cmd", req->base_cmd, "bench command for main (without the change)")->required();
     sub->add_option("--head-cmd", req->head_cmd, "bench command for main with the change reapplied")->required();
     sub->add_option("--parity-cmd", req->parity_cmd, "parity command for the head")->required();
+    auto predict = std::make_shared<double>();
+    sub->add_option("--predict", *predict, "predicted gain in percent (required: a reapply is scored like a change)")
+        ->required();
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
+      req->predict_pct = *predict;
       auto l = OpenLedger(*c);
       if (!l.ok()) return Fail(l.status());
       std::optional<int64_t> r;
@@ -407,30 +419,6 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       auto j = (*l)->History(*what);
       if (!j.ok()) return Fail(j.status());
       PrintJsonOrText(j.value(), c->json, PrintHistory);
-      return 0;
-    });
-  }
-  {
-    auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, apply migrations.");
-    sub->require_subcommand(1);
-    auto c = std::make_shared<Common>();
-    auto* verify = sub->add_subcommand("verify", "Recompute every seal; exit 1 naming the first broken record.");
-    AddCommon(verify, *c, false);
-    reg.On(verify, [=] {
-      auto l = OpenLedger(*c);
-      if (!l.ok()) return Fail(l.status());
-      auto r = (*l)->Verify();
-      if (!r.ok()) return Fail(r.status());
-      if (!r->ok) std::printf("verify: first broken record: %s\n", r->first_broken.c_str());
-      std::printf("verify: records=%lld verdict=%s\n", static_cast<long long>(r->records), r->ok ? "PASS" : "FAIL");
-      return r->ok ? 0 : 1;
-    });
-    auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
-    AddCommon(migrate, *c, false);
-    reg.On(migrate, [=] {
-      auto l = OpenLedger(*c);
-      if (!l.ok()) return Fail(l.status());
-      std::printf("migrate: schema version %d (%d applied now)\n", (*l)->schema_version(), (*l)->migrations_applied_now());
       return 0;
     });
   }

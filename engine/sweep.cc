@@ -54,7 +54,8 @@ Result<SweepResult> RunSweep(const std::string& param, const std::vector<int>& v
     p.value = v;
     p.config = c;
     p.report = rep;
-    p.leaves_zero = rep.worst_mean_kl > kSweepZeroKl || rep.worst_top1 < 1.0;
+    // Written so a NaN leaves zero too: comparisons with NaN are false.
+    p.leaves_zero = !(rep.worst_mean_kl <= kSweepZeroKl) || !(rep.worst_top1 >= 1.0) || !rep.nonfinite.empty();
     if (p.leaves_zero && out.threshold == 0) out.threshold = v;
     out.points.push_back(p);
   }

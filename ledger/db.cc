@@ -1,5 +1,8 @@
 #include "ledger/db.h"
 
+#include <sys/stat.h>
+
+#include "base/env.h"
 #include "base/sha256.h"
 
 namespace verity::ledger {
@@ -11,10 +14,35 @@ Result<std::unique_ptr<Db>> Db::Open(const std::string& path) {
   if (rc != SQLITE_OK)
     return Status::Error(path + ": cannot open ledger: " + (d->db_ ? sqlite3_errmsg(d->db_) : "out of memory"));
   sqlite3_busy_timeout(d->db_, 60000);  // concurrent submitters wait, not fail
-  VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA journal_mode=WAL"));
+  // Switching a new file to WAL needs an exclusive lock and SQLite answers
+  // SQLITE_BUSY at once (no busy handler) when another process is opening the
+  // same new ledger: retry for as long as the busy timeout would wait.
+  for (int tries = 0;; tries++) {
+    Status wal = d->Exec("PRAGMA journal_mode=WAL");
+    if (wal.ok()) break;
+    if (sqlite3_errcode(d->db_) != SQLITE_BUSY || tries >= 6000) return wal;
+    sqlite3_sleep(10);
+  }
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA foreign_keys=ON"));
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA synchronous=NORMAL"));
   VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA cache_size=-65536"));  // 64 MiB: big ledgers stay in memory
+  d->seal_key_ = env::LedgerKey();
+  return d;
+}
+
+Result<std::unique_ptr<Db>> Db::OpenReadOnly(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such ledger file");
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a ledger file (not a regular file)");
+  std::unique_ptr<Db> d(new Db());
+  d->path_ = path;
+  d->read_only_ = true;
+  int rc = sqlite3_open_v2(path.c_str(), &d->db_, SQLITE_OPEN_READONLY, nullptr);
+  if (rc != SQLITE_OK)
+    return Status::Error(path + ": cannot open ledger read-only: " + (d->db_ ? sqlite3_errmsg(d->db_) : "out of memory"));
+  sqlite3_busy_timeout(d->db_, 60000);  // a writer mid-commit is waited for
+  VERITY_RETURN_IF_ERROR(d->Exec("PRAGMA query_only=ON"));
+  d->seal_key_ = env::LedgerKey();
   return d;
 }
 
@@ -55,7 +83,12 @@ Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Val
     if (std::holds_alternative<std::monostate>(v)) sqlite3_bind_null(st, idx);
     else if (auto* n = std::get_if<int64_t>(&v)) sqlite3_bind_int64(st, idx, *n);
     else if (auto* d = std::get_if<double>(&v)) sqlite3_bind_double(st, idx, *d);
-    else sqlite3_bind_text(st, idx, std::get<std::string>(v).c_str(), -1, SQLITE_TRANSIENT);
+    else {
+      // Bound by size, never by NUL: command output may hold any bytes, and the
+      // seal hashed all of them.
+      const std::string& t = std::get<std::string>(v);
+      sqlite3_bind_text64(st, idx, t.data(), t.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+    }
   }
   std::vector<Row> rows;
   for (;;) {
@@ -74,9 +107,10 @@ Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Val
         case SQLITE_INTEGER: r.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, c))); break;
         case SQLITE_FLOAT: r.emplace_back(sqlite3_column_double(st, c)); break;
         default: {
+          // Text (or a blob) as stored, every byte: column_text first, then its byte count.
           const unsigned char* t = sqlite3_column_text(st, c);
-          r.emplace_back(std::string(t ? reinterpret_cast<const char*>(t) : "",
-                                     static_cast<size_t>(sqlite3_column_bytes(st, c))));
+          const size_t n = static_cast<size_t>(sqlite3_column_bytes(st, c));
+          r.emplace_back(t ? std::string(reinterpret_cast<const char*>(t), n) : std::string());
         }
       }
     }
@@ -140,6 +174,47 @@ std::string ChainSeal(const std::string& prev, const std::string& table, int64_t
   return Sha256Hex(prev + "|" + table + "|" + std::to_string(row_id) + "|" + content_sha);
 }
 
+std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table,
+                           int64_t row_id, const std::string& content_sha) {
+  return HmacSha256Hex(key, prev + "|" + table + "|" + std::to_string(row_id) + "|" + content_sha);
+}
+
+Result<bool> Db::ChainHasAlg() {
+  if (!chain_has_alg_) {
+    VERITY_ASSIGN_OR_RETURN(auto col, Query("SELECT 1 FROM pragma_table_info('seal_chain') WHERE name = 'alg'"));
+    chain_has_alg_ = !col.empty();
+  }
+  return *chain_has_alg_;
+}
+
+Status Db::LoadLastSeal() {
+  VERITY_ASSIGN_OR_RETURN(const bool has_alg, ChainHasAlg());
+  if (!seal_key_.empty() && !has_alg)
+    return Status::Error(path_ + ": VERITY_LEDGER_KEY is set but this ledger's schema predates keyed seals; "
+                                 "run `verity ledger migrate` first");
+  VERITY_ASSIGN_OR_RETURN(
+      auto last, Query(std::string("SELECT tbl, row_id, content_sha256, prev_seal, seal") + (has_alg ? ", alg" : "") +
+                       " FROM seal_chain ORDER BY seq DESC LIMIT 1"));
+  if (last.empty()) {
+    last_seal_ = "genesis";
+    return OkStatus();
+  }
+  const Row& e = last[0];
+  const std::string alg = has_alg ? AsText(e[5]) : kSealSha256;
+  if (alg == kSealHmacSha256) {
+    // Extending a keyed chain needs its key: without it the new row could only be
+    // sealed with plain SHA-256 (a downgrade verify rejects), and with another key
+    // every later seal would be unverifiable.
+    if (seal_key_.empty())
+      return Status::Error(path_ + ": the seal chain is keyed (hmac-sha256); set VERITY_LEDGER_KEY to write to it");
+    if (KeyedChainSeal(seal_key_, AsText(e[3]), AsText(e[0]), AsInt(e[1]), AsText(e[2])) != AsText(e[4]))
+      return Status::Error(path_ + ": VERITY_LEDGER_KEY is not the key that sealed this ledger "
+                                   "(its last seal does not recompute); refusing to extend the chain");
+  }
+  last_seal_ = AsText(e[4]);
+  return OkStatus();
+}
+
 Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols) {
   std::string names, marks;
   std::vector<Value> args;
@@ -179,14 +254,19 @@ Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std
     stored.push_back(std::move(v));
   }
   const std::string content = Sha256Hex(CanonicalRow(table_cols.names, stored));
-  if (!last_seal_) {
-    VERITY_ASSIGN_OR_RETURN(auto last, Query("SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1"));
-    last_seal_ = last.empty() ? std::string("genesis") : AsText(last[0][0]);
-  }
-  std::string seal = ChainSeal(*last_seal_, table, id, content);
-  VERITY_RETURN_IF_ERROR(Query(
-      "INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal) VALUES (?, ?, ?, ?, ?)",
-      {table, id, content, *last_seal_, seal}));
+  if (!last_seal_) VERITY_RETURN_IF_ERROR(LoadLastSeal());
+  const bool keyed = !seal_key_.empty();
+  std::string seal = keyed ? KeyedChainSeal(seal_key_, *last_seal_, table, id, content)
+                           : ChainSeal(*last_seal_, table, id, content);
+  VERITY_ASSIGN_OR_RETURN(const bool has_alg, ChainHasAlg());
+  if (has_alg)
+    VERITY_RETURN_IF_ERROR(Query(
+        "INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal, alg) VALUES (?, ?, ?, ?, ?, ?)",
+        {table, id, content, *last_seal_, seal, std::string(keyed ? kSealHmacSha256 : kSealSha256)}));
+  else
+    VERITY_RETURN_IF_ERROR(Query(
+        "INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal) VALUES (?, ?, ?, ?, ?)",
+        {table, id, content, *last_seal_, seal}));
   last_seal_ = std::move(seal);
   return id;
 }

@@ -22,8 +22,12 @@ using Row = std::vector<Value>;
 
 class Db {
  public:
-  // Opens (creating) `path` with WAL, foreign keys and a busy timeout.
+  // Opens (creating) `path` with WAL, foreign keys and a busy timeout. The seal
+  // key is taken from VERITY_LEDGER_KEY (env::LedgerKey()).
   static Result<std::unique_ptr<Db>> Open(const std::string& path);
+  // Opens an existing `path` read-only (SQLITE_OPEN_READONLY, query_only): never
+  // creates, converts or writes it; a missing file is an error naming it.
+  static Result<std::unique_ptr<Db>> OpenReadOnly(const std::string& path);
   ~Db();
 
   Status Exec(const std::string& sql);
@@ -33,17 +37,26 @@ class Db {
   Status Transaction(const std::function<Status()>& fn);
 
   // Inserts a row into `table` and seals it: the row as stored (declared
-  // affinity applied) is hashed canonically and chained to the previous seal. Must be
-  // called inside Transaction(). Returns the new row id.
+  // affinity applied) is hashed canonically and chained to the previous seal,
+  // with plain SHA-256 or, when a seal key is set, HMAC-SHA256 under it (the
+  // chain row's `alg` says which). Refuses to extend a keyed chain without the
+  // key that sealed its last row. Must be called inside Transaction(). Returns
+  // the new row id.
   Result<int64_t> InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols);
 
   const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
+  // The key new seals are made (and keyed seals verified) with; empty: plain SHA-256.
+  const std::string& seal_key() const { return seal_key_; }
+  void set_seal_key(std::string key) { seal_key_ = std::move(key); }
 
  private:
   Db() = default;
   Result<sqlite3_stmt*> Prepare(const std::string& sql);
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool read_only_ = false;
+  std::string seal_key_;
   std::map<std::string, sqlite3_stmt*> cache_;
   // Per sealed table, in column order: names and declared types (upper case).
   struct Columns {
@@ -52,13 +65,25 @@ class Db {
   std::map<std::string, Columns> columns_;
   // The chain's last seal, valid only inside the current write transaction.
   std::optional<std::string> last_seal_;
+  // Whether seal_chain has the `alg` column (migration 4); looked up once.
+  std::optional<bool> chain_has_alg_;
+  Result<bool> ChainHasAlg();
+  // Reads the chain's last seal into last_seal_, checking that this connection may extend it.
+  Status LoadLastSeal();
 };
+
+// Seal algorithms, as stored in seal_chain.alg.
+inline constexpr const char* kSealSha256 = "sha256";
+inline constexpr const char* kSealHmacSha256 = "hmac-sha256";
 
 // Canonical text of a stored row: column names and typed values, length-prefixed.
 std::string CanonicalRow(const std::vector<std::string>& names, const Row& row);
 // seal = sha256(prev_seal "|" table "|" row_id "|" content_sha256)
 std::string ChainSeal(const std::string& prev, const std::string& table, int64_t row_id,
                       const std::string& content_sha);
+// Keyed seal = hmac_sha256(key, prev_seal "|" table "|" row_id "|" content_sha256).
+std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table,
+                           int64_t row_id, const std::string& content_sha);
 
 // Accessors for query results; a NULL reads as 0 / "" / NaN-free defaults.
 int64_t AsInt(const Value& v);

@@ -13,7 +13,9 @@ namespace verity::ledger {
 const std::vector<std::string>& SealedTables() {
   static const std::vector<std::string> kTables = {
       "policy", "boxes",           "changes",         "runs",       "artifacts",  "parity_results",
-      "samples", "scores",         "run_failures",    "frontier_events", "remeasure_queue", "retractions"};
+      "samples", "scores",         "run_failures",    "frontier_events", "remeasure_queue", "retractions",
+      // schema 3 (policy v2, derived ladder, guards)
+      "policy_rules", "frontier_moves", "metric_samples", "score_stats", "score_guards", "accepted_regressions"};
   return kTables;
 }
 
@@ -43,6 +45,9 @@ nlohmann::json Outcome::ToJson() const {
                       {"base_median", opt(base_median)},
                       {"head_median", opt(head_median)},
                       {"rounds", rounds},
+                      {"attempt", attempt},
+                      {"alpha", opt(alpha)},
+                      {"guards", guards},
                       {"surprise", surprise},
                       {"note", note}};
   return j;
@@ -96,87 +101,74 @@ Status Ledger::Migrate(int up_to_version) {
 }
 
 Status Ledger::InstallPolicy() {
-  const Policy p = PolicyV1();
-  return db_->Transaction([&]() -> Status {
-    VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
-    if (!have.empty()) return OkStatus();
-    nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& [name, lower] : p.tiers) tiers.push_back({name, lower});
-    return db_->InsertSealed("policy", {{"version", int64_t{p.version}},
-                                        {"gate_frac", p.gate_frac},
-                                        {"tiers", tiers.dump()},
-                                        {"ceiling_ratio", p.ceiling_ratio},
-                                        {"parity_min_top1", p.parity_min_top1},
-                                        {"parity_max_mean_kl", p.parity_max_mean_kl},
-                                        {"surprise_factor", p.surprise_factor},
-                                        {"created_at", NowUtc()}})
-        .status();
-  });
+  // Every version this verity knows is recorded once, in order; the newest scores.
+  for (const Policy& p : {PolicyV1(), PolicyV2()}) {
+    if (p.look_every != 0 && schema_version_ < 3) continue;  // a test stopped the schema early
+    VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
+      if (!have.empty()) return OkStatus();
+      nlohmann::json tiers = nlohmann::json::array();
+      for (const auto& [tier, lower] : p.tiers) tiers.push_back({TierName(tier), lower});
+      const std::string now = NowUtc();
+      VERITY_RETURN_IF_ERROR(db_->InsertSealed("policy", {{"version", int64_t{p.version}},
+                                                          {"gate_frac", p.gate_frac},
+                                                          {"tiers", tiers.dump()},
+                                                          {"ceiling_ratio", p.ceiling_ratio},
+                                                          {"parity_min_top1", p.parity_min_top1},
+                                                          {"parity_max_mean_kl", p.parity_max_mean_kl},
+                                                          {"surprise_factor", p.surprise_factor},
+                                                          {"created_at", now}})
+                                 .status());
+      if (p.look_every == 0) return OkStatus();  // v1 has no rules row
+      return db_->InsertSealed("policy_rules", {{"version", int64_t{p.version}},
+                                                {"min_rounds", int64_t{p.min_rounds}},
+                                                {"max_rounds", int64_t{p.max_rounds}},
+                                                {"look_every", int64_t{p.look_every}},
+                                                {"alpha", p.alpha},
+                                                {"parity_min_depths", int64_t{p.parity_min_depths}},
+                                                {"parity_min_positions", int64_t{p.parity_min_positions}},
+                                                {"deep_factor", p.deep_factor},
+                                                {"gain_rule", p.gain_rule},
+                                                {"created_at", now}})
+          .status();
+    }));
+  }
+  return OkStatus();
 }
 
 Result<Policy> Ledger::CurrentPolicy() {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, db_->Query("SELECT version, gate_frac, tiers, ceiling_ratio, parity_min_top1, parity_max_mean_kl, "
-                            "surprise_factor FROM policy ORDER BY version DESC LIMIT 1"));
-  if (rows.empty()) return Status::Error(db_->path() + ": no policy recorded");
+      auto rows, db_->Query("SELECT p.version, p.gate_frac, p.tiers, p.ceiling_ratio, p.parity_min_top1, "
+                            "p.parity_max_mean_kl, p.surprise_factor, r.min_rounds, r.max_rounds, r.look_every, "
+                            "r.alpha, r.parity_min_depths, r.parity_min_positions, r.deep_factor, r.gain_rule "
+                            "FROM policy p JOIN policy_rules r ON r.version = p.version ORDER BY p.version DESC LIMIT 1"));
+  if (rows.empty()) return Status::Error(db_->path() + ": no policy with rules recorded");
+  const Row& r = rows[0];
   Policy p;
-  p.version = static_cast<int>(AsInt(rows[0][0]));
-  p.gate_frac = AsDouble(rows[0][1]);
+  p.version = static_cast<int>(AsInt(r[0]));
+  p.gate_frac = AsDouble(r[1]);
   try {
-    for (const auto& t : nlohmann::json::parse(AsText(rows[0][2])))
-      p.tiers.emplace_back(t[0].get<std::string>(), t[1].get<double>());
-  } catch (const std::exception& e) {
+    for (const auto& t : nlohmann::json::parse(AsText(r[2]))) {
+      auto tier = TierFromName(t[0].get<std::string>());
+      if (!tier) return Status::Error(db_->path() + ": policy v" + std::to_string(p.version) + " names an unknown tier");
+      p.tiers.emplace_back(*tier, t[1].get<double>());
+    }
+  } catch (const std::exception&) {
     return Status::Error(db_->path() + ": policy v" + std::to_string(p.version) + " tiers are unreadable");
   }
-  p.ceiling_ratio = AsDouble(rows[0][3]);
-  p.parity_min_top1 = AsDouble(rows[0][4]);
-  p.parity_max_mean_kl = AsDouble(rows[0][5]);
-  p.surprise_factor = AsDouble(rows[0][6]);
+  p.ceiling_ratio = AsDouble(r[3]);
+  p.parity_min_top1 = AsDouble(r[4]);
+  p.parity_max_mean_kl = AsDouble(r[5]);
+  p.surprise_factor = AsDouble(r[6]);
+  p.min_rounds = static_cast<int>(AsInt(r[7]));
+  p.max_rounds = static_cast<int>(AsInt(r[8]));
+  p.look_every = static_cast<int>(AsInt(r[9]));
+  p.alpha = AsDouble(r[10]);
+  p.parity_min_depths = static_cast<int>(AsInt(r[11]));
+  p.parity_min_positions = static_cast<int>(AsInt(r[12]));
+  p.deep_factor = AsDouble(r[13]);
+  p.gain_rule = AsText(r[14]);
   return p;
-}
-
-Result<VerifyReport> Ledger::Verify() {
-  VerifyReport r;
-  Db& d = *db_;
-  VERITY_ASSIGN_OR_RETURN(auto chain,
-                          d.Query("SELECT seq, tbl, row_id, content_sha256, prev_seal, seal FROM seal_chain ORDER BY seq"));
-  std::string prev = "genesis";
-  std::map<std::string, std::vector<std::string>> colnames;
-  std::set<std::pair<std::string, int64_t>> sealed_once;
-  for (const auto& t : SealedTables()) {
-    VERITY_ASSIGN_OR_RETURN(auto info, d.Query("SELECT name FROM pragma_table_info(?) ORDER BY cid", {t}));
-    for (const auto& c : info) colnames[t].push_back(AsText(c[0]));
-  }
-  auto broken = [&](const std::string& what) {
-    r.ok = false;
-    r.first_broken = what;
-    return r;
-  };
-  for (const auto& e : chain) {
-    const int64_t seq = AsInt(e[0]);
-    const std::string tbl = AsText(e[1]);
-    const int64_t row_id = AsInt(e[2]);
-    const std::string rec = tbl + "#" + std::to_string(row_id) + " (chain seq " + std::to_string(seq) + ")";
-    if (!colnames.count(tbl)) return broken(rec + ": names an unknown table");
-    if (!sealed_once.insert({tbl, row_id}).second) return broken(rec + ": record sealed twice");
-    if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
-    VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT * FROM " + tbl + " WHERE rowid = ?", {row_id}));
-    if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");
-    const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0]));
-    if (content != AsText(e[3])) return broken(rec + ": stored values differ from what was sealed");
-    if (ChainSeal(prev, tbl, row_id, content) != AsText(e[5])) return broken(rec + ": seal does not recompute");
-    prev = AsText(e[5]);
-    r.records++;
-  }
-  for (const auto& t : SealedTables()) {
-    VERITY_ASSIGN_OR_RETURN(
-        auto extra, d.Query("SELECT min(rowid) FROM " + t + " WHERE rowid NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
-                            {t}));
-    if (!extra.empty() && !IsNull(extra[0][0]))
-      return broken(t + "#" + std::to_string(AsInt(extra[0][0])) + ": record was never sealed (added behind the ledger's back)");
-  }
-  r.ok = true;
-  return r;
 }
 
 Status Ledger::Retract(int64_t run, const std::string& reason, std::optional<int64_t> replaced_by,

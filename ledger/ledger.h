@@ -35,25 +35,30 @@ struct ChangeRequest {
   std::string base_ref, head_ref, base_sha, head_sha;  // ref submissions only
   std::optional<int64_t> target_change;  // revert: the change; reapply: the revert
   std::string reason;
+  std::vector<std::string> accept_regressions;  // guard metrics the submitter declares may regress
 };
 
 struct MeasureOptions {
-  int min_rounds = 5;
-  int max_rounds = 20;
+  int min_rounds = 0;   // 0 = the policy's floor; a request below the floor is refused
+  int max_rounds = 0;   // 0 = the policy's
   int timeout_s = 600;  // per command run
+  std::string lock_dir = "/tmp";  // where the per-box measurement lock lives
   std::function<void(const std::string&)> progress;  // one line per event, may be empty
 };
 
 // The result of one measured attempt (a run).
 struct Outcome {
   int64_t change = 0, run = 0;
-  std::string verdict;  // accepted | none | rejected-parity | rejected-implausible | held-surprise |
-                        // unverified | refused (reverts) | failed
+  std::string verdict;  // VerdictName(): accepted | none | rejected-parity | rejected-implausible |
+                        // rejected-regression | held-surprise | unverified | refused | failed
   std::string tier = "none";
-  std::optional<double> gain, ci_low, ci_high;  // fractions of frontier_before
+  std::optional<double> gain, ci_low, ci_high;  // head vs its own base (median round ratio - 1) and its bounds
   std::optional<double> gate, frontier_before, frontier_after, base_median, head_median;
   int rounds = 0;
+  int attempt = 0;           // 0 = first measurement of the change, k = k-th re-measurement
+  std::optional<double> alpha;  // one-sided level of each bound
   bool surprise = false;
+  nlohmann::json guards = nlohmann::json::array();  // [{metric, gain, low, high, regressed, declared}]
   std::string note;
   nlohmann::json ToJson() const;
   // Returns true iff the scoring completed (whatever the verdict).
@@ -62,8 +67,15 @@ struct Outcome {
 
 struct VerifyReport {
   bool ok = false;
-  int64_t records = 0;
-  std::string first_broken;  // "table#row: why" when !ok
+  int64_t records = 0;          // chain records verified (every one on PASS)
+  std::string first_broken;     // "table#row: why" when a record is broken
+  std::string tip = "genesis";  // the chain's last seal as stored (64 hex), "genesis" when empty
+  int64_t keyed = 0;            // records sealed with HMAC-SHA256 (VERITY_LEDGER_KEY)
+  // With an expected tip: the full seal it matched and its 1-based record number
+  // (0 when it was not found: the ledger was truncated or rewritten; !ok).
+  std::string expected_tip_seal;
+  int64_t expected_tip_record = 0;
+  bool expected_tip_missing = false;
 };
 
 class Ledger {
@@ -72,6 +84,8 @@ class Ledger {
   // `up_to_version` (tests stop early to build an old database). Refuses a
   // ledger written by a newer schema or whose applied migrations differ.
   static Result<std::unique_ptr<Ledger>> Open(const std::string& path, int up_to_version = INT_MAX);
+  // Opens an existing ledger read-only for Verify()/Tip(): never creates, migrates or installs policy.
+  static Result<std::unique_ptr<Ledger>> OpenForVerify(const std::string& path);
 
   int schema_version() const { return schema_version_; }
   int migrations_applied_now() const { return applied_now_; }
@@ -96,7 +110,13 @@ class Ledger {
   Result<nlohmann::json> Frontier();
   // what: reverts | retractions | none | all
   Result<nlohmann::json> History(const std::string& what);
-  Result<VerifyReport> Verify();
+  // Recomputes every seal (keyed ones with the Db's seal key) and names the first
+  // broken record. `expect_tip` (a seal a reader noted earlier, 64 hex chars or a
+  // prefix of at least 16; "" = none) must occur in the chain, or the verdict is
+  // FAIL: that is how truncation of the chain's end is detected.
+  Result<VerifyReport> Verify(const std::string& expect_tip = "");
+  // The chain's last seal as stored (64 hex), or "genesis" for an empty chain; unverified (see Verify).
+  Result<std::string> Tip();
 
   Db& db() { return *db_; }
 
@@ -108,6 +128,8 @@ class Ledger {
   Result<ChangeRequest> LoadChange(int64_t change_id);
   Result<Outcome> Measure(int64_t change_id, const ChangeRequest& c, const std::string& purpose,
                           std::optional<int64_t> queue_id, const MeasureOptions& opt);
+  Result<int64_t> StartRun(int64_t change_id, const std::string& purpose, std::optional<int64_t> queue_id,
+                           int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
   Status QueueParked(int64_t frontier_event, const std::string& metric);
 
   std::unique_ptr<Db> db_;

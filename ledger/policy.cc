@@ -4,11 +4,28 @@
 
 namespace verity::ledger {
 
+const char* TierName(Tier t) {
+  switch (t) {
+    case Tier::kS: return "s";
+    case Tier::kM: return "m";
+    case Tier::kL: return "l";
+    case Tier::kXL: return "xl";
+    case Tier::kNone: break;
+  }
+  return "none";
+}
+
+std::optional<Tier> TierFromName(const std::string& name) {
+  for (Tier t : {Tier::kNone, Tier::kS, Tier::kM, Tier::kL, Tier::kXL})
+    if (name == TierName(t)) return t;
+  return std::nullopt;
+}
+
 Policy PolicyV1() {
   Policy p;
   p.version = 1;
   p.gate_frac = 0.02;
-  p.tiers = {{"s", 0.02}, {"m", 0.05}, {"l", 0.10}, {"xl", 0.25}};
+  p.tiers = {{Tier::kS, 0.02}, {Tier::kM, 0.05}, {Tier::kL, 0.10}, {Tier::kXL, 0.25}};
   p.ceiling_ratio = 5.0;
   p.parity_min_top1 = 0.95;
   p.parity_max_mean_kl = 0.05;
@@ -16,10 +33,27 @@ Policy PolicyV1() {
   return p;
 }
 
-std::string Policy::TierFor(double gain) const {
-  std::string tier = "none";
-  for (const auto& [name, lower] : tiers)
-    if (gain >= lower) tier = name;
+Policy PolicyV2() {
+  Policy p = PolicyV1();
+  p.version = 2;
+  p.min_rounds = 10;
+  p.max_rounds = 30;
+  p.look_every = 5;
+  p.alpha = 0.05;
+  p.parity_min_depths = 7;
+  p.parity_min_positions = 8;
+  p.deep_factor = 2.0;
+  p.gain_rule =
+      "gain = median over ABBA rounds of (h1+h2)/(b1+b2), minus 1: head against the base of the same run; "
+      "accepted when the sign-test lower bound of that median clears 1 + gate; the frontier is multiplied by "
+      "the median ratio";
+  return p;
+}
+
+Tier Policy::TierFor(double gain) const {
+  Tier tier = Tier::kNone;
+  for (const auto& [t, lower] : tiers)
+    if (gain >= lower) tier = t;
   return tier;
 }
 
@@ -31,6 +65,7 @@ bool Policy::IsSurprise(double predicted, double measured) const {
 }
 
 bool Policy::ParityPasses(double worst_top1, double worst_mean_kl) const {
+  // Written so that a NaN fails: comparisons with NaN are false.
   return worst_top1 >= parity_min_top1 && worst_mean_kl <= parity_max_mean_kl;
 }
 

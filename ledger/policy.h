@@ -1,25 +1,39 @@
-// The scoring policy. Its values live in the ledger (table `policy`), versioned;
-// every score records the version it was scored under. kPolicyV1 is what a new
-// ledger is created with.
+// The scoring policy. Its values live in the ledger (tables `policy` and
+// `policy_rules`), versioned; every score records the version it was scored
+// under, and old scores keep theirs. PolicyV2() is what a ledger is given now.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace verity::ledger {
 
+enum class Tier { kNone, kS, kM, kL, kXL };
+// "none", "s", "m", "l", "xl".
+const char* TierName(Tier t);
+// Returns the tier named `name`, or nullopt when it is not one.
+std::optional<Tier> TierFromName(const std::string& name);
+
 struct Policy {
   int version = 0;
-  double gate_frac = 0.0;                              // gate = gate_frac x frontier
-  std::vector<std::pair<std::string, double>> tiers;   // name, lower bound (fraction), ascending
-  double ceiling_ratio = 0.0;                          // head/base above this: implausible
+  double gate_frac = 0.0;                       // gate = gate_frac x frontier (absolute); as a ratio: 1 + gate_frac
+  std::vector<std::pair<Tier, double>> tiers;   // lower bound (fraction), ascending
+  double ceiling_ratio = 0.0;                   // head/base above this: implausible
   double parity_min_top1 = 0.0;
   double parity_max_mean_kl = 0.0;
   double surprise_factor = 0.0;
+  // Rules added in v2 (policy_rules). A v1 policy has look_every == 0.
+  int min_rounds = 5, max_rounds = 20, look_every = 0;
+  double alpha = 0.0;                 // one-sided error budget per change
+  int parity_min_depths = 0;          // evidence floor: depths ...
+  int parity_min_positions = 0;       // ... and scored positions per depth
+  double deep_factor = 0.0;           // deep evidence >= this x standard depths and window
+  std::string gain_rule;
 
-  // The tier for a gain (fraction of the frontier): "none" below the gate.
-  std::string TierFor(double gain) const;
+  // The tier for a gain (fraction of the base): kNone below the gate.
+  Tier TierFor(double gain) const;
   // True iff `measured` is of the other sign than `predicted`, or more than
   // surprise_factor times it, or less than 1/surprise_factor of it. With no
   // prediction of a gain (0), any gain at or above the gate is a surprise.
@@ -28,8 +42,14 @@ struct Policy {
   bool ParityPasses(double worst_top1, double worst_mean_kl) const;
 };
 
-// Policy v1: gate 2%; none < 2% <= s < 5% <= m < 10% <= l < 25% <= xl;
-// ceiling 5x the base; parity top-1 >= 0.95 and mean KL <= 0.05; surprise 2x.
+// Policy v1 (kept so old scores can be read): gate 2%; none < 2% <= s < 5% <=
+// m < 10% <= l < 25% <= xl; ceiling 5x; parity top-1 >= 0.95, mean KL <= 0.05;
+// surprise 2x; 5..20 rounds, bootstrap interval, early stop.
 Policy PolicyV1();
+// Policy v2: v1's gate, tiers, ceiling, parity thresholds and surprise, plus
+// 10..30 rounds looked at every 5, alpha 0.05 spent over looks and
+// re-measurements, parity evidence of >= 7 depths (the deepest at the last
+// context position) with >= 8 positions each, deep evidence >= 2x.
+Policy PolicyV2();
 
 }  // namespace verity::ledger

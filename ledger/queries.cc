@@ -1,5 +1,6 @@
 // Maintainers' queries: show one change, the frontier, the history of reverts,
 // retractions and parked changes. Read-only; every answer is JSON.
+#include "ledger/frontier.h"
 #include "ledger/ledger.h"
 
 namespace verity::ledger {
@@ -89,20 +90,31 @@ Result<nlohmann::json> Ledger::Show(int64_t change_id) {
 
 Result<nlohmann::json> Ledger::Frontier() {
   Db& d = *db_;
-  VERITY_ASSIGN_OR_RETURN(auto keys, d.Query("SELECT DISTINCT metric, box_id FROM frontier_events ORDER BY metric, box_id"));
+  VERITY_ASSIGN_OR_RETURN(auto keys, d.Query("SELECT DISTINCT f.metric, f.box_id, b.fingerprint FROM frontier_events f "
+                                             "JOIN boxes b ON b.id = f.box_id ORDER BY f.metric, f.box_id"));
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& k : keys) {
-    VERITY_ASSIGN_OR_RETURN(
-        auto ev, d.Query("SELECT f.id, f.value, f.run_id, f.reason, f.at, b.fingerprint, r.change_id FROM frontier_events f "
-                         "JOIN boxes b ON b.id = f.box_id JOIN runs r ON r.id = f.run_id WHERE f.metric = ? AND "
-                         "f.box_id = ? AND f.run_id NOT IN (SELECT run_id FROM retractions) ORDER BY f.id DESC LIMIT 1",
-                         {k[0], k[1]}));
-    if (ev.empty()) continue;
-    nlohmann::json e = Objects(ev, {"event", "value", "run", "reason", "at", "box", "change"})[0];
-    e["metric"] = Cell(k[0]);
-    e["gate"] = pol.gate_frac * AsDouble(ev[0][1]);
-    e["policy_version"] = pol.version;
+    // The frontier is derived from the non-retracted events, never read from one row.
+    VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, AsText(k[0]), AsInt(k[1])));
+    if (!ladder.value) continue;
+    const LadderStep* last = nullptr;
+    for (const auto& s : ladder.steps)
+      if (s.event.event_id == ladder.last_event) last = &s;
+    nlohmann::json e = {{"metric", AsText(k[0])},
+                        {"box", AsText(k[2])},
+                        {"value", *ladder.value},
+                        {"gate", pol.gate_frac * *ladder.value},
+                        {"policy_version", pol.version},
+                        {"event", last->event.event_id},
+                        {"run", last->event.run_id},
+                        {"change", last->event.change_id},
+                        {"reason", last->event.reason},
+                        {"at", last->event.at},
+                        {"counted_events", 0}};
+    int counted = 0;
+    for (const auto& s : ladder.steps) counted += s.counted;
+    e["counted_events"] = counted;
     out.push_back(e);
   }
   return nlohmann::json{{"frontier", out}};

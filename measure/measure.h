@@ -29,7 +29,8 @@ CommandOutput RunCommand(const std::string& command, int timeout_s,
 // One run of a bench command, per the verity.bench/1 protocol.
 struct BenchSample {
   std::string build_id, artifact_sha256;
-  double value = 0.0;  // the requested metric
+  double value = 0.0;                     // the requested metric
+  std::map<std::string, double> metrics;  // every metric printed (each a positive finite number)
 };
 
 // Parses the whole stdout as one verity.bench/1 object holding `metric`.

@@ -59,6 +59,11 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
   s.build_id = build["id"];
   s.artifact_sha256 = build["artifact_sha256"];
   s.value = v.get<double>();
+  for (const auto& [name, m] : j["metrics"].items()) {
+    if (!IsFiniteNumber(m) || m.get<double>() <= 0.0)
+      return Status::Error(what + ": metric '" + name + "' is not a positive finite number");
+    s.metrics[name] = m.get<double>();
+  }
   return s;
 }
 

@@ -47,7 +47,8 @@ TEST(Faults, ArtifactChangingBetweenRoundsFails) {
                                             "/h.state --sha $(cat " + dir + "/sha); echo " + std::string(64, 'f') + " > " +
                                             dir + "/sha");
   auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 1 --base-cmd " +
-                 Quote(Bench(dir, "base", 1000, 0.01, 1)) + " --head-cmd " + Quote(head) + " --parity-cmd " + Quote(Parity()));
+                 Quote(Bench(dir, "base", 1000, 0.01, 1)) + " --head-cmd " + Quote(head) + " --parity-cmd " +
+                 Quote(Parity("--artifact " + std::string(64, 'e'))));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("head artifact changed between rounds"), std::string::npos) << r.err;
 }

@@ -48,7 +48,7 @@ TEST(History, ScriptedStory) {
   // A revert with weak evidence: main without the change is no faster.
   auto weak = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
                     " --reason 'suspect it regressed' --base-cmd " + Quote(Bench(dir, "r1-base", 1000, 0.003, 5)) +
-                    " --head-cmd " + Quote(Bench(dir, "r1-head", 1000, 0.003, 6)));
+                    " --head-cmd " + Quote(Bench(dir, "r1-head", 1000, 0.003, 6)) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(weak.exit_code, 0) << weak.err;
   auto weak_j = nlohmann::json::parse(weak.out);
   EXPECT_EQ(weak_j["verdict"], "refused");
@@ -57,13 +57,16 @@ TEST(History, ScriptedStory) {
   auto strong = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
                       " --reason 'costs 5% on the long workload' --base-cmd " +
                       Quote(Bench(dir, "r2-base", 1000, 0.003, 7)) + " --head-cmd " +
-                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8)));
+                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8)) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(strong.exit_code, 0) << strong.err;
   auto strong_j = nlohmann::json::parse(strong.out);
   EXPECT_EQ(strong_j["verdict"], "accepted");
   const int revert_id = strong_j["change"], revert_run = strong_j["run"];
 
-  auto reapply = Shell(VerityBin() + " reapply --json" + L + " " + std::to_string(revert_id) +
+  // The ladder so far: seed x big x promoted parked change x the (wrong) revert.
+  const double before_revert = strong_j["frontier_before"].get<double>();
+  EXPECT_NEAR(strong_j["frontier_after"].get<double>(), before_revert * (1 + strong_j["gain"].get<double>()), 1e-6);
+  auto reapply = Shell(VerityBin() + " reapply --json --predict 7" + L + " " + std::to_string(revert_id) +
                        " --reason 'the revert was measured on a stale build' --retract " + std::to_string(revert_run) +
                        " --base-cmd " + Quote(Bench(dir, "ra-base", 1000, 0.003, 9)) + " --head-cmd " +
                        Quote(Bench(dir, "ra-head", 1070, 0.003, 10)) + " --parity-cmd " + Quote(Parity()));
@@ -71,6 +74,11 @@ TEST(History, ScriptedStory) {
   auto reapply_j = nlohmann::json::parse(reapply.out);
   EXPECT_EQ(reapply_j["verdict"], "accepted");
   const int reapply_id = reapply_j["change"];
+  // Retracting the revert's evidence restores the frontier as if it had never
+  // counted; the reapply does not count the change a second time.
+  EXPECT_NEAR(reapply_j["frontier_after"].get<double>(), before_revert, 1e-6) << reapply_j["note"];
+  EXPECT_NEAR(JsonOf(VerityBin() + " frontier --json" + L)["frontier"][0]["value"].get<double>(), before_revert, 1e-6);
+  EXPECT_NE(reapply_j["note"].get<std::string>().find("not counted"), std::string::npos) << reapply_j["note"];
 
   auto reverts = JsonOf(VerityBin() + " history reverts --json" + L);
   ASSERT_EQ(reverts["reverts"].size(), 3u);
@@ -125,21 +133,31 @@ TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
   ASSERT_EQ(c.j["verdict"], "accepted");
   const std::string id = std::to_string(c.j["change"].get<int>());
   const std::string marker = dir + "/bench-ran";
-  // Main fails parity: that is evidence enough, and no speed is measured.
+  const double seed = c.j["frontier_before"].get<double>();
+  // Main fails parity and main without the change passes: that is evidence
+  // enough, no speed is measured, and the change's factor leaves the ladder.
   auto r = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
                  Quote("touch " + marker + "; " + Bench(dir, "rb", 1000, 0.003, 3)) + " --head-cmd " +
-                 Quote(Bench(dir, "rh", 1000, 0.003, 4)) + " --parity-cmd " + Quote(Parity("--top1 0.5 --kl 0.3 --exit 1")));
+                 Quote(Bench(dir, "rh", 1000, 0.003, 4)) + " --base-parity-cmd " +
+                 Quote(Parity("--top1 0.5 --kl 0.3 --exit 1")) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["verdict"], "accepted");
   EXPECT_NE(j["note"].get<std::string>().find("parity evidence that main is wrong"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(marker));
-  // A parity command that prints nothing is no evidence: speed must decide (equal here: refused).
+  EXPECT_NEAR(j["frontier_after"].get<double>(), seed, 1e-6) << "the wrong change's gain must leave the frontier";
+  // A base parity command that prints nothing is no evidence: speed must decide (equal here: refused).
   auto weak = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'no evidence' --base-cmd " +
                     Quote(Bench(dir, "wb", 1000, 0.003, 5)) + " --head-cmd " + Quote(Bench(dir, "wh", 1000, 0.003, 6)) +
-                    " --parity-cmd " + Quote(Parity("--silent")));
+                    " --base-parity-cmd " + Quote(Parity("--silent")) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(weak.exit_code, 0) << weak.err;
   EXPECT_EQ(nlohmann::json::parse(weak.out)["verdict"], "refused");
+  // Main without the change failing parity is no revert at all.
+  auto broken = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
+                      Quote(Bench(dir, "xb", 1000, 0.003, 7)) + " --head-cmd " + Quote(Bench(dir, "xh", 1000, 0.003, 8)) +
+                      " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")) + " --parity-cmd " +
+                      Quote(Parity("--top1 0.5 --exit 1")));
+  EXPECT_EQ(nlohmann::json::parse(broken.out)["verdict"], "rejected-parity") << broken.out;
 }
 
 }  // namespace

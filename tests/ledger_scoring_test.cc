@@ -84,13 +84,13 @@ TEST(Scoring, BitIdentityIsProvedByLogitsHashes) {
   Case c = Fresh("bits");
   std::string same(64, 'c'), other(64, 'd');
   auto ok = Submit(c.db, "same bits", 3.5, Bench(c.dir, "base", 1000, 0.005, 1), Bench(c.dir, "head", 1035, 0.005, 2),
-                   Parity("--sha " + same), "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--sha " + same)));
+                   Parity("--all-sha " + same), "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--all-sha " + same)));
   EXPECT_EQ(ok.j["verdict"], "accepted") << ok.cmd.out << ok.cmd.err;
   auto bad = Submit(c.db, "different bits", 3.5, Bench(c.dir, "base2", 1000, 0.005, 3),
-                    Bench(c.dir, "head2", 1035, 0.005, 4), Parity("--sha " + same),
-                    "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--sha " + other)));
+                    Bench(c.dir, "head2", 1035, 0.005, 4), Parity("--all-sha " + same),
+                    "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--all-sha " + other)));
   EXPECT_EQ(bad.j["verdict"], "rejected-parity");
-  EXPECT_NE(bad.j["note"].get<std::string>().find("logits differ"), std::string::npos);
+  EXPECT_NE(bad.j["note"].get<std::string>().find("logit rows differ"), std::string::npos);
   auto none = Submit(c.db, "unproved", 3.5, Bench(c.dir, "base3", 1000, 0.005, 5),
                      Bench(c.dir, "head3", 1035, 0.005, 6), Parity(), "--claim-bit-identical");
   EXPECT_EQ(none.j["verdict"], "rejected-parity");

@@ -30,12 +30,12 @@ TEST(Stats, BootstrapIsDeterministicAndBracketsTheMedian) {
 
 TEST(Policy, TiersAndSurprise) {
   Policy p = PolicyV1();
-  EXPECT_EQ(p.TierFor(0.019), "none");
-  EXPECT_EQ(p.TierFor(0.02), "s");
-  EXPECT_EQ(p.TierFor(0.049), "s");
-  EXPECT_EQ(p.TierFor(0.05), "m");
-  EXPECT_EQ(p.TierFor(0.10), "l");
-  EXPECT_EQ(p.TierFor(0.25), "xl");
+  EXPECT_STREQ(TierName(p.TierFor(0.019)), "none");
+  EXPECT_STREQ(TierName(p.TierFor(0.02)), "s");
+  EXPECT_STREQ(TierName(p.TierFor(0.049)), "s");
+  EXPECT_STREQ(TierName(p.TierFor(0.05)), "m");
+  EXPECT_STREQ(TierName(p.TierFor(0.10)), "l");
+  EXPECT_STREQ(TierName(p.TierFor(0.25)), "xl");
   EXPECT_TRUE(p.IsSurprise(0.02, 0.15));   // more than twice
   EXPECT_TRUE(p.IsSurprise(0.10, 0.04));   // less than half
   EXPECT_TRUE(p.IsSurprise(0.03, -0.01));  // other sign

@@ -25,7 +25,7 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   const std::string head_sha = Trim(Shell("git -C " + repo + " rev-parse HEAD").out);
   const std::string submit = "cd " + repo + " && VERITY_WORKTREES=" + cache + " " + VerityBin() +
                              " submit --json --ledger " + db + " --title 'docs only' --predict 0 --base HEAD~1 --head HEAD"
-                             " --model models/stories260K.bin --steps 64 --min-rounds 2 --max-rounds 3";
+                             " --model models/stories260K.bin --steps 64";
   auto r = Shell(submit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);

@@ -4,6 +4,7 @@
 // counter kept in --state (so successive runs differ, reproducibly).
 //   fake_bench --mean 1000 | --mean-file F --noise 0.01 --seed 7 --state FILE [--metric M]
 //              [--build ID] [--sha HEX] [--touch FILE] [--fail-after N] [--garbage] [--sleep S]
+//              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,12 +13,15 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0;
   unsigned long long seed = 1;
   std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode;
   long fail_after = -1;
+  std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -37,6 +41,15 @@ int main(int argc, char** argv) {
     else if (a == "--touch") touch = next();
     else if (a == "--fail-after") fail_after = std::atol(next().c_str());
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
+    else if (a == "--guard") {
+      const std::string g = next();
+      const size_t eq = g.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "fake_bench: --guard wants NAME=MEAN\n");
+        return 2;
+      }
+      guards.emplace_back(g.substr(0, eq), std::atof(g.c_str() + eq + 1));
+    }
     else if (a == "--garbage" || a == "--wrong-schema" || a == "--no-metric" || a == "--silent") mode = a;
     else {
       std::fprintf(stderr, "fake_bench: unknown argument %s\n", a.c_str());
@@ -67,8 +80,15 @@ int main(int argc, char** argv) {
     std::printf("{\"schema\":\"other/1\",\"metrics\":{\"%s\":%f},\"ok\":true}\n", metric.c_str(), v);
     return 0;
   }
+  std::string more;
+  for (const auto& [name, gmean] : guards) {
+    std::normal_distribution<double> gd(gmean, noise * gmean);
+    char cell[128];
+    std::snprintf(cell, sizeof cell, ",\"%s\":%.6f", name.c_str(), gd(rng));
+    more += cell;
+  }
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
-              "\"metrics\":{\"%s\":%.6f},\"ok\":true}\n",
-              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v);
+              "\"metrics\":{\"%s\":%.6f%s},\"ok\":true}\n",
+              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str());
   return 0;
 }

@@ -1,0 +1,64 @@
+// ledger verify | ledger migrate: the seal chain checked read-only, the schema upgraded.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "cli/commands.h"
+#include "ledger/ledger.h"
+
+namespace verity::cli {
+
+void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, apply migrations.");
+  sub->require_subcommand(1);
+  {
+    auto path = std::make_shared<std::string>(env::LedgerPath());
+    auto expect_tip = std::make_shared<std::string>();
+    auto* verify = sub->add_subcommand(
+        "verify",
+        "Recompute every seal, read-only; exit 1 naming the first broken record. Ends with one line\n"
+        "`verify: records=N tip=<last seal, or genesis> verdict=PASS|FAIL`; exit 0 only on PASS.\n"
+        "Deleting the chain's last records together with their seals leaves a shorter chain that\n"
+        "verifies on its own: note the tip, and pass it back with --expect-tip to detect that.\n"
+        "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify.");
+    verify->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER); must exist")
+        ->capture_default_str();
+    verify->add_option("--expect-tip", *expect_tip,
+                       "a tip noted earlier: FAIL unless the chain contains this seal (the full 64 hex\n"
+                       "chars, or a unique prefix of at least 16)");
+    reg.On(verify, [=] {
+      auto l = ledger::Ledger::OpenForVerify(*path);
+      if (!l.ok()) return Fail(l.status());
+      auto r = (*l)->Verify(*expect_tip);
+      if (!r.ok()) return Fail(r.status());
+      if (!r->first_broken.empty()) {
+        std::printf("verify: first broken record: %s\n", r->first_broken.c_str());
+      } else if (r->expected_tip_missing) {
+        std::printf("verify: expected tip %s is not in the chain (%lld records, tip now %s): records were removed "
+                    "from its end (truncated) or the chain was rewritten\n",
+                    expect_tip->c_str(), static_cast<long long>(r->records), r->tip.c_str());
+      } else if (!expect_tip->empty()) {
+        std::printf("verify: expected tip found: record %lld of %lld, seal %s\n",
+                    static_cast<long long>(r->expected_tip_record), static_cast<long long>(r->records),
+                    r->expected_tip_seal.c_str());
+      }
+      std::printf("verify: records=%lld tip=%s verdict=%s\n", static_cast<long long>(r->records), r->tip.c_str(),
+                  r->ok ? "PASS" : "FAIL");
+      return r->ok ? 0 : 1;
+    });
+  }
+  {
+    auto path = std::make_shared<std::string>(env::LedgerPath());
+    auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
+    migrate->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    reg.On(migrate, [=] {
+      auto l = ledger::Ledger::Open(*path);
+      if (!l.ok()) return Fail(l.status());
+      std::printf("migrate: schema version %d (%d applied now)\n", (*l)->schema_version(), (*l)->migrations_applied_now());
+      return 0;
+    });
+  }
+}
+
+}  // namespace verity::cli

@@ -1,0 +1,333 @@
+#include "ledger/evidence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "ledger/stats.h"
+
+namespace verity::ledger {
+namespace {
+
+std::string Num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+std::string Short(const std::string& sha) { return sha.empty() ? "(not stated)" : sha.substr(0, 16); }
+
+// What is missing from the evidence floor, "" if nothing.
+std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
+  std::vector<std::string> gaps;
+  if (static_cast<int>(e.depths.size()) < pol.parity_min_depths)
+    gaps.push_back(std::to_string(e.depths.size()) + " depths, the policy needs at least " +
+                   std::to_string(pol.parity_min_depths));
+  int deepest = 0;
+  for (const auto& d : e.depths) deepest = std::max(deepest, d.depth);
+  if (e.tokens <= 0) gaps.push_back("no context length (tokens) stated, so the deepest depth cannot be checked");
+  else if (deepest != e.tokens)
+    gaps.push_back("deepest depth " + std::to_string(deepest) + " is not the last context position " +
+                   std::to_string(e.tokens));
+  int thin = 0, fewest = 1 << 30;
+  for (const auto& d : e.depths)
+    if (d.positions < pol.parity_min_positions) thin++, fewest = std::min(fewest, d.positions);
+  if (thin)
+    gaps.push_back(std::to_string(thin) + " depth(s) score fewer than " + std::to_string(pol.parity_min_positions) +
+                   " positions (fewest " + std::to_string(fewest) + ")");
+  std::string out;
+  for (const auto& g : gaps) out += (out.empty() ? "" : "; ") + g;
+  return out;
+}
+
+// Builds a "<side> parity ..." one-line summary of evidence.
+std::string Summary(const measure::ParityEvidence& e) {
+  return "worst top-1 " + Num(e.worst_top1) + ", worst mean KL " + Num(e.worst_mean_kl) + " over " +
+         std::to_string(e.depths.size()) + " depths (" + (e.mode.empty() ? "mode not stated" : e.mode) + ", window " +
+         std::to_string(e.window) + "), exit " + std::to_string(e.exit_code);
+}
+
+}  // namespace
+
+std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode,
+                        const measure::ParityEvidence* standard) {
+  std::vector<std::string> why;
+  if (!e.nonfinite.empty()) {
+    std::string where;
+    for (const auto& n : e.nonfinite) where += (where.empty() ? "" : ", ") + n;
+    why.push_back("non-finite values at " + where);
+  }
+  if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
+  if (!e.reported_ok) why.push_back("the command reported ok:false");
+  if (!pol.ParityPasses(e.worst_top1, e.worst_mean_kl))
+    why.push_back("worst top-1 " + Num(e.worst_top1) + " / mean KL " + Num(e.worst_mean_kl) + " outside top-1 >= " +
+                  Num(pol.parity_min_top1) + ", mean KL <= " + Num(pol.parity_max_mean_kl));
+  if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
+  if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
+  if (standard) {
+    const double f = pol.deep_factor;
+    if (e.depths.size() < f * standard->depths.size())
+      why.push_back("deep evidence has " + std::to_string(e.depths.size()) + " depths, needs " + Num(f) + "x the " +
+                    std::to_string(standard->depths.size()) + " of the standard run");
+    if (standard->window <= 0 || e.window < f * standard->window)
+      why.push_back("deep window " + std::to_string(e.window) + " is not " + Num(f) + "x the standard window " +
+                    std::to_string(standard->window));
+  }
+  std::string out;
+  for (const auto& w : why) out += (out.empty() ? "" : "; ") + w;
+  return out;
+}
+
+Result<ParityOutcome> RunParityCommand(Db& d, const Policy& pol, int64_t run_id, const std::string& side,
+                                       const std::string& cmd, bool deep, int timeout_s,
+                                       const measure::ParityEvidence* standard) {
+  std::map<std::string, std::string> env;
+  if (deep) env["VERITY_PARITY_MODE"] = "deep";
+  measure::CommandOutput out = measure::RunCommand(cmd, timeout_s, env);
+  auto ev = measure::ParseParity(out, side + " parity command");
+  ParityOutcome po;
+  if (!ev.ok()) {
+    po.message = ev.status().message() + " (no parity evidence: refused, not assumed)";
+  } else {
+    po.evidence = ev.value();
+    const std::string why = JudgeParity(pol, ev.value(), deep ? "deep" : "standard", standard);
+    po.passed = why.empty();
+    po.message = Summary(ev.value()) + (po.passed ? ": pass" : ": FAIL (" + why + ")");
+  }
+  VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+    const auto* e = po.evidence ? &*po.evidence : nullptr;
+    auto num = [](double v) { return std::isfinite(v) ? Value(v) : Value(); };
+    return d.InsertSealed("parity_results", {{"run_id", run_id},
+                                             {"side", side},
+                                             {"mode", std::string(deep ? "deep" : "standard")},
+                                             {"exit_code", int64_t{out.exit_code}},
+                                             {"passed", int64_t{po.passed}},
+                                             {"worst_top1", e ? num(e->worst_top1) : Value()},
+                                             {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
+                                             {"logits_sha256", e ? Value(e->logits_sha256) : Value()},
+                                             {"message", po.message},
+                                             {"seconds", out.seconds},
+                                             {"raw_json", e ? Value(e->raw) : Value()}})
+        .status();
+  }));
+  return po;
+}
+
+Result<std::optional<measure::ParityEvidence>> RecordedParity(Db& d, int64_t run_id, const std::string& side,
+                                                              const std::string& mode) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT exit_code, raw_json FROM parity_results WHERE run_id = ? AND "
+                                             "side = ? AND mode = ? AND raw_json IS NOT NULL ORDER BY id DESC LIMIT 1",
+                                             {run_id, side, mode}));
+  if (rows.empty()) return std::optional<measure::ParityEvidence>();
+  measure::CommandOutput out;
+  out.exit_code = static_cast<int>(AsInt(rows[0][0]));
+  out.out = AsText(rows[0][1]);
+  VERITY_ASSIGN_OR_RETURN(auto ev, measure::ParseParity(out, "recorded " + side + " parity"));
+  return std::optional<measure::ParityEvidence>(ev);
+}
+
+Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kind) {
+  GateResult g;
+  Db& d = *in.d;
+  auto stop = [&](Verdict v, const std::string& note) {
+    g.stop = true;
+    g.verdict = v;
+    g.note = note;
+    return g;
+  };
+  auto run = [&](const std::string& side, const std::string& cmd) {
+    in.say((side == "head" ? "correctness gate: " : "parity of the base: ") + cmd);
+    return RunParityCommand(d, *in.pol, in.run_id, side, cmd, false, in.timeout_s);
+  };
+  std::optional<ParityOutcome> main_fails;
+  if (kind == Kind::kRevert && !c.base_parity_cmd.empty()) {
+    VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
+    in.say("  main: " + bp.message);
+    if (bp.evidence && !bp.passed) main_fails = bp;
+  }
+  if (c.parity_cmd.empty()) {
+    if (kind == Kind::kRevert)
+      return stop(Verdict::kRejectedParity, "a revert's head (main without the change) must pass the parity gate; "
+                                            "no parity command was given");
+    g.verified = false;
+    in.say("no parity command: the result is unverified and cannot move the frontier");
+    return g;
+  }
+  VERITY_ASSIGN_OR_RETURN(auto hp, run("head", c.parity_cmd));
+  in.say("  " + hp.message);
+  if (!hp.passed)
+    return stop(Verdict::kRejectedParity, "parity gate failed: " + hp.message + "; the head's speed was never measured");
+  g.head_artifact = hp.evidence->artifact_sha256;
+  if (g.head_artifact.empty()) {
+    g.verified = false;
+    in.say("  the parity evidence names no build: unverified, cannot move the frontier");
+  }
+  if (main_fails)
+    return stop(Verdict::kAccepted, "parity evidence that main is wrong: " + main_fails->message +
+                                        "; main without the change passes: " + hp.message);
+  if (!c.claim_bit_identical) return g;
+  if (c.base_parity_cmd.empty())
+    return stop(Verdict::kRejectedParity, "bit identity claimed but no base parity command to compare every logit "
+                                          "row against; the head's speed was never measured");
+  VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
+  if (!bp.evidence)
+    return stop(Verdict::kRejectedParity, "bit identity claimed but the base gave no evidence: " + bp.message);
+  const std::string& h = hp.evidence->all_rows_sha256;
+  const std::string& b = bp.evidence->all_rows_sha256;
+  if (h.empty() || b.empty())
+    return stop(Verdict::kRejectedParity, "bit identity claimed but the evidence does not hash every logit row "
+                                          "(all_rows_sha256 missing on the " + std::string(h.empty() ? "head" : "base") +
+                                          " side); the head's speed was never measured");
+  if (h != b)
+    return stop(Verdict::kRejectedParity, "bit identity claimed but the logit rows differ: head " + Short(h) +
+                                              " vs base " + Short(b) + "; the head's speed was never measured");
+  g.base_artifact = bp.evidence->artifact_sha256;
+  if (g.base_artifact.empty()) {
+    g.verified = false;
+    in.say("  the base parity evidence names no build: bit identity unverified");
+  }
+  in.say("  bit identity proved: every logit row hashes to " + Short(h) + " on both sides");
+  return g;
+}
+
+namespace {
+
+struct Taken {
+  std::string side;
+  int ord = 0;
+  double value = 0, seconds = 0;
+  std::map<std::string, double> metrics;
+  std::string at;
+};
+
+// Builds the series of `metric` from full rounds (each b, h, h, b).
+MetricSeries SeriesOf(const std::string& metric, const std::vector<std::vector<Taken>>& rounds) {
+  MetricSeries s;
+  s.metric = metric;
+  s.higher_is_better = HigherIsBetter(metric);
+  for (const auto& t : rounds)
+    s.rounds.push_back({t[0].metrics.at(metric), t[1].metrics.at(metric), t[2].metrics.at(metric), t[3].metrics.at(metric)});
+  return s;
+}
+
+}  // namespace
+
+Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const GateResult& gate,
+                            const SequentialPlan& plan, double gate_frac, int attempt) {
+  Db& d = *in.d;
+  Measured m;
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // side -> (build, sha)
+  // Runs one bench command; returns nullopt after setting m.mismatch.
+  auto take = [&](const std::string& side) -> Result<std::optional<Taken>> {
+    const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
+    measure::CommandOutput out = measure::RunCommand(cmd, in.timeout_s);
+    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command"));
+    const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
+    if (!want_build.empty() && s.build_id != want_build)
+      return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
+                           " (stale build: verify the artifact, not the transport)");
+    auto it = seen.find(side);
+    if (it == seen.end()) {
+      seen[side] = {s.build_id, s.artifact_sha256};
+      VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+        return d.InsertSealed("artifacts", {{"run_id", in.run_id},
+                                            {"side", side},
+                                            {"build_id", s.build_id},
+                                            {"artifact_sha256", s.artifact_sha256}})
+            .status();
+      }));
+      const std::string& bound = side == "base" ? gate.base_artifact : gate.head_artifact;
+      if (!bound.empty() && bound != s.artifact_sha256) {
+        m.mismatch = true;
+        m.mismatch_note = "the " + side + " parity evidence came from artifact " + Short(bound) + " but the " + side +
+                          " bench ran " + Short(s.artifact_sha256) + " (build " + s.build_id +
+                          "): the evidence does not cover what was benchmarked";
+        return std::optional<Taken>();
+      }
+    } else if (it->second.second != s.artifact_sha256 || it->second.first != s.build_id) {
+      return Status::Error(side + " artifact changed between rounds: " + Short(it->second.second) + " (" +
+                           it->second.first + ") then " + Short(s.artifact_sha256) + " (" + s.build_id + ")");
+    }
+    Taken t;
+    t.side = side;
+    t.value = s.value;
+    t.seconds = out.seconds;
+    t.metrics = s.metrics;
+    return std::optional<Taken>(t);
+  };
+  auto record = [&](int round, const std::vector<Taken>& ts) {
+    return d.Transaction([&]() -> Status {
+      for (const auto& t : ts) {
+        VERITY_ASSIGN_OR_RETURN(int64_t sid, d.InsertSealed("samples", {{"run_id", in.run_id},
+                                                                        {"round", int64_t{round}},
+                                                                        {"side", t.side},
+                                                                        {"ord", int64_t{t.ord}},
+                                                                        {"value", t.value},
+                                                                        {"seconds", t.seconds},
+                                                                        {"taken_at", t.at},
+                                                                        {"box_id", in.box_id}}));
+        for (const auto& [name, v] : t.metrics)
+          VERITY_RETURN_IF_ERROR(
+              d.InsertSealed("metric_samples", {{"sample_id", sid}, {"metric", name}, {"value", v}}).status());
+      }
+      return OkStatus();
+    });
+  };
+  // Runs and records one round; an empty result means a mismatch stopped it.
+  auto round = [&](int n, const std::vector<std::string>& order) -> Result<std::vector<Taken>> {
+    std::vector<Taken> ts;
+    for (size_t i = 0; i < order.size(); i++) {
+      const std::string at = NowUtc();
+      VERITY_ASSIGN_OR_RETURN(auto t, take(order[i]));
+      if (!t) return std::vector<Taken>();
+      t->ord = static_cast<int>(i);
+      t->at = at;
+      ts.push_back(*t);
+    }
+    VERITY_RETURN_IF_ERROR(record(n, ts));
+    return ts;
+  };
+
+  in.say("measuring on box " + measure::ThisBox().fingerprint.substr(0, 16) + ": warm-up, then " +
+         std::to_string(plan.min_rounds) + ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " +
+         std::to_string(plan.look_every));
+  VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
+  if (warm.empty()) return m;
+  std::vector<std::vector<Taken>> rounds;
+  m.primary.metric = c.metric;
+  m.primary.higher_is_better = HigherIsBetter(c.metric);
+  for (int n = 1; n <= plan.max_rounds; n++) {
+    VERITY_ASSIGN_OR_RETURN(auto ts, round(n, {"base", "head", "head", "base"}));
+    if (ts.empty()) return m;
+    rounds.push_back(ts);
+    m.primary.rounds.push_back({ts[0].value, ts[1].value, ts[2].value, ts[3].value});
+    const std::vector<double> ratios = RoundRatios(m.primary);
+    const Decision dec = Decide(plan, ratios, gate_frac, attempt);
+    char line[200];
+    std::snprintf(line, sizeof line, "  round %2d/%d  base %.4g  head %.4g  ratio %.4f", n, plan.max_rounds,
+                  0.5 * (ts[0].value + ts[3].value), 0.5 * (ts[1].value + ts[2].value), ratios.back());
+    std::string text = line;
+    if (IsLook(plan, n)) {
+      const Bounds b = MedianBounds(ratios, LookAlpha(plan, attempt));
+      std::snprintf(line, sizeof line, "  look: median %+.2f%% bounds [%s, %s] -> %s", 100 * (b.estimate - 1),
+                    std::isfinite(b.low) ? (Num(100 * (b.low - 1)) + "%").c_str() : "none",
+                    std::isfinite(b.high) ? (Num(100 * (b.high - 1)) + "%").c_str() : "none", DecisionName(dec));
+      text += line;
+    }
+    in.say(text);
+    if (dec != Decision::kContinue) break;
+  }
+  // Guards: the other metrics present in every sample of every round.
+  if (!rounds.empty())
+    for (const auto& [name, v] : rounds[0][0].metrics) {
+      if (name == c.metric) continue;
+      bool everywhere = true;
+      for (const auto& ts : rounds)
+        for (const auto& t : ts) everywhere = everywhere && t.metrics.count(name);
+      if (everywhere) m.guards.push_back(SeriesOf(name, rounds));
+      else in.say("  metric " + name + " is not in every sample: not a guard");
+    }
+  return m;
+}
+
+}  // namespace verity::ledger

@@ -1,0 +1,83 @@
+// The two evidence-gathering steps of a submission, below the sequence in
+// submit.cc: the correctness gate (parity commands, checked against the
+// policy's evidence floor and bound to the artifact) and the timed ABBA rounds
+// (bench commands, every metric, artifacts checked against the gate's).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/db.h"
+#include "ledger/ledger.h"
+#include "ledger/policy.h"
+#include "ledger/score.h"
+#include "measure/measure.h"
+
+namespace verity::ledger {
+
+using Say = std::function<void(const std::string&)>;
+
+// Judges one piece of parity evidence. Passing needs exit 0, ok:true, no
+// non-finite value, the policy's thresholds on the worst depth, the evidence
+// floor (depths, the deepest at the last context position, positions per
+// depth), and a stated mode equal to `mode`. With `standard` (deep mode), the
+// evidence must also carry deep_factor x its depths and window. Returns ""
+// when it passes, else what is wrong.
+std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode,
+                        const measure::ParityEvidence* standard = nullptr);
+
+struct ParityOutcome {
+  bool passed = false;
+  std::string message;
+  std::optional<measure::ParityEvidence> evidence;
+};
+
+// Runs one parity command (deep mode sets VERITY_PARITY_MODE=deep), judges
+// and records it in parity_results.
+Result<ParityOutcome> RunParityCommand(Db& d, const Policy& pol, int64_t run_id, const std::string& side,
+                                       const std::string& cmd, bool deep, int timeout_s,
+                                       const measure::ParityEvidence* standard = nullptr);
+
+// The latest recorded evidence of `side` in `mode` for a run, if any.
+Result<std::optional<measure::ParityEvidence>> RecordedParity(Db& d, int64_t run_id, const std::string& side,
+                                                              const std::string& mode);
+
+struct GateInput {
+  Db* d;
+  const Policy* pol;
+  int64_t run_id;
+  int timeout_s;
+  Say say;
+};
+struct GateResult {
+  bool stop = false;               // decided without speed (verdict, note)
+  Verdict verdict = Verdict::kNone;
+  std::string note;
+  bool verified = true;            // the evidence names the artifacts it came from
+  std::string head_artifact, base_artifact;  // what the parity evidence ran ("" = not stated)
+};
+
+// The correctness gate for a change, reapply or revert.
+Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kind);
+
+struct RoundsInput {
+  Db* d;
+  int64_t run_id, box_id;
+  int timeout_s;
+  Say say;
+};
+struct Measured {
+  MetricSeries primary;
+  std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
+  bool mismatch = false;             // a bench ran another artifact than the parity evidence
+  std::string mismatch_note;
+};
+
+// Takes the warm-up and then ABBA rounds until the sequential rule decides,
+// recording every sample and every metric.
+Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const GateResult& gate,
+                            const SequentialPlan& plan, double gate_frac, int attempt);
+
+}  // namespace verity::ledger

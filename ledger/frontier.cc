@@ -1,0 +1,92 @@
+#include "ledger/frontier.h"
+
+#include <map>
+
+namespace verity::ledger {
+
+Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
+  Ladder L;
+  std::map<int64_t, double> factor;  // counted run -> the factor it applied
+  std::optional<double> F;
+  for (const auto& e : events) {
+    LadderStep s;
+    s.event = e;
+    s.before = F.value_or(0.0);
+    auto apply = [&](double f, const std::string& why) {
+      F = *F * f;
+      factor[e.run_id] = f;
+      s.counted = true;
+      s.why = why;
+    };
+    if (e.retracted) {
+      s.why = "run retracted";
+    } else if (!F) {
+      const std::optional<double> seed = e.reason == "seed" ? std::optional<double>(e.recorded) : e.base_median;
+      if (seed) {
+        F = *seed;
+        factor[e.run_id] = 1.0;
+        s.counted = true;
+        s.why = e.reason == "seed" ? "seed" : "seed (earlier events retracted): this run's base";
+        if (e.reason != "seed" && e.ratio) apply(*e.ratio, s.why + ", then its ratio");
+      } else {
+        s.why = "nothing to seed from";
+      }
+    } else if (e.reason == "seed") {
+      s.why = "frontier already seeded";
+    } else if (e.kind == "reapply" && e.undoes_run && !factor.count(*e.undoes_run)) {
+      s.why = "its revert no longer counts: the change's own factor is still in the ladder";
+    } else if (e.ratio) {
+      apply(*e.ratio, e.reason);
+    } else if (e.undoes_run && factor.count(*e.undoes_run)) {
+      apply(1.0 / factor[*e.undoes_run], "revert on parity evidence: undoes run " + std::to_string(*e.undoes_run));
+    } else {
+      s.why = "nothing to undo";
+    }
+    s.after = F.value_or(0.0);
+    if (s.counted) L.last_event = e.event_id;
+    L.steps.push_back(s);
+  }
+  L.value = F;
+  return L;
+}
+
+Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
+  // Old events (before frontier_moves) take their factor from the score that
+  // made them: frontier_after / frontier_before of that run's accepting score.
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows,
+      db.Query("SELECT f.id, f.run_id, r.change_id, c.kind, f.reason, f.value, m.ratio, m.undoes_run, "
+               " (SELECT s.frontier_after / s.frontier_before FROM scores s WHERE s.run_id = f.run_id AND "
+               "  s.verdict = 'accepted' AND s.frontier_before > 0 ORDER BY s.id DESC LIMIT 1), "
+               " (SELECT s.base_median FROM scores s WHERE s.run_id = f.run_id AND s.base_median IS NOT NULL "
+               "  ORDER BY s.id DESC LIMIT 1), "
+               " EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = f.run_id), f.at, "
+               " EXISTS (SELECT 1 FROM frontier_moves x WHERE x.event_id = f.id) "
+               "FROM frontier_events f JOIN runs r ON r.id = f.run_id JOIN changes c ON c.id = r.change_id "
+               "LEFT JOIN frontier_moves m ON m.event_id = f.id WHERE f.metric = ? AND f.box_id = ? ORDER BY f.id",
+               {metric, box_id}));
+  std::vector<LadderEvent> events;
+  for (const auto& r : rows) {
+    LadderEvent e;
+    e.event_id = AsInt(r[0]);
+    e.run_id = AsInt(r[1]);
+    e.change_id = AsInt(r[2]);
+    e.kind = AsText(r[3]);
+    e.reason = AsText(r[4]);
+    e.recorded = AsDouble(r[5]);
+    const bool has_move = AsInt(r[12]) != 0;
+    if (has_move) {
+      if (!IsNull(r[6])) e.ratio = AsDouble(r[6]);
+      if (!IsNull(r[7])) e.undoes_run = AsInt(r[7]);
+    } else if (e.reason != "seed" && !IsNull(r[8])) {
+      e.ratio = AsDouble(r[8]);
+    }
+    if (!IsNull(r[9])) e.base_median = AsDouble(r[9]);
+    e.retracted = AsInt(r[10]) != 0;
+    e.at = AsText(r[11]);
+    events.push_back(e);
+  }
+  return DeriveLadder(events);
+}
+
+}  // namespace verity::ledger

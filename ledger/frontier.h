@@ -1,0 +1,54 @@
+// The frontier ladder, derived. The frontier of a (metric, box) is never a
+// stored running sum: it is recomputed from the frontier events whose runs
+// are not retracted — the seed, then each accepted gain as a factor — so a
+// retraction anywhere gives the frontier as if that run had never counted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ledger/db.h"
+
+namespace verity::ledger {
+
+struct LadderEvent {
+  int64_t event_id = 0, run_id = 0, change_id = 0;
+  std::string kind;     // the change's kind: change | revert | reapply
+  std::string reason;   // seed | accepted | confirmed | revert
+  double recorded = 0;  // frontier_events.value, as computed when recorded (history, not the frontier)
+  std::optional<double> ratio;         // factor this event applies
+  std::optional<int64_t> undoes_run;   // parity revert: the change run it cancels; reapply: the revert run
+  std::optional<double> base_median;   // the run's base, to seed from when every earlier event is gone
+  bool retracted = false;
+  std::string at;
+};
+
+struct LadderStep {
+  LadderEvent event;
+  bool counted = false;
+  double before = 0, after = 0;  // the derived frontier around this event
+  std::string why;               // why it counted or not
+};
+
+struct Ladder {
+  std::vector<LadderStep> steps;
+  std::optional<double> value;   // the current frontier; nullopt when nothing counts
+  int64_t last_event = 0;        // the last counted event (0 = none)
+};
+
+// Derives the ladder from events in recording order. Rules: the first counted
+// event seeds (a seed's value, or the run's base median); accepted, confirmed
+// and speed-evidence reverts multiply by their ratio; a revert on parity
+// evidence divides out the factor of the change run it undoes, if that still
+// counts; a reapply applies its ratio only while the revert it undoes counts
+// (otherwise the change's own factor is still in the ladder and counting the
+// reapply would count the change twice). Retracted runs never count.
+Ladder DeriveLadder(const std::vector<LadderEvent>& events);
+
+// Loads the events of (metric, box) and derives the ladder.
+Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id);
+
+}  // namespace verity::ledger

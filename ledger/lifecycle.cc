@@ -1,0 +1,161 @@
+// After the first score: confirm a held surprise with verified deep parity,
+// re-measure parked changes, revert and reapply — each through the same gates
+// as a change.
+#include <cmath>
+
+#include "ledger/evidence.h"
+#include "ledger/frontier.h"
+#include "ledger/ledger.h"
+#include "ledger/record.h"
+
+namespace verity::ledger {
+namespace {
+
+// The latest verdict recorded for a change ("" if none).
+Result<std::string> LatestVerdict(Db& d, int64_t change_id) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT s.verdict FROM scores s JOIN runs r ON s.run_id = r.id "
+                                             "WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
+                                             {change_id}));
+  return rows.empty() ? std::string() : AsText(rows[0][0]);
+}
+
+}  // namespace
+
+Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
+  VERITY_ASSIGN_OR_RETURN(ChangeRequest c, LoadChange(change_id));
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT s.id, s.run_id, s.verdict, s.tier, s.gain, s.ci_low, s.ci_high, s.base_median, "
+                            "s.head_median, s.rounds, r.box_id, st.ratio, st.ratio_low, st.ratio_high, st.alpha, "
+                            "st.attempt FROM scores s JOIN runs r ON s.run_id = r.id LEFT JOIN score_stats st ON "
+                            "st.score_id = s.id WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
+                            {change_id}));
+  if (rows.empty() || AsText(rows[0][2]) != "held-surprise")
+    return Status::Error("confirm: change " + std::to_string(change_id) + " is not held (latest verdict: " +
+                         (rows.empty() ? std::string("none recorded") : AsText(rows[0][2])) + ")");
+  const Row& h = rows[0];
+  const int64_t run_id = AsInt(h[1]), box_id = AsInt(h[10]);
+  VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  // Deep evidence is judged against the run's own standard evidence.
+  VERITY_ASSIGN_OR_RETURN(auto standard, RecordedParity(*db_, run_id, "head", "standard"));
+  if (!standard) return Status::Error("confirm: run " + std::to_string(run_id) + " has no standard parity evidence to deepen");
+  say("deep parity (VERITY_PARITY_MODE=deep): " + c.parity_cmd);
+  VERITY_ASSIGN_OR_RETURN(auto po, RunParityCommand(*db_, pol, run_id, "head", c.parity_cmd, true, opt.timeout_s, &*standard));
+  say("  " + po.message);
+  if (po.passed && po.evidence->artifact_sha256 != standard->artifact_sha256) {
+    po.passed = false;
+    po.message += "; FAIL: the deep evidence came from artifact " + po.evidence->artifact_sha256.substr(0, 16) +
+                  ", the measured head is " + standard->artifact_sha256.substr(0, 16);
+  }
+  Outcome o;
+  o.change = change_id;
+  o.run = run_id;
+  o.tier = AsText(h[3]);
+  o.gain = AsDouble(h[4]);
+  if (!IsNull(h[5])) o.ci_low = AsDouble(h[5]);
+  if (!IsNull(h[6])) o.ci_high = AsDouble(h[6]);
+  o.base_median = AsDouble(h[7]);
+  o.head_median = AsDouble(h[8]);
+  o.rounds = static_cast<int>(AsInt(h[9]));
+  o.attempt = static_cast<int>(AsInt(h[15]));
+  if (!IsNull(h[14])) o.alpha = AsDouble(h[14]);
+  o.surprise = true;
+  // The factor banked is the run's own median ratio (old scores: head/base medians).
+  const double ratio = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
+  std::optional<ScoreResult> stats;
+  if (!IsNull(h[11])) {
+    stats.emplace();
+    stats->decision = Decision::kAbove;
+    stats->ratio = Bounds{ratio, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]), IsNull(h[13]) ? INFINITY : AsDouble(h[13]),
+                          AsDouble(h[14]), o.rounds};
+  }
+  VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+    VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(*db_, c.metric, box_id));
+    o.frontier_before = before.value;
+    o.gate = before.value ? std::optional<double>(pol.gate_frac * *before.value) : std::nullopt;
+    o.frontier_after = before.value;
+    if (!po.passed) {
+      o.verdict = "rejected-parity";
+      o.tier = "none";
+      o.note = "deep parity failed on confirm: " + po.message;
+    } else {
+      o.verdict = "accepted";
+      o.note = "confirmed by deep parity: " + po.message;
+      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, c.metric, box_id, run_id, "confirmed",
+                                                              before.value.value_or(*o.base_median) * ratio, ratio,
+                                                              std::nullopt));
+      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, c.metric, box_id));
+      o.frontier_after = after.value;
+      VERITY_RETURN_IF_ERROR(QueueParked(ev, c.metric));
+    }
+    return InsertScore(*db_, run_id, pol.version, o, c.metric, stats);
+  }));
+  return o;
+}
+
+Result<std::vector<Outcome>> Ledger::Remeasure(const MeasureOptions& opt) {
+  VERITY_ASSIGN_OR_RETURN(auto pending,
+                          db_->Query("SELECT q.id, q.change_id FROM remeasure_queue q WHERE NOT EXISTS (SELECT 1 FROM "
+                                     "runs r JOIN scores s ON s.run_id = r.id WHERE r.queue_id = q.id) ORDER BY q.id"));
+  std::vector<Outcome> out;
+  for (const auto& p : pending) {
+    VERITY_ASSIGN_OR_RETURN(ChangeRequest c, LoadChange(AsInt(p[1])));
+    if (opt.progress) opt.progress("re-measuring change " + std::to_string(AsInt(p[1])) + " '" + c.title + "'");
+    VERITY_ASSIGN_OR_RETURN(Outcome o, Measure(AsInt(p[1]), c, "remeasure", AsInt(p[0]), opt));
+    out.push_back(o);
+  }
+  return out;
+}
+
+Result<Outcome> Ledger::Revert(int64_t change_id, ChangeRequest req, const MeasureOptions& opt) {
+  VERITY_ASSIGN_OR_RETURN(ChangeRequest target, LoadChange(change_id));
+  if (target.kind != "change")
+    return Status::Error("revert: " + std::to_string(change_id) + " is a " + target.kind + ", not a change");
+  if (req.reason.empty()) return Status::Error("revert: a reason is required");
+  if (req.parity_cmd.empty())
+    return Status::Error("revert: a parity command for main without the change is required (its head passes the "
+                         "parity gate like any change's)");
+  VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
+  if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
+  req.kind = "revert";
+  req.target_change = change_id;
+  req.metric = target.metric;
+  req.predict_pct.reset();
+  if (req.title.empty()) req.title = "Revert \"" + target.title + "\"";
+  VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
+  return Measure(id, req, "revert", std::nullopt, opt);
+}
+
+Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optional<int64_t> retract_run,
+                                const MeasureOptions& opt) {
+  VERITY_ASSIGN_OR_RETURN(ChangeRequest rev, LoadChange(revert_id));
+  if (rev.kind != "revert") return Status::Error("reapply: " + std::to_string(revert_id) + " is not a revert");
+  if (req.reason.empty()) return Status::Error("reapply: a reason is required (why the revert was wrong)");
+  if (!req.predict_pct)
+    return Status::Error("reapply: a prediction is required: a reapply is scored like any change");
+  VERITY_ASSIGN_OR_RETURN(std::string verdict, LatestVerdict(*db_, revert_id));
+  if (verdict != "accepted")
+    return Status::Error("reapply: revert " + std::to_string(revert_id) + " was not accepted (latest verdict: " +
+                         (verdict.empty() ? std::string("none recorded") : verdict) + "): there is nothing to reapply");
+  VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
+  if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
+  req.kind = "reapply";
+  req.target_change = revert_id;
+  req.metric = rev.metric;
+  if (req.title.empty()) req.title = "Reapply (undo " + rev.title + ")";
+  if (retract_run) {
+    VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM scores WHERE run_id = ? AND base_median IS NOT NULL "
+                                               "AND run_id NOT IN (SELECT run_id FROM retractions)",
+                                               {*retract_run}));
+    if (r.empty())
+      return Status::Error("reapply: run " + std::to_string(*retract_run) + " is not a measured, unretracted run");
+  }
+  VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
+  if (retract_run)
+    VERITY_RETURN_IF_ERROR(Retract(*retract_run, "reapply " + std::to_string(id) + ": " + req.reason, std::nullopt, id));
+  return Measure(id, req, "reapply", std::nullopt, opt);
+}
+
+}  // namespace verity::ledger

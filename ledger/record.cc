@@ -1,0 +1,133 @@
+// Recording steps shared by the submission sequence and the lifecycle
+// commands (confirm, revert, reapply): scores with their statistics, frontier
+// events with how they move the ladder.
+#include "ledger/record.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ledger/frontier.h"
+
+namespace verity::ledger {
+namespace {
+Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
+std::optional<double> Finite(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
+}  // namespace
+
+Result<int64_t> EnsureBox(Db& d, const measure::Box& box) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT id FROM boxes WHERE fingerprint = ?", {box.fingerprint}));
+  if (!rows.empty()) return AsInt(rows[0][0]);
+  return d.InsertSealed("boxes", {{"fingerprint", box.fingerprint}, {"detail", box.detail}});
+}
+
+// Measured attempts this change already has: the k-th re-measurement spends
+// less of the error budget than the first measurement did.
+Result<int> PriorAttempts(Db& d, int64_t change_id) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT count(DISTINCT r.id) FROM runs r JOIN scores s ON s.run_id = r.id "
+                                             "WHERE r.change_id = ? AND s.base_median IS NOT NULL",
+                                             {change_id}));
+  return static_cast<int>(AsInt(rows[0][0]));
+}
+
+// Records the score row of `o` and the statistics behind it.
+Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
+                   const std::optional<ScoreResult>& sr) {
+  VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("scores", {{"run_id", run_id},
+                                                                {"policy_version", int64_t{policy_version}},
+                                                                {"verdict", o.verdict},
+                                                                {"tier", o.tier},
+                                                                {"gain", Opt(o.gain)},
+                                                                {"ci_low", Opt(o.ci_low)},
+                                                                {"ci_high", Opt(o.ci_high)},
+                                                                {"gate", Opt(o.gate)},
+                                                                {"frontier_before", Opt(o.frontier_before)},
+                                                                {"frontier_after", Opt(o.frontier_after)},
+                                                                {"base_median", Opt(o.base_median)},
+                                                                {"head_median", Opt(o.head_median)},
+                                                                {"rounds", int64_t{o.rounds}},
+                                                                {"surprise", int64_t{o.surprise}},
+                                                                {"note", o.note},
+                                                                {"scored_at", NowUtc()}}));
+  const char* decision = "none";
+  if (sr) decision = sr->decision == Decision::kAbove ? "above" : sr->decision == Decision::kBelow ? "below" : "unresolved";
+  VERITY_RETURN_IF_ERROR(d.InsertSealed(
+      "score_stats", {{"score_id", id},
+                      {"metric", metric},
+                      {"attempt", int64_t{o.attempt}},
+                      {"alpha", Opt(o.alpha)},
+                      {"ratio", sr ? Opt(sr->ratio.estimate) : Value()},
+                      {"ratio_low", sr ? Opt(sr->ratio.low) : Value()},
+                      {"ratio_high", sr ? Opt(sr->ratio.high) : Value()},
+                      {"decision", std::string(decision)}}));
+  if (sr)
+    for (const auto& g : sr->guards)
+      VERITY_RETURN_IF_ERROR(d.InsertSealed("score_guards", {{"score_id", id},
+                                                             {"metric", g.metric},
+                                                             {"higher_is_better", int64_t{g.higher_is_better}},
+                                                             {"ratio", g.bounds.estimate},
+                                                             {"ratio_low", Opt(g.bounds.low)},
+                                                             {"ratio_high", Opt(g.bounds.high)},
+                                                             {"regressed", int64_t{g.regressed}},
+                                                             {"declared", int64_t{g.declared}}}));
+  return OkStatus();
+}
+
+// Inserts a frontier event with how it moves the ladder; returns its id.
+Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t box_id, int64_t run_id,
+                                    const std::string& reason, double value_now, std::optional<double> ratio,
+                                    std::optional<int64_t> undoes_run) {
+  VERITY_ASSIGN_OR_RETURN(int64_t ev, d.InsertSealed("frontier_events", {{"metric", metric},
+                                                                         {"box_id", box_id},
+                                                                         {"value", value_now},
+                                                                         {"run_id", run_id},
+                                                                         {"reason", reason},
+                                                                         {"at", NowUtc()}}));
+  VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_moves", {{"event_id", ev},
+                                                           {"ratio", Opt(ratio)},
+                                                           {"undoes_run", undoes_run ? Value(*undoes_run) : Value()}}));
+  return ev;
+}
+
+// The run of `change_id` whose frontier event currently counts in the ladder
+// (or, with `counted_only` false, whose event was last recorded), if any.
+Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
+                                             bool counted_only) {
+  VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, metric, box_id));
+  std::optional<int64_t> run;
+  for (const auto& s : ladder.steps)
+    if ((s.counted || !counted_only) && s.event.change_id == change_id && s.event.reason != "seed")
+      run = s.event.run_id;
+  return run;
+}
+
+void FillFromScore(const ScoreResult& r, Outcome* o) {
+  o->verdict = VerdictName(r.verdict);
+  o->tier = TierName(r.tier);
+  o->gain = r.gain;
+  o->ci_low = Finite(r.ratio.low - 1.0);
+  o->ci_high = Finite(r.ratio.high - 1.0);
+  o->alpha = r.ratio.alpha;
+  o->gate = r.gate;
+  o->frontier_before = r.frontier_before;
+  o->frontier_after = r.frontier_after;
+  o->base_median = r.base_median;
+  o->head_median = r.head_median;
+  o->surprise = r.surprise;
+  o->note = r.note;
+  o->guards = nlohmann::json::array();
+  for (const auto& g : r.guards)
+    o->guards.push_back({{"metric", g.metric},
+                         {"gain", g.bounds.estimate - 1.0},
+                         {"low", std::isfinite(g.bounds.low) ? nlohmann::json(g.bounds.low - 1.0) : nlohmann::json()},
+                         {"high", std::isfinite(g.bounds.high) ? nlohmann::json(g.bounds.high - 1.0) : nlohmann::json()},
+                         {"regressed", g.regressed},
+                         {"declared", g.declared}});
+}
+
+std::optional<std::string> RoundsRequestError(const Policy& pol, const MeasureOptions& opt) {
+  const SequentialPlan floor = PlanFor(pol);
+  return CheckRequestedRounds(floor, opt.min_rounds ? opt.min_rounds : floor.min_rounds,
+                              opt.max_rounds ? opt.max_rounds : std::max(floor.max_rounds, opt.min_rounds));
+}
+
+}  // namespace verity::ledger

@@ -1,0 +1,36 @@
+// Recording steps shared by the submission sequence (submit.cc) and the
+// lifecycle commands (lifecycle.cc). Each must run inside Db::Transaction.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ledger/db.h"
+#include "ledger/ledger.h"
+#include "ledger/score.h"
+#include "measure/measure.h"
+
+namespace verity::ledger {
+
+// The box's row id, inserting (sealed) the box the first time it is seen.
+Result<int64_t> EnsureBox(Db& d, const measure::Box& box);
+// Returns how many measured attempts the change already has: the k-th
+// re-measurement spends less of the error budget than the first did.
+Result<int> PriorAttempts(Db& d, int64_t change_id);
+// Records the score row of `o`, its statistics and guards (from `sr` when speed was measured).
+Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
+                   const std::optional<ScoreResult>& sr);
+// Inserts a frontier event with how it moves the ladder; returns its id.
+Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t box_id, int64_t run_id,
+                                    const std::string& reason, double value_now, std::optional<double> ratio,
+                                    std::optional<int64_t> undoes_run);
+// The run of `change_id` whose frontier event counts in the ladder now (or,
+// with `counted_only` false, whose event was recorded last), if any.
+Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
+                                             bool counted_only);
+// Returns why a request for rounds is refused (fewer than the policy's floor), if it is.
+std::optional<std::string> RoundsRequestError(const Policy& pol, const MeasureOptions& opt);
+// Copies a score's verdict and numbers into the outcome printed to the user.
+void FillFromScore(const ScoreResult& r, Outcome* o);
+
+}  // namespace verity::ledger

@@ -1,0 +1,178 @@
+#include "ledger/score.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace verity::ledger {
+namespace {
+
+std::string Pct(double f) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * f);
+  return b;
+}
+std::string Num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+std::string BoundsText(const Bounds& b) {
+  auto one = [](double r) { return std::isfinite(r) ? Pct(r - 1.0) : std::string("none"); };
+  return "[" + one(b.low) + ", " + one(b.high) + "]";
+}
+
+// The guards: every other metric, regressed when significantly worse beyond the gate.
+std::vector<GuardResult> ScoreGuards(const Policy& p, const ScoreInput& in, double alpha) {
+  std::vector<GuardResult> out;
+  for (const auto& g : in.guards) {
+    GuardResult r;
+    r.metric = g.metric;
+    r.higher_is_better = g.higher_is_better;
+    const std::vector<double> ratios = RoundRatios(g);
+    r.bounds = MedianBounds(ratios, alpha);
+    r.regressed = GuardRegressed(ratios, p.gate_frac, alpha);
+    r.declared = std::find(in.declared_regressions.begin(), in.declared_regressions.end(), g.metric) !=
+                 in.declared_regressions.end();
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kAccepted: return "accepted";
+    case Verdict::kNone: return "none";
+    case Verdict::kRejectedParity: return "rejected-parity";
+    case Verdict::kRejectedImplausible: return "rejected-implausible";
+    case Verdict::kRejectedRegression: return "rejected-regression";
+    case Verdict::kHeldSurprise: return "held-surprise";
+    case Verdict::kUnverified: return "unverified";
+    case Verdict::kRefused: return "refused";
+    case Verdict::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kRevert: return "revert";
+    case Kind::kReapply: return "reapply";
+    case Kind::kChange: break;
+  }
+  return "change";
+}
+
+std::optional<Kind> KindFromName(const std::string& name) {
+  for (Kind k : {Kind::kChange, Kind::kRevert, Kind::kReapply})
+    if (name == KindName(k)) return k;
+  return std::nullopt;
+}
+
+bool HigherIsBetter(const std::string& metric) {
+  for (const char* s : {"_tok_s", "_per_s", "_gflops", "_gb_s"})
+    if (EndsWith(metric, s)) return true;
+  return false;
+}
+
+double RoundRatio(const Round& r, bool higher_is_better) {
+  const double base = r.b1 + r.b2, head = r.h1 + r.h2;
+  return higher_is_better ? head / base : base / head;
+}
+
+std::vector<double> RoundRatios(const MetricSeries& s) {
+  std::vector<double> out;
+  out.reserve(s.rounds.size());
+  for (const auto& r : s.rounds) out.push_back(RoundRatio(r, s.higher_is_better));
+  return out;
+}
+
+SequentialPlan PlanFor(const Policy& p, int min_rounds, int max_rounds) {
+  SequentialPlan plan;
+  plan.min_rounds = std::max(p.min_rounds, min_rounds);
+  plan.max_rounds = std::max({p.max_rounds, max_rounds, plan.min_rounds});
+  plan.look_every = p.look_every;
+  plan.alpha = p.alpha;
+  return plan;
+}
+
+ScoreResult Score(const Policy& p, const ScoreInput& in) {
+  ScoreResult r;
+  const std::vector<double> ratios = RoundRatios(in.primary);
+  const double alpha = LookAlpha(in.plan, in.attempt);
+  r.ratio = MedianBounds(ratios, alpha);
+  r.gain = r.ratio.estimate - 1.0;
+  std::vector<double> bases, heads;
+  for (const auto& x : in.primary.rounds) {
+    bases.insert(bases.end(), {x.b1, x.b2});
+    heads.insert(heads.end(), {x.h1, x.h2});
+  }
+  r.base_median = Median(bases);
+  r.head_median = Median(heads);
+  r.seeds_frontier = !in.frontier.has_value();
+  r.frontier_before = in.frontier.value_or(r.base_median);
+  r.frontier_after = r.frontier_before;
+  r.gate = p.gate_frac * r.frontier_before;
+  const double bar = 1.0 + p.gate_frac;
+  r.decision = r.ratio.low >= bar ? Decision::kAbove : r.ratio.high < bar ? Decision::kBelow : Decision::kUnresolved;
+  r.guards = ScoreGuards(p, in, alpha);
+  if (in.predict_frac && in.kind != Kind::kRevert) r.surprise = p.IsSurprise(*in.predict_frac, r.gain);
+
+  const std::string measured = Pct(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + Num(alpha) +
+                               ", n " + std::to_string(r.ratio.n) + ")";
+  const bool above = r.decision == Decision::kAbove;
+  auto accept = [&] {
+    r.verdict = Verdict::kAccepted;
+    r.tier = p.TierFor(r.gain);
+    r.moves_frontier = true;
+    r.frontier_after = r.frontier_before * r.ratio.estimate;
+  };
+  if (r.ratio.estimate > p.ceiling_ratio) {
+    r.verdict = Verdict::kRejectedImplausible;
+    r.note = "head is " + Num(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
+             Num(p.ceiling_ratio) + "x";
+  } else if (in.kind == Kind::kRevert) {
+    if (above) {
+      accept();
+      r.note = "the change costs " + measured + ", beyond the gate of " + Pct(p.gate_frac);
+    } else {
+      r.verdict = Verdict::kRefused;
+      r.note = "evidence too weak: removing the change gains " + measured + "; the gate is " + Pct(p.gate_frac);
+    }
+  } else if (!above) {
+    r.verdict = Verdict::kNone;
+    r.note = (r.decision == Decision::kBelow ? "cannot reach the gate: " : "not shown above the gate: ") + measured +
+             "; parked";
+  } else {
+    std::string regressed;
+    for (const auto& g : r.guards)
+      if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + Pct(g.bounds.estimate - 1.0);
+    if (!regressed.empty()) {
+      r.verdict = Verdict::kRejectedRegression;
+      r.note = "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
+    } else if (!in.verified) {
+      r.verdict = Verdict::kUnverified;
+      r.tier = p.TierFor(r.gain);
+      r.note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+    } else if (r.surprise) {
+      r.verdict = Verdict::kHeldSurprise;
+      r.tier = p.TierFor(r.gain);
+      r.note = "measured " + measured + " vs predicted " + Pct(in.predict_frac.value_or(0.0)) +
+               ": held until deep parity confirms it";
+    } else {
+      accept();
+      r.note = "above the gate: " + measured;
+    }
+  }
+  for (const auto& g : r.guards)
+    if (g.regressed && g.declared) r.note += "; declared regression on " + g.metric + " " + Pct(g.bounds.estimate - 1.0);
+  if (r.surprise && r.verdict != Verdict::kHeldSurprise) r.note += "; surprise vs prediction";
+  return r;
+}
+
+}  // namespace verity::ledger

@@ -1,0 +1,95 @@
+// The verdict as a pure function: given the policy, the measured ABBA rounds
+// of the scored metric and its guards, the frontier, the prediction and the
+// kind of change, say what the ledger concludes. No database, no processes:
+// the submission sequence (submit.cc) gathers the inputs and records the result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/policy.h"
+#include "ledger/stats.h"
+
+namespace verity::ledger {
+
+enum class Verdict {
+  kAccepted,            // significantly above the gate, evidence bound: moves the frontier
+  kNone,                // not shown above the gate: parked, re-measured when the frontier moves
+  kRejectedParity,      // correctness gate failed or evidence too thin / not bound; speed never measured
+  kRejectedImplausible, // head/base above the plausibility ceiling
+  kRejectedRegression,  // a guard metric regressed beyond the gate, undeclared
+  kHeldSurprise,        // far from the prediction: held until deep parity confirms
+  kUnverified,          // would be accepted, but no parity evidence bound to the head artifact
+  kRefused,             // a revert (or reapply) without the evidence it needs
+  kFailed,              // the run could not complete (a command failed)
+};
+// The verdict's name as stored: "accepted", "none", "rejected-parity", ...
+const char* VerdictName(Verdict v);
+
+enum class Kind { kChange, kRevert, kReapply };
+const char* KindName(Kind k);
+std::optional<Kind> KindFromName(const std::string& name);
+
+// One ABBA round of one metric: base, head, head, base.
+struct Round {
+  double b1 = 0, h1 = 0, h2 = 0, b2 = 0;
+};
+struct MetricSeries {
+  std::string metric;
+  bool higher_is_better = true;
+  std::vector<Round> rounds;
+};
+
+// Returns true iff a larger value of `metric` is better: throughput names
+// (ending in _tok_s, _per_s, _gflops, _gb_s) are; anything else (peak memory,
+// latency, seconds) is lower-is-better.
+bool HigherIsBetter(const std::string& metric);
+// The round's ratio, oriented so that > 1 means the head is better.
+double RoundRatio(const Round& r, bool higher_is_better);
+std::vector<double> RoundRatios(const MetricSeries& s);
+
+// The sequential plan a policy prescribes, with a submitter's request for
+// more rounds applied (0 = the policy's value). Errors (fewer rounds than the
+// floor) are reported by CheckRequestedRounds in stats.h.
+SequentialPlan PlanFor(const Policy& p, int min_rounds = 0, int max_rounds = 0);
+
+struct ScoreInput {
+  Kind kind = Kind::kChange;
+  MetricSeries primary;
+  std::vector<MetricSeries> guards;
+  std::vector<std::string> declared_regressions;  // --accept-regression METRIC
+  std::optional<double> frontier;                 // nullopt: this run seeds it from its base median
+  std::optional<double> predict_frac;             // the prediction, as a fraction
+  int attempt = 0;                                // 0 = first measurement, k = k-th re-measurement
+  bool verified = true;                           // parity evidence is bound to the head's artifact
+  SequentialPlan plan;
+};
+
+struct GuardResult {
+  std::string metric;
+  bool higher_is_better = true;
+  Bounds bounds;
+  bool regressed = false, declared = false;
+};
+
+struct ScoreResult {
+  Verdict verdict = Verdict::kNone;
+  Tier tier = Tier::kNone;
+  Decision decision = Decision::kUnresolved;
+  Bounds ratio;                   // median per-round ratio and its bounds at the deciding look
+  double gain = 0.0;              // ratio.estimate - 1: the head against its own base
+  double base_median = 0.0, head_median = 0.0;
+  double frontier_before = 0.0, frontier_after = 0.0;
+  double gate = 0.0;              // absolute: gate_frac x frontier_before
+  bool seeds_frontier = false;    // the frontier was empty: frontier_before is this run's base
+  bool moves_frontier = false;    // frontier_after = frontier_before x ratio
+  bool surprise = false;
+  std::vector<GuardResult> guards;
+  std::string note;
+};
+
+// Scores one measured run. Returns the verdict and every number behind it.
+ScoreResult Score(const Policy& policy, const ScoreInput& in);
+
+}  // namespace verity::ledger

@@ -1,0 +1,51 @@
+#include "measure/box_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace verity::measure {
+namespace {
+std::string ReadHolder(int fd) {
+  char buf[256] = {0};
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  std::string s = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("unknown holder");
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+}  // namespace
+
+Result<std::unique_ptr<BoxLock>> BoxLock::Acquire(const std::string& dir, const std::string& fingerprint,
+                                                  const std::function<void(const std::string&)>& waiting) {
+  const std::string path = dir + "/verity-box-" + fingerprint.substr(0, 16) + ".lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return Status::Error(path + ": cannot open the box lock: " + std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      close(fd);
+      return Status::Error(path + ": cannot lock: " + std::strerror(errno));
+    }
+    if (waiting) waiting("waiting for the box lock " + path + " (held by " + ReadHolder(fd) + ")");
+    while (flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      close(fd);
+      return Status::Error(path + ": cannot lock: " + std::strerror(errno));
+    }
+  }
+  // Say who holds it, for whoever waits next.
+  const std::string me = "pid " + std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // Only the waiting message loses its detail; the lock itself is held.
+  }
+  return std::unique_ptr<BoxLock>(new BoxLock(fd, path));
+}
+
+BoxLock::~BoxLock() {
+  flock(fd_, LOCK_UN);
+  close(fd_);
+}
+
+}  // namespace verity::measure

@@ -1,0 +1,33 @@
+// The per-box measurement lock. Two submissions timing on one box at once
+// would interleave their samples and corrupt both, whatever ledger each
+// writes to; so every measurement holds an exclusive flock on a file named
+// after the box fingerprint, across all its ABBA rounds (not its parity run).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+
+namespace verity::measure {
+
+class BoxLock {
+ public:
+  // Takes the lock `<dir>/verity-box-<fingerprint prefix>.lock`, waiting as
+  // long as another process holds it; `waiting` is told once, naming the
+  // holder, when the lock is busy. Errors name the lock file.
+  static Result<std::unique_ptr<BoxLock>> Acquire(const std::string& dir, const std::string& fingerprint,
+                                                  const std::function<void(const std::string&)>& waiting);
+  ~BoxLock();
+  BoxLock(const BoxLock&) = delete;
+  BoxLock& operator=(const BoxLock&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  BoxLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
+
+}  // namespace verity::measure

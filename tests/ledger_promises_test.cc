@@ -1,0 +1,286 @@
+// The ledger keeps the promises it makes (issue 9): each test replays one way
+// a skeptical maintainer could talk the ledger into something it promises to
+// refuse, through the real `verity` binary and fake commands of known output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "tests/ledger_test_util.h"
+
+namespace verity::test {
+namespace {
+
+struct Case {
+  std::string dir, db;
+};
+Case Fresh(const std::string& tag) {
+  Case c;
+  c.dir = TempDir(tag);
+  c.db = c.dir + "/ledger.db";
+  return c;
+}
+std::string Note(const Submitted& s) { return s.j.contains("note") ? s.j["note"].get<std::string>() : s.cmd.err; }
+double Frontier(const std::string& db) {
+  auto f = JsonOf(VerityBin() + " frontier --json --ledger " + db);
+  return f["frontier"].empty() ? -1.0 : f["frontier"][0]["value"].get<double>();
+}
+int Seed() {
+  static int seed = 7000;
+  return seed += 2;
+}
+// A submission of a +7% head at 0.3% noise with the given parity command.
+Submitted Plus7(const Case& c, const std::string& tag, const std::string& parity, const std::string& extra = "") {
+  const int s = Seed();
+  return Submit(c.db, tag, 7, Bench(c.dir, tag + "-b", 1000, 0.003, s), Bench(c.dir, tag + "-h", 1070, 0.003, s + 1),
+                parity, extra);
+}
+
+// 1. Parity evidence is bound to the benchmarked artifact.
+TEST(Promises, ParityFromAnotherBinaryIsRefused) {
+  Case c = Fresh("bind");
+  auto s = Plus7(c, "other-binary", Parity("--artifact " + std::string(64, 'e')));
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  EXPECT_EQ(s.j["verdict"], "rejected-parity") << s.cmd.out;
+  EXPECT_NE(Note(s).find("does not cover what was benchmarked"), std::string::npos) << Note(s);
+  EXPECT_LT(Frontier(c.db), 0) << "a refused run seeded or moved the frontier";
+}
+
+TEST(Promises, EvidenceWithoutIdentityIsUnverifiedAndCannotMoveTheFrontier) {
+  Case c = Fresh("unverified");
+  auto s = Plus7(c, "no-identity", Parity("--no-build"));
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  EXPECT_EQ(s.j["verdict"], "unverified") << s.cmd.out;
+  EXPECT_EQ(s.j["frontier_after"], s.j["frontier_before"]);
+  auto f = JsonOf(VerityBin() + " frontier --json --ledger " + c.db);
+  EXPECT_EQ(f["frontier"][0]["reason"], "seed");
+}
+
+TEST(Promises, BitIdentityBindsTheBaseSideToo) {
+  Case c = Fresh("bind-base");
+  const int s = Seed();
+  auto r = Submit(c.db, "bits from another base", 3.5, Bench(c.dir, "b", 1000, 0.003, s),
+                  Bench(c.dir, "h", 1035, 0.003, s + 1), Parity(),
+                  "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--artifact " + std::string(64, 'f'))));
+  ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
+  EXPECT_EQ(r.j["verdict"], "rejected-parity") << r.cmd.out;
+  EXPECT_NE(Note(r).find("base parity evidence came from artifact ffff"), std::string::npos) << Note(r);
+}
+
+// 2. Parity evidence has a floor, and a NaN is a FAIL.
+TEST(Promises, ThinEvidenceIsRejectedNamingWhatIsMissing) {
+  struct Thin {
+    const char* args;
+    const char* names;
+  };
+  const Thin cases[] = {{"--depths 1", "1 depths, the policy needs at least 7"},
+                        {"--positions 1", "fewer than 8 positions"},
+                        {"--deepest 300", "is not the last context position 512"},
+                        {"--nan", "non-finite values at"},
+                        {"--mode deep", "mode 'deep' stated, 'standard' required"}};
+  for (const auto& t : cases) {
+    Case c = Fresh("thin");
+    const std::string marker = c.dir + "/head-ran";
+    const int s = Seed();
+    auto r = Submit(c.db, t.args, 7, Bench(c.dir, "b", 1000, 0.003, s),
+                    Bench(c.dir, "h", 1070, 0.003, s + 1, "--touch " + marker), Parity(t.args));
+    ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
+    EXPECT_EQ(r.j["verdict"], "rejected-parity") << t.args << ": " << r.cmd.out;
+    EXPECT_NE(Note(r).find(t.names), std::string::npos) << t.args << ": " << Note(r);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << t.args << ": the head's bench ran";
+  }
+}
+
+// 3. Deep parity is verified: at least twice the standard depths and window.
+TEST(Promises, DeepEvidenceMustBeDeeper) {
+  struct Deep {
+    const char* args;
+    const char* names;
+  };
+  const Deep cases[] = {{"--deep-depths 7", "deep evidence has 7 depths, needs 2x the 7"},
+                        {"--deep-window 8", "deep window 8 is not 2x the standard window 8"},
+                        {"--mode standard", "mode 'standard' stated, 'deep' required"}};
+  for (const auto& d : cases) {
+    Case c = Fresh("deep");
+    const int s = Seed();
+    auto held = Submit(c.db, "surprising", 1, Bench(c.dir, "b", 1000, 0.003, s), Bench(c.dir, "h", 1150, 0.003, s + 1),
+                       Parity(d.args));
+    ASSERT_EQ(held.j["verdict"], "held-surprise") << d.args << held.cmd.out << held.cmd.err;
+    auto conf = JsonOf(VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>()));
+    EXPECT_EQ(conf["verdict"], "rejected-parity") << d.args;
+    EXPECT_NE(conf["note"].get<std::string>().find(d.names), std::string::npos) << d.args << ": " << conf["note"];
+    EXPECT_EQ(conf["frontier_after"], conf["frontier_before"]);
+  }
+}
+
+// 4. Bit identity means every logit row, not the sampled windows.
+TEST(Promises, BitIdentityCoversEveryRow) {
+  Case c = Fresh("rows");
+  const std::string windows(64, 'c');
+  const int s = Seed();
+  auto r = Submit(c.db, "same windows, other rows", 3.5, Bench(c.dir, "b", 1000, 0.003, s),
+                  Bench(c.dir, "h", 1035, 0.003, s + 1), Parity("--sha " + windows + " --all-sha " + std::string(64, '1')),
+                  "--claim-bit-identical --base-parity-cmd " +
+                      Quote(Parity("--sha " + windows + " --all-sha " + std::string(64, '2'))));
+  ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
+  EXPECT_EQ(r.j["verdict"], "rejected-parity") << r.cmd.out;
+  EXPECT_NE(Note(r).find("logit rows differ"), std::string::npos) << Note(r);
+}
+
+// 5. Reverts and reapplies pass the same gates as changes.
+TEST(Promises, RevertAndReapplyPassTheGates) {
+  Case c = Fresh("gates");
+  auto a = Plus7(c, "change", Parity());
+  ASSERT_EQ(a.j["verdict"], "accepted") << a.cmd.out << a.cmd.err;
+  const std::string id = std::to_string(a.j["change"].get<int>()), L = " --ledger " + c.db;
+  auto revert = [&](const std::string& head_mean, const std::string& parity) {
+    const int s = Seed();
+    return Shell(VerityBin() + " revert --json" + L + " " + id + " --reason r --base-cmd " +
+                 Quote(Bench(c.dir, "rb" + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
+                 Quote(Bench(c.dir, "rh" + std::to_string(s), std::stod(head_mean), 0.003, s + 1)) + parity);
+  };
+  auto no_parity = revert("1050", "");
+  EXPECT_NE(no_parity.exit_code, 0);
+  EXPECT_NE(no_parity.err.find("--parity-cmd"), std::string::npos) << no_parity.err;
+  auto wrong_head = revert("1050", " --parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")));
+  ASSERT_EQ(wrong_head.exit_code, 0) << wrong_head.err;
+  EXPECT_NE(wrong_head.out.find("\"verdict\":\"rejected-parity\""), std::string::npos) << wrong_head.out;
+  auto implausible = revert("6000", " --parity-cmd " + Quote(Parity()));
+  EXPECT_NE(implausible.out.find("\"verdict\":\"rejected-implausible\""), std::string::npos) << implausible.out;
+  auto refused = revert("1000", " --parity-cmd " + Quote(Parity()));
+  ASSERT_NE(refused.out.find("\"verdict\":\"refused\""), std::string::npos) << refused.out;
+  const std::string refused_id = std::to_string(nlohmann::json::parse(refused.out)["change"].get<int>());
+
+  auto reapply = [&](const std::string& revert_id, const std::string& extra) {
+    const int s = Seed();
+    return Shell(VerityBin() + " reapply --json" + L + " " + revert_id + " --reason 'revert was wrong' --base-cmd " +
+                 Quote(Bench(c.dir, "ab" + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
+                 Quote(Bench(c.dir, "ah" + std::to_string(s), 1070, 0.003, s + 1)) + extra);
+  };
+  auto of_refused = reapply(refused_id, " --predict 7 --parity-cmd " + Quote(Parity()));
+  EXPECT_NE(of_refused.exit_code, 0);
+  EXPECT_NE(of_refused.err.find("was not accepted"), std::string::npos) << of_refused.err;
+
+  auto accepted = revert("1050", " --parity-cmd " + Quote(Parity()));
+  ASSERT_NE(accepted.out.find("\"verdict\":\"accepted\""), std::string::npos) << accepted.out << accepted.err;
+  const std::string revert_id = std::to_string(nlohmann::json::parse(accepted.out)["change"].get<int>());
+  auto unpredicted = reapply(revert_id, " --parity-cmd " + Quote(Parity()));
+  EXPECT_NE(unpredicted.exit_code, 0);
+  EXPECT_NE(unpredicted.err.find("--predict"), std::string::npos) << unpredicted.err;
+  auto failing = reapply(revert_id, " --predict 7 --parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")));
+  EXPECT_NE(failing.out.find("\"verdict\":\"rejected-parity\""), std::string::npos) << failing.out;
+  auto surprising = reapply(revert_id, " --predict 1 --parity-cmd " + Quote(Parity()));
+  EXPECT_NE(surprising.out.find("\"verdict\":\"held-surprise\""), std::string::npos) << surprising.out;
+}
+
+// 6. The frontier is derived: retracting any event gives the frontier as if
+// that run had never counted. 7. Gains are head vs the run's own base.
+TEST(Promises, FrontierIsDerivedAndRetractionsUndoExactly) {
+  Case c = Fresh("ladder");
+  struct Step {
+    int run;
+    double base, ratio;
+  };
+  std::vector<Step> steps;
+  for (double head : {1070.0, 1050.0, 1100.0, 1040.0}) {
+    const int s = Seed();
+    auto r = Submit(c.db, "x" + std::to_string(head), 100 * (head / 1000 - 1), Bench(c.dir, "b" + std::to_string(s), 1000, 0.003, s),
+                    Bench(c.dir, "h" + std::to_string(s), head, 0.003, s + 1), Parity());
+    ASSERT_EQ(r.j["verdict"], "accepted") << r.cmd.out << r.cmd.err;
+    steps.push_back({r.j["run"].get<int>(), r.j["base_median"].get<double>(), 1.0 + r.j["gain"].get<double>()});
+    // 7: the gain is against this run's own base (1000), not the frontier it faces.
+    EXPECT_NEAR(r.j["gain"].get<double>(), head / 1000 - 1, 0.005) << head;
+    EXPECT_NEAR(r.j["frontier_after"].get<double>(), r.j["frontier_before"].get<double>() * steps.back().ratio, 1e-6);
+  }
+  const double seed = steps[0].base;
+  auto product = [&](std::vector<int> idx) {
+    double f = 1;
+    for (int i : idx) f *= steps[i].ratio;
+    return f;
+  };
+  EXPECT_NEAR(Frontier(c.db), seed * product({0, 1, 2, 3}), 1e-6);
+  auto retract = [&](int i) {
+    auto r = Shell(VerityBin() + " retract --ledger " + c.db + " " + std::to_string(steps[i].run) + " --reason test");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  retract(2);  // a middle event
+  EXPECT_NEAR(Frontier(c.db), seed * product({0, 1, 3}), 1e-6);
+  retract(3);  // the last event
+  EXPECT_NEAR(Frontier(c.db), seed * product({0, 1}), 1e-6);
+  retract(0);  // the first event, which also seeded: the next run seeds from its own base
+  EXPECT_NEAR(Frontier(c.db), steps[1].base * product({1}), 1e-6);
+}
+
+// 12. Every other metric is a guard.
+TEST(Promises, GuardMetricsBlockUndeclaredRegressions) {
+  Case c = Fresh("guards");
+  const int s = Seed();
+  auto bench = [&](const std::string& tag, double decode, double prefill, double rss, int seed) {
+    char g[96];
+    std::snprintf(g, sizeof g, "--guard prefill_tok_s=%g --guard peak_rss_mb=%g", prefill, rss);
+    return Bench(c.dir, tag, decode, 0.003, seed, g);
+  };
+  auto slower_prefill = Submit(c.db, "decode up, prefill down", 7, bench("b1", 1000, 5000, 100, s),
+                               bench("h1", 1070, 4500, 100, s + 1), Parity());
+  ASSERT_EQ(slower_prefill.cmd.exit_code, 0) << slower_prefill.cmd.err;
+  EXPECT_EQ(slower_prefill.j["verdict"], "rejected-regression") << slower_prefill.cmd.out;
+  EXPECT_NE(Note(slower_prefill).find("prefill_tok_s"), std::string::npos) << Note(slower_prefill);
+  auto more_memory = Submit(c.db, "decode up, memory up", 7, bench("b2", 1000, 5000, 100, s + 2),
+                            bench("h2", 1070, 5000, 130, s + 3), Parity());
+  EXPECT_EQ(more_memory.j["verdict"], "rejected-regression") << more_memory.cmd.out;
+  EXPECT_NE(Note(more_memory).find("peak_rss_mb"), std::string::npos) << "lower is better for memory";
+  auto declared = Submit(c.db, "declared", 7, bench("b3", 1000, 5000, 100, s + 4), bench("h3", 1070, 4500, 100, s + 5),
+                         Parity(), "--accept-regression prefill_tok_s");
+  EXPECT_EQ(declared.j["verdict"], "accepted") << declared.cmd.out;
+  bool shown = false;
+  for (const auto& g : declared.j["guards"])
+    if (g["metric"] == "prefill_tok_s") shown = g["regressed"] == true && g["declared"] == true;
+  EXPECT_TRUE(shown) << declared.j["guards"];
+  EXPECT_NE(Note(declared).find("declared regression on prefill_tok_s"), std::string::npos);
+}
+
+// 8 (end to end): the policy's floor on rounds; more may be asked, never fewer.
+TEST(Promises, RoundsFloorIsThePolicys) {
+  Case c = Fresh("floor");
+  const int s = Seed();
+  auto fewer = Submit(c.db, "two rounds", 7, Bench(c.dir, "b", 1000, 0.003, s), Bench(c.dir, "h", 1070, 0.003, s + 1),
+                      Parity(), "--min-rounds 2");
+  EXPECT_NE(fewer.cmd.exit_code, 0);
+  EXPECT_NE(fewer.cmd.err.find("below the policy floor of 10"), std::string::npos) << fewer.cmd.err;
+  auto more = Submit(c.db, "twelve rounds", 7, Bench(c.dir, "b2", 1000, 0.003, s), Bench(c.dir, "h2", 1070, 0.003, s + 1),
+                     Parity(), "--min-rounds 12 --max-rounds 40");
+  ASSERT_EQ(more.cmd.exit_code, 0) << more.cmd.err;
+  EXPECT_GE(more.j["rounds"].get<int>(), 12);
+  EXPECT_EQ(more.j["verdict"], "accepted");
+}
+
+// 9. Two submissions on one box never time at the same moment.
+TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
+  const std::string dir = TempDir("lock"), db = dir + "/l.db";
+  auto background = [&](const std::string& tag, int seed) {
+    const std::string out = dir + "/" + tag;
+    return "(VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " + tag +
+           " --predict 7 --base-cmd " + Quote(Bench(dir, tag + "b", 1000, 0.003, seed, "--sleep 0.03")) +
+           " --head-cmd " + Quote(Bench(dir, tag + "h", 1070, 0.003, seed + 1, "--sleep 0.03")) + " --parity-cmd " +
+           Quote(Parity()) + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
+  };
+  Shell(background("a", 1) + background("b", 3) + "wait");
+  int waited = 0;
+  for (const char* t : {"a", "b"}) {
+    EXPECT_EQ(ReadFile(dir + "/" + t + ".rc"), "0\n") << ReadFile(dir + "/" + t + ".err");
+    waited += ReadFile(dir + "/" + t + ".err").find("waiting for the box lock") != std::string::npos;
+  }
+  EXPECT_EQ(waited, 1) << "exactly one submission should have said it was waiting";
+  auto ranges = Shell("sqlite3 " + db + " \"SELECT min(taken_at), max(taken_at) FROM samples GROUP BY run_id ORDER BY run_id\"");
+  ASSERT_EQ(ranges.exit_code, 0) << ranges.err;
+  std::vector<std::pair<std::string, std::string>> r;
+  std::stringstream ss(ranges.out);
+  for (std::string line; std::getline(ss, line);) r.push_back({line.substr(0, line.find('|')), line.substr(line.find('|') + 1)});
+  ASSERT_EQ(r.size(), 2u) << ranges.out;
+  const bool disjoint = r[0].second < r[1].first || r[1].second < r[0].first;
+  EXPECT_TRUE(disjoint) << "sample times overlap: " << ranges.out;
+}
+
+}  // namespace
+}  // namespace verity::test
