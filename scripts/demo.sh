@@ -58,7 +58,7 @@ $v submit --title "Skip attention past 128 positions (corrupted)" --author demo 
 
 say "4. a revert of the fast path with weak evidence: main without it is not faster"
 $v revert "$fast_change" --reason "suspected it slows short prompts" \
-  --base-cmd "$(bench $v 1 fast)" --head-cmd "$(bench $v 1 reference)"
+  --base-cmd "$(bench $v 1 fast)" --head-cmd "$(bench $v 1 reference)" --parity-cmd "$(parity $v reference)"
 
 say "5. the frontier moved: the parked change is re-measured against it"
 rem=$($v remeasure)
@@ -70,7 +70,11 @@ $v retract "$tiny_run" --reason "measured while cmake --build of the corrupted e
   ${remeasure_run:+--replaced-by "$remeasure_run"}
 
 say "the ledger's own checks"
-$v ledger verify
+verify_out=$($v ledger verify)
+echo "$verify_out"
+tip=$(echo "$verify_out" | sed -nE 's/.*tip=([0-9a-f]+|genesis).*/\1/p')
+$v ledger verify --expect-tip "$tip" >/dev/null || { echo "ledger verify --expect-tip $tip failed"; exit 1; }
+echo "   (a reader who noted tip ${tip:0:16} detects truncation with: verity ledger verify --expect-tip <tip>)"
 $v frontier
 
 say "changelog"
