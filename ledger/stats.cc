@@ -142,13 +142,13 @@ bool GuardRegressed(const std::vector<double>& ratios, double gate, double alpha
 
 std::optional<std::string> CheckRequestedRounds(const SequentialPlan& policy, int min_rounds, int max_rounds) {
   if (min_rounds < policy.min_rounds)
-    return "--min-rounds " + std::to_string(min_rounds) + " is below the policy floor of " +
+    return "a minimum of " + std::to_string(min_rounds) + " rounds is below the policy floor of " +
            std::to_string(policy.min_rounds) + " rounds (more are allowed, fewer never)";
   if (max_rounds < policy.max_rounds)
-    return "--max-rounds " + std::to_string(max_rounds) + " is below the policy floor of " +
+    return "a maximum of " + std::to_string(max_rounds) + " rounds is below the policy floor of " +
            std::to_string(policy.max_rounds) + " rounds (more are allowed, fewer never)";
   if (max_rounds < min_rounds)
-    return "--max-rounds " + std::to_string(max_rounds) + " is below --min-rounds " + std::to_string(min_rounds);
+    return "a maximum of " + std::to_string(max_rounds) + " rounds is below the minimum of " + std::to_string(min_rounds);
   return std::nullopt;
 }
 

@@ -20,7 +20,7 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   CommandOutput rev = RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
   b.sha = Trim(rev.out);
   if (rev.exit_code != 0 || b.sha.size() != 40)
-    return Status::Error("--base/--head: '" + ref + "' is not a commit in " + repo);
+    return Status::Error("ref '" + ref + "' is not a commit in " + repo);
   std::error_code ec;
   fs::create_directories(cache_dir, ec);
   if (ec) return Status::Error(cache_dir + ": cannot create the worktree cache");

@@ -151,7 +151,7 @@ TEST(StatsUnit, CheckRequestedRounds) {
   EXPECT_NE(e->find("floor of 30"), std::string::npos) << *e;
   e = CheckRequestedRounds(floor, 40, 35);
   ASSERT_TRUE(e.has_value());
-  EXPECT_NE(e->find("below --min-rounds 40"), std::string::npos) << *e;
+  EXPECT_NE(e->find("below the minimum of 40"), std::string::npos) << *e;
 }
 
 TEST(StatsUnit, DecideOnlyAtLooks) {
