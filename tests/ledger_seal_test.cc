@@ -121,7 +121,8 @@ TEST(SealBytes, AnyBytesRoundTripThroughInsertSealedAndVerify) {
   EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x\0y", 3))}), ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
   auto v = Verify(path);
   EXPECT_EQ(v.verdict, "PASS") << v.cmd.out << v.cmd.err;
-  EXPECT_EQ(v.records, 4) << "policy and three boxes";
+  EXPECT_EQ(std::to_string(v.records), Sql(path, "SELECT count(*) FROM seal_chain")) << "the policy rows and three boxes";
+  EXPECT_EQ(Sql(path, "SELECT count(*) FROM seal_chain WHERE tbl = 'boxes'"), "3");
 }
 
 TEST(SealBytes, SubmissionsWhoseCommandsPrintNulInvalidUtf8AndAHugeLineStillVerify) {
@@ -252,7 +253,8 @@ TEST(SealTip, EmptyChainTipIsGenesis) {
   ASSERT_EQ(Shell(VerityBin() + " ledger migrate --ledger " + full).exit_code, 0);
   auto f = Verify(full, "--expect-tip genesis");
   EXPECT_EQ(f.verdict, "PASS") << f.cmd.out;
-  EXPECT_EQ(f.records, 1) << "the policy";
+  EXPECT_GT(f.records, 0) << "the policy";
+  EXPECT_EQ(std::to_string(f.records), Sql(full, "SELECT count(*) FROM seal_chain"));
 }
 
 // --- keyed seals -------------------------------------------------------------
