@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/status.h"
@@ -24,6 +25,9 @@ class Registry {
 
 // Prints "verity: error: <message>" on stderr and returns exit code 1.
 int Fail(const Status& s);
+// One JSON object as one line. Recorded command output may hold any bytes:
+// invalid UTF-8 is printed as U+FFFD rather than aborting the program.
+std::string JsonLine(const nlohmann::json& j);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);

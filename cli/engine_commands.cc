@@ -18,6 +18,10 @@ int Fail(const Status& s) {
   return 1;
 }
 
+std::string JsonLine(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 namespace {
 
 struct Loaded {

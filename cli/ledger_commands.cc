@@ -51,7 +51,7 @@ std::string Num(const std::optional<double>& v) {
 // Prints an outcome (one JSON object, or one summary line) and returns the exit code.
 int Report(const char* cmd, const Outcome& o, bool json) {
   if (json) {
-    std::printf("%s\n", o.ToJson().dump().c_str());
+    std::printf("%s\n", JsonLine(o.ToJson()).c_str());
   } else {
     std::printf("%s: change=%lld run=%lld verdict=%s tier=%s gain=%s ci=[%s, %s] gate=%s frontier=%s->%s rounds=%d\n",
                 cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), o.verdict.c_str(),
@@ -163,7 +163,7 @@ void PrintHistory(const nlohmann::json& j) {
 
 void PrintJsonOrText(const nlohmann::json& j, bool json, void (*human)(const nlohmann::json&)) {
   if (json) {
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", JsonLine(j).c_str());
   } else {
     human(j);
   }
@@ -294,7 +294,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
         else code |= Report("remeasure", o, false);
         if (!o.completed()) code = 1;
       }
-      if (c->json) std::printf("%s\n", nlohmann::json{{"remeasured", arr}}.dump().c_str());
+      if (c->json) std::printf("%s\n", JsonLine(nlohmann::json{{"remeasured", arr}}).c_str());
       else std::printf("remeasure: %zu queued change(s) re-measured\n", os->size());
       return code;
     });

@@ -284,3 +284,24 @@ TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
 
 }  // namespace
 }  // namespace verity::test
+
+namespace verity::test {
+namespace {
+
+// 10 (printing side): recorded bytes that are not UTF-8 never crash a JSON printer.
+TEST(Promises, JsonOutputSurvivesInvalidUtf8InRecordedText) {
+  Case c = Fresh("utf8");
+  const std::string bad = "printf 'bad \\377\\376 bytes' >&2; exit 3";
+  auto s = Submit(c.db, "bad bytes", 3, bad, bad, Parity());
+  EXPECT_EQ(s.cmd.exit_code, 1) << s.cmd.err;
+  ASSERT_TRUE(s.j.is_object()) << "submit --json printed no JSON: " << s.cmd.out;
+  EXPECT_EQ(s.j["verdict"], "failed");
+  auto show = Shell(VerityBin() + " show --json --ledger " + c.db + " " + std::to_string(s.j["change"].get<int>()));
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("\"failed\""), std::string::npos) << show.out;
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + c.db);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
+}  // namespace
+}  // namespace verity::test
