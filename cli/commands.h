@@ -31,6 +31,8 @@ std::string JsonLine(const nlohmann::json& j);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
+// show, frontier, history: printers over the ledger's read model.
+void RegisterQueryCommands(CLI::App& app, Registry& reg);
 // `ledger verify` (read-only, --expect-tip) and `ledger migrate`.
 void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);

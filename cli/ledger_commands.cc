@@ -1,5 +1,6 @@
-// submit, confirm, remeasure, revert, reapply, retract, show, frontier,
-// history: thin wiring over ledger/ (ledger verify|migrate: ledger_admin_commands.cc).
+// submit, confirm, remeasure, revert, reapply, retract: thin wiring over
+// ledger/ (show, frontier, history: query_commands.cc; ledger verify|migrate:
+// ledger_admin_commands.cc).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -68,105 +69,6 @@ MeasureOptions WithProgress(MeasureOptions m) {
   m.lock_dir = env::LockDir();
   m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return m;
-}
-
-// Human renderings of the query JSON (the JSON itself is the contract).
-std::string S(const nlohmann::json& v) {
-  if (v.is_null()) return "n/a";
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump();
-}
-std::optional<double> D(const nlohmann::json& v) {
-  if (v.is_number()) return v.get<double>();
-  return std::nullopt;
-}
-
-void PrintShow(const nlohmann::json& j) {
-  const auto& c = j["change"];
-  std::printf("change %s: %s [%s] by %s, recorded %s\n", S(c["id"]).c_str(), S(c["title"]).c_str(), S(c["kind"]).c_str(),
-              S(c["author"]).c_str(), S(c["created_at"]).c_str());
-  if (!c["target_change"].is_null()) std::printf("  of change %s; reason: %s\n", S(c["target_change"]).c_str(), S(c["reason"]).c_str());
-  std::printf("  claim %s  prediction %s  bit identity %s\n", c["claim_pct"].is_null() ? "n/a" : (S(c["claim_pct"]) + "%").c_str(),
-              c["predict_pct"].is_null() ? "n/a" : (S(c["predict_pct"]) + "%").c_str(),
-              c["claim_bit_identical"] == 1 ? "claimed" : "not claimed");
-  std::printf("  state: %s\n", S(j["state"]).c_str());
-  for (const auto& r : j["runs"]) {
-    std::printf("  run %s (%s, box %s, %s): %s samples (%s warm-up)\n", S(r["run"]).c_str(), S(r["purpose"]).c_str(),
-                S(r["box"]).c_str(), S(r["status"]).c_str(), S(r["samples"]).c_str(), S(r["warmup_samples"]).c_str());
-    for (const auto& a : r["artifacts"])
-      std::printf("    artifact %s: build %s, sha256 %.16s\n", S(a["side"]).c_str(), S(a["build_id"]).c_str(),
-                  S(a["artifact_sha256"]).c_str());
-    for (const auto& p : r["parity"])
-      std::printf("    parity %s %s: %s\n", S(p["side"]).c_str(), S(p["mode"]).c_str(), S(p["message"]).c_str());
-    for (const auto& sc : r["scores"]) {
-      std::printf("    score: %s tier %s gain %s ci [%s, %s] gate %s frontier %s -> %s rounds %s (policy v%s)\n",
-                  S(sc["verdict"]).c_str(), S(sc["tier"]).c_str(), Pct(D(sc["gain"])).c_str(), Pct(D(sc["ci_low"])).c_str(),
-                  Pct(D(sc["ci_high"])).c_str(), Num(D(sc["gate"])).c_str(), Num(D(sc["frontier_before"])).c_str(),
-                  Num(D(sc["frontier_after"])).c_str(), S(sc["rounds"]).c_str(), S(sc["policy_version"]).c_str());
-      if (!S(sc["note"]).empty()) std::printf("      note: %s\n", S(sc["note"]).c_str());
-    }
-    if (r.contains("failure")) std::printf("    failed: %s\n", S(r["failure"]).c_str());
-    if (!r["retraction"].is_null())
-      std::printf("    RETRACTED: %s%s\n", S(r["retraction"]["reason"]).c_str(),
-                  r["retraction"]["replaced_by_run"].is_null() ? "" : (" (replaced by run " + S(r["retraction"]["replaced_by_run"]) + ")").c_str());
-  }
-  for (const auto& x : j["related"])
-    std::printf("  related: change %s %s \"%s\" (%s)\n", S(x["id"]).c_str(), S(x["kind"]).c_str(), S(x["title"]).c_str(),
-                S(x["reason"]).c_str());
-}
-
-void PrintFrontier(const nlohmann::json& j) {
-  for (const auto& f : j["frontier"])
-    std::printf("frontier: %s on box %s = %s (gate %s under policy v%s), set by change %s run %s (%s)\n",
-                S(f["metric"]).c_str(), S(f["box"]).c_str(), Num(D(f["value"])).c_str(), Num(D(f["gate"])).c_str(),
-                S(f["policy_version"]).c_str(), S(f["change"]).c_str(), S(f["run"]).c_str(), S(f["reason"]).c_str());
-  std::printf("frontier: %zu metric/box pair%s\n", j["frontier"].size(), j["frontier"].size() == 1 ? "" : "s");
-}
-
-void PrintHistory(const nlohmann::json& j) {
-  if (j.contains("reverts")) {
-    std::printf("reverts and reapplies (%zu):\n", j["reverts"].size());
-    for (const auto& r : j["reverts"]) {
-      std::printf("  change %s %s of %s: %s; reason: %s", S(r["id"]).c_str(), S(r["kind"]).c_str(), S(r["target"]).c_str(),
-                  S(r["verdict"]).c_str(), S(r["reason"]).c_str());
-      if (r.contains("found_wrong"))
-        std::printf("; later found wrong: %s", r["found_wrong"] == true ? ("yes, reapplied by change " + S(r["reapplied_by"])).c_str() : "no");
-      std::printf("\n");
-    }
-  }
-  if (j.contains("retractions")) {
-    std::printf("retractions (%zu):\n", j["retractions"].size());
-    for (const auto& r : j["retractions"])
-      std::printf("  run %s of change %s \"%s\": gain %s (base %s, head %s); cause: %s%s\n", S(r["run"]).c_str(),
-                  S(r["change"]).c_str(), S(r["title"]).c_str(), Pct(D(r["gain"])).c_str(), Num(D(r["base_median"])).c_str(),
-                  Num(D(r["head_median"])).c_str(), S(r["reason"]).c_str(),
-                  r["replaced_by_run"].is_null() ? "" : ("; replaced by run " + S(r["replaced_by_run"])).c_str());
-  }
-  if (j.contains("none")) {
-    std::printf("parked changes (%zu):\n", j["none"].size());
-    for (const auto& c : j["none"]) {
-      std::printf("  change %s \"%s\"%s\n", S(c["id"]).c_str(), S(c["title"]).c_str(), c["queued"] == true ? " (queued for re-measure)" : "");
-      for (const auto& a : c["attempts"])
-        std::printf("    run %s %s: %s %s gain %s against frontier %s\n", S(a["run"]).c_str(), S(a["purpose"]).c_str(),
-                    S(a["verdict"]).c_str(), S(a["tier"]).c_str(), Pct(D(a["gain"])).c_str(), Num(D(a["frontier_before"])).c_str());
-    }
-  }
-  if (j.contains("timeline")) {
-    std::printf("timeline (%zu scores):\n", j["timeline"].size());
-    for (const auto& t : j["timeline"])
-      std::printf("  %s change %s %s \"%s\" run %s (%s): %s %s gain %s frontier %s -> %s\n", S(t["at"]).c_str(),
-                  S(t["change"]).c_str(), S(t["kind"]).c_str(), S(t["title"]).c_str(), S(t["run"]).c_str(),
-                  S(t["purpose"]).c_str(), S(t["verdict"]).c_str(), S(t["tier"]).c_str(), Pct(D(t["gain"])).c_str(),
-                  Num(D(t["frontier_before"])).c_str(), Num(D(t["frontier_after"])).c_str());
-  }
-}
-
-void PrintJsonOrText(const nlohmann::json& j, bool json, void (*human)(const nlohmann::json&)) {
-  if (json) {
-    std::printf("%s\n", JsonLine(j).c_str());
-  } else {
-    human(j);
-  }
 }
 
 struct RefOptions {
@@ -374,51 +276,6 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       Status s = (*l)->Retract(*run, *reason, r);
       if (!s.ok()) return Fail(s);
       std::printf("retract: run %lld retracted\n", static_cast<long long>(*run));
-      return 0;
-    });
-  }
-  {
-    auto* sub = app.add_subcommand("show", "A change with every attempt: prediction, samples, parity, scores.");
-    auto c = std::make_shared<Common>();
-    auto id = std::make_shared<int64_t>();
-    AddCommon(sub, *c);
-    sub->add_option("ID", *id, "change id")->required();
-    reg.On(sub, [=] {
-      auto l = OpenLedger(*c);
-      if (!l.ok()) return Fail(l.status());
-      auto j = (*l)->Show(*id);
-      if (!j.ok()) return Fail(j.status());
-      PrintJsonOrText(j.value(), c->json, PrintShow);
-      return 0;
-    });
-  }
-  {
-    auto* sub = app.add_subcommand("frontier", "The current frontier per metric and box, with the gate.");
-    auto c = std::make_shared<Common>();
-    AddCommon(sub, *c);
-    reg.On(sub, [=] {
-      auto l = OpenLedger(*c);
-      if (!l.ok()) return Fail(l.status());
-      auto j = (*l)->Frontier();
-      if (!j.ok()) return Fail(j.status());
-      PrintJsonOrText(j.value(), c->json, PrintFrontier);
-      return 0;
-    });
-  }
-  {
-    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes.");
-    auto c = std::make_shared<Common>();
-    auto what = std::make_shared<std::string>("all");
-    AddCommon(sub, *c);
-    sub->add_option("KIND", *what, "reverts | retractions | none | all")
-        ->check(CLI::IsMember({"reverts", "retractions", "none", "all"}))
-        ->capture_default_str();
-    reg.On(sub, [=] {
-      auto l = OpenLedger(*c);
-      if (!l.ok()) return Fail(l.status());
-      auto j = (*l)->History(*what);
-      if (!j.ok()) return Fail(j.status());
-      PrintJsonOrText(j.value(), c->json, PrintHistory);
       return 0;
     });
   }

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   verity::cli::RegisterCheckpointCommands(app, reg);
   verity::cli::RegisterParityCommand(app, reg);
   verity::cli::RegisterLedgerCommands(app, reg);
+  verity::cli::RegisterQueryCommands(app, reg);
   verity::cli::RegisterLedgerAdminCommands(app, reg);
   verity::cli::RegisterReportCommand(app, reg);
   CLI11_PARSE(app, argc, argv);

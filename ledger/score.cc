@@ -59,6 +59,14 @@ const char* VerdictName(Verdict v) {
   return "failed";
 }
 
+std::optional<Verdict> VerdictFromName(const std::string& name) {
+  for (Verdict v : {Verdict::kAccepted, Verdict::kNone, Verdict::kRejectedParity, Verdict::kRejectedImplausible,
+                    Verdict::kRejectedRegression, Verdict::kHeldSurprise, Verdict::kUnverified, Verdict::kRefused,
+                    Verdict::kFailed})
+    if (name == VerdictName(v)) return v;
+  return std::nullopt;
+}
+
 const char* KindName(Kind k) {
   switch (k) {
     case Kind::kRevert: return "revert";

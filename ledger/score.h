@@ -26,6 +26,8 @@ enum class Verdict {
 };
 // The verdict's name as stored: "accepted", "none", "rejected-parity", ...
 const char* VerdictName(Verdict v);
+// Returns the verdict named `name` (as VerdictName spells it), or nullopt when it is not one.
+std::optional<Verdict> VerdictFromName(const std::string& name);
 
 enum class Kind { kChange, kRevert, kReapply };
 const char* KindName(Kind k);

@@ -1,0 +1,95 @@
+// show, frontier, history: thin wiring over the ledger's read model
+// (ledger/read_model.h). --json prints the Ledger's JSON; otherwise the read
+// model's text printer.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "cli/commands.h"
+#include "ledger/ledger.h"
+#include "ledger/read_model.h"
+
+namespace verity::cli {
+namespace {
+
+struct Query {
+  std::string path = env::LedgerPath();
+  bool json = false;
+};
+
+void AddQueryOptions(CLI::App* sub, Query& q) {
+  sub->add_option("--ledger", q.path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_flag("--json", q.json, "print one JSON object on stdout");
+}
+
+// Opens the ledger and prints either the JSON or the text of one query.
+int Run(const Query& q, const std::function<Result<nlohmann::json>(ledger::Ledger&)>& json,
+        const std::function<Result<std::string>(ledger::Ledger&)>& text) {
+  auto l = ledger::Ledger::Open(q.path);
+  if (!l.ok()) return Fail(l.status());
+  if (q.json) {
+    auto j = json(**l);
+    if (!j.ok()) return Fail(j.status());
+    std::printf("%s\n", JsonLine(*j).c_str());
+  } else {
+    auto t = text(**l);
+    if (!t.ok()) return Fail(t.status());
+    std::fputs(t->c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterQueryCommands(CLI::App& app, Registry& reg) {
+  {
+    auto* sub = app.add_subcommand("show", "A change with every attempt: prediction, samples, parity evidence, scores "
+                                           "with their decision, bounds and guards.");
+    auto q = std::make_shared<Query>();
+    auto id = std::make_shared<int64_t>();
+    AddQueryOptions(sub, *q);
+    sub->add_option("ID", *id, "change id")->required();
+    reg.On(sub, [=] {
+      return Run(
+          *q, [&](ledger::Ledger& l) { return l.Show(*id); },
+          [&](ledger::Ledger& l) -> Result<std::string> {
+            VERITY_ASSIGN_OR_RETURN(auto v, ledger::LoadChangeView(l.db(), *id));
+            return ledger::ToText(v);
+          });
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("frontier", "The current frontier per metric and box, with the gate and the "
+                                               "ladder steps that do not count.");
+    auto q = std::make_shared<Query>();
+    AddQueryOptions(sub, *q);
+    reg.On(sub, [=] {
+      return Run(
+          *q, [](ledger::Ledger& l) { return l.Frontier(); },
+          [](ledger::Ledger& l) -> Result<std::string> {
+            VERITY_ASSIGN_OR_RETURN(auto v, ledger::LoadFrontierView(l));
+            return ledger::ToText(v);
+          });
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes.");
+    auto q = std::make_shared<Query>();
+    auto what = std::make_shared<std::string>("all");
+    AddQueryOptions(sub, *q);
+    sub->add_option("KIND", *what, "reverts | retractions | none | all")
+        ->check(CLI::IsMember({"reverts", "retractions", "none", "all"}))
+        ->capture_default_str();
+    reg.On(sub, [=] {
+      return Run(
+          *q, [&](ledger::Ledger& l) { return l.History(*what); },
+          [&](ledger::Ledger& l) -> Result<std::string> {
+            VERITY_ASSIGN_OR_RETURN(auto v, ledger::LoadHistory(l.db(), *what));
+            return ledger::ToText(v);
+          });
+    });
+  }
+}
+
+}  // namespace verity::cli
