@@ -309,9 +309,13 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     std::string text = line;
     if (IsLook(plan, n)) {
       const Bounds b = MedianBounds(ratios, LookAlpha(plan, attempt));
-      std::snprintf(line, sizeof line, "  look: median %+.2f%% bounds [%s, %s] -> %s", 100 * (b.estimate - 1),
-                    std::isfinite(b.low) ? (Num(100 * (b.low - 1)) + "%").c_str() : "none",
-                    std::isfinite(b.high) ? (Num(100 * (b.high - 1)) + "%").c_str() : "none", DecisionName(dec));
+      auto pct = [](double r) {
+        char p[32];
+        std::snprintf(p, sizeof p, "%+.2f%%", 100 * (r - 1));
+        return std::isfinite(r) ? std::string(p) : std::string("none");
+      };
+      std::snprintf(line, sizeof line, "  look: median %s bounds [%s, %s] -> %s", pct(b.estimate).c_str(),
+                    pct(b.low).c_str(), pct(b.high).c_str(), DecisionName(dec));
       text += line;
     }
     in.say(text);

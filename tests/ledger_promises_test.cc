@@ -137,8 +137,8 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
   auto revert = [&](const std::string& head_mean, const std::string& parity) {
     const int s = Seed();
     return Shell(VerityBin() + " revert --json" + L + " " + id + " --reason r --base-cmd " +
-                 Quote(Bench(c.dir, "rb" + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
-                 Quote(Bench(c.dir, "rh" + std::to_string(s), std::stod(head_mean), 0.003, s + 1)) + parity);
+                 Quote(Bench(c.dir, std::string("rb") + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
+                 Quote(Bench(c.dir, std::string("rh") + std::to_string(s), std::stod(head_mean), 0.003, s + 1)) + parity);
   };
   auto no_parity = revert("1050", "");
   EXPECT_NE(no_parity.exit_code, 0);
@@ -155,8 +155,8 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
   auto reapply = [&](const std::string& revert_id, const std::string& extra) {
     const int s = Seed();
     return Shell(VerityBin() + " reapply --json" + L + " " + revert_id + " --reason 'revert was wrong' --base-cmd " +
-                 Quote(Bench(c.dir, "ab" + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
-                 Quote(Bench(c.dir, "ah" + std::to_string(s), 1070, 0.003, s + 1)) + extra);
+                 Quote(Bench(c.dir, std::string("ab") + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
+                 Quote(Bench(c.dir, std::string("ah") + std::to_string(s), 1070, 0.003, s + 1)) + extra);
   };
   auto of_refused = reapply(refused_id, " --predict 7 --parity-cmd " + Quote(Parity()));
   EXPECT_NE(of_refused.exit_code, 0);
@@ -185,8 +185,8 @@ TEST(Promises, FrontierIsDerivedAndRetractionsUndoExactly) {
   std::vector<Step> steps;
   for (double head : {1070.0, 1050.0, 1100.0, 1040.0}) {
     const int s = Seed();
-    auto r = Submit(c.db, "x" + std::to_string(head), 100 * (head / 1000 - 1), Bench(c.dir, "b" + std::to_string(s), 1000, 0.003, s),
-                    Bench(c.dir, "h" + std::to_string(s), head, 0.003, s + 1), Parity());
+    auto r = Submit(c.db, std::string("x") + std::to_string(head), 100 * (head / 1000 - 1), Bench(c.dir, std::string("b") + std::to_string(s), 1000, 0.003, s),
+                    Bench(c.dir, std::string("h") + std::to_string(s), head, 0.003, s + 1), Parity());
     ASSERT_EQ(r.j["verdict"], "accepted") << r.cmd.out << r.cmd.err;
     steps.push_back({r.j["run"].get<int>(), r.j["base_median"].get<double>(), 1.0 + r.j["gain"].get<double>()});
     // 7: the gain is against this run's own base (1000), not the frontier it faces.
