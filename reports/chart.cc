@@ -1,5 +1,6 @@
-// The frontier ladder as a small static SVG: a step line with a dot and label
-// per accepted change. Plain SVG 1.1, renders in browsers and on code hosts.
+// The frontier ladder as a small static SVG: a step line through the counted
+// steps of the derived ladder, a dot and label per step; steps that do not
+// count stand apart, hollow. Plain SVG 1.1, renders in browsers and on code hosts.
 #include <algorithm>
 #include <cstdio>
 
@@ -55,10 +56,10 @@ std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& 
          Fmt("%.1f", v) + "</text>\n";
   }
   // The ladder: horizontal until the next change, then up (or down, after a revert).
-  // The ladder joins the points that still count; retracted ones stand apart.
+  // The ladder joins the points that count; the others stand apart.
   std::string path;
   for (size_t i = 0; i < points.size(); i++) {
-    if (points[i].retracted) continue;
+    if (!points[i].counted) continue;
     const std::string x = Fmt("%.1f", X(i)), y = Fmt("%.1f", Y(points[i].value));
     if (path.empty()) {
       path += "M ";
@@ -74,7 +75,7 @@ std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& 
   if (!path.empty()) s += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\"/>\n";
   for (size_t i = 0; i < points.size(); i++) {
     std::string x = Fmt("%.1f", X(i)), y = Fmt("%.1f", Y(points[i].value));
-    s += points[i].retracted
+    s += !points[i].counted
              ? "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"#ffffff\" stroke=\"#999\" stroke-width=\"1.5\"/>\n"
              : "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"4\" fill=\"#1f6feb\"/>\n";
     s += "<text x=\"" + x + "\" y=\"" + Fmt("%.1f", Y(points[i].value) - 10) + "\" text-anchor=\"middle\">" +
@@ -82,8 +83,8 @@ std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& 
     s += "<text x=\"" + x + "\" y=\"" + Fmt("%.1f", H - bottom + 18) + "\" text-anchor=\"middle\">" +
          Escape(points[i].label) + "</text>\n";
   }
-  s += "<text x=\"360\" y=\"" + Fmt("%.1f", H - 12) + "\" text-anchor=\"middle\" fill=\"#555\">frontier after each step "
-       "(seed, accepted, confirmed, revert); hollow grey: retracted</text>\n";
+  s += "<text x=\"360\" y=\"" + Fmt("%.1f", H - 12) + "\" text-anchor=\"middle\" fill=\"#555\">frontier after each "
+       "counted step; hollow grey: not counted (a retracted one at the value it claimed)</text>\n";
   s += "</svg>\n";
   return s;
 }

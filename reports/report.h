@@ -1,5 +1,7 @@
 // The markdown changelog, generated from the ledger alone. The same ledger
 // always yields byte-identical output (no clocks, stable order, fixed formats).
+// A printer over the ledger's read model (ledger/read_model.h): it runs no SQL
+// of its own.
 #pragma once
 
 #include <string>
@@ -7,6 +9,7 @@
 
 #include "base/status.h"
 #include "ledger/ledger.h"
+#include "ledger/read_model.h"
 
 namespace verity::reports {
 
@@ -25,11 +28,16 @@ struct WrittenReport {
 // Renders the report and its charts and writes them. Errors name the file.
 Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt);
 
-// One step of the frontier ladder, for the chart.
+// The markdown of a loaded view; `charts` receives (file name, SVG) per ladder.
+std::string RenderReport(const ledger::LedgerView& v, const ReportOptions& opt, const std::string& ledger_name,
+                         std::vector<std::pair<std::string, std::string>>* charts);
+
+// One step of the derived frontier ladder, for the chart.
 struct LadderPoint {
   std::string label;  // e.g. "#3"
-  double value;
-  bool retracted = false;  // drawn hollow and grey, off the line
+  double value;       // counted: the frontier after the step; retracted: the value it claimed
+  bool counted = true;     // not counted: drawn hollow and grey, off the line
+  bool retracted = false;  // (a retracted step is never counted)
 };
 // An SVG step chart of the frontier over the ladder (self-contained, no scripts).
 std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& points);
