@@ -5,16 +5,12 @@
 #include <cstdio>
 #include <map>
 
+#include "ledger/format.h"
 #include "ledger/stats.h"
 
 namespace verity::ledger {
 namespace {
 
-std::string Num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
 std::string Short(const std::string& sha) { return sha.empty() ? "(not stated)" : sha.substr(0, 16); }
 
 // What is missing from the evidence floor, "" if nothing.
@@ -42,7 +38,7 @@ std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
 
 // Builds a "<side> parity ..." one-line summary of evidence.
 std::string Summary(const measure::ParityEvidence& e) {
-  return "worst top-1 " + Num(e.worst_top1) + ", worst mean KL " + Num(e.worst_mean_kl) + " over " +
+  return "worst top-1 " + NumText(e.worst_top1) + ", worst mean KL " + NumText(e.worst_mean_kl) + " over " +
          std::to_string(e.depths.size()) + " depths (" + (e.mode.empty() ? "mode not stated" : e.mode) + ", window " +
          std::to_string(e.window) + "), exit " + std::to_string(e.exit_code);
 }
@@ -60,17 +56,17 @@ std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, con
   if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
   if (!e.reported_ok) why.push_back("the command reported ok:false");
   if (!pol.ParityPasses(e.worst_top1, e.worst_mean_kl))
-    why.push_back("worst top-1 " + Num(e.worst_top1) + " / mean KL " + Num(e.worst_mean_kl) + " outside top-1 >= " +
-                  Num(pol.parity_min_top1) + ", mean KL <= " + Num(pol.parity_max_mean_kl));
+    why.push_back("worst top-1 " + NumText(e.worst_top1) + " / mean KL " + NumText(e.worst_mean_kl) + " outside top-1 >= " +
+                  NumText(pol.parity_min_top1) + ", mean KL <= " + NumText(pol.parity_max_mean_kl));
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
   if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
   if (standard) {
     const double f = pol.deep_factor;
     if (e.depths.size() < f * standard->depths.size())
-      why.push_back("deep evidence has " + std::to_string(e.depths.size()) + " depths, needs " + Num(f) + "x the " +
+      why.push_back("deep evidence has " + std::to_string(e.depths.size()) + " depths, needs " + NumText(f) + "x the " +
                     std::to_string(standard->depths.size()) + " of the standard run");
     if (standard->window <= 0 || e.window < f * standard->window)
-      why.push_back("deep window " + std::to_string(e.window) + " is not " + Num(f) + "x the standard window " +
+      why.push_back("deep window " + std::to_string(e.window) + " is not " + NumText(f) + "x the standard window " +
                     std::to_string(standard->window));
   }
   std::string out;

@@ -4,24 +4,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ledger/format.h"
+
 namespace verity::ledger {
 namespace {
 
-std::string Pct(double f) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * f);
-  return b;
-}
-std::string Num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 std::string BoundsText(const Bounds& b) {
-  auto one = [](double r) { return std::isfinite(r) ? Pct(r - 1.0) : std::string("none"); };
+  auto one = [](double r) { return std::isfinite(r) ? PctText(r - 1.0) : std::string("none"); };
   return "[" + one(b.low) + ", " + one(b.high) + "]";
 }
 
@@ -131,7 +123,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   r.guards = ScoreGuards(p, in, alpha);
   if (in.predict_frac && in.kind != Kind::kRevert) r.surprise = p.IsSurprise(*in.predict_frac, r.gain);
 
-  const std::string measured = Pct(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + Num(alpha) +
+  const std::string measured = PctText(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + NumText(alpha) +
                                ", n " + std::to_string(r.ratio.n) + ")";
   const bool above = r.decision == Decision::kAbove;
   auto accept = [&] {
@@ -142,15 +134,15 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   };
   if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;
-    r.note = "head is " + Num(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
-             Num(p.ceiling_ratio) + "x";
+    r.note = "head is " + NumText(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
+             NumText(p.ceiling_ratio) + "x";
   } else if (in.kind == Kind::kRevert) {
     if (above) {
       accept();
-      r.note = "the change costs " + measured + ", beyond the gate of " + Pct(p.gate_frac);
+      r.note = "the change costs " + measured + ", beyond the gate of " + PctText(p.gate_frac);
     } else {
       r.verdict = Verdict::kRefused;
-      r.note = "evidence too weak: removing the change gains " + measured + "; the gate is " + Pct(p.gate_frac);
+      r.note = "evidence too weak: removing the change gains " + measured + "; the gate is " + PctText(p.gate_frac);
     }
   } else if (!above) {
     r.verdict = Verdict::kNone;
@@ -159,7 +151,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   } else {
     std::string regressed;
     for (const auto& g : r.guards)
-      if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + Pct(g.bounds.estimate - 1.0);
+      if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0);
     if (!regressed.empty()) {
       r.verdict = Verdict::kRejectedRegression;
       r.note = "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
@@ -170,7 +162,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     } else if (r.surprise) {
       r.verdict = Verdict::kHeldSurprise;
       r.tier = p.TierFor(r.gain);
-      r.note = "measured " + measured + " vs predicted " + Pct(in.predict_frac.value_or(0.0)) +
+      r.note = "measured " + measured + " vs predicted " + PctText(in.predict_frac.value_or(0.0)) +
                ": held until deep parity confirms it";
     } else {
       accept();
@@ -178,7 +170,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     }
   }
   for (const auto& g : r.guards)
-    if (g.regressed && g.declared) r.note += "; declared regression on " + g.metric + " " + Pct(g.bounds.estimate - 1.0);
+    if (g.regressed && g.declared) r.note += "; declared regression on " + g.metric + " " + PctText(g.bounds.estimate - 1.0);
   if (r.surprise && r.verdict != Verdict::kHeldSurprise) r.note += "; surprise vs prediction";
   return r;
 }

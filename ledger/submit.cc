@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ledger/format.h"
 #include "ledger/evidence.h"
 #include "ledger/record.h"
 #include "ledger/frontier.h"
@@ -18,16 +19,6 @@
 namespace verity::ledger {
 namespace {
 
-std::string Pct(double f) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * f);
-  return b;
-}
-std::string Num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
 
@@ -123,7 +114,7 @@ Result<Outcome> Ledger::Submit(const ChangeRequest& req, const MeasureOptions& o
   if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
   VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
   if (opt.progress) opt.progress("change " + std::to_string(id) + " recorded with prediction " +
-                                 Pct(*req.predict_pct / 100.0));
+                                 PctText(*req.predict_pct / 100.0));
   return Measure(id, req, "submit", std::nullopt, opt);
 }
 
@@ -238,7 +229,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (r.seeds_frontier) {
       VERITY_RETURN_IF_ERROR(InsertFrontierEvent(d, c.metric, box_id, run_id, "seed", r.base_median, std::nullopt,
                                                  std::nullopt).status());
-      say("empty frontier for " + c.metric + " on this box: seeded from the base, " + Num(r.base_median));
+      say("empty frontier for " + c.metric + " on this box: seeded from the base, " + NumText(r.base_median));
     }
     if (r.moves_frontier) {
       // A reapply names the revert run it replaces; the ladder counts it only
