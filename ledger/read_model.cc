@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
-#include <set>
 
 #include "ledger/ledger.h"
 #include "measure/measure.h"

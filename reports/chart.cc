@@ -72,6 +72,11 @@ std::string LadderSvg(const std::string& title, const std::vector<LadderPoint>& 
     }
     path += y;
   }
+  // After the last counted step the frontier stays where it is.
+  if (!path.empty() && !points.back().counted) {
+    path += " H ";
+    path += Fmt("%.1f", X(points.size() - 1));
+  }
   if (!path.empty()) s += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\"/>\n";
   for (size_t i = 0; i < points.size(); i++) {
     std::string x = Fmt("%.1f", X(i)), y = Fmt("%.1f", Y(points[i].value));

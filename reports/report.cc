@@ -1,5 +1,7 @@
-// Renders the changelog from the ledger's tables, loaded in bulk (a handful
-// of queries however large the ledger), then written section by section.
+// Renders the changelog from the ledger's read model (ledger/read_model.h),
+// loaded in bulk by LoadLedgerView, then written section by section. No SQL
+// here: every number comes from the typed view, and the ladder is the derived
+// one (counted steps and why), never matched up by float values.
 #include "reports/report.h"
 
 #include <cmath>
@@ -7,26 +9,33 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <set>
+
+#include "ledger/read_model.h"
 
 namespace verity::reports {
 namespace {
-using ledger::AsDouble;
-using ledger::AsInt;
-using ledger::AsText;
-using ledger::IsNull;
-using ledger::Row;
-using ledger::Value;
+using ledger::ChangeView;
+using ledger::Kind;
+using ledger::KindName;
+using ledger::LadderStep;
+using ledger::LadderView;
+using ledger::LedgerView;
+using ledger::RunView;
+using ledger::ScoreView;
+using ledger::TierName;
+using ledger::Verdict;
+using ledger::VerdictName;
 
 std::string F(const char* fmt, double v) {
   char b[64];
   std::snprintf(b, sizeof b, fmt, v);
   return b;
 }
-std::string Pct(const Value& v) { return IsNull(v) ? "—" : F("%+.2f%%", 100.0 * AsDouble(v)); }
-std::string PctOpt(const Value& v) { return IsNull(v) ? "—" : F("%+.2f%%", AsDouble(v)); }  // already percent
-std::string Num(const Value& v) { return IsNull(v) ? "—" : F("%.2f", AsDouble(v)); }
+// A fraction as a signed percentage; "—" when absent.
+std::string Pct(const std::optional<double>& v) { return v ? F("%+.2f%%", 100.0 * *v) : "—"; }
+std::string PctOpt(const std::optional<double>& v) { return v ? F("%+.2f%%", *v) : "—"; }  // already percent
+std::string Num(const std::optional<double>& v) { return v ? F("%.2f", *v) : "—"; }
+std::string Ratio(const std::optional<double>& r) { return r ? F("%+.2f%%", 100.0 * (*r - 1.0)) : "none"; }
 // Table cells: no pipes or newlines may break the row.
 std::string Cell(std::string s) {
   std::string o;
@@ -37,220 +46,216 @@ std::string Cell(std::string s) {
   }
   return o;
 }
+std::string Id(int64_t v) { return std::to_string(v); }
 
-struct Change {
-  int64_t id;
-  std::string kind, title, author, reason, created;
-  Value claim, predict, target;
-  bool bit_claim;
-  std::vector<int64_t> runs;
-};
-struct Run {
-  int64_t id, change;
-  std::string purpose, box, started;
-  int64_t samples = 0;
-  std::vector<size_t> scores;  // indexes into `scores`
-  std::string failure;
-  bool retracted = false;
-};
-struct Score {
-  int64_t id, run;
-  std::string verdict, tier, note;
-  Value gain, ci_low, ci_high, gate, front_before, front_after, base_med, head_med;
-  int64_t rounds, policy;
-};
-struct Parity {
-  std::string side, mode, message, sha;
-  int64_t passed;
-  Value top1, kl;
-};
+std::string RunState(const RunView& r) { return r.StateName(); }
 
-struct Data {
-  std::map<int64_t, Change> changes;
-  std::map<int64_t, Run> runs;
-  std::vector<Score> scores;
-  std::map<int64_t, std::vector<Parity>> parity;  // by run
-  std::vector<Row> retractions, frontier, boxes;
-  std::string policy;
-  double gate_frac = 0.0;
-};
-
-Result<Data> Load(ledger::Db& db) {
-  Data d;
-  VERITY_ASSIGN_OR_RETURN(auto pol, db.Query("SELECT version, gate_frac, tiers, ceiling_ratio, parity_min_top1, "
-                                             "parity_max_mean_kl, surprise_factor FROM policy ORDER BY version DESC LIMIT 1"));
-  if (pol.empty()) return Status::Error(db.path() + ": no policy recorded");
-  d.gate_frac = AsDouble(pol[0][1]);
-  std::string tiers;
-  try {
-    for (const auto& t : nlohmann::json::parse(AsText(pol[0][2])))
-      tiers += (tiers.empty() ? "" : ", ") + t[0].get<std::string>() + " >= " + F("%g%%", 100 * t[1].get<double>());
-  } catch (const std::exception&) {
-    return Status::Error(db.path() + ": policy tiers are unreadable");
-  }
-  d.policy = "policy v" + std::to_string(AsInt(pol[0][0])) + ": gate " + F("%g%%", 100 * AsDouble(pol[0][1])) +
-               " of the frontier; tiers " + tiers + "; plausibility ceiling " + F("%.0fx", AsDouble(pol[0][3])) +
-               " the base; parity top-1 >= " + F("%.2f", AsDouble(pol[0][4])) + " and mean KL <= " +
-               F("%.2f", AsDouble(pol[0][5])) + " (worst depth); surprise beyond " + F("%.0fx", AsDouble(pol[0][6])) +
-               " the prediction";
-  VERITY_ASSIGN_OR_RETURN(auto cs, db.Query("SELECT id, kind, title, author, claim_pct, predict_pct, claim_bit_identical, "
-                                            "target_change, reason, created_at FROM changes ORDER BY id"));
-  for (const auto& r : cs)
-    d.changes[AsInt(r[0])] = Change{AsInt(r[0]), AsText(r[1]), AsText(r[2]), AsText(r[3]), AsText(r[8]), AsText(r[9]),
-                                    r[4], r[5], r[7], AsInt(r[6]) != 0, {}};
-  VERITY_ASSIGN_OR_RETURN(auto rs, db.Query("SELECT r.id, r.change_id, r.purpose, b.fingerprint, r.started_at FROM runs r "
-                                            "JOIN boxes b ON b.id = r.box_id ORDER BY r.id"));
-  for (const auto& r : rs) {
-    Run run;
-    run.id = AsInt(r[0]);
-    run.change = AsInt(r[1]);
-    run.purpose = AsText(r[2]);
-    run.box = AsText(r[3]);
-    run.started = AsText(r[4]);
-    d.runs[run.id] = run;
-    d.changes[run.change].runs.push_back(run.id);
-  }
-  VERITY_ASSIGN_OR_RETURN(auto cnt, db.Query("SELECT run_id, count(*) FROM samples GROUP BY run_id"));
-  for (const auto& r : cnt) d.runs[AsInt(r[0])].samples = AsInt(r[1]);
-  VERITY_ASSIGN_OR_RETURN(auto ss, db.Query("SELECT id, run_id, verdict, tier, note, gain, ci_low, ci_high, gate, "
-                                            "frontier_before, frontier_after, base_median, head_median, rounds, "
-                                            "policy_version FROM scores ORDER BY id"));
-  for (const auto& r : ss) {
-    d.scores.push_back(Score{AsInt(r[0]), AsInt(r[1]), AsText(r[2]), AsText(r[3]), AsText(r[4]), r[5], r[6], r[7], r[8],
-                             r[9], r[10], r[11], r[12], AsInt(r[13]), AsInt(r[14])});
-    d.runs[AsInt(r[1])].scores.push_back(d.scores.size() - 1);
-  }
-  VERITY_ASSIGN_OR_RETURN(auto ps, db.Query("SELECT run_id, side, mode, message, logits_sha256, passed, worst_top1, "
-                                            "worst_mean_kl FROM parity_results ORDER BY id"));
-  for (const auto& r : ps)
-    d.parity[AsInt(r[0])].push_back(Parity{AsText(r[1]), AsText(r[2]), AsText(r[3]), AsText(r[4]), AsInt(r[5]), r[6], r[7]});
-  VERITY_ASSIGN_OR_RETURN(auto fs, db.Query("SELECT run_id, message FROM run_failures ORDER BY id"));
-  for (const auto& r : fs) d.runs[AsInt(r[0])].failure = AsText(r[1]);
-  VERITY_ASSIGN_OR_RETURN(d.retractions, db.Query("SELECT t.run_id, t.reason, t.replaced_by_run, t.by_change FROM "
-                                                  "retractions t ORDER BY t.id"));
-  for (const auto& r : d.retractions) d.runs[AsInt(r[0])].retracted = true;
-  VERITY_ASSIGN_OR_RETURN(d.frontier, db.Query("SELECT f.metric, b.fingerprint, f.value, f.run_id, f.reason FROM "
-                                               "frontier_events f JOIN boxes b ON b.id = f.box_id ORDER BY f.id"));
-  return d;
+// "above at attempt 0, alpha 0.005" (policy v2 and later), or the policy for older scores.
+std::string DecisionText(const ScoreView& s) {
+  if (!s.stats) return "policy v" + std::to_string(s.policy_version) + " (95% CI)";
+  std::string t = ledger::ScoreDecisionName(s.stats->decision) + ", attempt " + std::to_string(s.stats->attempt);
+  if (s.stats->alpha) t += ", alpha " + F("%.3g", *s.stats->alpha);
+  return t;
 }
 
-// The latest score of a run, or nullptr.
-const Score* LatestScore(const Data& d, const Run& r) { return r.scores.empty() ? nullptr : &d.scores[r.scores.back()]; }
+std::string Bounds(const ScoreView& s) { return s.ci_low || s.ci_high ? Pct(s.ci_low) + " .. " + Pct(s.ci_high) : "—"; }
 
-std::string RunState(const Data& d, const Run& r) {
-  if (const Score* s = LatestScore(d, r)) return s->verdict;
-  return r.failure.empty() ? "incomplete" : "failed";
+std::string GuardText(const ledger::GuardView& g) {
+  std::string t = g.metric + " " + Pct(g.gain()) + " (" + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) + "): ";
+  if (g.regressed) t += g.declared ? "regressed, declared up front" : "regressed, undeclared";
+  else t += g.declared ? "held (a regression was declared up front)" : "held";
+  return t;
 }
 
-std::string ParitySummary(const Data& d, const Change& c, int64_t run) {
-  auto it = d.parity.find(run);
-  if (it == d.parity.end()) return c.kind == "revert" ? "none given" : "no parity evidence (unverified)";
-  std::string s;
-  std::string head_sha, base_sha;
-  for (const auto& p : it->second) {
+std::string EvidenceText(const ledger::ParityView& p) {
+  if (!p.has_evidence) return "";
+  return ", evidence from build `" + (p.build_id.empty() ? std::string("not stated") : p.build_id.substr(0, 12)) +
+         "`, artifact `" + (p.artifact_sha256.empty() ? std::string("not stated") : p.artifact_sha256.substr(0, 16)) +
+         "`, mode " + (p.stated_mode.empty() ? std::string("not stated") : p.stated_mode) + ", " +
+         std::to_string(p.depths) + " depths, window " + std::to_string(p.window);
+}
+
+std::string ParitySummary(const ChangeView& c, const RunView& r) {
+  if (r.parity.empty()) return c.change.kind == Kind::kRevert ? "none given" : "no parity evidence (unverified)";
+  std::string s, head_sha, base_sha;
+  for (const auto& p : r.parity) {
     if (!s.empty()) s += "; ";
-    s += p.side + " " + p.mode + ": ";
-    if (IsNull(p.top1)) s += "no evidence (" + p.message + ")";
-    else s += "worst top-1 " + F("%.4f", AsDouble(p.top1)) + ", worst mean KL " + F("%.3g", AsDouble(p.kl)) + (p.passed ? " (pass)" : " (FAIL)");
-    (p.side == "head" ? head_sha : base_sha) = p.sha;
+    s += std::string(ledger::SideName(p.side)) + " " + ledger::ParityModeName(p.mode) + ": ";
+    if (!p.worst_top1) s += "no evidence (" + p.message + ")";
+    else
+      s += "worst top-1 " + F("%.4f", *p.worst_top1) + ", worst mean KL " + F("%.3g", p.worst_mean_kl.value_or(NAN)) +
+           (p.passed ? " (pass)" : " (FAIL)") + EvidenceText(p);
+    (p.side == ledger::Side::kHead ? head_sha : base_sha) = p.logits_sha256.value_or("");
   }
-  if (c.bit_claim)
+  if (c.change.claim_bit_identical)
     s += !head_sha.empty() && head_sha == base_sha ? "; bit identity proved: logits sha256 `" + head_sha.substr(0, 16) + "` on both sides"
                                                    : "; bit identity claimed, not proved";
   return s;
 }
 
-bool Included(const Change& c, const std::string& since) {
+bool Included(const ChangeView& c, const std::string& since) {
   if (since.empty()) return true;
   if (since.find('-') == std::string::npos) {
     char* end = nullptr;
     long long id = std::strtoll(since.c_str(), &end, 10);
-    if (end && *end == '\0') return c.id >= id;
+    if (end && *end == '\0') return c.change.id >= id;
   }
-  return c.created >= since;
+  return c.change.created_at >= since;
 }
 
-std::string Render(const Data& d, const ReportOptions& opt, const std::string& ledger_name,
+std::string PolicyText(const ledger::PolicyView& pv, bool current) {
+  const ledger::Policy& p = pv.policy;
+  std::string tiers;
+  for (const auto& [t, lower] : p.tiers) tiers += (tiers.empty() ? "" : ", ") + std::string(TierName(t)) + " >= " + F("%g%%", 100 * lower);
+  std::string s = "- **policy v" + std::to_string(p.version) + "** (" + (current ? "current; " : "") +
+                  std::to_string(pv.scores) + " score" + (pv.scores == 1 ? "" : "s") + "): gate " +
+                  F("%g%%", 100 * p.gate_frac) + " of the frontier; tiers " + tiers + "; plausibility ceiling " +
+                  F("%.0fx", p.ceiling_ratio) + " the base; parity top-1 >= " + F("%.2f", p.parity_min_top1) +
+                  " and mean KL <= " + F("%.2f", p.parity_max_mean_kl) + " (worst depth); surprise beyond " +
+                  F("%.0fx", p.surprise_factor) + " the prediction";
+  if (!pv.has_rules) return s + "; no sequential rules recorded (scored with a 95% bootstrap interval).\n";
+  s += "; " + std::to_string(p.min_rounds) + ".." + std::to_string(p.max_rounds) + " ABBA rounds, a look every " +
+       std::to_string(p.look_every) + "; alpha " + F("%g", p.alpha) +
+       " per change, spent over looks and re-measurements; parity evidence of at least " +
+       std::to_string(p.parity_min_depths) + " depths with at least " + std::to_string(p.parity_min_positions) +
+       " positions each, deep evidence at least " + F("%gx", p.deep_factor) + " the standard.\n";
+  if (!p.gain_rule.empty()) s += "  - gain rule: " + p.gain_rule + ".\n";
+  return s;
+}
+
+// The ladder steps of a run, across every (metric, box).
+std::vector<std::pair<const LadderView*, size_t>> StepsOfRun(const LedgerView& v, int64_t run) {
+  std::vector<std::pair<const LadderView*, size_t>> out;
+  for (const auto& l : v.ladders)
+    for (size_t i = 0; i < l.ladder.steps.size(); i++)
+      if (l.ladder.steps[i].event.run_id == run) out.emplace_back(&l, i);
+  return out;
+}
+
+std::string Factor(const LadderStep& s) {
+  if (s.event.reason == "seed") return "—";
+  if (s.event.ratio) return F("x%.4f", *s.event.ratio) + " (" + Pct(*s.event.ratio - 1.0) + ")";
+  if (s.event.undoes_run) return "undoes run " + Id(*s.event.undoes_run);
+  return "—";
+}
+
+std::string Render(const LedgerView& d, const ReportOptions& opt, const std::string& ledger_name,
                    std::vector<std::pair<std::string, std::string>>* charts) {
+  const ledger::PolicyView& current = d.policies.back();
   std::string md;
   md += "# verity changelog\n\n";
-  md += "Generated from the ledger `" + ledger_name + "` alone; the same ledger always yields this same file. ";
-  md += "Scored under " + d.policy + ".\n";
+  md += "Generated from ledger tip `" + d.tip + "` (" + std::to_string(d.records) + " sealed records).\n\n";
+  md += "Written from the ledger `" + ledger_name + "` alone; the same ledger always yields this same file. ";
+  md += "`verity ledger verify --expect-tip " + d.tip + "` checks that the ledger still holds every record it was generated from.\n";
   if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since `" + opt.since + "`; the summary and ladder cover everything.\n";
 
+  // Policy.
+  md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs.\n\n";
+  for (size_t i = 0; i < d.policies.size(); i++) md += PolicyText(d.policies[i], i + 1 == d.policies.size());
+
   // Summary.
-  md += "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by |\n| --- | --- | --- | --- | --- |\n";
-  std::map<std::pair<std::string, std::string>, const Row*> current;
-  for (const auto& f : d.frontier)
-    if (!d.runs.at(AsInt(f[3])).retracted) current[{AsText(f[0]), AsText(f[1])}] = &f;
-  const double gate_frac = d.gate_frac;
-  for (const auto& [key, f] : current) {
-    const Run& r = d.runs.at(AsInt((*f)[3]));
-    md += "| " + key.first + " | `" + key.second + "` | " + Num((*f)[2]) + " | " + F("%.2f", gate_frac * AsDouble((*f)[2])) +
-          " | change " + std::to_string(r.change) + " (run " + std::to_string(r.id) + ", " + AsText((*f)[4]) + ") |\n";
+  md += "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by | counted steps |\n| --- | --- | --- | --- | --- | --- |\n";
+  bool any_frontier = false;
+  for (const auto& l : d.ladders) {
+    const LadderStep* last = l.last_counted();
+    if (!l.ladder.value || !last) continue;
+    any_frontier = true;
+    md += "| " + l.metric + " | `" + l.box + "` | " + Num(l.ladder.value) + " | " +
+          F("%.2f", current.policy.gate_frac * *l.ladder.value) + " | change " + Id(last->event.change_id) + " (run " +
+          Id(last->event.run_id) + ", " + last->event.reason + ") | " + std::to_string(l.counted_events()) + " of " +
+          std::to_string(l.ladder.steps.size()) + " |\n";
   }
-  if (current.empty()) md += "| — | — | — | — | no frontier yet |\n";
+  if (!any_frontier) md += "| — | — | — | — | no frontier yet | — |\n";
   std::map<std::string, int> verdicts;
-  for (const auto& [id, r] : d.runs) verdicts[RunState(d, r)]++;
+  size_t runs = 0;
+  for (const auto& c : d.changes)
+    for (const auto& r : c.runs) verdicts[RunState(r)]++, runs++;
   md += "\n| verdict (latest per run) | runs |\n| --- | --- |\n";
   for (const auto& [v, n] : verdicts) md += "| " + v + " | " + std::to_string(n) + " |\n";
-  md += "\n" + std::to_string(d.changes.size()) + " changes, " + std::to_string(d.runs.size()) + " measured attempts, " +
+  md += "\n" + std::to_string(d.changes.size()) + " changes, " + std::to_string(runs) + " measured attempts, " +
         std::to_string(d.retractions.size()) + " retracted.\n";
 
-  // Frontier ladder, one chart per (metric, box).
-  md += "\n## Frontier ladder\n";
-  std::map<std::pair<std::string, std::string>, std::vector<const Row*>> ladders;
-  for (const auto& f : d.frontier) ladders[{AsText(f[0]), AsText(f[1])}].push_back(&f);
-  for (const auto& [key, events] : ladders) {
-    const std::string file = "ladder-" + key.first + "-" + key.second + ".svg";
+  // Frontier ladder, one table and chart per (metric, box).
+  md += "\n## Frontier ladder\n\nThe frontier is derived, never stored: the seed, then each counted step's factor. "
+        "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
+        "change's own factor is still in the ladder).\n";
+  for (const auto& l : d.ladders) {
+    const std::string file = "ladder-" + l.metric + "-" + l.box + ".svg";
     std::vector<LadderPoint> pts;
-    md += "\n### " + key.first + " on box `" + key.second + "`\n\n";
-    md += "| step | change | run | how | gain | tier | frontier after |\n| --- | --- | --- | --- | --- | --- | --- |\n";
-    int step = 0;
-    for (const Row* f : events) {
-      const Run& r = d.runs.at(AsInt((*f)[3]));
-      const Change& c = d.changes.at(r.change);
-      const Score* s = nullptr;
-      for (size_t i : r.scores)
-        if (!IsNull(d.scores[i].front_after) && std::fabs(AsDouble(d.scores[i].front_after) - AsDouble((*f)[2])) < 1e-9) s = &d.scores[i];
-      const bool seed = AsText((*f)[4]) == "seed";
-      std::string how = AsText((*f)[4]) + (r.retracted ? " (retracted)" : "");
-      md += "| " + std::to_string(step) + " | " + std::to_string(c.id) + " " + Cell(c.title) + " | " + std::to_string(r.id) +
-            " | " + how + " | " + (seed || !s ? "—" : Pct(s->gain)) + " | " + (seed || !s ? "—" : s->tier) + " | " +
-            Num((*f)[2]) + " |\n";
-      pts.push_back({std::string("#").append(std::to_string(c.id)), AsDouble((*f)[2]), r.retracted});
-      step++;
+    md += "\n### " + l.metric + " on box `" + l.box + "`\n\n";
+    md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (size_t i = 0; i < l.ladder.steps.size(); i++) {
+      const LadderStep& s = l.ladder.steps[i];
+      const ChangeView* c = d.FindChange(s.event.change_id);
+      const ScoreView* sc = d.ScoreOfStep(s);
+      const bool seed = s.event.reason == "seed";
+      const bool seeds = s.counted && s.before == 0.0;  // the step that seeded the frontier
+      const std::string frontier = !s.counted ? (s.after == 0.0 ? std::string("—") : "stays " + Num(s.after))
+                                   : seeds    ? Num(s.after)
+                                              : Num(s.before) + " → " + Num(s.after);
+      md += "| " + std::to_string(i) + " | " + Id(s.event.change_id) + " " + Cell(c ? c->change.title : "?") + " | " +
+            Id(s.event.run_id) + " | " + s.event.reason + (s.event.retracted ? " (retracted)" : "") + " | " + Factor(s) +
+            " | " + (sc && !seed ? TierName(sc->tier) : "—") + " | " + (s.counted ? "yes" : "**no**") + " | " + frontier +
+            " | " + Cell(s.why) + " |\n";
+      LadderPoint p;
+      p.label = std::string("#").append(std::to_string(s.event.change_id));
+      p.counted = s.counted;
+      p.retracted = s.event.retracted;
+      p.value = s.counted || !s.event.retracted ? s.after : s.event.recorded;
+      pts.push_back(p);
     }
-    md += "\n![Frontier ladder of " + key.first + " on " + key.second + "](" + file + ")\n";
-    charts->emplace_back(file, LadderSvg("Frontier ladder: " + key.first + " on box " + key.second, pts));
+    md += "\n![Frontier ladder of " + l.metric + " on " + l.box + "](" + file + ")\n";
+    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box, pts));
   }
-  if (ladders.empty()) md += "\nNo frontier yet.\n";
+  if (d.ladders.empty()) md += "\nNo frontier yet.\n";
 
   // Per change.
   md += "\n## Changes\n";
-  for (const auto& [id, c] : d.changes) {
+  for (const auto& c : d.changes) {
     if (!Included(c, opt.since)) continue;
-    md += "\n### Change " + std::to_string(id) + ": " + c.title + "\n\n";
-    md += "- kind: " + c.kind + (IsNull(c.target) ? "" : " of change " + std::to_string(AsInt(c.target))) + "; author: " +
-          c.author + "; recorded " + c.created + "\n";
-    if (!c.reason.empty()) md += "- reason: " + c.reason + "\n";
-    md += "- claim " + PctOpt(c.claim) + ", prediction " + PctOpt(c.predict) + (c.bit_claim ? ", bit identity claimed" : "") + "\n\n";
-    md += "| run | purpose | verdict | tier | measured gain | 95% CI | rounds | samples | frontier before | box |\n";
-    md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
-    for (int64_t rid : c.runs) {
-      const Run& r = d.runs.at(rid);
-      const Score* s = LatestScore(d, r);
-      md += "| " + std::to_string(rid) + (r.retracted ? " (retracted)" : "") + " | " + r.purpose + " | " + RunState(d, r) +
-            " | " + (s ? s->tier : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " +
-            (s && !IsNull(s->ci_low) ? Pct(s->ci_low) + " .. " + Pct(s->ci_high) : "—") + " | " +
-            (s ? std::to_string(s->rounds) : "—") + " | " + std::to_string(r.samples) + " | " +
-            (s ? Num(s->front_before) : "—") + " | `" + r.box + "` |\n";
+    const ledger::ChangeRow& ch = c.change;
+    md += "\n### Change " + Id(ch.id) + ": " + ch.title + "\n\n";
+    md += "- kind: " + std::string(KindName(ch.kind)) + (ch.target_change ? " of change " + Id(*ch.target_change) : "") +
+          "; author: " + ch.author + "; recorded " + ch.created_at + "\n";
+    if (ch.reason && !ch.reason->empty()) md += "- reason: " + *ch.reason + "\n";
+    md += "- claim " + PctOpt(ch.claim_pct) + ", prediction " + PctOpt(ch.predict_pct) +
+          (ch.claim_bit_identical ? ", bit identity claimed" : "") + "\n";
+    for (const auto& metric : c.accept_regressions) {
+      // The measured change of the declared metric: its guard in the latest score that has one.
+      const ledger::GuardView* g = nullptr;
+      int64_t run = 0;
+      for (const auto& r : c.runs)
+        if (const ScoreView* s = r.latest())
+          for (const auto& x : s->guards)
+            if (x.metric == metric) g = &x, run = r.id;
+      md += "- declared regression: " + metric +
+            (g ? " " + F("%+.1f%%", 100.0 * g->gain()) + " (run " + Id(run) + (g->regressed ? ", regressed" : ", held") + ")"
+               : std::string(" (not measured)")) +
+            "\n";
     }
-    for (int64_t rid : c.runs) {
-      const Run& r = d.runs.at(rid);
-      md += "\nRun " + std::to_string(rid) + " parity: " + ParitySummary(d, c, rid) + ".";
-      if (const Score* s = LatestScore(d, r); s && !s->note.empty()) md += " Note: " + s->note + ".";
-      if (!r.failure.empty()) md += " Failed: " + r.failure + ".";
+    md += "\n| run | purpose | verdict | tier | measured gain | interval | decision | rounds | samples | frontier before | box |\n";
+    md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& r : c.runs) {
+      const ScoreView* s = r.latest();
+      md += "| " + Id(r.id) + (r.retracted() ? " (retracted)" : "") + " | " + ledger::PurposeName(r.purpose) + " | " +
+            RunState(r) + " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " +
+            (s ? Bounds(*s) : "—") + " | " + (s ? DecisionText(*s) : "—") + " | " + (s ? std::to_string(s->rounds) : "—") +
+            " | " + std::to_string(r.samples) + " | " + (s ? Num(s->frontier_before) : "—") + " | `" + r.box + "` |\n";
+    }
+    for (const auto& r : c.runs) {
+      md += "\nRun " + Id(r.id) + " parity: " + ParitySummary(c, r) + ".";
+      const ScoreView* s = r.latest();
+      if (s && !s->guards.empty()) {
+        md += " Guards: ";
+        for (size_t i = 0; i < s->guards.size(); i++) md += (i ? "; " : "") + GuardText(s->guards[i]);
+        md += ".";
+      }
+      if (s && !s->note.empty()) md += " Note: " + s->note + ".";
+      if (r.failure) md += " Failed: " + *r.failure + ".";
+      for (const auto& [l, i] : StepsOfRun(d, r.id)) {
+        const LadderStep& st = l->ladder.steps[i];
+        if (!st.counted) md += " Ladder step " + std::to_string(i) + " (" + st.event.reason + ") not counted: " + st.why + ".";
+      }
       md += "\n";
     }
   }
@@ -258,21 +263,22 @@ std::string Render(const Data& d, const ReportOptions& opt, const std::string& l
   // The none catalog.
   md += "\n## The `none` catalog\n\nEvery change that was parked (scored `none`), with each attempt and the frontier it was measured against.\n";
   bool any_none = false;
-  for (const auto& [id, c] : d.changes) {
-    if (c.kind != "change" || !Included(c, opt.since)) continue;
+  for (const auto& c : d.changes) {
+    if (c.change.kind != Kind::kChange || !Included(c, opt.since)) continue;
     bool parked = false;
-    for (int64_t rid : c.runs)
-      for (size_t i : d.runs.at(rid).scores) parked |= d.scores[i].verdict == "none";
+    for (const auto& r : c.runs)
+      for (const auto& s : r.scores) parked |= s.verdict == Verdict::kNone;
     if (!parked) continue;
     any_none = true;
-    md += "\n### Change " + std::to_string(id) + ": " + c.title + "\n\n| attempt | run | purpose | verdict | tier | gain | measured against frontier |\n";
-    md += "| --- | --- | --- | --- | --- | --- | --- |\n";
+    md += "\n### Change " + Id(c.change.id) + ": " + c.change.title +
+          "\n\n| # | run | purpose | verdict | tier | gain | decision | measured against frontier |\n";
+    md += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     int attempt = 1;
-    for (int64_t rid : c.runs) {
-      const Run& r = d.runs.at(rid);
-      const Score* s = LatestScore(d, r);
-      md += "| " + std::to_string(attempt++) + " | " + std::to_string(rid) + " | " + r.purpose + " | " + RunState(d, r) + " | " +
-            (s ? s->tier : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " + (s ? Num(s->front_before) : "—") + " |\n";
+    for (const auto& r : c.runs) {
+      const ScoreView* s = r.latest();
+      md += "| " + std::to_string(attempt++) + " | " + Id(r.id) + " | " + ledger::PurposeName(r.purpose) + " | " + RunState(r) +
+            " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " + (s ? DecisionText(*s) : "—") +
+            " | " + (s ? Num(s->frontier_before) : "—") + " |\n";
     }
   }
   if (!any_none) md += "\nNo change has been parked.\n";
@@ -280,72 +286,123 @@ std::string Render(const Data& d, const ReportOptions& opt, const std::string& l
   // Correctness rejections.
   md += "\n## Correctness rejections\n\n";
   std::string rej;
-  for (const auto& s : d.scores) {
-    if (s.verdict != "rejected-parity") continue;
-    const Run& r = d.runs.at(s.run);
-    const Change& c = d.changes.at(r.change);
+  for (const auto& c : d.changes) {
     if (!Included(c, opt.since)) continue;
-    const bool confirm = s.rounds > 0;  // a held run whose deep parity failed on confirm
-    rej += "| " + std::to_string(c.id) + " " + Cell(c.title) + " | " + std::to_string(r.id) + " | " +
-           Cell(ParitySummary(d, c, r.id)) + " | " +
-           (confirm ? "measured before the deep check failed; never banked" :
-                      "its speed was never measured: " + std::to_string(r.samples) + " samples recorded") + " |\n";
+    for (const auto& r : c.runs)
+      for (const auto& s : r.scores) {
+        if (s.verdict != Verdict::kRejectedParity) continue;
+        const bool confirm = s.rounds > 0;  // a held run whose deep parity failed on confirm
+        rej += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + Cell(ParitySummary(c, r)) +
+               " | " +
+               (confirm ? "measured before the deep check failed; never banked"
+                        : "its speed was never measured: " + std::to_string(r.samples) + " samples recorded") +
+               " |\n";
+      }
   }
   md += rej.empty() ? "No change was rejected for correctness.\n"
                     : "| change | run | parity | speed |\n| --- | --- | --- | --- |\n" + rej;
 
+  // Guard regressions.
+  md += "\n## Guard regressions\n\nEvery other metric a bench reports is a guard: one that regressed beyond the gate "
+        "rejects the change (`rejected-regression`) unless the submitter declared it up front.\n\n";
+  std::string gr;
+  for (const auto& c : d.changes) {
+    if (!Included(c, opt.since)) continue;
+    for (const auto& r : c.runs) {
+      const ScoreView* s = r.latest();
+      if (!s) continue;
+      for (const auto& g : s->guards)
+        if (g.regressed)
+          gr += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + VerdictName(s->verdict) +
+                " | " + g.metric + " | " + Pct(g.gain()) + " | " + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) +
+                " | " + (g.declared ? "yes" : "no") + " |\n";
+    }
+  }
+  md += gr.empty() ? "No guard metric has regressed.\n"
+                   : "| change | run | verdict | guard | change | bounds | declared |\n| --- | --- | --- | --- | --- | --- | --- |\n" + gr;
+
+  // Unverified results.
+  md += "\n## Unverified results\n\n";
+  std::string uv;
+  for (const auto& c : d.changes) {
+    if (!Included(c, opt.since)) continue;
+    for (const auto& r : c.runs)
+      if (const ScoreView* s = r.latest(); s && s->verdict == Verdict::kUnverified)
+        uv += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + Pct(s->gain) + " | " +
+              Cell(s->note) + " |\n";
+  }
+  md += uv.empty() ? "Every measured result had parity evidence bound to its head.\n"
+                   : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
+                     "| change | run | gain | note |\n| --- | --- | --- | --- |\n" + uv;
+
   // Reverts and reapplies.
   md += "\n## Reverts and reapplies\n\n";
   std::string rv;
-  for (const auto& [id, c] : d.changes) {
-    if (c.kind == "change" || !Included(c, opt.since)) continue;
-    std::string verdict = "—", evidence = "—";
-    for (int64_t rid : c.runs) {
-      const Run& r = d.runs.at(rid);
-      verdict = RunState(d, r);
-      if (const Score* s = LatestScore(d, r)) {
-        evidence = IsNull(s->gain) ? "" : "gain " + Pct(s->gain) + " (CI " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
-                                              ", run " + std::to_string(rid) + (r.retracted ? ", retracted" : "") + ")";
+  for (const auto& c : d.changes) {
+    if (c.change.kind == Kind::kChange || !Included(c, opt.since)) continue;
+    std::string verdict = "—", evidence = "—", ladder = "—";
+    for (const auto& r : c.runs) {
+      verdict = RunState(r);
+      if (const ScoreView* s = r.latest()) {
+        evidence = !s->gain ? "" : "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
+                                       ", run " + Id(r.id) + (r.retracted() ? ", retracted" : "") + ")";
         if (!s->note.empty()) evidence += (evidence.empty() ? "" : "; ") + s->note;
+      }
+      for (const auto& [l, i] : StepsOfRun(d, r.id)) {
+        const LadderStep& st = l->ladder.steps[i];
+        ladder = st.counted ? "counted (step " + std::to_string(i) + ")" : "not counted (step " + std::to_string(i) + "): " + st.why;
       }
     }
     std::string wrong = "—";
-    if (c.kind == "revert") {
+    if (c.change.kind == Kind::kRevert) {
       wrong = "no";
-      for (const auto& [oid, o] : d.changes)
-        if (o.kind == "reapply" && !IsNull(o.target) && AsInt(o.target) == id) wrong = "yes: reapplied by change " + std::to_string(oid) + " (" + o.reason + ")";
+      for (const auto& x : c.related)
+        if (x.kind == Kind::kReapply) {
+          wrong = "yes: reapplied by change " + Id(x.id) + " (" + x.reason.value_or("") + ")";
+          break;
+        }
     }
-    rv += "| " + std::to_string(id) + " | " + c.kind + " | " + (IsNull(c.target) ? "—" : std::to_string(AsInt(c.target))) +
-          " | " + Cell(c.reason) + " | " + verdict + " | " + Cell(evidence) + " | " + Cell(wrong) + " |\n";
+    rv += "| " + Id(c.change.id) + " | " + KindName(c.change.kind) + " | " +
+          (c.change.target_change ? Id(*c.change.target_change) : "—") + " | " + Cell(c.change.reason.value_or("")) + " | " +
+          verdict + " | " + Cell(evidence) + " | " + Cell(ladder) + " | " + Cell(wrong) + " |\n";
   }
   md += rv.empty() ? "No reverts.\n"
-                   : "| change | kind | of | reason | verdict | evidence | later found wrong |\n| --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+                   : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
+                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
 
   // Retractions.
   md += "\n## Retracted numbers\n";
   if (d.retractions.empty()) md += "\nNothing has been retracted.\n";
   for (const auto& t : d.retractions) {
-    const Run& r = d.runs.at(AsInt(t[0]));
-    const Change& c = d.changes.at(r.change);
-    const Score* s = LatestScore(d, r);
-    md += "\n### Note on a retracted number: run " + std::to_string(r.id) + " (change " + std::to_string(c.id) + ", " + c.title + ")\n\n";
-    md += "- The number: " + (s ? "gain " + Pct(s->gain) + " of the frontier (CI " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
-                                      "), base median " + Num(s->base_med) + ", head median " + Num(s->head_med) + ", verdict " + s->verdict
+    const RunView* r = d.FindRun(t.run_id);
+    if (!r) continue;
+    const ChangeView* c = d.FindChange(r->change_id);
+    const ScoreView* s = r->latest();
+    md += "\n### Note on a retracted number: run " + Id(r->id) + " (change " + Id(c->change.id) + ", " + c->change.title + ")\n\n";
+    md += "- The number: " + (s ? "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
+                                      "), base median " + Num(s->base_median) + ", head median " + Num(s->head_median) +
+                                      ", verdict " + VerdictName(s->verdict)
                                 : std::string("unscored")) + ".\n";
-    md += "- What produced it: " + AsText(t[1]) + ".\n";
+    md += "- What produced it: " + t.reason + ".\n";
     std::string repl = "nothing yet";
-    if (!IsNull(t[2])) {
-      const Run& nr = d.runs.at(AsInt(t[2]));
-      const Score* ns = LatestScore(d, nr);
-      repl = "run " + std::to_string(nr.id) + " (change " + std::to_string(nr.change) + ")" + (ns ? ": " + ns->verdict + ", gain " + Pct(ns->gain) : "");
-    } else if (!IsNull(t[3])) {
-      const Change& rc = d.changes.at(AsInt(t[3]));
-      repl = "change " + std::to_string(rc.id) + " (" + rc.kind + ", \"" + rc.title + "\")";
-      for (int64_t rid : rc.runs)
-        if (const Score* ns = LatestScore(d, d.runs.at(rid))) repl += ": run " + std::to_string(rid) + " " + ns->verdict + ", gain " + Pct(ns->gain);
+    if (t.replaced_by_run) {
+      if (const RunView* nr = d.FindRun(*t.replaced_by_run)) {
+        const ScoreView* ns = nr->latest();
+        repl = "run " + Id(nr->id) + " (change " + Id(nr->change_id) + ")" +
+               (ns ? ": " + std::string(VerdictName(ns->verdict)) + ", gain " + Pct(ns->gain) : "");
+      }
+    } else if (t.by_change) {
+      if (const ChangeView* rc = d.FindChange(*t.by_change)) {
+        repl = "change " + Id(rc->change.id) + " (" + KindName(rc->change.kind) + ", \"" + rc->change.title + "\")";
+        for (const auto& x : rc->runs)
+          if (const ScoreView* ns = x.latest()) repl += ": run " + Id(x.id) + " " + VerdictName(ns->verdict) + ", gain " + Pct(ns->gain);
+      }
     }
     md += "- What replaced it: " + repl + ".\n";
-    md += "- It no longer counts toward the frontier.\n";
+    std::string steps;
+    for (const auto& [l, i] : StepsOfRun(d, r->id))
+      steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + l->metric + " on `" + l->box + "`";
+    md += "- It no longer counts toward the frontier" + (steps.empty() ? std::string() : " (ladder " + steps + ": not counted)") + ".\n";
   }
   return md;
 }
@@ -354,7 +411,7 @@ std::string Render(const Data& d, const ReportOptions& opt, const std::string& l
 
 Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt) {
   if (opt.out.empty()) return Status::Error("--out is required");
-  VERITY_ASSIGN_OR_RETURN(Data d, Load(ledger.db()));
+  VERITY_ASSIGN_OR_RETURN(LedgerView d, ledger::LoadLedgerView(ledger));
   std::vector<std::pair<std::string, std::string>> charts;
   const std::string md = Render(d, opt, std::filesystem::path(ledger.db().path()).filename().string(), &charts);
   namespace fs = std::filesystem;

@@ -9,7 +9,6 @@
 
 #include "base/status.h"
 #include "ledger/ledger.h"
-#include "ledger/read_model.h"
 
 namespace verity::reports {
 
@@ -27,10 +26,6 @@ struct WrittenReport {
 
 // Renders the report and its charts and writes them. Errors name the file.
 Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt);
-
-// The markdown of a loaded view; `charts` receives (file name, SVG) per ladder.
-std::string RenderReport(const ledger::LedgerView& v, const ReportOptions& opt, const std::string& ledger_name,
-                         std::vector<std::pair<std::string, std::string>>* charts);
 
 // One step of the derived frontier ladder, for the chart.
 struct LadderPoint {

@@ -1,8 +1,12 @@
 // The changelog: a scripted ledger's report matches a golden file, two runs
-// give identical bytes, and every section is populated.
+// give identical bytes, and every section is populated; it names the ledger tip
+// it was generated from, draws the derived ladder (what counts and why) and
+// shows guards and declared regressions. Also the read model's show/frontier
+// printers over the same ledger.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
 #include "reports/report.h"
@@ -23,7 +27,7 @@ std::string ScriptedLedger(const std::string& dir) {
   Db& d = (*l)->db();
   const std::string at = "2026-11-29T12:00:00.000Z";
   auto change = [&](const std::string& kind, const std::string& title, Value predict, Value target, const std::string& reason,
-                    bool bits = false) {
+                    bool bits = false, bool with_parity = true) {
     return d.InsertSealed("changes", {{"kind", kind},
                                       {"title", title},
                                       {"author", std::string("alice")},
@@ -33,15 +37,18 @@ std::string ScriptedLedger(const std::string& dir) {
                                       {"metric", std::string("decode_tok_s")},
                                       {"base_cmd", std::string("base")},
                                       {"head_cmd", std::string("head")},
-                                      {"parity_cmd", std::string("parity")},
+                                      {"parity_cmd", with_parity ? Value(std::string("parity")) : Value()},
                                       {"target_change", target},
                                       {"reason", reason.empty() ? Value() : Value(reason)},
                                       {"created_at", at}})
         .value();
   };
-  auto run = [&](int64_t c, const std::string& purpose) {
-    return d.InsertSealed("runs", {{"change_id", c}, {"purpose", purpose}, {"box_id", int64_t{1}}, {"policy_version", int64_t{1}},
-                                   {"min_rounds", int64_t{5}}, {"max_rounds", int64_t{20}}, {"started_at", at}})
+  // Changes 1-5 were measured under policy v1 (no statistics rows, no ladder
+  // moves); runs from 7 on under policy v2.
+  auto run = [&](int64_t c, const std::string& purpose, int64_t policy = 1, Value queue = Value()) {
+    return d.InsertSealed("runs", {{"change_id", c}, {"purpose", purpose}, {"box_id", int64_t{1}}, {"policy_version", policy},
+                                   {"min_rounds", int64_t{policy == 1 ? 5 : 10}}, {"max_rounds", int64_t{policy == 1 ? 20 : 30}},
+                                   {"queue_id", queue}, {"started_at", at}})
         .value();
   };
   auto samples = [&](int64_t r, int n) {
@@ -50,15 +57,36 @@ std::string ScriptedLedger(const std::string& dir) {
                                        {"ord", int64_t{i % 4}}, {"value", 1000.0 + i}, {"seconds", 0.1}, {"taken_at", at},
                                        {"box_id", int64_t{1}}});
   };
-  auto parity = [&](int64_t r, const std::string& side, bool passed, double top1, double kl, const std::string& sha) {
+  // `build` non-empty: the evidence as a v2 parity command prints it (raw_json), bound to that build.
+  auto parity = [&](int64_t r, const std::string& side, bool passed, double top1, double kl, const std::string& sha,
+                    const std::string& build = "") {
+    Value raw;
+    if (!build.empty()) {
+      nlohmann::json depths = nlohmann::json::array();
+      for (int i = 1; i <= 7; i++)
+        depths.push_back({{"depth", i == 7 ? 512 : 73 * i}, {"positions", 8}, {"top1", top1}, {"mean_kl", kl}, {"max_kl", kl}});
+      raw = nlohmann::json{{"schema", "verity.parity/1"}, {"reference", "reference-cpu"}, {"mode", "standard"},
+                           {"tokens", 512}, {"window", 8}, {"depths", depths}, {"worst", {{"top1", top1}, {"mean_kl", kl}}},
+                           {"logits_sha256", sha}, {"all_rows_sha256", std::string(64, 'f')}, {"nonfinite", nlohmann::json::array()},
+                           {"build", {{"id", build}, {"artifact_sha256", std::string(64, build[0])}}}, {"ok", passed}}
+                .dump();
+    }
     (void)d.InsertSealed("parity_results", {{"run_id", r}, {"side", side}, {"mode", std::string("standard")},
                                             {"exit_code", int64_t{passed ? 0 : 1}}, {"passed", int64_t{passed}},
                                             {"worst_top1", top1}, {"worst_mean_kl", kl}, {"logits_sha256", sha},
-                                            {"message", std::string(passed ? "pass" : "FAIL")}, {"seconds", 0.5}});
+                                            {"message", std::string(passed ? "pass" : "FAIL")}, {"seconds", 0.5}, {"raw_json", raw}});
+  };
+  // The base is main's build; the head's build id and artifact are what its parity evidence names.
+  auto artifacts = [&](int64_t r, const std::string& head_build) {
+    (void)d.InsertSealed("artifacts", {{"run_id", r}, {"side", std::string("base")},
+                                       {"build_id", std::string("0d1f2e3c4b5a69788796a5b4c3d2e1f00f1e2d3c")},
+                                       {"artifact_sha256", std::string(64, '1')}});
+    (void)d.InsertSealed("artifacts", {{"run_id", r}, {"side", std::string("head")}, {"build_id", head_build},
+                                       {"artifact_sha256", std::string(64, head_build[0])}});
   };
   auto score = [&](int64_t r, const std::string& verdict, const std::string& tier, Value gain, Value fb, Value fa,
-                   int64_t rounds, const std::string& note) {
-    (void)d.InsertSealed("scores", {{"run_id", r}, {"policy_version", int64_t{1}}, {"verdict", verdict}, {"tier", tier},
+                   int64_t rounds, const std::string& note, int64_t policy = 1) {
+    return d.InsertSealed("scores", {{"run_id", r}, {"policy_version", policy}, {"verdict", verdict}, {"tier", tier},
                                     {"gain", gain},
                                     {"ci_low", ledger::IsNull(gain) ? Value() : Value(ledger::AsDouble(gain) - 0.005)},
                                     {"ci_high", ledger::IsNull(gain) ? Value() : Value(ledger::AsDouble(gain) + 0.005)},
@@ -66,12 +94,30 @@ std::string ScriptedLedger(const std::string& dir) {
                                     {"frontier_before", fb}, {"frontier_after", fa},
                                     {"base_median", ledger::IsNull(gain) ? Value() : Value(1000.0)},
                                     {"head_median", ledger::IsNull(gain) ? Value() : Value(1000.0 * (1 + ledger::AsDouble(gain)))},
-                                    {"rounds", rounds}, {"surprise", int64_t{0}}, {"note", note}, {"scored_at", at}});
+                                    {"rounds", rounds}, {"surprise", int64_t{0}}, {"note", note}, {"scored_at", at}})
+        .value();
+  };
+  // Policy v2 scores: the statistics behind them, and their guard metrics.
+  auto stats = [&](int64_t score_id, int64_t attempt, double alpha, double ratio, double low, double high,
+                   const std::string& decision) {
+    (void)d.InsertSealed("score_stats", {{"score_id", score_id}, {"metric", std::string("decode_tok_s")}, {"attempt", attempt},
+                                         {"alpha", alpha}, {"ratio", ratio}, {"ratio_low", low}, {"ratio_high", high},
+                                         {"decision", decision}});
+  };
+  auto guard = [&](int64_t score_id, const std::string& metric, bool higher, double ratio, double low, double high,
+                   bool regressed, bool declared) {
+    (void)d.InsertSealed("score_guards", {{"score_id", score_id}, {"metric", metric}, {"higher_is_better", int64_t{higher}},
+                                          {"ratio", ratio}, {"ratio_low", low}, {"ratio_high", high},
+                                          {"regressed", int64_t{regressed}}, {"declared", int64_t{declared}}});
   };
   auto frontier = [&](double v, int64_t r, const std::string& why) {
     return d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")}, {"box_id", int64_t{1}}, {"value", v},
                                               {"run_id", r}, {"reason", why}, {"at", at}})
         .value();
+  };
+  // How an event moves the ladder (policy v2 events; older ones take their factor from their score).
+  auto move = [&](int64_t event, Value ratio, Value undoes_run) {
+    (void)d.InsertSealed("frontier_moves", {{"event_id", event}, {"ratio", ratio}, {"undoes_run", undoes_run}});
   };
   EXPECT_TRUE(d.Transaction([&]() -> Status {
                  (void)d.InsertSealed("boxes", {{"fingerprint", std::string("b0x0f1ngerpr1nt")}, {"detail", std::string("{}")}});
@@ -108,18 +154,67 @@ std::string ScriptedLedger(const std::string& dir) {
                  samples(r6, 22);
                  score(r6, "refused", "none", -0.3, 1498.0, 1498.0, 5, "evidence too weak");
                  int64_t c6 = change("revert", "Revert \"fast kernels\"", Value(), c1, "costs 5% on long prompts");
-                 int64_t r7 = run(c6, "revert");
-                 samples(r7, 22);
-                 score(r7, "accepted", "m", 0.05, 1498.0, 1572.9, 5, "the change costs +5.00% of the frontier");
-                 frontier(1572.9, r7, "revert");
-                 int64_t c7 = change("reapply", "Reapply fast kernels", Value(), c6, "the revert was measured on a stale build");
+                 int64_t r7 = run(c6, "revert", 2);
+                 artifacts(r7, "5f0e1d2c3b4a59687766554433221100ffeeddcc");
+                 parity(r7, "head", true, 1.0, 0.0, std::string(64, '5'), "5f0e1d2c3b4a59687766554433221100ffeeddcc");
+                 samples(r7, 42);
+                 int64_t s7 = score(r7, "accepted", "m", 0.05, 1498.0, 1572.9, 10, "the change costs +5.00% of the frontier", 2);
+                 stats(s7, 0, 0.005, 1.05, 1.045, 1.055, "above");
+                 int64_t e7 = frontier(1572.9, r7, "revert");
+                 move(e7, 1.05, Value());
+                 // The reapply retracts the revert's evidence; its own event is recorded, but it
+                 // does not count: with the revert gone, the change's factor is still in the ladder.
+                 int64_t c7 = change("reapply", "Reapply fast kernels", 3.0, c6, "the revert was measured on a stale build");
                  (void)d.InsertSealed("retractions", {{"run_id", r7}, {"reason", std::string("measured on a stale build")},
                                                       {"by_change", c7}, {"retracted_at", at}});
-                 int64_t r8 = run(c7, "reapply");
-                 parity(r8, "head", true, 1.0, 0.0, std::string(64, 'e'));
-                 samples(r8, 22);
-                 score(r8, "accepted", "s", 0.03, 1498.0, 1542.9, 5, "");
-                 frontier(1542.9, r8, "accepted");
+                 int64_t r8 = run(c7, "reapply", 2);
+                 artifacts(r8, "e7a3c9d1f0b24e6a8c1d3f5e7a9b0c2d4e6f8a1b");
+                 parity(r8, "head", true, 1.0, 0.0, std::string(64, 'e'), "e7a3c9d1f0b24e6a8c1d3f5e7a9b0c2d4e6f8a1b");
+                 samples(r8, 42);
+                 int64_t s8 = score(r8, "accepted", "s", 0.03, 1498.0, 1498.0, 10,
+                                    "above the gate; recorded but not counted: the revert it undoes no longer counts, so "
+                                    "the change's own gain is already in the frontier", 2);
+                 stats(s8, 0, 0.005, 1.03, 1.025, 1.035, "above");
+                 int64_t e8 = frontier(1542.94, r8, "accepted");
+                 move(e8, 1.03, r7);
+                 // Policy v2 with guards: a declared regression, accepted.
+                 int64_t c8 = change("change", "batched prefill", 6.0, Value(), "");
+                 (void)d.InsertSealed("accepted_regressions", {{"change_id", c8}, {"metric", std::string("prefill_tok_s")}});
+                 int64_t r9 = run(c8, "submit", 2);
+                 artifacts(r9, "c8b1d2e3f4a5968778695a4b3c2d1e0f9a8b7c6d");
+                 parity(r9, "head", true, 1.0, 0.0, std::string(64, '8'), "c8b1d2e3f4a5968778695a4b3c2d1e0f9a8b7c6d");
+                 samples(r9, 42);
+                 int64_t s9 = score(r9, "accepted", "m", 0.06, 1498.0, 1587.88, 10,
+                                    "above the gate; declared regression on prefill_tok_s -9.80%", 2);
+                 stats(s9, 0, 0.005, 1.06, 1.055, 1.065, "above");
+                 guard(s9, "prefill_tok_s", true, 0.902, 0.89, 0.915, true, true);
+                 guard(s9, "peak_rss_mb", false, 0.995, 0.98, 1.01, false, false);
+                 int64_t e9 = frontier(1587.88, r9, "accepted");
+                 move(e9, 1.06, Value());
+                 // The frontier moved: the parked change is measured a third time (attempt 2, less alpha).
+                 int64_t q = d.InsertSealed("remeasure_queue", {{"change_id", c2}, {"frontier_event_id", e9}, {"queued_at", at}}).value();
+                 int64_t r10 = run(c2, "remeasure", 2, q);
+                 parity(r10, "head", true, 1.0, 0.0, std::string(64, 'b'), "b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1");
+                 samples(r10, 122);
+                 int64_t s10 = score(r10, "none", "none", 0.004, 1587.88, 1587.88, 30, "cannot reach the gate; parked", 2);
+                 stats(s10, 2, 0.00125, 1.004, 0.998, 1.01, "below");
+                 // An undeclared guard regression: rejected.
+                 int64_t c9 = change("change", "skip the final norm", 5.0, Value(), "");
+                 int64_t r11 = run(c9, "submit", 2);
+                 artifacts(r11, "9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b");
+                 parity(r11, "head", true, 1.0, 0.001, std::string(64, '9'), "9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b");
+                 samples(r11, 42);
+                 int64_t s11 = score(r11, "rejected-regression", "none", 0.05, 1587.88, 1587.88, 10,
+                                     "a guard regressed beyond the gate, undeclared: prefill_tok_s -20.00%", 2);
+                 stats(s11, 0, 0.005, 1.05, 1.045, 1.055, "above");
+                 guard(s11, "prefill_tok_s", true, 0.8, 0.78, 0.82, true, false);
+                 // No parity command: measured, unverified, never moves the frontier.
+                 int64_t c10 = change("change", "fused rope", 4.0, Value(), "", false, false);
+                 int64_t r12 = run(c10, "submit", 2);
+                 samples(r12, 42);
+                 int64_t s12 = score(r12, "unverified", "none", 0.04, 1587.88, 1587.88, 10,
+                                     "no parity evidence bound to the head's artifact: unverified, cannot move the frontier", 2);
+                 stats(s12, 0, 0.005, 1.04, 1.035, 1.045, "above");
                  return OkStatus();
                }).ok());
   return path;
@@ -132,6 +227,32 @@ std::string Generate(const std::string& db, const std::string& out) {
   return test::ReadFile(out);
 }
 
+// `verity ledger verify`'s tip= and records= for a ledger.
+std::pair<std::string, std::string> VerifiedTip(const std::string& db) {
+  auto v = test::Shell(test::VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  auto field = [&](const std::string& key) {
+    const size_t p = v.out.rfind(key);
+    if (p == std::string::npos) return std::string();
+    const size_t e = v.out.find_first_of(" \n", p);
+    return v.out.substr(p + key.size(), e - p - key.size());
+  };
+  return {field("tip="), field("records=")};
+}
+
+// The tip seals policy rows written with the time the ledger was created, so
+// it differs between test runs: the golden file holds `<tip>` in its place.
+std::string WithoutTip(std::string md, const std::string& tip) {
+  for (size_t p = md.find(tip); !tip.empty() && p != std::string::npos; p = md.find(tip, p)) md.replace(p, tip.size(), "<tip>");
+  return md;
+}
+
+size_t Count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + needle.size())) n++;
+  return n;
+}
+
 TEST(Report, MatchesGoldenFileAndIsDeterministic) {
   const std::string dir = test::TempDir("report");
   const std::string db = ScriptedLedger(dir);
@@ -139,12 +260,14 @@ TEST(Report, MatchesGoldenFileAndIsDeterministic) {
   const std::string b = Generate(db, dir + "/b.md");
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, b) << "two runs over one ledger must give identical bytes";
+  const std::string actual = WithoutTip(a, VerifiedTip(db).first);
   const std::string golden_path = test::SourceDir() + "/tests/golden/report.md";
   std::string golden = test::ReadFile(golden_path);
-  if (a != golden) {
-    test::WriteFile("/tmp/verity-report.actual.md", a);
+  if (actual != golden) {
+    test::WriteFile("/tmp/verity-report.actual.md", actual);
     ADD_FAILURE() << "report differs from " << golden_path
-                  << "; the actual output is in /tmp/verity-report.actual.md (copy it over the golden if intended)";
+                  << "; the actual output (tip replaced by <tip>) is in /tmp/verity-report.actual.md (copy it over the "
+                     "golden if intended)";
   }
   const std::string svg = test::ReadFile(dir + "/ladder-decode_tok_s-b0x0f1ngerpr1nt.svg");
   EXPECT_NE(svg.find("<svg"), std::string::npos);
@@ -155,13 +278,133 @@ TEST(Report, EverySectionIsPopulated) {
   const std::string dir = test::TempDir("report-sections");
   const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
   for (const char* needle :
-       {"## Summary", "| decode_tok_s | `b0x0f1ngerpr1nt` | 1542.90 | 30.86 |", "## Frontier ladder",
-        "](ladder-decode_tok_s-b0x0f1ngerpr1nt.svg)", "### Change 1: fast kernels", "bit identity proved",
-        "## The `none` catalog", "| 2 | 5 | remeasure | none | none | +0.30% | 1498.00 |", "## Correctness rejections",
-        "its speed was never measured: 0 samples recorded", "## Reverts and reapplies", "| refused |",
-        "yes: reapplied by change 7", "### Note on a retracted number: run 7",
-        "What produced it: measured on a stale build", "What replaced it: change 7"})
+       {"## Policy", "**policy v1** (6 scores)", "**policy v2** (current; 6 scores)",
+        "gain rule: gain = median over ABBA rounds of (h1+h2)/(b1+b2)", "## Summary",
+        "| decode_tok_s | `b0x0f1ngerpr1nt` | 1587.88 | 31.76 | change 8 (run 9, accepted) | 4 of 6 |",
+        "## Frontier ladder", "](ladder-decode_tok_s-b0x0f1ngerpr1nt.svg)", "### Change 1: fast kernels",
+        "bit identity proved", "## The `none` catalog", "| 2 | 5 | remeasure | none | none | +0.30% | policy v1 (95% CI) | 1498.00 |",
+        "| 3 | 10 | remeasure | none | none | +0.40% | below, attempt 2, alpha 0.00125 | 1587.88 |",
+        "## Correctness rejections", "its speed was never measured: 0 samples recorded", "## Guard regressions",
+        "## Unverified results", "| 10 fused rope | 12 | +4.00% |", "| unverified | 1 |", "| rejected-regression | 1 |",
+        "## Reverts and reapplies", "| refused |", "yes: reapplied by change 7", "### Note on a retracted number: run 7",
+        "What produced it: measured on a stale build", "What replaced it: change 7",
+        "It no longer counts toward the frontier (ladder step 3 of decode_tok_s on `b0x0f1ngerpr1nt`: not counted)"})
     EXPECT_NE(md.find(needle), std::string::npos) << "missing: " << needle;
+}
+
+// The changelog names the tip of the seal chain it was generated from, as
+// `verity ledger verify` reports it.
+TEST(Report, TipLineIsTheVerifiedTip) {
+  const std::string dir = test::TempDir("report-tip");
+  const std::string db = ScriptedLedger(dir);
+  const std::string md = Generate(db, dir + "/r.md");
+  const auto [tip, records] = VerifiedTip(db);
+  ASSERT_EQ(tip.size(), 64u) << tip;
+  EXPECT_NE(md.find("\nGenerated from ledger tip `" + tip + "` (" + records + " sealed records).\n"), std::string::npos)
+      << md.substr(0, 400);
+  EXPECT_LT(md.find("Generated from ledger tip"), md.find("## Summary")) << "near the top";
+  // One more sealed record moves the tip, and the report follows it.
+  {
+    auto l = Ledger::Open(db);
+    ASSERT_TRUE(l.ok());
+    Db& d = (*l)->db();
+    ASSERT_TRUE(d.Transaction([&]() -> Status {
+                   return d.InsertSealed("boxes", {{"fingerprint", std::string("another")}, {"detail", std::string("{}")}}).status();
+                 }).ok());
+  }
+  const std::string md2 = Generate(db, dir + "/r2.md");
+  const auto [tip2, records2] = VerifiedTip(db);
+  EXPECT_NE(tip2, tip);
+  EXPECT_EQ(std::stoll(records2), std::stoll(records) + 1);
+  EXPECT_NE(md2.find("Generated from ledger tip `" + tip2 + "` (" + records2 + " sealed records)."), std::string::npos);
+}
+
+// The ladder is the derived one: the retracted revert and the reapply of it
+// are shown as recorded but not counted, with why, and drawn hollow.
+TEST(Report, LadderShowsWhatCountsAndWhy) {
+  const std::string dir = test::TempDir("report-ladder");
+  const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
+  for (const char* needle :
+       {"| 0 | 1 fast kernels | 1 | seed | — | — | yes | 1000.00 | seed |",
+        "| 1 | 1 fast kernels | 1 | accepted | x1.0700 (+7.00%) | m | yes | 1000.00 → 1070.00 | accepted |",
+        "| 3 | 6 Revert \"fast kernels\" | 7 | revert (retracted) | x1.0500 (+5.00%) | m | **no** | stays 1498.00 | run retracted |",
+        "| 4 | 7 Reapply fast kernels | 8 | accepted | x1.0300 (+3.00%) | s | **no** | stays 1498.00 | its revert no longer counts",
+        "| 5 | 8 batched prefill | 9 | accepted | x1.0600 (+6.00%) | m | yes | 1498.00 → 1587.88 | accepted |",
+        "Ladder step 3 (revert) not counted: run retracted."})
+    EXPECT_NE(md.find(needle), std::string::npos) << "missing: " << needle;
+  EXPECT_EQ(md.find("1542.9"), std::string::npos) << "the stored running value of the uncounted reapply is not the frontier";
+  const std::string svg = test::ReadFile(dir + "/ladder-decode_tok_s-b0x0f1ngerpr1nt.svg");
+  EXPECT_EQ(Count(svg, "fill=\"#ffffff\" stroke=\"#999\""), 2u) << "two steps not counted, drawn hollow";
+  EXPECT_EQ(Count(svg, "r=\"4\" fill=\"#1f6feb\""), 4u) << "four counted steps on the line";
+  EXPECT_NE(svg.find(">1572.9<"), std::string::npos) << "the retracted step at the value it claimed";
+}
+
+// Guards: a declared regression is shown with its measured size; an undeclared
+// one is a rejection; parity evidence names the build it came from.
+TEST(Report, GuardsAndDeclaredRegressionsAreShown) {
+  const std::string dir = test::TempDir("report-guards");
+  const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
+  for (const char* needle :
+       {"- declared regression: prefill_tok_s -9.8% (run 9, regressed)",
+        "Guards: prefill_tok_s -9.80% (-11.00% .. -8.50%): regressed, declared up front; peak_rss_mb -0.50% (-2.00% .. +1.00%): held.",
+        "| 8 batched prefill | 9 | accepted | prefill_tok_s | -9.80% | -11.00% .. -8.50% | yes |",
+        "| 9 skip the final norm | 11 | rejected-regression | prefill_tok_s | -20.00% | -22.00% .. -18.00% | no |",
+        "| 11 | submit | rejected-regression | none | +5.00% | +4.50% .. +5.50% | above, attempt 0, alpha 0.005 | 10 |",
+        "evidence from build `c8b1d2e3f4a5`, artifact `cccccccccccccccc`, mode standard, 7 depths, window 8"})
+    EXPECT_NE(md.find(needle), std::string::npos) << "missing: " << needle;
+}
+
+// show and frontier, human and JSON, over the same read model.
+TEST(ReadModel, ShowAndFrontierOverTheScriptedLedger) {
+  const std::string dir = test::TempDir("report-show");
+  const std::string db = ScriptedLedger(dir);
+  auto show = test::Shell(test::VerityBin() + " show --ledger " + db + " 8");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  for (const char* needle :
+       {"change 8: batched prefill [change] by alice", "  declared regressions: prefill_tok_s", "  state: accepted",
+        "  run 9 (submit, box b0x0f1ngerpr1nt, complete): 42 samples (4 warm-up)",
+        "    parity head standard: pass\n      evidence: build c8b1d2e3f4a5, artifact cccccccccccccccc, mode standard, 7 depths, window 8",
+        "    score: accepted tier m gain +6.00%", "(policy v2)",
+        "      decision: above at attempt 0, alpha 0.005; median ratio 1.0600, bounds [1.0550, 1.0650]",
+        "      guard prefill_tok_s -9.80% [-11.00%, -8.50%]: regressed (declared up front)",
+        "      guard peak_rss_mb -0.50% [-2.00%, +1.00%]: not regressed"})
+    EXPECT_NE(show.out.find(needle), std::string::npos) << "missing: " << needle << "\n" << show.out;
+  auto j = nlohmann::json::parse(test::Shell(test::VerityBin() + " show --json --ledger " + db + " 8").out);
+  EXPECT_EQ(j["change"]["accept_regressions"], nlohmann::json::array({"prefill_tok_s"}));
+  const auto& sc = j["runs"][0]["scores"][0];
+  EXPECT_EQ(sc["attempt"], 0);
+  EXPECT_EQ(sc["decision"], "above");
+  EXPECT_DOUBLE_EQ(sc["alpha"].get<double>(), 0.005);
+  EXPECT_DOUBLE_EQ(sc["ratio_low"].get<double>(), 1.055);
+  ASSERT_EQ(sc["guards"].size(), 2u);
+  EXPECT_EQ(sc["guards"][0]["metric"], "prefill_tok_s");
+  EXPECT_EQ(sc["guards"][0]["regressed"], true);
+  EXPECT_EQ(sc["guards"][0]["declared"], true);
+  EXPECT_NEAR(sc["guards"][0]["gain"].get<double>(), -0.098, 1e-12);
+  const auto& p = j["runs"][0]["parity"][0];
+  EXPECT_EQ(p["build_id"], "c8b1d2e3f4a5968778695a4b3c2d1e0f9a8b7c6d");
+  EXPECT_EQ(p["artifact_sha256"], std::string(64, 'c'));
+  EXPECT_EQ(p["depths"], 7);
+  EXPECT_EQ(p["window"], 8);
+  EXPECT_EQ(p["mode"], "standard");
+  // An old (policy v1) score has no statistics: null, not made up.
+  auto old = nlohmann::json::parse(test::Shell(test::VerityBin() + " show --json --ledger " + db + " 1").out);
+  EXPECT_TRUE(old["runs"][0]["scores"][0]["attempt"].is_null());
+  EXPECT_EQ(old["runs"][0]["scores"][0]["guards"].size(), 0u);
+  EXPECT_EQ(old["runs"][0]["parity"][0]["evidence"], false);
+
+  auto f = test::Shell(test::VerityBin() + " frontier --ledger " + db);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_NE(f.out.find("frontier: decode_tok_s on box b0x0f1ngerpr1nt = 1587.88 (gate 31.7576 under policy v2), set by "
+                       "change 8 run 9 (accepted)"),
+            std::string::npos)
+      << f.out;
+  EXPECT_NE(f.out.find("  not counted: change 6 run 7 (revert): run retracted"), std::string::npos) << f.out;
+  auto fj = nlohmann::json::parse(test::Shell(test::VerityBin() + " frontier --json --ledger " + db).out);
+  EXPECT_NEAR(fj["frontier"][0]["value"].get<double>(), 1587.88, 1e-9);
+  EXPECT_EQ(fj["frontier"][0]["run"], 9);
+  EXPECT_EQ(fj["frontier"][0]["counted_events"], 4);
+  EXPECT_EQ(fj["frontier"][0]["steps"][3]["counted"], false);
 }
 
 TEST(Report, SinceAndChartsDirAndBadInput) {
