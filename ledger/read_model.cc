@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "ledger/format.h"
 #include "ledger/ledger.h"
 #include "measure/measure.h"
 
@@ -515,18 +516,8 @@ nlohmann::json ToJson(const RunView& r) {
 
 // ---- text ----
 
-std::string Pct(const std::optional<double>& f) {
-  if (!f) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * *f);
-  return b;
-}
-std::string Num(const std::optional<double>& v) {
-  if (!v) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", *v);
-  return b;
-}
+std::string Pct(const std::optional<double>& f) { return f ? PctText(*f) : "n/a"; }
+std::string Num(const std::optional<double>& v) { return v ? NumText(*v, 6) : "n/a"; }
 std::string Ratio(const std::optional<double>& v) {
   if (!v) return "none";
   char b[32];

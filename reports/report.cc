@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "ledger/format.h"
 #include "ledger/read_model.h"
 
 namespace verity::reports {
@@ -32,7 +33,7 @@ std::string F(const char* fmt, double v) {
   return b;
 }
 // A fraction as a signed percentage; "—" when absent.
-std::string Pct(const std::optional<double>& v) { return v ? F("%+.2f%%", 100.0 * *v) : "—"; }
+std::string Pct(const std::optional<double>& v) { return v ? ledger::PctText(*v) : "—"; }
 std::string PctOpt(const std::optional<double>& v) { return v ? F("%+.2f%%", *v) : "—"; }  // already percent
 std::string Num(const std::optional<double>& v) { return v ? F("%.2f", *v) : "—"; }
 std::string Ratio(const std::optional<double>& r) { return r ? F("%+.2f%%", 100.0 * (*r - 1.0)) : "none"; }
