@@ -12,15 +12,6 @@
 namespace verity::test {
 namespace {
 
-struct Case {
-  std::string dir, db;
-};
-Case Fresh(const std::string& tag) {
-  Case c;
-  c.dir = TempDir(tag);
-  c.db = c.dir + "/ledger.db";
-  return c;
-}
 std::string Note(const Submitted& s) { return s.j.contains("note") ? s.j["note"].get<std::string>() : s.cmd.err; }
 double Frontier(const std::string& db) {
   auto f = JsonOf(VerityBin() + " frontier --json --ledger " + db);

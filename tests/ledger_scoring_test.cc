@@ -9,15 +9,6 @@
 namespace verity::test {
 namespace {
 
-struct Case {
-  std::string dir, db;
-};
-Case Fresh(const std::string& tag) {
-  Case c;
-  c.dir = TempDir(tag);
-  c.db = c.dir + "/ledger.db";
-  return c;
-}
 
 TEST(Scoring, KnownGainsLandInTheirTiers) {
   struct Want {

@@ -21,6 +21,17 @@ inline std::string Bench(const std::string& dir, const std::string& name, double
 
 inline std::string Parity(const std::string& args = "") { return std::string(FAKE_PARITY) + " " + args; }
 
+// A fresh directory with a ledger path in it (the ledger is created on first use).
+struct Case {
+  std::string dir, db;
+};
+inline Case Fresh(const std::string& tag) {
+  Case c;
+  c.dir = TempDir(tag);
+  c.db = c.dir + "/ledger.db";
+  return c;
+}
+
 inline std::string Quote(const std::string& s) { return measure::ShellQuote(s); }
 
 struct Submitted {
