@@ -83,9 +83,14 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
     } else {
       o.verdict = "accepted";
       o.note = "confirmed by deep parity: " + po.message;
+      // A confirmed reapply, like an accepted one, counts only while its revert does.
+      std::optional<int64_t> undoes;
+      if (c.kind == "reapply") {
+        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, c.metric, box_id, false));
+      }
       VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, c.metric, box_id, run_id, "confirmed",
                                                               before.value.value_or(*o.base_median) * ratio, ratio,
-                                                              std::nullopt));
+                                                              undoes));
       VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, c.metric, box_id));
       o.frontier_after = after.value;
       VERITY_RETURN_IF_ERROR(QueueParked(ev, c.metric));

@@ -163,6 +163,15 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
   EXPECT_NE(failing.out.find("\"verdict\":\"rejected-parity\""), std::string::npos) << failing.out;
   auto surprising = reapply(revert_id, " --predict 1 --parity-cmd " + Quote(Parity()));
   EXPECT_NE(surprising.out.find("\"verdict\":\"held-surprise\""), std::string::npos) << surprising.out;
+  // Its revert's evidence retracted, the confirmed reapply must not count the change twice.
+  const auto revert_j = nlohmann::json::parse(accepted.out);
+  ASSERT_EQ(Shell(VerityBin() + " retract" + L + " " + std::to_string(revert_j["run"].get<int>()) + " --reason stale").exit_code, 0);
+  const double before = Frontier(c.db);
+  EXPECT_NEAR(before, a.j["frontier_after"].get<double>(), 1e-6) << "the retracted revert left the ladder";
+  auto conf = JsonOf(VerityBin() + " confirm --json" + L + " " +
+                     std::to_string(nlohmann::json::parse(surprising.out)["change"].get<int>()));
+  EXPECT_EQ(conf["verdict"], "accepted") << conf;
+  EXPECT_NEAR(Frontier(c.db), before, 1e-6) << "a confirmed reapply counted the change a second time";
 }
 
 // 6. The frontier is derived: retracting any event gives the frontier as if
