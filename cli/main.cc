@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   verity::cli::Registry reg;
   verity::cli::RegisterEngineCommands(app, reg);
+  verity::cli::RegisterBenchCommand(app, reg);
   verity::cli::RegisterCheckpointCommands(app, reg);
   verity::cli::RegisterParityCommand(app, reg);
   verity::cli::RegisterLedgerCommands(app, reg);
