@@ -29,18 +29,28 @@ struct Loaded {
   std::unique_ptr<Transformer> transformer;
 };
 
-Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend) {
+Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend,
+                             kernels::DType dtype = kernels::DType::kF32) {
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(backend));
-  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path));
+  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path, dtype));
   Loaded l;
   l.model = std::move(model);
   l.transformer = std::make_unique<Transformer>(*l.model, std::move(kern));
   return l;
 }
 
+// --dtype's value, or an error naming the flag.
+Result<kernels::DType> ParseDType(const std::string& name) {
+  auto d = kernels::DTypeFromName(name);
+  if (!d.ok()) return Status::Error("--dtype: " + d.status().message());
+  return d;
+}
+
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
-                const std::string& format, const std::string& backend) {
-  auto loaded = LoadOnBackend(model_path, backend);
+                const std::string& format, const std::string& backend, const std::string& dtype_name) {
+  auto dtype = ParseDType(dtype_name);
+  if (!dtype.ok()) return Fail(dtype.status());
+  auto loaded = LoadOnBackend(model_path, backend, *dtype);
   if (!loaded.ok()) return Fail(loaded.status());
   auto tok = Tokenizer::Load(tok_path, loaded->model->config.vocab_size);
   if (!tok.ok()) return Fail(tok.status());
@@ -55,18 +65,22 @@ int RunGenerate(const std::string& model_path, const std::string& tok_path, cons
   }
   std::fflush(stdout);
   const int sampled = r->positions - (r->prompt_tokens - 1);
-  std::fprintf(stderr, "verity: %s backend, %d positions, %.1f tok/s (%d sampled in %.3fs)\n",
-               loaded->transformer->backend_name(), r->positions,
-               r->positions / std::max(1e-9, r->prompt_seconds + r->sample_seconds), sampled,
-               r->sample_seconds);
+  std::fprintf(stderr,
+               "verity: %s backend, %s weights, %d positions, %.1f tok/s (prompt %d prefilled in %.3fs, %d sampled "
+               "in %.3fs)\n",
+               loaded->transformer->backend_name(), kernels::DTypeName(loaded->model->dtype), r->positions,
+               r->positions / std::max(1e-9, r->prompt_seconds + r->sample_seconds), r->prompt_tokens,
+               r->prompt_seconds, sampled, r->sample_seconds);
   return 0;
 }
 
 int RunLogits(const std::string& model_path, const std::string& ids_text, const std::string& out,
-              const std::string& backend) {
+              const std::string& backend, const std::string& dtype_name) {
   auto ids = ParseIntList(ids_text, "--ids", LONG_MIN);
   if (!ids.ok()) return Fail(ids.status());
-  auto loaded = LoadOnBackend(model_path, backend);
+  auto dtype = ParseDType(dtype_name);
+  if (!dtype.ok()) return Fail(dtype.status());
+  auto loaded = LoadOnBackend(model_path, backend, *dtype);
   if (!loaded.ok()) return Fail(loaded.status());
   Status v = ValidateIds(ids.value(), loaded->model->config, "--ids");
   if (!v.ok()) return Fail(v);
@@ -76,8 +90,9 @@ int RunLogits(const std::string& model_path, const std::string& ids_text, const 
   f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
   f.close();
   if (!f) return Fail(Status::Error(out + ": write failed"));
-  std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s\n", ids->size(),
-               loaded->model->config.vocab_size, out.c_str());
+  std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s (%s backend, %s weights)\n", ids->size(),
+               loaded->model->config.vocab_size, out.c_str(), loaded->transformer->backend_name(),
+               kernels::DTypeName(loaded->model->dtype));
   return 0;
 }
 
@@ -130,6 +145,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     opt->topp = 0.9f;
     opt->seed = 1;
     auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
+    auto dtype = std::make_shared<std::string>("f32");
     sub->add_option("--model", *model, "llama2.c checkpoint (.bin)")->required();
     sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
     sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
@@ -140,17 +156,20 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")->capture_default_str()
         ->check(CLI::IsMember({"text", "ids"}));
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
-    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend); });
+    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype); });
   }
   {
     auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
     auto model = std::make_shared<std::string>(), ids = std::make_shared<std::string>(),
-         out = std::make_shared<std::string>(), backend = std::make_shared<std::string>("reference");
+         out = std::make_shared<std::string>(), backend = std::make_shared<std::string>("reference"),
+         dtype = std::make_shared<std::string>("f32");
     sub->add_option("--model", *model, "llama2.c checkpoint")->required();
     sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
-    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend); });
+    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype); });
   }
   {
     auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "

@@ -19,8 +19,9 @@ std::string Summary(const ParityReport& r) {
 }
 
 void PrintHuman(const std::string& model_path, const ParityReport& r) {
-  std::printf("parity: %s, candidate %s vs %s, %d tokens, mode %s, window %d\n", model_path.c_str(),
-              r.candidate.c_str(), r.reference.c_str(), r.tokens, r.mode.c_str(), r.window);
+  std::printf("parity: %s, candidate %s (%s weights) vs %s, %d tokens, mode %s, window %d\n",
+              model_path.c_str(), r.candidate.c_str(), r.dtype.c_str(), r.reference.c_str(), r.tokens,
+              r.mode.c_str(), r.window);
   std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
   for (const auto& d : r.depths)
     std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,
@@ -33,7 +34,7 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
 }
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
-                     const std::string& tokens_file, bool json) {
+                     const std::string& tokens_file, const std::string& dtype_name, bool json) {
   if (opt.backend != "fast" && opt.backend != "reference")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
   opt.deep = env::ParityDeep();
@@ -47,9 +48,18 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
     if (!t.ok()) return Fail(t.status());
     opt.tokens = t.value();
   }
+  auto dtype = kernels::DTypeFromName(dtype_name);
+  if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
+  // The reference always runs on the f32 weights; the candidate on the --dtype ones.
   auto model = LoadModel(model_path);
   if (!model.ok()) return Fail(model.status());
-  auto rep = RunParity(**model, opt);
+  std::unique_ptr<Model> converted;
+  if (*dtype != kernels::DType::kF32) {
+    auto m = LoadModel(model_path, *dtype);
+    if (!m.ok()) return Fail(m.status());
+    converted = std::move(m).value();
+  }
+  auto rep = RunParity(**model, converted ? *converted : **model, opt);
   if (!rep.ok()) return Fail(rep.status());
   const ParityReport& r = rep.value();
   if (json) {
@@ -100,6 +110,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
        tokens = std::make_shared<std::string>();
   auto opt = std::make_shared<ParityOptions>();
   auto json = std::make_shared<bool>(false);
+  auto dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c checkpoint")->required();
   sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
       ->capture_default_str();
@@ -112,8 +123,11 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--tokens", *tokens, "file of token ids (default: the reference's greedy text from BOS)");
   sub->add_option("--bit-identical-to", opt->bit_identical_to, "raw f32 logits file the candidate must equal byte for byte");
   sub->add_option("--dump", opt->dump, "write the candidate's logits (raw f32, one row per token) to FILE");
+  sub->add_option("--dtype", *dtype,
+                  "candidate's weights: f32, bf16 or q8_0, converted at load (the reference keeps f32)")
+      ->capture_default_str();
   sub->add_flag("--json", *json, "print the verity.parity/1 JSON object (summary line on stderr)");
-  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *json); });
+  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json); });
 
   auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
                                          "the first value where the metric leaves zero (exit 1 if any does).");

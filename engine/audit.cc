@@ -114,8 +114,8 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
       fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " + ShapeString(t.shape));
       continue;
     }
-    if (!want_dtype.empty() && DTypeName(e->second.dtype) != want_dtype) {
-      fatal(t.name + ": dtype " + DTypeName(e->second.dtype) + " in " + it->second + ", config torch_dtype implies " + want_dtype);
+    if (!want_dtype.empty() && TensorDTypeName(e->second.dtype) != want_dtype) {
+      fatal(t.name + ": dtype " + TensorDTypeName(e->second.dtype) + " in " + it->second + ", config torch_dtype implies " + want_dtype);
       continue;
     }
     total += e->second.end - e->second.begin;

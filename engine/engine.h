@@ -43,34 +43,75 @@ struct Llama2cFormat {
   static constexpr int kEos = 2;
 };
 
-struct ExpertWeights {
-  const float* w1;  // [hidden x dim] gate
-  const float* w2;  // [dim x hidden] down
-  const float* w3;  // [hidden x dim] up
+// A whole file mapped read-only (PROT_READ, MAP_PRIVATE), unmapped when
+// destroyed. Weights stored in the model's dtype are used where they lie.
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
 };
 
+struct ExpertWeights {
+  kernels::Weights w1;  // [ffn x dim] gate
+  kernels::Weights w2;  // [dim x ffn] down
+  kernels::Weights w3;  // [ffn x dim] up
+};
+
+// Norms are f32 vectors; every matrix is a typed view (Model::dtype).
 struct LayerWeights {
-  const float* rms_att;  // [dim]
-  const float* wq;       // [dim x dim]      (rows = outputs)
-  const float* wk;       // [kv_dim x dim]
-  const float* wv;       // [kv_dim x dim]
-  const float* wo;       // [dim x dim]
-  const float* rms_ffn;  // [dim]
-  const float* w1;       // [hidden x dim]   gate
-  const float* w2;       // [dim x hidden]   down
-  const float* w3;       // [hidden x dim]   up
-  const float* router = nullptr;       // MoE: [n_experts x dim]; then w1..w3 are unused
+  const float* rms_att = nullptr;  // [dim]
+  kernels::Weights wq;             // [dim x dim]      (rows = outputs)
+  kernels::Weights wk;             // [kv_dim x dim]
+  kernels::Weights wv;             // [kv_dim x dim]
+  kernels::Weights wo;             // [dim x dim]
+  const float* rms_ffn = nullptr;  // [dim]
+  kernels::Weights w1;             // [ffn x dim]   gate
+  kernels::Weights w2;             // [dim x ffn]   down
+  kernels::Weights w3;             // [ffn x dim]   up
+  kernels::Weights router;             // MoE: [n_experts x dim]; then w1..w3 are unused
   std::vector<ExpertWeights> experts;  // MoE: n_experts entries
 };
 
 struct Model {
   ModelConfig config;
-  std::string source;              // file it was loaded from
-  std::vector<float> storage;      // owns every weight below
-  const float* token_embedding = nullptr;  // [vocab x dim]
+  std::string source;  // file or directory it was loaded from
+  // The storage of every matrix (norms and the embedding table are always f32).
+  kernels::DType dtype = kernels::DType::kF32;
+  // The FFN width the matrices hold: config.hidden_dim, except for q8_0 with a
+  // hidden_dim that is not a multiple of 32, where w1/w3 gain zero rows and w2
+  // zero columns up to the next multiple (exact: the extra units output 0).
+  int ffn_dim = 0;
+  const float* token_embedding = nullptr;  // [vocab x dim], f32: one row is looked up per token
   std::vector<LayerWeights> layers;
-  const float* rms_final = nullptr;        // [dim]
-  const float* classifier = nullptr;       // [vocab x dim]
+  const float* rms_final = nullptr;  // [dim]
+  // [vocab x dim]. With a shared classifier: the embedding table itself for
+  // f32, a converted copy of it otherwise.
+  kernels::Weights classifier;
+  // What loading did that changes nothing numerically but is worth knowing
+  // (an unaligned tensor copied, the FFN width padded); each also went to stderr.
+  std::vector<std::string> notes;
+
+  // The storage behind the views: file mappings (weights used in place) and
+  // model-owned, 64-byte aligned, zero-initialized buffers (converted or copied).
+  std::vector<std::unique_ptr<MappedFile>> mappings;
+  void* Allocate(size_t bytes);
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::vector<std::unique_ptr<void, Free>> buffers_;
 };
 
 // Loads a llama2.c checkpoint (a file), validating every header field and the
@@ -78,8 +119,31 @@ struct Model {
 // model.safetensors or shards with model.safetensors.index.json), where every
 // required tensor must be present with its shape and nothing unexpected may
 // be. Errors name the file and the field or tensor.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
-Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
+//
+// Files are memory-mapped. Matrices are converted at load to `dtype` unless
+// stored in it (f32 in a llama2.c file or an F32 safetensors tensor, BF16
+// safetensors tensors for bf16), in which case they are used in place when
+// aligned (4 bytes for f32, 2 for bf16) and otherwise copied once, with a note
+// on stderr naming the tensor. q8_0 needs every matrix's columns to be a
+// multiple of 32 (the FFN width is padded, see Model::ffn_dim); an error names
+// the first tensor that is not.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32);
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype = kernels::DType::kF32);
+
+// What a model costs in memory traffic and residence, for bandwidth figures.
+struct Footprint {
+  // Bytes of weights read to decode one token: every matrix once (MoE: the
+  // router and n_experts_per_tok experts, assumed alike), the norms, and one
+  // embedding row.
+  size_t weight_bytes_per_token = 0;
+  // Bytes of every weight the model holds, mapped in place or owned (the
+  // embedding table counted once when the classifier shares it).
+  size_t resident_weight_bytes = 0;
+  // A Transformer's K and V caches for `kv_positions` positions (f32).
+  size_t kv_cache_bytes = 0;
+};
+// kv_positions = 0: the whole context (what a Transformer allocates).
+Footprint FootprintOf(const Model& model, int kv_positions = 0);
 
 // What a tensor is for; decides whether its absence may be tolerated.
 enum class TensorKind { kEmbedding, kNorm, kAttention, kRouter, kExpert, kFfn, kHead };
@@ -146,6 +210,13 @@ class Transformer {
   // Runs one position; returns vocab_size logits (valid until the next call).
   // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
   const float* Forward(int token, int pos);
+  // Runs positions pos0 .. pos0+T-1 (tokens[0..T)) in blocks of kPrefillBlock
+  // positions through batched matmuls, writing the KV cache exactly where
+  // Forward would; returns the logits of the last position only. Positions
+  // before pos0 must already be in the cache. Agrees with T calls of Forward
+  // to float rounding (bit for bit on the reference backend).
+  const float* Prefill(const int* tokens, int T, int pos0);
+  static constexpr int kPrefillBlock = 64;
   const Model& model() const { return model_; }
   const char* backend_name() const { return backend_->name(); }
 
@@ -153,9 +224,12 @@ class Transformer {
   const Model& model_;
   std::unique_ptr<kernels::Backend> backend_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
-  void MixtureOfExperts(const LayerWeights& w, float* x);
+  void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
+  void PrefillBlock(const int* tokens, int n, int pos0, bool last);
   std::vector<float> router_, moe_out_;
   std::vector<int> chosen_;
+  // Prefill scratch, [kPrefillBlock x width] each (allocated on first use).
+  std::vector<float> bx_, bxb_, bxb2_, bq_, bk_, bv_, bhb_, bhb2_;
   std::vector<float> key_cache_, value_cache_;  // [layers x seq_len x kv_dim]
   long kv_layer_stride_ = 0, kv_pos_stride_ = 0;
 };
@@ -187,13 +261,13 @@ struct GenerateResult {
   std::string text;      // exactly what run.c prints: pieces, then one newline
   std::vector<int> ids;  // every token after the first (BOS), one per printed piece
   int prompt_tokens = 0;
-  int positions = 0;            // forward passes run
-  double prompt_seconds = 0.0;  // time spent on positions inside the prompt
-  double sample_seconds = 0.0;  // time spent on positions that sampled
+  int positions = 0;            // positions run (the prompt's, prefilled, then one per sampled token)
+  double prompt_seconds = 0.0;  // time spent prefilling the prompt (all its positions)
+  double sample_seconds = 0.0;  // time spent sampling and on the positions after the prompt
 };
 
-// Runs run.c's generate loop. Errors name --steps or --prompt when they do not
-// fit the model's context.
+// Runs run.c's generate loop, the prompt as one Prefill. Errors name --steps
+// or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt);
 
 // Teacher-forced forward over `ids`: one row of vocab_size logits per position.

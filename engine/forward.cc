@@ -1,5 +1,6 @@
-// The forward pass for one token, top to bottom. Arithmetic that is the same
-// on every backend lives here; matmuls and attention go through the backend.
+// The forward pass for one token, top to bottom (Forward), and the same steps
+// for a block of prompt positions at once (Prefill). Arithmetic that is the
+// same on every backend lives here; matmuls and attention go through the backend.
 #include <cmath>
 #include <algorithm>
 #include <cstring>
@@ -15,8 +16,8 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
   x_.resize(c.dim);
   xb_.resize(c.dim);
   xb2_.resize(c.dim);
-  hb_.resize(c.hidden_dim);
-  hb2_.resize(c.hidden_dim);
+  hb_.resize(model.ffn_dim);
+  hb2_.resize(model.ffn_dim);
   q_.resize(c.dim);
   att_.resize(static_cast<size_t>(c.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
@@ -43,11 +44,12 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),
 // softmax over the chosen k, and the weighted sum of their SwiGLU outputs.
-void Transformer::MixtureOfExperts(const LayerWeights& w, float* x) {
+// Reads the normed row xb, adds into the residual row x.
+void Transformer::MixtureOfExperts(const LayerWeights& w, const float* xb, float* x) {
   const ModelConfig& c = model_.config;
   kernels::Backend& k = *backend_;
-  const int dim = c.dim, hidden = c.hidden_dim, n = c.n_experts, topk = c.n_experts_per_tok;
-  k.Matmul(router_.data(), xb_.data(), w.router, dim, n);
+  const int dim = c.dim, ffn = model_.ffn_dim, n = c.n_experts, topk = c.n_experts_per_tok;
+  k.Matmul(router_.data(), xb, w.router);
   chosen_.clear();
   for (int e = 0; e < n; e++) chosen_.push_back(e);
   std::partial_sort(chosen_.begin(), chosen_.begin() + topk, chosen_.end(), [&](int a, int b) {
@@ -59,10 +61,10 @@ void Transformer::MixtureOfExperts(const LayerWeights& w, float* x) {
   for (int j = 0; j < topk; j++) {
     const ExpertWeights& e = w.experts[chosen_[j]];
     const float weight = expf(router_[chosen_[j]] - mx) / sum;
-    k.Matmul(hb_.data(), xb_.data(), e.w1, dim, hidden);
-    k.Matmul(hb2_.data(), xb_.data(), e.w3, dim, hidden);
-    k.SwiGLU(hb_.data(), hb2_.data(), hidden);
-    k.Matmul(xb2_.data(), hb_.data(), e.w2, hidden, dim);
+    k.Matmul(hb_.data(), xb, e.w1);
+    k.Matmul(hb2_.data(), xb, e.w3);
+    k.SwiGLU(hb_.data(), hb2_.data(), ffn);
+    k.Matmul(xb2_.data(), hb_.data(), e.w2);
     for (int i = 0; i < dim; i++) moe_out_[i] += weight * xb2_[i];
   }
   for (int i = 0; i < dim; i++) x[i] += moe_out_[i];
@@ -70,7 +72,7 @@ void Transformer::MixtureOfExperts(const LayerWeights& w, float* x) {
 
 const float* Transformer::Forward(int token, int pos) {
   const ModelConfig& c = model_.config;
-  const int dim = c.dim, hidden = c.hidden_dim, kv_dim = c.kv_dim(), hs = c.head_size();
+  const int dim = c.dim, ffn = model_.ffn_dim, kv_dim = c.kv_dim(), hs = c.head_size();
   kernels::Backend& k = *backend_;
   float* x = x_.data();
   std::memcpy(x, model_.token_embedding + static_cast<size_t>(token) * dim, dim * sizeof(float));
@@ -82,9 +84,9 @@ const float* Transformer::Forward(int token, int pos) {
     const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
     float* kc = key_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
     float* vc = value_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
-    k.Matmul(q_.data(), xb_.data(), w.wq, dim, dim);
-    k.Matmul(kc, xb_.data(), w.wk, dim, kv_dim);
-    k.Matmul(vc, xb_.data(), w.wv, dim, kv_dim);
+    k.Matmul(q_.data(), xb_.data(), w.wq);
+    k.Matmul(kc, xb_.data(), w.wk);
+    k.Matmul(vc, xb_.data(), w.wv);
     const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
     k.Rope(q_.data(), dim, hs, pos, c.rope_theta, interleaved);
     k.Rope(kc, kv_dim, hs, pos, c.rope_theta, interleaved);
@@ -92,24 +94,97 @@ const float* Transformer::Forward(int token, int pos) {
                              value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos, c.n_heads,
                              c.n_kv_heads, hs, c.seq_len};
     k.Attention(a);
-    k.Matmul(xb2_.data(), xb_.data(), w.wo, dim, dim);
+    k.Matmul(xb2_.data(), xb_.data(), w.wo);
     for (int i = 0; i < dim; i++) x[i] += xb2_[i];
 
     // FFN block: norm, SwiGLU (silu(w1 x) * w3 x), down-project, residual.
     kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
     if (c.n_experts == 0) {
-      k.Matmul(hb_.data(), xb_.data(), w.w1, dim, hidden);
-      k.Matmul(hb2_.data(), xb_.data(), w.w3, dim, hidden);
-      k.SwiGLU(hb_.data(), hb2_.data(), hidden);
-      k.Matmul(xb_.data(), hb_.data(), w.w2, hidden, dim);
+      k.Matmul(hb_.data(), xb_.data(), w.w1);
+      k.Matmul(hb2_.data(), xb_.data(), w.w3);
+      k.SwiGLU(hb_.data(), hb2_.data(), ffn);
+      k.Matmul(xb_.data(), hb_.data(), w.w2);
       for (int i = 0; i < dim; i++) x[i] += xb_[i];
     } else {
-      MixtureOfExperts(w, x);
+      MixtureOfExperts(w, xb_.data(), x);
     }
   }
   kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
-  k.Matmul(logits_.data(), x, model_.classifier, dim, c.vocab_size);
+  k.Matmul(logits_.data(), x, model_.classifier);
   return logits_.data();
+}
+
+// The prompt: the same steps as Forward, for a block of positions at a time,
+// so each weight matrix is read once per block instead of once per position.
+const float* Transformer::Prefill(const int* tokens, int T, int pos0) {
+  for (int b = 0; b < T; b += kPrefillBlock) {
+    const int n = std::min(kPrefillBlock, T - b);
+    PrefillBlock(tokens + b, n, pos0 + b, /*last=*/b + n == T);
+  }
+  return logits_.data();
+}
+
+void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
+  const ModelConfig& c = model_.config;
+  const int dim = c.dim, ffn = model_.ffn_dim, kv_dim = c.kv_dim(), hs = c.head_size();
+  kernels::Backend& k = *backend_;
+  if (bx_.empty()) {
+    const size_t B = kPrefillBlock;
+    for (auto* v : {&bx_, &bxb_, &bxb2_, &bq_}) v->resize(B * dim);
+    for (auto* v : {&bk_, &bv_}) v->resize(B * kv_dim);
+    for (auto* v : {&bhb_, &bhb2_}) v->resize(B * ffn);
+  }
+  // Row t of each [n x width] block belongs to position pos0 + t.
+  auto row = [](std::vector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; };
+  for (int t = 0; t < n; t++)
+    std::memcpy(row(bx_, t, dim), model_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+
+  for (int l = 0; l < c.n_layers; l++) {
+    const LayerWeights& w = model_.layers[l];
+    // Attention block: norm each row, q/k/v for the whole block, then per
+    // position: rotate, cache, attend (causally: the cache holds every
+    // earlier position, this block's included); project, residual.
+    for (int t = 0; t < n; t++) kernels::Rmsnorm(row(bxb_, t, dim), row(bx_, t, dim), w.rms_att, dim, c.norm_eps);
+    k.MatmulBatch(bq_.data(), bxb_.data(), w.wq, n);
+    k.MatmulBatch(bk_.data(), bxb_.data(), w.wk, n);
+    k.MatmulBatch(bv_.data(), bxb_.data(), w.wv, n);
+    const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
+    const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+    for (int t = 0; t < n; t++) {
+      const int pos = pos0 + t;
+      k.Rope(row(bq_, t, dim), dim, hs, pos, c.rope_theta, interleaved);
+      k.Rope(row(bk_, t, kv_dim), kv_dim, hs, pos, c.rope_theta, interleaved);
+      const size_t at = layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
+      std::memcpy(key_cache_.data() + at, row(bk_, t, kv_dim), kv_dim * sizeof(float));
+      std::memcpy(value_cache_.data() + at, row(bv_, t, kv_dim), kv_dim * sizeof(float));
+    }
+    for (int t = 0; t < n; t++) {
+      kernels::AttentionArgs a{row(bxb_, t, dim), row(bq_, t, dim), key_cache_.data() + layer_off,
+                               value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos0 + t, c.n_heads,
+                               c.n_kv_heads, hs, c.seq_len};
+      k.Attention(a);
+    }
+    k.MatmulBatch(bxb2_.data(), bxb_.data(), w.wo, n);
+    for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) bx_[i] += bxb2_[i];
+
+    // FFN block: norm each row, SwiGLU over the block, down-project, residual.
+    for (int t = 0; t < n; t++) kernels::Rmsnorm(row(bxb_, t, dim), row(bx_, t, dim), w.rms_ffn, dim, c.norm_eps);
+    if (c.n_experts == 0) {
+      k.MatmulBatch(bhb_.data(), bxb_.data(), w.w1, n);
+      k.MatmulBatch(bhb2_.data(), bxb_.data(), w.w3, n);
+      k.SwiGLU(bhb_.data(), bhb2_.data(), n * ffn);
+      k.MatmulBatch(bxb_.data(), bhb_.data(), w.w2, n);
+      for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) bx_[i] += bxb_[i];
+    } else {
+      for (int t = 0; t < n; t++) MixtureOfExperts(w, row(bxb_, t, dim), row(bx_, t, dim));  // routed per position
+    }
+  }
+  // Logits for the block's last position only, and only for the prompt's last block.
+  if (last) {
+    float* x = row(bx_, n - 1, dim);
+    kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
+    k.Matmul(logits_.data(), x, model_.classifier);
+  }
 }
 
 }  // namespace verity

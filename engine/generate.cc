@@ -1,4 +1,5 @@
-// run.c's generate loop and the teacher-forced forward used by logits/parity.
+// run.c's generate loop (the prompt prefilled) and the teacher-forced forward
+// used by logits/parity.
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -24,24 +25,35 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
 
   Sampler sampler(c.vocab_size, opt.temperature, opt.topp, opt.seed);
   GenerateResult r;
-  r.prompt_tokens = static_cast<int>(prompt.size());
+  const int n_prompt = static_cast<int>(prompt.size());
+  r.prompt_tokens = n_prompt;
   std::vector<float> logits(c.vocab_size);
   using Clock = std::chrono::steady_clock;
-  int token = prompt[0];
-  for (int pos = 0; pos < opt.steps; pos++) {
-    auto t0 = Clock::now();
-    const float* out = t.Forward(token, pos);
-    r.positions++;
-    int next;
-    bool in_prompt = pos < r.prompt_tokens - 1;
-    if (in_prompt) {
-      next = prompt[pos + 1];
-    } else {
-      std::memcpy(logits.data(), out, logits.size() * sizeof(float));
-      next = sampler.Sample(logits.data());
+
+  // The prompt's positions in one prefill; its pieces print as run.c prints them.
+  auto t0 = Clock::now();
+  const float* out = t.Prefill(prompt.data(), n_prompt, 0);
+  r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.positions = n_prompt;
+  for (int i = 0; i + 1 < n_prompt; i++) {
+    if (prompt[i + 1] == Llama2cFormat::kBos) {  // BOS delimits sequences
+      r.text += "\n";
+      return r;
     }
-    std::chrono::duration<double> dt = Clock::now() - t0;
-    (in_prompt ? r.prompt_seconds : r.sample_seconds) += dt.count();
+    r.text += SafePiece(tok.Decode(prompt[i], prompt[i + 1]));
+    r.ids.push_back(prompt[i + 1]);
+  }
+  // Then one sampled token per position, each fed back in.
+  int token = prompt[n_prompt - 1];
+  for (int pos = n_prompt - 1; pos < opt.steps; pos++) {
+    auto t1 = Clock::now();
+    if (pos > n_prompt - 1) {
+      out = t.Forward(token, pos);
+      r.positions++;
+    }
+    std::memcpy(logits.data(), out, logits.size() * sizeof(float));
+    const int next = sampler.Sample(logits.data());
+    r.sample_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
     if (next == Llama2cFormat::kBos) break;  // BOS delimits sequences
     r.text += SafePiece(tok.Decode(token, next));
     r.ids.push_back(next);

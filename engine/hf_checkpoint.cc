@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/safetensors.h"
+#include "engine/weights.h"
 
 namespace verity {
 namespace fs = std::filesystem;
@@ -62,23 +64,42 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
 
 namespace {
 
-// The address of the pointer field each expected tensor binds to, in
-// ExpectedTensors order. Layers and experts must already be sized.
-std::vector<const float**> Slots(Model& m) {
-  std::vector<const float**> s;
-  s.push_back(&m.token_embedding);
+// Where one expected tensor binds: an f32 vector (norm, embedding) or a
+// matrix, and whether its rows or columns are the FFN width (see Model::ffn_dim).
+struct Slot {
+  const float** vec = nullptr;
+  kernels::Weights* mat = nullptr;
+  bool ffn_rows = false, ffn_cols = false;
+};
+
+// Every expected tensor's slot, in ExpectedTensors order. Layers and experts
+// must already be sized.
+std::vector<Slot> Slots(Model& m) {
+  std::vector<Slot> s;
+  auto vec = [&s](const float** p) { s.push_back({p, nullptr}); };
+  auto mat = [&s](kernels::Weights* w, bool ffn_rows = false, bool ffn_cols = false) {
+    s.push_back({nullptr, w, ffn_rows, ffn_cols});
+  };
+  vec(&m.token_embedding);
   for (auto& L : m.layers) {
-    for (const float** p : {&L.rms_att, &L.wq, &L.wk, &L.wv, &L.wo, &L.rms_ffn}) s.push_back(p);
+    vec(&L.rms_att);
+    for (kernels::Weights* w : {&L.wq, &L.wk, &L.wv, &L.wo}) mat(w);
+    vec(&L.rms_ffn);
     if (m.config.n_experts > 0) {
-      s.push_back(&L.router);
-      for (auto& e : L.experts)
-        for (const float** p : {&e.w1, &e.w2, &e.w3}) s.push_back(p);
+      mat(&L.router);
+      for (auto& e : L.experts) {
+        mat(&e.w1, true);
+        mat(&e.w2, false, true);
+        mat(&e.w3, true);
+      }
     } else {
-      for (const float** p : {&L.w1, &L.w3, &L.w2}) s.push_back(p);  // gate, up, down
+      mat(&L.w1, true);  // gate, up, down
+      mat(&L.w3, true);
+      mat(&L.w2, false, true);
     }
   }
-  s.push_back(&m.rms_final);
-  if (!m.config.shared_classifier) s.push_back(&m.classifier);
+  vec(&m.rms_final);
+  if (!m.config.shared_classifier) mat(&m.classifier);
   return s;
 }
 
@@ -88,17 +109,37 @@ int64_t Count(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Sizes the model's layer/expert tables and points every slot into storage.
-void Bind(Model& m, const std::vector<ExpectedTensor>& expected) {
+// Sizes the model's layer/expert tables and binds every expected tensor,
+// `stored(i)` giving where tensor i's bytes are. Sets dtype and ffn_dim.
+Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& expected,
+            const std::function<StoredTensor(size_t)>& stored) {
+  m.dtype = dtype;
+  m.ffn_dim = FfnDim(m.config, dtype);
   m.layers.assign(m.config.n_layers, LayerWeights{});
   for (auto& L : m.layers) L.experts.assign(m.config.n_experts, ExpertWeights{});
-  auto slots = Slots(m);
-  int64_t off = 0;
+  const auto slots = Slots(m);
+  WeightPlacer place(m, m.source);
   for (size_t i = 0; i < expected.size(); i++) {
-    *slots[i] = m.storage.data() + off;
-    off += Count(expected[i].shape);
+    const Slot& slot = slots[i];
+    const auto& shape = expected[i].shape;
+    if (slot.vec) {
+      VERITY_ASSIGN_OR_RETURN(*slot.vec, place.Vector(stored(i), Count(shape)));
+    } else {
+      const int rows = static_cast<int>(shape[0]), cols = static_cast<int>(shape[1]);
+      VERITY_ASSIGN_OR_RETURN(*slot.mat, place.Matrix(stored(i), rows, cols, slot.ffn_rows ? m.ffn_dim : rows,
+                                                      slot.ffn_cols ? m.ffn_dim : cols));
+    }
   }
-  if (m.config.shared_classifier) m.classifier = m.token_embedding;
+  if (m.config.shared_classifier) {
+    // The embedding table itself for f32; a converted copy (the table stays f32 for lookups).
+    StoredTensor shared{expected[0].name + " (shared classifier)", TensorDType::kF32,
+                        reinterpret_cast<const unsigned char*>(m.token_embedding), /*mapped=*/false};
+    VERITY_ASSIGN_OR_RETURN(m.classifier, place.Matrix(shared, m.config.vocab_size, m.config.dim));
+  }
+  if (m.ffn_dim != m.config.hidden_dim)
+    place.Note(m.source + ": q8_0: FFN width " + std::to_string(m.config.hidden_dim) +
+               " padded with zero weights to " + std::to_string(m.ffn_dim) + " (exact)");
+  return OkStatus();
 }
 
 Result<std::string> ReadText(const std::string& path) {
@@ -169,7 +210,7 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   return c;
 }
 
-Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype) {
   VERITY_ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(dir));
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   // Where each tensor lives: the index, or the single model.safetensors.
@@ -209,13 +250,17 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
   auto model = std::make_unique<Model>();
   model->config = c;
   model->source = dir;
-  int64_t total = 0;
-  for (const auto& t : expected) total += Count(t.shape);
-  model->storage.resize(static_cast<size_t>(total));
-  int64_t off = 0;
-  std::vector<unsigned char> buf;
+  // Every shard mapped once; tensors stored in the model's dtype are used in place.
+  std::map<std::string, const MappedFile*> maps;
+  for (const auto& [shard, hdr] : headers) {
+    VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> f, MappedFile::Open(dir + "/" + shard));
+    if (static_cast<int64_t>(f->size()) != hdr.data_start + hdr.data_size)
+      return Status::Error(dir + "/" + shard + ": changed size while being loaded");
+    maps[shard] = f.get();
+    model->mappings.push_back(std::move(f));
+  }
   for (const auto& t : expected) {
-    const std::string shard = where[t.name];
+    const std::string& shard = where[t.name];
     const auto& hdr = headers[shard];
     auto it = hdr.tensors.find(t.name);
     if (it == hdr.tensors.end())
@@ -224,15 +269,13 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
       return Status::Error(dir + "/" + shard + ": tensor " + t.name + " has shape " + ShapeString(it->second.shape) +
                            ", config implies " + ShapeString(t.shape));
     }
-    std::ifstream f(dir + "/" + shard, std::ios::binary);
-    buf.resize(static_cast<size_t>(it->second.end - it->second.begin));
-    f.seekg(hdr.data_start + it->second.begin);
-    if (!f.read(reinterpret_cast<char*>(buf.data()), static_cast<long>(buf.size())))
-      return Status::Error(dir + "/" + shard + ": short read of " + t.name);
-    ToF32(it->second.dtype, buf.data(), Count(t.shape), model->storage.data() + off);
-    off += Count(t.shape);
   }
-  Bind(*model, expected);
+  VERITY_RETURN_IF_ERROR(Bind(*model, dtype, expected, [&](size_t i) {
+    const std::string& shard = where[expected[i].name];
+    const SafetensorsHeader& hdr = headers[shard];
+    const TensorEntry& e = hdr.tensors.at(expected[i].name);
+    return StoredTensor{expected[i].name, e.dtype, maps[shard]->data() + hdr.data_start + e.begin, /*mapped=*/true};
+  }));
   return model;
 }
 
@@ -244,19 +287,24 @@ Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_
   const auto expected = ExpectedTensors(config);
   int64_t total = 0;
   for (const auto& t : expected) total += Count(t.shape);
-  m->storage.resize(static_cast<size_t>(total));
+  float* storage = static_cast<float*>(m->Allocate(static_cast<size_t>(total) * 4));
   std::mt19937_64 rng(seed);
+  std::vector<int64_t> offsets;
   int64_t off = 0;
   for (const auto& t : expected) {
+    offsets.push_back(off);
     const bool norm = t.kind == TensorKind::kNorm;
     const double a = t.shape.size() == 2 && t.kind != TensorKind::kEmbedding ? std::sqrt(3.0 / t.shape[1]) : 1.0;
     for (int64_t i = 0; i < Count(t.shape); i++) {
       double u = (static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0 - 1.0;
-      m->storage[off + i] = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
+      storage[off + i] = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
     }
     off += Count(t.shape);
   }
-  Bind(*m, expected);
+  VERITY_RETURN_IF_ERROR(Bind(*m, kernels::DType::kF32, expected, [&](size_t i) {
+    return StoredTensor{expected[i].name, TensorDType::kF32,
+                        reinterpret_cast<const unsigned char*>(storage + offsets[i]), /*mapped=*/false};
+  }));
   return m;
 }
 
@@ -312,20 +360,31 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
     for (int i = 0; i < 8; i++) lb[i] = static_cast<unsigned char>(len >> (8 * i));
     f.write(reinterpret_cast<const char*>(lb), 8);
     f.write(h.data(), static_cast<long>(h.size()));
-    std::vector<float> tmp;
+    std::vector<float> tmp, row;
     for (size_t i : mine) {
       const auto& t = expected[i];
-      const float* src = *slots[i];
       const int64_t n = Count(t.shape);
-      tmp.assign(src, src + n);
+      tmp.resize(static_cast<size_t>(n));
+      if (slots[i].vec) {
+        std::memcpy(tmp.data(), *slots[i].vec, static_cast<size_t>(n) * 4);
+      } else {
+        // The stored shape's rows and columns, in f32 (a padded FFN width dropped).
+        const kernels::Weights& w = *slots[i].mat;
+        row.resize(w.cols);
+        for (int64_t r = 0; r < t.shape[0]; r++) {
+          kernels::DecodeRow(w, static_cast<int>(r), row.data());
+          std::memcpy(&tmp[r * t.shape[1]], row.data(), static_cast<size_t>(t.shape[1]) * 4);
+        }
+      }
       const bool is_q = t.name.find("q_proj") != std::string::npos, is_k = t.name.find("k_proj") != std::string::npos;
       if (permute && (is_q || is_k)) {
+        const std::vector<float> src = tmp;
         // Row 2i+j of each head moves to row j*hs/2+i: the same rotation, in halves.
         const int64_t cols = t.shape[1];
         for (int64_t head = 0; head < t.shape[0] / hs; head++)
           for (int r = 0; r < hs; r++) {
             const int64_t to = head * hs + (r % 2) * (hs / 2) + r / 2;
-            std::memcpy(&tmp[to * cols], src + (head * hs + r) * cols, cols * sizeof(float));
+            std::memcpy(&tmp[to * cols], src.data() + (head * hs + r) * cols, cols * sizeof(float));
           }
       }
       if (esize == 4) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/weights.h"
 
 namespace verity {
 namespace {
@@ -77,21 +78,17 @@ Status CheckRegularFile(const std::string& path, const char* what) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path);
+  if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return Status::Error(path + ": cannot open model file (" + std::strerror(errno) + ")");
-  const int64_t file_size = f.tellg();
-  if (file_size < 0) return Status::Error(path + ": cannot read model file size");
+  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  const int64_t file_size = static_cast<int64_t>(file->size());
   if (file_size < kHeaderInts * 4)
     return Status::Error(path + ": truncated header: " + std::to_string(file_size) +
                          " bytes, a llama2.c header needs 28");
-  f.seekg(0);
   int32_t h[kHeaderInts];
-  f.read(reinterpret_cast<char*>(h), sizeof h);
-  if (!f) return Status::Error(path + ": cannot read header");
+  std::memcpy(h, file->data(), sizeof h);
 
   for (int i = 0; i < kHeaderInts; i++)
     if (h[i] == 0 || (h[i] < 0 && i != 5))
@@ -124,43 +121,64 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
                          std::to_string(want) + (file_size < want ? " (truncated)" : " (trailing bytes)"));
 
   model->source = path;
-  model->storage.resize(static_cast<size_t>(lay.total()));
-  f.read(reinterpret_cast<char*>(model->storage.data()), lay.total() * 4);
-  if (!f) return Status::Error(path + ": short read of weights");
-
-  const float* p = model->storage.data();
-  auto take = [&p](int64_t n) {
-    const float* r = p;
-    p += n;
+  model->dtype = dtype;
+  model->ffn_dim = FfnDim(c, dtype);
+  // The tensors follow the header (byte 28, so f32-aligned in the mapping),
+  // each one layer after another.
+  const unsigned char* p = file->data() + kHeaderInts * 4;
+  auto take = [&p](int64_t floats) {
+    const unsigned char* r = p;
+    p += floats * 4;
     return r;
   };
   const int64_t L = c.n_layers;
-  model->token_embedding = take(lay.embedding);
-  const float* rms_att = take(lay.rms_att);
-  const float* wq = take(lay.wq);
-  const float* wk = take(lay.wk);
-  const float* wv = take(lay.wv);
-  const float* wo = take(lay.wo);
-  const float* rms_ffn = take(lay.rms_ffn);
-  const float* w1 = take(lay.w1);
-  const float* w2 = take(lay.w2);
-  const float* w3 = take(lay.w3);
-  model->rms_final = take(lay.rms_final);
-  take(lay.rope_tables);
-  model->classifier = c.shared_classifier ? model->token_embedding : take(lay.classifier);
+  const unsigned char* embedding = take(lay.embedding);
+  const unsigned char* rms_att = take(lay.rms_att);
+  const unsigned char* wq = take(lay.wq);
+  const unsigned char* wk = take(lay.wk);
+  const unsigned char* wv = take(lay.wv);
+  const unsigned char* wo = take(lay.wo);
+  const unsigned char* rms_ffn = take(lay.rms_ffn);
+  const unsigned char* w1 = take(lay.w1);
+  const unsigned char* w2 = take(lay.w2);
+  const unsigned char* w3 = take(lay.w3);
+  const unsigned char* rms_final = take(lay.rms_final);
+  take(lay.rope_tables);  // unused legacy tables: never read
+  const unsigned char* classifier = c.shared_classifier ? nullptr : take(lay.classifier);
+
+  WeightPlacer place(*model, path);
+  auto tensor = [](std::string name, const unsigned char* base, int64_t layer_floats, int64_t l) {
+    return StoredTensor{std::move(name), TensorDType::kF32, base + l * layer_floats * 4, /*mapped=*/true};
+  };
+  const int d = c.dim, kv = c.kv_dim(), hd = c.hidden_dim, ffn = model->ffn_dim;
+  VERITY_ASSIGN_OR_RETURN(model->token_embedding, place.Vector(tensor("token_embedding_table", embedding, 0, 0), lay.embedding));
   for (int64_t l = 0; l < L; l++) {
     LayerWeights w;
-    w.rms_att = rms_att + l * lay.rms_att / L;
-    w.wq = wq + l * lay.wq / L;
-    w.wk = wk + l * lay.wk / L;
-    w.wv = wv + l * lay.wv / L;
-    w.wo = wo + l * lay.wo / L;
-    w.rms_ffn = rms_ffn + l * lay.rms_ffn / L;
-    w.w1 = w1 + l * lay.w1 / L;
-    w.w2 = w2 + l * lay.w2 / L;
-    w.w3 = w3 + l * lay.w3 / L;
-    model->layers.push_back(w);
+    const std::string at = "[layer " + std::to_string(l) + "]";
+    VERITY_ASSIGN_OR_RETURN(w.rms_att, place.Vector(tensor("rms_att_weight" + at, rms_att, lay.rms_att / L, l), d));
+    VERITY_ASSIGN_OR_RETURN(w.wq, place.Matrix(tensor("wq" + at, wq, lay.wq / L, l), d, d));
+    VERITY_ASSIGN_OR_RETURN(w.wk, place.Matrix(tensor("wk" + at, wk, lay.wk / L, l), kv, d));
+    VERITY_ASSIGN_OR_RETURN(w.wv, place.Matrix(tensor("wv" + at, wv, lay.wv / L, l), kv, d));
+    VERITY_ASSIGN_OR_RETURN(w.wo, place.Matrix(tensor("wo" + at, wo, lay.wo / L, l), d, d));
+    VERITY_ASSIGN_OR_RETURN(w.rms_ffn, place.Vector(tensor("rms_ffn_weight" + at, rms_ffn, lay.rms_ffn / L, l), d));
+    VERITY_ASSIGN_OR_RETURN(w.w1, place.Matrix(tensor("w1" + at, w1, lay.w1 / L, l), hd, d, ffn, d));
+    VERITY_ASSIGN_OR_RETURN(w.w2, place.Matrix(tensor("w2" + at, w2, lay.w2 / L, l), d, hd, d, ffn));
+    VERITY_ASSIGN_OR_RETURN(w.w3, place.Matrix(tensor("w3" + at, w3, lay.w3 / L, l), hd, d, ffn, d));
+    model->layers.push_back(std::move(w));
   }
+  VERITY_ASSIGN_OR_RETURN(model->rms_final, place.Vector(tensor("rms_final_weight", rms_final, 0, 0), d));
+  if (c.shared_classifier) {
+    // The embedding table itself for f32; a converted copy (the table stays f32 for lookups).
+    StoredTensor shared{"token_embedding_table (shared classifier)", TensorDType::kF32,
+                        reinterpret_cast<const unsigned char*>(model->token_embedding), /*mapped=*/false};
+    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(shared, c.vocab_size, d));
+  } else {
+    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(tensor("wcls", classifier, 0, 0), c.vocab_size, d));
+  }
+  if (ffn != hd)
+    place.Note(path + ": q8_0: FFN width " + std::to_string(hd) + " padded with zero weights to " +
+               std::to_string(ffn) + " (exact)");
+  model->mappings.push_back(std::move(file));
   return model;
 }
 

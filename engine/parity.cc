@@ -177,8 +177,15 @@ Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vec
   return rep;
 }
 
-Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
+Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) { return RunParity(model, model, opt); }
+
+Result<ParityReport> RunParity(const Model& model, const Model& candidate_model, const ParityOptions& opt) {
   const ModelConfig& c = model.config;
+  const ModelConfig& cc = candidate_model.config;
+  if (cc.dim != c.dim || cc.hidden_dim != c.hidden_dim || cc.n_layers != c.n_layers || cc.n_heads != c.n_heads ||
+      cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size || cc.seq_len != c.seq_len ||
+      cc.n_experts != c.n_experts)
+    return Status::Error("parity: candidate model " + candidate_model.source + " has another shape than " + model.source);
   const int V = c.vocab_size;
   std::string reference;
 
@@ -221,7 +228,7 @@ Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-  Transformer cand(model, std::move(kern));
+  Transformer cand(candidate_model, std::move(kern));
   std::vector<float> got = TeacherForcedLogits(cand, tokens);
 
   if (!opt.dump.empty()) {
@@ -231,6 +238,7 @@ Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) {
   }
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogits(ref, got, V, opt));
   rep.reference = reference;
+  rep.dtype = kernels::DTypeName(candidate_model.dtype);
   return rep;
 }
 
@@ -243,6 +251,7 @@ nlohmann::json ParityReport::ToJson() const {
   nlohmann::json j = {{"schema", "verity.parity/1"},
                       {"reference", reference},
                       {"candidate", candidate},
+                      {"dtype", dtype},
                       {"mode", mode},
                       {"tokens", tokens},
                       {"window", window},

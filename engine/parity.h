@@ -35,6 +35,7 @@ struct ParityDepth {
 
 struct ParityReport {
   std::string reference, candidate;
+  std::string dtype = "f32";      // the candidate model's weight dtype
   std::string mode = "standard";  // "standard" | "deep"
   int tokens = 0;                 // compared token positions (candidate rows computed)
   int window = 0;                 // positions requested per depth
@@ -53,6 +54,10 @@ struct ParityReport {
 
 // Runs the comparison. Errors name the file or flag that is wrong.
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt);
+// The same with the candidate on its own copy of the weights (e.g. bf16 or
+// q8_0) and the reference on `reference_model` (f32): both must be the same
+// model (same config). The report names the candidate's dtype.
+Result<ParityReport> RunParity(const Model& reference_model, const Model& candidate_model, const ParityOptions& opt);
 
 // The depths and window a run scores over `tokens` positions (defaults, deep
 // floor, bounds checked). Errors name --depths.

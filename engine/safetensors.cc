@@ -17,8 +17,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return o + "]";
 }
 
-int DTypeSize(DType t) { return t == DType::kF32 ? 4 : 2; }
-const char* DTypeName(DType t) { return t == DType::kF32 ? "F32" : t == DType::kF16 ? "F16" : "BF16"; }
+int TensorDTypeSize(TensorDType t) { return t == TensorDType::kF32 ? 4 : 2; }
+const char* TensorDTypeName(TensorDType t) { return t == TensorDType::kF32 ? "F32" : t == TensorDType::kF16 ? "F16" : "BF16"; }
 
 Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, const std::string& what) {
   if (prefix.size() < 8) return Status::Error(what + ": shorter than the 8-byte header length");
@@ -52,9 +52,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, cons
       return Status::Error(what + ": tensor '" + name + "' lacks dtype/shape/data_offsets");
     TensorEntry e;
     const std::string dt = t["dtype"];
-    if (dt == "F32") e.dtype = DType::kF32;
-    else if (dt == "F16") e.dtype = DType::kF16;
-    else if (dt == "BF16") e.dtype = DType::kBF16;
+    if (dt == "F32") e.dtype = TensorDType::kF32;
+    else if (dt == "F16") e.dtype = TensorDType::kF16;
+    else if (dt == "BF16") e.dtype = TensorDType::kBF16;
     else return Status::Error(what + ": tensor '" + name + "' has unsupported dtype " + dt);
     int64_t count = 1;
     for (const auto& d : t["shape"]) {
@@ -71,9 +71,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, cons
     e.begin = t["data_offsets"][0].get<int64_t>();
     e.end = t["data_offsets"][1].get<int64_t>();
     if (e.end < e.begin) return Status::Error(what + ": tensor '" + name + "' data_offsets end before they begin");
-    if (e.end - e.begin != count * DTypeSize(e.dtype))
+    if (e.end - e.begin != count * TensorDTypeSize(e.dtype))
       return Status::Error(what + ": tensor '" + name + "' holds " + std::to_string(e.end - e.begin) +
-                           " bytes but dtype " + dt + " and its shape need " + std::to_string(count * DTypeSize(e.dtype)));
+                           " bytes but dtype " + dt + " and its shape need " + std::to_string(count * TensorDTypeSize(e.dtype)));
     order.emplace_back(e.begin, name);
     h.tensors[name] = e;
   }
@@ -165,14 +165,14 @@ float HalfToF32(uint16_t h) {
 }
 }  // namespace
 
-void ToF32(DType dtype, const unsigned char* src, int64_t count, float* dst) {
-  if (dtype == DType::kF32) {
+void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* dst) {
+  if (dtype == TensorDType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(count) * 4);
     return;
   }
   for (int64_t i = 0; i < count; i++) {
     const uint16_t v = static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8));
-    if (dtype == DType::kBF16) {
+    if (dtype == TensorDType::kBF16) {
       const uint32_t bits = static_cast<uint32_t>(v) << 16;
       std::memcpy(&dst[i], &bits, 4);
     } else {

@@ -12,12 +12,12 @@
 
 namespace verity {
 
-enum class DType { kF32, kF16, kBF16 };
-int DTypeSize(DType t);
-const char* DTypeName(DType t);
+enum class TensorDType { kF32, kF16, kBF16 };
+int TensorDTypeSize(TensorDType t);
+const char* TensorDTypeName(TensorDType t);
 
 struct TensorEntry {
-  DType dtype;
+  TensorDType dtype;
   std::vector<int64_t> shape;
   int64_t begin = 0, end = 0;  // byte range within the data section
 };
@@ -55,7 +55,7 @@ Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const st
 std::string ShapeString(const std::vector<int64_t>& shape);
 
 // Converts `count` elements of `dtype` at `src` to f32.
-void ToF32(DType dtype, const unsigned char* src, int64_t count, float* dst);
+void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* dst);
 // f32 -> bf16 (round to nearest even), as the converter writes it.
 uint16_t F32ToBF16(float f);
 

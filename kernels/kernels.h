@@ -1,14 +1,60 @@
 // Compute kernels behind one dispatch interface. The engine's forward pass
 // calls only these; "reference" is plain loops (the parity reference for every
-// other path), "fast" threads over rows and uses wider accumulators.
+// other path), "fast" threads over rows and calls the SIMD kernels.
+//
+// Weight matrices are typed (f32, bf16 or q8_0) and seen through a
+// non-owning view, Weights; activations are always f32.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "base/status.h"
 
 namespace verity::kernels {
+
+// How a weight matrix is stored.
+//   f32:  4 bytes per weight.
+//   bf16: the top 16 bits of the f32 (round to nearest even at conversion).
+//   q8_0: each row in blocks of 32 weights; a block is one f32 scale and 32
+//         int8 (36 bytes, simd::BlockQ8_0); weight j = scale * q[j]. A q8_0
+//         matrix's cols must be a multiple of 32.
+enum class DType { kF32, kBF16, kQ8_0 };
+// "f32", "bf16", "q8_0".
+const char* DTypeName(DType t);
+// The inverse of DTypeName; an error names the value and the accepted ones.
+Result<DType> DTypeFromName(const std::string& name);
+
+inline constexpr int kQ8_0BlockSize = 32;  // weights per q8_0 block
+inline constexpr int kQ8_0BlockBytes = 36;  // sizeof(simd::BlockQ8_0)
+
+// Bytes of one row of `cols` weights stored as `t` (cols % 32 == 0 for q8_0).
+size_t RowBytes(DType t, int cols);
+
+// A non-owning view of a row-major [rows x cols] weight matrix. Row i starts
+// at byte i * row_bytes() of data. No alignment is required of data.
+struct Weights {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int rows = 0, cols = 0;
+
+  size_t row_bytes() const { return RowBytes(dtype, cols); }
+  size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
+  const unsigned char* row(int i) const { return static_cast<const unsigned char*>(data) + i * row_bytes(); }
+};
+
+// A view of f32 weights (the common case and the tests').
+inline Weights F32Weights(const float* data, int rows, int cols) { return {DType::kF32, data, rows, cols}; }
+
+// Load-time conversions (the weights are converted once, never per token).
+// Writes `n` f32 values as `t` at dst (RowBytes(t, n) bytes; n % 32 == 0 for q8_0).
+void EncodeF32(DType t, const float* src, size_t n, void* dst);
+// Writes `n` bf16 values (raw uint16) as `t` at dst; n % 32 == 0 for q8_0.
+void EncodeBF16(DType t, const uint16_t* src, size_t n, void* dst);
+// Row `i` of `w` as f32 values (exact: bf16 and q8_0 dequantize exactly).
+void DecodeRow(const Weights& w, int i, float* out);
 
 // Grouped-query attention for one position over every head.
 struct AttentionArgs {
@@ -25,8 +71,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  // out[i] = sum_j w[i*n + j] * x[j] for i < d (w is row-major d x n).
-  virtual void Matmul(float* out, const float* x, const float* w, int n, int d) = 0;
+  // out[i] = sum_j W[i][j] * x[j] for i < w.rows (x has w.cols values).
+  virtual void Matmul(float* out, const float* x, const Weights& w) = 0;
+  // The same for T vectors at once (prefill): x is row-major [T x w.cols],
+  // out row-major [T x w.rows]; row t of out is W times row t of x.
+  virtual void MatmulBatch(float* out, const float* x, const Weights& w, int T) = 0;
   virtual void Attention(const AttentionArgs& a) = 0;
   // Rotates `size` values (heads of head_size) for position `pos`. Pairs are
   // (2i, 2i+1) when `interleaved`, else (i, i + head_size/2).
@@ -37,6 +86,8 @@ class Backend {
 
 // Returns the backend named "reference" or "fast"; an error names an unknown one.
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
+// The instruction set the fast backend's kernels run on this CPU ("AVX2", ...).
+const char* SimdTargetName();
 
 // Shared scalar kernels (identical in every backend, so their rounding is too).
 void RopeReference(float* vec, int size, int head_size, int pos, float theta, bool interleaved);

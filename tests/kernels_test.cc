@@ -1,10 +1,12 @@
 // The fast path's thread pool covers every index exactly once, job after job,
-// and the fast kernels agree with the reference ones.
+// and the fast kernels agree with the reference ones in every weight dtype.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
@@ -30,19 +32,48 @@ TEST(ThreadPool, EveryIndexExactlyOnceAcrossManyJobs) {
   }
 }
 
+// A random [d x n] f32 matrix and its bf16 and q8_0 encodings.
+struct TestMatrix {
+  int n, d;
+  std::vector<float> f32;
+  std::vector<unsigned char> bf16, q8;
+  Weights View(DType t) const {
+    const void* p = t == DType::kF32 ? static_cast<const void*>(f32.data())
+                    : t == DType::kBF16 ? static_cast<const void*>(bf16.data()) : static_cast<const void*>(q8.data());
+    return {t, p, d, n};
+  }
+};
+
+TestMatrix RandomMatrix(int n, int d, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  TestMatrix m{n, d, std::vector<float>(static_cast<size_t>(n) * d), {}, {}};
+  for (auto& v : m.f32) v = u(rng);
+  m.bf16.resize(RowBytes(DType::kBF16, n) * d);
+  EncodeF32(DType::kBF16, m.f32.data(), m.f32.size(), m.bf16.data());
+  if (n % kQ8_0BlockSize == 0) {
+    m.q8.resize(RowBytes(DType::kQ8_0, n) * d);
+    EncodeF32(DType::kQ8_0, m.f32.data(), m.f32.size(), m.q8.data());
+  }
+  return m;
+}
+
 TEST(Kernels, FastAgreesWithReference) {
   auto ref = MakeBackend("reference");
   auto fast = MakeBackend("fast");
   ASSERT_TRUE(ref.ok() && fast.ok());
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [n, d] : {std::pair{7, 3}, {64, 64}, {256, 688}, {1000, 513}}) {
-    std::vector<float> w(static_cast<size_t>(n) * d), x(n), a(d), b(d);
-    for (auto& v : w) v = u(rng);
+  for (auto [n, d] : {std::pair{7, 3}, {64, 64}, {256, 688}, {1000, 513}, {96, 2000}}) {
+    const TestMatrix m = RandomMatrix(n, d, rng);
+    std::vector<float> x(n), a(d), b(d);
     for (auto& v : x) v = u(rng);
-    (*ref)->Matmul(a.data(), x.data(), w.data(), n, d);
-    (*fast)->Matmul(b.data(), x.data(), w.data(), n, d);
-    for (int i = 0; i < d; i++) ASSERT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::fabs(a[i]))) << n << "x" << d << " row " << i;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+      if (t == DType::kQ8_0 && n % kQ8_0BlockSize != 0) continue;
+      (*ref)->Matmul(a.data(), x.data(), m.View(t));
+      (*fast)->Matmul(b.data(), x.data(), m.View(t));
+      for (int i = 0; i < d; i++)
+        ASSERT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::fabs(a[i]))) << DTypeName(t) << " " << n << "x" << d << " row " << i;
+    }
   }
   // RoPE and SwiGLU are bit-identical (same arithmetic, reordered loops only).
   std::vector<float> q1(64), q2(64), h1(40), h2(40), g(40);
@@ -60,6 +91,68 @@ TEST(Kernels, FastAgreesWithReference) {
   (*fast)->SwiGLU(h2.data(), g.data(), 40);
   EXPECT_EQ(h1, h2);
   EXPECT_FALSE(MakeBackend("turbo").ok());
+}
+
+// Batched products equal T single products: bit for bit on the reference,
+// to float rounding on the fast path (and bit for bit there when T = 1).
+TEST(Kernels, MatmulBatchAgreesWithMatmul) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const char* name : {"reference", "fast"}) {
+    auto k = MakeBackend(name);
+    ASSERT_TRUE(k.ok());
+    for (auto [n, d] : {std::pair{64, 64}, {256, 688}, {96, 1000}}) {
+      const TestMatrix m = RandomMatrix(n, d, rng);
+      for (int T : {1, 3, 64, 70}) {
+        std::vector<float> x(static_cast<size_t>(T) * n), batch(static_cast<size_t>(T) * d), one(d);
+        for (auto& v : x) v = u(rng);
+        for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+          (*k)->MatmulBatch(batch.data(), x.data(), m.View(t), T);
+          for (int r = 0; r < T; r++) {
+            (*k)->Matmul(one.data(), x.data() + static_cast<size_t>(r) * n, m.View(t));
+            const float* got = batch.data() + static_cast<size_t>(r) * d;
+            if (std::string(name) == "reference" || T == 1) {
+              ASSERT_EQ(0, std::memcmp(got, one.data(), d * sizeof(float))) << name << " " << DTypeName(t) << " T=" << T;
+            } else {
+              for (int i = 0; i < d; i++)
+                ASSERT_NEAR(got[i], one[i], 1e-4f * (1.0f + std::fabs(one[i])))
+                    << name << " " << DTypeName(t) << " T=" << T << " vector " << r << " row " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The encodings are what kernels.h says: bf16 is the rounded top half, q8_0
+// blocks of 32 with one scale (36 bytes) dequantize within half a step.
+TEST(Kernels, WeightEncodingsRoundTrip) {
+  EXPECT_EQ(RowBytes(DType::kF32, 64), 256u);
+  EXPECT_EQ(RowBytes(DType::kBF16, 64), 128u);
+  EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 72u);
+  std::mt19937 rng(9);
+  const TestMatrix m = RandomMatrix(128, 4, rng);
+  std::vector<float> row(128);
+  for (int i = 0; i < 4; i++) {
+    const float* want = m.f32.data() + i * 128;
+    DecodeRow(m.View(DType::kBF16), i, row.data());
+    for (int j = 0; j < 128; j++) EXPECT_NEAR(row[j], want[j], std::fabs(want[j]) / 256.0f);
+    DecodeRow(m.View(DType::kQ8_0), i, row.data());
+    for (int b = 0; b < 4; b++) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(want[b * 32 + j]));
+      for (int j = 0; j < 32; j++) EXPECT_NEAR(row[b * 32 + j], want[b * 32 + j], amax / 127.0f * 0.5f + 1e-6f);
+    }
+  }
+  for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+    auto back = DTypeFromName(DTypeName(t));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, t);
+  }
+  auto bad = DTypeFromName("fp8");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'fp8'"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

@@ -1,8 +1,72 @@
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "kernels/cpu/vec.h"
 #include "kernels/kernels.h"
 
 namespace verity::kernels {
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kQ8_0: return "q8_0";
+  }
+  return "?";
+}
+
+Result<DType> DTypeFromName(const std::string& name) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0})
+    if (name == DTypeName(t)) return t;
+  return Status::Error("dtype '" + name + "' is not one of f32, bf16, q8_0");
+}
+
+size_t RowBytes(DType t, int cols) {
+  switch (t) {
+    case DType::kF32: return static_cast<size_t>(cols) * 4;
+    case DType::kBF16: return static_cast<size_t>(cols) * 2;
+    case DType::kQ8_0: return static_cast<size_t>(cols / kQ8_0BlockSize) * kQ8_0BlockBytes;
+  }
+  return 0;
+}
+
+static_assert(sizeof(vec::BlockQ8_0) == kQ8_0BlockBytes && vec::kQ8Block == kQ8_0BlockSize);
+
+void EncodeF32(DType t, const float* src, size_t n, void* dst) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kBF16: vec::ConvertF32ToBF16(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::kQ8_0: vec::QuantizeQ8_0(src, static_cast<vec::BlockQ8_0*>(dst), n); return;
+  }
+}
+
+void EncodeBF16(DType t, const uint16_t* src, size_t n, void* dst) {
+  if (t == DType::kBF16) {
+    std::memcpy(dst, src, n * 2);
+    return;
+  }
+  // Through f32 (exact), a block-sized piece at a time.
+  constexpr size_t kPiece = 1024;
+  float buf[kPiece];
+  unsigned char* out = static_cast<unsigned char*>(dst);
+  for (size_t i = 0; i < n; i += kPiece) {
+    const size_t m = std::min(kPiece, n - i);
+    vec::BF16ToF32Array(src + i, buf, m);
+    EncodeF32(t, buf, m, out + RowBytes(t, static_cast<int>(i)));
+  }
+}
+
+void DecodeRow(const Weights& w, int i, float* out) {
+  const unsigned char* r = w.row(i);
+  switch (w.dtype) {
+    case DType::kF32: std::memcpy(out, r, static_cast<size_t>(w.cols) * 4); return;
+    case DType::kBF16: vec::BF16ToF32Array(reinterpret_cast<const uint16_t*>(r), out, w.cols); return;
+    case DType::kQ8_0: vec::DequantizeQ8_0(reinterpret_cast<const vec::BlockQ8_0*>(r), out, w.cols); return;
+  }
+}
+
+const char* SimdTargetName() { return vec::TargetName(); }
 
 // Same arithmetic as llama2.c's run.c, so greedy text matches it byte for byte.
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {

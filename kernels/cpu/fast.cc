@@ -1,13 +1,14 @@
 // The fast backend: rows of a matmul (and heads of attention) spread over a
-// thread pool, and each dot product summed in 8 independent lanes so the
-// compiler can vectorize it. The lane split changes rounding slightly; parity
-// with the reference is a tested property, not an assumption.
+// thread pool, each range of rows computed by the SIMD kernels in the weights'
+// own dtype (kernels/cpu/vec.h). Their lane order changes rounding slightly;
+// parity with the reference is a tested property, not an assumption.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vec.h"
 
 namespace verity::kernels {
 namespace {
@@ -16,15 +17,30 @@ namespace {
 // the pool costs more than the work.
 constexpr long kParallelThreshold = 1 << 15;
 
-float Dot(const float* a, const float* b, int n) {
-  constexpr int kLanes = 8;
-  float acc[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; l++) acc[l] += a[j + l] * b[j + l];
-  float tail = 0.0f;
-  for (; j < n; j++) tail += a[j] * b[j];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+// Rows [begin, end) of out = W x, in the weights' own dtype.
+void MatVecRows(const Weights& w, const float* x, float* out, int begin, int end) {
+  switch (w.dtype) {
+    case DType::kF32: vec::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
+    case DType::kBF16: vec::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
+    case DType::kQ8_0:
+      vec::MatVecQ8_0(static_cast<const vec::BlockQ8_0*>(w.data), x, out, w.cols, begin, end);
+      return;
+  }
+}
+
+// Rows [begin, end) of every out[t] = W x[t], t < T.
+void MatMulRows(const Weights& w, const float* x, float* out, int T, int begin, int end) {
+  switch (w.dtype) {
+    case DType::kF32:
+      vec::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      return;
+    case DType::kBF16:
+      vec::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      return;
+    case DType::kQ8_0:
+      vec::MatMulQ8_0(static_cast<const vec::BlockQ8_0*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      return;
+  }
 }
 
 class Fast final : public Backend {
@@ -32,14 +48,22 @@ class Fast final : public Backend {
   explicit Fast(int threads) : pool_(threads) {}
   const char* name() const override { return "fast"; }
 
-  void Matmul(float* out, const float* x, const float* w, int n, int d) override {
-    auto rows = [&](int begin, int end) {
-      for (int i = begin; i < end; i++) out[i] = Dot(w + static_cast<long>(i) * n, x, n);
-    };
-    if (static_cast<long>(n) * d < kParallelThreshold) {
-      rows(0, d);
+  void Matmul(float* out, const float* x, const Weights& w) override {
+    auto rows = [&](int begin, int end) { MatVecRows(w, x, out, begin, end); };
+    if (static_cast<long>(w.cols) * w.rows < kParallelThreshold) {
+      rows(0, w.rows);
     } else {
-      pool_.ParallelFor(d, rows);
+      pool_.ParallelFor(w.rows, rows);
+    }
+  }
+
+  void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
+    if (T == 1) return Matmul(out, x, w);  // one vector: exactly the decode path
+    auto rows = [&](int begin, int end) { MatMulRows(w, x, out, T, begin, end); };
+    if (static_cast<long>(w.cols) * w.rows * T < kParallelThreshold) {
+      rows(0, w.rows);
+    } else {
+      pool_.ParallelFor(w.rows, rows);
     }
   }
 

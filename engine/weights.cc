@@ -1,0 +1,170 @@
+// Where weights live: file mappings, model-owned buffers, and the placing of
+// stored tensors into a Model's dtype. Also the model's memory footprint.
+#include "engine/weights.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace verity {
+namespace {
+
+constexpr int kNamedCopies = 8;  // unaligned copies named one by one, then counted
+
+// Hands the whole pages inside [p, p + n) of a mapping back to the kernel: the
+// bytes were converted and are never read again. The mapping is private and
+// read-only, so a later read would only fault them in again from the file.
+void ReleasePages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// The kernels' dtype that a stored element type already is, if any.
+bool SameAs(TensorDType stored, kernels::DType dtype) {
+  return (stored == TensorDType::kF32 && dtype == kernels::DType::kF32) ||
+         (stored == TensorDType::kBF16 && dtype == kernels::DType::kBF16);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::Error(path + ": cannot stat (" + std::strerror(e) + ")");
+  }
+  std::unique_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<size_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int e = errno;
+      ::close(fd);
+      return Status::Error(path + ": cannot map (" + std::strerror(e) + ")");
+    }
+    f->data_ = static_cast<const unsigned char*>(p);
+    madvise(p, f->size_, MADV_WILLNEED);  // start reading ahead now
+  }
+  ::close(fd);  // the mapping keeps the file
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<unsigned char*>(data_), size_);
+}
+
+void Model::Free::operator()(void* p) const { std::free(p); }
+
+void* Model::Allocate(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  buffers_.emplace_back(p);
+  return p;
+}
+
+int FfnDim(const ModelConfig& c, kernels::DType dtype) {
+  const int b = kernels::kQ8_0BlockSize;
+  return dtype == kernels::DType::kQ8_0 ? (c.hidden_dim + b - 1) / b * b : c.hidden_dim;
+}
+
+void WeightPlacer::Note(const std::string& text) {
+  m_.notes.push_back(text);
+  std::fprintf(stderr, "verity: note: %s\n", text.c_str());
+}
+
+Result<const float*> WeightPlacer::Vector(const StoredTensor& t, int64_t count) {
+  if (t.type == TensorDType::kF32 && Aligned(t.data, 4)) return reinterpret_cast<const float*>(t.data);
+  float* dst = static_cast<float*>(m_.Allocate(static_cast<size_t>(count) * 4));
+  ToF32(t.type, t.data, count, dst);  // an unaligned f32 source is copied byte for byte
+  if (t.type == TensorDType::kF32 && ++copied_ <= kNamedCopies)
+    Note(where_ + ": tensor " + t.name + " is not 4-byte aligned in the file; copied once");
+  return static_cast<const float*>(dst);
+}
+
+Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, int cols, int out_rows,
+                                              int out_cols) {
+  const kernels::DType dtype = m_.dtype;
+  if (dtype == kernels::DType::kQ8_0 && out_cols % kernels::kQ8_0BlockSize != 0)
+    return Status::Error(where_ + ": dtype q8_0 needs every matrix's columns to be a multiple of " +
+                         std::to_string(kernels::kQ8_0BlockSize) + ", but tensor " + t.name + " has " +
+                         std::to_string(cols) + " (use f32 or bf16)");
+  const size_t esize = static_cast<size_t>(TensorDTypeSize(t.type));
+  const size_t align = dtype == kernels::DType::kF32 ? 4 : 2;
+  const bool padded = out_rows != rows || out_cols != cols;
+  if (SameAs(t.type, dtype) && !padded && Aligned(t.data, align))
+    return kernels::Weights{dtype, t.data, rows, cols};  // in place
+
+  const size_t row_bytes = kernels::RowBytes(dtype, out_cols);
+  unsigned char* dst = static_cast<unsigned char*>(m_.Allocate(row_bytes * out_rows));  // zeros: the padding
+  std::vector<float> f32(out_cols, 0.0f);  // one row, zero tail
+  for (int i = 0; i < rows; i++) {
+    const unsigned char* src = t.data + static_cast<size_t>(i) * cols * esize;
+    if (SameAs(t.type, dtype) && !padded) {
+      std::memcpy(dst + i * row_bytes, src, row_bytes);  // stored as wanted, only misaligned
+    } else if (t.type == TensorDType::kBF16 && !padded) {
+      uint16_t* bf = reinterpret_cast<uint16_t*>(f32.data());  // scratch: cols x 2 bytes fit in it
+      std::memcpy(bf, src, static_cast<size_t>(cols) * 2);
+      kernels::EncodeBF16(dtype, bf, cols, dst + i * row_bytes);
+    } else {
+      ToF32(t.type, src, cols, f32.data());
+      kernels::EncodeF32(dtype, f32.data(), out_cols, dst + i * row_bytes);
+    }
+  }
+  if (SameAs(t.type, dtype) && !padded) {
+    if (++copied_ <= kNamedCopies)
+      Note(where_ + ": tensor " + t.name + " is not " + std::to_string(align) + "-byte aligned in the file; copied once");
+  } else if (t.mapped) {
+    ReleasePages(t.data, static_cast<size_t>(rows) * cols * esize);
+  }
+  return kernels::Weights{dtype, dst, out_rows, out_cols};
+}
+
+Footprint FootprintOf(const Model& m, int kv_positions) {
+  const ModelConfig& c = m.config;
+  Footprint f;
+  const size_t dim_bytes = static_cast<size_t>(c.dim) * 4;
+  size_t norms = dim_bytes;  // final norm
+  size_t per_token = 0, resident = 0;
+  for (const LayerWeights& l : m.layers) {
+    norms += 2 * dim_bytes;
+    const size_t attn = l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
+    per_token += attn;
+    resident += attn;
+    if (c.n_experts > 0) {
+      size_t all = 0;
+      for (const ExpertWeights& e : l.experts) all += e.w1.bytes() + e.w2.bytes() + e.w3.bytes();
+      per_token += l.router.bytes() + all / c.n_experts * c.n_experts_per_tok;
+      resident += l.router.bytes() + all;
+    } else {
+      per_token += l.w1.bytes() + l.w2.bytes() + l.w3.bytes();
+      resident += l.w1.bytes() + l.w2.bytes() + l.w3.bytes();
+    }
+  }
+  const size_t embedding = static_cast<size_t>(c.vocab_size) * dim_bytes;
+  per_token += norms + dim_bytes + m.classifier.bytes();
+  resident += norms + embedding + (m.classifier.data == m.token_embedding ? 0 : m.classifier.bytes());
+  f.weight_bytes_per_token = per_token;
+  f.resident_weight_bytes = resident;
+  const int positions = kv_positions > 0 ? kv_positions : c.seq_len;
+  f.kv_cache_bytes = 2 * static_cast<size_t>(c.n_layers) * positions * c.kv_dim() * 4;
+  return f;
+}
+
+}  // namespace verity

@@ -1,0 +1,49 @@
+// Internal to engine/: placing stored tensors into a Model in the model's
+// dtype, in place where the bytes already are what the kernels read, otherwise
+// converted (or copied) once into model-owned storage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/safetensors.h"
+
+namespace verity {
+
+// A tensor as a file (or memory) holds it.
+struct StoredTensor {
+  std::string name;                    // as errors and notes name it
+  TensorDType type = TensorDType::kF32;
+  const unsigned char* data = nullptr;
+  // The bytes lie in a file mapping: once converted, their pages are handed
+  // back to the kernel (they are never read again).
+  bool mapped = false;
+};
+
+// The FFN width a model of config `c` holds in `dtype` (see Model::ffn_dim).
+int FfnDim(const ModelConfig& c, kernels::DType dtype);
+
+class WeightPlacer {
+ public:
+  // `where` (the file or directory) prefixes every error and note.
+  WeightPlacer(Model& model, std::string where) : m_(model), where_(std::move(where)) {}
+
+  // `count` f32 values (a norm or the embedding table).
+  Result<const float*> Vector(const StoredTensor& t, int64_t count);
+  // A stored [rows x cols] matrix in the model's dtype, zero-padded to
+  // [out_rows x out_cols] (>= rows, cols).
+  Result<kernels::Weights> Matrix(const StoredTensor& t, int rows, int cols, int out_rows, int out_cols);
+  Result<kernels::Weights> Matrix(const StoredTensor& t, int rows, int cols) {
+    return Matrix(t, rows, cols, rows, cols);
+  }
+  // Records `text` in Model::notes and prints it on stderr.
+  void Note(const std::string& text);
+
+ private:
+  Model& m_;
+  std::string where_;
+  int copied_ = 0;  // unaligned tensors copied so far (the first few are named)
+};
+
+}  // namespace verity
