@@ -139,6 +139,7 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
   if (m.ffn_dim != m.config.hidden_dim)
     place.Note(m.source + ": q8_0: FFN width " + std::to_string(m.config.hidden_dim) +
                " padded with zero weights to " + std::to_string(m.ffn_dim) + " (exact)");
+  place.Finish();
   return OkStatus();
 }
 

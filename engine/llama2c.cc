@@ -178,6 +178,7 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
   if (ffn != hd)
     place.Note(path + ": q8_0: FFN width " + std::to_string(hd) + " padded with zero weights to " +
                std::to_string(ffn) + " (exact)");
+  place.Finish();
   model->mappings.push_back(std::move(file));
   return model;
 }

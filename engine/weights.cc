@@ -89,6 +89,12 @@ void WeightPlacer::Note(const std::string& text) {
   std::fprintf(stderr, "verity: note: %s\n", text.c_str());
 }
 
+void WeightPlacer::Finish() {
+  if (copied_ > kNamedCopies)
+    Note(where_ + ": " + std::to_string(copied_ - kNamedCopies) + " more unaligned tensors copied once (" +
+         std::to_string(copied_) + " in all)");
+}
+
 Result<const float*> WeightPlacer::Vector(const StoredTensor& t, int64_t count) {
   if (t.type == TensorDType::kF32 && Aligned(t.data, 4)) return reinterpret_cast<const float*>(t.data);
   float* dst = static_cast<float*>(m_.Allocate(static_cast<size_t>(count) * 4));

@@ -39,6 +39,8 @@ class WeightPlacer {
   }
   // Records `text` in Model::notes and prints it on stderr.
   void Note(const std::string& text);
+  // Ends loading: counts the unaligned copies that were not named one by one.
+  void Finish();
 
  private:
   Model& m_;

@@ -119,5 +119,34 @@ TEST(BadInput, UnknownBackendAndSynthConfig) {
               "dim (64) is not divisible by n_heads (5)");
 }
 
+TEST(BadInput, UnknownDtypeIsNamed) {
+  const std::string want = "--dtype: dtype 'fp16' is not one of f32, bf16, q8_0";
+  ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--dtype fp16"), want);
+  ExpectFails(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids 1 --out " +
+                  test::TempDir("dt") + "/l.f32 --dtype fp16",
+              want);
+  ExpectFails(VerityBin() + " parity --model " + Model("stories260K.bin") + " --dtype fp16", want);
+}
+
+TEST(BadInput, Q8NeedsColumnsInWholeBlocksAndNamesTheTensor) {
+  // dim 48: every matrix reading the residual has 48 columns, not a multiple of 32.
+  const std::string cfg =
+      "'{\"dim\":48,\"hidden_dim\":64,\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,"
+      "\"vocab_size\":512,\"seq_len\":32,\"shared_classifier\":true}'";
+  const std::string dir = test::TempDir("q8");
+  ASSERT_EQ(Shell(VerityBin() + " synth --out " + dir + "/m.bin --config " + cfg).exit_code, 0);
+  ASSERT_EQ(Shell(VerityBin() + " synth --out " + dir + "/hf --config " + cfg).exit_code, 0);
+  ExpectFails(Gen(dir + "/m.bin", Model("tok512.bin"), "--dtype q8_0"),
+              dir + "/m.bin: dtype q8_0 needs every matrix's columns to be a multiple of 32, but tensor "
+                    "wq[layer 0] has 48 (use f32 or bf16)");
+  ExpectFails(Gen(dir + "/hf", Model("tok512.bin"), "--dtype q8_0"),
+              "tensor model.layers.0.self_attn.q_proj.weight has 48");
+  // The same models run in the other dtypes.
+  for (const char* d : {"f32", "bf16"}) {
+    auto r = Shell(Gen(dir + "/m.bin", Model("tok512.bin"), std::string("--steps 8 --dtype ") + d));
+    EXPECT_EQ(r.exit_code, 0) << d << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace verity

@@ -47,6 +47,33 @@ TEST(Parity, FastVsReferenceOnStoriesSpeaksTheProtocol) {
   EXPECT_NE(LastLine(human.out).find("verdict=PASS"), std::string::npos);
 }
 
+// --dtype D: the fast path on the D weights against the reference on the f32
+// ones; the JSON names the dtype (f32 when not asked) and keeps every field.
+TEST(Parity, DtypeIsNamedAndJudgedAgainstTheF32Reference) {
+  auto plain = Shell(Parity("--json"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto f32 = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(f32["dtype"], "f32");
+  for (const char* d : {"bf16", "q8_0"}) {
+    auto r = Shell(Parity(std::string("--json --dtype ") + d));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["dtype"], d);
+    EXPECT_EQ(j["reference"], "reference-cpu");
+    EXPECT_EQ(j["candidate"], "fast");
+    for (const auto& [key, value] : f32.items()) EXPECT_TRUE(j.contains(key)) << d << " lacks " << key;
+    EXPECT_EQ(j["tokens"], 512);
+    EXPECT_GE(j["worst"]["top1"].get<double>(), 0.95) << d;
+    EXPECT_LE(j["worst"]["mean_kl"].get<double>(), 0.05) << d;
+    EXPECT_GT(j["worst"]["mean_kl"].get<double>(), 1e-6) << d << ": the candidate ran on converted weights";
+    EXPECT_EQ(j["ok"], true);
+    EXPECT_NE(j["all_rows_sha256"], f32["all_rows_sha256"]);
+    auto human = Shell(Parity(std::string("--dtype ") + d));
+    EXPECT_NE(human.out.find(std::string("candidate fast (") + d + " weights) vs reference-cpu"), std::string::npos)
+        << human.out;
+  }
+}
+
 TEST(Parity, BitIdentityIsProvedByBytes) {
   const std::string dir = test::TempDir("bits");
   ASSERT_EQ(Shell(Parity("--dump " + dir + "/fast.f32")).exit_code, 0);

@@ -1,0 +1,185 @@
+// Typed weights and memory-mapped checkpoints: bf16 and q8_0 keep parity with
+// the f32 reference on the shipped model, every loaded model names its dtype
+// and its footprint, f32 weights are used where the file maps them, and what
+// cannot be used in place is copied once, with a note naming it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/parity.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+using kernels::DType;
+using test::Model;
+using test::Shell;
+using test::VerityBin;
+
+bool InMapping(const class Model& m, const void* p) {
+  for (const auto& f : m.mappings)
+    if (p >= f->data() && p < f->data() + f->size()) return true;
+  return false;
+}
+
+// Every matrix view of a model, in a fixed order.
+std::vector<const kernels::Weights*> Matrices(const class Model& m) {
+  std::vector<const kernels::Weights*> v;
+  for (const auto& l : m.layers)
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) v.push_back(w);
+  v.push_back(&m.classifier);
+  return v;
+}
+
+TEST(DType, Bf16AndQ8KeepParityWithTheF32ReferenceOnStories260K) {
+  auto f32 = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(f32.ok()) << f32.status().message();
+  for (DType t : {DType::kBF16, DType::kQ8_0}) {
+    auto m = LoadModel(Model("stories260K.bin"), t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ParityOptions opt;  // fast candidate, 7 depths x 8 positions over the reference's greedy text
+    auto rep = RunParity(**f32, **m, opt);
+    ASSERT_TRUE(rep.ok()) << rep.status().message();
+    std::printf("parity %s vs f32 reference on stories260K: worst top-1 %.4f, worst mean KL %.3g (%d tokens)\n",
+                DTypeName(t), rep->worst_top1, rep->worst_mean_kl, rep->tokens);
+    EXPECT_EQ(rep->dtype, DTypeName(t));
+    EXPECT_GE(rep->worst_top1, 0.95) << DTypeName(t);
+    EXPECT_LE(rep->worst_mean_kl, 0.05) << DTypeName(t);
+    EXPECT_GT(rep->worst_mean_kl, 0.0) << DTypeName(t) << " is not the f32 model";
+    EXPECT_TRUE(rep->ok);
+    // The reference backend runs the same weights too (dequantizing as it goes).
+    opt.backend = "reference";
+    auto slow = RunParity(**f32, **m, opt);
+    ASSERT_TRUE(slow.ok());
+    EXPECT_TRUE(slow->ok) << DTypeName(t) << " on the reference backend: KL " << slow->worst_mean_kl;
+  }
+}
+
+TEST(DType, EveryMatrixIsStoredInTheModelsDtypeAndTheFootprintSaysSo) {
+  auto base = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(base.ok());
+  const ModelConfig& c = (*base)->config;
+  size_t per_token[3] = {};
+  for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+    auto m = LoadModel(Model("stories260K.bin"), t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ((*m)->dtype, t);
+    for (const auto* w : Matrices(**m)) EXPECT_EQ(w->dtype, t);
+    // stories260K's hidden_dim 172 is padded to 192 for q8_0 (zero weights), kept otherwise.
+    const int ffn = t == DType::kQ8_0 ? 192 : 172;
+    EXPECT_EQ((*m)->ffn_dim, ffn);
+    EXPECT_EQ((*m)->layers[0].w1.rows, ffn);
+    EXPECT_EQ((*m)->layers[0].w2.cols, ffn);
+    EXPECT_EQ((*m)->notes.empty(), t != DType::kQ8_0);
+    const Footprint f = FootprintOf(**m);
+    // Matrices per token: 5 layers x (wq, wo: 64x64; wk, wv: 32x64; w1, w3: ffn x 64; w2: 64 x ffn) + classifier 512x64.
+    const size_t elems = 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * static_cast<size_t>(ffn) * 64) + 512 * 64;
+    const size_t matrix_bytes = t == DType::kF32 ? elems * 4 : t == DType::kBF16 ? elems * 2 : elems / 32 * 36;
+    const size_t norms = (2 * 5 + 1) * 64 * 4, embedding_row = 64 * 4;
+    EXPECT_EQ(f.weight_bytes_per_token, matrix_bytes + norms + embedding_row) << DTypeName(t);
+    // Resident: the f32 embedding table, plus for f32 nothing more (the classifier is that table).
+    const size_t embedding = 512 * 64 * 4;
+    EXPECT_EQ(f.resident_weight_bytes,
+              matrix_bytes + norms + embedding - (t == DType::kF32 ? 512 * 64 * 4 : 0)) << DTypeName(t);
+    EXPECT_EQ(f.kv_cache_bytes, 2u * c.n_layers * c.seq_len * c.kv_dim() * 4);
+    EXPECT_EQ(FootprintOf(**m, 100).kv_cache_bytes, 2u * c.n_layers * 100 * c.kv_dim() * 4);
+    per_token[static_cast<int>(t)] = f.weight_bytes_per_token;
+  }
+  EXPECT_LT(per_token[1], per_token[0] * 6 / 10);
+  EXPECT_LT(per_token[2], per_token[1] * 8 / 10);
+}
+
+TEST(Mmap, AlignedF32MatricesPointIntoTheMapping) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ((*m)->mappings.size(), 1u);
+  EXPECT_EQ((*m)->mappings[0]->size(), 1056540u);
+  EXPECT_TRUE(InMapping(**m, (*m)->token_embedding));
+  EXPECT_TRUE(InMapping(**m, (*m)->rms_final));
+  for (const auto* w : Matrices(**m)) EXPECT_TRUE(InMapping(**m, w->data)) << "a matrix was copied";
+  EXPECT_EQ((*m)->classifier.data, (*m)->token_embedding) << "the shared classifier is the embedding table itself";
+  EXPECT_TRUE((*m)->notes.empty());
+  // Converted dtypes own their matrices; the norms and the embedding stay in the file.
+  auto q = LoadModel(Model("stories260K.bin"), DType::kQ8_0);
+  ASSERT_TRUE(q.ok());
+  for (const auto* w : Matrices(**q)) EXPECT_FALSE(InMapping(**q, w->data));
+  EXPECT_TRUE(InMapping(**q, (*q)->token_embedding));
+  EXPECT_TRUE(InMapping(**q, (*q)->layers[2].rms_ffn));
+}
+
+TEST(Mmap, Bf16SafetensorsAreUsedInPlaceForBf16) {
+  const std::string dir = test::TempDir("bf16") + "/hf";
+  auto c = Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + dir + " --dtype bf16");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto m = LoadModel(dir, DType::kBF16);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  for (const auto* w : Matrices(**m))
+    if (w != &(*m)->classifier) EXPECT_TRUE(InMapping(**m, w->data)) << "a bf16 matrix was converted";
+  EXPECT_FALSE(InMapping(**m, (*m)->token_embedding)) << "bf16 norms and embedding become f32 copies";
+  EXPECT_TRUE((*m)->notes.empty());
+}
+
+// Rewrites DIR/model.safetensors with its JSON header one byte longer, so
+// every tensor's data starts one byte later: nothing is 4-byte aligned.
+void MisalignSafetensors(const std::string& dir) {
+  const std::string path = dir + "/model.safetensors";
+  std::string bytes = test::ReadFile(path);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; i--) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
+  std::string out = bytes.substr(0, 8) + bytes.substr(8, len) + " " + bytes.substr(8 + len);
+  len += 1;
+  for (int i = 0; i < 8; i++) out[i] = static_cast<char>(len >> (8 * i));
+  test::WriteFile(path, out);
+}
+
+TEST(Mmap, UnalignedSafetensorsTensorsAreCopiedOnceWithANote) {
+  const std::string dir = test::TempDir("unaligned") + "/hf";
+  auto c = Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + dir);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  {
+    auto aligned = LoadModel(dir);
+    ASSERT_TRUE(aligned.ok());
+    EXPECT_TRUE((*aligned)->notes.empty());
+    EXPECT_TRUE(InMapping(**aligned, (*aligned)->layers[0].wq.data));
+  }
+  MisalignSafetensors(dir);
+  auto m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_FALSE((*m)->notes.empty());
+  EXPECT_NE((*m)->notes[0].find("tensor model.embed_tokens.weight is not 4-byte aligned in the file; copied once"),
+            std::string::npos)
+      << (*m)->notes[0];
+  EXPECT_FALSE(InMapping(**m, (*m)->layers[0].wq.data));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*m)->layers[0].wq.data) % 4, 0u);
+  // Same text as ever, with the note on stderr (stdout stays the text).
+  auto g = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") +
+                 " --steps 200 --temperature 0");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(g.out, test::ReadFile(Model("stories260K.greedy200.txt")));
+  EXPECT_NE(g.err.find("verity: note: " + dir + ": tensor model.layers.0.self_attn.q_proj.weight is not 4-byte aligned"),
+            std::string::npos)
+      << g.err;
+}
+
+TEST(DType, GenerateAndLogitsNameTheDtype) {
+  for (const char* d : {"f32", "bf16", "q8_0"}) {
+    auto g = Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " +
+                   Model("tok512.bin") + " --steps 40 --temperature 0 --dtype " + d);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_EQ(g.out.rfind("Once upon a time", 0), 0u) << d << ": " << g.out;
+    EXPECT_NE(g.err.find(std::string("fast backend, ") + d + " weights"), std::string::npos) << g.err;
+    const std::string out = test::TempDir("logits") + "/l.f32";
+    auto l = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids '1 403' --out " + out +
+                   " --dtype " + d);
+    ASSERT_EQ(l.exit_code, 0) << l.err;
+    EXPECT_NE(l.err.find(std::string(d) + " weights"), std::string::npos) << l.err;
+    EXPECT_EQ(test::ReadFile(out).size(), 2u * 512 * 4);
+  }
+}
+
+}  // namespace
+}  // namespace verity
