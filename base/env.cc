@@ -53,4 +53,11 @@ std::string LockDir() {
   return v.empty() ? "/tmp" : v;
 }
 
+std::string CacheDir() {
+  std::string v = Get("VERITY_CACHE_DIR");
+  if (!v.empty()) return v;
+  std::string home = Get("HOME");
+  return home.empty() ? "/tmp/verity-cache" : home + "/.cache/verity";
+}
+
 }  // namespace verity::env

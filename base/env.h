@@ -26,5 +26,9 @@ std::string LedgerKey();
 // VERITY_LOCK_DIR: where the per-box measurement lock files live (shared by
 // every ledger on the machine). Default: /tmp.
 std::string LockDir();
+// VERITY_CACHE_DIR: where measurements of this machine are cached (the
+// roofline, per box fingerprint). Default: $HOME/.cache/verity, or
+// /tmp/verity-cache when HOME is unset or empty.
+std::string CacheDir();
 
 }  // namespace verity::env

@@ -1,69 +1,521 @@
-// verity bench: the bench protocol (one verity.bench/1 JSON object).
+// verity bench: the bench protocol (one verity.bench/1 record), timed quietly
+// enough for the ledger's 2% gate, with the box's roofline beside the numbers.
+//
+// A sample (one process) loads the model, pins itself, warms up, then runs
+// whole generations (a teacher-forced prompt, then greedy decode, from
+// position 0: a fresh cache) until the decode part has taken --min-seconds.
+// Every decode token is timed alone; decode tok/s is 1 / the median token
+// time, so a descheduled token or a page fault moves it by one rank, not by
+// its length. See docs/bench.md.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "base/build_info.h"
+#include "base/env.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "measure/measure.h"
+#include "measure/roofline.h"
 
 namespace verity::cli {
 namespace {
 
-int RunBench(const std::string& model_path, int steps, const std::string& backend) {
-  auto kern = kernels::MakeBackend(backend);
+using Clock = std::chrono::steady_clock;
+
+// Warm-up before any timed position: at least this many forward passes and
+// this long (the bench's own positions, untimed). Reported as warmup_tokens.
+constexpr int kWarmupMinTokens = 8;
+constexpr double kWarmupMinSeconds = 0.1;
+
+// ---- the record ------------------------------------------------------------
+
+// One bench result: what every --output format prints.
+struct BenchRecord {
+  std::string build_id, artifact_sha256;
+  std::string model, backend, dtype = "f32";
+  int threads = 1;  // compute threads (the reference backend runs on 1)
+  int prompt_tokens = 0, gen_tokens = 0, warmup_tokens = 0;
+  int generations = 0;      // timed generations run
+  double min_seconds = 0.0;
+  // metrics: the ledger guards every one of these, oriented by name
+  double decode_tok_s = 0.0, prefill_tok_s = 0.0, prefill_gflops = 0.0;
+  std::optional<double> peak_rss_mb;  // VmHWM in MiB; absent where /proc does not say
+  // spread
+  double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
+  int samples = 0;              // decode token times behind decode_tok_s
+  // roofline
+  double bytes_per_token = 0.0, achieved_gb_s = 0.0;
+  std::optional<double> read_gb_s, fraction;  // null: the box's roofline is not cached
+  // placement
+  std::vector<int> cpus;   // the CPUs the process was confined to; empty = not pinned
+  bool per_thread = false; // each compute thread on its own CPU of `cpus`
+  std::string box;         // measure::ThisBox().fingerprint
+};
+
+nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+nlohmann::json ToJson(const BenchRecord& r) {
+  nlohmann::json metrics = {
+      {"decode_tok_s", r.decode_tok_s}, {"prefill_tok_s", r.prefill_tok_s}, {"prefill_gflops", r.prefill_gflops}};
+  if (r.peak_rss_mb) metrics["peak_rss_mb"] = *r.peak_rss_mb;
+  return {{"schema", "verity.bench/1"},
+          {"build", {{"id", r.build_id}, {"artifact_sha256", r.artifact_sha256}}},
+          {"metrics", metrics},
+          {"ok", true},
+          {"model", r.model},
+          {"backend", r.backend},
+          {"dtype", r.dtype},
+          {"threads", r.threads},
+          {"prompt_tokens", r.prompt_tokens},
+          {"gen_tokens", r.gen_tokens},
+          {"steps", r.prompt_tokens + r.gen_tokens},
+          {"warmup_tokens", r.warmup_tokens},
+          {"generations", r.generations},
+          {"min_seconds", r.min_seconds},
+          {"spread", {{"decode_mad_pct", r.decode_mad_pct}, {"samples", r.samples}}},
+          {"roofline",
+           {{"bytes_per_token", r.bytes_per_token},
+            {"achieved_gb_s", r.achieved_gb_s},
+            {"read_gb_s", OptionalJson(r.read_gb_s)},
+            {"fraction", OptionalJson(r.fraction)}}},
+          {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
+          {"box", r.box}};
+}
+
+// The record back from its JSON (--from-json): every field ToJson writes.
+Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
+  auto fail = [&](const std::string& field, const char* want) {
+    return Status::Error(what + ": '" + field + "' is missing or not " + want);
+  };
+  auto at = [&](const nlohmann::json& o, const std::string& path) -> const nlohmann::json* {
+    const nlohmann::json* p = &o;
+    std::stringstream ss(path);
+    std::string key;
+    while (std::getline(ss, key, '.')) {
+      if (!p->is_object() || !p->contains(key)) return nullptr;
+      p = &(*p)[key];
+    }
+    return p;
+  };
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != "verity.bench/1")
+    return Status::Error(what + ": not a verity.bench/1 object");
+  BenchRecord r;
+  for (auto [path, dst] : {std::pair<const char*, std::string*>{"build.id", &r.build_id},
+                           {"build.artifact_sha256", &r.artifact_sha256}, {"model", &r.model},
+                           {"backend", &r.backend}, {"dtype", &r.dtype}, {"box", &r.box}}) {
+    const nlohmann::json* v = at(j, path);
+    if (!v || !v->is_string()) return fail(path, "a string");
+    *dst = v->get<std::string>();
+  }
+  for (auto [path, dst] : {std::pair<const char*, int*>{"threads", &r.threads}, {"prompt_tokens", &r.prompt_tokens},
+                           {"gen_tokens", &r.gen_tokens}, {"warmup_tokens", &r.warmup_tokens},
+                           {"generations", &r.generations}, {"spread.samples", &r.samples}}) {
+    const nlohmann::json* v = at(j, path);
+    if (!v || !v->is_number_integer()) return fail(path, "an integer");
+    *dst = v->get<int>();
+  }
+  for (auto [path, dst] : {std::pair<const char*, double*>{"metrics.decode_tok_s", &r.decode_tok_s},
+                           {"metrics.prefill_tok_s", &r.prefill_tok_s}, {"metrics.prefill_gflops", &r.prefill_gflops},
+                           {"min_seconds", &r.min_seconds}, {"spread.decode_mad_pct", &r.decode_mad_pct},
+                           {"roofline.bytes_per_token", &r.bytes_per_token},
+                           {"roofline.achieved_gb_s", &r.achieved_gb_s}}) {
+    const nlohmann::json* v = at(j, path);
+    if (!v || !v->is_number()) return fail(path, "a number");
+    *dst = v->get<double>();
+  }
+  for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
+                           {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction}}) {
+    const nlohmann::json* v = at(j, path);
+    if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
+    if (v && v->is_number()) *dst = v->get<double>();
+  }
+  const nlohmann::json* cpus = at(j, "affinity.cpus");
+  const nlohmann::json* per_thread = at(j, "affinity.per_thread");
+  if (!cpus || !cpus->is_array()) return fail("affinity.cpus", "an array");
+  for (const auto& c : *cpus) {
+    if (!c.is_number_integer()) return fail("affinity.cpus", "an array of integers");
+    r.cpus.push_back(c.get<int>());
+  }
+  if (!per_thread || !per_thread->is_boolean()) return fail("affinity.per_thread", "a boolean");
+  r.per_thread = per_thread->get<bool>();
+  return r;
+}
+
+// A number as JSON writes it (shortest round-trip form): csv holds exactly
+// the JSON's numbers.
+std::string Num(double v) { return nlohmann::json(v).dump(); }
+std::string Num(const std::optional<double>& v) { return v ? Num(*v) : ""; }
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+std::string CsvString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+std::string CpuList(const std::vector<int>& cpus) {
+  std::string s;
+  for (size_t i = 0; i < cpus.size(); i++) {
+    if (i) s += ',';
+    s += std::to_string(cpus[i]);
+  }
+  return s;
+}
+
+std::string PrintCsv(const BenchRecord& r) {
+  std::string header =
+      "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
+      "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,samples,bytes_per_token,"
+      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box\n";
+  std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
+                    CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
+                    std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
+                    std::to_string(r.warmup_tokens) + "," + std::to_string(r.generations) + "," +
+                    Num(r.min_seconds) + "," + Num(r.decode_tok_s) + "," + Num(r.prefill_tok_s) + "," +
+                    Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," +
+                    std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
+                    Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
+                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "\n";
+  return header + row;
+}
+
+// llama-bench's layout: one table row per record; "pp64+tg64" names the test.
+std::string PrintMd(const BenchRecord& r) {
+  std::string name = r.model.substr(r.model.find_last_of('/') == std::string::npos ? 0 : r.model.find_last_of('/') + 1);
+  for (char& c : name)
+    if (c == '|') c = '/';
+  std::string out =
+      "| model | backend | dtype | threads | test | decode tok/s | MAD | prefill tok/s | prefill GFLOP/s | "
+      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB |\n"
+      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
+         std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) + " | " + Fixed(r.decode_tok_s, 2) +
+         " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
+         Fixed(r.prefill_gflops, 2) + " | " + Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) +
+         " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
+         (r.fraction ? Fixed(*r.fraction * 100.0, 2) + "%" : "n/a") + " | " +
+         (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " |\n";
+  return out;
+}
+
+std::string Print(const BenchRecord& r, const std::string& output) {
+  if (output == "md") return PrintMd(r);
+  if (output == "csv") return PrintCsv(r);
+  // json and jsonl print the same line for one record (jsonl exists so runs
+  // can be appended into one file, one object per line).
+  return JsonLine(ToJson(r)) + "\n";
+}
+
+// ---- what a token costs ----------------------------------------------------
+
+// Weight bytes one decoded token reads with f32 weights: every matrix once
+// (MoE: the router and n_experts_per_tok experts), the norms, and one
+// embedding row; the classifier counted once even when it is the embedding.
+// The KV cache is not counted (see docs/bench.md).
+[[maybe_unused]] double F32WeightBytesPerToken(const ModelConfig& c) {
+  const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
+  const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
+  const double layer = 2.0 * dim + 2.0 * dim * dim + 2.0 * kv * dim + ffn;
+  return 4.0 * (c.n_layers * layer + dim + static_cast<double>(c.vocab_size) * dim + dim);
+}
+
+// The engine's FootprintOf(const Model&) (engine/engine.h, arriving with the
+// dtypes) knows the real storage of each matrix; use it when it exists. Until
+// then this falls back to the f32 count above (all the engine loads today).
+// Once FootprintOf has landed, the fallback can go.
+template <class M>
+double WeightBytesPerToken(const M& m) {
+  if constexpr (requires { FootprintOf(m).weight_bytes_per_token; })
+    return static_cast<double>(FootprintOf(m).weight_bytes_per_token);
+  else
+    return F32WeightBytesPerToken(m.config);
+}
+
+// Flops of the forward pass at each of positions [0, n): 2 per multiply-add
+// of every matrix (the classifier too: the forward computes logits at every
+// position) and of attention (scores and the weighted sum over pos + 1
+// positions). Norms, RoPE and softmax are left out (a few per weight row).
+double ForwardFlops(const ModelConfig& c, int n) {
+  const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
+  const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
+  const double matmul = 2.0 * (c.n_layers * (2.0 * dim * dim + 2.0 * kv * dim + ffn) + static_cast<double>(c.vocab_size) * dim);
+  const double positions_attended = static_cast<double>(n) * (n + 1) / 2.0;  // sum of (pos + 1)
+  return matmul * n + 2.0 * 2.0 * dim * c.n_layers * positions_attended;
+}
+
+// VmHWM (peak resident set) in MiB, from /proc/self/status.
+std::optional<double> PeakRssMb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      long kb = std::strtol(line.c_str() + 6, nullptr, 10);
+      if (kb > 0) return kb / 1024.0;
+    }
+  }
+  return std::nullopt;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---- placement -------------------------------------------------------------
+
+// The CPUs for `n` compute threads: the one this thread runs on first (the OS
+// put it where it is least busy), then the others in order. Empty when there
+// are fewer than n or the OS does not say.
+std::vector<int> ChooseCpus(int n) {
+  std::vector<int> allowed = measure::AllowedCpus();
+  if (static_cast<int>(allowed.size()) < n || n < 1) return {};
+  const int here = sched_getcpu();
+  auto it = std::find(allowed.begin(), allowed.end(), here);
+  if (it != allowed.end()) std::rotate(allowed.begin(), it, allowed.end());
+  allowed.resize(n);
+  return allowed;
+}
+
+bool ConfineProcess(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;  // the main thread; threads created later inherit it
+}
+
+// ---- the run -----------------------------------------------------------------
+
+struct BenchOptions {
+  std::string model, backend = "fast", output = "json", from_json;
+  int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0;
+  bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
+  double min_seconds = 0.5;
+};
+
+// The positions of one generation: prompt positions [0, P) teacher-forced (BOS
+// then fixed, model-independent ids), then G decode positions, each fed the
+// greedy token of the previous position's logits.
+class Generation {
+ public:
+  Generation(Transformer& t, int prompt, int gen)
+      : t_(t), c_(t.model().config), prompt_(prompt), gen_(gen), greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
+        buf_(c_.vocab_size) {}
+  int positions() const { return prompt_ + gen_; }
+  // Runs position `pos` (0 restarts from a fresh cache: every later position
+  // overwrites its cache row before attention reads it).
+  void Step(int pos) {
+    if (pos == 0) token_ = Llama2cFormat::kBos;
+    const float* logits = t_.Forward(token_, pos);
+    if (pos + 1 < prompt_) {
+      token_ = static_cast<int>((1 + 7919L * (pos + 1)) % c_.vocab_size);
+    } else {
+      std::copy(logits, logits + c_.vocab_size, buf_.begin());
+      token_ = greedy_.Sample(buf_.data());
+    }
+  }
+
+ private:
+  Transformer& t_;
+  const ModelConfig& c_;
+  int prompt_, gen_;
+  Sampler greedy_;
+  std::vector<float> buf_;
+  int token_ = Llama2cFormat::kBos;
+};
+
+Status CheckOptions(BenchOptions& o) {
+  if (o.output != "json" && o.output != "jsonl" && o.output != "md" && o.output != "csv")
+    return Status::Error("--output " + o.output + ": expected json, jsonl, md or csv");
+  if (!o.from_json.empty()) return OkStatus();
+  if (o.model.empty()) return Status::Error("--model is required (or --from-json FILE to re-print a result)");
+  if (o.steps_given && (o.prompt_given || o.gen_given))
+    return Status::Error("--steps cannot be combined with --prompt-tokens or --gen-tokens (--steps N = N/2 prompt + the rest generated)");
+  if (o.steps_given) {
+    if (o.steps < 2) return Status::Error("--steps " + std::to_string(o.steps) + " is below 2");
+    o.prompt_tokens = o.steps / 2;
+    o.gen_tokens = o.steps - o.prompt_tokens;
+  }
+  if (o.prompt_tokens < 1)
+    return Status::Error("--prompt-tokens " + std::to_string(o.prompt_tokens) + ": at least 1 (the BOS position)");
+  if (o.gen_tokens < 1) return Status::Error("--gen-tokens " + std::to_string(o.gen_tokens) + ": at least 1");
+  if (o.threads_given && (o.threads < 1 || o.threads > 1024))
+    return Status::Error("--threads " + std::to_string(o.threads) + " is outside [1, 1024]");
+  if (!std::isfinite(o.min_seconds) || o.min_seconds < 0.0 || o.min_seconds > 600.0)
+    return Status::Error("--min-seconds " + Fixed(o.min_seconds, 3) + " is outside [0, 600]");
+  if (o.backend != "fast" && o.backend != "reference")
+    return Status::Error("--backend: unknown backend '" + o.backend + "' (expected reference or fast)");
+  return OkStatus();
+}
+
+int Reprint(const BenchOptions& o) {
+  std::ifstream f(o.from_json, std::ios::binary);
+  if (!f) return Fail(Status::Error("--from-json " + o.from_json + ": cannot read"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return Fail(Status::Error("--from-json " + o.from_json + ": not JSON"));
+  auto r = FromJson(j, "--from-json " + o.from_json);
+  if (!r.ok()) return Fail(r.status());
+  std::fputs(Print(r.value(), o.output).c_str(), stdout);
+  return 0;
+}
+
+int RunBench(BenchOptions o) {
+  Status s = CheckOptions(o);
+  if (!s.ok()) return Fail(s);
+  if (!o.from_json.empty()) return Reprint(o);
+
+  // --threads reaches the fast backend the way every other command's thread
+  // count does: through VERITY_THREADS, read by base/env when the backend is made.
+  if (o.threads_given) setenv("VERITY_THREADS", std::to_string(o.threads).c_str(), 1);
+  const int compute_threads = o.backend == "reference" ? 1 : env::Threads();
+
+  BenchRecord r;
+  r.build_id = BuildId();
+  r.artifact_sha256 = ArtifactSha256();
+  r.model = o.model;
+  r.threads = compute_threads;
+  r.prompt_tokens = o.prompt_tokens;
+  r.gen_tokens = o.gen_tokens;
+  r.min_seconds = o.min_seconds;
+  r.box = measure::ThisBox().fingerprint;
+
+  // Confine the process before the backend starts its pool, so its workers
+  // inherit the CPUs; each thread gets its own CPU after the first pass.
+  std::vector<int> cpus = o.pin ? ChooseCpus(compute_threads) : std::vector<int>{};
+  if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
+  r.cpus = cpus;
+
+  auto kern = kernels::MakeBackend(o.backend);
   if (!kern.ok()) return Fail(kern.status());
-  auto model = LoadModel(model_path);
+  // --dtype goes here: once the engine's LoadModel takes a dtype (being added
+  // with bf16/q8_0), pass it and report kernels::DTypeName(model->dtype) as
+  // r.dtype. Until then the bench loads and reports f32 only.
+  auto model = LoadModel(o.model);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& c = (*model)->config;
+  if (o.prompt_tokens + o.gen_tokens > c.seq_len) {
+    const std::string what = o.steps_given ? "--steps " + std::to_string(o.steps)
+                                           : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
+                                                 std::to_string(o.gen_tokens);
+    return Fail(Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
+                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ")"));
+  }
   Transformer t(**model, std::move(kern.value()));
-  if (steps < 2 || steps > c.seq_len)
-    return Fail(Status::Error("--steps " + std::to_string(steps) + " is outside [2, seq_len=" +
-                              std::to_string(c.seq_len) + "]"));
-  // First half: teacher-forced prompt positions (prefill); second half: greedy decode.
-  const int prefill = steps / 2;
-  using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
-  int token = Llama2cFormat::kBos;
-  const float* logits = nullptr;
-  for (int pos = 0; pos < prefill; pos++) {
-    logits = t.Forward(token, pos);
-    token = static_cast<int>((1 + 7919L * (pos + 1)) % c.vocab_size);  // fixed, model-independent ids
+  r.backend = t.backend_name();
+  Generation g(t, o.prompt_tokens, o.gen_tokens);
+
+  // Warm-up: the bench's own positions, untimed.
+  const auto warm_start = Clock::now();
+  int pos = 0;
+  g.Step(pos++);
+  r.warmup_tokens = 1;
+  if (!cpus.empty()) r.per_thread = measure::PinEveryThread(cpus);
+  while (r.warmup_tokens < kWarmupMinTokens ||
+         std::chrono::duration<double>(Clock::now() - warm_start).count() < kWarmupMinSeconds) {
+    if (pos == g.positions()) pos = 0;
+    g.Step(pos++);
+    r.warmup_tokens++;
   }
-  auto t1 = Clock::now();
-  Sampler greedy(c.vocab_size, 0.0f, 0.0f, 0);
-  std::vector<float> buf(c.vocab_size);
-  for (int pos = prefill; pos < steps; pos++) {
-    logits = t.Forward(token, pos);
-    std::copy(logits, logits + c.vocab_size, buf.begin());
-    token = greedy.Sample(buf.data());
+
+  // Timed generations, each from a fresh cache, until decode has run min_seconds.
+  std::vector<double> prefill_s, token_s;
+  double decode_total = 0.0;
+  do {
+    const auto p0 = Clock::now();
+    for (int p = 0; p < o.prompt_tokens; p++) g.Step(p);
+    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - p0).count());
+    for (int p = o.prompt_tokens; p < g.positions(); p++) {
+      const auto a = Clock::now();
+      g.Step(p);
+      const double d = std::chrono::duration<double>(Clock::now() - a).count();
+      token_s.push_back(d);
+      decode_total += d;
+    }
+    r.generations++;
+  } while (decode_total < o.min_seconds);
+
+  const double token_median = std::max(Median(token_s), 1e-12);
+  std::vector<double> dev;
+  dev.reserve(token_s.size());
+  for (double d : token_s) dev.push_back(std::fabs(d - token_median));
+  const double prefill_median = std::max(Median(prefill_s), 1e-12);
+  r.decode_tok_s = 1.0 / token_median;
+  r.decode_mad_pct = 100.0 * Median(dev) / token_median;
+  r.samples = static_cast<int>(token_s.size());
+  r.prefill_tok_s = o.prompt_tokens / prefill_median;
+  r.prefill_gflops = ForwardFlops(c, o.prompt_tokens) / prefill_median / 1e9;
+  r.peak_rss_mb = PeakRssMb();
+
+  r.bytes_per_token = WeightBytesPerToken(**model);
+  r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
+  auto roof = measure::CachedRoofline(env::CacheDir(), r.box);
+  if (!roof.ok()) {
+    std::fprintf(stderr, "verity: note: %s; read_gb_s is null\n", roof.status().message().c_str());
+  } else if (roof->has_value()) {
+    r.read_gb_s = (*roof)->ReadGbS(r.threads);
+    if (r.read_gb_s) r.fraction = r.achieved_gb_s / *r.read_gb_s;
   }
-  auto t2 = Clock::now();
-  const double pre_s = std::chrono::duration<double>(t1 - t0).count();
-  const double dec_s = std::chrono::duration<double>(t2 - t1).count();
-  nlohmann::json j = {
-      {"schema", "verity.bench/1"},
-      {"build", {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}}},
-      {"metrics", {{"decode_tok_s", (steps - prefill) / std::max(dec_s, 1e-9)},
-                   {"prefill_tok_s", prefill / std::max(pre_s, 1e-9)}}},
-      {"backend", t.backend_name()},
-      {"model", model_path},
-      {"steps", steps},
-      {"ok", true}};
-  std::printf("%s\n", j.dump().c_str());
+
+  std::string placement = cpus.empty() ? std::string("not pinned")
+                                       : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
+  std::fprintf(stderr,
+               "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d, %d warm-up tokens, %d generation%s: decode "
+               "%.1f tok/s (MAD %.2f%% over %d tokens), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
+               r.backend.c_str(), r.dtype.c_str(), r.threads, r.threads == 1 ? "" : "s", placement.c_str(),
+               r.prompt_tokens, r.gen_tokens, r.warmup_tokens, r.generations, r.generations == 1 ? "" : "s",
+               r.decode_tok_s, r.decode_mad_pct, r.samples, r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
+               r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
+                             " GB/s").c_str()
+                          : " (no roofline for this thread count: `verity roofline`)");
+  std::fputs(Print(r, o.output).c_str(), stdout);
+  std::fflush(stdout);
   return 0;
 }
 
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("bench", "Bench protocol: prints one verity.bench/1 JSON object.");
-  auto model = std::make_shared<std::string>(), backend = std::make_shared<std::string>("fast");
-  auto steps = std::make_shared<int>(128);
-  sub->add_option("--model", *model, "llama2.c checkpoint")->required();
-  sub->add_option("--steps", *steps, "positions: first half prefill, second half greedy decode")->capture_default_str();
-  sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
-  reg.On(sub, [=] { return RunBench(*model, *steps, *backend); });
+  auto* sub = app.add_subcommand(
+      "bench",
+      "Bench protocol: prints one verity.bench/1 record (decode and prefill tok/s, prefill GFLOP/s, peak RSS; "
+      "spread; roofline). See docs/bench.md.");
+  auto o = std::make_shared<BenchOptions>();
+  sub->add_option("--model", o->model, "checkpoint: llama2.c .bin or Hugging Face directory (as generate)");
+  auto* steps = sub->add_option("--steps", o->steps, "positions: first half prompt, second half generated (compat)");
+  auto* prompt = sub->add_option("--prompt-tokens", o->prompt_tokens, "prompt positions (BOS + fixed ids), timed as prefill")
+                     ->capture_default_str();
+  auto* gen = sub->add_option("--gen-tokens", o->gen_tokens, "greedy decode positions per generation, each timed")
+                  ->capture_default_str();
+  auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
+  sub->add_option("--backend", o->backend, "reference or fast")->capture_default_str();
+  sub->add_option("--min-seconds", o->min_seconds, "repeat generations until decode has run this long")
+      ->capture_default_str();
+  sub->add_option("--output", o->output, "json, jsonl, md or csv")->capture_default_str();
+  sub->add_flag("--no-pin", o->no_pin, "do not pin the process and its threads to CPUs");
+  sub->add_option("--from-json", o->from_json, "re-print a saved verity.bench/1 JSON in --output's format (measures nothing)");
+  reg.On(sub, [=] {
+    BenchOptions opts = *o;
+    opts.steps_given = steps->count() > 0;
+    opts.prompt_given = prompt->count() > 0;
+    opts.gen_given = gen->count() > 0;
+    opts.threads_given = threads->count() > 0;
+    opts.pin = !opts.no_pin;
+    return RunBench(opts);
+  });
 }
 
 }  // namespace verity::cli

@@ -1,0 +1,95 @@
+// verity roofline: this box's read bandwidth and FMA throughput, measured once
+// and cached per box fingerprint (VERITY_CACHE_DIR); --refresh re-measures.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "base/env.h"
+#include "cli/commands.h"
+#include "measure/measure.h"
+#include "measure/roofline.h"
+
+namespace verity::cli {
+namespace {
+
+struct RooflineFlags {
+  bool json = false, refresh = false;
+  int buffer_mb = 1024, repetitions = 7;
+};
+
+std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* unit) {
+  std::string s;
+  for (const auto& p : pts) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s%d thread%s %.2f %s (median %.2f)", s.empty() ? "" : "; ", p.threads,
+                  p.threads == 1 ? "" : "s", p.best, unit, p.median);
+    s += buf;
+  }
+  return s;
+}
+
+int RunRoofline(const RooflineFlags& f) {
+  if (f.buffer_mb < 1 || f.buffer_mb > 65536)
+    return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
+  if (f.repetitions < 1 || f.repetitions > 1000)
+    return Fail(Status::Error("--repetitions " + std::to_string(f.repetitions) + " is outside [1, 1000]"));
+  const std::string dir = env::CacheDir();
+  const measure::Box box = measure::ThisBox();
+  const std::string path = measure::RooflineCachePath(dir, box.fingerprint);
+  std::optional<measure::Roofline> r;
+  std::string source = "cache";
+  if (!f.refresh) {
+    auto cached = measure::CachedRoofline(dir, box.fingerprint);
+    if (!cached.ok()) return Fail(cached.status());
+    r = std::move(cached.value());
+  }
+  if (!r) {
+    source = "measured";
+    measure::RooflineOptions o;
+    o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
+    o.repetitions = f.repetitions;
+    std::fprintf(stderr, "verity: measuring the roofline of box %s (%d MiB read buffer, %d passes per point)...\n",
+                 box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
+    auto m = measure::MeasureRoofline(o);
+    if (!m.ok()) return Fail(m.status());
+    Status s = measure::SaveRoofline(dir, m.value());
+    if (!s.ok()) return Fail(s);
+    r = std::move(m.value());
+    std::fprintf(stderr, "verity: cached in %s\n", path.c_str());
+  }
+  if (f.json) {
+    nlohmann::json j = nlohmann::json::parse(measure::RooflineJson(*r));
+    j["source"] = source;
+    j["cache_file"] = path;
+    std::printf("%s\n", JsonLine(j).c_str());
+  } else {
+    nlohmann::json d = nlohmann::json::parse(r->box_detail.empty() ? "{}" : r->box_detail, nullptr, false);
+    std::string cpu = d.is_object() && d.contains("cpu") && d["cpu"].is_string() ? d["cpu"].get<std::string>() : "?";
+    std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() : "?";
+    std::printf("roofline of box %s (%s, %s cores), measured %s with %s loops over a %llu MiB buffer, %d passes per "
+                "point; %s\n",
+                r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
+                static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
+                (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
+    std::printf("  read bandwidth: %s\n", Points(r->read, "GB/s").c_str());
+    std::printf("  FMA throughput: %s\n", Points(r->fma, "GFLOP/s").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand(
+      "roofline",
+      "This box's read bandwidth (GB/s) and FMA throughput (GFLOP/s) at 1 thread and every core: measured once, "
+      "cached per box fingerprint in VERITY_CACHE_DIR (default ~/.cache/verity).");
+  auto f = std::make_shared<RooflineFlags>();
+  sub->add_flag("--json", f->json, "print one verity.roofline/1 JSON object");
+  sub->add_flag("--refresh", f->refresh, "measure again and replace the cached figures");
+  sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring")->capture_default_str();
+  sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
+      ->capture_default_str();
+  reg.On(sub, [=] { return RunRoofline(*f); });
+}
+
+}  // namespace verity::cli
