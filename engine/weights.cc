@@ -120,8 +120,17 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   const size_t row_bytes = kernels::RowBytes(dtype, out_cols);
   unsigned char* dst = static_cast<unsigned char*>(m_.Allocate(row_bytes * out_rows));  // zeros: the padding
   std::vector<float> f32(out_cols, 0.0f);  // one row, zero tail
+  const bool release = t.mapped && !(SameAs(t.type, dtype) && !padded);
+  size_t released = 0;  // bytes of the source handed back so far
   for (int i = 0; i < rows; i++) {
     const unsigned char* src = t.data + static_cast<size_t>(i) * cols * esize;
+    // Hand the converted source back as we go (a few MB at a time), so the
+    // resident peak holds one chunk of the f32 tensor, not all of it.
+    constexpr size_t kReleaseChunk = size_t{4} << 20;
+    if (release && static_cast<size_t>(src - t.data) - released >= kReleaseChunk) {
+      ReleasePages(t.data + released, static_cast<size_t>(src - t.data) - released);
+      released = static_cast<size_t>(src - t.data);
+    }
     if (SameAs(t.type, dtype) && !padded) {
       std::memcpy(dst + i * row_bytes, src, row_bytes);  // stored as wanted, only misaligned
     } else if (t.type == TensorDType::kBF16 && !padded) {
@@ -136,8 +145,8 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   if (SameAs(t.type, dtype) && !padded) {
     if (++copied_ <= kNamedCopies)
       Note(where_ + ": tensor " + t.name + " is not " + std::to_string(align) + "-byte aligned in the file; copied once");
-  } else if (t.mapped) {
-    ReleasePages(t.data, static_cast<size_t>(rows) * cols * esize);
+  } else if (release) {
+    ReleasePages(t.data + released, static_cast<size_t>(rows) * cols * esize - released);
   }
   return kernels::Weights{dtype, dst, out_rows, out_cols};
 }
