@@ -28,6 +28,20 @@ void ReleasePages(const void* p, size_t n) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+// Maps the pages of [p, p + n) now, at load, rather than one fault at a time
+// during the first forward passes (the bytes are read for every token).
+void Prefault(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+#ifdef MADV_POPULATE_READ
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
+  unsigned char sink = 0;  // older kernels: touch one byte per page
+  for (uintptr_t a = begin; a < end; a += page) sink ^= *reinterpret_cast<const volatile unsigned char*>(a);
+  (void)sink;
+}
+
 bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 // The kernels' dtype that a stored element type already is, if any.
@@ -114,8 +128,10 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   const size_t esize = static_cast<size_t>(TensorDTypeSize(t.type));
   const size_t align = dtype == kernels::DType::kF32 ? 4 : 2;
   const bool padded = out_rows != rows || out_cols != cols;
-  if (SameAs(t.type, dtype) && !padded && Aligned(t.data, align))
-    return kernels::Weights{dtype, t.data, rows, cols};  // in place
+  if (SameAs(t.type, dtype) && !padded && Aligned(t.data, align)) {  // in place
+    if (t.mapped) Prefault(t.data, kernels::RowBytes(dtype, cols) * rows);
+    return kernels::Weights{dtype, t.data, rows, cols};
+  }
 
   const size_t row_bytes = kernels::RowBytes(dtype, out_cols);
   unsigned char* dst = static_cast<unsigned char*>(m_.Allocate(row_bytes * out_rows));  // zeros: the padding
