@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "ledger/format.h"
 #include "ledger/stats.h"
@@ -13,11 +14,20 @@ namespace {
 
 std::string Short(const std::string& sha) { return sha.empty() ? "(not stated)" : sha.substr(0, 16); }
 
+// Depths counted once each: a repeated entry is not more evidence.
+int DistinctDepths(const measure::ParityEvidence& e) {
+  std::vector<int> d;
+  for (const auto& x : e.depths) d.push_back(x.depth);
+  std::sort(d.begin(), d.end());
+  return static_cast<int>(std::unique(d.begin(), d.end()) - d.begin());
+}
+
 // What is missing from the evidence floor, "" if nothing.
 std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
   std::vector<std::string> gaps;
-  if (static_cast<int>(e.depths.size()) < pol.parity_min_depths)
-    gaps.push_back(std::to_string(e.depths.size()) + " depths, the policy needs at least " +
+  const int distinct = DistinctDepths(e);
+  if (distinct < pol.parity_min_depths)
+    gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " +
                    std::to_string(pol.parity_min_depths));
   int deepest = 0;
   for (const auto& d : e.depths) deepest = std::max(deepest, d.depth);
@@ -62,9 +72,9 @@ std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, con
   if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
   if (standard) {
     const double f = pol.deep_factor;
-    if (e.depths.size() < f * standard->depths.size())
-      why.push_back("deep evidence has " + std::to_string(e.depths.size()) + " depths, needs " + NumText(f) + "x the " +
-                    std::to_string(standard->depths.size()) + " of the standard run");
+    if (DistinctDepths(e) < f * DistinctDepths(*standard))
+      why.push_back("deep evidence has " + std::to_string(DistinctDepths(e)) + " depths, needs " + NumText(f) +
+                    "x the " + std::to_string(DistinctDepths(*standard)) + " of the standard run");
     if (standard->window <= 0 || e.window < f * standard->window)
       why.push_back("deep window " + std::to_string(e.window) + " is not " + NumText(f) + "x the standard window " +
                     std::to_string(standard->window));
@@ -139,7 +149,16 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
   if (kind == Kind::kRevert && !c.base_parity_cmd.empty()) {
     VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
     in.say("  main: " + bp.message);
-    if (bp.evidence && !bp.passed) main_fails = bp;
+    // Proof that main is wrong is complete evidence (the floor, standard mode)
+    // that breaks a threshold or holds a non-finite value; thin or malformed
+    // evidence proves nothing either way.
+    if (bp.evidence && !bp.passed) {
+      const auto& e = *bp.evidence;
+      const bool complete = FloorGaps(*in.pol, e).empty() && e.mode == "standard";
+      const bool wrong = !e.nonfinite.empty() || !in.pol->ParityPasses(e.worst_top1, e.worst_mean_kl);
+      if (complete && wrong) main_fails = bp;
+      else in.say("  main's failing evidence is incomplete or breaks no threshold: not proof that main is wrong");
+    }
   }
   if (c.parity_cmd.empty()) {
     if (kind == Kind::kRevert)
@@ -158,6 +177,9 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
     g.verified = false;
     in.say("  the parity evidence names no build: unverified, cannot move the frontier");
   }
+  if (main_fails && !g.verified)
+    return stop(Verdict::kRefused, "main fails parity, but the evidence that main without the change passes names "
+                                   "no artifact: refused, nothing measured");
   if (main_fails)
     return stop(Verdict::kAccepted, "parity evidence that main is wrong: " + main_fails->message +
                                         "; main without the change passes: " + hp.message);
@@ -317,16 +339,24 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     in.say(text);
     if (dec != Decision::kContinue) break;
   }
-  // Guards: the other metrics present in every sample of every round.
-  if (!rounds.empty())
-    for (const auto& [name, v] : rounds[0][0].metrics) {
-      if (name == c.metric) continue;
-      bool everywhere = true;
-      for (const auto& ts : rounds)
-        for (const auto& t : ts) everywhere = everywhere && t.metrics.count(name);
-      if (everywhere) m.guards.push_back(SeriesOf(name, rounds));
-      else in.say("  metric " + name + " is not in every sample: not a guard");
-    }
+  // Guards: every other metric any sample reported. A guard cannot be dodged
+  // by leaving it out of some samples, nor by a name whose direction is unknown.
+  std::set<std::string> names;
+  for (const auto& ts : rounds)
+    for (const auto& t : ts)
+      for (const auto& [name, v] : t.metrics) names.insert(name);
+  for (const auto& name : names) {
+    if (name == c.metric) continue;
+    for (size_t r = 0; r < rounds.size(); r++)
+      for (const auto& t : rounds[r])
+        if (!t.metrics.count(name))
+          return Status::Error("guard metric '" + name + "' is missing from a " + t.side + " sample of round " +
+                               std::to_string(r + 1) + ": every reported metric must be in every sample");
+    if (!MetricDirection(name))
+      return Status::Error("guard metric '" + name + "': cannot tell whether higher or lower is better from its "
+                           "name (use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+    m.guards.push_back(SeriesOf(name, rounds));
+  }
   return m;
 }
 

@@ -1,12 +1,15 @@
 #include "ledger/frontier.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 namespace verity::ledger {
 
 Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
   Ladder L;
-  std::map<int64_t, double> factor;  // counted run -> the factor it applied
+  std::map<int64_t, double> factor;  // live run -> the factor it applied
+  std::set<int64_t> gained;          // changes whose gain already counts
   std::optional<double> F;
   for (const auto& e : events) {
     LadderStep s;
@@ -18,6 +21,7 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
       s.counted = true;
       s.why = why;
     };
+    const bool is_gain = e.reason == "accepted" || e.reason == "confirmed";
     if (e.retracted) {
       s.why = "run retracted";
     } else if (!F) {
@@ -28,17 +32,25 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
         s.counted = true;
         s.why = e.reason == "seed" ? "seed" : "seed (earlier events retracted): this run's base";
         if (e.reason != "seed" && e.ratio) apply(*e.ratio, s.why + ", then its ratio");
+        if (is_gain) gained.insert(e.change_id);
       } else {
         s.why = "nothing to seed from";
       }
     } else if (e.reason == "seed") {
       s.why = "frontier already seeded";
+    } else if (is_gain && gained.count(e.change_id)) {
+      s.why = "this change's gain already counts";
     } else if (e.kind == "reapply" && e.undoes_run && !factor.count(*e.undoes_run)) {
       s.why = "its revert no longer counts: the change's own factor is still in the ladder";
     } else if (e.ratio) {
+      // A reapply uses its revert up; a speed revert leaves the change no longer standing.
+      if (e.undoes_run) factor.erase(*e.undoes_run);
       apply(*e.ratio, e.reason);
+      if (is_gain) gained.insert(e.change_id);
     } else if (e.undoes_run && factor.count(*e.undoes_run)) {
-      apply(1.0 / factor[*e.undoes_run], "revert on parity evidence: undoes run " + std::to_string(*e.undoes_run));
+      const double undone = factor[*e.undoes_run];
+      factor.erase(*e.undoes_run);  // undone once, never twice
+      apply(1.0 / undone, "revert on parity evidence: undoes run " + std::to_string(*e.undoes_run));
     } else {
       s.why = "nothing to undo";
     }
@@ -47,7 +59,12 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
     L.steps.push_back(s);
   }
   L.value = F;
+  for (const auto& [run, f] : factor) L.live_runs.push_back(run);
   return L;
+}
+
+bool Ladder::IsLive(int64_t run) const {
+  return std::find(live_runs.begin(), live_runs.end(), run) != live_runs.end();
 }
 
 Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
@@ -61,7 +78,9 @@ Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
                " (SELECT s.base_median FROM scores s WHERE s.run_id = f.run_id AND s.base_median IS NOT NULL "
                "  ORDER BY s.id DESC LIMIT 1), "
                " EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = f.run_id), f.at, "
-               " EXISTS (SELECT 1 FROM frontier_moves x WHERE x.event_id = f.id) "
+               " EXISTS (SELECT 1 FROM frontier_moves x WHERE x.event_id = f.id), "
+               " (SELECT f2.run_id FROM frontier_events f2 JOIN runs r2 ON r2.id = f2.run_id WHERE "
+               "  c.kind = 'reapply' AND r2.change_id = c.target_change AND f2.id < f.id ORDER BY f2.id DESC LIMIT 1) "
                "FROM frontier_events f JOIN runs r ON r.id = f.run_id JOIN changes c ON c.id = r.change_id "
                "LEFT JOIN frontier_moves m ON m.event_id = f.id WHERE f.metric = ? AND f.box_id = ? ORDER BY f.id",
                {metric, box_id}));
@@ -78,8 +97,10 @@ Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
     if (has_move) {
       if (!IsNull(r[6])) e.ratio = AsDouble(r[6]);
       if (!IsNull(r[7])) e.undoes_run = AsInt(r[7]);
-    } else if (e.reason != "seed" && !IsNull(r[8])) {
-      e.ratio = AsDouble(r[8]);
+    } else {
+      if (e.reason != "seed" && !IsNull(r[8])) e.ratio = AsDouble(r[8]);
+      // Recorded before frontier_moves: a reapply undoes its revert's run.
+      if (!IsNull(r[13])) e.undoes_run = AsInt(r[13]);
     }
     if (!IsNull(r[9])) e.base_median = AsDouble(r[9]);
     e.retracted = AsInt(r[10]) != 0;

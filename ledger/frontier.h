@@ -37,15 +37,23 @@ struct Ladder {
   std::vector<LadderStep> steps;
   std::optional<double> value;   // the current frontier; nullopt when nothing counts
   int64_t last_event = 0;        // the last counted event (0 = none)
+  // Runs whose factor is in the frontier now: counted, and not since undone
+  // by a parity revert or replaced by a reapply.
+  std::vector<int64_t> live_runs;
+  // Returns true iff `run` is one of live_runs.
+  bool IsLive(int64_t run) const;
 };
 
 // Derives the ladder from events in recording order. Rules: the first counted
 // event seeds (a seed's value, or the run's base median); accepted, confirmed
-// and speed-evidence reverts multiply by their ratio; a revert on parity
+// and speed-evidence reverts multiply by their ratio (a speed revert also
+// takes the change it reverts out of the live runs); a revert on parity
 // evidence divides out the factor of the change run it undoes, if that still
 // counts; a reapply applies its ratio only while the revert it undoes counts
 // (otherwise the change's own factor is still in the ladder and counting the
-// reapply would count the change twice). Retracted runs never count.
+// reapply would count the change twice), and uses the revert's factor up, so a
+// second reapply of the same revert does not count. A factor is undone at most
+// once, and a change's gain counts at most once. Retracted runs never count.
 Ladder DeriveLadder(const std::vector<LadderEvent>& events);
 
 // Loads the events of (metric, box) and derives the ladder.

@@ -173,23 +173,30 @@ Result<Policy> Ledger::CurrentPolicy() {
 
 Status Ledger::Retract(int64_t run, const std::string& reason, std::optional<int64_t> replaced_by,
                        std::optional<int64_t> by_change) {
-  if (reason.empty()) return Status::Error("retract: --reason is required (what produced the wrong number)");
-  return db_->Transaction([&]() -> Status {
-    VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM scores WHERE run_id = ? AND base_median IS NOT NULL", {run}));
-    if (r.empty()) return Status::Error("retract: run " + std::to_string(run) + " has no measured number to retract");
-    VERITY_ASSIGN_OR_RETURN(auto dup, db_->Query("SELECT id FROM retractions WHERE run_id = ?", {run}));
-    if (!dup.empty()) return Status::Error("retract: run " + std::to_string(run) + " is already retracted");
-    if (replaced_by) {
-      VERITY_ASSIGN_OR_RETURN(auto rb, db_->Query("SELECT 1 FROM runs WHERE id = ?", {*replaced_by}));
-      if (rb.empty()) return Status::Error("retract: --replaced-by run " + std::to_string(*replaced_by) + " does not exist");
-    }
-    return db_->InsertSealed("retractions", {{"run_id", run},
-                                             {"reason", reason},
-                                             {"replaced_by_run", replaced_by ? Value(*replaced_by) : Value()},
-                                             {"by_change", by_change ? Value(*by_change) : Value()},
-                                             {"retracted_at", NowUtc()}})
-        .status();
-  });
+  return db_->Transaction([&]() -> Status { return RetractInTransaction(run, reason, replaced_by, by_change); });
+}
+
+Status Ledger::RetractInTransaction(int64_t run, const std::string& reason, std::optional<int64_t> replaced_by,
+                                    std::optional<int64_t> by_change) {
+  if (reason.empty()) return Status::Error("retract: a reason is required (what produced the wrong number)");
+  // A run counts if it measured a number or moved the frontier (a revert on parity evidence).
+  VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM scores WHERE run_id = ? AND base_median IS NOT NULL UNION "
+                                             "SELECT 1 FROM frontier_events WHERE run_id = ?",
+                                             {run, run}));
+  if (r.empty())
+    return Status::Error("retract: run " + std::to_string(run) + " has no measured number and moved no frontier");
+  VERITY_ASSIGN_OR_RETURN(auto dup, db_->Query("SELECT id FROM retractions WHERE run_id = ?", {run}));
+  if (!dup.empty()) return Status::Error("retract: run " + std::to_string(run) + " is already retracted");
+  if (replaced_by) {
+    VERITY_ASSIGN_OR_RETURN(auto rb, db_->Query("SELECT 1 FROM runs WHERE id = ?", {*replaced_by}));
+    if (rb.empty()) return Status::Error("retract: replacing run " + std::to_string(*replaced_by) + " does not exist");
+  }
+  return db_->InsertSealed("retractions", {{"run_id", run},
+                                           {"reason", reason},
+                                           {"replaced_by_run", replaced_by ? Value(*replaced_by) : Value()},
+                                           {"by_change", by_change ? Value(*by_change) : Value()},
+                                           {"retracted_at", NowUtc()}})
+      .status();
 }
 
 }  // namespace verity::ledger

@@ -126,8 +126,16 @@ class Ledger {
   Status InstallPolicy();
   Result<int64_t> InsertChange(const ChangeRequest& req);
   Result<ChangeRequest> LoadChange(int64_t change_id);
+  // A retraction a reapply makes, applied only once the reapply passed its gate.
+  struct PendingRetraction {
+    int64_t run = 0;
+    std::string reason;
+  };
   Result<Outcome> Measure(int64_t change_id, const ChangeRequest& c, const std::string& purpose,
-                          std::optional<int64_t> queue_id, const MeasureOptions& opt);
+                          std::optional<int64_t> queue_id, const MeasureOptions& opt,
+                          std::optional<PendingRetraction> retraction = std::nullopt);
+  Status RetractInTransaction(int64_t run, const std::string& reason, std::optional<int64_t> replaced_by,
+                              std::optional<int64_t> by_change);
   Result<int64_t> StartRun(int64_t change_id, const std::string& purpose, std::optional<int64_t> queue_id,
                            int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
   Status QueueParked(int64_t frontier_event, const std::string& metric);

@@ -7,6 +7,7 @@
 #include "ledger/frontier.h"
 #include "ledger/ledger.h"
 #include "ledger/record.h"
+#include "measure/measure.h"
 
 namespace verity::ledger {
 namespace {
@@ -63,15 +64,24 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
   if (!IsNull(h[14])) o.alpha = AsDouble(h[14]);
   o.surprise = true;
   // The factor banked is the run's own median ratio (old scores: head/base medians).
-  const double ratio = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
+  const double oriented = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
+  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
+  const double ratio = IsNull(h[11]) || HigherIsBetter(c.metric) ? oriented : 1.0 / oriented;
   std::optional<ScoreResult> stats;
   if (!IsNull(h[11])) {
     stats.emplace();
     stats->decision = Decision::kAbove;
-    stats->ratio = Bounds{ratio, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]), IsNull(h[13]) ? INFINITY : AsDouble(h[13]),
+    stats->ratio = Bounds{oriented, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]), IsNull(h[13]) ? INFINITY : AsDouble(h[13]),
                           AsDouble(h[14]), o.rounds};
   }
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+    // Still held? A concurrent confirm may have banked it while deep parity ran.
+    VERITY_ASSIGN_OR_RETURN(auto latest, db_->Query("SELECT s.id FROM scores s JOIN runs r ON s.run_id = r.id WHERE "
+                                                    "r.change_id = ? ORDER BY s.id DESC LIMIT 1",
+                                                    {change_id}));
+    if (latest.empty() || AsInt(latest[0][0]) != AsInt(h[0]))
+      return Status::Error("confirm: change " + std::to_string(change_id) +
+                           " was scored again while deep parity ran (a concurrent confirm?); nothing banked");
     VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(*db_, c.metric, box_id));
     o.frontier_before = before.value;
     o.gate = before.value ? std::optional<double>(pol.gate_frac * *before.value) : std::nullopt;
@@ -116,14 +126,24 @@ Result<std::vector<Outcome>> Ledger::Remeasure(const MeasureOptions& opt) {
 
 Result<Outcome> Ledger::Revert(int64_t change_id, ChangeRequest req, const MeasureOptions& opt) {
   VERITY_ASSIGN_OR_RETURN(ChangeRequest target, LoadChange(change_id));
-  if (target.kind != "change")
-    return Status::Error("revert: " + std::to_string(change_id) + " is a " + target.kind + ", not a change");
+  if (target.kind == "revert")
+    return Status::Error("revert: " + std::to_string(change_id) + " is a revert; reapply it instead");
   if (req.reason.empty()) return Status::Error("revert: a reason is required");
   if (req.parity_cmd.empty())
     return Status::Error("revert: a parity command for main without the change is required (its head passes the "
                          "parity gate like any change's)");
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
+  // Only a change whose gain is in this box's frontier can be reverted: a
+  // revert of anything else would bank a gain with no prediction.
+  VERITY_ASSIGN_OR_RETURN(auto box, db_->Query("SELECT id FROM boxes WHERE fingerprint = ?", {measure::ThisBox().fingerprint}));
+  std::optional<int64_t> live;
+  if (!box.empty()) {
+    VERITY_ASSIGN_OR_RETURN(live, FrontierRunOf(*db_, change_id, target.metric, AsInt(box[0][0]), true));
+  }
+  if (!live)
+    return Status::Error("revert: change " + std::to_string(change_id) + " does not count in this box's frontier (never "
+                         "accepted here, retracted, or already reverted): submit a change with a prediction instead");
   req.kind = "revert";
   req.target_change = change_id;
   req.metric = target.metric;
@@ -144,6 +164,14 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
   if (verdict != "accepted")
     return Status::Error("reapply: revert " + std::to_string(revert_id) + " was not accepted (latest verdict: " +
                          (verdict.empty() ? std::string("none recorded") : verdict) + "): there is nothing to reapply");
+  VERITY_ASSIGN_OR_RETURN(auto others, db_->Query("SELECT c.id FROM changes c WHERE c.kind = 'reapply' AND "
+                                                  "c.target_change = ? AND (SELECT s.verdict FROM scores s JOIN runs r "
+                                                  "ON s.run_id = r.id WHERE r.change_id = c.id ORDER BY s.id DESC "
+                                                  "LIMIT 1) IN ('accepted', 'held-surprise')",
+                                                  {revert_id}));
+  if (!others.empty())
+    return Status::Error("reapply: revert " + std::to_string(revert_id) + " was already reapplied by change " +
+                         AsText(others[0][0]));
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
   req.kind = "reapply";
@@ -151,16 +179,18 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
   req.metric = rev.metric;
   if (req.title.empty()) req.title = "Reapply (undo " + rev.title + ")";
   if (retract_run) {
-    VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM scores WHERE run_id = ? AND base_median IS NOT NULL "
-                                               "AND run_id NOT IN (SELECT run_id FROM retractions)",
-                                               {*retract_run}));
+    VERITY_ASSIGN_OR_RETURN(auto r, db_->Query("SELECT 1 FROM runs WHERE id = ? AND change_id = ? AND id NOT IN "
+                                               "(SELECT run_id FROM retractions)",
+                                               {*retract_run, revert_id}));
     if (r.empty())
-      return Status::Error("reapply: run " + std::to_string(*retract_run) + " is not a measured, unretracted run");
+      return Status::Error("reapply: run " + std::to_string(*retract_run) + " is not an unretracted run of revert " +
+                           std::to_string(revert_id));
   }
   VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
-  if (retract_run)
-    VERITY_RETURN_IF_ERROR(Retract(*retract_run, "reapply " + std::to_string(id) + ": " + req.reason, std::nullopt, id));
-  return Measure(id, req, "reapply", std::nullopt, opt);
+  // The revert's evidence is retracted only once the reapply has passed its gate and been measured.
+  std::optional<PendingRetraction> pending;
+  if (retract_run) pending = PendingRetraction{*retract_run, "reapply " + std::to_string(id) + ": " + req.reason};
+  return Measure(id, req, "reapply", std::nullopt, opt, pending);
 }
 
 }  // namespace verity::ledger

@@ -56,7 +56,11 @@ std::string RunView::StateName() const {
   return RunStatusName(status);
 }
 
-std::string ChangeView::StateName() const { return runs.empty() ? "unscored" : runs.back().StateName(); }
+std::string ChangeView::StateName() const {
+  if (runs.empty()) return "unscored";
+  // A retracted run's verdict no longer stands: say so rather than repeat it.
+  return runs.back().retracted() ? "retracted (" + runs.back().StateName() + ")" : runs.back().StateName();
+}
 
 const LadderStep* LadderView::last_counted() const {
   for (const auto& s : ladder.steps)
@@ -617,11 +621,6 @@ Result<HistoryView> LoadHistory(Db& d, const std::string& what) {
       at[e.id] = list.size();
       list.push_back(std::move(e));
     }
-    for (const auto& e : list)  // the first reapply of a revert says it was found wrong
-      if (e.kind == Kind::kReapply && e.target)
-        if (auto it = at.find(*e.target); it != at.end() && list[it->second].kind == Kind::kRevert &&
-                                          !list[it->second].reapplied_by)
-          list[it->second].reapplied_by = e.id;
     for (const auto& r : runs)
       if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].runs.push_back(AsInt(r[1]));
     for (const auto& r : verdicts)
@@ -629,6 +628,12 @@ Result<HistoryView> LoadHistory(Db& d, const std::string& what) {
         VERITY_ASSIGN_OR_RETURN(Verdict v, Named(VerdictFromName(AsText(r[1])), d, "score " + std::to_string(AsInt(r[2])) + " verdict", r[1]));
         list[it->second].verdict = v;
       }
+    // A revert was found wrong only by a reapply that was accepted, not by any attempt.
+    for (const auto& e : list)
+      if (e.kind == Kind::kReapply && e.target && e.verdict == Verdict::kAccepted)
+        if (auto it = at.find(*e.target); it != at.end() && list[it->second].kind == Kind::kRevert &&
+                                          !list[it->second].reapplied_by)
+          list[it->second].reapplied_by = e.id;
     h.reverts = std::move(list);
   }
   if (what == "retractions" || what == "all") {

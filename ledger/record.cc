@@ -91,11 +91,11 @@ Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t bo
 // The run of `change_id` whose frontier event currently counts in the ladder
 // (or, with `counted_only` false, whose event was last recorded), if any.
 Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
-                                             bool counted_only) {
+                                             bool live_only) {
   VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, metric, box_id));
   std::optional<int64_t> run;
   for (const auto& s : ladder.steps)
-    if ((s.counted || !counted_only) && s.event.change_id == change_id && s.event.reason != "seed")
+    if ((!live_only || ladder.IsLive(s.event.run_id)) && s.event.change_id == change_id && s.event.reason != "seed")
       run = s.event.run_id;
   return run;
 }

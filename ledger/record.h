@@ -24,10 +24,10 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
 Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t box_id, int64_t run_id,
                                     const std::string& reason, double value_now, std::optional<double> ratio,
                                     std::optional<int64_t> undoes_run);
-// The run of `change_id` whose frontier event counts in the ladder now (or,
-// with `counted_only` false, whose event was recorded last), if any.
+// The run of `change_id` whose factor is live in the ladder now (or, with
+// `live_only` false, whose frontier event was recorded last), if any.
 Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
-                                             bool counted_only);
+                                             bool live_only);
 // Returns why a request for rounds is refused (fewer than the policy's floor), if it is.
 std::optional<std::string> RoundsRequestError(const Policy& pol, const MeasureOptions& opt);
 // Copies a score's verdict and numbers into the outcome printed to the user.

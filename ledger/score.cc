@@ -74,11 +74,16 @@ std::optional<Kind> KindFromName(const std::string& name) {
   return std::nullopt;
 }
 
-bool HigherIsBetter(const std::string& metric) {
-  for (const char* s : {"_tok_s", "_per_s", "_gflops", "_gb_s"})
+std::optional<bool> MetricDirection(const std::string& metric) {
+  // Higher-is-better first: "_tok_s" also ends in "_s".
+  for (const char* s : {"_tok_s", "_per_s", "_gflops", "_tflops", "_gb_s"})
     if (EndsWith(metric, s)) return true;
-  return false;
+  for (const char* s : {"_mb", "_gb", "_bytes", "_ms", "_us", "_ns", "_seconds", "_s"})
+    if (EndsWith(metric, s)) return false;
+  return std::nullopt;
 }
+
+bool HigherIsBetter(const std::string& metric) { return MetricDirection(metric).value_or(true); }
 
 double RoundRatio(const Round& r, bool higher_is_better) {
   const double base = r.b1 + r.b2, head = r.h1 + r.h2;
@@ -126,18 +131,41 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   const std::string measured = PctText(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + NumText(alpha) +
                                ", n " + std::to_string(r.ratio.n) + ")";
   const bool above = r.decision == Decision::kAbove;
+  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
+  r.factor = in.primary.higher_is_better ? r.ratio.estimate : 1.0 / r.ratio.estimate;
   auto accept = [&] {
     r.verdict = Verdict::kAccepted;
     r.tier = p.TierFor(r.gain);
     r.moves_frontier = true;
-    r.frontier_after = r.frontier_before * r.ratio.estimate;
+    r.frontier_after = r.frontier_before * r.factor;
   };
-  if (r.ratio.estimate > p.ceiling_ratio) {
+  std::string regressed;
+  for (const auto& g : r.guards)
+    if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0);
+  const std::string regression_note =
+      "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
+  const std::string unverified_note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+  const bool decode = in.primary.metric == "decode_tok_s";
+  const double limit = decode && in.read_bytes_per_s && in.head_bytes_per_token
+                           ? *in.read_bytes_per_s / *in.head_bytes_per_token
+                           : INFINITY;
+  if (r.head_median > limit) {
+    r.verdict = Verdict::kRejectedImplausible;
+    r.note = "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
+             " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) +
+             " GB/s, above this box's measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) + " GB/s";
+  } else if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head is " + NumText(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
              NumText(p.ceiling_ratio) + "x";
   } else if (in.kind == Kind::kRevert) {
-    if (above) {
+    if (above && !regressed.empty()) {
+      r.verdict = Verdict::kRejectedRegression;
+      r.note = regression_note;
+    } else if (above && !in.verified) {
+      r.verdict = Verdict::kUnverified;
+      r.note = unverified_note;
+    } else if (above) {
       accept();
       r.note = "the change costs " + measured + ", beyond the gate of " + PctText(p.gate_frac);
     } else {
@@ -149,16 +177,13 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     r.note = (r.decision == Decision::kBelow ? "cannot reach the gate: " : "not shown above the gate: ") + measured +
              "; parked";
   } else {
-    std::string regressed;
-    for (const auto& g : r.guards)
-      if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0);
     if (!regressed.empty()) {
       r.verdict = Verdict::kRejectedRegression;
-      r.note = "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
+      r.note = regression_note;
     } else if (!in.verified) {
       r.verdict = Verdict::kUnverified;
       r.tier = p.TierFor(r.gain);
-      r.note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+      r.note = unverified_note;
     } else if (r.surprise) {
       r.verdict = Verdict::kHeldSurprise;
       r.tier = p.TierFor(r.gain);

@@ -43,9 +43,13 @@ struct MetricSeries {
   std::vector<Round> rounds;
 };
 
-// Returns true iff a larger value of `metric` is better: throughput names
-// (ending in _tok_s, _per_s, _gflops, _gb_s) are; anything else (peak memory,
-// latency, seconds) is lower-is-better.
+// Whether a larger value of `metric` is better, read from its unit suffix:
+// throughput (_tok_s, _per_s, _gflops, _tflops, _gb_s) is higher-is-better;
+// memory and time (_mb, _gb, _bytes, _ms, _us, _ns, _s, _seconds) are
+// lower-is-better. Returns nullopt for any other name: the ledger refuses a
+// metric whose direction it would have to guess.
+std::optional<bool> MetricDirection(const std::string& metric);
+// MetricDirection(metric).value_or(true), for callers that checked it already.
 bool HigherIsBetter(const std::string& metric);
 // The round's ratio, oriented so that > 1 means the head is better.
 double RoundRatio(const Round& r, bool higher_is_better);
@@ -66,6 +70,11 @@ struct ScoreInput {
   int attempt = 0;                                // 0 = first measurement, k = k-th re-measurement
   bool verified = true;                           // parity evidence is bound to the head's artifact
   SequentialPlan plan;
+  // The physical ceiling: this box's measured read bandwidth (bytes/s, from
+  // `verity roofline`) and the bytes the head says one decoded token reads.
+  // A decode rate above bandwidth / bytes is impossible, whatever the ratio.
+  std::optional<double> read_bytes_per_s;
+  std::optional<double> head_bytes_per_token;
 };
 
 struct GuardResult {
@@ -85,7 +94,8 @@ struct ScoreResult {
   double frontier_before = 0.0, frontier_after = 0.0;
   double gate = 0.0;              // absolute: gate_frac x frontier_before
   bool seeds_frontier = false;    // the frontier was empty: frontier_before is this run's base
-  bool moves_frontier = false;    // frontier_after = frontier_before x ratio
+  bool moves_frontier = false;    // frontier_after = frontier_before x factor
+  double factor = 1.0;            // the frontier's factor in metric units: the ratio, or 1/ratio when lower is better
   bool surprise = false;
   std::vector<GuardResult> guards;
   std::string note;

@@ -33,6 +33,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
     if (*v && !std::isfinite(**v)) return Status::Error("prediction and claim must be finite percentages");
   if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
+  if (!MetricDirection(req.metric))
+    return Status::Error("metric '" + req.metric + "': cannot tell whether higher or lower is better from its name "
+                         "(use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(
@@ -136,7 +139,8 @@ Result<int64_t> Ledger::StartRun(int64_t change_id, const std::string& purpose, 
 }
 
 Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const std::string& purpose,
-                                std::optional<int64_t> queue_id, const MeasureOptions& opt) {
+                                std::optional<int64_t> queue_id, const MeasureOptions& opt,
+                                std::optional<PendingRetraction> retraction) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
@@ -212,7 +216,22 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
 
   // 3. The score, against the frontier as derived now, recorded in one transaction.
   std::optional<ScoreResult> scored;
+  std::string superseded;
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+    // Another process may have scored this change (or answered this queue
+    // item) while we measured: the error budget we spent was for `attempt`.
+    VERITY_ASSIGN_OR_RETURN(int attempt_now, PriorAttempts(d, change_id));
+    VERITY_ASSIGN_OR_RETURN(auto answered, d.Query("SELECT r.id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
+                                                   "r.queue_id = ? AND r.id != ? LIMIT 1",
+                                                   {queue_id ? Value(*queue_id) : Value(), run_id}));
+    if (attempt_now != attempt || !answered.empty()) {
+      superseded = "superseded: another run scored change " + std::to_string(change_id) +
+                   " while this one measured; its samples are kept, its score is not";
+      return d.InsertSealed("run_failures", {{"run_id", run_id}, {"message", superseded}, {"failed_at", NowUtc()}})
+          .status();
+    }
+    if (retraction)
+      VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
     VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, c.metric, box_id));
     ScoreInput in;
     in.kind = kind;
@@ -226,7 +245,10 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.plan = plan;
     ScoreResult r = Score(pol, in);
     FillFromScore(r, &o);
-    if (r.seeds_frontier) {
+    // Only a sound measurement of main seeds: not one the gate or the rules refused.
+    const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
+                       r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
+    if (r.seeds_frontier && sound && gate.verified) {
       VERITY_RETURN_IF_ERROR(InsertFrontierEvent(d, c.metric, box_id, run_id, "seed", r.base_median, std::nullopt,
                                                  std::nullopt).status());
       say("empty frontier for " + c.metric + " on this box: seeded from the base, " + NumText(r.base_median));
@@ -234,13 +256,16 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (r.moves_frontier) {
       // A reapply names the revert run it replaces; the ladder counts it only
       // while that revert counts (see DeriveLadder).
+      // A speed revert names the change run it takes out of the live runs.
       std::optional<int64_t> undoes;
       if (kind == Kind::kReapply) {
         VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, c.metric, box_id, false));
+      } else if (kind == Kind::kRevert) {
+        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, c.metric, box_id, true));
       }
       VERITY_ASSIGN_OR_RETURN(int64_t ev,
                               InsertFrontierEvent(d, c.metric, box_id, run_id, kind == Kind::kRevert ? "revert" : "accepted",
-                                                  r.frontier_after, r.ratio.estimate, undoes));
+                                                  r.frontier_after, r.factor, undoes));
       VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, c.metric, box_id));
       if (after.last_event != ev)
         o.note += "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
@@ -251,6 +276,12 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     scored = r;
     return InsertScore(d, run_id, pol.version, o, c.metric, scored);
   }));
+  if (!superseded.empty()) {
+    o.verdict = VerdictName(Verdict::kFailed);
+    o.note = superseded;
+    say("run " + std::to_string(run_id) + " " + superseded);
+    return o;
+  }
   say("scored: " + o.verdict + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " + o.note);
   return o;
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,7 @@ Result<std::unique_ptr<BoxLock>> BoxLock::Acquire(const std::string& dir, const 
   const std::string path = dir + "/verity-box-" + fingerprint.substr(0, 16) + ".lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return Status::Error(path + ": cannot open the box lock: " + std::strerror(errno));
+  fchmod(fd, 0666);  // every user on the box shares one lock, whatever the creator's umask
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {
       close(fd);
@@ -37,7 +39,8 @@ Result<std::unique_ptr<BoxLock>> BoxLock::Acquire(const std::string& dir, const 
   }
   // Say who holds it, for whoever waits next.
   const std::string me = "pid " + std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) < 0) {
+  // Written before truncating, so a waiter never reads an empty file.
+  if (pwrite(fd, me.data(), me.size(), 0) < 0 || ftruncate(fd, static_cast<off_t>(me.size())) != 0) {
     // Only the waiting message loses its detail; the lock itself is held.
   }
   return std::unique_ptr<BoxLock>(new BoxLock(fd, path));

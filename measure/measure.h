@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct BenchSample {
   std::string build_id, artifact_sha256;
   double value = 0.0;                     // the requested metric
   std::map<std::string, double> metrics;  // every metric printed (each a positive finite number)
+  // Weight and cache bytes one decoded token reads (`roofline.bytes_per_token`),
+  // if the bench states it: with the box's measured bandwidth it bounds decode tok/s.
+  std::optional<double> bytes_per_token;
 };
 
 // Parses the whole stdout as one verity.bench/1 object holding `metric`.

@@ -64,6 +64,12 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
       return Status::Error(what + ": metric '" + name + "' is not a positive finite number");
     s.metrics[name] = m.get<double>();
   }
+  if (j.contains("roofline") && j["roofline"].is_object() && j["roofline"].contains("bytes_per_token")) {
+    const auto& b = j["roofline"]["bytes_per_token"];
+    if (!IsFiniteNumber(b) || b.get<double>() <= 0.0)
+      return Status::Error(what + ": roofline.bytes_per_token is not a positive finite number");
+    s.bytes_per_token = b.get<double>();
+  }
   return s;
 }
 

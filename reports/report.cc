@@ -332,7 +332,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         uv += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + Pct(s->gain) + " | " +
               Cell(s->note) + " |\n";
   }
-  md += uv.empty() ? "Every measured result had parity evidence bound to its head.\n"
+  md += uv.empty() ? "No result was scored `unverified`.\n"
                    : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
                      "| change | run | gain | note |\n| --- | --- | --- | --- |\n" + uv;
 

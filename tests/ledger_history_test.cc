@@ -133,6 +133,18 @@ TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
   ASSERT_EQ(c.j["verdict"], "accepted");
   const std::string id = std::to_string(c.j["change"].get<int>());
   const std::string marker = dir + "/bench-ran";
+  // A base parity command that prints nothing is no evidence: speed must decide (equal here: refused).
+  auto weak = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'no evidence' --base-cmd " +
+                    Quote(Bench(dir, "wb", 1000, 0.003, 5)) + " --head-cmd " + Quote(Bench(dir, "wh", 1000, 0.003, 6)) +
+                    " --base-parity-cmd " + Quote(Parity("--silent")) + " --parity-cmd " + Quote(Parity()));
+  ASSERT_EQ(weak.exit_code, 0) << weak.err;
+  EXPECT_EQ(nlohmann::json::parse(weak.out)["verdict"], "refused");
+  // Main without the change failing parity is no revert at all.
+  auto broken = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
+                      Quote(Bench(dir, "xb", 1000, 0.003, 7)) + " --head-cmd " + Quote(Bench(dir, "xh", 1000, 0.003, 8)) +
+                      " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")) + " --parity-cmd " +
+                      Quote(Parity("--top1 0.5 --exit 1")));
+  EXPECT_EQ(nlohmann::json::parse(broken.out)["verdict"], "rejected-parity") << broken.out;
   const double seed = c.j["frontier_before"].get<double>();
   // Main fails parity and main without the change passes: that is evidence
   // enough, no speed is measured, and the change's factor leaves the ladder.
@@ -146,18 +158,9 @@ TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
   EXPECT_NE(j["note"].get<std::string>().find("parity evidence that main is wrong"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_NEAR(j["frontier_after"].get<double>(), seed, 1e-6) << "the wrong change's gain must leave the frontier";
-  // A base parity command that prints nothing is no evidence: speed must decide (equal here: refused).
-  auto weak = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'no evidence' --base-cmd " +
-                    Quote(Bench(dir, "wb", 1000, 0.003, 5)) + " --head-cmd " + Quote(Bench(dir, "wh", 1000, 0.003, 6)) +
-                    " --base-parity-cmd " + Quote(Parity("--silent")) + " --parity-cmd " + Quote(Parity()));
-  ASSERT_EQ(weak.exit_code, 0) << weak.err;
-  EXPECT_EQ(nlohmann::json::parse(weak.out)["verdict"], "refused");
-  // Main without the change failing parity is no revert at all.
-  auto broken = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
-                      Quote(Bench(dir, "xb", 1000, 0.003, 7)) + " --head-cmd " + Quote(Bench(dir, "xh", 1000, 0.003, 8)) +
-                      " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")) + " --parity-cmd " +
-                      Quote(Parity("--top1 0.5 --exit 1")));
-  EXPECT_EQ(nlohmann::json::parse(broken.out)["verdict"], "rejected-parity") << broken.out;
+  // The change's factor is undone: it no longer counts, so it cannot be reverted again.
+  auto again = Shell(VerityBin() + " revert --ledger " + db + " " + id + " --reason again --base-cmd true --head-cmd true --parity-cmd " + Quote(Parity()));
+  EXPECT_NE(again.err.find("does not count in this box's frontier"), std::string::npos) << again.err;
 }
 
 }  // namespace
