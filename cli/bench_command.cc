@@ -53,6 +53,8 @@ struct BenchRecord {
   // spread
   double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
   int samples = 0;              // decode token times behind decode_tok_s
+  // the same about each decode position's median over generations (null below 3 generations)
+  std::optional<double> decode_position_mad_pct;
   // roofline
   double bytes_per_token = 0.0, achieved_gb_s = 0.0;
   std::optional<double> read_gb_s, fraction;  // null: the box's roofline is not cached
@@ -82,7 +84,10 @@ nlohmann::json ToJson(const BenchRecord& r) {
           {"warmup_tokens", r.warmup_tokens},
           {"generations", r.generations},
           {"min_seconds", r.min_seconds},
-          {"spread", {{"decode_mad_pct", r.decode_mad_pct}, {"samples", r.samples}}},
+          {"spread",
+           {{"decode_mad_pct", r.decode_mad_pct},
+            {"decode_position_mad_pct", OptionalJson(r.decode_position_mad_pct)},
+            {"samples", r.samples}}},
           {"roofline",
            {{"bytes_per_token", r.bytes_per_token},
             {"achieved_gb_s", r.achieved_gb_s},
@@ -134,7 +139,8 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
     *dst = v->get<double>();
   }
   for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
-                           {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction}}) {
+                           {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
+                           {"spread.decode_position_mad_pct", &r.decode_position_mad_pct}}) {
     const nlohmann::json* v = at(j, path);
     if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
     if (v && v->is_number()) *dst = v->get<double>();
@@ -177,14 +183,15 @@ std::string CpuList(const std::vector<int>& cpus) {
 std::string PrintCsv(const BenchRecord& r) {
   std::string header =
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
-      "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,samples,bytes_per_token,"
+      "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
+      "samples,bytes_per_token,"
       "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box\n";
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
                     CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
                     std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
                     std::to_string(r.warmup_tokens) + "," + std::to_string(r.generations) + "," +
                     Num(r.min_seconds) + "," + Num(r.decode_tok_s) + "," + Num(r.prefill_tok_s) + "," +
-                    Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," +
+                    Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," + Num(r.decode_position_mad_pct) + "," +
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
                     Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
                     (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "\n";
@@ -431,13 +438,19 @@ int RunBench(BenchOptions o) {
     r.warmup_tokens++;
   }
 
-  // Timed generations, each from a fresh cache, until decode has run min_seconds.
-  std::vector<double> prefill_s, token_s;
+  // Timed generations, each from a fresh cache, until decode has run
+  // min_seconds. Every position is timed alone; the prompt's too, so that
+  // prefill is summarized as robustly as decode. (When the engine gets a
+  // batched prefill, time the block per generation and take the median over
+  // generations instead.)
+  std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
   double decode_total = 0.0;
   do {
-    const auto p0 = Clock::now();
-    for (int p = 0; p < o.prompt_tokens; p++) g.Step(p);
-    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - p0).count());
+    for (int p = 0; p < o.prompt_tokens; p++) {
+      const auto a = Clock::now();
+      g.Step(p);
+      prefill_s.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+    }
     for (int p = o.prompt_tokens; p < g.positions(); p++) {
       const auto a = Clock::now();
       g.Step(p);
@@ -452,12 +465,24 @@ int RunBench(BenchOptions o) {
   std::vector<double> dev;
   dev.reserve(token_s.size());
   for (double d : token_s) dev.push_back(std::fabs(d - token_median));
-  const double prefill_median = std::max(Median(prefill_s), 1e-12);
   r.decode_tok_s = 1.0 / token_median;
   r.decode_mad_pct = 100.0 * Median(dev) / token_median;
   r.samples = static_cast<int>(token_s.size());
-  r.prefill_tok_s = o.prompt_tokens / prefill_median;
-  r.prefill_gflops = ForwardFlops(c, o.prompt_tokens) / prefill_median / 1e9;
+  // The same spread about each position's own median (attention grows with
+  // the position, so the plain MAD also holds that trend): the noise alone.
+  if (r.generations >= 3) {
+    dev.clear();
+    for (int i = 0; i < o.gen_tokens; i++) {
+      std::vector<double> at;
+      for (int k = 0; k < r.generations; k++) at.push_back(token_s[static_cast<size_t>(k) * o.gen_tokens + i]);
+      const double m = std::max(Median(at), 1e-12);
+      for (double d : at) dev.push_back(std::fabs(d - m) / m);
+    }
+    r.decode_position_mad_pct = 100.0 * Median(dev);
+  }
+  const double prefill_median = std::max(Median(prefill_s), 1e-12);
+  r.prefill_tok_s = 1.0 / prefill_median;
+  r.prefill_gflops = ForwardFlops(c, o.prompt_tokens) / o.prompt_tokens / prefill_median / 1e9;
   r.peak_rss_mb = PeakRssMb();
 
   r.bytes_per_token = WeightBytesPerToken(**model);
@@ -474,10 +499,14 @@ int RunBench(BenchOptions o) {
                                        : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
   std::fprintf(stderr,
                "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d, %d warm-up tokens, %d generation%s: decode "
-               "%.1f tok/s (MAD %.2f%% over %d tokens), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
+               "%.1f tok/s (MAD %.2f%% over %d tokens%s), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
                r.backend.c_str(), r.dtype.c_str(), r.threads, r.threads == 1 ? "" : "s", placement.c_str(),
                r.prompt_tokens, r.gen_tokens, r.warmup_tokens, r.generations, r.generations == 1 ? "" : "s",
-               r.decode_tok_s, r.decode_mad_pct, r.samples, r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
+               r.decode_tok_s, r.decode_mad_pct, r.samples,
+               r.decode_position_mad_pct
+                   ? (", " + Fixed(*r.decode_position_mad_pct, 2) + "% about each position's median").c_str()
+                   : "",
+               r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
                           : " (no roofline for this thread count: `verity roofline`)");

@@ -1,0 +1,438 @@
+// verity bench and verity roofline: the protocol fields the ledger reads, the
+// four guard metrics and nothing else in `metrics`, one record in every
+// output format, named errors for bad flags, and the roofline cache. No test
+// asserts a time or a speed: only structure, consistency and arithmetic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "base/env.h"
+#include "ledger/score.h"
+#include "measure/measure.h"
+#include "measure/roofline.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+using test::Model;
+using test::Shell;
+using test::VerityBin;
+
+// A bench that measures as little as possible (no assertion depends on its speed).
+std::string Bench(const std::string& cache_dir, const std::string& extra) {
+  const bool timed = extra.find("--min-seconds") != std::string::npos;
+  return "VERITY_CACHE_DIR=" + cache_dir + " " + VerityBin() + " bench " + (timed ? "" : "--min-seconds 0 ") + extra;
+}
+std::string Stories() { return "--model " + Model("stories260K.bin"); }
+std::string Roofline(const std::string& cache_dir, const std::string& extra) {
+  return "VERITY_CACHE_DIR=" + cache_dir + " " + VerityBin() + " roofline --buffer-mb 16 --repetitions 1 " + extra;
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string line;
+  while (std::getline(ss, line)) out.push_back(line);
+  return out;
+}
+
+// Splits one csv line (fields quoted with "" escapes, or bare).
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); i++) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        i++;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::vector<std::string> MdCells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  std::getline(ss, cell, '|');  // before the first bar
+  while (std::getline(ss, cell, '|')) {
+    size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+    out.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
+  }
+  if (!out.empty() && out.back().empty()) out.pop_back();
+  return out;
+}
+
+// stories260K: dim 64, kv_dim 32, hidden 172, 5 layers, vocab 512, shared
+// classifier. Per layer 2*64 (norms) + 2*64*64 (wq, wo) + 2*32*64 (wk, wv)
+// + 3*64*172 (w1, w2, w3) = 45440 floats; x5, + 64 (final norm) + 512*64
+// (classifier = embedding, once) + 64 (one embedding row) = 260096 floats.
+constexpr double kStoriesF32BytesPerToken = 260096.0 * 4;
+
+TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
+  const std::string cache = test::TempDir("cache");
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(Lines(r.out).size(), 1u) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "verity.bench/1");
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["build"]["artifact_sha256"].get<std::string>().size(), 64u);
+  EXPECT_FALSE(j["build"]["id"].get<std::string>().empty());
+
+  // Every entry of metrics becomes a guard, oriented by its name: exactly
+  // these four, each oriented as the ledger will orient it.
+  std::set<std::string> names;
+  for (const auto& [name, v] : j["metrics"].items()) {
+    names.insert(name);
+    ASSERT_TRUE(v.is_number()) << name;
+    EXPECT_GT(v.get<double>(), 0.0) << name;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"decode_tok_s", "prefill_tok_s", "prefill_gflops", "peak_rss_mb"}));
+  EXPECT_EQ(ledger::MetricDirection("decode_tok_s"), std::optional<bool>(true));
+  EXPECT_EQ(ledger::MetricDirection("prefill_tok_s"), std::optional<bool>(true));
+  EXPECT_EQ(ledger::MetricDirection("prefill_gflops"), std::optional<bool>(true));
+  EXPECT_EQ(ledger::MetricDirection("peak_rss_mb"), std::optional<bool>(false)) << "lower is better";
+
+  // The ledger's own parser takes it, with every metric.
+  measure::CommandOutput out;
+  out.exit_code = 0;
+  out.out = r.out;
+  auto sample = measure::ParseBench(out, "decode_tok_s", "bench");
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->metrics.size(), 4u);
+
+  // Descriptive values live outside metrics.
+  EXPECT_EQ(j["dtype"], "f32");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["prompt_tokens"], 4);
+  EXPECT_EQ(j["gen_tokens"], 4);
+  EXPECT_EQ(j["steps"], 8);
+  EXPECT_GE(j["warmup_tokens"].get<int>(), 8);
+  EXPECT_EQ(j["generations"], 1) << "--min-seconds 0: one generation";
+  EXPECT_EQ(j["spread"]["samples"], 4) << "one time per decoded token";
+  EXPECT_GE(j["spread"]["decode_mad_pct"].get<double>(), 0.0);
+  EXPECT_EQ(j["roofline"]["bytes_per_token"].get<double>(), kStoriesF32BytesPerToken);
+  EXPECT_NEAR(j["roofline"]["achieved_gb_s"].get<double>(),
+              kStoriesF32BytesPerToken * j["metrics"]["decode_tok_s"].get<double>() / 1e9,
+              1e-9 * j["roofline"]["achieved_gb_s"].get<double>());
+  EXPECT_TRUE(j["roofline"]["read_gb_s"].is_null()) << "no roofline cached in a fresh cache dir";
+  EXPECT_TRUE(j["roofline"]["fraction"].is_null());
+  EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
+}
+
+TEST(Bench, StepsKeepsTheirOldMeaning) {
+  const std::string cache = test::TempDir("cache");
+  auto r = Shell(Bench(cache, Stories() + " --steps 9 --backend reference"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_tokens"], 4);
+  EXPECT_EQ(j["gen_tokens"], 5);
+  EXPECT_EQ(j["steps"], 9);
+  EXPECT_EQ(j["backend"], "reference");
+  EXPECT_EQ(j["threads"], 1) << "the reference backend computes on one thread";
+}
+
+TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
+  const std::string cache = test::TempDir("cache"), dir = test::TempDir("bench");
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 3 --gen-tokens 5 --threads 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string saved = dir + "/run.json";
+  test::WriteFile(saved, r.out);
+  auto j = nlohmann::json::parse(r.out);
+  auto reprint = [&](const std::string& fmt) {
+    auto p = Shell(VerityBin() + " bench --from-json " + saved + " --output " + fmt);
+    EXPECT_EQ(p.exit_code, 0) << fmt << ": " << p.err;
+    return p.out;
+  };
+
+  // json and jsonl: the same object, one line.
+  EXPECT_EQ(reprint("json"), r.out);
+  EXPECT_EQ(reprint("jsonl"), r.out);
+
+  // csv: a header and one row holding exactly the JSON's numbers.
+  auto csv = Lines(reprint("csv"));
+  ASSERT_EQ(csv.size(), 2u);
+  auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
+  ASSERT_EQ(head.size(), row.size());
+  auto col = [&](const std::string& name) {
+    for (size_t i = 0; i < head.size(); i++)
+      if (head[i] == name) return row[i];
+    ADD_FAILURE() << "csv has no column " << name;
+    return std::string();
+  };
+  EXPECT_EQ(std::stod(col("decode_tok_s")), j["metrics"]["decode_tok_s"].get<double>());
+  EXPECT_EQ(std::stod(col("prefill_tok_s")), j["metrics"]["prefill_tok_s"].get<double>());
+  EXPECT_EQ(std::stod(col("prefill_gflops")), j["metrics"]["prefill_gflops"].get<double>());
+  EXPECT_EQ(std::stod(col("peak_rss_mb")), j["metrics"]["peak_rss_mb"].get<double>());
+  EXPECT_EQ(std::stod(col("decode_mad_pct")), j["spread"]["decode_mad_pct"].get<double>());
+  EXPECT_EQ(std::stod(col("bytes_per_token")), j["roofline"]["bytes_per_token"].get<double>());
+  EXPECT_EQ(std::stod(col("achieved_gb_s")), j["roofline"]["achieved_gb_s"].get<double>());
+  EXPECT_EQ(col("read_gb_s"), "") << "null is an empty field";
+  EXPECT_EQ(std::stoi(col("threads")), 1);
+  EXPECT_EQ(std::stoi(col("prompt_tokens")), 3);
+  EXPECT_EQ(std::stoi(col("gen_tokens")), 5);
+  EXPECT_EQ(col("dtype"), "f32");
+  EXPECT_EQ(col("artifact_sha256"), j["build"]["artifact_sha256"].get<std::string>());
+
+  // md: a header, the separator and one row, the numbers rounded to 2 places.
+  auto md = Lines(reprint("md"));
+  ASSERT_EQ(md.size(), 3u);
+  auto mh = MdCells(md[0]), mr = MdCells(md[2]);
+  ASSERT_EQ(mh.size(), mr.size());
+  auto cell = [&](const std::string& name) {
+    for (size_t i = 0; i < mh.size(); i++)
+      if (mh[i] == name) return mr[i];
+    ADD_FAILURE() << "md has no column " << name;
+    return std::string("0");
+  };
+  EXPECT_NEAR(std::stod(cell("decode tok/s")), j["metrics"]["decode_tok_s"].get<double>(), 0.0051);
+  EXPECT_NEAR(std::stod(cell("prefill tok/s")), j["metrics"]["prefill_tok_s"].get<double>(), 0.0051);
+  EXPECT_NEAR(std::stod(cell("prefill GFLOP/s")), j["metrics"]["prefill_gflops"].get<double>(), 0.0051);
+  EXPECT_NEAR(std::stod(cell("peak RSS MiB")), j["metrics"]["peak_rss_mb"].get<double>(), 0.0051);
+  EXPECT_NEAR(std::stod(cell("MAD")), j["spread"]["decode_mad_pct"].get<double>(), 0.0051);
+  EXPECT_EQ(cell("test"), "pp3+tg5");
+  EXPECT_EQ(cell("read GB/s"), "n/a");
+
+  // A live run in each format prints one record too.
+  for (const std::string fmt : {"jsonl", "csv", "md"}) {
+    auto live = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1 --output " + fmt));
+    ASSERT_EQ(live.exit_code, 0) << fmt << ": " << live.err;
+    const size_t expect = fmt == "jsonl" ? 1 : fmt == "csv" ? 2 : 3;
+    EXPECT_EQ(Lines(live.out).size(), expect) << fmt << ":\n" << live.out;
+  }
+}
+
+TEST(Bench, BadFlagsAreNamedErrors) {
+  const std::string cache = test::TempDir("cache");
+  const std::pair<std::string, std::string> cases[] = {
+      {Stories() + " --output xml", "--output xml"},
+      {Stories() + " --gen-tokens 0", "--gen-tokens 0"},
+      {Stories() + " --prompt-tokens 0", "--prompt-tokens 0"},
+      {Stories() + " --prompt-tokens 500 --gen-tokens 13", "exceed the model's context (seq_len 512)"},
+      {Stories() + " --steps 600", "--steps 600"},
+      {Stories() + " --steps 1", "--steps 1"},
+      {Stories() + " --steps 8 --gen-tokens 4", "--steps cannot be combined"},
+      {Stories() + " --threads 0", "--threads 0"},
+      {Stories() + " --min-seconds=-1", "--min-seconds -1.000 is outside [0, 600]"},
+      {Stories() + " --backend nope", "--backend"},
+      {"--model /nonexistent/model.bin", "/nonexistent/model.bin"},
+      {"", "--model is required"},
+      {"--from-json /nonexistent.json", "--from-json /nonexistent.json"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = Shell(Bench(cache, args));
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("verity: error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": expected '" << needle << "' in\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": printed a record\n" << r.out;
+  }
+}
+
+// The bench calls the loader generate calls: llama2.c files and Hugging Face
+// directories (f32 and bf16 safetensors, sharded or not).
+TEST(Bench, AcceptsEveryModelFormatGenerateDoes) {
+  const std::string cache = test::TempDir("cache"), dir = test::TempDir("models");
+  const std::string config =
+      R"('{"dim":32,"hidden_dim":64,"n_layers":2,"n_heads":4,"n_kv_heads":2,"vocab_size":64,"seq_len":32,"shared_classifier":false}')";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {dir + "/m.bin", ""}, {dir + "/hf32", " --shards 2"}, {dir + "/hf16", " --dtype bf16"}};
+  for (const auto& [path, extra] : models) {
+    auto s = Shell(VerityBin() + " synth --out " + path + " --config " + config + extra);
+    ASSERT_EQ(s.exit_code, 0) << path << ": " << s.err;
+    auto r = Shell(Bench(cache, "--model " + path + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
+    ASSERT_EQ(r.exit_code, 0) << path << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["model"], path);
+    // dim 32, kv 16, hidden 64, 2 layers, vocab 64, unshared: per layer 2*32 +
+    // 2*32*32 + 2*16*32 + 3*32*64 = 9280; x2 + 32 + 64*32 + 32 = 20672 floats.
+    EXPECT_EQ(j["roofline"]["bytes_per_token"].get<double>(), 20672.0 * 4) << path;
+  }
+}
+
+// With a roofline cached for this box, the bench reports the bandwidth at its
+// thread count and the fraction it reached; at a thread count not measured, null.
+TEST(Bench, ReportsTheCachedRooflineAtItsThreadCount) {
+  const std::string cache = test::TempDir("cache");
+  measure::Roofline roof;
+  roof.fingerprint = measure::ThisBox().fingerprint;
+  roof.measured_at = "2026-01-01T00:00:00Z";
+  roof.isa = "test";
+  roof.buffer_bytes = 1 << 20;
+  roof.repetitions = 1;
+  roof.read = {{1, 123.5, 100.0}};
+  roof.fma = {{1, 10.0, 9.0}};
+  ASSERT_TRUE(measure::SaveRoofline(cache, roof).ok());
+
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["roofline"]["read_gb_s"].get<double>(), 123.5) << "the best pass at 1 thread";
+  EXPECT_NEAR(j["roofline"]["fraction"].get<double>(), j["roofline"]["achieved_gb_s"].get<double>() / 123.5, 1e-12);
+
+  auto two = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 2"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto j2 = nlohmann::json::parse(two.out);
+  EXPECT_TRUE(j2["roofline"]["read_gb_s"].is_null()) << "2 threads were not measured";
+  EXPECT_TRUE(j2["roofline"]["fraction"].is_null());
+}
+
+TEST(Roofline, MeasuresOnceThenReadsTheCacheAndRefreshReMeasures) {
+  const std::string cache = test::TempDir("cache");
+  const std::string path = measure::RooflineCachePath(cache, measure::ThisBox().fingerprint);
+  auto first = Shell(Roofline(cache, "--json"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto j = nlohmann::json::parse(first.out);
+  EXPECT_EQ(j["schema"], "verity.roofline/1");
+  EXPECT_EQ(j["source"], "measured");
+  EXPECT_EQ(j["cache_file"], path);
+  EXPECT_EQ(j["box"]["fingerprint"], measure::ThisBox().fingerprint);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  ASSERT_FALSE(j["read_gb_s"].empty());
+  EXPECT_EQ(j["read_gb_s"][0]["threads"], 1);
+  EXPECT_EQ(j["fma_gflops"][0]["threads"], 1);
+  for (const char* key : {"read_gb_s", "fma_gflops"})
+    for (const auto& p : j[key]) {
+      EXPECT_GT(p["best"].get<double>(), 0.0) << key;
+      EXPECT_GE(p["best"].get<double>(), p["median"].get<double>()) << key;
+    }
+
+  // Mark the cached figures: a second call prints them as cached, measuring nothing.
+  auto cached = measure::CachedRoofline(cache, measure::ThisBox().fingerprint);
+  ASSERT_TRUE(cached.ok()) << cached.status().message();
+  ASSERT_TRUE(cached->has_value());
+  measure::Roofline marked = **cached;
+  marked.read[0].best = 4242.0;
+  ASSERT_TRUE(measure::SaveRoofline(cache, marked).ok());
+  auto second = Shell(Roofline(cache, "--json"));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto j2 = nlohmann::json::parse(second.out);
+  EXPECT_EQ(j2["source"], "cache");
+  EXPECT_EQ(j2["read_gb_s"][0]["best"].get<double>(), 4242.0);
+  EXPECT_EQ(second.err.find("measuring"), std::string::npos) << second.err;
+
+  auto text = Shell(Roofline(cache, ""));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("1 thread 4242.00 GB/s"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("from the cache " + path), std::string::npos) << text.out;
+
+  auto refreshed = Shell(Roofline(cache, "--json --refresh"));
+  ASSERT_EQ(refreshed.exit_code, 0) << refreshed.err;
+  auto j3 = nlohmann::json::parse(refreshed.out);
+  EXPECT_EQ(j3["source"], "measured");
+  EXPECT_NE(j3["read_gb_s"][0]["best"].get<double>(), 4242.0);
+  EXPECT_EQ(test::ReadFile(path).find("4242"), std::string::npos) << "the cache file was replaced";
+}
+
+// Decision: a corrupt cache file is an error naming it for `verity roofline`
+// (and the library), fixed by --refresh; `verity bench` notes it on stderr and
+// reports read_gb_s null, since a side cache must not fail a measurement.
+TEST(Roofline, CorruptCacheIsAnErrorNamingTheFile) {
+  const std::string cache = test::TempDir("cache");
+  const std::string fp = measure::ThisBox().fingerprint, path = measure::RooflineCachePath(cache, fp);
+  test::WriteFile(path, "{\"schema\": \"verity.roofline/1\", \"box\": ");
+  auto lib = measure::CachedRoofline(cache, fp);
+  ASSERT_FALSE(lib.ok());
+  EXPECT_NE(lib.status().message().find(path), std::string::npos) << lib.status().message();
+
+  auto r = Shell(Roofline(cache, ""));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--refresh"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+
+  auto b = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find("note: roofline cache " + path), std::string::npos) << b.err;
+  EXPECT_TRUE(nlohmann::json::parse(b.out)["roofline"]["read_gb_s"].is_null());
+
+  auto fixed = Shell(Roofline(cache, "--refresh"));
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_TRUE(measure::CachedRoofline(cache, fp).ok());
+}
+
+TEST(Roofline, ParseIsStrictAndCacheNamesItsBox) {
+  measure::Roofline r;
+  r.fingerprint = "00112233aabbccdd";
+  r.box_detail = R"({"cpu":"test"})";
+  r.measured_at = "2026-01-01T00:00:00Z";
+  r.isa = "avx2";
+  r.buffer_bytes = 1 << 20;
+  r.repetitions = 3;
+  r.read = {{1, 20.0, 19.0}, {2, 30.0, 29.0}};
+  r.fma = {{1, 100.0, 99.0}, {2, 200.0, 198.0}};
+  auto back = measure::ParseRoofline(measure::RooflineJson(r), "t");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->fingerprint, r.fingerprint);
+  EXPECT_EQ(back->box_detail, r.box_detail);
+  EXPECT_EQ(back->ReadGbS(2), 30.0);
+  EXPECT_EQ(back->FmaGflops(1), 100.0);
+  EXPECT_FALSE(back->ReadGbS(4).has_value()) << "only measured thread counts";
+
+  auto bad = [&](const std::string& from, const std::string& to, const std::string& needle) {
+    std::string text = measure::RooflineJson(r);
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    auto p = measure::ParseRoofline(text, "cachefile");
+    ASSERT_FALSE(p.ok()) << to;
+    EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
+  };
+  bad("verity.roofline/1", "verity.roofline/9", "schema");
+  bad("\"best\":20.0", "\"best\":-20.0", "read_gb_s[0].best");
+  bad("\"median\":99.0", "\"median\":null", "fma_gflops[0].median");
+  bad("\"threads\":2", "\"threads\":0", "fma_gflops[1].threads");  // keys are sorted: fma_gflops first
+
+  const std::string cache = test::TempDir("cache");
+  auto none = measure::CachedRoofline(cache, r.fingerprint);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value()) << "nothing cached yet";
+  ASSERT_TRUE(measure::SaveRoofline(cache, r).ok());
+  auto got = measure::CachedRoofline(cache, r.fingerprint);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->ReadGbS(1), 20.0);
+
+  // A file under one box's name holding another box's figures is refused.
+  std::filesystem::copy_file(measure::RooflineCachePath(cache, r.fingerprint),
+                             measure::RooflineCachePath(cache, "ffffffffffffffff"));
+  auto other = measure::CachedRoofline(cache, "ffffffffffffffff");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("measured on box 00112233aabbccdd"), std::string::npos)
+      << other.status().message();
+}
+
+TEST(Env, CacheDirDefaultsUnderHomeThenTmp) {
+  const char* saved_home = std::getenv("HOME");
+  const std::string home = saved_home ? saved_home : "";
+  setenv("VERITY_CACHE_DIR", "/somewhere/cache", 1);
+  EXPECT_EQ(env::CacheDir(), "/somewhere/cache");
+  unsetenv("VERITY_CACHE_DIR");
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(env::CacheDir(), "/home/someone/.cache/verity");
+  unsetenv("HOME");
+  EXPECT_EQ(env::CacheDir(), "/tmp/verity-cache");
+  if (saved_home) setenv("HOME", home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace verity
