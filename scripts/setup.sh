@@ -2,7 +2,7 @@
 # Installs the Debian packages verity builds with, only those that are missing.
 set -euo pipefail
 pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libssl-dev
-      libgtest-dev libgmock-dev googletest libbenchmark-dev clang libclang-rt-14-dev ccache python3)
+      libgtest-dev libgmock-dev googletest libbenchmark-dev libhwy-dev clang libclang-rt-14-dev ccache python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

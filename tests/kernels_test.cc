@@ -2,11 +2,16 @@
 // and the fast kernels agree with the reference ones in every weight dtype.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
@@ -30,6 +35,119 @@ TEST(ThreadPool, EveryIndexExactlyOnceAcrossManyJobs) {
       for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " job " << job << " index " << i;
     }
   }
+}
+
+TEST(ThreadPool, EveryIndexExactlyOnceWhenWorkersSleep) {
+  // spin_us 0: workers go straight to the futex between jobs, so every job
+  // exercises the wake-up path (and the caller's sleep while a worker finishes).
+  ThreadPool pool(3, /*spin_us=*/0);
+  std::mt19937 rng(5);
+  for (int job = 0; job < 400; job++) {
+    const int n = 1 + static_cast<int>(rng() % 300);
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, [&](int b, int e) {
+      // Enough work per chunk that the caller wakes the sleepers.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(job % 4 == 0 ? 40 : 0);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      for (int i = b; i < e; i++) hits[i].fetch_add(1);
+    });
+    for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " index " << i;
+  }
+  const ThreadPool::Stats s = pool.stats();
+  std::printf("pool (spin 0): %llu jobs, %llu inline, %llu chunks by workers, %llu wakes, %llu sleeps\n",
+              static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.inline_jobs),
+              static_cast<unsigned long long>(s.worker_chunks), static_cast<unsigned long long>(s.wakes),
+              static_cast<unsigned long long>(s.sleeps));
+}
+
+TEST(ThreadPool, GrainBoundsChunksAndSmallJobsRunOnTheCaller) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  for (int grain : {1, 7, 64, 1000}) {
+    for (int n : {1, 5, 63, 64, 65, 999, 1000, 1001, 5000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<bool> short_chunk{false}, off_caller{false};
+      pool.ParallelFor(
+          n,
+          [&](int b, int e) {
+            if (e - b < grain && e != n) short_chunk = true;
+            if (std::this_thread::get_id() != caller) off_caller = true;
+            for (int i = b; i < e; i++) hits[i].fetch_add(1);
+          },
+          grain);
+      for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "grain " << grain << " n " << n;
+      EXPECT_FALSE(short_chunk.load()) << "a chunk other than the last is shorter than grain " << grain << ", n " << n;
+      if (n < 2 * grain) {
+        EXPECT_FALSE(off_caller.load()) << "n " << n << " < 2 * grain " << grain << " left the caller";
+      }
+    }
+  }
+  // One thread: always inline.
+  ThreadPool one(1);
+  bool ran_here = false;
+  one.ParallelFor(100000, [&](int b, int e) { ran_here = (b == 0 && e == 100000 && std::this_thread::get_id() == caller); });
+  EXPECT_TRUE(ran_here);
+  EXPECT_EQ(one.size(), 1);
+  EXPECT_EQ(pool.size(), 2);
+  pool.ParallelFor(0, [&](int, int) { ADD_FAILURE() << "n = 0 runs nothing"; });
+}
+
+TEST(ThreadPool, NestedAndConcurrentCallsRunInline) {
+  ThreadPool pool(2);
+  // Nested: the inner ParallelFor runs on the thread of the outer chunk.
+  std::vector<std::atomic<int>> hits(64 * 50);
+  pool.ParallelFor(64, [&](int b, int e) {
+    for (int i = b; i < e; i++) {
+      const auto outer = std::this_thread::get_id();
+      pool.ParallelFor(50, [&](int ib, int ie) {
+        EXPECT_EQ(std::this_thread::get_id(), outer);
+        for (int k = ib; k < ie; k++) hits[i * 50 + k].fetch_add(1);
+      });
+    }
+  });
+  for (size_t i = 0; i < hits.size(); i++) ASSERT_EQ(hits[i].load(), 1) << i;
+  // Two external threads share one pool: each job still covers its range once.
+  std::vector<std::thread> callers;
+  std::atomic<int> bad{0};
+  for (int c = 0; c < 2; c++)
+    callers.emplace_back([&, c] {
+      std::mt19937 rng(c);
+      for (int job = 0; job < 500; job++) {
+        const int n = 1 + static_cast<int>(rng() % 500);
+        std::vector<std::atomic<int>> h(n);
+        pool.ParallelFor(n, [&](int b, int e) {
+          for (int i = b; i < e; i++) h[i].fetch_add(1);
+        });
+        for (int i = 0; i < n; i++)
+          if (h[i].load() != 1) bad++;
+      }
+    });
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+TEST(ThreadPool, IdleWorkersDoNotBurnACore) {
+  // After a burst of jobs, an idle pool's workers spin for a bounded time and
+  // then sleep: over 300 ms of idling, 3 workers use far less than a core.
+  // (CPU time, not wall time: a loaded machine only makes this easier.)
+  ThreadPool pool(4);
+  std::atomic<long> sink{0};
+  for (int job = 0; job < 200; job++)
+    pool.ParallelFor(64, [&](int b, int e) { sink += e - b; });
+  ASSERT_EQ(sink.load(), 200 * 64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double used = ProcessCpuSeconds() - before;
+  std::printf("idle pool of 4: %.2f ms of CPU in 300 ms\n", used * 1e3);
+  EXPECT_LT(used, 0.05) << "idle workers used " << used * 1e3 << " ms of CPU in 300 ms";
 }
 
 // A random [d x n] f32 matrix and its bf16 and q8_0 encodings.

@@ -2,89 +2,209 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace verity::kernels {
 namespace {
-// How long an idle worker spins before it sleeps; a sleeping worker costs a
-// futex wake-up (tens of microseconds on a virtual machine) per job.
-constexpr auto kSpin = std::chrono::microseconds(2000);
-// Chunks per thread: small enough to balance, large enough to amortize a claim.
+
+// Chunks per thread: enough that a late or descheduled worker leaves little for
+// the others to wait on, few enough that claims stay cheap.
 constexpr int kChunksPerThread = 4;
+constexpr int kMaxChunks = 0xffff;
+// A sleeping worker is woken for a job only when the work left after the
+// caller's first chunk would take the caller at least this long alone: about
+// what a futex wake-up takes to bring a worker to a chunk on a virtual machine.
+constexpr auto kWakeWorth = std::chrono::microseconds(30);
+
+// The job a thread is running chunks of (a nested ParallelFor runs inline).
+thread_local const ThreadPool* t_running = nullptr;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Blocks while *word == expected (or until woken; callers re-check).
+inline void FutexWait(std::atomic<uint32_t>& word, uint32_t expected) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+#else
+  word.wait(expected);
+#endif
+}
+inline void FutexWake(std::atomic<uint32_t>& word, int count) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+#else
+  if (count == 1) {
+    word.notify_one();
+  } else {
+    word.notify_all();
+  }
+#endif
+}
+
+// Spins (pausing) until done() or spin_us have passed; returns done().
+template <class Done>
+bool SpinUntil(const Done& done, int spin_us) {
+  if (done()) return true;
+  if (spin_us <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  for (int i = 1;; i++) {
+    CpuRelax();
+    if (done()) return true;
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
   for (int i = 1; i < threads; i++) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_.store(true);
-  }
-  start_cv_.notify_all();
+  stop_.store(true, std::memory_order_seq_cst);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  FutexWake(epoch_, INT_MAX);
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunChunks(uint32_t gen) {
+ThreadPool::Stats ThreadPool::stats() const {
+  Stats s;
+  s.jobs = jobs_.load(std::memory_order_relaxed);
+  s.inline_jobs = inline_jobs_.load(std::memory_order_relaxed);
+  s.worker_chunks = worker_chunks_.load(std::memory_order_relaxed);
+  s.wakes = wakes_.load(std::memory_order_relaxed);
+  s.sleeps = sleeps_.load(std::memory_order_relaxed);
+  return s;
+}
+
+int ThreadPool::RunChunks(uint32_t gen) {
+  int ran = 0;
   for (;;) {
     // Generation, chunk count and next chunk come from one atomic word, so a
     // late worker can never claim past the end of a finished job, and the job
     // fields it reads after a successful claim are that job's (the caller does
     // not rewrite them until every claimed chunk is done).
     uint64_t cur = claim_.load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(cur >> 32) != gen) return;  // a newer job: not ours
+    if (static_cast<uint32_t>(cur >> 32) != gen) return ran;  // a newer job: not ours
     const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
-    if (c >= count) return;                                // nothing left
+    if (c >= count) return ran;  // nothing left
     if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
     const int begin = c * chunk_, end = std::min(job_n_, begin + chunk_);
     (*job_)(begin, end);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    ran++;
+    // The last chunk done wakes a caller that went to sleep waiting for it
+    // (seq_cst pairs with the caller's store of caller_sleeping_ then load of
+    // pending_: one of the two sees the other).
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        caller_sleeping_.load(std::memory_order_seq_cst) != 0)
+      FutexWake(pending_, 1);
   }
 }
 
-void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn) {
-  if (workers_.empty() || n < 2) {
+void ThreadPool::WakeWorkers() {
+  // Pairs with WorkerLoop: a worker registers in sleeping_workers_ and then
+  // re-reads epoch_ (both seq_cst), the caller bumped epoch_ and then reads
+  // sleeping_workers_, so a worker about to sleep is always either seen here
+  // or sees the new epoch itself.
+  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) {
+    FutexWake(epoch_, INT_MAX);
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void ThreadPool::WaitForChunks() {
+  if (SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, spin_us_)) return;
+  caller_sleeping_.store(1, std::memory_order_seq_cst);
+  for (uint32_t p; (p = pending_.load(std::memory_order_seq_cst)) != 0;) FutexWait(pending_, p);
+  caller_sleeping_.store(0, std::memory_order_relaxed);
+}
+
+void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int grain) {
+  if (n <= 0) return;
+  grain = std::max(1, grain);
+  // Every chunk at least `grain` long: at most n / grain of them.
+  const int max_chunks = std::min({n / grain, size() * kChunksPerThread, kMaxChunks});
+  // No workers, too small to split, nested inside a job, or another thread's
+  // job is running: all of it here.
+  if (workers_.empty() || max_chunks < 2 || t_running == this || busy_.exchange(true, std::memory_order_acquire)) {
+    inline_jobs_.fetch_add(1, std::memory_order_relaxed);
     fn(0, n);
     return;
   }
+  jobs_.fetch_add(1, std::memory_order_relaxed);
   // No chunk of the previous job is claimable (all were done), so the job
   // fields may be rewritten before the new generation is published.
-  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  const uint32_t gen = epoch_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
   job_n_ = n;
-  chunks_ = std::min({n, size() * kChunksPerThread, 0xffff});
-  chunk_ = (n + chunks_ - 1) / chunks_;
+  chunk_ = (n + max_chunks - 1) / max_chunks;
   chunks_ = (n + chunk_ - 1) / chunk_;
-  done_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<uint32_t>(chunks_), std::memory_order_relaxed);
   claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(chunks_) << 16), std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.store(gen, std::memory_order_release);
+  epoch_.store(gen, std::memory_order_seq_cst);  // spinning workers start now
+
+  t_running = this;
+  // Sleeping workers are woken only for a job worth it: after the caller's own
+  // first chunk, when what is left would take it longer than a worker needs to
+  // wake (so small jobs never pay for a system call; spinning workers take
+  // chunks without being woken).
+  using Clock = std::chrono::steady_clock;
+  const bool some_asleep = sleeping_workers_.load(std::memory_order_seq_cst) > 0;
+  const Clock::time_point start = some_asleep ? Clock::now() : Clock::time_point{};
+  bool first = true;
+  uint64_t cur = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
+    if (c >= count) break;
+    if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
+    const int begin = c * chunk_, end = std::min(n, begin + chunk_);
+    fn(begin, end);
+    pending_.fetch_sub(1, std::memory_order_seq_cst);
+    cur = claim_.load(std::memory_order_acquire);
+    if (first && some_asleep) {
+      const int left = count - static_cast<int>(cur & 0xffffu);
+      if (left > 0 && (Clock::now() - start) * left >= kWakeWorth) WakeWorkers();
+    }
+    first = false;
   }
-  if (sleeping_.load() > 0) start_cv_.notify_all();
-  RunChunks(gen);
-  while (done_.load(std::memory_order_acquire) != chunks_) std::this_thread::yield();
+  t_running = nullptr;
+  WaitForChunks();
+  busy_.store(false, std::memory_order_release);
 }
 
 void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
   for (;;) {
-    uint32_t gen = generation_.load(std::memory_order_acquire);
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    for (int i = 0; gen == seen && !stop_.load(std::memory_order_relaxed); i++) {
-      gen = generation_.load(std::memory_order_acquire);
-      if ((i & 255) == 255 && std::chrono::steady_clock::now() > spin_until) break;
+    uint32_t gen = epoch_.load(std::memory_order_acquire);
+    if (gen == seen && !SpinUntil([&] { return epoch_.load(std::memory_order_acquire) != seen; }, spin_us_)) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
+      while (epoch_.load(std::memory_order_seq_cst) == seen) FutexWait(epoch_, seen);
+      sleeping_workers_.fetch_sub(1, std::memory_order_seq_cst);
     }
-    if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      sleeping_++;
-      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-      sleeping_--;
-      gen = generation_.load();
-    }
-    if (stop_.load()) return;
+    if (stop_.load(std::memory_order_acquire)) return;
+    gen = epoch_.load(std::memory_order_acquire);
     seen = gen;
-    RunChunks(gen);
+    t_running = this;
+    const int ran = RunChunks(gen);
+    t_running = nullptr;
+    if (ran > 0) worker_chunks_.fetch_add(static_cast<uint64_t>(ran), std::memory_order_relaxed);
   }
 }
 

@@ -1,15 +1,28 @@
-// A small persistent pool for the fast CPU path. ParallelFor cuts [0, n) into
-// chunks that the caller and the workers claim from one atomic counter, so a
-// worker the OS has descheduled delays nothing it has not started (on a shared
-// 2-core box the caller often does most chunks itself). Idle workers spin
-// briefly before sleeping: a forward pass issues dozens of short jobs per token.
+// A small persistent pool for the fast CPU path.
+//
+// ParallelFor cuts [0, n) into chunks that the caller and the workers claim from
+// one atomic word, so a worker that is asleep, late or descheduled delays
+// nothing it has not started: on a shared 2-core box the caller often does
+// most chunks itself, and a job too small to be worth a helper is finished by
+// the caller before the helper arrives (it then costs a few atomic operations).
+//
+// Idle workers spin for a bounded time (spin_us, default 50 us: long enough to
+// span the serial gaps between the jobs of a forward pass, short enough not to
+// hold a core when the machine is shared), pausing the core between checks,
+// then block on a futex (Linux; std::atomic::wait elsewhere). The caller wakes
+// sleeping workers only when the work left after its own first chunk would
+// take it longer than a wake-up (~30 us), so small jobs never pay for a system
+// call. A caller waiting for the last chunk of a worker spins for the same
+// bounded time, then blocks too.
+//
+// One job at a time: a ParallelFor issued from inside a job (nested) or while
+// another thread's job is running runs inline on its calling thread instead of
+// waiting. fn must not throw.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -17,33 +30,56 @@ namespace verity::kernels {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);
+  // `threads` counts the caller: threads - 1 workers are started (none for 1).
+  explicit ThreadPool(int threads, int spin_us = 50);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+
   // Calls fn(begin, end) over disjoint ranges covering [0, n) exactly once;
-  // returns when all are done.
-  void ParallelFor(int n, const std::function<void(int, int)>& fn);
+  // returns when all are done. Every range but the last holds at least `grain`
+  // indices, so n < 2 * grain (or a pool of one thread) runs fn(0, n) right here.
+  void ParallelFor(int n, const std::function<void(int, int)>& fn, int grain = 1);
+
+  // Counters for tests and diagnostics (relaxed; approximate while jobs run).
+  struct Stats {
+    uint64_t jobs = 0;          // ParallelFor calls that were split
+    uint64_t inline_jobs = 0;   // ParallelFor calls run entirely on the caller
+    uint64_t worker_chunks = 0; // chunks run by workers (the rest by callers)
+    uint64_t wakes = 0;         // futex wake-ups issued for sleeping workers
+    uint64_t sleeps = 0;        // times a worker went to sleep
+  };
+  Stats stats() const;
 
  private:
   void WorkerLoop();
-  // Claims and runs chunks of job generation `gen` until none are left.
-  void RunChunks(uint32_t gen);
+  // Claims and runs chunks of job generation `gen` until none are left; returns
+  // how many it ran.
+  int RunChunks(uint32_t gen);
+  void WakeWorkers();
+  void WaitForChunks();
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable start_cv_;
+  const int spin_us_;
+
   // The current job; written only while no chunk of it can be claimed.
   const std::function<void(int, int)>* job_ = nullptr;
   int job_n_ = 0, chunk_ = 1, chunks_ = 0;
+
+  // Hot words on their own cache lines: workers poll epoch_, everyone claims
+  // from claim_, finishers count down pending_.
   // Bits 63..32: job generation; 31..16: chunk count; 15..0: next unclaimed chunk.
-  std::atomic<uint64_t> claim_{0};
-  std::atomic<int> done_{0};
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> sleeping_{0};
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<uint32_t> epoch_{0};  // job generation published to workers
+  std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<uint32_t> pending_{0};  // chunks of the current job not yet finished
+  std::atomic<int> caller_sleeping_{0};
+  alignas(64) std::atomic<bool> busy_{false};  // a job is running (guards against concurrent callers)
+
+  std::atomic<uint64_t> jobs_{0}, inline_jobs_{0}, worker_chunks_{0}, wakes_{0}, sleeps_{0};
 };
 
 }  // namespace verity::kernels

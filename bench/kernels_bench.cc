@@ -1,0 +1,340 @@
+// Google Benchmark: the SIMD kernels of kernels/cpu/simd.h on one thread, on the
+// matrix shapes of a ~110M-parameter Llama (dim 768, hidden 2048, vocab 32000),
+// against a plain streaming read of a 1 GiB buffer (this box's read bandwidth).
+//   MatVec*: bytes_per_second = weight bytes streamed per second (decode is
+//            memory-bound: compare with BM_StreamRead).
+//   MatMul*: GFLOPs = 2*T*rows*cols per second, T = 64 (prefill; compute-bound).
+// Run: build/bench/kernels_bench --benchmark_min_time=0.5
+// VERITY_SIMD_TARGET=AVX2 (any name simd::AvailableTargets() lists) pins the
+// kernels to that instruction set instead of the best one.
+// Each MatVec iteration walks a set of matrices totalling >= 256 MiB (several
+// copies of the small ones), so the weights come from DRAM as in decode, not
+// from the 32 MiB L3.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace verity::kernels::simd {
+namespace {
+
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+template <class T>
+struct Aligned {
+  hwy::AlignedFreeUniquePtr<T[]> p;
+  size_t n = 0;
+  explicit Aligned(size_t count) : p(hwy::AllocateAligned<T>(count)), n(count) {}
+  T* get() const { return p.get(); }
+};
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& f : v) f = u(rng);
+  return v;
+}
+
+// `copies` matrices of rows x cols in one buffer, in the given dtype.
+struct Weights {
+  int rows, cols, copies;
+  size_t bytes_each;
+  Aligned<float> f32{1};
+  Aligned<uint16_t> bf16{1};
+  Aligned<BlockQ8_0> q8{1};
+};
+
+enum class Dtype { kF32, kBF16, kQ8 };
+
+size_t BytesPerMatrix(Dtype t, int rows, int cols) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  switch (t) {
+    case Dtype::kF32: return n * 4;
+    case Dtype::kBF16: return n * 2;
+    case Dtype::kQ8: return n / kQ8Block * sizeof(BlockQ8_0);
+  }
+  return 0;
+}
+
+Weights MakeWeights(Dtype t, int rows, int cols, size_t min_total_bytes) {
+  Weights w{rows, cols, 1, BytesPerMatrix(t, rows, cols)};
+  w.copies = static_cast<int>(std::max<size_t>(1, (min_total_bytes + w.bytes_each - 1) / w.bytes_each));
+  const size_t n = static_cast<size_t>(rows) * cols;
+  const std::vector<float> src = RandomFloats(n, 7);
+  switch (t) {
+    case Dtype::kF32:
+      w.f32 = Aligned<float>(n * w.copies);
+      for (int c = 0; c < w.copies; c++) std::memcpy(w.f32.get() + c * n, src.data(), n * 4);
+      break;
+    case Dtype::kBF16:
+      w.bf16 = Aligned<uint16_t>(n * w.copies);
+      ConvertF32ToBF16(src.data(), w.bf16.get(), n);
+      for (int c = 1; c < w.copies; c++) std::memcpy(w.bf16.get() + c * n, w.bf16.get(), n * 2);
+      break;
+    case Dtype::kQ8:
+      w.q8 = Aligned<BlockQ8_0>(n / kQ8Block * w.copies);
+      QuantizeQ8_0(src.data(), w.q8.get(), n);
+      for (int c = 1; c < w.copies; c++) std::memcpy(w.q8.get() + c * (n / kQ8Block), w.q8.get(), w.bytes_each);
+      break;
+  }
+  return w;
+}
+
+void RunMatVec(const Weights& w, Dtype t, const float* x, float* out, int copy) {
+  const size_t n = static_cast<size_t>(w.rows) * w.cols;
+  switch (t) {
+    case Dtype::kF32: MatVecF32(w.f32.get() + copy * n, x, out, w.cols, 0, w.rows); break;
+    case Dtype::kBF16: MatVecBF16(w.bf16.get() + copy * n, x, out, w.cols, 0, w.rows); break;
+    case Dtype::kQ8: MatVecQ8_0(w.q8.get() + copy * (n / kQ8Block), x, out, w.cols, 0, w.rows); break;
+  }
+}
+
+void BM_MatVec(benchmark::State& state, Dtype t) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  // range(2) == 1: one copy that stays in L2 (the kernel's compute ceiling).
+  const bool hot = state.range(2) == 1;
+  const Weights w = MakeWeights(t, rows, cols, hot ? 0 : kColdBytes);
+  const std::vector<float> x = RandomFloats(cols, 11);
+  std::vector<float> out(rows);
+  for (auto _ : state) {
+    for (int c = 0; c < w.copies; c++) RunMatVec(w, t, x.data(), out.data(), c);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.copies * w.bytes_each);
+  state.counters["Gweights/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * w.copies * rows * cols * 1e-9,
+                                                    benchmark::Counter::kIsRate);
+  state.SetLabel(TargetName());
+}
+
+void BM_MatMul(benchmark::State& state, Dtype t) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const int T = static_cast<int>(state.range(2));
+  const Weights w = MakeWeights(t, rows, cols, 0);
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(T) * cols, 13);
+  std::vector<float> out(static_cast<size_t>(T) * rows);
+  for (auto _ : state) {
+    switch (t) {
+      case Dtype::kF32: MatMulF32(w.f32.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
+      case Dtype::kBF16: MatMulBF16(w.bf16.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
+      case Dtype::kQ8: MatMulQ8_0(w.q8.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * rows * cols * state.iterations() * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.bytes_each);
+  state.SetLabel(TargetName());
+}
+
+// The reference: simd::StreamRead over a 1 GiB buffer (the widest loads, 4
+// accumulators), touching every byte once per iteration.
+void BM_StreamRead(benchmark::State& state) {
+  const size_t bytes = size_t{1} << 30;
+  Aligned<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < bytes / 8; i++) buf.get()[i] = i;
+  for (auto _ : state) benchmark::DoNotOptimize(StreamRead(buf.get(), bytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.SetLabel(TargetName());
+}
+
+// The same over `threads` threads of a ThreadPool (16 MiB pieces claimed
+// dynamically): the box's read bandwidth at that many threads. Real time.
+void BM_StreamReadThreads(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t bytes = size_t{1} << 30, piece = size_t{16} << 20;
+  Aligned<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < bytes / 8; i++) buf.get()[i] = i;
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(bytes / piece);
+  for (auto _ : state) {
+    pool.ParallelFor(static_cast<int>(bytes / piece), [&](int b, int e) {
+      for (int k = b; k < e; k++) sums[k] = StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+}
+
+// Decode as the engine runs it: rows split over a ThreadPool of `threads`
+// (range(3)), each range one MatVec call, at least ~32K multiply-adds per
+// chunk (smaller matrices run on the caller). Real time, weights cold; the
+// small stories260K shapes (64x64, 512x64) show the pool's overhead.
+void BM_MatVecThreads(benchmark::State& state, Dtype t) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const bool small = static_cast<size_t>(rows) * cols < 100000;
+  const Weights w = MakeWeights(t, rows, cols, small ? 0 : kColdBytes);
+  const std::vector<float> x = RandomFloats(cols, 11);
+  std::vector<float> out(rows);
+  ThreadPool pool(threads);
+  const int grain = std::max(1, 32768 / cols);
+  const size_t n = static_cast<size_t>(rows) * cols;
+  for (auto _ : state) {
+    for (int c = 0; c < w.copies; c++) {
+      pool.ParallelFor(
+          rows,
+          [&](int b, int e) {
+            switch (t) {
+              case Dtype::kF32: MatVecF32(w.f32.get() + c * n, x.data(), out.data(), cols, b, e); break;
+              case Dtype::kBF16: MatVecBF16(w.bf16.get() + c * n, x.data(), out.data(), cols, b, e); break;
+              case Dtype::kQ8: MatVecQ8_0(w.q8.get() + c * (n / kQ8Block), x.data(), out.data(), cols, b, e); break;
+            }
+          },
+          grain);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.copies * w.bytes_each);
+  state.counters["s/matvec"] = benchmark::Counter(static_cast<double>(state.iterations()) * w.copies,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// One decode token's matrix-vector products of the ~110M model (12 layers of
+// wq 768x768, wk and wv 256x768, wo 768x768, w1 and w3 2048x768, w2 768x2048,
+// then the 32000x768 classifier: 100M weights), in f32, bf16 and q8_0, rows
+// split over a ThreadPool of range(0) threads as in the engine. Each iteration
+// decodes one token in each dtype (rotating which goes first), so the three
+// see the same machine; counters give each dtype's tokens/s and weight GB/s
+// from the median token time, and the median per-iteration speedup over f32.
+void BM_DecodeToken110M(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  struct Shape {
+    int rows, cols, count;
+  };
+  const Shape shapes[] = {{768, 768, 24}, {256, 768, 24}, {2048, 768, 24}, {768, 2048, 12}, {32000, 768, 1}};
+  std::vector<Weights> mats[3];
+  size_t bytes[3] = {0, 0, 0};
+  for (const Shape& sh : shapes)
+    for (int k = 0; k < sh.count; k++)
+      for (int t = 0; t < 3; t++) {
+        mats[t].push_back(MakeWeights(static_cast<Dtype>(t), sh.rows, sh.cols, 0));
+        bytes[t] += mats[t].back().bytes_each;
+      }
+  const std::vector<float> x = RandomFloats(2048, 11);
+  std::vector<float> out(32000);
+  ThreadPool pool(threads);
+  auto token = [&](int t) {
+    for (const Weights& w : mats[t]) {
+      const int grain = std::max(1, 32768 / w.cols);
+      pool.ParallelFor(
+          w.rows,
+          [&](int b, int e) {
+            switch (static_cast<Dtype>(t)) {
+              case Dtype::kF32: MatVecF32(w.f32.get(), x.data(), out.data(), w.cols, b, e); break;
+              case Dtype::kBF16: MatVecBF16(w.bf16.get(), x.data(), out.data(), w.cols, b, e); break;
+              case Dtype::kQ8: MatVecQ8_0(w.q8.get(), x.data(), out.data(), w.cols, b, e); break;
+            }
+          },
+          grain);
+    }
+    benchmark::DoNotOptimize(out.data());
+  };
+  std::vector<double> secs[3], ratio_bf16, ratio_q8;
+  int first = 0;
+  for (auto _ : state) {
+    double s[3];
+    for (int k = 0; k < 3; k++) {
+      const int t = (first + k) % 3;
+      const auto t0 = std::chrono::steady_clock::now();
+      token(t);
+      s[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      secs[t].push_back(s[t]);
+    }
+    ratio_bf16.push_back(s[0] / s[1]);
+    ratio_q8.push_back(s[0] / s[2]);
+    first = (first + 1) % 3;
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const char* names[3] = {"f32", "bf16", "q8_0"};
+  for (int t = 0; t < 3; t++) {
+    const double m = median(secs[t]);
+    state.counters[std::string(names[t]) + "_tok/s"] = 1.0 / m;
+    state.counters[std::string(names[t]) + "_GB/s"] = static_cast<double>(bytes[t]) / m * 1e-9;
+  }
+  state.counters["bf16_x"] = median(ratio_bf16);
+  state.counters["q8_0_x"] = median(ratio_q8);
+}
+
+// What splitting costs: a ParallelFor of 8 near-empty chunks on a pool of
+// range(0) threads whose idle workers spin (range(1) = 50 us, the default) or
+// sleep at once (0: every job wakes them through the futex, when worth it).
+void BM_PoolOverhead(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  std::atomic<int> sink{0};
+  for (auto _ : state) pool.ParallelFor(8, [&](int b, int e) { sink.fetch_add(e - b, std::memory_order_relaxed); });
+  benchmark::DoNotOptimize(sink.load());
+  const ThreadPool::Stats st = pool.stats();
+  state.counters["jobs_split"] = static_cast<double>(st.jobs);
+  state.counters["worker_chunks"] = static_cast<double>(st.worker_chunks);
+  state.counters["wakes"] = static_cast<double>(st.wakes);
+}
+
+// rows, cols of the 110M model's matrices: wq/wo (768x768), w1/w3 (2048x768),
+// w2 (768x2048), classifier (32000x768).
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (auto [r, c] : {std::pair{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}) b->Args({r, c, 0});
+  b->Args({256, 768, 1});  // hot: 768 KiB of f32, in L2
+}
+void MatMulShapes(benchmark::internal::Benchmark* b) {
+  for (auto [r, c] : {std::pair{768, 768}, {2048, 768}, {768, 2048}}) b->Args({r, c, 64});
+}
+
+void ThreadShapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (auto [r, c] : {std::pair{64, 64}, {512, 64}, {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
+      b->Args({r, c, threads});
+}
+
+BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PoolOverhead)->Args({1, 50})->Args({2, 50})->Args({2, 0})->UseRealTime();
+BENCHMARK(BM_DecodeToken110M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamReadThreads)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatVec, f32, Dtype::kF32)->Apply(Shapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatVec, bf16, Dtype::kBF16)->Apply(Shapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatVec, q8_0, Dtype::kQ8)->Apply(Shapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, f32, Dtype::kF32)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, bf16, Dtype::kBF16)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, q8_0, Dtype::kQ8)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatMul, f32, Dtype::kF32)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatMul, bf16, Dtype::kBF16)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatMul, q8_0, Dtype::kQ8)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace verity::kernels::simd
+
+int main(int argc, char** argv) {
+  using namespace verity::kernels::simd;
+  if (const char* t = std::getenv("VERITY_SIMD_TARGET"); t != nullptr && *t != '\0') {
+    if (!ForceTargetForTest(t)) {
+      std::string all;
+      for (const auto& n : AvailableTargets()) all += " " + n;
+      std::fprintf(stderr, "VERITY_SIMD_TARGET=%s is not available here (available:%s)\n", t, all.c_str());
+      return 2;
+    }
+  }
+  std::fprintf(stderr, "simd target: %s\n", TargetName());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,332 @@
+// The SIMD kernels (kernels/cpu/simd.h) against plain scalar loops, on every
+// instruction set this binary holds kernels for and this CPU runs (each test
+// below is instantiated once per target: AVX3, AVX2, SSE4, EMU128 on an
+// AVX-512 box), on shapes that are not multiples of any vector width or unroll.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+
+namespace verity::kernels::simd {
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& f : v) f = u(rng);
+  return v;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Plain loops, in double: the value each kernel must reproduce to f32 rounding.
+struct Ref {
+  double sum = 0, abs_sum = 0;
+};
+Ref RefDot(const std::vector<float>& w_row, const float* x) {
+  Ref r;
+  for (size_t j = 0; j < w_row.size(); j++) {
+    r.sum += static_cast<double>(w_row[j]) * x[j];
+    r.abs_sum += std::fabs(static_cast<double>(w_row[j]) * x[j]);
+  }
+  return r;
+}
+// f32 summation in any order is within n * eps * sum|terms|; random signs keep it
+// near sqrt(n) * eps, so 16 * sqrt(n) * eps * sum|terms| is tight and safe.
+double Tolerance(const Ref& r, size_t n) {
+  return 16.0 * std::sqrt(static_cast<double>(n)) * std::numeric_limits<float>::epsilon() * r.abs_sum + 1e-30;
+}
+
+// A weight matrix in one dtype, with its exact f32 values (what the kernels
+// must use: bf16 and q8_0 decode exactly to f32).
+enum class Dtype { kF32, kBF16, kQ8 };
+const char* Name(Dtype t) { return t == Dtype::kF32 ? "f32" : t == Dtype::kBF16 ? "bf16" : "q8_0"; }
+
+struct Matrix {
+  Dtype type;
+  int rows, cols;
+  // Stored one element past an aligned start, so no row is vector-aligned.
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<unsigned char> q8_bytes;
+  std::vector<float> exact;  // rows x cols, the values the stored form decodes to
+
+  const float* F32() const { return f32.data() + 1; }
+  const uint16_t* BF16() const { return bf16.data() + 1; }
+  const BlockQ8_0* Q8() const { return reinterpret_cast<const BlockQ8_0*>(q8_bytes.data() + 4); }
+  std::vector<float> Row(int i) const {
+    return std::vector<float>(exact.begin() + static_cast<long>(i) * cols, exact.begin() + static_cast<long>(i + 1) * cols);
+  }
+};
+
+Matrix MakeMatrix(Dtype t, int rows, int cols, uint32_t seed) {
+  Matrix m{t, rows, cols, {}, {}, {}, {}};
+  const size_t n = static_cast<size_t>(rows) * cols;
+  std::vector<float> src = Random(n, seed);
+  // Rows of very different magnitudes, as in real checkpoints.
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) src[static_cast<size_t>(i) * cols + j] *= std::ldexp(1.0f, (i % 5) - 2);
+  m.exact.resize(n);
+  switch (t) {
+    case Dtype::kF32:
+      m.f32.assign(n + 1, 0.0f);
+      std::memcpy(m.f32.data() + 1, src.data(), n * 4);
+      m.exact = src;
+      break;
+    case Dtype::kBF16:
+      m.bf16.assign(n + 1, 0);
+      ConvertF32ToBF16(src.data(), m.bf16.data() + 1, n);
+      for (size_t k = 0; k < n; k++) m.exact[k] = BF16ToF32(m.bf16[k + 1]);
+      break;
+    case Dtype::kQ8: {
+      m.q8_bytes.assign(n / kQ8Block * sizeof(BlockQ8_0) + 4, 0);
+      std::vector<BlockQ8_0> blocks(n / kQ8Block);
+      QuantizeQ8_0(src.data(), blocks.data(), n);
+      std::memcpy(m.q8_bytes.data() + 4, blocks.data(), blocks.size() * sizeof(BlockQ8_0));
+      for (size_t b = 0; b < blocks.size(); b++)
+        for (int k = 0; k < kQ8Block; k++) m.exact[b * kQ8Block + k] = blocks[b].scale * blocks[b].q[k];
+      break;
+    }
+  }
+  return m;
+}
+
+void MatVec(const Matrix& m, const float* x, float* out, int row_begin, int row_end) {
+  switch (m.type) {
+    case Dtype::kF32: MatVecF32(m.F32(), x, out, m.cols, row_begin, row_end); break;
+    case Dtype::kBF16: MatVecBF16(m.BF16(), x, out, m.cols, row_begin, row_end); break;
+    case Dtype::kQ8: MatVecQ8_0(m.Q8(), x, out, m.cols, row_begin, row_end); break;
+  }
+}
+
+void MatMul(const Matrix& m, const float* x, float* out, int T, int ld_out, int row_begin, int row_end) {
+  switch (m.type) {
+    case Dtype::kF32: MatMulF32(m.F32(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
+    case Dtype::kBF16: MatMulBF16(m.BF16(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
+    case Dtype::kQ8: MatMulQ8_0(m.Q8(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
+  }
+}
+
+std::vector<int> ColsFor(Dtype t) {
+  if (t == Dtype::kQ8) return {32, 64, 96, 160, 800};
+  return {1, 3, 7, 15, 16, 17, 31, 33, 63, 65, 127, 129, 257, 775};
+}
+
+// Every test runs once per available target, dispatch pinned to it.
+class SimdTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(ForceTargetForTest(GetParam())) << GetParam(); }
+  void TearDown() override { ForceTargetForTest(""); }
+};
+
+TEST_P(SimdTest, DispatchesToTheForcedTarget) { EXPECT_EQ(std::string(TargetName()), GetParam()); }
+
+TEST_P(SimdTest, MatVecMatchesScalarLoop) {
+  for (Dtype t : {Dtype::kF32, Dtype::kBF16, Dtype::kQ8})
+    for (int cols : ColsFor(t))
+      for (int rows : {1, 3, 4, 5, 9}) {
+        const Matrix m = MakeMatrix(t, rows, cols, 100 + rows * 1000 + cols);
+        const std::vector<float> xs = Random(cols + 1, 7 + cols);
+        const float* x = xs.data() + 1;  // unaligned
+        // The whole matrix, then an inner range (rows outside it untouched).
+        for (auto [b, e] : {std::pair{0, rows}, std::pair{rows > 2 ? 1 : 0, rows > 2 ? rows - 1 : rows}}) {
+          std::vector<float> out(rows, kSentinel);
+          MatVec(m, x, out.data(), b, e);
+          for (int i = 0; i < rows; i++) {
+            if (i < b || i >= e) {
+              EXPECT_EQ(out[i], kSentinel) << Name(t) << " row " << i << " outside [" << b << "," << e << ")";
+              continue;
+            }
+            const Ref r = RefDot(m.Row(i), x);
+            ASSERT_NEAR(out[i], r.sum, Tolerance(r, cols))
+                << Name(t) << " " << rows << "x" << cols << " row " << i << " range [" << b << "," << e << ")";
+          }
+        }
+      }
+}
+
+TEST_P(SimdTest, MatMulMatchesMatVecPerVector) {
+  for (Dtype t : {Dtype::kF32, Dtype::kBF16, Dtype::kQ8})
+    for (int cols : t == Dtype::kQ8 ? std::vector<int>{32, 96, 800} : std::vector<int>{1, 5, 17, 33, 100, 775})
+      for (int rows : {1, 2, 3, 5, 7, 9})
+        for (int T : {1, 3, 5, 17, 64, 70}) {
+          const Matrix m = MakeMatrix(t, rows, cols, 7 + rows * 31 + cols);
+          const std::vector<float> xs = Random(static_cast<size_t>(T) * cols + 1, 3 + T);
+          const float* x = xs.data() + 1;
+          const int ld = rows + 3;
+          const int b = rows > 3 ? 1 : 0, e = rows > 3 ? rows - 1 : rows;
+          std::vector<float> out(static_cast<size_t>(T) * ld, kSentinel);
+          MatMul(m, x, out.data(), T, ld, b, e);
+          std::vector<float> one(rows, kSentinel);
+          for (int v = 0; v < T; v++) {
+            MatVec(m, x + static_cast<size_t>(v) * cols, one.data(), b, e);
+            for (int i = 0; i < ld; i++) {
+              const float got = out[static_cast<size_t>(v) * ld + i];
+              if (i < b || i >= e) {
+                ASSERT_EQ(got, kSentinel) << Name(t) << " T " << T << " vector " << v << " row " << i;
+                continue;
+              }
+              const Ref r = RefDot(m.Row(i), x + static_cast<size_t>(v) * cols);
+              const double tol = Tolerance(r, cols);
+              ASSERT_NEAR(got, r.sum, tol) << Name(t) << " " << rows << "x" << cols << " T " << T << " v " << v << " row " << i;
+              ASSERT_NEAR(got, one[i], 2 * tol) << Name(t) << " MatMul vs MatVec, " << rows << "x" << cols << " T " << T
+                                                << " v " << v << " row " << i;
+            }
+          }
+        }
+}
+
+TEST_P(SimdTest, MatMulFromSeveralThreadsAtOnce) {
+  // The engine calls MatMul on disjoint row ranges from its pool; per-thread
+  // scratch must keep them apart, and each row's result is deterministic.
+  for (Dtype t : {Dtype::kF32, Dtype::kBF16, Dtype::kQ8}) {
+    const int rows = 37, cols = 96, T = 9;
+    const Matrix m = MakeMatrix(t, rows, cols, 5);
+    const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 6);
+    std::vector<float> serial(static_cast<size_t>(T) * rows), parallel(serial.size());
+    MatMul(m, x.data(), serial.data(), T, rows, 0, rows);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; k++)
+      threads.emplace_back([&, k] {
+        for (int rep = 0; rep < 50; rep++) MatMul(m, x.data(), parallel.data(), T, rows, k * rows / 4, (k + 1) * rows / 4);
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(serial, parallel) << Name(t);
+  }
+}
+
+TEST_P(SimdTest, QuantizeQ8RoundTripBounds) {
+  std::mt19937 rng(9);
+  for (float magnitude : {1e-30f, 1e-6f, 1.0f, 3e4f}) {
+    const size_t n = 32 * 40;
+    std::vector<float> v = Random(n, static_cast<uint32_t>(magnitude * 7 + 1), -magnitude, magnitude);
+    for (size_t k = 0; k < 32; k++) v[k] = 0.0f;            // an all-zero block
+    for (size_t k = 32; k < 64; k++) v[k] = magnitude / 2;  // a constant block
+    v[70] = -3 * magnitude;                                  // a block whose max is negative
+    std::vector<BlockQ8_0> q(n / 32);
+    QuantizeQ8_0(v.data(), q.data(), n);
+    std::vector<float> back(n);
+    DequantizeQ8_0(q.data(), back.data(), n);
+    for (size_t b = 0; b < n / 32; b++) {
+      float amax = 0;
+      for (int k = 0; k < 32; k++) amax = std::max(amax, std::fabs(v[b * 32 + k]));
+      ASSERT_EQ(q[b].scale, amax / 127.0f) << "block " << b;
+      for (int k = 0; k < 32; k++) {
+        const size_t i = b * 32 + k;
+        const float expect_q = q[b].scale == 0.0f ? 0.0f : std::nearbyint(v[i] / q[b].scale);
+        ASSERT_EQ(q[b].q[k], static_cast<int8_t>(expect_q)) << "block " << b << " k " << k;
+        ASSERT_EQ(back[i], q[b].scale * q[b].q[k]);
+        ASSERT_LE(std::fabs(back[i] - v[i]), q[b].scale * 0.5f * (1 + 1e-5f) + 1e-38f) << "magnitude " << magnitude;
+        if (std::fabs(v[i]) == amax && amax > 0) {
+          ASSERT_EQ(std::abs(q[b].q[k]), 127);
+        }
+      }
+    }
+    EXPECT_EQ(q[0].scale, 0.0f);
+  }
+  (void)rng;
+}
+
+TEST_P(SimdTest, StreamReadSumsEveryByte) {
+  std::vector<unsigned char> buf(4096 + 13);
+  for (size_t i = 0; i < buf.size(); i++) buf[i] = static_cast<unsigned char>(i * 37 + 1);
+  for (size_t bytes : {size_t{0}, size_t{7}, size_t{8}, size_t{100}, size_t{1029}, buf.size() - 1}) {
+    uint64_t expect = 0;
+    size_t words = bytes / 8;
+    for (size_t w = 0; w < words; w++) {
+      uint64_t v;
+      std::memcpy(&v, buf.data() + 1 + w * 8, 8);
+      expect += v;
+    }
+    for (size_t k = words * 8; k < bytes; k++) expect += buf[1 + k];
+    EXPECT_EQ(StreamRead(buf.data() + 1, bytes), expect) << bytes;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, SimdTest, ::testing::ValuesIn(AvailableTargets()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Simd, PrintsTheChosenTarget) {
+  std::string all;
+  for (const auto& t : AvailableTargets()) all += " " + t;
+  std::printf("simd: dispatching to %s (kernels here for:%s)\n", TargetName(), all.c_str());
+  ASSERT_FALSE(AvailableTargets().empty());
+  EXPECT_EQ(std::string(TargetName()), AvailableTargets().front());  // the best one
+  EXPECT_FALSE(ForceTargetForTest("NO_SUCH_TARGET"));
+  EXPECT_EQ(std::string(TargetName()), AvailableTargets().front());
+}
+
+TEST(Simd, BF16RoundsToNearestEven) {
+  EXPECT_EQ(F32ToBF16(1.0f), 0x3F80);
+  EXPECT_EQ(F32ToBF16(-2.0f), 0xC000);
+  EXPECT_EQ(F32ToBF16(0.0f), 0x0000);
+  EXPECT_EQ(F32ToBF16(-0.0f), 0x8000);
+  // Exactly halfway: ties go to the even neighbour.
+  EXPECT_EQ(F32ToBF16(FromBits(0x3F808000)), 0x3F80);  // ...0|1000: down to even 0x3F80
+  EXPECT_EQ(F32ToBF16(FromBits(0x3F818000)), 0x3F82);  // ...1|1000: up to even 0x3F82
+  EXPECT_EQ(F32ToBF16(FromBits(0xBF818000)), 0xBF82);  // sign does not matter
+  // Either side of halfway: nearest.
+  EXPECT_EQ(F32ToBF16(FromBits(0x3F808001)), 0x3F81);
+  EXPECT_EQ(F32ToBF16(FromBits(0x3F807FFF)), 0x3F80);
+  EXPECT_EQ(F32ToBF16(FromBits(0x3F80FFFF)), 0x3F81);
+  // A carry through the mantissa into the exponent.
+  EXPECT_EQ(F32ToBF16(FromBits(0x3FFFFFFF)), 0x4000);
+  // Rounding past the largest finite bf16 gives infinity; infinities stay.
+  EXPECT_EQ(F32ToBF16(std::numeric_limits<float>::max()), 0x7F80);
+  EXPECT_EQ(F32ToBF16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(F32ToBF16(-std::numeric_limits<float>::infinity()), 0xFF80);
+  // Subnormals round like everything else.
+  EXPECT_EQ(F32ToBF16(FromBits(0x00008000)), 0x0000);
+  EXPECT_EQ(F32ToBF16(FromBits(0x00018000)), 0x0002);
+  // NaN stays NaN, even one whose payload lives only in the dropped low bits.
+  for (uint32_t nan : {0x7FC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0x7F80FFFFu}) {
+    const uint16_t b = F32ToBF16(FromBits(nan));
+    EXPECT_TRUE(std::isnan(BF16ToF32(b))) << std::hex << nan << " -> " << b;
+    EXPECT_EQ(b & 0x8000, (nan >> 16) & 0x8000) << "sign kept";
+  }
+  // Every bf16 decodes exactly and converts back to itself.
+  for (uint32_t v = 0; v <= 0xFFFF; v++) {
+    const float f = BF16ToF32(static_cast<uint16_t>(v));
+    ASSERT_EQ(Bits(f), v << 16);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(F32ToBF16(f), v);
+    }
+  }
+  // The array form is the scalar one per element; the nearest value, checked
+  // against the two neighbours.
+  const std::vector<float> src = Random(1001, 4, -1e3f, 1e3f);
+  std::vector<uint16_t> dst(src.size());
+  ConvertF32ToBF16(src.data(), dst.data(), src.size());
+  std::vector<float> back(src.size());
+  BF16ToF32Array(dst.data(), back.data(), dst.size());
+  for (size_t i = 0; i < src.size(); i++) {
+    ASSERT_EQ(dst[i], F32ToBF16(src[i]));
+    ASSERT_EQ(back[i], BF16ToF32(dst[i]));
+    const float lo = BF16ToF32(static_cast<uint16_t>(dst[i] - 1)), hi = BF16ToF32(static_cast<uint16_t>(dst[i] + 1));
+    ASSERT_LE(std::fabs(back[i] - src[i]), std::fabs(lo - src[i]));
+    ASSERT_LE(std::fabs(back[i] - src[i]), std::fabs(hi - src[i]));
+  }
+}
+
+}  // namespace
+}  // namespace verity::kernels::simd
