@@ -67,6 +67,7 @@ int Report(const char* cmd, const Outcome& o, bool json) {
 MeasureOptions WithProgress(MeasureOptions m) {
   m.timeout_s = env::CommandTimeoutSeconds();
   m.lock_dir = env::LockDir();
+  m.cache_dir = env::CacheDir();
   m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return m;
 }

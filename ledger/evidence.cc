@@ -266,6 +266,8 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
       return Status::Error(side + " artifact changed between rounds: " + Short(it->second.second) + " (" +
                            it->second.first + ") then " + Short(s.artifact_sha256) + " (" + s.build_id + ")");
     }
+    if (side == "head" && s.bytes_per_token)
+      m.head_bytes_per_token = std::max(m.head_bytes_per_token.value_or(0.0), *s.bytes_per_token);
     Taken t;
     t.side = side;
     t.value = s.value;

@@ -71,6 +71,7 @@ struct RoundsInput {
 struct Measured {
   MetricSeries primary;
   std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
+  std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
   bool mismatch = false;             // a bench ran another artifact than the parity evidence
   std::string mismatch_note;
 };

@@ -43,6 +43,7 @@ struct MeasureOptions {
   int max_rounds = 0;   // 0 = the policy's
   int timeout_s = 600;  // per command run
   std::string lock_dir = "/tmp";  // where the per-box measurement lock lives
+  std::string cache_dir;          // where `verity roofline` cached this box's bandwidth ("" = none)
   std::function<void(const std::string&)> progress;  // one line per event, may be empty
 };
 

@@ -3,6 +3,7 @@
 // sequential rule decides, score (score.h, a pure function), record. Every
 // step is committed before the next begins, so a killed submission leaves its
 // partial attempt visible (a run without a score).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -14,6 +15,7 @@
 #include "ledger/score.h"
 #include "ledger/stats.h"
 #include "measure/box_lock.h"
+#include "measure/roofline.h"
 #include "measure/measure.h"
 
 namespace verity::ledger {
@@ -203,6 +205,15 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     return score_without_speed(gate.verdict, gate.note, also);
   }
 
+  // The box's measured read bandwidth, if `verity roofline` cached it: the physical ceiling.
+  std::optional<double> read_bytes_per_s;
+  if (!opt.cache_dir.empty()) {
+    auto roof = measure::CachedRoofline(opt.cache_dir, box.fingerprint);
+    if (!roof.ok()) return fail(roof.status().message());
+    if (*roof)
+      for (const auto& p : (*roof)->read) read_bytes_per_s = std::max(read_bytes_per_s.value_or(0.0), p.best * 1e9);
+  }
+
   // 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
   // ABBA rounds until the sequential rule decides.
   auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
@@ -243,6 +254,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.attempt = attempt;
     in.verified = gate.verified;
     in.plan = plan;
+    in.read_bytes_per_s = read_bytes_per_s;
+    in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);
     FillFromScore(r, &o);
     // Only a sound measurement of main seeds: not one the gate or the rules refused.

@@ -461,3 +461,32 @@ TEST(Promises, AnOldReapplyWithRetractIsCountedOnceAfterMigration) {
 
 }  // namespace
 }  // namespace verity::test
+
+namespace verity::test {
+namespace {
+
+// Issue 10: a decode rate above the box's measured read bandwidth for its bytes per token is impossible.
+TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
+  Case c = Fresh("roofline");
+  const std::string cache = c.dir + "/cache";
+  auto roof = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
+  ASSERT_EQ(roof.exit_code, 0) << roof.err;
+  const std::string file = nlohmann::json::parse(roof.out)["cache_file"];
+  // Pretend this box reads 2.1 GB/s at most.
+  auto j = nlohmann::json::parse(ReadFile(file));
+  for (auto& p : j["read_gb_s"]) p["best"] = 2.1, p["median"] = 2.0;
+  WriteFile(file, j.dump());
+  const int s = Seed();
+  const std::string bytes = "--bytes-per-token 2e6";  // 1070 tok/s x 2 MB = 2.14 GB/s
+  auto withcache = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " submit --json --ledger " + c.db +
+                         " --title t --predict 7 --base-cmd " + Quote(Bench(c.dir, "b2", 1000, 0.003, s, bytes)) +
+                         " --head-cmd " + Quote(Bench(c.dir, "h2", 1070, 0.003, s + 1, bytes)) + " --parity-cmd " +
+                         Quote(Parity()));
+  auto out = nlohmann::json::parse(withcache.out);
+  EXPECT_EQ(out["verdict"], "rejected-implausible") << withcache.out << withcache.err;
+  EXPECT_NE(out["note"].get<std::string>().find("above this box's measured read bandwidth of 2.1 GB/s"), std::string::npos)
+      << out["note"];
+}
+
+}  // namespace
+}  // namespace verity::test

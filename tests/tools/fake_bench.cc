@@ -5,6 +5,7 @@
 //   fake_bench --mean 1000 | --mean-file F --noise 0.01 --seed 7 --state FILE [--metric M]
 //              [--build ID] [--sha HEX] [--touch FILE] [--fail-after N] [--garbage] [--sleep S]
 //              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
+//              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,7 +18,7 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  double mean = 1000, noise = 0.01, sleep_s = 0;
+  double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
   std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode;
   long fail_after = -1;
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     else if (a == "--touch") touch = next();
     else if (a == "--fail-after") fail_after = std::atol(next().c_str());
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
+    else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -87,8 +89,10 @@ int main(int argc, char** argv) {
     std::snprintf(cell, sizeof cell, ",\"%s\":%.6f", name.c_str(), gd(rng));
     more += cell;
   }
+  char roof[96] = "";
+  if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
-              "\"metrics\":{\"%s\":%.6f%s},\"ok\":true}\n",
-              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str());
+              "\"metrics\":{\"%s\":%.6f%s}%s,\"ok\":true}\n",
+              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str(), roof);
   return 0;
 }
