@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/vec.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
 
 namespace verity::kernels {
@@ -31,13 +31,13 @@ size_t RowBytes(DType t, int cols) {
   return 0;
 }
 
-static_assert(sizeof(vec::BlockQ8_0) == kQ8_0BlockBytes && vec::kQ8Block == kQ8_0BlockSize);
+static_assert(sizeof(simd::BlockQ8_0) == kQ8_0BlockBytes && simd::kQ8Block == kQ8_0BlockSize);
 
 void EncodeF32(DType t, const float* src, size_t n, void* dst) {
   switch (t) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
-    case DType::kBF16: vec::ConvertF32ToBF16(src, static_cast<uint16_t*>(dst), n); return;
-    case DType::kQ8_0: vec::QuantizeQ8_0(src, static_cast<vec::BlockQ8_0*>(dst), n); return;
+    case DType::kBF16: simd::ConvertF32ToBF16(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::kQ8_0: simd::QuantizeQ8_0(src, static_cast<simd::BlockQ8_0*>(dst), n); return;
   }
 }
 
@@ -52,7 +52,7 @@ void EncodeBF16(DType t, const uint16_t* src, size_t n, void* dst) {
   unsigned char* out = static_cast<unsigned char*>(dst);
   for (size_t i = 0; i < n; i += kPiece) {
     const size_t m = std::min(kPiece, n - i);
-    vec::BF16ToF32Array(src + i, buf, m);
+    simd::BF16ToF32Array(src + i, buf, m);
     EncodeF32(t, buf, m, out + RowBytes(t, static_cast<int>(i)));
   }
 }
@@ -61,12 +61,19 @@ void DecodeRow(const Weights& w, int i, float* out) {
   const unsigned char* r = w.row(i);
   switch (w.dtype) {
     case DType::kF32: std::memcpy(out, r, static_cast<size_t>(w.cols) * 4); return;
-    case DType::kBF16: vec::BF16ToF32Array(reinterpret_cast<const uint16_t*>(r), out, w.cols); return;
-    case DType::kQ8_0: vec::DequantizeQ8_0(reinterpret_cast<const vec::BlockQ8_0*>(r), out, w.cols); return;
+    case DType::kBF16: simd::BF16ToF32Array(reinterpret_cast<const uint16_t*>(r), out, w.cols); return;
+    case DType::kQ8_0:
+      // Plain loop (not a hot path): weight j of block b is scale * q[j], exactly.
+      for (int b = 0; b < w.cols / kQ8_0BlockSize; b++) {
+        simd::BlockQ8_0 block;
+        std::memcpy(&block, r + static_cast<size_t>(b) * kQ8_0BlockBytes, sizeof block);
+        for (int j = 0; j < kQ8_0BlockSize; j++) out[b * kQ8_0BlockSize + j] = block.scale * static_cast<float>(block.q[j]);
+      }
+      return;
   }
 }
 
-const char* SimdTargetName() { return vec::TargetName(); }
+const char* SimdTargetName() { return simd::TargetName(); }
 
 // Same arithmetic as llama2.c's run.c, so greedy text matches it byte for byte.
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {

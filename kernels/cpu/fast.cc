@@ -1,29 +1,35 @@
 // The fast backend: rows of a matmul (and heads of attention) spread over a
 // thread pool, each range of rows computed by the SIMD kernels in the weights'
-// own dtype (kernels/cpu/vec.h). Their lane order changes rounding slightly;
+// own dtype (kernels/cpu/simd.h). Their lane order changes rounding slightly;
 // parity with the reference is a tested property, not an assumption.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/backends.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cpu/vec.h"
 
 namespace verity::kernels {
 namespace {
 
-// Below this many multiply-adds a matmul runs on the calling thread: waking
-// the pool costs more than the work.
+// Below this many multiply-adds a job runs on the calling thread: waking the
+// pool costs more than the work. A matmul's rows are split into chunks of at
+// least half of it, so one smaller than the threshold stays on the caller.
 constexpr long kParallelThreshold = 1 << 15;
+
+// Rows per chunk of a matmul whose rows cost `macs_per_row` multiply-adds each.
+int RowGrain(long macs_per_row) {
+  return static_cast<int>(std::max<long>(1, kParallelThreshold / 2 / std::max<long>(1, macs_per_row)));
+}
 
 // Rows [begin, end) of out = W x, in the weights' own dtype.
 void MatVecRows(const Weights& w, const float* x, float* out, int begin, int end) {
   switch (w.dtype) {
-    case DType::kF32: vec::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
-    case DType::kBF16: vec::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
+    case DType::kF32: simd::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
+    case DType::kBF16: simd::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
     case DType::kQ8_0:
-      vec::MatVecQ8_0(static_cast<const vec::BlockQ8_0*>(w.data), x, out, w.cols, begin, end);
+      simd::MatVecQ8_0(static_cast<const simd::BlockQ8_0*>(w.data), x, out, w.cols, begin, end);
       return;
   }
 }
@@ -32,13 +38,13 @@ void MatVecRows(const Weights& w, const float* x, float* out, int begin, int end
 void MatMulRows(const Weights& w, const float* x, float* out, int T, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32:
-      vec::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      simd::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
     case DType::kBF16:
-      vec::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      simd::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
     case DType::kQ8_0:
-      vec::MatMulQ8_0(static_cast<const vec::BlockQ8_0*>(w.data), x, out, T, w.cols, w.rows, begin, end);
+      simd::MatMulQ8_0(static_cast<const simd::BlockQ8_0*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
   }
 }
@@ -49,22 +55,14 @@ class Fast final : public Backend {
   const char* name() const override { return "fast"; }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
-    auto rows = [&](int begin, int end) { MatVecRows(w, x, out, begin, end); };
-    if (static_cast<long>(w.cols) * w.rows < kParallelThreshold) {
-      rows(0, w.rows);
-    } else {
-      pool_.ParallelFor(w.rows, rows);
-    }
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, out, begin, end); }, RowGrain(w.cols));
   }
 
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (T == 1) return Matmul(out, x, w);  // one vector: exactly the decode path
-    auto rows = [&](int begin, int end) { MatMulRows(w, x, out, T, begin, end); };
-    if (static_cast<long>(w.cols) * w.rows * T < kParallelThreshold) {
-      rows(0, w.rows);
-    } else {
-      pool_.ParallelFor(w.rows, rows);
-    }
+    // Chunks in whole tiles of 4 rows (the kernel's weight tile).
+    const int grain = (RowGrain(static_cast<long>(w.cols) * T) + 3) / 4 * 4;
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, out, T, begin, end); }, grain);
   }
 
   void Attention(const AttentionArgs& a) override {
