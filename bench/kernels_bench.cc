@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -203,75 +204,143 @@ void BM_MatVecThreads(benchmark::State& state, Dtype t) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.copies * w.bytes_each);
   state.counters["s/matvec"] = benchmark::Counter(static_cast<double>(state.iterations()) * w.copies,
                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (threads > 1) {
+    const ThreadPool::Stats st = pool.stats();
+    const double jobs = static_cast<double>(st.jobs + st.inline_jobs);
+    state.counters["split"] = static_cast<double>(st.jobs) / std::max(1.0, jobs);
+    state.counters["stalls"] = static_cast<double>(st.stalls) / std::max(1.0, jobs);
+  }
 }
 
-// One decode token's matrix-vector products of the ~110M model (12 layers of
-// wq 768x768, wk and wv 256x768, wo 768x768, w1 and w3 2048x768, w2 768x2048,
-// then the 32000x768 classifier: 100M weights), in f32, bf16 and q8_0, rows
-// split over a ThreadPool of range(0) threads as in the engine. Each iteration
-// decodes one token in each dtype (rotating which goes first), so the three
-// see the same machine; counters give each dtype's tokens/s and weight GB/s
-// from the median token time, and the median per-iteration speedup over f32.
+// The matrices one decode token multiplies by, per model: rows, cols, count.
+struct Shape {
+  int rows, cols, count;
+};
+// ~110M (dim 768, hidden 2048, 12 layers, 12 heads, 4 KV heads, vocab 32000):
+// wq, wo 768x768; wk, wv 256x768; w1, w3 2048x768; w2 768x2048; classifier.
+const std::vector<Shape> k110M = {{768, 768, 24}, {256, 768, 24}, {2048, 768, 24}, {768, 2048, 12}, {32000, 768, 1}};
+// stories260K (dim 64, hidden 172, 5 layers, 8 heads, 4 KV heads, vocab 512).
+const std::vector<Shape> kStories260K = {{64, 64, 10}, {32, 64, 10}, {172, 64, 10}, {64, 172, 5}, {512, 64, 1}};
+
+struct ModelMats {
+  std::vector<Weights> mats;
+  size_t bytes = 0;
+};
+ModelMats MakeModel(const std::vector<Shape>& shapes, Dtype t) {
+  ModelMats m;
+  for (const Shape& sh : shapes)
+    for (int k = 0; k < sh.count; k++) {
+      m.mats.push_back(MakeWeights(t, sh.rows, sh.cols, 0));
+      m.bytes += m.mats.back().bytes_each;
+    }
+  return m;
+}
+
+// One token's matrix-vector products as the engine runs them: rows split over
+// the pool in chunks of at least 16K multiply-adds (smaller ones stay on the caller).
+void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, float* out) {
+  for (const Weights& w : m.mats) {
+    pool.ParallelFor(
+        w.rows,
+        [&](int b, int e) {
+          switch (t) {
+            case Dtype::kF32: MatVecF32(w.f32.get(), x, out, w.cols, b, e); break;
+            case Dtype::kBF16: MatVecBF16(w.bf16.get(), x, out, w.cols, b, e); break;
+            case Dtype::kQ8: MatVecQ8_0(w.q8.get(), x, out, w.cols, b, e); break;
+          }
+        },
+        std::max(1, 16384 / w.cols));
+  }
+  benchmark::DoNotOptimize(out);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double Seconds(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One decode token of the ~110M model (100M weights) in f32, bf16 and q8_0 on a
+// pool of range(0) threads. Each iteration decodes one token in each dtype
+// (rotating which goes first), so the three see the same machine; counters give
+// each dtype's tokens/s and weight GB/s from the median token time, and the
+// median per-iteration speedup over f32 (the bf16 >= 1.8x, q8_0 >= 3x).
 void BM_DecodeToken110M(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  struct Shape {
-    int rows, cols, count;
-  };
-  const Shape shapes[] = {{768, 768, 24}, {256, 768, 24}, {2048, 768, 24}, {768, 2048, 12}, {32000, 768, 1}};
-  std::vector<Weights> mats[3];
-  size_t bytes[3] = {0, 0, 0};
-  for (const Shape& sh : shapes)
-    for (int k = 0; k < sh.count; k++)
-      for (int t = 0; t < 3; t++) {
-        mats[t].push_back(MakeWeights(static_cast<Dtype>(t), sh.rows, sh.cols, 0));
-        bytes[t] += mats[t].back().bytes_each;
-      }
+  const ModelMats mats[3] = {MakeModel(k110M, Dtype::kF32), MakeModel(k110M, Dtype::kBF16),
+                             MakeModel(k110M, Dtype::kQ8)};
   const std::vector<float> x = RandomFloats(2048, 11);
   std::vector<float> out(32000);
   ThreadPool pool(threads);
-  auto token = [&](int t) {
-    for (const Weights& w : mats[t]) {
-      const int grain = std::max(1, 32768 / w.cols);
-      pool.ParallelFor(
-          w.rows,
-          [&](int b, int e) {
-            switch (static_cast<Dtype>(t)) {
-              case Dtype::kF32: MatVecF32(w.f32.get(), x.data(), out.data(), w.cols, b, e); break;
-              case Dtype::kBF16: MatVecBF16(w.bf16.get(), x.data(), out.data(), w.cols, b, e); break;
-              case Dtype::kQ8: MatVecQ8_0(w.q8.get(), x.data(), out.data(), w.cols, b, e); break;
-            }
-          },
-          grain);
-    }
-    benchmark::DoNotOptimize(out.data());
-  };
   std::vector<double> secs[3], ratio_bf16, ratio_q8;
   int first = 0;
   for (auto _ : state) {
     double s[3];
     for (int k = 0; k < 3; k++) {
       const int t = (first + k) % 3;
-      const auto t0 = std::chrono::steady_clock::now();
-      token(t);
-      s[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      s[t] = Seconds([&] { DecodeToken(pool, mats[t], static_cast<Dtype>(t), x.data(), out.data()); });
       secs[t].push_back(s[t]);
     }
     ratio_bf16.push_back(s[0] / s[1]);
     ratio_q8.push_back(s[0] / s[2]);
     first = (first + 1) % 3;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
   const char* names[3] = {"f32", "bf16", "q8_0"};
   for (int t = 0; t < 3; t++) {
-    const double m = median(secs[t]);
+    const double m = Median(secs[t]);
     state.counters[std::string(names[t]) + "_tok/s"] = 1.0 / m;
-    state.counters[std::string(names[t]) + "_GB/s"] = static_cast<double>(bytes[t]) / m * 1e-9;
+    state.counters[std::string(names[t]) + "_GB/s"] = static_cast<double>(mats[t].bytes) / m * 1e-9;
   }
-  state.counters["bf16_x"] = median(ratio_bf16);
-  state.counters["q8_0_x"] = median(ratio_q8);
+  state.counters["bf16_x"] = Median(ratio_bf16);
+  state.counters["q8_0_x"] = Median(ratio_q8);
+}
+
+// 2 threads against 1, interleaved: each iteration decodes `reps` tokens (the
+// matrix-vector part) on a 1-thread pool and on a 2-thread pool, alternating
+// which goes first. range(0): 0 = stories260K, 1 = ~110M; range(1): dtype.
+// Counters: tokens/s of each (median) and the median per-iteration speedup
+// t1/t2 ("2 threads never slower than 1": x2 >= 1).
+void BM_ThreadsAB(benchmark::State& state) {
+  const bool big = state.range(0) == 1;
+  const Dtype t = static_cast<Dtype>(state.range(1));
+  const ModelMats m = MakeModel(big ? k110M : kStories260K, t);
+  const int reps = big ? 1 : 50;
+  const std::vector<float> x = RandomFloats(2048, 11);
+  std::vector<float> out(32000);
+  ThreadPool one(1), two(2);
+  std::vector<double> s1, s2, ratio;
+  bool one_first = true;
+  for (auto _ : state) {
+    auto run = [&](ThreadPool& p) {
+      return Seconds([&] {
+        for (int r = 0; r < reps; r++) DecodeToken(p, m, t, x.data(), out.data());
+      });
+    };
+    double a, b;
+    if (one_first) {
+      a = run(one);
+      b = run(two);
+    } else {
+      b = run(two);
+      a = run(one);
+    }
+    one_first = !one_first;
+    s1.push_back(a / reps);
+    s2.push_back(b / reps);
+    ratio.push_back(a / b);
+  }
+  state.counters["tok/s_1t"] = 1.0 / Median(s1);
+  state.counters["tok/s_2t"] = 1.0 / Median(s2);
+  state.counters["x2"] = Median(ratio);
+  const ThreadPool::Stats st = two.stats();
+  state.counters["stalls"] = static_cast<double>(st.stalls);
+  state.counters["solo"] = static_cast<double>(st.solo_jobs);
+  state.SetLabel(std::string(big ? "110M " : "stories260K ") + (t == Dtype::kF32 ? "f32" : t == Dtype::kBF16 ? "bf16" : "q8_0"));
 }
 
 // What splitting costs: a ParallelFor of 8 near-empty chunks on a pool of
@@ -307,6 +376,10 @@ void ThreadShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PoolOverhead)->Args({1, 50})->Args({2, 50})->Args({2, 0})->UseRealTime();
 BENCHMARK(BM_DecodeToken110M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadsAB)
+    ->ArgsProduct({{0, 1}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_StreamReadThreads)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, f32, Dtype::kF32)->Apply(Shapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, bf16, Dtype::kBF16)->Apply(Shapes)->Unit(benchmark::kMillisecond);

@@ -127,6 +127,39 @@ TEST(ThreadPool, NestedAndConcurrentCallsRunInline) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+TEST(ThreadPool, StalledWorkersSendJobsToTheCaller) {
+  // A worker that sits on its chunk (as one descheduled by another process
+  // would) makes the job slower than the caller alone: the pool then runs jobs
+  // on the caller only for a while. Every chunk a worker takes here sleeps
+  // 10 ms; of 300 jobs (160 us alone), some are split (and stall), the rest
+  // run solo.
+  ThreadPool pool(2, /*spin_us=*/2000);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<long> covered{0};
+  for (int job = 0; job < 300; job++) {
+    pool.ParallelFor(64, [&](int b, int e) {
+      if (std::this_thread::get_id() != caller) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      } else {  // 20 us of work per chunk on the caller: time for the worker to claim one
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+      covered += e - b;
+    });
+  }
+  EXPECT_EQ(covered.load(), 300 * 64);
+  const ThreadPool::Stats s = pool.stats();
+  std::printf("stalling workers: %llu split, %llu stalls, %llu solo, %llu chunks by workers\n",
+              static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.stalls),
+              static_cast<unsigned long long>(s.solo_jobs), static_cast<unsigned long long>(s.worker_chunks));
+  if (s.worker_chunks > 0) {  // (a worker never scheduled at all cannot stall anything)
+    EXPECT_GT(s.stalls, 0u);
+    EXPECT_GT(s.solo_jobs, 0u);
+    EXPECT_LE(s.stalls, s.worker_chunks);
+  }
+}
+
 double ProcessCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);

@@ -249,7 +249,7 @@ struct RowBF16 {
     const size_t N = hn::Lanes(d);
     const uint16_t* src = w + row * cols;
     size_t j = 0;
-    for (; j + N <= cols; j += N) hn::Store(LoadBF16(d16, src + j), d, dst + j);
+    for (; j + N <= cols; j += N) hn::StoreU(LoadBF16(d16, src + j), d, dst + j);
     for (; j < cols; j++) dst[j] = BF16ToF32(src[j]);
     return dst;
   }
@@ -265,7 +265,7 @@ struct RowQ8 {
     for (size_t b = 0; b < blocks; b++) {
       const auto s = hn::Set(d, src[b].scale);
       for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
-        hn::Store(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, src[b].q + k))), s), d,
+        hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, src[b].q + k))), s), d,
                   dst + b * kQ8Block + k);
     }
     return dst;

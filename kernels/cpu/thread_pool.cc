@@ -24,6 +24,10 @@ constexpr int kMaxChunks = 0xffff;
 // caller's first chunk would take the caller at least this long alone: about
 // what a futex wake-up takes to bring a worker to a chunk on a virtual machine.
 constexpr auto kWakeWorth = std::chrono::microseconds(30);
+// After a job that helpers made slower, jobs run on the caller alone for a
+// backoff from kBackoffMin, doubling up to kBackoffMax while retries hurt.
+constexpr std::chrono::nanoseconds kBackoffMin = std::chrono::milliseconds(5);
+constexpr std::chrono::nanoseconds kBackoffMax = std::chrono::milliseconds(500);
 
 // The job a thread is running chunks of (a nested ParallelFor runs inline).
 thread_local const ThreadPool* t_running = nullptr;
@@ -71,7 +75,7 @@ bool SpinUntil(const Done& done, int spin_us) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)) {
+ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)), backoff_ns_(kBackoffMin.count()) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
   for (int i = 1; i < threads; i++) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -90,6 +94,8 @@ ThreadPool::Stats ThreadPool::stats() const {
   s.worker_chunks = worker_chunks_.load(std::memory_order_relaxed);
   s.wakes = wakes_.load(std::memory_order_relaxed);
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
+  s.stalls = stalls_.load(std::memory_order_relaxed);
+  s.solo_jobs = solo_jobs_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -140,9 +146,20 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
   grain = std::max(1, grain);
   // Every chunk at least `grain` long: at most n / grain of them.
   const int max_chunks = std::min({n / grain, size() * kChunksPerThread, kMaxChunks});
-  // No workers, too small to split, nested inside a job, or another thread's
-  // job is running: all of it here.
-  if (workers_.empty() || max_chunks < 2 || t_running == this || busy_.exchange(true, std::memory_order_acquire)) {
+  using Clock = std::chrono::steady_clock;
+  // No workers, too small to split, nested inside a job, helpers recently cost
+  // more than they gave (see below), or another thread's job is running: all of
+  // it here.
+  Clock::time_point start{};
+  bool solo = workers_.empty() || max_chunks < 2 || t_running == this;
+  if (!solo) {
+    start = Clock::now();
+    if (start.time_since_epoch().count() < solo_until_.load(std::memory_order_relaxed)) {
+      solo = true;
+      solo_jobs_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (solo || busy_.exchange(true, std::memory_order_acquire)) {
     inline_jobs_.fetch_add(1, std::memory_order_relaxed);
     fn(0, n);
     return;
@@ -164,10 +181,8 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
   // first chunk, when what is left would take it longer than a worker needs to
   // wake (so small jobs never pay for a system call; spinning workers take
   // chunks without being woken).
-  using Clock = std::chrono::steady_clock;
   const bool some_asleep = sleeping_workers_.load(std::memory_order_seq_cst) > 0;
-  const Clock::time_point start = some_asleep ? Clock::now() : Clock::time_point{};
-  bool first = true;
+  int mine = 0;
   uint64_t cur = claim_.load(std::memory_order_acquire);
   for (;;) {
     const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
@@ -177,14 +192,38 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     fn(begin, end);
     pending_.fetch_sub(1, std::memory_order_seq_cst);
     cur = claim_.load(std::memory_order_acquire);
-    if (first && some_asleep) {
+    if (mine++ == 0 && some_asleep) {
       const int left = count - static_cast<int>(cur & 0xffffu);
       if (left > 0 && (Clock::now() - start) * left >= kWakeWorth) WakeWorkers();
     }
-    first = false;
   }
   t_running = nullptr;
-  WaitForChunks();
+  if (pending_.load(std::memory_order_acquire) == 0) {
+    if (mine < chunks_) backoff_ns_ = kBackoffMin.count();  // helped, and nobody waited
+  } else {
+    // A worker still holds a chunk. Normally it finishes within about a chunk;
+    // on a shared machine it may have been descheduled mid-chunk, and the
+    // caller waits out the other process's time slice (milliseconds, on a job
+    // of microseconds). When the job took longer than the caller alone would
+    // have (its own chunks' pace times all chunks), the helpers hurt: the
+    // next jobs run on the caller only, for a backoff that doubles while
+    // retries keep hurting (so a busy machine costs one slow job now and then,
+    // and 2 threads stay no slower than 1) and resets on a job helped.
+    const Clock::time_point wait_start = Clock::now();
+    WaitForChunks();
+    const Clock::time_point end = Clock::now();
+    if (mine > 0) {
+      const auto alone = (wait_start - start) * chunks_ / mine;
+      if ((end - start) * 4 > alone * 5) {
+        stalls_.fetch_add(1, std::memory_order_relaxed);
+        solo_until_.store((end + std::chrono::nanoseconds(backoff_ns_)).time_since_epoch().count(),
+                          std::memory_order_relaxed);
+        backoff_ns_ = std::min(backoff_ns_ * 2, kBackoffMax.count());
+      } else if ((end - start) * 10 < alone * 9) {
+        backoff_ns_ = kBackoffMin.count();
+      }
+    }
+  }
   busy_.store(false, std::memory_order_release);
 }
 

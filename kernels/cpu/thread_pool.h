@@ -15,6 +15,13 @@
 // call. A caller waiting for the last chunk of a worker spins for the same
 // bounded time, then blocks too.
 //
+// On a shared machine a worker can be descheduled in the middle of a chunk, and
+// the caller then waits out another process's time slice: milliseconds, on a
+// job of microseconds. The pool notices (the job took longer than the caller's
+// own pace says it would have alone) and runs the next jobs on the caller only,
+// for 5 ms, doubling to 500 ms while retries keep hurting; one helped job
+// resets it. So 2 threads stay no slower than 1 when the other core is busy.
+//
 // One job at a time: a ParallelFor issued from inside a job (nested) or while
 // another thread's job is running runs inline on its calling thread instead of
 // waiting. fn must not throw.
@@ -50,6 +57,8 @@ class ThreadPool {
     uint64_t worker_chunks = 0; // chunks run by workers (the rest by callers)
     uint64_t wakes = 0;         // futex wake-ups issued for sleeping workers
     uint64_t sleeps = 0;        // times a worker went to sleep
+    uint64_t stalls = 0;        // split jobs that took longer than the caller alone would have
+    uint64_t solo_jobs = 0;     // jobs run on the caller alone in the backoff after a stall
   };
   Stats stats() const;
 
@@ -78,8 +87,13 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> pending_{0};  // chunks of the current job not yet finished
   std::atomic<int> caller_sleeping_{0};
   alignas(64) std::atomic<bool> busy_{false};  // a job is running (guards against concurrent callers)
+  // Straggler backoff: until solo_until_ (steady_clock ticks) jobs run on the
+  // caller; backoff_ns_ is the next backoff (only the busy_ holder touches it).
+  std::atomic<int64_t> solo_until_{0};
+  int64_t backoff_ns_;
 
-  std::atomic<uint64_t> jobs_{0}, inline_jobs_{0}, worker_chunks_{0}, wakes_{0}, sleeps_{0};
+  alignas(64) std::atomic<uint64_t> jobs_{0}, inline_jobs_{0}, worker_chunks_{0}, wakes_{0}, sleeps_{0}, stalls_{0},
+      solo_jobs_{0};
 };
 
 }  // namespace verity::kernels
