@@ -71,13 +71,14 @@ TEST(ThreadPool, GrainBoundsChunksAndSmallJobsRunOnTheCaller) {
       pool.ParallelFor(
           n,
           [&](int b, int e) {
-            if (e - b < grain && e != n) short_chunk = true;
+            if ((e - b) % grain != 0 && e != n) short_chunk = true;
+            if (b % grain != 0) short_chunk = true;
             if (std::this_thread::get_id() != caller) off_caller = true;
             for (int i = b; i < e; i++) hits[i].fetch_add(1);
           },
           grain);
       for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "grain " << grain << " n " << n;
-      EXPECT_FALSE(short_chunk.load()) << "a chunk other than the last is shorter than grain " << grain << ", n " << n;
+      EXPECT_FALSE(short_chunk.load()) << "a range other than the last is not a multiple of grain " << grain << ", n " << n;
       if (n < 2 * grain) {
         EXPECT_FALSE(off_caller.load()) << "n " << n << " < 2 * grain " << grain << " left the caller";
       }

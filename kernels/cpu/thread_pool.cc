@@ -170,7 +170,7 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
   const uint32_t gen = epoch_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
   job_n_ = n;
-  chunk_ = (n + max_chunks - 1) / max_chunks;
+  chunk_ = ((n + max_chunks - 1) / max_chunks + grain - 1) / grain * grain;  // a multiple of grain
   chunks_ = (n + chunk_ - 1) / chunk_;
   pending_.store(static_cast<uint32_t>(chunks_), std::memory_order_relaxed);
   claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(chunks_) << 16), std::memory_order_release);

@@ -46,8 +46,9 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint ranges covering [0, n) exactly once;
-  // returns when all are done. Every range but the last holds at least `grain`
-  // indices, so n < 2 * grain (or a pool of one thread) runs fn(0, n) right here.
+  // returns when all are done. Every range but the last is a multiple of
+  // `grain` long (so every range starts at a multiple of grain), and n < 2 * grain
+  // (or a pool of one thread) runs fn(0, n) right here.
   void ParallelFor(int n, const std::function<void(int, int)>& fn, int grain = 1);
 
   // Counters for tests and diagnostics (relaxed; approximate while jobs run).
