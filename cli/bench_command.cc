@@ -306,7 +306,7 @@ bool ConfineProcess(const std::vector<int>& cpus) {
 // ---- the run -----------------------------------------------------------------
 
 struct BenchOptions {
-  std::string model, backend = "fast", output = "json", from_json;
+  std::string model, backend = "fast", output = "json", from_json, dump_times;
   int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
@@ -461,6 +461,15 @@ int RunBench(BenchOptions o) {
     r.generations++;
   } while (decode_total < o.min_seconds);
 
+  if (!o.dump_times.empty()) {
+    std::ofstream f(o.dump_times, std::ios::trunc);
+    f << nlohmann::json({{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
+                         {"prefill_s", prefill_s}, {"decode_s", token_s}})
+             .dump()
+      << "\n";
+    if (!f) return Fail(Status::Error("--dump-times " + o.dump_times + ": cannot write"));
+  }
+
   const double token_median = std::max(Median(token_s), 1e-12);
   std::vector<double> dev;
   dev.reserve(token_s.size());
@@ -535,6 +544,8 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   sub->add_option("--output", o->output, "json, jsonl, md or csv")->capture_default_str();
   sub->add_flag("--no-pin", o->no_pin, "do not pin the process and its threads to CPUs");
+  sub->add_option("--dump-times", o->dump_times,
+                  "also write every timed position's seconds (prefill_s, decode_s in run order) as JSON to this file");
   sub->add_option("--from-json", o->from_json, "re-print a saved verity.bench/1 JSON in --output's format (measures nothing)");
   reg.On(sub, [=] {
     BenchOptions opts = *o;
