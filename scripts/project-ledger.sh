@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's own ledger: every optimization that lands is scored by
+# `verity submit --base <parent> --head <commit>` (the ref flow) into
+# reports/ledger.db, and reports/CHANGELOG.md is regenerated from it (the test
+# suite checks that the committed changelog is exactly what the ledger says).
+#
+#   scripts/project-ledger.sh submit BASE HEAD "title" PREDICT_PCT [extra submit flags]
+#   scripts/project-ledger.sh report
+#
+# The benchmark model is the ~110M-parameter synthetic Llama of issue 10
+# (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
+# unshared classifier; ~440 MB of f32 weights read per token), with a 256-token
+# context so that the reference path's parity run stays short. It is written
+# once into .verity/models/ (git-ignored) by this build's `verity synth`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+v=build/cli/verity
+ledger=reports/ledger.db
+model=.verity/models/synth-110m-ctx256.bin
+config='{"dim":768,"hidden_dim":2048,"n_layers":12,"n_heads":12,"n_kv_heads":4,"vocab_size":32000,"seq_len":256,"shared_classifier":false}'
+
+report() {
+  "$v" ledger verify --ledger "$ledger"
+  "$v" report --ledger "$ledger" --out reports/CHANGELOG.md
+}
+
+case "${1:-}" in
+  submit)
+    [ $# -ge 5 ] || { echo "usage: $0 submit BASE HEAD TITLE PREDICT_PCT [flags]" >&2; exit 2; }
+    base=$2 head=$3 title=$4 predict=$5
+    shift 5
+    [ -x "$v" ] || scripts/build.sh
+    if [ ! -f "$model" ]; then
+      mkdir -p "$(dirname "$model")"
+      "$v" synth --out "$model" --config "$config"
+    fi
+    "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
+      --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 "$@"
+    report
+    ;;
+  report) report ;;
+  *) echo "usage: $0 submit BASE HEAD TITLE PREDICT_PCT [flags] | report" >&2; exit 2 ;;
+esac
