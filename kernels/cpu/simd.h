@@ -1,9 +1,10 @@
 // SIMD kernels for the fast CPU path: matrix-vector (decode) and matrix-matrix
 // (prefill) products over f32, bf16 and q8_0 weights, and the weight
 // conversions done at load. Pure functions (no state, no threads: callers split
-// rows over their pool), written once with Google Highway and compiled for every
-// instruction set it targets (AVX-512, AVX2/FMA, SSE4, NEON, SVE, emulated
-// scalar); the best one this CPU runs is chosen at the first call.
+// rows over their pool), written once with Google Highway and compiled for
+// AVX-512 ("AVX3"), AVX2/FMA, SSE4 and scalar on x86 (NEON and scalar on Arm;
+// the scalable SVE/RVV targets are left out); the best one this CPU runs is
+// chosen at the first call (HWY_DYNAMIC_DISPATCH).
 //
 // Rounding: every kernel sums in f32 with its own lane order, so results agree
 // with a plain scalar loop to float rounding (relative ~1e-6 * sqrt(cols)), not
@@ -64,12 +65,12 @@ void DequantizeQ8_0(const BlockQ8_0* src, float* dst, size_t n);  // n % 32 == 0
 // (so the reads cannot be elided): the read-bandwidth probe of a roofline.
 uint64_t StreamRead(const void* data, size_t bytes);
 
-// The instruction set the dispatcher chose on this CPU ("AVX3", "AVX3_DL",
-// "AVX2", "SSE4", "NEON", "EMU128", ...): Highway's name for the target.
+// The instruction set the dispatcher chose on this CPU ("AVX3", "AVX2", "SSE4",
+// "NEON", "SCALAR"/"EMU128"): Highway's name for the target.
 const char* TargetName();
 
 // For tests and benchmarks. The instruction sets this binary holds kernels for
-// that this CPU can run, best first (e.g. {"AVX3", "AVX2", "SSE4", "EMU128"}).
+// that this CPU can run, best first (e.g. {"AVX3", "AVX2", "SSE4", "SCALAR"}).
 std::vector<std::string> AvailableTargets();
 // Makes every later call dispatch to the named target (one of
 // AvailableTargets()); "" restores the best. Returns false, changing nothing,

@@ -6,6 +6,7 @@
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -24,8 +25,10 @@ constexpr int kMaxChunks = 0xffff;
 // caller's first chunk would take the caller at least this long alone: about
 // what a futex wake-up takes to bring a worker to a chunk on a virtual machine.
 constexpr auto kWakeWorth = std::chrono::microseconds(30);
-// After a job that helpers made slower, jobs run on the caller alone for a
-// backoff from kBackoffMin, doubling up to kBackoffMax while retries hurt.
+// After a job that helpers made slower, or when pool threads keep being
+// preempted (the cores are shared with another busy process), jobs run on the
+// caller alone for a backoff from kBackoffMin, doubling up to kBackoffMax while
+// retries hurt; it resets once a backoff's length passes with none.
 constexpr std::chrono::nanoseconds kBackoffMin = std::chrono::milliseconds(5);
 constexpr std::chrono::nanoseconds kBackoffMax = std::chrono::milliseconds(500);
 
@@ -59,6 +62,19 @@ inline void FutexWake(std::atomic<uint32_t>& word, int count) {
   }
 #endif
 }
+
+// Times the OS took the calling thread off its CPU for another runnable thread
+// (involuntary context switches); 0 where it cannot tell.
+inline int64_t InvoluntarySwitches() {
+#if defined(RUSAGE_THREAD)
+  rusage u{};
+  if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nivcsw;
+#endif
+  return 0;
+}
+// Split jobs (worker participations) between two looks at the thread's
+// involuntary switches: a getrusage call costs about a microsecond.
+constexpr int kPreemptCheckEvery = 16;
 
 // Spins (pausing) until done() or spin_us have passed; returns done().
 template <class Done>
@@ -96,6 +112,7 @@ ThreadPool::Stats ThreadPool::stats() const {
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
   s.stalls = stalls_.load(std::memory_order_relaxed);
   s.solo_jobs = solo_jobs_.load(std::memory_order_relaxed);
+  s.preemptions = preemptions_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -141,6 +158,18 @@ void ThreadPool::WaitForChunks() {
   caller_sleeping_.store(0, std::memory_order_relaxed);
 }
 
+void ThreadPool::Backoff(std::chrono::steady_clock::time_point now) {
+  const int64_t t = now.time_since_epoch().count();
+  solo_until_.store(t + backoff_ns_, std::memory_order_relaxed);
+  last_backoff_end_ = t + backoff_ns_;
+  backoff_ns_ = std::min<int64_t>(backoff_ns_ * 2, kBackoffMax.count());
+}
+
+void ThreadPool::MaybeResetBackoff(std::chrono::steady_clock::time_point now) {
+  // A backoff's length past the last one with helpers helping: start over.
+  if (now.time_since_epoch().count() - last_backoff_end_ > backoff_ns_) backoff_ns_ = kBackoffMin.count();
+}
+
 void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int grain) {
   if (n <= 0) return;
   grain = std::max(1, grain);
@@ -162,6 +191,17 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
   if (solo || busy_.exchange(true, std::memory_order_acquire)) {
     inline_jobs_.fetch_add(1, std::memory_order_relaxed);
     fn(0, n);
+    return;
+  }
+  // Preemptions the pool threads reported since the last look: two or more
+  // mean the cores are contended, and this job runs on the caller alone.
+  if (const uint64_t p = preemptions_.load(std::memory_order_relaxed); p >= preemptions_seen_ + 2) {
+    preemptions_seen_ = p;
+    Backoff(start);
+    solo_jobs_.fetch_add(1, std::memory_order_relaxed);
+    inline_jobs_.fetch_add(1, std::memory_order_relaxed);
+    fn(0, n);
+    busy_.store(false, std::memory_order_release);
     return;
   }
   jobs_.fetch_add(1, std::memory_order_relaxed);
@@ -198,8 +238,19 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     }
   }
   t_running = nullptr;
+  // The calling thread samples its own preemptions too (from a baseline taken
+  // the first time it splits a job).
+  thread_local int t_jobs_since_check = 0;
+  thread_local int64_t t_switches = -1;
+  if (t_switches < 0 || ++t_jobs_since_check >= kPreemptCheckEvery) {
+    t_jobs_since_check = 0;
+    const int64_t sw = InvoluntarySwitches();
+    if (t_switches >= 0 && sw > t_switches)
+      preemptions_.fetch_add(static_cast<uint64_t>(sw - t_switches), std::memory_order_relaxed);
+    t_switches = sw;
+  }
   if (pending_.load(std::memory_order_acquire) == 0) {
-    if (mine < chunks_) backoff_ns_ = kBackoffMin.count();  // helped, and nobody waited
+    if (mine < chunks_) MaybeResetBackoff(start);  // helped, and nobody waited
   } else {
     // A worker still holds a chunk. Normally it finishes within about a chunk;
     // on a shared machine it may have been descheduled mid-chunk, and the
@@ -216,11 +267,9 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
       const auto alone = (wait_start - start) * chunks_ / mine;
       if ((end - start) * 4 > alone * 5) {
         stalls_.fetch_add(1, std::memory_order_relaxed);
-        solo_until_.store((end + std::chrono::nanoseconds(backoff_ns_)).time_since_epoch().count(),
-                          std::memory_order_relaxed);
-        backoff_ns_ = std::min(backoff_ns_ * 2, kBackoffMax.count());
+        Backoff(end);
       } else if ((end - start) * 10 < alone * 9) {
-        backoff_ns_ = kBackoffMin.count();
+        MaybeResetBackoff(end);
       }
     }
   }
@@ -229,6 +278,8 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
 
 void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
+  int jobs_since_check = 0;
+  int64_t switches = InvoluntarySwitches();
   for (;;) {
     uint32_t gen = epoch_.load(std::memory_order_acquire);
     if (gen == seen && !SpinUntil([&] { return epoch_.load(std::memory_order_acquire) != seen; }, spin_us_)) {
@@ -244,6 +295,12 @@ void ThreadPool::WorkerLoop() {
     const int ran = RunChunks(gen);
     t_running = nullptr;
     if (ran > 0) worker_chunks_.fetch_add(static_cast<uint64_t>(ran), std::memory_order_relaxed);
+    if (++jobs_since_check >= kPreemptCheckEvery) {
+      jobs_since_check = 0;
+      const int64_t sw = InvoluntarySwitches();
+      if (sw > switches) preemptions_.fetch_add(static_cast<uint64_t>(sw - switches), std::memory_order_relaxed);
+      switches = sw;
+    }
   }
 }
 
