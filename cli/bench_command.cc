@@ -55,6 +55,9 @@ struct BenchRecord {
   int samples = 0;              // decode token times behind decode_tok_s
   // the same about each decode position's median over generations (null below 3 generations)
   std::optional<double> decode_position_mad_pct;
+  // % of the timed window the compute threads spent ready but waiting for a
+  // CPU (other work on the box); null where the kernel does not say
+  std::optional<double> runqueue_wait_pct;
   // roofline
   double bytes_per_token = 0.0, achieved_gb_s = 0.0;
   std::optional<double> read_gb_s, fraction;  // null: the box's roofline is not cached
@@ -87,6 +90,7 @@ nlohmann::json ToJson(const BenchRecord& r) {
           {"spread",
            {{"decode_mad_pct", r.decode_mad_pct},
             {"decode_position_mad_pct", OptionalJson(r.decode_position_mad_pct)},
+            {"runqueue_wait_pct", OptionalJson(r.runqueue_wait_pct)},
             {"samples", r.samples}}},
           {"roofline",
            {{"bytes_per_token", r.bytes_per_token},
@@ -140,7 +144,8 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
   }
   for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
                            {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
-                           {"spread.decode_position_mad_pct", &r.decode_position_mad_pct}}) {
+                           {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
+                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}}) {
     const nlohmann::json* v = at(j, path);
     if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
     if (v && v->is_number()) *dst = v->get<double>();
@@ -184,7 +189,7 @@ std::string PrintCsv(const BenchRecord& r) {
   std::string header =
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
       "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
-      "samples,bytes_per_token,"
+      "runqueue_wait_pct,samples,bytes_per_token,"
       "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box\n";
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
                     CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
@@ -192,6 +197,7 @@ std::string PrintCsv(const BenchRecord& r) {
                     std::to_string(r.warmup_tokens) + "," + std::to_string(r.generations) + "," +
                     Num(r.min_seconds) + "," + Num(r.decode_tok_s) + "," + Num(r.prefill_tok_s) + "," +
                     Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," + Num(r.decode_position_mad_pct) + "," +
+                    Num(r.runqueue_wait_pct) + "," +
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
                     Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
                     (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "\n";
@@ -273,6 +279,22 @@ std::optional<double> PeakRssMb() {
     }
   }
   return std::nullopt;
+}
+
+// Nanoseconds the threads of this process have spent ready to run but waiting
+// on a run queue (/proc/self/task/*/schedstat, second field); nullopt where
+// the kernel does not say.
+std::optional<double> RunQueueWaitNs() {
+  std::vector<int> ids = measure::ThreadIds();
+  if (ids.empty()) return std::nullopt;
+  double sum = 0.0;
+  for (int id : ids) {
+    std::ifstream f("/proc/self/task/" + std::to_string(id) + "/schedstat");
+    unsigned long long running = 0, waiting = 0;
+    if (!(f >> running >> waiting)) return std::nullopt;
+    sum += static_cast<double>(waiting);
+  }
+  return sum;
 }
 
 double Median(std::vector<double> v) {
@@ -445,6 +467,8 @@ int RunBench(BenchOptions o) {
   // generations instead.)
   std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
   double decode_total = 0.0;
+  const std::optional<double> wait_before = RunQueueWaitNs();
+  const auto timed_start = Clock::now();
   do {
     for (int p = 0; p < o.prompt_tokens; p++) {
       const auto a = Clock::now();
@@ -460,6 +484,10 @@ int RunBench(BenchOptions o) {
     }
     r.generations++;
   } while (decode_total < o.min_seconds);
+  const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
+  const std::optional<double> wait_after = RunQueueWaitNs();
+  if (wait_before && wait_after && timed_ns > 0)
+    r.runqueue_wait_pct = std::max(0.0, 100.0 * (*wait_after - *wait_before) / (timed_ns * r.threads));
 
   if (!o.dump_times.empty()) {
     std::ofstream f(o.dump_times, std::ios::trunc);
@@ -519,6 +547,11 @@ int RunBench(BenchOptions o) {
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
                           : " (no roofline for this thread count: `verity roofline`)");
+  if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
+    std::fprintf(stderr,
+                 "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "
+                 "box is in these numbers\n",
+                 *r.runqueue_wait_pct);
   std::fputs(Print(r, o.output).c_str(), stdout);
   std::fflush(stdout);
   return 0;

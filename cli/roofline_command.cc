@@ -5,6 +5,7 @@
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "measure/box_lock.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
 
@@ -47,6 +48,12 @@ int RunRoofline(const RooflineFlags& f) {
     measure::RooflineOptions o;
     o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
     o.repetitions = f.repetitions;
+    // The ledger's per-box measurement lock: a roofline measured while a
+    // submission times its rounds would disturb both.
+    auto lock = measure::BoxLock::Acquire(env::LockDir(), box.fingerprint, [](const std::string& msg) {
+      std::fprintf(stderr, "verity: %s\n", msg.c_str());
+    });
+    if (!lock.ok()) return Fail(lock.status());
     std::fprintf(stderr, "verity: measuring the roofline of box %s (%d MiB read buffer, %d passes per point)...\n",
                  box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
     auto m = measure::MeasureRoofline(o);

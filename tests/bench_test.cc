@@ -30,7 +30,9 @@ std::string Bench(const std::string& cache_dir, const std::string& extra) {
 }
 std::string Stories() { return "--model " + Model("stories260K.bin"); }
 std::string Roofline(const std::string& cache_dir, const std::string& extra) {
-  return "VERITY_CACHE_DIR=" + cache_dir + " " + VerityBin() + " roofline --buffer-mb 16 --repetitions 1 " + extra;
+  // Its own lock dir: the box's real measurement lock may be held by a submission.
+  return "VERITY_CACHE_DIR=" + cache_dir + " VERITY_LOCK_DIR=" + cache_dir + " " + VerityBin() +
+         " roofline --buffer-mb 16 --repetitions 1 " + extra;
 }
 
 std::vector<std::string> Lines(const std::string& s) {
@@ -132,6 +134,7 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_EQ(j["generations"], 1) << "--min-seconds 0: one generation";
   EXPECT_EQ(j["spread"]["samples"], 4) << "one time per decoded token";
   EXPECT_GE(j["spread"]["decode_mad_pct"].get<double>(), 0.0);
+  EXPECT_TRUE(j["spread"]["runqueue_wait_pct"].is_null() || j["spread"]["runqueue_wait_pct"].get<double>() >= 0.0);
   EXPECT_EQ(j["roofline"]["bytes_per_token"].get<double>(), kStoriesF32BytesPerToken);
   EXPECT_NEAR(j["roofline"]["achieved_gb_s"].get<double>(),
               kStoriesF32BytesPerToken * j["metrics"]["decode_tok_s"].get<double>() / 1e9,
@@ -139,6 +142,18 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_TRUE(j["roofline"]["read_gb_s"].is_null()) << "no roofline cached in a fresh cache dir";
   EXPECT_TRUE(j["roofline"]["fraction"].is_null());
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
+}
+
+TEST(Bench, DumpTimesWritesEveryTimedPosition) {
+  const std::string cache = test::TempDir("cache"), dir = test::TempDir("times");
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 3 --gen-tokens 5 --threads 1 --dump-times " + dir + "/t.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  auto t = nlohmann::json::parse(test::ReadFile(dir + "/t.json"));
+  const int gens = j["generations"].get<int>();
+  EXPECT_EQ(t["decode_s"].size(), static_cast<size_t>(5 * gens));
+  EXPECT_EQ(t["prefill_s"].size(), static_cast<size_t>(3 * gens));
+  EXPECT_EQ(t["decode_s"].size(), j["spread"]["samples"].get<size_t>());
 }
 
 TEST(Bench, StepsKeepsTheirOldMeaning) {
