@@ -31,6 +31,12 @@ struct Policy {
   int parity_min_positions = 0;       // ... and scored positions per depth
   double deep_factor = 0.0;           // deep evidence >= this x standard depths and window
   std::string gain_rule;
+  // The physical ceiling (v2; constants of the version, not stored): a decode
+  // rate above ceiling_tolerance x the box's best measured read bandwidth for
+  // its bytes per token is impossible. It applies only when a token reads at
+  // least ceiling_min_bytes (smaller models may be served from cache).
+  double ceiling_tolerance = 1.25;
+  double ceiling_min_bytes = 256.0 * 1024 * 1024;
 
   // The tier for a gain (fraction of the base): kNone below the gate.
   Tier TierFor(double gain) const;

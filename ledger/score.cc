@@ -146,14 +146,15 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
       "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
   const std::string unverified_note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
   const bool decode = in.primary.metric == "decode_tok_s";
-  const double limit = decode && in.read_bytes_per_s && in.head_bytes_per_token
-                           ? *in.read_bytes_per_s / *in.head_bytes_per_token
-                           : INFINITY;
+  const bool applies = decode && in.read_bytes_per_s && in.head_bytes_per_token &&
+                       *in.head_bytes_per_token >= p.ceiling_min_bytes;
+  const double limit = applies ? p.ceiling_tolerance * *in.read_bytes_per_s / *in.head_bytes_per_token : INFINITY;
   if (r.head_median > limit) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
              " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) +
-             " GB/s, above this box's measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) + " GB/s";
+             " GB/s, above this box's measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) +
+             " GB/s (x" + NumText(p.ceiling_tolerance, 3) + " for measurement error)";
   } else if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head is " + NumText(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +

@@ -472,19 +472,19 @@ TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
   auto roof = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
   ASSERT_EQ(roof.exit_code, 0) << roof.err;
   const std::string file = nlohmann::json::parse(roof.out)["cache_file"];
-  // Pretend this box reads 2.1 GB/s at most.
+  // Pretend this box reads 400 GB/s at most; 1070 tok/s x 500 MB = 535 GB/s (> 1.25 x 400).
   auto j = nlohmann::json::parse(ReadFile(file));
-  for (auto& p : j["read_gb_s"]) p["best"] = 2.1, p["median"] = 2.0;
+  for (auto& p : j["read_gb_s"]) p["best"] = 400, p["median"] = 390;
   WriteFile(file, j.dump());
   const int s = Seed();
-  const std::string bytes = "--bytes-per-token 2e6";  // 1070 tok/s x 2 MB = 2.14 GB/s
+  const std::string bytes = "--bytes-per-token 5e8";
   auto withcache = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " submit --json --ledger " + c.db +
                          " --title t --predict 7 --base-cmd " + Quote(Bench(c.dir, "b2", 1000, 0.003, s, bytes)) +
                          " --head-cmd " + Quote(Bench(c.dir, "h2", 1070, 0.003, s + 1, bytes)) + " --parity-cmd " +
                          Quote(Parity()));
   auto out = nlohmann::json::parse(withcache.out);
   EXPECT_EQ(out["verdict"], "rejected-implausible") << withcache.out << withcache.err;
-  EXPECT_NE(out["note"].get<std::string>().find("above this box's measured read bandwidth of 2.1 GB/s"), std::string::npos)
+  EXPECT_NE(out["note"].get<std::string>().find("GB/s, above this box's measured read bandwidth of 400 GB/s"), std::string::npos)
       << out["note"];
 }
 

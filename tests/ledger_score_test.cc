@@ -216,15 +216,18 @@ namespace verity::ledger {
 namespace {
 
 TEST(Score, DecodeAboveTheMeasuredBandwidthIsImplausible) {
-  // 400 MB per token at 31 GB/s: at most 77.5 tok/s. A head "at" 100 tok/s is impossible.
+  // 400 MB per token at 31 GB/s (x1.25 for measurement error): at most 96.9 tok/s.
   ScoreInput in = Input(Kind::kChange, 1.25, 0.25);
-  in.primary = Rounds("decode_tok_s", 80, 1.25, 10, 0.0);
+  in.primary = Rounds("decode_tok_s", 80, 1.25, 10, 0.0);  // 100 tok/s: impossible
   in.read_bytes_per_s = 31e9;
   in.head_bytes_per_token = 400e6;
   ScoreResult s = Score(PolicyV2(), in);
   EXPECT_EQ(s.verdict, Verdict::kRejectedImplausible) << s.note;
   EXPECT_NE(s.note.find("40 GB/s, above this box's measured read bandwidth of 31 GB/s"), std::string::npos) << s.note;
-  in.primary = Rounds("decode_tok_s", 50, 1.25, 10, 0.0);  // 62.5 tok/s x 400 MB = 25 GB/s: possible
+  in.head_bytes_per_token = 200e6;  // under the minimum: may be cached, not judged
+  EXPECT_EQ(Score(PolicyV2(), in).verdict, Verdict::kAccepted);
+  in.head_bytes_per_token = 400e6;
+  in.primary = Rounds("decode_tok_s", 75, 1.25, 10, 0.0);  // 93.75 tok/s = 37.5 GB/s: within the tolerance
   EXPECT_EQ(Score(PolicyV2(), in).verdict, Verdict::kAccepted);
   in.read_bytes_per_s.reset();  // no roofline measured: only the 5x rule applies
   in.primary = Rounds("decode_tok_s", 80, 1.25, 10, 0.0);
