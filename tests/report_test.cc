@@ -425,3 +425,28 @@ TEST(Report, SinceAndChartsDirAndBadInput) {
 
 }  // namespace
 }  // namespace verity
+
+namespace verity {
+namespace {
+
+// The project's own ledger (reports/ledger.db) is sealed, verifies, and the
+// committed changelog is exactly what it generates. A copy is used: `report`
+// opens a ledger for writing (migrations) and the committed file must not change.
+TEST(ProjectLedger, VerifiesAndRegeneratesTheCommittedChangelog) {
+  const std::string src = test::SourceDir() + "/reports";
+  const std::string dir = test::TempDir("project-ledger");
+  ASSERT_EQ(test::Shell("cp " + src + "/ledger.db " + dir + "/ledger.db").exit_code, 0) << "reports/ledger.db is missing";
+  auto v = test::Shell(test::VerityBin() + " ledger verify --ledger " + dir + "/ledger.db");
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("verdict=PASS"), std::string::npos) << v.out;
+  auto r = test::Shell(test::VerityBin() + " report --ledger " + dir + "/ledger.db --out " + dir + "/CHANGELOG.md");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("report: wrote"), std::string::npos) << r.out;
+  const std::string committed = test::ReadFile(src + "/CHANGELOG.md");
+  ASSERT_FALSE(committed.empty()) << "reports/CHANGELOG.md is missing";
+  EXPECT_EQ(test::ReadFile(dir + "/CHANGELOG.md"), committed)
+      << "reports/CHANGELOG.md is not what reports/ledger.db generates: run scripts/project-ledger.sh report";
+}
+
+}  // namespace
+}  // namespace verity
