@@ -328,7 +328,7 @@ bool ConfineProcess(const std::vector<int>& cpus) {
 // ---- the run -----------------------------------------------------------------
 
 struct BenchOptions {
-  std::string model, backend = "fast", output = "json", from_json, dump_times;
+  std::string model, backend = "fast", output = "json", from_json, dump_times, dtype = "f32";
   int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
@@ -430,11 +430,12 @@ int RunBench(BenchOptions o) {
 
   auto kern = kernels::MakeBackend(o.backend);
   if (!kern.ok()) return Fail(kern.status());
-  // --dtype goes here: once the engine's LoadModel takes a dtype (being added
-  // with bf16/q8_0), pass it and report kernels::DTypeName(model->dtype) as
-  // r.dtype. Until then the bench loads and reports f32 only.
-  auto model = LoadModel(o.model);
+  // The weights' dtype is part of the loaded model and named in the record: never substituted.
+  auto dtype = kernels::DTypeFromName(o.dtype);
+  if (!dtype.ok()) return Fail(dtype.status());
+  auto model = LoadModel(o.model, *dtype);
   if (!model.ok()) return Fail(model.status());
+  r.dtype = kernels::DTypeName((*model)->dtype);
   const ModelConfig& c = (*model)->config;
   if (o.prompt_tokens + o.gen_tokens > c.seq_len) {
     const std::string what = o.steps_given ? "--steps " + std::to_string(o.steps)
@@ -571,6 +572,8 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
                      ->capture_default_str();
   auto* gen = sub->add_option("--gen-tokens", o->gen_tokens, "greedy decode positions per generation, each timed")
                   ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "weights: f32 | bf16 | q8_0 (converted at load; named in the output)")
+      ->capture_default_str();
   auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
   sub->add_option("--backend", o->backend, "reference or fast")->capture_default_str();
   sub->add_option("--min-seconds", o->min_seconds, "repeat generations until decode has run this long")

@@ -451,3 +451,23 @@ TEST(Env, CacheDirDefaultsUnderHomeThenTmp) {
 
 }  // namespace
 }  // namespace verity
+
+namespace verity {
+namespace {
+
+// The weights' dtype is chosen with --dtype and named in the record, never substituted.
+TEST(Bench, DtypeIsLoadedAndNamed) {
+  for (const char* d : {"f32", "bf16", "q8_0"}) {
+    auto r = test::Shell(test::VerityBin() + " bench --model " + test::Model("stories260K.bin") + " --dtype " + d +
+                         " --gen-tokens 8 --prompt-tokens 8 --min-seconds 0.01");
+    ASSERT_EQ(r.exit_code, 0) << d << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["dtype"], d) << r.out;
+  }
+  auto bad = test::Shell(test::VerityBin() + " bench --model " + test::Model("stories260K.bin") + " --dtype fp16");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("dtype 'fp16' is not one of f32, bf16, q8_0"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty());
+}
+
+}  // namespace
+}  // namespace verity
