@@ -236,9 +236,21 @@ ModelMats MakeModel(const std::vector<Shape>& shapes, Dtype t) {
   return m;
 }
 
+// Multiply-adds per chunk at least, when rows are split over the pool: the
+// engine's rule (kernels/cpu/fast.cc), or VERITY_BENCH_CHUNK_MACS to try another.
+int ChunkMacs() {
+  static const int macs = [] {
+    const char* e = std::getenv("VERITY_BENCH_CHUNK_MACS");
+    return e != nullptr && std::atoi(e) > 0 ? std::atoi(e) : 16384;
+  }();
+  return macs;
+}
+
 // One token's matrix-vector products as the engine runs them: rows split over
-// the pool in chunks of at least 16K multiply-adds (smaller ones stay on the caller).
+// the pool in chunks of at least ChunkMacs() multiply-adds (smaller matrices
+// stay on the caller).
 void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, float* out) {
+  const int chunk_macs = ChunkMacs();
   for (const Weights& w : m.mats) {
     pool.ParallelFor(
         w.rows,
@@ -249,7 +261,7 @@ void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, 
             case Dtype::kQ8: MatVecQ8_0(w.q8.get(), x, out, w.cols, b, e); break;
           }
         },
-        std::max(1, 16384 / w.cols));
+        std::max(1, chunk_macs / w.cols));
   }
   benchmark::DoNotOptimize(out);
 }

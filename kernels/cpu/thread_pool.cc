@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 
 #if defined(__linux__)
+#include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -25,8 +26,8 @@ constexpr int kMaxChunks = 0xffff;
 // caller's first chunk would take the caller at least this long alone: about
 // what a futex wake-up takes to bring a worker to a chunk on a virtual machine.
 constexpr auto kWakeWorth = std::chrono::microseconds(30);
-// After a job that helpers made slower, or when pool threads keep being
-// preempted (the cores are shared with another busy process), jobs run on the
+// After a job that helpers made slower, or when a pool thread waited for a CPU
+// (the cores are shared with another busy process), jobs run on the
 // caller alone for a backoff from kBackoffMin, doubling up to kBackoffMax while
 // retries hurt; it resets once a backoff's length passes with none.
 constexpr std::chrono::nanoseconds kBackoffMin = std::chrono::milliseconds(5);
@@ -63,18 +64,66 @@ inline void FutexWake(std::atomic<uint32_t>& word, int count) {
 #endif
 }
 
-// Times the OS took the calling thread off its CPU for another runnable thread
-// (involuntary context switches); 0 where it cannot tell.
-inline int64_t InvoluntarySwitches() {
-#if defined(RUSAGE_THREAD)
-  rusage u{};
-  if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nivcsw;
+// How much of the time a thread spent waiting for a CPU while runnable, from
+// the scheduler's own account (/proc/thread-self/schedstat, field 2: run-queue
+// wait in ns). A pool thread that waits for a CPU more than 5% of a >= 5 ms
+// window shares its core with another busy process; on this box's quiet
+// 2-core VM the figure is ~0.5% (kernel threads), with one busy neighbour ~35%.
+class RunDelaySampler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  RunDelaySampler() {
+#if defined(__linux__)
+    fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 #endif
-  return 0;
-}
-// Split jobs (worker participations) between two looks at the thread's
-// involuntary switches: a getrusage call costs about a microsecond.
-constexpr int kPreemptCheckEvery = 16;
+    Rebase(Clock::now());
+  }
+  ~RunDelaySampler() {
+#if defined(__linux__)
+    if (fd_ >= 0) ::close(fd_);
+#endif
+  }
+  RunDelaySampler(const RunDelaySampler&) = delete;
+  RunDelaySampler& operator=(const RunDelaySampler&) = delete;
+
+  // Starts a new window now (after a sleep, whose time is not a wait).
+  void Rebase(Clock::time_point now) {
+    last_ = now;
+    last_delay_ = Read();
+  }
+  // True when the window that ends now (if it is long enough to judge) had
+  // the thread waiting for a CPU more than 5% of it.
+  bool Contended(Clock::time_point now) {
+    if (fd_ < 0 || now - last_ < kWindow) return false;
+    const int64_t d = Read();
+    const bool contended = d >= 0 && last_delay_ >= 0 && (d - last_delay_) * 20 > (now - last_).count();
+    last_ = now;
+    last_delay_ = d;
+    return contended;
+  }
+
+ private:
+  static constexpr std::chrono::nanoseconds kWindow = std::chrono::milliseconds(5);
+  int64_t Read() const {
+#if defined(__linux__)
+    if (fd_ < 0) return -1;
+    char buf[96];
+    const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    unsigned long long cpu = 0, wait = 0;
+    if (std::sscanf(buf, "%llu %llu", &cpu, &wait) != 2) return -1;
+    return static_cast<int64_t>(wait);
+#else
+    return -1;
+#endif
+  }
+  int fd_ = -1;
+  Clock::time_point last_;
+  int64_t last_delay_ = -1;
+};
+// Split jobs (worker participations) between looks at the clock for a sample.
+constexpr int kSampleEvery = 8;
 
 // Spins (pausing) until done() or spin_us have passed; returns done().
 template <class Done>
@@ -112,7 +161,7 @@ ThreadPool::Stats ThreadPool::stats() const {
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
   s.stalls = stalls_.load(std::memory_order_relaxed);
   s.solo_jobs = solo_jobs_.load(std::memory_order_relaxed);
-  s.preemptions = preemptions_.load(std::memory_order_relaxed);
+  s.contended = contended_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -193,10 +242,10 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     fn(0, n);
     return;
   }
-  // Preemptions the pool threads reported since the last look: two or more
-  // mean the cores are contended, and this job runs on the caller alone.
-  if (const uint64_t p = preemptions_.load(std::memory_order_relaxed); p >= preemptions_seen_ + 2) {
-    preemptions_seen_ = p;
+  // A pool thread found itself waiting for a CPU since the last look: the
+  // cores are shared with another busy process, and this job runs here alone.
+  if (const uint64_t c = contended_.load(std::memory_order_relaxed); c != contended_seen_) {
+    contended_seen_ = c;
     Backoff(start);
     solo_jobs_.fetch_add(1, std::memory_order_relaxed);
     inline_jobs_.fetch_add(1, std::memory_order_relaxed);
@@ -238,16 +287,12 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     }
   }
   t_running = nullptr;
-  // The calling thread samples its own preemptions too (from a baseline taken
-  // the first time it splits a job).
-  thread_local int t_jobs_since_check = 0;
-  thread_local int64_t t_switches = -1;
-  if (t_switches < 0 || ++t_jobs_since_check >= kPreemptCheckEvery) {
-    t_jobs_since_check = 0;
-    const int64_t sw = InvoluntarySwitches();
-    if (t_switches >= 0 && sw > t_switches)
-      preemptions_.fetch_add(static_cast<uint64_t>(sw - t_switches), std::memory_order_relaxed);
-    t_switches = sw;
+  // The calling thread samples its own waits for a CPU too.
+  thread_local RunDelaySampler t_sampler;
+  thread_local int t_jobs_since_sample = 0;
+  if (++t_jobs_since_sample >= kSampleEvery) {
+    t_jobs_since_sample = 0;
+    if (t_sampler.Contended(Clock::now())) contended_.fetch_add(1, std::memory_order_relaxed);
   }
   if (pending_.load(std::memory_order_acquire) == 0) {
     if (mine < chunks_) MaybeResetBackoff(start);  // helped, and nobody waited
@@ -259,7 +304,8 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     // have (its own chunks' pace times all chunks), the helpers hurt: the
     // next jobs run on the caller only, for a backoff that doubles while
     // retries keep hurting (so a busy machine costs one slow job now and then,
-    // and 2 threads stay no slower than 1) and resets on a job helped.
+    // and 2 threads stay about as fast as 1) and resets once a backoff's
+    // length passes with helpers helping.
     const Clock::time_point wait_start = Clock::now();
     WaitForChunks();
     const Clock::time_point end = Clock::now();
@@ -278,8 +324,8 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
 
 void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
-  int jobs_since_check = 0;
-  int64_t switches = InvoluntarySwitches();
+  RunDelaySampler sampler;
+  int jobs_since_sample = 0;
   for (;;) {
     uint32_t gen = epoch_.load(std::memory_order_acquire);
     if (gen == seen && !SpinUntil([&] { return epoch_.load(std::memory_order_acquire) != seen; }, spin_us_)) {
@@ -287,6 +333,7 @@ void ThreadPool::WorkerLoop() {
       sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
       while (epoch_.load(std::memory_order_seq_cst) == seen) FutexWait(epoch_, seen);
       sleeping_workers_.fetch_sub(1, std::memory_order_seq_cst);
+      sampler.Rebase(std::chrono::steady_clock::now());
     }
     if (stop_.load(std::memory_order_acquire)) return;
     gen = epoch_.load(std::memory_order_acquire);
@@ -295,11 +342,9 @@ void ThreadPool::WorkerLoop() {
     const int ran = RunChunks(gen);
     t_running = nullptr;
     if (ran > 0) worker_chunks_.fetch_add(static_cast<uint64_t>(ran), std::memory_order_relaxed);
-    if (++jobs_since_check >= kPreemptCheckEvery) {
-      jobs_since_check = 0;
-      const int64_t sw = InvoluntarySwitches();
-      if (sw > switches) preemptions_.fetch_add(static_cast<uint64_t>(sw - switches), std::memory_order_relaxed);
-      switches = sw;
+    if (++jobs_since_sample >= kSampleEvery) {
+      jobs_since_sample = 0;
+      if (sampler.Contended(std::chrono::steady_clock::now())) contended_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }

@@ -18,12 +18,13 @@
 // On a shared machine a worker can be descheduled in the middle of a chunk, and
 // the caller then waits out another process's time slice: milliseconds, on a
 // job of microseconds. The pool notices (the job took longer than the caller's
-// own pace says it would have alone), and the pool threads sample their
-// involuntary context switches (getrusage) every 16 split jobs: preemptions
-// mean another process wants these cores. Either way the next jobs run on the
-// caller only (the workers fall asleep), for 5 ms, doubling to 500 ms while
-// retries keep hurting and resetting once a backoff's length passes without.
-// So 2 threads stay about as fast as 1 when the other core is busy.
+// own pace says it would have alone), and each pool thread samples, every
+// >= 5 ms of split jobs, how long it waited for a CPU while runnable (Linux
+// schedstat): more than 5% means another busy process shares these cores.
+// Either way the next jobs run on the caller only (the workers fall asleep),
+// for 5 ms, doubling to 500 ms while retries keep hurting and resetting once a
+// backoff's length passes without. So 2 threads stay about as fast as 1 when
+// the other core is busy.
 //
 // One job at a time: a ParallelFor issued from inside a job (nested) or while
 // another thread's job is running runs inline on its calling thread instead of
@@ -64,7 +65,7 @@ class ThreadPool {
     uint64_t sleeps = 0;        // times a worker went to sleep
     uint64_t stalls = 0;        // split jobs that took longer than the caller alone would have
     uint64_t solo_jobs = 0;     // jobs run on the caller alone in a backoff
-    uint64_t preemptions = 0;   // involuntary context switches of pool threads, sampled while splitting
+    uint64_t contended = 0;     // windows in which a pool thread waited for a CPU > 5% of the time
   };
   Stats stats() const;
 
@@ -101,10 +102,10 @@ class ThreadPool {
   std::atomic<int64_t> solo_until_{0};
   int64_t backoff_ns_;
   int64_t last_backoff_end_ = 0;
-  // Involuntary context switches reported by the workers and the caller (each
-  // samples its own every few split jobs); the busy_ holder compares.
-  std::atomic<uint64_t> preemptions_{0};
-  uint64_t preemptions_seen_ = 0;
+  // Contended windows reported by the workers and callers (each samples its
+  // own run-queue wait every few split jobs); the busy_ holder compares.
+  std::atomic<uint64_t> contended_{0};
+  uint64_t contended_seen_ = 0;
 
   alignas(64) std::atomic<uint64_t> jobs_{0}, inline_jobs_{0}, worker_chunks_{0}, wakes_{0}, sleeps_{0}, stalls_{0},
       solo_jobs_{0};
