@@ -203,6 +203,16 @@ class Tokenizer {
 // bytes that are neither printable nor whitespace. Returns what to print.
 std::string SafePiece(const std::string& piece);
 
+// Where the K (or V) vector of (layer, position) starts in a KV cache of
+// `floats` floats: layer * layer_stride + position * pos_stride.
+struct KvCacheLayout {
+  long layer_stride = 0;
+  long pos_stride = 0;
+  size_t floats = 0;
+};
+// [layer][position][kv_dim], the whole context: what a Transformer uses.
+KvCacheLayout StandardKvCacheLayout(const ModelConfig& c);
+
 // A model plus its KV cache and scratch buffers, on one backend.
 class Transformer {
  public:

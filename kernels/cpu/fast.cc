@@ -111,11 +111,6 @@ class Fast final : public Backend {
   }
 
   void Attention(const AttentionArgs& a) override {
-#ifdef VERITY_CORRUPTION_ATTENTION_STALE_PAST_128
-    // CORRUPTION (work that silently does not happen): past 128 positions the
-    // attention step returns early, leaving whatever was in `out`, unreported.
-    if (a.pos >= 128) return;
-#endif
     auto heads = [&](int begin, int end) {
       for (int h = begin; h < end; h++) AttendOneHeadFast(a, h);
     };
@@ -127,22 +122,14 @@ class Fast final : public Backend {
   }
 
   void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
-#ifdef VERITY_CORRUPTION_ROPE_HALVES
-    interleaved = false;  // CORRUPTION (numerics): rotate halves on an interleaved-pair model
-#endif
     const int half = head_size / 2;
     // The frequencies depend only on (head_size, theta): computed once, with the
     // reference's exact arithmetic, so the rotation stays bit-identical.
-#ifdef VERITY_CORRUPTION_ROPE_FREQ_DIM
-    const int exponent_base = size;  // CORRUPTION (config read wrong): dim where head_size belongs
-#else
-    const int exponent_base = head_size;
-#endif
-    if (freq_head_size_ != exponent_base || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
+    if (freq_head_size_ != head_size || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
       freqs_.resize(half);
       for (int i = 0; i < half; i++)
-        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(exponent_base));
-      freq_head_size_ = exponent_base;
+        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+      freq_head_size_ = head_size;
       freq_theta_ = theta;
     }
     for (int i = 0; i < half; i++) {
@@ -158,18 +145,7 @@ class Fast final : public Backend {
     }
   }
 
-  void SwiGLU(float* hb, const float* hb2, int n) override {
-#ifdef VERITY_CORRUPTION_GELU_FOR_SILU
-    // CORRUPTION (numerics): the tanh-GELU gate where the model was trained with SiLU.
-    for (int i = 0; i < n; i++) {
-      float v = hb[i];
-      float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-      hb[i] = g * hb2[i];
-    }
-#else
-    SwiGLUReference(hb, hb2, n);
-#endif
-  }
+  void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 
  private:
   ThreadPool pool_;
