@@ -62,6 +62,19 @@ float Dot8(const float* a, const float* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
+// out[i] = sum over positions t <= pos of att[t] * value(t)[off + i], i < N,
+// the N sums held in registers across every position.
+template <int N>
+void WeightedValues(const AttentionArgs& a, const float* __restrict att, int off, float* __restrict out) {
+  float acc[N] = {};
+  for (int t = 0; t <= a.pos; t++) {
+    const float* __restrict v = a.value_cache + t * a.pos_stride + off;
+    const float w = att[t];
+    for (int i = 0; i < N; i++) acc[i] += w * v[i];
+  }
+  for (int i = 0; i < N; i++) out[i] = acc[i];
+}
+
 // AttendOneHead (reference.cc) with the query-key dot products in 8 lanes and
 // the weighted sum of values accumulated in registers (restrict: the output
 // aliases neither the cache nor the scores).
@@ -74,24 +87,14 @@ void AttendOneHeadFast(const AttentionArgs& a, int h) {
   for (int t = 0; t <= a.pos; t++) att[t] = Dot8(q, a.key_cache + t * a.pos_stride + kv_off, hs) / root;
   Softmax(att, a.pos + 1);
   // The weighted sum of values, 16 outputs at a time held in registers
-  // across every position (the order of the sum per output is unchanged).
+  // across every position (the order of the sum per output is unchanged);
+  // narrower chunks for what remains (stories260K's heads are 8 wide).
   float* __restrict xb = a.out + h * hs;
-  constexpr int kChunk = 16;
   int i0 = 0;
-  for (; i0 + kChunk <= hs; i0 += kChunk) {
-    float acc[kChunk] = {};
-    for (int t = 0; t <= a.pos; t++) {
-      const float* __restrict v = a.value_cache + t * a.pos_stride + kv_off + i0;
-      const float w = att[t];
-      for (int i = 0; i < kChunk; i++) acc[i] += w * v[i];
-    }
-    for (int i = 0; i < kChunk; i++) xb[i0 + i] = acc[i];
-  }
-  for (int i = i0; i < hs; i++) {
-    float acc = 0.0f;
-    for (int t = 0; t <= a.pos; t++) acc += att[t] * a.value_cache[t * a.pos_stride + kv_off + i];
-    xb[i] = acc;
-  }
+  for (; i0 + 16 <= hs; i0 += 16) WeightedValues<16>(a, att, kv_off + i0, xb + i0);
+  for (; i0 + 8 <= hs; i0 += 8) WeightedValues<8>(a, att, kv_off + i0, xb + i0);
+  for (; i0 + 4 <= hs; i0 += 4) WeightedValues<4>(a, att, kv_off + i0, xb + i0);
+  for (; i0 < hs; i0++) WeightedValues<1>(a, att, kv_off + i0, xb + i0);
 }
 
 class Fast final : public Backend {
