@@ -154,6 +154,7 @@ struct ChangeView {
 struct LadderView {
   std::string metric, box;  // box fingerprint
   int64_t box_id = 0;
+  std::string workload;     // "" = unnamed (recorded before workloads, or a bench that names no model)
   Ladder ladder;            // LoadLadder: steps in recording order, value, last counted event
   const LadderStep* last_counted() const;
   int counted_events() const;

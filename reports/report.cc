@@ -4,6 +4,7 @@
 // one (counted steps and why), never matched up by float values.
 #include "reports/report.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +49,18 @@ std::string Cell(std::string s) {
   return o;
 }
 std::string Id(int64_t v) { return std::to_string(v); }
+
+// " · workload `stories260K.bin f32 1t pp256+tg256`", or nothing for the unnamed workload.
+std::string WorkloadSuffix(const LadderView& l) {
+  return l.workload.empty() ? "" : " · workload `" + l.workload + "`";
+}
+
+// A file-name-safe suffix naming the workload ("" for the unnamed one).
+std::string FileSuffix(const std::string& workload) {
+  std::string out;
+  for (char ch : workload) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
+  return out.empty() ? "" : "-" + out;
+}
 
 std::string RunState(const RunView& r) { return r.StateName(); }
 
@@ -161,7 +174,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     any_frontier = true;
-    md += "| " + l.metric + " | `" + l.box + "` | " + Num(l.ladder.value) + " | " +
+    md += "| " + l.metric + " | `" + l.box + "`" + WorkloadSuffix(l) + " | " + Num(l.ladder.value) + " | " +
           F("%.2f", current.policy.gate_frac * *l.ladder.value) + " | change " + Id(last->event.change_id) + " (run " +
           Id(last->event.run_id) + ", " + last->event.reason + ") | " + std::to_string(l.counted_events()) + " of " +
           std::to_string(l.ladder.steps.size()) + " |\n";
@@ -181,9 +194,9 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
         "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
-    const std::string file = "ladder-" + l.metric + "-" + l.box + ".svg";
+    const std::string file = "ladder-" + l.metric + "-" + l.box + FileSuffix(l.workload) + ".svg";
     std::vector<LadderPoint> pts;
-    md += "\n### " + l.metric + " on box `" + l.box + "`\n\n";
+    md += "\n### " + l.metric + " on box `" + l.box + "`" + WorkloadSuffix(l) + "\n\n";
     md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
       const LadderStep& s = l.ladder.steps[i];
@@ -206,7 +219,8 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       pts.push_back(p);
     }
     md += "\n![Frontier ladder of " + l.metric + " on " + l.box + "](" + file + ")\n";
-    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box, pts));
+    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box +
+                                             (l.workload.empty() ? "" : ", " + l.workload), pts));
   }
   if (d.ladders.empty()) md += "\nNo frontier yet.\n";
 
