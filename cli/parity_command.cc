@@ -18,7 +18,7 @@ std::string Summary(const ParityReport& r) {
     // The position that decides: the worst KL of the worst depth.
     const ParityDepth* worst = nullptr;
     for (const auto& d : r.depths)
-      if (!worst || !(d.mean_kl <= worst->mean_kl) || d.top1 < worst->top1) worst = &d;
+      if (!worst || !(d.mean_kl <= worst->mean_kl)) worst = &d;
     if (worst) s += " worst_position=" + std::to_string(worst->worst_position);
   }
   if (!r.nonfinite.empty()) s += " nonfinite=" + std::to_string(r.nonfinite.size());

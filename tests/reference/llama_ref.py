@@ -83,8 +83,21 @@ def check_config(c, where):
 # ----------------------------------------------------------------------------
 # llama2.c checkpoints: 7 int32 header fields, then f32 tensors in a fixed order.
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError:
+        raise RefError("%s: not valid JSON" % path)
+
+
 def load_llama2c(path):
-    data = open(path, "rb").read()
+    data = read_bytes(path)
     if len(data) < 28:
         raise RefError("%s: %d bytes is shorter than the 28-byte llama2.c header" % (path, len(data)))
     dim, hidden, layers, heads, kv_heads, vocab, seq_len = struct.unpack("<7i", data[:28])
@@ -129,7 +142,7 @@ ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
 
 def read_safetensors(path):
     """Returns {name: float64 array} for every tensor in one safetensors file."""
-    data = open(path, "rb").read()
+    data = read_bytes(path)
     if len(data) < 8:
         raise RefError("%s: too short for a safetensors header length" % path)
     (n,) = struct.unpack("<Q", data[:8])
@@ -249,14 +262,13 @@ def load_hf(d):
     cpath = os.path.join(d, "config.json")
     if not os.path.isfile(cpath):
         raise RefError("%s: no config.json" % d)
-    try:
-        cfg = json.load(open(cpath))
-    except ValueError:
-        raise RefError("%s: not valid JSON" % cpath)
+    cfg = read_json(cpath)
+    if not isinstance(cfg, dict):
+        raise RefError("%s: not a JSON object" % cpath)
     c = config_from_hf(cfg, cpath)
     index = os.path.join(d, "model.safetensors.index.json")
     if os.path.isfile(index):
-        wm = json.load(open(index)).get("weight_map")
+        wm = read_json(index).get("weight_map")
         if not isinstance(wm, dict):
             raise RefError("%s: no weight_map object" % index)
         shards = sorted(set(wm.values()))
@@ -485,7 +497,7 @@ def write_logits_file(out, header, rows):
 
 
 def read_logits_file(path):
-    data = open(path, "rb").read()
+    data = read_bytes(path)
     if data[:8] != MAGIC:
         raise RefError("%s: not a reference logits file (no %r magic)" % (path, MAGIC))
     (n,) = struct.unpack("<Q", data[8:16])
@@ -496,7 +508,8 @@ def read_logits_file(path):
 
 def read_ids(path):
     try:
-        ids = [int(t) for t in open(path).read().replace(",", " ").split()]
+        with open(path) as f:
+            ids = [int(t) for t in f.read().replace(",", " ").split()]
     except ValueError:
         raise RefError("%s: token ids must be integers" % path)
     if not ids:
