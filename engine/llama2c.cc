@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/load_hooks.h"
 #include "engine/weights.h"
 
 namespace verity {
@@ -105,7 +106,7 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
   if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
   c.vocab_size = h[5] > 0 ? h[5] : -h[5];
   c.seq_len = h[6];
-  c.rope_theta = Llama2cFormat::kRopeTheta;
+  c.rope_theta = hooks::Llama2cRopeTheta(Llama2cFormat::kRopeTheta);  // the format value: see load_hooks.h
   c.norm_eps = Llama2cFormat::kNormEps;
   c.rope_style = RopeStyle::kInterleaved;
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
