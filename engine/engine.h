@@ -116,7 +116,7 @@ struct Model {
 
 // Loads a llama2.c checkpoint (a file), validating every header field and the
 // exact file size, a llama-architecture GGUF file (one that begins with
-// "GGUF"; docs/gguf.md: F32/F16/BF16/Q8_0 tensors, interleaved RoPE), or a
+// "GGUF" or is named *.gguf; docs/gguf.md: F32/F16/BF16/Q8_0 tensors, interleaved RoPE), or a
 // Hugging Face directory (config.json plus
 // model.safetensors or shards with model.safetensors.index.json), where every
 // required tensor must be present with its shape and nothing unexpected may
