@@ -163,6 +163,19 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
       return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
                            " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
   }
+  // Before anything is sized by the metadata: the counts must fit the tensors
+  // the file holds (a lying block_count or expert_count is an error, not an
+  // allocation of its size).
+  if (static_cast<uint64_t>(c.n_layers) > f.tensors.size())
+    return Status::Error(path + ": llama.block_count is " + std::to_string(c.n_layers) + " but the file holds only " +
+                         std::to_string(f.tensors.size()) + " tensors");
+  if (c.n_experts > 0) {
+    const gguf::TensorInfo* g = f.FindTensor("blk.0.ffn_gate_exps.weight");
+    if (!g) return Status::Error(path + ": required tensor blk.0.ffn_gate_exps.weight (expert) is missing");
+    if (g->dims.size() != 3 || g->dims[2] != static_cast<uint64_t>(c.n_experts))
+      return Status::Error(path + ": llama.expert_count is " + std::to_string(c.n_experts) +
+                           " but tensor blk.0.ffn_gate_exps.weight has dims " + DimsString(g->dims));
+  }
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   std::vector<StoredTensor> stored;
   std::set<std::string> used;
