@@ -115,7 +115,9 @@ struct Model {
 };
 
 // Loads a llama2.c checkpoint (a file), validating every header field and the
-// exact file size, or a Hugging Face directory (config.json plus
+// exact file size, a llama-architecture GGUF file (one that begins with
+// "GGUF" or is named *.gguf; docs/gguf.md: F32/F16/BF16/Q8_0 tensors, interleaved RoPE), or a
+// Hugging Face directory (config.json plus
 // model.safetensors or shards with model.safetensors.index.json), where every
 // required tensor must be present with its shape and nothing unexpected may
 // be. Errors name the file and the field or tensor.
@@ -167,6 +169,14 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir);
 // the index), in f32 or bf16. llama2.c models get their q/k rows permuted into
 // the rotate-half layout, so the directory runs with RopeStyle::kHalves.
 Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype);
+
+// Writes `model` as a llama-architecture GGUF v3 file (docs/gguf.md): the
+// llama.* metadata, general.alignment 32, matrices as `dtype` (f32, f16, bf16
+// or q8_0; norms stay F32), Hugging Face q/k rows permuted back into the
+// interleaved layout llama.cpp expects. With `tokenizer` (a llama2.c
+// tokenizer.bin), also the tokenizer.ggml.* keys.
+Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
+                           const std::string& tokenizer);
 
 // A synthetic MoE or dense model in memory (deterministic in seed).
 Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& c, uint64_t seed);

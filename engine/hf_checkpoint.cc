@@ -62,18 +62,6 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
   return t;
 }
 
-namespace {
-
-// Where one expected tensor binds: an f32 vector (norm, embedding) or a
-// matrix, and whether its rows or columns are the FFN width (see Model::ffn_dim).
-struct Slot {
-  const float** vec = nullptr;
-  kernels::Weights* mat = nullptr;
-  bool ffn_rows = false, ffn_cols = false;
-};
-
-// Every expected tensor's slot, in ExpectedTensors order. Layers and experts
-// must already be sized.
 std::vector<Slot> Slots(Model& m) {
   std::vector<Slot> s;
   auto vec = [&s](const float** p) { s.push_back({p, nullptr}); };
@@ -103,14 +91,16 @@ std::vector<Slot> Slots(Model& m) {
   return s;
 }
 
+namespace {
+
 int64_t Count(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
 }
 
-// Sizes the model's layer/expert tables and binds every expected tensor,
-// `stored(i)` giving where tensor i's bytes are. Sets dtype and ffn_dim.
+}  // namespace
+
 Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& expected,
             const std::function<StoredTensor(size_t)>& stored) {
   m.dtype = dtype;
@@ -142,6 +132,8 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
   place.Finish();
   return OkStatus();
 }
+
+namespace {
 
 Result<std::string> ReadText(const std::string& path) {
   std::error_code ec;

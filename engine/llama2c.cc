@@ -84,6 +84,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
   if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
   VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  // GGUF by its magic, or by its name (so a damaged .gguf gets the GGUF reader's errors).
+  const bool gguf_name = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+  if (gguf_name || (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0)) return LoadGgufModel(path, dtype);
   const int64_t file_size = static_cast<int64_t>(file->size());
   if (file_size < kHeaderInts * 4)
     return Status::Error(path + ": truncated header: " + std::to_string(file_size) +
