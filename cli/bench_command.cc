@@ -331,7 +331,7 @@ bool ConfineProcess(const std::vector<int>& cpus) {
 
 struct BenchOptions {
   std::string model, backend = "fast", output = "json", from_json, dump_times, dtype = "f32";
-  int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0;
+  int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0, ctx = 0;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
 };
@@ -344,7 +344,7 @@ class Generation {
   Generation(Transformer& t, int prompt, int gen)
       : t_(t), c_(t.model().config), prompt_(prompt), gen_(gen), greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
         buf_(c_.vocab_size) {
-    ids_.push_back(Llama2cFormat::kBos);
+    ids_.push_back(c_.bos_id >= 0 ? c_.bos_id : 0);  // the model's BOS (token 0 when it has none)
     for (int p = 1; p < prompt_; p++) ids_.push_back(static_cast<int>((1 + 7919L * p) % c_.vocab_size));
   }
   int prompt() const { return prompt_; }
@@ -366,7 +366,7 @@ class Generation {
   Sampler greedy_;
   std::vector<float> buf_;
   std::vector<int> ids_;
-  int token_ = Llama2cFormat::kBos;
+  int token_ = 0;
 };
 
 Status CheckOptions(BenchOptions& o) {
@@ -437,7 +437,7 @@ int RunBench(BenchOptions o) {
   // The weights' dtype is part of the loaded model and named in the record: never substituted.
   auto dtype = kernels::DTypeFromName(o.dtype);
   if (!dtype.ok()) return Fail(dtype.status());
-  auto model = LoadModel(o.model, *dtype);
+  auto model = LoadModel(o.model, *dtype, o.ctx);
   if (!model.ok()) return Fail(model.status());
   r.dtype = kernels::DTypeName((*model)->dtype);
   const ModelConfig& c = (*model)->config;
@@ -446,9 +446,11 @@ int RunBench(BenchOptions o) {
                                            : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
                                                  std::to_string(o.gen_tokens);
     return Fail(Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
-                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ")"));
+                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ", --ctx)"));
   }
-  Transformer t(**model, std::move(kern.value()));
+  auto made = Transformer::Create(**model, std::move(kern.value()));
+  if (!made.ok()) return Fail(made.status());
+  Transformer& t = **made;
   r.backend = t.backend_name();
   Generation g(t, o.prompt_tokens, o.gen_tokens);
 
@@ -580,6 +582,7 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
   sub->add_option("--backend", o->backend, "reference or fast")->capture_default_str();
+  sub->add_option("--ctx", o->ctx, kCtxHelp);
   sub->add_option("--min-seconds", o->min_seconds, "repeat generations until decode has run this long")
       ->capture_default_str();
   sub->add_option("--output", o->output, "json, jsonl, md or csv")->capture_default_str();

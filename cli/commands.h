@@ -23,6 +23,11 @@ class Registry {
   int code_ = 0;
 };
 
+// --ctx's help, the same on every command that runs a model.
+inline constexpr const char* kCtxHelp =
+    "context: positions the KV cache holds, at most the model's max_position_embeddings (default: "
+    "min(max_position_embeddings, 4096) for Hugging Face and GGUF models, seq_len for llama2.c files)";
+
 // Prints "verity: error: <message>" on stderr and returns exit code 1.
 int Fail(const Status& s);
 // One JSON object as one line. Recorded command output may hold any bytes:

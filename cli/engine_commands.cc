@@ -29,13 +29,13 @@ struct Loaded {
   std::unique_ptr<Transformer> transformer;
 };
 
-Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend,
-                             kernels::DType dtype = kernels::DType::kF32) {
+Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend, kernels::DType dtype,
+                             int ctx) {
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(backend));
-  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path, dtype));
+  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path, dtype, ctx));
   Loaded l;
   l.model = std::move(model);
-  l.transformer = std::make_unique<Transformer>(*l.model, std::move(kern));
+  VERITY_ASSIGN_OR_RETURN(l.transformer, Transformer::Create(*l.model, std::move(kern)));
   return l;
 }
 
@@ -47,10 +47,10 @@ Result<kernels::DType> ParseDType(const std::string& name) {
 }
 
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
-                const std::string& format, const std::string& backend, const std::string& dtype_name) {
+                const std::string& format, const std::string& backend, const std::string& dtype_name, int ctx) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
-  auto loaded = LoadOnBackend(model_path, backend, *dtype);
+  auto loaded = LoadOnBackend(model_path, backend, *dtype, ctx);
   if (!loaded.ok()) return Fail(loaded.status());
   auto tok = Tokenizer::Load(tok_path, loaded->model->config.vocab_size);
   if (!tok.ok()) return Fail(tok.status());
@@ -75,12 +75,12 @@ int RunGenerate(const std::string& model_path, const std::string& tok_path, cons
 }
 
 int RunLogits(const std::string& model_path, const std::string& ids_text, const std::string& out,
-              const std::string& backend, const std::string& dtype_name) {
+              const std::string& backend, const std::string& dtype_name, int ctx) {
   auto ids = ParseIntList(ids_text, "--ids", LONG_MIN);
   if (!ids.ok()) return Fail(ids.status());
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
-  auto loaded = LoadOnBackend(model_path, backend, *dtype);
+  auto loaded = LoadOnBackend(model_path, backend, *dtype, ctx);
   if (!loaded.ok()) return Fail(loaded.status());
   Status v = ValidateIds(ids.value(), loaded->model->config, "--ids");
   if (!v.ok()) return Fail(v);
@@ -128,9 +128,96 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     c.n_experts = j["n_experts"].get<int>();
     c.n_experts_per_tok = j["n_experts_per_tok"].get<int>();
   }
+  c.max_positions = c.seq_len;
   c.rope_theta = Llama2cFormat::kRopeTheta;
   c.norm_eps = Llama2cFormat::kNormEps;
+  c.bos_id = Llama2cFormat::kBos;
+  c.eos_ids = {Llama2cFormat::kEos};
+  if (c.n_heads > 0 && c.dim % c.n_heads == 0) c.head_dim = c.dim / c.n_heads;
+  // Optional keys for Hugging Face directories (llama2.c files fix them).
+  if (j.contains("head_dim")) {
+    if (!j["head_dim"].is_number_integer()) return Status::Error("--config: key 'head_dim' must be an integer");
+    c.head_dim = j["head_dim"].get<int>();
+  } else if (c.n_heads <= 0 || c.dim % c.n_heads != 0) {
+    return Status::Error("--config: dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
+                         std::to_string(c.n_heads) + ") and no head_dim is given");
+  }
+  for (const auto& [key, dst] : {std::pair<const char*, float*>{"rope_theta", &c.rope_theta}, {"norm_eps", &c.norm_eps}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number()) return Status::Error(std::string("--config: key '") + key + "' must be a number");
+    *dst = j[key].get<float>();
+  }
+  if (j.contains("max_position_embeddings")) {
+    if (!j["max_position_embeddings"].is_number_integer() || j["max_position_embeddings"].get<int64_t>() < c.seq_len ||
+        j["max_position_embeddings"].get<int64_t>() > INT32_MAX)
+      return Status::Error("--config: key 'max_position_embeddings' must be an integer >= seq_len");
+    c.max_positions = j["max_position_embeddings"].get<int>();
+  }
+  if (j.contains("rope_scaling")) {
+    const nlohmann::json& r = j["rope_scaling"];
+    if (!r.is_object() || !r.contains("rope_type") || !r["rope_type"].is_string())
+      return Status::Error("--config: key 'rope_scaling' must be an object with a rope_type");
+    auto num = [&](const char* k, double* dst) -> Status {
+      if (!r.contains(k) || !r[k].is_number()) return Status::Error(std::string("--config: rope_scaling needs a number '") + k + "'");
+      *dst = r[k].get<double>();
+      return OkStatus();
+    };
+    const std::string type = r["rope_type"];
+    if (type == "linear") {
+      c.rope_scaling.type = RopeScalingType::kLinear;
+      VERITY_RETURN_IF_ERROR(num("factor", &c.rope_scaling.factor));
+    } else if (type == "llama3") {
+      c.rope_scaling.type = RopeScalingType::kLlama3;
+      VERITY_RETURN_IF_ERROR(num("factor", &c.rope_scaling.factor));
+      VERITY_RETURN_IF_ERROR(num("low_freq_factor", &c.rope_scaling.low_freq_factor));
+      VERITY_RETURN_IF_ERROR(num("high_freq_factor", &c.rope_scaling.high_freq_factor));
+      VERITY_RETURN_IF_ERROR(num("original_max_position_embeddings", &c.rope_scaling.original_max_positions));
+    } else {
+      return Status::Error("--config: rope_scaling rope_type \"" + type + "\" is not supported (linear, llama3)");
+    }
+  }
+  if (j.contains("bos_token_id")) {
+    if (!j["bos_token_id"].is_number_integer()) return Status::Error("--config: key 'bos_token_id' must be an integer");
+    c.bos_id = j["bos_token_id"].get<int>();
+  }
+  if (j.contains("eos_token_id")) {
+    const nlohmann::json& e = j["eos_token_id"];
+    c.eos_ids.clear();
+    for (const auto& x : e.is_array() ? e : nlohmann::json::array({e})) {
+      if (!x.is_number_integer()) return Status::Error("--config: key 'eos_token_id' must be an integer or a list of them");
+      c.eos_ids.push_back(x.get<int>());
+    }
+  }
   return c;
+}
+
+// --like's family preset with --config's keys on top (either may be empty).
+Result<std::string> MergeLike(const std::string& like, const std::string& config) {
+  nlohmann::json base = nlohmann::json::object();
+  if (like == "llama3") {
+    // Llama 3.1's rope_scaling numbers, with the original context shrunk to 64
+    // so the three wavelength bands all occur within a short test.
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":160,"n_layers":2,"n_heads":4,"n_kv_heads":2,"head_dim":32,
+      "vocab_size":320,"seq_len":512,"max_position_embeddings":512,"shared_classifier":true,"rope_theta":500000,
+      "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
+                      "original_max_position_embeddings":64},
+      "norm_eps":1e-5,"bos_token_id":256,"eos_token_id":[257,258]})");
+  } else if (like == "llama2") {
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":172,"n_layers":2,"n_heads":4,"n_kv_heads":4,
+      "vocab_size":320,"seq_len":256,"shared_classifier":false,"rope_theta":10000,"norm_eps":1e-5,
+      "bos_token_id":1,"eos_token_id":2})");
+  }
+  if (!config.empty()) {
+    nlohmann::json over;
+    try {
+      over = nlohmann::json::parse(config);
+    } catch (const std::exception& e) {
+      return Status::Error(std::string("--config: not valid JSON: ") + e.what());
+    }
+    if (!over.is_object()) return Status::Error("--config: expected a JSON object");
+    for (const auto& [k, v] : over.items()) base[k] = v;
+  }
+  return base.dump();
 }
 
 }  // namespace
@@ -146,7 +233,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     opt->seed = 1;
     auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
     auto dtype = std::make_shared<std::string>("f32");
-    sub->add_option("--model", *model, "llama2.c checkpoint (.bin)")->required();
+    sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
     sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
     sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
     sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
@@ -157,7 +244,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
         ->check(CLI::IsMember({"text", "ids"}));
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
-    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype); });
+    auto ctx = std::make_shared<int>(0);
+    sub->add_option("--ctx", *ctx, kCtxHelp);
+    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *ctx); });
   }
   {
     auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
@@ -169,7 +258,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
-    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype); });
+    auto ctx = std::make_shared<int>(0);
+    sub->add_option("--ctx", *ctx, kCtxHelp);
+    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *ctx); });
   }
   {
     auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
@@ -179,20 +270,35 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     auto shards = std::make_shared<int>(1);
     auto dtype = std::make_shared<std::string>("f32");
     sub->add_option("--out", *out, "FILE.bin for llama2.c, otherwise a directory for Hugging Face")->required();
+    auto like = std::make_shared<std::string>();
     sub->add_option("--config", *config,
                     "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier "
-                    "(all required); n_experts and n_experts_per_tok for MoE (directories only)")
-        ->required();
+                    "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
+                    "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
+                    "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list)");
+    sub->add_option("--like", *like,
+                    "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
+                    "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
+                    "(head_dim = dim/heads, rope_theta 10000, untied)")
+        ->check(CLI::IsMember({"llama3", "llama2"}));
     sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
     sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
     sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
     reg.On(sub, [=] {
-      auto c = ConfigFromJson(*config);
+      if (config->empty() && like->empty()) return Fail(Status::Error("synth: give --config, --like, or both"));
+      auto merged = MergeLike(*like, *config);
+      if (!merged.ok()) return Fail(merged.status());
+      auto c = ConfigFromJson(merged.value());
       if (!c.ok()) return Fail(c.status());
       const bool file = out->size() > 4 && out->substr(out->size() - 4) == ".bin";
       Status s;
       if (file) {
         if (c->n_experts > 0) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
+        if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
+            c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
+            c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})
+          return Fail(Status::Error("--out " + *out + ": a llama2.c file fixes rope_theta, rope_scaling, norm_eps, the "
+                                    "context and BOS/EOS; write a directory for other values"));
         s = WriteSyntheticLlama2c(c.value(), *seed, *out);
       } else {
         c->rope_style = RopeStyle::kHalves;

@@ -56,7 +56,7 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
 }
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
-                     const std::string& tokens_file, const std::string& dtype_name, bool json) {
+                     const std::string& tokens_file, const std::string& dtype_name, bool json, int ctx) {
   if (opt.backend != "fast" && opt.backend != "reference")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
   opt.deep = env::ParityDeep();
@@ -73,11 +73,11 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   auto dtype = kernels::DTypeFromName(dtype_name);
   if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
   // The reference always runs on the f32 weights; the candidate on the --dtype ones.
-  auto model = LoadModel(model_path);
+  auto model = LoadModel(model_path, kernels::DType::kF32, ctx);
   if (!model.ok()) return Fail(model.status());
   std::unique_ptr<Model> converted;
   if (*dtype != kernels::DType::kF32) {
-    auto m = LoadModel(model_path, *dtype);
+    auto m = LoadModel(model_path, *dtype, ctx);
     if (!m.ok()) return Fail(m.status());
     converted = std::move(m).value();
   }
@@ -133,7 +133,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto opt = std::make_shared<ParityOptions>();
   auto json = std::make_shared<bool>(false);
   auto dtype = std::make_shared<std::string>("f32");
-  sub->add_option("--model", *model, "llama2.c checkpoint")->required();
+  sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
   sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
       ->capture_default_str();
   sub->add_option("--against", opt->against,
@@ -151,7 +151,9 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                   "candidate's weights: f32, bf16 or q8_0, converted at load (the reference keeps f32)")
       ->capture_default_str();
   sub->add_flag("--json", *json, "print the verity.parity/1 JSON object (summary line on stderr)");
-  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json); });
+  auto ctx = std::make_shared<int>(0);
+  sub->add_option("--ctx", *ctx, kCtxHelp);
+  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json, *ctx); });
 
   auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
                                          "the first value where the metric leaves zero (exit 1 if any does).");

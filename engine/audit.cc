@@ -171,7 +171,8 @@ Result<std::vector<ProbeResult>> RunProbes(const Model& model, const Tokenizer& 
   std::vector<ProbeResult> out;
   for (const auto& p : probes) {
     VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend("reference"));
-    Transformer t(model, std::move(kern));
+    VERITY_ASSIGN_OR_RETURN(auto made, Transformer::Create(model, std::move(kern)));
+    Transformer& t = *made;
     GenerateOptions opt;
     opt.prompt = p.prompt;
     const int prompt_tokens = static_cast<int>(tok.Encode(p.prompt, true, false).size());

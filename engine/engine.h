@@ -16,24 +16,67 @@ namespace verity {
 // adjacent pairs (2i, 2i+1); Hugging Face checkpoints rotate halves (i, i+d/2).
 enum class RopeStyle { kInterleaved, kHalves };
 
+// RoPE frequency scaling, as Hugging Face's modeling_rope_utils defines it
+// (`rope_scaling` in config.json): none; linear (every inverse frequency
+// divided by `factor`); llama3 (`_compute_llama3_parameters`: wavelengths
+// below original/high_freq_factor keep their frequency, those above
+// original/low_freq_factor are divided by `factor`, the band between is
+// interpolated).
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;                    // linear, llama3
+  double low_freq_factor = 0.0;           // llama3
+  double high_freq_factor = 0.0;          // llama3
+  double original_max_positions = 0.0;    // llama3: original_max_position_embeddings
+};
+// "none", "linear" or "llama3".
+const char* RopeScalingName(RopeScalingType t);
+
 struct ModelConfig {
   int dim = 0;         // residual width
   int hidden_dim = 0;  // FFN width
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
+  int head_dim = 0;    // per head: q has n_heads * head_dim rows, k and v n_kv_heads * head_dim
   int vocab_size = 0;
-  int seq_len = 0;     // context length
+  int seq_len = 0;        // context: the positions the KV cache holds (see SetContext)
+  int max_positions = 0;  // the positions the model was made for (max_position_embeddings; llama2.c seq_len)
   bool shared_classifier = false;  // classifier reuses the token embedding
   float rope_theta = 0.0f;
+  RopeScaling rope_scaling;
+  // GGUF's rope_freqs.weight (llama.cpp's form of Llama 3 scaling): pair i's
+  // inverse frequency is divided by factor i. Empty: none.
+  std::vector<float> rope_freq_factors;
   float norm_eps = 0.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
   int n_experts = 0;          // Mixtral-style MoE when > 0
   int n_experts_per_tok = 0;  // top-k routed experts per token
+  // Special tokens, from the model's files: BOS starts every prompt (none when
+  // < 0) and, as in run.c, delimits sequences; sampling any of eos_ids ends
+  // generation.
+  int bos_id = -1;
+  std::vector<int> eos_ids;
 
-  int head_size() const { return dim / n_heads; }
-  int kv_dim() const { return n_kv_heads * head_size(); }
+  int head_size() const { return head_dim; }
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
 };
+
+// The context HF and GGUF models get without --ctx: min(max_positions, this).
+inline constexpr int kDefaultContext = 4096;
+
+// Sets the context (KV cache positions) to `ctx`; an error names `flag` when
+// ctx is not in [1, max_positions].
+[[nodiscard]] Status SetContext(ModelConfig& c, int ctx, const std::string& flag = "--ctx");
+
+// The model's RoPE table: head_dim/2 inverse frequencies. The unscaled base is
+// run.c's float arithmetic (RopeBaseInverseFrequencies, bit-identical to what
+// the engine always computed; Hugging Face also computes it in float32); the
+// scaling (rope_scaling, rope_freq_factors) is applied to those floats in
+// double precision and rounded to float once.
+std::vector<float> RopeInverseFrequencies(const ModelConfig& c);
 
 // Values the llama2.c format defines without storing them (stated once, here).
 struct Llama2cFormat {
@@ -71,10 +114,10 @@ struct ExpertWeights {
 // Norms are f32 vectors; every matrix is a typed view (Model::dtype).
 struct LayerWeights {
   const float* rms_att = nullptr;  // [dim]
-  kernels::Weights wq;             // [dim x dim]      (rows = outputs)
+  kernels::Weights wq;             // [q_dim x dim]    (rows = outputs)
   kernels::Weights wk;             // [kv_dim x dim]
   kernels::Weights wv;             // [kv_dim x dim]
-  kernels::Weights wo;             // [dim x dim]
+  kernels::Weights wo;             // [dim x q_dim]
   const float* rms_ffn = nullptr;  // [dim]
   kernels::Weights w1;             // [ffn x dim]   gate
   kernels::Weights w2;             // [dim x ffn]   down
@@ -129,7 +172,10 @@ struct Model {
 // on stderr naming the tensor. q8_0 needs every matrix's columns to be a
 // multiple of 32 (the FFN width is padded, see Model::ffn_dim); an error names
 // the first tensor that is not.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32);
+// `ctx` > 0 sets the context (SetContext: an error names --ctx unless it is
+// in [1, max_positions]); 0 keeps the default (kDefaultContext).
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32,
+                                         int ctx = 0);
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype = kernels::DType::kF32);
 
 // What a model costs in memory traffic and residence, for bandwidth figures.
@@ -160,9 +206,12 @@ struct ExpectedTensor {
 // Every tensor a config implies, in a fixed order, with HF names and shapes.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c);
 
-// Reads config.json; every semantic key is required (an absent key is an
-// error naming it). MoE keys are required when model_type is "mixtral".
-Result<ModelConfig> ReadHfConfig(const std::string& dir);
+// Reads config.json (and BOS/EOS from generation_config.json beside it, which
+// wins): every key that changes the math is read or refused by name
+// (docs/config-keys.md); MoE keys are required when model_type is "mixtral".
+// The context is min(max_position_embeddings, kDefaultContext). Keys verity
+// does not know are listed in `notes` when given.
+Result<ModelConfig> ReadHfConfig(const std::string& dir, std::vector<std::string>* notes = nullptr);
 
 // Writes `model` as a Hugging Face directory: config.json, `shards` safetensors
 // files (model.safetensors when 1, else model-0000K-of-0000N.safetensors plus
@@ -227,6 +276,11 @@ KvCacheLayout StandardKvCacheLayout(const ModelConfig& c);
 class Transformer {
  public:
   Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend);
+  // The same, for contexts that come from files or flags: a KV cache larger
+  // than this machine's memory, or an allocation that fails, is an error
+  // naming the context, never an abort.
+  [[nodiscard]] static Result<std::unique_ptr<Transformer>> Create(const Model& model,
+                                                                   std::unique_ptr<kernels::Backend> backend);
   // Runs one position; returns vocab_size logits (valid until the next call).
   // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
   const float* Forward(int token, int pos);
@@ -244,6 +298,7 @@ class Transformer {
   const Model& model_;
   std::unique_ptr<kernels::Backend> backend_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
+  std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
   void PrefillBlock(const int* tokens, int n, int pos0, bool last);
   std::vector<float> router_, moe_out_;

@@ -22,11 +22,12 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
     : model_(model), backend_(std::move(backend)) {
   const ModelConfig& c = model.config;
   x_.resize(c.dim);
-  xb_.resize(c.dim);
+  xb_.resize(std::max(c.dim, c.q_dim()));  // the normed row, then the attention output
   xb2_.resize(c.dim);
   hb_.resize(model.ffn_dim);
   hb2_.resize(model.ffn_dim);
-  q_.resize(c.dim);
+  q_.resize(c.q_dim());
+  rope_inv_freq_ = RopeInverseFrequencies(c);
   att_.resize(static_cast<size_t>(c.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
   router_.resize(c.n_experts);
@@ -69,7 +70,7 @@ void Transformer::MixtureOfExperts(const LayerWeights& w, const float* xb, float
 
 const float* Transformer::Forward(int token, int pos) {
   const ModelConfig& c = model_.config;
-  const int dim = c.dim, ffn = model_.ffn_dim, kv_dim = c.kv_dim(), hs = c.head_size();
+  const int dim = c.dim, ffn = model_.ffn_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hs = c.head_size();
   kernels::Backend& k = *backend_;
   float* x = x_.data();
   std::memcpy(x, model_.token_embedding + static_cast<size_t>(token) * dim, dim * sizeof(float));
@@ -85,8 +86,8 @@ const float* Transformer::Forward(int token, int pos) {
     k.Matmul(kc, xb_.data(), w.wk);
     k.Matmul(vc, xb_.data(), w.wv);
     const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-    k.Rope(q_.data(), dim, hs, pos, c.rope_theta, interleaved);
-    k.Rope(kc, kv_dim, hs, pos, c.rope_theta, interleaved);
+    k.Rope(q_.data(), q_dim, hs, pos, rope_inv_freq_.data(), interleaved);
+    k.Rope(kc, kv_dim, hs, pos, rope_inv_freq_.data(), interleaved);
     kernels::AttentionArgs a{xb_.data(), q_.data(), key_cache_.data() + layer_off,
                              value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos, c.n_heads,
                              c.n_kv_heads, hs, c.seq_len};
@@ -123,11 +124,13 @@ const float* Transformer::Prefill(const int* tokens, int T, int pos0) {
 
 void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
   const ModelConfig& c = model_.config;
-  const int dim = c.dim, ffn = model_.ffn_dim, kv_dim = c.kv_dim(), hs = c.head_size();
+  const int dim = c.dim, ffn = model_.ffn_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hs = c.head_size();
   kernels::Backend& k = *backend_;
   if (bx_.empty()) {
     const size_t B = kPrefillBlock;
-    for (auto* v : {&bx_, &bxb_, &bxb2_, &bq_}) v->resize(B * dim);
+    for (auto* v : {&bx_, &bxb2_}) v->resize(B * dim);
+    bxb_.resize(B * std::max(dim, q_dim));  // normed rows [n x dim], then attention rows [n x q_dim]
+    bq_.resize(B * q_dim);
     for (auto* v : {&bk_, &bv_}) v->resize(B * kv_dim);
     for (auto* v : {&bhb_, &bhb2_}) v->resize(B * ffn);
   }
@@ -149,14 +152,14 @@ void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
     const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
     for (int t = 0; t < n; t++) {
       const int pos = pos0 + t;
-      k.Rope(row(bq_, t, dim), dim, hs, pos, c.rope_theta, interleaved);
-      k.Rope(row(bk_, t, kv_dim), kv_dim, hs, pos, c.rope_theta, interleaved);
+      k.Rope(row(bq_, t, q_dim), q_dim, hs, pos, rope_inv_freq_.data(), interleaved);
+      k.Rope(row(bk_, t, kv_dim), kv_dim, hs, pos, rope_inv_freq_.data(), interleaved);
       const size_t at = layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
       std::memcpy(key_cache_.data() + at, row(bk_, t, kv_dim), kv_dim * sizeof(float));
       std::memcpy(value_cache_.data() + at, row(bv_, t, kv_dim), kv_dim * sizeof(float));
     }
     for (int t = 0; t < n; t++) {
-      kernels::AttentionArgs a{row(bxb_, t, dim), row(bq_, t, dim), key_cache_.data() + layer_off,
+      kernels::AttentionArgs a{row(bxb_, t, q_dim), row(bq_, t, q_dim), key_cache_.data() + layer_off,
                                value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos0 + t, c.n_heads,
                                c.n_kv_heads, hs, c.seq_len};
       k.Attention(a);

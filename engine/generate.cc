@@ -12,16 +12,26 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
   const ModelConfig& c = t.model().config;
   if (opt.steps < 1 || opt.steps > c.seq_len)
     return Status::Error("--steps " + std::to_string(opt.steps) + " is outside [1, seq_len=" +
-                         std::to_string(c.seq_len) + "] of " + t.model().source);
+                         std::to_string(c.seq_len) + "] of " + t.model().source + " (the context: --ctx)");
   if (opt.temperature < 0.0f) return Status::Error("--temperature must be >= 0");
   if (opt.topp < 0.0f || opt.topp > 1.0f) return Status::Error("--topp must be in [0, 1]");
-  std::vector<int> prompt = tok.Encode(opt.prompt, /*bos=*/true, /*eos=*/false);
+  // The model's BOS (from its files), then the prompt's pieces.
+  std::vector<int> prompt;
+  if (c.bos_id >= 0) prompt.push_back(c.bos_id);
+  for (int id : tok.Encode(opt.prompt, /*bos=*/false, /*eos=*/false)) prompt.push_back(id);
+  if (prompt.empty()) return Status::Error("--prompt is empty and " + t.model().source + " defines no BOS token");
   if (static_cast<int>(prompt.size()) > c.seq_len)
     return Status::Error("--prompt: " + std::to_string(prompt.size()) +
-                         " tokens do not fit the context seq_len=" + std::to_string(c.seq_len));
+                         " tokens do not fit the context seq_len=" + std::to_string(c.seq_len) + " (--ctx)");
   if (static_cast<int>(prompt.size()) > opt.steps)
     return Status::Error("--prompt: " + std::to_string(prompt.size()) + " tokens exceed --steps " +
                          std::to_string(opt.steps) + " (steps count the prompt's positions)");
+  auto ends = [&c](int id) {
+    if (id == c.bos_id) return true;  // BOS delimits sequences (run.c)
+    for (int e : c.eos_ids)
+      if (id == e) return true;
+    return false;
+  };
 
   Sampler sampler(c.vocab_size, opt.temperature, opt.topp, opt.seed);
   GenerateResult r;
@@ -36,7 +46,7 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.positions = n_prompt;
   for (int i = 0; i + 1 < n_prompt; i++) {
-    if (prompt[i + 1] == Llama2cFormat::kBos) {  // BOS delimits sequences
+    if (prompt[i + 1] == c.bos_id) {  // BOS delimits sequences
       r.text += "\n";
       return r;
     }
@@ -54,7 +64,7 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
     std::memcpy(logits.data(), out, logits.size() * sizeof(float));
     const int next = sampler.Sample(logits.data());
     r.sample_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-    if (next == Llama2cFormat::kBos) break;  // BOS delimits sequences
+    if (ends(next)) break;  // BOS delimits sequences; EOS ends one
     r.text += SafePiece(tok.Decode(token, next));
     r.ids.push_back(next);
     token = next;

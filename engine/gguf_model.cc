@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <set>
 
 #include "engine/engine.h"
@@ -99,7 +100,8 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   VERITY_RETURN_IF_ERROR(need("llama.feed_forward_length", &c.hidden_dim));
   VERITY_RETURN_IF_ERROR(need("llama.block_count", &c.n_layers));
   VERITY_RETURN_IF_ERROR(need("llama.attention.head_count", &c.n_heads));
-  VERITY_RETURN_IF_ERROR(need("llama.context_length", &c.seq_len));
+  VERITY_RETURN_IF_ERROR(need("llama.context_length", &c.max_positions));
+  c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   // The spec: absent head_count_kv means no grouped-query attention.
   c.n_kv_heads = c.n_heads;
   if (f.Find("llama.attention.head_count_kv")) VERITY_RETURN_IF_ERROR(need("llama.attention.head_count_kv", &c.n_kv_heads));
@@ -125,21 +127,62 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
     if (c.n_experts_per_tok > c.n_experts)
       return Status::Error(path + ": llama.expert_used_count exceeds llama.expert_count");
   }
-  // Keys that would change the math in ways verity does not compute: refused.
-  if (c.n_heads > 0 && c.dim % c.n_heads == 0) {
-    const int hs = c.dim / c.n_heads;
-    for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length", "llama.attention.value_length"}) {
-      if (!f.Find(key)) continue;
-      VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
-      if (v != hs)
-        return Status::Error(path + ": key " + key + " is " + std::to_string(v) + ", but verity needs the head size " +
-                             std::to_string(hs) + " (embedding_length / head_count)");
-    }
+  // Head size: attention.key_length (llama.cpp's n_embd_head_k), else
+  // embedding_length / head_count. Values and the rotated part must match it.
+  if (f.Find("llama.attention.key_length")) {
+    VERITY_RETURN_IF_ERROR(need("llama.attention.key_length", &c.head_dim));
+  } else if (c.dim % c.n_heads == 0) {
+    c.head_dim = c.dim / c.n_heads;
+  } else {
+    return Status::Error(path + ": llama.embedding_length is not divisible by llama.attention.head_count and "
+                         "llama.attention.key_length is absent");
   }
+  for (const char* key : {"llama.attention.value_length", "llama.rope.dimension_count"}) {
+    if (!f.Find(key)) continue;
+    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
+    if (v != c.head_dim)
+      return Status::Error(path + ": key " + std::string(key) + " is " + std::to_string(v) +
+                           ", but verity needs the head size " + std::to_string(c.head_dim) +
+                           " (values and RoPE over whole heads)");
+  }
+  // RoPE scaling as llama.cpp stores it: type none or linear (with factor)
+  // here; Llama 3's scaling as the rope_freqs.weight tensor (LoadGgufModel).
   if (f.Find("llama.rope.scaling.type")) {
     VERITY_ASSIGN_OR_RETURN(std::string type, gguf::GetString(f, "llama.rope.scaling.type", path));
-    if (type != "none")
-      return Status::Error(path + ": key llama.rope.scaling.type is \"" + type + "\", which verity does not compute");
+    if (type == "linear") {
+      c.rope_scaling.type = RopeScalingType::kLinear;
+      VERITY_ASSIGN_OR_RETURN(c.rope_scaling.factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
+    } else if (type != "none") {
+      return Status::Error(path + ": key llama.rope.scaling.type is \"" + type +
+                           "\", which verity does not compute (none, linear)");
+    }
+  }
+  for (const char* key : {"llama.rope.scaling.attn_factor", "llama.rope.scaling.yarn_log_multiplier",
+                          "llama.rope.scaling.yarn_ext_factor", "llama.rope.scaling.yarn_attn_factor",
+                          "llama.rope.scaling.yarn_beta_fast", "llama.rope.scaling.yarn_beta_slow",
+                          "llama.attention.sliding_window", "llama.attention.logit_softcapping",
+                          "llama.final_logit_softcapping", "llama.embedding_scale", "llama.residual_scale",
+                          "llama.attention.scale", "llama.logit_scale"})
+    if (f.Find(key)) return Status::Error(path + ": key " + std::string(key) + " changes the math and verity does not compute it");
+  if (c.rope_scaling.type == RopeScalingType::kNone && f.Find("llama.rope.scaling.factor")) {
+    VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
+    if (factor != 1.0 && factor != 0.0)
+      return Status::Error(path + ": key llama.rope.scaling.factor is " + std::to_string(factor) +
+                           " without llama.rope.scaling.type linear");
+  }
+  // Special tokens (tokenizer.ggml.*; ReadVocab checks them against the vocabulary).
+  const int64_t last_id = c.vocab_size - 1;
+  if (f.Find("tokenizer.ggml.bos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.bos_token_id", 0, last_id, path));
+    c.bos_id = static_cast<int>(v);
+  }
+  if (f.Find("tokenizer.ggml.eos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.eos_token_id", 0, last_id, path));
+    c.eos_ids = {static_cast<int>(v)};
+  }
+  if (f.Find("tokenizer.ggml.eot_token_id")) {  // llama.cpp also ends generation at end-of-turn
+    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.eot_token_id", 0, last_id, path));
+    if (std::find(c.eos_ids.begin(), c.eos_ids.end(), v) == c.eos_ids.end()) c.eos_ids.push_back(static_cast<int>(v));
   }
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
   c.rope_style = RopeStyle::kInterleaved;  // see the top of this file
@@ -194,6 +237,18 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
     const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * StoredRowBytes(type, cols) : 0;
     const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
     stored.push_back(StoredTensor{shown, type, file->data() + f.data_start + t->offset + slice, /*mapped=*/true});
+  }
+  // Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
+  // of the inverse frequencies, an F32 tensor of head_dim/2 values.
+  if (const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight")) {
+    const uint64_t half = static_cast<uint64_t>(c.head_dim / 2);
+    if (t->type != gguf::kF32 || t->dims != std::vector<uint64_t>{half})
+      return Status::Error(path + ": tensor rope_freqs.weight is " + gguf::TensorTypeName(t->type) + " " +
+                           DimsString(t->dims) + "; verity needs F32 [" + std::to_string(half) + "] (head_dim / 2)");
+    model->config.rope_freq_factors.resize(half);
+    std::memcpy(model->config.rope_freq_factors.data(), file->data() + f.data_start + t->offset, half * 4);
+    VERITY_RETURN_IF_ERROR(ValidateConfig(model->config, path + ": rope_freqs.weight"));
+    used.insert(t->name);
   }
   for (const gguf::TensorInfo& t : f.tensors)
     if (!used.count(t.name))
@@ -255,6 +310,30 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> Llama2cVocabKeys(const 
   return kv;
 }
 
+// The rope_freqs.weight a model needs in GGUF: its own factors, or Llama 3
+// scaling as llama.cpp's converter expresses it (per pair: 1 for short
+// wavelengths, `factor` for long ones, 1 / ((1 - s) / factor + s) between);
+// empty when neither.
+std::vector<float> RopeFreqFactors(const ModelConfig& c) {
+  if (!c.rope_freq_factors.empty()) return c.rope_freq_factors;
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type != RopeScalingType::kLlama3) return {};
+  std::vector<float> base(static_cast<size_t>(c.head_dim / 2)), out;
+  kernels::RopeBaseInverseFrequencies(c.rope_theta, c.head_dim, base.data());
+  for (float f : base) {
+    const double wavelen = 2.0 * M_PI / f;
+    if (wavelen < s.original_max_positions / s.high_freq_factor) {
+      out.push_back(1.0f);
+    } else if (wavelen > s.original_max_positions / s.low_freq_factor) {
+      out.push_back(static_cast<float>(s.factor));
+    } else {
+      const double smooth = (s.original_max_positions / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      out.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / s.factor + smooth)));
+    }
+  }
+  return out;
+}
+
 // ggml's Q8_0 as llama.cpp quantizes: per block of 32, d = max|x| / 127,
 // q = round(x / d), d stored as f16.
 void QuantizeQ8_0(const float* x, int64_t n, std::string* out) {
@@ -303,11 +382,13 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
       {"general.name", Value::String(std::filesystem::path(model.source).filename().string())},
       {"general.alignment", Value::Uint32(gguf::kDefaultAlignment)},
       {"general.file_type", Value::Uint32(file_type)},
-      {"llama.context_length", Value::Uint32(c.seq_len)},
+      {"llama.context_length", Value::Uint32(c.max_positions)},
       {"llama.embedding_length", Value::Uint32(c.dim)},
       {"llama.block_count", Value::Uint32(c.n_layers)},
       {"llama.feed_forward_length", Value::Uint32(c.hidden_dim)},
       {"llama.rope.dimension_count", Value::Uint32(c.head_size())},
+      {"llama.attention.key_length", Value::Uint32(c.head_dim)},
+      {"llama.attention.value_length", Value::Uint32(c.head_dim)},
       {"llama.attention.head_count", Value::Uint32(c.n_heads)},
       {"llama.attention.head_count_kv", Value::Uint32(c.n_kv_heads)},
       {"llama.attention.layer_norm_rms_epsilon", Value::Float32(c.norm_eps)},
@@ -317,9 +398,21 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     kv.emplace_back("llama.expert_count", Value::Uint32(c.n_experts));
     kv.emplace_back("llama.expert_used_count", Value::Uint32(c.n_experts_per_tok));
   }
+  if (c.rope_scaling.type == RopeScalingType::kLinear) {
+    kv.emplace_back("llama.rope.scaling.type", Value::String("linear"));
+    kv.emplace_back("llama.rope.scaling.factor", Value::Float32(static_cast<float>(c.rope_scaling.factor)));
+  }
   if (!tokenizer.empty()) {
     VERITY_ASSIGN_OR_RETURN(auto tok, Llama2cVocabKeys(tokenizer, c.vocab_size));
     for (auto& e : tok) kv.push_back(std::move(e));
+  } else {
+    // The model's own special tokens; GGUF holds one EOS and one end-of-turn.
+    if (c.bos_id >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", Value::Uint32(c.bos_id));
+    if (!c.eos_ids.empty()) kv.emplace_back("tokenizer.ggml.eos_token_id", Value::Uint32(c.eos_ids[0]));
+    if (c.eos_ids.size() > 1) kv.emplace_back("tokenizer.ggml.eot_token_id", Value::Uint32(c.eos_ids[1]));
+    if (c.eos_ids.size() > 2)
+      return Status::Error(path + ": GGUF holds at most two end tokens (eos, eot); the model has " +
+                           std::to_string(c.eos_ids.size()));
   }
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   std::vector<Planned> plan;
@@ -348,10 +441,23 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
   }
   std::vector<gguf::TensorSpec> specs;
   for (const Planned& p : plan) specs.push_back(p.spec);
+  // Llama 3 scaling (or GGUF factors read in) as llama.cpp stores it: rope_freqs.weight.
+  std::vector<float> rope_freqs = RopeFreqFactors(c);
+  if (!rope_freqs.empty()) {
+    gguf::TensorSpec spec;
+    spec.name = "rope_freqs.weight";
+    spec.dims = {rope_freqs.size()};
+    spec.type = gguf::kF32;
+    specs.push_back(spec);
+  }
   Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them
   const std::vector<Slot> slots = Slots(mut);
   const int hs = c.head_size();
   return gguf::Write(path, kv, specs, [&](size_t k, std::string* out) -> Status {
+    if (k == plan.size()) {
+      out->append(reinterpret_cast<const char*>(rope_freqs.data()), rope_freqs.size() * 4);
+      return OkStatus();
+    }
     const Planned& p = plan[k];
     std::vector<float> all, row;
     for (size_t i : p.parts) {

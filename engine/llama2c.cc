@@ -43,7 +43,7 @@ Layout LayoutOf(const ModelConfig& c) {
   l.w2 = L * d * h;
   l.w3 = L * h * d;
   l.rms_final = d;
-  l.rope_tables = 2 * static_cast<int64_t>(c.seq_len) * c.head_size() / 2;  // unused legacy tables
+  l.rope_tables = 2 * static_cast<int64_t>(c.max_positions) * c.head_size() / 2;  // unused legacy tables
   l.classifier = c.shared_classifier ? 0 : V * d;
   return l;
 }
@@ -53,21 +53,45 @@ Layout LayoutOf(const ModelConfig& c) {
 Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   const std::pair<const char*, int> fields[] = {{"dim", c.dim},         {"hidden_dim", c.hidden_dim},
                                                 {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-                                                {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
-                                                {"seq_len", c.seq_len}};
+                                                {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+                                                {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+                                                {"max_positions", c.max_positions}};
   for (const auto& [name, v] : fields)
     if (v <= 0) return Status::Error(where + ": " + name + " must be positive, got " + std::to_string(v));
-  if (c.dim % c.n_heads != 0)
-    return Status::Error(where + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
-                         std::to_string(c.n_heads) + ")");
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) +
                          ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
-  if (c.head_size() % 2 != 0)
-    return Status::Error(where + ": head size dim/n_heads = " + std::to_string(c.head_size()) +
-                         " is odd; RoPE needs pairs");
-  if (!(c.rope_theta > 0.0f)) return Status::Error(where + ": rope_theta must be positive");
-  if (!(c.norm_eps > 0.0f)) return Status::Error(where + ": norm epsilon must be positive");
+  if (c.head_dim % 2 != 0)
+    return Status::Error(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
+  if (static_cast<int64_t>(c.n_heads) * c.head_dim > INT32_MAX)
+    return Status::Error(where + ": n_heads x head_dim overflows");
+  if (c.seq_len > c.max_positions)
+    return Status::Error(where + ": context " + std::to_string(c.seq_len) + " exceeds max_positions " +
+                         std::to_string(c.max_positions));
+  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta)) return Status::Error(where + ": rope_theta must be positive");
+  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps)) return Status::Error(where + ": norm epsilon must be positive");
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type != RopeScalingType::kNone && !(s.factor > 0.0 && std::isfinite(s.factor)))
+    return Status::Error(where + ": rope_scaling factor must be a positive number");
+  if (s.type == RopeScalingType::kLlama3 &&
+      !(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && std::isfinite(s.high_freq_factor) &&
+        s.original_max_positions > 0.0 && std::isfinite(s.original_max_positions)))
+    return Status::Error(where + ": rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor and a positive "
+                         "original_max_position_embeddings");
+  if (!c.rope_freq_factors.empty()) {
+    if (static_cast<int>(c.rope_freq_factors.size()) != c.head_dim / 2)
+      return Status::Error(where + ": " + std::to_string(c.rope_freq_factors.size()) +
+                           " RoPE frequency factors for head_dim " + std::to_string(c.head_dim) + " (needs head_dim/2)");
+    for (float f : c.rope_freq_factors)
+      if (!(f > 0.0f) || !std::isfinite(f)) return Status::Error(where + ": a RoPE frequency factor is not positive");
+  }
+  if (c.bos_id >= c.vocab_size)
+    return Status::Error(where + ": bos_token_id " + std::to_string(c.bos_id) + " is outside the vocabulary [0, " +
+                         std::to_string(c.vocab_size) + ")");
+  for (int e : c.eos_ids)
+    if (e < 0 || e >= c.vocab_size)
+      return Status::Error(where + ": eos_token_id " + std::to_string(e) + " is outside the vocabulary [0, " +
+                           std::to_string(c.vocab_size) + ")");
   return OkStatus();
 }
 
@@ -79,7 +103,22 @@ Status CheckRegularFile(const std::string& path, const char* what) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype) {
+namespace {
+Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::DType dtype);
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype, int ctx) {
+  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path, dtype));
+  if (ctx != 0) {
+    Status s = SetContext(model->config, ctx);
+    if (!s.ok()) return Status::Error(path + ": " + s.message());
+  }
+  return model;
+}
+
+namespace {
+
+Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::DType dtype) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
@@ -108,10 +147,16 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
   c.shared_classifier = h[5] > 0;  // negative vocab: unshared classifier follows
   if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
   c.vocab_size = h[5] > 0 ? h[5] : -h[5];
-  c.seq_len = h[6];
+  c.seq_len = c.max_positions = h[6];  // the context is the file's unless --ctx sets it (SetContext)
+  if (c.dim % c.n_heads != 0)  // the format has no head_dim: it is dim / n_heads
+    return Status::Error(path + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
+                         std::to_string(c.n_heads) + ")");
+  c.head_dim = c.dim / c.n_heads;
   c.rope_theta = hooks::Llama2cRopeTheta(Llama2cFormat::kRopeTheta);  // the format value: see load_hooks.h
   c.norm_eps = Llama2cFormat::kNormEps;
   c.rope_style = RopeStyle::kInterleaved;
+  c.bos_id = Llama2cFormat::kBos;
+  c.eos_ids = {Llama2cFormat::kEos};
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
 
   const Layout lay = LayoutOf(c);
@@ -187,13 +232,17 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
   return model;
 }
 
+}  // namespace
+
 Status WriteSyntheticLlama2c(const ModelConfig& c, uint64_t seed, const std::string& path) {
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, "synthetic config"));
   const Layout lay = LayoutOf(c);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
+  if (c.head_dim * c.n_heads != c.dim)
+    return Status::Error(path + ": a llama2.c file needs head_dim = dim / n_heads, got " + std::to_string(c.head_dim));
   int32_t h[kHeaderInts] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                            c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len};
+                            c.shared_classifier ? c.vocab_size : -c.vocab_size, c.max_positions};
   bool ok = std::fwrite(h, sizeof h, 1, f) == 1;
   std::mt19937_64 rng(seed);
   std::vector<float> buf;
@@ -229,7 +278,7 @@ Status ValidateIds(const std::vector<int>& ids, const ModelConfig& c, const std:
   if (ids.empty()) return Status::Error(what + ": no token ids");
   if (static_cast<int64_t>(ids.size()) > c.seq_len)
     return Status::Error(what + ": " + std::to_string(ids.size()) + " ids exceed the context seq_len=" +
-                         std::to_string(c.seq_len));
+                         std::to_string(c.seq_len) + " (--ctx)");
   for (size_t i = 0; i < ids.size(); i++)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       return Status::Error(what + ": id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +

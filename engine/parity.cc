@@ -249,8 +249,8 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
                              std::to_string(file.positions.size()) + " positions");
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-  Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, file.tokens);
+  VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
+  std::vector<float> got = TeacherForcedLogits(*cand, file.tokens);
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
@@ -272,7 +272,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   const ModelConfig& c = model.config;
   const ModelConfig& cc = candidate_model.config;
   if (cc.dim != c.dim || cc.hidden_dim != c.hidden_dim || cc.n_layers != c.n_layers || cc.n_heads != c.n_heads ||
-      cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size || cc.seq_len != c.seq_len ||
+      cc.head_dim != c.head_dim || cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size || cc.seq_len != c.seq_len ||
       cc.n_experts != c.n_experts)
     return Status::Error("parity: candidate model " + candidate_model.source + " has another shape than " + model.source);
   if (opt.against != "reference" && IsRefLogitsFile(opt.against)) return RunParityAgainstFile(candidate_model, opt);
@@ -285,10 +285,11 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   if (opt.against == "reference") {
     reference = "reference-cpu";
     VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend("reference"));
-    Transformer t(model, std::move(kern));
+    VERITY_ASSIGN_OR_RETURN(auto made, Transformer::Create(model, std::move(kern)));
+    Transformer& t = *made;
     if (tokens.empty()) {
       // The reference's own greedy text from BOS: real text for a trained model.
-      int token = Llama2cFormat::kBos;
+      int token = c.bos_id >= 0 ? c.bos_id : 0;
       for (int pos = 0; pos < c.seq_len; pos++) {
         tokens.push_back(token);
         const float* row = t.Forward(token, pos);
@@ -305,7 +306,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
     const int rows = static_cast<int>(ref.size() / V);
     if (tokens.empty()) {
       // The file's own greedy text: BOS, then the argmax of each row.
-      tokens.push_back(Llama2cFormat::kBos);
+      tokens.push_back(c.bos_id >= 0 ? c.bos_id : 0);
       for (int r = 0; r + 1 < rows && r + 1 < c.seq_len; r++) tokens.push_back(Argmax(ref.data() + r * V, V));
     }
     VERITY_RETURN_IF_ERROR(ValidateIds(tokens, c, "--tokens"));
@@ -318,8 +319,8 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-  Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, tokens);
+  VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
+  std::vector<float> got = TeacherForcedLogits(*cand, tokens);
 
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);

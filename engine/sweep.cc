@@ -33,6 +33,9 @@ Result<SweepResult> RunSweep(const std::string& param, const std::vector<int>& v
     if (param == "heads") c.n_heads = v, c.n_kv_heads = v, c.dim = 16 * v;
     if (param == "kv_heads") c.n_kv_heads = v;
     if (param == "context") c.seq_len = v;
+    c.max_positions = c.seq_len;
+    c.head_dim = c.dim / c.n_heads;
+    c.bos_id = Llama2cFormat::kBos;
     std::unique_ptr<Model> model;
     if (param == "experts") {
       // Mixtral-style: v experts, two routed per token (one when v == 1), in memory.

@@ -77,9 +77,11 @@ class Backend {
   // out row-major [T x w.rows]; row t of out is W times row t of x.
   virtual void MatmulBatch(float* out, const float* x, const Weights& w, int T) = 0;
   virtual void Attention(const AttentionArgs& a) = 0;
-  // Rotates `size` values (heads of head_size) for position `pos`. Pairs are
+  // Rotates `size` values (heads of head_size) for position `pos`: pair i of
+  // every head turns by the angle pos * inv_freq[i] (inv_freq holds
+  // head_size/2 values, the model's table: RopeInverseFrequencies). Pairs are
   // (2i, 2i+1) when `interleaved`, else (i, i + head_size/2).
-  virtual void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) = 0;
+  virtual void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) = 0;
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
 };
@@ -90,7 +92,10 @@ Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
 const char* SimdTargetName();
 
 // Shared scalar kernels (identical in every backend, so their rounding is too).
-void RopeReference(float* vec, int size, int head_size, int pos, float theta, bool interleaved);
+void RopeReference(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved);
+// run.c's unscaled table, in float exactly as run.c computes it:
+// inv_freq[i] = 1.0f / powf(theta, (2i) / head_size) for i < head_size/2.
+void RopeBaseInverseFrequencies(float theta, int head_size, float* inv_freq);
 void SwiGLUReference(float* hb, const float* hb2, int n);
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps);
 void Softmax(float* x, int size);

@@ -141,7 +141,7 @@ TEST(Parity, FastMatchesReferenceOnSyntheticGqaUnsharedModel) {
   c.n_heads = 8;
   c.n_kv_heads = 2;
   c.vocab_size = 4096;
-  c.seq_len = 256;
+  c.seq_len = 256; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.shared_classifier = false;
   c.rope_theta = Llama2cFormat::kRopeTheta;
   c.norm_eps = Llama2cFormat::kNormEps;
@@ -226,7 +226,7 @@ TEST(Prefill, MatchesPerTokenForwardOnSyntheticMoeModel) {
   c.n_heads = 4;
   c.n_kv_heads = 2;
   c.vocab_size = 320;
-  c.seq_len = 320;
+  c.seq_len = 320; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
   c.rope_style = RopeStyle::kHalves;

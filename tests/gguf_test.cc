@@ -134,7 +134,7 @@ TEST(Gguf, Q8_0BlocksRepackExactlyAndEveryDtypeLoads) {
 
 TEST(Gguf, MixtralStyleExpertsStackAndMatchTheHuggingFaceDirectory) {
   ModelConfig c;
-  c.dim = 64, c.hidden_dim = 96, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 80, c.seq_len = 32;
+  c.dim = 64, c.hidden_dim = 96, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 80, c.seq_len = 32; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f, c.norm_eps = 1e-5f, c.rope_style = RopeStyle::kHalves, c.n_experts = 4, c.n_experts_per_tok = 2;
   auto m = SyntheticModel(c, 7);
   ASSERT_TRUE(m.ok()) << m.status().message();
@@ -170,7 +170,7 @@ struct Small {
 
 Small MakeSmall() {
   ModelConfig c;
-  c.dim = 64, c.hidden_dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 64, c.seq_len = 32;
+  c.dim = 64, c.hidden_dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 64, c.seq_len = 32; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
   Small s;
   s.path = test::TempDir("small") + "/small.gguf";
@@ -280,8 +280,12 @@ TEST(Gguf, EveryMalformedFileIsANamedError) {
                 {"key llama.rope.scaling.type is \"yarn\""}, &cases);
   ExpectRefused(Rewrite(s, "no-attn-k", [](auto&, auto& t) { std::erase_if(t, [](const auto& x) { return x.name == "blk.1.attn_k.weight"; }); }),
                 {"required tensor blk.1.attn_k.weight (attention) is missing"}, &cases);
-  ExpectRefused(Rewrite(s, "extra", [](auto&, auto& t) { t.push_back({"rope_freqs.weight", {8}, gguf::kF32}); }),
-                {"unexpected tensor rope_freqs.weight"}, &cases);
+  ExpectRefused(Rewrite(s, "extra", [](auto&, auto& t) { t.push_back({"blk.0.attn_q.bias", {64}, gguf::kF32}); }),
+                {"unexpected tensor blk.0.attn_q.bias"}, &cases);
+  ExpectRefused(Rewrite(s, "rope-freqs-size", [](auto&, auto& t) { t.push_back({"rope_freqs.weight", {5}, gguf::kF32}); }),
+                {"tensor rope_freqs.weight is F32 [5]; verity needs F32 [8] (head_dim / 2)"}, &cases);
+  ExpectRefused(Rewrite(s, "rope-freqs-zero", [](auto&, auto& t) { t.push_back({"rope_freqs.weight", {8}, gguf::kF32}); }),
+                {"rope_freqs.weight: a RoPE frequency factor is not positive"}, &cases);
   ExpectRefused(Rewrite(s, "align3", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "general.alignment") e.second = gguf::Value::Uint64(32); }),
                 {"key general.alignment must be UINT32"}, &cases);
   ExpectRefused(Rewrite(s, "bad-vocab", [](auto& kv, auto&) {
@@ -304,7 +308,7 @@ TEST(Gguf, EveryMalformedFileIsANamedError) {
                 }),
                 {"required tensor blk.0.ffn_gate_exps.weight (expert) is missing"}, &cases);
   std::printf("gguf malformed: %d cases refused with named errors\n", cases);
-  EXPECT_EQ(cases, 26);
+  EXPECT_EQ(cases, 28);
 }
 
 TEST(Gguf, VocabularyIsReadAsData) {
@@ -386,7 +390,7 @@ TEST(Gguf, IndependentParserReadsOurFilesIdentically) {
       Convert(Model("stories260K.bin"), dir + "/bf16.gguf", "--dtype bf16"),
       Convert(Model("stories260K.bin"), dir + "/f16.gguf", "--dtype f16")};
   ModelConfig c;
-  c.dim = 32, c.hidden_dim = 64, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.vocab_size = 40, c.seq_len = 16;
+  c.dim = 32, c.hidden_dim = 64, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.vocab_size = 40, c.seq_len = 16; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 500000.0f, c.norm_eps = 1e-6f, c.n_experts = 3, c.n_experts_per_tok = 2;
   auto moe = SyntheticModel(c, 9);
   ASSERT_TRUE(moe.ok());

@@ -234,11 +234,20 @@ TEST(Kernels, FastAgreesWithReference) {
   for (auto& v : g) v = u(rng);
   q2 = q1;
   h2 = h1;
+  float inv_freq[8];
+  RopeBaseInverseFrequencies(10000.0f, 16, inv_freq);
+  EXPECT_EQ(inv_freq[0], 1.0f);
+  EXPECT_EQ(inv_freq[1], 1.0f / powf(10000.0f, 2.0f / 16.0f)) << "run.c's float arithmetic";
   for (bool interleaved : {true, false}) {
-    (*ref)->Rope(q1.data(), 64, 16, 37, 10000.0f, interleaved);
-    (*fast)->Rope(q2.data(), 64, 16, 37, 10000.0f, interleaved);
+    (*ref)->Rope(q1.data(), 64, 16, 37, inv_freq, interleaved);
+    (*fast)->Rope(q2.data(), 64, 16, 37, inv_freq, interleaved);
     EXPECT_EQ(q1, q2);
   }
+  // A scaled table (every other pair slowed 8x) is rotated alike on both.
+  for (int i = 0; i < 8; i += 2) inv_freq[i] /= 8.0f;
+  (*ref)->Rope(q1.data(), 64, 16, 1234, inv_freq, false);
+  (*fast)->Rope(q2.data(), 64, 16, 1234, inv_freq, false);
+  EXPECT_EQ(q1, q2);
   (*ref)->SwiGLU(h1.data(), g.data(), 40);
   (*fast)->SwiGLU(h2.data(), g.data(), 40);
   EXPECT_EQ(h1, h2);

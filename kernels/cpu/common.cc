@@ -97,13 +97,17 @@ void Softmax(float* x, int size) {
   for (int i = 0; i < size; i++) x[i] /= sum;
 }
 
-void RopeReference(float* vec, int size, int head_size, int pos, float theta, bool interleaved) {
+void RopeBaseInverseFrequencies(float theta, int head_size, float* inv_freq) {
+  // As run.c: head_dim = 2i, freq = 1 / theta^(head_dim / head_size), in float.
+  for (int i = 0; i < head_size / 2; i++)
+    inv_freq[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+}
+
+void RopeReference(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
   const int half = head_size / 2;
   for (int base = 0; base < size; base += head_size) {
     for (int i = 0; i < half; i++) {
-      // As run.c: head_dim = 2i, freq = 1 / theta^(head_dim / head_size).
-      float freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
-      float val = static_cast<float>(pos) * freq;
+      float val = static_cast<float>(pos) * inv_freq[i];
       float fcr = cosf(val), fci = sinf(val);
       const int a = interleaved ? base + 2 * i : base + i;
       const int b = interleaved ? a + 1 : a + half;

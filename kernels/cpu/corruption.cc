@@ -32,14 +32,14 @@ class CorruptedFast final : public Backend {
     inner_->Attention(a);
   }
 
-  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
+  void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     // Numerics correct but not the ones specified: rotate halves on an
     // interleaved-pair model.
     if (bug_ == "rope-halves") interleaved = false;
     // Configuration read wrong: the frequency exponent uses the vector width
     // where head_size belongs.
-    if (bug_ == "rope-freq-dim") return RopeWithExponentBase(vec, size, head_size, pos, theta, interleaved, size);
-    inner_->Rope(vec, size, head_size, pos, theta, interleaved);
+    if (bug_ == "rope-freq-dim") return RopeWithExponentBase(vec, size, head_size, pos, inv_freq, interleaved, size);
+    inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
   }
 
   void SwiGLU(float* hb, const float* hb2, int n) override {
@@ -54,12 +54,15 @@ class CorruptedFast final : public Backend {
   }
 
  private:
-  // The reference rotation with frequencies theta^(-2i / exponent_base).
-  static void RopeWithExponentBase(float* vec, int size, int head_size, int pos, float theta, bool interleaved,
-                                   int exponent_base) {
+  // The reference rotation with frequencies theta^(-2i / exponent_base): the
+  // model's table inv_freq[i] = theta^(-2i / head_size), raised to
+  // head_size / exponent_base (exact for an unscaled table).
+  static void RopeWithExponentBase(float* vec, int size, int head_size, int pos, const float* inv_freq,
+                                   bool interleaved, int exponent_base) {
     const int half = head_size / 2;
+    const float power = static_cast<float>(head_size) / static_cast<float>(exponent_base);
     for (int i = 0; i < half; i++) {
-      const float val = static_cast<float>(pos) / powf(theta, static_cast<float>(2 * i) / exponent_base);
+      const float val = static_cast<float>(pos) * powf(inv_freq[i], power);
       const float fcr = cosf(val), fci = sinf(val);
       for (int base = 0; base < size; base += head_size) {
         const int x = interleaved ? base + 2 * i : base + i;

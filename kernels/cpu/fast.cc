@@ -124,19 +124,12 @@ class Fast final : public Backend {
     }
   }
 
-  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
+  void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     const int half = head_size / 2;
-    // The frequencies depend only on (head_size, theta): computed once, with the
-    // reference's exact arithmetic, so the rotation stays bit-identical.
-    if (freq_head_size_ != head_size || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
-      freqs_.resize(half);
-      for (int i = 0; i < half; i++)
-        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
-      freq_head_size_ = head_size;
-      freq_theta_ = theta;
-    }
+    // Each pair's angle once for every head; the reference's arithmetic, so
+    // the rotation stays bit-identical.
     for (int i = 0; i < half; i++) {
-      float val = static_cast<float>(pos) * freqs_[i];
+      float val = static_cast<float>(pos) * inv_freq[i];
       float fcr = cosf(val), fci = sinf(val);
       for (int base = 0; base < size; base += head_size) {
         const int x = interleaved ? base + 2 * i : base + i;
@@ -152,9 +145,6 @@ class Fast final : public Backend {
 
  private:
   ThreadPool pool_;
-  std::vector<float> freqs_;
-  int freq_head_size_ = 0;
-  float freq_theta_ = 0.0f;
 };
 
 }  // namespace

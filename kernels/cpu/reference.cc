@@ -57,8 +57,8 @@ class Reference final : public Backend {
     for (int h = 0; h < a.n_heads; h++) AttendOneHead(a, h);
   }
 
-  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
-    RopeReference(vec, size, head_size, pos, theta, interleaved);
+  void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
+    RopeReference(vec, size, head_size, pos, inv_freq, interleaved);
   }
 
   void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
