@@ -331,7 +331,7 @@ bool ConfineProcess(const std::vector<int>& cpus) {
 
 struct BenchOptions {
   std::string model, backend = "fast", output = "json", from_json, dump_times, dtype = "f32";
-  int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0, ctx = 0;
+  int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0, ctx = kModelContext;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
 };

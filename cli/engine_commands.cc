@@ -244,7 +244,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
         ->check(CLI::IsMember({"text", "ids"}));
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
-    auto ctx = std::make_shared<int>(0);
+    auto ctx = std::make_shared<int>(kModelContext);
     sub->add_option("--ctx", *ctx, kCtxHelp);
     reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *ctx); });
   }
@@ -258,7 +258,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
-    auto ctx = std::make_shared<int>(0);
+    auto ctx = std::make_shared<int>(kModelContext);
     sub->add_option("--ctx", *ctx, kCtxHelp);
     reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *ctx); });
   }

@@ -151,7 +151,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                   "candidate's weights: f32, bf16 or q8_0, converted at load (the reference keeps f32)")
       ->capture_default_str();
   sub->add_flag("--json", *json, "print the verity.parity/1 JSON object (summary line on stderr)");
-  auto ctx = std::make_shared<int>(0);
+  auto ctx = std::make_shared<int>(kModelContext);
   sub->add_option("--ctx", *ctx, kCtxHelp);
   reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json, *ctx); });
 

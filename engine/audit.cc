@@ -1,4 +1,5 @@
 #include "engine/audit.h"
+#include "engine/weights.h"
 
 #include <filesystem>
 #include <fstream>
@@ -29,8 +30,6 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     fatal("config: " + cfg.status().message());
     return r;
   }
-  const auto expected = ExpectedTensors(cfg.value());
-  r.tensors = static_cast<int>(expected.size());
   // The dtype the config declares, when it declares one (torch_dtype).
   std::string want_dtype;
   {
@@ -76,6 +75,13 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     return r;
   }
 
+  // The config's dimensions against the headers, before it sizes anything.
+  if (Status fit = CheckConfigAgainstCheckpoint(cfg.value(), where, dir); !fit.ok()) {
+    fatal("config: " + fit.message());
+    return r;
+  }
+  const auto expected = ExpectedTensors(cfg.value());
+  r.tensors = static_cast<int>(expected.size());
   std::map<std::string, Result<SafetensorsHeader>> shards;
   for (const auto& [name, shard] : where)
     if (!shards.count(shard)) shards.emplace(shard, ReadSafetensorsHeader(dir + "/" + shard));

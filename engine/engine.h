@@ -2,6 +2,7 @@
 // on a kernel backend, sample. Everything a caller needs is declared here.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -172,10 +173,12 @@ struct Model {
 // on stderr naming the tensor. q8_0 needs every matrix's columns to be a
 // multiple of 32 (the FFN width is padded, see Model::ffn_dim); an error names
 // the first tensor that is not.
-// `ctx` > 0 sets the context (SetContext: an error names --ctx unless it is
-// in [1, max_positions]); 0 keeps the default (kDefaultContext).
+// `ctx` other than kModelContext sets the context (SetContext: an error names
+// --ctx unless it is in [1, max_positions]); kModelContext keeps the format's
+// default (llama2.c: seq_len; HF and GGUF: min(max_positions, kDefaultContext)).
+inline constexpr int kModelContext = INT32_MIN;
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32,
-                                         int ctx = 0);
+                                         int ctx = kModelContext);
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype = kernels::DType::kF32);
 
 // What a model costs in memory traffic and residence, for bandwidth figures.

@@ -347,10 +347,61 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir, std::vector<std::string
   return c;
 }
 
+Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const std::map<std::string, std::string>& where,
+                                    const std::string& dir) {
+  const std::string cfg = dir + "/config.json";
+  std::map<std::string, Result<SafetensorsHeader>> headers;
+  // The shape a header declares for `name`; nullptr when no readable header
+  // names it (the loader and the audit name what is missing or unreadable).
+  auto shape_of = [&](const std::string& name) -> const std::vector<int64_t>* {
+    auto it = where.find(name);
+    if (it == where.end()) return nullptr;
+    if (!headers.count(it->second)) headers.emplace(it->second, ReadSafetensorsHeader(dir + "/" + it->second));
+    const auto& h = headers.at(it->second);
+    if (!h.ok()) return nullptr;
+    auto e = h->tensors.find(name);
+    return e == h->tensors.end() ? nullptr : &e->second.shape;
+  };
+  // Layers: the last one the config implies must be named, and no later one.
+  const std::string last = "model.layers." + std::to_string(c.n_layers - 1) + ".input_layernorm.weight";
+  const std::string after = "model.layers." + std::to_string(c.n_layers) + ".input_layernorm.weight";
+  if (!where.count(last) || where.count(after))
+    return Status::Error(cfg + ": num_hidden_layers is " + std::to_string(c.n_layers) + " but the checkpoint " +
+                         (where.count(after) ? "also holds " + after : "does not hold " + last));
+  struct Want {
+    std::string tensor;
+    int dim;
+    int64_t value;
+    std::string key;
+  };
+  const std::string l0 = "model.layers.0.";
+  std::vector<Want> wants = {{"model.embed_tokens.weight", 0, c.vocab_size, "vocab_size"},
+                             {"model.embed_tokens.weight", 1, c.dim, "hidden_size"},
+                             {l0 + "self_attn.q_proj.weight", 0, static_cast<int64_t>(c.n_heads) * c.head_dim,
+                              "num_attention_heads x head_dim (" + std::to_string(c.n_heads) + " x " +
+                                  std::to_string(c.head_dim) + ")"},
+                             {l0 + "self_attn.k_proj.weight", 0, static_cast<int64_t>(c.n_kv_heads) * c.head_dim,
+                              "num_key_value_heads x head_dim (" + std::to_string(c.n_kv_heads) + " x " +
+                                  std::to_string(c.head_dim) + ")"}};
+  if (c.n_experts > 0) {
+    wants.push_back({l0 + "block_sparse_moe.gate.weight", 0, c.n_experts, "num_local_experts"});
+    wants.push_back({l0 + "block_sparse_moe.experts.0.w1.weight", 0, c.hidden_dim, "intermediate_size"});
+  } else {
+    wants.push_back({l0 + "mlp.gate_proj.weight", 0, c.hidden_dim, "intermediate_size"});
+  }
+  for (const Want& w : wants) {
+    const std::vector<int64_t>* shape = shape_of(w.tensor);
+    if (!shape) continue;  // absent: the loader or the audit names it
+    if (static_cast<int>(shape->size()) != 2 || (*shape)[w.dim] != w.value)
+      return Status::Error(cfg + ": " + w.key + " is " + std::to_string(w.value) + " but tensor " + w.tensor +
+                           " has shape " + ShapeString(*shape));
+  }
+  return OkStatus();
+}
+
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype) {
   std::vector<std::string> config_notes;
   VERITY_ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(dir, &config_notes));
-  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   // Where each tensor lives: the index, or the single model.safetensors.
   std::map<std::string, std::string> where;
   const std::string index_path = dir + "/model.safetensors.index.json";
@@ -364,6 +415,8 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
   } else {
     return Status::Error(dir + ": neither model.safetensors.index.json nor model.safetensors");
   }
+  VERITY_RETURN_IF_ERROR(CheckConfigAgainstCheckpoint(c, where, dir));
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   std::set<std::string> wanted;
   for (const auto& t : expected) {
     wanted.insert(t.name);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <random>
 
 #include "engine/engine.h"
@@ -108,8 +109,14 @@ Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::D
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype, int ctx) {
-  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path, dtype));
-  if (ctx != 0) {
+  Result<std::unique_ptr<Model>> loaded = Status::Error(path + ": not loaded");
+  try {
+    loaded = LoadModelFile(path, dtype);
+  } catch (const std::bad_alloc&) {  // sizes are checked against the files first; this is the last line
+    return Status::Error(path + ": out of memory while loading the weights (as " + kernels::DTypeName(dtype) + ")");
+  }
+  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, std::move(loaded));
+  if (ctx != kModelContext) {
     Status s = SetContext(model->config, ctx);
     if (!s.ok()) return Status::Error(path + ": " + s.message());
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "engine/engine.h"
@@ -70,5 +71,13 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
 // Loads a llama-architecture GGUF file (engine/gguf_model.cc; LoadModel
 // calls it for files that begin with "GGUF").
 Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::DType dtype);
+
+// Before anything is sized by a Hugging Face config: its dimensions against
+// the shapes the checkpoint's safetensors headers declare (`where`: tensor ->
+// shard file in `dir`), each error naming the config.json key
+// (num_hidden_layers, vocab_size, hidden_size, num_attention_heads x head_dim,
+// num_key_value_heads x head_dim, intermediate_size, num_local_experts).
+Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const std::map<std::string, std::string>& where,
+                                    const std::string& dir);
 
 }  // namespace verity

@@ -2,8 +2,8 @@
 """An independent float64 reference forward for Llama / Mixtral checkpoints.
 
 Written from the model definition, sharing no code with the verity engine:
-it parses llama2.c `.bin` files and Hugging Face directories (config.json,
-safetensors, shards) itself, runs the forward pass in float64 NumPy and writes
+it parses llama2.c `.bin` files, Hugging Face directories (config.json,
+safetensors, shards) and llama GGUF files (F32/F16/BF16/Q8_0) itself, runs the forward pass in float64 NumPy and writes
 a reference logits file (format: docs/parity.md, "Reference logits files"),
 which `verity parity --against FILE` compares the engine with.
 
@@ -47,6 +47,7 @@ class Config:
         self.seq_len = 0         # context: positions the model may see
         self.rope_theta = 10000.0
         self.rope_scaling = None  # None or a dict with "type" linear|llama3 and its numbers
+        self.freq_factors = None  # GGUF rope_freqs.weight: pair i's frequency divided by factor i
         self.interleaved = True   # llama2.c pairs (2i, 2i+1); HF rotates halves (i, i+hd/2)
         self.norm_eps = 1e-5
         self.tied = False         # classifier = token embedding
@@ -59,7 +60,8 @@ class Config:
             "hidden_size": self.dim, "intermediate_size": self.hidden_dim, "num_hidden_layers": self.n_layers,
             "num_attention_heads": self.n_heads, "num_key_value_heads": self.n_kv_heads, "head_dim": self.head_dim,
             "vocab_size": self.vocab_size, "context": self.seq_len, "rope_theta": self.rope_theta,
-            "rope_scaling": self.rope_scaling, "rope_pairs": "interleaved" if self.interleaved else "halves",
+            "rope_scaling": self.rope_scaling, "rope_freq_factors": None if self.freq_factors is None
+            else [float(f) for f in self.freq_factors], "rope_pairs": "interleaved" if self.interleaved else "halves",
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
             "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k,
         }
@@ -319,12 +321,180 @@ def load_hf(d):
     return c, w
 
 
+# ----------------------------------------------------------------------------
+# GGUF files (llama architecture): metadata, tensor infos, aligned data.
+# Spec: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
+
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+
+
+class GgufReader:
+    def __init__(self, path):
+        self.path, self.data, self.at = path, read_bytes(path), 0
+
+    def take(self, fmt):
+        n = struct.calcsize(fmt)
+        if self.at + n > len(self.data):
+            raise RefError("%s: truncated at offset %d" % (self.path, self.at))
+        (v,) = struct.unpack_from(fmt, self.data, self.at)
+        self.at += n
+        return v
+
+    def string(self):
+        n = self.take("<Q")
+        if self.at + n > len(self.data):
+            raise RefError("%s: a string runs past the end" % self.path)
+        s = self.data[self.at:self.at + n].decode("utf-8", errors="replace")
+        self.at += n
+        return s
+
+    def value(self, t):
+        if t in GGUF_SCALARS:
+            return self.take(GGUF_SCALARS[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et, n = self.take("<I"), self.take("<Q")
+            if n > len(self.data):
+                raise RefError("%s: array of %d entries cannot fit" % (self.path, n))
+            return [self.value(et) for _ in range(n)]
+        raise RefError("%s: unknown GGUF value type %d" % (self.path, t))
+
+
+def f16_bits_to_f64(raw):
+    return raw.view("<f2").astype(np.float64)
+
+
+def read_gguf(path):
+    """Returns (metadata dict, {name: float64 array in row-major [rows, cols] order})."""
+    r = GgufReader(path)
+    if r.data[:4] != b"GGUF":
+        raise RefError("%s: not a GGUF file" % path)
+    r.at = 4
+    version = r.take("<I")
+    if version not in (2, 3):
+        raise RefError("%s: GGUF version %d is not supported" % (path, version))
+    n_tensors, n_kv = r.take("<Q"), r.take("<Q")
+    meta = {}
+    for _ in range(n_kv):
+        key = r.string()
+        meta[key] = r.value(r.take("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        dims = [r.take("<Q") for _ in range(r.take("<I"))]
+        infos.append((name, dims, r.take("<I"), r.take("<Q")))
+    align = meta.get("general.alignment", 32)
+    base = (r.at + align - 1) // align * align
+    tensors = {}
+    for name, dims, ggml_type, offset in infos:
+        count = int(np.prod(dims)) if dims else 1
+        at = base + offset
+        if ggml_type == GGML_F32:
+            vals = np.frombuffer(r.data, dtype="<f4", count=count, offset=at).astype(np.float64)
+        elif ggml_type == GGML_F16:
+            vals = f16_bits_to_f64(np.frombuffer(r.data, dtype="<u2", count=count, offset=at))
+        elif ggml_type == GGML_BF16:
+            raw = np.frombuffer(r.data, dtype="<u2", count=count, offset=at)
+            vals = (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        elif ggml_type == GGML_Q8_0:  # blocks of 32: f16 scale d, then 32 int8 q; x = d * q
+            blocks = np.frombuffer(r.data, dtype=np.uint8, count=count // 32 * 34, offset=at).reshape(-1, 34)
+            d = f16_bits_to_f64(blocks[:, :2].copy().view("<u2").reshape(-1))
+            q = blocks[:, 2:].view(np.int8).astype(np.float64)
+            vals = (q * d[:, None]).reshape(-1)
+        else:
+            raise RefError("%s: tensor %s has ggml type %d (supported: F32, F16, BF16, Q8_0)" % (path, name, ggml_type))
+        # GGUF dims are innermost first: [cols, rows] is a row-major [rows, cols] matrix.
+        tensors[name] = vals.reshape(list(reversed(dims)))
+    return meta, tensors
+
+
+def load_gguf(path):
+    meta, t = read_gguf(path)
+    if meta.get("general.architecture") != "llama":
+        raise RefError("%s: general.architecture %r is not llama" % (path, meta.get("general.architecture")))
+
+    def key(k, default=None):
+        if k not in meta:
+            if default is None:
+                raise RefError("%s: required key %s is missing" % (path, k))
+            return default
+        return meta[k]
+    c = Config()
+    c.dim = key("llama.embedding_length")
+    c.hidden_dim = key("llama.feed_forward_length")
+    c.n_layers = key("llama.block_count")
+    c.n_heads = key("llama.attention.head_count")
+    c.n_kv_heads = key("llama.attention.head_count_kv", c.n_heads)
+    c.head_dim = key("llama.attention.key_length", c.dim // c.n_heads)
+    if key("llama.rope.dimension_count", c.head_dim) != c.head_dim:
+        raise RefError("%s: partial RoPE (llama.rope.dimension_count) is not supported" % path)
+    c.seq_len = key("llama.context_length")
+    c.norm_eps = float(key("llama.attention.layer_norm_rms_epsilon"))
+    c.rope_theta = float(key("llama.rope.freq_base", 10000.0))
+    c.n_experts = key("llama.expert_count", 0)
+    c.top_k = key("llama.expert_used_count", 0)
+    c.interleaved = True  # llama.cpp's NORM rope: q/k rows are stored for adjacent pairs
+    kind = key("llama.rope.scaling.type", "none")
+    if kind == "linear":
+        c.rope_scaling = {"type": "linear", "factor": float(key("llama.rope.scaling.factor"))}
+    elif kind != "none":
+        raise RefError("%s: llama.rope.scaling.type %r is not supported" % (path, kind))
+    c.bos = key("tokenizer.ggml.bos_token_id", 1)
+    if "rope_freqs.weight" in t:
+        c.freq_factors = t["rope_freqs.weight"]
+    c.vocab_size = t["token_embd.weight"].shape[0] if "token_embd.weight" in t else 0
+    c.tied = "output.weight" not in t
+    check_config(c, path)
+    used = set()
+
+    def get(name, shape):
+        if name not in t:
+            raise RefError("%s: tensor %s is missing" % (path, name))
+        if tuple(t[name].shape) != tuple(shape):
+            raise RefError("%s: tensor %s has shape %s, the metadata implies %s" % (path, name, list(t[name].shape), list(shape)))
+        used.add(name)
+        return t[name]
+    D, F, V, hd = c.dim, c.hidden_dim, c.vocab_size, c.head_dim
+    qd, kvd = c.n_heads * hd, c.n_kv_heads * hd
+    w = {"embed": get("token_embd.weight", (V, D)), "layers": []}
+    for l in range(c.n_layers):
+        p = "blk.%d." % l
+        L = {"attn_norm": get(p + "attn_norm.weight", (D,)), "wq": get(p + "attn_q.weight", (qd, D)),
+             "wk": get(p + "attn_k.weight", (kvd, D)), "wv": get(p + "attn_v.weight", (kvd, D)),
+             "wo": get(p + "attn_output.weight", (D, qd)), "ffn_norm": get(p + "ffn_norm.weight", (D,))}
+        if c.n_experts:
+            L["router"] = get(p + "ffn_gate_inp.weight", (c.n_experts, D))
+            g = get(p + "ffn_gate_exps.weight", (c.n_experts, F, D))
+            dn = get(p + "ffn_down_exps.weight", (c.n_experts, D, F))
+            up = get(p + "ffn_up_exps.weight", (c.n_experts, F, D))
+            L["experts"] = [{"w1": g[e], "w2": dn[e], "w3": up[e]} for e in range(c.n_experts)]
+        else:
+            L["w1"] = get(p + "ffn_gate.weight", (F, D))
+            L["w3"] = get(p + "ffn_up.weight", (F, D))
+            L["w2"] = get(p + "ffn_down.weight", (D, F))
+        w["layers"].append(L)
+    w["norm"] = get("output_norm.weight", (D,))
+    w["lm_head"] = w["embed"] if c.tied else get("output.weight", (V, D))
+    used.add("rope_freqs.weight")
+    extra = sorted(set(t) - used)
+    if extra:
+        raise RefError("%s: unexpected tensor %s (the reference does not know what it does)" % (path, extra[0]))
+    return c, w
+
+
+def is_gguf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
 def load_model(path):
     if os.path.isdir(path):
         return load_hf(path)
     if not os.path.isfile(path):
         raise RefError("%s: no such model file or directory" % path)
-    return load_llama2c(path)
+    return load_gguf(path) if is_gguf(path) else load_llama2c(path)
 
 
 def model_sha256(path):
@@ -350,6 +520,8 @@ def inverse_frequencies(c):
     Face defines it (linear: / factor; llama3: by wavelength band)."""
     hd = c.head_dim
     inv = 1.0 / (c.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    if c.freq_factors is not None:  # llama.cpp's form of Llama 3 scaling: theta_i / factor_i
+        inv = inv / c.freq_factors
     s = c.rope_scaling
     if s is None:
         return inv
@@ -519,7 +691,7 @@ def read_ids(path):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="llama2.c .bin file or Hugging Face directory")
+    ap.add_argument("model", help="llama2.c .bin file, Hugging Face directory or llama GGUF file")
     ap.add_argument("--out", required=True, help="reference logits file to write")
     ap.add_argument("--tokens", help="file of token ids (teacher-forced); default: BOS alone")
     ap.add_argument("--greedy", type=int, default=0,
@@ -558,7 +730,7 @@ def main(argv):
         "schema": SCHEMA,
         "generator": "tests/reference/llama_ref.py (NumPy %s, float64)" % np.__version__,
         "model": {"path": a.model_name or a.model, "sha256": model_sha256(a.model),
-                  "format": "hf" if os.path.isdir(a.model) else "llama2c"},
+                  "format": "hf" if os.path.isdir(a.model) else "gguf" if is_gguf(a.model) else "llama2c"},
         "config": c.as_json(),
         "vocab_size": c.vocab_size,
         "tokens": ids,
