@@ -4,6 +4,7 @@
 // one (counted steps and why), never matched up by float values.
 #include "reports/report.h"
 
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <map>
 
+#include "ledger/drift.h"
 #include "ledger/format.h"
 #include "ledger/read_model.h"
 
@@ -49,6 +51,16 @@ std::string Cell(std::string s) {
   return o;
 }
 std::string Id(int64_t v) { return std::to_string(v); }
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    out.push_back(text.substr(at, nl - at));
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return out;
+}
 
 // " · workload `stories260K.bin f32 1t pp256+tg256`", or nothing for the unnamed workload.
 std::string WorkloadSuffix(const LadderView& l) {
@@ -384,6 +396,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
                      "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+
+  // Drift: what single comparisons miss.
+  md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
+        "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
+        std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
+  for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
 
   // Retractions.
   md += "\n## Retracted numbers\n";
