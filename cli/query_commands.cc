@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "ledger/drift.h"
 #include "ledger/ledger.h"
+#include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
 namespace verity::cli {
@@ -108,14 +109,31 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes.");
+    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains.");
     auto q = std::make_shared<Query>();
     auto what = std::make_shared<std::string>("all");
     AddQueryOptions(sub, *q);
-    sub->add_option("KIND", *what, "reverts | retractions | none | all")
-        ->check(CLI::IsMember({"reverts", "retractions", "none", "all"}))
+    sub->add_option("KIND", *what, "reverts | retractions | none | all | predictions")
+        ->check(CLI::IsMember({"reverts", "retractions", "none", "all", "predictions"}))
         ->capture_default_str();
     reg.On(sub, [=] {
+      if (*what == "predictions") {
+        // Each author's predicted vs measured gains: bias, median error, share within 2x.
+        auto load = [](ledger::Ledger& l) -> Result<ledger::PredictionsView> {
+          VERITY_ASSIGN_OR_RETURN(auto changes, ledger::LoadChangeViews(l.db()));
+          return ledger::PredictionRecord(changes);
+        };
+        return Run(
+            *q,
+            [=](ledger::Ledger& l) -> Result<nlohmann::json> {
+              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+              return ledger::ToJson(v);
+            },
+            [=](ledger::Ledger& l) -> Result<std::string> {
+              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+              return ledger::ToText(v);
+            });
+      }
       return Run(
           *q, [&](ledger::Ledger& l) { return l.History(*what); },
           [&](ledger::Ledger& l) -> Result<std::string> {

@@ -14,6 +14,7 @@
 
 #include "ledger/drift.h"
 #include "ledger/format.h"
+#include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
 namespace verity::reports {
@@ -396,6 +397,24 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
                      "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+
+  // Predictions: every scored change was predicted first.
+  const ledger::PredictionsView pv = ledger::PredictionRecord(d.changes);
+  md += "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
+        "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
+  if (pv.authors.empty()) {
+    md += "No predicted change has a measured gain yet.\n";
+  } else {
+    md += "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& a : pv.authors)
+      md += "| " + Cell(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
+            F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) +
+            " | " + std::to_string(a.surprises) + " |\n";
+    md += "\n| change | author | predicted | measured | verdict | surprise |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& e : pv.entries)
+      md += "| " + Id(e.change) + " " + Cell(e.title) + " | " + Cell(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
+            ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
+  }
 
   // Drift: what single comparisons miss.
   md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
