@@ -251,7 +251,7 @@ std::string Print(const BenchRecord& r, const std::string& output) {
 [[maybe_unused]] double F32WeightBytesPerToken(const ModelConfig& c) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
   const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
-  const double layer = 2.0 * dim + 2.0 * dim * dim + 2.0 * kv * dim + ffn;
+  const double layer = 2.0 * dim + 2.0 * c.q_dim() * dim + 2.0 * kv * dim + ffn;  // q and o: q_dim x dim
   return 4.0 * (c.n_layers * layer + dim + static_cast<double>(c.vocab_size) * dim + dim);
 }
 
@@ -275,10 +275,10 @@ double WeightBytesPerToken(const M& m) {
 double PrefillFlops(const ModelConfig& c, int n) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
   const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
-  const double layers = 2.0 * c.n_layers * (2.0 * dim * dim + 2.0 * kv * dim + ffn);
+  const double layers = 2.0 * c.n_layers * (2.0 * c.q_dim() * dim + 2.0 * kv * dim + ffn);
   const double classifier = 2.0 * static_cast<double>(c.vocab_size) * dim;
   const double positions_attended = static_cast<double>(n) * (n + 1) / 2.0;  // sum of (pos + 1)
-  return layers * n + classifier + 2.0 * 2.0 * dim * c.n_layers * positions_attended;
+  return layers * n + classifier + 2.0 * 2.0 * c.q_dim() * c.n_layers * positions_attended;
 }
 
 // VmHWM (peak resident set) in MiB, from /proc/self/status.
@@ -457,7 +457,7 @@ int RunBench(BenchOptions o) {
                                            : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
                                                  std::to_string(o.gen_tokens);
     return Fail(Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
-                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ", --ctx)"));
+                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ") set by --ctx"));
   }
   auto made = Transformer::Create(**model, std::move(kern.value()));
   if (!made.ok()) return Fail(made.status());

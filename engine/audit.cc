@@ -1,6 +1,8 @@
 #include "engine/audit.h"
 #include "engine/weights.h"
 
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,6 +31,14 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
   if (!cfg.ok()) {
     fatal("config: " + cfg.status().message());
     return r;
+  }
+  {
+    // How many tensors the config implies, counted (ExpectedTensors lists them
+    // only after the config has been checked against the headers).
+    const ModelConfig& c = cfg.value();
+    const int64_t per_layer = 6 + (c.n_experts > 0 ? 1 + 3 * static_cast<int64_t>(c.n_experts) : 3);
+    const int64_t count = 2 + static_cast<int64_t>(c.n_layers) * per_layer + (c.shared_classifier ? 0 : 1);
+    r.tensors = static_cast<int>(std::min<int64_t>(count, INT32_MAX));
   }
   // The dtype the config declares, when it declares one (torch_dtype).
   std::string want_dtype;
@@ -81,7 +91,6 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     return r;
   }
   const auto expected = ExpectedTensors(cfg.value());
-  r.tensors = static_cast<int>(expected.size());
   std::map<std::string, Result<SafetensorsHeader>> shards;
   for (const auto& [name, shard] : where)
     if (!shards.count(shard)) shards.emplace(shard, ReadSafetensorsHeader(dir + "/" + shard));

@@ -101,8 +101,9 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
   }
   {
     const std::string dir = External("shape", "--bad-shape model.layers.0.self_attn.k_proj.weight");
-    ExpectAuditFails(dir, "model.layers.0.self_attn.k_proj.weight: shape [64x32]");
-    ExpectLoadFails(dir, "tensor model.layers.0.self_attn.k_proj.weight has shape [64x32], config implies [32x64]");
+    // Checked against the config before anything is sized from it: the key and the tensor named.
+    ExpectAuditFails(dir, "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight has shape [64x32]");
+    ExpectLoadFails(dir, "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight has shape [64x32]");
   }
   {
     const std::string dir = External("eps");

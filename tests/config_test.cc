@@ -93,7 +93,7 @@ TEST(Config, TheContextIsTheUsersChoice) {
   ExpectNamedError(Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 2 --ids '1 2 3' --out " + out),
                    {"--ids: 3 ids exceed the context seq_len=2 (--ctx)"});
   ExpectNamedError(Shell(VerityBin() + " bench --model " + Model("stories260K.bin") + " --ctx 16 --steps 32"),
-                   {"--steps 32 = 32 positions exceed the model's context (seq_len 16, --ctx)"});
+                   {"--steps 32 = 32 positions exceed the model's context (seq_len 16) set by --ctx"});
   // A smaller context changes nothing the model computes within it.
   auto full = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids '1 403 407' --out " + out);
   auto small = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 3 --ids '1 403 407' --out " + out + "3");
