@@ -227,9 +227,13 @@ TEST(Config, Llama3AndLlama2StyleModelsMatchTheIndependentReference) {
   const std::string dir = test::TempDir("styles");
   const std::string v = VerityBin();
   int matched = 0;
-  for (const std::string like : {"llama3", "llama2"}) {
+  const std::vector<std::pair<std::string, std::string>> styles = {
+      {"llama3", "--like llama3"},
+      {"llama2", "--like llama2"},
+      {"linear", "--like llama2 --config '{\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":4.0}}'"}};
+  for (const auto& [like, args] : styles) {
     const std::string hf = dir + "/" + like, gguf = dir + "/" + like + ".gguf";
-    ASSERT_EQ(Shell(v + " synth --like " + like + " --out " + hf).exit_code, 0);
+    ASSERT_EQ(Shell(v + " synth " + args + " --out " + hf).exit_code, 0);
     auto cfg = nlohmann::json::parse(test::ReadFile(hf + "/config.json"));
     if (like == "llama3") {
       EXPECT_EQ(cfg["head_dim"], 32);
@@ -238,9 +242,11 @@ TEST(Config, Llama3AndLlama2StyleModelsMatchTheIndependentReference) {
       EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "llama3");
       EXPECT_EQ(cfg["tie_word_embeddings"], true);
       EXPECT_EQ(cfg["eos_token_id"], nlohmann::json::array({257, 258}));
-    } else {
+    } else if (like == "llama2") {
       EXPECT_EQ(cfg["tie_word_embeddings"], false);
       EXPECT_TRUE(cfg["rope_scaling"].is_null());
+    } else {
+      EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "linear");
     }
     ASSERT_EQ(Shell(v + " convert --model " + hf + " --to gguf --out " + gguf).exit_code, 0);
     for (const std::string& model : {hf, gguf}) {
@@ -261,7 +267,7 @@ TEST(Config, Llama3AndLlama2StyleModelsMatchTheIndependentReference) {
     }
   }
   std::printf("styles: %d model/backend pairs matched the reference (worst mean KL <= 1e-6, top-1 1)\n", matched);
-  EXPECT_EQ(matched, 8);
+  EXPECT_EQ(matched, 12);
   // The match could fail: dropping the llama3 scaling, or the head_dim, moves the logits.
   const std::string ids = "256 17 99 3 250 18 7 77 123 200 31 64 65 66 67 68 69 70 71 72";
   auto logits = [&](const std::string& model) {
