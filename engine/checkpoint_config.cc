@@ -38,6 +38,16 @@ constexpr int kHeaderInts = 7;
 const char* kFieldNames[kHeaderInts] = {"dim", "hidden_dim", "n_layers", "n_heads",
                                         "n_kv_heads", "vocab_size", "seq_len"};
 
+// The product of `factors`, or false when it overflows int64 (header fields
+// are int32, so a layer count times two widths can).
+bool Product(std::initializer_list<int64_t> factors, int64_t* out) {
+  int64_t p = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) return false;
+  *out = p;
+  return true;
+}
+
 }  // namespace
 
 int64_t Llama2cLayout::total() const {
@@ -45,22 +55,23 @@ int64_t Llama2cLayout::total() const {
 }
 
 Result<Llama2cLayout> Llama2cLayoutOf(const ModelConfig& c, const std::string& where) {
-  (void)where;
   const int64_t L = c.n_layers, d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
-  Llama2cLayout l;
-  l.embedding = V * d;
-  l.rms_att = L * d;
-  l.wq = L * d * d;
-  l.wk = L * d * kv;
-  l.wv = L * d * kv;
-  l.wo = L * d * d;
-  l.rms_ffn = L * d;
-  l.w1 = L * h * d;
-  l.w2 = L * d * h;
-  l.w3 = L * h * d;
-  l.rms_final = d;
-  l.rope_tables = 2 * static_cast<int64_t>(c.seq_len) * c.head_size() / 2;  // unused legacy tables
-  l.classifier = c.shared_classifier ? 0 : V * d;
+  Llama2cLayout l{};  // zeros where a product overflowed
+  bool ok = Product({V, d}, &l.embedding) && Product({L, d}, &l.rms_att) && Product({L, d, d}, &l.wq) &&
+            Product({L, d, kv}, &l.wk) && Product({L, d, kv}, &l.wv) && Product({L, d, d}, &l.wo) &&
+            Product({L, d}, &l.rms_ffn) && Product({L, h, d}, &l.w1) && Product({L, d, h}, &l.w2) &&
+            Product({L, h, d}, &l.w3) && Product({d}, &l.rms_final) &&
+            // The unused legacy RoPE tables: seq_len * head_size / 2 floats, twice.
+            Product({2, c.seq_len, c.head_size() / 2}, &l.rope_tables) &&
+            Product({c.shared_classifier ? 0 : V, d}, &l.classifier);
+  // The sum, and the file size it implies, must fit too.
+  int64_t sum = 0;
+  for (int64_t n : {l.embedding, l.rms_att, l.wq, l.wk, l.wv, l.wo, l.rms_ffn, l.w1, l.w2, l.w3, l.rms_final,
+                    l.rope_tables, l.classifier})
+    ok = ok && !__builtin_add_overflow(sum, n, &sum);
+  int64_t bytes = 0;
+  ok = ok && Product({sum, 4}, &bytes) && !__builtin_add_overflow(bytes, kLlama2cHeaderBytes, &bytes);
+  if (!ok) return Status::Error(where + ": the tensors this config implies exceed 2^63 bytes");
   return l;
 }
 
@@ -126,7 +137,10 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   auto need_float = [&](const char* key, float* dst) -> Status {
     VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
     if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
-    *dst = v.get<float>();
+    // Beyond float range the value would be read as inf (a RoPE without rotation, a norm that zeroes).
+    if (v.get<double>() > FLT_MAX)
+      return Status::Error(path + ": key '" + std::string(key) + "' is " + v.dump() + ", beyond float range");
+    *dst = static_cast<float>(v.get<double>());
     return OkStatus();
   };
   ModelConfig c;

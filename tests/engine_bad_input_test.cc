@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
@@ -65,6 +67,27 @@ TEST(BadInput, InconsistentHeader) {
   // A negative vocab declares an unshared classifier the file does not hold.
   test::WriteFile(dir + "/unshared.bin", WithHeaderField(bytes, 5, -512));
   ExpectFails(Gen(dir + "/unshared.bin", Model("tok512.bin")), "vocab_size=-512");
+}
+
+// Header fields whose tensor sizes overflow int64. The first is the input the
+// llama2c fuzz target found (UBSan: signed overflow); the second wraps to
+// exactly its own 4,124 bytes, which the loader once accepted and then read
+// far past the mapping (SIGBUS).
+TEST(BadInput, HeaderSizesThatOverflowAreNamed) {
+  const std::string dir = test::TempDir("overflow");
+  auto header = [](std::initializer_list<int32_t> fields, size_t body) {
+    std::string b(28 + body, '\0');
+    std::memcpy(b.data(), std::data(fields), 28);
+    return b;
+  };
+  test::WriteFile(dir + "/found.bin", header({1073741856, 32, 8388609, 2, 1, 16, 4104}, 52));
+  ExpectFails(Gen(dir + "/found.bin", Model("tok512.bin")),
+              "file is 80 bytes but the header (dim=1073741856 hidden_dim=32 n_layers=8388609 n_heads=2 n_kv_heads=1 "
+              "vocab_size=16 seq_len=4104) implies more than 2^63 (truncated)");
+  // dim 2^30, 17 layers: each layer matrix is 17 * 2^60 floats, 2^60 after wrapping, and the rest adds up.
+  test::WriteFile(dir + "/wraps.bin", header({1 << 30, 1 << 30, 17, 1 << 20, 1 << 20, (1 << 30) - 35, 1}, 4096));
+  ExpectFails(Gen(dir + "/wraps.bin", Model("tok512.bin")), "file is 4124 bytes but the header (dim=1073741824");
+  ExpectFails(Gen(dir + "/wraps.bin", Model("tok512.bin")), "implies more than 2^63 (truncated)");
 }
 
 TEST(BadInput, TokenizerVocabularyDiffersFromModel) {
