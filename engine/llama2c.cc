@@ -15,14 +15,6 @@
 #include "engine/weights.h"
 
 namespace verity {
-Status CheckRegularFile(const std::string& path, const char* what) {
-  std::error_code ec;
-  auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) return Status::Error(path + ": " + what + " does not exist");
-  if (!std::filesystem::is_regular_file(st)) return Status::Error(path + ": " + what + " is not a regular file");
-  return OkStatus();
-}
-
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);

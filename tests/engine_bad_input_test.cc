@@ -105,6 +105,28 @@ TEST(BadInput, TokenizerVocabularyDiffersFromModel) {
   ExpectFails(Gen(Model("stories260K.bin"), dir + "/cut.bin"), "truncated tokenizer entry 511");
 }
 
+// Found by the tokenizer_bin fuzz target: with fewer than 259 entries, byte
+// fallback emitted ids past the vocabulary and Encode read past its end.
+TEST(BadInput, SmallTokenizerVocabularyStaysInRange) {
+  auto file = [](std::initializer_list<std::string> pieces) {
+    std::string b(4, '\0');
+    b[0] = 8;  // max_token_length
+    for (const std::string& p : pieces) {
+      const float score = 0;
+      const int32_t len = static_cast<int32_t>(p.size());
+      b.append(reinterpret_cast<const char*>(&score), 4).append(reinterpret_cast<const char*>(&len), 4).append(p);
+    }
+    return b;
+  };
+  auto t = Tokenizer::Parse(file({"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "b", "c", "ab"}), "tok8.bin");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // "x" and the two bytes of "\xC3\xA9" are not pieces, and ids 3 + byte would be past the 8 entries: <unk>.
+  EXPECT_EQ(t->Encode("abx\xC3\xA9" "c", true, true), (std::vector<int>{1, 3, 7, 0, 0, 0, 6, 2}));
+  auto two = Tokenizer::Parse(file({"<unk>", "<s>"}), "tok2.bin");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().message(), "tok2.bin: tokenizer holds 2 entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
+}
+
 TEST(BadInput, PromptAndStepsBeyondContext) {
   std::string long_prompt;
   for (int i = 0; i < 200; i++) long_prompt += "Once upon a time ";

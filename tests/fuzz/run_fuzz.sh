@@ -6,7 +6,7 @@
 # (verdict=FAIL, the log's tail and exit 1 on a crash, a failed invariant, a
 # leak, a timeout or a build failure). docs/fuzzing.md lists the targets.
 # usage: tests/fuzz/run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]
-#   TARGET: safetensors | gguf | llama2c | hf_config
+#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin
 #   e.g. a long run: nice -n 19 tests/fuzz/run_fuzz.sh . build 600 llama2c -runs=1000000
 set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
@@ -23,6 +23,7 @@ case "$target" in
   gguf) sources=(formats/gguf.cc) max_len=16384 ;;
   llama2c) sources=(engine/checkpoint_config.cc) max_len=16384 ;;
   hf_config) sources=(engine/checkpoint_config.cc) max_len=4096 ;;
+  tokenizer_bin) sources=(engine/tokenizer.cc engine/files.cc) max_len=16384 ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
 
@@ -75,6 +76,20 @@ case "$target" in
     seed "$v" synth --out "$work/moe" --config "$moe"
     cp "$work/moe/config.json" "$seeds/moe.json"
     dict=(-dict="$src/tests/fuzz/hf_config.dict") ;;
+  tokenizer_bin)
+    # The shipped 512-entry tokenizer (6 KB, whole), and a 300-entry one (the
+    # format's 3 specials, 256 byte pieces, 41 merges) written here.
+    cp "$src/models/tok512.bin" "$seeds/tok512.bin"
+    /usr/bin/python3 - "$seeds/tok300.bin" <<'PY' || fail "(could not write the tok300 seed)"
+import struct, sys
+pieces = [b"<unk>", b"\n<s>\n", b"\n</s>\n"] + [b"<0x%02X>" % i for i in range(256)]
+pieces += [w.encode() for w in " t th the e he  a an and o on  on ce ne nce once u up upo upon i im ti tim time".split(" ")][:41]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<i", max(len(p) for p in pieces)))
+    for i, p in enumerate(pieces):
+        f.write(struct.pack("<fi", -float(i), len(p)) + p)
+PY
+    ;;
 esac
 
 # New inputs go to corpus/ (kept between runs); seeds/ is rewritten each run.
