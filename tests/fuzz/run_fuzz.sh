@@ -12,7 +12,6 @@ set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
 src=$1 build=$2 seconds=$3 target=$4
 shift 4
-out="$build/fuzz-$target"
 fail() { echo "fuzz: target=$target $* verdict=FAIL"; exit 1; }
 v="$build/cli/verity"
 [ -x "$v" ] || fail "(no verity binary at $v to write seeds)"
@@ -27,6 +26,8 @@ case "$target" in
   *) fail "(unknown target; see the usage line)" ;;
 esac
 
+mkdir -p "$build/fuzz-$target" || fail "(cannot create $build/fuzz-$target)"
+out=$(cd "$build/fuzz-$target" && pwd)  # absolute: the build below runs in the source directory
 mkdir -p "$out/corpus" && rm -rf "$out/seeds" && mkdir -p "$out/seeds" || fail "(cannot create $out)"
 clang=$(command -v clang++ || command -v clang++-14)
 [ -n "$clang" ] || fail "(clang++ not found)"
