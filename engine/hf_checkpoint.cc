@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/checkpoint_config.h"
 #include "engine/engine.h"
 #include "engine/safetensors.h"
 #include "engine/weights.h"
@@ -148,202 +149,32 @@ Result<std::string> ReadText(const std::string& path) {
 
 }  // namespace
 
-namespace {
-
-// Keys verity reads, and keys a Llama/Mixtral config.json may carry that
-// change nothing it computes at inference (training, bookkeeping). Any other
-// key is reported in a note (docs/config-keys.md).
-const char* const kIgnoredKeys[] = {
-    "architectures", "torch_dtype", "transformers_version", "initializer_range", "use_cache", "attention_dropout",
-    "pretraining_tp", "pad_token_id", "_name_or_path", "router_aux_loss_coef", "router_jitter_noise",
-    "output_router_logits", "return_dict", "output_hidden_states", "output_attentions", "is_encoder_decoder",
-    "dtype", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "vocab_size", "max_position_embeddings", "head_dim", "rms_norm_eps", "rope_theta",
-    "rope_scaling", "tie_word_embeddings", "hidden_act", "num_local_experts", "num_experts_per_tok",
-    "bos_token_id", "eos_token_id"};
-// Keys a Llama/Mixtral config.json may carry that change the math in ways
-// verity does not compute: refused when they hold anything but their neutral value.
-struct Neutral {
-  const char* key;
-  bool (*ok)(const nlohmann::json&);
-  const char* neutral;
-};
-bool FalseOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
-bool Null(const nlohmann::json& v) { return v.is_null(); }
-bool OneOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
-const Neutral kNeutralOnly[] = {
-    {"attention_bias", FalseOrNull, "false"},        {"mlp_bias", FalseOrNull, "false"},
-    {"sliding_window", Null, "null"},                {"partial_rotary_factor", OneOrNull, "1"},
-    {"quantization_config", Null, "absent"},         {"attention_multiplier", Null, "absent"},
-    {"embedding_multiplier", Null, "absent"},        {"logits_scaling", Null, "absent"},
-    {"residual_multiplier", Null, "absent"},         {"qk_layernorm", FalseOrNull, "false"},
-    {"use_qk_norm", FalseOrNull, "false"},           {"no_rope_layers", Null, "absent"},
-    {"layer_types", Null, "absent"},                 {"rope_interleaved", FalseOrNull, "false"}};
-
-// A token id or a list of them (eos_token_id may be either); null is none.
-Result<std::vector<int>> TokenIds(const nlohmann::json& v, const std::string& path, const char* key) {
-  std::vector<int> ids;
-  auto one = [&](const nlohmann::json& x) -> Status {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-      return Status::Error(path + ": key '" + key + "' must be a token id or a list of them, got " + x.dump());
-    ids.push_back(x.get<int>());
-    return OkStatus();
-  };
-  if (v.is_null()) return ids;
-  if (v.is_array()) {
-    for (const auto& x : v) VERITY_RETURN_IF_ERROR(one(x));
-  } else {
-    VERITY_RETURN_IF_ERROR(one(v));
-  }
-  return ids;
-}
-
-Result<RopeScaling> ReadRopeScaling(const nlohmann::json& v, const std::string& path) {
-  RopeScaling s;
-  if (v.is_null()) return s;
-  if (!v.is_object()) return Status::Error(path + ": key 'rope_scaling' must be an object or null");
-  // Newer transformers write rope_type, older ones type; both mean the same.
-  nlohmann::json type = v.contains("rope_type") ? v["rope_type"] : v.contains("type") ? v["type"] : nlohmann::json();
-  if (type.is_null() || type == "default") return s;
-  if (!type.is_string()) return Status::Error(path + ": rope_scaling type must be a string, got " + type.dump());
-  auto num = [&](const char* key, double* dst) -> Status {
-    if (!v.contains(key) || !v[key].is_number())
-      return Status::Error(path + ": rope_scaling (" + type.get<std::string>() + ") needs a number '" + key + "'");
-    *dst = v[key].get<double>();
-    return OkStatus();
-  };
-  if (type == "linear") {
-    s.type = RopeScalingType::kLinear;
-    VERITY_RETURN_IF_ERROR(num("factor", &s.factor));
-  } else if (type == "llama3") {
-    s.type = RopeScalingType::kLlama3;
-    VERITY_RETURN_IF_ERROR(num("factor", &s.factor));
-    VERITY_RETURN_IF_ERROR(num("low_freq_factor", &s.low_freq_factor));
-    VERITY_RETURN_IF_ERROR(num("high_freq_factor", &s.high_freq_factor));
-    VERITY_RETURN_IF_ERROR(num("original_max_position_embeddings", &s.original_max_positions));
-  } else {
-    return Status::Error(path + ": rope_scaling type \"" + type.get<std::string>() +
-                         "\" is not supported (verity computes linear and llama3)");
-  }
-  for (const auto& [key, val] : v.items())
-    if (key != "type" && key != "rope_type" && key != "factor" && key != "low_freq_factor" &&
-        key != "high_freq_factor" && key != "original_max_position_embeddings")
-      return Status::Error(path + ": rope_scaling key '" + key + "' is not part of " + type.get<std::string>() +
-                           " scaling as verity computes it");
-  return s;
-}
-
-Result<nlohmann::json> ReadJsonObject(const std::string& path) {
-  VERITY_ASSIGN_OR_RETURN(std::string text, ReadText(path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    return Status::Error(path + ": not valid JSON");
-  }
-  if (!j.is_object()) return Status::Error(path + ": not a JSON object");
-  return j;
-}
-
-}  // namespace
-
 Result<ModelConfig> ReadHfConfig(const std::string& dir, std::vector<std::string>* notes) {
   const std::string path = dir + "/config.json";
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonObject(path));
-  if (notes) {
-    for (const auto& [key, val] : j.items()) {
-      bool known = false;
-      for (const char* k : kIgnoredKeys) known |= key == k;
-      for (const Neutral& n : kNeutralOnly) known |= key == n.key;
-      if (!known) notes->push_back(path + ": key '" + key + "' is not one verity knows; ignored");
-    }
-  }
-  auto need = [&](const char* key) -> Result<nlohmann::json> {
-    if (!j.contains(key)) return Status::Error(path + ": required key '" + std::string(key) + "' is missing");
-    return j[key];
-  };
-  auto to_int = [&](const char* key, const nlohmann::json& v, int* dst) -> Status {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
-      return Status::Error(path + ": key '" + std::string(key) + "' must be a positive integer");
-    *dst = v.get<int>();
-    return OkStatus();
-  };
-  auto need_int = [&](const char* key, int* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    return to_int(key, v, dst);
-  };
-  auto need_float = [&](const char* key, float* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
-    *dst = v.get<float>();
-    return OkStatus();
-  };
-  ModelConfig c;
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, need("model_type"));
-  if (!type.is_string() || (type != "llama" && type != "mixtral"))
-    return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
-  for (const Neutral& n : kNeutralOnly)
-    if (j.contains(n.key) && !n.ok(j[n.key]))
-      return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " + n.neutral +
-                           " (it changes the math)");
-  VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
-  VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
-  VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
-  VERITY_RETURN_IF_ERROR(need_int("num_attention_heads", &c.n_heads));
-  VERITY_RETURN_IF_ERROR(need_int("num_key_value_heads", &c.n_kv_heads));
-  VERITY_RETURN_IF_ERROR(need_int("vocab_size", &c.vocab_size));
-  VERITY_RETURN_IF_ERROR(need_int("max_position_embeddings", &c.max_positions));
-  // head_dim: absent or null means hidden_size / num_attention_heads (LlamaConfig).
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    VERITY_RETURN_IF_ERROR(to_int("head_dim", j["head_dim"], &c.head_dim));
-  } else {
-    if (c.dim % c.n_heads != 0)
-      return Status::Error(path + ": hidden_size (" + std::to_string(c.dim) + ") is not divisible by num_attention_heads (" +
-                           std::to_string(c.n_heads) + ") and no head_dim is given");
-    c.head_dim = c.dim / c.n_heads;
-  }
-  VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
-  VERITY_RETURN_IF_ERROR(need_float("rope_theta", &c.rope_theta));
-  if (j.contains("rope_scaling")) {
-    VERITY_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(j["rope_scaling"], path));
-  }
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, need("tie_word_embeddings"));
-  if (!tie.is_boolean()) return Status::Error(path + ": key 'tie_word_embeddings' must be true or false");
-  c.shared_classifier = tie.get<bool>();
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, need("hidden_act"));
-  if (act != "silu") return Status::Error(path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
-  if (type == "mixtral") {
-    VERITY_RETURN_IF_ERROR(need_int("num_local_experts", &c.n_experts));
-    VERITY_RETURN_IF_ERROR(need_int("num_experts_per_tok", &c.n_experts_per_tok));
-    if (c.n_experts_per_tok > c.n_experts)
-      return Status::Error(path + ": num_experts_per_tok exceeds num_local_experts");
-  }
-  // BOS/EOS: config.json, then generation_config.json beside it, which wins
-  // for every key it holds (transformers' generate() reads the generation config).
-  nlohmann::json gen;
+  VERITY_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  VERITY_ASSIGN_OR_RETURN(ModelConfig c, ParseHfConfig(text, path, notes));
+  // generation_config.json beside it wins for the ids it holds (transformers'
+  // generate() reads the generation config).
   const std::string gen_path = dir + "/generation_config.json";
   std::error_code ec;
-  if (fs::exists(gen_path, ec)) {
-    VERITY_ASSIGN_OR_RETURN(gen, ReadJsonObject(gen_path));
+  if (!fs::exists(gen_path, ec)) return c;
+  VERITY_ASSIGN_OR_RETURN(std::string gen_text, ReadText(gen_path));
+  nlohmann::json gen;
+  try {
+    gen = nlohmann::json::parse(gen_text);
+  } catch (const std::exception&) {
+    return Status::Error(gen_path + ": not valid JSON");
   }
-  // Absent from both: LlamaConfig's and MixtralConfig's defaults, 1 and 2.
-  c.bos_id = 1;
-  c.eos_ids = {2};
-  for (const char* key : {"bos_token_id", "eos_token_id"}) {
-    const bool from_gen = gen.is_object() && gen.contains(key);
-    if (!from_gen && !j.contains(key)) continue;
-    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, TokenIds(from_gen ? gen[key] : j[key], from_gen ? gen_path : path, key));
-    if (std::string(key) == "eos_token_id") {
-      c.eos_ids = ids;
-    } else if (ids.size() > 1) {
-      return Status::Error((from_gen ? gen_path : path) + ": key 'bos_token_id' must be one token id");
-    } else {
-      c.bos_id = ids.empty() ? -1 : ids[0];
-    }
+  if (!gen.is_object()) return Status::Error(gen_path + ": not a JSON object");
+  if (gen.contains("bos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(gen["bos_token_id"], gen_path, "bos_token_id"));
+    if (ids.size() > 1) return Status::Error(gen_path + ": key 'bos_token_id' must be one token id");
+    c.bos_id = ids.empty() ? -1 : ids[0];
   }
-  c.rope_style = RopeStyle::kHalves;  // the Hugging Face convention
-  c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
-  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+  if (gen.contains("eos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(c.eos_ids, ParseTokenIds(gen["eos_token_id"], gen_path, "eos_token_id"));
+  }
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, gen_path));
   return c;
 }
 
@@ -598,48 +429,19 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
     f << idx.dump(2) << "\n";
     if (!f) return Status::Error(dir + "/model.safetensors.index.json: write failed");
   }
-  nlohmann::json cfg = {{"architectures", {c.n_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
-                        {"model_type", c.n_experts > 0 ? "mixtral" : "llama"},
-                        {"hidden_size", c.dim},
-                        {"intermediate_size", c.hidden_dim},
-                        {"num_hidden_layers", c.n_layers},
-                        {"num_attention_heads", c.n_heads},
-                        {"num_key_value_heads", c.n_kv_heads},
-                        {"vocab_size", c.vocab_size},
-                        {"max_position_embeddings", c.max_positions},
-                        {"head_dim", c.head_dim},
-                        {"rms_norm_eps", static_cast<double>(c.norm_eps)},
-                        {"rope_theta", static_cast<double>(c.rope_theta)},
-                        {"tie_word_embeddings", c.shared_classifier},
-                        {"hidden_act", "silu"},
-                        {"torch_dtype", dtype == "f32" ? "float32" : "bfloat16"}};
-  if (c.n_experts > 0) {
-    cfg["num_local_experts"] = c.n_experts;
-    cfg["num_experts_per_tok"] = c.n_experts_per_tok;
-  }
-  const RopeScaling& rs = c.rope_scaling;
-  if (rs.type == RopeScalingType::kLinear) {
-    cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rs.factor}};
-  } else if (rs.type == RopeScalingType::kLlama3) {
-    cfg["rope_scaling"] = {{"rope_type", "llama3"},
-                           {"factor", rs.factor},
-                           {"low_freq_factor", rs.low_freq_factor},
-                           {"high_freq_factor", rs.high_freq_factor},
-                           {"original_max_position_embeddings", static_cast<int64_t>(rs.original_max_positions)}};
-  } else {
-    cfg["rope_scaling"] = nullptr;
-  }
   if (!c.rope_freq_factors.empty())
     return Status::Error(model.source + ": GGUF rope_freqs factors have no Hugging Face config form; not written");
   // Special tokens in both files, as Hugging Face checkpoints carry them.
   nlohmann::json gen = {{"_from_model_config", true}};
-  if (c.bos_id >= 0) cfg["bos_token_id"] = gen["bos_token_id"] = c.bos_id;
-  if (c.eos_ids.size() == 1) cfg["eos_token_id"] = gen["eos_token_id"] = c.eos_ids[0];
-  if (c.eos_ids.size() > 1) cfg["eos_token_id"] = gen["eos_token_id"] = c.eos_ids;
-  for (const auto& [name, j] : {std::pair<const char*, const nlohmann::json*>{"config.json", &cfg},
-                                {"generation_config.json", &gen}}) {
+  if (c.bos_id >= 0) gen["bos_token_id"] = c.bos_id;
+  if (c.eos_ids.size() == 1) gen["eos_token_id"] = c.eos_ids[0];
+  if (c.eos_ids.size() > 1) gen["eos_token_id"] = c.eos_ids;
+  const std::pair<const char*, std::string> files[] = {
+      {"config.json", HfConfigText(c, dtype == "f32" ? "float32" : "bfloat16")},
+      {"generation_config.json", gen.dump(2) + "\n"}};
+  for (const auto& [name, text] : files) {
     std::ofstream f(dir + "/" + name, std::ios::trunc);
-    f << j->dump(2) << "\n";
+    f << text;
     if (!f) return Status::Error(dir + "/" + name + ": write failed");
   }
   return OkStatus();

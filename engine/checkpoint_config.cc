@@ -1,0 +1,385 @@
+// Checkpoint configs from bytes: the llama2.c header and config.json. Pure
+// parsing (no files, no allocation beyond the result), so the fuzz targets in
+// tests/fuzz/ link this file alone.
+#include "engine/checkpoint_config.h"
+
+#include <cfloat>
+#include <cmath>
+#include <climits>
+#include <cstring>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+
+namespace verity {
+
+Status ValidateConfig(const ModelConfig& c, const std::string& where) {
+  const std::pair<const char*, int> fields[] = {{"dim", c.dim},         {"hidden_dim", c.hidden_dim},
+                                                {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+                                                {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+                                                {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+                                                {"max_positions", c.max_positions}};
+  for (const auto& [name, v] : fields)
+    if (v <= 0) return Status::Error(where + ": " + name + " must be positive, got " + std::to_string(v));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) +
+                         ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
+  if (c.head_dim % 2 != 0)
+    return Status::Error(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
+  if (static_cast<int64_t>(c.n_heads) * c.head_dim > INT32_MAX)
+    return Status::Error(where + ": n_heads x head_dim overflows");
+  if (c.seq_len > c.max_positions)
+    return Status::Error(where + ": context " + std::to_string(c.seq_len) + " exceeds max_positions " +
+                         std::to_string(c.max_positions));
+  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta)) return Status::Error(where + ": rope_theta must be positive");
+  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps)) return Status::Error(where + ": norm epsilon must be positive");
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type != RopeScalingType::kNone && !(s.factor > 0.0 && std::isfinite(s.factor)))
+    return Status::Error(where + ": rope_scaling factor must be a positive number");
+  if (s.type == RopeScalingType::kLlama3 &&
+      !(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && std::isfinite(s.high_freq_factor) &&
+        s.original_max_positions > 0.0 && std::isfinite(s.original_max_positions)))
+    return Status::Error(where + ": rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor and a positive "
+                         "original_max_position_embeddings");
+  if (!c.rope_freq_factors.empty()) {
+    if (static_cast<int>(c.rope_freq_factors.size()) != c.head_dim / 2)
+      return Status::Error(where + ": " + std::to_string(c.rope_freq_factors.size()) +
+                           " RoPE frequency factors for head_dim " + std::to_string(c.head_dim) + " (needs head_dim/2)");
+    for (float f : c.rope_freq_factors)
+      if (!(f > 0.0f) || !std::isfinite(f)) return Status::Error(where + ": a RoPE frequency factor is not positive");
+  }
+  if (c.bos_id >= c.vocab_size)
+    return Status::Error(where + ": bos_token_id " + std::to_string(c.bos_id) + " is outside the vocabulary [0, " +
+                         std::to_string(c.vocab_size) + ")");
+  for (int e : c.eos_ids)
+    if (e < 0 || e >= c.vocab_size)
+      return Status::Error(where + ": eos_token_id " + std::to_string(e) + " is outside the vocabulary [0, " +
+                           std::to_string(c.vocab_size) + ")");
+  return OkStatus();
+}
+
+namespace {
+
+constexpr int kHeaderInts = 7;
+const char* kFieldNames[kHeaderInts] = {"dim", "hidden_dim", "n_layers", "n_heads",
+                                        "n_kv_heads", "vocab_size", "seq_len"};
+
+// The product of `factors`, or false when it overflows int64 (header fields
+// are int32, so a layer count times two widths can).
+bool Product(std::initializer_list<int64_t> factors, int64_t* out) {
+  int64_t p = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) return false;
+  *out = p;
+  return true;
+}
+
+}  // namespace
+
+int64_t Llama2cLayout::total() const {
+  return embedding + rms_att + wq + wk + wv + wo + rms_ffn + w1 + w2 + w3 + rms_final + rope_tables + classifier;
+}
+
+Result<Llama2cLayout> Llama2cLayoutOf(const ModelConfig& c, const std::string& where) {
+  const int64_t L = c.n_layers, d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
+  Llama2cLayout l{};  // zeros where a product overflowed
+  bool ok = Product({V, d}, &l.embedding) && Product({L, d}, &l.rms_att) && Product({L, d, d}, &l.wq) &&
+            Product({L, d, kv}, &l.wk) && Product({L, d, kv}, &l.wv) && Product({L, d, d}, &l.wo) &&
+            Product({L, d}, &l.rms_ffn) && Product({L, h, d}, &l.w1) && Product({L, d, h}, &l.w2) &&
+            Product({L, h, d}, &l.w3) && Product({d}, &l.rms_final) &&
+            // The unused legacy RoPE tables: seq_len * head_size / 2 floats, twice.
+            Product({2, c.max_positions, c.head_size() / 2}, &l.rope_tables) &&
+            Product({c.shared_classifier ? 0 : V, d}, &l.classifier);
+  // The sum, and the file size it implies, must fit too.
+  int64_t sum = 0;
+  for (int64_t n : {l.embedding, l.rms_att, l.wq, l.wk, l.wv, l.wo, l.rms_ffn, l.w1, l.w2, l.w3, l.rms_final,
+                    l.rope_tables, l.classifier})
+    ok = ok && !__builtin_add_overflow(sum, n, &sum);
+  int64_t bytes = 0;
+  ok = ok && Product({sum, 4}, &bytes) && !__builtin_add_overflow(bytes, kLlama2cHeaderBytes, &bytes);
+  if (!ok) return Status::Error(where + ": the tensors this config implies exceed 2^63 bytes");
+  return l;
+}
+
+Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size, const std::string& path) {
+  if (size < static_cast<size_t>(kLlama2cHeaderBytes))
+    return Status::Error(path + ": truncated header: " + std::to_string(size) +
+                         " bytes, a llama2.c header needs 28");
+  int32_t h[kHeaderInts];
+  std::memcpy(h, bytes, sizeof h);
+  for (int i = 0; i < kHeaderInts; i++)
+    if (h[i] == 0 || (h[i] < 0 && i != 5))
+      return Status::Error(path + ": header field " + kFieldNames[i] + " must be positive, got " +
+                           std::to_string(h[i]));
+  ModelConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;  // negative vocab: unshared classifier follows
+  if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
+  c.vocab_size = h[5] > 0 ? h[5] : -h[5];
+  c.seq_len = c.max_positions = h[6];  // the context is the file's unless --ctx sets it (SetContext)
+  if (c.dim % c.n_heads != 0)  // the format has no head_dim: it is dim / n_heads
+    return Status::Error(path + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
+                         std::to_string(c.n_heads) + ")");
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_theta = Llama2cFormat::kRopeTheta;
+  c.norm_eps = Llama2cFormat::kNormEps;
+  c.rope_style = RopeStyle::kInterleaved;
+  c.bos_id = Llama2cFormat::kBos;
+  c.eos_ids = {Llama2cFormat::kEos};
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+
+  // A layout too large for int64 cannot match any file: report it as the size mismatch it is.
+  const Result<Llama2cLayout> lay = Llama2cLayoutOf(c, path);
+  const int64_t file_size = static_cast<int64_t>(size);
+  const int64_t want = lay.ok() ? kLlama2cHeaderBytes + lay->total() * 4 : INT64_MAX;
+  if (!lay.ok() || file_size != want)
+    return Status::Error(path + ": file is " + std::to_string(file_size) + " bytes but the header (dim=" +
+                         std::to_string(c.dim) + " hidden_dim=" + std::to_string(c.hidden_dim) +
+                         " n_layers=" + std::to_string(c.n_layers) + " n_heads=" + std::to_string(c.n_heads) +
+                         " n_kv_heads=" + std::to_string(c.n_kv_heads) + " vocab_size=" +
+                         std::to_string(h[5]) + " seq_len=" + std::to_string(c.seq_len) + ") implies " +
+                         (lay.ok() ? std::to_string(want) : std::string("more than 2^63")) +
+                         (file_size < want ? " (truncated)" : " (trailing bytes)"));
+  return c;
+}
+
+namespace {
+
+// Keys verity reads, and keys a Llama/Mixtral config.json may carry that
+// change nothing it computes at inference (training, bookkeeping). Any other
+// key is reported in a note (docs/config-keys.md).
+const char* const kIgnoredKeys[] = {
+    "architectures", "torch_dtype", "transformers_version", "initializer_range", "use_cache", "attention_dropout",
+    "pretraining_tp", "pad_token_id", "_name_or_path", "router_aux_loss_coef", "router_jitter_noise",
+    "output_router_logits", "return_dict", "output_hidden_states", "output_attentions", "is_encoder_decoder",
+    "dtype", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "vocab_size", "max_position_embeddings", "head_dim", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "tie_word_embeddings", "hidden_act", "num_local_experts", "num_experts_per_tok",
+    "bos_token_id", "eos_token_id"};
+// Keys a Llama/Mixtral config.json may carry that change the math in ways
+// verity does not compute: refused when they hold anything but their neutral value.
+struct Neutral {
+  const char* key;
+  bool (*ok)(const nlohmann::json&);
+  const char* neutral;
+};
+bool FalseOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
+bool Null(const nlohmann::json& v) { return v.is_null(); }
+bool OneOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
+const Neutral kNeutralOnly[] = {
+    {"attention_bias", FalseOrNull, "false"},        {"mlp_bias", FalseOrNull, "false"},
+    {"sliding_window", Null, "null"},                {"partial_rotary_factor", OneOrNull, "1"},
+    {"quantization_config", Null, "absent"},         {"attention_multiplier", Null, "absent"},
+    {"embedding_multiplier", Null, "absent"},        {"logits_scaling", Null, "absent"},
+    {"residual_multiplier", Null, "absent"},         {"qk_layernorm", FalseOrNull, "false"},
+    {"use_qk_norm", FalseOrNull, "false"},           {"no_rope_layers", Null, "absent"},
+    {"layer_types", Null, "absent"},                 {"rope_interleaved", FalseOrNull, "false"}};
+
+// A token id or a list of them (eos_token_id may be either); null is none.
+}  // namespace
+
+Result<std::vector<int>> ParseTokenIds(const nlohmann::json& v, const std::string& path, const char* key) {
+  std::vector<int> ids;
+  auto one = [&](const nlohmann::json& x) -> Status {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      return Status::Error(path + ": key '" + key + "' must be a token id or a list of them, got " + x.dump());
+    ids.push_back(x.get<int>());
+    return OkStatus();
+  };
+  if (v.is_null()) return ids;
+  if (v.is_array()) {
+    for (const auto& x : v) VERITY_RETURN_IF_ERROR(one(x));
+  } else {
+    VERITY_RETURN_IF_ERROR(one(v));
+  }
+  return ids;
+}
+
+namespace {
+
+Result<RopeScaling> ReadRopeScaling(const nlohmann::json& v, const std::string& path) {
+  RopeScaling s;
+  if (v.is_null()) return s;
+  if (!v.is_object()) return Status::Error(path + ": key 'rope_scaling' must be an object or null");
+  // Newer transformers write rope_type, older ones type; both mean the same.
+  nlohmann::json type = v.contains("rope_type") ? v["rope_type"] : v.contains("type") ? v["type"] : nlohmann::json();
+  if (type.is_null() || type == "default") return s;
+  if (!type.is_string()) return Status::Error(path + ": rope_scaling type must be a string, got " + type.dump());
+  auto num = [&](const char* key, double* dst) -> Status {
+    if (!v.contains(key) || !v[key].is_number())
+      return Status::Error(path + ": rope_scaling (" + type.get<std::string>() + ") needs a number '" + key + "'");
+    *dst = v[key].get<double>();
+    return OkStatus();
+  };
+  if (type == "linear") {
+    s.type = RopeScalingType::kLinear;
+    VERITY_RETURN_IF_ERROR(num("factor", &s.factor));
+  } else if (type == "llama3") {
+    s.type = RopeScalingType::kLlama3;
+    VERITY_RETURN_IF_ERROR(num("factor", &s.factor));
+    VERITY_RETURN_IF_ERROR(num("low_freq_factor", &s.low_freq_factor));
+    VERITY_RETURN_IF_ERROR(num("high_freq_factor", &s.high_freq_factor));
+    VERITY_RETURN_IF_ERROR(num("original_max_position_embeddings", &s.original_max_positions));
+  } else {
+    return Status::Error(path + ": rope_scaling type \"" + type.get<std::string>() +
+                         "\" is not supported (verity computes linear and llama3)");
+  }
+  for (const auto& [key, val] : v.items())
+    if (key != "type" && key != "rope_type" && key != "factor" && key != "low_freq_factor" &&
+        key != "high_freq_factor" && key != "original_max_position_embeddings")
+      return Status::Error(path + ": rope_scaling key '" + key + "' is not part of " + type.get<std::string>() +
+                           " scaling as verity computes it");
+  return s;
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path, std::vector<std::string>* notes) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    return Status::Error(path + ": not valid JSON");
+  }
+  if (!j.is_object()) return Status::Error(path + ": not a JSON object");
+  if (notes) {
+    for (const auto& [key, val] : j.items()) {
+      bool known = false;
+      for (const char* k : kIgnoredKeys) known |= key == k;
+      for (const Neutral& n : kNeutralOnly) known |= key == n.key;
+      if (!known) notes->push_back(path + ": key '" + key + "' is not one verity knows; ignored");
+    }
+  }
+  auto need = [&](const char* key) -> Result<nlohmann::json> {
+    if (!j.contains(key)) return Status::Error(path + ": required key '" + std::string(key) + "' is missing");
+    return j[key];
+  };
+  auto to_int = [&](const char* key, const nlohmann::json& v, int* dst) -> Status {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
+      return Status::Error(path + ": key '" + std::string(key) + "' must be a positive integer");
+    *dst = v.get<int>();
+    return OkStatus();
+  };
+  auto need_int = [&](const char* key, int* dst) -> Status {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
+    return to_int(key, v, dst);
+  };
+  auto need_float = [&](const char* key, float* dst) -> Status {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
+    if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
+    // Beyond float range the value would be read as inf (a RoPE without rotation, a norm that zeroes).
+    if (v.get<double>() > FLT_MAX)
+      return Status::Error(path + ": key '" + std::string(key) + "' is " + v.dump() + ", beyond float range");
+    *dst = static_cast<float>(v.get<double>());
+    return OkStatus();
+  };
+  ModelConfig c;
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, need("model_type"));
+  if (!type.is_string() || (type != "llama" && type != "mixtral"))
+    return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
+  for (const Neutral& n : kNeutralOnly)
+    if (j.contains(n.key) && !n.ok(j[n.key]))
+      return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " + n.neutral +
+                           " (it changes the math)");
+  VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
+  VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
+  VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
+  VERITY_RETURN_IF_ERROR(need_int("num_attention_heads", &c.n_heads));
+  VERITY_RETURN_IF_ERROR(need_int("num_key_value_heads", &c.n_kv_heads));
+  VERITY_RETURN_IF_ERROR(need_int("vocab_size", &c.vocab_size));
+  VERITY_RETURN_IF_ERROR(need_int("max_position_embeddings", &c.max_positions));
+  // head_dim: absent or null means hidden_size / num_attention_heads (LlamaConfig).
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    VERITY_RETURN_IF_ERROR(to_int("head_dim", j["head_dim"], &c.head_dim));
+  } else {
+    if (c.dim % c.n_heads != 0)
+      return Status::Error(path + ": hidden_size (" + std::to_string(c.dim) + ") is not divisible by num_attention_heads (" +
+                           std::to_string(c.n_heads) + ") and no head_dim is given");
+    c.head_dim = c.dim / c.n_heads;
+  }
+  VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
+  VERITY_RETURN_IF_ERROR(need_float("rope_theta", &c.rope_theta));
+  if (j.contains("rope_scaling")) {
+    VERITY_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(j["rope_scaling"], path));
+  }
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, need("tie_word_embeddings"));
+  if (!tie.is_boolean()) return Status::Error(path + ": key 'tie_word_embeddings' must be true or false");
+  c.shared_classifier = tie.get<bool>();
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, need("hidden_act"));
+  if (act != "silu") return Status::Error(path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
+  if (type == "mixtral") {
+    VERITY_RETURN_IF_ERROR(need_int("num_local_experts", &c.n_experts));
+    VERITY_RETURN_IF_ERROR(need_int("num_experts_per_tok", &c.n_experts_per_tok));
+    if (c.n_experts_per_tok > c.n_experts)
+      return Status::Error(path + ": num_experts_per_tok exceeds num_local_experts");
+  }
+  // BOS/EOS (ReadHfConfig lets generation_config.json override them).
+  // Absent: LlamaConfig's and MixtralConfig's defaults, 1 and 2.
+  c.bos_id = 1;
+  c.eos_ids = {2};
+  if (j.contains("bos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(j["bos_token_id"], path, "bos_token_id"));
+    if (ids.size() > 1) return Status::Error(path + ": key 'bos_token_id' must be one token id");
+    c.bos_id = ids.empty() ? -1 : ids[0];
+  }
+  if (j.contains("eos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(c.eos_ids, ParseTokenIds(j["eos_token_id"], path, "eos_token_id"));
+  }
+  c.rope_style = RopeStyle::kHalves;  // the Hugging Face convention
+  c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+  return c;
+}
+
+namespace {
+// An integer when `x` is one (as Hugging Face writes counts), else the double.
+nlohmann::json IntegralOrDouble(double x) {
+  if (std::floor(x) == x && std::fabs(x) < 9007199254740992.0) return static_cast<int64_t>(x);
+  return x;
+}
+}  // namespace
+
+std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
+  nlohmann::json cfg = {{"architectures", {c.n_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
+                        {"model_type", c.n_experts > 0 ? "mixtral" : "llama"},
+                        {"hidden_size", c.dim},
+                        {"intermediate_size", c.hidden_dim},
+                        {"num_hidden_layers", c.n_layers},
+                        {"num_attention_heads", c.n_heads},
+                        {"num_key_value_heads", c.n_kv_heads},
+                        {"vocab_size", c.vocab_size},
+                        {"max_position_embeddings", c.max_positions},
+                        {"head_dim", c.head_dim},
+                        {"rms_norm_eps", static_cast<double>(c.norm_eps)},
+                        {"rope_theta", static_cast<double>(c.rope_theta)},
+                        {"tie_word_embeddings", c.shared_classifier},
+                        {"hidden_act", "silu"},
+                        {"torch_dtype", torch_dtype}};
+  if (c.n_experts > 0) {
+    cfg["num_local_experts"] = c.n_experts;
+    cfg["num_experts_per_tok"] = c.n_experts_per_tok;
+  }
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == RopeScalingType::kLinear) {
+    cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rs.factor}};
+  } else if (rs.type == RopeScalingType::kLlama3) {
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", rs.factor},
+                           {"low_freq_factor", rs.low_freq_factor},
+                           {"high_freq_factor", rs.high_freq_factor},
+                           {"original_max_position_embeddings", IntegralOrDouble(rs.original_max_positions)}};
+  } else {
+    cfg["rope_scaling"] = nullptr;
+  }
+  // null when none (absent would read back as the spec's 1 and 2).
+  cfg["bos_token_id"] = c.bos_id >= 0 ? nlohmann::json(c.bos_id) : nlohmann::json();
+  cfg["eos_token_id"] = c.eos_ids.size() == 1 ? nlohmann::json(c.eos_ids[0])
+                        : c.eos_ids.empty()   ? nlohmann::json()
+                                              : nlohmann::json(c.eos_ids);
+  return cfg.dump(2) + "\n";
+}
+
+}  // namespace verity
