@@ -327,7 +327,9 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
   VERITY_RETURN_IF_ERROR(cover);
   for (parallel::Collective* coll : local_) {
     VERITY_ASSIGN_OR_RETURN(auto k, kernels::MakeBackend(opt_.kernels));
-    auto rank = std::make_unique<TpRank>(model, plan.ranks[coll->rank()], *coll, std::move(k), opt_.fault);
+    RankShard shard = plan.ranks[coll->rank()];
+    if (opt_.fault.kind == FaultPlan::Kind::kBandGap && shard.rank == 0 && c.n_experts == 0) shard.ffn.end -= 1;
+    auto rank = std::make_unique<TpRank>(model, shard, *coll, std::move(k), opt_.fault);
     VERITY_RETURN_IF_ERROR(rank->Build());
     ranks->push_back(std::move(rank));
   }

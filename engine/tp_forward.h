@@ -27,9 +27,10 @@ namespace verity {
 // at `layer`'s `site`, the all-reduce is removed, made twice, or moved past
 // the norm that follows (attention site only: each rank adds its partial sum
 // to the residual and normalizes it, and the all-reduce averages the
-// normalized rows).
+// normalized rows); or (kBandGap) rank 0 slices its FFN band one unit short
+// after the plan was checked, so the parity figures alone must see the gap.
 struct FaultPlan {
-  enum class Kind { kNone, kRemove, kDuplicate, kMove };
+  enum class Kind { kNone, kRemove, kDuplicate, kMove, kBandGap };
   enum class Site { kAttentionOut, kFfnOut };
   Kind kind = Kind::kNone;
   Site site = Site::kAttentionOut;

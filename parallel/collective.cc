@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "parallel/collective.h"
 
@@ -17,28 +18,39 @@ Status CheckReduceDType(const std::string& backend, ReduceDType dtype) {
                        " is refused: the residual stream is f32 and an all-reduce must not round it");
 }
 
-// A reusable barrier: the last arrival bumps the generation; waiters spin a
-// little (ranks usually arrive together), then sleep.
+// A reusable barrier: the last arrival bumps the generation. Waiters spin a
+// while first (ranks usually arrive within microseconds of each other, and a
+// sleep and wake-up costs tens of them), yielding the CPU between looks so an
+// oversubscribed box still makes progress, then sleep on the condition.
 class Barrier {
  public:
   explicit Barrier(int n) : n_(n) {}
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const long gen = generation_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      generation_++;
+    const long gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        generation_.store(gen + 1, std::memory_order_release);
+      }
       cv_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] { return generation_ != gen; });
+    for (int i = 0; i < kSpins; i++) {
+      if (generation_.load(std::memory_order_acquire) != gen) return;
+      std::this_thread::yield();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != gen; });
   }
 
  private:
+  static constexpr int kSpins = 2000;
   std::mutex mu_;
   std::condition_variable cv_;
-  int n_, arrived_ = 0;
-  long generation_ = 0;
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<long> generation_{0};
 };
 
 struct InProcGroup::Shared {
