@@ -50,6 +50,10 @@ struct BenchRecord {
   // metrics: the ledger guards every one of these, oriented by name
   double decode_tok_s = 0.0, prefill_tok_s = 0.0, prefill_gflops = 0.0;
   std::optional<double> peak_rss_mb;  // VmHWM in MiB; absent where /proc does not say
+  // memory: the model's resident weights and its Transformer's KV cache (MiB),
+  // and the bound on peak RSS they imply (weights + KV + 10%); absent in
+  // records from before they were reported
+  std::optional<double> weights_mb, kv_cache_mb, rss_limit_mb;
   // spread
   double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
   int samples = 0;              // decode token times behind decode_tok_s
@@ -97,6 +101,10 @@ nlohmann::json ToJson(const BenchRecord& r) {
             {"achieved_gb_s", r.achieved_gb_s},
             {"read_gb_s", OptionalJson(r.read_gb_s)},
             {"fraction", OptionalJson(r.fraction)}}},
+          {"memory",
+           {{"weights_mb", OptionalJson(r.weights_mb)},
+            {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
+            {"rss_limit_mb", OptionalJson(r.rss_limit_mb)}}},
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
           {"box", r.box}};
 }
@@ -145,7 +153,8 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
   for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
                            {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
                            {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
-                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}}) {
+                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}, {"memory.weights_mb", &r.weights_mb},
+                           {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb}}) {
     const nlohmann::json* v = at(j, path);
     if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
     if (v && v->is_number()) *dst = v->get<double>();
@@ -190,7 +199,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
       "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
       "runqueue_wait_pct,samples,bytes_per_token,"
-      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box\n";
+      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb\n";
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
                     CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
                     std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
@@ -200,7 +209,8 @@ std::string PrintCsv(const BenchRecord& r) {
                     Num(r.runqueue_wait_pct) + "," +
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
                     Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
-                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "\n";
+                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
+                    Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "\n";
   return header + row;
 }
 
@@ -211,15 +221,16 @@ std::string PrintMd(const BenchRecord& r) {
     if (c == '|') c = '/';
   std::string out =
       "| model | backend | dtype | threads | test | decode tok/s | MAD | prefill tok/s | prefill GFLOP/s | "
-      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB |\n"
-      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB | RSS limit MiB |\n"
+      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
          std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) + " | " + Fixed(r.decode_tok_s, 2) +
          " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
          Fixed(r.prefill_gflops, 2) + " | " + Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) +
          " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
          (r.fraction ? Fixed(*r.fraction * 100.0, 2) + "%" : "n/a") + " | " +
-         (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " |\n";
+         (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " | " +
+         (r.rss_limit_mb ? Fixed(*r.rss_limit_mb, 2) : "n/a") + " |\n";
   return out;
 }
 
@@ -555,6 +566,10 @@ int RunBench(BenchOptions o) {
   r.prefill_tok_s = o.prompt_tokens / prefill_median;
   r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) / prefill_median / 1e9;
   r.peak_rss_mb = PeakRssMb();
+  const Footprint fp = FootprintOf(**model);
+  r.weights_mb = fp.resident_weight_bytes / 1048576.0;
+  r.kv_cache_mb = fp.kv_cache_bytes / 1048576.0;
+  r.rss_limit_mb = (*r.weights_mb + *r.kv_cache_mb) * 1.1;
 
   r.bytes_per_token = WeightBytesPerToken(**model);
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
@@ -581,6 +596,10 @@ int RunBench(BenchOptions o) {
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
                           : " (no roofline for this thread count: `verity roofline`)");
+  if (r.peak_rss_mb)
+    std::fprintf(stderr, "verity: peak RSS %.1f MiB %s weights %.1f MiB + KV cache %.1f MiB + 10%% = %.1f MiB\n",
+                 *r.peak_rss_mb, *r.peak_rss_mb <= *r.rss_limit_mb ? "within" : "ABOVE", *r.weights_mb,
+                 *r.kv_cache_mb, *r.rss_limit_mb);
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "

@@ -800,6 +800,7 @@ Result<LedgerView> LoadLedgerView(Ledger& l) {
       if (r.retraction) v.retractions.push_back(*r.retraction);
   std::sort(v.retractions.begin(), v.retractions.end(),
             [](const RetractionView& a, const RetractionView& b) { return a.id < b.id; });
+  VERITY_ASSIGN_OR_RETURN(v.drift, LoadDrift(d));
   return v;
 }
 

@@ -4,6 +4,7 @@
 // one (counted steps and why), never matched up by float values.
 #include "reports/report.h"
 
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +12,9 @@
 #include <fstream>
 #include <map>
 
+#include "ledger/drift.h"
 #include "ledger/format.h"
+#include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
 namespace verity::reports {
@@ -49,6 +52,16 @@ std::string Cell(std::string s) {
   return o;
 }
 std::string Id(int64_t v) { return std::to_string(v); }
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    out.push_back(text.substr(at, nl - at));
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return out;
+}
 
 // " · workload `stories260K.bin f32 1t pp256+tg256`", or nothing for the unnamed workload.
 std::string WorkloadSuffix(const LadderView& l) {
@@ -384,6 +397,30 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
                      "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+
+  // Predictions: every scored change was predicted first.
+  const ledger::PredictionsView pv = ledger::PredictionRecord(d.changes);
+  md += "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
+        "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
+  if (pv.authors.empty()) {
+    md += "No predicted change has a measured gain yet.\n";
+  } else {
+    md += "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& a : pv.authors)
+      md += "| " + Cell(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
+            F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) +
+            " | " + std::to_string(a.surprises) + " |\n";
+    md += "\n| change | author | predicted | measured | verdict | surprise |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& e : pv.entries)
+      md += "| " + Id(e.change) + " " + Cell(e.title) + " | " + Cell(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
+            ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
+  }
+
+  // Drift: what single comparisons miss.
+  md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
+        "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
+        std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
+  for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
 
   // Retractions.
   md += "\n## Retracted numbers\n";
