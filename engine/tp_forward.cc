@@ -309,7 +309,8 @@ Result<std::unique_ptr<TpGroup>> TpGroup::Open(const TpOptions& o) {
 
 TpGroup::~TpGroup() { Stop(); }
 
-bool TpGroup::leader() const { return local_.front()->rank() == 0; }
+// A group whose set-up failed holds no rank (its destructor still runs Stop).
+bool TpGroup::leader() const { return !local_.empty() && local_.front()->rank() == 0; }
 
 Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* ranks) {
   const ModelConfig& c = model.config;

@@ -313,6 +313,11 @@ TEST(TpCli, GoldenTextUnderMpirun) {
     EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " mpi"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
   }
+  // A world of another size is refused by name on every rank, without a crash.
+  auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np 3 " + GenerateCmd("--tp 2 --tp-backend mpi"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("the MPI world has 3 process(es); run under mpirun -np 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err;
 }
 
 }  // namespace
