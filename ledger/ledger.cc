@@ -19,7 +19,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 5 (a frontier per workload)
       "run_workloads", "frontier_event_workloads",
       // schema 7 (box noise profiles)
-      "box_noise"};
+      "box_noise",
+      // schema 8 (triage)
+      "triage"};
   return kTables;
 }
 
