@@ -8,7 +8,7 @@
 
 namespace verity {
 
-Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt) {
+Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt) {
   const ModelConfig& c = t.model().config;
   if (opt.steps < 1 || opt.steps > c.seq_len)
     return Status::Error("--steps " + std::to_string(opt.steps) + " is outside [1, seq_len=" +
@@ -104,7 +104,7 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   return out;
 }
 
-std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids) {
+std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids) {
   const int v = t.model().config.vocab_size;
   std::vector<float> all(ids.size() * static_cast<size_t>(v));
   for (size_t pos = 0; pos < ids.size(); pos++) {
