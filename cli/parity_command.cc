@@ -57,8 +57,8 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, const std::string& dtype_name, bool json) {
-  if (opt.backend != "fast" && opt.backend != "reference")
-    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
+  if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
+    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
   opt.deep = env::ParityDeep();
   if (!depths.empty()) {
     auto d = ParseIntList(depths, "--depths", 1);
@@ -134,7 +134,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto json = std::make_shared<bool>(false);
   auto dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c checkpoint")->required();
-  sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
+  sub->add_option("--backend", opt->backend, "candidate: fast | reference | cuda (tp=N: not in this build)")
       ->capture_default_str();
   sub->add_option("--against", opt->against,
                   "reference | FILE: a reference logits file (docs/parity.md; its tokens and model are checked; "

@@ -237,6 +237,10 @@ class Transformer {
   // to float rounding (bit for bit on the reference backend).
   const float* Prefill(const int* tokens, int T, int pos0);
   static constexpr int kPrefillBlock = 64;
+  // OK, or the backend's first error (a failed device call or launch). After
+  // a failure every later Forward/Prefill returns NaN logits (never a stale
+  // buffer); Generate and TeacherForcedLogits return the error.
+  [[nodiscard]] Status status() const { return backend_->status(); }
   const Model& model() const { return model_; }
   const char* backend_name() const { return backend_->name(); }
 
@@ -246,6 +250,8 @@ class Transformer {
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
   void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
   void PrefillBlock(const int* tokens, int n, int pos0, bool last);
+  // The logits, NaN-filled when the backend has failed.
+  const float* Checked();
   std::vector<float> router_, moe_out_;
   std::vector<int> chosen_;
   // Prefill scratch, [kPrefillBlock x width] each (allocated on first use).
@@ -290,8 +296,9 @@ struct GenerateResult {
 // or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt);
 
-// Teacher-forced forward over `ids`: one row of vocab_size logits per position.
-std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids);
+// Teacher-forced forward over `ids`: one row of vocab_size logits per position,
+// or the backend's error (Transformer::status()).
+Result<std::vector<float>> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids);
 
 // Returns an error naming `path` unless it is an existing regular file.
 Status CheckRegularFile(const std::string& path, const char* what);

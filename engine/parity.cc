@@ -250,7 +250,7 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
   Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, file.tokens);
+  VERITY_ASSIGN_OR_RETURN(std::vector<float> got, TeacherForcedLogits(cand, file.tokens));
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
@@ -292,12 +292,13 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
       for (int pos = 0; pos < c.seq_len; pos++) {
         tokens.push_back(token);
         const float* row = t.Forward(token, pos);
+        VERITY_RETURN_IF_ERROR(t.status());
         ref.insert(ref.end(), row, row + V);
         token = Argmax(row, V);
       }
     } else {
       VERITY_RETURN_IF_ERROR(ValidateIds(tokens, c, "--tokens"));
-      ref = TeacherForcedLogits(t, tokens);
+      VERITY_ASSIGN_OR_RETURN(ref, TeacherForcedLogits(t, tokens));
     }
   } else {
     reference = "file:" + opt.against;
@@ -319,7 +320,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
 
   VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
   Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, tokens);
+  VERITY_ASSIGN_OR_RETURN(std::vector<float> got, TeacherForcedLogits(cand, tokens));
 
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
