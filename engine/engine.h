@@ -193,6 +193,9 @@ class Tokenizer {
  public:
   // Reads exactly `vocab_size` entries; a file holding more or fewer is an error.
   static Result<Tokenizer> Load(const std::string& path, int vocab_size);
+  // Parses the bytes of a tokenizer.bin (`path` names it in errors): every
+  // entry up to the end, each length within [0, max_token_length].
+  [[nodiscard]] static Result<Tokenizer> Parse(const std::string& bytes, const std::string& path);
 
   // Encodes like run.c's encode(): optional BOS, the dummy-prefix space when
   // text is non-empty, UTF-8 code points or byte fallback, then merges by score.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "engine/engine.h"
 
@@ -13,8 +14,20 @@ namespace verity {
 
 Result<Tokenizer> Tokenizer::Load(const std::string& path, int vocab_size) {
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "tokenizer file"));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::Error(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Status::Error(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  if (file.bad()) return Status::Error(path + ": cannot read tokenizer file (" + std::strerror(errno) + ")");
+  VERITY_ASSIGN_OR_RETURN(Tokenizer t, Parse(bytes.str(), path));
+  if (t.vocab_size() != vocab_size)
+    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(t.vocab_size()) +
+                         " differs from the model's vocab_size " + std::to_string(vocab_size));
+  return t;
+}
+
+Result<Tokenizer> Tokenizer::Parse(const std::string& bytes, const std::string& path) {
+  std::istringstream f(bytes);
   int32_t max_token_length = 0;
   if (!f.read(reinterpret_cast<char*>(&max_token_length), 4))
     return Status::Error(path + ": truncated tokenizer header (max_token_length)");
@@ -40,9 +53,10 @@ Result<Tokenizer> Tokenizer::Load(const std::string& path, int vocab_size) {
     t.vocab_.push_back(std::move(s));
     t.scores_.push_back(score);
   }
-  if (t.vocab_size() != vocab_size)
-    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(t.vocab_size()) +
-                         " differs from the model's vocab_size " + std::to_string(vocab_size));
+  // Encode emits <unk>, BOS and EOS as ids 0, 1 and 2.
+  if (t.vocab_size() < 3)
+    return Status::Error(path + ": tokenizer holds " + std::to_string(t.vocab_size()) +
+                         " entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
   t.sorted_.resize(t.vocab_.size());
   for (size_t i = 0; i < t.sorted_.size(); i++) t.sorted_[i] = static_cast<int>(i);
   std::stable_sort(t.sorted_.begin(), t.sorted_.end(),
@@ -76,7 +90,10 @@ std::vector<int> Tokenizer::Encode(const std::string& text, bool bos, bool eos) 
     if (id >= 0) {
       tokens.push_back(id);
     } else {
-      for (unsigned char b : cp) tokens.push_back(b + 3);  // byte fallback: <0x00> is id 3
+      // Byte fallback: <0x00> is id 3. A vocabulary too small to hold the 256
+      // byte pieces gets <unk> (0) instead, as SentencePiece does without byte
+      // fallback, never an id past its end.
+      for (unsigned char b : cp) tokens.push_back(b + 3 < vocab_size() ? b + 3 : 0);
     }
     cp.clear();
   }
