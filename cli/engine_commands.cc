@@ -69,10 +69,11 @@ int RunLogits(const std::string& model_path, const std::string& ids_text, const 
   return WithDecoder(tp, model_path, backend, *dtype, [&](Decoder& t, const Model& model) {
     Status v = ValidateIds(ids.value(), model.config, "--ids");
     if (!v.ok()) return Fail(v);
-    std::vector<float> logits = TeacherForcedLogits(t, ids.value());
+    auto logits = TeacherForcedLogits(t, ids.value());
+    if (!logits.ok()) return Fail(logits.status());
     std::ofstream f(out, std::ios::binary | std::ios::trunc);
     if (!f) return Fail(Status::Error(out + ": cannot create --out file"));
-    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
+    f.write(reinterpret_cast<const char*>(logits->data()), static_cast<std::streamsize>(logits->size() * 4));
     f.close();
     if (!f) return Fail(Status::Error(out + ": write failed"));
     std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s (%s backend, %s weights)\n", ids->size(),
@@ -140,7 +141,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
     sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")->capture_default_str()
         ->check(CLI::IsMember({"text", "ids"}));
-    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());
@@ -154,7 +155,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", *model, "llama2.c checkpoint")->required();
     sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
-    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());

@@ -237,6 +237,8 @@ class Decoder {
   virtual const float* Prefill(const int* tokens, int T, int pos0) = 0;
   virtual const Model& model() const = 0;
   virtual const char* backend_name() const = 0;
+  // OK, or the first error a forward met (a failed device call); callers check it after each forward.
+  [[nodiscard]] virtual Status status() const { return OkStatus(); }
 };
 
 // A model plus its KV cache and scratch buffers, on one backend.
@@ -253,6 +255,10 @@ class Transformer : public Decoder {
   // to float rounding (bit for bit on the reference backend).
   const float* Prefill(const int* tokens, int T, int pos0) override;
   static constexpr int kPrefillBlock = 64;
+  // OK, or the backend's first error (a failed device call or launch). After
+  // a failure every later Forward/Prefill returns NaN logits (never a stale
+  // buffer); Generate and TeacherForcedLogits return the error.
+  [[nodiscard]] Status status() const override { return backend_->status(); }
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return backend_->name(); }
 
@@ -262,6 +268,8 @@ class Transformer : public Decoder {
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
   void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
   void PrefillBlock(const int* tokens, int n, int pos0, bool last);
+  // The logits, NaN-filled when the backend has failed.
+  const float* Checked();
   std::vector<float> router_, moe_out_;
   std::vector<int> chosen_;
   // Prefill scratch, [kPrefillBlock x width] each (allocated on first use).
@@ -306,8 +314,9 @@ struct GenerateResult {
 // or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt);
 
-// Teacher-forced forward over `ids`: one row of vocab_size logits per position.
-std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids);
+// Teacher-forced forward over `ids`: one row of vocab_size logits per position,
+// or the decoder's error (Decoder::status()).
+Result<std::vector<float>> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids);
 
 // Returns an error naming `path` unless it is an existing regular file.
 Status CheckRegularFile(const std::string& path, const char* what);

@@ -33,6 +33,7 @@ Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const Generate
   // The prompt's positions in one prefill; its pieces print as run.c prints them.
   auto t0 = Clock::now();
   const float* out = t.Prefill(prompt.data(), n_prompt, 0);
+  VERITY_RETURN_IF_ERROR(t.status());
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.positions = n_prompt;
   for (int i = 0; i + 1 < n_prompt; i++) {
@@ -49,6 +50,7 @@ Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const Generate
     auto t1 = Clock::now();
     if (pos > n_prompt - 1) {
       out = t.Forward(token, pos);
+      VERITY_RETURN_IF_ERROR(t.status());
       r.positions++;
     }
     std::memcpy(logits.data(), out, logits.size() * sizeof(float));
@@ -94,11 +96,12 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   return out;
 }
 
-std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids) {
+Result<std::vector<float>> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids) {
   const int v = t.model().config.vocab_size;
   std::vector<float> all(ids.size() * static_cast<size_t>(v));
   for (size_t pos = 0; pos < ids.size(); pos++) {
     const float* out = t.Forward(ids[pos], static_cast<int>(pos));
+    VERITY_RETURN_IF_ERROR(t.status());
     std::memcpy(all.data() + pos * v, out, v * sizeof(float));
   }
   return all;
