@@ -1,5 +1,6 @@
 // run.c's generate loop (the prompt prefilled) and the teacher-forced forward
 // used by logits/parity.
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -7,6 +8,15 @@
 #include "engine/engine.h"
 
 namespace verity {
+
+std::string SafePiece(const std::string& piece) {
+  if (piece.empty()) return std::string();
+  if (piece.size() == 1) {
+    unsigned char b = static_cast<unsigned char>(piece[0]);
+    if (!(std::isprint(b) || std::isspace(b))) return std::string();
+  }
+  return piece;
+}
 
 Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt) {
   const ModelConfig& c = t.model().config;
@@ -36,7 +46,7 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.positions = n_prompt;
   for (int i = 0; i + 1 < n_prompt; i++) {
-    if (prompt[i + 1] == Llama2cFormat::kBos) {  // BOS delimits sequences
+    if (prompt[i + 1] == tok.bos_id()) {  // BOS delimits sequences
       r.text += "\n";
       return r;
     }
@@ -54,7 +64,7 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
     std::memcpy(logits.data(), out, logits.size() * sizeof(float));
     const int next = sampler.Sample(logits.data());
     r.sample_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-    if (next == Llama2cFormat::kBos) break;  // BOS delimits sequences
+    if (next == tok.bos_id()) break;  // BOS delimits sequences
     r.text += SafePiece(tok.Decode(token, next));
     r.ids.push_back(next);
     token = next;
