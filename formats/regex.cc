@@ -4,7 +4,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <fstream>
 #include <sys/stat.h>
 
@@ -140,8 +143,10 @@ Result<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(const std::string&
 
 Status CheckReadableFile(const std::string& path, const char* what) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status::Error(path + ": " + what + " does not exist");
     return Status::Error(path + ": cannot open " + what + " (" + std::strerror(errno) + ")");
+  }
   if (!S_ISREG(st.st_mode)) return Status::Error(path + ": " + what + " is not a regular file");
   return OkStatus();
 }
