@@ -549,9 +549,11 @@ Status HfTokenizer::ParsePostProcessor(const json& o, const std::string& at, con
     VERITY_ASSIGN_OR_RETURN(auto name, r.Str(piece["SpecialToken"], "id", pat + ".SpecialToken"));
     std::vector<int> ids;
     if (specials != o.end() && specials->is_object() && specials->contains(name)) {
-      const json& ids_json = (*specials)[name]["ids"];
-      if (!ids_json.is_array()) return r.Err(at + ".special_tokens." + name + ".ids", "must be an array");
-      for (const json& v : ids_json) {
+      const json& entry = (*specials)[name];
+      auto ids_it = entry.is_object() ? entry.find("ids") : entry.end();
+      if (!entry.is_object() || ids_it == entry.end() || !ids_it->is_array())
+        return r.Err(at + ".special_tokens." + name + ".ids", "must be an array");
+      for (const json& v : *ids_it) {
         if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= static_cast<int64_t>(id_to_token_.size()))
           return r.Err(at + ".special_tokens." + name + ".ids", "holds an id outside the vocabulary");
         ids.push_back(v.get<int>());

@@ -313,6 +313,22 @@ TEST(HfTokenizer, UnsupportedAndMalformedFilesAreNamedErrors) {
   EXPECT_NE(r.err.find(dir + "/bad.model: not a SentencePiece model"), std::string::npos) << r.err;
 }
 
+// Inputs the fuzz targets found crashing, now named errors.
+TEST(Fuzzed, FormerCrashesAreNamedErrors) {
+  // A piece holding a NUL byte made libsentencepiece's trie builder throw.
+  auto sp = ParseSentencePiece(std::string("\x0A\x04\x0A\x02\x00\x7E", 6), "x.model");
+  ASSERT_FALSE(sp.ok());
+  EXPECT_NE(sp.status().message().find("x.model: not a SentencePiece model (pieces[0].piece is empty or holds a NUL byte)"),
+            std::string::npos) << sp.status().message();
+  // A template's special_tokens entry that is not an object.
+  json j = SmallTokenizer();
+  j["post_processor"]["special_tokens"]["<s>"] = 5;
+  auto t = ParseHfTokenizer(j.dump(), "", "f.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("f.json: post_processor.special_tokens.<s>.ids must be an array"), std::string::npos)
+      << t.status().message();
+}
+
 TEST(Cli, BadInputsAreNamedErrors) {
   const std::string path = WriteTokenizer(SmallTokenizer(), "tok-cli");
   const std::string dir = test::TempDir("tok-cli-in");
