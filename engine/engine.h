@@ -253,6 +253,11 @@ struct GenerateResult {
 // Runs run.c's generate loop, the prompt as one Prefill. Errors name --steps
 // or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt);
+// Any tokenizer (formats/tokenizer.h): a llama2.c one runs the loop above;
+// otherwise the prompt gets the BOS/EOS its files ask for (BOS alone when the
+// prompt is empty), EOS ends the sequence, and the text is the tokenizer's
+// decoding of the ids after BOS (all of them when the prompt opens without one).
+Result<GenerateResult> Generate(Transformer& t, const TextTokenizer& tok, const GenerateOptions& opt);
 
 // Teacher-forced forward over `ids`: one row of vocab_size logits per position.
 std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids);

