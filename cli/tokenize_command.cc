@@ -13,7 +13,10 @@ namespace {
 
 std::string JoinIds(const std::vector<int>& ids) {
   std::string line;
-  for (size_t i = 0; i < ids.size(); i++) line += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); i++) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
   return line;
 }
 

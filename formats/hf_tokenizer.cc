@@ -24,7 +24,7 @@ using nlohmann::json;
 
 // Ids beyond this are refused: a vocabulary is a dense table and a hostile
 // file must not make us allocate gigabytes for it.
-constexpr int64_t kMaxId = 1 << 24;
+constexpr int64_t kMaxId = 1 << 21;  // 2M; the largest real vocabularies hold ~256K
 
 // --- small UTF-8 helpers ---------------------------------------------------
 
@@ -929,7 +929,10 @@ Result<std::string> HfTokenizer::Decode(const std::vector<int>& ids) const {
   }
   if (dec_.empty()) {  // no decoder: tokens joined by spaces, as Hugging Face does
     std::string s;
-    for (size_t i = 0; i < tokens.size(); i++) s += (i ? " " : "") + tokens[i];
+    for (size_t i = 0; i < tokens.size(); i++) {
+      if (i) s += ' ';
+      s += tokens[i];
+    }
     return s;
   }
   VERITY_ASSIGN_OR_RETURN(auto out, RunDecoders(std::move(tokens)));

@@ -3,6 +3,8 @@
 #include <sentencepiece_processor.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 #include <exception>
 
 #include "formats/tokenizer.h"
@@ -82,9 +84,52 @@ struct Wire {
   }
 };
 
+// A normalizer's precompiled_charsmap is a uint32 trie size, a darts-clone
+// double array and a blob of NUL-terminated replacement strings; the library
+// walks the array without bounds checks (a SEGV found by
+// tests/fuzz/sentencepiece_fuzz.cc). Every index a lookup can reach must lie
+// inside the array and every leaf must point inside the blob.
+Status CheckCharsmap(const std::string& map, const std::string& what) {
+  if (map.empty()) return OkStatus();
+  auto bad = [&what](const std::string& why) { return Status::Error(what + ".precompiled_charsmap " + why); };
+  if (map.size() < 5) return bad("is truncated");
+  uint32_t trie_bytes = 0;
+  std::memcpy(&trie_bytes, map.data(), 4);
+  if (trie_bytes >= map.size() - 4) return bad("trie size exceeds the charsmap");
+  const size_t n = trie_bytes / 4;
+  const std::string blob = map.substr(4 + trie_bytes);
+  if (n == 0) return bad("has an empty trie");
+  if (blob.empty() || blob.back() != '\0') return bad("replacement strings are not NUL-terminated");
+  std::vector<uint32_t> units(n);
+  std::memcpy(units.data(), map.data() + 4, n * 4);
+  auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1U << 9)) >> 6); };
+  // Walk every node a lookup can reach (free slots of the array hold
+  // anything and are never read): each node's 256 child probes must lie in
+  // the array, and each leaf's value inside the replacement strings.
+  std::vector<uint64_t> todo{static_cast<uint64_t>(offset(units[0]))};  // the root's child block
+  std::vector<bool> seen(n, false);
+  while (!todo.empty()) {
+    const uint64_t block = todo.back();
+    todo.pop_back();
+    if ((block | 0xFF) >= n) return bad("points outside the trie");
+    for (uint32_t c = 0; c < 256; c++) {
+      const uint64_t j = block ^ c;
+      if ((units[j] & ((1U << 31) | 0xFF)) != c || seen[j]) continue;  // no child labelled c
+      seen[j] = true;
+      const uint64_t next = j ^ offset(units[j]);
+      if ((next | 0xFF) >= n) return bad("unit " + std::to_string(j) + " points outside the trie");
+      if (((units[j] >> 8) & 1) && (units[next] & ((1U << 31) - 1)) >= blob.size())
+        return bad("unit " + std::to_string(j) + " points outside the replacement strings");
+      todo.push_back(next);
+    }
+  }
+  return OkStatus();
+}
+
 // libsentencepiece trusts its model file: a piece that is empty or holds a
 // NUL byte makes its trie builder throw through the loader (found by
-// tests/fuzz/sentencepiece_fuzz.cc). Checks the ModelProto's pieces first.
+// tests/fuzz/sentencepiece_fuzz.cc). Checks the ModelProto's pieces and
+// charsmaps first.
 Status CheckPieces(const std::string& b, const std::string& where) {
   Wire top{b, 0, b.size()};
   int index = 0;
@@ -94,7 +139,22 @@ Status CheckPieces(const std::string& b, const std::string& where) {
     if (!top.Field(&number, &type, &begin, &stop))
       return Status::Error(where + ": not a SentencePiece model (malformed protocol buffer at byte " +
                            std::to_string(top.at) + ")");
-    if (number != 1 || type != 2) continue;  // pieces only
+    if ((number == 3 || number == 5) && type == 2) {  // normalizer_spec, denormalizer_spec
+      const std::string what = number == 3 ? "normalizer_spec" : "denormalizer_spec";
+      Wire spec{b, begin, stop};
+      while (spec.at < spec.end) {
+        uint32_t n, t;
+        size_t sb = 0, ss = 0;
+        if (!spec.Field(&n, &t, &sb, &ss))
+          return Status::Error(where + ": not a SentencePiece model (" + what + " is malformed)");
+        if (n == 2 && t == 2) {
+          Status st = CheckCharsmap(b.substr(sb, ss - sb), what);
+          if (!st.ok()) return Status::Error(where + ": not a SentencePiece model (" + st.message() + ")");
+        }
+      }
+      continue;
+    }
+    if (number != 1 || type != 2) continue;  // pieces
     Wire piece{b, begin, stop};
     bool has_text = false;
     while (piece.at < piece.end) {

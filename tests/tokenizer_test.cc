@@ -162,7 +162,10 @@ TEST(Llama2c, InterfaceEncodesAsTheEngineAlwaysDid) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto ids = direct->Encode("Once upon a time", true, false);
   std::string want;
-  for (size_t i = 0; i < ids.size(); i++) want += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); i++) {
+    if (i) want += ' ';
+    want += std::to_string(ids[i]);
+  }
   EXPECT_EQ(r.out, want + "\n");
   auto d = Shell(VerityBin() + " tokenize --tokenizer " + test::Model("tok512.bin") + " --decode --text '" + want + "'");
   EXPECT_EQ(d.out, "Once upon a time\n");
@@ -358,6 +361,13 @@ TEST(Fuzzed, FormerCrashesAreNamedErrors) {
   ASSERT_FALSE(sp.ok());
   EXPECT_NE(sp.status().message().find("x.model: not a SentencePiece model (pieces[0].piece is empty or holds a NUL byte)"),
             std::string::npos) << sp.status().message();
+  // A denormalizer charsmap whose trie points outside itself: a SEGV in
+  // libsentencepiece's normalizer (the fuzzer's input, verbatim).
+  const std::string charsmap_model("\x0A\x0E\x0A\x05\x3C\x75\x6E\x6B\x3E\x15\x00\x00\x00\x00\x18\x02\x0A\x0C\x0A\x03\x3C\x73\x3E\x15\x00\x00\x00\x18\x18\x18\x2A\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x12\x00\x48\x48\x12\x10\x01\x00\x00\x00\x23\x00\x00\xF8\x48\x48\x48\x48\x48\x48\x48\x48\x48\x00\x48\x48\x48\x77\x48\x48\x48\x48\x48\x48\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18\x0A\x09\x0A\x02\x15\x60\x00\x81\xFF\x00\x88\x81\xD0\x0D\x3D", 104);
+  auto cm = ParseSentencePiece(charsmap_model, "y.model");
+  ASSERT_FALSE(cm.ok());
+  EXPECT_NE(cm.status().message().find("y.model: not a SentencePiece model (denormalizer_spec.precompiled_charsmap"),
+            std::string::npos) << cm.status().message();
   // A template's special_tokens entry that is not an object.
   json j = SmallTokenizer();
   j["post_processor"]["special_tokens"]["<s>"] = 5;

@@ -32,7 +32,7 @@ esac
 "$out/$name" -max_total_time="$seconds" -runs="$runs_limit" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
   -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" >"$out/fuzz.log" 2>&1
 rc=$?
-runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$out/fuzz.log" | grep -oE '[0-9]+$')
+runs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$out/fuzz.log" | grep -oE '[0-9]+$')
 if [ $rc -eq 0 ] && [ -n "$runs" ]; then
   echo "fuzz: target=$name seconds<=$seconds runs=$runs crashes=0 verdict=PASS"
 else
