@@ -378,6 +378,7 @@ class HfTokenizer : public TextTokenizer {
 
  private:
   Status ParseModel(const json& m, const Reader& r);
+  Status ParseMerges(const json& m, const Reader& r);
   Status ParseAddedTokens(const json& tj, const Reader& r);
   Status ParsePostProcessor(const json& o, const std::string& at, const Reader& r);
   Status ParseConfig(const json& cfg, const Reader& r);
@@ -404,6 +405,39 @@ class HfTokenizer : public TextTokenizer {
   std::vector<int> prefix_, suffix_;  // what add_special puts around the text
   int bos_ = -1, eos_ = -1;
 };
+
+// Merges as "a b" (tokenizers < 0.20) or ["a", "b"]; the rank is the
+// position; both parts and their concatenation must be in the vocabulary.
+Status HfTokenizer::ParseMerges(const json& m, const Reader& r) {
+  auto merges = m.find("merges");
+  if (merges == m.end() || !merges->is_array()) return r.Err("model.merges", "must be an array");
+  for (size_t i = 0; i < merges->size(); i++) {
+    const json& e = (*merges)[i];
+    const std::string at = "model.merges[" + std::to_string(i) + "]";
+    std::string a, b;
+    if (e.is_string()) {  // "a b" (tokenizers < 0.20)
+      const std::string s = e.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        return r.Err(at, "\"" + s + "\" is not two tokens separated by one space");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
+      a = e[0].get<std::string>();
+      b = e[1].get<std::string>();
+    } else {
+      return r.Err(at, "must be \"a b\" or [\"a\", \"b\"]");
+    }
+    auto ia = token_to_id_.find(a), ib = token_to_id_.find(b), iab = token_to_id_.find(a + b);
+    if (ia == token_to_id_.end() || ib == token_to_id_.end() || iab == token_to_id_.end())
+      return r.Err(at, "merges \"" + a + "\" + \"" + b + "\" but " +
+                           (ia == token_to_id_.end() ? "\"" + a + "\"" : ib == token_to_id_.end() ? "\"" + b + "\"" : "\"" + a + b + "\"") +
+                           " is not in model.vocab");
+    const uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
+    merges_.emplace(key, std::make_pair(static_cast<int>(i), iab->second));  // the first rank wins
+  }
+  return OkStatus();
+}
 
 Status HfTokenizer::ParseModel(const json& m, const Reader& r) {
   VERITY_ASSIGN_OR_RETURN(auto type, r.Type(m, "model"));
@@ -440,33 +474,7 @@ Status HfTokenizer::ParseModel(const json& m, const Reader& r) {
     has_token_[id] = true;
     token_to_id_[it.key()] = id;
   }
-  auto merges = m.find("merges");
-  if (merges == m.end() || !merges->is_array()) return r.Err("model.merges", "must be an array");
-  for (size_t i = 0; i < merges->size(); i++) {
-    const json& e = (*merges)[i];
-    const std::string at = "model.merges[" + std::to_string(i) + "]";
-    std::string a, b;
-    if (e.is_string()) {  // "a b" (tokenizers < 0.20)
-      const std::string s = e.get<std::string>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return r.Err(at, "\"" + s + "\" is not two tokens separated by one space");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
-      a = e[0].get<std::string>();
-      b = e[1].get<std::string>();
-    } else {
-      return r.Err(at, "must be \"a b\" or [\"a\", \"b\"]");
-    }
-    auto ia = token_to_id_.find(a), ib = token_to_id_.find(b), iab = token_to_id_.find(a + b);
-    if (ia == token_to_id_.end() || ib == token_to_id_.end() || iab == token_to_id_.end())
-      return r.Err(at, "merges \"" + a + "\" + \"" + b + "\" but " +
-                           (ia == token_to_id_.end() ? "\"" + a + "\"" : ib == token_to_id_.end() ? "\"" + b + "\"" : "\"" + a + b + "\"") +
-                           " is not in model.vocab");
-    const uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
-    merges_.emplace(key, std::make_pair(static_cast<int>(i), iab->second));  // the first rank wins
-  }
+  VERITY_RETURN_IF_ERROR(ParseMerges(m, r));
   for (int b = 0; b < 256; b++) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -668,57 +676,65 @@ Result<std::string> HfTokenizer::Normalize(std::string s) const {
   return s;
 }
 
+// Split: the text between matches, and the matches unless `removed`.
+Status SplitStep(const PreStep& p, const std::string& piece, std::vector<std::string>* next) {
+  VERITY_ASSIGN_OR_RETURN(auto hits, p.pattern.FindAll(piece));
+  size_t at = 0;
+  for (auto [b, e] : hits) {
+    if (b > at) next->push_back(piece.substr(at, b - at));
+    if (!p.removed) next->push_back(piece.substr(b, e - b));
+    at = e;
+  }
+  if (at < piece.size()) next->push_back(piece.substr(at));
+  return OkStatus();
+}
+
+// ByteLevel: optionally the GPT-2 split, then every byte as its character.
+Status ByteLevelStep(const PreStep& p, std::string piece, std::vector<std::string>* next) {
+  if (p.add_prefix_space && piece.rfind(' ', 0) != 0) piece = " " + piece;
+  std::vector<std::string> words;
+  if (p.use_regex) {
+    VERITY_ASSIGN_OR_RETURN(auto hits, p.pattern.FindAll(piece));
+    for (auto [b, e] : hits) words.push_back(piece.substr(b, e - b));
+  } else {
+    words.push_back(std::move(piece));
+  }
+  for (const std::string& w : words) {
+    std::string mapped;
+    for (unsigned char c : w) mapped += ByteLevel().to_char[c];
+    next->push_back(std::move(mapped));
+  }
+  return OkStatus();
+}
+
+// Metaspace: spaces become the replacement, prepended as the scheme says;
+// with `split`, each replacement starts a new piece (Hugging Face's rule).
+void MetaspaceStep(const PreStep& p, std::string piece, size_t section, std::vector<std::string>* next) {
+  ReplaceAll(piece, " ", p.replacement);
+  const bool prepend = p.prepend == PrependScheme::kAlways || (p.prepend == PrependScheme::kFirst && section == 0);
+  if (prepend && piece.rfind(p.replacement, 0) != 0) piece = p.replacement + piece;
+  if (!p.split) {
+    next->push_back(std::move(piece));
+    return;
+  }
+  size_t at = 0;
+  for (size_t hit = piece.find(p.replacement, 1); hit != std::string::npos;
+       hit = piece.find(p.replacement, hit + p.replacement.size())) {
+    if (hit > at) next->push_back(piece.substr(at, hit - at));
+    at = hit;
+  }
+  if (at < piece.size()) next->push_back(piece.substr(at));
+}
+
 Result<std::vector<std::string>> HfTokenizer::PreTokenize(const std::string& s, size_t section) const {
   std::vector<std::string> pieces{s};
   for (const PreStep& p : pre_) {
     std::vector<std::string> next;
     for (std::string& piece : pieces) {
       switch (p.kind) {
-        case PreStep::kSplit: {
-          VERITY_ASSIGN_OR_RETURN(auto hits, p.pattern.FindAll(piece));
-          size_t at = 0;
-          for (auto [b, e] : hits) {
-            if (b > at) next.push_back(piece.substr(at, b - at));
-            if (!p.removed) next.push_back(piece.substr(b, e - b));
-            at = e;
-          }
-          if (at < piece.size()) next.push_back(piece.substr(at));
-          break;
-        }
-        case PreStep::kByteLevel: {
-          if (p.add_prefix_space && piece.rfind(' ', 0) != 0) piece = " " + piece;
-          std::vector<std::string> words;
-          if (p.use_regex) {
-            VERITY_ASSIGN_OR_RETURN(auto hits, p.pattern.FindAll(piece));
-            for (auto [b, e] : hits) words.push_back(piece.substr(b, e - b));
-          } else {
-            words.push_back(piece);
-          }
-          for (const std::string& w : words) {
-            std::string mapped;
-            for (unsigned char c : w) mapped += ByteLevel().to_char[c];
-            next.push_back(std::move(mapped));
-          }
-          break;
-        }
-        case PreStep::kMetaspace: {
-          ReplaceAll(piece, " ", p.replacement);
-          const bool prepend = p.prepend == PrependScheme::kAlways || (p.prepend == PrependScheme::kFirst && section == 0);
-          if (prepend && piece.rfind(p.replacement, 0) != 0) piece = p.replacement + piece;
-          if (!p.split) {
-            next.push_back(piece);
-            break;
-          }
-          // Hugging Face's split: each replacement starts a new piece.
-          size_t at = 0;
-          for (size_t hit = piece.find(p.replacement, 1); hit != std::string::npos;
-               hit = piece.find(p.replacement, hit + p.replacement.size())) {
-            if (hit > at) next.push_back(piece.substr(at, hit - at));
-            at = hit;
-          }
-          if (at < piece.size()) next.push_back(piece.substr(at));
-          break;
-        }
+        case PreStep::kSplit: VERITY_RETURN_IF_ERROR(SplitStep(p, piece, &next)); break;
+        case PreStep::kByteLevel: VERITY_RETURN_IF_ERROR(ByteLevelStep(p, std::move(piece), &next)); break;
+        case PreStep::kMetaspace: MetaspaceStep(p, std::move(piece), section, &next); break;
       }
     }
     pieces = std::move(next);
@@ -844,75 +860,88 @@ int ByteToken(const std::string& t) {
   return v;
 }
 
+// ByteFallback: runs of <0xNN> tokens become their bytes, decoded together
+// (ill-formed bytes as U+FFFD, as @lenml's TextDecoder).
+std::vector<std::string> ByteFallbackDecode(const std::vector<std::string>& tokens) {
+  std::vector<std::string> next;
+  std::string run;
+  bool in_run = false;
+  for (const auto& t : tokens) {
+    const int b = ByteToken(t);
+    if (b >= 0) {
+      run += static_cast<char>(b);
+      in_run = true;
+      continue;
+    }
+    if (in_run) next.push_back(Utf8Lossy(run)), run.clear(), in_run = false;
+    next.push_back(t);
+  }
+  if (in_run) next.push_back(Utf8Lossy(run));
+  return next;
+}
+
+// Strip: up to `start` leading and `stop` trailing `content` characters per token.
+std::vector<std::string> StripDecode(const DecStep& d, std::vector<std::string> tokens) {
+  const std::string& c = d.text;
+  for (std::string& t : tokens) {
+    for (int64_t k = 0; k < d.start && t.rfind(c, 0) == 0; k++) t.erase(0, c.size());
+    for (int64_t k = 0; k < d.stop && t.size() >= c.size() && t.compare(t.size() - c.size(), c.size(), c) == 0; k++)
+      t.erase(t.size() - c.size());
+  }
+  return tokens;
+}
+
+// ByteLevel: every character back to its byte (a token with a character
+// outside the map keeps its own bytes), then UTF-8 with U+FFFD for bad bytes.
+std::vector<std::string> ByteLevelDecode(const std::vector<std::string>& tokens) {
+  std::string bytes;
+  for (const auto& t : tokens) {
+    std::string mapped;
+    bool all = true;
+    for (size_t i = 0; i < t.size() && all;) {
+      const size_t n = std::min(Utf8Len(static_cast<unsigned char>(t[i])), t.size() - i);
+      auto it = ByteLevel().to_byte.find(t.substr(i, n));
+      if (it == ByteLevel().to_byte.end()) {
+        all = false;
+      } else {
+        mapped += static_cast<char>(it->second);
+      }
+      i += n;
+    }
+    bytes += all ? mapped : t;
+  }
+  return {Utf8Lossy(bytes)};
+}
+
+// Metaspace: the replacement back to spaces; the first token loses the space
+// the pre-tokenizer prepended.
+std::vector<std::string> MetaspaceDecode(const DecStep& d, std::vector<std::string> tokens) {
+  for (size_t i = 0; i < tokens.size(); i++) {
+    ReplaceAll(tokens[i], d.text, " ");
+    if (i == 0 && d.prepend != PrependScheme::kNever && tokens[i].rfind(' ', 0) == 0) tokens[i].erase(0, 1);
+  }
+  return tokens;
+}
+
 Result<std::vector<std::string>> HfTokenizer::RunDecoders(std::vector<std::string> tokens) const {
   for (const DecStep& d : dec_) {
-    std::vector<std::string> next;
     switch (d.kind) {
       case DecStep::kReplace:
-        for (const auto& t : tokens) {
-          VERITY_ASSIGN_OR_RETURN(auto s, ReplacePattern(d.pattern, t, d.text));
-          next.push_back(std::move(s));
+        for (auto& t : tokens) {
+          VERITY_ASSIGN_OR_RETURN(t, ReplacePattern(d.pattern, t, d.text));
         }
         break;
-      case DecStep::kByteFallback: {
-        std::string run;  // consecutive <0xNN> bytes, decoded together
-        bool in_run = false;
-        for (const auto& t : tokens) {
-          const int b = ByteToken(t);
-          if (b >= 0) {
-            run += static_cast<char>(b);
-            in_run = true;
-            continue;
-          }
-          if (in_run) next.push_back(Utf8Lossy(run)), run.clear(), in_run = false;
-          next.push_back(t);
-        }
-        if (in_run) next.push_back(Utf8Lossy(run));
-        break;
-      }
+      case DecStep::kByteFallback: tokens = ByteFallbackDecode(tokens); break;
       case DecStep::kFuse: {
         std::string all;
         for (const auto& t : tokens) all += t;
-        next.push_back(std::move(all));
+        tokens = {all};
         break;
       }
-      case DecStep::kStrip:
-        for (std::string t : tokens) {
-          for (int64_t k = 0; k < d.start && t.rfind(d.text, 0) == 0; k++) t.erase(0, d.text.size());
-          for (int64_t k = 0; k < d.stop && t.size() >= d.text.size() &&
-                              t.compare(t.size() - d.text.size(), d.text.size(), d.text) == 0;
-               k++)
-            t.erase(t.size() - d.text.size());
-          next.push_back(std::move(t));
-        }
-        break;
-      case DecStep::kByteLevel: {
-        std::string bytes;
-        for (const auto& t : tokens) {
-          std::string mapped;
-          bool all = true;
-          for (size_t i = 0; i < t.size() && all;) {
-            const size_t n = std::min(Utf8Len(static_cast<unsigned char>(t[i])), t.size() - i);
-            auto it = ByteLevel().to_byte.find(t.substr(i, n));
-            if (it == ByteLevel().to_byte.end()) all = false;
-            else mapped += static_cast<char>(it->second);
-            i += n;
-          }
-          bytes += all ? mapped : t;  // a token outside the map keeps its own bytes
-        }
-        next.push_back(Utf8Lossy(bytes));
-        break;
-      }
-      case DecStep::kMetaspace:
-        for (size_t i = 0; i < tokens.size(); i++) {
-          std::string t = tokens[i];
-          ReplaceAll(t, d.text, " ");
-          if (i == 0 && d.prepend != PrependScheme::kNever && t.rfind(' ', 0) == 0) t.erase(0, 1);
-          next.push_back(std::move(t));
-        }
-        break;
+      case DecStep::kStrip: tokens = StripDecode(d, std::move(tokens)); break;
+      case DecStep::kByteLevel: tokens = ByteLevelDecode(tokens); break;
+      case DecStep::kMetaspace: tokens = MetaspaceDecode(d, std::move(tokens)); break;
     }
-    tokens = std::move(next);
   }
   return tokens;
 }
