@@ -32,8 +32,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Warm-up before any timed position: at least this many forward passes and
-// this long (the bench's own positions, untimed). Reported as warmup_tokens.
+// Warm-up before any timed position: at least this many decode positions and
+// this long (the bench's own generations, untimed). Reported as warmup_tokens.
 constexpr int kWarmupMinTokens = 8;
 constexpr double kWarmupMinSeconds = 0.1;
 
@@ -50,6 +50,10 @@ struct BenchRecord {
   // metrics: the ledger guards every one of these, oriented by name
   double decode_tok_s = 0.0, prefill_tok_s = 0.0, prefill_gflops = 0.0;
   std::optional<double> peak_rss_mb;  // VmHWM in MiB; absent where /proc does not say
+  // memory: the model's resident weights and its Transformer's KV cache (MiB),
+  // and the bound on peak RSS they imply (weights + KV + 10%); absent in
+  // records from before they were reported
+  std::optional<double> weights_mb, kv_cache_mb, rss_limit_mb;
   // spread
   double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
   int samples = 0;              // decode token times behind decode_tok_s
@@ -97,6 +101,10 @@ nlohmann::json ToJson(const BenchRecord& r) {
             {"achieved_gb_s", r.achieved_gb_s},
             {"read_gb_s", OptionalJson(r.read_gb_s)},
             {"fraction", OptionalJson(r.fraction)}}},
+          {"memory",
+           {{"weights_mb", OptionalJson(r.weights_mb)},
+            {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
+            {"rss_limit_mb", OptionalJson(r.rss_limit_mb)}}},
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
           {"box", r.box}};
 }
@@ -145,7 +153,8 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
   for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
                            {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
                            {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
-                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}}) {
+                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}, {"memory.weights_mb", &r.weights_mb},
+                           {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb}}) {
     const nlohmann::json* v = at(j, path);
     if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
     if (v && v->is_number()) *dst = v->get<double>();
@@ -190,7 +199,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
       "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
       "runqueue_wait_pct,samples,bytes_per_token,"
-      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box\n";
+      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb\n";
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
                     CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
                     std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
@@ -200,7 +209,8 @@ std::string PrintCsv(const BenchRecord& r) {
                     Num(r.runqueue_wait_pct) + "," +
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
                     Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
-                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "\n";
+                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
+                    Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "\n";
   return header + row;
 }
 
@@ -211,15 +221,16 @@ std::string PrintMd(const BenchRecord& r) {
     if (c == '|') c = '/';
   std::string out =
       "| model | backend | dtype | threads | test | decode tok/s | MAD | prefill tok/s | prefill GFLOP/s | "
-      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB |\n"
-      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB | RSS limit MiB |\n"
+      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
          std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) + " | " + Fixed(r.decode_tok_s, 2) +
          " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
          Fixed(r.prefill_gflops, 2) + " | " + Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) +
          " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
          (r.fraction ? Fixed(*r.fraction * 100.0, 2) + "%" : "n/a") + " | " +
-         (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " |\n";
+         (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " | " +
+         (r.rss_limit_mb ? Fixed(*r.rss_limit_mb, 2) : "n/a") + " |\n";
   return out;
 }
 
@@ -256,16 +267,18 @@ double WeightBytesPerToken(const M& m) {
     return F32WeightBytesPerToken(m.config);
 }
 
-// Flops of the forward pass at each of positions [0, n): 2 per multiply-add
-// of every matrix (the classifier too: the forward computes logits at every
-// position) and of attention (scores and the weighted sum over pos + 1
-// positions). Norms, RoPE and softmax are left out (a few per weight row).
-double ForwardFlops(const ModelConfig& c, int n) {
+// Flops of a prefill of positions [0, n): 2 per multiply-add of every layer
+// matrix at every position, of the classifier once (Prefill computes logits
+// for the last position only), and of attention (scores and the weighted sum
+// over pos + 1 positions). Norms, RoPE and softmax are left out (a few per
+// weight row).
+double PrefillFlops(const ModelConfig& c, int n) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
   const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
-  const double matmul = 2.0 * (c.n_layers * (2.0 * dim * dim + 2.0 * kv * dim + ffn) + static_cast<double>(c.vocab_size) * dim);
+  const double layers = 2.0 * c.n_layers * (2.0 * dim * dim + 2.0 * kv * dim + ffn);
+  const double classifier = 2.0 * static_cast<double>(c.vocab_size) * dim;
   const double positions_attended = static_cast<double>(n) * (n + 1) / 2.0;  // sum of (pos + 1)
-  return matmul * n + 2.0 * 2.0 * dim * c.n_layers * positions_attended;
+  return layers * n + classifier + 2.0 * 2.0 * dim * c.n_layers * positions_attended;
 }
 
 // VmHWM (peak resident set) in MiB, from /proc/self/status.
@@ -334,34 +347,36 @@ struct BenchOptions {
   double min_seconds = 0.5;
 };
 
-// The positions of one generation: prompt positions [0, P) teacher-forced (BOS
-// then fixed, model-independent ids), then G decode positions, each fed the
-// greedy token of the previous position's logits.
+// One generation: the prompt (BOS then fixed, model-independent ids) as one
+// batched Prefill, then G decode positions, each fed the greedy token of the
+// previous position's logits.
 class Generation {
  public:
   Generation(Transformer& t, int prompt, int gen)
       : t_(t), c_(t.model().config), prompt_(prompt), gen_(gen), greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
-        buf_(c_.vocab_size) {}
-  int positions() const { return prompt_ + gen_; }
-  // Runs position `pos` (0 restarts from a fresh cache: every later position
-  // overwrites its cache row before attention reads it).
-  void Step(int pos) {
-    if (pos == 0) token_ = Llama2cFormat::kBos;
-    const float* logits = t_.Forward(token_, pos);
-    if (pos + 1 < prompt_) {
-      token_ = static_cast<int>((1 + 7919L * (pos + 1)) % c_.vocab_size);
-    } else {
-      std::copy(logits, logits + c_.vocab_size, buf_.begin());
-      token_ = greedy_.Sample(buf_.data());
-    }
+        buf_(c_.vocab_size) {
+    ids_.push_back(Llama2cFormat::kBos);
+    for (int p = 1; p < prompt_; p++) ids_.push_back(static_cast<int>((1 + 7919L * p) % c_.vocab_size));
   }
+  int prompt() const { return prompt_; }
+  int positions() const { return prompt_ + gen_; }
+  // Prefills positions [0, prompt) from a fresh cache (every later position
+  // overwrites its cache row before attention reads it).
+  void Prompt() { Pick(t_.Prefill(ids_.data(), prompt_, 0)); }
+  // Decodes position `pos` (prompt <= pos < positions()).
+  void Step(int pos) { Pick(t_.Forward(token_, pos)); }
 
  private:
+  void Pick(const float* logits) {
+    std::copy(logits, logits + c_.vocab_size, buf_.begin());
+    token_ = greedy_.Sample(buf_.data());
+  }
   Transformer& t_;
   const ModelConfig& c_;
   int prompt_, gen_;
   Sampler greedy_;
   std::vector<float> buf_;
+  std::vector<int> ids_;
   int token_ = Llama2cFormat::kBos;
 };
 
@@ -448,38 +463,38 @@ int RunBench(BenchOptions o) {
   r.backend = t.backend_name();
   Generation g(t, o.prompt_tokens, o.gen_tokens);
 
-  // Warm-up: the bench's own positions, untimed.
+  // Warm-up: whole generations of the bench's own positions, untimed, until
+  // enough decode positions and time have passed.
   const auto warm_start = Clock::now();
-  int pos = 0;
-  g.Step(pos++);
-  r.warmup_tokens = 1;
-  if (!cpus.empty()) r.per_thread = measure::PinEveryThread(cpus);
-  while (r.warmup_tokens < kWarmupMinTokens ||
-         std::chrono::duration<double>(Clock::now() - warm_start).count() < kWarmupMinSeconds) {
-    if (pos == g.positions()) pos = 0;
-    g.Step(pos++);
-    r.warmup_tokens++;
+  auto warm = [&] {
+    return r.warmup_tokens >= kWarmupMinTokens &&
+           std::chrono::duration<double>(Clock::now() - warm_start).count() >= kWarmupMinSeconds;
+  };
+  for (bool first = true; !warm(); first = false) {
+    g.Prompt();
+    // The pool's threads exist now: give each its own CPU.
+    if (first && !cpus.empty()) r.per_thread = measure::PinEveryThread(cpus);
+    for (int p = g.prompt(); p < g.positions() && !warm(); p++) {
+      g.Step(p);
+      r.warmup_tokens++;
+    }
   }
 
   // Timed generations, each from a fresh cache, until decode has run
-  // min_seconds. Every position is timed alone; the prompt's too, so that
-  // prefill is summarized as robustly as decode. (When the engine gets a
-  // batched prefill, time the block per generation and take the median over
-  // generations instead.)
+  // min_seconds. The prompt is timed as one block per generation, every
+  // decode position alone; both are summarized by medians.
   std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
   double decode_total = 0.0;
   const std::optional<double> wait_before = RunQueueWaitNs();
   const auto timed_start = Clock::now();
   do {
-    for (int p = 0; p < o.prompt_tokens; p++) {
-      const auto a = Clock::now();
+    const auto a = Clock::now();
+    g.Prompt();
+    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+    for (int p = g.prompt(); p < g.positions(); p++) {
+      const auto b = Clock::now();
       g.Step(p);
-      prefill_s.push_back(std::chrono::duration<double>(Clock::now() - a).count());
-    }
-    for (int p = o.prompt_tokens; p < g.positions(); p++) {
-      const auto a = Clock::now();
-      g.Step(p);
-      const double d = std::chrono::duration<double>(Clock::now() - a).count();
+      const double d = std::chrono::duration<double>(Clock::now() - b).count();
       token_s.push_back(d);
       decode_total += d;
     }
@@ -493,7 +508,7 @@ int RunBench(BenchOptions o) {
   if (!o.dump_times.empty()) {
     std::ofstream f(o.dump_times, std::ios::trunc);
     f << nlohmann::json({{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
-                         {"prefill_s", prefill_s}, {"decode_s", token_s}})
+                         {"prefill_s", prefill_s} /* seconds per whole prompt */, {"decode_s", token_s}})
              .dump()
       << "\n";
     if (!f) return Fail(Status::Error("--dump-times " + o.dump_times + ": cannot write"));
@@ -518,10 +533,14 @@ int RunBench(BenchOptions o) {
     }
     r.decode_position_mad_pct = 100.0 * Median(dev);
   }
-  const double prefill_median = std::max(Median(prefill_s), 1e-12);
-  r.prefill_tok_s = 1.0 / prefill_median;
-  r.prefill_gflops = ForwardFlops(c, o.prompt_tokens) / o.prompt_tokens / prefill_median / 1e9;
+  const double prefill_median = std::max(Median(prefill_s), 1e-12);  // seconds per whole prompt
+  r.prefill_tok_s = o.prompt_tokens / prefill_median;
+  r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) / prefill_median / 1e9;
   r.peak_rss_mb = PeakRssMb();
+  const Footprint fp = FootprintOf(**model);
+  r.weights_mb = fp.resident_weight_bytes / 1048576.0;
+  r.kv_cache_mb = fp.kv_cache_bytes / 1048576.0;
+  r.rss_limit_mb = (*r.weights_mb + *r.kv_cache_mb) * 1.1;
 
   r.bytes_per_token = WeightBytesPerToken(**model);
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
@@ -548,6 +567,10 @@ int RunBench(BenchOptions o) {
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
                           : " (no roofline for this thread count: `verity roofline`)");
+  if (r.peak_rss_mb)
+    std::fprintf(stderr, "verity: peak RSS %.1f MiB %s weights %.1f MiB + KV cache %.1f MiB + 10%% = %.1f MiB\n",
+                 *r.peak_rss_mb, *r.peak_rss_mb <= *r.rss_limit_mb ? "within" : "ABOVE", *r.weights_mb,
+                 *r.kv_cache_mb, *r.rss_limit_mb);
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "

@@ -9,6 +9,7 @@
 #include "measure/measure.h"
 #include "cli/commands.h"
 #include "engine/audit.h"
+#include "formats/gguf.h"
 
 namespace verity::cli {
 namespace {
@@ -77,20 +78,90 @@ int RunProbeCommand(const std::string& model_path, const std::string& tok_path, 
   return finish(0, 0, false);
 }
 
+// A metadata value as JSON; arrays as their elements' values.
+nlohmann::json GgufValueJson(const gguf::Value& v) {
+  using T = gguf::ValueType;
+  switch (v.type) {
+    case T::kInt8: case T::kInt16: case T::kInt32: case T::kInt64: return v.i;
+    case T::kUint8: case T::kUint16: case T::kUint32: case T::kUint64: return v.u;
+    case T::kBool: return v.u != 0;
+    case T::kFloat32: case T::kFloat64: return v.f;
+    case T::kString: return v.s;
+    case T::kArray: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& e : v.items) a.push_back(GgufValueJson(e));
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+int RunGgufInfo(const std::string& path, bool json) {
+  Status st = CheckRegularFile(path, "GGUF file");
+  if (!st.ok()) return Fail(st);
+  auto file = MappedFile::Open(path);
+  if (!file.ok()) return Fail(file.status());
+  auto f = gguf::Parse((*file)->data(), (*file)->size(), path);
+  if (!f.ok()) return Fail(f.status());
+  if (json) {
+    nlohmann::json meta = nlohmann::json::object(), tensors = nlohmann::json::array();
+    for (const auto& [key, v] : f->metadata) {
+      nlohmann::json e = {{"type", static_cast<uint32_t>(v.type)}, {"value", GgufValueJson(v)}};
+      if (v.type == gguf::ValueType::kArray) e["subType"] = static_cast<uint32_t>(v.array_type);
+      meta[key] = e;
+    }
+    for (const auto& t : f->tensors)
+      tensors.push_back({{"name", t.name}, {"shape", t.dims}, {"type", t.type}, {"type_name", gguf::TensorTypeName(t.type)}, {"offset", t.offset}});
+    nlohmann::json j = {{"version", f->version}, {"alignment", f->alignment}, {"data_start", f->data_start},
+                        {"metadata", meta}, {"tensors", tensors}};
+    std::printf("%s\n", JsonLine(j).c_str());
+    return 0;
+  }
+  std::printf("%s: GGUF v%u, %zu keys, %zu tensors, alignment %u, data at %llu\n", path.c_str(), f->version,
+              f->metadata.size(), f->tensors.size(), f->alignment, static_cast<unsigned long long>(f->data_start));
+  for (const auto& [key, v] : f->metadata) {
+    std::string shown = v.type == gguf::ValueType::kArray
+                            ? "[" + std::to_string(v.items.size()) + " x " + gguf::ValueTypeName(static_cast<uint32_t>(v.array_type)) + "]"
+                            : GgufValueJson(v).dump();
+    std::printf("  %s: %s = %s\n", key.c_str(), gguf::ValueTypeName(static_cast<uint32_t>(v.type)).c_str(), shown.c_str());
+  }
+  for (const auto& t : f->tensors) {
+    std::string dims;
+    for (size_t i = 0; i < t.dims.size(); i++) dims += (i ? ", " : "") + std::to_string(t.dims[i]);
+    std::printf("  tensor %s [%s] %s at +%llu (%llu bytes)\n", t.name.c_str(), dims.c_str(), gguf::TensorTypeName(t.type).c_str(),
+                static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.bytes));
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
   {
-    auto* sub = app.add_subcommand("convert", "Write a llama2.c checkpoint as a Hugging Face directory (q/k rows "
-                                              "permuted into the rotate-half layout).");
+    auto* sub = app.add_subcommand("convert", "Write a checkpoint as a Hugging Face directory (--to hf: q/k rows "
+                                              "permuted into the rotate-half layout) or a llama GGUF file (--to gguf).");
     auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
-         dtype = std::make_shared<std::string>("f32");
+         dtype = std::make_shared<std::string>("f32"), to = std::make_shared<std::string>("hf"),
+         tok = std::make_shared<std::string>();
     auto shards = std::make_shared<int>(1);
-    sub->add_option("--model", *model, "llama2.c checkpoint (.bin)")->required();
-    sub->add_option("--out", *out, "output directory")->required();
-    sub->add_option("--shards", *shards, "number of safetensors shards")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "f32 or bf16")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+    sub->add_option("--model", *model, "checkpoint: llama2.c .bin (--to hf), or any model verity loads (--to gguf)")->required();
+    sub->add_option("--out", *out, "output directory (hf) or FILE.gguf")->required();
+    sub->add_option("--to", *to, "hf or gguf")->capture_default_str()->check(CLI::IsMember({"hf", "gguf"}));
+    sub->add_option("--shards", *shards, "hf: number of safetensors shards")->capture_default_str();
+    sub->add_option("--dtype", *dtype, "matrices: f32 or bf16 (hf); f32, f16, bf16 or q8_0 (gguf)")
+        ->capture_default_str()->check(CLI::IsMember({"f32", "bf16", "f16", "q8_0"}));
+    sub->add_option("--tokenizer", *tok, "gguf: llama2.c tokenizer.bin to store as tokenizer.ggml.* keys");
     reg.On(sub, [=] {
+      if (*to == "gguf") {
+        auto m = LoadModel(*model);
+        if (!m.ok()) return Fail(m.status());
+        Status s = WriteGgufCheckpoint(**m, *out, *dtype, *tok);
+        if (!s.ok()) return Fail(s);
+        std::printf("convert: wrote %s (GGUF v3, %s%s)\n", out->c_str(), dtype->c_str(), tok->empty() ? "" : ", with tokenizer");
+        return 0;
+      }
+      if (*dtype != "f32" && *dtype != "bf16") return Fail(Status::Error("--dtype " + *dtype + ": --to hf takes f32 or bf16"));
+      if (!tok->empty()) return Fail(Status::Error("--tokenizer is for --to gguf"));
       auto m = LoadModel(*model);
       if (!m.ok()) return Fail(m.status());
       if ((*m)->config.rope_style != RopeStyle::kInterleaved)
@@ -100,6 +171,15 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
       std::printf("convert: wrote %s (%d shard%s, %s)\n", out->c_str(), *shards, *shards == 1 ? "" : "s", dtype->c_str());
       return 0;
     });
+  }
+  {
+    auto* sub = app.add_subcommand("gguf-info", "Print a GGUF file's metadata and tensor infos (after every check "
+                                                "the reader makes); --json for one JSON object.");
+    auto file = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    sub->add_option("FILE", *file, "GGUF file")->required();
+    sub->add_flag("--json", *json, "one JSON object: version, alignment, data_start, metadata (type, subType, value), tensors");
+    reg.On(sub, [=] { return RunGgufInfo(*file, *json); });
   }
   {
     auto* sub = app.add_subcommand("audit", "Map every tensor the config requires and every index entry to its shard "

@@ -73,7 +73,7 @@ MeasureOptions WithProgress(MeasureOptions m) {
 }
 
 struct RefOptions {
-  std::string base, head, model, repo = ".";
+  std::string base, head, model, repo = ".", against;
   int steps = 256;
 };
 
@@ -104,8 +104,29 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const std::string bench_args = " bench --model " + measure::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
   r->base_cmd = measure::ShellQuote(base.binary) + bench_args;
   r->head_cmd = measure::ShellQuote(head.binary) + bench_args;
-  if (r->parity_cmd.empty() && head.has_parity)
+  // The head's parity compares it with an independent reference's logits when
+  // the model has them pinned beside it (models/X.ref-logits.bin for X.bin)
+  // or --against names them: a bug in code both of the head's own paths share
+  // passes fast-vs-reference parity, not this.
+  std::string against = o.against;
+  if (against.empty()) {
+    const std::filesystem::path pinned = std::filesystem::path(model).replace_extension(".ref-logits.bin");
+    if (std::filesystem::is_regular_file(pinned)) against = pinned.string();
+  } else if (!std::filesystem::is_regular_file(against)) {
+    return Status::Error("--against " + against + ": not a file");
+  }
+  if (r->parity_cmd.empty() && head.has_parity) {
     r->parity_cmd = measure::ShellQuote(head.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
+    if (!against.empty() && head.has_parity_against) {
+      r->parity_cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
+      progress("parity: the head against the independent reference's logits in " + against);
+    } else if (!against.empty()) {
+      if (!o.against.empty())
+        return Status::Error("--against " + against + ": the head build (" + o.head + ") has no `parity --against`");
+      progress("parity: the head build predates `parity --against`; it is compared with its own reference path "
+               "(the pinned " + against + " is not used)");
+    }
+  }
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
     r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
   r->base_ref = o.base;
@@ -146,6 +167,9 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
     sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
+    sub->add_option("--against", refs->against,
+                    "with refs: the head's parity against these reference logits (default: MODEL's .ref-logits.bin "
+                    "beside it, when the head build supports it)");
     sub->add_option("--metric", req->metric, "metric to score; every other reported metric is a guard")
         ->capture_default_str();
     sub->add_option("--accept-regression", req->accept_regressions,

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   verity::cli::RegisterEngineCommands(app, reg);
   verity::cli::RegisterBenchCommand(app, reg);
   verity::cli::RegisterRooflineCommand(app, reg);
+  verity::cli::RegisterGbenchCommand(app, reg);
   verity::cli::RegisterCheckpointCommands(app, reg);
   verity::cli::RegisterTokenizeCommand(app, reg);
   verity::cli::RegisterParityCommand(app, reg);

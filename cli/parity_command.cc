@@ -14,6 +14,13 @@ std::string Summary(const ParityReport& r) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "parity: worst_top1=%.4f worst_mean_kl=%.3g", r.worst_top1, r.worst_mean_kl);
   std::string s = buf;
+  if (r.has_reference_file) {
+    // The position that decides: the worst KL of the worst depth.
+    const ParityDepth* worst = nullptr;
+    for (const auto& d : r.depths)
+      if (!worst || !(d.mean_kl <= worst->mean_kl)) worst = &d;
+    if (worst) s += " worst_position=" + std::to_string(worst->worst_position);
+  }
   if (!r.nonfinite.empty()) s += " nonfinite=" + std::to_string(r.nonfinite.size());
   return s + (r.ok ? " verdict=PASS" : " verdict=FAIL");
 }
@@ -28,6 +35,21 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
                 d.sha256.c_str());
   std::printf("logits_sha256 %s\nall_rows_sha256 %s\n", r.logits_sha256.c_str(), r.all_rows_sha256.c_str());
   for (const auto& where : r.nonfinite) std::printf("non-finite: %s\n", where.c_str());
+  if (r.has_reference_file) {
+    const auto& f = r.reference_file;
+    std::printf("reference file: %s sha256 %s (%s; model %s sha256 %.16s)\n", f.path.c_str(), f.sha256.c_str(),
+                f.generator.c_str(), f.model_path.c_str(), f.model_sha256.c_str());
+    int bad = 0;
+    for (const auto& p : r.per_position) {
+      if (p.kl <= r.max_mean_kl && p.ref_top1 == p.cand_top1) continue;
+      if (++bad <= 10)
+        std::printf("position %d (depth %d): KL %.3g, top-1 candidate %d vs reference %d\n", p.position, p.depth, p.kl,
+                    p.cand_top1, p.ref_top1);
+    }
+    if (bad > 10) std::printf("... %d more positions outside the thresholds\n", bad - 10);
+    std::printf("positions: %zu scored, %d outside top-1 >= %g, KL <= %g\n", r.per_position.size(), bad, r.min_top1,
+                r.max_mean_kl);
+  }
   if (r.has_bit_identity)
     std::printf("bit identity: %s (%s)\n", r.bit_identical ? "PROVED" : "FAILED", r.bit_identity_detail.c_str());
   std::printf("%s\n", Summary(r).c_str());
@@ -114,7 +136,9 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--model", *model, "llama2.c checkpoint")->required();
   sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
       ->capture_default_str();
-  sub->add_option("--against", opt->against, "reference | FILE of raw f32 logits (e.g. from another build)")
+  sub->add_option("--against", opt->against,
+                  "reference | FILE: a reference logits file (docs/parity.md; its tokens and model are checked; "
+                  "f32 must reach top-1 = 1 and mean KL <= 1e-6) or raw f32 logits (e.g. from another build)")
       ->capture_default_str();
   sub->add_option("--depths", *depths,
                   "context depths, e.g. 1,64,512 (default: 7 spread over the context, the last at its end; "

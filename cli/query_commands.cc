@@ -1,4 +1,4 @@
-// show, frontier, history: thin wiring over the ledger's read model
+// show, frontier, history, drift: thin wiring over the ledger's read model
 // (ledger/read_model.h). --json prints the Ledger's JSON; otherwise the read
 // model's text printer.
 #include <cstdio>
@@ -7,7 +7,9 @@
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "ledger/drift.h"
 #include "ledger/ledger.h"
+#include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
 namespace verity::cli {
@@ -74,14 +76,64 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes.");
+    auto* sub = app.add_subcommand("drift", "Change points in main's measured speed over history (E-divisive means "
+                                            "with a permutation test), per metric, box and workload, with the "
+                                            "changes recorded around each.");
+    auto q = std::make_shared<Query>();
+    auto metric = std::make_shared<std::string>(), box = std::make_shared<std::string>();
+    auto opt = std::make_shared<ledger::DriftOptions>();
+    AddQueryOptions(sub, *q);
+    sub->add_option("--metric", *metric, "only this metric");
+    sub->add_option("--box", *box, "only this box fingerprint");
+    sub->add_option("--alpha", opt->alpha, "significance of each change point")
+        ->check(CLI::Range(0.001, 0.5))
+        ->capture_default_str();
+    sub->add_option("--permutations", opt->permutations, "per tested split")
+        ->check(CLI::Range(19, 9999))
+        ->capture_default_str();
+    sub->add_option("--min-segment", opt->min_segment, "points on each side of a change point")
+        ->check(CLI::Range(2, 1000))
+        ->capture_default_str();
+    reg.On(sub, [=] {
+      auto load = [=](ledger::Ledger& l) { return ledger::LoadDrift(l.db(), *metric, *box, *opt); };
+      return Run(
+          *q,
+          [=](ledger::Ledger& l) -> Result<nlohmann::json> {
+            VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+            return ledger::ToJson(v);
+          },
+          [=](ledger::Ledger& l) -> Result<std::string> {
+            VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+            return ledger::ToText(v);
+          });
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains.");
     auto q = std::make_shared<Query>();
     auto what = std::make_shared<std::string>("all");
     AddQueryOptions(sub, *q);
-    sub->add_option("KIND", *what, "reverts | retractions | none | all")
-        ->check(CLI::IsMember({"reverts", "retractions", "none", "all"}))
+    sub->add_option("KIND", *what, "reverts | retractions | none | all | predictions")
+        ->check(CLI::IsMember({"reverts", "retractions", "none", "all", "predictions"}))
         ->capture_default_str();
     reg.On(sub, [=] {
+      if (*what == "predictions") {
+        // Each author's predicted vs measured gains: bias, median error, share within 2x.
+        auto load = [](ledger::Ledger& l) -> Result<ledger::PredictionsView> {
+          VERITY_ASSIGN_OR_RETURN(auto changes, ledger::LoadChangeViews(l.db()));
+          return ledger::PredictionRecord(changes);
+        };
+        return Run(
+            *q,
+            [=](ledger::Ledger& l) -> Result<nlohmann::json> {
+              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+              return ledger::ToJson(v);
+            },
+            [=](ledger::Ledger& l) -> Result<std::string> {
+              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+              return ledger::ToText(v);
+            });
+      }
       return Run(
           *q, [&](ledger::Ledger& l) { return l.History(*what); },
           [&](ledger::Ledger& l) -> Result<std::string> {

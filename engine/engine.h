@@ -116,7 +116,9 @@ struct Model {
 };
 
 // Loads a llama2.c checkpoint (a file), validating every header field and the
-// exact file size, or a Hugging Face directory (config.json plus
+// exact file size, a llama-architecture GGUF file (one that begins with
+// "GGUF" or is named *.gguf; docs/gguf.md: F32/F16/BF16/Q8_0 tensors, interleaved RoPE), or a
+// Hugging Face directory (config.json plus
 // model.safetensors or shards with model.safetensors.index.json), where every
 // required tensor must be present with its shape and nothing unexpected may
 // be. Errors name the file and the field or tensor.
@@ -169,6 +171,14 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir);
 // the rotate-half layout, so the directory runs with RopeStyle::kHalves.
 Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype);
 
+// Writes `model` as a llama-architecture GGUF v3 file (docs/gguf.md): the
+// llama.* metadata, general.alignment 32, matrices as `dtype` (f32, f16, bf16
+// or q8_0; norms stay F32), Hugging Face q/k rows permuted back into the
+// interleaved layout llama.cpp expects. With `tokenizer` (a llama2.c
+// tokenizer.bin), also the tokenizer.ggml.* keys.
+Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
+                           const std::string& tokenizer);
+
 // A synthetic MoE or dense model in memory (deterministic in seed).
 Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& c, uint64_t seed);
 
@@ -186,6 +196,16 @@ using Tokenizer = Llama2cTokenizer;
 // Prints `piece` as run.c's safe_printf does: skips empty pieces and single
 // bytes that are neither printable nor whitespace. Returns what to print.
 std::string SafePiece(const std::string& piece);
+
+// Where the K (or V) vector of (layer, position) starts in a KV cache of
+// `floats` floats: layer * layer_stride + position * pos_stride.
+struct KvCacheLayout {
+  long layer_stride = 0;
+  long pos_stride = 0;
+  size_t floats = 0;
+};
+// [layer][position][kv_dim], the whole context: what a Transformer uses.
+KvCacheLayout StandardKvCacheLayout(const ModelConfig& c);
 
 // A model plus its KV cache and scratch buffers, on one backend.
 class Transformer {

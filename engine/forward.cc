@@ -4,11 +4,19 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
-#include <string>
 
+#include "engine/corruption_hooks.h"
 #include "engine/engine.h"
 
 namespace verity {
+
+KvCacheLayout StandardKvCacheLayout(const ModelConfig& c) {
+  KvCacheLayout kv;
+  kv.pos_stride = c.kv_dim();
+  kv.layer_stride = static_cast<long>(c.seq_len) * c.kv_dim();
+  kv.floats = static_cast<size_t>(c.n_layers) * c.seq_len * c.kv_dim();
+  return kv;
+}
 
 Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend)
     : model_(model), backend_(std::move(backend)) {
@@ -24,22 +32,11 @@ Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> b
   router_.resize(c.n_experts);
   moe_out_.resize(c.dim);
   chosen_.reserve(c.n_experts);
-  // KV cache layout: [layer][position][kv_dim].
-  kv_pos_stride_ = c.kv_dim();
-  kv_layer_stride_ = static_cast<long>(c.seq_len) * c.kv_dim();
-  size_t cache = static_cast<size_t>(c.n_layers) * c.seq_len * c.kv_dim();
-#ifdef VERITY_CORRUPTION_KV_STRIDE_MASKED
-  // CORRUPTION (stride masked by depth): the fast path swaps the two strides
-  // into a position-major layout sized for 4 layers. Each (layer, position)
-  // still has its own slot while n_layers <= 4; deeper models overwrite.
-  if (std::string(backend_->name()) == "fast") {
-    kv_layer_stride_ = c.kv_dim();
-    kv_pos_stride_ = 4L * c.kv_dim();
-    cache = std::max<size_t>(cache, static_cast<size_t>(4) * c.seq_len * c.kv_dim() + c.n_layers * c.kv_dim());
-  }
-#endif
-  key_cache_.assign(cache, 0.0f);
-  value_cache_.assign(cache, 0.0f);
+  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, backend_->name());
+  kv_pos_stride_ = kv.pos_stride;
+  kv_layer_stride_ = kv.layer_stride;
+  key_cache_.assign(kv.floats, 0.0f);
+  value_cache_.assign(kv.floats, 0.0f);
 }
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/checkpoint_config.h"
 #include "engine/engine.h"
 #include "engine/safetensors.h"
 #include "engine/weights.h"
@@ -62,18 +63,6 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
   return t;
 }
 
-namespace {
-
-// Where one expected tensor binds: an f32 vector (norm, embedding) or a
-// matrix, and whether its rows or columns are the FFN width (see Model::ffn_dim).
-struct Slot {
-  const float** vec = nullptr;
-  kernels::Weights* mat = nullptr;
-  bool ffn_rows = false, ffn_cols = false;
-};
-
-// Every expected tensor's slot, in ExpectedTensors order. Layers and experts
-// must already be sized.
 std::vector<Slot> Slots(Model& m) {
   std::vector<Slot> s;
   auto vec = [&s](const float** p) { s.push_back({p, nullptr}); };
@@ -103,14 +92,16 @@ std::vector<Slot> Slots(Model& m) {
   return s;
 }
 
+namespace {
+
 int64_t Count(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
 }
 
-// Sizes the model's layer/expert tables and binds every expected tensor,
-// `stored(i)` giving where tensor i's bytes are. Sets dtype and ffn_dim.
+}  // namespace
+
 Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& expected,
             const std::function<StoredTensor(size_t)>& stored) {
   m.dtype = dtype;
@@ -143,6 +134,8 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
   return OkStatus();
 }
 
+namespace {
+
 Result<std::string> ReadText(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return Status::Error(path + ": missing");
@@ -158,57 +151,7 @@ Result<std::string> ReadText(const std::string& path) {
 Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
   VERITY_ASSIGN_OR_RETURN(std::string text, ReadText(path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    return Status::Error(path + ": not valid JSON");
-  }
-  if (!j.is_object()) return Status::Error(path + ": not a JSON object");
-  auto need = [&](const char* key) -> Result<nlohmann::json> {
-    if (!j.contains(key)) return Status::Error(path + ": required key '" + std::string(key) + "' is missing");
-    return j[key];
-  };
-  auto need_int = [&](const char* key, int* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
-      return Status::Error(path + ": key '" + std::string(key) + "' must be a positive integer");
-    *dst = v.get<int>();
-    return OkStatus();
-  };
-  auto need_float = [&](const char* key, float* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
-    *dst = v.get<float>();
-    return OkStatus();
-  };
-  ModelConfig c;
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, need("model_type"));
-  if (!type.is_string() || (type != "llama" && type != "mixtral"))
-    return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
-  VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
-  VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
-  VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
-  VERITY_RETURN_IF_ERROR(need_int("num_attention_heads", &c.n_heads));
-  VERITY_RETURN_IF_ERROR(need_int("num_key_value_heads", &c.n_kv_heads));
-  VERITY_RETURN_IF_ERROR(need_int("vocab_size", &c.vocab_size));
-  VERITY_RETURN_IF_ERROR(need_int("max_position_embeddings", &c.seq_len));
-  VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
-  VERITY_RETURN_IF_ERROR(need_float("rope_theta", &c.rope_theta));
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, need("tie_word_embeddings"));
-  if (!tie.is_boolean()) return Status::Error(path + ": key 'tie_word_embeddings' must be true or false");
-  c.shared_classifier = tie.get<bool>();
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, need("hidden_act"));
-  if (act != "silu") return Status::Error(path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
-  if (type == "mixtral") {
-    VERITY_RETURN_IF_ERROR(need_int("num_local_experts", &c.n_experts));
-    VERITY_RETURN_IF_ERROR(need_int("num_experts_per_tok", &c.n_experts_per_tok));
-    if (c.n_experts_per_tok > c.n_experts)
-      return Status::Error(path + ": num_experts_per_tok exceeds num_local_experts");
-  }
-  c.rope_style = RopeStyle::kHalves;  // the Hugging Face convention
-  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
-  return c;
+  return ParseHfConfig(text, path);
 }
 
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype) {
@@ -404,26 +347,8 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
     f << idx.dump(2) << "\n";
     if (!f) return Status::Error(dir + "/model.safetensors.index.json: write failed");
   }
-  nlohmann::json cfg = {{"architectures", {c.n_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
-                        {"model_type", c.n_experts > 0 ? "mixtral" : "llama"},
-                        {"hidden_size", c.dim},
-                        {"intermediate_size", c.hidden_dim},
-                        {"num_hidden_layers", c.n_layers},
-                        {"num_attention_heads", c.n_heads},
-                        {"num_key_value_heads", c.n_kv_heads},
-                        {"vocab_size", c.vocab_size},
-                        {"max_position_embeddings", c.seq_len},
-                        {"rms_norm_eps", static_cast<double>(c.norm_eps)},
-                        {"rope_theta", static_cast<double>(c.rope_theta)},
-                        {"tie_word_embeddings", c.shared_classifier},
-                        {"hidden_act", "silu"},
-                        {"torch_dtype", dtype == "f32" ? "float32" : "bfloat16"}};
-  if (c.n_experts > 0) {
-    cfg["num_local_experts"] = c.n_experts;
-    cfg["num_experts_per_tok"] = c.n_experts_per_tok;
-  }
   std::ofstream f(dir + "/config.json", std::ios::trunc);
-  f << cfg.dump(2) << "\n";
+  f << HfConfigText(c, dtype == "f32" ? "float32" : "bfloat16");
   if (!f) return Status::Error(dir + "/config.json: write failed");
   return OkStatus();
 }

@@ -9,123 +9,32 @@
 #include <fstream>
 #include <random>
 
+#include "engine/checkpoint_config.h"
 #include "engine/engine.h"
+#include "engine/load_hooks.h"
 #include "engine/weights.h"
 
 namespace verity {
-namespace {
-
-constexpr int kHeaderInts = 7;
-const char* kFieldNames[kHeaderInts] = {"dim", "hidden_dim", "n_layers", "n_heads",
-                                        "n_kv_heads", "vocab_size", "seq_len"};
-
-// Float counts of each tensor, in file order.
-struct Layout {
-  int64_t embedding, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, rope_tables, classifier;
-  int64_t total() const {
-    return embedding + rms_att + wq + wk + wv + wo + rms_ffn + w1 + w2 + w3 + rms_final + rope_tables +
-           classifier;
-  }
-};
-
-Layout LayoutOf(const ModelConfig& c) {
-  const int64_t L = c.n_layers, d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
-  Layout l;
-  l.embedding = V * d;
-  l.rms_att = L * d;
-  l.wq = L * d * d;
-  l.wk = L * d * kv;
-  l.wv = L * d * kv;
-  l.wo = L * d * d;
-  l.rms_ffn = L * d;
-  l.w1 = L * h * d;
-  l.w2 = L * d * h;
-  l.w3 = L * h * d;
-  l.rms_final = d;
-  l.rope_tables = 2 * static_cast<int64_t>(c.seq_len) * c.head_size() / 2;  // unused legacy tables
-  l.classifier = c.shared_classifier ? 0 : V * d;
-  return l;
-}
-
-}  // namespace
-
-Status ValidateConfig(const ModelConfig& c, const std::string& where) {
-  const std::pair<const char*, int> fields[] = {{"dim", c.dim},         {"hidden_dim", c.hidden_dim},
-                                                {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-                                                {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
-                                                {"seq_len", c.seq_len}};
-  for (const auto& [name, v] : fields)
-    if (v <= 0) return Status::Error(where + ": " + name + " must be positive, got " + std::to_string(v));
-  if (c.dim % c.n_heads != 0)
-    return Status::Error(where + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
-                         std::to_string(c.n_heads) + ")");
-  if (c.n_heads % c.n_kv_heads != 0)
-    return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) +
-                         ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
-  if (c.head_size() % 2 != 0)
-    return Status::Error(where + ": head size dim/n_heads = " + std::to_string(c.head_size()) +
-                         " is odd; RoPE needs pairs");
-  if (!(c.rope_theta > 0.0f)) return Status::Error(where + ": rope_theta must be positive");
-  if (!(c.norm_eps > 0.0f)) return Status::Error(where + ": norm epsilon must be positive");
-  return OkStatus();
-}
-
-Status CheckRegularFile(const std::string& path, const char* what) {
-  std::error_code ec;
-  auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) return Status::Error(path + ": " + what + " does not exist");
-  if (!std::filesystem::is_regular_file(st)) return Status::Error(path + ": " + what + " is not a regular file");
-  return OkStatus();
-}
-
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);
   VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "model file"));
   VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  const int64_t file_size = static_cast<int64_t>(file->size());
-  if (file_size < kHeaderInts * 4)
-    return Status::Error(path + ": truncated header: " + std::to_string(file_size) +
-                         " bytes, a llama2.c header needs 28");
-  int32_t h[kHeaderInts];
-  std::memcpy(h, file->data(), sizeof h);
-
-  for (int i = 0; i < kHeaderInts; i++)
-    if (h[i] == 0 || (h[i] < 0 && i != 5))
-      return Status::Error(path + ": header field " + kFieldNames[i] + " must be positive, got " +
-                           std::to_string(h[i]));
+  // GGUF by its magic, or by its name (so a damaged .gguf gets the GGUF reader's errors).
+  const bool gguf_name = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+  if (gguf_name || (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0)) return LoadGgufModel(path, dtype);
   auto model = std::make_unique<Model>();
+  VERITY_ASSIGN_OR_RETURN(model->config, ParseLlama2cHeader(file->data(), file->size(), path));
   ModelConfig& c = model->config;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.n_layers = h[2];
-  c.n_heads = h[3];
-  c.n_kv_heads = h[4];
-  c.shared_classifier = h[5] > 0;  // negative vocab: unshared classifier follows
-  if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
-  c.vocab_size = h[5] > 0 ? h[5] : -h[5];
-  c.seq_len = h[6];
-  c.rope_theta = Llama2cFormat::kRopeTheta;
-  c.norm_eps = Llama2cFormat::kNormEps;
-  c.rope_style = RopeStyle::kInterleaved;
-  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
-
-  const Layout lay = LayoutOf(c);
-  const int64_t want = kHeaderInts * 4 + lay.total() * 4;
-  if (file_size != want)
-    return Status::Error(path + ": file is " + std::to_string(file_size) + " bytes but the header (dim=" +
-                         std::to_string(c.dim) + " hidden_dim=" + std::to_string(c.hidden_dim) +
-                         " n_layers=" + std::to_string(c.n_layers) + " n_heads=" + std::to_string(c.n_heads) +
-                         " n_kv_heads=" + std::to_string(c.n_kv_heads) + " vocab_size=" +
-                         std::to_string(h[5]) + " seq_len=" + std::to_string(c.seq_len) + ") implies " +
-                         std::to_string(want) + (file_size < want ? " (truncated)" : " (trailing bytes)"));
+  c.rope_theta = hooks::Llama2cRopeTheta(c.rope_theta);  // the format value: see load_hooks.h
+  VERITY_ASSIGN_OR_RETURN(const Llama2cLayout lay, Llama2cLayoutOf(c, path));
 
   model->source = path;
   model->dtype = dtype;
   model->ffn_dim = FfnDim(c, dtype);
   // The tensors follow the header (byte 28, so f32-aligned in the mapping),
   // each one layer after another.
-  const unsigned char* p = file->data() + kHeaderInts * 4;
+  const unsigned char* p = file->data() + kLlama2cHeaderBytes;
   auto take = [&p](int64_t floats) {
     const unsigned char* r = p;
     p += floats * 4;
@@ -185,10 +94,10 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
 
 Status WriteSyntheticLlama2c(const ModelConfig& c, uint64_t seed, const std::string& path) {
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, "synthetic config"));
-  const Layout lay = LayoutOf(c);
+  VERITY_ASSIGN_OR_RETURN(const Llama2cLayout lay, Llama2cLayoutOf(c, "synthetic config"));
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
-  int32_t h[kHeaderInts] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+  int32_t h[kLlama2cHeaderBytes / 4] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
                             c.shared_classifier ? c.vocab_size : -c.vocab_size, c.seq_len};
   bool ok = std::fwrite(h, sizeof h, 1, f) == 1;
   std::mt19937_64 rng(seed);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/sha256.h"
+#include "engine/ref_logits.h"
 
 namespace verity {
 namespace {
@@ -40,7 +41,9 @@ std::vector<int> DefaultDepths(int context, bool deep, int window) {
 }
 
 // One depth: the `window` positions ending at `d`, candidate against reference.
-ParityDepth ScoreDepth(const float* ref, const float* got, int V, int d, int window) {
+// ref[pos] is the reference row of position pos (present for every scored one).
+ParityDepth ScoreDepth(const std::vector<const float*>& ref, const float* got, int V, int d, int window,
+                       std::vector<ParityPosition>* per_position) {
   ParityDepth pd;
   pd.depth = d;
   const int first = std::max(0, d - window);
@@ -49,16 +52,19 @@ ParityDepth ScoreDepth(const float* ref, const float* got, int V, int d, int win
   double kl_sum = 0.0;
   std::vector<double> lp, lq;
   for (int pos = first; pos < d; pos++) {
-    const float* p = ref + static_cast<size_t>(pos) * V;
+    const float* p = ref[pos];
     const float* q = got + static_cast<size_t>(pos) * V;
-    agree += Argmax(p, V) == Argmax(q, V);
+    const int ref_top1 = Argmax(p, V), cand_top1 = Argmax(q, V);
+    agree += ref_top1 == cand_top1;
     LogSoftmax(p, V, &lp);
     LogSoftmax(q, V, &lq);
     double kl = 0.0;
     for (int i = 0; i < V; i++) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
     if (kl < 0.0) kl = 0.0;  // rounding below zero; a NaN stays NaN
     kl_sum += kl;
+    if (pd.worst_position < 0 || !(kl <= pd.max_kl)) pd.worst_position = pos;
     pd.max_kl = Highest(pd.max_kl, kl);
+    if (per_position) per_position->push_back({pos, d, kl, ref_top1, cand_top1});
   }
   pd.top1 = static_cast<double>(agree) / pd.positions;
   pd.mean_kl = kl_sum / pd.positions;
@@ -75,15 +81,23 @@ void NameNonfinite(const ParityDepth& pd, std::vector<std::string>* out) {
 
 // Names rows holding a NaN or infinity (the first few, then a count): a scored
 // row poisons its depth, an unscored one still enters all_rows_sha256.
-void NameNonfiniteRows(const std::vector<float>& rows, int V, const std::string& side, std::vector<std::string>* out) {
+// rows[pos] is position pos's row, or nullptr where there is none.
+void NameNonfiniteRows(const std::vector<const float*>& rows, int V, const std::string& side,
+                       std::vector<std::string>* out) {
   constexpr int kNamed = 4;
   int bad = 0;
-  for (size_t r = 0; r < rows.size() / V; r++) {
-    const float* x = rows.data() + r * V;
-    if (std::all_of(x, x + V, [](float f) { return std::isfinite(f); })) continue;
+  for (size_t r = 0; r < rows.size(); r++) {
+    const float* x = rows[r];
+    if (!x || std::all_of(x, x + V, [](float f) { return std::isfinite(f); })) continue;
     if (++bad <= kNamed) out->push_back(side + " logits: position " + std::to_string(r));
   }
   if (bad > kNamed) out->push_back(side + " logits: " + std::to_string(bad - kNamed) + " more positions");
+}
+
+std::vector<const float*> RowPointers(const std::vector<float>& rows, int V) {
+  std::vector<const float*> p(rows.size() / V);
+  for (size_t r = 0; r < p.size(); r++) p[r] = rows.data() + r * V;
+  return p;
 }
 
 // Compares every candidate row with a logits file byte for byte.
@@ -150,15 +164,30 @@ Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vec
   const int V = vocab;
   if (V <= 0 || got.empty() || got.size() % V != 0 || ref.size() != got.size())
     return Status::Error("parity: reference and candidate hold different numbers of logit rows");
+  return CompareRows(RowPointers(ref, V), got, V, opt);
+}
+
+Result<ParityReport> CompareRows(const std::vector<const float*>& ref, const std::vector<float>& got, int vocab,
+                                 const ParityOptions& opt) {
+  const int V = vocab;
+  if (V <= 0 || got.empty() || got.size() % V != 0 || ref.size() != got.size() / V)
+    return Status::Error("parity: reference and candidate hold different numbers of logit rows");
   ParityReport rep;
   rep.candidate = opt.backend;
   rep.mode = opt.deep ? "deep" : "standard";
   rep.tokens = static_cast<int>(got.size() / V);
+  rep.min_top1 = opt.min_top1;
+  rep.max_mean_kl = opt.max_mean_kl;
   VERITY_ASSIGN_OR_RETURN(auto depths, ParityDepths(rep.tokens, opt, &rep.window));
+  for (int d : depths)
+    for (int pos = std::max(0, d - rep.window); pos < d; pos++)
+      if (!ref[pos])
+        return Status::Error("parity: the reference holds no row for position " + std::to_string(pos) + " (depth " +
+                             std::to_string(d) + ", window " + std::to_string(rep.window) + ")");
 
   std::string scored;  // every scored candidate logit, in depth order
   for (int d : depths) {
-    ParityDepth pd = ScoreDepth(ref.data(), got.data(), V, d, rep.window);
+    ParityDepth pd = ScoreDepth(ref, got.data(), V, d, rep.window, opt.per_position ? &rep.per_position : nullptr);
     const size_t first = static_cast<size_t>(d - pd.positions) * V * 4;
     scored.append(reinterpret_cast<const char*>(got.data()) + first, static_cast<size_t>(pd.positions) * V * 4);
     NameNonfinite(pd, &rep.nonfinite);
@@ -166,7 +195,7 @@ Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vec
     rep.worst_mean_kl = Highest(rep.worst_mean_kl, pd.mean_kl);
     rep.depths.push_back(pd);
   }
-  NameNonfiniteRows(got, V, "candidate", &rep.nonfinite);
+  NameNonfiniteRows(RowPointers(got, V), V, "candidate", &rep.nonfinite);
   NameNonfiniteRows(ref, V, "reference", &rep.nonfinite);
   rep.logits_sha256 = Sha256Hex(scored);
   rep.all_rows_sha256 = Sha256Hex(got.data(), got.size() * 4);
@@ -177,6 +206,66 @@ Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vec
   return rep;
 }
 
+namespace {
+
+// The candidate against an independent implementation's reference logits file
+// (engine/ref_logits.h): the file's tokens, the file's rows, the file's model.
+Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOptions opt) {
+  const ModelConfig& c = candidate_model.config;
+  VERITY_ASSIGN_OR_RETURN(RefLogits file, ReadRefLogits(opt.against));
+  if (file.vocab_size != c.vocab_size)
+    return Status::Error(opt.against + ": vocab mismatch: the file's rows hold vocab_size " +
+                         std::to_string(file.vocab_size) + " logits, the model " + candidate_model.source + " has " +
+                         std::to_string(c.vocab_size));
+  VERITY_ASSIGN_OR_RETURN(std::string model_sha, ModelSha256(candidate_model.source));
+  if (model_sha != file.model_sha256)
+    return Status::Error(opt.against + ": model mismatch: computed from " + file.model_path + " (sha256 " +
+                         file.model_sha256 + "), but --model " + candidate_model.source + " has sha256 " + model_sha);
+  if (!opt.tokens.empty() && opt.tokens != file.tokens) {
+    size_t i = 0;
+    while (i < opt.tokens.size() && i < file.tokens.size() && opt.tokens[i] == file.tokens[i]) i++;
+    return Status::Error("--tokens: tokens mismatch with " + opt.against + " at index " + std::to_string(i) +
+                         " (the file holds " + std::to_string(file.tokens.size()) + " tokens, --tokens " +
+                         std::to_string(opt.tokens.size()) + ")");
+  }
+  VERITY_RETURN_IF_ERROR(ValidateIds(file.tokens, c, opt.against + ": tokens"));
+  // f32 weights must agree with a float64 forward to float rounding; other
+  // dtypes keep the policy thresholds the caller passed.
+  if (candidate_model.dtype == kernels::DType::kF32) {
+    opt.min_top1 = kRefFileF32MinTop1;
+    opt.max_mean_kl = kRefFileF32MaxMeanKl;
+  }
+  opt.per_position = true;
+  const int T = static_cast<int>(file.tokens.size()), V = c.vocab_size;
+  std::vector<const float*> ref(T, nullptr);
+  for (int p : file.positions) ref[p] = file.Row(p);
+  int window = 0;  // bad --depths and missing rows fail before the candidate runs
+  VERITY_ASSIGN_OR_RETURN(auto depths, ParityDepths(T, opt, &window));
+  for (int d : depths)
+    for (int pos = std::max(0, d - window); pos < d; pos++)
+      if (!ref[pos])
+        return Status::Error(opt.against + ": holds no reference row for position " + std::to_string(pos) +
+                             " (depth " + std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
+                             std::to_string(file.positions.size()) + " positions");
+
+  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
+  Transformer cand(candidate_model, std::move(kern));
+  std::vector<float> got = TeacherForcedLogits(cand, file.tokens);
+  if (!opt.dump.empty()) {
+    std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
+    if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
+  }
+  VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareRows(ref, got, V, opt));
+  rep.reference = "file:" + opt.against;
+  rep.dtype = kernels::DTypeName(candidate_model.dtype);
+  rep.has_reference_file = true;
+  rep.reference_file = {file.path, file.sha256, file.generator, file.model_path, file.model_sha256};
+  return rep;
+}
+
+}  // namespace
+
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt) { return RunParity(model, model, opt); }
 
 Result<ParityReport> RunParity(const Model& model, const Model& candidate_model, const ParityOptions& opt) {
@@ -186,6 +275,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
       cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size || cc.seq_len != c.seq_len ||
       cc.n_experts != c.n_experts)
     return Status::Error("parity: candidate model " + candidate_model.source + " has another shape than " + model.source);
+  if (opt.against != "reference" && IsRefLogitsFile(opt.against)) return RunParityAgainstFile(candidate_model, opt);
   const int V = c.vocab_size;
   std::string reference;
 
@@ -247,7 +337,7 @@ nlohmann::json ParityReport::ToJson() const {
   nlohmann::json ds = nlohmann::json::array();
   for (const auto& d : depths)
     ds.push_back({{"depth", d.depth}, {"top1", d.top1}, {"mean_kl", d.mean_kl}, {"max_kl", d.max_kl},
-                  {"positions", d.positions}, {"logits_sha256", d.sha256}});
+                  {"positions", d.positions}, {"worst_position", d.worst_position}, {"logits_sha256", d.sha256}});
   nlohmann::json j = {{"schema", "verity.parity/1"},
                       {"reference", reference},
                       {"candidate", candidate},
@@ -261,7 +351,20 @@ nlohmann::json ParityReport::ToJson() const {
                       {"all_rows_sha256", all_rows_sha256},
                       {"nonfinite", nonfinite},
                       {"ok", ok}};
+  j["thresholds"] = {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}};
   if (has_bit_identity) j["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
+  if (has_reference_file) {
+    j["reference_file"] = {{"path", reference_file.path},
+                           {"sha256", reference_file.sha256},
+                           {"generator", reference_file.generator},
+                           {"model_path", reference_file.model_path},
+                           {"model_sha256", reference_file.model_sha256}};
+    nlohmann::json pp = nlohmann::json::array();
+    for (const auto& p : per_position)
+      pp.push_back({{"position", p.position}, {"depth", p.depth}, {"kl", p.kl}, {"top1", p.ref_top1 == p.cand_top1},
+                    {"reference_top1", p.ref_top1}, {"candidate_top1", p.cand_top1}});
+    j["per_position"] = pp;
+  }
   return j;
 }
 

@@ -14,7 +14,9 @@ namespace verity {
 
 struct ParityOptions {
   std::string backend = "fast";      // the candidate
-  std::string against = "reference"; // "reference" or a raw f32 logits file
+  // "reference", a reference logits file (engine/ref_logits.h: its tokens, rows
+  // and model are used and checked), or a raw f32 logits file.
+  std::string against = "reference";
   std::vector<int> depths;           // context lengths; empty = spread over the context
   int window = 0;                    // positions scored per depth; 0 = default (8, deep 16)
   // Deep never thins the evidence: explicit depths are joined with the deep
@@ -24,13 +26,33 @@ struct ParityOptions {
   std::string dump;                  // write the candidate's logits (raw f32) here
   bool deep = false;                 // more depths, wider windows
   double min_top1 = 0.95, max_mean_kl = 0.05;  // policy v1 thresholds
+  bool per_position = false;         // keep every scored position's KL and top-1 (ParityReport::per_position)
 };
+
+// Against a reference logits file (engine/ref_logits.h) with f32 weights, the
+// candidate must agree with the float64 reference to float rounding: these
+// replace the policy thresholds. Other dtypes keep the policy's.
+inline constexpr double kRefFileF32MinTop1 = 1.0;
+inline constexpr double kRefFileF32MaxMeanKl = 1e-6;
 
 struct ParityDepth {
   int depth = 0;
   double top1 = 0, mean_kl = 0, max_kl = 0;
   std::string sha256;  // candidate logits over this window
   int positions = 0;
+  int worst_position = -1;  // the position with the largest KL (NaN counts as largest)
+};
+
+// One scored position (kept when ParityOptions::per_position).
+struct ParityPosition {
+  int position = 0, depth = 0;
+  double kl = 0;  // KL(reference || candidate) of this row
+  int ref_top1 = 0, cand_top1 = 0;
+};
+
+// The reference logits file a report was judged against.
+struct ReferenceFileInfo {
+  std::string path, sha256, generator, model_path, model_sha256;
 };
 
 struct ParityReport {
@@ -48,6 +70,10 @@ struct ParityReport {
   std::vector<std::string> nonfinite;
   bool has_bit_identity = false, bit_identical = false;
   std::string bit_identity_detail;
+  double min_top1 = 0.95, max_mean_kl = 0.05;  // the thresholds the report was judged by
+  std::vector<ParityPosition> per_position;     // in depth order, when asked for
+  bool has_reference_file = false;
+  ReferenceFileInfo reference_file;
   bool ok = false;
   nlohmann::json ToJson() const;
 };
@@ -67,6 +93,11 @@ Result<std::vector<int>> ParityDepths(int tokens, const ParityOptions& opt, int*
 // position order) and decides ok, bit identity included. RunParity's second half.
 Result<ParityReport> CompareLogits(const std::vector<float>& ref, const std::vector<float>& got, int vocab,
                                    const ParityOptions& opt);
+
+// The same with reference rows by position: ref[pos] is position pos's row, or
+// nullptr where there is none (an error if a scored position lacks one).
+Result<ParityReport> CompareRows(const std::vector<const float*>& ref, const std::vector<float>& got, int vocab,
+                                 const ParityOptions& opt);
 
 // Reads raw little-endian f32 logits rows of `vocab` values; errors name the file.
 Result<std::vector<float>> ReadLogitsFile(const std::string& path, int vocab);

@@ -1,6 +1,7 @@
 #include "engine/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,8 +18,22 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return o + "]";
 }
 
-int TensorDTypeSize(TensorDType t) { return t == TensorDType::kF32 ? 4 : 2; }
-const char* TensorDTypeName(TensorDType t) { return t == TensorDType::kF32 ? "F32" : t == TensorDType::kF16 ? "F16" : "BF16"; }
+int TensorDTypeSize(TensorDType t) {
+  return t == TensorDType::kF32 ? 4 : t == TensorDType::kQ8_0 ? kGgufQ8_0BlockBytes : 2;
+}
+size_t StoredRowBytes(TensorDType t, int64_t cols) {
+  return t == TensorDType::kQ8_0 ? static_cast<size_t>(cols / 32) * kGgufQ8_0BlockBytes
+                                 : static_cast<size_t>(cols) * static_cast<size_t>(TensorDTypeSize(t));
+}
+const char* TensorDTypeName(TensorDType t) {
+  switch (t) {
+    case TensorDType::kF32: return "F32";
+    case TensorDType::kF16: return "F16";
+    case TensorDType::kBF16: return "BF16";
+    case TensorDType::kQ8_0: return "Q8_0";
+  }
+  return "?";
+}
 
 Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, const std::string& what) {
   if (prefix.size() < 8) return Status::Error(what + ": shorter than the 8-byte header length");
@@ -138,8 +153,7 @@ Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const st
   return idx;
 }
 
-namespace {
-float HalfToF32(uint16_t h) {
+float F16ToF32(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   uint32_t bits;
   if (exp == 0) {
@@ -163,11 +177,36 @@ float HalfToF32(uint16_t h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-}  // namespace
+
+uint16_t F32ToF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7e00u;   // NaN stays NaN
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;  // from 65520 (halfway past 65504, ties to even) up: infinity
+  if (ax < 0x38800000u) {                        // below 2^-14: a subnormal half in units of 2^-24
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));  // exact scaling, ties to even
+  }
+  uint32_t h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13));
+  const uint32_t rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++;  // a carry into the exponent is right too
+  return static_cast<uint16_t>(sign | h);
+}
 
 void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* dst) {
   if (dtype == TensorDType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(count) * 4);
+    return;
+  }
+  if (dtype == TensorDType::kQ8_0) {  // weight j of a block = f16 scale * q[j], exact in f32
+    for (int64_t b = 0; b < count / 32; b++) {
+      const unsigned char* blk = src + b * kGgufQ8_0BlockBytes;
+      const float d = F16ToF32(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
+      for (int j = 0; j < 32; j++) dst[b * 32 + j] = d * static_cast<float>(static_cast<int8_t>(blk[2 + j]));
+    }
     return;
   }
   for (int64_t i = 0; i < count; i++) {
@@ -176,7 +215,7 @@ void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* ds
       const uint32_t bits = static_cast<uint32_t>(v) << 16;
       std::memcpy(&dst[i], &bits, 4);
     } else {
-      dst[i] = HalfToF32(v);
+      dst[i] = F16ToF32(v);
     }
   }
 }

@@ -12,8 +12,14 @@
 
 namespace verity {
 
-enum class TensorDType { kF32, kF16, kBF16 };
+// kQ8_0 is GGUF's (ggml's) Q8_0, never found in safetensors: blocks of 32
+// weights, each an f16 scale then 32 int8 (34 bytes).
+enum class TensorDType { kF32, kF16, kBF16, kQ8_0 };
+// Bytes per element (kQ8_0: per block of 32; see StoredRowBytes).
 int TensorDTypeSize(TensorDType t);
+// Bytes of `cols` consecutive elements (cols % 32 == 0 for kQ8_0).
+size_t StoredRowBytes(TensorDType t, int64_t cols);
+inline constexpr int kGgufQ8_0BlockBytes = 34;
 const char* TensorDTypeName(TensorDType t);
 
 struct TensorEntry {
@@ -54,9 +60,13 @@ Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const st
 // "[64x32]": a shape as messages print it.
 std::string ShapeString(const std::vector<int64_t>& shape);
 
-// Converts `count` elements of `dtype` at `src` to f32.
+// Converts `count` elements of `dtype` at `src` to f32 (exact for every
+// type; count % 32 == 0 for kQ8_0).
 void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* dst);
 // f32 -> bf16 (round to nearest even), as the converter writes it.
 uint16_t F32ToBF16(float f);
+// IEEE half <-> f32; F32ToF16 rounds to nearest even (overflow to infinity).
+float F16ToF32(uint16_t h);
+uint16_t F32ToF16(float f);
 
 }  // namespace verity

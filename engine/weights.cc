@@ -50,6 +50,18 @@ bool SameAs(TensorDType stored, kernels::DType dtype) {
          (stored == TensorDType::kBF16 && dtype == kernels::DType::kBF16);
 }
 
+// One row of GGUF Q8_0 blocks (f16 scale, 32 int8: 34 bytes) as the kernels'
+// q8_0 blocks (f32 scale, 32 int8: 36 bytes, kernels.h).
+void RepackGgufQ8_0(const unsigned char* src, int cols, unsigned char* dst) {
+  for (int b = 0; b < cols / kernels::kQ8_0BlockSize; b++) {
+    const unsigned char* in = src + b * kGgufQ8_0BlockBytes;
+    unsigned char* out = dst + b * kernels::kQ8_0BlockBytes;
+    const float scale = F16ToF32(static_cast<uint16_t>(in[0] | (in[1] << 8)));
+    std::memcpy(out, &scale, 4);
+    std::memcpy(out + 4, in + 2, kernels::kQ8_0BlockSize);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
@@ -125,7 +137,7 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
     return Status::Error(where_ + ": dtype q8_0 needs every matrix's columns to be a multiple of " +
                          std::to_string(kernels::kQ8_0BlockSize) + ", but tensor " + t.name + " has " +
                          std::to_string(cols) + " (use f32 or bf16)");
-  const size_t esize = static_cast<size_t>(TensorDTypeSize(t.type));
+  const size_t src_row_bytes = StoredRowBytes(t.type, cols);
   const size_t align = dtype == kernels::DType::kF32 ? 4 : 2;
   const bool padded = out_rows != rows || out_cols != cols;
   if (SameAs(t.type, dtype) && !padded && Aligned(t.data, align)) {  // in place
@@ -139,7 +151,7 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   const bool release = t.mapped && !(SameAs(t.type, dtype) && !padded);
   size_t released = 0;  // bytes of the source handed back so far
   for (int i = 0; i < rows; i++) {
-    const unsigned char* src = t.data + static_cast<size_t>(i) * cols * esize;
+    const unsigned char* src = t.data + static_cast<size_t>(i) * src_row_bytes;
     // Hand the converted source back as we go (a few MB at a time), so the
     // resident peak holds one chunk of the f32 tensor, not all of it.
     constexpr size_t kReleaseChunk = size_t{4} << 20;
@@ -149,6 +161,8 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
     }
     if (SameAs(t.type, dtype) && !padded) {
       std::memcpy(dst + i * row_bytes, src, row_bytes);  // stored as wanted, only misaligned
+    } else if (t.type == TensorDType::kQ8_0 && dtype == kernels::DType::kQ8_0 && !padded) {
+      RepackGgufQ8_0(src, cols, dst + i * row_bytes);  // exact: the same int8, the f16 scale widened
     } else if (t.type == TensorDType::kBF16 && !padded) {
       uint16_t* bf = reinterpret_cast<uint16_t*>(f32.data());  // scratch: cols x 2 bytes fit in it
       std::memcpy(bf, src, static_cast<size_t>(cols) * 2);
@@ -162,7 +176,7 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
     if (++copied_ <= kNamedCopies)
       Note(where_ + ": tensor " + t.name + " is not " + std::to_string(align) + "-byte aligned in the file; copied once");
   } else if (release) {
-    ReleasePages(t.data + released, static_cast<size_t>(rows) * cols * esize - released);
+    ReleasePages(t.data + released, static_cast<size_t>(rows) * src_row_bytes - released);
   }
   return kernels::Weights{dtype, dst, out_rows, out_cols};
 }

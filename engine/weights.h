@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/engine.h"
@@ -47,5 +48,27 @@ class WeightPlacer {
   std::string where_;
   int copied_ = 0;  // unaligned tensors copied so far (the first few are named)
 };
+
+// Where one expected tensor binds: an f32 vector (norm, embedding) or a
+// matrix, and whether its rows or columns are the FFN width (see Model::ffn_dim).
+struct Slot {
+  const float** vec = nullptr;
+  kernels::Weights* mat = nullptr;
+  bool ffn_rows = false, ffn_cols = false;
+};
+
+// Every expected tensor's slot, in ExpectedTensors order. Layers and experts
+// must already be sized.
+std::vector<Slot> Slots(Model& m);
+
+// Sizes the model's layer/expert tables and binds every expected tensor
+// (ExpectedTensors(m.config) order), `stored(i)` giving where tensor i's bytes
+// are. Sets dtype and ffn_dim; m.config and m.source must be set.
+Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& expected,
+            const std::function<StoredTensor(size_t)>& stored);
+
+// Loads a llama-architecture GGUF file (engine/gguf_model.cc; LoadModel
+// calls it for files that begin with "GGUF").
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::DType dtype);
 
 }  // namespace verity

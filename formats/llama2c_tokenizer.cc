@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "formats/tokenizer_internal.h"
 
@@ -18,8 +19,16 @@ constexpr int kFormatBos = 1, kFormatEos = 2;
 
 Result<Llama2cTokenizer> Llama2cTokenizer::Load(const std::string& path) {
   VERITY_RETURN_IF_ERROR(CheckReadableFile(path, "tokenizer file"));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::Error(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Status::Error(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  if (file.bad()) return Status::Error(path + ": cannot read tokenizer file (" + std::strerror(errno) + ")");
+  return Parse(bytes.str(), path);
+}
+
+Result<Llama2cTokenizer> Llama2cTokenizer::Parse(const std::string& bytes, const std::string& path) {
+  std::istringstream f(bytes);
   int32_t max_token_length = 0;
   if (!f.read(reinterpret_cast<char*>(&max_token_length), 4))
     return Status::Error(path + ": truncated tokenizer header (max_token_length)");
@@ -45,7 +54,10 @@ Result<Llama2cTokenizer> Llama2cTokenizer::Load(const std::string& path) {
     t.vocab_.push_back(std::move(s));
     t.scores_.push_back(score);
   }
-  if (t.vocab_.empty()) return Status::Error(path + ": tokenizer file holds no entries");
+  // Encode emits <unk>, BOS and EOS as ids 0, 1 and 2.
+  if (t.vocab_size() < 3)
+    return Status::Error(path + ": tokenizer holds " + std::to_string(t.vocab_size()) +
+                         " entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
   t.sorted_.resize(t.vocab_.size());
   for (size_t i = 0; i < t.sorted_.size(); i++) t.sorted_[i] = static_cast<int>(i);
   std::stable_sort(t.sorted_.begin(), t.sorted_.end(),
@@ -94,11 +106,10 @@ std::vector<int> Llama2cTokenizer::Encode(const std::string& text, bool bos, boo
     if (id >= 0) {
       tokens.push_back(id);
     } else {
-      // run.c's byte fallback: <0x00> is id 3 (the ids after <unk>, <s>, </s>).
-      for (unsigned char b : cp) {
-        int byte_id = b + 3;
-        tokens.push_back(byte_id < vocab_size() ? byte_id : 0);
-      }
+      // Byte fallback: <0x00> is id 3. A vocabulary too small to hold the 256
+      // byte pieces gets <unk> (0) instead, as SentencePiece does without byte
+      // fallback, never an id past its end.
+      for (unsigned char b : cp) tokens.push_back(b + 3 < vocab_size() ? b + 3 : 0);
     }
     cp.clear();
   }

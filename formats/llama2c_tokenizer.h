@@ -11,10 +11,14 @@ namespace verity {
 
 class Llama2cTokenizer : public TextTokenizer {
  public:
-  // Reads every entry of the file.
+  // Reads the file and parses it (Parse).
   [[nodiscard]] static Result<Llama2cTokenizer> Load(const std::string& path);
   // Reads exactly `vocab_size` entries; a file holding more or fewer is an error.
   [[nodiscard]] static Result<Llama2cTokenizer> Load(const std::string& path, int vocab_size);
+  // Parses the bytes of a tokenizer.bin (`path` names it in errors): every
+  // entry up to the end, each length within [0, max_token_length], at least
+  // the 3 entries <unk>, <s>, </s>.
+  [[nodiscard]] static Result<Llama2cTokenizer> Parse(const std::string& bytes, const std::string& path);
 
   // Encodes like run.c's encode(): optional BOS, the dummy-prefix space when
   // text is non-empty, UTF-8 code points or byte fallback, then merges by score.

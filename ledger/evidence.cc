@@ -235,6 +235,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   Db& d = *in.d;
   Measured m;
   std::map<std::string, std::pair<std::string, std::string>> seen;  // side -> (build, sha)
+  bool workload_seen = false;
   // Runs one bench command; returns nullopt after setting m.mismatch.
   auto take = [&](const std::string& side) -> Result<std::optional<Taken>> {
     const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
@@ -244,6 +245,18 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     if (!want_build.empty() && s.build_id != want_build)
       return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
                            " (stale build: verify the artifact, not the transport)");
+    // Both sides must measure one workload: a speed ratio across two models
+    // (or thread counts, dtypes, lengths) says nothing about the change.
+    if (!workload_seen) {
+      workload_seen = true;
+      m.workload = s.workload;
+      VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+        return d.InsertSealed("run_workloads", {{"run_id", in.run_id}, {"workload", s.workload}}).status();
+      }));
+    } else if (s.workload != m.workload) {
+      return Status::Error("the " + side + " bench measured workload '" + s.workload + "' but the run's first sample measured '" +
+                           m.workload + "': base and head must bench the same model, dtype, threads and lengths");
+    }
     auto it = seen.find(side);
     if (it == seen.end()) {
       seen[side] = {s.build_id, s.artifact_sha256};

@@ -72,6 +72,7 @@ struct Measured {
   MetricSeries primary;
   std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
   std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
+  std::string workload;              // what both sides measured (measure::BenchSample::workload)
   bool mismatch = false;             // a bench ran another artifact than the parity evidence
   std::string mismatch_note;
 };

@@ -67,7 +67,7 @@ bool Ladder::IsLive(int64_t run) const {
   return std::find(live_runs.begin(), live_runs.end(), run) != live_runs.end();
 }
 
-Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
+Result<Ladder> LoadLadder(Db& db, const FrontierKey& key) {
   // Old events (before frontier_moves) take their factor from the score that
   // made them: frontier_after / frontier_before of that run's accepting score.
   VERITY_ASSIGN_OR_RETURN(
@@ -82,8 +82,10 @@ Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
                " (SELECT f2.run_id FROM frontier_events f2 JOIN runs r2 ON r2.id = f2.run_id WHERE "
                "  c.kind = 'reapply' AND r2.change_id = c.target_change AND f2.id < f.id ORDER BY f2.id DESC LIMIT 1) "
                "FROM frontier_events f JOIN runs r ON r.id = f.run_id JOIN changes c ON c.id = r.change_id "
-               "LEFT JOIN frontier_moves m ON m.event_id = f.id WHERE f.metric = ? AND f.box_id = ? ORDER BY f.id",
-               {metric, box_id}));
+               "LEFT JOIN frontier_moves m ON m.event_id = f.id WHERE f.metric = ? AND f.box_id = ? AND "
+               " COALESCE((SELECT w.workload FROM frontier_event_workloads w WHERE w.event_id = f.id), '') = ? "
+               "ORDER BY f.id",
+               {key.metric, key.box_id, key.workload}));
   std::vector<LadderEvent> events;
   for (const auto& r : rows) {
     LadderEvent e;
@@ -108,6 +110,22 @@ Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id) {
     events.push_back(e);
   }
   return DeriveLadder(events);
+}
+
+Result<std::string> WorkloadOfRun(Db& db, int64_t run_id) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, db.Query("SELECT workload FROM run_workloads WHERE run_id = ?", {run_id}));
+  return rows.empty() ? std::string() : AsText(rows[0][0]);
+}
+
+Result<std::optional<std::string>> FrontierWorkloadOfChange(Db& db, int64_t change_id, const std::string& metric,
+                                                             int64_t box_id) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows, db.Query("SELECT COALESCE((SELECT w.workload FROM frontier_event_workloads w WHERE w.event_id = f.id), "
+                          "'') FROM frontier_events f JOIN runs r ON r.id = f.run_id WHERE r.change_id = ? AND "
+                          "f.metric = ? AND f.box_id = ? AND f.reason != 'seed' ORDER BY f.id DESC LIMIT 1",
+                          {change_id, metric, box_id}));
+  if (rows.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(AsText(rows[0][0]));
 }
 
 }  // namespace verity::ledger

@@ -1,4 +1,4 @@
-// The frontier ladder, derived. The frontier of a (metric, box) is never a
+// The frontier ladder, derived. The frontier of a (metric, box, workload) is never a
 // stored running sum: it is recomputed from the frontier events whose runs
 // are not retracted — the seed, then each accepted gain as a factor — so a
 // retraction anywhere gives the frontier as if that run had never counted.
@@ -56,7 +56,23 @@ struct Ladder {
 // once, and a change's gain counts at most once. Retracted runs never count.
 Ladder DeriveLadder(const std::vector<LadderEvent>& events);
 
-// Loads the events of (metric, box) and derives the ladder.
-Result<Ladder> LoadLadder(Db& db, const std::string& metric, int64_t box_id);
+// Which ladder: one per metric, box and workload (measure::BenchSample::workload;
+// "" for events recorded before workloads were, and for benches that name no model).
+struct FrontierKey {
+  std::string metric;
+  int64_t box_id = 0;
+  std::string workload;
+};
+
+// Loads the events of `key` and derives the ladder.
+Result<Ladder> LoadLadder(Db& db, const FrontierKey& key);
+
+// The workload run `run_id` measured ("" if it recorded none).
+Result<std::string> WorkloadOfRun(Db& db, int64_t run_id);
+// The workload of the newest frontier event of `change_id`'s runs for
+// (metric, box), if it has any (a parity revert, which measures nothing,
+// undoes the change on the ladder that counted it).
+Result<std::optional<std::string>> FrontierWorkloadOfChange(Db& db, int64_t change_id, const std::string& metric,
+                                                             int64_t box_id);
 
 }  // namespace verity::ledger

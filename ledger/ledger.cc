@@ -15,7 +15,9 @@ const std::vector<std::string>& SealedTables() {
       "policy", "boxes",           "changes",         "runs",       "artifacts",  "parity_results",
       "samples", "scores",         "run_failures",    "frontier_events", "remeasure_queue", "retractions",
       // schema 3 (policy v2, derived ladder, guards)
-      "policy_rules", "frontier_moves", "metric_samples", "score_stats", "score_guards", "accepted_regressions"};
+      "policy_rules", "frontier_moves", "metric_samples", "score_stats", "score_guards", "accepted_regressions",
+      // schema 5 (a frontier per workload)
+      "run_workloads", "frontier_event_workloads"};
   return kTables;
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "ledger/db.h"
+#include "ledger/frontier.h"
 #include "ledger/policy.h"
 
 namespace verity::ledger {
@@ -139,7 +140,7 @@ class Ledger {
                               std::optional<int64_t> by_change);
   Result<int64_t> StartRun(int64_t change_id, const std::string& purpose, std::optional<int64_t> queue_id,
                            int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
-  Status QueueParked(int64_t frontier_event, const std::string& metric);
+  Status QueueParked(int64_t frontier_event, const FrontierKey& key);
 
   std::unique_ptr<Db> db_;
   int schema_version_ = 0;

@@ -82,7 +82,9 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
     if (latest.empty() || AsInt(latest[0][0]) != AsInt(h[0]))
       return Status::Error("confirm: change " + std::to_string(change_id) +
                            " was scored again while deep parity ran (a concurrent confirm?); nothing banked");
-    VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(*db_, c.metric, box_id));
+    VERITY_ASSIGN_OR_RETURN(std::string workload, WorkloadOfRun(*db_, run_id));
+    const FrontierKey key{c.metric, box_id, workload};
+    VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(*db_, key));
     o.frontier_before = before.value;
     o.gate = before.value ? std::optional<double>(pol.gate_frac * *before.value) : std::nullopt;
     o.frontier_after = before.value;
@@ -96,14 +98,14 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
       // A confirmed reapply, like an accepted one, counts only while its revert does.
       std::optional<int64_t> undoes;
       if (c.kind == "reapply") {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, c.metric, box_id, false));
+        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, key, false));
       }
-      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, c.metric, box_id, run_id, "confirmed",
+      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed",
                                                               before.value.value_or(*o.base_median) * ratio, ratio,
                                                               undoes));
-      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, c.metric, box_id));
+      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, key));
       o.frontier_after = after.value;
-      VERITY_RETURN_IF_ERROR(QueueParked(ev, c.metric));
+      VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
     }
     return InsertScore(*db_, run_id, pol.version, o, c.metric, stats);
   }));
@@ -139,7 +141,11 @@ Result<Outcome> Ledger::Revert(int64_t change_id, ChangeRequest req, const Measu
   VERITY_ASSIGN_OR_RETURN(auto box, db_->Query("SELECT id FROM boxes WHERE fingerprint = ?", {measure::ThisBox().fingerprint}));
   std::optional<int64_t> live;
   if (!box.empty()) {
-    VERITY_ASSIGN_OR_RETURN(live, FrontierRunOf(*db_, change_id, target.metric, AsInt(box[0][0]), true));
+    const int64_t box_id = AsInt(box[0][0]);
+    VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(*db_, change_id, target.metric, box_id));
+    if (workload) {
+      VERITY_ASSIGN_OR_RETURN(live, FrontierRunOf(*db_, change_id, FrontierKey{target.metric, box_id, *workload}, true));
+    }
   }
   if (!live)
     return Status::Error("revert: change " + std::to_string(change_id) + " does not count in this box's frontier (never "

@@ -570,15 +570,18 @@ Result<std::vector<ChangeView>> LoadChangeViews(Db& d) {
 }
 
 Result<std::vector<LadderView>> LoadLadders(Db& d) {
-  VERITY_ASSIGN_OR_RETURN(auto keys, d.Query("SELECT DISTINCT f.metric, f.box_id, b.fingerprint FROM frontier_events f "
-                                             "JOIN boxes b ON b.id = f.box_id ORDER BY f.metric, f.box_id"));
+  VERITY_ASSIGN_OR_RETURN(
+      auto keys, d.Query("SELECT DISTINCT f.metric, f.box_id, b.fingerprint, COALESCE(w.workload, '') FROM "
+                         "frontier_events f JOIN boxes b ON b.id = f.box_id LEFT JOIN frontier_event_workloads w ON "
+                         "w.event_id = f.id ORDER BY f.metric, f.box_id, 4"));
   std::vector<LadderView> out;
   for (const auto& k : keys) {
     LadderView v;
     v.metric = AsText(k[0]);
     v.box_id = AsInt(k[1]);
     v.box = AsText(k[2]);
-    VERITY_ASSIGN_OR_RETURN(v.ladder, LoadLadder(d, v.metric, v.box_id));
+    v.workload = AsText(k[3]);
+    VERITY_ASSIGN_OR_RETURN(v.ladder, LoadLadder(d, FrontierKey{v.metric, v.box_id, v.workload}));
     out.push_back(std::move(v));
   }
   return out;
@@ -797,6 +800,7 @@ Result<LedgerView> LoadLedgerView(Ledger& l) {
       if (r.retraction) v.retractions.push_back(*r.retraction);
   std::sort(v.retractions.begin(), v.retractions.end(),
             [](const RetractionView& a, const RetractionView& b) { return a.id < b.id; });
+  VERITY_ASSIGN_OR_RETURN(v.drift, LoadDrift(d));
   return v;
 }
 
@@ -837,6 +841,7 @@ nlohmann::json ToJson(const FrontierView& f) {
                        {"at", s.event.at}});
     out.push_back({{"metric", l.metric},
                    {"box", l.box},
+                   {"workload", l.workload},
                    {"value", *l.ladder.value},
                    {"gate", f.gate_frac * *l.ladder.value},
                    {"policy_version", f.policy_version},
@@ -991,8 +996,8 @@ std::string ToText(const FrontierView& f) {
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     n++;
-    o += Line("frontier: %s on box %s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", l.metric.c_str(),
-              l.box.c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
+    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", l.metric.c_str(),
+              l.box.c_str(), l.workload.empty() ? "" : (" workload '" + l.workload + "'").c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
               static_cast<long long>(last->event.change_id), static_cast<long long>(last->event.run_id),
               last->event.reason.c_str());
     const int not_counted = static_cast<int>(l.ladder.steps.size()) - l.counted_events();

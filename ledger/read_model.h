@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "ledger/db.h"
+#include "ledger/drift.h"
 #include "ledger/frontier.h"
 #include "ledger/policy.h"
 #include "ledger/score.h"
@@ -154,6 +155,7 @@ struct ChangeView {
 struct LadderView {
   std::string metric, box;  // box fingerprint
   int64_t box_id = 0;
+  std::string workload;     // "" = unnamed (recorded before workloads, or a bench that names no model)
   Ladder ladder;            // LoadLadder: steps in recording order, value, last counted event
   const LadderStep* last_counted() const;
   int counted_events() const;
@@ -235,6 +237,7 @@ struct LedgerView {
   std::vector<ChangeView> changes;    // by id
   std::vector<LadderView> ladders;    // by metric, then box id
   std::vector<RetractionView> retractions;  // by id
+  DriftView drift;                          // change points of main's speed (default options)
 
   const ChangeView* FindChange(int64_t id) const;
   const RunView* FindRun(int64_t id) const;

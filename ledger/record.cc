@@ -73,11 +73,11 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
 }
 
 // Inserts a frontier event with how it moves the ladder; returns its id.
-Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t box_id, int64_t run_id,
+Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id,
                                     const std::string& reason, double value_now, std::optional<double> ratio,
                                     std::optional<int64_t> undoes_run) {
-  VERITY_ASSIGN_OR_RETURN(int64_t ev, d.InsertSealed("frontier_events", {{"metric", metric},
-                                                                         {"box_id", box_id},
+  VERITY_ASSIGN_OR_RETURN(int64_t ev, d.InsertSealed("frontier_events", {{"metric", key.metric},
+                                                                         {"box_id", key.box_id},
                                                                          {"value", value_now},
                                                                          {"run_id", run_id},
                                                                          {"reason", reason},
@@ -85,14 +85,15 @@ Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t bo
   VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_moves", {{"event_id", ev},
                                                            {"ratio", Opt(ratio)},
                                                            {"undoes_run", undoes_run ? Value(*undoes_run) : Value()}}));
+  VERITY_RETURN_IF_ERROR(
+      d.InsertSealed("frontier_event_workloads", {{"event_id", ev}, {"workload", key.workload}}).status());
   return ev;
 }
 
 // The run of `change_id` whose frontier event currently counts in the ladder
 // (or, with `counted_only` false, whose event was last recorded), if any.
-Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
-                                             bool live_only) {
-  VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, metric, box_id));
+Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const FrontierKey& key, bool live_only) {
+  VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, key));
   std::optional<int64_t> run;
   for (const auto& s : ladder.steps)
     if ((!live_only || ladder.IsLive(s.event.run_id)) && s.event.change_id == change_id && s.event.reason != "seed")

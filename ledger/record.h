@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ledger/db.h"
+#include "ledger/frontier.h"
 #include "ledger/ledger.h"
 #include "ledger/score.h"
 #include "measure/measure.h"
@@ -21,13 +22,12 @@ Result<int> PriorAttempts(Db& d, int64_t change_id);
 Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
                    const std::optional<ScoreResult>& sr);
 // Inserts a frontier event with how it moves the ladder; returns its id.
-Result<int64_t> InsertFrontierEvent(Db& d, const std::string& metric, int64_t box_id, int64_t run_id,
+Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id,
                                     const std::string& reason, double value_now, std::optional<double> ratio,
                                     std::optional<int64_t> undoes_run);
 // The run of `change_id` whose factor is live in the ladder now (or, with
 // `live_only` false, whose frontier event was recorded last), if any.
-Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const std::string& metric, int64_t box_id,
-                                             bool live_only);
+Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const FrontierKey& key, bool live_only);
 // Returns why a request for rounds is refused (fewer than the policy's floor), if it is.
 std::optional<std::string> RoundsRequestError(const Policy& pol, const MeasureOptions& opt);
 // Copies a score's verdict and numbers into the outcome printed to the user.

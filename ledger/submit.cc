@@ -98,15 +98,19 @@ Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   return c;
 }
 
-Status Ledger::QueueParked(int64_t frontier_event, const std::string& metric) {
+Status Ledger::QueueParked(int64_t frontier_event, const FrontierKey& key) {
+  // Parked changes of this ladder: last scored `none` on this workload, not queued already.
   VERITY_ASSIGN_OR_RETURN(
       auto parked,
       db_->Query("SELECT c.id FROM changes c WHERE c.kind = 'change' AND c.metric = ? AND "
                  "(SELECT s.verdict FROM scores s JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id "
-                 " ORDER BY s.id DESC LIMIT 1) = 'none' AND NOT EXISTS (SELECT 1 FROM remeasure_queue q "
+                 " ORDER BY s.id DESC LIMIT 1) = 'none' AND "
+                 "(SELECT COALESCE((SELECT w.workload FROM run_workloads w WHERE w.run_id = s.run_id), '') FROM scores s "
+                 " JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1) = ? AND "
+                 "NOT EXISTS (SELECT 1 FROM remeasure_queue q "
                  " WHERE q.change_id = c.id AND NOT EXISTS (SELECT 1 FROM runs r2 JOIN scores s2 ON s2.run_id = r2.id "
                  " WHERE r2.queue_id = q.id)) ORDER BY c.id",
-                 {metric}));
+                 {key.metric, key.workload}));
   for (const auto& p : parked)
     VERITY_RETURN_IF_ERROR(db_->InsertSealed(
         "remeasure_queue", {{"change_id", p[0]}, {"frontier_event_id", frontier_event}, {"queued_at", NowUtc()}}));
@@ -191,15 +195,19 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (gate.verdict == Verdict::kAccepted && kind == Kind::kRevert) {
       // A revert on parity evidence that main is wrong: the change's factor leaves the ladder.
       also = [&]() -> Status {
-        VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(d, *c.target_change, c.metric, box_id, true));
+        // It measured nothing: it acts on the ladder that counts the change.
+        VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(d, *c.target_change, c.metric, box_id));
+        if (!workload) return OkStatus();
+        const FrontierKey key{c.metric, box_id, *workload};
+        VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(d, *c.target_change, key, true));
         if (!undone) return OkStatus();
-        VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(d, c.metric, box_id));
-        VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, c.metric, box_id, run_id, "revert",
-                                                                before.value.value_or(0), std::nullopt, undone));
-        VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, c.metric, box_id));
+        VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(d, key));
+        VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, "revert", before.value.value_or(0),
+                                                                std::nullopt, undone));
+        VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
         o.frontier_before = before.value;
         o.frontier_after = after.value;
-        return QueueParked(ev, c.metric);
+        return QueueParked(ev, key);
       };
     }
     return score_without_speed(gate.verdict, gate.note, also);
@@ -243,7 +251,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     }
     if (retraction)
       VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
-    VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, c.metric, box_id));
+    const FrontierKey key{c.metric, box_id, measured->workload};
+    VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, key));
     ScoreInput in;
     in.kind = kind;
     in.primary = measured->primary;
@@ -262,9 +271,11 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
     if (r.seeds_frontier && sound && gate.verified) {
-      VERITY_RETURN_IF_ERROR(InsertFrontierEvent(d, c.metric, box_id, run_id, "seed", r.base_median, std::nullopt,
-                                                 std::nullopt).status());
-      say("empty frontier for " + c.metric + " on this box: seeded from the base, " + NumText(r.base_median));
+      VERITY_RETURN_IF_ERROR(
+          InsertFrontierEvent(d, key, run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
+      say("empty frontier for " + c.metric + " on this box" +
+          (key.workload.empty() ? std::string() : " and workload '" + key.workload + "'") +
+          ": seeded from the base, " + NumText(r.base_median));
     }
     if (r.moves_frontier) {
       // A reapply names the revert run it replaces; the ladder counts it only
@@ -272,19 +283,18 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       // A speed revert names the change run it takes out of the live runs.
       std::optional<int64_t> undoes;
       if (kind == Kind::kReapply) {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, c.metric, box_id, false));
+        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, key, false));
       } else if (kind == Kind::kRevert) {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, c.metric, box_id, true));
+        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, key, true));
       }
-      VERITY_ASSIGN_OR_RETURN(int64_t ev,
-                              InsertFrontierEvent(d, c.metric, box_id, run_id, kind == Kind::kRevert ? "revert" : "accepted",
-                                                  r.frontier_after, r.factor, undoes));
-      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, c.metric, box_id));
+      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, kind == Kind::kRevert ? "revert" : "accepted",
+                                                              r.frontier_after, r.factor, undoes));
+      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
       if (after.last_event != ev)
         o.note += "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
                   "already in the frontier";
       o.frontier_after = after.value;
-      VERITY_RETURN_IF_ERROR(QueueParked(ev, c.metric));
+      VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
     }
     scored = r;
     return InsertScore(d, run_id, pol.version, o, c.metric, scored);

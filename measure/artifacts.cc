@@ -45,7 +45,9 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   if (build.exit_code != 0) return Status::Error("building " + ref + " (" + b.sha.substr(0, 12) + ") failed; see " + log);
   b.binary = b.worktree + "/build/cli/verity";
   if (!fs::exists(b.binary)) return Status::Error("building " + ref + " produced no " + b.binary);
-  b.has_parity = RunCommand(ShellQuote(b.binary) + " parity --help", 60).exit_code == 0;
+  CommandOutput help = RunCommand(ShellQuote(b.binary) + " parity --help", 60);
+  b.has_parity = help.exit_code == 0;
+  b.has_parity_against = b.has_parity && help.out.find("--against") != std::string::npos;
   return b;
 }
 

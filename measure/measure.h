@@ -35,6 +35,13 @@ struct BenchSample {
   // Weight and cache bytes one decoded token reads (`roofline.bytes_per_token`),
   // if the bench states it: with the box's measured bandwidth it bounds decode tok/s.
   std::optional<double> bytes_per_token;
+  // What was measured, from the record's model (file name only: the same file
+  // sits at other paths in other clones), dtype, threads, prompt_tokens and
+  // gen_tokens: "stories260K.bin f32 1t pp256+tg256". "" when the record names
+  // no model (a bench other than verity's). A record with a string
+  // "workload" field (verity gbench) is taken at its word. Speeds of
+  // different workloads are never compared.
+  std::string workload;
 };
 
 // Parses the whole stdout as one verity.bench/1 object holding `metric`.
@@ -97,6 +104,7 @@ struct BuiltRef {
   std::string worktree;    // <cache>/<sha>
   std::string binary;      // <worktree>/build/cli/verity
   bool has_parity = false; // the build knows `verity parity`
+  bool has_parity_against = false;  // ... and its --against FILE (an independent reference's logits)
 };
 
 // Resolves `ref` in `repo`, checks it out (detached) into `cache_dir`/<sha>

@@ -43,6 +43,30 @@ bool IsFiniteNumber(const nlohmann::json& j) { return j.is_number() && std::isfi
 
 }  // namespace
 
+namespace {
+
+// See BenchSample::workload. Fields absent from older records read as their
+// defaults then (dtype f32); a malformed field is named in the key so that it
+// never matches a well-formed one.
+std::string WorkloadOf(const nlohmann::json& j) {
+  // A record that states its workload (verity gbench) is taken at its word.
+  if (j.contains("workload") && j["workload"].is_string()) return j["workload"];
+  if (!j.contains("model") || !j["model"].is_string()) return "";
+  std::string model = j["model"];
+  if (auto slash = model.find_last_of('/'); slash != std::string::npos) model = model.substr(slash + 1);
+  auto text = [&](const char* key, const std::string& absent) -> std::string {
+    if (!j.contains(key)) return absent;
+    const auto& v = j[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_integer()) return std::to_string(v.get<long long>());
+    return std::string(key) + "?";
+  };
+  return model + " " + text("dtype", "f32") + " " + text("threads", "?") + "t pp" + text("prompt_tokens", "?") +
+         "+tg" + text("gen_tokens", "?");
+}
+
+}  // namespace
+
 Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseObject(run, what, "verity.bench/1", true));
   if (!j.contains("ok") || j["ok"] != true) return Status::Error(what + " reported \"ok\": not true");
@@ -70,6 +94,7 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
       return Status::Error(what + ": roofline.bytes_per_token is not a positive finite number");
     s.bytes_per_token = b.get<double>();
   }
+  s.workload = WorkloadOf(j);
   return s;
 }
 

@@ -4,13 +4,17 @@
 // one (counted steps and why), never matched up by float values.
 #include "reports/report.h"
 
+
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "ledger/drift.h"
 #include "ledger/format.h"
+#include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
 namespace verity::reports {
@@ -48,6 +52,28 @@ std::string Cell(std::string s) {
   return o;
 }
 std::string Id(int64_t v) { return std::to_string(v); }
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    out.push_back(text.substr(at, nl - at));
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return out;
+}
+
+// " · workload `stories260K.bin f32 1t pp256+tg256`", or nothing for the unnamed workload.
+std::string WorkloadSuffix(const LadderView& l) {
+  return l.workload.empty() ? "" : " · workload `" + l.workload + "`";
+}
+
+// A file-name-safe suffix naming the workload ("" for the unnamed one).
+std::string FileSuffix(const std::string& workload) {
+  std::string out;
+  for (char ch : workload) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
+  return out.empty() ? "" : "-" + out;
+}
 
 std::string RunState(const RunView& r) { return r.StateName(); }
 
@@ -161,7 +187,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     any_frontier = true;
-    md += "| " + l.metric + " | `" + l.box + "` | " + Num(l.ladder.value) + " | " +
+    md += "| " + l.metric + " | `" + l.box + "`" + WorkloadSuffix(l) + " | " + Num(l.ladder.value) + " | " +
           F("%.2f", current.policy.gate_frac * *l.ladder.value) + " | change " + Id(last->event.change_id) + " (run " +
           Id(last->event.run_id) + ", " + last->event.reason + ") | " + std::to_string(l.counted_events()) + " of " +
           std::to_string(l.ladder.steps.size()) + " |\n";
@@ -181,9 +207,9 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
         "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
-    const std::string file = "ladder-" + l.metric + "-" + l.box + ".svg";
+    const std::string file = "ladder-" + l.metric + "-" + l.box + FileSuffix(l.workload) + ".svg";
     std::vector<LadderPoint> pts;
-    md += "\n### " + l.metric + " on box `" + l.box + "`\n\n";
+    md += "\n### " + l.metric + " on box `" + l.box + "`" + WorkloadSuffix(l) + "\n\n";
     md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
       const LadderStep& s = l.ladder.steps[i];
@@ -206,7 +232,8 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       pts.push_back(p);
     }
     md += "\n![Frontier ladder of " + l.metric + " on " + l.box + "](" + file + ")\n";
-    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box, pts));
+    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box +
+                                             (l.workload.empty() ? "" : ", " + l.workload), pts));
   }
   if (d.ladders.empty()) md += "\nNo frontier yet.\n";
 
@@ -370,6 +397,30 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
                      "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+
+  // Predictions: every scored change was predicted first.
+  const ledger::PredictionsView pv = ledger::PredictionRecord(d.changes);
+  md += "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
+        "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
+  if (pv.authors.empty()) {
+    md += "No predicted change has a measured gain yet.\n";
+  } else {
+    md += "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& a : pv.authors)
+      md += "| " + Cell(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
+            F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) +
+            " | " + std::to_string(a.surprises) + " |\n";
+    md += "\n| change | author | predicted | measured | verdict | surprise |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& e : pv.entries)
+      md += "| " + Id(e.change) + " " + Cell(e.title) + " | " + Cell(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
+            ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
+  }
+
+  // Drift: what single comparisons miss.
+  md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
+        "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
+        std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
+  for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
 
   // Retractions.
   md += "\n## Retracted numbers\n";

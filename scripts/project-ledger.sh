@@ -7,6 +7,9 @@
 #   scripts/project-ledger.sh submit BASE HEAD "title" PREDICT_PCT [extra submit flags]
 #   scripts/project-ledger.sh report
 #
+# MODEL=stories260K scores on the shipped models/stories260K.bin (1 thread,
+# 512 steps) instead, for changes that show on a small model.
+#
 # The benchmark model is the ~110M-parameter synthetic Llama of issue 10
 # (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
 # unshared classifier; ~440 MB of f32 weights read per token), with a 256-token
@@ -30,12 +33,18 @@ case "${1:-}" in
     base=$2 head=$3 title=$4 predict=$5
     shift 5
     [ -x "$v" ] || scripts/build.sh
-    if [ ! -f "$model" ]; then
+    if [ "${MODEL:-}" != stories260K ] && [ ! -f "$model" ]; then
       mkdir -p "$(dirname "$model")"
       "$v" synth --out "$model" --config "$config"
     fi
-    "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
-      --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 "$@"
+    if [ "${MODEL:-}" = stories260K ]; then
+      export VERITY_THREADS=1
+      "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
+        --predict "$predict" --base "$base" --head "$head" --model models/stories260K.bin --steps 512 "$@"
+    else
+      "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
+        --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 "$@"
+    fi
     report
     ;;
   report) report ;;

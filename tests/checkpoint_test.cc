@@ -115,6 +115,17 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
     ExpectLoadFails(dir, "required key 'rms_norm_eps' is missing");
   }
   {
+    // Found by the hf_config fuzz target: a float key beyond float range was read as inf.
+    const std::string dir = External("theta");
+    std::string cfg = test::ReadFile(dir + "/config.json");
+    size_t at = cfg.find("\"rope_theta\"");
+    ASSERT_NE(at, std::string::npos);
+    const size_t value = cfg.find(':', at) + 1;
+    cfg.replace(value, cfg.find_first_of(",\n}", value) - value, " 1e86");
+    test::WriteFile(dir + "/config.json", cfg);
+    ExpectLoadFails(dir, "config.json: key 'rope_theta' is 1e+86, beyond float range");
+  }
+  {
     const std::string dir = External("dtype");
     std::string cfg = test::ReadFile(dir + "/config.json");
     cfg.replace(cfg.find("\"float32\""), 9, "\"bfloat16\"");

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
@@ -67,6 +69,27 @@ TEST(BadInput, InconsistentHeader) {
   ExpectFails(Gen(dir + "/unshared.bin", Model("tok512.bin")), "vocab_size=-512");
 }
 
+// Header fields whose tensor sizes overflow int64. The first is the input the
+// llama2c fuzz target found (UBSan: signed overflow); the second wraps to
+// exactly its own 4,124 bytes, which the loader once accepted and then read
+// far past the mapping (SIGBUS).
+TEST(BadInput, HeaderSizesThatOverflowAreNamed) {
+  const std::string dir = test::TempDir("overflow");
+  auto header = [](std::initializer_list<int32_t> fields, size_t body) {
+    std::string b(28 + body, '\0');
+    std::memcpy(b.data(), std::data(fields), 28);
+    return b;
+  };
+  test::WriteFile(dir + "/found.bin", header({1073741856, 32, 8388609, 2, 1, 16, 4104}, 52));
+  ExpectFails(Gen(dir + "/found.bin", Model("tok512.bin")),
+              "file is 80 bytes but the header (dim=1073741856 hidden_dim=32 n_layers=8388609 n_heads=2 n_kv_heads=1 "
+              "vocab_size=16 seq_len=4104) implies more than 2^63 (truncated)");
+  // dim 2^30, 17 layers: each layer matrix is 17 * 2^60 floats, 2^60 after wrapping, and the rest adds up.
+  test::WriteFile(dir + "/wraps.bin", header({1 << 30, 1 << 30, 17, 1 << 20, 1 << 20, (1 << 30) - 35, 1}, 4096));
+  ExpectFails(Gen(dir + "/wraps.bin", Model("tok512.bin")), "file is 4124 bytes but the header (dim=1073741824");
+  ExpectFails(Gen(dir + "/wraps.bin", Model("tok512.bin")), "implies more than 2^63 (truncated)");
+}
+
 TEST(BadInput, TokenizerVocabularyDiffersFromModel) {
   const std::string dir = test::TempDir("tok");
   std::string tok = test::ReadFile(Model("tok512.bin"));
@@ -80,6 +103,28 @@ TEST(BadInput, TokenizerVocabularyDiffersFromModel) {
               "tokenizer vocabulary size 513 differs from the model's vocab_size 512");
   test::WriteFile(dir + "/cut.bin", tok.substr(0, tok.size() - 2));
   ExpectFails(Gen(Model("stories260K.bin"), dir + "/cut.bin"), "truncated tokenizer entry 511");
+}
+
+// Found by the tokenizer_bin fuzz target: with fewer than 259 entries, byte
+// fallback emitted ids past the vocabulary and Encode read past its end.
+TEST(BadInput, SmallTokenizerVocabularyStaysInRange) {
+  auto file = [](std::initializer_list<std::string> pieces) {
+    std::string b(4, '\0');
+    b[0] = 8;  // max_token_length
+    for (const std::string& p : pieces) {
+      const float score = 0;
+      const int32_t len = static_cast<int32_t>(p.size());
+      b.append(reinterpret_cast<const char*>(&score), 4).append(reinterpret_cast<const char*>(&len), 4).append(p);
+    }
+    return b;
+  };
+  auto t = Tokenizer::Parse(file({"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "b", "c", "ab"}), "tok8.bin");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // "x" and the two bytes of "\xC3\xA9" are not pieces, and ids 3 + byte would be past the 8 entries: <unk>.
+  EXPECT_EQ(t->Encode("abx\xC3\xA9" "c", true, true), (std::vector<int>{1, 3, 7, 0, 0, 0, 6, 2}));
+  auto two = Tokenizer::Parse(file({"<unk>", "<s>"}), "tok2.bin");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().message(), "tok2.bin: tokenizer holds 2 entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
 }
 
 TEST(BadInput, PromptAndStepsBeyondContext) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "tests/ledger_test_util.h"
@@ -486,6 +487,43 @@ TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
   EXPECT_EQ(out["verdict"], "rejected-implausible") << withcache.out << withcache.err;
   EXPECT_NE(out["note"].get<std::string>().find("GB/s, above this box's measured read bandwidth of 400 GB/s"), std::string::npos)
       << out["note"];
+}
+
+// A frontier belongs to one workload: a change measured on a small model is
+// neither gated against nor allowed to move the frontier of a large one.
+TEST(Promises, EachWorkloadHasItsOwnFrontier) {
+  Case c = Fresh("workloads");
+  int s = Seed();
+  const std::string big = "--model /m/big-110m.bin", small = "--model /other/clone/small-260k.bin";
+  auto first = Submit(c.db, "big +7%", 7, Bench(c.dir, "b1", 100, 0.003, s, big), Bench(c.dir, "h1", 107, 0.003, s + 1, big),
+                      Parity());
+  ASSERT_EQ(first.j["verdict"], "accepted") << first.cmd.out << first.cmd.err;
+  s = Seed();
+  // 40x faster tok/s on another model: against the big model's frontier of ~107 this
+  // would be an impossible jump; on its own ladder it is a +7% change seeded at 4000.
+  auto other = Submit(c.db, "small +7%", 7, Bench(c.dir, "b2", 4000, 0.003, s, small),
+                      Bench(c.dir, "h2", 4280, 0.003, s + 1, small), Parity());
+  ASSERT_EQ(other.j["verdict"], "accepted") << other.cmd.out << other.cmd.err;
+  EXPECT_NEAR(other.j["frontier_before"].get<double>(), 4000, 40) << "gated against its own workload's seed";
+  auto f = JsonOf(VerityBin() + " frontier --json --ledger " + c.db);
+  ASSERT_EQ(f["frontier"].size(), 2u) << f.dump();
+  std::map<std::string, double> value;
+  for (const auto& l : f["frontier"]) value[l["workload"].get<std::string>()] = l["value"].get<double>();
+  EXPECT_NEAR(value["big-110m.bin f32 1t pp8+tg8"], 107, 1.5) << f.dump();
+  EXPECT_NEAR(value["small-260k.bin f32 1t pp8+tg8"], 4280, 40) << f.dump();
+}
+
+TEST(Promises, BaseAndHeadMustBenchTheSameWorkload) {
+  Case c = Fresh("workload-mismatch");
+  const int s = Seed();
+  auto r = Submit(c.db, "apples and oranges", 7, Bench(c.dir, "b", 100, 0.003, s, "--model big.bin"),
+                  Bench(c.dir, "h", 4000, 0.003, s + 1, "--model small.bin"), Parity());
+  EXPECT_EQ(r.j["verdict"], "failed") << r.cmd.out << r.cmd.err;
+  EXPECT_NE(Note(r).find("measured workload 'small.bin f32 1t pp8+tg8' but the run's first sample measured "
+                         "'big.bin f32 1t pp8+tg8'"),
+            std::string::npos)
+      << Note(r);
+  EXPECT_LT(Frontier(c.db), 0) << "a failed run seeds nothing";
 }
 
 }  // namespace

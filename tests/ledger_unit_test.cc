@@ -110,5 +110,27 @@ TEST(Store, AppendOnlyTriggersRefuseUpdatesAndDeletes) {
   EXPECT_FALSE((*l)->db().Query("DELETE FROM seal_chain").ok());
 }
 
+// Every sealed table has both triggers: a table added without them (as
+// 0005_workloads first was) fails here, naming it.
+TEST(Store, EverySealedTableRefusesUpdatesAndDeletes) {
+  const std::string path = test::TempDir("ao-all") + "/l.db";
+  auto l = Ledger::Open(path);
+  ASSERT_TRUE(l.ok());
+  int checked = 0;
+  for (const std::string& t : SealedTables()) {
+    for (const std::string& kind : {"UPDATE", "DELETE"}) {
+      auto rows = (*l)->db().Query("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND "
+                                   "sql LIKE ?",
+                                   {t, "%BEFORE " + kind + " ON " + t + " %"});
+      ASSERT_TRUE(rows.ok()) << rows.status().message();
+      EXPECT_EQ(AsInt((*rows)[0][0]), 1) << t << " has no BEFORE " << kind << " trigger";
+      checked++;
+    }
+  }
+  std::printf("append-only triggers: %d checked over %zu sealed tables\n", checked, SealedTables().size());
+  EXPECT_EQ(checked, 2 * static_cast<int>(SealedTables().size()));
+  EXPECT_GE(SealedTables().size(), 20u);
+}
+
 }  // namespace
 }  // namespace verity::ledger

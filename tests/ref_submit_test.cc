@@ -35,6 +35,11 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   EXPECT_EQ(show["change"]["base_sha"], base_sha);
   EXPECT_EQ(show["change"]["head_sha"], head_sha);
   EXPECT_EQ(show["change"]["base_ref"], "HEAD~1");
+  // The model has independent reference logits pinned beside it: the head's
+  // parity is against them, not against its own reference path.
+  const std::string parity = show["change"]["parity_cmd"];
+  EXPECT_NE(parity.find("--against"), std::string::npos) << parity;
+  EXPECT_NE(parity.find("models/stories260K.ref-logits.bin"), std::string::npos) << parity;
   ASSERT_EQ(show["runs"][0]["artifacts"].size(), 2u);
   for (const auto& a : show["runs"][0]["artifacts"])
     EXPECT_EQ(a["build_id"], a["side"] == "base" ? base_sha : head_sha) << "verify the artifact, not the transport";

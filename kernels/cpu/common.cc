@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/shared_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
 
@@ -88,7 +89,7 @@ void Rmsnorm(float* out, const float* x, const float* weight, int size, float ep
 void Softmax(float* x, int size) {
   float max_val = x[0];
   for (int i = 1; i < size; i++) max_val = x[i] > max_val ? x[i] : max_val;
-  float sum = 0.0f;
+  float sum = hooks::SoftmaxExtraMass(max_val);  // 0: see shared_hooks.h
   for (int i = 0; i < size; i++) {
     x[i] = expf(x[i] - max_val);
     sum += x[i];

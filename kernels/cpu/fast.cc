@@ -62,6 +62,19 @@ float Dot8(const float* a, const float* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
+// out[i] = sum over positions t <= pos of att[t] * value(t)[off + i], i < N,
+// the N sums held in registers across every position.
+template <int N>
+void WeightedValues(const AttentionArgs& a, const float* __restrict att, int off, float* __restrict out) {
+  float acc[N] = {};
+  for (int t = 0; t <= a.pos; t++) {
+    const float* __restrict v = a.value_cache + t * a.pos_stride + off;
+    const float w = att[t];
+    for (int i = 0; i < N; i++) acc[i] += w * v[i];
+  }
+  for (int i = 0; i < N; i++) out[i] = acc[i];
+}
+
 // AttendOneHead (reference.cc) with the query-key dot products in 8 lanes and
 // the weighted sum of values accumulated in registers (restrict: the output
 // aliases neither the cache nor the scores).
@@ -74,24 +87,14 @@ void AttendOneHeadFast(const AttentionArgs& a, int h) {
   for (int t = 0; t <= a.pos; t++) att[t] = Dot8(q, a.key_cache + t * a.pos_stride + kv_off, hs) / root;
   Softmax(att, a.pos + 1);
   // The weighted sum of values, 16 outputs at a time held in registers
-  // across every position (the order of the sum per output is unchanged).
+  // across every position (the order of the sum per output is unchanged);
+  // narrower chunks for what remains (stories260K's heads are 8 wide).
   float* __restrict xb = a.out + h * hs;
-  constexpr int kChunk = 16;
   int i0 = 0;
-  for (; i0 + kChunk <= hs; i0 += kChunk) {
-    float acc[kChunk] = {};
-    for (int t = 0; t <= a.pos; t++) {
-      const float* __restrict v = a.value_cache + t * a.pos_stride + kv_off + i0;
-      const float w = att[t];
-      for (int i = 0; i < kChunk; i++) acc[i] += w * v[i];
-    }
-    for (int i = 0; i < kChunk; i++) xb[i0 + i] = acc[i];
-  }
-  for (int i = i0; i < hs; i++) {
-    float acc = 0.0f;
-    for (int t = 0; t <= a.pos; t++) acc += att[t] * a.value_cache[t * a.pos_stride + kv_off + i];
-    xb[i] = acc;
-  }
+  for (; i0 + 16 <= hs; i0 += 16) WeightedValues<16>(a, att, kv_off + i0, xb + i0);
+  for (; i0 + 8 <= hs; i0 += 8) WeightedValues<8>(a, att, kv_off + i0, xb + i0);
+  for (; i0 + 4 <= hs; i0 += 4) WeightedValues<4>(a, att, kv_off + i0, xb + i0);
+  for (; i0 < hs; i0++) WeightedValues<1>(a, att, kv_off + i0, xb + i0);
 }
 
 class Fast final : public Backend {
@@ -111,11 +114,6 @@ class Fast final : public Backend {
   }
 
   void Attention(const AttentionArgs& a) override {
-#ifdef VERITY_CORRUPTION_ATTENTION_STALE_PAST_128
-    // CORRUPTION (work that silently does not happen): past 128 positions the
-    // attention step returns early, leaving whatever was in `out`, unreported.
-    if (a.pos >= 128) return;
-#endif
     auto heads = [&](int begin, int end) {
       for (int h = begin; h < end; h++) AttendOneHeadFast(a, h);
     };
@@ -127,22 +125,14 @@ class Fast final : public Backend {
   }
 
   void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
-#ifdef VERITY_CORRUPTION_ROPE_HALVES
-    interleaved = false;  // CORRUPTION (numerics): rotate halves on an interleaved-pair model
-#endif
     const int half = head_size / 2;
     // The frequencies depend only on (head_size, theta): computed once, with the
     // reference's exact arithmetic, so the rotation stays bit-identical.
-#ifdef VERITY_CORRUPTION_ROPE_FREQ_DIM
-    const int exponent_base = size;  // CORRUPTION (config read wrong): dim where head_size belongs
-#else
-    const int exponent_base = head_size;
-#endif
-    if (freq_head_size_ != exponent_base || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
+    if (freq_head_size_ != head_size || freq_theta_ != theta || static_cast<int>(freqs_.size()) != half) {
       freqs_.resize(half);
       for (int i = 0; i < half; i++)
-        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(exponent_base));
-      freq_head_size_ = exponent_base;
+        freqs_[i] = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+      freq_head_size_ = head_size;
       freq_theta_ = theta;
     }
     for (int i = 0; i < half; i++) {
@@ -158,18 +148,7 @@ class Fast final : public Backend {
     }
   }
 
-  void SwiGLU(float* hb, const float* hb2, int n) override {
-#ifdef VERITY_CORRUPTION_GELU_FOR_SILU
-    // CORRUPTION (numerics): the tanh-GELU gate where the model was trained with SiLU.
-    for (int i = 0; i < n; i++) {
-      float v = hb[i];
-      float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-      hb[i] = g * hb2[i];
-    }
-#else
-    SwiGLUReference(hb, hb2, n);
-#endif
-  }
+  void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 
  private:
   ThreadPool pool_;

@@ -6,6 +6,7 @@
 //              [--build ID] [--sha HEX] [--touch FILE] [--fail-after N] [--garbage] [--sleep S]
 //              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
 //              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
+//              [--model PATH]          (prints the workload fields: model, dtype f32, threads 1, 8+8 tokens)
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,7 +21,7 @@
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model;
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     else if (a == "--fail-after") fail_after = std::atol(next().c_str());
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
     else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
+    else if (a == "--model") model = next();
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -89,10 +91,14 @@ int main(int argc, char** argv) {
     std::snprintf(cell, sizeof cell, ",\"%s\":%.6f", name.c_str(), gd(rng));
     more += cell;
   }
+  std::string workload;
+  if (!model.empty())
+    workload = ",\"model\":\"" + model + "\",\"dtype\":\"f32\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
   char roof[96] = "";
   if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
-              "\"metrics\":{\"%s\":%.6f%s}%s,\"ok\":true}\n",
-              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str(), roof);
+              "\"metrics\":{\"%s\":%.6f%s}%s%s,\"ok\":true}\n",
+              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str(), roof,
+              workload.c_str());
   return 0;
 }

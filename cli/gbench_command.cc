@@ -1,0 +1,70 @@
+// verity gbench -- CMD [ARGS]: runs a Google Benchmark binary with
+// --benchmark_format=json and prints its results as one verity.bench/1
+// record (measure/gbench.h), so `verity submit` can score it like any bench.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "base/build_info.h"
+#include "base/env.h"
+#include "base/sha256.h"
+#include "cli/commands.h"
+#include "measure/gbench.h"
+#include "measure/measure.h"
+
+namespace verity::cli {
+namespace {
+
+// The file `name` runs: itself when it has a '/', else the first match on PATH.
+std::string ResolveBinary(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  for (size_t at = 0; at <= dirs.size();) {
+    const size_t colon = dirs.find(':', at);
+    const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    const std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (std::filesystem::is_regular_file(p)) return p.string();
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  return name;
+}
+
+int RunGbench(const std::vector<std::string>& args) {
+  const std::string binary = ResolveBinary(args[0]);
+  auto sha = Sha256File(binary);
+  if (!sha.ok()) return Fail(Status::Error("gbench: " + args[0] + ": " + sha.status().message()));
+  std::string cmd, shown;
+  for (size_t i = 0; i < args.size(); i++) {
+    cmd += (i ? " " : "") + measure::ShellQuote(i == 0 ? binary : args[i]);
+    if (i) shown += " " + args[i];
+  }
+  measure::CommandOutput out = measure::RunCommand(cmd + " --benchmark_format=json", env::CommandTimeoutSeconds());
+  if (out.exit_code != 0)
+    return Fail(Status::Error("gbench: " + args[0] + " exited " + std::to_string(out.exit_code) + ": " +
+                              out.err.substr(out.err.size() > 400 ? out.err.size() - 400 : 0)));
+  nlohmann::json report = nlohmann::json::parse(out.out, nullptr, false);
+  if (report.is_discarded()) return Fail(Status::Error("gbench: " + args[0] + " printed no JSON on stdout"));
+  // The record names this verity build: the benchmark binary is built from the
+  // same tree, so parity evidence from this build's `verity parity` binds to it.
+  const nlohmann::json build = {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}};
+  const std::string workload = "gbench " + std::filesystem::path(binary).filename().string() + shown;
+  auto rec = measure::GbenchToBench(report, build, binary, *sha, workload, "gbench: " + args[0]);
+  if (!rec.ok()) return Fail(rec.status());
+  std::printf("%s\n", JsonLine(*rec).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterGbenchCommand(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand(
+      "gbench", "Run a Google Benchmark binary (`verity gbench -- BINARY [ARGS]`) and print its results as one "
+                "verity.bench/1 record: each benchmark's real time in ns as metric <name>_ns (lower is better).");
+  auto args = std::make_shared<std::vector<std::string>>();
+  sub->add_option("command", *args, "the benchmark binary and its arguments (after --)")->required();
+  reg.On(sub, [=] { return RunGbench(*args); });
+}
+
+}  // namespace verity::cli

@@ -1,0 +1,52 @@
+// What a checkpoint says about its own shape, parsed from bytes without
+// touching the file system (so each parser can be fuzzed on its bytes alone):
+// the llama2.c header checked against the file size, and a Hugging Face
+// config.json. The loaders read the file and call these.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace verity {
+
+// A llama2.c header: seven int32 fields (dim, hidden_dim, n_layers, n_heads,
+// n_kv_heads, vocab_size, seq_len); f32 tensors follow it.
+inline constexpr int64_t kLlama2cHeaderBytes = 28;
+
+// Float counts of each llama2.c tensor, in file order.
+struct Llama2cLayout {
+  int64_t embedding, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, rope_tables, classifier;
+  // Returns the sum of the counts (Llama2cLayoutOf checked that it fits).
+  int64_t total() const;
+};
+
+// The layout `c` implies. Fails, naming `where`, when a count or the file
+// size (header plus 4 bytes a float) overflows int64.
+[[nodiscard]] Result<Llama2cLayout> Llama2cLayoutOf(const ModelConfig& c, const std::string& where);
+
+// Parses the llama2.c header at the start of `bytes`, the whole file of `size`
+// bytes (only the header is read), and checks that every field is positive
+// (vocab_size may be negative: an unshared classifier follows), that
+// ValidateConfig accepts it, and that `size` is exactly the header plus the
+// tensors it implies. The config carries the format's RoPE theta and norm
+// epsilon (Llama2cFormat) and interleaved RoPE. Errors name `path` and the
+// field or the size.
+[[nodiscard]] Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size,
+                                                     const std::string& path);
+
+// Parses the text of a config.json (`path` names it in errors): every
+// semantic key is required, MoE keys when model_type is "mixtral"; integers
+// must be positive int32 values and floats positive and within float range.
+// Returns a config ValidateConfig accepts, with Hugging Face (halves) RoPE.
+[[nodiscard]] Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path);
+
+// The config.json text for `c` (what the converter writes), naming
+// `torch_dtype` ("float32", "bfloat16"). ParseHfConfig reads back the same
+// config, RoPE style aside (always halves).
+std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype);
+
+}  // namespace verity

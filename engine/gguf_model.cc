@@ -1,0 +1,386 @@
+// llama-architecture GGUF files as verity models, and the converter that
+// writes them. The format itself (parsing, checks) is formats/gguf.
+//
+// RoPE layout. llama.cpp runs the "llama" architecture with its NORM rope,
+// which rotates adjacent pairs (2i, 2i+1) of each head: the original Meta /
+// llama2.c layout (RopeStyle::kInterleaved). Hugging Face checkpoints instead
+// rotate halves (i, i + hs/2), and their q_proj/k_proj rows were permuted
+// into that layout when Meta's weights were converted. llama.cpp's
+// convert_hf_to_gguf.py undoes it: for q (heads = n_head) and k (heads =
+// n_head_kv) it reshapes the rows as [heads, 2, hs/2] and swaps the last two
+// axes, so row h*hs + j*hs/2 + i (j in {0, 1}) becomes row h*hs + 2i + j.
+// Hence: a GGUF llama file holds q/k rows in the interleaved layout and loads
+// with RopeStyle::kInterleaved and no permutation; a llama2.c model is written
+// unchanged; a Hugging Face model is written with that permutation.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/engine.h"
+#include "engine/safetensors.h"
+#include "engine/weights.h"
+#include "formats/gguf.h"
+
+namespace verity {
+namespace {
+
+// Where an expected (Hugging Face named) tensor lives in a GGUF llama file:
+// its GGUF name, and for a Mixtral expert the slice of the stacked tensor.
+struct GgufPlace {
+  std::string name;
+  int expert = -1;
+};
+
+GgufPlace PlaceOf(const std::string& hf) {
+  if (hf == "model.embed_tokens.weight") return {"token_embd.weight"};
+  if (hf == "model.norm.weight") return {"output_norm.weight"};
+  if (hf == "lm_head.weight") return {"output.weight"};
+  // model.layers.N.<rest>
+  const size_t a = std::strlen("model.layers."), b = hf.find('.', a);
+  const std::string layer = hf.substr(a, b - a), rest = hf.substr(b + 1);
+  const std::string blk = "blk." + layer + ".";
+  static const std::pair<const char*, const char*> dense[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},        {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},   {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},         {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
+  for (const auto& [from, to] : dense)
+    if (rest == from) return {blk + to};
+  // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
+  const std::string ex = "block_sparse_moe.experts.";
+  const size_t e0 = ex.size(), e1 = rest.find('.', e0);
+  const int expert = std::stoi(rest.substr(e0, e1 - e0));
+  const std::string w = rest.substr(e1 + 1);
+  return {blk + (w == "w1.weight" ? "ffn_gate_exps.weight" : w == "w2.weight" ? "ffn_down_exps.weight" : "ffn_up_exps.weight"),
+          expert};
+}
+
+// The GGUF dims (innermost first) of an expected tensor; stacked for experts.
+std::vector<uint64_t> GgufDims(const ExpectedTensor& t, int n_experts, bool stacked) {
+  std::vector<uint64_t> d(t.shape.rbegin(), t.shape.rend());
+  if (stacked) d.push_back(static_cast<uint64_t>(n_experts));
+  return d;
+}
+
+std::string DimsString(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); i++) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+Result<TensorDType> StoredTypeOf(const gguf::TensorInfo& t, const std::string& path) {
+  switch (t.type) {
+    case gguf::kF32: return TensorDType::kF32;
+    case gguf::kF16: return TensorDType::kF16;
+    case gguf::kBF16: return TensorDType::kBF16;
+    case gguf::kQ8_0: return TensorDType::kQ8_0;
+    default:
+      return Status::Error(path + ": tensor " + t.name + " has type " + gguf::TensorTypeName(t.type) +
+                           ", which verity does not load (F32, F16, BF16 and Q8_0 only)");
+  }
+}
+
+// metadata -> config. Keys the GGUF spec makes optional get the value the
+// spec (or llama.cpp) defines, said in a note; the rest are required.
+Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
+  VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
+  if (arch != "llama")
+    return Status::Error(path + ": general.architecture is \"" + arch + "\"; verity loads only \"llama\" GGUF files");
+  ModelConfig c;
+  auto need = [&](const char* key, int* dst) -> Status {
+    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
+    *dst = static_cast<int>(v);
+    return OkStatus();
+  };
+  VERITY_RETURN_IF_ERROR(need("llama.embedding_length", &c.dim));
+  VERITY_RETURN_IF_ERROR(need("llama.feed_forward_length", &c.hidden_dim));
+  VERITY_RETURN_IF_ERROR(need("llama.block_count", &c.n_layers));
+  VERITY_RETURN_IF_ERROR(need("llama.attention.head_count", &c.n_heads));
+  VERITY_RETURN_IF_ERROR(need("llama.context_length", &c.seq_len));
+  // The spec: absent head_count_kv means no grouped-query attention.
+  c.n_kv_heads = c.n_heads;
+  if (f.Find("llama.attention.head_count_kv")) VERITY_RETURN_IF_ERROR(need("llama.attention.head_count_kv", &c.n_kv_heads));
+  VERITY_ASSIGN_OR_RETURN(double eps, gguf::GetFloat(f, "llama.attention.layer_norm_rms_epsilon", path));
+  c.norm_eps = static_cast<float>(eps);
+  if (f.Find("llama.rope.freq_base")) {
+    VERITY_ASSIGN_OR_RETURN(double theta, gguf::GetFloat(f, "llama.rope.freq_base", path));
+    c.rope_theta = static_cast<float>(theta);
+  } else {
+    c.rope_theta = 10000.0f;  // llama.cpp's value when the key is absent (older Llama 2 files)
+    notes->push_back(path + ": llama.rope.freq_base absent: RoPE base 10000 (llama.cpp's default)");
+  }
+  if (f.Find("llama.vocab_size")) {
+    VERITY_RETURN_IF_ERROR(need("llama.vocab_size", &c.vocab_size));
+  } else if (const gguf::Value* tok = f.Find("tokenizer.ggml.tokens"); tok && tok->type == gguf::ValueType::kArray) {
+    c.vocab_size = static_cast<int>(std::min<size_t>(tok->items.size(), INT32_MAX));
+  } else {
+    return Status::Error(path + ": neither llama.vocab_size nor tokenizer.ggml.tokens gives the vocabulary size");
+  }
+  if (f.Find("llama.expert_count")) {
+    VERITY_RETURN_IF_ERROR(need("llama.expert_count", &c.n_experts));
+    VERITY_RETURN_IF_ERROR(need("llama.expert_used_count", &c.n_experts_per_tok));
+    if (c.n_experts_per_tok > c.n_experts)
+      return Status::Error(path + ": llama.expert_used_count exceeds llama.expert_count");
+  }
+  // Keys that would change the math in ways verity does not compute: refused.
+  if (c.n_heads > 0 && c.dim % c.n_heads == 0) {
+    const int hs = c.dim / c.n_heads;
+    for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length", "llama.attention.value_length"}) {
+      if (!f.Find(key)) continue;
+      VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
+      if (v != hs)
+        return Status::Error(path + ": key " + key + " is " + std::to_string(v) + ", but verity needs the head size " +
+                             std::to_string(hs) + " (embedding_length / head_count)");
+    }
+  }
+  if (f.Find("llama.rope.scaling.type")) {
+    VERITY_ASSIGN_OR_RETURN(std::string type, gguf::GetString(f, "llama.rope.scaling.type", path));
+    if (type != "none")
+      return Status::Error(path + ": key llama.rope.scaling.type is \"" + type + "\", which verity does not compute");
+  }
+  c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
+  c.rope_style = RopeStyle::kInterleaved;  // see the top of this file
+  VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
+  return c;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::DType dtype) {
+  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  VERITY_ASSIGN_OR_RETURN(gguf::File f, gguf::Parse(file->data(), file->size(), path));
+  auto model = std::make_unique<Model>();
+  std::vector<std::string> notes;
+  VERITY_ASSIGN_OR_RETURN(model->config, ConfigOf(f, path, &notes));
+  const ModelConfig& c = model->config;
+  model->source = path;
+  if (f.Find("tokenizer.ggml.model")) {  // checked here so a bad vocabulary is a load error
+    VERITY_ASSIGN_OR_RETURN(auto vocab, gguf::ReadVocab(f, path));
+    if (vocab && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
+      return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
+                           " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
+  }
+  // Before anything is sized by the metadata: the counts must fit the tensors
+  // the file holds (a lying block_count or expert_count is an error, not an
+  // allocation of its size).
+  if (static_cast<uint64_t>(c.n_layers) > f.tensors.size())
+    return Status::Error(path + ": llama.block_count is " + std::to_string(c.n_layers) + " but the file holds only " +
+                         std::to_string(f.tensors.size()) + " tensors");
+  if (c.n_experts > 0) {
+    const gguf::TensorInfo* g = f.FindTensor("blk.0.ffn_gate_exps.weight");
+    if (!g) return Status::Error(path + ": required tensor blk.0.ffn_gate_exps.weight (expert) is missing");
+    if (g->dims.size() != 3 || g->dims[2] != static_cast<uint64_t>(c.n_experts))
+      return Status::Error(path + ": llama.expert_count is " + std::to_string(c.n_experts) +
+                           " but tensor blk.0.ffn_gate_exps.weight has dims " + DimsString(g->dims));
+  }
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  std::vector<StoredTensor> stored;
+  std::set<std::string> used;
+  for (const ExpectedTensor& e : expected) {
+    const GgufPlace at = PlaceOf(e.name);
+    const gguf::TensorInfo* t = f.FindTensor(at.name);
+    if (!t)
+      return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
+    const std::vector<uint64_t> want = GgufDims(e, c.n_experts, at.expert >= 0);
+    if (t->dims != want)
+      return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) + ", the metadata implies " +
+                           DimsString(want));
+    VERITY_ASSIGN_OR_RETURN(TensorDType type, StoredTypeOf(*t, path));
+    used.insert(at.name);
+    const int64_t cols = e.shape.back(), rows = e.shape.size() == 2 ? e.shape[0] : 1;
+    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * StoredRowBytes(type, cols) : 0;
+    const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
+    stored.push_back(StoredTensor{shown, type, file->data() + f.data_start + t->offset + slice, /*mapped=*/true});
+  }
+  for (const gguf::TensorInfo& t : f.tensors)
+    if (!used.count(t.name))
+      return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
+                           DimsString(t.dims) + "); verity does not know what it is for");
+  for (const std::string& n : notes) {
+    model->notes.push_back(n);
+    std::fprintf(stderr, "verity: note: %s\n", n.c_str());
+  }
+  VERITY_RETURN_IF_ERROR(Bind(*model, dtype, expected, [&](size_t i) { return stored[i]; }));
+  model->mappings.push_back(std::move(file));
+  return model;
+}
+
+namespace {
+
+// llama2.c tokenizer.bin (int32 max_token_length; per token: f32 score,
+// int32 length, bytes) as GGUF's SentencePiece-style "llama" vocabulary.
+Result<std::vector<std::pair<std::string, gguf::Value>>> Llama2cVocabKeys(const std::string& path, int vocab_size) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open --tokenizer");
+  int32_t max_len = 0;
+  in.read(reinterpret_cast<char*>(&max_len), 4);
+  std::vector<gguf::Value> tokens, scores, types;
+  for (int i = 0; i < vocab_size; i++) {
+    float score = 0;
+    int32_t len = 0;
+    in.read(reinterpret_cast<char*>(&score), 4);
+    in.read(reinterpret_cast<char*>(&len), 4);
+    if (!in || len < 0 || len > (1 << 20))
+      return Status::Error(path + ": --tokenizer entry " + std::to_string(i) + " is truncated or malformed");
+    std::string piece(static_cast<size_t>(len), '\0');
+    in.read(piece.data(), len);
+    if (!in) return Status::Error(path + ": --tokenizer entry " + std::to_string(i) + " is truncated");
+    // llama2.c's export wrote BOS/EOS as "\n<s>\n"/"\n</s>\n" and the
+    // SentencePiece word marker U+2581 as a space; GGUF keeps SentencePiece's.
+    if (piece == "\n<s>\n" || piece == "\n</s>\n") piece = piece.substr(1, piece.size() - 2);
+    std::string sp;
+    for (char ch : piece) sp += ch == ' ' ? std::string("\xe2\x96\x81") : std::string(1, ch);
+    int type = 1;  // normal
+    if (sp == "<unk>") type = 2;
+    else if (sp == "<s>" || sp == "</s>") type = 3;  // control
+    else if (sp.size() == 6 && sp.rfind("<0x", 0) == 0 && sp[5] == '>') type = 6;  // byte
+    tokens.push_back(gguf::Value::String(sp));
+    scores.push_back(gguf::Value::Float32(score));
+    types.push_back(gguf::Value::Int32(type));
+  }
+  in.peek();
+  if (!in.eof())
+    return Status::Error(path + ": --tokenizer holds more than the model's " + std::to_string(vocab_size) + " tokens");
+  std::vector<std::pair<std::string, gguf::Value>> kv;
+  kv.emplace_back("tokenizer.ggml.model", gguf::Value::String("llama"));
+  kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, std::move(tokens)));
+  kv.emplace_back("tokenizer.ggml.scores", gguf::Value::Array(gguf::ValueType::kFloat32, std::move(scores)));
+  kv.emplace_back("tokenizer.ggml.token_type", gguf::Value::Array(gguf::ValueType::kInt32, std::move(types)));
+  kv.emplace_back("tokenizer.ggml.bos_token_id", gguf::Value::Uint32(Llama2cFormat::kBos));
+  kv.emplace_back("tokenizer.ggml.eos_token_id", gguf::Value::Uint32(Llama2cFormat::kEos));
+  kv.emplace_back("tokenizer.ggml.unknown_token_id", gguf::Value::Uint32(0));
+  return kv;
+}
+
+// ggml's Q8_0 as llama.cpp quantizes: per block of 32, d = max|x| / 127,
+// q = round(x / d), d stored as f16.
+void QuantizeQ8_0(const float* x, int64_t n, std::string* out) {
+  for (int64_t b = 0; b < n / 32; b++) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = F32ToF16(d);
+    out->append(reinterpret_cast<const char*>(&dh), 2);
+    for (int j = 0; j < 32; j++) out->push_back(static_cast<char>(static_cast<int8_t>(std::lround(x[b * 32 + j] * id))));
+  }
+}
+
+void Encode(uint32_t type, const std::vector<float>& v, std::string* out) {
+  switch (type) {
+    case gguf::kF32: out->append(reinterpret_cast<const char*>(v.data()), v.size() * 4); break;
+    case gguf::kBF16: for (float x : v) { const uint16_t h = F32ToBF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } break;
+    case gguf::kF16: for (float x : v) { const uint16_t h = F32ToF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } break;
+    default: QuantizeQ8_0(v.data(), static_cast<int64_t>(v.size()), out); break;
+  }
+}
+
+// One GGUF tensor to write: the expected tensors (slots) it holds, one, or
+// one per expert when stacked.
+struct Planned {
+  gguf::TensorSpec spec;
+  std::vector<size_t> parts;  // indices into ExpectedTensors / Slots
+  bool permute = false;       // q/k rows: Hugging Face halves -> interleaved pairs
+  int heads = 0;
+};
+
+}  // namespace
+
+Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
+                           const std::string& tokenizer) {
+  const ModelConfig& c = model.config;
+  uint32_t matrix_type = 0, file_type = 0;  // file_type: llama.cpp's llama_ftype
+  if (dtype == "f32") matrix_type = gguf::kF32, file_type = 0;
+  else if (dtype == "f16") matrix_type = gguf::kF16, file_type = 1;
+  else if (dtype == "bf16") matrix_type = gguf::kBF16, file_type = 32;
+  else if (dtype == "q8_0") matrix_type = gguf::kQ8_0, file_type = 7;
+  else return Status::Error("--dtype " + dtype + ": GGUF output takes f32, f16, bf16 or q8_0");
+  using gguf::Value;
+  std::vector<std::pair<std::string, Value>> kv = {
+      {"general.architecture", Value::String("llama")},
+      {"general.name", Value::String(std::filesystem::path(model.source).filename().string())},
+      {"general.alignment", Value::Uint32(gguf::kDefaultAlignment)},
+      {"general.file_type", Value::Uint32(file_type)},
+      {"llama.context_length", Value::Uint32(c.seq_len)},
+      {"llama.embedding_length", Value::Uint32(c.dim)},
+      {"llama.block_count", Value::Uint32(c.n_layers)},
+      {"llama.feed_forward_length", Value::Uint32(c.hidden_dim)},
+      {"llama.rope.dimension_count", Value::Uint32(c.head_size())},
+      {"llama.attention.head_count", Value::Uint32(c.n_heads)},
+      {"llama.attention.head_count_kv", Value::Uint32(c.n_kv_heads)},
+      {"llama.attention.layer_norm_rms_epsilon", Value::Float32(c.norm_eps)},
+      {"llama.rope.freq_base", Value::Float32(c.rope_theta)},
+      {"llama.vocab_size", Value::Uint32(c.vocab_size)}};
+  if (c.n_experts > 0) {
+    kv.emplace_back("llama.expert_count", Value::Uint32(c.n_experts));
+    kv.emplace_back("llama.expert_used_count", Value::Uint32(c.n_experts_per_tok));
+  }
+  if (!tokenizer.empty()) {
+    VERITY_ASSIGN_OR_RETURN(auto tok, Llama2cVocabKeys(tokenizer, c.vocab_size));
+    for (auto& e : tok) kv.push_back(std::move(e));
+  }
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  std::vector<Planned> plan;
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < expected.size(); i++) {
+    const GgufPlace at = PlaceOf(expected[i].name);
+    auto it = by_name.find(at.name);
+    if (it != by_name.end()) {  // another expert of a stacked tensor
+      plan[it->second].parts.push_back(i);
+      continue;
+    }
+    Planned p;
+    p.spec.name = at.name;
+    p.spec.dims = GgufDims(expected[i], c.n_experts, at.expert >= 0);
+    // Vectors stay F32 (as llama.cpp keeps them); a matrix whose rows are not
+    // whole Q8_0 blocks is written F32, as llama.cpp falls back too.
+    const bool matrix = expected[i].shape.size() == 2;
+    p.spec.type = !matrix ? gguf::kF32
+                  : matrix_type == gguf::kQ8_0 && expected[i].shape[1] % 32 != 0 ? gguf::kF32 : matrix_type;
+    p.parts.push_back(i);
+    const bool q = at.name.find(".attn_q.") != std::string::npos, k = at.name.find(".attn_k.") != std::string::npos;
+    p.permute = (q || k) && c.rope_style == RopeStyle::kHalves;
+    p.heads = q ? c.n_heads : c.n_kv_heads;
+    by_name[at.name] = plan.size();
+    plan.push_back(std::move(p));
+  }
+  std::vector<gguf::TensorSpec> specs;
+  for (const Planned& p : plan) specs.push_back(p.spec);
+  Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them
+  const std::vector<Slot> slots = Slots(mut);
+  const int hs = c.head_size();
+  return gguf::Write(path, kv, specs, [&](size_t k, std::string* out) -> Status {
+    const Planned& p = plan[k];
+    std::vector<float> all, row;
+    for (size_t i : p.parts) {
+      const ExpectedTensor& t = expected[i];
+      const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
+      std::vector<float> v(static_cast<size_t>(rows * cols));
+      if (slots[i].vec) {
+        std::memcpy(v.data(), *slots[i].vec, v.size() * 4);
+      } else {
+        const kernels::Weights& w = *slots[i].mat;  // its stored rows/cols; a padded FFN width is dropped
+        row.resize(static_cast<size_t>(w.cols));
+        for (int64_t r = 0; r < rows; r++) {
+          kernels::DecodeRow(w, static_cast<int>(r), row.data());
+          std::memcpy(&v[r * cols], row.data(), static_cast<size_t>(cols) * 4);
+        }
+      }
+      if (p.permute) {  // row h*hs + j*hs/2 + i -> h*hs + 2i + j (see the top of this file)
+        const std::vector<float> src = v;
+        for (int h = 0; h < p.heads; h++)
+          for (int r = 0; r < hs; r++) {
+            const int64_t from = h * hs + r, to = h * hs + 2 * (r % (hs / 2)) + r / (hs / 2);
+            std::memcpy(&v[to * cols], &src[from * cols], static_cast<size_t>(cols) * 4);
+          }
+      }
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    Encode(p.spec.type, all, out);
+    return OkStatus();
+  });
+}
+
+}  // namespace verity

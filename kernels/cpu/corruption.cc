@@ -1,0 +1,84 @@
+// Compiled only into corruption builds (cmake -DVERITY_CORRUPTION=<name>,
+// see CORRUPTIONS.md); a normal build compiles no_corruption.cc instead. Each
+// deliberate bug is a wrapper around the fast backend that changes one step
+// and forwards everything else, so the kernels a reader studies carry none.
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu/backends.h"
+
+#ifndef VERITY_CORRUPTION_NAME
+#error "corruption.cc belongs to corruption builds only (VERITY_CORRUPTION_NAME is unset)"
+#endif
+
+namespace verity::kernels {
+namespace {
+
+class CorruptedFast final : public Backend {
+ public:
+  CorruptedFast(std::unique_ptr<Backend> inner, std::string bug) : inner_(std::move(inner)), bug_(std::move(bug)) {}
+  // Reports the wrapped backend's name: the corruption must pass as "fast".
+  const char* name() const override { return inner_->name(); }
+
+  void Matmul(float* out, const float* x, const Weights& w) override { inner_->Matmul(out, x, w); }
+  void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
+    inner_->MatmulBatch(out, x, w, T);
+  }
+
+  void Attention(const AttentionArgs& a) override {
+    // Work that silently does not happen: past 128 positions the attention
+    // step returns early, leaving whatever was in `out`, unreported.
+    if (bug_ == "attention-stale-past-128" && a.pos >= 128) return;
+    inner_->Attention(a);
+  }
+
+  void Rope(float* vec, int size, int head_size, int pos, float theta, bool interleaved) override {
+    // Numerics correct but not the ones specified: rotate halves on an
+    // interleaved-pair model.
+    if (bug_ == "rope-halves") interleaved = false;
+    // Configuration read wrong: the frequency exponent uses the vector width
+    // where head_size belongs.
+    if (bug_ == "rope-freq-dim") return RopeWithExponentBase(vec, size, head_size, pos, theta, interleaved, size);
+    inner_->Rope(vec, size, head_size, pos, theta, interleaved);
+  }
+
+  void SwiGLU(float* hb, const float* hb2, int n) override {
+    if (bug_ != "gelu-for-silu") return inner_->SwiGLU(hb, hb2, n);
+    // Numerics correct but not the ones specified: the tanh-GELU gate where
+    // the model was trained with SiLU.
+    for (int i = 0; i < n; i++) {
+      const float v = hb[i];
+      const float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+      hb[i] = g * hb2[i];
+    }
+  }
+
+ private:
+  // The reference rotation with frequencies theta^(-2i / exponent_base).
+  static void RopeWithExponentBase(float* vec, int size, int head_size, int pos, float theta, bool interleaved,
+                                   int exponent_base) {
+    const int half = head_size / 2;
+    for (int i = 0; i < half; i++) {
+      const float val = static_cast<float>(pos) / powf(theta, static_cast<float>(2 * i) / exponent_base);
+      const float fcr = cosf(val), fci = sinf(val);
+      for (int base = 0; base < size; base += head_size) {
+        const int x = interleaved ? base + 2 * i : base + i;
+        const int y = interleaved ? x + 1 : x + half;
+        const float v0 = vec[x], v1 = vec[y];
+        vec[x] = v0 * fcr - v1 * fci;
+        vec[y] = v0 * fci + v1 * fcr;
+      }
+    }
+  }
+
+  std::unique_ptr<Backend> inner_;
+  std::string bug_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> WrapForCorruptionBuild(std::unique_ptr<Backend> fast) {
+  return std::make_unique<CorruptedFast>(std::move(fast), VERITY_CORRUPTION_NAME);
+}
+
+}  // namespace verity::kernels

@@ -1,0 +1,250 @@
+// E-Divisive means over main's measured medians; see drift.h.
+#include "ledger/drift.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "ledger/format.h"
+
+namespace verity::ledger {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Split {
+  int tau = -1;      // first index of the right side, relative to the segment
+  double q = -INFINITY;
+};
+
+// The best split of y (every tau with min_segment points on each side) by
+// Q = m n / (m + n) * (2/(mn) sum|x-y| - 1/C(m,2) sum|x-x'| - 1/C(n,2) sum|y-y'|),
+// the energy distance with exponent 1. O(n^2): moving one point from the
+// right side to the left changes each sum by one row of distances.
+Split BestSplit(const std::vector<double>& y, int min_segment) {
+  const int n = static_cast<int>(y.size());
+  Split best;
+  if (n < 2 * min_segment) return best;
+  auto d = [&](int i, int j) { return std::fabs(y[i] - y[j]); };
+  double within_left = 0, within_right = 0, between = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) within_right += d(i, j);
+  for (int tau = 1; tau < n; tau++) {
+    // Move point tau - 1 from the right side to the left.
+    const int p = tau - 1;
+    double to_left = 0, to_right = 0;
+    for (int i = 0; i < p; i++) to_left += d(p, i);
+    for (int j = p + 1; j < n; j++) to_right += d(p, j);
+    within_right -= to_right;
+    between += to_right - to_left;
+    within_left += to_left;
+    const int m = tau, r = n - tau;
+    if (m < min_segment || r < min_segment) continue;
+    const double e = 2.0 * between / (static_cast<double>(m) * r) - within_left / (m * (m - 1) / 2.0) -
+                     within_right / (r * (r - 1) / 2.0);
+    const double q = static_cast<double>(m) * r / n * e;
+    if (q > best.q) best = {tau, q};
+  }
+  return best;
+}
+
+// The permutation p-value of the best split's statistic within `y`.
+double PermutationPValue(const std::vector<double>& y, double q, const DriftOptions& o, std::mt19937_64& rng) {
+  std::vector<double> z = y;
+  int at_least = 0;
+  for (int k = 0; k < o.permutations; k++) {
+    std::shuffle(z.begin(), z.end(), rng);
+    if (BestSplit(z, o.min_segment).q >= q) at_least++;
+  }
+  return (at_least + 1.0) / (o.permutations + 1.0);
+}
+
+}  // namespace
+
+std::vector<ChangePoint> DetectChangePoints(const std::vector<double>& x, const DriftOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  std::vector<int> cuts = {0, static_cast<int>(x.size())};  // segment boundaries
+  std::vector<ChangePoint> found;
+  // Hierarchically: test the strongest split among the current segments;
+  // stop at the first that is not significant.
+  while (true) {
+    ChangePoint best;
+    double best_q = -INFINITY;
+    int best_segment = -1;
+    for (size_t s = 0; s + 1 < cuts.size(); s++) {
+      std::vector<double> y(x.begin() + cuts[s], x.begin() + cuts[s + 1]);
+      Split sp = BestSplit(y, o.min_segment);
+      if (sp.tau < 0 || sp.q <= best_q) continue;
+      best_q = sp.q;
+      best_segment = static_cast<int>(s);
+      best.index = cuts[s] + sp.tau;
+      best.statistic = sp.q;
+    }
+    if (best_segment < 0) break;
+    std::vector<double> y(x.begin() + cuts[best_segment], x.begin() + cuts[best_segment + 1]);
+    best.p_value = PermutationPValue(y, best_q, o, rng);
+    if (!(best.p_value < o.alpha)) break;
+    found.push_back(best);
+    cuts.insert(std::upper_bound(cuts.begin(), cuts.end(), best.index), best.index);
+  }
+  std::sort(found.begin(), found.end(), [](const ChangePoint& a, const ChangePoint& b) { return a.index < b.index; });
+  // Each step is stated between the final segments either side of it.
+  for (auto& c : found) {
+    auto at = std::find(cuts.begin(), cuts.end(), c.index);
+    c.before_median = Median(std::vector<double>(x.begin() + *(at - 1), x.begin() + c.index));
+    c.after_median = Median(std::vector<double>(x.begin() + c.index, x.begin() + *(at + 1)));
+  }
+  return found;
+}
+
+size_t DriftView::points() const {
+  size_t n = 0;
+  for (const auto& s : series) n += s.points.size();
+  return n;
+}
+
+size_t DriftView::change_points() const {
+  size_t n = 0;
+  for (const auto& s : series) n += s.changes.size();
+  return n;
+}
+
+Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string& box, const DriftOptions& o) {
+  DriftView v;
+  v.options = o;
+  // Every timed sample of every run that is not retracted, with what the
+  // run's latest score said (a head counts as main only when accepted).
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows,
+      d.Query("SELECT c.metric, b.fingerprint, COALESCE(w.workload, ''), r.id, r.change_id, s.side, s.value, "
+              " s.taken_at, (SELECT sc.verdict FROM scores sc WHERE sc.run_id = r.id ORDER BY sc.id DESC LIMIT 1) "
+              "FROM samples s JOIN runs r ON r.id = s.run_id JOIN changes c ON c.id = r.change_id "
+              "JOIN boxes b ON b.id = r.box_id LEFT JOIN run_workloads w ON w.run_id = r.id "
+              "WHERE s.round > 0 AND NOT EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = r.id) "
+              "AND (? = '' OR c.metric = ?) AND (? = '' OR b.fingerprint = ?) ORDER BY r.id, s.id",
+              {metric, metric, box, box}));
+  using Key = std::tuple<std::string, std::string, std::string>;
+  std::map<Key, std::vector<DriftPoint>> points;
+  std::map<std::pair<int64_t, std::string>, std::vector<double>> values;
+  for (const auto& r : rows) {
+    const bool head = AsText(r[5]) == "head";
+    if (head && (IsNull(r[8]) || AsText(r[8]) != "accepted")) continue;
+    auto& vals = values[{AsInt(r[3]), AsText(r[5])}];
+    if (vals.empty()) {
+      DriftPoint p;
+      p.run = AsInt(r[3]);
+      p.change = AsInt(r[4]);
+      p.side = AsText(r[5]);
+      p.at = AsText(r[7]);
+      points[{AsText(r[0]), AsText(r[1]), AsText(r[2])}].push_back(p);
+    }
+    vals.push_back(AsDouble(r[6]));
+  }
+  VERITY_ASSIGN_OR_RETURN(
+      auto changes, d.Query("SELECT c.id, c.title, (SELECT s.verdict FROM scores s JOIN runs r ON r.id = s.run_id "
+                            "WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1), "
+                            "(SELECT group_concat(r.id) FROM runs r WHERE r.change_id = c.id) FROM changes c ORDER BY c.id"));
+  for (auto& [key, pts] : points) {
+    // Bases before heads within a run: the head (accepted) is main afterwards.
+    std::stable_sort(pts.begin(), pts.end(), [](const DriftPoint& a, const DriftPoint& b) {
+      return a.run != b.run ? a.run < b.run : (a.side == "base") > (b.side == "base");
+    });
+    DriftSeries s;
+    std::tie(s.metric, s.box, s.workload) = key;
+    std::vector<double> x;
+    for (auto& p : pts) {
+      p.value = Median(values[{p.run, p.side}]);
+      x.push_back(p.value);
+    }
+    s.points = pts;
+    for (const ChangePoint& cp : DetectChangePoints(x, o)) {
+      DriftChange c;
+      c.point = cp;
+      c.before = pts[cp.index - 1];
+      c.after = pts[cp.index];
+      // Runs whose change can explain the step: after the point before (its
+      // own change already included when that point is a head) up to the
+      // point after (its change included only when that point is a head).
+      const int64_t lo = c.before.run + (c.before.side == "head" ? 1 : 0);
+      const int64_t hi = c.after.run - (c.after.side == "base" ? 1 : 0);
+      for (const auto& ch : changes) {
+        bool in = false;
+        std::string ids = IsNull(ch[3]) ? "" : AsText(ch[3]);
+        for (size_t at = 0; at < ids.size();) {
+          size_t comma = ids.find(',', at);
+          const int64_t run = std::stoll(ids.substr(at, comma - at));
+          in = in || (run >= lo && run <= hi);
+          at = comma == std::string::npos ? ids.size() : comma + 1;
+        }
+        if (in) c.changes.push_back({AsInt(ch[0]), AsText(ch[1]), IsNull(ch[2]) ? "unscored" : AsText(ch[2])});
+      }
+      s.changes.push_back(c);
+    }
+    v.series.push_back(std::move(s));
+  }
+  return v;
+}
+
+nlohmann::json ToJson(const DriftView& v) {
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& s : v.series) {
+    nlohmann::json cps = nlohmann::json::array();
+    for (const auto& c : s.changes) {
+      nlohmann::json between = nlohmann::json::array();
+      for (const auto& b : c.changes) between.push_back({{"change", b.change}, {"title", b.title}, {"verdict", b.verdict}});
+      auto point = [](const DriftPoint& p) {
+        return nlohmann::json{{"run", p.run}, {"change", p.change}, {"side", p.side}, {"at", p.at}, {"value", p.value}};
+      };
+      cps.push_back({{"index", c.point.index},
+                     {"p_value", c.point.p_value},
+                     {"step", c.point.step()},
+                     {"before_median", c.point.before_median},
+                     {"after_median", c.point.after_median},
+                     {"before", point(c.before)},
+                     {"after", point(c.after)},
+                     {"changes_between", between}});
+    }
+    series.push_back({{"metric", s.metric},
+                      {"box", s.box},
+                      {"workload", s.workload},
+                      {"points", s.points.size()},
+                      {"change_points", cps}});
+  }
+  return {{"method", "e-divisive means, permutation test"},
+          {"alpha", v.options.alpha},
+          {"permutations", v.options.permutations},
+          {"min_segment", v.options.min_segment},
+          {"series", series},
+          {"points_examined", v.points()},
+          {"change_points", v.change_points()}};
+}
+
+std::string ToText(const DriftView& v) {
+  std::string o;
+  for (const auto& s : v.series) {
+    for (const auto& c : s.changes) {
+      std::string between;
+      for (const auto& b : c.changes)
+        between += (between.empty() ? "" : ", ") + ("#" + std::to_string(b.change)) + " '" + b.title + "' (" + b.verdict + ")";
+      o += "drift: " + s.metric + " on box " + s.box + (s.workload.empty() ? "" : " workload '" + s.workload + "'") +
+           ": " + PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " +
+           NumText(c.point.after_median) + ", p " + NumText(c.point.p_value) + ") between run " +
+           std::to_string(c.before.run) + " " + c.before.side + " and run " + std::to_string(c.after.run) + " " +
+           c.after.side + "; changes recorded between: " + (between.empty() ? "none" : between) + "\n";
+    }
+  }
+  const std::string examined = std::to_string(v.series.size()) + " series, " + std::to_string(v.points()) +
+                               " points (E-divisive means, alpha " + NumText(v.options.alpha) + ", " +
+                               std::to_string(v.options.permutations) + " permutations)";
+  if (v.change_points() == 0) return o + "drift: no change point in " + examined + "\n";
+  return o + "drift: " + std::to_string(v.change_points()) + " change point" + (v.change_points() == 1 ? "" : "s") +
+         " in " + examined + "\n";
+}
+
+}  // namespace verity::ledger

@@ -1,0 +1,84 @@
+// Drift: change points in the history of main's speed, which single A/B
+// comparisons cannot see (five changes each 1% slower pass the gate one by
+// one; a box that got slower shifts every later number).
+//
+// The detector is E-Divisive with means (Matteson & James, 2014; the method
+// of MongoDB's and Apache Otava's change-point detection): the split that
+// maximizes the energy distance between the two sides, accepted when a
+// permutation test finds it significant, then applied again inside each side.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ledger/db.h"
+
+namespace verity::ledger {
+
+struct DriftOptions {
+  double alpha = 0.01;     // a split is a change point iff its permutation p-value is below this
+  int permutations = 499;  // per tested split; p >= 1 / (permutations + 1)
+  int min_segment = 4;     // points on each side of a change point
+  uint64_t seed = 1;       // the permutations are pseudo-random but reproducible
+};
+
+struct ChangePoint {
+  int index = 0;          // the first point after the change
+  double p_value = 1.0;
+  double statistic = 0;   // the split's scaled energy distance
+  double before_median = 0, after_median = 0;  // of the final segments either side
+  double step() const { return after_median / before_median - 1.0; }
+};
+
+// Change points of `x` in increasing index order; none when x has fewer than
+// 2 * min_segment points. Deterministic in (x, options).
+std::vector<ChangePoint> DetectChangePoints(const std::vector<double>& x, const DriftOptions& o = {});
+
+// ---- over the ledger ----------------------------------------------------------
+
+// One measurement of main: a run's base median, or the head median of a run
+// whose change was accepted (that head is main afterwards).
+struct DriftPoint {
+  int64_t run = 0, change = 0;
+  std::string side;  // base | head
+  std::string at;    // the first timed sample of the side
+  double value = 0;  // median over the run's timed rounds
+};
+
+struct DriftChange {
+  ChangePoint point;
+  DriftPoint before, after;       // the points either side of the change
+  struct Between {
+    int64_t change = 0;
+    std::string title, verdict;
+  };
+  std::vector<Between> changes;   // changes with runs recorded between the two points
+};
+
+struct DriftSeries {
+  std::string metric, box, workload;
+  std::vector<DriftPoint> points;  // recording order; retracted runs excluded
+  std::vector<DriftChange> changes;
+};
+
+struct DriftView {
+  DriftOptions options;
+  std::vector<DriftSeries> series;  // by metric, box, workload
+  size_t points() const;
+  size_t change_points() const;
+};
+
+// Loads every (metric, box, workload) series (optionally only `metric` /
+// box fingerprint `box`) and detects its change points.
+Result<DriftView> LoadDrift(Db& d, const std::string& metric = "", const std::string& box = "",
+                            const DriftOptions& o = {});
+
+nlohmann::json ToJson(const DriftView& v);
+// One line per change point, then the summary line (always printed: it says
+// what was examined, also when nothing was found).
+std::string ToText(const DriftView& v);
+
+}  // namespace verity::ledger

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Measures issue 10's targets on this box: `verity bench` over every
+# configuration, interleaved round by round (so a slow minute of the shared
+# box hits every configuration alike), then the median of each field per
+# configuration and the ratios the targets are stated in.
+#
+#   scripts/issue10-targets.sh [ROUNDS]     (default 3; about 1.5 min a round)
+#
+# The ~110M model is `verity synth` with issue 10's shape and a 1024-token
+# context (512-token prompts), written once into .verity/models/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+v=build/cli/verity
+big=.verity/models/synth-110m-ctx1024.bin
+small=models/stories260K.bin
+out=out/issue10-targets
+mkdir -p "$out" "$(dirname "$big")"
+[ -f "$big" ] || "$v" synth --out "$big" --config \
+  '{"dim":768,"hidden_dim":2048,"n_layers":12,"n_heads":12,"n_kv_heads":4,"vocab_size":32000,"seq_len":1024,"shared_classifier":false}'
+"$v" roofline --json > "$out/roofline.json"
+
+# name|model|threads|dtype|prompt|gen
+configs=(
+  "110m-f32-1t|$big|1|f32|512|32"   "110m-f32-2t|$big|2|f32|512|32"
+  "110m-bf16-1t|$big|1|bf16|512|32" "110m-bf16-2t|$big|2|bf16|512|32"
+  "110m-q8-1t|$big|1|q8_0|512|32"   "110m-q8-2t|$big|2|q8_0|512|32"
+  "260k-f32-1t|$small|1|f32|64|64"  "260k-f32-2t|$small|2|f32|64|64"
+)
+: > "$out/records.jsonl"
+for r in $(seq 1 "$rounds"); do
+  for c in "${configs[@]}"; do
+    IFS='|' read -r name model threads dtype prompt gen <<< "$c"
+    rec=$("$v" bench --model "$model" --threads "$threads" --dtype "$dtype" --prompt-tokens "$prompt" \
+          --gen-tokens "$gen" --min-seconds 2 --output json 2>/dev/null)
+    echo "{\"config\":\"$name\",\"round\":$r,\"record\":$rec}" >> "$out/records.jsonl"
+    echo "round $r $name: $(echo "$rec" | /usr/bin/python3 -c 'import json,sys; m=json.load(sys.stdin)["metrics"]; print("decode %.1f tok/s, prefill %.1f tok/s" % (m["decode_tok_s"], m["prefill_tok_s"]))')"
+  done
+done
+/usr/bin/python3 - "$out/records.jsonl" "$out/roofline.json" <<'PY'
+import json, statistics, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+roof = json.load(open(sys.argv[2]))
+by = {}
+for r in recs: by.setdefault(r["config"], []).append(r["record"])
+med = lambda xs: statistics.median(xs)
+row = {}
+print("\n| config | decode tok/s | GB/s | of read BW | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for name, rs in by.items():
+    d = med([x["metrics"]["decode_tok_s"] for x in rs]); p = med([x["metrics"]["prefill_tok_s"] for x in rs])
+    g = med([x["metrics"]["prefill_gflops"] for x in rs]); rss = med([x["metrics"]["peak_rss_mb"] for x in rs])
+    gb = med([x["roofline"]["achieved_gb_s"] for x in rs]); fr = [x["roofline"]["fraction"] for x in rs if x["roofline"]["fraction"]]
+    row[name] = dict(d=d, p=p)
+    print(f"| {name} | {d:.1f} | {gb:.2f} | {100*med(fr):.1f}% | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |" if fr else f"| {name} | {d:.1f} | {gb:.2f} | - | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |")
+print()
+for t in ("1t", "2t"):
+    f = row.get(f"110m-f32-{t}")
+    if f:
+        print(f"{t}: bf16/f32 decode {row[f'110m-bf16-{t}']['d']/f['d']:.2f}x, q8_0/f32 {row[f'110m-q8-{t}']['d']/f['d']:.2f}x, prefill/decode (f32, 512-token prompt) {f['p']/f['d']:.1f}x")
+for m in ("110m-f32", "110m-bf16", "110m-q8", "260k-f32"):
+    if f"{m}-1t" in row: print(f"{m}: 2 threads / 1 thread decode {row[m+'-2t']['d']/row[m+'-1t']['d']:.2f}x")
+print(f"roofline read GB/s: {[(p['threads'], round(p['best'],2)) for p in roof['read_gb_s']]}" if 'read_gb_s' in roof else json.dumps(roof)[:300])
+PY

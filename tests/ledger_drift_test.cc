@@ -1,0 +1,97 @@
+// Drift (issue 14): the change-point detector on simulated series -- its
+// power on a 3% step under 1% noise, its false-alarm rate without one -- and
+// `verity drift` over a simulated ledger whose box got slower half-way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "ledger/drift.h"
+#include "tests/ledger_test_util.h"
+
+namespace verity::test {
+namespace {
+
+using ledger::DetectChangePoints;
+
+// n points around 1000 with relative noise `noise`; from `step_at` on, the
+// level is multiplied by (1 + step).
+std::vector<double> Series(int n, double noise, int step_at, double step, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z(0.0, 1.0);
+  std::vector<double> x;
+  for (int i = 0; i < n; i++) x.push_back(1000.0 * (i >= step_at ? 1.0 + step : 1.0) * (1.0 + noise * z(rng)));
+  return x;
+}
+
+TEST(Drift, FindsAThreePercentStepUnderOnePercentNoise) {
+  int found = 0;
+  for (int s = 0; s < 10; s++) {
+    const int at = 12 + 2 * s;  // steps at different places in 40 points
+    auto cps = DetectChangePoints(Series(40, 0.01, at, -0.03, 100 + s));
+    bool near = false;
+    for (const auto& c : cps) near = near || (std::abs(c.index - at) <= 2 && c.step() < -0.02 && c.step() > -0.04);
+    found += near;
+  }
+  std::printf("drift power: a -3%% step under 1%% noise found within 2 points in %d of 10 series\n", found);
+  EXPECT_GE(found, 9);
+}
+
+TEST(Drift, SeriesWithoutAStepRarelyAlarm) {
+  // Issue 14's bar is <= 1 alarm in 20 series; the rate is measured on 200.
+  int alarms = 0;
+  const int n = 200;
+  for (int s = 0; s < n; s++) alarms += !DetectChangePoints(Series(40, 0.01, 40, 0.0, 5000 + s)).empty();
+  std::printf("drift false alarms: %d of %d series without a step (alpha 0.01)\n", alarms, n);
+  EXPECT_LE(alarms, n / 20);
+  int first20 = 0;
+  for (int s = 0; s < 20; s++) first20 += !DetectChangePoints(Series(40, 0.01, 40, 0.0, 5000 + s)).empty();
+  EXPECT_LE(first20, 1);
+}
+
+TEST(Drift, IsDeterministicAndNeedsEnoughPoints) {
+  auto x = Series(30, 0.01, 15, 0.05, 9);
+  auto a = DetectChangePoints(x), b = DetectChangePoints(x);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(a[i].p_value, b[i].p_value);
+  EXPECT_TRUE(DetectChangePoints(std::vector<double>(7, 1.0)).empty()) << "fewer than 2 x min_segment points";
+  EXPECT_TRUE(DetectChangePoints(std::vector<double>(30, 1.0)).empty()) << "a constant series has no change point";
+}
+
+// A ledger of no-op changes measured while the box got 4% slower after the
+// sixth: drift names the runs either side and the changes between.
+TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
+  Case c = Fresh("drift");
+  const std::string mean = c.dir + "/mean";
+  for (int i = 0; i < 12; i++) {
+    WriteFile(mean, i < 6 ? "1000" : "960");
+    const std::string bench = "--mean-file " + mean + " --model m.bin";
+    auto r = Submit(c.db, "no-op " + std::to_string(i + 1), 0.5, Bench(c.dir, "b" + std::to_string(i), 0, 0.005, 10 * i, bench),
+                    Bench(c.dir, "h" + std::to_string(i), 0, 0.005, 10 * i + 1, bench), Parity());
+    ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
+  }
+  auto text = Shell(VerityBin() + " drift --ledger " + c.db);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("drift: 1 change point in 1 series, 12 points"), std::string::npos) << text.out;
+  auto j = JsonOf(VerityBin() + " drift --json --ledger " + c.db);
+  ASSERT_EQ(j["series"].size(), 1u) << j.dump();
+  const auto& cp = j["series"][0]["change_points"];
+  ASSERT_EQ(cp.size(), 1u) << j.dump();
+  EXPECT_EQ(cp[0]["before"]["run"], 6);
+  EXPECT_EQ(cp[0]["after"]["run"], 7);
+  EXPECT_NEAR(cp[0]["step"].get<double>(), -0.04, 0.01);
+  ASSERT_EQ(cp[0]["changes_between"].size(), 1u) << "the one change recorded between the last fast and first slow base";
+  EXPECT_EQ(cp[0]["changes_between"][0]["change"], 6);
+  EXPECT_EQ(j["points_examined"], 12);
+}
+
+TEST(Drift, SaysWhatItExaminedWhenNothingIsFound) {
+  Case c = Fresh("drift-empty");
+  auto r = Shell(VerityBin() + " drift --ledger " + c.db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "drift: no change point in 0 series, 0 points (E-divisive means, alpha 0.01, 499 permutations)\n");
+}
+
+}  // namespace
+}  // namespace verity::test

@@ -1,0 +1,225 @@
+// The engine against an implementation that shares no code with it: the
+// float64 NumPy forward in tests/reference/llama_ref.py. Its pinned logits for
+// the shipped model must pass `verity parity --against`, a perturbed copy must
+// fail naming the position, mismatched inputs are named errors, and every
+// checkpoint kind the engine loads (llama2.c, HF dense, HF MoE, bf16, shards)
+// matches the reference computed fresh.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/sha256.h"
+#include "engine/ref_logits.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+using test::Model;
+using test::Shell;
+using test::VerityBin;
+
+const char kPython[] = "/usr/bin/python3";
+
+std::string Pinned() { return Model("stories260K.ref-logits.bin"); }
+std::string RefScript() { return test::SourceDir() + "/tests/reference/llama_ref.py"; }
+std::string Against(const std::string& model, const std::string& file, const std::string& extra = "") {
+  return VerityBin() + " parity --model " + model + " --against " + file + " " + extra;
+}
+
+std::string LastLine(const std::string& s) {
+  std::string t = s;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+}
+
+// Rewrites one float of the pinned file's row for `position`.
+std::string PerturbedCopy(const std::string& dir, int position, int logit, float value) {
+  auto file = ReadRefLogits(Pinned());
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  std::string bytes = test::ReadFile(Pinned());
+  const size_t rows_at = bytes.size() - file->rows.size() * 4;
+  const auto it = std::find(file->positions.begin(), file->positions.end(), position);
+  EXPECT_NE(it, file->positions.end()) << "position " << position << " is not in the pinned file";
+  const size_t row = static_cast<size_t>(it - file->positions.begin());
+  std::memcpy(&bytes[rows_at + (row * file->vocab_size + logit) * 4], &value, 4);
+  const std::string out = dir + "/perturbed.bin";
+  test::WriteFile(out, bytes);
+  return out;
+}
+
+TEST(ReferenceLogits, PinnedFilePassesOnBothBackendsWithEvidence) {
+  for (const char* backend : {"fast", "reference"}) {
+    auto r = Shell(Against(Model("stories260K.bin"), Pinned(), std::string("--json --backend ") + backend));
+    ASSERT_EQ(r.exit_code, 0) << backend << "\n" << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["schema"], "verity.parity/1");
+    EXPECT_EQ(j["candidate"], backend);
+    EXPECT_EQ(j["reference"], "file:" + Pinned());
+    EXPECT_EQ(j["reference_file"]["sha256"], Sha256File(Pinned()).value());
+    EXPECT_EQ(j["reference_file"]["model_sha256"], Sha256File(Model("stories260K.bin")).value());
+    EXPECT_NE(j["reference_file"]["generator"].get<std::string>().find("llama_ref.py"), std::string::npos);
+    EXPECT_EQ(j["thresholds"]["min_top1"], 1.0);
+    EXPECT_EQ(j["thresholds"]["max_mean_kl"], 1e-6);
+    EXPECT_EQ(j["tokens"], 512);
+    ASSERT_EQ(j["depths"].size(), 7u);
+    EXPECT_EQ(j["depths"].back()["depth"], 512) << "the last depth is the end of the context";
+    EXPECT_EQ(j["per_position"].size(), 56u) << "7 depths x 8 positions, each scored";
+    EXPECT_EQ(j["worst"]["top1"], 1.0);
+    EXPECT_LE(j["worst"]["mean_kl"].get<double>(), 1e-6);
+    EXPECT_EQ(j["ok"], true);
+    EXPECT_TRUE(j["build"]["artifact_sha256"].is_string());
+  }
+  auto human = Shell(Against(Model("stories260K.bin"), Pinned()));
+  EXPECT_NE(human.out.find("positions: 56 scored, 0 outside top-1 >= 1, KL <= 1e-06"), std::string::npos) << human.out;
+  EXPECT_NE(LastLine(human.out).find("verdict=PASS"), std::string::npos) << human.out;
+  // Deep mode: 14 depths x 16, all inside the file.
+  auto deep = Shell("VERITY_PARITY_MODE=deep " + Against(Model("stories260K.bin"), Pinned(), "--json"));
+  ASSERT_EQ(deep.exit_code, 0) << deep.err;
+  EXPECT_EQ(nlohmann::json::parse(deep.out)["per_position"].size(), 224u);
+  // Other dtypes are judged by the policy thresholds, against the same rows.
+  auto bf16 = Shell(Against(Model("stories260K.bin"), Pinned(), "--json --dtype bf16"));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  auto jb = nlohmann::json::parse(bf16.out);
+  EXPECT_EQ(jb["dtype"], "bf16");
+  EXPECT_EQ(jb["thresholds"]["max_mean_kl"], 0.05);
+  EXPECT_GT(jb["worst"]["mean_kl"].get<double>(), 1e-6);
+}
+
+TEST(ReferenceLogits, PinnedFileIsWhatTheScriptWrites) {
+  auto pinned = ReadRefLogits(Pinned());
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_EQ(pinned->tokens.size(), 512u);
+  EXPECT_EQ(pinned->tokens[0], 1) << "BOS, then the reference's greedy choices";
+  EXPECT_EQ(pinned->positions.size(), 224u);
+  EXPECT_LT(test::ReadFile(Pinned()).size(), 1u << 20);
+  const std::string dir = test::TempDir("regen");
+  auto r = Shell(test::SourceDir() + "/scripts/make-reference-logits.sh " + dir + "/ref.bin");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("512 tokens, 224 rows of 512 logits"), std::string::npos) << r.out;
+  auto fresh = ReadRefLogits(dir + "/ref.bin");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+  EXPECT_EQ(fresh->tokens, pinned->tokens);
+  EXPECT_EQ(fresh->positions, pinned->positions);
+  EXPECT_EQ(fresh->model_sha256, pinned->model_sha256);
+  double worst = 0;
+  for (size_t i = 0; i < fresh->rows.size(); i++) worst = std::max(worst, std::fabs(double(fresh->rows[i]) - pinned->rows[i]));
+  EXPECT_LE(worst, 1e-5) << "the regenerated rows drifted from the pinned ones";
+  std::printf("regenerated reference logits: %zu rows, max |diff| %g, %s\n", fresh->positions.size(), worst,
+              test::ReadFile(dir + "/ref.bin") == test::ReadFile(Pinned()) ? "byte-identical" : "not byte-identical");
+}
+
+TEST(ReferenceLogits, APerturbedFileFailsNamingThePosition) {
+  const std::string dir = test::TempDir("perturbed");
+  auto pinned = ReadRefLogits(Pinned());
+  ASSERT_TRUE(pinned.ok());
+  // Position 437 is in depth 439's window. Its reference top-1 pushed to the bottom: top-1 and KL fail.
+  const float* row = pinned->Row(437);
+  ASSERT_NE(row, nullptr);
+  const int top = static_cast<int>(std::max_element(row, row + 512) - row);
+  const float low = *std::min_element(row, row + 512) - 10.0f;
+  auto r = Shell(Against(Model("stories260K.bin"), PerturbedCopy(dir, 437, top, low)));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("position 437 (depth 439): KL "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("positions: 56 scored, 1 outside"), std::string::npos) << r.out;
+  EXPECT_NE(LastLine(r.out).find("worst_position=437 verdict=FAIL"), std::string::npos) << r.out;
+  // A nudge to the runner-up that keeps the top-1 but moves KL past 1e-6 fails too: the threshold bites.
+  int second = top == 0 ? 1 : 0;
+  for (int i = 0; i < 512; i++)
+    if (i != top && row[i] > row[second]) second = i;
+  const float nudge = std::min(0.5f, (row[top] - row[second]) / 2);
+  auto small = Shell(Against(Model("stories260K.bin"), PerturbedCopy(dir, 437, second, row[second] + nudge), "--json"));
+  EXPECT_EQ(small.exit_code, 1) << small.err;
+  auto j = nlohmann::json::parse(small.out);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["worst"]["top1"], 1.0);
+  EXPECT_GT(j["worst"]["mean_kl"].get<double>(), 1e-6);
+  bool named = false;
+  for (const auto& p : j["per_position"]) named |= p["position"] == 437 && p["kl"].get<double>() > 1e-6;
+  EXPECT_TRUE(named) << small.out;
+}
+
+TEST(ReferenceLogits, MismatchesAreNamedErrors) {
+  const std::string dir = test::TempDir("mismatch");
+  auto synth = [&](const std::string& name, int vocab) {
+    const std::string cfg = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" +
+                            std::to_string(vocab) + R"(,"seq_len":512,"shared_classifier":true})";
+    EXPECT_EQ(Shell(VerityBin() + " synth --out " + dir + "/" + name + " --config '" + cfg + "'").exit_code, 0);
+    return dir + "/" + name;
+  };
+  auto other = Shell(Against(synth("same-vocab.bin", 512), Pinned()));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find(": model mismatch: computed from models/stories260K.bin (sha256 "), std::string::npos) << other.err;
+  auto vocab = Shell(Against(synth("vocab300.bin", 300), Pinned()));
+  EXPECT_EQ(vocab.exit_code, 1);
+  EXPECT_NE(vocab.err.find("vocab mismatch: the file's rows hold vocab_size 512 logits, the model " + dir +
+                           "/vocab300.bin has 300"),
+            std::string::npos)
+      << vocab.err;
+  test::WriteFile(dir + "/ids.txt", "1 2 3");
+  auto tokens = Shell(Against(Model("stories260K.bin"), Pinned(), "--tokens " + dir + "/ids.txt"));
+  EXPECT_EQ(tokens.exit_code, 1);
+  EXPECT_NE(tokens.err.find("--tokens: tokens mismatch with " + Pinned() + " at index 1"), std::string::npos) << tokens.err;
+  auto missing = Shell(Against(Model("stories260K.bin"), Pinned(), "--depths 100"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("holds no reference row for position 92 (depth 100, window 8)"), std::string::npos)
+      << missing.err;
+  std::string bytes = test::ReadFile(Pinned());
+  test::WriteFile(dir + "/short.bin", bytes.substr(0, bytes.size() - 4));
+  auto truncated = Shell(Against(Model("stories260K.bin"), dir + "/short.bin"));
+  EXPECT_EQ(truncated.exit_code, 1);
+  EXPECT_NE(truncated.err.find("short.bin: 458748 bytes of rows, but 224 positions x vocab_size 512 f32 need 458752"),
+            std::string::npos)
+      << truncated.err;
+}
+
+// Every checkpoint kind the engine loads, written by verity, read by the
+// reference on its own, compared by `verity parity --against`.
+TEST(ReferenceLogits, EveryCheckpointKindMatchesTheIndependentForward) {
+  const std::string dir = test::TempDir("kinds");
+  const std::string v = VerityBin();
+  ASSERT_EQ(Shell(v + " synth --out " + dir + "/l2c.bin --config '{\"dim\":48,\"hidden_dim\":64,\"n_layers\":2,"
+                      "\"n_heads\":6,\"n_kv_heads\":3,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":false}'")
+                .exit_code,
+            0);
+  ASSERT_EQ(Shell(v + " synth --shards 3 --out " + dir + "/dense --config '{\"dim\":64,\"hidden_dim\":96,\"n_layers\":3,"
+                      "\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":300,\"seq_len\":96,\"shared_classifier\":true}'")
+                .exit_code,
+            0);
+  ASSERT_EQ(Shell(v + " synth --dtype bf16 --out " + dir + "/moe --config '{\"dim\":32,\"hidden_dim\":48,\"n_layers\":2,"
+                      "\"n_heads\":4,\"n_kv_heads\":1,\"vocab_size\":200,\"seq_len\":64,\"shared_classifier\":false,"
+                      "\"n_experts\":4,\"n_experts_per_tok\":2}'")
+                .exit_code,
+            0);
+  ASSERT_EQ(Shell(v + " convert --model " + Model("stories260K.bin") + " --out " + dir + "/stories-hf --dtype bf16 --shards 2")
+                .exit_code,
+            0);
+  int checked = 0;
+  for (const char* m : {"l2c.bin", "dense", "moe", "stories-hf"}) {
+    const std::string model = dir + "/" + m, ref = dir + "/" + m + ".ref";
+    auto gen = Shell(std::string(kPython) + " " + RefScript() + " " + model + " --greedy 64 --out " + ref);
+    ASSERT_EQ(gen.exit_code, 0) << m << "\n" << gen.err;
+    auto r = Shell(Against(model, ref, "--json"));
+    ASSERT_EQ(r.exit_code, 0) << m << "\n" << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"], 64) << m;
+    EXPECT_EQ(j["worst"]["top1"], 1.0) << m;
+    EXPECT_LE(j["worst"]["mean_kl"].get<double>(), 1e-6) << m;
+    EXPECT_EQ(j["reference_file"]["model_sha256"], ModelSha256(model).value()) << m;
+    checked++;
+  }
+  std::printf("reference forward: %d checkpoint kinds matched (worst mean KL <= 1e-6, top-1 1)\n", checked);
+  EXPECT_EQ(checked, 4);
+  // The reference refuses a key it cannot compute, naming it.
+  std::string cfg = test::ReadFile(dir + "/dense/config.json");
+  cfg.insert(cfg.rfind('}'), ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}");
+  test::WriteFile(dir + "/dense/config.json", cfg);
+  auto refused = Shell(std::string(kPython) + " " + RefScript() + " " + dir + "/dense --out " + dir + "/x.ref");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("rope_scaling type 'yarn' is not supported"), std::string::npos) << refused.err;
+}
+
+}  // namespace
+}  // namespace verity
