@@ -345,6 +345,7 @@ struct BenchOptions {
   int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
+  TpFlags tp;  // --tp, --tp-backend: the bench drives rank 0 of tensor-parallel ranks
 };
 
 // One generation: the prompt (BOS then fixed, model-independent ids) as one
@@ -352,7 +353,7 @@ struct BenchOptions {
 // previous position's logits.
 class Generation {
  public:
-  Generation(Transformer& t, int prompt, int gen)
+  Generation(Decoder& t, int prompt, int gen)
       : t_(t), c_(t.model().config), prompt_(prompt), gen_(gen), greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
         buf_(c_.vocab_size) {
     ids_.push_back(Llama2cFormat::kBos);
@@ -371,7 +372,7 @@ class Generation {
     std::copy(logits, logits + c_.vocab_size, buf_.begin());
     token_ = greedy_.Sample(buf_.data());
   }
-  Transformer& t_;
+  Decoder& t_;
   const ModelConfig& c_;
   int prompt_, gen_;
   Sampler greedy_;
@@ -426,12 +427,15 @@ int RunBench(BenchOptions o) {
   // count does: through VERITY_THREADS, read by base/env when the backend is made.
   if (o.threads_given) setenv("VERITY_THREADS", std::to_string(o.threads).c_str(), 1);
   const int compute_threads = o.backend == "reference" ? 1 : env::Threads();
+  // Tensor-parallel ranks each run their own kernels' threads: the process is
+  // not confined or pinned (the ranks' threads would share the CPUs chosen for one).
+  if (o.tp.on()) o.pin = false;
 
   BenchRecord r;
   r.build_id = BuildId();
   r.artifact_sha256 = ArtifactSha256();
   r.model = o.model;
-  r.threads = compute_threads;
+  r.threads = compute_threads * (o.tp.on() ? o.tp.tp : 1);
   r.prompt_tokens = o.prompt_tokens;
   r.gen_tokens = o.gen_tokens;
   r.min_seconds = o.min_seconds;
@@ -448,7 +452,19 @@ int RunBench(BenchOptions o) {
   // The weights' dtype is part of the loaded model and named in the record: never substituted.
   auto dtype = kernels::DTypeFromName(o.dtype);
   if (!dtype.ok()) return Fail(dtype.status());
+  // With --tp the collectives (and their checks) come before any weight loads.
+  std::unique_ptr<TpGroup> group;
+  if (o.tp.on()) {
+    auto run = OpenTp(o.tp, o.backend);
+    if (!run.ok()) return Fail(run.status());
+    group = std::move(run->group);
+  }
   auto model = LoadModel(o.model, *dtype);
+  if (group) {
+    Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
+    if (!agreed.ok()) return group->leader() ? Fail(agreed) : 1;
+    if (!group->leader()) return group->Serve(**model).ok() ? 0 : 1;  // rank 0 alone prints
+  }
   if (!model.ok()) return Fail(model.status());
   r.dtype = kernels::DTypeName((*model)->dtype);
   const ModelConfig& c = (*model)->config;
@@ -459,7 +475,15 @@ int RunBench(BenchOptions o) {
     return Fail(Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
                               " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ")"));
   }
-  Transformer t(**model, std::move(kern.value()));
+  std::unique_ptr<Decoder> decoder;
+  if (group) {
+    auto d = group->Start(**model);
+    if (!d.ok()) return Fail(d.status());
+    decoder = std::move(d).value();
+  } else {
+    decoder = std::make_unique<Transformer>(**model, std::move(kern.value()));
+  }
+  Decoder& t = *decoder;
   r.backend = t.backend_name();
   Generation g(t, o.prompt_tokens, o.gen_tokens);
 
@@ -500,6 +524,11 @@ int RunBench(BenchOptions o) {
     }
     r.generations++;
   } while (decode_total < o.min_seconds);
+  if (group) {
+    // The collective guard over every position the bench ran; a failure is no measurement.
+    Status guard = static_cast<TpDecoder&>(t).Finish();
+    if (!guard.ok()) return Fail(guard);
+  }
   const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
   const std::optional<double> wait_after = RunQueueWaitNs();
   if (wait_before && wait_after && timed_ns > 0)
@@ -603,6 +632,7 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
       ->capture_default_str();
   sub->add_option("--output", o->output, "json, jsonl, md or csv")->capture_default_str();
   sub->add_flag("--no-pin", o->no_pin, "do not pin the process and its threads to CPUs");
+  AddTpFlags(sub, &o->tp);
   sub->add_option("--dump-times", o->dump_times,
                   "also write every timed position's seconds (prefill_s, decode_s in run order) as JSON to this file");
   sub->add_option("--from-json", o->from_json, "re-print a saved verity.bench/1 JSON in --output's format (measures nothing)");

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/engine.h"
+#include "engine/tp_forward.h"
 
 namespace verity::cli {
 
@@ -28,6 +30,26 @@ int Fail(const Status& s);
 // One JSON object as one line. Recorded command output may hold any bytes:
 // invalid UTF-8 is printed as U+FFFD rather than aborting the program.
 std::string JsonLine(const nlohmann::json& j);
+
+// --tp N and --tp-backend inproc|mpi|nccl (cli/tp_flags.cc).
+struct TpFlags {
+  int tp = 1;
+  std::string backend = "inproc";
+  // Returns true iff the command runs on tensor-parallel ranks.
+  bool on() const { return tp > 1 || backend != "inproc"; }
+};
+void AddTpFlags(CLI::App* sub, TpFlags* f);
+// The open collectives of a tensor-parallel run (made before weights load).
+struct TpRun {
+  std::unique_ptr<TpGroup> group;
+};
+Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name);
+// Loads `model_path` and runs body on its decoder: a Transformer on
+// `kernels_name`, or with --tp the leader of the ranks (MPI followers serve
+// and print nothing: rank 0 alone prints). Returns body's exit code, or 1 when
+// set-up or the collective guard fails.
+int WithDecoder(const TpFlags& f, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
+                const std::function<int(Decoder&, const Model&)>& body);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 // bench (cli/bench_command.cc) and roofline (cli/roofline_command.cc).

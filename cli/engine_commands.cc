@@ -26,21 +26,6 @@ std::string JsonLine(const nlohmann::json& j) {
 
 namespace {
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Transformer> transformer;
-};
-
-Result<Loaded> LoadOnBackend(const std::string& model_path, const std::string& backend,
-                             kernels::DType dtype = kernels::DType::kF32) {
-  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(backend));
-  VERITY_ASSIGN_OR_RETURN(auto model, LoadModel(model_path, dtype));
-  Loaded l;
-  l.model = std::move(model);
-  l.transformer = std::make_unique<Transformer>(*l.model, std::move(kern));
-  return l;
-}
-
 // --dtype's value, or an error naming the flag.
 Result<kernels::DType> ParseDType(const std::string& name) {
   auto d = kernels::DTypeFromName(name);
@@ -64,53 +49,53 @@ Result<std::unique_ptr<TextTokenizer>> LoadGenerateTokenizer(const std::string& 
 }
 
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
-                const std::string& format, const std::string& backend, const std::string& dtype_name) {
+                const std::string& format, const std::string& backend, const std::string& dtype_name,
+                const TpFlags& tp) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
-  auto loaded = LoadOnBackend(model_path, backend, *dtype);
-  if (!loaded.ok()) return Fail(loaded.status());
-  auto tok = LoadGenerateTokenizer(tok_path.empty() ? model_path : tok_path, *loaded->model);
-  if (!tok.ok()) return Fail(tok.status());
-  auto r = Generate(*loaded->transformer, **tok, opt);
-  if (!r.ok()) return Fail(r.status());
-  if (format == "ids") {
-    std::string line;
-    for (size_t i = 0; i < r->ids.size(); i++) line += (i ? " " : "") + std::to_string(r->ids[i]);
-    std::printf("%s\n", line.c_str());
-  } else {
-    std::fwrite(r->text.data(), 1, r->text.size(), stdout);
-  }
-  std::fflush(stdout);
-  const int sampled = r->positions - (r->prompt_tokens - 1);
-  std::fprintf(stderr,
-               "verity: %s backend, %s weights, %d positions, %.1f tok/s (prompt %d prefilled in %.3fs, %d sampled "
-               "in %.3fs)\n",
-               loaded->transformer->backend_name(), kernels::DTypeName(loaded->model->dtype), r->positions,
-               r->positions / std::max(1e-9, r->prompt_seconds + r->sample_seconds), r->prompt_tokens,
-               r->prompt_seconds, sampled, r->sample_seconds);
-  return 0;
+  return WithDecoder(tp, model_path, backend, *dtype, [&](Decoder& t, const Model& model) {
+    auto tok = LoadGenerateTokenizer(tok_path.empty() ? model_path : tok_path, model);
+    if (!tok.ok()) return Fail(tok.status());
+    auto r = Generate(t, **tok, opt);
+    if (!r.ok()) return Fail(r.status());
+    if (format == "ids") {
+      std::string line;
+      for (size_t i = 0; i < r->ids.size(); i++) line += (i ? " " : "") + std::to_string(r->ids[i]);
+      std::printf("%s\n", line.c_str());
+    } else {
+      std::fwrite(r->text.data(), 1, r->text.size(), stdout);
+    }
+    std::fflush(stdout);
+    const int sampled = r->positions - (r->prompt_tokens - 1);
+    std::fprintf(stderr,
+                 "verity: %s backend, %s weights, %d positions, %.1f tok/s (prompt %d prefilled in %.3fs, %d sampled "
+                 "in %.3fs)\n",
+                 t.backend_name(), kernels::DTypeName(model.dtype), r->positions,
+                 r->positions / std::max(1e-9, r->prompt_seconds + r->sample_seconds), r->prompt_tokens,
+                 r->prompt_seconds, sampled, r->sample_seconds);
+    return 0;
+  });
 }
 
 int RunLogits(const std::string& model_path, const std::string& ids_text, const std::string& out,
-              const std::string& backend, const std::string& dtype_name) {
+              const std::string& backend, const std::string& dtype_name, const TpFlags& tp) {
   auto ids = ParseIntList(ids_text, "--ids", LONG_MIN);
   if (!ids.ok()) return Fail(ids.status());
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
-  auto loaded = LoadOnBackend(model_path, backend, *dtype);
-  if (!loaded.ok()) return Fail(loaded.status());
-  Status v = ValidateIds(ids.value(), loaded->model->config, "--ids");
-  if (!v.ok()) return Fail(v);
-  std::vector<float> logits = TeacherForcedLogits(*loaded->transformer, ids.value());
-  std::ofstream f(out, std::ios::binary | std::ios::trunc);
-  if (!f) return Fail(Status::Error(out + ": cannot create --out file"));
-  f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
-  f.close();
-  if (!f) return Fail(Status::Error(out + ": write failed"));
-  std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s (%s backend, %s weights)\n", ids->size(),
-               loaded->model->config.vocab_size, out.c_str(), loaded->transformer->backend_name(),
-               kernels::DTypeName(loaded->model->dtype));
-  return 0;
+  return WithDecoder(tp, model_path, backend, *dtype, [&](Decoder& t, const Model& model) {
+    Status v = ValidateIds(ids.value(), model.config, "--ids");
+    if (!v.ok()) return Fail(v);
+    std::vector<float> logits = TeacherForcedLogits(t, ids.value());
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    if (!f) return Fail(Status::Error(out + ": cannot create --out file"));
+    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
+    f.close();
+    if (!f) return Fail(Status::Error(out + ": write failed"));
+    std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s (%s backend, %s weights)\n", ids->size(),
+                 model.config.vocab_size, out.c_str(), t.backend_name(), kernels::DTypeName(model.dtype));
+    return 0;
+  });
 }
 
 Result<ModelConfig> ConfigFromJson(const std::string& text) {
@@ -176,11 +161,13 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
         ->check(CLI::IsMember({"text", "ids"}));
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+    auto tp = std::make_shared<TpFlags>();
+    AddTpFlags(sub, tp.get());
     reg.On(sub, [=] {
       std::error_code ec;
       if (tok->empty() && !std::filesystem::is_directory(*model, ec))
         return Fail(Status::Error("generate: --tokenizer is required for a llama2.c model (" + *model + ")"));
-      return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype);
+      return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp);
     });
   }
   {
@@ -193,7 +180,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
     sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
-    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype); });
+    auto tp = std::make_shared<TpFlags>();
+    AddTpFlags(sub, tp.get());
+    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *tp); });
   }
   {
     auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "

@@ -1,4 +1,4 @@
-// submit, confirm, remeasure, revert, reapply, retract: thin wiring over
+// submit, confirm, remeasure, revert, reapply, retract, calibrate: thin wiring over
 // ledger/ (show, frontier, history: query_commands.cc; ledger verify|migrate:
 // ledger_admin_commands.cc).
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include "base/env.h"
 #include "measure/measure.h"
 #include "cli/commands.h"
+#include "ledger/calibrate.h"
 #include "ledger/ledger.h"
 
 namespace verity::cli {
@@ -201,6 +202,37 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       auto o = (*l)->Confirm(*id, WithProgress(*m));
       if (!o.ok()) return Fail(o.status());
       return Report("confirm", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("calibrate", "Run an A/A (the same bench command as base and head) on this box "
+                                                "and record its noise profile; submissions use it to choose rounds.");
+    auto c = std::make_shared<Common>();
+    auto m = std::make_shared<MeasureOptions>();
+    auto req = std::make_shared<ledger::CalibrateRequest>();
+    AddCommon(sub, *c);
+    sub->add_option("--cmd", req->cmd, "the bench command (prints verity.bench/1)")->required();
+    sub->add_option("--metric", req->metric, "the metric whose noise is recorded")->capture_default_str();
+    sub->add_option("--rounds", req->rounds, "ABBA rounds after the warm-up, 5..200")->capture_default_str();
+    reg.On(sub, [=] {
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto p = ledger::Calibrate(**l, *req, WithProgress(*m));
+      if (!p.ok()) return Fail(p.status());
+      auto pol = (*l)->CurrentPolicy();
+      if (!pol.ok()) return Fail(pol.status());
+      const int needed = ledger::RoundsToResolve(p->sigma, pol->gate_frac,
+                                                 ledger::LookAlpha(ledger::PlanFor(*pol), 0));
+      if (c->json) {
+        nlohmann::json j = ledger::ToJson(*p);
+        j["rounds_to_resolve_gate"] = needed;
+        std::printf("%s\n", JsonLine(j).c_str());
+      } else {
+        std::printf("calibrate: box %s workload '%s' %s: %s; about %d rounds resolve the %.0f%% gate (profile %lld)\n",
+                    p->box.substr(0, 16).c_str(), p->workload.c_str(), p->metric.c_str(), ledger::NoiseText(*p).c_str(),
+                    needed, 100.0 * pol->gate_frac, static_cast<long long>(p->id));
+      }
+      return 0;
     });
   }
   {

@@ -21,6 +21,10 @@ std::string Summary(const ParityReport& r) {
       if (!worst || !(d.mean_kl <= worst->mean_kl)) worst = &d;
     if (worst) s += " worst_position=" + std::to_string(worst->worst_position);
   }
+  if (r.max_abs_limit >= 0) {
+    std::snprintf(buf, sizeof buf, " max_abs_diff=%.3g", r.max_abs_diff);
+    s += buf;
+  }
   if (!r.nonfinite.empty()) s += " nonfinite=" + std::to_string(r.nonfinite.size());
   return s + (r.ok ? " verdict=PASS" : " verdict=FAIL");
 }
@@ -55,8 +59,16 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
   std::printf("%s\n", Summary(r).c_str());
 }
 
+// A tensor-parallel failure before a report exists still ends with the
+// summary line a preflight or the corruption suite reads.
+int FailTp(const Status& s, int tp) {
+  Fail(s);
+  std::printf("parity: tp=%d verdict=FAIL\n", tp);
+  return 1;
+}
+
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
-                     const std::string& tokens_file, const std::string& dtype_name, bool json) {
+                     const std::string& tokens_file, const std::string& dtype_name, bool json, const TpFlags& tp) {
   if (opt.backend != "fast" && opt.backend != "reference")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
   opt.deep = env::ParityDeep();
@@ -72,18 +84,49 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   }
   auto dtype = kernels::DTypeFromName(dtype_name);
   if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
+  // With --tp the collectives come first (before any weight loads), and the
+  // reference is one rank on the same kernels: only the sharding differs.
+  std::unique_ptr<TpGroup> group;
+  std::unique_ptr<TpDecoder> decoder;
+  if (tp.on()) {
+    auto run = OpenTp(tp, opt.backend);
+    if (!run.ok()) return FailTp(run.status(), tp.tp);
+    group = std::move(run->group);
+  }
   // The reference always runs on the f32 weights; the candidate on the --dtype ones.
   auto model = LoadModel(model_path);
-  if (!model.ok()) return Fail(model.status());
   std::unique_ptr<Model> converted;
-  if (*dtype != kernels::DType::kF32) {
+  Status loaded = model.ok() ? OkStatus() : model.status();
+  if (loaded.ok() && *dtype != kernels::DType::kF32) {
     auto m = LoadModel(model_path, *dtype);
-    if (!m.ok()) return Fail(m.status());
-    converted = std::move(m).value();
+    if (m.ok()) converted = std::move(m).value();
+    else loaded = m.status();
+  }
+  if (group) {
+    Status agreed = group->Agree(loaded);
+    if (!agreed.ok()) return group->leader() ? FailTp(agreed, tp.tp) : 1;
+    if (!group->leader()) return group->Serve(converted ? *converted : **model).ok() ? 0 : 1;
+    opt.candidate = [&](const Model& m) -> Result<Decoder*> {
+      VERITY_ASSIGN_OR_RETURN(decoder, group->Start(m));
+      return static_cast<Decoder*>(decoder.get());
+    };
+    opt.candidate_name = opt.backend + " tp=" + std::to_string(tp.tp) + " " + tp.backend;
+    opt.reference_backend = opt.backend;
+    opt.max_mean_kl = std::min(opt.max_mean_kl, kTpMaxMeanKl);
+    opt.max_abs_diff = kTpMaxAbsDiff;
+  } else if (!loaded.ok()) {
+    return Fail(loaded);
   }
   auto rep = RunParity(**model, converted ? *converted : **model, opt);
-  if (!rep.ok()) return Fail(rep.status());
-  const ParityReport& r = rep.value();
+  if (!rep.ok()) return group ? FailTp(rep.status(), tp.tp) : Fail(rep.status());
+  ParityReport& r = rep.value();
+  if (decoder) {
+    Status guard = decoder->Finish();
+    if (!guard.ok()) {
+      Fail(guard);
+      r.ok = false;
+    }
+  }
   if (json) {
     nlohmann::json j = r.ToJson();
     // The binary that produced the evidence, exactly as `verity bench` names it.
@@ -134,7 +177,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto json = std::make_shared<bool>(false);
   auto dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c checkpoint")->required();
-  sub->add_option("--backend", opt->backend, "candidate: fast | reference (tp=N, cuda: not in this build)")
+  sub->add_option("--backend", opt->backend, "candidate kernels: fast | reference (with --tp: the ranks' kernels, against one rank on the same kernels)")
       ->capture_default_str();
   sub->add_option("--against", opt->against,
                   "reference | FILE: a reference logits file (docs/parity.md; its tokens and model are checked; "
@@ -151,7 +194,9 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                   "candidate's weights: f32, bf16 or q8_0, converted at load (the reference keeps f32)")
       ->capture_default_str();
   sub->add_flag("--json", *json, "print the verity.parity/1 JSON object (summary line on stderr)");
-  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json); });
+  auto tp = std::make_shared<TpFlags>();
+  AddTpFlags(sub, tp.get());
+  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json, *tp); });
 
   auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
                                          "the first value where the metric leaves zero (exit 1 if any does).");

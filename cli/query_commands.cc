@@ -109,6 +109,30 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
+    auto* sub = app.add_subcommand("triage", "Record a regression's triage state (acknowledged, investigating, "
+                                             "wontfix, fixed) with who and why; each change is a sealed record.");
+    auto q = std::make_shared<Query>();
+    auto key = std::make_shared<std::string>(), state = std::make_shared<std::string>();
+    auto by = std::make_shared<std::string>(), reason = std::make_shared<std::string>();
+    auto fixed_by = std::make_shared<int64_t>(0);
+    AddQueryOptions(sub, *q);
+    sub->add_option("KEY", *key, "the regression, as `verity drift` names it in brackets")->required();
+    sub->add_option("--state", *state, "acknowledged | investigating | wontfix | fixed")->required();
+    sub->add_option("--by", *by, "who changes the state")->required();
+    sub->add_option("--reason", *reason, "why")->required();
+    auto* fixed = sub->add_option("--fixed-by", *fixed_by, "with --state fixed: the change that fixed it");
+    reg.On(sub, [=] {
+      auto l = ledger::Ledger::Open(q->path);
+      if (!l.ok()) return Fail(l.status());
+      auto id = ledger::RecordTriage((*l)->db(), *key, *state, *by, *reason,
+                                     fixed->count() ? std::optional<int64_t>(*fixed_by) : std::nullopt);
+      if (!id.ok()) return Fail(id.status());
+      std::printf("triage: %s -> %s by %s (record %lld)\n", key->c_str(), state->c_str(), by->c_str(),
+                  static_cast<long long>(*id));
+      return 0;
+    });
+  }
+  {
     auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains.");
     auto q = std::make_shared<Query>();
     auto what = std::make_shared<std::string>("all");

@@ -207,22 +207,35 @@ struct KvCacheLayout {
 // [layer][position][kv_dim], the whole context: what a Transformer uses.
 KvCacheLayout StandardKvCacheLayout(const ModelConfig& c);
 
+// What the generate loop, teacher forcing and the bench drive: a model's
+// forward pass, one position or a block of prompt positions at a time.
+// Transformer is the single-rank one; TpDecoder (engine/tp_forward.h) drives
+// tensor-parallel ranks.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual const float* Forward(int token, int pos) = 0;
+  virtual const float* Prefill(const int* tokens, int T, int pos0) = 0;
+  virtual const Model& model() const = 0;
+  virtual const char* backend_name() const = 0;
+};
+
 // A model plus its KV cache and scratch buffers, on one backend.
-class Transformer {
+class Transformer : public Decoder {
  public:
   Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend);
   // Runs one position; returns vocab_size logits (valid until the next call).
   // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
-  const float* Forward(int token, int pos);
+  const float* Forward(int token, int pos) override;
   // Runs positions pos0 .. pos0+T-1 (tokens[0..T)) in blocks of kPrefillBlock
   // positions through batched matmuls, writing the KV cache exactly where
   // Forward would; returns the logits of the last position only. Positions
   // before pos0 must already be in the cache. Agrees with T calls of Forward
   // to float rounding (bit for bit on the reference backend).
-  const float* Prefill(const int* tokens, int T, int pos0);
+  const float* Prefill(const int* tokens, int T, int pos0) override;
   static constexpr int kPrefillBlock = 64;
-  const Model& model() const { return model_; }
-  const char* backend_name() const { return backend_->name(); }
+  const Model& model() const override { return model_; }
+  const char* backend_name() const override { return backend_->name(); }
 
  private:
   const Model& model_;
@@ -272,15 +285,15 @@ struct GenerateResult {
 
 // Runs run.c's generate loop, the prompt as one Prefill. Errors name --steps
 // or --prompt when they do not fit the model's context.
-Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt);
+Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt);
 // Any tokenizer (formats/tokenizer.h): a llama2.c one runs the loop above;
 // otherwise the prompt gets the BOS/EOS its files ask for (BOS alone when the
 // prompt is empty), EOS ends the sequence, and the text is the tokenizer's
 // decoding of the ids after BOS (all of them when the prompt opens without one).
-Result<GenerateResult> Generate(Transformer& t, const TextTokenizer& tok, const GenerateOptions& opt);
+Result<GenerateResult> Generate(Decoder& t, const TextTokenizer& tok, const GenerateOptions& opt);
 
 // Teacher-forced forward over `ids`: one row of vocab_size logits per position.
-std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids);
+std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids);
 
 // Returns an error naming `path` unless it is an existing regular file.
 Status CheckRegularFile(const std::string& path, const char* what);

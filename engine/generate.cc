@@ -28,7 +28,7 @@ struct TextRules {
   std::function<bool(int token)> ends;
 };
 
-Result<GenerateResult> RunLoop(Transformer& t, const std::vector<int>& prompt, const GenerateOptions& opt,
+Result<GenerateResult> RunLoop(Decoder& t, const std::vector<int>& prompt, const GenerateOptions& opt,
                                const TextRules& rules) {
   const ModelConfig& c = t.model().config;
   if (static_cast<int>(prompt.size()) > c.seq_len)
@@ -79,7 +79,7 @@ Result<GenerateResult> RunLoop(Transformer& t, const std::vector<int>& prompt, c
   return r;
 }
 
-Status CheckOptions(const Transformer& t, const GenerateOptions& opt) {
+Status CheckOptions(const Decoder& t, const GenerateOptions& opt) {
   const ModelConfig& c = t.model().config;
   if (opt.steps < 1 || opt.steps > c.seq_len)
     return Status::Error("--steps " + std::to_string(opt.steps) + " is outside [1, seq_len=" +
@@ -91,7 +91,7 @@ Status CheckOptions(const Transformer& t, const GenerateOptions& opt) {
 
 }  // namespace
 
-Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const GenerateOptions& opt) {
+Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt) {
   VERITY_RETURN_IF_ERROR(CheckOptions(t, opt));
   TextRules rules;
   rules.piece = [&tok](int prev, int token) { return SafePiece(tok.Decode(prev, token)); };
@@ -99,7 +99,7 @@ Result<GenerateResult> Generate(Transformer& t, const Tokenizer& tok, const Gene
   return RunLoop(t, tok.Encode(opt.prompt, /*bos=*/true, /*eos=*/false), opt, rules);
 }
 
-Result<GenerateResult> Generate(Transformer& t, const TextTokenizer& tok, const GenerateOptions& opt) {
+Result<GenerateResult> Generate(Decoder& t, const TextTokenizer& tok, const GenerateOptions& opt) {
   if (const auto* l = dynamic_cast<const Llama2cTokenizer*>(&tok)) return Generate(t, *l, opt);
   VERITY_RETURN_IF_ERROR(CheckOptions(t, opt));
   VERITY_ASSIGN_OR_RETURN(auto prompt, tok.Encode(opt.prompt, /*add_special=*/true));
@@ -149,7 +149,7 @@ Result<std::vector<int>> ParseIntList(const std::string& text, const std::string
   return out;
 }
 
-std::vector<float> TeacherForcedLogits(Transformer& t, const std::vector<int>& ids) {
+std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids) {
   const int v = t.model().config.vocab_size;
   std::vector<float> all(ids.size() * static_cast<size_t>(v));
   for (size_t pos = 0; pos < ids.size(); pos++) {

@@ -201,8 +201,13 @@ Result<ParityReport> CompareRows(const std::vector<const float*>& ref, const std
   rep.all_rows_sha256 = Sha256Hex(got.data(), got.size() * 4);
 
   if (!opt.bit_identical_to.empty()) VERITY_RETURN_IF_ERROR(CheckBitIdentity(got, V, opt.bit_identical_to, &rep));
+  for (const auto& pd : rep.depths)
+    for (int pos = pd.depth - pd.positions; pos < pd.depth; pos++)
+      for (int i = 0; i < V; i++)
+        rep.max_abs_diff = Highest(rep.max_abs_diff, std::fabs(static_cast<double>(got[static_cast<size_t>(pos) * V + i]) - ref[pos][i]));
+  rep.max_abs_limit = opt.max_abs_diff;
   rep.ok = rep.nonfinite.empty() && rep.worst_top1 >= opt.min_top1 && rep.worst_mean_kl <= opt.max_mean_kl &&
-           (!rep.has_bit_identity || rep.bit_identical);
+           (!rep.has_bit_identity || rep.bit_identical) && (opt.max_abs_diff < 0 || rep.max_abs_diff <= opt.max_abs_diff);
   return rep;
 }
 
@@ -248,15 +253,22 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
                              " (depth " + std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
                              std::to_string(file.positions.size()) + " positions");
 
-  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-  Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, file.tokens);
+  std::vector<float> got;
+  if (opt.candidate) {
+    VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
+    got = TeacherForcedLogits(*cand, file.tokens);
+  } else {
+    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
+    Transformer cand(candidate_model, std::move(kern));
+    got = TeacherForcedLogits(cand, file.tokens);
+  }
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
     if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
   }
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareRows(ref, got, V, opt));
+  if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = "file:" + opt.against;
   rep.dtype = kernels::DTypeName(candidate_model.dtype);
   rep.has_reference_file = true;
@@ -283,8 +295,8 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   std::vector<float> ref;
   std::vector<int> tokens = opt.tokens;
   if (opt.against == "reference") {
-    reference = "reference-cpu";
-    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend("reference"));
+    reference = opt.reference_backend == "reference" ? "reference-cpu" : "single-rank-" + opt.reference_backend;
+    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.reference_backend));
     Transformer t(model, std::move(kern));
     if (tokens.empty()) {
       // The reference's own greedy text from BOS: real text for a trained model.
@@ -317,9 +329,15 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   int window = 0;  // bad --depths fail before the candidate runs or --dump is written
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
-  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-  Transformer cand(candidate_model, std::move(kern));
-  std::vector<float> got = TeacherForcedLogits(cand, tokens);
+  std::vector<float> got;
+  if (opt.candidate) {
+    VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
+    got = TeacherForcedLogits(*cand, tokens);
+  } else {
+    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
+    Transformer cand(candidate_model, std::move(kern));
+    got = TeacherForcedLogits(cand, tokens);
+  }
 
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
@@ -327,6 +345,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
     if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
   }
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogits(ref, got, V, opt));
+  if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = reference;
   rep.dtype = kernels::DTypeName(candidate_model.dtype);
   return rep;
@@ -347,11 +366,13 @@ nlohmann::json ParityReport::ToJson() const {
                       {"window", window},
                       {"depths", ds},
                       {"worst", {{"top1", worst_top1}, {"mean_kl", worst_mean_kl}}},
+                      {"max_abs_diff", max_abs_diff},
                       {"logits_sha256", logits_sha256},
                       {"all_rows_sha256", all_rows_sha256},
                       {"nonfinite", nonfinite},
                       {"ok", ok}};
   j["thresholds"] = {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}};
+  if (max_abs_limit >= 0) j["thresholds"]["max_abs_diff"] = max_abs_limit;
   if (has_bit_identity) j["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
   if (has_reference_file) {
     j["reference_file"] = {{"path", reference_file.path},

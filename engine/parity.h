@@ -3,6 +3,7 @@
 // divergence; the worst depth decides. Speaks the verity.parity/1 protocol.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,17 @@ struct ParityOptions {
   bool deep = false;                 // more depths, wider windows
   double min_top1 = 0.95, max_mean_kl = 0.05;  // policy v1 thresholds
   bool per_position = false;         // keep every scored position's KL and top-1 (ParityReport::per_position)
+  // The candidate's forward when it is not a Transformer on `backend` (e.g.
+  // tensor-parallel ranks, engine/tp_forward.h); the caller owns it. The
+  // report's candidate is then `candidate_name`.
+  std::function<Result<Decoder*>(const Model&)> candidate;
+  std::string candidate_name;
+  // The backend of the computed reference ("reference" = reference-cpu; any
+  // other names a single-rank Transformer on that backend, "single-rank-<name>").
+  std::string reference_backend = "reference";
+  // When >= 0: the largest |candidate - reference| over the scored logits
+  // must not exceed it (ParityReport::max_abs_diff is always computed).
+  double max_abs_diff = -1.0;
 };
 
 // Against a reference logits file (engine/ref_logits.h) with f32 weights, the
@@ -34,6 +46,15 @@ struct ParityOptions {
 // replace the policy thresholds. Other dtypes keep the policy's.
 inline constexpr double kRefFileF32MinTop1 = 1.0;
 inline constexpr double kRefFileF32MaxMeanKl = 1e-6;
+
+// Tensor-parallel ranks against one rank on the same kernels differ only in
+// the order partial sums are added: these replace the policy thresholds. The
+// absolute bound is twice the float floor of a single rank (on stories260K the
+// fast and reference backends differ by up to 2.4e-5 in logits of magnitude
+// 17; tp=2 and 4 differ from one rank by 1.1e-5 and 1.5e-5); a moved, missing
+// or extra reduce moves logits by more than 1 (docs/tensor-parallel.md).
+inline constexpr double kTpMaxMeanKl = 1e-9;
+inline constexpr double kTpMaxAbsDiff = 5e-5;
 
 struct ParityDepth {
   int depth = 0;
@@ -63,6 +84,8 @@ struct ParityReport {
   int window = 0;                 // positions requested per depth
   std::vector<ParityDepth> depths;
   double worst_top1 = 1.0, worst_mean_kl = 0.0;  // NaN when any depth's value is NaN
+  double max_abs_diff = 0.0;      // largest |candidate - reference| logit over the scored positions
+  double max_abs_limit = -1.0;    // the bound it was judged by (< 0: none)
   std::string logits_sha256;    // candidate logits over the scored windows, in depth order
   std::string all_rows_sha256;  // candidate logits over every row, in position order (= sha256 of --dump)
   // Where a NaN or infinity was met, e.g. "depth 448: mean_kl",

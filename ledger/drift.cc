@@ -8,15 +8,12 @@
 #include <tuple>
 
 #include "ledger/format.h"
+#include "ledger/ledger.h"
+#include "ledger/score.h"
+#include "ledger/stats.h"
 
 namespace verity::ledger {
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Split {
   int tau = -1;      // first index of the right side, relative to the segment
@@ -109,6 +106,13 @@ size_t DriftView::points() const {
   return n;
 }
 
+size_t DriftView::open_regressions() const {
+  size_t n = 0;
+  for (const auto& s : series)
+    for (const auto& c : s.changes) n += c.open();
+  return n;
+}
+
 size_t DriftView::change_points() const {
   size_t n = 0;
   for (const auto& s : series) n += s.changes.size();
@@ -146,6 +150,20 @@ Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string&
     }
     vals.push_back(AsDouble(r[6]));
   }
+  // Each regression's latest triage row.
+  VERITY_ASSIGN_OR_RETURN(auto tri, d.Query("SELECT t.id, t.key, t.state, t.by, t.reason, t.fixed_by_change, t.at "
+                                            "FROM triage t ORDER BY t.id"));
+  std::map<std::string, TriageState> latest;
+  for (const auto& t : tri) {
+    TriageState s;
+    s.id = AsInt(t[0]);
+    s.state = AsText(t[2]);
+    s.by = AsText(t[3]);
+    s.reason = AsText(t[4]);
+    if (!IsNull(t[5])) s.fixed_by_change = AsInt(t[5]);
+    s.at = AsText(t[6]);
+    latest[AsText(t[1])] = s;
+  }
   VERITY_ASSIGN_OR_RETURN(
       auto changes, d.Query("SELECT c.id, c.title, (SELECT s.verdict FROM scores s JOIN runs r ON r.id = s.run_id "
                             "WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1), "
@@ -168,6 +186,10 @@ Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string&
       c.point = cp;
       c.before = pts[cp.index - 1];
       c.after = pts[cp.index];
+      c.key = "drift/" + s.metric + "/" + s.box + "/" + s.workload + "/" + std::to_string(c.before.run) + "-" +
+              std::to_string(c.after.run);
+      c.regression = HigherIsBetter(s.metric) ? cp.step() < 0 : cp.step() > 0;
+      if (auto it = latest.find(c.key); it != latest.end()) c.triage = it->second;
       // Runs whose change can explain the step: after the point before (its
       // own change already included when that point is a head) up to the
       // point after (its change included only when that point is a head).
@@ -191,6 +213,44 @@ Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string&
   return v;
 }
 
+Result<int64_t> RecordTriage(Db& d, const std::string& key, const std::string& state, const std::string& by,
+                             const std::string& reason, std::optional<int64_t> fixed_by_change) {
+  if (state != "acknowledged" && state != "investigating" && state != "wontfix" && state != "fixed")
+    return Status::Error("triage: --state " + state + " is not acknowledged, investigating, wontfix or fixed");
+  if (by.empty()) return Status::Error("triage: --by is required (who changes the state)");
+  if (reason.empty()) return Status::Error("triage: --reason is required");
+  if ((state == "fixed") != fixed_by_change.has_value())
+    return Status::Error(state == "fixed" ? "triage: --state fixed needs --fixed-by CHANGE (the change that fixed it)"
+                                          : "triage: --fixed-by goes with --state fixed only");
+  VERITY_ASSIGN_OR_RETURN(DriftView v, LoadDrift(d));
+  const DriftChange* found = nullptr;
+  for (const auto& s : v.series)
+    for (const auto& c : s.changes)
+      if (c.key == key) found = &c;
+  if (!found) return Status::Error("triage: " + key + " names no change point `verity drift` finds in " + d.path());
+  if (!found->regression) return Status::Error("triage: " + key + " is an improvement, not a regression");
+  if (fixed_by_change) {
+    VERITY_ASSIGN_OR_RETURN(auto runs, d.Query("SELECT max(r.id) FROM changes c LEFT JOIN runs r ON r.change_id = c.id "
+                                               "WHERE c.id = ?", {*fixed_by_change}));
+    if (runs.empty() || IsNull(runs[0][0]))
+      return Status::Error("triage: --fixed-by " + std::to_string(*fixed_by_change) + " is not a measured change");
+    if (AsInt(runs[0][0]) <= found->after.run)
+      return Status::Error("triage: --fixed-by " + std::to_string(*fixed_by_change) +
+                           " was measured before the regression's run " + std::to_string(found->after.run));
+  }
+  int64_t id = 0;
+  VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+    VERITY_ASSIGN_OR_RETURN(id, d.InsertSealed("triage", {{"key", key},
+                                                          {"state", state},
+                                                          {"by", by},
+                                                          {"reason", reason},
+                                                          {"fixed_by_change", fixed_by_change ? Value(*fixed_by_change) : Value()},
+                                                          {"at", NowUtc()}}));
+    return OkStatus();
+  }));
+  return id;
+}
+
 nlohmann::json ToJson(const DriftView& v) {
   nlohmann::json series = nlohmann::json::array();
   for (const auto& s : v.series) {
@@ -201,7 +261,15 @@ nlohmann::json ToJson(const DriftView& v) {
       auto point = [](const DriftPoint& p) {
         return nlohmann::json{{"run", p.run}, {"change", p.change}, {"side", p.side}, {"at", p.at}, {"value", p.value}};
       };
-      cps.push_back({{"index", c.point.index},
+      nlohmann::json tri = nullptr;
+      if (c.triage)
+        tri = {{"state", c.triage->state}, {"by", c.triage->by}, {"reason", c.triage->reason}, {"at", c.triage->at},
+               {"fixed_by_change", c.triage->fixed_by_change ? nlohmann::json(*c.triage->fixed_by_change) : nlohmann::json()}};
+      cps.push_back({{"key", c.key},
+                     {"regression", c.regression},
+                     {"open", c.open()},
+                     {"triage", tri},
+                     {"index", c.point.index},
                      {"p_value", c.point.p_value},
                      {"step", c.point.step()},
                      {"before_median", c.point.before_median},
@@ -222,6 +290,7 @@ nlohmann::json ToJson(const DriftView& v) {
           {"min_segment", v.options.min_segment},
           {"series", series},
           {"points_examined", v.points()},
+          {"open_regressions", v.open_regressions()},
           {"change_points", v.change_points()}};
 }
 
@@ -236,7 +305,11 @@ std::string ToText(const DriftView& v) {
            ": " + PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " +
            NumText(c.point.after_median) + ", p " + NumText(c.point.p_value) + ") between run " +
            std::to_string(c.before.run) + " " + c.before.side + " and run " + std::to_string(c.after.run) + " " +
-           c.after.side + "; changes recorded between: " + (between.empty() ? "none" : between) + "\n";
+           c.after.side + "; changes recorded between: " + (between.empty() ? "none" : between) + "; " +
+           (c.regression ? "regression" : "improvement") +
+           (c.triage ? ", " + c.triage->state + " by " + c.triage->by + ": " + c.triage->reason
+                     : std::string(c.regression ? ", not triaged" : "")) +
+           " [" + c.key + "]\n";
     }
   }
   const std::string examined = std::to_string(v.series.size()) + " series, " + std::to_string(v.points()) +
@@ -244,7 +317,8 @@ std::string ToText(const DriftView& v) {
                                std::to_string(v.options.permutations) + " permutations)";
   if (v.change_points() == 0) return o + "drift: no change point in " + examined + "\n";
   return o + "drift: " + std::to_string(v.change_points()) + " change point" + (v.change_points() == 1 ? "" : "s") +
-         " in " + examined + "\n";
+         " (" + std::to_string(v.open_regressions()) + " open regression" + (v.open_regressions() == 1 ? "" : "s") +
+         ") in " + examined + "\n";
 }
 
 }  // namespace verity::ledger

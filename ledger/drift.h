@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -48,8 +49,20 @@ struct DriftPoint {
   double value = 0;  // median over the run's timed rounds
 };
 
+// The latest triage state of a regression (table triage; see RecordTriage).
+struct TriageState {
+  int64_t id = 0;
+  std::string state, by, reason, at;  // state: acknowledged | investigating | wontfix | fixed
+  std::optional<int64_t> fixed_by_change;
+};
+
 struct DriftChange {
   ChangePoint point;
+  // "drift/<metric>/<box>/<workload>/<run before>-<run after>": what triage names it by.
+  std::string key;
+  bool regression = false;             // the step goes the metric's worse way
+  std::optional<TriageState> triage;   // its latest triage record, if any
+  bool open() const { return regression && (!triage || (triage->state != "wontfix" && triage->state != "fixed")); }
   DriftPoint before, after;       // the points either side of the change
   struct Between {
     int64_t change = 0;
@@ -69,12 +82,22 @@ struct DriftView {
   std::vector<DriftSeries> series;  // by metric, box, workload
   size_t points() const;
   size_t change_points() const;
+  size_t open_regressions() const;
 };
 
 // Loads every (metric, box, workload) series (optionally only `metric` /
 // box fingerprint `box`) and detects its change points.
 Result<DriftView> LoadDrift(Db& d, const std::string& metric = "", const std::string& box = "",
                             const DriftOptions& o = {});
+
+// Records a triage state change of the regression `key` (sealed; each change
+// is its own row). `key` must name a regression `verity drift` finds now;
+// `state` is acknowledged | investigating | wontfix | fixed; `by` and `reason`
+// are required; `fixed` needs `fixed_by_change`, an existing change recorded
+// after the regression's later run. Errors name the field.
+[[nodiscard]] Result<int64_t> RecordTriage(Db& d, const std::string& key, const std::string& state,
+                                           const std::string& by, const std::string& reason,
+                                           std::optional<int64_t> fixed_by_change);
 
 nlohmann::json ToJson(const DriftView& v);
 // One line per change point, then the summary line (always printed: it says

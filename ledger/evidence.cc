@@ -1,5 +1,7 @@
 #include "ledger/evidence.h"
 
+#include "ledger/noise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <set>
 
 #include "ledger/format.h"
+#include "ledger/noise.h"
 #include "ledger/stats.h"
 
 namespace verity::ledger {
@@ -326,22 +329,40 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
          std::to_string(plan.look_every));
   VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
   if (warm.empty()) return m;
+  // The workload is known now: the box's noise profile for it, if calibrated,
+  // sets how many rounds the gate needs -- before any timed round is seen.
+  m.plan = plan;
+  VERITY_ASSIGN_OR_RETURN(auto noise, LatestNoise(d, in.box_id, c.metric, m.workload));
+  if (noise) {
+    const int needed = RoundsToResolve(noise->sigma, gate_frac, LookAlpha(plan, attempt));
+    m.noise_note = "box noise profile " + std::to_string(noise->id) + " (" + noise->recorded_at + "): " +
+                   NoiseText(*noise) + "; about " + std::to_string(needed) + " rounds resolve the gate";
+    in.say(m.noise_note);
+    if (needed > plan.max_rounds) {
+      m.too_noisy = true;
+      m.noise_note = "this box is too noisy to resolve the " + PctText(gate_frac) + " gate within " +
+                     std::to_string(plan.max_rounds) + " rounds: " + m.noise_note +
+                     " (quiet the box, or allow more with --max-rounds " + std::to_string(needed) + ")";
+      return m;
+    }
+    m.plan.min_rounds = std::max(plan.min_rounds, needed);
+  }
   std::vector<std::vector<Taken>> rounds;
   m.primary.metric = c.metric;
   m.primary.higher_is_better = HigherIsBetter(c.metric);
-  for (int n = 1; n <= plan.max_rounds; n++) {
+  for (int n = 1; n <= m.plan.max_rounds; n++) {
     VERITY_ASSIGN_OR_RETURN(auto ts, round(n, {"base", "head", "head", "base"}));
     if (ts.empty()) return m;
     rounds.push_back(ts);
     m.primary.rounds.push_back({ts[0].value, ts[1].value, ts[2].value, ts[3].value});
     const std::vector<double> ratios = RoundRatios(m.primary);
-    const Decision dec = Decide(plan, ratios, gate_frac, attempt);
+    const Decision dec = Decide(m.plan, ratios, gate_frac, attempt);
     char line[200];
-    std::snprintf(line, sizeof line, "  round %2d/%d  base %.4g  head %.4g  ratio %.4f", n, plan.max_rounds,
+    std::snprintf(line, sizeof line, "  round %2d/%d  base %.4g  head %.4g  ratio %.4f", n, m.plan.max_rounds,
                   0.5 * (ts[0].value + ts[3].value), 0.5 * (ts[1].value + ts[2].value), ratios.back());
     std::string text = line;
-    if (IsLook(plan, n)) {
-      const Bounds b = MedianBounds(ratios, LookAlpha(plan, attempt));
+    if (IsLook(m.plan, n)) {
+      const Bounds b = MedianBounds(ratios, LookAlpha(m.plan, attempt));
       auto pct = [](double r) {
         char p[32];
         std::snprintf(p, sizeof p, "%+.2f%%", 100 * (r - 1));

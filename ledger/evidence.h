@@ -73,6 +73,9 @@ struct Measured {
   std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
   std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
   std::string workload;              // what both sides measured (measure::BenchSample::workload)
+  SequentialPlan plan;               // the plan the rounds followed (the box's noise may raise min_rounds)
+  std::string noise_note;            // what the box's noise profile decided, if it has one
+  bool too_noisy = false;            // the profile says no plan within max_rounds resolves the gate
   bool mismatch = false;             // a bench ran another artifact than the parity evidence
   std::string mismatch_note;
 };

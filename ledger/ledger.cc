@@ -17,7 +17,11 @@ const std::vector<std::string>& SealedTables() {
       // schema 3 (policy v2, derived ladder, guards)
       "policy_rules", "frontier_moves", "metric_samples", "score_stats", "score_guards", "accepted_regressions",
       // schema 5 (a frontier per workload)
-      "run_workloads", "frontier_event_workloads"};
+      "run_workloads", "frontier_event_workloads",
+      // schema 7 (box noise profiles)
+      "box_noise",
+      // schema 8 (triage)
+      "triage"};
   return kTables;
 }
 

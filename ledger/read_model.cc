@@ -252,6 +252,12 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
     run_at[v.id] = {it->second, runs.size()};
     runs.push_back(std::move(v));
   }
+  for (auto& cv : out)
+    for (auto& r : cv.runs) {
+      VERITY_ASSIGN_OR_RETURN(r.workload, WorkloadOfRun(d, r.id));
+      VERITY_ASSIGN_OR_RETURN(auto noise, LatestNoise(d, r.box_id, cv.change.metric, r.workload));
+      if (noise && noise->recorded_at <= r.started_at) r.noise = *noise;
+    }
   auto run_of = [&](const Value& id) -> RunView* {
     auto it = run_at.find(AsInt(id));
     return it == run_at.end() ? nullptr : &out[it->second.first].runs[it->second.second];
@@ -506,6 +512,8 @@ nlohmann::json ToJson(const RunView& r) {
                       {"samples", r.samples},
                       {"warmup_samples", r.warmup_samples},
                       {"status", RunStatusName(r.status)},
+                      {"workload", r.workload},
+                      {"noise", r.noise ? ToJson(*r.noise) : nlohmann::json(nullptr)},
                       {"retraction", r.retraction ? ToJson(*r.retraction) : nlohmann::json(nullptr)}};
   j["artifacts"] = nlohmann::json::array();
   for (const auto& a : r.artifacts)
@@ -801,6 +809,7 @@ Result<LedgerView> LoadLedgerView(Ledger& l) {
   std::sort(v.retractions.begin(), v.retractions.end(),
             [](const RetractionView& a, const RetractionView& b) { return a.id < b.id; });
   VERITY_ASSIGN_OR_RETURN(v.drift, LoadDrift(d));
+  VERITY_ASSIGN_OR_RETURN(v.noise, LoadNoiseProfiles(d));
   return v;
 }
 
@@ -953,6 +962,10 @@ std::string ToText(const ChangeView& v) {
     o += Line("  run %lld (%s, box %s, %s): %lld samples (%lld warm-up)", static_cast<long long>(r.id),
               PurposeName(r.purpose), r.box.c_str(), RunStatusName(r.status), static_cast<long long>(r.samples),
               static_cast<long long>(r.warmup_samples));
+    if (!r.workload.empty()) o += Line("    workload: %s", r.workload.c_str());
+    if (r.noise)
+      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id), r.noise->recorded_at.c_str(),
+                NoiseText(*r.noise).c_str());
     for (const auto& a : r.artifacts)
       o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), a.build_id.c_str(), a.artifact_sha256.c_str());
     for (const auto& p : r.parity) {

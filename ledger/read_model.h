@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "ledger/db.h"
 #include "ledger/drift.h"
+#include "ledger/noise.h"
 #include "ledger/frontier.h"
 #include "ledger/policy.h"
 #include "ledger/score.h"
@@ -135,6 +136,8 @@ struct RunView {
   int64_t samples = 0, warmup_samples = 0;
   std::vector<ScoreView> scores;  // in recording order; the last one is the run's verdict
   std::optional<RetractionView> retraction;
+  std::string workload;                // what its benches measured ("" = unnamed)
+  std::optional<NoiseProfile> noise;   // the box's latest noise profile for it when the run started
 
   const ScoreView* latest() const { return scores.empty() ? nullptr : &scores.back(); }
   bool retracted() const { return retraction.has_value(); }
@@ -238,6 +241,7 @@ struct LedgerView {
   std::vector<LadderView> ladders;    // by metric, then box id
   std::vector<RetractionView> retractions;  // by id
   DriftView drift;                          // change points of main's speed (default options)
+  std::vector<NoiseProfile> noise;          // every box noise profile, in recording order
 
   const ChangeView* FindChange(int64_t id) const;
   const RunView* FindRun(int64_t id) const;

@@ -231,6 +231,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   lock.value().reset();  // the lock covers the timings only
   if (!measured.ok()) return fail(measured.status().message());
   if (measured->mismatch) return score_without_speed(Verdict::kRejectedParity, measured->mismatch_note);
+  // Not `none`: an unresolvable measurement says nothing about the change.
+  if (measured->too_noisy) return score_without_speed(Verdict::kFailed, measured->noise_note);
   o.rounds = static_cast<int>(measured->primary.rounds.size());
 
   // 3. The score, against the frontier as derived now, recorded in one transaction.
@@ -262,11 +264,12 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (c.predict_pct) in.predict_frac = *c.predict_pct / 100.0;
     in.attempt = attempt;
     in.verified = gate.verified;
-    in.plan = plan;
+    in.plan = measured->plan;
     in.read_bytes_per_s = read_bytes_per_s;
     in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);
     FillFromScore(r, &o);
+    if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
     // Only a sound measurement of main seeds: not one the gate or the rules refused.
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;

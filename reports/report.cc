@@ -14,6 +14,7 @@
 
 #include "ledger/drift.h"
 #include "ledger/format.h"
+#include "ledger/noise.h"
 #include "ledger/predictions.h"
 #include "ledger/read_model.h"
 
@@ -421,6 +422,22 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
         std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
   for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
+
+  // Box noise: what an A/A measured on each box, and what it means for the gate.
+  md += "\n## Box noise\n\nEach `verity calibrate` runs the same bench command as base and head; submissions on "
+        "that box and workload take their rounds from its latest profile, or are refused as unresolvable.\n\n";
+  if (d.noise.empty()) {
+    md += "No box has been calibrated.\n";
+  } else {
+    md += "| profile | box | workload | metric | rounds | per-round sigma | MAD | outliers | drift / round | rounds to resolve the gate |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    const double look_alpha = ledger::LookAlpha(ledger::PlanFor(current.policy), 0);
+    for (const auto& p : d.noise)
+      md += "| " + Id(p.id) + " | `" + p.box + "` | " + Cell(p.workload.empty() ? "—" : p.workload) + " | " + p.metric +
+            " | " + std::to_string(p.rounds) + " | " + F("%.2f%%", 100 * p.sigma) + " | " + F("%.2f%%", 100 * p.round_mad) +
+            " | " + std::to_string(p.outlier_rounds) + " | " + F("%+.3f%%", 100 * p.drift_per_round) + " | " +
+            std::to_string(ledger::RoundsToResolve(p.sigma, current.policy.gate_frac, look_alpha)) + " |\n";
+  }
 
   // Retractions.
   md += "\n## Retracted numbers\n";

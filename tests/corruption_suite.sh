@@ -6,12 +6,16 @@
 # corrupted build ends rejected-parity without running its bench command.
 # Rows caught by `--against` (the independent reference's logits) are bugs in
 # code both backends share: for them plain fast-vs-reference parity must pass.
-# usage: tests/corruption_suite.sh SOURCE_DIR BUILD_DIR
+# Rows caught with `--tp` are bugs in the tensor-parallel code: for them plain
+# single-rank parity must pass, and the corrupted run must end in a FAIL from
+# the tensor-parallel parity or one of its start-up guards.
+# usage: tests/corruption_suite.sh SOURCE_DIR BUILD_DIR [ROW_REGEX]
+# (ROW_REGEX, e.g. '^tp-', runs only the matching rows: for development.)
 set -uo pipefail
-src=$1 build=$2
+src=$1 build=$2 only=${3:-}
 cd "$src"
 normal="$build/cli"
-fails=0 caught=0 total=0 shared=0
+fails=0 caught=0 total=0 shared=0 tp_rows=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 rows=$(grep -E '^\| `[a-z0-9-]+` \|' CORRUPTIONS.md)
@@ -19,6 +23,7 @@ rows=$(grep -E '^\| `[a-z0-9-]+` \|' CORRUPTIONS.md)
 while IFS= read -r row; do
   name=$(printf '%s' "$row" | sed -E 's/^\| `([^`]+)`.*/\1/')
   cmd=$(printf '%s' "$row" | sed -E 's/.*`([^`]+)` \|[[:space:]]*$/\1/')
+  if [ -n "$only" ] && ! printf '%s' "$name" | grep -Eq -- "$only"; then continue; fi
   total=$((total + 1))
   dir="$src/build-corruption-$name"
   echo "== $name: $cmd"
@@ -43,6 +48,14 @@ while IFS= read -r row; do
     [ $rc -eq 0 ] && echo "$par" | tail -n 1 | grep -q "verdict=PASS" ||
       fail "$name: plain fast-vs-reference parity caught it, so it is not a shared-code bug"
     shared=$((shared + 1))
+  elif printf '%s' "$cmd" | grep -q -- "--tp"; then
+    # A bug in the tensor-parallel code: one rank never runs it.
+    echo "   single rank: exit $rc, $(echo "$par" | tail -n 1)"
+    [ $rc -eq 0 ] && echo "$par" | tail -n 1 | grep -q "verdict=PASS" ||
+      fail "$name: single-rank parity caught it, so it is not a tensor-parallel bug"
+    tpout=$(PATH="$dir/cli:$PATH" bash -c "$cmd" 2>&1)
+    echo "$tpout" | grep -E "^(tp shard plan check|tp collective guard|tp all-reduce check|parity:)" | sed 's/^/   /'
+    tp_rows=$((tp_rows + 1))
   else
     [ $rc -ne 0 ] && echo "$par" | tail -n 1 | grep -q "verdict=FAIL" || fail "$name: verity parity on stories260K did not reject it"
   fi
@@ -66,5 +79,5 @@ while IFS= read -r row; do
 done <<< "$rows"
 verdict=PASS
 [ $fails -eq 0 ] && [ $caught -eq $total ] || verdict=FAIL
-echo "corruption_suite: corruptions=$total caught=$caught shared_code_only_by_reference=$shared failures=$fails verdict=$verdict"
+echo "corruption_suite: corruptions=$total caught=$caught shared_code_only_by_reference=$shared tensor_parallel_only=$tp_rows failures=$fails verdict=$verdict"
 [ $verdict = PASS ]

@@ -73,7 +73,7 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
   }
   auto text = Shell(VerityBin() + " drift --ledger " + c.db);
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("drift: 1 change point in 1 series, 12 points"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("drift: 1 change point (1 open regression) in 1 series, 12 points"), std::string::npos) << text.out;
   auto j = JsonOf(VerityBin() + " drift --json --ledger " + c.db);
   ASSERT_EQ(j["series"].size(), 1u) << j.dump();
   const auto& cp = j["series"][0]["change_points"];
@@ -84,6 +84,28 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
   ASSERT_EQ(cp[0]["changes_between"].size(), 1u) << "the one change recorded between the last fast and first slow base";
   EXPECT_EQ(cp[0]["changes_between"][0]["change"], 6);
   EXPECT_EQ(j["points_examined"], 12);
+  EXPECT_EQ(cp[0]["regression"], true);
+  EXPECT_EQ(j["open_regressions"], 1);
+
+  // Triage: each state change a sealed record; fixed needs a later change.
+  const std::string key = cp[0]["key"];
+  EXPECT_NE(text.out.find("regression, not triaged [" + key + "]"), std::string::npos) << text.out;
+  auto t = Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) +
+                 " --state investigating --by ana --reason 'kernel update on the box?'");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("-> investigating by ana"), std::string::npos) << t.out;
+  auto early = Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) + " --state fixed --by ana --reason x --fixed-by 3");
+  EXPECT_EQ(early.exit_code, 1);
+  EXPECT_NE(early.err.find("was measured before the regression's run 7"), std::string::npos) << early.err;
+  auto bad = Shell(VerityBin() + " triage --ledger " + c.db + " drift/none --state wontfix --by ana --reason x");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("names no change point"), std::string::npos) << bad.err;
+  auto after = JsonOf(VerityBin() + " drift --json --ledger " + c.db);
+  EXPECT_EQ(after["series"][0]["change_points"][0]["triage"]["state"], "investigating");
+  EXPECT_EQ(after["open_regressions"], 1) << "investigating is still open";
+  ASSERT_EQ(Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) +
+                  " --state fixed --by bo --reason 'box rebooted' --fixed-by 12").exit_code, 0);
+  EXPECT_EQ(JsonOf(VerityBin() + " drift --json --ledger " + c.db)["open_regressions"], 0);
 }
 
 TEST(Drift, SaysWhatItExaminedWhenNothingIsFound) {

@@ -1,0 +1,62 @@
+// --tp and --tp-backend: the wiring every engine command shares to run on
+// tensor-parallel ranks (engine/tp_forward.h) instead of one Transformer.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "engine/tp_forward.h"
+
+namespace verity::cli {
+
+void AddTpFlags(CLI::App* sub, TpFlags* f) {
+  sub->add_option("--tp", f->tp, "tensor-parallel ranks (docs/tensor-parallel.md); 1 = one Transformer")
+      ->capture_default_str();
+  sub->add_option("--tp-backend", f->backend,
+                  "collective for --tp: inproc (threads), mpi (one process per rank: mpirun -np N; as root add "
+                  "--allow-run-as-root) or nccl (GPUs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"inproc", "mpi", "nccl"}));
+}
+
+Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name) {
+  TpOptions o;
+  o.tp = f.tp;
+  o.collective = f.backend;
+  o.kernels = kernels_name;
+  VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(kernels_name));  // a bad name fails before set-up
+  TpRun run;
+  VERITY_ASSIGN_OR_RETURN(run.group, TpGroup::Open(o));
+  return run;
+}
+
+int WithDecoder(const TpFlags& f, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
+                const std::function<int(Decoder&, const Model&)>& body) {
+  if (!f.on()) {
+    auto kern = kernels::MakeBackend(kernels_name);
+    if (!kern.ok()) return Fail(kern.status());
+    auto model = LoadModel(model_path, dtype);
+    if (!model.ok()) return Fail(model.status());
+    Transformer t(**model, std::move(kern.value()));
+    return body(t, **model);
+  }
+  // The collectives (and the f32 reduce check, and the all-reduce check)
+  // come before any weight is loaded.
+  auto run = OpenTp(f, kernels_name);
+  if (!run.ok()) return Fail(run.status());
+  TpGroup& g = *run->group;
+  auto model = LoadModel(model_path, dtype);
+  Status agreed = g.Agree(model.ok() ? OkStatus() : model.status());
+  if (!agreed.ok()) return g.leader() ? Fail(agreed) : 1;
+  if (!g.leader()) {
+    // An MPI follower: its rank's share of every step, no output of its own.
+    Status s = g.Serve(**model);
+    return s.ok() ? 0 : 1;
+  }
+  auto dec = g.Start(**model);
+  if (!dec.ok()) return Fail(dec.status());
+  const int code = body(**dec, **model);
+  Status guard = (*dec)->Finish();
+  if (!guard.ok()) return Fail(guard);
+  return code;
+}
+
+}  // namespace verity::cli

@@ -1,0 +1,324 @@
+// Tensor parallelism: the collectives, the start-up and per-token guards, and
+// sharded forwards that agree with the single-rank one on a trained dense
+// model, a synthetic MoE model and a model with fewer KV heads than ranks;
+// the guards and the parity figures fail when a reduce is removed,
+// duplicated or moved. The CLI runs (in-process and under mpirun) print the
+// golden text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "engine/parity.h"
+#include "engine/tp_forward.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+using test::Model;
+using test::Shell;
+using test::VerityBin;
+
+// Runs fn(rank) on every rank of an in-process group at once.
+template <class Fn>
+void OnEveryRank(parallel::InProcGroup& g, Fn fn) {
+  std::vector<std::thread> th;
+  for (int r = 1; r < g.size(); r++) th.emplace_back([&, r] { fn(r); });
+  fn(0);
+  for (auto& t : th) t.join();
+}
+
+TEST(Collective, InProcSumsInRankOrderOnEveryRank) {
+  for (int tp : {1, 2, 3, 4, 7}) {
+    auto g = parallel::InProcGroup::Create(tp, parallel::ReduceDType::kF32);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const size_t n = 1000;
+    std::vector<std::vector<float>> x(tp);
+    OnEveryRank(**g, [&](int r) {
+      x[r].resize(n);
+      for (size_t i = 0; i < n; i++) x[r][i] = (r == 0 ? 1e8f : 1.0f) * (i % 3 ? 1 : -1) + 0.1f * r;
+      (*g)->Rank(r).AllReduceSum(x[r].data(), n);
+      (*g)->Rank(r).AllReduceSum(x[r].data(), 1);  // sizes may differ call to call
+    });
+    for (size_t i = 1; i < n; i++) {
+      float want = 1e8f * (i % 3 ? 1 : -1);  // rank order: rank 0 first, then 1, 2, ...
+      for (int r = 1; r < tp; r++) want += 1.0f * (i % 3 ? 1 : -1) + 0.1f * r;
+      for (int r = 0; r < tp; r++) ASSERT_EQ(x[r][i], want) << "tp=" << tp << " rank " << r << " element " << i;
+    }
+  }
+}
+
+// A collective that loses one rank's contribution: the check must see it on every rank.
+class DroppingCollective : public parallel::Collective {
+ public:
+  DroppingCollective(parallel::Collective& inner, int drop) : inner_(inner), drop_(drop) {}
+  void AllReduceSum(float* x, size_t n) override {
+    if (calls_++ == 0 && inner_.rank() == drop_) std::fill(x, x + n, 0.0f);
+    inner_.AllReduceSum(x, n);
+  }
+  void Barrier() override { inner_.Barrier(); }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const char* name() const override { return "dropping"; }
+
+ private:
+  parallel::Collective& inner_;
+  int drop_, calls_ = 0;
+};
+
+TEST(Collective, AllReduceCheckPassesAndFailsOnEveryRank) {
+  int passed = 0;
+  for (int tp = 1; tp <= 8; tp++) {
+    auto g = parallel::InProcGroup::Create(tp, parallel::ReduceDType::kF32);
+    ASSERT_TRUE(g.ok());
+    std::vector<Status> st(tp);
+    OnEveryRank(**g, [&](int r) { st[r] = parallel::CheckAllReduce((*g)->Rank(r)); });
+    for (auto& s : st) EXPECT_TRUE(s.ok()) << s.message();
+    passed += tp;
+  }
+  auto g = parallel::InProcGroup::Create(3, parallel::ReduceDType::kF32);
+  ASSERT_TRUE(g.ok());
+  std::vector<Status> st(3);
+  OnEveryRank(**g, [&](int r) {
+    DroppingCollective d((*g)->Rank(r), 2);
+    st[r] = parallel::CheckAllReduce(d);
+  });
+  for (int r = 0; r < 3; r++) {
+    ASSERT_FALSE(st[r].ok()) << "rank " << r << " did not see the lost contribution";
+    EXPECT_NE(st[r].message().find("expected tp(tp+1)/2 = 6"), std::string::npos) << st[r].message();
+  }
+  std::printf("all-reduce check: passed on %d ranks over tp 1..8, failed on all 3 ranks of a lossy collective\n", passed);
+}
+
+TEST(Collective, Bf16ReduceIsRefusedAtSetUp) {
+  auto g = parallel::InProcGroup::Create(2, parallel::ReduceDType::kBF16);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("reducing in bf16 is refused"), std::string::npos) << g.status().message();
+  auto m = parallel::MakeMpiCollective(2, parallel::ReduceDType::kBF16);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("collective mpi: reducing in bf16 is refused"), std::string::npos);
+  auto boot = parallel::InProcGroup::Create(1, parallel::ReduceDType::kF32);
+  ASSERT_TRUE(boot.ok());
+  auto n = parallel::MakeNcclCollective((*boot)->Rank(0), parallel::ReduceDType::kBF16);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("collective nccl: reducing in bf16 is refused"), std::string::npos);
+  // Through the tensor-parallel set-up: refused before any model exists.
+  TpOptions o;
+  o.tp = 2;
+  o.reduce_dtype = parallel::ReduceDType::kBF16;
+  auto tg = TpGroup::Open(o);
+  ASSERT_FALSE(tg.ok());
+  EXPECT_NE(tg.status().message().find("refused"), std::string::npos);
+}
+
+// ---- sharded forwards against the single-rank one ----------------------------
+
+struct Figures {
+  double max_abs = 0, worst_mean_kl = 0;
+  long tokens = 0, reduces = 0;
+  Status guard;
+  std::string err;
+};
+
+std::vector<float> SingleRank(const verity::Model& m, const std::vector<int>& ids) {
+  auto k = kernels::MakeBackend("fast");
+  Transformer t(m, std::move(k.value()));
+  return TeacherForcedLogits(t, ids);
+}
+
+double MeanKl(const std::vector<float>& p, const std::vector<float>& q, int V) {
+  double total = 0;
+  const size_t rows = p.size() / V;
+  for (size_t r = 0; r < rows; r++) {
+    const float* a = p.data() + r * V;
+    const float* b = q.data() + r * V;
+    double ma = a[0], mb = b[0], sa = 0, sb = 0, kl = 0;
+    for (int i = 1; i < V; i++) ma = std::max(ma, double(a[i])), mb = std::max(mb, double(b[i]));
+    for (int i = 0; i < V; i++) sa += std::exp(a[i] - ma), sb += std::exp(b[i] - mb);
+    for (int i = 0; i < V; i++) {
+      const double la = a[i] - ma - std::log(sa), lb = b[i] - mb - std::log(sb);
+      kl += std::exp(la) * (la - lb);
+    }
+    total += std::max(0.0, kl);
+  }
+  return total / rows;
+}
+
+Figures RunTp(const verity::Model& m, int tp, const std::vector<int>& ids, const std::vector<float>& ref,
+              FaultPlan fault = {}) {
+  Figures f;
+  TpOptions o;
+  o.tp = tp;
+  o.fault = fault;
+  testing::internal::CaptureStderr();
+  auto g = TpGroup::Open(o);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (!g.ok()) {
+    f.err = testing::internal::GetCapturedStderr();
+    return f;
+  }
+  EXPECT_TRUE((*g)->Agree(OkStatus()).ok());
+  auto d = (*g)->Start(m);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  if (!d.ok()) {
+    f.err = testing::internal::GetCapturedStderr();
+    return f;
+  }
+  std::vector<float> got = TeacherForcedLogits(**d, ids);
+  f.guard = (*d)->Finish();
+  f.tokens = (*d)->tokens_checked();
+  f.reduces = (*d)->reduces_counted();
+  f.err = testing::internal::GetCapturedStderr();
+  for (size_t i = 0; i < got.size(); i++) f.max_abs = std::max(f.max_abs, double(std::fabs(got[i] - ref[i])));
+  f.worst_mean_kl = MeanKl(ref, got, m.config.vocab_size);
+  return f;
+}
+
+std::vector<int> Ids(const ModelConfig& c, int n) {
+  std::vector<int> ids = {1};
+  for (int i = 1; i < n; i++) ids.push_back(static_cast<int>((7 + 7919L * i) % c.vocab_size));
+  return ids;
+}
+
+void ExpectParity(const char* what, const verity::Model& m, std::vector<int> tps, int positions) {
+  const auto ids = Ids(m.config, positions);
+  const auto ref = SingleRank(m, ids);
+  for (int tp : tps) {
+    Figures f = RunTp(m, tp, ids, ref);
+    std::printf("tp parity %s tp=%d vs single rank: %d positions, max abs logit diff %.3g, mean KL %.3g\n", what, tp,
+                positions, f.max_abs, f.worst_mean_kl);
+    EXPECT_TRUE(f.guard.ok()) << f.guard.message();
+    EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
+    EXPECT_LE(f.worst_mean_kl, kTpMaxMeanKl) << what << " tp=" << tp;
+    EXPECT_EQ(f.tokens, positions);
+    EXPECT_EQ(f.reduces, ReducesPerToken(m.config) * positions);
+    EXPECT_NE(f.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " inproc"), std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("tp shard plan check: tp=" + std::to_string(tp)), std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerToken(m.config)) + " all-reduces per position"),
+              std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("verdict=PASS"), std::string::npos);
+  }
+}
+
+TEST(TpParity, Stories260KAtTp2And4) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectParity("stories260K", **m, {1, 2, 4}, 128);
+}
+
+ModelConfig Synth(int dim, int hidden, int heads, int kv, int experts, int topk) {
+  ModelConfig c;
+  c.dim = dim;
+  c.hidden_dim = hidden;
+  c.n_layers = 3;
+  c.n_heads = heads;
+  c.n_kv_heads = kv;
+  c.vocab_size = 320;
+  c.seq_len = 96;
+  c.rope_theta = 10000.0f;
+  c.norm_eps = 1e-5f;
+  c.rope_style = RopeStyle::kHalves;
+  c.n_experts = experts;
+  c.n_experts_per_tok = topk;
+  return c;
+}
+
+TEST(TpParity, SyntheticMoeWithExpertBands) {
+  auto m = SyntheticModel(Synth(64, 96, 8, 4, 8, 2), 7);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectParity("synthetic MoE 8 experts top-2", **m, {2, 4}, 64);
+}
+
+TEST(TpParity, FewerKvHeadsThanRanks) {
+  auto m = SyntheticModel(Synth(64, 128, 8, 2, 0, 0), 11);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectParity("GQA 8 heads 2 KV heads", **m, {4, 8}, 64);
+}
+
+// ---- faults: the guards and the parity figures must see them -----------------
+
+TEST(TpFaults, RemovedDuplicatedAndMovedReducesAreCaught) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const auto ids = Ids((*m)->config, 48);
+  const auto ref = SingleRank(**m, ids);
+  using K = FaultPlan::Kind;
+  using S = FaultPlan::Site;
+  struct Case {
+    const char* name;
+    FaultPlan f;
+    bool count_guard_fails;
+  } cases[] = {
+      {"removed after o (layer 0)", {K::kRemove, S::kAttentionOut, 0}, true},
+      {"removed after down (layer 4)", {K::kRemove, S::kFfnOut, 4}, true},
+      {"duplicated after down (layer 2)", {K::kDuplicate, S::kFfnOut, 2}, true},
+      {"duplicated after o (layer 3)", {K::kDuplicate, S::kAttentionOut, 3}, true},
+      {"moved past the FFN norm (layer 1)", {K::kMove, S::kAttentionOut, 1}, false},
+      {"one-unit gap in rank 0's FFN band (past the plan check)", {K::kBandGap, S::kFfnOut, 0}, false},
+  };
+  for (const auto& c : cases) {
+    Figures f = RunTp(**m, 2, ids, ref, c.f);
+    std::printf("tp fault %s: collective guard %s, max abs logit diff %.3g, mean KL %.3g\n", c.name,
+                f.guard.ok() ? "PASS" : "FAIL", f.max_abs, f.worst_mean_kl);
+    EXPECT_EQ(!f.guard.ok(), c.count_guard_fails) << c.name << ": " << f.guard.message();
+    if (c.count_guard_fails) {
+      EXPECT_NE(f.err.find("verdict=FAIL"), std::string::npos) << f.err;
+      EXPECT_NE(f.guard.message().find("the model needs 10 (2 per layer x 5 layers)"), std::string::npos)
+          << f.guard.message();
+    }
+    // The parity gate's bounds see every one of them.
+    EXPECT_GT(f.max_abs, kTpMaxAbsDiff * 10) << c.name;
+    EXPECT_GT(f.worst_mean_kl, kTpMaxMeanKl) << c.name;
+  }
+}
+
+// ---- the CLI ------------------------------------------------------------------
+
+std::string GenerateCmd(const std::string& extra) {
+  return VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
+         " --steps 200 --temperature 0 " + extra;
+}
+
+TEST(TpCli, GoldenTextAtTp2And4InProcess) {
+  const std::string golden = test::ReadFile(Model("stories260K.greedy200.txt"));
+  ASSERT_FALSE(golden.empty());
+  for (int tp : {2, 4}) {
+    auto r = Shell(GenerateCmd("--tp " + std::to_string(tp)));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, golden) << "tp=" << tp;
+    EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("verdict=FAIL"), std::string::npos) << r.err;
+  }
+}
+
+TEST(TpCli, Tp8IsRefusedNamingTheIntermediateSize) {
+  auto r = Shell(GenerateCmd("--tp 8"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("intermediate_size=172 is not divisible by tp=8"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(TpCli, GoldenTextUnderMpirun) {
+  const std::string golden = test::ReadFile(Model("stories260K.greedy200.txt"));
+  auto which = Shell("command -v mpirun");
+  ASSERT_EQ(which.exit_code, 0) << "mpirun is missing: scripts/setup.sh installs openmpi-bin";
+  for (int tp : {2, 4}) {
+    // Root needs --allow-run-as-root; --oversubscribe runs 4 ranks on 2 cores.
+    auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(tp) + " " +
+                   GenerateCmd("--tp " + std::to_string(tp) + " --tp-backend mpi"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, golden) << "mpi tp=" << tp << " (rank 0 alone prints)";
+    EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " mpi"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+  }
+  // A world of another size is refused by name on every rank, without a crash.
+  auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np 3 " + GenerateCmd("--tp 2 --tp-backend mpi"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("the MPI world has 3 process(es); run under mpirun -np 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace verity
