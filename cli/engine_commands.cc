@@ -2,6 +2,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "base/build_info.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "formats/tokenizer.h"
 
 namespace verity::cli {
 
@@ -31,15 +33,30 @@ Result<kernels::DType> ParseDType(const std::string& name) {
   return d;
 }
 
+// The tokenizer for `model`: a llama2.c one must match its vocabulary exactly;
+// any other may be smaller (checkpoints pad their embedding tables).
+Result<std::unique_ptr<TextTokenizer>> LoadGenerateTokenizer(const std::string& path, const Model& model) {
+  const int vocab = model.config.vocab_size;
+  VERITY_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(path));
+  if (tok->kind() == "llama2c") {
+    VERITY_ASSIGN_OR_RETURN(auto exact, Tokenizer::Load(path, vocab));
+    return std::unique_ptr<TextTokenizer>(new Tokenizer(std::move(exact)));
+  }
+  if (tok->vocab_size() > vocab)
+    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(tok->vocab_size()) +
+                         " exceeds the model's vocab_size " + std::to_string(vocab));
+  return tok;
+}
+
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
                 const std::string& format, const std::string& backend, const std::string& dtype_name,
                 const TpFlags& tp) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
   return WithDecoder(tp, model_path, backend, *dtype, [&](Decoder& t, const Model& model) {
-    auto tok = Tokenizer::Load(tok_path, model.config.vocab_size);
+    auto tok = LoadGenerateTokenizer(tok_path.empty() ? model_path : tok_path, model);
     if (!tok.ok()) return Fail(tok.status());
-    auto r = Generate(t, tok.value(), opt);
+    auto r = Generate(t, **tok, opt);
     if (!r.ok()) return Fail(r.status());
     if (format == "ids") {
       std::string line;
@@ -133,7 +150,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
     auto dtype = std::make_shared<std::string>("f32");
     sub->add_option("--model", *model, "llama2.c checkpoint (.bin)")->required();
-    sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
+    sub->add_option("--tokenizer", *tok,
+                    "llama2.c tokenizer.bin, tokenizer.json or SentencePiece .model (default for a Hugging Face "
+                    "directory: its own tokenizer.json / tokenizer.model)");
     sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
     sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
     sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
@@ -145,7 +164,12 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());
-    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp); });
+    reg.On(sub, [=] {
+      std::error_code ec;
+      if (tok->empty() && !std::filesystem::is_directory(*model, ec))
+        return Fail(Status::Error("generate: --tokenizer is required for a llama2.c model (" + *model + ")"));
+      return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp);
+    });
   }
   {
     auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "formats/llama2c_tokenizer.h"
 #include "kernels/kernels.h"
 
 namespace verity {
@@ -188,29 +189,9 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where);
 // in `seed`). vocab_size < 0 in the file iff !config.shared_classifier.
 Status WriteSyntheticLlama2c(const ModelConfig& config, uint64_t seed, const std::string& path);
 
-// llama2.c tokenizer.bin: score-ordered BPE with byte fallback <0xNN>.
-class Tokenizer {
- public:
-  // Reads exactly `vocab_size` entries; a file holding more or fewer is an error.
-  static Result<Tokenizer> Load(const std::string& path, int vocab_size);
-  // Parses the bytes of a tokenizer.bin (`path` names it in errors): every
-  // entry up to the end, each length within [0, max_token_length].
-  [[nodiscard]] static Result<Tokenizer> Parse(const std::string& bytes, const std::string& path);
-
-  // Encodes like run.c's encode(): optional BOS, the dummy-prefix space when
-  // text is non-empty, UTF-8 code points or byte fallback, then merges by score.
-  std::vector<int> Encode(const std::string& text, bool bos, bool eos) const;
-  // The piece for `token` following `prev` (leading space dropped after BOS,
-  // <0xNN> turned into its byte).
-  std::string Decode(int prev, int token) const;
-  int vocab_size() const { return static_cast<int>(vocab_.size()); }
-
- private:
-  int Lookup(const std::string& s) const;
-  std::vector<std::string> vocab_;
-  std::vector<float> scores_;
-  std::vector<int> sorted_;  // indices into vocab_, sorted by string
-};
+// llama2.c tokenizer.bin (formats/llama2c_tokenizer.h): what generate, probe
+// and bench tokenize with.
+using Tokenizer = Llama2cTokenizer;
 
 // Prints `piece` as run.c's safe_printf does: skips empty pieces and single
 // bytes that are neither printable nor whitespace. Returns what to print.
@@ -313,6 +294,11 @@ struct GenerateResult {
 // Runs run.c's generate loop, the prompt as one Prefill. Errors name --steps
 // or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt);
+// Any tokenizer (formats/tokenizer.h): a llama2.c one runs the loop above;
+// otherwise the prompt gets the BOS/EOS its files ask for (BOS alone when the
+// prompt is empty), EOS ends the sequence, and the text is the tokenizer's
+// decoding of the ids after BOS (all of them when the prompt opens without one).
+Result<GenerateResult> Generate(Decoder& t, const TextTokenizer& tok, const GenerateOptions& opt);
 
 // Teacher-forced forward over `ids`: one row of vocab_size logits per position,
 // or the decoder's error (Decoder::status()).
