@@ -400,8 +400,8 @@ Status CheckOptions(BenchOptions& o) {
     return Status::Error("--threads " + std::to_string(o.threads) + " is outside [1, 1024]");
   if (!std::isfinite(o.min_seconds) || o.min_seconds < 0.0 || o.min_seconds > 600.0)
     return Status::Error("--min-seconds " + Fixed(o.min_seconds, 3) + " is outside [0, 600]");
-  if (o.backend != "fast" && o.backend != "reference")
-    return Status::Error("--backend: unknown backend '" + o.backend + "' (expected reference or fast)");
+  if (o.backend != "fast" && o.backend != "reference" && o.backend != "cuda")
+    return Status::Error("--backend: unknown backend '" + o.backend + "' (expected reference, fast or cuda)");
   return OkStatus();
 }
 
@@ -426,7 +426,8 @@ int RunBench(BenchOptions o) {
   // --threads reaches the fast backend the way every other command's thread
   // count does: through VERITY_THREADS, read by base/env when the backend is made.
   if (o.threads_given) setenv("VERITY_THREADS", std::to_string(o.threads).c_str(), 1);
-  const int compute_threads = o.backend == "reference" ? 1 : env::Threads();
+  // (The CUDA backend drives its device from one host thread.)
+  const int compute_threads = o.backend == "fast" ? env::Threads() : 1;
   // Tensor-parallel ranks each run their own kernels' threads: the process is
   // not confined or pinned (the ranks' threads would share the CPUs chosen for one).
   if (o.tp.on()) o.pin = false;
@@ -525,6 +526,8 @@ int RunBench(BenchOptions o) {
       decode_total += d;
     }
     r.generations++;
+    // A failed device call makes every later logit NaN: stop and say why, never time it.
+    if (Status st = t.status(); !st.ok()) return Fail(st);
   } while (decode_total < o.min_seconds);
   if (group) {
     // The collective guard over every position the bench ran; a failure is no measurement.
@@ -575,7 +578,10 @@ int RunBench(BenchOptions o) {
 
   r.bytes_per_token = WeightBytesPerToken(**model);
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
-  auto roof = measure::CachedRoofline(env::CacheDir(), r.box);
+  // The roofline is this machine's CPU memory: no yardstick for a GPU's
+  // (scripts/device-check.sh divides by the device's own peak instead).
+  auto roof = o.backend == "cuda" ? Result<std::optional<measure::Roofline>>(std::optional<measure::Roofline>())
+                                  : measure::CachedRoofline(env::CacheDir(), r.box);
   if (!roof.ok()) {
     std::fprintf(stderr, "verity: note: %s; read_gb_s is null\n", roof.status().message().c_str());
   } else if (roof->has_value()) {
@@ -629,7 +635,7 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--dtype", o->dtype, "weights: f32 | bf16 | q8_0 (converted at load; named in the output)")
       ->capture_default_str();
   auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
-  sub->add_option("--backend", o->backend, "reference or fast")->capture_default_str();
+  sub->add_option("--backend", o->backend, "reference, fast or cuda")->capture_default_str();
   sub->add_option("--ctx", o->ctx, kCtxHelp);
   sub->add_option("--min-seconds", o->min_seconds, "repeat generations until decode has run this long")
       ->capture_default_str();

@@ -70,5 +70,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);
 void RegisterReportCommand(CLI::App& app, Registry& reg);
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg);
+// tokenize (cli/tokenize_command.cc): any tokenizer file, encode or --decode.
+void RegisterTokenizeCommand(CLI::App& app, Registry& reg);
 
 }  // namespace verity::cli

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "base/build_info.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "formats/tokenizer.h"
 
 namespace verity::cli {
 
@@ -31,15 +33,30 @@ Result<kernels::DType> ParseDType(const std::string& name) {
   return d;
 }
 
+// The tokenizer for `model`: a llama2.c one must match its vocabulary exactly;
+// any other may be smaller (checkpoints pad their embedding tables).
+Result<std::unique_ptr<TextTokenizer>> LoadGenerateTokenizer(const std::string& path, const Model& model) {
+  const int vocab = model.config.vocab_size;
+  VERITY_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(path));
+  if (tok->kind() == "llama2c") {
+    VERITY_ASSIGN_OR_RETURN(auto exact, Tokenizer::Load(path, vocab));
+    return std::unique_ptr<TextTokenizer>(new Tokenizer(std::move(exact)));
+  }
+  if (tok->vocab_size() > vocab)
+    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(tok->vocab_size()) +
+                         " exceeds the model's vocab_size " + std::to_string(vocab));
+  return tok;
+}
+
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
                 const std::string& format, const std::string& backend, const std::string& dtype_name,
                 const TpFlags& tp, int ctx) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
   return WithDecoder(tp, model_path, backend, *dtype, ctx, [&](Decoder& t, const Model& model) {
-    auto tok = Tokenizer::Load(tok_path, model.config.vocab_size);
+    auto tok = LoadGenerateTokenizer(tok_path.empty() ? model_path : tok_path, model);
     if (!tok.ok()) return Fail(tok.status());
-    auto r = Generate(t, tok.value(), opt);
+    auto r = Generate(t, **tok, opt);
     if (!r.ok()) return Fail(r.status());
     if (format == "ids") {
       std::string line;
@@ -69,10 +86,11 @@ int RunLogits(const std::string& model_path, const std::string& ids_text, const 
   return WithDecoder(tp, model_path, backend, *dtype, ctx, [&](Decoder& t, const Model& model) {
     Status v = ValidateIds(ids.value(), model.config, "--ids");
     if (!v.ok()) return Fail(v);
-    std::vector<float> logits = TeacherForcedLogits(t, ids.value());
+    auto logits = TeacherForcedLogits(t, ids.value());
+    if (!logits.ok()) return Fail(logits.status());
     std::ofstream f(out, std::ios::binary | std::ios::trunc);
     if (!f) return Fail(Status::Error(out + ": cannot create --out file"));
-    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
+    f.write(reinterpret_cast<const char*>(logits->data()), static_cast<std::streamsize>(logits->size() * 4));
     f.close();
     if (!f) return Fail(Status::Error(out + ": write failed"));
     std::fprintf(stderr, "verity: wrote %zu positions x %d logits to %s (%s backend, %s weights)\n", ids->size(),
@@ -219,7 +237,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
     auto dtype = std::make_shared<std::string>("f32");
     sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
-    sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
+    sub->add_option("--tokenizer", *tok,
+                    "llama2.c tokenizer.bin, tokenizer.json or SentencePiece .model (default for a Hugging Face "
+                    "directory: its own tokenizer.json / tokenizer.model)");
     sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
     sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
     sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
@@ -227,13 +247,18 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
     sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")->capture_default_str()
         ->check(CLI::IsMember({"text", "ids"}));
-    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());
     auto ctx = std::make_shared<int>(kModelContext);
     sub->add_option("--ctx", *ctx, kCtxHelp);
-    reg.On(sub, [=] { return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp, *ctx); });
+    reg.On(sub, [=] {
+      std::error_code ec;
+      if (tok->empty() && !std::filesystem::is_directory(*model, ec))
+        return Fail(Status::Error("generate: --tokenizer is required for a llama2.c model (" + *model + ")"));
+      return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp, *ctx);
+    });
   }
   {
     auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
@@ -243,7 +268,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", *model, "llama2.c checkpoint")->required();
     sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
-    sub->add_option("--backend", *backend, "reference or fast")->capture_default_str();
+    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
     sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());

@@ -7,7 +7,7 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
-      "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep. Ledger: submit, show, frontier, history, remeasure,\n"
+      "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Ledger: submit, show, frontier, history, remeasure,\n"
       "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
   app.require_subcommand(1);
   verity::cli::Registry reg;
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   verity::cli::RegisterRooflineCommand(app, reg);
   verity::cli::RegisterGbenchCommand(app, reg);
   verity::cli::RegisterCheckpointCommands(app, reg);
+  verity::cli::RegisterTokenizeCommand(app, reg);
   verity::cli::RegisterParityCommand(app, reg);
   verity::cli::RegisterLedgerCommands(app, reg);
   verity::cli::RegisterQueryCommands(app, reg);

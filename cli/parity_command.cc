@@ -69,8 +69,8 @@ int FailTp(const Status& s, int tp) {
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, const std::string& dtype_name, bool json, const TpFlags& tp, int ctx) {
-  if (opt.backend != "fast" && opt.backend != "reference")
-    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference)"));
+  if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
+    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
   opt.deep = env::ParityDeep();
   if (!depths.empty()) {
     auto d = ParseIntList(depths, "--depths", 1);
@@ -177,7 +177,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto json = std::make_shared<bool>(false);
   auto dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
-  sub->add_option("--backend", opt->backend, "candidate kernels: fast | reference (with --tp: the ranks' kernels, against one rank on the same kernels)")
+  sub->add_option("--backend", opt->backend, "candidate kernels: fast | reference | cuda (with --tp: the ranks' kernels, against one rank on the same kernels)")
       ->capture_default_str();
   sub->add_option("--against", opt->against,
                   "reference | FILE: a reference logits file (docs/parity.md; its tokens and model are checked; "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "formats/llama2c_tokenizer.h"
 #include "kernels/kernels.h"
 
 namespace verity {
@@ -240,29 +241,9 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where);
 // in `seed`). vocab_size < 0 in the file iff !config.shared_classifier.
 Status WriteSyntheticLlama2c(const ModelConfig& config, uint64_t seed, const std::string& path);
 
-// llama2.c tokenizer.bin: score-ordered BPE with byte fallback <0xNN>.
-class Tokenizer {
- public:
-  // Reads exactly `vocab_size` entries; a file holding more or fewer is an error.
-  static Result<Tokenizer> Load(const std::string& path, int vocab_size);
-  // Parses the bytes of a tokenizer.bin (`path` names it in errors): every
-  // entry up to the end, each length within [0, max_token_length].
-  [[nodiscard]] static Result<Tokenizer> Parse(const std::string& bytes, const std::string& path);
-
-  // Encodes like run.c's encode(): optional BOS, the dummy-prefix space when
-  // text is non-empty, UTF-8 code points or byte fallback, then merges by score.
-  std::vector<int> Encode(const std::string& text, bool bos, bool eos) const;
-  // The piece for `token` following `prev` (leading space dropped after BOS,
-  // <0xNN> turned into its byte).
-  std::string Decode(int prev, int token) const;
-  int vocab_size() const { return static_cast<int>(vocab_.size()); }
-
- private:
-  int Lookup(const std::string& s) const;
-  std::vector<std::string> vocab_;
-  std::vector<float> scores_;
-  std::vector<int> sorted_;  // indices into vocab_, sorted by string
-};
+// llama2.c tokenizer.bin (formats/llama2c_tokenizer.h): what generate, probe
+// and bench tokenize with.
+using Tokenizer = Llama2cTokenizer;
 
 // Prints `piece` as run.c's safe_printf does: skips empty pieces and single
 // bytes that are neither printable nor whitespace. Returns what to print.
@@ -289,6 +270,8 @@ class Decoder {
   virtual const float* Prefill(const int* tokens, int T, int pos0) = 0;
   virtual const Model& model() const = 0;
   virtual const char* backend_name() const = 0;
+  // OK, or the first error a forward met (a failed device call); callers check it after each forward.
+  [[nodiscard]] virtual Status status() const { return OkStatus(); }
 };
 
 // A model plus its KV cache and scratch buffers, on one backend.
@@ -310,6 +293,10 @@ class Transformer : public Decoder {
   // to float rounding (bit for bit on the reference backend).
   const float* Prefill(const int* tokens, int T, int pos0) override;
   static constexpr int kPrefillBlock = 64;
+  // OK, or the backend's first error (a failed device call or launch). After
+  // a failure every later Forward/Prefill returns NaN logits (never a stale
+  // buffer); Generate and TeacherForcedLogits return the error.
+  [[nodiscard]] Status status() const override { return backend_->status(); }
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return backend_->name(); }
 
@@ -320,6 +307,8 @@ class Transformer : public Decoder {
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
   void PrefillBlock(const int* tokens, int n, int pos0, bool last);
+  // The logits, NaN-filled when the backend has failed.
+  const float* Checked();
   std::vector<float> router_, moe_out_;
   std::vector<int> chosen_;
   // Prefill scratch, [kPrefillBlock x width] each (allocated on first use).
@@ -363,9 +352,15 @@ struct GenerateResult {
 // Runs run.c's generate loop, the prompt as one Prefill. Errors name --steps
 // or --prompt when they do not fit the model's context.
 Result<GenerateResult> Generate(Decoder& t, const Tokenizer& tok, const GenerateOptions& opt);
+// Any tokenizer (formats/tokenizer.h): a llama2.c one runs the loop above;
+// otherwise the prompt gets the BOS/EOS its files ask for (BOS alone when the
+// prompt is empty), EOS ends the sequence, and the text is the tokenizer's
+// decoding of the ids after BOS (all of them when the prompt opens without one).
+Result<GenerateResult> Generate(Decoder& t, const TextTokenizer& tok, const GenerateOptions& opt);
 
-// Teacher-forced forward over `ids`: one row of vocab_size logits per position.
-std::vector<float> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids);
+// Teacher-forced forward over `ids`: one row of vocab_size logits per position,
+// or the decoder's error (Decoder::status()).
+Result<std::vector<float>> TeacherForcedLogits(Decoder& t, const std::vector<int>& ids);
 
 // Returns an error naming `path` unless it is an existing regular file.
 Status CheckRegularFile(const std::string& path, const char* what);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "engine/corruption_hooks.h"
 #include "engine/engine.h"
@@ -77,6 +78,7 @@ const float* Transformer::Forward(int token, int pos) {
 
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& w = model_.layers[l];
+    k.BeginLayer(l);
     // Attention block: norm, q/k/v, rotate, cache, attend, project, residual.
     kernels::Rmsnorm(xb_.data(), x, w.rms_att, dim, c.norm_eps);
     const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
@@ -107,8 +109,16 @@ const float* Transformer::Forward(int token, int pos) {
       MixtureOfExperts(w, xb_.data(), x);
     }
   }
+  k.BeginLayer(-1);
   kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
   k.Matmul(logits_.data(), x, model_.classifier);
+  return Checked();
+}
+
+const float* Transformer::Checked() {
+  // A failed backend already wrote NaN where it failed; the logits are made NaN
+  // too, so a caller that ignores status() still cannot use a stale row.
+  if (!backend_->status().ok()) std::fill(logits_.begin(), logits_.end(), std::numeric_limits<float>::quiet_NaN());
   return logits_.data();
 }
 
@@ -119,7 +129,7 @@ const float* Transformer::Prefill(const int* tokens, int T, int pos0) {
     const int n = std::min(kPrefillBlock, T - b);
     PrefillBlock(tokens + b, n, pos0 + b, /*last=*/b + n == T);
   }
-  return logits_.data();
+  return Checked();
 }
 
 void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
@@ -141,6 +151,7 @@ void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
 
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& w = model_.layers[l];
+    k.BeginLayer(l);
     // Attention block: norm each row, q/k/v for the whole block, then per
     // position: rotate, cache, attend (causally: the cache holds every
     // earlier position, this block's included); project, residual.
@@ -181,6 +192,7 @@ void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
   }
   // Logits for the block's last position only, and only for the prompt's last block.
   if (last) {
+    k.BeginLayer(-1);
     float* x = row(bx_, n - 1, dim);
     kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
     k.Matmul(logits_.data(), x, model_.classifier);

@@ -253,15 +253,17 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
                              " (depth " + std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
                              std::to_string(file.positions.size()) + " positions");
 
-  std::vector<float> got;
+  Result<std::vector<float>> got_or = std::vector<float>();
   if (opt.candidate) {
     VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
-    got = TeacherForcedLogits(*cand, file.tokens);
+    got_or = TeacherForcedLogits(*cand, file.tokens);
   } else {
     VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
     VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
-    got = TeacherForcedLogits(*cand, file.tokens);
+    got_or = TeacherForcedLogits(*cand, file.tokens);
   }
+  VERITY_RETURN_IF_ERROR(got_or.status());
+  std::vector<float> got = std::move(*got_or);
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
@@ -305,12 +307,13 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
       for (int pos = 0; pos < c.seq_len; pos++) {
         tokens.push_back(token);
         const float* row = t.Forward(token, pos);
+        VERITY_RETURN_IF_ERROR(t.status());
         ref.insert(ref.end(), row, row + V);
         token = Argmax(row, V);
       }
     } else {
       VERITY_RETURN_IF_ERROR(ValidateIds(tokens, c, "--tokens"));
-      ref = TeacherForcedLogits(t, tokens);
+      VERITY_ASSIGN_OR_RETURN(ref, TeacherForcedLogits(t, tokens));
     }
   } else {
     reference = "file:" + opt.against;
@@ -330,15 +333,17 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   int window = 0;  // bad --depths fail before the candidate runs or --dump is written
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
-  std::vector<float> got;
+  Result<std::vector<float>> got_or = std::vector<float>();
   if (opt.candidate) {
     VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
-    got = TeacherForcedLogits(*cand, tokens);
+    got_or = TeacherForcedLogits(*cand, tokens);
   } else {
     VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
     VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
-    got = TeacherForcedLogits(*cand, tokens);
+    got_or = TeacherForcedLogits(*cand, tokens);
   }
+  VERITY_RETURN_IF_ERROR(got_or.status());
+  std::vector<float> got = std::move(*got_or);
 
   if (!opt.dump.empty()) {
     std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);

@@ -84,9 +84,22 @@ class Backend {
   virtual void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) = 0;
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
+
+  // Called by the engine before each layer's calls (-1: the final norm and
+  // classifier), so a backend can name the layer in its errors. The CPU
+  // backends ignore it.
+  virtual void BeginLayer(int layer) { (void)layer; }
+  // OK, or the first error the backend met (a device call or kernel launch
+  // that failed: the CUDA backend). A backend that failed fills that call's
+  // and every later call's output with NaN, so no stale value is ever used;
+  // the engine checks this after every forward (Transformer::status()). The
+  // CPU backends cannot fail and always return OK.
+  [[nodiscard]] virtual Status status() const { return OkStatus(); }
 };
 
-// Returns the backend named "reference" or "fast"; an error names an unknown one.
+// Returns the backend named "reference", "fast" or "cuda"; an error names an
+// unknown one, and for "cuda" says why none is available (a build without
+// CUDA, no driver, no device: docs/cuda.md).
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
 // The instruction set the fast backend's kernels run on this CPU ("AVX2", ...).
 const char* SimdTargetName();

@@ -262,7 +262,7 @@ TEST(Logits, TeacherForcedRowsMatchTheForwardPass) {
   auto model = LoadModel(Model("stories260K.bin"));
   ASSERT_TRUE(model.ok());
   Transformer t(**model, std::move(kernels::MakeBackend("reference")).value());
-  std::vector<float> want = TeacherForcedLogits(t, {1, 403, 407, 261});
+  std::vector<float> want = TeacherForcedLogits(t, {1, 403, 407, 261}).value();
   EXPECT_EQ(0, std::memcmp(bytes.data(), want.data(), bytes.size()));
   // Row 0 predicts "Once"-like piece 403 as the greedy first token.
   const float* row0 = reinterpret_cast<const float*>(bytes.data());

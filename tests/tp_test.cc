@@ -124,7 +124,7 @@ struct Figures {
 std::vector<float> SingleRank(const verity::Model& m, const std::vector<int>& ids) {
   auto k = kernels::MakeBackend("fast");
   Transformer t(m, std::move(k.value()));
-  return TeacherForcedLogits(t, ids);
+  return TeacherForcedLogits(t, ids).value();
 }
 
 double MeanKl(const std::vector<float>& p, const std::vector<float>& q, int V) {
@@ -165,7 +165,7 @@ Figures RunTp(const verity::Model& m, int tp, const std::vector<int>& ids, const
     f.err = testing::internal::GetCapturedStderr();
     return f;
   }
-  std::vector<float> got = TeacherForcedLogits(**d, ids);
+  std::vector<float> got = TeacherForcedLogits(**d, ids).value();
   f.guard = (*d)->Finish();
   f.tokens = (*d)->tokens_checked();
   f.reduces = (*d)->reduces_counted();

@@ -6,7 +6,7 @@
 # (verdict=FAIL, the log's tail and exit 1 on a crash, a failed invariant, a
 # leak, a timeout or a build failure). docs/fuzzing.md lists the targets.
 # usage: tests/fuzz/run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]
-#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin
+#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece
 #   e.g. a long run: nice -n 19 tests/fuzz/run_fuzz.sh . build 600 llama2c -runs=1000000
 set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
@@ -16,13 +16,22 @@ fail() { echo "fuzz: target=$target $* verdict=FAIL"; exit 1; }
 v="$build/cli/verity"
 [ -x "$v" ] || fail "(no verity binary at $v to write seeds)"
 
-# What each target compiles (besides tests/fuzz/<target>_fuzz.cc) and its input size limit.
+# What each target compiles (besides tests/fuzz/<target>_fuzz.cc), the
+# compiler and linker flags it needs and its input size limit.
+tokenizers=(formats/tokenizer.cc formats/llama2c_tokenizer.cc formats/hf_tokenizer.cc
+            formats/sentencepiece_tokenizer.cc formats/regex.cc)
+flags=()
+tokenizer_flags() {
+  local f
+  f=$(pkg-config --cflags --libs sentencepiece libpcre2-8) || fail "(pkg-config found no sentencepiece/libpcre2-8)"
+  read -ra flags <<<"$f"
+}
 case "$target" in
   safetensors) sources=(engine/safetensors.cc) max_len=8192 ;;
   gguf) sources=(formats/gguf.cc) max_len=16384 ;;
   llama2c) sources=(engine/checkpoint_config.cc) max_len=16384 ;;
   hf_config) sources=(engine/checkpoint_config.cc) max_len=4096 ;;
-  tokenizer_bin) sources=(engine/tokenizer.cc engine/files.cc) max_len=16384 ;;
+  tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
 
@@ -41,7 +50,7 @@ if [ -x "$bin" ]; then
 fi
 if [ $stale = 1 ]; then
   (cd "$src" && "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-     -I. "${inputs[@]}" -o "$bin") 2>"$out/build.log" || fail "(build failed, see $out/build.log)"
+     -I. "${inputs[@]}" ${flags[@]+"${flags[@]}"} -o "$bin") 2>"$out/build.log" || fail "(build failed, see $out/build.log)"
 fi
 
 # Seeds: real files (the shipped model and tokenizer, what verity's converter
@@ -91,6 +100,19 @@ with open(sys.argv[1], "wb") as f:
         f.write(struct.pack("<fi", -float(i), len(p)) + p)
 PY
     ;;
+  tokenizer_json)
+    cp "$src"/tests/fuzz/tokenizer_seeds/*.json "$seeds/" || fail "(cannot copy the tokenizer.json seeds)" ;;
+  sentencepiece)
+    # Real models (BPE and unigram) trained from the conformance training
+    # text; a small vocabulary keeps the files small.
+    /usr/bin/python3 -c "
+import sentencepiece as spm, sys
+for kind, vocab in (('bpe', 120), ('unigram', 120)):
+    spm.SentencePieceTrainer.train(input=sys.argv[1], model_prefix=sys.argv[2] + '/seed-' + kind, model_type=kind,
+        vocab_size=vocab, num_threads=1, minloglevel=2, input_sentence_size=0, shuffle_input_sentence=False,
+        hard_vocab_limit=False)
+" "$src/tests/conformance/spm_train.txt" "$work" >"$work/seed.log" 2>&1 || { cat "$work/seed.log"; fail "(seed training failed)"; }
+    cp "$work"/seed-*.model "$seeds/" || fail "(cannot copy the SentencePiece seeds)" ;;
 esac
 
 # New inputs go to corpus/ (kept between runs); seeds/ is rewritten each run.
@@ -99,8 +121,10 @@ cmd=("$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limi
      -artifact_prefix="$out/" ${dict[@]+"${dict[@]}"} "$@" "$out/corpus" "$seeds")
 "${cmd[@]}" >"$log" 2>&1
 rc=$?
-runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
-secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE 'in [0-9]+' | grep -oE '[0-9]+')
+# grep -a: the log can hold raw bytes from an input, and plain grep would then
+# only say "binary file matches".
+runs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
+secs=$(grep -aoE 'Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE 'in [0-9]+' | grep -oE '[0-9]+')
 if [ $rc -eq 0 ] && [ -n "$runs" ] && [ "$runs" -gt 0 ]; then
   echo "fuzz: target=$target seconds=${secs:-$seconds} runs=$runs crashes=0 verdict=PASS"
 else

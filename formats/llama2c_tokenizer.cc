@@ -1,39 +1,40 @@
 // llama2.c's tokenizer, byte for byte: encode merges the best-scoring adjacent
 // pair until none is in the vocabulary; decode maps <0xNN> back to bytes.
+#include "formats/llama2c_tokenizer.h"
+
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "engine/engine.h"
+#include "formats/tokenizer_internal.h"
 
 namespace verity {
+namespace {
+// What run.c hard-codes; used only when the file names no BOS/EOS piece.
+constexpr int kFormatBos = 1, kFormatEos = 2;
+}  // namespace
 
-Result<Tokenizer> Tokenizer::Load(const std::string& path, int vocab_size) {
-  VERITY_RETURN_IF_ERROR(CheckRegularFile(path, "tokenizer file"));
+Result<Llama2cTokenizer> Llama2cTokenizer::Load(const std::string& path) {
+  VERITY_RETURN_IF_ERROR(CheckReadableFile(path, "tokenizer file"));
   std::ifstream file(path, std::ios::binary);
   if (!file) return Status::Error(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
   std::ostringstream bytes;
   bytes << file.rdbuf();
   if (file.bad()) return Status::Error(path + ": cannot read tokenizer file (" + std::strerror(errno) + ")");
-  VERITY_ASSIGN_OR_RETURN(Tokenizer t, Parse(bytes.str(), path));
-  if (t.vocab_size() != vocab_size)
-    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(t.vocab_size()) +
-                         " differs from the model's vocab_size " + std::to_string(vocab_size));
-  return t;
+  return Parse(bytes.str(), path);
 }
 
-Result<Tokenizer> Tokenizer::Parse(const std::string& bytes, const std::string& path) {
+Result<Llama2cTokenizer> Llama2cTokenizer::Parse(const std::string& bytes, const std::string& path) {
   std::istringstream f(bytes);
   int32_t max_token_length = 0;
   if (!f.read(reinterpret_cast<char*>(&max_token_length), 4))
     return Status::Error(path + ": truncated tokenizer header (max_token_length)");
   if (max_token_length <= 0 || max_token_length > 4096)
     return Status::Error(path + ": max_token_length " + std::to_string(max_token_length) + " is out of range");
-  Tokenizer t;
+  Llama2cTokenizer t;
   for (int i = 0;; i++) {
     float score;
     if (!f.read(reinterpret_cast<char*>(&score), 4)) {
@@ -61,19 +62,34 @@ Result<Tokenizer> Tokenizer::Parse(const std::string& bytes, const std::string& 
   for (size_t i = 0; i < t.sorted_.size(); i++) t.sorted_[i] = static_cast<int>(i);
   std::stable_sort(t.sorted_.begin(), t.sorted_.end(),
                    [&t](int a, int b) { return t.vocab_[a] < t.vocab_[b]; });
+  auto find = [&t](const char* wrapped, const char* bare, int fallback) {
+    int id = t.Lookup(wrapped);
+    if (id < 0) id = t.Lookup(bare);
+    return id >= 0 ? id : (fallback < t.vocab_size() ? fallback : -1);
+  };
+  t.bos_ = find("\n<s>\n", "<s>", kFormatBos);
+  t.eos_ = find("\n</s>\n", "</s>", kFormatEos);
   return t;
 }
 
-int Tokenizer::Lookup(const std::string& s) const {
+Result<Llama2cTokenizer> Llama2cTokenizer::Load(const std::string& path, int vocab_size) {
+  VERITY_ASSIGN_OR_RETURN(auto t, Load(path));
+  if (t.vocab_size() != vocab_size)
+    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(t.vocab_size()) +
+                         " differs from the model's vocab_size " + std::to_string(vocab_size));
+  return t;
+}
+
+int Llama2cTokenizer::Lookup(const std::string& s) const {
   auto it = std::lower_bound(sorted_.begin(), sorted_.end(), s,
                              [this](int id, const std::string& key) { return vocab_[id] < key; });
   if (it != sorted_.end() && vocab_[*it] == s) return *it;
   return -1;
 }
 
-std::vector<int> Tokenizer::Encode(const std::string& text, bool bos, bool eos) const {
+std::vector<int> Llama2cTokenizer::Encode(const std::string& text, bool bos, bool eos) const {
   std::vector<int> tokens;
-  if (bos) tokens.push_back(Llama2cFormat::kBos);
+  if (bos) tokens.push_back(bos_);
   // The sentencepiece "dummy prefix": a leading space before non-empty text.
   if (!text.empty()) {
     int space = Lookup(" ");
@@ -113,14 +129,14 @@ std::vector<int> Tokenizer::Encode(const std::string& text, bool bos, bool eos) 
     tokens[best_idx] = best_id;
     tokens.erase(tokens.begin() + static_cast<long>(best_idx) + 1);
   }
-  if (eos) tokens.push_back(Llama2cFormat::kEos);
+  if (eos) tokens.push_back(eos_);
   return tokens;
 }
 
-std::string Tokenizer::Decode(int prev, int token) const {
+std::string Llama2cTokenizer::Decode(int prev, int token) const {
   if (token < 0 || token >= vocab_size()) return std::string();
   const std::string& piece = vocab_[token];
-  size_t start = (prev == Llama2cFormat::kBos && !piece.empty() && piece[0] == ' ') ? 1 : 0;
+  size_t start = (prev == bos_ && !piece.empty() && piece[0] == ' ') ? 1 : 0;
   std::string p = piece.substr(start);
   unsigned int byte;
   char tail;
@@ -129,13 +145,22 @@ std::string Tokenizer::Decode(int prev, int token) const {
   return p;
 }
 
-std::string SafePiece(const std::string& piece) {
-  if (piece.empty()) return std::string();
-  if (piece.size() == 1) {
-    unsigned char b = static_cast<unsigned char>(piece[0]);
-    if (!(std::isprint(b) || std::isspace(b))) return std::string();
+Result<std::vector<int>> Llama2cTokenizer::Encode(const std::string& text, bool add_special) const {
+  return Encode(text, add_special, false);
+}
+
+Result<std::string> Llama2cTokenizer::Decode(const std::vector<int>& ids) const {
+  std::string out;
+  int prev = bos_;
+  for (size_t i = 0; i < ids.size(); i++) {
+    const int id = ids[i];
+    if (id < 0 || id >= vocab_size())
+      return Status::Error("id " + std::to_string(id) + " (position " + std::to_string(i) +
+                           ") is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+    if (id != bos_ && id != eos_) out += Decode(prev, id);
+    prev = id;
   }
-  return piece;
+  return out;
 }
 
 }  // namespace verity

@@ -1,0 +1,55 @@
+// Host-side launchers of the CUDA kernels (kernels.cu). Each takes the plan
+// computed and validated by launch_plan.h, launches on `stream`, and checks the
+// launch (cudaGetLastError), returning an error naming the kernel and `ctx`
+// (layer and operation). Pointers are device pointers. Internal to kernels/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/launch_plan.h"
+
+namespace verity::kernels::cuda {
+
+// out[rows] = W x; W row-major, rows of RowBytes(dtype, cols) bytes.
+Status LaunchMatvec(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows, int cols,
+                    cudaStream_t stream, const std::string& ctx);
+// out[T x rows] = x[T x cols] W^T.
+Status LaunchMatmulBatch(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows,
+                         int cols, int T, cudaStream_t stream, const std::string& ctx);
+// out[r] = rmsnorm(x[r]) * weight for each of `rows` rows of `size` values (out may be x).
+Status LaunchRmsnorm(const LaunchPlan& plan, float* out, const float* x, const float* weight, int rows, int size,
+                     float eps, cudaStream_t stream, const std::string& ctx);
+// Rotates `rows` vectors of `size` values; pair i of row r turns by the angle
+// whose cosine and sine are cos_sin[2 * (r * head_size/2 + i)] and the next value.
+Status LaunchRope(const LaunchPlan& plan, float* vec, const float* cos_sin, int rows, int size, int head_size,
+                  bool interleaved, cudaStream_t stream, const std::string& ctx);
+
+// Attention of queries at positions pos0 .. pos0 + n_queries - 1 (row y of q and
+// out belongs to pos0 + y, rows `row_stride` floats apart), each over every
+// cached position up to its own.
+struct AttentionDeviceArgs {
+  float* out;
+  const float* q;
+  const float* key_cache;
+  const float* value_cache;
+  int64_t pos_stride;  // floats between consecutive positions in the caches
+  int64_t row_stride;  // floats between consecutive query (and output) rows
+  int64_t pos0;
+  int n_queries, n_heads, n_kv_heads, head_size;
+};
+Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
+                       const std::string& ctx);
+// hb[i] = silu(hb[i]) * hb2[i], i < n.
+Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
+                    const std::string& ctx);
+// Per row of `rows` router-logit rows: the top k experts (chosen[row*k ..]) and their weights.
+Status LaunchMoeTopK(const LaunchPlan& plan, const float* logits, int rows, int n_experts, int k, int* chosen,
+                     float* weights, cudaStream_t stream, const std::string& ctx);
+// *out = the index of the largest of x[0..n) (ties: the lower index).
+Status LaunchArgmax(const LaunchPlan& plan, const float* x, int64_t n, int* out, cudaStream_t stream,
+                    const std::string& ctx);
+
+}  // namespace verity::kernels::cuda

@@ -1,0 +1,171 @@
+// Per-element arithmetic of the CUDA kernels, written once as __host__
+// __device__ functions: kernels.cu calls them on the device, and
+// tests/cuda_elementwise_test.cc calls the same code on the CPU and compares
+// it with the reference path (kernels/cpu/common.cc, reference.cc, simd.cc).
+//
+// Products and sums that the CPU rounds separately go through Mul/Add/Sub,
+// which on the device are the round-to-nearest intrinsics nvcc never fuses
+// into an FMA, so a rotation or a scale rounds exactly as on the CPU. The
+// transcendental functions (expf, sqrtf) are the platform's: bit-exact with
+// the CPU on the host; on the device sqrtf and division are IEEE-rounded
+// (nvcc's default -prec-sqrt/-prec-div) and expf is within CUDA's 2-ulp bound.
+//
+// Plain C++17 without CUDA headers when compiled by the host compiler.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define VERITY_HD __host__ __device__ __forceinline__
+#else
+#define VERITY_HD inline
+#endif
+
+namespace verity::kernels::cuda::ew {
+
+VERITY_HD float Mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+VERITY_HD float Add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+VERITY_HD float Sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+VERITY_HD float BitsToFloat(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+VERITY_HD uint32_t FloatToBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+#endif
+}
+
+// bf16 (the top 16 bits of an f32) to f32: exact.
+VERITY_HD float BF16ToF32(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
+
+// f32 to bf16, round to nearest even; a NaN stays a (quiet) NaN, +-inf stays.
+VERITY_HD uint16_t F32ToBF16(float v) {
+  uint32_t bits = FloatToBits(v);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// Weight j (0..31) of one 36-byte q8_0 block (f32 scale, then 32 int8): scale * q[j], exact.
+VERITY_HD float Q8_0Weight(const unsigned char* block, int j) {
+  float scale;
+#if defined(__CUDA_ARCH__)
+  scale = *reinterpret_cast<const float*>(block);  // device rows are 4-byte aligned (36-byte blocks, cudaMalloc base)
+#else
+  std::memcpy(&scale, block, sizeof scale);
+#endif
+  return Mul(scale, static_cast<float>(static_cast<int8_t>(block[4 + j])));
+}
+
+// SwiGLU gate for one unit: silu(h) * h2, silu(h) = h * (1 / (1 + e^-h)), as run.c.
+VERITY_HD float SwiGLU(float h, float h2) {
+  const float gate = Mul(h, 1.0f / Add(1.0f, expf(-h)));
+  return Mul(gate, h2);
+}
+
+// Inverse frequency of pair i of a head: 1 / theta^(2i / head_size), as run.c.
+// The unscaled table as kernels::RopeBaseInverseFrequencies computes it (the backend is handed the model's table).
+inline float RopeInvFreq(int i, int head_size, float theta) {
+  return 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+}
+
+// Rotates one pair (v0, v1) by the angle whose cosine and sine are fcr, fci.
+VERITY_HD void RopePair(float* v0, float* v1, float fcr, float fci) {
+  const float a = *v0, b = *v1;
+  *v0 = Sub(Mul(a, fcr), Mul(b, fci));
+  *v1 = Add(Mul(a, fci), Mul(b, fcr));
+}
+
+// Index of the two members of pair i (0 <= i < head_size/2) in the head starting at `base`:
+// adjacent (2i, 2i+1) when interleaved, else halves (i, i + head_size/2).
+VERITY_HD void RopePairIndex(int base, int i, int head_size, bool interleaved, int* a, int* b) {
+  *a = interleaved ? base + 2 * i : base + i;
+  *b = interleaved ? *a + 1 : *a + head_size / 2;
+}
+
+// 1 / sqrt(mean of squares + eps) from the sum of squares of `size` values, as run.c.
+VERITY_HD float RmsnormScale(float sum_sq, int size, float eps) {
+  float ss = sum_sq / static_cast<float>(size);
+  ss = Add(ss, eps);
+  return 1.0f / sqrtf(ss);
+}
+// One normalized value: weight * (scale * x), as run.c.
+VERITY_HD float RmsnormApply(float x, float weight, float scale) { return Mul(weight, Mul(scale, x)); }
+
+// The running state of a softmax-weighted sum over scores seen one tile at a
+// time: m is the largest score so far, s the sum of e^(score - m).
+struct OnlineSoftmax {
+  float m = -INFINITY;
+  float s = 0.0f;
+};
+// Folds in a tile whose largest score is tile_max. Returns the factor by which
+// everything accumulated so far (s included, already applied) is rescaled;
+// the caller then adds e^(score - state.m) per score of the tile.
+VERITY_HD float OnlineSoftmaxRescale(OnlineSoftmax* st, float tile_max) {
+  const float m_new = st->m > tile_max ? st->m : tile_max;
+  const float factor = st->m == -INFINITY ? 0.0f : expf(Sub(st->m, m_new));
+  st->s = Mul(st->s, factor);
+  st->m = m_new;
+  return factor;
+}
+// The weight of one score under the current state, before the final division by s.
+VERITY_HD float OnlineSoftmaxWeight(const OnlineSoftmax& st, float score) { return expf(Sub(score, st.m)); }
+
+// Returns true iff (value b at index ib) beats (value a at index ia) for an
+// argmax: larger, or equal at a lower index (std::max_element's first maximum).
+VERITY_HD bool ArgmaxBeats(float b, int ib, float a, int ia) { return b > a || (b == a && ib < ia); }
+
+// Mixtral routing of one token: the k largest of n router logits, ordered by
+// value (ties: the lower index first), and their softmax weights
+// e^(l - l_max) / sum over the k; the arithmetic of engine/forward.cc.
+// O(n*k), no scratch: each pick is the best of those after the previous pick.
+VERITY_HD void MoeTopK(const float* logits, int n, int k, int* chosen, float* weights) {
+  for (int j = 0; j < k; j++) {
+    int best = -1;
+    for (int e = 0; e < n; e++) {
+      if (j > 0) {  // only experts ranked after the previous pick
+        const int prev = chosen[j - 1];
+        if (!(logits[e] < logits[prev] || (logits[e] == logits[prev] && e > prev))) continue;
+      }
+      if (best < 0 || ArgmaxBeats(logits[e], e, logits[best], best)) best = e;
+    }
+    chosen[j] = best;
+  }
+  const float mx = logits[chosen[0]];
+  float sum = 0.0f;
+  for (int j = 0; j < k; j++) sum = Add(sum, expf(Sub(logits[chosen[j]], mx)));
+  for (int j = 0; j < k; j++) weights[j] = expf(Sub(logits[chosen[j]], mx)) / sum;
+}
+
+}  // namespace verity::kernels::cuda::ew

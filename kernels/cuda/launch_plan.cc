@@ -1,0 +1,154 @@
+#include "kernels/cuda/launch_plan.h"
+
+#include <algorithm>
+
+namespace verity::kernels::cuda {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+Status PlanError(const LaunchPlan& p, const std::string& what) {
+  return Status::Error("cuda launch plan: kernel " + p.kernel + " (" + p.shape + "): " + what);
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Sets a grid dimension from a 64-bit count; Validate rejects what does not fit.
+uint32_t GridDim(int64_t blocks) { return blocks > 0xffffffffLL ? 0xffffffffu : static_cast<uint32_t>(blocks); }
+
+LaunchPlan Named(const char* kernel, std::string shape) {
+  LaunchPlan p;
+  p.kernel = kernel;
+  p.shape = std::move(shape);
+  return p;
+}
+
+// Checks the plan and hands it back (the plan functions' common tail).
+Result<LaunchPlan> Checked(LaunchPlan p, const DeviceLimits& lim) {
+  VERITY_RETURN_IF_ERROR(Validate(p, lim));
+  return p;
+}
+
+// The threads of a one-block reduction over `n` values: a warp multiple, at most 1024 or the device's maximum.
+int ReductionThreads(int64_t n, const DeviceLimits& lim) {
+  const int64_t cap = std::min<int64_t>(1024, lim.max_threads_per_block);
+  const int64_t want = std::min<int64_t>(cap, CeilDiv(std::max<int64_t>(n, 1), lim.warp_size) * lim.warp_size);
+  return static_cast<int>(std::max<int64_t>(want, lim.warp_size));
+}
+
+}  // namespace
+
+Status Validate(const LaunchPlan& p, const DeviceLimits& lim) {
+  const uint32_t block[3] = {p.block.x, p.block.y, p.block.z};
+  const uint32_t grid[3] = {p.grid.x, p.grid.y, p.grid.z};
+  const char* axis = "xyz";
+  for (int i = 0; i < 3; i++) {
+    if (block[i] == 0 || block[i] > static_cast<uint32_t>(lim.max_block_dim[i]))
+      return PlanError(p, std::string("block.") + axis[i] + "=" + Str(block[i]) + " is outside [1, " +
+                              Str(lim.max_block_dim[i]) + "] (max block dimension)");
+    if (grid[i] == 0 || grid[i] > lim.max_grid_dim[i])
+      return PlanError(p, std::string("grid.") + axis[i] + "=" + Str(grid[i]) + " is outside [1, " +
+                              Str(lim.max_grid_dim[i]) + "] (max grid dimension)");
+  }
+  const int64_t threads = int64_t{p.block.x} * p.block.y * p.block.z;
+  if (threads > lim.max_threads_per_block)
+    return PlanError(p, Str(threads) + " threads per block exceed the maximum " + Str(lim.max_threads_per_block));
+  if (threads % lim.warp_size != 0)
+    return PlanError(p, Str(threads) + " threads per block are not a multiple of the warp size " + Str(lim.warp_size));
+  if (p.shared_bytes > lim.max_shared_per_block)
+    return PlanError(p, Str(static_cast<int64_t>(p.shared_bytes)) + " bytes of shared memory exceed the per-block maximum " +
+                            Str(static_cast<int64_t>(lim.max_shared_per_block)));
+  return OkStatus();
+}
+
+Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim) {
+  LaunchPlan p = Named((std::string("matvec_") + DTypeName(dtype)).c_str(),
+                       "rows=" + Str(rows) + " cols=" + Str(cols) + " dtype=" + DTypeName(dtype));
+  if (rows < 1 || cols < 1) return PlanError(p, "rows and cols must be >= 1");
+  if (dtype == DType::kQ8_0 && cols % kQ8_0BlockSize != 0)
+    return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
+  p.tile = kMatvecWarps;
+  p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
+  p.grid.x = GridDim(CeilDiv(rows, kMatvecWarps));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim) {
+  LaunchPlan p = Named((std::string("matmul_batch_") + DTypeName(dtype)).c_str(),
+                       "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
+  if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
+  if (dtype == DType::kQ8_0 && cols % kQ8_0BlockSize != 0)
+    return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
+  p.tile = kMatmulRowsPerWarp;
+  p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
+  p.grid.x = GridDim(CeilDiv(rows, kMatvecWarps));
+  p.grid.y = GridDim(CeilDiv(T, kMatmulRowsPerWarp));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim) {
+  LaunchPlan p = Named("rmsnorm", "rows=" + Str(rows) + " size=" + Str(size));
+  if (rows < 1 || size < 1) return PlanError(p, "rows and size must be >= 1");
+  p.block.x = static_cast<uint32_t>(ReductionThreads(size, lim));
+  p.grid.x = GridDim(rows);
+  p.shared_bytes = (p.block.x / lim.warp_size) * sizeof(float);  // one partial sum per warp
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanRope(int rows, int size, int head_size, const DeviceLimits& lim) {
+  LaunchPlan p = Named("rope", "rows=" + Str(rows) + " size=" + Str(size) + " head_size=" + Str(head_size));
+  if (rows < 1 || size < 1 || head_size < 2) return PlanError(p, "rows, size >= 1 and head_size >= 2 required");
+  if (head_size % 2 != 0 || size % head_size != 0)
+    return PlanError(p, "head_size must be even and divide size");
+  const int64_t pairs = size / 2;
+  p.block.x = kElementwiseThreads;
+  p.grid.x = GridDim(std::min(CeilDiv(pairs, kElementwiseThreads), kElementwiseMaxBlocks));
+  p.grid.y = GridDim(rows);
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanAttention(int n_heads, int n_kv_heads, int head_size, int n_queries, int64_t n_positions,
+                                 const DeviceLimits& lim) {
+  LaunchPlan p = Named(n_queries == 1 ? "attention_decode" : "attention_prefill",
+                       "heads=" + Str(n_heads) + " kv_heads=" + Str(n_kv_heads) + " head_size=" + Str(head_size) +
+                           " queries=" + Str(n_queries) + " positions=" + Str(n_positions));
+  if (n_heads < 1 || n_kv_heads < 1 || head_size < 1 || n_queries < 1)
+    return PlanError(p, "heads, kv_heads, head_size and queries must be >= 1");
+  if (n_heads % n_kv_heads != 0) return PlanError(p, "heads must be a multiple of kv_heads");
+  if (n_positions < n_queries) return PlanError(p, "positions must be >= queries (each query sees itself)");
+  p.tile = static_cast<int>(std::min<int64_t>(kAttentionTile, n_positions));
+  p.block.x = static_cast<uint32_t>(ReductionThreads(std::max<int64_t>(head_size, p.tile), lim));
+  p.block.x = std::min<uint32_t>(p.block.x, 256);  // enough for a tile; more only idles at the reductions
+  p.grid.x = GridDim(n_heads);
+  p.grid.y = GridDim(n_queries);
+  // Shared: the query, the output accumulator, one tile of scores, one float per warp for reductions.
+  p.shared_bytes = (2 * static_cast<size_t>(head_size) + p.tile + p.block.x / lim.warp_size) * sizeof(float);
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim) {
+  LaunchPlan p = Named("swiglu", "n=" + Str(n));
+  if (n < 1) return PlanError(p, "n must be >= 1");
+  p.block.x = kElementwiseThreads;
+  p.grid.x = GridDim(std::min(CeilDiv(n, kElementwiseThreads), kElementwiseMaxBlocks));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanMoeTopK(int rows, int n_experts, int k, const DeviceLimits& lim) {
+  LaunchPlan p = Named("moe_topk", "rows=" + Str(rows) + " experts=" + Str(n_experts) + " k=" + Str(k));
+  if (rows < 1 || n_experts < 1 || k < 1 || k > n_experts)
+    return PlanError(p, "rows >= 1 and 1 <= k <= experts required");
+  p.block.x = static_cast<uint32_t>(lim.warp_size);  // one warp; its first thread selects (n_experts is small)
+  p.grid.x = GridDim(rows);
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanArgmax(int64_t n, const DeviceLimits& lim) {
+  LaunchPlan p = Named("argmax", "n=" + Str(n));
+  if (n < 1 || n > 2147483647) return PlanError(p, "n must be in [1, 2^31-1]");
+  p.block.x = static_cast<uint32_t>(ReductionThreads(n, lim));
+  p.shared_bytes = (p.block.x / lim.warp_size) * (sizeof(float) + sizeof(int));  // best value and index per warp
+  return Checked(std::move(p), lim);
+}
+
+}  // namespace verity::kernels::cuda

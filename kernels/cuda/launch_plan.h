@@ -1,0 +1,84 @@
+// Launch configurations of the CUDA kernels (kernels/cuda/kernels.cu),
+// computed on the host from the shape and checked against the device's limits
+// before anything is launched. Plain C++ (no CUDA headers), so every plan is
+// unit-tested on a machine without a GPU (tests/cuda_plan_test.cc).
+//
+// A plan is what the kernel is launched with: grid, block, dynamic shared
+// memory, and the kernel's tiling parameters. No kernel's grid or shared
+// memory grows with the context length: attention walks the KV cache in tiles
+// of kAttentionTile positions with an online softmax, so contexts past 64k
+// (or 1M) positions launch with the same configuration as short ones.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "kernels/kernels.h"
+
+namespace verity::kernels::cuda {
+
+// What a device allows one launch. The defaults are those of every sm_80 and
+// sm_90 device without the opt-in for more than 48 KiB of shared memory; the
+// backend fills them from cudaGetDeviceProperties.
+struct DeviceLimits {
+  int max_threads_per_block = 1024;
+  int max_block_dim[3] = {1024, 1024, 64};
+  int64_t max_grid_dim[3] = {2147483647, 65535, 65535};
+  size_t max_shared_per_block = 48 * 1024;
+  int warp_size = 32;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+struct LaunchPlan {
+  std::string kernel;  // the kernel's name, as errors and checked launches print it
+  std::string shape;   // "rows=4096 cols=4096 dtype=bf16", for errors
+  Dim3 grid, block;
+  size_t shared_bytes = 0;  // dynamic shared memory
+  int tile = 0;             // kernel-specific: rows per block, positions per tile, ...
+};
+
+// Warps (one row each) per block of the matrix-vector kernels.
+inline constexpr int kMatvecWarps = 8;
+// Query rows each warp of the batched matmul carries at once (reads the weight row once per group).
+inline constexpr int kMatmulRowsPerWarp = 8;
+// Positions of the KV cache scored per attention tile (shared memory holds one tile).
+inline constexpr int kAttentionTile = 1024;
+// Threads per block of the element-wise kernels (SwiGLU, RoPE).
+inline constexpr int kElementwiseThreads = 256;
+// Grid cap of the element-wise kernels, which loop over the rest (grid-stride).
+inline constexpr int64_t kElementwiseMaxBlocks = 65535;
+
+// Returns OK iff `p` fits `lim`: every block and grid dimension positive and
+// within its maximum, threads per block within the maximum and a multiple of
+// the warp size, shared memory within the per-block maximum. An error names
+// the kernel, its shape, the value and the limit it exceeds.
+Status Validate(const LaunchPlan& p, const DeviceLimits& lim);
+
+// out[rows] = W[rows x cols] x[cols]: one warp per row, kMatvecWarps rows per block.
+// q8_0 requires cols % 32 == 0.
+Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim);
+// out[T x rows] = x[T x cols] W^T: grid.y groups of kMatmulRowsPerWarp query rows.
+Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
+// `rows` independent RMSNorms of `size` values: one block per row.
+Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim);
+// RoPE over `rows` vectors of `size` values (heads of head_size), one thread
+// per rotated pair; the per-pair table (head_size / 2 entries) is an argument.
+Result<LaunchPlan> PlanRope(int rows, int size, int head_size, const DeviceLimits& lim);
+// Attention of `n_queries` consecutive positions (1: decode; a prefill block:
+// more) whose last attends to `n_positions` cached positions; one block per
+// (head, query), the cache walked in tiles of kAttentionTile positions.
+Result<LaunchPlan> PlanAttention(int n_heads, int n_kv_heads, int head_size, int n_queries, int64_t n_positions,
+                                 const DeviceLimits& lim);
+// hb[i] = silu(hb[i]) * hb2[i] for n values.
+Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim);
+// Top-k of n_experts router logits and their softmax weights, for `rows` tokens.
+Result<LaunchPlan> PlanMoeTopK(int rows, int n_experts, int k, const DeviceLimits& lim);
+// The index of the largest of n values (ties: the lower index), one block.
+Result<LaunchPlan> PlanArgmax(int64_t n, const DeviceLimits& lim);
+
+}  // namespace verity::kernels::cuda

@@ -1,0 +1,265 @@
+// The CUDA backend. CudaBackend.*: on any machine, `--backend cuda` without a
+// usable device (or in a build without CUDA) fails with exit 1 and a clear
+// message. CudaDevice.*: on a GPU only (scripts/device-check.sh runs them and
+// fails if any is skipped): every kernel against the CPU reference, attention
+// past 64k positions, the forward pass, and a failure turning into an error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kernels/cpu/backends.h"
+#include "kernels/kernels.h"
+#include "tests/test_util.h"
+
+#if defined(VERITY_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise.h"
+#endif
+
+namespace verity {
+namespace {
+
+TEST(CudaBackend, WithoutADeviceTheCommandsExitOneWithAClearMessage) {
+  auto made = kernels::MakeBackend("cuda");
+  if (made.ok()) GTEST_SKIP() << "a CUDA device is present: the CudaDevice tests cover it";
+  const std::string why = made.status().message();
+#if defined(VERITY_HAVE_CUDA)
+  EXPECT_TRUE(why.find("no usable CUDA device") != std::string::npos || why.find("no CUDA device found") != std::string::npos)
+      << why;
+#else
+  EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+#endif
+  const std::string m = test::Model("stories260K.bin");
+  const std::string cmds[] = {
+      " generate --model " + m + " --tokenizer " + test::Model("tok512.bin") + " --steps 8 --backend cuda",
+      " logits --model " + m + " --ids 1,2,3 --out " + test::TempDir("cuda") + "/l.bin --backend cuda",
+      " bench --model " + m + " --steps 8 --backend cuda --min-seconds 0",
+      " parity --model " + m + " --backend cuda"};
+  for (const std::string& c : cmds) {
+    auto r = test::Shell(test::VerityBin() + c);
+    EXPECT_EQ(r.exit_code, 1) << c << "\n" << r.err;  // 1: an error, never a signal
+    EXPECT_NE(r.err.find("verity: error: "), std::string::npos) << c << "\n" << r.err;
+    EXPECT_NE(r.err.find("--backend cuda: "), std::string::npos) << c << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << c;
+  }
+  std::printf("cuda backend: %zu commands refused without a device: %s\n", std::size(cmds), why.c_str());
+}
+
+#if defined(VERITY_HAVE_CUDA)
+namespace cu = kernels::cuda;
+
+bool HaveDevice() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_DEVICE() \
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device"
+
+// A device copy of a host vector, freed at scope exit.
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(const std::vector<T>& h) : n(h.size()) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  explicit Dev(size_t count) : Dev(std::vector<T>(count)) {}
+  ~Dev() { cudaFree(p); }
+  std::vector<T> Get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const cu::DeviceLimits kLim;
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    const double e = std::fabs(static_cast<double>(got[i]) - want[i]) / (1.0 + std::fabs(want[i]));
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " [" << i << "]";
+    worst = std::max(worst, e);
+  }
+  std::printf("cuda device: %s: %zu values, worst relative error %.3g\n", what.c_str(), got.size(), worst);
+  EXPECT_LE(worst, tol) << what;
+}
+
+TEST(CudaDevice, MatvecAndBatchedMatmulMatchTheReferenceForEveryDtype) {
+  REQUIRE_DEVICE();
+  auto ref = kernels::MakeBackend("reference").value();
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
+    for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {32000, 64}}) {
+      std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
+      std::vector<unsigned char> wq(kernels::RowBytes(t, cols) * rows);
+      kernels::EncodeF32(t, wf.data(), wf.size(), wq.data());
+      const kernels::Weights w{t, wq.data(), rows, cols};
+      const int T = 13;
+      std::vector<float> x = Random(static_cast<size_t>(T) * cols, 9), want(static_cast<size_t>(T) * rows);
+      ref->MatmulBatch(want.data(), x.data(), w, T);
+      Dev<unsigned char> dw(wq);
+      Dev<float> dx(x), dout(static_cast<size_t>(T) * rows);
+      auto plan = cu::PlanMatvec(t, rows, cols, kLim);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      ASSERT_TRUE(cu::LaunchMatvec(*plan, t, dout.p, dw.p, dx.p, rows, cols, 0, "test").ok());
+      std::vector<float> got = dout.Get();
+      got.resize(rows);
+      ExpectClose(got, std::vector<float>(want.begin(), want.begin() + rows), 1e-4,
+                  std::string("matvec ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      auto bplan = cu::PlanMatmulBatch(t, rows, cols, T, kLim);
+      ASSERT_TRUE(bplan.ok());
+      ASSERT_TRUE(cu::LaunchMatmulBatch(*bplan, t, dout.p, dw.p, dx.p, rows, cols, T, 0, "test").ok());
+      ExpectClose(dout.Get(), want, 1e-4, std::string("matmul_batch ") + kernels::DTypeName(t));
+    }
+}
+
+TEST(CudaDevice, RmsnormRopeSwiGLUArgmaxAndMoeMatchTheReference) {
+  REQUIRE_DEVICE();
+  const int dim = 4096, hs = 128, rows = 3;
+  // RMSNorm (block sum reorders the sum of squares: float rounding).
+  std::vector<float> x = Random(static_cast<size_t>(rows) * dim, 1), w = Random(dim, 2), want(x.size());
+  for (int r = 0; r < rows; r++) kernels::Rmsnorm(&want[r * dim], &x[r * dim], w.data(), dim, 1e-5f);
+  Dev<float> dx(x), dw(w), dout(x.size());
+  ASSERT_TRUE(cu::LaunchRmsnorm(cu::PlanRmsnorm(rows, dim, kLim).value(), dout.p, dx.p, dw.p, rows, dim, 1e-5f, 0, "t").ok());
+  ExpectClose(dout.Get(), want, 1e-5, "rmsnorm");
+  // RoPE, both layouts: the same table and unfused products: bit-exact.
+  for (bool inter : {true, false}) {
+    const int pos = 70001;
+    std::vector<float> v = Random(dim, 3), wantv = v, cs(hs);
+    std::vector<float> inv_freq(hs / 2);
+    kernels::RopeBaseInverseFrequencies(500000.0f, hs, inv_freq.data());
+    kernels::RopeReference(wantv.data(), dim, hs, pos, inv_freq.data(), inter);
+    for (int i = 0; i < hs / 2; i++) {
+      const float val = static_cast<float>(pos) * cu::ew::RopeInvFreq(i, hs, 500000.0f);
+      cs[2 * i] = cosf(val);
+      cs[2 * i + 1] = sinf(val);
+    }
+    Dev<float> dv(v), dcs(cs);
+    ASSERT_TRUE(cu::LaunchRope(cu::PlanRope(1, dim, hs, kLim).value(), dv.p, dcs.p, 1, dim, hs, inter, 0, "t").ok());
+    std::vector<float> got = dv.Get();
+    EXPECT_EQ(std::memcmp(got.data(), wantv.data(), dim * sizeof(float)), 0) << "rope interleaved=" << inter;
+  }
+  // SwiGLU (device expf: within its ulp bound).
+  std::vector<float> h = Random(100000, 4, 3.0f), h2 = Random(100000, 5), wanth = h;
+  kernels::SwiGLUReference(wanth.data(), h2.data(), static_cast<int>(h.size()));
+  Dev<float> dh(h), dh2(h2);
+  ASSERT_TRUE(cu::LaunchSwiGLU(cu::PlanSwiGLU(h.size(), kLim).value(), dh.p, dh2.p, h.size(), 0, "t").ok());
+  ExpectClose(dh.Get(), wanth, 1e-6, "swiglu");
+  // Argmax with ties (the first maximum).
+  std::vector<float> logits(128256, 1.0f);
+  logits[77777] = logits[99999] = 5.0f;
+  Dev<float> dl(logits);
+  Dev<int> di(1);
+  ASSERT_TRUE(cu::LaunchArgmax(cu::PlanArgmax(logits.size(), kLim).value(), dl.p, logits.size(), di.p, 0, "t").ok());
+  EXPECT_EQ(di.Get()[0], 77777);
+  // MoE routing: the same choices as the host function, weights to expf's bound.
+  const int n = 8, k = 2, tokens = 5;
+  std::vector<float> router = Random(static_cast<size_t>(n) * tokens, 6);
+  router[3] = router[5];  // a tie
+  Dev<float> dr(router), dwts(static_cast<size_t>(k) * tokens);
+  Dev<int> dc(static_cast<size_t>(k) * tokens);
+  ASSERT_TRUE(cu::LaunchMoeTopK(cu::PlanMoeTopK(tokens, n, k, kLim).value(), dr.p, tokens, n, k, dc.p, dwts.p, 0, "t").ok());
+  std::vector<int> chosen = dc.Get();
+  std::vector<float> weights = dwts.Get(), want_w(weights.size());
+  for (int t = 0; t < tokens; t++) {
+    std::vector<int> c(k);
+    cu::ew::MoeTopK(&router[t * n], n, k, c.data(), &want_w[t * k]);
+    for (int j = 0; j < k; j++) EXPECT_EQ(chosen[t * k + j], c[j]) << t;
+  }
+  ExpectClose(weights, want_w, 1e-6, "moe weights");
+}
+
+TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
+  REQUIRE_DEVICE();
+  const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs;
+  for (int n : {1, 1025, 65537, 70000}) {
+    std::vector<float> q = Random(heads * hs, n), k = Random(static_cast<size_t>(n) * kv_dim, n + 1, 0.3f),
+                       v = Random(static_cast<size_t>(n) * kv_dim, n + 2), scores(static_cast<size_t>(heads) * n),
+                       want(heads * hs);
+    kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(), n - 1, heads, kv_heads, hs, n};
+    for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+    Dev<float> dq(q), dk(k), dv(v), dout(heads * hs);
+    cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, heads * hs, n - 1, 1, heads, kv_heads, hs};
+    auto plan = cu::PlanAttention(heads, kv_heads, hs, 1, n, kLim);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE(cu::LaunchAttention(*plan, d, 0, "t").ok());
+    ExpectClose(dout.Get(), want, 1e-4, "attention decode over " + std::to_string(n) + " positions");
+  }
+  // A prefill block: queries at positions 100..163, each over its own past.
+  const int n = 164, T = 64, pos0 = 100;
+  std::vector<float> q = Random(static_cast<size_t>(T) * heads * hs, 1), k = Random(static_cast<size_t>(n) * kv_dim, 2),
+                     v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
+                     want(q.size());
+  for (int t = 0; t < T; t++) {
+    kernels::AttentionArgs a{&want[t * heads * hs], &q[t * heads * hs], k.data(), v.data(), kv_dim, scores.data(),
+                             pos0 + t, heads, kv_heads, hs, n};
+    for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+  }
+  Dev<float> dq(q), dk(k), dv(v), dout(q.size());
+  cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, heads * hs, pos0, T, heads, kv_heads, hs};
+  ASSERT_TRUE(cu::LaunchAttention(cu::PlanAttention(heads, kv_heads, hs, T, n, kLim).value(), d, 0, "t").ok());
+  ExpectClose(dout.Get(), want, 1e-4, "attention prefill block");
+}
+
+TEST(CudaDevice, ABadLaunchIsAnErrorNamingTheKernel) {
+  REQUIRE_DEVICE();
+  cu::LaunchPlan bad = cu::PlanSwiGLU(1, kLim).value();
+  bad.block.x = 4096;  // past every device's limit: what Validate exists to stop
+  Dev<float> a(1), b(1);
+  Status s = cu::LaunchSwiGLU(bad, a.p, b.p, 1, 0, "layer 7 swiglu");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer 7 swiglu: launch of kernel swiglu failed"), std::string::npos) << s.message();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the error was consumed, not left for the next call
+}
+
+TEST(CudaDevice, ForwardAgreesWithTheReferenceAndAFailureIsAnError) {
+  REQUIRE_DEVICE();
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto model = LoadModel(test::Model("stories260K.bin"), t);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    Transformer ref(**model, kernels::MakeBackend("reference").value());
+    Transformer gpu(**model, kernels::MakeBackend("cuda").value());
+    const std::vector<int> ids = {1, 403, 407, 261, 30, 9, 500, 2};
+    auto a = TeacherForcedLogits(ref, ids), b = TeacherForcedLogits(gpu, ids);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    ExpectClose(*b, *a, 1e-3, std::string("stories260K logits ") + kernels::DTypeName(t));
+    // The prompt as one prefill: the same last row.
+    const float* p = gpu.Prefill(ids.data(), static_cast<int>(ids.size()), 0);
+    ASSERT_TRUE(gpu.status().ok());
+    std::vector<float> last(p, p + (*model)->config.vocab_size);
+    ExpectClose(last, std::vector<float>(a->end() - last.size(), a->end()), 1e-3, "prefill last row");
+  }
+  // A call the device cannot plan (heads not a multiple of kv_heads) fails the backend:
+  // status names the kernel, the output is NaN, and every later call too.
+  auto k = kernels::MakeBackend("cuda").value();
+  k->BeginLayer(5);
+  std::vector<float> q(6 * 8, 1.0f), cache(8 * 4, 1.0f), scores(6 * 4), out(6 * 8, 0.0f);
+  kernels::AttentionArgs a{out.data(), q.data(), cache.data(), cache.data(), 8 * 4, scores.data(), 0, 6, 4, 8, 4};
+  k->Attention(a);
+  ASSERT_FALSE(k->status().ok());
+  EXPECT_NE(k->status().message().find("kernel attention_decode"), std::string::npos) << k->status().message();
+  EXPECT_TRUE(std::isnan(out[0]));
+  std::vector<float> hb(16, 1.0f), hb2(16, 1.0f);
+  k->SwiGLU(hb.data(), hb2.data(), 16);
+  EXPECT_TRUE(std::isnan(hb[15]));  // later calls do not run on a failed backend
+}
+#endif  // VERITY_HAVE_CUDA
+
+}  // namespace
+}  // namespace verity

@@ -1,0 +1,234 @@
+// The CUDA kernels' per-element arithmetic (kernels/cuda/elementwise.h),
+// compiled for the CPU and compared with the reference path: bit-exact where
+// the arithmetic is the same (conversions, dequantization, SwiGLU, RoPE,
+// RMSNorm, MoE routing, argmax), to float rounding where the kernel reorders
+// it (the online softmax of tiled attention).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/backends.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/kernels.h"
+
+namespace verity::kernels::cuda {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(CudaElementwise, BF16ConversionsMatchTheCpuBitForBit) {
+  int checked = 0;
+  for (uint32_t h = 0; h <= 0xffff; h++, checked++)
+    ASSERT_EQ(Bits(ew::BF16ToF32(static_cast<uint16_t>(h))), Bits(simd::BF16ToF32(static_cast<uint16_t>(h)))) << h;
+  std::mt19937 rng(7);
+  std::vector<float> specials = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, 3.4e38f, 1.00390625f, 1.01171875f};
+  for (int i = 0; i < 200000; i++) {
+    uint32_t b = rng();
+    float f;
+    std::memcpy(&f, &b, 4);
+    specials.push_back(f);
+  }
+  for (float f : specials) {
+    ASSERT_EQ(ew::F32ToBF16(f), simd::F32ToBF16(f)) << Bits(f);
+    checked++;
+  }
+  std::printf("cuda elementwise: bf16 conversions of %d values bit-exact\n", checked);
+}
+
+TEST(CudaElementwise, Q8_0DequantizeMatchesDecodeRow) {
+  const int cols = 256;
+  std::vector<float> src = Random(cols, 3, 2.0f);
+  std::vector<unsigned char> q(RowBytes(DType::kQ8_0, cols));
+  EncodeF32(DType::kQ8_0, src.data(), cols, q.data());
+  std::vector<float> want(cols);
+  DecodeRow({DType::kQ8_0, q.data(), 1, cols}, 0, want.data());
+  for (int j = 0; j < cols; j++)
+    ASSERT_EQ(Bits(ew::Q8_0Weight(q.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), Bits(want[j])) << j;
+}
+
+TEST(CudaElementwise, SwiGLUMatchesTheReference) {
+  std::vector<float> h = Random(4096, 1, 4.0f), h2 = Random(4096, 2);
+  h.push_back(-100.0f);  // e^100 overflows: silu -> -0
+  h2.push_back(1.0f);
+  std::vector<float> want = h;
+  SwiGLUReference(want.data(), h2.data(), static_cast<int>(h.size()));
+  for (size_t i = 0; i < h.size(); i++) ASSERT_EQ(Bits(ew::SwiGLU(h[i], h2[i])), Bits(want[i])) << i;
+}
+
+// The CUDA RoPE path on the host: table of cos/sin from the inverse
+// frequencies (as the backend builds it), then each pair rotated.
+void RopeLikeTheKernel(float* vec, int size, int head_size, int pos, float theta, bool interleaved) {
+  const int half = head_size / 2;
+  std::vector<float> cs(2 * half);
+  for (int i = 0; i < half; i++) {
+    const float val = static_cast<float>(pos) * ew::RopeInvFreq(i, head_size, theta);
+    cs[2 * i] = cosf(val);
+    cs[2 * i + 1] = sinf(val);
+  }
+  for (int p = 0; p < size / 2; p++) {
+    int a = 0, b = 0;
+    ew::RopePairIndex((p / half) * head_size, p % half, head_size, interleaved, &a, &b);
+    ew::RopePair(&vec[a], &vec[b], cs[2 * (p % half)], cs[2 * (p % half) + 1]);
+  }
+}
+
+TEST(CudaElementwise, RopeMatchesTheReferenceInBothLayouts) {
+  int vectors = 0;
+  for (bool interleaved : {true, false})
+    for (int head_size : {8, 64, 128})
+      for (int pos : {0, 1, 17, 4095, 65537, 500000})
+        for (float theta : {10000.0f, 500000.0f}) {
+          const int size = 4 * head_size;
+          std::vector<float> want = Random(size, pos + head_size), got = want;
+          std::vector<float> inv_freq(head_size / 2);
+          RopeBaseInverseFrequencies(theta, head_size, inv_freq.data());
+          RopeReference(want.data(), size, head_size, pos, inv_freq.data(), interleaved);
+          RopeLikeTheKernel(got.data(), size, head_size, pos, theta, interleaved);
+          for (int i = 0; i < size; i++)
+            ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "interleaved=" << interleaved << " hs=" << head_size
+                                                   << " pos=" << pos << " i=" << i;
+          vectors++;
+        }
+  std::printf("cuda elementwise: %d RoPE vectors bit-exact\n", vectors);
+}
+
+TEST(CudaElementwise, RmsnormMatchesTheReferenceGivenTheSameSum) {
+  for (int size : {64, 288, 4096}) {
+    std::vector<float> x = Random(size, size), w = Random(size, size + 1), want(size);
+    Rmsnorm(want.data(), x.data(), w.data(), size, 1e-5f);
+    float ss = 0.0f;
+    for (float v : x) ss += v * v;  // the reference's order (the kernel's block sum reorders it)
+    const float scale = ew::RmsnormScale(ss, size, 1e-5f);
+    for (int j = 0; j < size; j++) ASSERT_EQ(Bits(ew::RmsnormApply(x[j], w[j], scale)), Bits(want[j])) << j;
+  }
+}
+
+// Attention for one head as the kernel computes it (tiles, online softmax).
+std::vector<float> TiledAttention(const float* q, const float* k, const float* v, int n, int hs, int tile) {
+  std::vector<float> acc(hs, 0.0f), scores(tile);
+  ew::OnlineSoftmax st;
+  for (int t0 = 0; t0 < n; t0 += tile) {
+    const int len = std::min(tile, n - t0);
+    float mx = -INFINITY;
+    for (int j = 0; j < len; j++) {
+      float dot = 0.0f;
+      for (int i = 0; i < hs; i++) dot += q[i] * k[(t0 + j) * hs + i];
+      scores[j] = dot / sqrtf(static_cast<float>(hs));
+      mx = std::max(mx, scores[j]);
+    }
+    const float factor = ew::OnlineSoftmaxRescale(&st, mx);
+    for (int j = 0; j < len; j++) {
+      scores[j] = ew::OnlineSoftmaxWeight(st, scores[j]);
+      st.s += scores[j];
+    }
+    for (int i = 0; i < hs; i++) {
+      float a = acc[i] * factor;
+      for (int j = 0; j < len; j++) a += scores[j] * v[(t0 + j) * hs + i];
+      acc[i] = a;
+    }
+  }
+  for (float& a : acc) a /= st.s;
+  return acc;
+}
+
+TEST(CudaElementwise, OnlineSoftmaxAttentionAgreesWithTheReference) {
+  const int hs = 16;
+  double worst = 0.0;
+  int cases = 0;
+  for (int n : {1, 2, 7, 100, 1025, 3000})
+    for (int tile : {1, 7, 256, 1024}) {
+      std::vector<float> q = Random(hs, n, 3.0f), k = Random(static_cast<size_t>(n) * hs, n + 1),
+                         v = Random(static_cast<size_t>(n) * hs, n + 2), scores(n), want(hs);
+      AttentionArgs a{want.data(), q.data(), k.data(), v.data(), hs, scores.data(), n - 1, 1, 1, hs, n};
+      AttendOneHead(a, 0);
+      std::vector<float> got = TiledAttention(q.data(), k.data(), v.data(), n, hs, tile);
+      for (int i = 0; i < hs; i++) {
+        const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+        worst = std::max(worst, err);
+        ASSERT_LE(err, 2e-5 * (1.0 + std::fabs(want[i]))) << "n=" << n << " tile=" << tile << " i=" << i;
+      }
+      cases++;
+    }
+  std::printf("cuda elementwise: %d tiled attentions, worst abs error %.3g\n", cases, worst);
+  EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
+}
+
+TEST(CudaElementwise, OnlineSoftmaxFirstTileAndRescale) {
+  ew::OnlineSoftmax st;
+  EXPECT_EQ(ew::OnlineSoftmaxRescale(&st, 2.0f), 0.0f);  // nothing accumulated yet
+  EXPECT_EQ(st.m, 2.0f);
+  st.s = 1.0f;
+  const float f = ew::OnlineSoftmaxRescale(&st, 3.0f);
+  EXPECT_FLOAT_EQ(f, expf(-1.0f));
+  EXPECT_FLOAT_EQ(st.s, expf(-1.0f));
+  EXPECT_EQ(ew::OnlineSoftmaxRescale(&st, 1.0f), 1.0f);  // a smaller tile max keeps the scale
+}
+
+TEST(CudaElementwise, ArgmaxMatchesMaxElementWithTies) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; trial++) {
+    const int n = 1 + static_cast<int>(rng() % 5000);
+    std::vector<float> x(n);
+    for (float& f : x) f = static_cast<float>(static_cast<int>(rng() % 50));  // many ties
+    // As the kernel: strided per-thread bests, then combined in thread order.
+    const int threads = 256;
+    float bv = 0;
+    int bi = -1;
+    for (int t = 0; t < threads; t++) {
+      float v = 0;
+      int idx = -1;
+      for (int i = t; i < n; i += threads)
+        if (idx < 0 || ew::ArgmaxBeats(x[i], i, v, idx)) v = x[i], idx = i;
+      if (idx >= 0 && (bi < 0 || ew::ArgmaxBeats(v, idx, bv, bi))) bv = v, bi = idx;
+    }
+    ASSERT_EQ(bi, std::max_element(x.begin(), x.end()) - x.begin()) << "trial " << trial;
+  }
+}
+
+TEST(CudaElementwise, MoeTopKMatchesTheEngineRouting) {
+  std::mt19937 rng(11);
+  int routed = 0;
+  for (int trial = 0; trial < 500; trial++) {
+    const int n = 2 + static_cast<int>(rng() % 14), k = 1 + static_cast<int>(rng() % n);
+    std::vector<float> logits(n);
+    for (float& f : logits) f = static_cast<float>(static_cast<int>(rng() % 6)) * 0.5f;  // ties
+    // engine/forward.cc's MixtureOfExperts routing.
+    std::vector<int> order(n);
+    for (int e = 0; e < n; e++) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+    float mx = logits[order[0]], sum = 0.0f;
+    for (int j = 0; j < k; j++) sum += expf(logits[order[j]] - mx);
+    std::vector<int> chosen(k);
+    std::vector<float> weights(k);
+    ew::MoeTopK(logits.data(), n, k, chosen.data(), weights.data());
+    for (int j = 0; j < k; j++) {
+      ASSERT_EQ(chosen[j], order[j]) << "trial " << trial << " j " << j;
+      ASSERT_EQ(Bits(weights[j]), Bits(expf(logits[order[j]] - mx) / sum));
+    }
+    routed++;
+  }
+  std::printf("cuda elementwise: %d MoE routings match\n", routed);
+}
+
+}  // namespace
+}  // namespace verity::kernels::cuda

@@ -1,0 +1,161 @@
+// The CUDA kernels' launch plans (kernels/cuda/launch_plan.h), on the CPU:
+// every shape of the table gets a configuration that fits an sm_80/sm_90
+// device, contexts past 64k included, and shapes that cannot fit fail with an
+// error naming the kernel, the shape and the limit.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "kernels/cuda/launch_plan.h"
+
+namespace verity::kernels::cuda {
+namespace {
+
+const DeviceLimits kLimits;  // sm_80 / sm_90 without the shared-memory opt-in
+
+// Asserts `r` is a valid plan (Validate agrees) and returns it.
+LaunchPlan Ok(const Result<LaunchPlan>& r) {
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return {};
+  EXPECT_TRUE(Validate(r.value(), kLimits).ok());
+  return r.value();
+}
+
+void ExpectError(const Result<LaunchPlan>& r, const std::string& needle) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+}
+
+// Model shapes: stories260K, stories110M, Llama-3-8B, Llama-2-70B (GQA),
+// Mixtral-8x7B, and a 1B-class synthetic one.
+struct Shape {
+  const char* name;
+  int dim, hidden, heads, kv_heads, vocab;
+};
+const Shape kShapes[] = {{"stories260K", 64, 172, 8, 4, 512},      {"stories110M", 768, 2048, 12, 12, 32000},
+                         {"llama3-8B", 4096, 14336, 32, 8, 128256}, {"llama2-70B", 8192, 28672, 64, 8, 32000},
+                         {"mixtral", 4096, 14336, 32, 8, 32000},    {"synth-1B", 2048, 5632, 32, 4, 32000}};
+// Contexts (positions attended) including past 64k and 1M.
+const int64_t kContexts[] = {1, 2, 255, 1024, 1025, 4096, 65535, 65536, 65537, 131072, 1 << 20};
+
+TEST(CudaPlan, EveryShapeOfTheTableFits) {
+  int plans = 0;
+  for (const Shape& s : kShapes) {
+    const int hs = s.dim / s.heads;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+      const int ffn = (s.hidden + 31) / 32 * 32;  // q8_0 pads the FFN width (Model::ffn_dim)
+      for (auto [rows, cols] : {std::pair{s.dim, s.dim}, {ffn, s.dim}, {s.dim, ffn}, {s.vocab, s.dim}}) {
+        LaunchPlan p = Ok(PlanMatvec(t, rows, cols, kLimits));
+        EXPECT_GE(static_cast<int64_t>(p.grid.x) * kMatvecWarps, rows) << s.name;  // every row has a warp
+        for (int T : {1, 7, 8, 64}) {
+          LaunchPlan b = Ok(PlanMatmulBatch(t, rows, cols, T, kLimits));
+          EXPECT_GE(static_cast<int64_t>(b.grid.y) * kMatmulRowsPerWarp, T);
+          plans++;
+        }
+        plans++;
+      }
+    }
+    for (int rows : {1, 64}) {
+      Ok(PlanRmsnorm(rows, s.dim, kLimits));
+      Ok(PlanRope(rows, s.dim, hs, kLimits));
+      Ok(PlanRope(rows, s.kv_heads * hs, hs, kLimits));
+      Ok(PlanSwiGLU(static_cast<int64_t>(rows) * s.hidden, kLimits));
+      plans += 4;
+    }
+    Ok(PlanArgmax(s.vocab, kLimits));
+    plans++;
+    for (int64_t n : kContexts) {
+      LaunchPlan d = Ok(PlanAttention(s.heads, s.kv_heads, hs, 1, n, kLimits));
+      EXPECT_EQ(d.grid.x, static_cast<uint32_t>(s.heads));
+      EXPECT_LE(d.tile, kAttentionTile);  // shared memory holds one tile, never the context
+      EXPECT_LE(d.shared_bytes, (2 * hs + kAttentionTile + 32) * sizeof(float));
+      if (n >= 64) {
+        LaunchPlan pf = Ok(PlanAttention(s.heads, s.kv_heads, hs, 64, n, kLimits));
+        EXPECT_EQ(pf.kernel, "attention_prefill");
+        EXPECT_EQ(pf.grid.y, 64u);
+        plans++;
+      }
+      plans++;
+    }
+  }
+  Ok(PlanMoeTopK(64, 8, 2, kLimits));
+  Ok(PlanMoeTopK(1, 256, 8, kLimits));
+  plans += 2;
+  std::printf("cuda plans: %d shapes planned and validated\n", plans);
+  EXPECT_GT(plans, 300);
+}
+
+TEST(CudaPlan, AttentionPast64kIsTheSameLaunchAsAShortOne) {
+  // The configuration stops depending on the context once it exceeds a tile.
+  LaunchPlan a = Ok(PlanAttention(32, 8, 128, 1, 4096, kLimits));
+  for (int64_t n : {65537LL, 131072LL, 1LL << 20, 1LL << 30}) {
+    LaunchPlan b = Ok(PlanAttention(32, 8, 128, 1, n, kLimits));
+    EXPECT_EQ(b.shared_bytes, a.shared_bytes) << n;
+    EXPECT_EQ(b.grid.x, a.grid.x);
+    EXPECT_EQ(b.block.x, a.block.x);
+    EXPECT_EQ(b.tile, kAttentionTile);
+  }
+  // A short context uses a tile no longer than itself.
+  EXPECT_EQ(Ok(PlanAttention(8, 4, 8, 1, 3, kLimits)).tile, 3);
+}
+
+TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
+  // Prefill blocks beyond grid.y's 65535.
+  ExpectError(PlanAttention(32, 8, 128, 70000, 70000, kLimits), "grid.y=70000 is outside [1, 65535]");
+  ExpectError(PlanAttention(32, 8, 128, 70000, 70000, kLimits), "kernel attention_prefill (heads=32");
+  // A head too large for 48 KiB of shared memory.
+  ExpectError(PlanAttention(1, 1, 16384, 1, 10, kLimits), "bytes of shared memory exceed the per-block maximum 49152");
+  // A device with less shared memory than a tile needs.
+  DeviceLimits small;
+  small.max_shared_per_block = 1024;
+  ExpectError(PlanAttention(8, 8, 64, 1, 100000, small), "kernel attention_decode (heads=8 kv_heads=8 head_size=64");
+  // A device allowing fewer threads than a matvec block.
+  DeviceLimits narrow;
+  narrow.max_threads_per_block = 128;
+  narrow.max_block_dim[0] = 128;
+  ExpectError(PlanMatvec(DType::kBF16, 4096, 4096, narrow), "block.x=256 is outside [1, 128]");
+  // More rows than grid.x can hold on a device with a small grid.
+  DeviceLimits tiny_grid;
+  tiny_grid.max_grid_dim[0] = 100;
+  ExpectError(PlanMatvec(DType::kF32, 32000, 64, tiny_grid), "kernel matvec_f32 (rows=32000 cols=64 dtype=f32): grid.x=4000");
+  // Shape errors.
+  ExpectError(PlanMatvec(DType::kQ8_0, 64, 48, kLimits), "q8_0 needs cols to be a multiple of 32");
+  ExpectError(PlanAttention(6, 4, 8, 1, 5, kLimits), "heads must be a multiple of kv_heads");
+  ExpectError(PlanAttention(8, 4, 8, 4, 2, kLimits), "positions must be >= queries");
+  ExpectError(PlanRope(1, 10, 4, kLimits), "head_size must be even and divide size");
+  ExpectError(PlanMoeTopK(1, 4, 5, kLimits), "1 <= k <= experts");
+  ExpectError(PlanArgmax(0, kLimits), "n must be in [1, 2^31-1]");
+  ExpectError(PlanSwiGLU(0, kLimits), "n must be >= 1");
+}
+
+TEST(CudaPlan, ValidateChecksEveryLimit) {
+  LaunchPlan p;
+  p.kernel = "k";
+  p.shape = "s";
+  p.block.x = 64;
+  EXPECT_TRUE(Validate(p, kLimits).ok());
+  p.block.x = 48;  // not a warp multiple
+  EXPECT_NE(Validate(p, kLimits).message().find("not a multiple of the warp size 32"), std::string::npos);
+  p.block = {32, 32, 2};  // 2048 threads
+  EXPECT_NE(Validate(p, kLimits).message().find("2048 threads per block exceed the maximum 1024"), std::string::npos);
+  p.block = {32, 1, 65};
+  EXPECT_NE(Validate(p, kLimits).message().find("block.z=65 is outside [1, 64]"), std::string::npos);
+  p.block = {32, 1, 1};
+  p.grid.z = 0;
+  EXPECT_NE(Validate(p, kLimits).message().find("grid.z=0 is outside"), std::string::npos);
+  p.grid.z = 1;
+  p.shared_bytes = 48 * 1024 + 1;
+  EXPECT_NE(Validate(p, kLimits).message().find("49153 bytes of shared memory"), std::string::npos);
+}
+
+TEST(CudaPlan, ElementwiseGridsAreCappedAndLoop) {
+  // 2^31 values: the grid is capped, the kernel's grid-stride loop covers the rest.
+  LaunchPlan p = Ok(PlanSwiGLU(int64_t{1} << 31, kLimits));
+  EXPECT_EQ(p.grid.x, static_cast<uint32_t>(kElementwiseMaxBlocks));
+  LaunchPlan r = Ok(PlanRope(64, 8192, 128, kLimits));
+  EXPECT_EQ(r.grid.x, 16u);  // 4096 pairs / 256 threads
+  EXPECT_EQ(r.grid.y, 64u);
+}
+
+}  // namespace
+}  // namespace verity::kernels::cuda
