@@ -60,4 +60,6 @@ std::string CacheDir() {
   return home.empty() ? "/tmp/verity-cache" : home + "/.cache/verity";
 }
 
+std::string PluginDir() { return Get("VERITY_PLUGIN_DIR"); }
+
 }  // namespace verity::env

@@ -30,5 +30,9 @@ std::string LockDir();
 // roofline, per box fingerprint). Default: $HOME/.cache/verity, or
 // /tmp/verity-cache when HOME is unset or empty.
 std::string CacheDir();
+// VERITY_PLUGIN_DIR: the one directory searched for the run-time plugins
+// (libverity_cuda.so, libverity_nccl.so; base/plugin.h). Default: empty, meaning
+// the verity executable's directory, then the build tree's.
+std::string PluginDir();
 
 }  // namespace verity::env

@@ -1,5 +1,6 @@
 // The NCCL collective: ranks on GPUs (rank r on device r % count). Compiled
-// only where CMake finds CUDA and NCCL (no_nccl.cc otherwise). It reduces the
+// only where CMake finds CUDA and NCCL (no_nccl.cc otherwise), into the
+// run-time plugin libverity_nccl.so (nccl_plugin.h; nccl_loader.cc loads it). It reduces the
 // caller's host buffers: copy to the device, ncclAllReduce in f32, copy back.
 // NCCL's ring or tree order is its own, so unlike inproc and mpi the bits
 // may differ from a rank-order sum by float rounding (never by dtype: f32 only).
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "parallel/collective.h"
+#include "parallel/nccl_plugin.h"
 
 namespace verity::parallel {
 namespace {
@@ -53,11 +55,7 @@ class NcclCollective : public Collective {
   size_t capacity_ = 0;
 };
 
-}  // namespace
-
-bool HaveNccl() { return true; }
-
-Result<std::unique_ptr<Collective>> MakeNcclCollective(Collective& bootstrap, ReduceDType dtype) {
+Result<std::unique_ptr<Collective>> MakeNccl(Collective& bootstrap, ReduceDType dtype) {
   VERITY_RETURN_IF_ERROR(CheckReduceDType("nccl", dtype));
   int devices = 0;
   cudaError_t e = cudaGetDeviceCount(&devices);
@@ -86,4 +84,11 @@ Result<std::unique_ptr<Collective>> MakeNcclCollective(Collective& bootstrap, Re
   return std::unique_ptr<Collective>(std::make_unique<NcclCollective>(rank, size, comm, stream));
 }
 
+}  // namespace
 }  // namespace verity::parallel
+
+extern "C" void verity_nccl_make_collective_v1(verity::parallel::Collective* bootstrap,
+                                               verity::parallel::ReduceDType dtype,
+                                               verity::Result<std::unique_ptr<verity::parallel::Collective>>* out) {
+  *out = verity::parallel::MakeNccl(*bootstrap, dtype);
+}

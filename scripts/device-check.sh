@@ -55,9 +55,11 @@ if [[ $mode == prepare ]]; then
   build "$b" && summary build ok "in $b" || { summary build FAIL "see $work/build.log"; finish; exit 1; }
   rm -rf "$dir"; mkdir -p "$dir/lib"
   cp "$b/cli/verity" "$dir/" 2>/dev/null || cp "$b/verity" "$dir/"
+  # The run-time plugins verity dlopens from its own directory (docs/cuda.md).
+  cp "$b"/cli/libverity_*.so "$dir/"
   for t in "${tests[@]}"; do cp "$b/tests/$t" "$dir/"; done
   # Shared libraries outside glibc and the CUDA driver/toolkit (the GPU machine has its own).
-  { ldd "$dir"/verity "$dir"/cuda_* 2>/dev/null || true; } | awk '/=> \// {print $3}' | sort -u |
+  { ldd "$dir"/verity "$dir"/libverity_*.so "$dir"/cuda_* 2>/dev/null || true; } | awk '/=> \// {print $3}' | sort -u |
     { grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt)\.so' || true; } |
     xargs -r -I{} cp -L {} "$dir/lib/"
   summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir (carry it; run --prebuilt $dir there)"
@@ -72,9 +74,9 @@ if [[ $mode == build ]]; then
 else
   export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   bin=$dir/verity tdir=$dir
-  missing=$(ldd "$bin" "$dir/cuda_backend_test" | grep -c "not found" || true)
+  missing=$(ldd "$bin" "$dir"/libverity_*.so "$dir/cuda_backend_test" | grep -c "not found" || true)
   [[ $missing -eq 0 ]] && summary libraries ok "every shared library found" ||
-    { ldd "$bin" | grep "not found"; summary libraries FAIL "$missing not found"; finish; exit 1; }
+    { ldd "$bin" "$dir"/libverity_*.so | grep "not found"; summary libraries FAIL "$missing not found"; finish; exit 1; }
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 export VERITY_SOURCE_DIR=$root

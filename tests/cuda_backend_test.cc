@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "engine/engine.h"
@@ -49,6 +50,69 @@ TEST(CudaBackend, WithoutADeviceTheCommandsExitOneWithAClearMessage) {
     EXPECT_EQ(r.out, "") << c;
   }
   std::printf("cuda backend: %zu commands refused without a device: %s\n", std::size(cmds), why.c_str());
+}
+
+// The verity binary links no CUDA, cuBLAS or NCCL library: those live in the
+// run-time plugins it dlopens on demand (docs/cuda.md), so CPU runs never pay
+// their ~150 MiB of resident memory.
+TEST(CudaPlugin, VerityLinksNoCudaOrNcclLibrary) {
+  auto r = test::Shell("ldd " + test::VerityBin());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int libraries = 0, cuda = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("=>") == std::string::npos) continue;
+    libraries++;
+    std::string lower = line;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.find("cuda") != std::string::npos || lower.find("cublas") != std::string::npos ||
+        lower.find("nccl") != std::string::npos) {
+      cuda++;
+      ADD_FAILURE() << "verity links " << line;
+    }
+  }
+  std::printf("cuda plugin: ldd verity: %d shared libraries checked, %d CUDA/cuBLAS/NCCL\n", libraries, cuda);
+  EXPECT_GT(libraries, 3);  // the check read a real ldd listing (libstdc++, libc, sqlite, ...)
+}
+
+// Runs `verity generate --backend cuda` with VERITY_PLUGIN_DIR=dir.
+test::CommandResult GenerateWithPluginDir(const std::string& dir) {
+  return test::Shell("VERITY_PLUGIN_DIR=" + dir + " " + test::VerityBin() + " generate --model " +
+                     test::Model("stories260K.bin") + " --tokenizer " + test::Model("tok512.bin") +
+                     " --steps 8 --backend cuda");
+}
+
+TEST(CudaPlugin, AMissingPluginIsANamedErrorNotACrash) {
+  const std::string empty = test::TempDir("cuda-plugin-missing");
+  auto r = GenerateWithPluginDir(empty);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+#if defined(VERITY_HAVE_CUDA)
+  EXPECT_NE(r.err.find("verity: error: --backend cuda: plugin libverity_cuda.so not found (VERITY_PLUGIN_DIR=" + empty +
+                       "): tried " + empty + "/libverity_cuda.so"),
+            std::string::npos)
+      << r.err;
+#else
+  EXPECT_NE(r.err.find("built without CUDA"), std::string::npos) << r.err;
+#endif
+  std::printf("cuda plugin: missing plugin refused: %s", r.err.c_str());
+}
+
+TEST(CudaPlugin, AnUnloadablePluginNamesTheFileAndDlerror) {
+#if !defined(VERITY_HAVE_CUDA)
+  GTEST_SKIP() << "built without CUDA: no plugin is ever loaded (AMissingPlugin checks the refusal)";
+#endif
+  const std::string dir = test::TempDir("cuda-plugin-broken");
+  test::WriteFile(dir + "/libverity_cuda.so", "not an ELF shared object\n");
+  auto r = GenerateWithPluginDir(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  // dlerror() says why, e.g. "invalid ELF header" or "file too short".
+  EXPECT_NE(r.err.find("verity: error: --backend cuda: plugin libverity_cuda.so: dlopen(" + dir +
+                       "/libverity_cuda.so) failed: " + dir + "/libverity_cuda.so: "),
+            std::string::npos)
+      << r.err;
+  std::printf("cuda plugin: unloadable plugin refused: %s", r.err.c_str());
 }
 
 #if defined(VERITY_HAVE_CUDA)

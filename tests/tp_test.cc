@@ -294,6 +294,23 @@ TEST(TpCli, GoldenTextAtTp2And4InProcess) {
   }
 }
 
+// The NCCL collective is a run-time plugin (docs/tensor-parallel.md): without
+// it `--tp-backend nccl` is a named error, never a crash.
+TEST(TpCli, NcclWithoutItsPluginIsANamedError) {
+  const std::string empty = test::TempDir("nccl-plugin-missing");
+  auto r = Shell("VERITY_PLUGIN_DIR=" + empty + " " + GenerateCmd("--tp 2 --tp-backend nccl"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  if (parallel::HaveNccl())
+    EXPECT_NE(r.err.find("--tp-backend nccl: plugin libverity_nccl.so not found (VERITY_PLUGIN_DIR=" + empty +
+                         "): tried " + empty + "/libverity_nccl.so"),
+              std::string::npos)
+        << r.err;
+  else
+    EXPECT_NE(r.err.find("built without CUDA and NCCL"), std::string::npos) << r.err;
+  std::printf("nccl plugin: missing plugin refused: %s", r.err.c_str());
+}
+
 TEST(TpCli, Tp8IsRefusedNamingTheIntermediateSize) {
   auto r = Shell(GenerateCmd("--tp 8"));
   EXPECT_EQ(r.exit_code, 1);

@@ -1,17 +1,30 @@
 #include "base/env.h"
+#include "base/plugin.h"
 #include "kernels/cpu/backends.h"
-#if defined(VERITY_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
-#endif
 
 namespace verity::kernels {
+#if defined(VERITY_HAVE_CUDA)
+namespace {
+
+// Loads libverity_cuda.so (only now: CPU runs never map CUDA) and makes the backend.
+Result<std::unique_ptr<Backend>> LoadCudaBackend() {
+  auto sym = plugin::Symbol(cuda::kPluginFile, cuda::kPluginSymbol);
+  if (!sym.ok()) return Status::Error("--backend cuda: " + sym.status().message());
+  Result<std::unique_ptr<Backend>> made = Status::Error("--backend cuda: the plugin returned nothing");
+  reinterpret_cast<cuda::PluginFn>(*sym)(&made);
+  return made;
+}
+
+}  // namespace
+#endif
 
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name) {
   if (name == "reference") return MakeReference();
   if (name == "fast") return WrapForCorruptionBuild(MakeFast(env::Threads()));
   if (name == "cuda") {
 #if defined(VERITY_HAVE_CUDA)
-    return cuda::MakeCudaBackend();
+    return LoadCudaBackend();
 #else
     return Status::Error("--backend cuda: this verity was built without CUDA (no CUDA toolkit found at configure "
                          "time, or -DVERITY_CUDA=OFF); see docs/cuda.md");

@@ -1,5 +1,7 @@
 // The CUDA backend (docs/cuda.md): the Backend interface on one NVIDIA GPU.
-// Internal to kernels/; callers use MakeBackend("cuda").
+// Internal to kernels/; callers use MakeBackend("cuda"), which loads it from
+// the run-time plugin libverity_cuda.so (base/plugin.h) through the one C
+// function declared below, so verity itself links no CUDA library.
 #pragma once
 
 #include <memory>
@@ -14,4 +16,13 @@ namespace verity::kernels::cuda {
 // ("... peak memory bandwidth 4800.0 GB/s"), which scripts/device-check.sh reads.
 Result<std::unique_ptr<Backend>> MakeCudaBackend();
 
+// The plugin's file name and its one export. The suffix is the interface's
+// version: change it whenever Backend or Result change shape.
+inline constexpr char kPluginFile[] = "libverity_cuda.so";
+inline constexpr char kPluginSymbol[] = "verity_cuda_make_backend_v1";
+using PluginFn = void (*)(Result<std::unique_ptr<Backend>>* out);
+
 }  // namespace verity::kernels::cuda
+
+// Stores MakeCudaBackend()'s result in *out (defined in libverity_cuda.so only).
+extern "C" void verity_cuda_make_backend_v1(verity::Result<std::unique_ptr<verity::kernels::Backend>>* out);

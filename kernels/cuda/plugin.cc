@@ -1,0 +1,12 @@
+// The one export of libverity_cuda.so, the CUDA backend's run-time plugin:
+// verity dlopens the library and calls this only for `--backend cuda`
+// (kernels/cpu/dispatch.cc), so CPU-only runs never load CUDA.
+#include "kernels/cuda/cuda_backend.h"
+
+namespace cu = verity::kernels::cuda;
+
+// Its signature is checked against the declaration in cuda_backend.h (which
+// the loader casts to cuda::PluginFn); the name against plugin.map.
+extern "C" void verity_cuda_make_backend_v1(verity::Result<std::unique_ptr<verity::kernels::Backend>>* out) {
+  *out = cu::MakeCudaBackend();
+}
