@@ -213,6 +213,28 @@ Result<ParityReport> CompareRows(const std::vector<const float*>& ref, const std
 
 namespace {
 
+// The candidate's teacher-forced logits over `tokens` (the tp decoder when
+// the options name one, else a Transformer on opt.backend), also written to
+// opt.dump when asked.
+Result<std::vector<float>> CandidateLogits(const ParityOptions& opt, const Model& model, const std::vector<int>& tokens) {
+  Result<std::vector<float>> got = std::vector<float>();
+  if (opt.candidate) {
+    VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(model));
+    got = TeacherForcedLogits(*cand, tokens);
+  } else {
+    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
+    VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(model, std::move(kern)));
+    got = TeacherForcedLogits(*cand, tokens);
+  }
+  VERITY_RETURN_IF_ERROR(got.status());
+  if (!opt.dump.empty()) {
+    std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(got->data()), static_cast<std::streamsize>(got->size() * 4));
+    if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
+  }
+  return got;
+}
+
 // The candidate against an independent implementation's reference logits file
 // (engine/ref_logits.h): the file's tokens, the file's rows, the file's model.
 Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOptions opt) {
@@ -253,22 +275,7 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
                              " (depth " + std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
                              std::to_string(file.positions.size()) + " positions");
 
-  Result<std::vector<float>> got_or = std::vector<float>();
-  if (opt.candidate) {
-    VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
-    got_or = TeacherForcedLogits(*cand, file.tokens);
-  } else {
-    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-    VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
-    got_or = TeacherForcedLogits(*cand, file.tokens);
-  }
-  VERITY_RETURN_IF_ERROR(got_or.status());
-  std::vector<float> got = std::move(*got_or);
-  if (!opt.dump.empty()) {
-    std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
-    if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
-  }
+  VERITY_ASSIGN_OR_RETURN(std::vector<float> got, CandidateLogits(opt, candidate_model, file.tokens));
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareRows(ref, got, V, opt));
   if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = "file:" + opt.against;
@@ -333,23 +340,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   int window = 0;  // bad --depths fail before the candidate runs or --dump is written
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
-  Result<std::vector<float>> got_or = std::vector<float>();
-  if (opt.candidate) {
-    VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(candidate_model));
-    got_or = TeacherForcedLogits(*cand, tokens);
-  } else {
-    VERITY_ASSIGN_OR_RETURN(auto kern, kernels::MakeBackend(opt.backend));
-    VERITY_ASSIGN_OR_RETURN(auto cand, Transformer::Create(candidate_model, std::move(kern)));
-    got_or = TeacherForcedLogits(*cand, tokens);
-  }
-  VERITY_RETURN_IF_ERROR(got_or.status());
-  std::vector<float> got = std::move(*got_or);
-
-  if (!opt.dump.empty()) {
-    std::ofstream f(opt.dump, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
-    if (!f) return Status::Error(opt.dump + ": cannot write --dump file");
-  }
+  VERITY_ASSIGN_OR_RETURN(std::vector<float> got, CandidateLogits(opt, candidate_model, tokens));
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogits(ref, got, V, opt));
   if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = reference;
