@@ -42,6 +42,21 @@ int Run(const Query& q, const std::function<Result<nlohmann::json>(ledger::Ledge
   return 0;
 }
 
+// Run over a typed view: --json prints ToJson(view), else ToText(view).
+template <typename Load>
+int RunView(const Query& q, Load load) {
+  return Run(
+      q,
+      [=](ledger::Ledger& l) -> Result<nlohmann::json> {
+        VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+        return ledger::ToJson(v);
+      },
+      [=](ledger::Ledger& l) -> Result<std::string> {
+        VERITY_ASSIGN_OR_RETURN(auto v, load(l));
+        return ledger::ToText(v);
+      });
+}
+
 }  // namespace
 
 void RegisterQueryCommands(CLI::App& app, Registry& reg) {
@@ -95,17 +110,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
         ->check(CLI::Range(2, 1000))
         ->capture_default_str();
     reg.On(sub, [=] {
-      auto load = [=](ledger::Ledger& l) { return ledger::LoadDrift(l.db(), *metric, *box, *opt); };
-      return Run(
-          *q,
-          [=](ledger::Ledger& l) -> Result<nlohmann::json> {
-            VERITY_ASSIGN_OR_RETURN(auto v, load(l));
-            return ledger::ToJson(v);
-          },
-          [=](ledger::Ledger& l) -> Result<std::string> {
-            VERITY_ASSIGN_OR_RETURN(auto v, load(l));
-            return ledger::ToText(v);
-          });
+      return RunView(*q, [=](ledger::Ledger& l) { return ledger::LoadDrift(l.db(), *metric, *box, *opt); });
     });
   }
   {
@@ -143,20 +148,10 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     reg.On(sub, [=] {
       if (*what == "predictions") {
         // Each author's predicted vs measured gains: bias, median error, share within 2x.
-        auto load = [](ledger::Ledger& l) -> Result<ledger::PredictionsView> {
+        return RunView(*q, [](ledger::Ledger& l) -> Result<ledger::PredictionsView> {
           VERITY_ASSIGN_OR_RETURN(auto changes, ledger::LoadChangeViews(l.db()));
           return ledger::PredictionRecord(changes);
-        };
-        return Run(
-            *q,
-            [=](ledger::Ledger& l) -> Result<nlohmann::json> {
-              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
-              return ledger::ToJson(v);
-            },
-            [=](ledger::Ledger& l) -> Result<std::string> {
-              VERITY_ASSIGN_OR_RETURN(auto v, load(l));
-              return ledger::ToText(v);
-            });
+        });
       }
       return Run(
           *q, [&](ledger::Ledger& l) { return l.History(*what); },
