@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "engine/audit.h"
+#include "verify/audit.h"
 
 namespace verity {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "measure/measure.h"
 #include "cli/commands.h"
-#include "engine/audit.h"
+#include "verify/audit.h"
 #include "formats/gguf.h"
 
 namespace verity::cli {

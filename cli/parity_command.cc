@@ -1,10 +1,10 @@
-// verity parity: thin wiring over engine/parity.h.
+// verity parity: thin wiring over verify/parity.h.
 #include <cstdio>
 
 #include "base/build_info.h"
 #include "base/env.h"
 #include "cli/commands.h"
-#include "engine/parity.h"
+#include "verify/parity.h"
 
 namespace verity::cli {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "engine/audit.h"
-#include "engine/parity.h"
+#include "verify/audit.h"
+#include "verify/parity.h"
 #include "engine/engine.h"
 #include "tests/test_util.h"
 

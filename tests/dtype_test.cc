@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/parity.h"
+#include "verify/parity.h"
 #include "tests/test_util.h"
 
 namespace verity {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
-#include "engine/parity.h"
+#include "verify/parity.h"
 #include "tests/test_util.h"
 
 namespace verity {

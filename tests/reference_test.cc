@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
-#include "engine/ref_logits.h"
+#include "verify/ref_logits.h"
 #include "tests/test_util.h"
 
 namespace verity {

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "engine/parity.h"
+#include "verify/parity.h"
 #include "engine/tp_forward.h"
 #include "tests/test_util.h"
 

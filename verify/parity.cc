@@ -1,4 +1,4 @@
-#include "engine/parity.h"
+#include "verify/parity.h"
 
 #include <algorithm>
 #include <climits>
@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "base/sha256.h"
-#include "engine/ref_logits.h"
+#include "verify/ref_logits.h"
 
 namespace verity {
 namespace {
@@ -236,7 +236,7 @@ Result<std::vector<float>> CandidateLogits(const ParityOptions& opt, const Model
 }
 
 // The candidate against an independent implementation's reference logits file
-// (engine/ref_logits.h): the file's tokens, the file's rows, the file's model.
+// (verify/ref_logits.h): the file's tokens, the file's rows, the file's model.
 Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOptions opt) {
   const ModelConfig& c = candidate_model.config;
   VERITY_ASSIGN_OR_RETURN(RefLogits file, ReadRefLogits(opt.against));

@@ -15,7 +15,7 @@ namespace verity {
 
 struct ParityOptions {
   std::string backend = "fast";      // the candidate
-  // "reference", a reference logits file (engine/ref_logits.h: its tokens, rows
+  // "reference", a reference logits file (verify/ref_logits.h: its tokens, rows
   // and model are used and checked), or a raw f32 logits file.
   std::string against = "reference";
   std::vector<int> depths;           // context lengths; empty = spread over the context
@@ -41,7 +41,7 @@ struct ParityOptions {
   double max_abs_diff = -1.0;
 };
 
-// Against a reference logits file (engine/ref_logits.h) with f32 weights, the
+// Against a reference logits file (verify/ref_logits.h) with f32 weights, the
 // candidate must agree with the float64 reference to float rounding: these
 // replace the policy thresholds. Other dtypes keep the policy's.
 inline constexpr double kRefFileF32MinTop1 = 1.0;

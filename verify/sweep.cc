@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "engine/parity.h"
+#include "verify/parity.h"
 
 namespace verity {
 

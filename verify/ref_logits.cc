@@ -1,4 +1,4 @@
-#include "engine/ref_logits.h"
+#include "verify/ref_logits.h"
 
 #include <algorithm>
 #include <cstdint>

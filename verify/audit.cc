@@ -1,4 +1,4 @@
-#include "engine/audit.h"
+#include "verify/audit.h"
 #include "engine/weights.h"
 
 #include <algorithm>
