@@ -299,8 +299,12 @@ std::string ToText(const DriftView& v) {
   for (const auto& s : v.series) {
     for (const auto& c : s.changes) {
       std::string between;
-      for (const auto& b : c.changes)
-        between += (between.empty() ? "" : ", ") + ("#" + std::to_string(b.change)) + " '" + b.title + "' (" + b.verdict + ")";
+      for (const auto& b : c.changes) {
+        if (!between.empty()) between += ", ";
+        between += "#";
+        between += std::to_string(b.change);
+        between += " '" + b.title + "' (" + b.verdict + ")";
+      }
       o += "drift: " + s.metric + " on box " + s.box + (s.workload.empty() ? "" : " workload '" + s.workload + "'") +
            ": " + PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " +
            NumText(c.point.after_median) + ", p " + NumText(c.point.p_value) + ") between run " +

@@ -47,7 +47,9 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   if (!fs::exists(b.binary)) return Status::Error("building " + ref + " produced no " + b.binary);
   CommandOutput help = RunCommand(ShellQuote(b.binary) + " parity --help", 60);
   b.has_parity = help.exit_code == 0;
-  b.has_parity_against = b.has_parity && help.out.find("--against") != std::string::npos;
+  // Older builds had --against for raw f32 logits only; reference logits
+  // files (docs/parity.md) came with this wording.
+  b.has_parity_against = b.has_parity && help.out.find("a reference logits file") != std::string::npos;
   return b;
 }
 

@@ -104,7 +104,7 @@ struct BuiltRef {
   std::string worktree;    // <cache>/<sha>
   std::string binary;      // <worktree>/build/cli/verity
   bool has_parity = false; // the build knows `verity parity`
-  bool has_parity_against = false;  // ... and its --against FILE (an independent reference's logits)
+  bool has_parity_against = false;  // ... and its --against reads reference logits files (an independent reference's)
 };
 
 // Resolves `ref` in `repo`, checks it out (detached) into `cache_dir`/<sha>

@@ -118,7 +118,7 @@ TEST(Store, EverySealedTableRefusesUpdatesAndDeletes) {
   ASSERT_TRUE(l.ok());
   int checked = 0;
   for (const std::string& t : SealedTables()) {
-    for (const std::string& kind : {"UPDATE", "DELETE"}) {
+    for (const std::string kind : {"UPDATE", "DELETE"}) {
       auto rows = (*l)->db().Query("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND "
                                    "sql LIKE ?",
                                    {t, "%BEFORE " + kind + " ON " + t + " %"});
