@@ -124,7 +124,7 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
     } else if (!against.empty()) {
       if (!o.against.empty())
         return Status::Error("--against " + against + ": the head build (" + o.head + ") has no `parity --against`");
-      progress("parity: the head build predates `parity --against`; it is compared with its own reference path "
+      progress("parity: the head build predates reference logits files in `parity --against`; it is compared with its own reference path "
                "(the pinned " + against + " is not used)");
     }
   }

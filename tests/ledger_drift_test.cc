@@ -67,8 +67,10 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
   for (int i = 0; i < 12; i++) {
     WriteFile(mean, i < 6 ? "1000" : "960");
     const std::string bench = "--mean-file " + mean + " --model m.bin";
-    auto r = Submit(c.db, "no-op " + std::to_string(i + 1), 0.5, Bench(c.dir, "b" + std::to_string(i), 0, 0.005, 10 * i, bench),
-                    Bench(c.dir, "h" + std::to_string(i), 0, 0.005, 10 * i + 1, bench), Parity());
+    const std::string n = std::to_string(i);
+    const std::string title = "no-op " + std::to_string(i + 1), base = "b" + n, head = "h" + n;
+    auto r = Submit(c.db, title, 0.5, Bench(c.dir, base, 0, 0.005, 10 * i, bench),
+                    Bench(c.dir, head, 0, 0.005, 10 * i + 1, bench), Parity());
     ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
   }
   auto text = Shell(VerityBin() + " drift --ledger " + c.db);
