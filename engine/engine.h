@@ -170,7 +170,8 @@ struct Model {
 // Files are memory-mapped. Matrices are converted at load to `dtype` unless
 // stored in it (f32 in a llama2.c file or an F32 safetensors tensor, BF16
 // safetensors tensors for bf16), in which case they are used in place when
-// aligned (4 bytes for f32, 2 for bf16) and otherwise copied once, with a note
+// 32-byte aligned (what the SIMD kernels' loads need to stay within cache lines)
+// and otherwise copied once, with a note
 // on stderr naming the tensor. q8_0 needs every matrix's columns to be a
 // multiple of 32 (the FFN width is padded, see Model::ffn_dim); an error names
 // the first tensor that is not.

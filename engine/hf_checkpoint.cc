@@ -127,6 +127,10 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
     StoredTensor shared{expected[0].name + " (shared classifier)", TensorDType::kF32,
                         reinterpret_cast<const unsigned char*>(m.token_embedding), /*mapped=*/false};
     VERITY_ASSIGN_OR_RETURN(m.classifier, place.Matrix(shared, m.config.vocab_size, m.config.dim));
+    // A copy (the table was not aligned for the kernels) holds the same f32
+    // bytes: look rows up in it too, so the table is resident once.
+    if (m.classifier.dtype == kernels::DType::kF32 && m.classifier.data != m.token_embedding)
+      m.token_embedding = static_cast<const float*>(m.classifier.data);
   }
   if (m.ffn_dim != m.config.hidden_dim)
     place.Note(m.source + ": q8_0: FFN width " + std::to_string(m.config.hidden_dim) +

@@ -103,6 +103,10 @@ Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::D
     StoredTensor shared{"token_embedding_table (shared classifier)", TensorDType::kF32,
                         reinterpret_cast<const unsigned char*>(model->token_embedding), /*mapped=*/false};
     VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(shared, c.vocab_size, d));
+    // A copy (the table was not aligned for the kernels) holds the same f32
+    // bytes: look rows up in it too, so the table is resident once.
+    if (model->classifier.dtype == kernels::DType::kF32 && model->classifier.data != model->token_embedding)
+      model->token_embedding = static_cast<const float*>(model->classifier.data);
   } else {
     VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(tensor("wcls", classifier, 0, 0), c.vocab_size, d));
   }
