@@ -383,7 +383,10 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
       weight_map[expected[i].name] = name;
     }
     std::string h = header.dump();
-    while ((h.size() + 8) % 8) h += ' ';
+    // Spaces pad the header (the format allows it) so the data starts on a
+    // 64-byte boundary: tensors whose sizes are multiples of 32 bytes are then
+    // 32-byte aligned and used in place (see WeightPlacer::Matrix).
+    while ((h.size() + 8) % 64) h += ' ';
     std::ofstream f(dir + "/" + name, std::ios::binary | std::ios::trunc);
     uint64_t len = h.size();
     unsigned char lb[8];
