@@ -101,8 +101,15 @@ void Model::Free::operator()(void* p) const { std::free(p); }
 
 void* Model::Allocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  // A buffer of at least one huge page starts on a 2 MB boundary, and its
+  // whole 2 MB extents are asked for as transparent huge pages: the kernels
+  // stream it once per token, and 4 KB pages cost a page walk every 4 KB.
+  // The tail past the last whole extent keeps small pages, so nothing beyond
+  // the buffer is ever made resident.
+  constexpr size_t kHuge = size_t{2} << 20;
+  void* p = std::aligned_alloc(rounded >= kHuge ? kHuge : 64, rounded);
   if (!p) throw std::bad_alloc();
+  if (rounded >= kHuge) madvise(p, rounded / kHuge * kHuge, MADV_HUGEPAGE);
   std::memset(p, 0, rounded);
   buffers_.emplace_back(p);
   return p;
