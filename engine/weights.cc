@@ -107,8 +107,9 @@ void* Model::Allocate(size_t bytes) {
   // The tail past the last whole extent keeps small pages, so nothing beyond
   // the buffer is ever made resident.
   constexpr size_t kHuge = size_t{2} << 20;
-  void* p = std::aligned_alloc(rounded >= kHuge ? kHuge : 64, rounded);
-  if (!p) throw std::bad_alloc();
+  // posix_memalign: unlike aligned_alloc, the size need not be a multiple of the alignment.
+  void* p = nullptr;
+  if (posix_memalign(&p, rounded >= kHuge ? kHuge : 64, rounded) != 0) throw std::bad_alloc();
   if (rounded >= kHuge) madvise(p, rounded / kHuge * kHuge, MADV_HUGEPAGE);
   std::memset(p, 0, rounded);
   buffers_.emplace_back(p);
