@@ -98,6 +98,13 @@ class Session {
   Result<BisectResult> Run();
 
  private:
+  // Checks the request, lists the commits and records the session.
+  Status Start();
+  // The result once the search left (lo, hi]: one culprit or the candidates.
+  Result<BisectResult> Conclude(std::pair<int, int> left, const std::string& search, const std::string& preface);
+  std::string Counts() const {
+    return "; " + std::to_string(result_.search_steps) + " steps, " + std::to_string(result_.skipped) + " skipped";
+  }
   struct Built {
     measure::BuiltRef ref;
     CommitCommands cmds;
@@ -420,7 +427,32 @@ Result<BisectResult> Session::Finish(const std::string& kind, std::vector<std::s
   return result_;
 }
 
-Result<BisectResult> Session::Run() {
+Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::string& search, const std::string& preface) {
+  std::vector<std::string> cands;
+  for (int i = left.first + 1; i <= left.second; i++) cands.push_back(commits_[i].sha);
+  const std::string vs = " vs good " + Short(commits_[0].sha);
+  if (cands.size() > 1) {
+    std::string list;
+    for (int i = left.first + 1; i <= left.second; i++)
+      list += (list.empty() ? "" : ", ") + Short(commits_[i].sha) + (skipped_.count(i) ? " (untestable)" : "");
+    return Finish(search, cands,
+                  std::string("bisect: ") + (search == "speed" ? "the first bad commit" : "the first commit failing parity") +
+                      " is one of " + std::to_string(cands.size()) + ": " + list +
+                      " (skipped commits make it ambiguous)" + preface + vs + Counts());
+  }
+  const Commit& culprit = commits_[left.second];
+  const BisectStep* evidence = nullptr;
+  for (const auto& s : result_.steps)
+    if (s.sha == culprit.sha && (s.verdict == "bad" || s.verdict == "parity-fail")) evidence = &s;
+  if (search == "speed")
+    return Finish(search, cands, "bisect: first bad commit " + culprit.sha + " " + culprit.subject + ": " +
+                                     (evidence ? CiText(*evidence) : "") + vs + Counts());
+  return Finish(search, cands,
+                "bisect: first commit failing parity " + culprit.sha + " " + culprit.subject + ": a correctness break, " +
+                    "not a speed one (" + (evidence ? evidence->note : "") + ")" + preface + vs + Counts());
+}
+
+Status Session::Start() {
   if (!req_.commands) return Status::Error("bisect: no command builder");
   if (!MetricDirection(req_.metric))
     return Status::Error("--metric " + req_.metric + ": cannot tell whether higher or lower is better from its name "
@@ -467,10 +499,15 @@ Result<BisectResult> Session::Run() {
   Say("bisect session " + std::to_string(session_) + ": " + std::to_string(n) + " first-parent commits in (" + req_.good +
       " " + Short(good) + ", " + req_.bad + " " + Short(bad) + "], " + req_.metric + " threshold " + NumText(pct) +
       "% slower than good");
+  return OkStatus();
+}
+
+Result<BisectResult> Session::Run() {
+  VERITY_RETURN_IF_ERROR(Start());
+  const int n = static_cast<int>(commits_.size()) - 1;
+  const std::string &good = commits_[0].sha, &bad = commits_[n].sha;
+  const double pct = result_.threshold_pct;
   auto nothing = [&](const std::string& why) { return Finish("nothing", {}, "bisect: nothing to bisect: " + why); };
-  auto counts = [&] {
-    return "; " + std::to_string(result_.search_steps) + " steps, " + std::to_string(result_.skipped) + " skipped";
-  };
 
   // The endpoints: good must pass parity; bad must fail it (a correctness
   // search) or be measurably slower than good by more than the threshold.
@@ -508,28 +545,7 @@ Result<BisectResult> Session::Run() {
       VERITY_ASSIGN_OR_RETURN(left, Search(left.first, *parity_fail, search, &parity_fail));
     }
   }
-  std::vector<std::string> cands;
-  for (int i = left.first + 1; i <= left.second; i++) cands.push_back(commits_[i].sha);
-  const std::string vs = " vs good " + Short(good);
-  if (cands.size() > 1) {
-    std::string list;
-    for (int i = left.first + 1; i <= left.second; i++)
-      list += (list.empty() ? "" : ", ") + Short(commits_[i].sha) + (skipped_.count(i) ? " (untestable)" : "");
-    return Finish(search, cands,
-                  std::string("bisect: ") + (search == "speed" ? "the first bad commit" : "the first commit failing parity") +
-                      " is one of " + std::to_string(cands.size()) + ": " + list +
-                      " (skipped commits make it ambiguous)" + preface + vs + counts());
-  }
-  const Commit& culprit = commits_[left.second];
-  const BisectStep* evidence = nullptr;
-  for (const auto& s : result_.steps)
-    if (s.sha == culprit.sha && (s.verdict == "bad" || s.verdict == "parity-fail")) evidence = &s;
-  if (search == "speed")
-    return Finish(search, cands, "bisect: first bad commit " + culprit.sha + " " + culprit.subject + ": " +
-                                     (evidence ? CiText(*evidence) : "") + vs + counts());
-  return Finish(search, cands,
-                "bisect: first commit failing parity " + culprit.sha + " " + culprit.subject + ": a correctness break, " +
-                    "not a speed one (" + (evidence ? evidence->note : "") + ")" + preface + vs + counts());
+  return Conclude(left, search, preface);
 }
 
 }  // namespace
