@@ -76,8 +76,13 @@ MeasureOptions WithProgress(MeasureOptions m) {
 
 struct RefOptions {
   std::string base, head, model, repo = ".", against;
+  std::string dtype = "f32";  // the weights' dtype both sides bench and parity run in
   int steps = 256;
 };
+
+// " --dtype D" for a dtype other than f32 (the default of every build, and
+// the only one builds before `--dtype` knew; their commands stay as they were).
+std::string DtypeArg(const RefOptions& o) { return o.dtype == "f32" ? "" : " --dtype " + measure::ShellQuote(o.dtype); }
 
 using Progress = std::function<void(const std::string&)>;
 
@@ -94,9 +99,9 @@ Result<std::string> ResolveAgainst(const RefOptions& o, const std::string& model
 }
 
 // A built ref's own `verity bench` on the model.
-std::string BenchCmdFor(const measure::BuiltRef& b, const std::string& model, int steps) {
+std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
   return measure::ShellQuote(b.binary) + " bench --model " + measure::ShellQuote(model) + " --steps " +
-         std::to_string(steps) + " --backend fast";
+         std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
 }
 
 // A built ref's own `verity parity --json` ("" when the build has none). It
@@ -107,7 +112,8 @@ std::string BenchCmdFor(const measure::BuiltRef& b, const std::string& model, in
 Result<std::string> ParityCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model,
                                  const std::string& against, const Progress& progress) {
   if (!b.has_parity) return std::string();
-  std::string cmd = measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
+  std::string cmd = measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) +
+                    " --backend fast --json" + DtypeArg(o);
   if (!against.empty() && b.has_parity_against) {
     std::error_code ec;
     cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
@@ -151,14 +157,15 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const int timeout = env::CommandTimeoutSeconds();
   VERITY_ASSIGN_OR_RETURN(measure::BuiltRef base, measure::BuildRef(repo, o.base, cache, timeout, progress));
   VERITY_ASSIGN_OR_RETURN(measure::BuiltRef head, measure::BuildRef(repo, o.head, cache, timeout, progress));
-  r->base_cmd = BenchCmdFor(base, model, o.steps);
-  r->head_cmd = BenchCmdFor(head, model, o.steps);
+  r->base_cmd = BenchCmdFor(base, o, model);
+  r->head_cmd = BenchCmdFor(head, o, model);
   VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
   if (r->parity_cmd.empty()) {
     VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(head, o, model, against, progress));
   }
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
+    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) +
+                         " --backend fast --json" + DtypeArg(o);
   r->base_ref = o.base;
   r->head_ref = o.head;
   r->base_sha = base.sha;
@@ -171,11 +178,11 @@ Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, ledger::BisectR
   VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "bisect"));
   VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
   req.repo = o.repo;
-  req.bench_args = " bench --model " + model + " --steps " + std::to_string(o.steps) + " --backend fast";
+  req.bench_args = " bench --model " + model + " --steps " + std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
   req.commands = [o, model, against](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
     Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
     ledger::CommitCommands c;
-    c.bench_cmd = BenchCmdFor(b, model, o.steps);
+    c.bench_cmd = BenchCmdFor(b, o, model);
     VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(b, o, model, against, progress));
     if (c.parity_cmd.empty()) c.note = "the build has no `verity parity`, so it cannot pass the correctness gate";
     return c;
@@ -214,6 +221,10 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
     sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
+    sub->add_option("--dtype", refs->dtype, "with refs: the weights' dtype both sides bench and the head's parity run in "
+                                            "(f32, bf16, q8_0)")
+        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
+        ->capture_default_str();
     sub->add_option("--against", refs->against,
                     "with refs: the head's parity against these reference logits (default: MODEL's .ref-logits.bin "
                     "beside it, when the head build supports it)");
@@ -255,6 +266,9 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
                                "policy's gate, 2)");
     sub->add_option("--repo", refs->repo, "the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "`verity bench --steps`")->capture_default_str();
+    sub->add_option("--dtype", refs->dtype, "the weights' dtype each commit's bench and parity run in (f32, bf16, q8_0)")
+        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
+        ->capture_default_str();
     sub->add_option("--against", refs->against,
                     "parity against these reference logits (default: MODEL's .ref-logits.bin beside it, for builds "
                     "that support it)");
