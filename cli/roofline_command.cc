@@ -1,5 +1,6 @@
 // verity roofline: this box's read bandwidth and FMA throughput, measured once
-// and cached per box fingerprint (VERITY_CACHE_DIR); --refresh re-measures.
+// and cached per box fingerprint (VERITY_CACHE_DIR); --refresh re-measures and
+// keeps the higher best per point, --replace starts over.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -13,7 +14,7 @@ namespace verity::cli {
 namespace {
 
 struct RooflineFlags {
-  bool json = false, refresh = false;
+  bool json = false, refresh = false, replace = false;
   int buffer_mb = 1024, repetitions = 20;
 };
 
@@ -36,13 +37,19 @@ int RunRoofline(const RooflineFlags& f) {
   const std::string dir = env::CacheDir();
   const measure::Box box = measure::ThisBox();
   const std::string path = measure::RooflineCachePath(dir, box.fingerprint);
-  std::optional<measure::Roofline> r;
+  std::optional<measure::Roofline> r, earlier;
   std::string source = "cache";
-  if (!f.refresh) {
+  if (!f.replace) {
     auto cached = measure::CachedRoofline(dir, box.fingerprint);
-    if (!cached.ok()) return Fail(cached.status());
-    r = std::move(cached.value());
+    if (cached.ok()) {
+      r = std::move(cached.value());
+    } else if (f.refresh) {  // a cache that cannot be read is replaced, not merged
+      std::fprintf(stderr, "verity: note: %s; measuring afresh\n", cached.status().message().c_str());
+    } else {
+      return Fail(cached.status());
+    }
   }
+  if (f.refresh) earlier = std::move(r), r.reset();
   if (!r) {
     source = "measured";
     measure::RooflineOptions o;
@@ -58,6 +65,9 @@ int RunRoofline(const RooflineFlags& f) {
                  box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
     auto m = measure::MeasureRoofline(o);
     if (!m.ok()) return Fail(m.status());
+    if (earlier)
+      for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
+        std::fprintf(stderr, "verity: %s\n", line.c_str());
     Status s = measure::SaveRoofline(dir, m.value());
     if (!s.ok()) return Fail(s);
     r = std::move(m.value());
@@ -102,7 +112,10 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
       "cached per box fingerprint in VERITY_CACHE_DIR (default ~/.cache/verity).");
   auto f = std::make_shared<RooflineFlags>();
   sub->add_flag("--json", f->json, "print one verity.roofline/1 JSON object");
-  sub->add_flag("--refresh", f->refresh, "measure again and replace the cached figures");
+  sub->add_flag("--refresh", f->refresh,
+                "measure again; per point the higher best of this pass and the cached one is kept (a busy box only "
+                "ever measures low)");
+  sub->add_flag("--replace", f->replace, "measure again and discard the cached figures");
   sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring")->capture_default_str();
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();

@@ -435,6 +435,25 @@ Result<Roofline> ParseRoofline(const std::string& text, const std::string& what)
   return r;
 }
 
+std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fresh) {
+  std::vector<std::string> kept;
+  auto merge = [&](const std::vector<RooflinePoint>& old, std::vector<RooflinePoint>* now, const char* what) {
+    for (RooflinePoint& p : *now)
+      for (const RooflinePoint& o : old)
+        if (o.threads == p.threads && o.best > p.best) {
+          char line[200];
+          std::snprintf(line, sizeof(line), "%s at %d thread%s: kept the earlier best %.2f (this pass: %.2f)", what,
+                        p.threads, p.threads == 1 ? "" : "s", o.best, p.best);
+          kept.emplace_back(line);
+          p.best = o.best;
+          p.median = std::min(p.median, p.best);
+        }
+  };
+  merge(earlier.read, &fresh->read, "read bandwidth");
+  merge(earlier.fma, &fresh->fma, "FMA throughput");
+  return kept;
+}
+
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint) {
   return cache_dir + "/roofline-" + fingerprint + ".json";
 }

@@ -61,6 +61,13 @@ std::string RooflineJson(const Roofline& r, int indent = -1);
 // figure positive and finite). `what` (e.g. the file) starts every error.
 Result<Roofline> ParseRoofline(const std::string& text, const std::string& what);
 
+// A fresh measurement merged with an earlier one of the same box: per point,
+// the higher best is kept (a busy neighbour only ever slows a pass, so the
+// fastest pass ever seen is the best estimate of what the box can do; a low
+// ceiling would reject honest results as implausible), the median is the
+// fresh one. Returns one line per point where the earlier best was kept.
+std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fresh);
+
 // <cache_dir>/roofline-<fingerprint>.json
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint);
 // The cached roofline of the box `fingerprint`: nullopt when none was cached.

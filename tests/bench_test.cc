@@ -368,11 +368,21 @@ TEST(Roofline, MeasuresOnceThenReadsTheCacheAndRefreshReMeasures) {
   EXPECT_NE(text.out.find("1 thread 4242.00 GB/s"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("from the cache " + path), std::string::npos) << text.out;
 
+  // --refresh measures again but keeps the higher best per point (a busy box
+  // only ever measures low) and says so; --replace starts over.
   auto refreshed = Shell(Roofline(cache, "--json --refresh"));
   ASSERT_EQ(refreshed.exit_code, 0) << refreshed.err;
   auto j3 = nlohmann::json::parse(refreshed.out);
   EXPECT_EQ(j3["source"], "measured");
-  EXPECT_NE(j3["read_gb_s"][0]["best"].get<double>(), 4242.0);
+  EXPECT_EQ(j3["read_gb_s"][0]["best"].get<double>(), 4242.0);
+  EXPECT_NE(refreshed.err.find("read bandwidth at 1 thread: kept the earlier best 4242.00"), std::string::npos)
+      << refreshed.err;
+  auto replaced = Shell(Roofline(cache, "--json --replace"));
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+  auto j4 = nlohmann::json::parse(replaced.out);
+  EXPECT_EQ(j4["source"], "measured");
+  EXPECT_NE(j4["read_gb_s"][0]["best"].get<double>(), 4242.0);
+  EXPECT_EQ(replaced.err.find("kept the earlier best"), std::string::npos) << replaced.err;
   EXPECT_EQ(test::ReadFile(path).find("4242"), std::string::npos) << "the cache file was replaced";
 }
 
