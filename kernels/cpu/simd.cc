@@ -177,18 +177,35 @@ inline float Lanes8Sum(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) 
 // AVX-512 VNNI: a step's 32 int8 (4 per block) widen to 32 int16 and
 // vpdpwssd adds each adjacent pair of products into an int32 lane, so lanes
 // 2l and 2l+1 hold block l; the 64-bit lanes' halves are added at the end.
-VERITY_Q8_ATTR HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
-  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
-  __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
-  for (int k = 0; k < 8; k += 2) {
-    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * k)));
-    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * k + 32)));
-    acc0 = _mm512_dpwssd_epi32(acc0, w0, _mm512_loadu_si512(xq + 32 * k));
-    acc1 = _mm512_dpwssd_epi32(acc1, w1, _mm512_loadu_si512(xq + 32 * k + 32));
+// R rows x TT vectors at once (prefill): each step of a row is widened once
+// for all TT vectors, each vector step loaded once for all R rows. One vector
+// and one row (decode) keeps two accumulators, so each chain is 4 steps long.
+template <int R, int TT>
+VERITY_Q8_ATTR HWY_INLINE void GroupSums(const uint8_t* const* wq, const QuantizedX* const* xs, int g,
+                                         int32_t (*sums)[kQ8Group]) {
+  constexpr int S = R * TT == 1 ? 2 : 1;
+  const int16_t* xq[TT];
+  for (int t = 0; t < TT; t++) xq[t] = xs[t]->q.data() + static_cast<size_t>(g) * kGroupQuants;
+  __m512i acc[R][TT][S];
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++)
+      for (int k = 0; k < S; k++) acc[r][t][k] = _mm512_setzero_si512();
+  for (int k = 0; k < 8; k++) {
+    __m512i w[R];
+    for (int r = 0; r < R; r++)
+      w[r] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 32 * k)));
+    for (int t = 0; t < TT; t++) {
+      const __m512i xv = _mm512_loadu_si512(xq[t] + 32 * k);
+      for (int r = 0; r < R; r++) acc[r][t][k % S] = _mm512_dpwssd_epi32(acc[r][t][k % S], w[r], xv);
+    }
   }
-  const __m512i acc = _mm512_add_epi32(acc0, acc1);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums),
-                      _mm512_cvtepi64_epi32(_mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32))));
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++) {
+      __m512i a = acc[r][t][0];
+      if (S == 2) a = _mm512_add_epi32(a, acc[r][t][S - 1]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums[r * TT + t]),
+                          _mm512_cvtepi64_epi32(_mm512_add_epi32(a, _mm512_srli_epi64(a, 32))));
+    }
 }
 #define VERITY_Q8_SIMD 1
 #elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
@@ -196,92 +213,156 @@ VERITY_Q8_ATTR HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x,
 // AVX2: each half of a step (blocks 0-3, 4-7) widens to 16 int16 and
 // vpmaddwd adds adjacent products into int32 lanes (2 per block); a
 // horizontal add and a 64-bit permute put the 8 blocks in order at the end.
-HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
-  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
-  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+template <int R, int TT>
+HWY_INLINE void GroupSums(const uint8_t* const* wq, const QuantizedX* const* xs, int g, int32_t (*sums)[kQ8Group]) {
+  const int16_t* xq[TT];
+  for (int t = 0; t < TT; t++) xq[t] = xs[t]->q.data() + static_cast<size_t>(g) * kGroupQuants;
+  __m256i lo[R][TT], hi[R][TT];
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++) lo[r][t] = hi[r][t] = _mm256_setzero_si256();
   for (int k = 0; k < 8; k++) {
-    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + 32 * k)));
-    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + 32 * k + 16)));
-    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k))));
-    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k + 16))));
+    __m256i w0[R], w1[R];
+    for (int r = 0; r < R; r++) {
+      w0[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq[r] + 32 * k)));
+      w1[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq[r] + 32 * k + 16)));
+    }
+    for (int t = 0; t < TT; t++) {
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * k));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * k + 16));
+      for (int r = 0; r < R; r++) {
+        lo[r][t] = _mm256_add_epi32(lo[r][t], _mm256_madd_epi16(w0[r], x0));
+        hi[r][t] = _mm256_add_epi32(hi[r][t], _mm256_madd_epi16(w1[r], x1));
+      }
+    }
   }
   // hadd: [b0 b1 b4 b5 | b2 b3 b6 b7]; the permute restores 0..7.
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums),
-                      _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8));
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums[r * TT + t]),
+                          _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo[r][t], hi[r][t]), 0xD8));
 }
 #define VERITY_Q8_SIMD 1
 #else
 #define VERITY_Q8_ATTR
 // Any other target: plain loops over the same layout.
-HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
-  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
-  const int8_t* w = reinterpret_cast<const int8_t*>(wq);
-  for (int l = 0; l < kQ8Group; l++) sums[l] = 0;
-  for (int k = 0; k < 8; k++)
-    for (int l = 0; l < kQ8Group; l++)
-      for (int b = 0; b < 4; b++) sums[l] += w[32 * k + 4 * l + b] * xq[32 * k + 4 * l + b];
+template <int R, int TT>
+HWY_INLINE void GroupSums(const uint8_t* const* wq, const QuantizedX* const* xs, int g, int32_t (*sums)[kQ8Group]) {
+  for (int r = 0; r < R; r++) {
+    const int8_t* w = reinterpret_cast<const int8_t*>(wq[r]);
+    for (int t = 0; t < TT; t++) {
+      const int16_t* xq = xs[t]->q.data() + static_cast<size_t>(g) * kGroupQuants;
+      int32_t* out = sums[r * TT + t];
+      for (int l = 0; l < kQ8Group; l++) out[l] = 0;
+      for (int k = 0; k < 8; k++)
+        for (int l = 0; l < kQ8Group; l++)
+          for (int b = 0; b < 4; b++) out[l] += w[32 * k + 4 * l + b] * xq[32 * k + 4 * l + b];
+    }
+  }
 }
 #endif
 
-VERITY_Q8_ATTR HWY_INLINE float DotQ8Row(const uint8_t* HWY_RESTRICT row, const QuantizedX& x) {
-  const int nb = x.cols / kQ8Block, ng = nb / kQ8Group;
-  float lanes[kQ8Group] = {0, 0, 0, 0, 0, 0, 0, 0};
+// The dot products of R q8_0 rows with TT quantized vectors: out[r * TT + t].
+// The arithmetic per (row, vector) does not depend on R or TT (exact integer
+// sums, then the same f32 operations in the same order), so prefill equals
+// decode bit for bit.
+template <int R, int TT>
+VERITY_Q8_ATTR HWY_INLINE void DotQ8Rows(const uint8_t* const* rows, const QuantizedX* const* xs, float* out) {
+  const int nb = xs[0]->cols / kQ8Block, ng = nb / kQ8Group;
+  float lanes[R * TT][kQ8Group] = {};
+  alignas(32) int32_t sums[R * TT][kQ8Group];
+  const uint8_t* wq[R];
 #ifdef VERITY_Q8_SIMD
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[R * TT];
+  for (int k = 0; k < R * TT; k++) acc[k] = _mm256_setzero_ps();
   for (int g = 0; g < ng; g++) {
-    const uint8_t* grp = row + static_cast<size_t>(g) * kGroupBytes;
-    alignas(32) int32_t sums[kQ8Group];
-    GroupSums(grp + 32, x, g, sums);
-    const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(grp)),
-                                       _mm256_loadu_ps(x.scale.data() + g * kQ8Group));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums))), scale, acc);
-  }
-  _mm256_storeu_ps(lanes, acc);
-#else
-  for (int g = 0; g < ng; g++) {
-    const uint8_t* grp = row + static_cast<size_t>(g) * kGroupBytes;
-    int32_t sums[kQ8Group];
-    GroupSums(grp + 32, x, g, sums);
-    for (int l = 0; l < kQ8Group; l++) {
-      float ws;
-      std::memcpy(&ws, grp + 4 * l, 4);
-      lanes[l] = std::fma(static_cast<float>(sums[l]), ws * x.scale[g * kQ8Group + l], lanes[l]);
+    for (int r = 0; r < R; r++) wq[r] = rows[r] + static_cast<size_t>(g) * kGroupBytes + 32;
+    GroupSums<R, TT>(wq, xs, g, sums);
+    for (int r = 0; r < R; r++) {
+      const __m256 ws = _mm256_loadu_ps(reinterpret_cast<const float*>(wq[r] - 32));
+      for (int t = 0; t < TT; t++)
+        acc[r * TT + t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums[r * TT + t]))),
+                            _mm256_mul_ps(ws, _mm256_loadu_ps(xs[t]->scale.data() + g * kQ8Group)), acc[r * TT + t]);
     }
   }
-#endif
-  float total = Lanes8Sum(lanes);
-  // The tail: plain blocks, in column order.
-  const uint8_t* tail = row + static_cast<size_t>(ng) * kGroupBytes;
-  const int16_t* xq = x.q.data() + static_cast<size_t>(ng) * kGroupQuants;
-  for (int b = ng * kQ8Group; b < nb; b++, tail += sizeof(BlockQ8_0), xq += kQ8Block) {
-    float ws;
-    std::memcpy(&ws, tail, 4);
-    const int8_t* w = reinterpret_cast<const int8_t*>(tail + 4);
-    int32_t sum = 0;
-    for (int k = 0; k < kQ8Block; k++) sum += w[k] * xq[k];
-    total = std::fma(static_cast<float>(sum), ws * x.scale[b], total);
+  for (int k = 0; k < R * TT; k++) _mm256_storeu_ps(lanes[k], acc[k]);
+#else
+  for (int g = 0; g < ng; g++) {
+    for (int r = 0; r < R; r++) wq[r] = rows[r] + static_cast<size_t>(g) * kGroupBytes + 32;
+    GroupSums<R, TT>(wq, xs, g, sums);
+    for (int r = 0; r < R; r++)
+      for (int l = 0; l < kQ8Group; l++) {
+        float ws;
+        std::memcpy(&ws, wq[r] - 32 + 4 * l, 4);
+        for (int t = 0; t < TT; t++)
+          lanes[r * TT + t][l] = std::fma(static_cast<float>(sums[r * TT + t][l]), ws * xs[t]->scale[g * kQ8Group + l],
+                                          lanes[r * TT + t][l]);
+      }
   }
-  return total;
+#endif
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++) {
+      float total = Lanes8Sum(lanes[r * TT + t]);
+      // The tail: plain blocks, in column order.
+      const uint8_t* tail = rows[r] + static_cast<size_t>(ng) * kGroupBytes;
+      const int16_t* xq = xs[t]->q.data() + static_cast<size_t>(ng) * kGroupQuants;
+      for (int b = ng * kQ8Group; b < nb; b++, tail += sizeof(BlockQ8_0), xq += kQ8Block) {
+        float ws;
+        std::memcpy(&ws, tail, 4);
+        const int8_t* w = reinterpret_cast<const int8_t*>(tail + 4);
+        int32_t sum = 0;
+        for (int k = 0; k < kQ8Block; k++) sum += w[k] * xq[k];
+        total = std::fma(static_cast<float>(sum), ws * xs[t]->scale[b], total);
+      }
+      out[r * TT + t] = xs[t]->finite ? total : std::numeric_limits<float>::quiet_NaN();
+    }
 }
 #undef VERITY_Q8_SIMD
 
 VERITY_Q8_ATTR void MatVecQ8_0Impl(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
   const size_t row_bytes = static_cast<size_t>(x.cols / kQ8Block) * sizeof(BlockQ8_0);
-  for (int i = row_begin; i < row_end; i++)
-    out[i] = x.finite ? DotQ8Row(w + i * row_bytes, x) : std::numeric_limits<float>::quiet_NaN();
+  const QuantizedX* xs[1] = {&x};
+  for (int i = row_begin; i < row_end; i++) {
+    const uint8_t* row[1] = {w + i * row_bytes};
+    DotQ8Rows<1, 1>(row, xs, out + i);
+  }
 }
 
-// Prefill: each weight row stays in L1 while it meets a block of vectors.
+// Prefill: kR weight rows stay in L1 while they meet a block of vectors, kT
+// at a time (each row step widened once for the kT vectors, each vector step
+// loaded once for the kR rows); rows and vectors left over go one at a time.
+template <int R, int TT>
+VERITY_Q8_ATTR HWY_INLINE void Q8Tile(const uint8_t* w, size_t row_bytes, const QuantizedX* x, float* out, size_t ld,
+                                      int i, int t) {
+  const uint8_t* rows[R];
+  const QuantizedX* xs[TT];
+  for (int r = 0; r < R; r++) rows[r] = w + (i + r) * row_bytes;
+  for (int k = 0; k < TT; k++) xs[k] = &x[t + k];
+  float res[R * TT];
+  DotQ8Rows<R, TT>(rows, xs, res);
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < TT; k++) out[(t + k) * ld + i + r] = res[r * TT + k];
+}
+
 VERITY_Q8_ATTR void MatMulQ8_0Impl(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin,
-                    int row_end) {
+                                   int row_end) {
   if (T == 0) return;
   const size_t row_bytes = static_cast<size_t>(x[0].cols / kQ8Block) * sizeof(BlockQ8_0);
   const size_t ld = static_cast<size_t>(ld_out);
+  constexpr int kR = 4, kT = 4;
   for (int t0 = 0; t0 < T; t0 += kTokenBlock) {
     const int t1 = std::min(T, t0 + kTokenBlock);
-    for (int i = row_begin; i < row_end; i++)
-      for (int t = t0; t < t1; t++)
-        out[t * ld + i] = x[t].finite ? DotQ8Row(w + i * row_bytes, x[t]) : std::numeric_limits<float>::quiet_NaN();
+    int i = row_begin;
+    for (; i + kR <= row_end; i += kR) {
+      int t = t0;
+      for (; t + kT <= t1; t += kT) Q8Tile<kR, kT>(w, row_bytes, x, out, ld, i, t);
+      for (; t < t1; t++) Q8Tile<kR, 1>(w, row_bytes, x, out, ld, i, t);
+    }
+    for (; i < row_end; i++) {
+      int t = t0;
+      for (; t + kT <= t1; t += kT) Q8Tile<1, kT>(w, row_bytes, x, out, ld, i, t);
+      for (; t < t1; t++) Q8Tile<1, 1>(w, row_bytes, x, out, ld, i, t);
+    }
   }
 }
 #undef VERITY_Q8_ATTR
