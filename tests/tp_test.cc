@@ -116,7 +116,7 @@ TEST(Collective, Bf16ReduceIsRefusedAtSetUp) {
 
 struct Figures {
   double max_abs = 0, worst_mean_kl = 0;
-  long tokens = 0, reduces = 0;
+  long steps = 0, positions = 0, reduces = 0;
   Status guard;
   std::string err;
 };
@@ -167,7 +167,8 @@ Figures RunTp(const verity::Model& m, int tp, const std::vector<int>& ids, const
   }
   std::vector<float> got = TeacherForcedLogits(**d, ids).value();
   f.guard = (*d)->Finish();
-  f.tokens = (*d)->tokens_checked();
+  f.steps = (*d)->steps_checked();
+  f.positions = (*d)->positions_run();
   f.reduces = (*d)->reduces_counted();
   f.err = testing::internal::GetCapturedStderr();
   for (size_t i = 0; i < got.size(); i++) f.max_abs = std::max(f.max_abs, double(std::fabs(got[i] - ref[i])));
@@ -191,11 +192,12 @@ void ExpectParity(const char* what, const verity::Model& m, std::vector<int> tps
     EXPECT_TRUE(f.guard.ok()) << f.guard.message();
     EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
     EXPECT_LE(f.worst_mean_kl, kTpMaxMeanKl) << what << " tp=" << tp;
-    EXPECT_EQ(f.tokens, positions);
-    EXPECT_EQ(f.reduces, ReducesPerToken(m.config) * positions);
+    EXPECT_EQ(f.steps, positions);
+    EXPECT_EQ(f.positions, positions);
+    EXPECT_EQ(f.reduces, ReducesPerStep(m.config) * positions);
     EXPECT_NE(f.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " inproc"), std::string::npos) << f.err;
     EXPECT_NE(f.err.find("tp shard plan check: tp=" + std::to_string(tp)), std::string::npos) << f.err;
-    EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerToken(m.config)) + " all-reduces per position"),
+    EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerStep(m.config)) + " all-reduces per step"),
               std::string::npos) << f.err;
     EXPECT_NE(f.err.find("verdict=PASS"), std::string::npos);
   }
@@ -289,7 +291,7 @@ TEST(TpCli, GoldenTextAtTp2And4InProcess) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, golden) << "tp=" << tp;
     EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp)), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per step"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("verdict=FAIL"), std::string::npos) << r.err;
   }
 }
@@ -329,7 +331,7 @@ TEST(TpCli, GoldenTextUnderMpirun) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, golden) << "mpi tp=" << tp << " (rank 0 alone prints)";
     EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " mpi"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per step"), std::string::npos) << r.err;
   }
   // A world of another size is refused by name on every rank, without a crash.
   auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np 3 " + GenerateCmd("--tp 2 --tp-backend mpi"));
