@@ -239,6 +239,87 @@ TEST(TpParity, FewerKvHeadsThanRanks) {
   ExpectParity("GQA 8 heads 2 KV heads", **m, {4, 8}, 64);
 }
 
+// ---- batched prefill: one step, and one all-reduce per projection, per block ---
+
+// A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`
+// positions one by one: the prefill's last row and every decoded row.
+std::vector<float> PrefillThenDecode(Decoder& d, const std::vector<int>& ids, int prompt) {
+  const int V = d.model().config.vocab_size;
+  const float* out = d.Prefill(ids.data(), prompt, 0);
+  std::vector<float> rows(out, out + V);
+  for (int pos = prompt; pos < static_cast<int>(ids.size()); pos++) {
+    out = d.Forward(ids[pos], pos);
+    rows.insert(rows.end(), out, out + V);
+  }
+  return rows;
+}
+
+struct PrefillFigures {
+  double max_abs = 0;
+  long steps = 0, positions = 0, reduces = 0;
+  Status guard;
+  std::string err;
+};
+
+PrefillFigures RunTpPrefill(const verity::Model& m, int tp, const std::vector<int>& ids, int prompt,
+                            const std::vector<float>& ref, FaultPlan fault = {}) {
+  PrefillFigures f;
+  TpOptions o;
+  o.tp = tp;
+  o.fault = fault;
+  testing::internal::CaptureStderr();
+  auto g = TpGroup::Open(o);
+  EXPECT_TRUE(g.ok() && (*g)->Agree(OkStatus()).ok());
+  auto d = (*g)->Start(m);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  if (!d.ok()) {
+    f.err = testing::internal::GetCapturedStderr();
+    return f;
+  }
+  const std::vector<float> got = PrefillThenDecode(**d, ids, prompt);
+  f.guard = (*d)->Finish();
+  f.steps = (*d)->steps_checked();
+  f.positions = (*d)->positions_run();
+  f.reduces = (*d)->reduces_counted();
+  f.err = testing::internal::GetCapturedStderr();
+  for (size_t i = 0; i < got.size(); i++) f.max_abs = std::max(f.max_abs, double(std::fabs(got[i] - ref[i])));
+  return f;
+}
+
+void ExpectPrefillParity(const char* what, const verity::Model& m, std::vector<int> tps) {
+  const int prompt = 150, decode = 16;  // blocks of 64, 64 and 22 positions
+  const auto ids = Ids(m.config, prompt + decode);
+  Transformer single(m, kernels::MakeBackend("fast").value());
+  const auto ref = PrefillThenDecode(single, ids, prompt);
+  const long blocks = (prompt + Transformer::kPrefillBlock - 1) / Transformer::kPrefillBlock;
+  for (int tp : tps) {
+    PrefillFigures f = RunTpPrefill(m, tp, ids, prompt, ref);
+    std::printf("tp prefill parity %s tp=%d vs single-rank Prefill: %d-position prompt in %ld blocks + %d decoded, "
+                "max abs logit diff %.3g over %d rows; %ld steps, %ld all-reduces\n",
+                what, tp, prompt, blocks, decode, f.max_abs, decode + 1, f.steps, f.reduces);
+    EXPECT_TRUE(f.guard.ok()) << f.guard.message();
+    EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
+    EXPECT_EQ(f.steps, blocks + decode);
+    EXPECT_EQ(f.positions, prompt + decode);
+    EXPECT_EQ(f.reduces, ReducesPerStep(m.config) * (blocks + decode));
+    EXPECT_NE(f.err.find("rank 0 ran " + std::to_string(blocks + decode) + " steps (" +
+                         std::to_string(prompt + decode) + " positions)"),
+              std::string::npos)
+        << f.err;
+  }
+}
+
+TEST(TpPrefill, BlocksAgreeWithSingleRankPrefill) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectPrefillParity("stories260K", **m, {2, 4});
+  ModelConfig c = Synth(64, 96, 8, 4, 8, 2);
+  c.seq_len = c.max_positions = 192;
+  auto moe = SyntheticModel(c, 7);
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  ExpectPrefillParity("synthetic MoE 8 experts top-2", **moe, {2, 4});
+}
+
 // ---- faults: the guards and the parity figures must see them -----------------
 
 TEST(TpFaults, RemovedDuplicatedAndMovedReducesAreCaught) {
@@ -273,6 +354,40 @@ TEST(TpFaults, RemovedDuplicatedAndMovedReducesAreCaught) {
     // The parity gate's bounds see every one of them.
     EXPECT_GT(f.max_abs, kTpMaxAbsDiff * 10) << c.name;
     EXPECT_GT(f.worst_mean_kl, kTpMaxMeanKl) << c.name;
+  }
+}
+
+// The same faults inside prefill blocks: the count guard counts per block (a
+// removed reduce leaves 9 of 10 in the block, a duplicated one 11), and the
+// logits after the prompt move far past the gate.
+TEST(TpFaults, FaultsInsidePrefillBlocksAreCaught) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const int prompt = 100;  // blocks 0..63 and 64..99
+  const auto ids = Ids((*m)->config, prompt + 4);
+  Transformer single(**m, kernels::MakeBackend("fast").value());
+  const auto ref = PrefillThenDecode(single, ids, prompt);
+  using K = FaultPlan::Kind;
+  using S = FaultPlan::Site;
+  struct Case {
+    const char* name;
+    FaultPlan f;
+    bool count_guard_fails;
+  } cases[] = {
+      {"removed after o (layer 1)", {K::kRemove, S::kAttentionOut, 1}, true},
+      {"duplicated after down (layer 0)", {K::kDuplicate, S::kFfnOut, 0}, true},
+      {"moved past the FFN norm (layer 2)", {K::kMove, S::kAttentionOut, 2}, false},
+  };
+  for (const auto& c : cases) {
+    PrefillFigures f = RunTpPrefill(**m, 2, ids, prompt, ref, c.f);
+    std::printf("tp prefill fault %s: collective guard %s, max abs logit diff %.3g\n", c.name,
+                f.guard.ok() ? "PASS" : "FAIL", f.max_abs);
+    EXPECT_EQ(!f.guard.ok(), c.count_guard_fails) << c.name << ": " << f.guard.message();
+    if (c.count_guard_fails)
+      EXPECT_NE(f.guard.message().find("all-reduces at the block of positions 0..63; the model needs 10"),
+                std::string::npos)
+          << f.guard.message();
+    EXPECT_GT(f.max_abs, kTpMaxAbsDiff * 10) << c.name;
   }
 }
 
