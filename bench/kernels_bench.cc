@@ -55,7 +55,7 @@ struct Weights {
   size_t bytes_each;
   Aligned<float> f32{1};
   Aligned<uint16_t> bf16{1};
-  Aligned<BlockQ8_0> q8{1};
+  Aligned<uint8_t> q8{1};
 };
 
 enum class Dtype { kF32, kBF16, kQ8 };
@@ -86,9 +86,10 @@ Weights MakeWeights(Dtype t, int rows, int cols, size_t min_total_bytes) {
       for (int c = 1; c < w.copies; c++) std::memcpy(w.bf16.get() + c * n, w.bf16.get(), n * 2);
       break;
     case Dtype::kQ8:
-      w.q8 = Aligned<BlockQ8_0>(n / kQ8Block * w.copies);
-      QuantizeQ8_0(src.data(), w.q8.get(), n);
-      for (int c = 1; c < w.copies; c++) std::memcpy(w.q8.get() + c * (n / kQ8Block), w.q8.get(), w.bytes_each);
+      w.q8 = Aligned<uint8_t>(w.bytes_each * w.copies);
+      for (int i = 0; i < rows; i++)
+        QuantizeRowQ8_0(src.data() + static_cast<size_t>(i) * cols, cols, w.q8.get() + i * (w.bytes_each / rows));
+      for (int c = 1; c < w.copies; c++) std::memcpy(w.q8.get() + c * w.bytes_each, w.q8.get(), w.bytes_each);
       break;
   }
   return w;
@@ -99,7 +100,13 @@ void RunMatVec(const Weights& w, Dtype t, const float* x, float* out, int copy) 
   switch (t) {
     case Dtype::kF32: MatVecF32(w.f32.get() + copy * n, x, out, w.cols, 0, w.rows); break;
     case Dtype::kBF16: MatVecBF16(w.bf16.get() + copy * n, x, out, w.cols, 0, w.rows); break;
-    case Dtype::kQ8: MatVecQ8_0(w.q8.get() + copy * (n / kQ8Block), x, out, w.cols, 0, w.rows); break;
+    case Dtype::kQ8: {
+      // x is quantized per product, as the engine does (counted in the time).
+      thread_local QuantizedX xq;
+      QuantizeX(x, w.cols, &xq);
+      MatVecQ8_0(w.q8.get() + copy * w.bytes_each, xq, out, 0, w.rows);
+      break;
+    }
   }
 }
 
@@ -127,11 +134,15 @@ void BM_MatMul(benchmark::State& state, Dtype t) {
   const Weights w = MakeWeights(t, rows, cols, 0);
   const std::vector<float> x = RandomFloats(static_cast<size_t>(T) * cols, 13);
   std::vector<float> out(static_cast<size_t>(T) * rows);
+  std::vector<QuantizedX> xq(static_cast<size_t>(T));
   for (auto _ : state) {
     switch (t) {
       case Dtype::kF32: MatMulF32(w.f32.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
       case Dtype::kBF16: MatMulBF16(w.bf16.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
-      case Dtype::kQ8: MatMulQ8_0(w.q8.get(), x.data(), out.data(), T, cols, rows, 0, rows); break;
+      case Dtype::kQ8:
+        for (int v = 0; v < T; v++) QuantizeX(x.data() + static_cast<size_t>(v) * cols, cols, &xq[v]);
+        MatMulQ8_0(w.q8.get(), xq.data(), out.data(), T, rows, 0, rows);
+        break;
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
@@ -185,15 +196,17 @@ void BM_MatVecThreads(benchmark::State& state, Dtype t) {
   ThreadPool pool(threads);
   const int grain = std::max(1, 32768 / cols);
   const size_t n = static_cast<size_t>(rows) * cols;
+  QuantizedX xq;
   for (auto _ : state) {
     for (int c = 0; c < w.copies; c++) {
+      if (t == Dtype::kQ8) QuantizeX(x.data(), cols, &xq);
       pool.ParallelFor(
           rows,
           [&](int b, int e) {
             switch (t) {
               case Dtype::kF32: MatVecF32(w.f32.get() + c * n, x.data(), out.data(), cols, b, e); break;
               case Dtype::kBF16: MatVecBF16(w.bf16.get() + c * n, x.data(), out.data(), cols, b, e); break;
-              case Dtype::kQ8: MatVecQ8_0(w.q8.get() + c * (n / kQ8Block), x.data(), out.data(), cols, b, e); break;
+              case Dtype::kQ8: MatVecQ8_0(w.q8.get() + c * w.bytes_each, xq, out.data(), b, e); break;
             }
           },
           grain);
@@ -251,14 +264,16 @@ int ChunkMacs() {
 // stay on the caller).
 void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, float* out) {
   const int chunk_macs = ChunkMacs();
+  thread_local QuantizedX xq;
   for (const Weights& w : m.mats) {
+    if (t == Dtype::kQ8) QuantizeX(x, w.cols, &xq);
     pool.ParallelFor(
         w.rows,
         [&](int b, int e) {
           switch (t) {
             case Dtype::kF32: MatVecF32(w.f32.get(), x, out, w.cols, b, e); break;
             case Dtype::kBF16: MatVecBF16(w.bf16.get(), x, out, w.cols, b, e); break;
-            case Dtype::kQ8: MatVecQ8_0(w.q8.get(), x, out, w.cols, b, e); break;
+            case Dtype::kQ8: MatVecQ8_0(w.q8.get(), xq, out, b, e); break;
           }
         },
         std::max(1, chunk_macs / w.cols));

@@ -8,6 +8,7 @@
 #include "base/env.h"
 #include "measure/measure.h"
 #include "cli/commands.h"
+#include "ledger/bisect.h"
 #include "ledger/calibrate.h"
 #include "ledger/ledger.h"
 
@@ -75,8 +76,65 @@ MeasureOptions WithProgress(MeasureOptions m) {
 
 struct RefOptions {
   std::string base, head, model, repo = ".", against;
+  std::string dtype = "f32";  // the weights' dtype both sides bench and parity run in
   int steps = 256;
 };
+
+// " --dtype D" for a dtype other than f32 (the default of every build, and
+// the only one builds before `--dtype` knew; their commands stay as they were).
+std::string DtypeArg(const RefOptions& o) { return o.dtype == "f32" ? "" : " --dtype " + measure::ShellQuote(o.dtype); }
+
+using Progress = std::function<void(const std::string&)>;
+
+// The reference logits a ref's parity is compared against: --against, else
+// the model's pinned .ref-logits.bin beside it, else "" (none).
+Result<std::string> ResolveAgainst(const RefOptions& o, const std::string& model) {
+  std::error_code ec;
+  if (o.against.empty()) {
+    const std::filesystem::path pinned = std::filesystem::path(model).replace_extension(".ref-logits.bin");
+    return std::filesystem::is_regular_file(pinned) ? pinned.string() : std::string();
+  }
+  if (!std::filesystem::is_regular_file(o.against)) return Status::Error("--against " + o.against + ": not a file");
+  return std::filesystem::absolute(o.against, ec).string();
+}
+
+// A built ref's own `verity bench` on the model.
+std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
+  return measure::ShellQuote(b.binary) + " bench --model " + measure::ShellQuote(model) + " --steps " +
+         std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
+}
+
+// A built ref's own `verity parity --json` ("" when the build has none). It
+// compares the build with an independent reference's logits when the model
+// has them pinned beside it (models/X.ref-logits.bin for X.bin) or --against
+// names them: a bug in code both of the build's own paths share passes
+// fast-vs-reference parity, not this.
+Result<std::string> ParityCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model,
+                                 const std::string& against, const Progress& progress) {
+  if (!b.has_parity) return std::string();
+  std::string cmd = measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) +
+                    " --backend fast --json" + DtypeArg(o);
+  if (!against.empty() && b.has_parity_against) {
+    std::error_code ec;
+    cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
+    progress("parity: " + b.ref + " against the independent reference's logits in " + against);
+  } else if (!against.empty()) {
+    if (!o.against.empty())
+      return Status::Error("--against " + against + ": the build of " + b.ref + " has no `parity --against`");
+    progress("parity: the build of " + b.ref + " predates reference logits files in `parity --against`; it is compared "
+             "with its own reference path (the pinned " + against + " is not used)");
+  }
+  return cmd;
+}
+
+// The model as an absolute path, which must be a file.
+Result<std::string> ModelPath(const RefOptions& o, const std::string& flag_users) {
+  if (o.model.empty()) return Status::Error("--model is required with " + flag_users + " (the model each build benchmarks)");
+  std::error_code ec;
+  const std::string model = std::filesystem::absolute(o.model, ec).string();
+  if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
+  return model;
+}
 
 // With --base/--head: builds both refs and fills in the commands and identities.
 Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
@@ -89,11 +147,8 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");
   if (!r->base_cmd.empty() || !r->head_cmd.empty())
     return Status::Error("--base/--head refs and --base-cmd/--head-cmd are alternatives; give one pair");
-  if (o.model.empty()) return Status::Error("--model is required with --base/--head (the model each side benchmarks)");
-  std::error_code ec;
-  const std::string model = std::filesystem::absolute(o.model, ec).string();
-  if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
-  auto progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "--base/--head"));
+  Progress progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   auto toplevel = measure::RunCommand("git -C " + measure::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
   if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
   std::string repo = toplevel.out;
@@ -102,39 +157,37 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   const int timeout = env::CommandTimeoutSeconds();
   VERITY_ASSIGN_OR_RETURN(measure::BuiltRef base, measure::BuildRef(repo, o.base, cache, timeout, progress));
   VERITY_ASSIGN_OR_RETURN(measure::BuiltRef head, measure::BuildRef(repo, o.head, cache, timeout, progress));
-  const std::string bench_args = " bench --model " + measure::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast";
-  r->base_cmd = measure::ShellQuote(base.binary) + bench_args;
-  r->head_cmd = measure::ShellQuote(head.binary) + bench_args;
-  // The head's parity compares it with an independent reference's logits when
-  // the model has them pinned beside it (models/X.ref-logits.bin for X.bin)
-  // or --against names them: a bug in code both of the head's own paths share
-  // passes fast-vs-reference parity, not this.
-  std::string against = o.against;
-  if (against.empty()) {
-    const std::filesystem::path pinned = std::filesystem::path(model).replace_extension(".ref-logits.bin");
-    if (std::filesystem::is_regular_file(pinned)) against = pinned.string();
-  } else if (!std::filesystem::is_regular_file(against)) {
-    return Status::Error("--against " + against + ": not a file");
-  }
-  if (r->parity_cmd.empty() && head.has_parity) {
-    r->parity_cmd = measure::ShellQuote(head.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
-    if (!against.empty() && head.has_parity_against) {
-      r->parity_cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
-      progress("parity: the head against the independent reference's logits in " + against);
-    } else if (!against.empty()) {
-      if (!o.against.empty())
-        return Status::Error("--against " + against + ": the head build (" + o.head + ") has no `parity --against`");
-      progress("parity: the head build predates reference logits files in `parity --against`; it is compared with its own reference path "
-               "(the pinned " + against + " is not used)");
-    }
+  r->base_cmd = BenchCmdFor(base, o, model);
+  r->head_cmd = BenchCmdFor(head, o, model);
+  VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
+  if (r->parity_cmd.empty()) {
+    VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(head, o, model, against, progress));
   }
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json";
+    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) +
+                         " --backend fast --json" + DtypeArg(o);
   r->base_ref = o.base;
   r->head_ref = o.head;
   r->base_sha = base.sha;
   r->head_sha = head.sha;
   return OkStatus();
+}
+
+// `verity bisect`: the ref flow's commands for every commit of the search.
+Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, ledger::BisectRequest req) {
+  VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "bisect"));
+  VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
+  req.repo = o.repo;
+  req.bench_args = " bench --model " + model + " --steps " + std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
+  req.commands = [o, model, against](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
+    Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+    ledger::CommitCommands c;
+    c.bench_cmd = BenchCmdFor(b, o, model);
+    VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(b, o, model, against, progress));
+    if (c.parity_cmd.empty()) c.note = "the build has no `verity parity`, so it cannot pass the correctness gate";
+    return c;
+  };
+  return req;
 }
 
 }  // namespace
@@ -168,6 +221,10 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
     sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
+    sub->add_option("--dtype", refs->dtype, "with refs: the weights' dtype both sides bench and the head's parity run in "
+                                            "(f32, bf16, q8_0)")
+        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
+        ->capture_default_str();
     sub->add_option("--against", refs->against,
                     "with refs: the head's parity against these reference logits (default: MODEL's .ref-logits.bin "
                     "beside it, when the head build supports it)");
@@ -187,6 +244,51 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       auto o = (*l)->Submit(r, WithProgress(*m));
       if (!o.ok()) return Fail(o.status());
       return Report("submit", o.value(), c->json);
+    });
+  }
+  {
+    auto* sub = app.add_subcommand("bisect", "Find the first commit between a good and a bad ref that made METRIC slower "
+                                             "than good by more than the threshold (or that broke parity): each commit "
+                                             "built once into the ref-build cache, gated on parity, measured ABBA "
+                                             "against good; every step recorded (`verity history bisect`).");
+    auto c = std::make_shared<Common>();
+    auto m = std::make_shared<MeasureOptions>();
+    auto refs = std::make_shared<RefOptions>();
+    auto req = std::make_shared<ledger::BisectRequest>();
+    auto threshold = std::make_shared<double>();
+    AddCommon(sub, *c);
+    sub->add_option("--good", req->good, "a ref whose METRIC is good (it must pass parity)")->required();
+    sub->add_option("--bad", req->bad, "a later ref on its first-parent line that is slower (or fails parity)")->required();
+    sub->add_option("--metric", req->metric, "the metric searched")->capture_default_str();
+    sub->add_option("--model", refs->model, "the model each commit's `verity bench` and `verity parity` run")->required();
+    auto* th = sub->add_option("--threshold", *threshold,
+                               "a commit is bad when slower than good by more than this many percent (default: the "
+                               "policy's gate, 2)");
+    sub->add_option("--repo", refs->repo, "the git repository")->capture_default_str();
+    sub->add_option("--steps", refs->steps, "`verity bench --steps`")->capture_default_str();
+    sub->add_option("--dtype", refs->dtype, "the weights' dtype each commit's bench and parity run in (f32, bf16, q8_0)")
+        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
+        ->capture_default_str();
+    sub->add_option("--against", refs->against,
+                    "parity against these reference logits (default: MODEL's .ref-logits.bin beside it, for builds "
+                    "that support it)");
+    AddMeasureOptions(sub, *m);
+    reg.On(sub, [=] {
+      ledger::BisectRequest r = *req;
+      if (th->count()) r.threshold_pct = *threshold;
+      auto prepared = PrepareBisect(*refs, r);
+      if (!prepared.ok()) return Fail(prepared.status());
+      auto l = OpenLedger(*c);
+      if (!l.ok()) return Fail(l.status());
+      auto res = ledger::Bisect(**l, *prepared, WithProgress(*m));
+      if (!res.ok()) return Fail(res.status());
+      if (c->json) std::printf("%s\n", JsonLine(res->ToJson()).c_str());
+      else std::printf("%s\n", res->summary.c_str());
+      if (!res->searched()) {
+        std::fprintf(stderr, "verity: error: %s\n", res->summary.c_str());
+        return 1;
+      }
+      return 0;
     });
   }
   {

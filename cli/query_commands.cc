@@ -7,6 +7,7 @@
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "ledger/bisect.h"
 #include "ledger/drift.h"
 #include "ledger/ledger.h"
 #include "ledger/predictions.h"
@@ -138,12 +139,12 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains.");
+    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains; or `bisect`: every bisect session with its steps.");
     auto q = std::make_shared<Query>();
     auto what = std::make_shared<std::string>("all");
     AddQueryOptions(sub, *q);
-    sub->add_option("KIND", *what, "reverts | retractions | none | all | predictions")
-        ->check(CLI::IsMember({"reverts", "retractions", "none", "all", "predictions"}))
+    sub->add_option("KIND", *what, "reverts | retractions | none | all | predictions | bisect")
+        ->check(CLI::IsMember({"reverts", "retractions", "none", "all", "predictions", "bisect"}))
         ->capture_default_str();
     reg.On(sub, [=] {
       if (*what == "predictions") {
@@ -153,6 +154,8 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
           return ledger::PredictionRecord(changes);
         });
       }
+      if (*what == "bisect")
+        return RunView(*q, [](ledger::Ledger& l) { return ledger::LoadBisectHistory(l.db()); });
       return Run(
           *q, [&](ledger::Ledger& l) { return l.History(*what); },
           [&](ledger::Ledger& l) -> Result<std::string> {

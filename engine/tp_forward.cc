@@ -27,7 +27,13 @@ Result<Weights> ColumnSlice(const Weights& w, int c0, int c1, std::vector<unsign
   // Both bounds are whole units of RowBytes (elements, or q8_0 blocks).
   const size_t skip = kernels::RowBytes(w.dtype, c0), take = kernels::RowBytes(w.dtype, c1 - c0);
   store->resize(take * w.rows);
-  for (int r = 0; r < w.rows; r++) std::memcpy(store->data() + take * r, w.row(r) + skip, take);
+  for (int r = 0; r < w.rows; r++) {
+    if (w.dtype == kernels::DType::kQ8_0) {
+      kernels::SliceQ8_0Row(w, r, c0, c1, store->data() + take * r);  // its blocks are interleaved in groups
+    } else {
+      std::memcpy(store->data() + take * r, w.row(r) + skip, take);
+    }
+  }
   return Weights{w.dtype, store->data(), w.rows, c1 - c0};
 }
 

@@ -54,15 +54,18 @@ bool SameAs(TensorDType stored, kernels::DType dtype) {
 }
 
 // One row of GGUF Q8_0 blocks (f16 scale, 32 int8: 34 bytes) as the kernels'
-// q8_0 blocks (f32 scale, 32 int8: 36 bytes, kernels.h).
+// q8_0 blocks (f32 scale, 32 int8: 36 bytes), written in their row layout
+// (kernels.h).
 void RepackGgufQ8_0(const unsigned char* src, int cols, unsigned char* dst) {
+  std::vector<unsigned char> blocks(kernels::RowBytes(kernels::DType::kQ8_0, cols));
   for (int b = 0; b < cols / kernels::kQ8_0BlockSize; b++) {
     const unsigned char* in = src + b * kGgufQ8_0BlockBytes;
-    unsigned char* out = dst + b * kernels::kQ8_0BlockBytes;
+    unsigned char* out = blocks.data() + b * kernels::kQ8_0BlockBytes;
     const float scale = F16ToF32(static_cast<uint16_t>(in[0] | (in[1] << 8)));
     std::memcpy(out, &scale, 4);
     std::memcpy(out + 4, in + 2, kernels::kQ8_0BlockSize);
   }
+  kernels::EncodeQ8_0Blocks(blocks.data(), cols, dst);
 }
 
 }  // namespace
@@ -185,10 +188,10 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
     } else if (t.type == TensorDType::kBF16 && !padded) {
       uint16_t* bf = reinterpret_cast<uint16_t*>(f32.data());  // scratch: cols x 2 bytes fit in it
       std::memcpy(bf, src, static_cast<size_t>(cols) * 2);
-      kernels::EncodeBF16(dtype, bf, cols, dst + i * row_bytes);
+      kernels::EncodeBF16(dtype, bf, 1, cols, dst + i * row_bytes);
     } else {
       ToF32(t.type, src, cols, f32.data());
-      kernels::EncodeF32(dtype, f32.data(), out_cols, dst + i * row_bytes);
+      kernels::EncodeF32(dtype, f32.data(), 1, out_cols, dst + i * row_bytes);
     }
   }
   if (SameAs(t.type, dtype) && !padded && ++copied_ <= kNamedCopies)

@@ -20,7 +20,9 @@ namespace verity::kernels {
 //   bf16: the top 16 bits of the f32 (round to nearest even at conversion).
 //   q8_0: each row in blocks of 32 weights; a block is one f32 scale and 32
 //         int8 (36 bytes, simd::BlockQ8_0); weight j = scale * q[j]. A q8_0
-//         matrix's cols must be a multiple of 32.
+//         matrix's cols must be a multiple of 32. Within a row, blocks sit in
+//         groups of 8 with their int8 interleaved (simd::PackRowQ8_0), so read
+//         rows through DecodeRow / UnpackQ8_0Rows, never by block offset.
 enum class DType { kF32, kBF16, kQ8_0 };
 // "f32", "bf16", "q8_0".
 const char* DTypeName(DType t);
@@ -49,12 +51,24 @@ struct Weights {
 inline Weights F32Weights(const float* data, int rows, int cols) { return {DType::kF32, data, rows, cols}; }
 
 // Load-time conversions (the weights are converted once, never per token).
-// Writes `n` f32 values as `t` at dst (RowBytes(t, n) bytes; n % 32 == 0 for q8_0).
-void EncodeF32(DType t, const float* src, size_t n, void* dst);
-// Writes `n` bf16 values (raw uint16) as `t` at dst; n % 32 == 0 for q8_0.
-void EncodeBF16(DType t, const uint16_t* src, size_t n, void* dst);
+// Writes a row-major [rows x cols] f32 matrix as `t` at dst (rows *
+// RowBytes(t, cols) bytes; cols % 32 == 0 for q8_0).
+void EncodeF32(DType t, const float* src, int rows, int cols, void* dst);
+// The same from bf16 values (raw uint16).
+void EncodeBF16(DType t, const uint16_t* src, int rows, int cols, void* dst);
 // Row `i` of `w` as f32 values (exact: bf16 and q8_0 dequantize exactly).
 void DecodeRow(const Weights& w, int i, float* out);
+// One q8_0 row given as cols / 32 plain blocks (simd::BlockQ8_0: an f32
+// scale, 32 int8; e.g. a GGUF Q8_0 row with its scales widened) written in
+// the q8_0 row layout at dst. Exact.
+void EncodeQ8_0Blocks(const void* blocks, int cols, void* dst);
+// A q8_0 matrix as plain blocks, row after row (w.bytes() bytes at dst: each
+// row cols / 32 simd::BlockQ8_0 in column order), for code that reads blocks
+// by offset (the CUDA kernels). Exact.
+void UnpackQ8_0Rows(const Weights& w, void* dst);
+// Columns [c0, c1) of row i of a q8_0 matrix into dst (RowBytes(q8_0, c1 - c0)
+// bytes), as a row of that width; c0 and c1 multiples of 32. Exact.
+void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst);
 
 // Grouped-query attention for one position over every head.
 struct AttentionArgs {

@@ -26,7 +26,7 @@ Result<NoiseProfile> Calibrate(Ledger& l, const CalibrateRequest& req, const Mea
   bool first = true;
   auto take = [&]() -> Result<double> {
     measure::CommandOutput out = measure::RunCommand(req.cmd, opt.timeout_s);
-    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, req.metric, "calibrate command"));
+    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, req.metric, "calibrate command", req.cmd));
     if (first) workload = s.workload;
     else if (s.workload != workload)
       return Status::Error("calibrate: the command measured workload '" + s.workload + "' after '" + workload + "'");

@@ -243,7 +243,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   auto take = [&](const std::string& side) -> Result<std::optional<Taken>> {
     const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
     measure::CommandOutput out = measure::RunCommand(cmd, in.timeout_s);
-    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command"));
+    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command", cmd));
     const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
     if (!want_build.empty() && s.build_id != want_build)
       return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
@@ -271,7 +271,15 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
             .status();
       }));
       const std::string& bound = side == "base" ? gate.base_artifact : gate.head_artifact;
-      if (!bound.empty() && bound != s.artifact_sha256) {
+      if (!s.raw_format.empty()) {
+        // Its identity is a hash of an executable or a command line, not of
+        // what any parity evidence ran: it never binds, however they compare.
+        if (!m.unbound)
+          m.unbound_note = "the " + side + " bench printed a raw " + s.raw_format + " report, which names no build (" +
+                           s.build_id + " " + Short(s.artifact_sha256) + "): no parity evidence binds to it";
+        m.unbound = true;
+        in.say("  " + m.unbound_note);
+      } else if (!bound.empty() && bound != s.artifact_sha256) {
         m.mismatch = true;
         m.mismatch_note = "the " + side + " parity evidence came from artifact " + Short(bound) + " but the " + side +
                           " bench ran " + Short(s.artifact_sha256) + " (build " + s.build_id +

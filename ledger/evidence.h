@@ -78,6 +78,10 @@ struct Measured {
   bool too_noisy = false;            // the profile says no plan within max_rounds resolves the gate
   bool mismatch = false;             // a bench ran another artifact than the parity evidence
   std::string mismatch_note;
+  // A side printed a raw Google Benchmark or hyperfine report, which names no
+  // build: no parity evidence binds to it, so the run cannot be verified.
+  bool unbound = false;
+  std::string unbound_note;
 };
 
 // Takes the warm-up and then ABBA rounds until the sequential rule decides,

@@ -21,7 +21,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 7 (box noise profiles)
       "box_noise",
       // schema 8 (triage)
-      "triage"};
+      "triage",
+      // schema 9 (bisect sessions and their runs of purpose 'bisect')
+      "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results"};
   return kTables;
 }
 

@@ -263,17 +263,18 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.frontier = ladder.value;
     if (c.predict_pct) in.predict_frac = *c.predict_pct / 100.0;
     in.attempt = attempt;
-    in.verified = gate.verified;
+    in.verified = gate.verified && !measured->unbound;
     in.plan = measured->plan;
     in.read_bytes_per_s = read_bytes_per_s;
     in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);
     FillFromScore(r, &o);
     if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
+    if (measured->unbound) o.note += "; " + measured->unbound_note;
     // Only a sound measurement of main seeds: not one the gate or the rules refused.
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
-    if (r.seeds_frontier && sound && gate.verified) {
+    if (r.seeds_frontier && sound && in.verified) {
       VERITY_RETURN_IF_ERROR(
           InsertFrontierEvent(d, key, run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
       say("empty frontier for " + c.metric + " on this box" +

@@ -42,11 +42,19 @@ struct BenchSample {
   // "workload" field (verity gbench) is taken at its word. Speeds of
   // different workloads are never compared.
   std::string workload;
+  // "gbench" or "hyperfine" when the command printed that tool's raw JSON
+  // report (measure/raw_report.h): its build is only a sha256 of the
+  // executable or the command line, which no parity evidence can bind to.
+  // "" for a verity.bench/1 record.
+  std::string raw_format;
 };
 
-// Parses the whole stdout as one verity.bench/1 object holding `metric`.
+// Parses the whole stdout as one verity.bench/1 object holding `metric`, or
+// as a raw Google Benchmark or hyperfine report printed by `command` (see
+// measure/raw_report.h; `command` is its identity when nothing better is).
 // `what` (e.g. "head bench command") starts every error message.
-Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what);
+Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
+                               const std::string& command = "");
 
 // One run of a parity command, per the verity.parity/1 protocol.
 struct ParityEvidence {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "measure/measure.h"
+#include "measure/raw_report.h"
 
 namespace verity::measure {
 namespace {
@@ -16,8 +17,9 @@ std::string Tail(const std::string& s) {
   return t;
 }
 
-Result<nlohmann::json> ParseObject(const CommandOutput& run, const std::string& what, const char* schema,
-                                   bool require_zero_exit) {
+// The whole stdout as one JSON object, from a command that finished.
+Result<nlohmann::json> ParseJsonObject(const CommandOutput& run, const std::string& what, const char* schema,
+                                       bool require_zero_exit) {
   if (run.timed_out)
     return Status::Error(what + " timed out after " + std::to_string(static_cast<int>(run.seconds)) + "s");
   if (run.exit_code >= 126 || (require_zero_exit && run.exit_code != 0))
@@ -32,10 +34,22 @@ Result<nlohmann::json> ParseObject(const CommandOutput& run, const std::string& 
     return Status::Error(what + " did not print one JSON object on stdout: '" + Tail(run.out) + "'");
   }
   if (!j.is_object()) return Status::Error(what + " printed JSON that is not an object");
+  return j;
+}
+
+// ... that states `schema`.
+Status CheckSchema(const nlohmann::json& j, const std::string& what, const char* schema) {
   if (!j.contains("schema") || !j["schema"].is_string())
     return Status::Error(what + " printed JSON without a \"schema\" field (expected " + schema + ")");
   if (j["schema"] != schema)
     return Status::Error(what + " printed schema '" + j["schema"].get<std::string>() + "', expected " + schema);
+  return OkStatus();
+}
+
+Result<nlohmann::json> ParseObject(const CommandOutput& run, const std::string& what, const char* schema,
+                                   bool require_zero_exit) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(run, what, schema, require_zero_exit));
+  VERITY_RETURN_IF_ERROR(CheckSchema(j, what, schema));
   return j;
 }
 
@@ -67,8 +81,16 @@ std::string WorkloadOf(const nlohmann::json& j) {
 
 }  // namespace
 
-Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what) {
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseObject(run, what, "verity.bench/1", true));
+Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
+                               const std::string& command) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(run, what, "verity.bench/1", true));
+  // A raw Google Benchmark or hyperfine report (no schema; recognised by its shape) is converted.
+  std::string raw_format;
+  if (!j.contains("schema") && !RawReportFormat(j).empty()) {
+    raw_format = RawReportFormat(j);
+    VERITY_ASSIGN_OR_RETURN(j, RawReportToBench(j, command, what));
+  }
+  VERITY_RETURN_IF_ERROR(CheckSchema(j, what, "verity.bench/1"));
   if (!j.contains("ok") || j["ok"] != true) return Status::Error(what + " reported \"ok\": not true");
   const auto& build = j.contains("build") ? j["build"] : nlohmann::json();
   if (!build.is_object() || !build.contains("id") || !build["id"].is_string() ||
@@ -95,6 +117,7 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
     s.bytes_per_token = b.get<double>();
   }
   s.workload = WorkloadOf(j);
+  s.raw_format = raw_format;
   return s;
 }
 

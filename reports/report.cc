@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "ledger/drift.h"
 #include "ledger/format.h"
 #include "ledger/noise.h"
 #include "ledger/predictions.h"
 #include "ledger/read_model.h"
+#include "ledger/score.h"
 
 namespace verity::reports {
 namespace {
@@ -167,6 +169,67 @@ std::string Factor(const LadderStep& s) {
   return "—";
 }
 
+// The ladder's chart: one slot per run on it (a step on the ladder, or a score
+// measured on its metric, box and workload), in recording order.
+LadderChart BuildLadderChart(const LedgerView& d, const LadderView& l, double gate_frac) {
+  LadderChart chart;
+  chart.title = l.metric + " frontier ladder";
+  chart.subtitle = "box " + l.box + (l.workload.empty() ? "" : " · workload " + l.workload);
+  chart.metric = l.metric;
+  chart.gate_frac = gate_frac;
+  const bool higher = ledger::HigherIsBetter(l.metric);
+  std::map<int64_t, std::vector<const LadderStep*>> runs;  // run id -> its steps, in recording order
+  for (const auto& st : l.ladder.steps) runs[st.event.run_id].push_back(&st);
+  for (const auto& c : d.changes)
+    for (const auto& r : c.runs)
+      if (c.change.metric == l.metric && r.box == l.box && r.workload == l.workload && r.latest()) runs[r.id];
+  std::optional<double> frontier;
+  for (const auto& [run_id, steps] : runs) {
+    const RunView* r = d.FindRun(run_id);
+    if (!r) continue;
+    LadderSlot slot;
+    slot.label = "#" + Id(r->change_id);
+    slot.retracted = r->retracted();
+    const std::optional<double> faced = frontier;
+    for (const LadderStep* st : steps) {
+      if (!st->counted) continue;
+      if (!frontier || st->before == 0.0) slot.seeded_from = st->after;
+      frontier = st->after;
+    }
+    slot.frontier = frontier;
+    if (const ScoreView* s = r->latest()) {
+      if (s->verdict == Verdict::kRejectedParity) {
+        // Its speed was never measured (or, on confirm, never banked): a cross at the frontier it faced.
+        slot.mark = Mark::kRejectedParity;
+        slot.value = faced ? faced : s->frontier_before;
+        slot.note = s->rounds > 0 ? "deep parity" : "parity";
+      } else if (s->gain) {
+        // The measured gain applied to the frontier it was scored against: its height against the band is its verdict.
+        const std::optional<double> base = s->frontier_before ? s->frontier_before : faced ? faced : s->base_median;
+        if (base) slot.value = *base * (higher ? 1.0 + *s->gain : 1.0 / (1.0 + *s->gain));
+        slot.mark = s->verdict == Verdict::kAccepted                                    ? Mark::kAccepted
+                    : s->verdict == Verdict::kNone || s->verdict == Verdict::kRefused ? Mark::kParked
+                                                                                        : Mark::kNotBanked;
+        slot.note = F("%+.1f%%", 100.0 * *s->gain);
+      }
+    }
+    chart.slots.push_back(slot);
+  }
+  return chart;
+}
+
+// The drift series' chart: main's measured medians with the change points.
+SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::DriftOptions& options) {
+  SeriesChart chart;
+  chart.title = series.metric + " measured on main, with drift change points";
+  chart.subtitle = "box " + series.box + (series.workload.empty() ? "" : " · workload " + series.workload);
+  chart.metric = series.metric;
+  for (const auto& p : series.points) chart.points.push_back({p.value, "r" + Id(p.run), p.side == "head"});
+  for (const auto& c : series.changes) chart.breaks.push_back({c.point.index, c.point.before_median, c.point.after_median});
+  chart.min_points = 2 * options.min_segment;
+  return chart;
+}
+
 std::string Render(const LedgerView& d, const ReportOptions& opt, const std::string& ledger_name,
                    std::vector<std::pair<std::string, std::string>>* charts) {
   const ledger::PolicyView& current = d.policies.back();
@@ -209,7 +272,6 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
     const std::string file = "ladder-" + l.metric + "-" + l.box + FileSuffix(l.workload) + ".svg";
-    std::vector<LadderPoint> pts;
     md += "\n### " + l.metric + " on box `" + l.box + "`" + WorkloadSuffix(l) + "\n\n";
     md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
@@ -225,16 +287,10 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
             Id(s.event.run_id) + " | " + s.event.reason + (s.event.retracted ? " (retracted)" : "") + " | " + Factor(s) +
             " | " + (sc && !seed ? TierName(sc->tier) : "—") + " | " + (s.counted ? "yes" : "**no**") + " | " + frontier +
             " | " + Cell(s.why) + " |\n";
-      LadderPoint p;
-      p.label = std::string("#").append(std::to_string(s.event.change_id));
-      p.counted = s.counted;
-      p.retracted = s.event.retracted;
-      p.value = s.counted || !s.event.retracted ? s.after : s.event.recorded;
-      pts.push_back(p);
     }
-    md += "\n![Frontier ladder of " + l.metric + " on " + l.box + "](" + file + ")\n";
-    charts->emplace_back(file, LadderSvg("Frontier ladder: " + l.metric + " on box " + l.box +
-                                             (l.workload.empty() ? "" : ", " + l.workload), pts));
+    md += "\n![Frontier ladder of " + l.metric + " on " + l.box + (l.workload.empty() ? "" : " · workload " + l.workload) +
+          "](" + file + ")\n";
+    charts->emplace_back(file, LadderSvg(BuildLadderChart(d, l, current.policy.gate_frac)));
   }
   if (d.ladders.empty()) md += "\nNo frontier yet.\n";
 
@@ -422,6 +478,13 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
         std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
   for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
+  for (const auto& series : d.drift.series) {
+    if (series.points.empty()) continue;
+    const std::string file = "series-" + series.metric + "-" + series.box + FileSuffix(series.workload) + ".svg";
+    md += "\n![" + series.metric + " measured on main on " + series.box +
+          (series.workload.empty() ? "" : " · workload " + series.workload) + "](" + file + ")\n";
+    charts->emplace_back(file, SeriesSvg(BuildSeriesChart(series, d.drift.options)));
+  }
 
   // Box noise: what an A/A measured on each box, and what it means for the gate.
   md += "\n## Box noise\n\nEach `verity calibrate` runs the same bench command as base and head; submissions on "

@@ -172,12 +172,15 @@ TEST(CudaDevice, MatvecAndBatchedMatmulMatchTheReferenceForEveryDtype) {
     for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {32000, 64}}) {
       std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
       std::vector<unsigned char> wq(kernels::RowBytes(t, cols) * rows);
-      kernels::EncodeF32(t, wf.data(), wf.size(), wq.data());
+      kernels::EncodeF32(t, wf.data(), rows, cols, wq.data());
       const kernels::Weights w{t, wq.data(), rows, cols};
+      // LaunchMatvec reads q8_0 as plain blocks, as the backend uploads it.
+      std::vector<unsigned char> device_bytes = wq;
+      if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device_bytes.data());
       const int T = 13;
       std::vector<float> x = Random(static_cast<size_t>(T) * cols, 9), want(static_cast<size_t>(T) * rows);
       ref->MatmulBatch(want.data(), x.data(), w, T);
-      Dev<unsigned char> dw(wq);
+      Dev<unsigned char> dw(device_bytes);
       Dev<float> dx(x), dout(static_cast<size_t>(T) * rows);
       auto plan = cu::PlanMatvec(t, rows, cols, kLim);
       ASSERT_TRUE(plan.ok()) << plan.status().message();

@@ -58,11 +58,14 @@ TEST(CudaElementwise, Q8_0DequantizeMatchesDecodeRow) {
   const int cols = 256;
   std::vector<float> src = Random(cols, 3, 2.0f);
   std::vector<unsigned char> q(RowBytes(DType::kQ8_0, cols));
-  EncodeF32(DType::kQ8_0, src.data(), cols, q.data());
+  EncodeF32(DType::kQ8_0, src.data(), 1, cols, q.data());
   std::vector<float> want(cols);
   DecodeRow({DType::kQ8_0, q.data(), 1, cols}, 0, want.data());
+  // The device reads plain blocks, as the backend uploads them.
+  std::vector<unsigned char> plain(q.size());
+  UnpackQ8_0Rows({DType::kQ8_0, q.data(), 1, cols}, plain.data());
   for (int j = 0; j < cols; j++)
-    ASSERT_EQ(Bits(ew::Q8_0Weight(q.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), Bits(want[j])) << j;
+    ASSERT_EQ(Bits(ew::Q8_0Weight(plain.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), Bits(want[j])) << j;
 }
 
 TEST(CudaElementwise, SwiGLUMatchesTheReference) {

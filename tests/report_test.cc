@@ -5,6 +5,8 @@
 // printers over the same ledger.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -334,9 +336,17 @@ TEST(Report, LadderShowsWhatCountsAndWhy) {
     EXPECT_NE(md.find(needle), std::string::npos) << "missing: " << needle;
   EXPECT_EQ(md.find("1542.9"), std::string::npos) << "the stored running value of the uncounted reapply is not the frontier";
   const std::string svg = test::ReadFile(dir + "/ladder-decode_tok_s-b0x0f1ngerpr1nt.svg");
-  EXPECT_EQ(Count(svg, "fill=\"#ffffff\" stroke=\"#999\""), 2u) << "two steps not counted, drawn hollow";
-  EXPECT_EQ(Count(svg, "r=\"4\" fill=\"#1f6feb\""), 4u) << "four counted steps on the line";
-  EXPECT_NE(svg.find(">1572.9<"), std::string::npos) << "the retracted step at the value it claimed";
+  // Every measured attempt is a marker (each count includes the legend's one).
+  EXPECT_EQ(Count(svg, "r=\"5\" fill=\"#1f6feb\""), 5u) << "runs 1, 4, 8 and 9 accepted: filled";
+  EXPECT_EQ(Count(svg, "fill=\"#ffffff\" stroke=\"#1f6feb\""), 5u) << "runs 2, 5 and 10 parked, run 6 refused: hollow";
+  EXPECT_EQ(Count(svg, "fill=\"#ffffff\" stroke=\"#bf6a02\""), 3u) << "run 11 (guard) and 12 (unverified): not banked";
+  EXPECT_EQ(Count(svg, "stroke=\"#cf222e\" stroke-width=\"2.2\""), 4u) << "run 3 failed parity: a cross (two strokes)";
+  EXPECT_EQ(Count(svg, "r=\"5\" fill=\"#9a9a9a\""), 2u) << "run 7 retracted: grey";
+  EXPECT_NE(svg.find("fill=\"#9a9a9a\">+5.0%</text>"), std::string::npos) << "the retracted step at the gain it claimed";
+  EXPECT_NE(svg.find(">parity</text>"), std::string::npos);
+  for (const char* label : {">#1<", ">#3<", ">#10<"}) EXPECT_NE(svg.find(label), std::string::npos) << label;
+  EXPECT_NE(svg.find("gate band: 2% of the frontier, above it"), std::string::npos);
+  EXPECT_NE(svg.find("decode_tok_s (tok/s), higher is better"), std::string::npos);
 }
 
 // Guards: a declared regression is shown with its measured size; an undeclared
@@ -405,6 +415,133 @@ TEST(ReadModel, ShowAndFrontierOverTheScriptedLedger) {
   EXPECT_EQ(fj["frontier"][0]["run"], 9);
   EXPECT_EQ(fj["frontier"][0]["counted_events"], 4);
   EXPECT_EQ(fj["frontier"][0]["steps"][3]["counted"], false);
+}
+
+// ---- charts: every SVG parses as XML and renders to a PNG of the canvas size ----
+
+// Width and height from a PNG's IHDR chunk; {0, 0} when `bytes` is not a PNG.
+std::pair<uint32_t, uint32_t> PngSize(const std::string& bytes) {
+  if (bytes.size() < 24 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || bytes.compare(12, 4, "IHDR") != 0) return {0, 0};
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4; i++) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+  };
+  return {be32(16), be32(20)};
+}
+
+// Parses `svg` as XML (Python's expat, /usr/bin/python3) and renders it with
+// rsvg-convert (Debian librsvg2-bin, scripts/setup.sh) to `svg`.png; a missing
+// tool is a failure, never a skip. Returns the PNG's bytes.
+std::string RenderPng(const std::string& svg) {
+  auto xml = test::Shell("/usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; "
+                         "r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith(\"svg\"), r.tag' " + svg);
+  EXPECT_EQ(xml.exit_code, 0) << svg << " is not well-formed SVG XML: " << xml.err;
+  auto which = test::Shell("command -v rsvg-convert");
+  EXPECT_EQ(which.exit_code, 0) << "rsvg-convert is missing: install librsvg2-bin (scripts/setup.sh)";
+  if (which.exit_code != 0) return "";
+  auto r = test::Shell("rsvg-convert -o " + svg + ".png " + svg);
+  EXPECT_EQ(r.exit_code, 0) << "rsvg-convert " << svg << ": " << r.err;
+  EXPECT_TRUE(r.err.empty()) << "rsvg-convert warned on " << svg << ": " << r.err;
+  return test::ReadFile(svg + ".png");
+}
+
+// Renders every chart of a report directory; returns how many.
+size_t RenderAll(const std::string& dir, size_t* ladders, size_t* series) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".svg") continue;
+    const std::string png = RenderPng(e.path().string());
+    const auto [w, h] = PngSize(png);
+    EXPECT_GT(png.size(), 5000u) << name << ": a PNG with next to nothing drawn";
+    EXPECT_EQ(w, 760u) << name;
+    EXPECT_EQ(h, 440u) << name;
+    n++;
+    *ladders += name.rfind("ladder-", 0) == 0;
+    *series += name.rfind("series-", 0) == 0;
+  }
+  std::printf("charts: rendered %zu SVGs to PNG (%zu ladders, %zu series)\n", n, *ladders, *series);
+  return n;
+}
+
+// The scripted ledger's ladder holds every kind of attempt; its series a change point.
+TEST(Charts, EveryChartParsesAndRendersToAPng) {
+  const std::string dir = test::TempDir("report-png");
+  const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
+  size_t ladders = 0, series = 0;
+  EXPECT_EQ(RenderAll(dir, &ladders, &series), 2u);
+  EXPECT_EQ(ladders, 1u);
+  EXPECT_EQ(series, 1u);
+  EXPECT_NE(md.find("](series-decode_tok_s-b0x0f1ngerpr1nt.svg)"), std::string::npos) << "the changelog embeds the series";
+  const std::string svg = test::ReadFile(dir + "/series-decode_tok_s-b0x0f1ngerpr1nt.svg");
+  EXPECT_EQ(Count(svg, "stroke-dasharray=\"6 4\""), 1u) << "one change point, one dashed line";
+  EXPECT_NE(svg.find("+0.99% step (1012 to 1022)"), std::string::npos) << "the step size is labelled";
+}
+
+// The project's own changelog charts render too (they are what a reader sees).
+TEST(Charts, TheProjectLedgersChartsRender) {
+  const std::string dir = test::TempDir("project-png");
+  ASSERT_EQ(test::Shell("cp " + test::SourceDir() + "/reports/*.svg " + dir).exit_code, 0);
+  size_t ladders = 0, series = 0;
+  EXPECT_GE(RenderAll(dir, &ladders, &series), 2u);
+  EXPECT_GE(ladders, 1u);
+  EXPECT_GE(series, 1u);
+}
+
+TEST(Charts, TicksAreRoundAndCoverTheRange) {
+  const std::pair<double, double> ranges[] = {{2369.0, 2800.9}, {0.013, 0.0171}, {73.87, 106.3}, {-3, 3},
+                                              {1.2e6, 2.6e6},   {99.0, 99.02},   {0, 1}};
+  size_t checked = 0;
+  for (const auto& [lo, hi] : ranges) {
+    const auto t = reports::NiceTicks(lo, hi, 7);
+    ASSERT_GE(t.size(), 2u);
+    EXPECT_LE(t.size(), 7u) << lo << ".." << hi;
+    EXPECT_LE(t.front(), lo + 1e-9 * (t[1] - t[0]));
+    EXPECT_GE(t.back(), hi - 1e-9 * (t[1] - t[0]));
+    const double step = t[1] - t[0], mag = std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+    const double m = step / mag;
+    EXPECT_TRUE(std::fabs(m - 1) < 1e-6 || std::fabs(m - 2) < 1e-6 || std::fabs(m - 5) < 1e-6) << step;
+    for (double v : t) EXPECT_NEAR(v / step, std::round(v / step), 1e-6) << v << " is not a multiple of " << step;
+    checked++;
+  }
+  EXPECT_EQ(reports::NiceTicks(2369.0, 2800.9, 7), (std::vector<double>{2300, 2400, 2500, 2600, 2700, 2800, 2900}));
+  EXPECT_EQ(checked, std::size(ranges));
+}
+
+// A lower-is-better time: the unit says so, the band lies below the frontier
+// (the better side), and a faster attempt sits below the line.
+TEST(Charts, LowerIsBetterLadderReadsCorrectly) {
+  EXPECT_EQ(reports::MetricUnit("BM_Frontier_ns"), "ns");
+  EXPECT_EQ(reports::MetricUnit("decode_tok_s"), "tok/s");
+  EXPECT_EQ(reports::MetricUnit("sleep_ms"), "ms");
+  EXPECT_EQ(reports::MetricUnit("frobs"), "");
+  reports::LadderChart c;
+  c.title = "BM_Frontier_ns frontier ladder";
+  c.metric = "BM_Frontier_ns";
+  c.gate_frac = 0.02;
+  using reports::Mark;
+  c.slots = {{"#1", 1000.0 / 1.10, 1000.0, 1000.0 / 1.10, Mark::kAccepted, false, "+10.00%"},
+             {"#2", 1000.0 / 1.10, std::nullopt, 1000.0 / 1.10 / 1.01, Mark::kParked, false, "+1.00%"},
+             {"#3", 1000.0 / 1.10, std::nullopt, 1000.0 / 1.10, Mark::kRejectedParity, false, "parity failed"},
+             {"#4", 1000.0 / 1.10, std::nullopt, 1000.0 / 1.10 / 1.3, Mark::kNotBanked, true, "+30.00% unverified"}};
+  const std::string svg = reports::LadderSvg(c);
+  EXPECT_NE(svg.find("BM_Frontier_ns (ns), lower is better"), std::string::npos);
+  EXPECT_NE(svg.find("gate band: 2% of the frontier, below it"), std::string::npos);
+  const std::string dir = test::TempDir("ladder-ns");
+  test::WriteFile(dir + "/ladder-ns.svg", svg);
+  size_t ladders = 0, series = 0;
+  EXPECT_EQ(RenderAll(dir, &ladders, &series), 1u);
+  // The band's far edge (frontier / 1.02) is drawn lower on the canvas than the frontier line.
+  const size_t band = svg.find("fill-opacity=\"0.16\" stroke=\"none\"");
+  ASSERT_NE(band, std::string::npos);
+  const std::string band_path = svg.substr(svg.rfind("<path d=\"", band), band - svg.rfind("<path d=\"", band));
+  const size_t last_l = band_path.rfind(" L ");
+  double bx = 0, by = 0;
+  std::sscanf(band_path.c_str() + last_l, " L %lf %lf", &bx, &by);
+  double fx = 0, fy = 0;
+  std::sscanf(band_path.c_str() + band_path.find("M "), "M %lf %lf", &fx, &fy);
+  EXPECT_GT(by, fy) << "the gate edge of a lower-is-better metric is below its frontier on the canvas: " << band_path;
 }
 
 TEST(Report, SinceAndChartsDirAndBadInput) {

@@ -73,7 +73,7 @@ struct Matrix {
 
   const float* F32() const { return f32.data() + 1; }
   const uint16_t* BF16() const { return bf16.data() + 1; }
-  const BlockQ8_0* Q8() const { return reinterpret_cast<const BlockQ8_0*>(q8_bytes.data() + 4); }
+  const uint8_t* Q8() const { return q8_bytes.data() + 4; }
   std::vector<float> Row(int i) const {
     return std::vector<float>(exact.begin() + static_cast<long>(i) * cols, exact.begin() + static_cast<long>(i + 1) * cols);
   }
@@ -99,23 +99,42 @@ Matrix MakeMatrix(Dtype t, int rows, int cols, uint32_t seed) {
       for (size_t k = 0; k < n; k++) m.exact[k] = BF16ToF32(m.bf16[k + 1]);
       break;
     case Dtype::kQ8: {
-      m.q8_bytes.assign(n / kQ8Block * sizeof(BlockQ8_0) + 4, 0);
-      std::vector<BlockQ8_0> blocks(n / kQ8Block);
-      QuantizeQ8_0(src.data(), blocks.data(), n);
-      std::memcpy(m.q8_bytes.data() + 4, blocks.data(), blocks.size() * sizeof(BlockQ8_0));
-      for (size_t b = 0; b < blocks.size(); b++)
-        for (int k = 0; k < kQ8Block; k++) m.exact[b * kQ8Block + k] = blocks[b].scale * blocks[b].q[k];
+      const size_t row_bytes = static_cast<size_t>(cols / kQ8Block) * sizeof(BlockQ8_0);
+      m.q8_bytes.assign(row_bytes * rows + 4, 0);
+      for (int i = 0; i < rows; i++) {
+        QuantizeRowQ8_0(src.data() + static_cast<size_t>(i) * cols, cols, m.q8_bytes.data() + 4 + i * row_bytes);
+        DequantizeRowQ8_0(m.q8_bytes.data() + 4 + i * row_bytes, cols, m.exact.data() + static_cast<size_t>(i) * cols);
+      }
       break;
     }
   }
   return m;
 }
 
+// x as a kernel of m's dtype sees it: itself, or for q8_0 rounded to int16
+// per block of 32 (QuantizedX: scale = max|x| / 32767) and decoded exactly.
+std::vector<float> Seen(Dtype t, const float* x, int cols) {
+  std::vector<float> v(x, x + cols);
+  if (t != Dtype::kQ8) return v;
+  for (int b = 0; b < cols; b += kQ8Block) {
+    float amax = 0.0f;
+    for (int k = b; k < b + kQ8Block; k++) amax = std::max(amax, std::fabs(x[k]));
+    const float scale = amax / 32767.0f, inv = amax == 0.0f ? 0.0f : 32767.0f / amax;
+    for (int k = b; k < b + kQ8Block; k++) v[k] = std::nearbyint(x[k] * inv) * scale;
+  }
+  return v;
+}
+
 void MatVec(const Matrix& m, const float* x, float* out, int row_begin, int row_end) {
   switch (m.type) {
     case Dtype::kF32: MatVecF32(m.F32(), x, out, m.cols, row_begin, row_end); break;
     case Dtype::kBF16: MatVecBF16(m.BF16(), x, out, m.cols, row_begin, row_end); break;
-    case Dtype::kQ8: MatVecQ8_0(m.Q8(), x, out, m.cols, row_begin, row_end); break;
+    case Dtype::kQ8: {
+      QuantizedX xq;
+      QuantizeX(x, m.cols, &xq);
+      MatVecQ8_0(m.Q8(), xq, out, row_begin, row_end);
+      break;
+    }
   }
 }
 
@@ -123,12 +142,17 @@ void MatMul(const Matrix& m, const float* x, float* out, int T, int ld_out, int 
   switch (m.type) {
     case Dtype::kF32: MatMulF32(m.F32(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
     case Dtype::kBF16: MatMulBF16(m.BF16(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
-    case Dtype::kQ8: MatMulQ8_0(m.Q8(), x, out, T, m.cols, ld_out, row_begin, row_end); break;
+    case Dtype::kQ8: {
+      std::vector<QuantizedX> xq(T);
+      for (int t = 0; t < T; t++) QuantizeX(x + static_cast<size_t>(t) * m.cols, m.cols, &xq[t]);
+      MatMulQ8_0(m.Q8(), xq.data(), out, T, ld_out, row_begin, row_end);
+      break;
+    }
   }
 }
 
 std::vector<int> ColsFor(Dtype t) {
-  if (t == Dtype::kQ8) return {32, 64, 96, 160, 800};
+  if (t == Dtype::kQ8) return {32, 64, 96, 160, 256, 544, 800};  // groups of 8 blocks and plain tails
   return {1, 3, 7, 15, 16, 17, 31, 33, 63, 65, 127, 129, 257, 775};
 }
 
@@ -157,7 +181,7 @@ TEST_P(SimdTest, MatVecMatchesScalarLoop) {
               EXPECT_EQ(out[i], kSentinel) << Name(t) << " row " << i << " outside [" << b << "," << e << ")";
               continue;
             }
-            const Ref r = RefDot(m.Row(i), x);
+            const Ref r = RefDot(m.Row(i), Seen(t, x, cols).data());
             ASSERT_NEAR(out[i], r.sum, Tolerance(r, cols))
                 << Name(t) << " " << rows << "x" << cols << " row " << i << " range [" << b << "," << e << ")";
           }
@@ -186,7 +210,7 @@ TEST_P(SimdTest, MatMulMatchesMatVecPerVector) {
                 ASSERT_EQ(got, kSentinel) << Name(t) << " T " << T << " vector " << v << " row " << i;
                 continue;
               }
-              const Ref r = RefDot(m.Row(i), x + static_cast<size_t>(v) * cols);
+              const Ref r = RefDot(m.Row(i), Seen(t, x + static_cast<size_t>(v) * cols, cols).data());
               const double tol = Tolerance(r, cols);
               ASSERT_NEAR(got, r.sum, tol) << Name(t) << " " << rows << "x" << cols << " T " << T << " v " << v << " row " << i;
               ASSERT_NEAR(got, one[i], 2 * tol) << Name(t) << " MatMul vs MatVec, " << rows << "x" << cols << " T " << T
@@ -262,6 +286,65 @@ TEST_P(SimdTest, StreamReadSumsEveryByte) {
     }
     for (size_t k = words * 8; k < bytes; k++) expect += buf[1 + k];
     EXPECT_EQ(StreamRead(buf.data() + 1, bytes), expect) << bytes;
+  }
+}
+
+// q8_0's block sums are exact integers on every instruction set and their
+// scaled sum runs in one fixed order, so every target returns the same bits;
+// MatMul runs the same per-row function, so it matches MatVec bit for bit.
+TEST(SimdQ8, EveryTargetReturnsTheSameBitsAndMatMulEqualsMatVec) {
+  int compared = 0;
+  for (int cols : {256, 544, 800, 2048}) {
+    const int rows = 7, T = 3;
+    const Matrix m = MakeMatrix(Dtype::kQ8, rows, cols, 17 + cols);
+    const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 23 + cols, -3.0f, 3.0f);
+    std::vector<float> first;
+    for (const std::string& target : AvailableTargets()) {
+      ASSERT_TRUE(ForceTargetForTest(target));
+      std::vector<float> vec(static_cast<size_t>(T) * rows), mat(static_cast<size_t>(T) * rows);
+      for (int t = 0; t < T; t++) MatVec(m, x.data() + static_cast<size_t>(t) * cols, vec.data() + t * rows, 0, rows);
+      MatMul(m, x.data(), mat.data(), T, rows, 0, rows);
+      ASSERT_EQ(0, std::memcmp(vec.data(), mat.data(), vec.size() * 4)) << target << " cols " << cols;
+      if (first.empty()) first = vec;
+      ASSERT_EQ(0, std::memcmp(first.data(), vec.data(), vec.size() * 4)) << target << " cols " << cols;
+      compared++;
+    }
+    ForceTargetForTest("");
+  }
+  std::printf("q8_0: %d target x shape runs, every one bit-identical\n", compared);
+  EXPECT_GE(compared, 4 * 2);
+}
+
+TEST(SimdQ8, RowLayoutRoundTripsAndGroupsBlocks) {
+  for (int cols : {32, 224, 256, 288, 800}) {
+    const int nb = cols / kQ8Block;
+    std::vector<BlockQ8_0> blocks(nb), back(nb);
+    for (int b = 0; b < nb; b++) {
+      blocks[b].scale = 0.5f + b;
+      for (int k = 0; k < kQ8Block; k++) blocks[b].q[k] = static_cast<int8_t>((b * 7 + k * 3) % 255 - 127);
+    }
+    std::vector<uint8_t> row(nb * sizeof(BlockQ8_0));
+    PackRowQ8_0(blocks.data(), cols, row.data());
+    UnpackRowQ8_0(row.data(), cols, back.data());
+    ASSERT_EQ(0, std::memcmp(blocks.data(), back.data(), row.size())) << cols;
+    if (nb >= kQ8Group) {  // group 0: 8 scales, then q[0..3] of blocks 0..7
+      float s1;
+      std::memcpy(&s1, row.data() + 4, 4);
+      EXPECT_EQ(s1, blocks[1].scale);
+      EXPECT_EQ(static_cast<int8_t>(row[32 + 4 * 2 + 1]), blocks[2].q[1]);
+      EXPECT_EQ(static_cast<int8_t>(row[32 + 32 * 3 + 4 * 5 + 2]), blocks[5].q[3 * 4 + 2]);
+    }
+  }
+}
+
+TEST(SimdQ8, NonFiniteActivationsGiveNaNNotGarbage) {
+  const Matrix m = MakeMatrix(Dtype::kQ8, 3, 256, 4);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x = Random(256, 5);
+    x[100] = bad;
+    std::vector<float> out(3, 0.0f);
+    MatVec(m, x.data(), out.data(), 0, 3);
+    for (float v : out) EXPECT_TRUE(std::isnan(v)) << v;
   }
 }
 

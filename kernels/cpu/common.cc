@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/shared_hooks.h"
 #include "kernels/cpu/simd.h"
@@ -34,27 +35,30 @@ size_t RowBytes(DType t, int cols) {
 
 static_assert(sizeof(simd::BlockQ8_0) == kQ8_0BlockBytes && simd::kQ8Block == kQ8_0BlockSize);
 
-void EncodeF32(DType t, const float* src, size_t n, void* dst) {
+void EncodeF32(DType t, const float* src, int rows, int cols, void* dst) {
+  const size_t n = static_cast<size_t>(rows) * cols;
   switch (t) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
     case DType::kBF16: simd::ConvertF32ToBF16(src, static_cast<uint16_t*>(dst), n); return;
-    case DType::kQ8_0: simd::QuantizeQ8_0(src, static_cast<simd::BlockQ8_0*>(dst), n); return;
+    case DType::kQ8_0:
+      for (int i = 0; i < rows; i++)
+        simd::QuantizeRowQ8_0(src + static_cast<size_t>(i) * cols, cols,
+                              static_cast<uint8_t*>(dst) + i * RowBytes(t, cols));
+      return;
   }
 }
 
-void EncodeBF16(DType t, const uint16_t* src, size_t n, void* dst) {
+void EncodeBF16(DType t, const uint16_t* src, int rows, int cols, void* dst) {
   if (t == DType::kBF16) {
-    std::memcpy(dst, src, n * 2);
+    std::memcpy(dst, src, static_cast<size_t>(rows) * cols * 2);
     return;
   }
-  // Through f32 (exact), a block-sized piece at a time.
-  constexpr size_t kPiece = 1024;
-  float buf[kPiece];
+  // Through f32 (exact), a row at a time.
+  std::vector<float> row(static_cast<size_t>(cols));
   unsigned char* out = static_cast<unsigned char*>(dst);
-  for (size_t i = 0; i < n; i += kPiece) {
-    const size_t m = std::min(kPiece, n - i);
-    simd::BF16ToF32Array(src + i, buf, m);
-    EncodeF32(t, buf, m, out + RowBytes(t, static_cast<int>(i)));
+  for (int i = 0; i < rows; i++) {
+    simd::BF16ToF32Array(src + static_cast<size_t>(i) * cols, row.data(), static_cast<size_t>(cols));
+    EncodeF32(t, row.data(), 1, cols, out + i * RowBytes(t, cols));
   }
 }
 
@@ -63,15 +67,24 @@ void DecodeRow(const Weights& w, int i, float* out) {
   switch (w.dtype) {
     case DType::kF32: std::memcpy(out, r, static_cast<size_t>(w.cols) * 4); return;
     case DType::kBF16: simd::BF16ToF32Array(reinterpret_cast<const uint16_t*>(r), out, w.cols); return;
-    case DType::kQ8_0:
-      // Plain loop (not a hot path): weight j of block b is scale * q[j], exactly.
-      for (int b = 0; b < w.cols / kQ8_0BlockSize; b++) {
-        simd::BlockQ8_0 block;
-        std::memcpy(&block, r + static_cast<size_t>(b) * kQ8_0BlockBytes, sizeof block);
-        for (int j = 0; j < kQ8_0BlockSize; j++) out[b * kQ8_0BlockSize + j] = block.scale * static_cast<float>(block.q[j]);
-      }
-      return;
+    case DType::kQ8_0: simd::DequantizeRowQ8_0(r, w.cols, out); return;  // scale * q[j], exactly
   }
+}
+
+void EncodeQ8_0Blocks(const void* blocks, int cols, void* dst) {
+  simd::PackRowQ8_0(static_cast<const simd::BlockQ8_0*>(blocks), cols, static_cast<uint8_t*>(dst));
+}
+
+void UnpackQ8_0Rows(const Weights& w, void* dst) {
+  unsigned char* out = static_cast<unsigned char*>(dst);
+  for (int i = 0; i < w.rows; i++)
+    simd::UnpackRowQ8_0(w.row(i), w.cols, reinterpret_cast<simd::BlockQ8_0*>(out + i * w.row_bytes()));
+}
+
+void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst) {
+  std::vector<simd::BlockQ8_0> blocks(static_cast<size_t>(w.cols / kQ8_0BlockSize));
+  simd::UnpackRowQ8_0(w.row(i), w.cols, blocks.data());
+  simd::PackRowQ8_0(blocks.data() + c0 / kQ8_0BlockSize, c1 - c0, static_cast<uint8_t*>(dst));
 }
 
 const char* SimdTargetName() { return simd::TargetName(); }

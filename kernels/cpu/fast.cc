@@ -23,19 +23,18 @@ int RowGrain(long macs_per_row) {
   return static_cast<int>(std::max<long>(1, kParallelThreshold / 2 / std::max<long>(1, macs_per_row)));
 }
 
-// Rows [begin, end) of out = W x, in the weights' own dtype.
-void MatVecRows(const Weights& w, const float* x, float* out, int begin, int end) {
+// Rows [begin, end) of out = W x, in the weights' own dtype (q8_0: against
+// x already quantized, `xq`).
+void MatVecRows(const Weights& w, const float* x, const simd::QuantizedX& xq, float* out, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32: simd::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
     case DType::kBF16: simd::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
-    case DType::kQ8_0:
-      simd::MatVecQ8_0(static_cast<const simd::BlockQ8_0*>(w.data), x, out, w.cols, begin, end);
-      return;
+    case DType::kQ8_0: simd::MatVecQ8_0(static_cast<const uint8_t*>(w.data), xq, out, begin, end); return;
   }
 }
 
 // Rows [begin, end) of every out[t] = W x[t], t < T.
-void MatMulRows(const Weights& w, const float* x, float* out, int T, int begin, int end) {
+void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, float* out, int T, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32:
       simd::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
@@ -43,9 +42,7 @@ void MatMulRows(const Weights& w, const float* x, float* out, int T, int begin, 
     case DType::kBF16:
       simd::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
-    case DType::kQ8_0:
-      simd::MatMulQ8_0(static_cast<const simd::BlockQ8_0*>(w.data), x, out, T, w.cols, w.rows, begin, end);
-      return;
+    case DType::kQ8_0: simd::MatMulQ8_0(static_cast<const uint8_t*>(w.data), xq, out, T, w.rows, begin, end); return;
   }
 }
 
@@ -103,14 +100,21 @@ class Fast final : public Backend {
   const char* name() const override { return "fast"; }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, out, begin, end); }, RowGrain(w.cols));
+    // q8_0 quantizes x once here, for every row and thread.
+    if (w.dtype == DType::kQ8_0) simd::QuantizeX(x, w.cols, Quantized(1));
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, xq_[0], out, begin, end); },
+                      RowGrain(w.cols));
   }
 
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (T == 1) return Matmul(out, x, w);  // one vector: exactly the decode path
+    if (w.dtype == DType::kQ8_0) {
+      simd::QuantizedX* xq = Quantized(T);
+      for (int t = 0; t < T; t++) simd::QuantizeX(x + static_cast<size_t>(t) * w.cols, w.cols, xq + t);
+    }
     // Chunks in whole tiles of 4 rows (the kernel's weight tile).
     const int grain = (RowGrain(static_cast<long>(w.cols) * T) + 3) / 4 * 4;
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, out, T, begin, end); }, grain);
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, xq_.data(), out, T, begin, end); }, grain);
   }
 
   void Attention(const AttentionArgs& a) override {
@@ -144,7 +148,14 @@ class Fast final : public Backend {
   void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 
  private:
+  // Room for n quantized vectors (kept between calls, so decode allocates nothing).
+  simd::QuantizedX* Quantized(int n) {
+    if (static_cast<int>(xq_.size()) < n) xq_.resize(static_cast<size_t>(n));
+    return xq_.data();
+  }
+
   ThreadPool pool_;
+  std::vector<simd::QuantizedX> xq_ = std::vector<simd::QuantizedX>(1);
 };
 
 }  // namespace

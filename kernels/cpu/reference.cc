@@ -2,28 +2,12 @@
 // llama2.c's run.c. Every faster path is judged against this one.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/backends.h"
 
 namespace verity::kernels {
 namespace {
-
-// Weight j of a stored row, as f32.
-float WeightAt(DType t, const unsigned char* row, int j) {
-  if (t == DType::kBF16) {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * j, 2);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  // q8_0: block b = j / 32 holds a float scale, then 32 int8.
-  const unsigned char* block = row + (j / kQ8_0BlockSize) * kQ8_0BlockBytes;
-  float scale;
-  std::memcpy(&scale, block, 4);
-  return scale * static_cast<float>(static_cast<int8_t>(block[4 + j % kQ8_0BlockSize]));
-}
 
 class Reference final : public Backend {
  public:
@@ -40,11 +24,12 @@ class Reference final : public Backend {
       }
       return;
     }
-    // bf16 and q8_0: each weight dequantized on the spot, then the same f32 loop.
+    // bf16 and q8_0: each row dequantized (exactly), then the same f32 loop.
+    std::vector<float> row(static_cast<size_t>(n));
     for (int i = 0; i < d; i++) {
-      const unsigned char* row = w.row(i);
+      DecodeRow(w, i, row.data());
       float val = 0.0f;
-      for (int j = 0; j < n; j++) val += WeightAt(w.dtype, row, j) * x[j];
+      for (int j = 0; j < n; j++) val += row[j] * x[j];
       out[i] = val;
     }
   }

@@ -5,18 +5,18 @@
 //
 // Decode (MatVec*) is memory-bound: each kernel walks its rows one at a time,
 // so a thread's range of rows is one contiguous stream for the hardware
-// prefetchers, with 4 (f32, bf16) or 2 (q8_0) independent accumulators per row
-// reduced once per row; x stays in L1. bf16 and q8_0 are widened to f32 in
-// registers (bf16: zero-extend and shift; q8_0: int8 -> int32 -> f32, a block
-// dot scaled once per 32 weights), reading 2 and 1.125 bytes per weight. On the
-// Zen 5 box one core runs them, with the weights in L2, at ~155 (f32), ~85
-// (bf16) and ~40-50 (q8_0) GB/s, against a DRAM stream of ~35-40 GB/s.
+// prefetchers, with 4 (f32, bf16) independent accumulators per row reduced
+// once per row; x stays in L1. bf16 is widened to f32 in registers
+// (zero-extend and shift), reading 2 bytes per weight. q8_0 multiplies int8 by
+// int8 (x quantized once per product, QuantizedX) with one lane per block of
+// 32, so a block costs a fraction of an instruction instead of ~12.
 //
 // Prefill (MatMul*) is compute-bound: a tile of 4 weight rows (converted to f32
-// into a per-thread scratch once for bf16/q8_0) is multiplied against tiles of
+// into a per-thread scratch once for bf16) is multiplied against tiles of
 // up to 4 input vectors with 16 accumulators (3 on targets with 16 vector
 // registers), so each weight row is read from memory once per 64 vectors and
-// every vector load feeds 3-4 FMAs.
+// every vector load feeds 3-4 FMAs. q8_0 runs its decode dot per row and
+// vector, the row held in L1 across a block of 64 vectors.
 //
 // Vectors live in arrays of fixed size, which the scalable targets (SVE, RVV)
 // cannot hold; they are disabled, NEON covers Arm.
@@ -24,10 +24,20 @@
 #ifndef VERITY_KERNELS_CPU_SIMD_SHARED_
 #define VERITY_KERNELS_CPU_SIMD_SHARED_
 
+// Also compile for AVX3_DL (AVX-512 with VNNI: Ice Lake, Zen 4 and later),
+// whose vpdpbusd the q8_0 kernel uses; Highway leaves it out by default.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/simd.h"
 
@@ -71,6 +81,7 @@ constexpr int kTileT = 4;  // 32 vector registers: 16 accumulators + 4 rows + x
 constexpr int kTileT = 3;  // 16 registers: 12 accumulators + 4 rows
 #endif
 constexpr int kTokenBlock = 64;  // input vectors per pass over a weight tile
+using DQ = hn::CappedTag<float, kQ8Block>;  // at most 32 lanes per block chunk
 
 inline float Sum(DF d, VF v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
 
@@ -140,40 +151,140 @@ void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int
   for (int i = row_begin; i < row_end; i++) out[i] = DotBF16(w + i * n, x, n);
 }
 
-// q8_0, dequantized in registers: a block's 32 int8 widen to int32 and convert
-// to f32 (N at a time), their dot with x sums into a block vector, scaled into
-// the row accumulator with one FMA. x stays f32 (not quantized), so this is the
-// exact f32 dot of the dequantized row up to summation order, like MatMulQ8_0.
-// Two blocks per step keep two accumulator chains.
-using DQ = hn::CappedTag<float, kQ8Block>;  // at most 32 lanes per block chunk
+// q8_0 against quantized x (QuantizedX: int16, one scale per block of 32),
+// one lane per block: a group of 8 blocks is 8 int32 sums, exact on every
+// instruction set, converted to f32 (rounded to nearest: the same on every
+// target), scaled by weight scale * x scale and accumulated in 8 f32 lanes
+// with fused multiply-adds, then summed in one fixed order (Lanes8Sum); the
+// plain tail blocks follow in column order. So every target returns the same
+// bits. Measured on the ~110M synth (Zen 4, one core, weights in L2): the f32
+// dot of in-register dequantized weights ran at ~50 GB/s of q8_0, too slow to
+// keep up with memory (~12 instructions per block); this runs at a multiple.
+// int8 activations would be faster still, but flipped near-tie argmaxes on
+// stories260K (top-1 0.875 at one depth of the standard parity, mean KL 1e-3);
+// int16 keeps x's rounding (1/65534 of its block's max) far below the weights'.
+constexpr int kGroupBytes = kQ8Group * static_cast<int>(sizeof(BlockQ8_0));  // 288
+constexpr int kGroupQuants = kQ8Group * kQ8Block;                             // 256
 
-HWY_INLINE hn::Vec<DQ> BlockDot(const BlockQ8_0& b, const float* HWY_RESTRICT x) {
-  const DQ d;
-  const hn::Rebind<int32_t, DQ> di32;
-  const hn::Rebind<int8_t, DQ> di8;
-  const size_t N = hn::Lanes(d);
-  auto s = hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, b.q))), hn::LoadU(d, x));
-  for (size_t k = N; k < static_cast<size_t>(kQ8Block); k += N)
-    s = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, b.q + k))), hn::LoadU(d, x + k), s);
-  return s;
-}
+// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the order every target sums in.
+inline float Lanes8Sum(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
 
-HWY_INLINE float DotQ8(const BlockQ8_0* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t blocks) {
-  const DQ d;
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d);
-  size_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    a0 = hn::MulAdd(BlockDot(w[b], x + b * kQ8Block), hn::Set(d, w[b].scale), a0);
-    a1 = hn::MulAdd(BlockDot(w[b + 1], x + (b + 1) * kQ8Block), hn::Set(d, w[b + 1].scale), a1);
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0.3 compiles AVX3_DL with "avxvnni" (the VEX form) but not
+// "avx512vnni", though its run-time check requires AVX512_VNNI: add it to
+// the q8_0 functions so the EVEX vpdpwssd compiles (and inlines) here.
+#define VERITY_Q8_ATTR __attribute__((target("avx512vnni")))
+// AVX-512 VNNI: a step's 32 int8 (4 per block) widen to 32 int16 and
+// vpdpwssd adds each adjacent pair of products into an int32 lane, so lanes
+// 2l and 2l+1 hold block l; the 64-bit lanes' halves are added at the end.
+VERITY_Q8_ATTR HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
+  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
+  __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+  for (int k = 0; k < 8; k += 2) {
+    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * k)));
+    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * k + 32)));
+    acc0 = _mm512_dpwssd_epi32(acc0, w0, _mm512_loadu_si512(xq + 32 * k));
+    acc1 = _mm512_dpwssd_epi32(acc1, w1, _mm512_loadu_si512(xq + 32 * k + 32));
   }
-  if (b < blocks) a0 = hn::MulAdd(BlockDot(w[b], x + b * kQ8Block), hn::Set(d, w[b].scale), a0);
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+  const __m512i acc = _mm512_add_epi32(acc0, acc1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums),
+                      _mm512_cvtepi64_epi32(_mm512_add_epi32(acc, _mm512_srli_epi64(acc, 32))));
+}
+#define VERITY_Q8_SIMD 1
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#define VERITY_Q8_ATTR
+// AVX2: each half of a step (blocks 0-3, 4-7) widens to 16 int16 and
+// vpmaddwd adds adjacent products into int32 lanes (2 per block); a
+// horizontal add and a 64-bit permute put the 8 blocks in order at the end.
+HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
+  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k++) {
+    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + 32 * k)));
+    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wq + 32 * k + 16)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(w0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k))));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k + 16))));
+  }
+  // hadd: [b0 b1 b4 b5 | b2 b3 b6 b7]; the permute restores 0..7.
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums),
+                      _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8));
+}
+#define VERITY_Q8_SIMD 1
+#else
+#define VERITY_Q8_ATTR
+// Any other target: plain loops over the same layout.
+HWY_INLINE void GroupSums(const uint8_t* wq, const QuantizedX& x, int g, int32_t* sums) {
+  const int16_t* xq = x.q.data() + static_cast<size_t>(g) * kGroupQuants;
+  const int8_t* w = reinterpret_cast<const int8_t*>(wq);
+  for (int l = 0; l < kQ8Group; l++) sums[l] = 0;
+  for (int k = 0; k < 8; k++)
+    for (int l = 0; l < kQ8Group; l++)
+      for (int b = 0; b < 4; b++) sums[l] += w[32 * k + 4 * l + b] * xq[32 * k + 4 * l + b];
+}
+#endif
+
+VERITY_Q8_ATTR HWY_INLINE float DotQ8Row(const uint8_t* HWY_RESTRICT row, const QuantizedX& x) {
+  const int nb = x.cols / kQ8Block, ng = nb / kQ8Group;
+  float lanes[kQ8Group] = {0, 0, 0, 0, 0, 0, 0, 0};
+#ifdef VERITY_Q8_SIMD
+  __m256 acc = _mm256_setzero_ps();
+  for (int g = 0; g < ng; g++) {
+    const uint8_t* grp = row + static_cast<size_t>(g) * kGroupBytes;
+    alignas(32) int32_t sums[kQ8Group];
+    GroupSums(grp + 32, x, g, sums);
+    const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(grp)),
+                                       _mm256_loadu_ps(x.scale.data() + g * kQ8Group));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums))), scale, acc);
+  }
+  _mm256_storeu_ps(lanes, acc);
+#else
+  for (int g = 0; g < ng; g++) {
+    const uint8_t* grp = row + static_cast<size_t>(g) * kGroupBytes;
+    int32_t sums[kQ8Group];
+    GroupSums(grp + 32, x, g, sums);
+    for (int l = 0; l < kQ8Group; l++) {
+      float ws;
+      std::memcpy(&ws, grp + 4 * l, 4);
+      lanes[l] = std::fma(static_cast<float>(sums[l]), ws * x.scale[g * kQ8Group + l], lanes[l]);
+    }
+  }
+#endif
+  float total = Lanes8Sum(lanes);
+  // The tail: plain blocks, in column order.
+  const uint8_t* tail = row + static_cast<size_t>(ng) * kGroupBytes;
+  const int16_t* xq = x.q.data() + static_cast<size_t>(ng) * kGroupQuants;
+  for (int b = ng * kQ8Group; b < nb; b++, tail += sizeof(BlockQ8_0), xq += kQ8Block) {
+    float ws;
+    std::memcpy(&ws, tail, 4);
+    const int8_t* w = reinterpret_cast<const int8_t*>(tail + 4);
+    int32_t sum = 0;
+    for (int k = 0; k < kQ8Block; k++) sum += w[k] * xq[k];
+    total = std::fma(static_cast<float>(sum), ws * x.scale[b], total);
+  }
+  return total;
+}
+#undef VERITY_Q8_SIMD
+
+VERITY_Q8_ATTR void MatVecQ8_0Impl(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
+  const size_t row_bytes = static_cast<size_t>(x.cols / kQ8Block) * sizeof(BlockQ8_0);
+  for (int i = row_begin; i < row_end; i++)
+    out[i] = x.finite ? DotQ8Row(w + i * row_bytes, x) : std::numeric_limits<float>::quiet_NaN();
 }
 
-void MatVecQ8_0Impl(const BlockQ8_0* w, const float* x, float* out, int cols, int row_begin, int row_end) {
-  const size_t blocks = static_cast<size_t>(cols) / kQ8Block;
-  for (int i = row_begin; i < row_end; i++) out[i] = DotQ8(w + i * blocks, x, blocks);
+// Prefill: each weight row stays in L1 while it meets a block of vectors.
+VERITY_Q8_ATTR void MatMulQ8_0Impl(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin,
+                    int row_end) {
+  if (T == 0) return;
+  const size_t row_bytes = static_cast<size_t>(x[0].cols / kQ8Block) * sizeof(BlockQ8_0);
+  const size_t ld = static_cast<size_t>(ld_out);
+  for (int t0 = 0; t0 < T; t0 += kTokenBlock) {
+    const int t1 = std::min(T, t0 + kTokenBlock);
+    for (int i = row_begin; i < row_end; i++)
+      for (int t = t0; t < t1; t++)
+        out[t * ld + i] = x[t].finite ? DotQ8Row(w + i * row_bytes, x[t]) : std::numeric_limits<float>::quiet_NaN();
+  }
 }
+#undef VERITY_Q8_ATTR
 
 // Sums every 64-bit word (and trailing byte) of a buffer with the widest loads
 // and 4 independent accumulators: the read-bandwidth probe.
@@ -254,24 +365,6 @@ struct RowBF16 {
     return dst;
   }
 };
-struct RowQ8 {
-  const BlockQ8_0* w;
-  const float* Get(int row, size_t cols, float* dst) const {
-    const DQ d;
-    const hn::Rebind<int32_t, DQ> di32;
-    const hn::Rebind<int8_t, DQ> di8;
-    const size_t N = hn::Lanes(d), blocks = cols / kQ8Block;
-    const BlockQ8_0* src = w + row * blocks;
-    for (size_t b = 0; b < blocks; b++) {
-      const auto s = hn::Set(d, src[b].scale);
-      for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
-        hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, src[b].q + k))), s), d,
-                  dst + b * kQ8Block + k);
-    }
-    return dst;
-  }
-};
-
 template <class Rows>
 void MatMulImpl(const Rows& rows, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
                 int row_end) {
@@ -305,12 +398,31 @@ void MatMulBF16Impl(const uint16_t* w, const float* x, float* out, int T, int co
                     int row_end) {
   MatMulImpl(RowBF16{w}, x, out, T, cols, ld_out, row_begin, row_end);
 }
-void MatMulQ8_0Impl(const BlockQ8_0* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-                    int row_end) {
-  MatMulImpl(RowQ8{w}, x, out, T, cols, ld_out, row_begin, row_end);
+// ---------------------------------------------------------------- conversions
+// x to int16 per block of 32: scale = max|x| / 32767, q = round(x / scale)
+// (computed as x * (32767 / max|x|), to nearest even). Returns false, writing
+// nothing meaningful, when x holds NaN or infinity.
+bool QuantizeX16Impl(const float* x, int cols, int16_t* q, float* scale) {
+  const DQ d;
+  const hn::Rebind<int32_t, DQ> di32;
+  const hn::Rebind<int16_t, DQ> di16;
+  const size_t N = hn::Lanes(d);
+  for (int b = 0; b < cols / kQ8Block; b++) {
+    const float* v = x + b * kQ8Block;
+    auto m = hn::Zero(d);
+    for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, v + k)));
+    float amax = hn::GetLane(hn::MaxOfLanes(d, m));
+    for (int k = 0; k < kQ8Block; k++)  // Max may drop a NaN; check every value
+      if (!std::isfinite(v[k])) return false;
+    scale[b] = amax / 32767.0f;
+    const auto inv = hn::Set(d, amax == 0.0f ? 0.0f : 32767.0f / amax);
+    for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
+      hn::StoreU(hn::DemoteTo(di16, hn::NearestInt(hn::Mul(hn::LoadU(d, v + k), inv))), di16, q + b * kQ8Block + k);
+    (void)di32;
+  }
+  return true;
 }
 
-// ---------------------------------------------------------------- conversions
 void QuantizeQ8_0Impl(const float* src, BlockQ8_0* dst, size_t n) {
   const DQ d;
   const hn::Rebind<int32_t, DQ> di32;
@@ -339,8 +451,16 @@ void QuantizeQ8_0Impl(const float* src, BlockQ8_0* dst, size_t n) {
 }
 
 void DequantizeQ8_0Impl(const BlockQ8_0* src, float* dst, size_t n) {
-  RowQ8 rows{src};
-  rows.Get(0, n, dst);
+  const DQ d;
+  const hn::Rebind<int32_t, DQ> di32;
+  const hn::Rebind<int8_t, DQ> di8;
+  const size_t N = hn::Lanes(d);
+  for (size_t b = 0; b < n / kQ8Block; b++) {
+    const auto s = hn::Set(d, src[b].scale);
+    for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
+      hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, src[b].q + k))), s), d,
+                dst + b * kQ8Block + k);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -360,6 +480,7 @@ HWY_EXPORT(MatMulQ8_0Impl);
 HWY_EXPORT(QuantizeQ8_0Impl);
 HWY_EXPORT(DequantizeQ8_0Impl);
 HWY_EXPORT(StreamReadImpl);
+HWY_EXPORT(QuantizeX16Impl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
 
@@ -369,8 +490,8 @@ void MatVecF32(const float* w, const float* x, float* out, int cols, int row_beg
 void MatVecBF16(const uint16_t* w, const float* x, float* out, int cols, int row_begin, int row_end) {
   HWY_DYNAMIC_DISPATCH(MatVecBF16Impl)(w, x, out, cols, row_begin, row_end);
 }
-void MatVecQ8_0(const BlockQ8_0* w, const float* x, float* out, int cols, int row_begin, int row_end) {
-  HWY_DYNAMIC_DISPATCH(MatVecQ8_0Impl)(w, x, out, cols, row_begin, row_end);
+void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatVecQ8_0Impl)(w, x, out, row_begin, row_end);
 }
 void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
                int row_end) {
@@ -380,9 +501,8 @@ void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, 
                 int row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulBF16Impl)(w, x, out, T, cols, ld_out, row_begin, row_end);
 }
-void MatMulQ8_0(const BlockQ8_0* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-                int row_end) {
-  HWY_DYNAMIC_DISPATCH(MatMulQ8_0Impl)(w, x, out, T, cols, ld_out, row_begin, row_end);
+void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatMulQ8_0Impl)(w, x, out, T, ld_out, row_begin, row_end);
 }
 
 uint16_t F32ToBF16(float v) {
@@ -410,6 +530,61 @@ void BF16ToF32Array(const uint16_t* src, float* dst, size_t n) {
 void QuantizeQ8_0(const float* src, BlockQ8_0* dst, size_t n) { HWY_DYNAMIC_DISPATCH(QuantizeQ8_0Impl)(src, dst, n); }
 void DequantizeQ8_0(const BlockQ8_0* src, float* dst, size_t n) {
   HWY_DYNAMIC_DISPATCH(DequantizeQ8_0Impl)(src, dst, n);
+}
+
+void PackRowQ8_0(const BlockQ8_0* blocks, int cols, uint8_t* row) {
+  const int nb = cols / kQ8Block, ng = nb / kQ8Group;
+  for (int g = 0; g < ng; g++, row += kQ8Group * sizeof(BlockQ8_0)) {
+    const BlockQ8_0* grp = blocks + g * kQ8Group;
+    for (int l = 0; l < kQ8Group; l++) std::memcpy(row + 4 * l, &grp[l].scale, 4);
+    for (int k = 0; k < 8; k++)
+      for (int l = 0; l < kQ8Group; l++) std::memcpy(row + 32 + 32 * k + 4 * l, grp[l].q + 4 * k, 4);
+  }
+  std::memcpy(row, blocks + ng * kQ8Group, (nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+void UnpackRowQ8_0(const uint8_t* row, int cols, BlockQ8_0* blocks) {
+  const int nb = cols / kQ8Block, ng = nb / kQ8Group;
+  for (int g = 0; g < ng; g++, row += kQ8Group * sizeof(BlockQ8_0)) {
+    BlockQ8_0* grp = blocks + g * kQ8Group;
+    for (int l = 0; l < kQ8Group; l++) std::memcpy(&grp[l].scale, row + 4 * l, 4);
+    for (int k = 0; k < 8; k++)
+      for (int l = 0; l < kQ8Group; l++) std::memcpy(grp[l].q + 4 * k, row + 32 + 32 * k + 4 * l, 4);
+  }
+  std::memcpy(blocks + ng * kQ8Group, row, (nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+void QuantizeRowQ8_0(const float* src, int cols, uint8_t* row) {
+  thread_local std::vector<BlockQ8_0> blocks;
+  blocks.resize(static_cast<size_t>(cols / kQ8Block));
+  QuantizeQ8_0(src, blocks.data(), static_cast<size_t>(cols));
+  PackRowQ8_0(blocks.data(), cols, row);
+}
+
+void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst) {
+  thread_local std::vector<BlockQ8_0> blocks;
+  blocks.resize(static_cast<size_t>(cols / kQ8Block));
+  UnpackRowQ8_0(row, cols, blocks.data());
+  DequantizeQ8_0(blocks.data(), dst, static_cast<size_t>(cols));
+}
+
+void QuantizeX(const float* x, int cols, QuantizedX* out) {
+  const int nb = cols / kQ8Block, ng = nb / kQ8Group;
+  out->cols = cols;
+  out->q.resize(static_cast<size_t>(cols));
+  out->scale.resize(static_cast<size_t>(nb));
+  thread_local std::vector<int16_t> plain;
+  plain.resize(static_cast<size_t>(cols));
+  out->finite = HWY_DYNAMIC_DISPATCH(QuantizeX16Impl)(x, cols, plain.data(), out->scale.data());
+  if (!out->finite) return;
+  // Into the weights' layout (PackRowQ8_0's, without the scales): 4 values of
+  // each block per step.
+  int16_t* q = out->q.data();
+  for (int g = 0; g < ng; g++, q += kQ8Group * kQ8Block)
+    for (int k = 0; k < 8; k++)
+      for (int l = 0; l < kQ8Group; l++)
+        std::memcpy(q + 32 * k + 4 * l, plain.data() + (g * kQ8Group + l) * kQ8Block + 4 * k, 8);
+  std::memcpy(q, plain.data() + ng * kQ8Group * kQ8Block, static_cast<size_t>(nb - ng * kQ8Group) * kQ8Block * 2);
 }
 
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }

@@ -6,11 +6,12 @@
 // the scalable SVE/RVV targets are left out); the best one this CPU runs is
 // chosen at the first call (HWY_DYNAMIC_DISPATCH).
 //
-// Rounding: every kernel sums in f32 with its own lane order, so results agree
-// with a plain scalar loop to float rounding (relative ~1e-6 * sqrt(cols)), not
-// bit for bit, and may differ between instruction sets. MatMul* agrees with the
-// MatVec* of the same dtype to the same tolerance (both dequantize weights to
-// f32 exactly; neither quantizes x).
+// Rounding: every f32 and bf16 kernel sums in f32 with its own lane order, so
+// results agree with a plain scalar loop to float rounding (relative ~1e-6 *
+// sqrt(cols)), not bit for bit, and may differ between instruction sets.
+// MatMul* agrees with the MatVec* of the same dtype to the same tolerance.
+// q8_0 quantizes x too (QuantizedX): its block sums are exact integers on
+// every instruction set, only their scaled f32 sum is rounded.
 #pragma once
 
 #include <cstddef>
@@ -29,37 +30,71 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 36);
 
+// How a q8_0 row of `cols` weights (nb = cols / 32 blocks) sits in memory, so
+// that the dot product runs on int8 with one lane per block: the first
+// nb / 8 * 8 blocks in groups of 8, each group the 8 scales (32 bytes) and then
+// its 256 int8 interleaved 4 at a time (step k = 0..7 holds q[4k..4k+3] of
+// block 0, then of block 1, ... of block 7); the remaining nb % 8 blocks as
+// plain BlockQ8_0. 288 bytes per group = 8 blocks of 36: the size of a row is
+// that of nb plain blocks, and rows stay independent (row slices are views).
+inline constexpr int kQ8Group = 8;
+// Writes the nb = cols / 32 blocks as one row in that layout.
+void PackRowQ8_0(const BlockQ8_0* blocks, int cols, uint8_t* row);
+// The inverse: the row's blocks, in column order.
+void UnpackRowQ8_0(const uint8_t* row, int cols, BlockQ8_0* blocks);
+
+// Activations for the q8_0 kernels: x rounded to int16 per block of 32
+// (scale = max|x| / 32767), laid out like a weight row, once per product and
+// shared by every row and thread. A q8_0 dot product is then an exact int32
+// sum per block, scaled by weight scale * x scale and summed in f32. x's
+// rounding is at most 1/65534 of its block's largest value, far below the
+// weights' 1/254 (int8 activations flipped near-tie argmaxes on stories260K).
+struct QuantizedX {
+  int cols = 0;
+  bool finite = true;          // false: x held NaN or infinity (every product is NaN)
+  std::vector<int16_t> q;      // laid out as PackRowQ8_0 lays out int8 (scales left out)
+  std::vector<float> scale;    // per block, in column order
+};
+// cols % 32 == 0.
+void QuantizeX(const float* x, int cols, QuantizedX* out);
+
 // Matrix-vector over rows [row_begin, row_end) of a row-major [rows x cols]
 // matrix: out[i] = sum_j W[i][j] * x[j] (only out[row_begin..row_end) is
-// written). For Q8, cols % 32 == 0 and row i starts at block i*cols/32.
-// No alignment is required of any pointer.
+// written). No alignment is required of any pointer. For q8_0, w holds rows of
+// RowBytesQ8_0(cols) bytes in the layout above and x is quantized (see
+// QuantizedX): out[i] = sum_b ws_b * xs_b * (sum_k wq_k * xq_k).
 void MatVecF32(const float* w, const float* x, float* out, int cols, int row_begin, int row_end);
 void MatVecBF16(const uint16_t* w, const float* x, float* out, int cols, int row_begin, int row_end);
-void MatVecQ8_0(const BlockQ8_0* w, const float* x, float* out, int cols, int row_begin, int row_end);
+void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end);
 
 // Matrix-matrix for a block of T input vectors (prefill): x is row-major
 // [T x cols], out is row-major [T x ld_out] and rows [row_begin, row_end) of
 // each output vector are written: out[t*ld_out + i] = sum_j W[i][j] * x[t*cols + j].
-// Cache-blocked: a tile of weight rows is loaded (and for bf16/q8 converted to
+// Cache-blocked: a tile of weight rows is loaded (and for bf16 converted to
 // f32) once per block of up to 64 vectors, then multiplied against them from
-// cache. Agrees with MatVec* of the same dtype per vector to float rounding.
+// cache. Agrees with MatVec* of the same dtype per vector to float rounding
+// (q8_0: bit for bit).
 void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
                int row_end);
 void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
                 int row_end);
-void MatMulQ8_0(const BlockQ8_0* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-                int row_end);
+// q8_0: the T vectors quantized (x[t] for t < T); each output is exactly what
+// MatVecQ8_0 computes for that vector (the same per-row function).
+void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end);
 
 // Conversions used when weights are converted at load.
 uint16_t F32ToBF16(float v);  // round to nearest, ties to even; NaN stays NaN (quiet), +-inf stays
 float BF16ToF32(uint16_t v);  // exact
 void ConvertF32ToBF16(const float* src, uint16_t* dst, size_t n);  // F32ToBF16 per element
 void BF16ToF32Array(const uint16_t* src, float* dst, size_t n);    // BF16ToF32 per element
-// n % 32 == 0. Per block: scale = max|v| / 127, q = v / scale rounded to nearest
+// n % 32 == 0, into plain blocks. Per block: scale = max|v| / 127, q = v / scale rounded to nearest
 // (ties to even), so |v - scale*q| <= scale/2 (+ f32 rounding); an all-zero
 // block has scale 0. Inputs must be finite.
 void QuantizeQ8_0(const float* src, BlockQ8_0* dst, size_t n);
 void DequantizeQ8_0(const BlockQ8_0* src, float* dst, size_t n);  // n % 32 == 0: dst = scale * q
+// One row: QuantizeQ8_0 then PackRowQ8_0; and back (exact).
+void QuantizeRowQ8_0(const float* src, int cols, uint8_t* row);
+void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst);
 
 // Reads every byte of data once with the widest loads and returns a checksum
 // (so the reads cannot be elided): the read-bandwidth probe of a roofline.

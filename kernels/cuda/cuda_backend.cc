@@ -134,7 +134,16 @@ class CudaBackend final : public Backend {
     if (m.buf.bytes() == 0 || m.dtype != w.dtype || m.bytes < w.bytes()) {
       m.bytes = 0;
       VERITY_RETURN_IF_ERROR(m.buf.Reserve(w.bytes(), ctx + " weight upload"));
-      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), w.data, w.bytes(), ctx + " weight upload"));
+      // q8_0 rows interleave their blocks in groups for the CPU's int8 dot
+      // (kernels.h); the device kernels read plain blocks by offset.
+      const void* host = w.data;
+      std::vector<unsigned char> plain;
+      if (w.dtype == DType::kQ8_0) {
+        plain.resize(w.bytes());
+        kernels::UnpackQ8_0Rows(w, plain.data());
+        host = plain.data();
+      }
+      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, w.bytes(), ctx + " weight upload"));
       m.dtype = w.dtype;
       m.bytes = w.bytes();
     }
