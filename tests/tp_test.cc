@@ -383,10 +383,11 @@ TEST(TpFaults, FaultsInsidePrefillBlocksAreCaught) {
     std::printf("tp prefill fault %s: collective guard %s, max abs logit diff %.3g\n", c.name,
                 f.guard.ok() ? "PASS" : "FAIL", f.max_abs);
     EXPECT_EQ(!f.guard.ok(), c.count_guard_fails) << c.name << ": " << f.guard.message();
-    if (c.count_guard_fails)
+    if (c.count_guard_fails) {
       EXPECT_NE(f.guard.message().find("all-reduces at the block of positions 0..63; the model needs 10"),
                 std::string::npos)
           << f.guard.message();
+    }
     EXPECT_GT(f.max_abs, kTpMaxAbsDiff * 10) << c.name;
   }
 }
