@@ -276,6 +276,8 @@ class Decoder {
 };
 
 // A model plus its KV cache and scratch buffers, on one backend.
+class RankForward;
+
 class Transformer : public Decoder {
  public:
   Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend);
@@ -300,22 +302,16 @@ class Transformer : public Decoder {
   [[nodiscard]] Status status() const override { return backend_->status(); }
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return backend_->name(); }
+  ~Transformer() override;
 
  private:
   const Model& model_;
   std::unique_ptr<kernels::Backend> backend_;
-  std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, k_, v_, att_, logits_;
-  std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
-  void MixtureOfExperts(const LayerWeights& w, const float* xb, float* x);
-  void PrefillBlock(const int* tokens, int n, int pos0, bool last);
+  // The forward pass itself (engine/rank_forward.h): the same code a
+  // tensor-parallel rank runs, here over every weight, reducing nothing.
+  std::unique_ptr<RankForward> forward_;
   // The logits, NaN-filled when the backend has failed.
   const float* Checked();
-  std::vector<float> router_, moe_out_;
-  std::vector<int> chosen_;
-  // Prefill scratch, [kPrefillBlock x width] each (allocated on first use).
-  std::vector<float> bx_, bxb_, bxb2_, bq_, bk_, bv_, bhb_, bhb2_;
-  std::vector<float> key_cache_, value_cache_;  // [layers x seq_len x kv_dim]
-  long kv_layer_stride_ = 0, kv_pos_stride_ = 0;
 };
 
 // run.c's sampler: greedy at temperature 0, else softmax(logits / T) sampled

@@ -1,13 +1,18 @@
-// The forward pass for one token, top to bottom (Forward), and the same steps
-// for a block of prompt positions at once (Prefill). Arithmetic that is the
-// same on every backend lives here; matmuls and attention go through the backend.
+// The forward pass, top to bottom: RankForward::Block runs a block of
+// positions (one, when decoding) through every layer on one rank. A single
+// rank (Transformer) holds every weight and reduces nothing; a tensor-parallel
+// rank (engine/tp_forward.cc) runs this same code on its slices, and its
+// Reducer all-reduces the two row-parallel partial sums of each layer.
+// Arithmetic that is the same on every backend lives here; matmuls and
+// attention go through the backend.
+#include "engine/rank_forward.h"
+
 #include <cmath>
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "engine/corruption_hooks.h"
-#include "engine/engine.h"
 
 namespace verity {
 
@@ -19,184 +24,188 @@ KvCacheLayout StandardKvCacheLayout(const ModelConfig& c) {
   return kv;
 }
 
-Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend)
-    : model_(model), backend_(std::move(backend)) {
-  const ModelConfig& c = model.config;
-  x_.resize(c.dim);
-  xb_.resize(std::max(c.dim, c.q_dim()));  // the normed row, then the attention output
-  xb2_.resize(c.dim);
-  hb_.resize(model.ffn_dim);
-  hb2_.resize(model.ffn_dim);
-  q_.resize(c.q_dim());
-  rope_inv_freq_ = RopeInverseFrequencies(c);
-  att_.resize(static_cast<size_t>(c.n_heads) * c.seq_len);
-  logits_.resize(c.vocab_size);
-  router_.resize(c.n_experts);
-  moe_out_.resize(c.dim);
-  chosen_.reserve(c.n_experts);
-  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, backend_->name());
+RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const RankWidths& widths,
+                         const KvCacheLayout& kv, kernels::Backend& k, Reducer& r)
+    : m_(m), layers_(std::move(layers)), w_(widths), k_(k), reduce_(r) {
+  const ModelConfig& c = m.config;
+  head_size_ = c.head_size();
+  q_dim_ = w_.n_heads * head_size_;
+  kv_dim_ = w_.n_kv_heads * head_size_;
   kv_pos_stride_ = kv.pos_stride;
   kv_layer_stride_ = kv.layer_stride;
   key_cache_.assign(kv.floats, 0.0f);
   value_cache_.assign(kv.floats, 0.0f);
+  rope_inv_freq_ = RopeInverseFrequencies(c);
+  scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
+  logits_.resize(c.vocab_size);
+  if (c.n_experts > 0) {
+    router_.resize(c.n_experts);
+    chosen_.reserve(c.n_experts);
+    moe_hb_.resize(m.ffn_dim);
+    moe_hb2_.resize(m.ffn_dim);
+    moe_out_.resize(c.dim);
+  }
+  Reserve(1);
+}
+
+// Buffers for blocks of `n` rows (grown on first use: decoding needs one).
+void RankForward::Reserve(int n) {
+  if (n <= rows_) return;
+  rows_ = n;
+  const size_t N = n, dim = m_.config.dim;
+  for (auto* v : {&x_, &xb_, &out_}) v->resize(N * dim);
+  for (auto* v : {&q_, &att_}) v->resize(N * q_dim_);
+  for (auto* v : {&key_, &val_}) v->resize(N * kv_dim_);
+  if (m_.config.n_experts == 0)
+    for (auto* v : {&hb_, &hb2_}) v->resize(N * w_.ffn);
+}
+
+namespace {
+// Row t of a row-major [rows x width] buffer.
+float* Row(std::vector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
+}  // namespace
+
+void RankForward::Block(const int* tokens, int n, int pos0, bool logits) {
+  const ModelConfig& c = m_.config;
+  const int dim = c.dim;
+  Reserve(n);
+  for (int t = 0; t < n; t++)
+    std::memcpy(Row(x_, t, dim), m_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+  for (int l = 0; l < c.n_layers; l++) {
+    k_.BeginLayer(l);
+    Attention(l, n, pos0);
+    FeedForward(l, n);
+  }
+  if (logits) {  // the last position's logits: final norm, classifier (replicated)
+    k_.BeginLayer(-1);
+    float* x = Row(x_, n - 1, dim);
+    kernels::Rmsnorm(x, x, m_.rms_final, dim, c.norm_eps);
+    k_.Matmul(logits_.data(), x, m_.classifier);
+  }
+}
+
+// Norm, q/k/v, rotate, cache, attend, project, all-reduce, residual.
+void RankForward::Attention(int l, int n, int pos0) {
+  const ModelConfig& c = m_.config;
+  const LayerSlice& w = layers_[l];
+  const int dim = c.dim, hs = head_size_;
+  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(xb_, t, dim), Row(x_, t, dim), w.full->rms_att, dim, c.norm_eps);
+  // Column-parallel: this rank's query heads and the KV heads they attend
+  // through, each a whole dot product over dim (no communication).
+  k_.MatmulBatch(q_.data(), xb_.data(), w.wq, n);
+  k_.MatmulBatch(key_.data(), xb_.data(), w.wk, n);
+  k_.MatmulBatch(val_.data(), xb_.data(), w.wv, n);
+  const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
+  const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+  for (int t = 0; t < n; t++) {
+    const int pos = pos0 + t;
+    k_.Rope(Row(q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
+    k_.Rope(Row(key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
+    const size_t at = layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
+    std::memcpy(key_cache_.data() + at, Row(key_, t, kv_dim_), kv_dim_ * sizeof(float));
+    std::memcpy(value_cache_.data() + at, Row(val_, t, kv_dim_), kv_dim_ * sizeof(float));
+  }
+  // Causal: the cache holds every earlier position, this block's included.
+  for (int t = 0; t < n; t++) {
+    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), key_cache_.data() + layer_off,
+                             value_cache_.data() + layer_off, kv_pos_stride_, scores_.data(), pos0 + t,
+                             w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
+    k_.Attention(a);
+  }
+  // Row-parallel o: a partial sum over this rank's heads, completed before the
+  // residual add (the FFN's RMSNorm that follows is not linear).
+  k_.MatmulBatch(out_.data(), att_.data(), w.wo, n);
+  reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
+  for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) x_[i] += out_[i];
+}
+
+// Norm, SwiGLU (silu(w1 x) * w3 x) or the experts, down-project, all-reduce, residual.
+void RankForward::FeedForward(int l, int n) {
+  const ModelConfig& c = m_.config;
+  const LayerSlice& w = layers_[l];
+  const int dim = c.dim;
+  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(xb_, t, dim), Row(x_, t, dim), w.full->rms_ffn, dim, c.norm_eps);
+  reduce_.Reduce(xb_.data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
+  if (c.n_experts == 0) {
+    // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
+    // (no communication); row-parallel down: a partial sum.
+    k_.MatmulBatch(hb_.data(), xb_.data(), w.w1, n);
+    k_.MatmulBatch(hb2_.data(), xb_.data(), w.w3, n);
+    k_.SwiGLU(hb_.data(), hb2_.data(), n * w_.ffn);
+    k_.MatmulBatch(out_.data(), hb_.data(), w.w2, n);
+  } else {
+    for (int t = 0; t < n; t++) Experts(*w.full, Row(xb_, t, dim), Row(out_, t, dim));  // routed per position
+  }
+  reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
+  for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) x_[i] += out_[i];
 }
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),
-// softmax over the chosen k, and the weighted sum of their SwiGLU outputs.
-// Reads the normed row xb, adds into the residual row x.
-void Transformer::MixtureOfExperts(const LayerWeights& w, const float* xb, float* x) {
-  const ModelConfig& c = model_.config;
-  kernels::Backend& k = *backend_;
-  const int dim = c.dim, ffn = model_.ffn_dim, n = c.n_experts, topk = c.n_experts_per_tok;
-  k.Matmul(router_.data(), xb, w.router);
+// softmax over the chosen k, and the weighted sum of the SwiGLU outputs of
+// the chosen experts this rank holds (all of them on a single rank) into
+// `out`. The router is replicated and every rank's normed row is the same, so
+// every rank chooses alike.
+void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
+  const ModelConfig& c = m_.config;
+  const int dim = c.dim, ffn = m_.ffn_dim, topk = c.n_experts_per_tok;
+  k_.Matmul(router_.data(), xb, w.router);
   chosen_.clear();
-  for (int e = 0; e < n; e++) chosen_.push_back(e);
+  for (int e = 0; e < c.n_experts; e++) chosen_.push_back(e);
   std::partial_sort(chosen_.begin(), chosen_.begin() + topk, chosen_.end(), [&](int a, int b) {
     return router_[a] != router_[b] ? router_[a] > router_[b] : a < b;
   });
   float mx = router_[chosen_[0]], sum = 0.0f;
   for (int j = 0; j < topk; j++) sum += expf(router_[chosen_[j]] - mx);
-  std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
+  std::fill(out, out + dim, 0.0f);
   for (int j = 0; j < topk; j++) {
-    const ExpertWeights& e = w.experts[chosen_[j]];
-    const float weight = expf(router_[chosen_[j]] - mx) / sum;
-    k.Matmul(hb_.data(), xb, e.w1);
-    k.Matmul(hb2_.data(), xb, e.w3);
-    k.SwiGLU(hb_.data(), hb2_.data(), ffn);
-    k.Matmul(xb2_.data(), hb_.data(), e.w2);
-    for (int i = 0; i < dim; i++) moe_out_[i] += weight * xb2_[i];
+    const int e = chosen_[j];
+    if (e < w_.expert_begin || e >= w_.expert_end) continue;
+    const ExpertWeights& ex = w.experts[e];
+    const float weight = expf(router_[e] - mx) / sum;
+    k_.Matmul(moe_hb_.data(), xb, ex.w1);
+    k_.Matmul(moe_hb2_.data(), xb, ex.w3);
+    k_.SwiGLU(moe_hb_.data(), moe_hb2_.data(), ffn);
+    k_.Matmul(moe_out_.data(), moe_hb_.data(), ex.w2);
+    for (int i = 0; i < dim; i++) out[i] += weight * moe_out_[i];
   }
-  for (int i = 0; i < dim; i++) x[i] += moe_out_[i];
 }
 
+// ---- the single rank -----------------------------------------------------------
+
+Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend)
+    : model_(model), backend_(std::move(backend)) {
+  const ModelConfig& c = model.config;
+  std::vector<LayerSlice> layers;
+  for (const LayerWeights& w : model.layers) layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, &w});
+  const RankWidths whole{c.n_heads, c.n_kv_heads, model.ffn_dim, 0, c.n_experts};
+  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, backend_->name());
+  static NoReduce no_reduce;  // stateless
+  forward_ = std::make_unique<RankForward>(model, std::move(layers), whole, kv, *backend_, no_reduce);
+}
+
+Transformer::~Transformer() = default;
+
 const float* Transformer::Forward(int token, int pos) {
-  const ModelConfig& c = model_.config;
-  const int dim = c.dim, ffn = model_.ffn_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hs = c.head_size();
-  kernels::Backend& k = *backend_;
-  float* x = x_.data();
-  std::memcpy(x, model_.token_embedding + static_cast<size_t>(token) * dim, dim * sizeof(float));
-
-  for (int l = 0; l < c.n_layers; l++) {
-    const LayerWeights& w = model_.layers[l];
-    k.BeginLayer(l);
-    // Attention block: norm, q/k/v, rotate, cache, attend, project, residual.
-    kernels::Rmsnorm(xb_.data(), x, w.rms_att, dim, c.norm_eps);
-    const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
-    float* kc = key_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
-    float* vc = value_cache_.data() + layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
-    k.Matmul(q_.data(), xb_.data(), w.wq);
-    k.Matmul(kc, xb_.data(), w.wk);
-    k.Matmul(vc, xb_.data(), w.wv);
-    const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-    k.Rope(q_.data(), q_dim, hs, pos, rope_inv_freq_.data(), interleaved);
-    k.Rope(kc, kv_dim, hs, pos, rope_inv_freq_.data(), interleaved);
-    kernels::AttentionArgs a{xb_.data(), q_.data(), key_cache_.data() + layer_off,
-                             value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos, c.n_heads,
-                             c.n_kv_heads, hs, c.seq_len};
-    k.Attention(a);
-    k.Matmul(xb2_.data(), xb_.data(), w.wo);
-    for (int i = 0; i < dim; i++) x[i] += xb2_[i];
-
-    // FFN block: norm, SwiGLU (silu(w1 x) * w3 x), down-project, residual.
-    kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
-    if (c.n_experts == 0) {
-      k.Matmul(hb_.data(), xb_.data(), w.w1);
-      k.Matmul(hb2_.data(), xb_.data(), w.w3);
-      k.SwiGLU(hb_.data(), hb2_.data(), ffn);
-      k.Matmul(xb_.data(), hb_.data(), w.w2);
-      for (int i = 0; i < dim; i++) x[i] += xb_[i];
-    } else {
-      MixtureOfExperts(w, xb_.data(), x);
-    }
-  }
-  k.BeginLayer(-1);
-  kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
-  k.Matmul(logits_.data(), x, model_.classifier);
+  forward_->Block(&token, 1, pos, /*logits=*/true);
   return Checked();
 }
 
 const float* Transformer::Checked() {
   // A failed backend already wrote NaN where it failed; the logits are made NaN
   // too, so a caller that ignores status() still cannot use a stale row.
-  if (!backend_->status().ok()) std::fill(logits_.begin(), logits_.end(), std::numeric_limits<float>::quiet_NaN());
-  return logits_.data();
+  float* logits = forward_->logits();
+  if (!backend_->status().ok()) std::fill(logits, logits + model_.config.vocab_size, std::numeric_limits<float>::quiet_NaN());
+  return logits;
 }
 
-// The prompt: the same steps as Forward, for a block of positions at a time,
-// so each weight matrix is read once per block instead of once per position.
+// The prompt in blocks of positions, so each weight matrix is read once per
+// block instead of once per position; logits for the prompt's last position.
 const float* Transformer::Prefill(const int* tokens, int T, int pos0) {
   for (int b = 0; b < T; b += kPrefillBlock) {
     const int n = std::min(kPrefillBlock, T - b);
-    PrefillBlock(tokens + b, n, pos0 + b, /*last=*/b + n == T);
+    forward_->Block(tokens + b, n, pos0 + b, /*logits=*/b + n == T);
   }
   return Checked();
-}
-
-void Transformer::PrefillBlock(const int* tokens, int n, int pos0, bool last) {
-  const ModelConfig& c = model_.config;
-  const int dim = c.dim, ffn = model_.ffn_dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hs = c.head_size();
-  kernels::Backend& k = *backend_;
-  if (bx_.empty()) {
-    const size_t B = kPrefillBlock;
-    for (auto* v : {&bx_, &bxb2_}) v->resize(B * dim);
-    bxb_.resize(B * std::max(dim, q_dim));  // normed rows [n x dim], then attention rows [n x q_dim]
-    bq_.resize(B * q_dim);
-    for (auto* v : {&bk_, &bv_}) v->resize(B * kv_dim);
-    for (auto* v : {&bhb_, &bhb2_}) v->resize(B * ffn);
-  }
-  // Row t of each [n x width] block belongs to position pos0 + t.
-  auto row = [](std::vector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; };
-  for (int t = 0; t < n; t++)
-    std::memcpy(row(bx_, t, dim), model_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
-
-  for (int l = 0; l < c.n_layers; l++) {
-    const LayerWeights& w = model_.layers[l];
-    k.BeginLayer(l);
-    // Attention block: norm each row, q/k/v for the whole block, then per
-    // position: rotate, cache, attend (causally: the cache holds every
-    // earlier position, this block's included); project, residual.
-    for (int t = 0; t < n; t++) kernels::Rmsnorm(row(bxb_, t, dim), row(bx_, t, dim), w.rms_att, dim, c.norm_eps);
-    k.MatmulBatch(bq_.data(), bxb_.data(), w.wq, n);
-    k.MatmulBatch(bk_.data(), bxb_.data(), w.wk, n);
-    k.MatmulBatch(bv_.data(), bxb_.data(), w.wv, n);
-    const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
-    const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-    for (int t = 0; t < n; t++) {
-      const int pos = pos0 + t;
-      k.Rope(row(bq_, t, q_dim), q_dim, hs, pos, rope_inv_freq_.data(), interleaved);
-      k.Rope(row(bk_, t, kv_dim), kv_dim, hs, pos, rope_inv_freq_.data(), interleaved);
-      const size_t at = layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
-      std::memcpy(key_cache_.data() + at, row(bk_, t, kv_dim), kv_dim * sizeof(float));
-      std::memcpy(value_cache_.data() + at, row(bv_, t, kv_dim), kv_dim * sizeof(float));
-    }
-    for (int t = 0; t < n; t++) {
-      kernels::AttentionArgs a{row(bxb_, t, q_dim), row(bq_, t, q_dim), key_cache_.data() + layer_off,
-                               value_cache_.data() + layer_off, kv_pos_stride_, att_.data(), pos0 + t, c.n_heads,
-                               c.n_kv_heads, hs, c.seq_len};
-      k.Attention(a);
-    }
-    k.MatmulBatch(bxb2_.data(), bxb_.data(), w.wo, n);
-    for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) bx_[i] += bxb2_[i];
-
-    // FFN block: norm each row, SwiGLU over the block, down-project, residual.
-    for (int t = 0; t < n; t++) kernels::Rmsnorm(row(bxb_, t, dim), row(bx_, t, dim), w.rms_ffn, dim, c.norm_eps);
-    if (c.n_experts == 0) {
-      k.MatmulBatch(bhb_.data(), bxb_.data(), w.w1, n);
-      k.MatmulBatch(bhb2_.data(), bxb_.data(), w.w3, n);
-      k.SwiGLU(bhb_.data(), bhb2_.data(), n * ffn);
-      k.MatmulBatch(bxb_.data(), bhb_.data(), w.w2, n);
-      for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) bx_[i] += bxb_[i];
-    } else {
-      for (int t = 0; t < n; t++) MixtureOfExperts(w, row(bxb_, t, dim), row(bx_, t, dim));  // routed per position
-    }
-  }
-  // Logits for the block's last position only, and only for the prompt's last block.
-  if (last) {
-    k.BeginLayer(-1);
-    float* x = row(bx_, n - 1, dim);
-    kernels::Rmsnorm(x, x, model_.rms_final, dim, c.norm_eps);
-    k.Matmul(logits_.data(), x, model_.classifier);
-  }
 }
 
 }  // namespace verity

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/rank_forward.h"
 #include "engine/tp_hooks.h"
 
 namespace verity {
@@ -40,67 +41,96 @@ enum Op { kForward = 1, kPrefill = 2, kStop = 3 };
 
 }  // namespace
 
-// One rank: its shard of every layer, its KV cache, and the sharded forward.
+// Completes a row-parallel projection's partial sums through the collective:
+// one all-reduce per site that needs one, or the injected fault at that site.
+class CollectiveReducer final : public Reducer {
+ public:
+  CollectiveReducer(parallel::Collective& c, const FaultPlan& f, int tp)
+      : coll_(c), fault_(f), tp_(tp), after_norm_(hooks::TpReduceAfterNorm()) {}
+
+  void Reduce(float* x, size_t n, ReduceSite site, int layer) override {
+    const bool moved = MovedPastNorm(layer);
+    if (site == ReduceSite::kPastFfnNorm) {
+      if (!moved) return;  // nothing reduces here: the FFN norm needs the complete residual
+      // The deliberate bug (tests and the tp-reduce-past-norm corruption): each
+      // rank added its partial o to the residual and normalized that; the
+      // all-reduce averages the normalized rows.
+      coll_.AllReduceSum(x, n);
+      for (size_t i = 0; i < n; i++) x[i] /= static_cast<float>(tp_);
+      return;
+    }
+    if (site == ReduceSite::kAttentionOut && moved) return;
+    const bool here = fault_.kind != FaultPlan::Kind::kNone && fault_.site == site && fault_.layer == layer;
+    if (here && fault_.kind == FaultPlan::Kind::kRemove) return;
+    coll_.AllReduceSum(x, n);
+    if (here && fault_.kind == FaultPlan::Kind::kDuplicate) coll_.AllReduceSum(x, n);
+  }
+
+ private:
+  bool MovedPastNorm(int layer) const {
+    return after_norm_ || (fault_.kind == FaultPlan::Kind::kMove && fault_.site == ReduceSite::kAttentionOut &&
+                           fault_.layer == layer);
+  }
+  parallel::Collective& coll_;
+  FaultPlan fault_;
+  int tp_;
+  bool after_norm_;
+};
+
+// One rank: its shard of every layer and the forward pass over it
+// (RankForward, the single rank's code), counted step by step.
 class TpRank {
  public:
   TpRank(const Model& m, const RankShard& s, parallel::Collective& c, std::unique_ptr<kernels::Backend> k,
          const FaultPlan& f)
-      : m_(m), s_(s), coll_(c), k_(std::move(k)), fault_(f), after_norm_(hooks::TpReduceAfterNorm()) {}
+      : m_(m), s_(s), coll_(c), k_(std::move(k)), reducer_(coll_, f, s.tp) {}
 
   Status Build() {
     const ModelConfig& c = m_.config;
     const int hd = PlanHeadDim(c);
-    nq_ = s_.q_heads.size();
-    nkv_ = s_.kv_heads.size();
-    nffn_ = s_.ffn.size();
-    if (nkv_ < 1 || nq_ % nkv_ != 0)
-      return Status::Error("--tp: rank " + std::to_string(s_.rank) + " holds " + std::to_string(nkv_) +
-                           " KV heads for " + std::to_string(nq_) + " query heads");
-    layers_.resize(c.n_layers);
+    const int nq = s_.q_heads.size(), nkv = s_.kv_heads.size();
+    if (nkv < 1 || nq % nkv != 0)
+      return Status::Error("--tp: rank " + std::to_string(s_.rank) + " holds " + std::to_string(nkv) +
+                           " KV heads for " + std::to_string(nq) + " query heads");
+    std::vector<LayerSlice> slices(c.n_layers);
+    stores_.resize(c.n_layers);
     for (int l = 0; l < c.n_layers; l++) {
       const LayerWeights& w = m_.layers[l];
-      Layer& L = layers_[l];
+      LayerSlice& L = slices[l];
+      L.full = &w;
       L.wq = RowSlice(w.wq, s_.q_heads.begin * hd, s_.q_heads.end * hd);
       L.wk = RowSlice(w.wk, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
       L.wv = RowSlice(w.wv, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
-      VERITY_ASSIGN_OR_RETURN(L.wo, ColumnSlice(w.wo, s_.q_heads.begin * hd, s_.q_heads.end * hd, &L.wo_store, "wo"));
+      VERITY_ASSIGN_OR_RETURN(L.wo, ColumnSlice(w.wo, s_.q_heads.begin * hd, s_.q_heads.end * hd, &stores_[l].wo, "wo"));
       if (c.n_experts == 0) {
         L.w1 = RowSlice(w.w1, s_.ffn.begin, s_.ffn.end);
         L.w3 = RowSlice(w.w3, s_.ffn.begin, s_.ffn.end);
-        VERITY_ASSIGN_OR_RETURN(L.w2, ColumnSlice(w.w2, s_.ffn.begin, s_.ffn.end, &L.w2_store, "w2"));
+        VERITY_ASSIGN_OR_RETURN(L.w2, ColumnSlice(w.w2, s_.ffn.begin, s_.ffn.end, &stores_[l].w2, "w2"));
       }
     }
-    const size_t T = c.seq_len;
-    x_.resize(c.dim);
-    xb_.resize(c.dim);
-    xb2_.resize(c.dim);
-    q_.resize(static_cast<size_t>(nq_) * hd);
-    rope_inv_freq_ = RopeInverseFrequencies(c);
-    att_out_.resize(static_cast<size_t>(nq_) * hd);
-    att_.resize(static_cast<size_t>(nq_) * T);
-    hb_.resize(std::max(nffn_, m_.ffn_dim));
-    hb2_.resize(std::max(nffn_, m_.ffn_dim));
-    router_.resize(c.n_experts);
-    moe_out_.resize(c.dim);
-    logits_.resize(c.vocab_size);
-    kv_dim_ = nkv_ * hd;
-    key_cache_.assign(static_cast<size_t>(c.n_layers) * T * kv_dim_, 0.0f);
-    value_cache_.assign(key_cache_.size(), 0.0f);
+    const RankWidths widths{nq, nkv, s_.ffn.size(), s_.experts.begin, s_.experts.end};
+    KvCacheLayout kv;  // [layer][position][this rank's kv_dim]
+    kv.pos_stride = static_cast<long>(nkv) * hd;
+    kv.layer_stride = static_cast<long>(c.seq_len) * kv.pos_stride;
+    kv.floats = static_cast<size_t>(c.n_layers) * kv.layer_stride;
+    forward_ = std::make_unique<RankForward>(m_, std::move(slices), widths, kv, *k_, reducer_);
     return OkStatus();
   }
 
   // One position on this rank; every rank must make the same call.
   const float* Forward(int token, int pos) {
-    const long before = coll_.reduces();
-    Body(token, pos);
-    const long made = coll_.reduces() - before, want = ReducesPerToken(m_.config);
-    tokens_++;
-    reduces_ += made;
-    if (made != want && mismatches_++ == 0)
-      first_mismatch_ = "rank " + std::to_string(s_.rank) + " made " + std::to_string(made) + " all-reduces at position " +
-                        std::to_string(pos) + "; the model needs " + std::to_string(want) + " (2 per layer x " +
-                        std::to_string(m_.config.n_layers) + " layers)";
-    return logits_.data();
+    Step(&token, 1, pos, true);
+    return forward_->logits();
+  }
+
+  // Positions pos0 .. pos0+T-1 in blocks of Transformer::kPrefillBlock, one
+  // step (and one all-reduce per row-parallel projection) per block.
+  const float* Prefill(const int* tokens, int T, int pos0) {
+    for (int b = 0; b < T; b += Transformer::kPrefillBlock) {
+      const int n = std::min(Transformer::kPrefillBlock, T - b);
+      Step(tokens + b, n, pos0 + b, b + n == T);
+    }
+    return forward_->logits();
   }
 
   // Follower: runs the leader's steps until it stops. Returns this rank's guard status.
@@ -114,7 +144,8 @@ class TpRank {
       } else if (op == kPrefill) {
         std::vector<float> toks(a, 0.0f);
         coll_.AllReduceSum(toks.data(), toks.size());
-        for (int i = 0; i < a; i++) Forward(static_cast<int>(toks[i]), b + i);
+        std::vector<int> ids(toks.begin(), toks.end());
+        Prefill(ids.data(), a, b);
       } else {
         return ReportGuard();
       }
@@ -131,142 +162,54 @@ class TpRank {
     coll_.AllReduceSum(toks.data(), toks.size());
   }
 
-  // After kStop: every rank adds its mismatch count and tokens, so the leader
+  // After kStop: every rank adds its mismatch count and steps, so the leader
   // learns the whole group's record. Returns this rank's own verdict.
   Status ReportGuard() {
-    float rec[2] = {static_cast<float>(mismatches_), static_cast<float>(tokens_)};
+    float rec[2] = {static_cast<float>(mismatches_), static_cast<float>(steps_)};
     coll_.AllReduceSum(rec, 2);
     group_mismatches_ = static_cast<long>(rec[0]);
-    group_tokens_ = static_cast<long>(rec[1]);
+    group_steps_ = static_cast<long>(rec[1]);
     if (mismatches_ == 0) return OkStatus();
     return Status::Error("tp collective guard: " + first_mismatch_);
   }
 
-  long tokens() const { return tokens_; }
+  long steps() const { return steps_; }
+  long positions() const { return positions_; }
   long reduces() const { return reduces_; }
   long group_mismatches() const { return group_mismatches_; }
-  long group_tokens() const { return group_tokens_; }
+  long group_steps() const { return group_steps_; }
   const std::string& first_mismatch() const { return first_mismatch_; }
 
  private:
-  struct Layer {
-    Weights wq, wk, wv, wo, w1, w2, w3;
-    std::vector<unsigned char> wo_store, w2_store;  // the copied column slices
+  // One step (a position, or a block of prompt positions) and its count: the
+  // all-reduces it made must be ReducesPerStep, whatever the block's size.
+  void Step(const int* tokens, int n, int pos0, bool logits) {
+    const long before = coll_.reduces();
+    forward_->Block(tokens, n, pos0, logits);
+    const long made = coll_.reduces() - before, want = ReducesPerStep(m_.config);
+    steps_++;
+    positions_ += n;
+    reduces_ += made;
+    if (made != want && mismatches_++ == 0)
+      first_mismatch_ = "rank " + std::to_string(s_.rank) + " made " + std::to_string(made) + " all-reduces at " +
+                        (n == 1 ? "position " + std::to_string(pos0)
+                                : "the block of positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1)) +
+                        "; the model needs " + std::to_string(want) + " (2 per layer x " +
+                        std::to_string(m_.config.n_layers) + " layers)";
+  }
+
+  struct ColumnStores {
+    std::vector<unsigned char> wo, w2;  // the copied column slices
   };
-
-  // The all-reduce of a row-parallel projection's partial sum, or the
-  // injected fault at this site.
-  void Reduce(float* partial, int n, FaultPlan::Site site, int layer) {
-    const bool here = fault_.kind != FaultPlan::Kind::kNone && fault_.site == site && fault_.layer == layer;
-    if (here && fault_.kind == FaultPlan::Kind::kRemove) return;
-    coll_.AllReduceSum(partial, n);
-    if (here && fault_.kind == FaultPlan::Kind::kDuplicate) coll_.AllReduceSum(partial, n);
-  }
-
-  bool MovedPastNorm(int layer) const {
-    return after_norm_ || (fault_.kind == FaultPlan::Kind::kMove && fault_.site == FaultPlan::Site::kAttentionOut &&
-                           fault_.layer == layer);
-  }
-
-  void Body(int token, int pos) {
-    const ModelConfig& c = m_.config;
-    const int dim = c.dim, hd = PlanHeadDim(c);
-    kernels::Backend& k = *k_;
-    float* x = x_.data();
-    std::memcpy(x, m_.token_embedding + static_cast<size_t>(token) * dim, dim * sizeof(float));
-    const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-    const long pos_stride = kv_dim_, layer_stride = static_cast<long>(c.seq_len) * kv_dim_;
-    for (int l = 0; l < c.n_layers; l++) {
-      const LayerWeights& w = m_.layers[l];
-      const Layer& L = layers_[l];
-      // Attention: this rank's query heads and the KV heads they attend through.
-      kernels::Rmsnorm(xb_.data(), x, w.rms_att, dim, c.norm_eps);
-      const size_t layer_off = static_cast<size_t>(l) * layer_stride;
-      float* kc = key_cache_.data() + layer_off + static_cast<size_t>(pos) * pos_stride;
-      float* vc = value_cache_.data() + layer_off + static_cast<size_t>(pos) * pos_stride;
-      k.Matmul(q_.data(), xb_.data(), L.wq);
-      k.Matmul(kc, xb_.data(), L.wk);
-      k.Matmul(vc, xb_.data(), L.wv);
-      k.Rope(q_.data(), nq_ * hd, hd, pos, rope_inv_freq_.data(), interleaved);
-      k.Rope(kc, kv_dim_, hd, pos, rope_inv_freq_.data(), interleaved);
-      kernels::AttentionArgs a{att_out_.data(), q_.data(), key_cache_.data() + layer_off,
-                               value_cache_.data() + layer_off, pos_stride, att_.data(), pos, nq_, nkv_, hd, c.seq_len};
-      k.Attention(a);
-      // Row-parallel o: a partial sum over this rank's heads, completed by the
-      // all-reduce before the residual add and the FFN's RMSNorm.
-      k.Matmul(xb2_.data(), att_out_.data(), L.wo);
-      if (MovedPastNorm(l)) {
-        // The deliberate bug (tests and the tp-reduce-past-norm corruption):
-        // the partial sum goes through the residual add and the norm first.
-        for (int i = 0; i < dim; i++) x[i] += xb2_[i];
-        kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
-        coll_.AllReduceSum(xb_.data(), dim);
-        for (int i = 0; i < dim; i++) xb_[i] /= static_cast<float>(s_.tp);
-      } else {
-        Reduce(xb2_.data(), dim, FaultPlan::Site::kAttentionOut, l);
-        for (int i = 0; i < dim; i++) x[i] += xb2_[i];
-        kernels::Rmsnorm(xb_.data(), x, w.rms_ffn, dim, c.norm_eps);
-      }
-      if (c.n_experts == 0) {
-        // Column-parallel gate/up over this rank's FFN units, SwiGLU (its
-        // units only: no reduce needed), row-parallel down: a partial sum.
-        k.Matmul(hb_.data(), xb_.data(), L.w1);
-        k.Matmul(hb2_.data(), xb_.data(), L.w3);
-        k.SwiGLU(hb_.data(), hb2_.data(), nffn_);
-        k.Matmul(xb2_.data(), hb_.data(), L.w2);
-        Reduce(xb2_.data(), dim, FaultPlan::Site::kFfnOut, l);
-        for (int i = 0; i < dim; i++) x[i] += xb2_[i];
-      } else {
-        Experts(w, l);
-        for (int i = 0; i < dim; i++) x[i] += moe_out_[i];
-      }
-    }
-    kernels::Rmsnorm(x, x, m_.rms_final, dim, c.norm_eps);
-    k.Matmul(logits_.data(), x, m_.classifier);
-  }
-
-  // Mixtral routing on every rank (the router is replicated and xb agrees),
-  // the chosen experts that lie in this rank's band, and the all-reduce that
-  // completes the weighted sum before the residual add and the next norm.
-  void Experts(const LayerWeights& w, int layer) {
-    const ModelConfig& c = m_.config;
-    kernels::Backend& k = *k_;
-    const int dim = c.dim, n = c.n_experts, topk = c.n_experts_per_tok, ffn = m_.ffn_dim;
-    k.Matmul(router_.data(), xb_.data(), w.router);
-    chosen_.clear();
-    for (int e = 0; e < n; e++) chosen_.push_back(e);
-    std::partial_sort(chosen_.begin(), chosen_.begin() + topk, chosen_.end(), [&](int a, int b) {
-      return router_[a] != router_[b] ? router_[a] > router_[b] : a < b;
-    });
-    float mx = router_[chosen_[0]], sum = 0.0f;
-    for (int j = 0; j < topk; j++) sum += expf(router_[chosen_[j]] - mx);
-    std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
-    for (int j = 0; j < topk; j++) {
-      if (!s_.experts.Contains(chosen_[j])) continue;
-      const ExpertWeights& e = w.experts[chosen_[j]];
-      const float weight = expf(router_[chosen_[j]] - mx) / sum;
-      k.Matmul(hb_.data(), xb_.data(), e.w1);
-      k.Matmul(hb2_.data(), xb_.data(), e.w3);
-      k.SwiGLU(hb_.data(), hb2_.data(), ffn);
-      k.Matmul(xb2_.data(), hb_.data(), e.w2);
-      for (int i = 0; i < dim; i++) moe_out_[i] += weight * xb2_[i];
-    }
-    Reduce(moe_out_.data(), dim, FaultPlan::Site::kFfnOut, layer);
-  }
 
   const Model& m_;
   RankShard s_;
   parallel::CountingCollective coll_;
   std::unique_ptr<kernels::Backend> k_;
-  FaultPlan fault_;
-  bool after_norm_;
-  int nq_ = 0, nkv_ = 0, nffn_ = 0, kv_dim_ = 0;
-  std::vector<Layer> layers_;
-  std::vector<float> x_, xb_, xb2_, q_, att_out_, att_, hb_, hb2_, router_, moe_out_, logits_;
-  std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
-  std::vector<int> chosen_;
-  std::vector<float> key_cache_, value_cache_;
-  long tokens_ = 0, reduces_ = 0, mismatches_ = 0, group_mismatches_ = 0, group_tokens_ = 0;
+  CollectiveReducer reducer_;
+  std::vector<ColumnStores> stores_;
+  std::unique_ptr<RankForward> forward_;
+  long steps_ = 0, positions_ = 0, reduces_ = 0, mismatches_ = 0, group_mismatches_ = 0, group_steps_ = 0;
   std::string first_mismatch_;
 };
 
@@ -422,12 +365,11 @@ const float* TpDecoder::Forward(int token, int pos) {
 const float* TpDecoder::Prefill(const int* tokens, int T, int pos0) {
   rank0_.Send(kPrefill, T, pos0);
   rank0_.SendTokens(tokens, T);
-  const float* out = nullptr;
-  for (int i = 0; i < T; i++) out = rank0_.Forward(tokens[i], pos0 + i);
-  return out;
+  return rank0_.Prefill(tokens, T, pos0);
 }
 
-long TpDecoder::tokens_checked() const { return rank0_.tokens(); }
+long TpDecoder::steps_checked() const { return rank0_.steps(); }
+long TpDecoder::positions_run() const { return rank0_.positions(); }
 long TpDecoder::reduces_counted() const { return rank0_.reduces(); }
 
 Status TpDecoder::Finish() {
@@ -435,18 +377,19 @@ Status TpDecoder::Finish() {
   finished_ = true;
   group_.Stop();
   const ModelConfig& c = model_.config;
-  const long want = ReducesPerToken(c);
+  const long want = ReducesPerStep(c);
   const long bad = rank0_.group_mismatches();
   std::string first = rank0_.first_mismatch();
   for (size_t i = 1; i < group_.follower_status_.size() && first.empty(); i++)
     if (!group_.follower_status_[i].ok()) first = group_.follower_status_[i].message();
   std::fprintf(stderr,
-               "tp collective guard: %ld all-reduces per position expected (2 per layer x %d layers%s); rank 0 ran %ld "
-               "positions and counted %ld; %ld rank-position(s) of %ld off count verdict=%s\n",
-               want, c.n_layers, c.n_experts ? ", MoE: attention out + expert sum" : "", rank0_.tokens(),
-               rank0_.reduces(), bad, rank0_.group_tokens(), bad == 0 ? "PASS" : "FAIL");
+               "tp collective guard: %ld all-reduces per step expected (2 per layer x %d layers%s; a step is a "
+               "position or a prefill block); rank 0 ran %ld steps (%ld positions) and counted %ld; %ld rank-step(s) "
+               "of %ld off count verdict=%s\n",
+               want, c.n_layers, c.n_experts ? ", MoE: attention out + expert sum" : "", rank0_.steps(),
+               rank0_.positions(), rank0_.reduces(), bad, rank0_.group_steps(), bad == 0 ? "PASS" : "FAIL");
   if (bad != 0)
-    finish_status_ = Status::Error("tp collective guard: " + std::to_string(bad) + " rank-position(s) made the wrong "
+    finish_status_ = Status::Error("tp collective guard: " + std::to_string(bad) + " rank-step(s) made the wrong "
                                    "number of all-reduces; first: " + (first.empty() ? "(on a follower process)" : first));
   return finish_status_;
 }

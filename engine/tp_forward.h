@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/rank_forward.h"
 #include "engine/shard_plan.h"
 #include "parallel/collective.h"
 
@@ -31,7 +32,7 @@ namespace verity {
 // after the plan was checked, so the parity figures alone must see the gap.
 struct FaultPlan {
   enum class Kind { kNone, kRemove, kDuplicate, kMove, kBandGap };
-  enum class Site { kAttentionOut, kFfnOut };
+  using Site = ReduceSite;  // kAttentionOut or kFfnOut
   Kind kind = Kind::kNone;
   Site site = Site::kAttentionOut;
   int layer = 0;
@@ -46,10 +47,11 @@ struct TpOptions {
   FaultPlan fault;  // tests only
 };
 
-// All-reduces a rank makes per position: one after the attention output
-// projection and one after the FFN's down projection (dense) or the partial
-// expert sum (MoE), in every layer.
-inline long ReducesPerToken(const ModelConfig& c) { return 2L * c.n_layers; }
+// All-reduces a rank makes per step (one position, or one block of prompt
+// positions: a block's rows are reduced together): one after the attention
+// output projection and one after the FFN's down projection (dense) or the
+// partial expert sum (MoE), in every layer.
+inline long ReducesPerStep(const ModelConfig& c) { return 2L * c.n_layers; }
 
 class TpRank;
 class TpDecoder;
@@ -102,11 +104,13 @@ class TpDecoder : public Decoder {
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return name_.c_str(); }
   // Stops the followers and checks the collective count of every rank on
-  // every position run: prints "tp collective guard: ... verdict=PASS|FAIL"
+  // every step run: prints "tp collective guard: ... verdict=PASS|FAIL"
   // (stderr) and returns an error naming the first mismatch.
   [[nodiscard]] Status Finish();
-  // The count guard's record so far on rank 0 (tests).
-  long tokens_checked() const;
+  // The count guard's record so far on rank 0 (tests): steps (positions and
+  // prefill blocks) checked, the positions they ran, the all-reduces made.
+  long steps_checked() const;
+  long positions_run() const;
   long reduces_counted() const;
 
  private:

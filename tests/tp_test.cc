@@ -116,7 +116,7 @@ TEST(Collective, Bf16ReduceIsRefusedAtSetUp) {
 
 struct Figures {
   double max_abs = 0, worst_mean_kl = 0;
-  long tokens = 0, reduces = 0;
+  long steps = 0, positions = 0, reduces = 0;
   Status guard;
   std::string err;
 };
@@ -167,7 +167,8 @@ Figures RunTp(const verity::Model& m, int tp, const std::vector<int>& ids, const
   }
   std::vector<float> got = TeacherForcedLogits(**d, ids).value();
   f.guard = (*d)->Finish();
-  f.tokens = (*d)->tokens_checked();
+  f.steps = (*d)->steps_checked();
+  f.positions = (*d)->positions_run();
   f.reduces = (*d)->reduces_counted();
   f.err = testing::internal::GetCapturedStderr();
   for (size_t i = 0; i < got.size(); i++) f.max_abs = std::max(f.max_abs, double(std::fabs(got[i] - ref[i])));
@@ -191,11 +192,12 @@ void ExpectParity(const char* what, const verity::Model& m, std::vector<int> tps
     EXPECT_TRUE(f.guard.ok()) << f.guard.message();
     EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
     EXPECT_LE(f.worst_mean_kl, kTpMaxMeanKl) << what << " tp=" << tp;
-    EXPECT_EQ(f.tokens, positions);
-    EXPECT_EQ(f.reduces, ReducesPerToken(m.config) * positions);
+    EXPECT_EQ(f.steps, positions);
+    EXPECT_EQ(f.positions, positions);
+    EXPECT_EQ(f.reduces, ReducesPerStep(m.config) * positions);
     EXPECT_NE(f.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " inproc"), std::string::npos) << f.err;
     EXPECT_NE(f.err.find("tp shard plan check: tp=" + std::to_string(tp)), std::string::npos) << f.err;
-    EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerToken(m.config)) + " all-reduces per position"),
+    EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerStep(m.config)) + " all-reduces per step"),
               std::string::npos) << f.err;
     EXPECT_NE(f.err.find("verdict=PASS"), std::string::npos);
   }
@@ -237,6 +239,87 @@ TEST(TpParity, FewerKvHeadsThanRanks) {
   ExpectParity("GQA 8 heads 2 KV heads", **m, {4, 8}, 64);
 }
 
+// ---- batched prefill: one step, and one all-reduce per projection, per block ---
+
+// A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`
+// positions one by one: the prefill's last row and every decoded row.
+std::vector<float> PrefillThenDecode(Decoder& d, const std::vector<int>& ids, int prompt) {
+  const int V = d.model().config.vocab_size;
+  const float* out = d.Prefill(ids.data(), prompt, 0);
+  std::vector<float> rows(out, out + V);
+  for (int pos = prompt; pos < static_cast<int>(ids.size()); pos++) {
+    out = d.Forward(ids[pos], pos);
+    rows.insert(rows.end(), out, out + V);
+  }
+  return rows;
+}
+
+struct PrefillFigures {
+  double max_abs = 0;
+  long steps = 0, positions = 0, reduces = 0;
+  Status guard;
+  std::string err;
+};
+
+PrefillFigures RunTpPrefill(const verity::Model& m, int tp, const std::vector<int>& ids, int prompt,
+                            const std::vector<float>& ref, FaultPlan fault = {}) {
+  PrefillFigures f;
+  TpOptions o;
+  o.tp = tp;
+  o.fault = fault;
+  testing::internal::CaptureStderr();
+  auto g = TpGroup::Open(o);
+  EXPECT_TRUE(g.ok() && (*g)->Agree(OkStatus()).ok());
+  auto d = (*g)->Start(m);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  if (!d.ok()) {
+    f.err = testing::internal::GetCapturedStderr();
+    return f;
+  }
+  const std::vector<float> got = PrefillThenDecode(**d, ids, prompt);
+  f.guard = (*d)->Finish();
+  f.steps = (*d)->steps_checked();
+  f.positions = (*d)->positions_run();
+  f.reduces = (*d)->reduces_counted();
+  f.err = testing::internal::GetCapturedStderr();
+  for (size_t i = 0; i < got.size(); i++) f.max_abs = std::max(f.max_abs, double(std::fabs(got[i] - ref[i])));
+  return f;
+}
+
+void ExpectPrefillParity(const char* what, const verity::Model& m, std::vector<int> tps) {
+  const int prompt = 150, decode = 16;  // blocks of 64, 64 and 22 positions
+  const auto ids = Ids(m.config, prompt + decode);
+  Transformer single(m, kernels::MakeBackend("fast").value());
+  const auto ref = PrefillThenDecode(single, ids, prompt);
+  const long blocks = (prompt + Transformer::kPrefillBlock - 1) / Transformer::kPrefillBlock;
+  for (int tp : tps) {
+    PrefillFigures f = RunTpPrefill(m, tp, ids, prompt, ref);
+    std::printf("tp prefill parity %s tp=%d vs single-rank Prefill: %d-position prompt in %ld blocks + %d decoded, "
+                "max abs logit diff %.3g over %d rows; %ld steps, %ld all-reduces\n",
+                what, tp, prompt, blocks, decode, f.max_abs, decode + 1, f.steps, f.reduces);
+    EXPECT_TRUE(f.guard.ok()) << f.guard.message();
+    EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
+    EXPECT_EQ(f.steps, blocks + decode);
+    EXPECT_EQ(f.positions, prompt + decode);
+    EXPECT_EQ(f.reduces, ReducesPerStep(m.config) * (blocks + decode));
+    EXPECT_NE(f.err.find("rank 0 ran " + std::to_string(blocks + decode) + " steps (" +
+                         std::to_string(prompt + decode) + " positions)"),
+              std::string::npos)
+        << f.err;
+  }
+}
+
+TEST(TpPrefill, BlocksAgreeWithSingleRankPrefill) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectPrefillParity("stories260K", **m, {2, 4});
+  ModelConfig c = Synth(64, 96, 8, 4, 8, 2);
+  c.seq_len = c.max_positions = 192;
+  auto moe = SyntheticModel(c, 7);
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  ExpectPrefillParity("synthetic MoE 8 experts top-2", **moe, {2, 4});
+}
+
 // ---- faults: the guards and the parity figures must see them -----------------
 
 TEST(TpFaults, RemovedDuplicatedAndMovedReducesAreCaught) {
@@ -274,6 +357,41 @@ TEST(TpFaults, RemovedDuplicatedAndMovedReducesAreCaught) {
   }
 }
 
+// The same faults inside prefill blocks: the count guard counts per block (a
+// removed reduce leaves 9 of 10 in the block, a duplicated one 11), and the
+// logits after the prompt move far past the gate.
+TEST(TpFaults, FaultsInsidePrefillBlocksAreCaught) {
+  auto m = LoadModel(Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const int prompt = 100;  // blocks 0..63 and 64..99
+  const auto ids = Ids((*m)->config, prompt + 4);
+  Transformer single(**m, kernels::MakeBackend("fast").value());
+  const auto ref = PrefillThenDecode(single, ids, prompt);
+  using K = FaultPlan::Kind;
+  using S = FaultPlan::Site;
+  struct Case {
+    const char* name;
+    FaultPlan f;
+    bool count_guard_fails;
+  } cases[] = {
+      {"removed after o (layer 1)", {K::kRemove, S::kAttentionOut, 1}, true},
+      {"duplicated after down (layer 0)", {K::kDuplicate, S::kFfnOut, 0}, true},
+      {"moved past the FFN norm (layer 2)", {K::kMove, S::kAttentionOut, 2}, false},
+  };
+  for (const auto& c : cases) {
+    PrefillFigures f = RunTpPrefill(**m, 2, ids, prompt, ref, c.f);
+    std::printf("tp prefill fault %s: collective guard %s, max abs logit diff %.3g\n", c.name,
+                f.guard.ok() ? "PASS" : "FAIL", f.max_abs);
+    EXPECT_EQ(!f.guard.ok(), c.count_guard_fails) << c.name << ": " << f.guard.message();
+    if (c.count_guard_fails) {
+      EXPECT_NE(f.guard.message().find("all-reduces at the block of positions 0..63; the model needs 10"),
+                std::string::npos)
+          << f.guard.message();
+    }
+    EXPECT_GT(f.max_abs, kTpMaxAbsDiff * 10) << c.name;
+  }
+}
+
 // ---- the CLI ------------------------------------------------------------------
 
 std::string GenerateCmd(const std::string& extra) {
@@ -289,7 +407,7 @@ TEST(TpCli, GoldenTextAtTp2And4InProcess) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, golden) << "tp=" << tp;
     EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp)), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per step"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("verdict=FAIL"), std::string::npos) << r.err;
   }
 }
@@ -329,7 +447,7 @@ TEST(TpCli, GoldenTextUnderMpirun) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, golden) << "mpi tp=" << tp << " (rank 0 alone prints)";
     EXPECT_NE(r.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " mpi"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per position"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tp collective guard: 10 all-reduces per step"), std::string::npos) << r.err;
   }
   // A world of another size is refused by name on every rank, without a crash.
   auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np 3 " + GenerateCmd("--tp 2 --tp-backend mpi"));

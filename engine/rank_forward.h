@@ -1,0 +1,91 @@
+// The forward pass of one rank over the weights it holds: all of them on a
+// single rank (Transformer), its shard under tensor parallelism (TpRank,
+// engine/tp_forward.cc). One function runs the layers for both; they differ
+// only in the slices of the weights (widths: heads, FFN units, experts) and in
+// the Reducer, which completes a row-parallel projection's partial sums (a
+// single rank's sums are already whole: it does nothing). Internal to the
+// engine; docs/tensor-parallel.md has the algebra.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace verity {
+
+// Where the forward offers its partial sums to the Reducer.
+enum class ReduceSite {
+  kAttentionOut,  // the o projection's output: all-reduced here
+  kPastFfnNorm,   // the FFN's normed rows: nothing reduces here except an injected fault
+  kFfnOut,        // the down projection's output, or the partial expert sum (MoE): all-reduced here
+};
+
+// Completes partial sums in place. Every rank of a group makes the same calls.
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  // `n` floats at `x` (a block's rows, row-major) at `site` of `layer`.
+  virtual void Reduce(float* x, size_t n, ReduceSite site, int layer) = 0;
+};
+
+// A single rank holds whole sums: nothing to reduce.
+class NoReduce final : public Reducer {
+ public:
+  void Reduce(float*, size_t, ReduceSite, int) override {}
+};
+
+// One layer as one rank sees it. On a single rank every view is the whole
+// matrix. Under tensor parallelism wq/wk/wv and w1/w3 are row slices
+// (column-parallel: this rank's heads and FFN units), wo and w2 column slices
+// (row-parallel: their products are partial sums).
+struct LayerSlice {
+  kernels::Weights wq, wk, wv, wo, w1, w2, w3;
+  const LayerWeights* full = nullptr;  // norms, router and experts (replicated; experts used in the band)
+};
+
+// The widths of one rank's slices.
+struct RankWidths {
+  int n_heads = 0, n_kv_heads = 0;      // query heads, and the KV heads they attend through
+  int ffn = 0;                          // dense FFN units (rows of w1/w3)
+  int expert_begin = 0, expert_end = 0;  // MoE experts held, [begin, end)
+};
+
+class RankForward {
+ public:
+  // `layers` has one slice per layer; `kv` lays out this rank's KV cache
+  // (kv_dim = widths.n_kv_heads * head_size). Allocates the KV cache and the
+  // one-position buffers (std::bad_alloc escapes: Transformer::Create turns it
+  // into an error). `m`, `k` and `r` must outlive this.
+  RankForward(const Model& m, std::vector<LayerSlice> layers, const RankWidths& widths, const KvCacheLayout& kv,
+              kernels::Backend& k, Reducer& r);
+
+  // Runs positions pos0 .. pos0+n-1 (tokens[0..n)) through every layer,
+  // writing the KV cache; positions before pos0 must be in it. With
+  // `logits`, writes the logits of the last position (logits()).
+  void Block(const int* tokens, int n, int pos0, bool logits);
+  float* logits() { return logits_.data(); }
+
+ private:
+  void Attention(int l, int n, int pos0);
+  void FeedForward(int l, int n);
+  void Experts(const LayerWeights& w, const float* xb, float* out);
+  void Reserve(int n);
+
+  const Model& m_;
+  std::vector<LayerSlice> layers_;
+  RankWidths w_;
+  kernels::Backend& k_;
+  Reducer& reduce_;
+  int head_size_ = 0, q_dim_ = 0, kv_dim_ = 0, rows_ = 0;
+  long kv_pos_stride_ = 0, kv_layer_stride_ = 0;
+  std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
+  // [rows x width] each, row t for position pos0 + t: the residual stream, the
+  // normed rows, q/k/v, the attention output, a projection's output, the FFN.
+  std::vector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
+  std::vector<float> scores_, logits_, router_, moe_hb_, moe_hb2_, moe_out_;
+  std::vector<int> chosen_;
+  std::vector<float> key_cache_, value_cache_;
+};
+
+}  // namespace verity
