@@ -2,7 +2,8 @@
 // (prefill) products over f32, bf16 and q8_0 weights, and the weight
 // conversions done at load. Pure functions (no state, no threads: callers split
 // rows over their pool), written once with Google Highway and compiled for
-// AVX-512 ("AVX3"), AVX2/FMA, SSE4 and scalar on x86 (NEON and scalar on Arm;
+// AVX-512 with VNNI ("AVX3_DL"), AVX-512 ("AVX3"), AVX2/FMA, SSE4 and scalar on
+// x86 (NEON and scalar on Arm;
 // the scalable SVE/RVV targets are left out); the best one this CPU runs is
 // chosen at the first call (HWY_DYNAMIC_DISPATCH).
 //
@@ -11,7 +12,8 @@
 // sqrt(cols)), not bit for bit, and may differ between instruction sets.
 // MatMul* agrees with the MatVec* of the same dtype to the same tolerance.
 // q8_0 quantizes x too (QuantizedX): its block sums are exact integers on
-// every instruction set, only their scaled f32 sum is rounded.
+// every instruction set and their scaled f32 sum runs in one fixed order, so
+// q8_0 returns the same bits on every target, and MatMul equals MatVec.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +33,7 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 36);
 
 // How a q8_0 row of `cols` weights (nb = cols / 32 blocks) sits in memory, so
-// that the dot product runs on int8 with one lane per block: the first
+// that the dot product runs on integers with one lane per block: the first
 // nb / 8 * 8 blocks in groups of 8, each group the 8 scales (32 bytes) and then
 // its 256 int8 interleaved 4 at a time (step k = 0..7 holds q[4k..4k+3] of
 // block 0, then of block 1, ... of block 7); the remaining nb % 8 blocks as
@@ -61,8 +63,8 @@ void QuantizeX(const float* x, int cols, QuantizedX* out);
 // Matrix-vector over rows [row_begin, row_end) of a row-major [rows x cols]
 // matrix: out[i] = sum_j W[i][j] * x[j] (only out[row_begin..row_end) is
 // written). No alignment is required of any pointer. For q8_0, w holds rows of
-// RowBytesQ8_0(cols) bytes in the layout above and x is quantized (see
-// QuantizedX): out[i] = sum_b ws_b * xs_b * (sum_k wq_k * xq_k).
+// cols / 32 * 36 bytes in the layout above and x is quantized (QuantizedX,
+// x.cols = cols): out[i] = sum_b ws_b * xs_b * (sum_k wq_k * xq_k).
 void MatVecF32(const float* w, const float* x, float* out, int cols, int row_begin, int row_end);
 void MatVecBF16(const uint16_t* w, const float* x, float* out, int cols, int row_begin, int row_end);
 void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end);
@@ -72,8 +74,7 @@ void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin
 // each output vector are written: out[t*ld_out + i] = sum_j W[i][j] * x[t*cols + j].
 // Cache-blocked: a tile of weight rows is loaded (and for bf16 converted to
 // f32) once per block of up to 64 vectors, then multiplied against them from
-// cache. Agrees with MatVec* of the same dtype per vector to float rounding
-// (q8_0: bit for bit).
+// cache. Agrees with MatVec* of the same dtype per vector to float rounding.
 void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
                int row_end);
 void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
