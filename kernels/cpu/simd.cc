@@ -64,6 +64,7 @@ inline int64_t& ForcedTarget() {
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace verity::kernels::simd {
@@ -388,6 +389,47 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
   return s;
 }
 
+// ---------------------------------------------------------------- attention
+void AttentionScoresImpl(const float* q, const float* keys, long stride, int n, int count, float* scores) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const float root = std::sqrt(static_cast<float>(n));
+  for (int t = 0; t < count; t++) {
+    const float* k = keys + t * stride;
+    VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    size_t j = 0;
+    for (; j + 4 * N <= static_cast<size_t>(n); j += 4 * N) {
+      a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
+      a1 = hn::MulAdd(hn::LoadU(d, q + j + N), hn::LoadU(d, k + j + N), a1);
+      a2 = hn::MulAdd(hn::LoadU(d, q + j + 2 * N), hn::LoadU(d, k + j + 2 * N), a2);
+      a3 = hn::MulAdd(hn::LoadU(d, q + j + 3 * N), hn::LoadU(d, k + j + 3 * N), a3);
+    }
+    for (; j + N <= static_cast<size_t>(n); j += N) a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
+    float sum = Sum(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+    for (; j < static_cast<size_t>(n); j++) sum += q[j] * k[j];
+    scores[t] = sum / root;
+  }
+}
+
+float ExpShiftedSumImpl(float* x, int count, float max, float extra) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF m = hn::Set(d, max);
+  VF acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= static_cast<size_t>(count); i += N) {
+    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), m));
+    hn::StoreU(e, d, x + i);
+    acc = hn::Add(acc, e);
+  }
+  float sum = extra + Sum(d, acc);
+  for (; i < static_cast<size_t>(count); i++) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+}
+
 // ---------------------------------------------------------------- MatMul
 // out[t*ld + r] for R rows (pointers wr[r], f32, cols each) and TT vectors
 // (x + t*cols).
@@ -562,8 +604,17 @@ HWY_EXPORT(QuantizeQ8_0Impl);
 HWY_EXPORT(DequantizeQ8_0Impl);
 HWY_EXPORT(StreamReadImpl);
 HWY_EXPORT(QuantizeX16Impl);
+HWY_EXPORT(AttentionScoresImpl);
+HWY_EXPORT(ExpShiftedSumImpl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
+
+void AttentionScores(const float* q, const float* keys, long stride, int n, int count, float* scores) {
+  HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, keys, stride, n, count, scores);
+}
+float ExpShiftedSum(float* x, int count, float max, float extra) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedSumImpl)(x, count, max, extra);
+}
 
 void MatVecF32(const float* w, const float* x, float* out, int cols, int row_begin, int row_end) {
   HWY_DYNAMIC_DISPATCH(MatVecF32Impl)(w, x, out, cols, row_begin, row_end);

@@ -83,6 +83,15 @@ void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, 
 // MatVecQ8_0 computes for that vector (the same per-row function).
 void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end);
 
+// Attention, one head at a time (the fast backend's AttendOneHeadFast).
+// scores[t] = (q . keys[t * stride .. + n)) / sqrt(n) for t < count: each dot
+// in 4 independent vector accumulators, so the order differs from a plain
+// loop (float rounding only).
+void AttentionScores(const float* q, const float* keys, long stride, int n, int count, float* scores);
+// x[i] = exp(x[i] - max) for i < count, vectorized (Highway's Exp: within a
+// few ulp of expf); returns `extra` + the sum of the new x[i] in lane order.
+float ExpShiftedSum(float* x, int count, float max, float extra);
+
 // Conversions used when weights are converted at load.
 uint16_t F32ToBF16(float v);  // round to nearest, ties to even; NaN stays NaN (quiet), +-inf stays
 float BF16ToF32(uint16_t v);  // exact
