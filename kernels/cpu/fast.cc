@@ -47,23 +47,9 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
   }
 }
 
-// out[i] = sum over positions t <= pos of att[t] * value(t)[off + i], i < N,
-// the N sums held in registers across every position.
-template <int N>
-void WeightedValues(const AttentionArgs& a, const float* __restrict att, int off, float* __restrict out) {
-  float acc[N] = {};
-  for (int t = 0; t <= a.pos; t++) {
-    const float* __restrict v = a.value_cache + t * a.pos_stride + off;
-    const float w = att[t];
-    for (int i = 0; i < N; i++) acc[i] += w * v[i];
-  }
-  for (int i = 0; i < N; i++) out[i] = acc[i];
-}
-
-// AttendOneHead (reference.cc) with the query-key dot products and the
-// softmax's exponentials vectorized (simd.h) and the weighted sum of values
-// accumulated in registers (restrict: the output aliases neither the cache nor
-// the scores). At long contexts this is a quarter of a q8_0 token: 530
+// AttendOneHead (reference.cc) with the query-key dot products, the
+// softmax's maximum and exponentials and the weighted sum of values
+// vectorized (simd.h). At long contexts this is a quarter of a q8_0 token: 530
 // positions x 144 heads of scalar expf and 8-lane dots took ~1 ms.
 void AttendOneHeadFast(const AttentionArgs& a, int h) {
   const int kv_mul = a.n_heads / a.n_kv_heads, hs = a.head_size, n = a.pos + 1;
@@ -72,19 +58,12 @@ void AttendOneHeadFast(const AttentionArgs& a, int h) {
   const int kv_off = (h / kv_mul) * hs;
   simd::AttentionScores(q, a.key_cache + kv_off, a.pos_stride, hs, n, att);
   // Softmax (common.cc) with its exponentials vectorized; the same hook.
-  float max_val = att[0];
-  for (int t = 1; t < n; t++) max_val = att[t] > max_val ? att[t] : max_val;
+  const float max_val = simd::MaxOf(att, n);
   const float sum = simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val));
   for (int t = 0; t < n; t++) att[t] /= sum;
-  // The weighted sum of values, 16 outputs at a time held in registers
-  // across every position (the order of the sum per output is unchanged);
-  // narrower chunks for what remains (stories260K's heads are 8 wide).
-  float* __restrict xb = a.out + h * hs;
-  int i0 = 0;
-  for (; i0 + 16 <= hs; i0 += 16) WeightedValues<16>(a, att, kv_off + i0, xb + i0);
-  for (; i0 + 8 <= hs; i0 += 8) WeightedValues<8>(a, att, kv_off + i0, xb + i0);
-  for (; i0 + 4 <= hs; i0 += 4) WeightedValues<4>(a, att, kv_off + i0, xb + i0);
-  for (; i0 < hs; i0++) WeightedValues<1>(a, att, kv_off + i0, xb + i0);
+  // The weighted sum of values, the head's outputs held in vector registers
+  // across every position (each summed in position order).
+  simd::WeightedSum(att, a.value_cache + kv_off, a.pos_stride, hs, n, a.out + h * hs);
 }
 
 class Fast final : public Backend {

@@ -390,24 +390,85 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
 }
 
 // ---------------------------------------------------------------- attention
+// One position's q . k with vectors of D's width: 4 accumulators, the rest of
+// the head in single vectors, then scalars.
+template <class D>
+HWY_INLINE float HeadDot(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t n) {
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t j = 0;
+  for (; j + 4 * N <= n; j += 4 * N) {
+    a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, q + j + N), hn::LoadU(d, k + j + N), a1);
+    a2 = hn::MulAdd(hn::LoadU(d, q + j + 2 * N), hn::LoadU(d, k + j + 2 * N), a2);
+    a3 = hn::MulAdd(hn::LoadU(d, q + j + 3 * N), hn::LoadU(d, k + j + 3 * N), a3);
+  }
+  for (; j + N <= n; j += N) a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; j < n; j++) sum += q[j] * k[j];
+  return sum;
+}
+
+// Heads narrower than a full vector (stories260K's are 8 wide) use vectors of
+// 8 or 4 lanes, so no head runs in scalars.
 void AttentionScoresImpl(const float* q, const float* keys, long stride, int n, int count, float* scores) {
+  const float root = std::sqrt(static_cast<float>(n));
+  const size_t hs = static_cast<size_t>(n);
+  const DF d;
+  const hn::CappedTag<float, 8> d8;
+  const hn::CappedTag<float, 4> d4;
+  if (hs >= hn::Lanes(d)) {
+    for (int t = 0; t < count; t++) scores[t] = HeadDot(d, q, keys + t * stride, hs) / root;
+  } else if (hs >= hn::Lanes(d8)) {
+    for (int t = 0; t < count; t++) scores[t] = HeadDot(d8, q, keys + t * stride, hs) / root;
+  } else {
+    for (int t = 0; t < count; t++) scores[t] = HeadDot(d4, q, keys + t * stride, hs) / root;
+  }
+}
+
+float MaxOfImpl(const float* x, int count) {
   const DF d;
   const size_t N = hn::Lanes(d);
-  const float root = std::sqrt(static_cast<float>(n));
+  float m = x[0];
+  size_t i = 0;
+  if (static_cast<size_t>(count) >= N) {
+    VF v = hn::LoadU(d, x);
+    for (i = N; i + N <= static_cast<size_t>(count); i += N) v = hn::Max(v, hn::LoadU(d, x + i));
+    m = hn::GetLane(hn::MaxOfLanes(d, v));
+  }
+  for (; i < static_cast<size_t>(count); i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// Outputs [i0, i0 + K * Lanes(d)) held in K vectors across every position.
+template <int K, class D>
+HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, const float* HWY_RESTRICT v, long stride, int count,
+                              float* HWY_RESTRICT out) {
+  const size_t N = hn::Lanes(d);
+  hn::Vec<D> acc[K];
+  for (int k = 0; k < K; k++) acc[k] = hn::Zero(d);
   for (int t = 0; t < count; t++) {
-    const float* k = keys + t * stride;
-    VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-    size_t j = 0;
-    for (; j + 4 * N <= static_cast<size_t>(n); j += 4 * N) {
-      a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
-      a1 = hn::MulAdd(hn::LoadU(d, q + j + N), hn::LoadU(d, k + j + N), a1);
-      a2 = hn::MulAdd(hn::LoadU(d, q + j + 2 * N), hn::LoadU(d, k + j + 2 * N), a2);
-      a3 = hn::MulAdd(hn::LoadU(d, q + j + 3 * N), hn::LoadU(d, k + j + 3 * N), a3);
-    }
-    for (; j + N <= static_cast<size_t>(n); j += N) a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
-    float sum = Sum(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
-    for (; j < static_cast<size_t>(n); j++) sum += q[j] * k[j];
-    scores[t] = sum / root;
+    const auto wt = hn::Set(d, w[t]);
+    const float* row = v + t * stride;
+    for (int k = 0; k < K; k++) acc[k] = hn::MulAdd(wt, hn::LoadU(d, row + k * N), acc[k]);
+  }
+  for (int k = 0; k < K; k++) hn::StoreU(acc[k], d, out + k * N);
+}
+
+void WeightedSumImpl(const float* w, const float* values, long stride, int n, int count, float* out) {
+  const DF d;
+  const hn::CappedTag<float, 8> d8;
+  const hn::CappedTag<float, 4> d4;
+  const int N = static_cast<int>(hn::Lanes(d)), N8 = static_cast<int>(hn::Lanes(d8)), N4 = static_cast<int>(hn::Lanes(d4));
+  int i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) WeightedChunk<4>(d, w, values + i, stride, count, out + i);
+  for (; i + N <= n; i += N) WeightedChunk<1>(d, w, values + i, stride, count, out + i);
+  for (; i + N8 <= n; i += N8) WeightedChunk<1>(d8, w, values + i, stride, count, out + i);
+  for (; i + N4 <= n; i += N4) WeightedChunk<1>(d4, w, values + i, stride, count, out + i);
+  for (; i < n; i++) {
+    float acc = 0.0f;
+    for (int t = 0; t < count; t++) acc = std::fma(w[t], values[t * stride + i], acc);
+    out[i] = acc;
   }
 }
 
@@ -606,11 +667,17 @@ HWY_EXPORT(StreamReadImpl);
 HWY_EXPORT(QuantizeX16Impl);
 HWY_EXPORT(AttentionScoresImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
+HWY_EXPORT(MaxOfImpl);
+HWY_EXPORT(WeightedSumImpl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
 
 void AttentionScores(const float* q, const float* keys, long stride, int n, int count, float* scores) {
   HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, keys, stride, n, count, scores);
+}
+float MaxOf(const float* x, int count) { return HWY_DYNAMIC_DISPATCH(MaxOfImpl)(x, count); }
+void WeightedSum(const float* w, const float* values, long stride, int n, int count, float* out) {
+  HWY_DYNAMIC_DISPATCH(WeightedSumImpl)(w, values, stride, n, count, out);
 }
 float ExpShiftedSum(float* x, int count, float max, float extra) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftedSumImpl)(x, count, max, extra);

@@ -92,6 +92,13 @@ void AttentionScores(const float* q, const float* keys, long stride, int n, int 
 // few ulp of expf); returns `extra` + the sum of the new x[i] in lane order.
 float ExpShiftedSum(float* x, int count, float max, float extra);
 
+// The largest of x[0..count), count >= 1.
+float MaxOf(const float* x, int count);
+// out[i] = sum over t < count of w[t] * values[t * stride + i], for i < n: the
+// outputs held in vector registers across every t (each output summed in t
+// order, as a plain loop, with fused multiply-adds).
+void WeightedSum(const float* w, const float* values, long stride, int n, int count, float* out);
+
 // Conversions used when weights are converted at load.
 uint16_t F32ToBF16(float v);  // round to nearest, ties to even; NaN stays NaN (quiet), +-inf stays
 float BF16ToF32(uint16_t v);  // exact
