@@ -264,7 +264,8 @@ int ChunkMacs() {
 // stay on the caller).
 void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, float* out) {
   const int chunk_macs = ChunkMacs();
-  thread_local QuantizedX xq;
+  // Not thread_local: the pool's workers read the caller's quantized x.
+  static QuantizedX xq;
   for (const Weights& w : m.mats) {
     if (t == Dtype::kQ8) QuantizeX(x, w.cols, &xq);
     pool.ParallelFor(
