@@ -583,26 +583,30 @@ void MatMulBF16Impl(const uint16_t* w, const float* x, float* out, int T, int co
   MatMulImpl(RowBF16{w}, x, out, T, cols, ld_out, row_begin, row_end);
 }
 // ---------------------------------------------------------------- conversions
+// max |v[k]| over one block of 32 (Max may drop a NaN: callers that care check).
+HWY_INLINE float BlockAbsMax(const float* HWY_RESTRICT v) {
+  const DQ d;
+  auto m = hn::Zero(d);
+  for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += hn::Lanes(d)) m = hn::Max(m, hn::Abs(hn::LoadU(d, v + k)));
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
+
 // x to int16 per block of 32: scale = max|x| / 32767, q = round(x / scale)
 // (computed as x * (32767 / max|x|), to nearest even). Returns false, writing
 // nothing meaningful, when x holds NaN or infinity.
 bool QuantizeX16Impl(const float* x, int cols, int16_t* q, float* scale) {
   const DQ d;
-  const hn::Rebind<int32_t, DQ> di32;
   const hn::Rebind<int16_t, DQ> di16;
   const size_t N = hn::Lanes(d);
   for (int b = 0; b < cols / kQ8Block; b++) {
     const float* v = x + b * kQ8Block;
-    auto m = hn::Zero(d);
-    for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, v + k)));
-    float amax = hn::GetLane(hn::MaxOfLanes(d, m));
+    const float amax = BlockAbsMax(v);
     for (int k = 0; k < kQ8Block; k++)  // Max may drop a NaN; check every value
       if (!std::isfinite(v[k])) return false;
     scale[b] = amax / 32767.0f;
     const auto inv = hn::Set(d, amax == 0.0f ? 0.0f : 32767.0f / amax);
     for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
       hn::StoreU(hn::DemoteTo(di16, hn::NearestInt(hn::Mul(hn::LoadU(d, v + k), inv))), di16, q + b * kQ8Block + k);
-    (void)di32;
   }
   return true;
 }
@@ -614,9 +618,7 @@ void QuantizeQ8_0Impl(const float* src, BlockQ8_0* dst, size_t n) {
   const size_t N = hn::Lanes(d);
   for (size_t b = 0; b < n / kQ8Block; b++) {
     const float* v = src + b * kQ8Block;
-    auto m = hn::Zero(d);
-    for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, v + k)));
-    const float amax = hn::GetLane(hn::MaxOfLanes(d, m));
+    const float amax = BlockAbsMax(v);
     const float scale = amax / 127.0f;
     dst[b].scale = scale;
     if (scale == 0.0f) {
