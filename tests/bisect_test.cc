@@ -38,10 +38,13 @@ ART=$(sha256sum "$0" | cut -c1-64)
 case "$1" in
   bench)
     V=$(awk -v s="$SPEED" -v r="$RANDOM" 'BEGIN { printf "%.3f", s * (1 + (r % 1001 - 500) / 100000) }')
-    printf '{"schema":"verity.bench/1","build":{"id":"%s","artifact_sha256":"%s"},"metrics":{"decode_tok_s":%s},"ok":true}\n' "$SHA" "$ART" "$V"
+    DT=f32; PREV=""
+    for a in "$@"; do [ "$PREV" = --dtype ] && DT=$a; PREV=$a; done
+    printf '{"schema":"verity.bench/1","build":{"id":"%s","artifact_sha256":"%s"},"workload":"fake %s","metrics":{"decode_tok_s":%s},"ok":true}\n' "$SHA" "$ART" "$DT" "$V"
     ;;
   parity)
     if [ "$2" = --help ]; then echo "parity: fast vs reference"; exit 0; fi
+    echo "$@" >> "$(dirname "$0")/parity-args"
     if [ "$PARITY" = ok ]; then T=1; KL=0; OK=true; CODE=0; else T=0.2; KL=3.5; OK=false; CODE=1; fi
     D=""
     for i in 1 2 3 4 5 6 7; do D="$D${D:+,}{\"depth\":$((i * 64)),\"positions\":8,\"top1\":$T,\"mean_kl\":$KL,\"max_kl\":$KL}"; done
@@ -173,6 +176,22 @@ TEST(Bisect, NamesTheSlowCommitAmongEight) {
   ExpectRecorded(r, j);
   // Every commit was built once, into its own cached worktree.
   EXPECT_EQ(Shell("test -x " + r.cache + "/" + r.shas[5] + "/build/cli/verity").exit_code, 0);
+}
+
+// --dtype reaches every commit's bench and parity: the fake bench names the
+// dtype it was asked for in its workload, the fake parity logs its arguments.
+TEST(Bisect, RunsEveryCommitInTheAskedDtype) {
+  Repo r = MakeRepo("bisect-dtype", 4, {{2, {"900", "", false, false}}});
+  auto res = RunBisect(r, "--json --dtype q8_0");
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  auto j = nlohmann::json::parse(res.out);
+  EXPECT_EQ(j["culprit"], r.shas[2]) << res.err;
+  EXPECT_EQ(j["workload"], "fake q8_0") << j.dump();
+  const std::string args = ReadFile(r.cache + "/" + r.shas[2] + "/build/cli/parity-args");
+  EXPECT_NE(args.find("--dtype q8_0"), std::string::npos) << args;
+  auto bad = RunBisect(r, "--dtype fp8");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("fp8"), std::string::npos) << bad.err;
 }
 
 TEST(Bisect, NamesTheCommitThatBreaksParity) {
