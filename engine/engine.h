@@ -151,12 +151,19 @@ struct Model {
   // model-owned, 64-byte aligned, zero-initialized buffers (converted or copied).
   std::vector<std::unique_ptr<MappedFile>> mappings;
   void* Allocate(size_t bytes);
+  // From now on, buffers up to 16 MB are packed into shared huge-page slabs
+  // (for models large enough that a slab's unused tail, at most 2 MB
+  // resident, is noise; the loaders decide, see WeightPlacer).
+  void UseWeightArena();
 
  private:
   struct Free {
     void operator()(void* p) const;
   };
   std::vector<std::unique_ptr<void, Free>> buffers_;
+  bool arena_on_ = false;
+  unsigned char* slab_ = nullptr;  // the slab being filled (owned by buffers_)
+  size_t slab_used_ = 0;
 };
 
 // Loads a llama2.c checkpoint (a file), validating every header field and the

@@ -29,7 +29,10 @@ int FfnDim(const ModelConfig& c, kernels::DType dtype);
 class WeightPlacer {
  public:
   // `where` (the file or directory) prefixes every error and note.
-  WeightPlacer(Model& model, std::string where) : m_(model), where_(std::move(where)) {}
+  // m.config and m.dtype must be set: a model whose matrices come to at
+  // least 64 MB packs its converted matrices into huge-page slabs
+  // (Model::UseWeightArena).
+  WeightPlacer(Model& model, std::string where);
 
   // `count` f32 values (a norm or the embedding table).
   Result<const float*> Vector(const StoredTensor& t, int64_t count);

@@ -101,6 +101,32 @@ TEST(DType, EveryMatrixIsStoredInTheModelsDtypeAndTheFootprintSaysSo) {
   EXPECT_LT(per_token[2], per_token[1] * 8 / 10);
 }
 
+// A large model's matrices under 16 MB share 64 MB huge-page slabs (2 MB
+// aligned, packed at 64-byte steps, zeroed); bigger ones get their own
+// buffers; without the arena every buffer is its own.
+TEST(Mmap, SmallMatricesOfALargeModelSharePackedSlabs) {
+  constexpr uintptr_t k2MB = uintptr_t{2} << 20;
+  verity::Model m;
+  m.UseWeightArena();
+  auto* a = static_cast<unsigned char*>(m.Allocate(1000));
+  auto* b = static_cast<unsigned char*>(m.Allocate(5000));
+  auto* big = static_cast<unsigned char*>(m.Allocate(size_t{20} << 20));
+  auto* c = static_cast<unsigned char*>(m.Allocate(64));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % k2MB, 0u) << "a slab starts on a huge page";
+  EXPECT_EQ(b - a, 1024) << "packed at 64-byte steps";
+  EXPECT_EQ(c - b, 5056) << "the big buffer went elsewhere";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % k2MB, 0u);
+  for (int i = 0; i < 5000; i++) ASSERT_EQ(b[i], 0) << i;
+  // A slab that cannot take the next buffer is left for a fresh one.
+  unsigned char* last = c;
+  for (int i = 0; i < 8; i++) last = static_cast<unsigned char*>(m.Allocate(size_t{15} << 20));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(last) % 64, 0u);
+  verity::Model plain;
+  auto* x = static_cast<unsigned char*>(plain.Allocate(1000));
+  auto* y = static_cast<unsigned char*>(plain.Allocate(1000));
+  EXPECT_NE(y - x, 1024) << "without the arena buffers are separate allocations";
+}
+
 TEST(Mmap, Llama2cMatricesAreCopiedAlignedAndTheNormsStayMapped) {
   // llama2.c's 28-byte header leaves every matrix at 28 mod 64: each is
   // copied once into 64-byte aligned storage (said in the notes); the norms
