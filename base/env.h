@@ -34,5 +34,14 @@ std::string CacheDir();
 // (libverity_cuda.so, libverity_nccl.so; base/plugin.h). Default: empty, meaning
 // the verity executable's directory, then the build tree's.
 std::string PluginDir();
+// PATH: the directories `verity gbench` searches for a benchmark binary named
+// without a '/', as a shell would. Default: empty (the current directory only).
+std::string ExecutableSearchPath();
+// VERITY_BENCH_CHUNK_MACS (kernels_bench only): multiply-adds per pool chunk
+// in the thread benchmarks, to try another split. Default: 16384 (the engine's).
+int BenchChunkMacs();
+// VERITY_SIMD_TARGET (kernels_bench only): the Highway target to pin, e.g.
+// "AVX2". Default: empty, the best this CPU runs.
+std::string BenchSimdTarget();
 
 }  // namespace verity::env

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "base/env.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -252,10 +253,7 @@ ModelMats MakeModel(const std::vector<Shape>& shapes, Dtype t) {
 // Multiply-adds per chunk at least, when rows are split over the pool: the
 // engine's rule (kernels/cpu/fast.cc), or VERITY_BENCH_CHUNK_MACS to try another.
 int ChunkMacs() {
-  static const int macs = [] {
-    const char* e = std::getenv("VERITY_BENCH_CHUNK_MACS");
-    return e != nullptr && std::atoi(e) > 0 ? std::atoi(e) : 16384;
-  }();
+  static const int macs = verity::env::BenchChunkMacs();
   return macs;
 }
 
@@ -424,11 +422,11 @@ BENCHMARK_CAPTURE(BM_MatMul, q8_0, Dtype::kQ8)->Apply(MatMulShapes)->Unit(benchm
 
 int main(int argc, char** argv) {
   using namespace verity::kernels::simd;
-  if (const char* t = std::getenv("VERITY_SIMD_TARGET"); t != nullptr && *t != '\0') {
+  if (const std::string t = verity::env::BenchSimdTarget(); !t.empty()) {
     if (!ForceTargetForTest(t)) {
       std::string all;
       for (const auto& n : AvailableTargets()) all += " " + n;
-      std::fprintf(stderr, "VERITY_SIMD_TARGET=%s is not available here (available:%s)\n", t, all.c_str());
+      std::fprintf(stderr, "VERITY_SIMD_TARGET=%s is not available here (available:%s)\n", t.c_str(), all.c_str());
       return 2;
     }
   }

@@ -18,8 +18,7 @@ namespace {
 // The file `name` runs: itself when it has a '/', else the first match on PATH.
 std::string ResolveBinary(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
+  const std::string dirs = env::ExecutableSearchPath();
   for (size_t at = 0; at <= dirs.size();) {
     const size_t colon = dirs.find(':', at);
     const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
