@@ -97,10 +97,13 @@ const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 // the FMA latency; they are summed once per row.
 constexpr int kUnroll = 4;
 
-HWY_INLINE float DotF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t cols) {
-  const DF d;
+// w . x with vectors of D's width (the full width for MatVec; attention's
+// narrow heads use 8 or 4 lanes): kUnroll accumulators, then single vectors,
+// then scalars.
+template <class D = DF>
+HWY_INLINE float DotF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t cols, D d = D()) {
   const size_t N = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   size_t j = 0;
   for (; j + kUnroll * N <= cols; j += kUnroll * N) {
     a0 = hn::MulAdd(hn::LoadU(d, w + j), hn::LoadU(d, x + j), a0);
@@ -109,7 +112,7 @@ HWY_INLINE float DotF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x
     a3 = hn::MulAdd(hn::LoadU(d, w + j + 3 * N), hn::LoadU(d, x + j + 3 * N), a3);
   }
   for (; j + N <= cols; j += N) a0 = hn::MulAdd(hn::LoadU(d, w + j), hn::LoadU(d, x + j), a0);
-  float s = Sum(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
   for (; j < cols; j++) s += w[j] * x[j];
   return s;
 }
@@ -390,25 +393,6 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
 }
 
 // ---------------------------------------------------------------- attention
-// One position's q . k with vectors of D's width: 4 accumulators, the rest of
-// the head in single vectors, then scalars.
-template <class D>
-HWY_INLINE float HeadDot(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t n) {
-  const size_t N = hn::Lanes(d);
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  size_t j = 0;
-  for (; j + 4 * N <= n; j += 4 * N) {
-    a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
-    a1 = hn::MulAdd(hn::LoadU(d, q + j + N), hn::LoadU(d, k + j + N), a1);
-    a2 = hn::MulAdd(hn::LoadU(d, q + j + 2 * N), hn::LoadU(d, k + j + 2 * N), a2);
-    a3 = hn::MulAdd(hn::LoadU(d, q + j + 3 * N), hn::LoadU(d, k + j + 3 * N), a3);
-  }
-  for (; j + N <= n; j += N) a0 = hn::MulAdd(hn::LoadU(d, q + j), hn::LoadU(d, k + j), a0);
-  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; j < n; j++) sum += q[j] * k[j];
-  return sum;
-}
-
 // Heads narrower than a full vector (stories260K's are 8 wide) use vectors of
 // 8 or 4 lanes, so no head runs in scalars.
 void AttentionScoresImpl(const float* q, const float* keys, long stride, int n, int count, float* scores) {
@@ -418,11 +402,11 @@ void AttentionScoresImpl(const float* q, const float* keys, long stride, int n, 
   const hn::CappedTag<float, 8> d8;
   const hn::CappedTag<float, 4> d4;
   if (hs >= hn::Lanes(d)) {
-    for (int t = 0; t < count; t++) scores[t] = HeadDot(d, q, keys + t * stride, hs) / root;
+    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d) / root;
   } else if (hs >= hn::Lanes(d8)) {
-    for (int t = 0; t < count; t++) scores[t] = HeadDot(d8, q, keys + t * stride, hs) / root;
+    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d8) / root;
   } else {
-    for (int t = 0; t < count; t++) scores[t] = HeadDot(d4, q, keys + t * stride, hs) / root;
+    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d4) / root;
   }
 }
 
@@ -733,13 +717,28 @@ void DequantizeQ8_0(const BlockQ8_0* src, float* dst, size_t n) {
   HWY_DYNAMIC_DISPATCH(DequantizeQ8_0Impl)(src, dst, n);
 }
 
+namespace {
+// The one statement of the group layout (simd.h): block l's values 4k..4k+3
+// sit at step k, lane l of its group of 256 values. For the int8 of weights
+// and the int16 of quantized x alike.
+template <class T>
+void ToGroup(const T* block, int l, T* group) {
+  for (int k = 0; k < 8; k++) std::memcpy(group + 32 * k + 4 * l, block + 4 * k, 4 * sizeof(T));
+}
+template <class T>
+void FromGroup(const T* group, int l, T* block) {
+  for (int k = 0; k < 8; k++) std::memcpy(block + 4 * k, group + 32 * k + 4 * l, 4 * sizeof(T));
+}
+}  // namespace
+
 void PackRowQ8_0(const BlockQ8_0* blocks, int cols, uint8_t* row) {
   const int nb = cols / kQ8Block, ng = nb / kQ8Group;
   for (int g = 0; g < ng; g++, row += kQ8Group * sizeof(BlockQ8_0)) {
     const BlockQ8_0* grp = blocks + g * kQ8Group;
-    for (int l = 0; l < kQ8Group; l++) std::memcpy(row + 4 * l, &grp[l].scale, 4);
-    for (int k = 0; k < 8; k++)
-      for (int l = 0; l < kQ8Group; l++) std::memcpy(row + 32 + 32 * k + 4 * l, grp[l].q + 4 * k, 4);
+    for (int l = 0; l < kQ8Group; l++) {
+      std::memcpy(row + 4 * l, &grp[l].scale, 4);
+      ToGroup(grp[l].q, l, reinterpret_cast<int8_t*>(row + 32));
+    }
   }
   std::memcpy(row, blocks + ng * kQ8Group, (nb - ng * kQ8Group) * sizeof(BlockQ8_0));
 }
@@ -748,9 +747,10 @@ void UnpackRowQ8_0(const uint8_t* row, int cols, BlockQ8_0* blocks) {
   const int nb = cols / kQ8Block, ng = nb / kQ8Group;
   for (int g = 0; g < ng; g++, row += kQ8Group * sizeof(BlockQ8_0)) {
     BlockQ8_0* grp = blocks + g * kQ8Group;
-    for (int l = 0; l < kQ8Group; l++) std::memcpy(&grp[l].scale, row + 4 * l, 4);
-    for (int k = 0; k < 8; k++)
-      for (int l = 0; l < kQ8Group; l++) std::memcpy(grp[l].q + 4 * k, row + 32 + 32 * k + 4 * l, 4);
+    for (int l = 0; l < kQ8Group; l++) {
+      std::memcpy(&grp[l].scale, row + 4 * l, 4);
+      FromGroup(reinterpret_cast<const int8_t*>(row + 32), l, grp[l].q);
+    }
   }
   std::memcpy(blocks + ng * kQ8Group, row, (nb - ng * kQ8Group) * sizeof(BlockQ8_0));
 }
@@ -778,13 +778,10 @@ void QuantizeX(const float* x, int cols, QuantizedX* out) {
   plain.resize(static_cast<size_t>(cols));
   out->finite = HWY_DYNAMIC_DISPATCH(QuantizeX16Impl)(x, cols, plain.data(), out->scale.data());
   if (!out->finite) return;
-  // Into the weights' layout (PackRowQ8_0's, without the scales): 4 values of
-  // each block per step.
+  // Into the weights' layout (PackRowQ8_0's, without the scales).
   int16_t* q = out->q.data();
   for (int g = 0; g < ng; g++, q += kQ8Group * kQ8Block)
-    for (int k = 0; k < 8; k++)
-      for (int l = 0; l < kQ8Group; l++)
-        std::memcpy(q + 32 * k + 4 * l, plain.data() + (g * kQ8Group + l) * kQ8Block + 4 * k, 8);
+    for (int l = 0; l < kQ8Group; l++) ToGroup(plain.data() + (g * kQ8Group + l) * kQ8Block, l, q);
   std::memcpy(q, plain.data() + ng * kQ8Group * kQ8Block, static_cast<size_t>(nb - ng * kQ8Group) * kQ8Block * 2);
 }
 
