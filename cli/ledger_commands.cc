@@ -104,6 +104,12 @@ std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const s
          std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
 }
 
+// A built ref's `verity parity --json` against its own reference path.
+std::string OwnParityCmd(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
+  return measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json" +
+         DtypeArg(o);
+}
+
 // A built ref's own `verity parity --json` ("" when the build has none). It
 // compares the build with an independent reference's logits when the model
 // has them pinned beside it (models/X.ref-logits.bin for X.bin) or --against
@@ -112,8 +118,7 @@ std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const s
 Result<std::string> ParityCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model,
                                  const std::string& against, const Progress& progress) {
   if (!b.has_parity) return std::string();
-  std::string cmd = measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) +
-                    " --backend fast --json" + DtypeArg(o);
+  std::string cmd = OwnParityCmd(b, o, model);
   if (!against.empty() && b.has_parity_against) {
     std::error_code ec;
     cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
@@ -164,8 +169,7 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
     VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(head, o, model, against, progress));
   }
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = measure::ShellQuote(base.binary) + " parity --model " + measure::ShellQuote(model) +
-                         " --backend fast --json" + DtypeArg(o);
+    r->base_parity_cmd = OwnParityCmd(base, o, model);
   r->base_ref = o.base;
   r->head_ref = o.head;
   r->base_sha = base.sha;
