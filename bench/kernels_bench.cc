@@ -326,6 +326,49 @@ void BM_DecodeToken110M(benchmark::State& state) {
   state.counters["q8_0_x"] = Median(ratio_q8);
 }
 
+// Decode attention of one ~110M token at context range(0): 12 layers, 12 query
+// heads sharing 4 KV heads of 64, the caches laid out as the engine keeps them
+// (position-major: position t of a layer at t * 256 floats), all 12 layers'
+// caches in one buffer (15.7 MB at 640 positions: past L2, as in decode). Each
+// phase is timed separately; kv_GB/s = key and value bytes per second.
+void BM_Attention110M(benchmark::State& state) {
+  const int count = static_cast<int>(state.range(0)), layers = 12, heads = 12, kv_heads = 4, hs = 64;
+  const long stride = kv_heads * hs;
+  const size_t layer_floats = static_cast<size_t>(count) * stride;
+  const std::vector<float> keys = RandomFloats(layer_floats * layers, 3), values = RandomFloats(layer_floats * layers, 4);
+  const std::vector<float> q = RandomFloats(static_cast<size_t>(heads) * hs, 5);
+  std::vector<float> scores(static_cast<size_t>(heads) * count), out(static_cast<size_t>(heads) * hs);
+  double t_scores = 0, t_softmax = 0, t_values = 0;
+  for (auto _ : state) {
+    for (int l = 0; l < layers; l++) {
+      const float* k = keys.data() + l * layer_floats;
+      const float* v = values.data() + l * layer_floats;
+      t_scores += Seconds([&] {
+        for (int kv = 0; kv < kv_heads; kv++)
+          AttentionScores(q.data() + kv * 3 * hs, 3, k + kv * hs, stride, hs, count, scores.data() + kv * 3 * count,
+                          count);
+      });
+      t_softmax += Seconds([&] {
+        for (int h = 0; h < heads; h++) {
+          float* att = scores.data() + h * count;
+          const float sum = ExpShiftedSum(att, count, MaxOf(att, count), 0.0f);
+          for (int t = 0; t < count; t++) att[t] /= sum;
+        }
+      });
+      t_values += Seconds([&] {
+        for (int kv = 0; kv < kv_heads; kv++)
+          WeightedSum(scores.data() + kv * 3 * count, count, 3, v + kv * hs, stride, hs, count,
+                      out.data() + kv * 3 * hs);
+      });
+    }
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["scores_us"] = t_scores / iters * 1e6;
+  state.counters["softmax_us"] = t_softmax / iters * 1e6;
+  state.counters["values_us"] = t_values / iters * 1e6;
+  state.counters["kv_GB/s"] = 2.0 * layer_floats * layers * 4 * iters / (t_scores + t_softmax + t_values) * 1e-9;
+}
+
 // 2 threads against 1, interleaved: each iteration decodes `reps` tokens (the
 // matrix-vector part) on a 1-thread pool and on a 2-thread pool, alternating
 // which goes first. range(0): 0 = stories260K, 1 = ~110M; range(1): dtype.
@@ -406,6 +449,7 @@ BENCHMARK(BM_ThreadsAB)
     ->ArgsProduct({{0, 1}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention110M)->Arg(64)->Arg(640)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StreamReadThreads)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, f32, Dtype::kF32)->Apply(Shapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, bf16, Dtype::kBF16)->Apply(Shapes)->Unit(benchmark::kMillisecond);

@@ -348,6 +348,45 @@ TEST(SimdQ8, NonFiniteActivationsGiveNaNNotGarbage) {
   }
 }
 
+// Grouped-query attention: a group of heads sharing one KV head gets, per
+// head, exactly the bits that head gets alone (group 1), and both agree with
+// plain double-precision loops. Head widths cover full vectors, the narrow
+// 8- and 4-lane paths and scalar tails; group sizes pass kGroup (2 or 4).
+TEST_P(SimdTest, GroupedAttentionEqualsOneHeadAtATime) {
+  for (int n : {3, 4, 8, 12, 16, 24, 64, 100, 128})
+    for (int group : {1, 2, 3, 4, 5, 8}) {
+      const int count = 37, kv_heads = 2;
+      const long stride = static_cast<long>(kv_heads) * n + 1, ld = count + 5;  // odd strides: unaligned rows
+      const std::vector<float> keys = Random(static_cast<size_t>(count) * stride, 11 + n);
+      const std::vector<float> values = Random(static_cast<size_t>(count) * stride, 13 + n);
+      const std::vector<float> q = Random(static_cast<size_t>(group) * n, 17 + group);
+      const float* k = keys.data() + n;  // the second KV head
+      const float* v = values.data() + n;
+      std::vector<float> scores(group * ld, kSentinel), alone(count);
+      AttentionScores(q.data(), group, k, stride, n, count, scores.data(), ld);
+      std::vector<float> w = Random(static_cast<size_t>(group) * ld, 19 + n);  // as softmax weights
+      std::vector<float> out(static_cast<size_t>(group) * n, kSentinel), out_alone(n);
+      WeightedSum(w.data(), ld, group, v, stride, n, count, out.data());
+      for (int g = 0; g < group; g++) {
+        AttentionScores(q.data() + g * n, 1, k, stride, n, count, alone.data(), count);
+        WeightedSum(w.data() + g * ld, ld, 1, v, stride, n, count, out_alone.data());
+        for (int t = 0; t < count; t++) {
+          ASSERT_EQ(scores[g * ld + t], alone[t]) << "n " << n << " group " << group << " head " << g << " t " << t;
+          double dot = 0;
+          for (int i = 0; i < n; i++) dot += static_cast<double>(q[g * n + i]) * k[t * stride + i];
+          ASSERT_NEAR(scores[g * ld + t], dot / std::sqrt(static_cast<double>(n)), 1e-5 * n);
+        }
+        for (int t = count; t < ld; t++) ASSERT_EQ(scores[g * ld + t], kSentinel) << "wrote past count";
+        for (int i = 0; i < n; i++) {
+          ASSERT_EQ(out[g * n + i], out_alone[i]) << "n " << n << " group " << group << " head " << g << " i " << i;
+          double sum = 0;
+          for (int t = 0; t < count; t++) sum += static_cast<double>(w[g * ld + t]) * v[t * stride + i];
+          ASSERT_NEAR(out[g * n + i], sum, 1e-5 * count);
+        }
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTargets, SimdTest, ::testing::ValuesIn(AvailableTargets()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -47,24 +47,27 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
   }
 }
 
-// AttendOneHead (reference.cc) with the query-key dot products, the
-// softmax's maximum and exponentials and the weighted sum of values
-// vectorized (simd.h). At long contexts attention is a large share of a token:
-// perf put it at ~30% of a q8_0 bench with a 512-token prompt when the dots ran
-// in 8 scalar-ish lanes and the exponentials in expf.
-void AttendOneHeadFast(const AttentionArgs& a, int h) {
-  const int kv_mul = a.n_heads / a.n_kv_heads, hs = a.head_size, n = a.pos + 1;
-  const float* q = a.q + h * hs;
-  float* __restrict att = a.scores + h * a.seq_len;
-  const int kv_off = (h / kv_mul) * hs;
-  simd::AttentionScores(q, a.key_cache + kv_off, a.pos_stride, hs, n, att);
-  // Softmax (common.cc) with its exponentials vectorized; the same hook.
-  const float max_val = simd::MaxOf(att, n);
-  const float sum = simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val));
-  for (int t = 0; t < n; t++) att[t] /= sum;
-  // The weighted sum of values, the head's outputs held in vector registers
+// AttendOneHead (reference.cc) for the query heads that share KV head `kv`,
+// with the query-key dot products, the softmax's maximum and exponentials and
+// the weighted sum of values vectorized (simd.h). The group's heads read each
+// cached key and value once. At long contexts attention is a large share of a
+// token: perf put it at ~30% of a q8_0 bench with a 512-token prompt when the
+// dots ran in 8 scalar-ish lanes and the exponentials in expf.
+void AttendGroupFast(const AttentionArgs& a, int kv) {
+  const int group = a.n_heads / a.n_kv_heads, hs = a.head_size, n = a.pos + 1, h0 = kv * group;
+  const long kv_off = static_cast<long>(kv) * hs;
+  float* scores = a.scores + static_cast<long>(h0) * a.seq_len;
+  simd::AttentionScores(a.q + h0 * hs, group, a.key_cache + kv_off, a.pos_stride, hs, n, scores, a.seq_len);
+  // Softmax (common.cc) per head with its exponentials vectorized; the same hook.
+  for (int g = 0; g < group; g++) {
+    float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
+    const float max_val = simd::MaxOf(att, n);
+    const float sum = simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val));
+    for (int t = 0; t < n; t++) att[t] /= sum;
+  }
+  // The weighted sums of values, each head's outputs held in vector registers
   // across every position (each summed in position order).
-  simd::WeightedSum(att, a.value_cache + kv_off, a.pos_stride, hs, n, a.out + h * hs);
+  simd::WeightedSum(scores, a.seq_len, group, a.value_cache + kv_off, a.pos_stride, hs, n, a.out + h0 * hs);
 }
 
 class Fast final : public Backend {
@@ -91,13 +94,13 @@ class Fast final : public Backend {
   }
 
   void Attention(const AttentionArgs& a) override {
-    auto heads = [&](int begin, int end) {
-      for (int h = begin; h < end; h++) AttendOneHeadFast(a, h);
+    auto groups = [&](int begin, int end) {
+      for (int kv = begin; kv < end; kv++) AttendGroupFast(a, kv);
     };
     if (static_cast<long>(a.pos + 1) * a.n_heads * a.head_size < kParallelThreshold) {
-      heads(0, a.n_heads);
+      groups(0, a.n_kv_heads);
     } else {
-      pool_.ParallelFor(a.n_heads, heads);
+      pool_.ParallelFor(a.n_kv_heads, groups);
     }
   }
 

@@ -393,20 +393,51 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
 }
 
 // ---------------------------------------------------------------- attention
+// The query heads that share a KV head (grouped-query attention) are served
+// together, kGroup at a time: each cached key and value is loaded once for all
+// of them, and the value sums of the group run as independent chains (one head
+// alone waits on its FMA latency at every position). Per head the arithmetic
+// is exactly the one-head loop's, so results do not depend on the grouping.
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
+constexpr int kGroup = 4;  // 32 vector registers: 16 accumulators + 4 loads
+#else
+constexpr int kGroup = 2;  // 16 registers: 8 accumulators + 4 loads
+#endif
+
+// Raw dots of every head of the group against each position in turn, so a
+// key row fetched from L2 for the first head is in L1 for the others.
+template <class D>
+void RawScores(D d, const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
+               long scores_stride) {
+  const size_t hs = static_cast<size_t>(n);
+  for (int t = 0; t < count; t++) {
+    const float* key = keys + t * stride;
+    for (int g = 0; g < group; g++) scores[g * scores_stride + t] = DotF32(q + g * hs, key, hs, d);
+  }
+}
+
 // Heads narrower than a full vector (stories260K's are 8 wide) use vectors of
 // 8 or 4 lanes, so no head runs in scalars.
-void AttentionScoresImpl(const float* q, const float* keys, long stride, int n, int count, float* scores) {
-  const float root = std::sqrt(static_cast<float>(n));
+void AttentionScoresImpl(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
+                         long scores_stride) {
   const size_t hs = static_cast<size_t>(n);
   const DF d;
   const hn::CappedTag<float, 8> d8;
   const hn::CappedTag<float, 4> d4;
   if (hs >= hn::Lanes(d)) {
-    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d) / root;
+    RawScores(d, q, group, keys, stride, n, count, scores, scores_stride);
   } else if (hs >= hn::Lanes(d8)) {
-    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d8) / root;
+    RawScores(d8, q, group, keys, stride, n, count, scores, scores_stride);
   } else {
-    for (int t = 0; t < count; t++) scores[t] = DotF32(q, keys + t * stride, hs, d4) / root;
+    RawScores(d4, q, group, keys, stride, n, count, scores, scores_stride);
+  }
+  const VF root = hn::Set(d, std::sqrt(static_cast<float>(n)));
+  const size_t N = hn::Lanes(d);
+  for (int g = 0; g < group; g++) {
+    float* s = scores + g * scores_stride;
+    size_t t = 0;
+    for (; t + N <= static_cast<size_t>(count); t += N) hn::StoreU(hn::Div(hn::LoadU(d, s + t), root), d, s + t);
+    for (; t < static_cast<size_t>(count); t++) s[t] /= hn::GetLane(root);
   }
 }
 
@@ -424,35 +455,65 @@ float MaxOfImpl(const float* x, int count) {
   return m;
 }
 
-// Outputs [i0, i0 + K * Lanes(d)) held in K vectors across every position.
-template <int K, class D>
-HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, const float* HWY_RESTRICT v, long stride, int count,
-                              float* HWY_RESTRICT out) {
+// Outputs [i0, i0 + K * Lanes(d)) of G heads (weights w + g * w_stride, outputs
+// out + g * out_stride) held in G * K vectors across every position; each
+// value vector is loaded once for the G heads.
+template <int K, int G, class D>
+HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, long w_stride, const float* HWY_RESTRICT v,
+                              long stride, int count, float* HWY_RESTRICT out, long out_stride) {
   const size_t N = hn::Lanes(d);
-  hn::Vec<D> acc[K];
-  for (int k = 0; k < K; k++) acc[k] = hn::Zero(d);
+  hn::Vec<D> acc[G][K];
+  for (int g = 0; g < G; g++)
+    for (int k = 0; k < K; k++) acc[g][k] = hn::Zero(d);
   for (int t = 0; t < count; t++) {
-    const auto wt = hn::Set(d, w[t]);
     const float* row = v + t * stride;
-    for (int k = 0; k < K; k++) acc[k] = hn::MulAdd(wt, hn::LoadU(d, row + k * N), acc[k]);
+    hn::Vec<D> vk[K];
+    for (int k = 0; k < K; k++) vk[k] = hn::LoadU(d, row + k * N);
+    for (int g = 0; g < G; g++) {
+      const auto wt = hn::Set(d, w[g * w_stride + t]);
+      for (int k = 0; k < K; k++) acc[g][k] = hn::MulAdd(wt, vk[k], acc[g][k]);
+    }
   }
-  for (int k = 0; k < K; k++) hn::StoreU(acc[k], d, out + k * N);
+  for (int g = 0; g < G; g++)
+    for (int k = 0; k < K; k++) hn::StoreU(acc[g][k], d, out + g * out_stride + k * N);
 }
 
-void WeightedSumImpl(const float* w, const float* values, long stride, int n, int count, float* out) {
+// One chunk of K vectors for every head of the group, kGroup heads at a time.
+template <int K, class D>
+HWY_INLINE void WeightedChunkAnyGroup(D d, const float* w, long w_stride, int group, const float* v, long stride,
+                                      int count, float* out, long out_stride) {
+  for (int g = 0; g < group; g += kGroup) {
+    const float* wg = w + g * w_stride;
+    float* og = out + g * out_stride;
+    switch (std::min(kGroup, group - g)) {
+      case 1: WeightedChunk<K, 1>(d, wg, w_stride, v, stride, count, og, out_stride); break;
+      case 2: WeightedChunk<K, 2>(d, wg, w_stride, v, stride, count, og, out_stride); break;
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
+      case 3: WeightedChunk<K, 3>(d, wg, w_stride, v, stride, count, og, out_stride); break;
+      case 4: WeightedChunk<K, 4>(d, wg, w_stride, v, stride, count, og, out_stride); break;
+#endif
+    }
+  }
+}
+
+void WeightedSumImpl(const float* w, long w_stride, int group, const float* values, long stride, int n, int count,
+                     float* out) {
   const DF d;
   const hn::CappedTag<float, 8> d8;
   const hn::CappedTag<float, 4> d4;
   const int N = static_cast<int>(hn::Lanes(d)), N8 = static_cast<int>(hn::Lanes(d8)), N4 = static_cast<int>(hn::Lanes(d4));
+  const long o = n;  // head g's outputs start at out + g * n
   int i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) WeightedChunk<4>(d, w, values + i, stride, count, out + i);
-  for (; i + N <= n; i += N) WeightedChunk<1>(d, w, values + i, stride, count, out + i);
-  for (; i + N8 <= n; i += N8) WeightedChunk<1>(d8, w, values + i, stride, count, out + i);
-  for (; i + N4 <= n; i += N4) WeightedChunk<1>(d4, w, values + i, stride, count, out + i);
+  for (; i + 4 * N <= n; i += 4 * N) WeightedChunkAnyGroup<4>(d, w, w_stride, group, values + i, stride, count, out + i, o);
+  for (; i + N <= n; i += N) WeightedChunkAnyGroup<1>(d, w, w_stride, group, values + i, stride, count, out + i, o);
+  for (; i + N8 <= n; i += N8) WeightedChunkAnyGroup<1>(d8, w, w_stride, group, values + i, stride, count, out + i, o);
+  for (; i + N4 <= n; i += N4) WeightedChunkAnyGroup<1>(d4, w, w_stride, group, values + i, stride, count, out + i, o);
   for (; i < n; i++) {
-    float acc = 0.0f;
-    for (int t = 0; t < count; t++) acc = std::fma(w[t], values[t * stride + i], acc);
-    out[i] = acc;
+    for (int g = 0; g < group; g++) {
+      float acc = 0.0f;
+      for (int t = 0; t < count; t++) acc = std::fma(w[g * w_stride + t], values[t * stride + i], acc);
+      out[g * o + i] = acc;
+    }
   }
 }
 
@@ -658,12 +719,14 @@ HWY_EXPORT(WeightedSumImpl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
 
-void AttentionScores(const float* q, const float* keys, long stride, int n, int count, float* scores) {
-  HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, keys, stride, n, count, scores);
+void AttentionScores(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
+                     long scores_stride) {
+  HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, group, keys, stride, n, count, scores, scores_stride);
 }
 float MaxOf(const float* x, int count) { return HWY_DYNAMIC_DISPATCH(MaxOfImpl)(x, count); }
-void WeightedSum(const float* w, const float* values, long stride, int n, int count, float* out) {
-  HWY_DYNAMIC_DISPATCH(WeightedSumImpl)(w, values, stride, n, count, out);
+void WeightedSum(const float* w, long w_stride, int group, const float* values, long stride, int n, int count,
+                 float* out) {
+  HWY_DYNAMIC_DISPATCH(WeightedSumImpl)(w, w_stride, group, values, stride, n, count, out);
 }
 float ExpShiftedSum(float* x, int count, float max, float extra) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftedSumImpl)(x, count, max, extra);

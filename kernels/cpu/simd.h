@@ -83,21 +83,28 @@ void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, 
 // MatVecQ8_0 computes for that vector (the same per-row function).
 void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end);
 
-// Attention, one head at a time (the fast backend's AttendOneHeadFast).
-// scores[t] = (q . keys[t * stride .. + n)) / sqrt(n) for t < count: each dot
-// in 4 independent vector accumulators, so the order differs from a plain
-// loop (float rounding only).
-void AttentionScores(const float* q, const float* keys, long stride, int n, int count, float* scores);
+// Attention for the `group` query heads that share one KV head (grouped-query
+// attention; group 1 for multi-head), in the fast backend's AttendGroupFast.
+// Each cached key and value is read once for the whole group; per head the
+// result does not depend on the group size.
+//
+// scores[g * scores_stride + t] = (q[g] . keys[t * stride .. + n)) / sqrt(n)
+// for g < group and t < count, where q[g] = q + g * n: each dot in 4
+// independent vector accumulators, so the order differs from a plain loop
+// (float rounding only).
+void AttentionScores(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
+                     long scores_stride);
 // x[i] = exp(x[i] - max) for i < count, vectorized (Highway's Exp: within a
 // few ulp of expf); returns `extra` + the sum of the new x[i] in lane order.
 float ExpShiftedSum(float* x, int count, float max, float extra);
 
 // The largest of x[0..count), count >= 1.
 float MaxOf(const float* x, int count);
-// out[i] = sum over t < count of w[t] * values[t * stride + i], for i < n: the
-// outputs held in vector registers across every t (each output summed in t
-// order, as a plain loop, with fused multiply-adds).
-void WeightedSum(const float* w, const float* values, long stride, int n, int count, float* out);
+// out[g * n + i] = sum over t < count of w[g * w_stride + t] * values[t * stride + i],
+// for g < group and i < n: the outputs held in vector registers across every t
+// (each output summed in t order, as a plain loop, with fused multiply-adds).
+void WeightedSum(const float* w, long w_stride, int group, const float* values, long stride, int n, int count,
+                 float* out);
 
 // Conversions used when weights are converted at load.
 uint16_t F32ToBF16(float v);  // round to nearest, ties to even; NaN stays NaN (quiet), +-inf stays
