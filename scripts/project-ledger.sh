@@ -8,7 +8,10 @@
 #   scripts/project-ledger.sh report
 #
 # MODEL=stories260K scores on the shipped models/stories260K.bin (1 thread,
-# 512 steps) instead, for changes that show on a small model.
+# 512 steps) instead, for changes that show on a small model. MODEL=long
+# scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
+# steps (a 512-token prompt, then 512 generated), for changes that show at
+# long context (attention); pass --dtype q8_0 where attention's share is largest.
 #
 # The benchmark model is the ~110M-parameter synthetic Llama of issue 10
 # (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
@@ -33,6 +36,9 @@ case "${1:-}" in
     base=$2 head=$3 title=$4 predict=$5
     shift 5
     [ -x "$v" ] || scripts/build.sh
+    if [ "${MODEL:-}" = long ]; then
+      model=.verity/models/synth-110m-ctx1024.bin config=${config/\"seq_len\":256/\"seq_len\":1024}
+    fi
     if [ "${MODEL:-}" != stories260K ] && [ ! -f "$model" ]; then
       mkdir -p "$(dirname "$model")"
       "$v" synth --out "$model" --config "$config"
@@ -41,6 +47,10 @@ case "${1:-}" in
       export VERITY_THREADS=1
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model models/stories260K.bin --steps 512 "$@"
+    elif [ "${MODEL:-}" = long ]; then
+      export VERITY_THREADS=1
+      "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
+        --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 1024 "$@"
     else
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 "$@"

@@ -63,6 +63,7 @@ inline int64_t& ForcedTarget() {
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 
@@ -404,6 +405,17 @@ constexpr int kGroup = 4;  // 32 vector registers: 16 accumulators + 4 loads
 constexpr int kGroup = 2;  // 16 registers: 8 accumulators + 4 loads
 #endif
 
+// In decode the KV cache comes from DRAM (each token's weight stream evicts
+// it), one head-width row per position, 1 KB apart on the ~110M synth: too
+// short a run per position for the hardware prefetchers. Asking for the row
+// kAttentionPrefetch positions ahead cut the scores' share of a q8_0 decode
+// (16-token prompt, 800 generated) from ~10% to ~7% and the weighted sums'
+// from ~7% to ~4.7% (perf, two runs each).
+constexpr int kAttentionPrefetch = 32;
+HWY_INLINE void PrefetchFloats(const float* p, size_t n) {
+  for (size_t i = 0; i < n; i += 64 / sizeof(float)) hwy::Prefetch(p + i);
+}
+
 // Raw dots of every head of the group against each position in turn, so a
 // key row fetched from L2 for the first head is in L1 for the others.
 template <class D>
@@ -412,6 +424,7 @@ void RawScores(D d, const float* q, int group, const float* keys, long stride, i
   const size_t hs = static_cast<size_t>(n);
   for (int t = 0; t < count; t++) {
     const float* key = keys + t * stride;
+    if (t + kAttentionPrefetch < count) PrefetchFloats(keys + (t + kAttentionPrefetch) * stride, hs);
     for (int g = 0; g < group; g++) scores[g * scores_stride + t] = DotF32(q + g * hs, key, hs, d);
   }
 }
@@ -467,6 +480,7 @@ HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, long w_stride, c
     for (int k = 0; k < K; k++) acc[g][k] = hn::Zero(d);
   for (int t = 0; t < count; t++) {
     const float* row = v + t * stride;
+    if (t + kAttentionPrefetch < count) PrefetchFloats(v + (t + kAttentionPrefetch) * stride, K * N);
     hn::Vec<D> vk[K];
     for (int k = 0; k < K; k++) vk[k] = hn::LoadU(d, row + k * N);
     for (int g = 0; g < G; g++) {
