@@ -1,6 +1,8 @@
 // verity roofline: this box's read bandwidth and FMA throughput, measured once
 // and cached per box fingerprint (VERITY_CACHE_DIR); --refresh re-measures and
-// keeps the higher best per point, --replace starts over.
+// keeps the higher best per point, --replace starts over, --probe measures
+// without touching the cache (the bandwidth of this minute, to set beside a
+// run taken in the same minute on a shared box).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,7 +16,7 @@ namespace verity::cli {
 namespace {
 
 struct RooflineFlags {
-  bool json = false, refresh = false, replace = false;
+  bool json = false, refresh = false, replace = false, probe = false;
   int buffer_mb = 1024, repetitions = 20;
 };
 
@@ -34,12 +36,15 @@ int RunRoofline(const RooflineFlags& f) {
     return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
   if (f.repetitions < 1 || f.repetitions > 1000)
     return Fail(Status::Error("--repetitions " + std::to_string(f.repetitions) + " is outside [1, 1000]"));
+  if (f.probe && (f.refresh || f.replace))
+    return Fail(Status::Error("--probe measures without touching the cache; it cannot be combined with --refresh or "
+                              "--replace"));
   const std::string dir = env::CacheDir();
   const measure::Box box = measure::ThisBox();
   const std::string path = measure::RooflineCachePath(dir, box.fingerprint);
   std::optional<measure::Roofline> r, earlier;
   std::string source = "cache";
-  if (!f.replace) {
+  if (!f.replace && !f.probe) {
     auto cached = measure::CachedRoofline(dir, box.fingerprint);
     if (cached.ok()) {
       r = std::move(cached.value());
@@ -51,7 +56,7 @@ int RunRoofline(const RooflineFlags& f) {
   }
   if (f.refresh) earlier = std::move(r), r.reset();
   if (!r) {
-    source = "measured";
+    source = f.probe ? "probe" : "measured";
     measure::RooflineOptions o;
     o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
     o.repetitions = f.repetitions;
@@ -68,10 +73,12 @@ int RunRoofline(const RooflineFlags& f) {
     if (earlier)
       for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
         std::fprintf(stderr, "verity: %s\n", line.c_str());
-    Status s = measure::SaveRoofline(dir, m.value());
-    if (!s.ok()) return Fail(s);
+    if (!f.probe) {
+      Status s = measure::SaveRoofline(dir, m.value());
+      if (!s.ok()) return Fail(s);
+      std::fprintf(stderr, "verity: cached in %s\n", path.c_str());
+    }
     r = std::move(m.value());
-    std::fprintf(stderr, "verity: cached in %s\n", path.c_str());
     // A busy box shows as passes far slower than the best one. The best is what
     // is kept (the ledger's physical ceiling uses it), so say when to distrust it.
     for (const auto* pts : {&r->read, &r->fma})
@@ -86,7 +93,7 @@ int RunRoofline(const RooflineFlags& f) {
   if (f.json) {
     nlohmann::json j = nlohmann::json::parse(measure::RooflineJson(*r));
     j["source"] = source;
-    j["cache_file"] = path;
+    if (!f.probe) j["cache_file"] = path;
     std::printf("%s\n", JsonLine(j).c_str());
   } else {
     nlohmann::json d = nlohmann::json::parse(r->box_detail.empty() ? "{}" : r->box_detail, nullptr, false);
@@ -96,7 +103,8 @@ int RunRoofline(const RooflineFlags& f) {
                 "point; %s\n",
                 r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
                 static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
-                (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
+                f.probe ? "a probe, not cached"
+                        : (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
     std::printf("  read bandwidth: %s\n", Points(r->read, "GB/s").c_str());
     std::printf("  FMA throughput: %s\n", Points(r->fma, "GFLOP/s").c_str());
   }
@@ -116,6 +124,9 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
                 "measure again; per point the higher best of this pass and the cached one is kept (a busy box only "
                 "ever measures low)");
   sub->add_flag("--replace", f->replace, "measure again and discard the cached figures");
+  sub->add_flag("--probe", f->probe,
+                "measure now and print, leaving the cache as it is: this minute's bandwidth, to compare with a run "
+                "taken beside it on a shared box");
   sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring")->capture_default_str();
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();

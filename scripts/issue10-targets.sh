@@ -8,6 +8,11 @@
 #
 # The ~110M model is `verity synth` with issue 10's shape and a 1024-token
 # context (512-token prompts), written once into .verity/models/.
+#
+# "of read BW" is against the cached roofline (the best pass this box ever
+# showed); "of probe" against a `verity roofline --probe` taken in the same
+# round, before the round's runs (this box's bandwidth moves by 2x with its
+# neighbours, so a run and the cached best may be minutes and neighbours apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -29,6 +34,8 @@ configs=(
 )
 : > "$out/records.jsonl"
 for r in $(seq 1 "$rounds"); do
+  probe=$("$v" roofline --probe --json --buffer-mb 512 --repetitions 5 2>/dev/null)
+  echo "{\"config\":\"probe\",\"round\":$r,\"record\":$probe}" >> "$out/records.jsonl"
   for c in "${configs[@]}"; do
     IFS='|' read -r name model threads dtype prompt gen <<< "$c"
     rec=$("$v" bench --model "$model" --threads "$threads" --dtype "$dtype" --prompt-tokens "$prompt" \
@@ -42,17 +49,27 @@ import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 roof = json.load(open(sys.argv[2]))
 by = {}
-for r in recs: by.setdefault(r["config"], []).append(r["record"])
+probes = {}  # round -> threads -> best GB/s of that round's probe
+for r in recs:
+    if r["config"] == "probe":
+        probes[r["round"]] = {p["threads"]: p["best"] for p in r["record"]["read_gb_s"]}
+        continue
+    r["record"]["_round"] = r["round"]
+    by.setdefault(r["config"], []).append(r["record"])
 med = lambda xs: statistics.median(xs)
 row = {}
-print("\n| config | decode tok/s | GB/s | of read BW | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("\n| config | decode tok/s | GB/s | of read BW | of probe | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, rs in by.items():
     d = med([x["metrics"]["decode_tok_s"] for x in rs]); p = med([x["metrics"]["prefill_tok_s"] for x in rs])
     g = med([x["metrics"]["prefill_gflops"] for x in rs]); rss = med([x["metrics"]["peak_rss_mb"] for x in rs])
     gb = med([x["roofline"]["achieved_gb_s"] for x in rs]); fr = [x["roofline"]["fraction"] for x in rs if x["roofline"]["fraction"]]
+    pr = [x["roofline"]["achieved_gb_s"] / probes[x["_round"]][x["threads"]] for x in rs
+          if x["threads"] in probes.get(x["_round"], {})]
     row[name] = dict(d=d, p=p)
-    print(f"| {name} | {d:.1f} | {gb:.2f} | {100*med(fr):.1f}% | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |" if fr else f"| {name} | {d:.1f} | {gb:.2f} | - | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |")
+    frs = f"{100*med(fr):.1f}%" if fr else "-"
+    prs = f"{100*med(pr):.1f}%" if pr else "-"
+    print(f"| {name} | {d:.1f} | {gb:.2f} | {frs} | {prs} | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |")
 print()
 for t in ("1t", "2t"):
     f = row.get(f"110m-f32-{t}")
@@ -61,4 +78,5 @@ for t in ("1t", "2t"):
 for m in ("110m-f32", "110m-bf16", "110m-q8", "260k-f32"):
     if f"{m}-1t" in row: print(f"{m}: 2 threads / 1 thread decode {row[m+'-2t']['d']/row[m+'-1t']['d']:.2f}x")
 print(f"roofline read GB/s: {[(p['threads'], round(p['best'],2)) for p in roof['read_gb_s']]}" if 'read_gb_s' in roof else json.dumps(roof)[:300])
+print(f"probes per round (threads: best GB/s): {[{t: round(b, 2) for t, b in p.items()} for _, p in sorted(probes.items())]}")
 PY

@@ -386,6 +386,34 @@ TEST(Roofline, MeasuresOnceThenReadsTheCacheAndRefreshReMeasures) {
   EXPECT_EQ(test::ReadFile(path).find("4242"), std::string::npos) << "the cache file was replaced";
 }
 
+// --probe measures this minute's bandwidth and leaves the cache alone: a
+// marked cache keeps its figures, and a fresh cache dir gets no file.
+TEST(Roofline, ProbeMeasuresWithoutTouchingTheCache) {
+  const std::string cache = test::TempDir("cache");
+  const std::string path = measure::RooflineCachePath(cache, measure::ThisBox().fingerprint);
+  auto fresh = Shell(Roofline(cache, "--json --probe"));
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  auto j = nlohmann::json::parse(fresh.out);
+  EXPECT_EQ(j["source"], "probe");
+  EXPECT_FALSE(j.contains("cache_file"));
+  EXPECT_GT(j["read_gb_s"][0]["best"].get<double>(), 0.0);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a probe wrote the cache";
+
+  measure::Roofline marked = measure::ParseRoofline(fresh.out, "probe").value();
+  marked.read[0].best = 4242.0;
+  ASSERT_TRUE(measure::SaveRoofline(cache, marked).ok());
+  const std::string before = test::ReadFile(path);
+  auto probe = Shell(Roofline(cache, "--probe"));
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  EXPECT_NE(probe.out.find("a probe, not cached"), std::string::npos) << probe.out;
+  EXPECT_EQ(probe.out.find("4242"), std::string::npos) << "a probe printed the cached figures:\n" << probe.out;
+  EXPECT_EQ(test::ReadFile(path), before) << "a probe changed the cache";
+
+  auto both = Shell(Roofline(cache, "--probe --refresh"));
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--probe measures without touching the cache"), std::string::npos) << both.err;
+}
+
 // Decision: a corrupt cache file is an error naming it for `verity roofline`
 // (and the library), fixed by --refresh; `verity bench` notes it on stderr and
 // reports read_gb_s null, since a side cache must not fail a measurement.
