@@ -16,7 +16,7 @@
 namespace verity {
 namespace {
 
-constexpr int kNamedCopies = 8;  // unaligned copies named one by one, then counted
+constexpr int kNamedCopies = 1;  // unaligned copies: the first named, the rest counted (one line each)
 
 // Hands the whole pages inside [p, p + n) of a mapping back to the kernel: the
 // bytes were converted and are never read again. The mapping is private and
