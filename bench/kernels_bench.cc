@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "base/env.h"
+#include "base/median.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -301,11 +302,6 @@ void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, 
         std::max(1, chunk_macs / w.cols));
   }
   benchmark::DoNotOptimize(out);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 double Seconds(const std::function<void()>& f) {

@@ -22,6 +22,7 @@
 
 #include "base/build_info.h"
 #include "base/env.h"
+#include "base/median.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "measure/measure.h"
@@ -308,12 +309,6 @@ std::optional<double> RunQueueWaitNs() {
     sum += static_cast<double>(waiting);
   }
   return sum;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // ---- placement -------------------------------------------------------------

@@ -7,13 +7,6 @@
 
 namespace verity::ledger {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 Interval BootstrapMedianCI(const std::vector<double>& diffs, uint64_t seed, int resamples, double confidence) {
   Interval ci;
   if (diffs.empty()) return ci;

@@ -17,10 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
+
 namespace verity::ledger {
 
-// Median of `v` (mean of the middle two for even sizes); 0 for an empty vector.
-double Median(std::vector<double> v);
+using verity::Median;  // base/median.h
 
 struct Interval {
   double low = 0.0, high = 0.0;
