@@ -33,8 +33,8 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   kv_dim_ = w_.n_kv_heads * head_size_;
   kv_pos_stride_ = kv.pos_stride;
   kv_layer_stride_ = kv.layer_stride;
-  key_cache_.assign(kv.floats, 0.0f);
-  value_cache_.assign(kv.floats, 0.0f);
+  key_cache_ = ZeroedFloats(kv.floats);
+  value_cache_ = ZeroedFloats(kv.floats);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/zeroed_buffer.h"
 
 namespace verity {
 
@@ -85,7 +86,10 @@ class RankForward {
   std::vector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
   std::vector<float> scores_, logits_, router_, moe_hb_, moe_hb2_, moe_out_;
   std::vector<int> chosen_;
-  std::vector<float> key_cache_, value_cache_;
+  // Read every token, one head-width row per position 1 KB apart on the ~110M
+  // synth: on 4 KB pages that is 4 positions a page. Huge pages cut a q8_0
+  // decode's attention share (~400 positions) from ~12% to ~8% (perf).
+  ZeroedFloats key_cache_, value_cache_;
 };
 
 }  // namespace verity

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/zeroed_buffer.h"
+
 namespace verity {
 namespace {
 
@@ -104,18 +106,6 @@ void Model::Free::operator()(void* p) const { std::free(p); }
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
-// Zeroed storage of `bytes` (a multiple of 64), 2 MB aligned with its whole
-// 2 MB extents asked for as transparent huge pages when it spans one, else
-// 64-byte aligned. The tail past the last whole extent keeps small pages, so
-// nothing beyond the buffer is ever made resident.
-void* AlignedZeroed(size_t bytes) {
-  void* p = nullptr;
-  // posix_memalign: unlike aligned_alloc, the size need not be a multiple of the alignment.
-  if (posix_memalign(&p, bytes >= kHugePage ? kHugePage : 64, bytes) != 0) throw std::bad_alloc();
-  if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-  std::memset(p, 0, bytes);
-  return p;
-}
 }  // namespace
 
 void Model::UseWeightArena() { arena_on_ = true; }

@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/zeroed_buffer.h"
 #include "verify/parity.h"
 #include "tests/test_util.h"
 
@@ -104,6 +107,40 @@ TEST(DType, EveryMatrixIsStoredInTheModelsDtypeAndTheFootprintSaysSo) {
 // A large model's matrices under 16 MB share 64 MB huge-page slabs (2 MB
 // aligned, packed at 64-byte steps, zeroed); bigger ones get their own
 // buffers; without the arena every buffer is its own.
+// The VmFlags line of the mapping in /proc/self/smaps that holds `p` ("" if none).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = at >= lo && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// The KV cache (and the weights) ask for transparent huge pages: the smaps
+// flags of the mapping say "hg" (MADV_HUGEPAGE) once the buffer spans 2 MB.
+TEST(Mmap, ZeroedFloatsAskForHugePagesWhenTheySpanOne) {
+  verity::ZeroedFloats big(size_t{3} << 20);  // 12 MB
+  ASSERT_EQ(big.size(), size_t{3} << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (uintptr_t{2} << 20), 0u);
+  for (size_t i = 0; i < big.size(); i += 4093) ASSERT_EQ(big.data()[i], 0.0f) << i;
+  const std::string flags = VmFlagsOf(big.data());
+  ASSERT_FALSE(flags.empty()) << "no mapping in /proc/self/smaps holds the buffer";
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  verity::ZeroedFloats small(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  for (size_t i = 0; i < small.size(); i++) ASSERT_EQ(small.data()[i], 0.0f) << i;
+}
+
 TEST(Mmap, SmallMatricesOfALargeModelSharePackedSlabs) {
   constexpr uintptr_t k2MB = uintptr_t{2} << 20;
   verity::Model m;
