@@ -30,9 +30,9 @@ std::string Summary(const ParityReport& r) {
 }
 
 void PrintHuman(const std::string& model_path, const ParityReport& r) {
-  std::printf("parity: %s, candidate %s (%s weights) vs %s, %d tokens, mode %s, window %d\n",
-              model_path.c_str(), r.candidate.c_str(), r.dtype.c_str(), r.reference.c_str(), r.tokens,
-              r.mode.c_str(), r.window);
+  std::printf("parity: %s, candidate %s (%s weights) vs %s (%s weights), %d tokens, mode %s, window %d\n",
+              model_path.c_str(), r.candidate.c_str(), r.dtype.c_str(), r.reference.c_str(), r.reference_dtype.c_str(),
+              r.tokens, r.mode.c_str(), r.window);
   std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
   for (const auto& d : r.depths)
     std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,
@@ -68,7 +68,8 @@ int FailTp(const Status& s, int tp) {
 }
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
-                     const std::string& tokens_file, const std::string& dtype_name, bool json, const TpFlags& tp, int ctx) {
+                     const std::string& tokens_file, const std::string& dtype_name,
+                     const std::string& reference_dtype, bool json, const TpFlags& tp, int ctx) {
   if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
   opt.deep = env::ParityDeep();
@@ -84,6 +85,15 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   }
   auto dtype = kernels::DTypeFromName(dtype_name);
   if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
+  const bool same_weights = reference_dtype == "same";
+  if (!same_weights && reference_dtype != "f32")
+    return Fail(Status::Error("--reference-dtype " + reference_dtype + ": expected f32 or same"));
+  if (same_weights && opt.against != "reference")
+    return Fail(Status::Error("--reference-dtype same runs the reference backend on the candidate's weights; it "
+                              "cannot be combined with --against " + opt.against));
+  if (same_weights && tp.on())
+    return Fail(Status::Error("--reference-dtype same cannot be combined with --tp (the reference is then one rank "
+                              "on the same kernels)"));
   // With --tp the collectives come first (before any weight loads), and the
   // reference is one rank on the same kernels: only the sharding differs.
   std::unique_ptr<TpGroup> group;
@@ -93,7 +103,8 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
     if (!run.ok()) return FailTp(run.status(), tp.tp);
     group = std::move(run->group);
   }
-  // The reference always runs on the f32 weights; the candidate on the --dtype ones.
+  // The reference runs on the f32 weights (or with --reference-dtype same on
+  // the candidate's); the candidate on the --dtype ones.
   auto model = LoadModel(model_path, kernels::DType::kF32, ctx);
   std::unique_ptr<Model> converted;
   Status loaded = model.ok() ? OkStatus() : model.status();
@@ -117,7 +128,8 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   } else if (!loaded.ok()) {
     return Fail(loaded);
   }
-  auto rep = RunParity(**model, converted ? *converted : **model, opt);
+  const Model& candidate = converted ? *converted : **model;
+  auto rep = RunParity(same_weights ? candidate : **model, candidate, opt);
   if (!rep.ok()) return group ? FailTp(rep.status(), tp.tp) : Fail(rep.status());
   ParityReport& r = rep.value();
   if (decoder) {
@@ -176,6 +188,7 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto opt = std::make_shared<ParityOptions>();
   auto json = std::make_shared<bool>(false);
   auto dtype = std::make_shared<std::string>("f32");
+  auto reference_dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
   sub->add_option("--backend", opt->backend, "candidate kernels: fast | reference | cuda (with --tp: the ranks' kernels, against one rank on the same kernels)")
       ->capture_default_str();
@@ -198,7 +211,11 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   AddTpFlags(sub, tp.get());
   auto ctx = std::make_shared<int>(kModelContext);
   sub->add_option("--ctx", *ctx, kCtxHelp);
-  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *json, *tp, *ctx); });
+  sub->add_option("--reference-dtype", *reference_dtype,
+                  "f32 | same: the reference's weights; same runs it on the candidate's converted weights, so the "
+                  "comparison judges the kernels alone, without the dtype's own rounding (docs/dtypes.md)")
+      ->capture_default_str();
+  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *reference_dtype, *json, *tp, *ctx); });
 
   auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
                                          "the first value where the metric leaves zero (exit 1 if any does).");

@@ -274,5 +274,35 @@ TEST(DType, GenerateAndLogitsNameTheDtype) {
   }
 }
 
+// --reference-dtype same runs the reference backend on the candidate's own
+// converted weights: q8_0 then differs from its reference only by the fast
+// kernels' int16 rounding of x (mean KL ~1e-8 on stories260K, where against
+// the f32 reference it is ~3e-4), so a KL below 1e-6 proves the reference
+// really ran on the q8_0 weights. Both dtypes are named in the JSON.
+TEST(DType, ReferenceDtypeSameJudgesTheKernelsAlone) {
+  const std::string base = VerityBin() + " parity --model " + Model("stories260K.bin") + " --json --dtype q8_0";
+  auto against_f32 = Shell(base);
+  ASSERT_EQ(against_f32.exit_code, 0) << against_f32.err;
+  auto f = nlohmann::json::parse(against_f32.out);
+  EXPECT_EQ(f["dtype"], "q8_0");
+  EXPECT_EQ(f["reference_dtype"], "f32");
+  EXPECT_GT(f["worst"]["mean_kl"].get<double>(), 1e-5);
+  auto same = Shell(base + " --reference-dtype same");
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  auto j = nlohmann::json::parse(same.out);
+  EXPECT_EQ(j["dtype"], "q8_0");
+  EXPECT_EQ(j["reference_dtype"], "q8_0");
+  EXPECT_EQ(j["worst"]["top1"].get<double>(), 1.0);
+  EXPECT_LT(j["worst"]["mean_kl"].get<double>(), 1e-6) << same.out;
+  EXPECT_GT(j["worst"]["mean_kl"].get<double>(), 0.0) << "int16 x: not bit-identical to the reference";
+
+  auto bad = Shell(base + " --reference-dtype q4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--reference-dtype q4: expected f32 or same"), std::string::npos) << bad.err;
+  auto file = Shell(base + " --reference-dtype same --against " + Model("stories260K.ref-logits.bin"));
+  EXPECT_NE(file.exit_code, 0);
+  EXPECT_NE(file.err.find("cannot be combined with --against"), std::string::npos) << file.err;
+}
+
 }  // namespace
 }  // namespace verity

@@ -345,6 +345,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = reference;
   rep.dtype = kernels::DTypeName(candidate_model.dtype);
+  rep.reference_dtype = kernels::DTypeName(model.dtype);
   return rep;
 }
 
@@ -358,6 +359,7 @@ nlohmann::json ParityReport::ToJson() const {
                       {"reference", reference},
                       {"candidate", candidate},
                       {"dtype", dtype},
+                      {"reference_dtype", reference_dtype},
                       {"mode", mode},
                       {"tokens", tokens},
                       {"window", window},

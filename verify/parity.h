@@ -82,6 +82,7 @@ struct ReferenceFileInfo {
 struct ParityReport {
   std::string reference, candidate;
   std::string dtype = "f32";      // the candidate model's weight dtype
+  std::string reference_dtype = "f32";  // the reference's (f32 unless asked to share the candidate's)
   std::string mode = "standard";  // "standard" | "deep"
   int tokens = 0;                 // compared token positions (candidate rows computed)
   int window = 0;                 // positions requested per depth
@@ -107,8 +108,9 @@ struct ParityReport {
 // Runs the comparison. Errors name the file or flag that is wrong.
 Result<ParityReport> RunParity(const Model& model, const ParityOptions& opt);
 // The same with the candidate on its own copy of the weights (e.g. bf16 or
-// q8_0) and the reference on `reference_model` (f32): both must be the same
-// model (same config). The report names the candidate's dtype.
+// q8_0) and the reference on `reference_model` (f32, or the candidate's own
+// weights to judge the kernels alone): both must be the same model (same
+// config). The report names both dtypes.
 Result<ParityReport> RunParity(const Model& reference_model, const Model& candidate_model, const ParityOptions& opt);
 
 // The depths and window a run scores over `tokens` positions (defaults, deep
