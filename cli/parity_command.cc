@@ -91,11 +91,9 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   if (same_weights && opt.against != "reference")
     return Fail(Status::Error("--reference-dtype same runs the reference backend on the candidate's weights; it "
                               "cannot be combined with --against " + opt.against));
-  if (same_weights && tp.on())
-    return Fail(Status::Error("--reference-dtype same cannot be combined with --tp (the reference is then one rank "
-                              "on the same kernels)"));
   // With --tp the collectives come first (before any weight loads), and the
-  // reference is one rank on the same kernels: only the sharding differs.
+  // reference is one rank on the same kernels and the same weights: only the
+  // sharding differs (its thresholds leave no room for a dtype's rounding).
   std::unique_ptr<TpGroup> group;
   std::unique_ptr<TpDecoder> decoder;
   if (tp.on()) {
@@ -123,13 +121,14 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
     };
     opt.candidate_name = opt.backend + " tp=" + std::to_string(tp.tp) + " " + tp.backend;
     opt.reference_backend = opt.backend;
-    opt.max_mean_kl = std::min(opt.max_mean_kl, kTpMaxMeanKl);
-    opt.max_abs_diff = kTpMaxAbsDiff;
+    const bool q8 = *dtype == kernels::DType::kQ8_0 && opt.backend != "reference";
+    opt.max_mean_kl = std::min(opt.max_mean_kl, q8 ? kTpQ8MaxMeanKl : kTpMaxMeanKl);
+    opt.max_abs_diff = q8 ? kTpQ8MaxAbsDiff : kTpMaxAbsDiff;
   } else if (!loaded.ok()) {
     return Fail(loaded);
   }
   const Model& candidate = converted ? *converted : **model;
-  auto rep = RunParity(same_weights ? candidate : **model, candidate, opt);
+  auto rep = RunParity(same_weights || group ? candidate : **model, candidate, opt);
   if (!rep.ok()) return group ? FailTp(rep.status(), tp.tp) : Fail(rep.status());
   ParityReport& r = rep.value();
   if (decoder) {
@@ -213,7 +212,8 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--ctx", *ctx, kCtxHelp);
   sub->add_option("--reference-dtype", *reference_dtype,
                   "f32 | same: the reference's weights; same runs it on the candidate's converted weights, so the "
-                  "comparison judges the kernels alone, without the dtype's own rounding (docs/dtypes.md)")
+                  "comparison judges the kernels alone, without the dtype's own rounding (docs/dtypes.md); with "
+                  "--tp always same")
       ->capture_default_str();
   reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *reference_dtype, *json, *tp, *ctx); });
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "verify/parity.h"
 #include "engine/tp_forward.h"
@@ -427,6 +428,31 @@ TEST(TpCli, NcclWithoutItsPluginIsANamedError) {
   else
     EXPECT_NE(r.err.find("built without CUDA and NCCL"), std::string::npos) << r.err;
   std::printf("nccl plugin: missing plugin refused: %s", r.err.c_str());
+}
+
+// A quantized dtype under --tp is compared with one rank on the same kernels
+// and the same converted weights: only the sharding differs, so the tp
+// thresholds (mean KL 1e-9) hold for q8_0 as for f32. Against one f32 rank
+// q8_0's own rounding (KL ~3e-4) would fail them whatever the sharding did.
+// bf16 on stories260K; q8_0 on a synth whose FFN needs no padding (q8_0
+// under --tp refuses a padded one), with its own bounds (kTpQ8MaxAbsDiff).
+TEST(TpCli, QuantizedParityComparesWithOneRankOnTheSameWeights) {
+  const std::string synth = test::TempDir("tp-q8") + "/m.bin";
+  auto made = Shell(VerityBin() + " synth --out " + synth + " --config '{\"dim\":128,\"hidden_dim\":256,"
+                    "\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":true}'");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (auto [dtype, model, kl] : {std::tuple{"bf16", Model("stories260K.bin"), kTpMaxMeanKl},
+                                  std::tuple{"q8_0", synth, kTpQ8MaxMeanKl}}) {
+    auto r = Shell(VerityBin() + " parity --model " + model + " --tp 2 --json --dtype " + dtype);
+    ASSERT_EQ(r.exit_code, 0) << dtype << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["dtype"], dtype);
+    EXPECT_EQ(j["reference_dtype"], dtype);
+    EXPECT_EQ(j["worst"]["top1"].get<double>(), 1.0) << dtype;
+    EXPECT_LE(j["worst"]["mean_kl"].get<double>(), kl) << dtype;
+    std::printf("tp=2 %s: worst mean KL %.3g, max |diff| %.3g\n", dtype, j["worst"]["mean_kl"].get<double>(),
+                j["max_abs_diff"].get<double>());
+  }
 }
 
 TEST(TpCli, Tp8IsRefusedNamingTheIntermediateSize) {
