@@ -104,10 +104,6 @@ MappedFile::~MappedFile() {
 
 void Model::Free::operator()(void* p) const { std::free(p); }
 
-namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-}  // namespace
-
 void Model::UseWeightArena() { arena_on_ = true; }
 
 void* Model::Allocate(size_t bytes) {
@@ -128,7 +124,7 @@ void* Model::Allocate(size_t bytes) {
     // A fresh slab: untouched pages stay non-resident; only the 2 MB extent
     // the last matrix ends in can hold unused bytes (at most 2 MB a slab).
     void* p = nullptr;
-    if (posix_memalign(&p, kHugePage, kSlab) != 0) throw std::bad_alloc();
+    if (posix_memalign(&p, kHugePageBytes, kSlab) != 0) throw std::bad_alloc();
     madvise(p, kSlab, MADV_HUGEPAGE);
     buffers_.emplace_back(p);
     slab_ = static_cast<unsigned char*>(p);

@@ -8,15 +8,12 @@
 #include <new>
 
 namespace verity {
-namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-}  // namespace
 
 void* AlignedZeroed(size_t bytes) {
   void* p = nullptr;
   // posix_memalign: unlike aligned_alloc, the size need not be a multiple of the alignment.
-  if (posix_memalign(&p, bytes >= kHugePage ? kHugePage : 64, bytes) != 0) throw std::bad_alloc();
-  if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  if (posix_memalign(&p, bytes >= kHugePageBytes ? kHugePageBytes : 64, bytes) != 0) throw std::bad_alloc();
+  if (bytes >= kHugePageBytes) madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
   std::memset(p, 0, bytes);
   return p;
 }

@@ -395,10 +395,11 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
 
 // ---------------------------------------------------------------- attention
 // The query heads that share a KV head (grouped-query attention) are served
-// together, kGroup at a time: each cached key and value is loaded once for all
-// of them, and the value sums of the group run as independent chains (one head
-// alone waits on its FMA latency at every position). Per head the arithmetic
-// is exactly the one-head loop's, so results do not depend on the grouping.
+// together: each cached key row is scored by every head of the group while it
+// is in L1, and each value vector is loaded once for kGroup heads, whose sums
+// run as independent chains (one head alone waits on its FMA latency at every
+// position). Per head the arithmetic is exactly the one-head loop's, so
+// results do not depend on the grouping.
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
 constexpr int kGroup = 4;  // 32 vector registers: 16 accumulators + 4 loads
 #else
