@@ -348,6 +348,19 @@ TEST(SimdQ8, NonFiniteActivationsGiveNaNNotGarbage) {
   }
 }
 
+// DivideBy gives the scalar loop's bits (division is exactly rounded), at
+// every count around the vector widths, and touches nothing past count.
+TEST_P(SimdTest, DivideByEqualsTheScalarLoop) {
+  for (int count : {0, 1, 3, 4, 7, 8, 15, 16, 17, 33, 100}) {
+    std::vector<float> x = Random(count + 1, 23 + count), want = x;
+    x[count] = want[count] = kSentinel;
+    const float d = 0.37f + static_cast<float>(count);
+    for (int i = 0; i < count; i++) want[i] /= d;
+    DivideBy(x.data(), count, d);
+    for (int i = 0; i <= count; i++) ASSERT_EQ(x[i], want[i]) << "count " << count << " i " << i;
+  }
+}
+
 // Grouped-query attention: a group of heads sharing one KV head gets, per
 // head, exactly the bits that head gets alone (group 1), and both agree with
 // plain double-precision loops. Head widths cover full vectors, the narrow

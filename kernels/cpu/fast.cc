@@ -62,8 +62,7 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   for (int g = 0; g < group; g++) {
     float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
     const float max_val = simd::MaxOf(att, n);
-    const float sum = simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val));
-    for (int t = 0; t < n; t++) att[t] /= sum;
+    simd::DivideBy(att, n, simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val)));
   }
   // The weighted sums of values, each head's outputs held in vector registers
   // across every position (each summed in position order).

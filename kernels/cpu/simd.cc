@@ -394,6 +394,15 @@ uint64_t StreamReadImpl(const void* data, size_t bytes) {
 }
 
 // ---------------------------------------------------------------- attention
+void DivideByImpl(float* x, int count, float divisor) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF v = hn::Set(d, divisor);
+  size_t i = 0;
+  for (; i + N <= static_cast<size_t>(count); i += N) hn::StoreU(hn::Div(hn::LoadU(d, x + i), v), d, x + i);
+  for (; i < static_cast<size_t>(count); i++) x[i] /= divisor;
+}
+
 // The query heads that share a KV head (grouped-query attention) are served
 // together: each cached key row is scored by every head of the group while it
 // is in L1, and each value vector is loaded once for kGroup heads, whose sums
@@ -445,14 +454,7 @@ void AttentionScoresImpl(const float* q, int group, const float* keys, long stri
   } else {
     RawScores(d4, q, group, keys, stride, n, count, scores, scores_stride);
   }
-  const VF root = hn::Set(d, std::sqrt(static_cast<float>(n)));
-  const size_t N = hn::Lanes(d);
-  for (int g = 0; g < group; g++) {
-    float* s = scores + g * scores_stride;
-    size_t t = 0;
-    for (; t + N <= static_cast<size_t>(count); t += N) hn::StoreU(hn::Div(hn::LoadU(d, s + t), root), d, s + t);
-    for (; t < static_cast<size_t>(count); t++) s[t] /= hn::GetLane(root);
-  }
+  for (int g = 0; g < group; g++) DivideByImpl(scores + g * scores_stride, count, std::sqrt(static_cast<float>(n)));
 }
 
 float MaxOfImpl(const float* x, int count) {
@@ -730,6 +732,7 @@ HWY_EXPORT(QuantizeX16Impl);
 HWY_EXPORT(AttentionScoresImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
 HWY_EXPORT(MaxOfImpl);
+HWY_EXPORT(DivideByImpl);
 HWY_EXPORT(WeightedSumImpl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
@@ -739,6 +742,7 @@ void AttentionScores(const float* q, int group, const float* keys, long stride, 
   HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, group, keys, stride, n, count, scores, scores_stride);
 }
 float MaxOf(const float* x, int count) { return HWY_DYNAMIC_DISPATCH(MaxOfImpl)(x, count); }
+void DivideBy(float* x, int count, float d) { HWY_DYNAMIC_DISPATCH(DivideByImpl)(x, count, d); }
 void WeightedSum(const float* w, long w_stride, int group, const float* values, long stride, int n, int count,
                  float* out) {
   HWY_DYNAMIC_DISPATCH(WeightedSumImpl)(w, w_stride, group, values, stride, n, count, out);

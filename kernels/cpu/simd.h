@@ -100,6 +100,9 @@ float ExpShiftedSum(float* x, int count, float max, float extra);
 
 // The largest of x[0..count), count >= 1.
 float MaxOf(const float* x, int count);
+// x[i] /= d for i < count, a vector at a time (the same bits as the scalar loop:
+// division is exactly rounded either way).
+void DivideBy(float* x, int count, float d);
 // out[g * n + i] = sum over t < count of w[g * w_stride + t] * values[t * stride + i],
 // for g < group and i < n: the outputs held in vector registers across every t
 // (each output summed in t order, as a plain loop, with fused multiply-adds).
