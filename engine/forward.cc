@@ -62,7 +62,7 @@ void RankForward::Reserve(int n) {
 
 namespace {
 // Row t of a row-major [rows x width] buffer.
-float* Row(std::vector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
+float* Row(AlignedVector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
 }  // namespace
 
 void RankForward::Block(const int* tokens, int n, int pos0, bool logits) {

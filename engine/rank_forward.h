@@ -83,8 +83,9 @@ class RankForward {
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   // [rows x width] each, row t for position pos0 + t: the residual stream, the
   // normed rows, q/k/v, the attention output, a projection's output, the FFN.
-  std::vector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
-  std::vector<float> scores_, logits_, router_, moe_hb_, moe_hb2_, moe_out_;
+  AlignedVector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
+  AlignedVector<float> scores_;
+  std::vector<float> logits_, router_, moe_hb_, moe_hb2_, moe_out_;
   std::vector<int> chosen_;
   // Read every token, one head-width row per position 1 KB apart on the ~110M
   // synth: on 4 KB pages that is 4 positions a page. Huge pages cut a q8_0

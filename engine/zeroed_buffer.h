@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <new>
+#include <vector>
 
 namespace verity {
 
@@ -15,6 +17,25 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;  // x86-64's transpare
 // tail past the last whole 2 MB extent keeps small pages, so nothing beyond
 // the buffer is made resident. Throws std::bad_alloc when out of memory.
 void* AlignedZeroed(size_t bytes);
+
+// std::vector storage that starts on a 64-byte boundary (operator new gives
+// 16): a row whose width is a multiple of 16 floats then never has a SIMD load
+// straddle two cache lines (the activations the kernels read per token).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: converting, as allocators must
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
+};
+template <class T>
+using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
 
 // n floats of AlignedZeroed storage.
 class ZeroedFloats {
