@@ -1,7 +1,9 @@
-// Zeroed storage for what every token streams through (the weights, the KV
-// cache): 2 MB aligned with its whole 2 MB extents asked for as transparent
-// huge pages when it spans one, else 64-byte aligned. On 4 KB pages a stream
-// costs a page walk and a restart of the hardware prefetchers every 4 KB.
+// Storage for what every token reads. The weights and the KV cache are
+// streamed: zeroed, 2 MB aligned, with their whole 2 MB extents asked for as
+// transparent huge pages when they span one, else 64-byte aligned (on 4 KB
+// pages a stream costs a page walk and a restart of the hardware prefetchers
+// every 4 KB). The activations are small and reread: AlignedVector keeps
+// their rows on cache-line boundaries.
 #pragma once
 
 #include <cstddef>

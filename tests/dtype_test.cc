@@ -139,6 +139,13 @@ TEST(Mmap, ZeroedFloatsAskForHugePagesWhenTheySpanOne) {
   verity::ZeroedFloats small(100);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
   for (size_t i = 0; i < small.size(); i++) ASSERT_EQ(small.data()[i], 0.0f) << i;
+  // The activations' vectors start on a cache line whatever their size.
+  for (size_t n : {1u, 3u, 17u, 768u, 100000u}) {
+    verity::AlignedVector<float> v(n, 1.0f);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << n;
+    v.resize(n * 3);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << "after growing " << n;
+  }
 }
 
 TEST(Mmap, SmallMatricesOfALargeModelSharePackedSlabs) {
