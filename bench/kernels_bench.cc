@@ -352,6 +352,7 @@ void BM_DecodeToken110M(benchmark::State& state) {
 // phase is timed separately; kv_GB/s = key and value bytes per second.
 void BM_Attention110M(benchmark::State& state) {
   const int count = static_cast<int>(state.range(0)), layers = 12, heads = 12, kv_heads = 4, hs = 64;
+  const int group = heads / kv_heads;  // query heads per KV head, served together as in the engine
   const long stride = kv_heads * hs;
   const size_t layer_floats = static_cast<size_t>(count) * stride;
   const std::vector<float> keys = RandomFloats(layer_floats * layers, 3), values = RandomFloats(layer_floats * layers, 4);
@@ -364,20 +365,19 @@ void BM_Attention110M(benchmark::State& state) {
       const float* v = values.data() + l * layer_floats;
       t_scores += Seconds([&] {
         for (int kv = 0; kv < kv_heads; kv++)
-          AttentionScores(q.data() + kv * 3 * hs, 3, k + kv * hs, stride, hs, count, scores.data() + kv * 3 * count,
-                          count);
+          AttentionScores(q.data() + kv * group * hs, group, k + kv * hs, stride, hs, count,
+                          scores.data() + kv * group * count, count);
       });
       t_softmax += Seconds([&] {
         for (int h = 0; h < heads; h++) {
           float* att = scores.data() + h * count;
-          const float sum = ExpShiftedSum(att, count, MaxOf(att, count), 0.0f);
-          for (int t = 0; t < count; t++) att[t] /= sum;
+          DivideBy(att, count, ExpShiftedSum(att, count, MaxOf(att, count), 0.0f));
         }
       });
       t_values += Seconds([&] {
         for (int kv = 0; kv < kv_heads; kv++)
-          WeightedSum(scores.data() + kv * 3 * count, count, 3, v + kv * hs, stride, hs, count,
-                      out.data() + kv * 3 * hs);
+          WeightedSum(scores.data() + kv * group * count, count, group, v + kv * hs, stride, hs, count,
+                      out.data() + kv * group * hs);
       });
     }
   }

@@ -49,8 +49,8 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
 
 // AttendOneHead (reference.cc) for the query heads that share KV head `kv`,
 // with the query-key dot products, the softmax's maximum and exponentials and
-// the weighted sum of values vectorized (simd.h). The group's heads read each
-// cached key and value once. At long contexts attention is a large share of a
+// the weighted sum of values vectorized (simd.h). The group's heads score each
+// cached key row while it is in L1 and share each value load. At long contexts attention is a large share of a
 // token: perf put it at ~30% of a q8_0 bench with a 512-token prompt when the
 // dots ran in 8 scalar-ish lanes and the exponentials in expf.
 void AttendGroupFast(const AttentionArgs& a, int kv) {
