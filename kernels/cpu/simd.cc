@@ -98,6 +98,18 @@ const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 // the FMA latency; they are summed once per row.
 constexpr int kUnroll = 4;
 
+// bf16 and q8_0 decode also prefetch their weight stream kStreamAhead bytes
+// ahead with the non-temporal hint (x86 prefetchnta, Arm pldl1strm). On the
+// Zen 5 box, one core, interleaved `verity bench` on the ~110M synth: decode
+// +15% (bf16) and +20% (q8_0) with 16-token prompts, +11% and +13% with 512;
+// 4 KB ahead gained less, 16 KB less again; prefetcht1 16 KB ahead for q8_0
+// had gained nothing end to end (ledger change 23). The hint matters as much
+// as the distance: lines fetched non-temporally are not kept in L3 when they
+// leave L1/L2, so the weights, read once per token, stop flushing the KV
+// cache. f32, already at ~93% of the probe, measured no gain and is left as is.
+constexpr size_t kStreamAhead = 8192;
+HWY_INLINE void PrefetchStream(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/0); }
+
 // w . x with vectors of D's width (the full width for MatVec; attention's
 // narrow heads use 8 or 4 lanes): kUnroll accumulators, then single vectors,
 // then scalars.
@@ -140,6 +152,7 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   size_t j = 0;
   for (; j + kUnroll * N <= cols; j += kUnroll * N) {
+    for (size_t k = 0; k < kUnroll * N; k += 32) PrefetchStream(w + j + kStreamAhead / 2 + k);  // a line: 32 bf16
     a0 = hn::MulAdd(LoadBF16(d16, w + j), hn::LoadU(d, x + j), a0);
     a1 = hn::MulAdd(LoadBF16(d16, w + j + N), hn::LoadU(d, x + j + N), a1);
     a2 = hn::MulAdd(LoadBF16(d16, w + j + 2 * N), hn::LoadU(d, x + j + 2 * N), a2);
@@ -329,6 +342,7 @@ VERITY_Q8_ATTR void MatVecQ8_0Impl(const uint8_t* w, const QuantizedX& x, float*
   const QuantizedX* xs[1] = {&x};
   for (int i = row_begin; i < row_end; i++) {
     const uint8_t* row[1] = {w + i * row_bytes};
+    for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(row[0] + kStreamAhead + off);
     DotQ8Rows<1, 1>(row, xs, out + i);
   }
 }
