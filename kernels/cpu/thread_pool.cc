@@ -32,6 +32,14 @@ constexpr auto kWakeWorth = std::chrono::microseconds(30);
 // retries hurt; it resets once a backoff's length passes with none.
 constexpr std::chrono::nanoseconds kBackoffMin = std::chrono::milliseconds(5);
 constexpr std::chrono::nanoseconds kBackoffMax = std::chrono::milliseconds(500);
+// A job counts as stalled (helpers hurt) only when the caller also waited at
+// least this long for a worker's chunk. A descheduled worker costs the rest of
+// another process's time slice (milliseconds); a worker that merely finished
+// its last chunk a few microseconds late did not hurt. Without this floor,
+// such jitter on q8_0's ~15 us matrix-vector jobs set off backoffs that kept
+// ~80% of a 2-thread decode's jobs on the caller alone (bf16 and q8_0 decode
+// on the ~110M synth: 30-50% slower than with no stall backoff at all).
+constexpr auto kStallWait = std::chrono::microseconds(200);
 
 // The job a thread is running chunks of (a nested ParallelFor runs inline).
 thread_local const ThreadPool* t_running = nullptr;
@@ -311,7 +319,7 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     const Clock::time_point end = Clock::now();
     if (mine > 0) {
       const auto alone = (wait_start - start) * chunks_ / mine;
-      if ((end - start) * 4 > alone * 5) {
+      if ((end - start) * 4 > alone * 5 && end - wait_start >= kStallWait) {
         stalls_.fetch_add(1, std::memory_order_relaxed);
         Backoff(end);
       } else if ((end - start) * 10 < alone * 9) {

@@ -18,7 +18,9 @@
 // On a shared machine a worker can be descheduled in the middle of a chunk, and
 // the caller then waits out another process's time slice: milliseconds, on a
 // job of microseconds. The pool notices (the job took longer than the caller's
-// own pace says it would have alone), and each pool thread samples, every
+// own pace says it would have alone, and the caller waited >= 200 us for a
+// worker: a worker merely microseconds late is not a stall), and each pool
+// thread samples, every
 // >= 5 ms of split jobs, how long it waited for a CPU while runnable (Linux
 // schedstat): more than 5% means another busy process shares these cores.
 // Either way the next jobs run on the caller only (the workers fall asleep),
