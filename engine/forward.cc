@@ -92,9 +92,8 @@ void RankForward::Attention(int l, int n, int pos0) {
   for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(xb_, t, dim), Row(x_, t, dim), w.full->rms_att, dim, c.norm_eps);
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
-  k_.MatmulBatch(q_.data(), xb_.data(), w.wq, n);
-  k_.MatmulBatch(key_.data(), xb_.data(), w.wk, n);
-  k_.MatmulBatch(val_.data(), xb_.data(), w.wv, n);
+  const kernels::Backend::MatmulTarget qkv[] = {{q_.data(), &w.wq}, {key_.data(), &w.wk}, {val_.data(), &w.wv}};
+  k_.MatmulShared(xb_.data(), n, qkv, 3);
   const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   for (int t = 0; t < n; t++) {
@@ -129,8 +128,8 @@ void RankForward::FeedForward(int l, int n) {
   if (c.n_experts == 0) {
     // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
     // (no communication); row-parallel down: a partial sum.
-    k_.MatmulBatch(hb_.data(), xb_.data(), w.w1, n);
-    k_.MatmulBatch(hb2_.data(), xb_.data(), w.w3, n);
+    const kernels::Backend::MatmulTarget gate_up[] = {{hb_.data(), &w.w1}, {hb2_.data(), &w.w3}};
+    k_.MatmulShared(xb_.data(), n, gate_up, 2);
     k_.SwiGLU(hb_.data(), hb2_.data(), n * w_.ffn);
     k_.MatmulBatch(out_.data(), hb_.data(), w.w2, n);
   } else {

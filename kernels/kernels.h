@@ -90,6 +90,17 @@ class Backend {
   // The same for T vectors at once (prefill): x is row-major [T x w.cols],
   // out row-major [T x w.rows]; row t of out is W times row t of x.
   virtual void MatmulBatch(float* out, const float* x, const Weights& w, int T) = 0;
+  // Several matrices that read one input (the q/k/v projections, the FFN's
+  // gate and up): targets[i].out = *targets[i].w times each of the T vectors
+  // of x, bit for bit what MatmulBatch gives for each, which is all this
+  // default does. A backend may run them as one job.
+  struct MatmulTarget {
+    float* out;
+    const Weights* w;
+  };
+  virtual void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) {
+    for (int i = 0; i < count; i++) MatmulBatch(targets[i].out, x, *targets[i].w, T);
+  }
   virtual void Attention(const AttentionArgs& a) = 0;
   // Rotates `size` values (heads of head_size) for position `pos`: pair i of
   // every head turns by the angle pos * inv_freq[i] (inv_freq holds

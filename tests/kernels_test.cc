@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/backends.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -326,6 +327,42 @@ TEST(Kernels, MatmulBatchAgreesWithMatmul) {
                 ASSERT_NEAR(got[i], one[i], 1e-4f * (1.0f + std::fabs(one[i])))
                     << name << " " << DTypeName(t) << " T=" << T << " vector " << r << " row " << i;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatmulShared (q/k/v, gate/up) gives each matrix exactly what MatmulBatch
+// does: in decode the fast backend runs all their rows as one job, with chunks
+// that straddle matrices (rows 768 + 256 + 256 of 64 columns: 5 chunks of 256).
+TEST(Kernels, MatmulSharedEqualsMatmulBatchPerMatrix) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto fast = MakeFast(2);
+  auto reference = MakeBackend("reference");
+  ASSERT_TRUE(reference.ok());
+  for (Backend* k : {fast.get(), reference->get()}) {
+    for (int cols : {64, 96}) {
+      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng), RandomMatrix(cols, 256, rng)};
+      for (int T : {1, 3}) {
+        std::vector<float> x(static_cast<size_t>(T) * cols);
+        for (auto& v : x) v = u(rng);
+        for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+          Weights w[3];
+          std::vector<float> shared[3], alone(static_cast<size_t>(T) * 768);
+          Backend::MatmulTarget targets[3];
+          for (int i = 0; i < 3; i++) {
+            w[i] = ms[i].View(t);
+            shared[i].assign(static_cast<size_t>(T) * w[i].rows, -1.0f);
+            targets[i] = {shared[i].data(), &w[i]};
+          }
+          k->MatmulShared(x.data(), T, targets, 3);
+          for (int i = 0; i < 3; i++) {
+            k->MatmulBatch(alone.data(), x.data(), w[i], T);
+            ASSERT_EQ(0, std::memcmp(shared[i].data(), alone.data(), shared[i].size() * sizeof(float)))
+                << k->name() << " " << DTypeName(t) << " cols " << cols << " T=" << T << " matrix " << i;
           }
         }
       }

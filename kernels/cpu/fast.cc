@@ -92,6 +92,31 @@ class Fast final : public Backend {
     pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, xq_.data(), out, T, begin, end); }, grain);
   }
 
+  // Decode: the rows of every matrix as one job (one hand-off to the pool and
+  // one wait instead of `count`), x quantized once for q8_0. Each row is the
+  // same kernel call on the same x as in Matmul, so the outputs are identical.
+  void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
+    if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);
+    const int cols = targets[0].w->cols;
+    int rows = 0;
+    bool q8 = false;
+    for (int i = 0; i < count; i++) {
+      rows += targets[i].w->rows;
+      q8 = q8 || targets[i].w->dtype == DType::kQ8_0;
+    }
+    if (q8) simd::QuantizeX(x, cols, Quantized(1));
+    pool_.ParallelFor(
+        rows,
+        [&](int begin, int end) {
+          // [begin, end) of the matrices' rows laid end to end.
+          for (int i = 0, first = 0; i < count && first < end; first += targets[i].w->rows, i++) {
+            const int lo = std::max(begin, first), hi = std::min(end, first + targets[i].w->rows);
+            if (lo < hi) MatVecRows(*targets[i].w, x, xq_[0], targets[i].out, lo - first, hi - first);
+          }
+        },
+        RowGrain(cols));
+  }
+
   void Attention(const AttentionArgs& a) override {
     auto groups = [&](int begin, int end) {
       for (int kv = begin; kv < end; kv++) AttendGroupFast(a, kv);
@@ -123,6 +148,11 @@ class Fast final : public Backend {
   void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 
  private:
+  static bool SameCols(const MatmulTarget* targets, int count) {
+    for (int i = 1; i < count; i++)
+      if (targets[i].w->cols != targets[0].w->cols) return false;
+    return true;
+  }
   // Room for n quantized vectors (kept between calls, so decode allocates nothing).
   simd::QuantizedX* Quantized(int n) {
     if (static_cast<int>(xq_.size()) < n) xq_.resize(static_cast<size_t>(n));
