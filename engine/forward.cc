@@ -161,8 +161,8 @@ void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
     if (e < w_.expert_begin || e >= w_.expert_end) continue;
     const ExpertWeights& ex = w.experts[e];
     const float weight = expf(router_[e] - mx) / sum;
-    k_.Matmul(moe_hb_.data(), xb, ex.w1);
-    k_.Matmul(moe_hb2_.data(), xb, ex.w3);
+    const kernels::Backend::MatmulTarget gate_up[] = {{moe_hb_.data(), &ex.w1}, {moe_hb2_.data(), &ex.w3}};
+    k_.MatmulShared(xb, 1, gate_up, 2);
     k_.SwiGLU(moe_hb_.data(), moe_hb2_.data(), ffn);
     k_.Matmul(moe_out_.data(), moe_hb_.data(), ex.w2);
     for (int i = 0; i < dim; i++) out[i] += weight * moe_out_[i];
