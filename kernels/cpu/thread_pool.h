@@ -20,9 +20,9 @@
 // job of microseconds. The pool notices (the job took longer than the caller's
 // own pace says it would have alone, and the caller waited >= 200 us for a
 // worker: a worker merely microseconds late is not a stall), and each pool
-// thread samples, every
-// >= 5 ms of split jobs, how long it waited for a CPU while runnable (Linux
-// schedstat): more than 5% means another busy process shares these cores.
+// thread samples, every >= 5 ms of split jobs, how long it waited for a CPU
+// while runnable (Linux schedstat): more than 5% means another busy process
+// shares these cores.
 // Either way the next jobs run on the caller only (the workers fall asleep),
 // for 5 ms, doubling to 500 ms while retries keep hurting and resetting once a
 // backoff's length passes without. So 2 threads stay about as fast as 1 when
