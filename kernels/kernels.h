@@ -93,7 +93,8 @@ class Backend {
   // Several matrices that read one input (the q/k/v projections, the FFN's
   // gate and up): targets[i].out = *targets[i].w times each of the T vectors
   // of x, bit for bit what MatmulBatch gives for each, which is all this
-  // default does. A backend may run them as one job.
+  // default does. A backend may run them as one job, so no output may alias x
+  // or another target's output.
   struct MatmulTarget {
     float* out;
     const Weights* w;

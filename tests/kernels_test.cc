@@ -168,7 +168,7 @@ TEST(ThreadPool, AWorkerThatIsLateByMicrosecondsIsNotAStall) {
   // worker's one: the job takes ~2.5x what the caller's pace predicts, but the
   // wait is far under a time slice, so the worker was slow, not descheduled.
   // Before kStallWait each such job was a stall, and the backoffs it started
-  // (5, 10, 20 ms) sent nearly every job of this 30 ms test to the caller alone.
+  // (5 ms, then 10) sent nearly every job of this 30 ms test to the caller alone.
   ThreadPool pool(2, /*spin_us=*/2000);
   const auto caller = std::this_thread::get_id();
   std::atomic<long> covered{0};
@@ -189,11 +189,12 @@ TEST(ThreadPool, AWorkerThatIsLateByMicrosecondsIsNotAStall) {
               static_cast<unsigned long long>(s.contended));
   // A pool thread's run-queue waits send jobs solo on their own (contended
   // windows), and a busy machine may deschedule the worker for real once (a
-  // true stall: one 5 ms backoff, ~100 jobs). Without contended windows the
-  // worker helps with most jobs; counted as stalls, these jobs left it a
-  // handful (and asleep when the backoffs ended, too late to claim a chunk).
+  // true stall: one 5 ms backoff, ~125 solo jobs). Without contended windows
+  // the worker helps with most jobs (~175 or more); counted as stalls, these
+  // jobs left it a handful (asleep when the backoffs ended, too late to claim
+  // a chunk). With contended windows only the coverage above is checked.
   ASSERT_GT(s.jobs, 0u);
-  if (s.contended == 0) EXPECT_GT(s.worker_chunks, 150u) << s.stalls << " stalls, " << s.solo_jobs << " solo jobs";
+  if (s.contended == 0) EXPECT_GT(s.worker_chunks, 100u) << s.stalls << " stalls, " << s.solo_jobs << " solo jobs";
 }
 
 double ProcessCpuSeconds() {
@@ -335,8 +336,9 @@ TEST(Kernels, MatmulBatchAgreesWithMatmul) {
 }
 
 // MatmulShared (q/k/v, gate/up) gives each matrix exactly what MatmulBatch
-// does: in decode the fast backend runs all their rows as one job, with chunks
-// that straddle matrices (rows 768 + 256 + 256 of 64 columns: 5 chunks of 256).
+// does: in decode the fast backend runs all their rows (768 + 256 + 256) as
+// one job. With 64 columns its chunks of 256 rows end on the matrices'
+// boundaries; with 96, chunks of 340 rows straddle both.
 TEST(Kernels, MatmulSharedEqualsMatmulBatchPerMatrix) {
   std::mt19937 rng(6);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

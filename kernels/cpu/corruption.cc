@@ -24,6 +24,9 @@ class CorruptedFast final : public Backend {
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     inner_->MatmulBatch(out, x, w, T);
   }
+  void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
+    inner_->MatmulShared(x, T, targets, count);
+  }
 
   void Attention(const AttentionArgs& a) override {
     // Work that silently does not happen: past 128 positions the attention

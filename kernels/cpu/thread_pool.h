@@ -65,7 +65,7 @@ class ThreadPool {
     uint64_t worker_chunks = 0; // chunks run by workers (the rest by callers)
     uint64_t wakes = 0;         // futex wake-ups issued for sleeping workers
     uint64_t sleeps = 0;        // times a worker went to sleep
-    uint64_t stalls = 0;        // split jobs that took longer than the caller alone would have
+    uint64_t stalls = 0;        // split jobs slower than the caller alone, after a >= 200 us wait for a worker
     uint64_t solo_jobs = 0;     // jobs run on the caller alone in a backoff
     uint64_t contended = 0;     // windows in which a pool thread waited for a CPU > 5% of the time
   };
