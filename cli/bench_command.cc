@@ -70,7 +70,19 @@ struct BenchRecord {
   std::vector<int> cpus;   // the CPUs the process was confined to; empty = not pinned
   bool per_thread = false; // each compute thread on its own CPU of `cpus`
   std::string box;         // measure::ThisBox().fingerprint
+  // How the timed window's jobs were shared out (kernels::Backend::
+  // pool_counters, counted over the timed generations); null on one thread.
+  std::optional<kernels::Backend::PoolCounters> pool;
 };
+
+nlohmann::json PoolJson(const std::optional<kernels::Backend::PoolCounters>& p) {
+  if (!p) return nlohmann::json();
+  return {{"split_jobs", p->split_jobs},
+          {"caller_jobs", p->caller_jobs},
+          {"backoff_jobs", p->backoff_jobs},
+          {"stalls", p->stalls},
+          {"contended_windows", p->contended_windows}};
+}
 
 nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
@@ -107,6 +119,7 @@ nlohmann::json ToJson(const BenchRecord& r) {
             {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
             {"rss_limit_mb", OptionalJson(r.rss_limit_mb)}}},
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
+          {"pool", PoolJson(r.pool)},
           {"box", r.box}};
 }
 
@@ -169,6 +182,19 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
   }
   if (!per_thread || !per_thread->is_boolean()) return fail("affinity.per_thread", "a boolean");
   r.per_thread = per_thread->get<bool>();
+  // Absent in records written before it existed; null on one thread.
+  if (const nlohmann::json* pool = at(j, "pool"); pool && !pool->is_null()) {
+    if (!pool->is_object()) return fail("pool", "an object or null");
+    kernels::Backend::PoolCounters p;
+    for (auto [key, dst] : {std::pair<const char*, uint64_t*>{"split_jobs", &p.split_jobs}, {"caller_jobs", &p.caller_jobs},
+                            {"backoff_jobs", &p.backoff_jobs}, {"stalls", &p.stalls},
+                            {"contended_windows", &p.contended_windows}}) {
+      const nlohmann::json* v = at(*pool, key);
+      if (!v || !v->is_number_unsigned()) return fail(std::string("pool.") + key, "a non-negative integer");
+      *dst = v->get<uint64_t>();
+    }
+    r.pool = p;
+  }
   return r;
 }
 
@@ -200,7 +226,11 @@ std::string PrintCsv(const BenchRecord& r) {
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
       "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
       "runqueue_wait_pct,samples,bytes_per_token,"
-      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb\n";
+      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
+      "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows\n";
+  auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
+    return r.pool ? std::to_string((*r.pool).*field) : std::string();
+  };
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
                     CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
                     std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
@@ -211,7 +241,12 @@ std::string PrintCsv(const BenchRecord& r) {
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
                     Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
                     (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
-                    Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "\n";
+                    Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "," +
+                    count(&kernels::Backend::PoolCounters::split_jobs) + "," +
+                    count(&kernels::Backend::PoolCounters::caller_jobs) + "," +
+                    count(&kernels::Backend::PoolCounters::backoff_jobs) + "," +
+                    count(&kernels::Backend::PoolCounters::stalls) + "," +
+                    count(&kernels::Backend::PoolCounters::contended_windows) + "\n";
   return header + row;
 }
 
@@ -508,6 +543,7 @@ int RunBench(BenchOptions o) {
   std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
   double decode_total = 0.0;
   const std::optional<double> wait_before = RunQueueWaitNs();
+  const std::optional<kernels::Backend::PoolCounters> pool_before = t.pool_counters();
   const auto timed_start = Clock::now();
   do {
     const auto a = Clock::now();
@@ -531,6 +567,12 @@ int RunBench(BenchOptions o) {
   }
   const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
   const std::optional<double> wait_after = RunQueueWaitNs();
+  if (const auto pool_after = t.pool_counters(); pool_before && pool_after) {
+    r.pool = kernels::Backend::PoolCounters{
+        pool_after->split_jobs - pool_before->split_jobs, pool_after->caller_jobs - pool_before->caller_jobs,
+        pool_after->backoff_jobs - pool_before->backoff_jobs, pool_after->stalls - pool_before->stalls,
+        pool_after->contended_windows - pool_before->contended_windows};
+  }
   if (wait_before && wait_after && timed_ns > 0)
     r.runqueue_wait_pct = std::max(0.0, 100.0 * (*wait_after - *wait_before) / (timed_ns * r.threads));
 
@@ -608,6 +650,16 @@ int RunBench(BenchOptions o) {
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "
                  "box is in these numbers\n",
                  *r.runqueue_wait_pct);
+  if (r.pool) {
+    // A multi-threaded number is only that if the jobs were shared: say how many were.
+    const uint64_t jobs = r.pool->split_jobs + r.pool->caller_jobs;
+    std::fprintf(stderr,
+                 "verity: pool over the timed window: %llu of %llu jobs split over the threads, %llu on one thread by "
+                 "backoffs (%llu stalls, %llu contended windows)\n",
+                 static_cast<unsigned long long>(r.pool->split_jobs), static_cast<unsigned long long>(jobs),
+                 static_cast<unsigned long long>(r.pool->backoff_jobs), static_cast<unsigned long long>(r.pool->stalls),
+                 static_cast<unsigned long long>(r.pool->contended_windows));
+  }
   std::fputs(Print(r, o.output).c_str(), stdout);
   std::fflush(stdout);
   return 0;

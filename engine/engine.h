@@ -278,6 +278,9 @@ class Decoder {
   virtual const float* Prefill(const int* tokens, int T, int pos0) = 0;
   virtual const Model& model() const = 0;
   virtual const char* backend_name() const = 0;
+  // The backend's work-sharing counters (kernels::Backend::pool_counters);
+  // nullopt where it runs on one thread or the decoder does not say.
+  virtual std::optional<kernels::Backend::PoolCounters> pool_counters() const { return std::nullopt; }
   // OK, or the first error a forward met (a failed device call); callers check it after each forward.
   [[nodiscard]] virtual Status status() const { return OkStatus(); }
 };
@@ -309,6 +312,7 @@ class Transformer : public Decoder {
   [[nodiscard]] Status status() const override { return backend_->status(); }
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return backend_->name(); }
+  std::optional<kernels::Backend::PoolCounters> pool_counters() const override { return backend_->pool_counters(); }
   ~Transformer() override;
 
  private:

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -110,6 +111,19 @@ class Backend {
   virtual void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) = 0;
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
+
+  // How a backend that splits work over threads shared it out, counted since
+  // it was made (the fast backend's pool, kernels/cpu/thread_pool.h); nullopt
+  // for a backend that runs on one thread. A report of a multi-threaded run
+  // uses it to show how much of the run actually ran on one thread.
+  struct PoolCounters {
+    uint64_t split_jobs = 0;         // jobs shared with other threads
+    uint64_t caller_jobs = 0;        // jobs run on the calling thread alone (too small, or in a backoff)
+    uint64_t backoff_jobs = 0;       // of those, the ones a backoff sent there
+    uint64_t stalls = 0;             // split jobs a late worker made slower than one thread
+    uint64_t contended_windows = 0;  // windows in which a pool thread waited for a CPU > 5% of the time
+  };
+  [[nodiscard]] virtual std::optional<PoolCounters> pool_counters() const { return std::nullopt; }
 
   // Called by the engine before each layer's calls (-1: the final norm and
   // classifier), so a backend can name the layer in its errors. The CPU

@@ -255,6 +255,52 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   }
 }
 
+// A 2-thread number is only that if the jobs were shared: the record says how
+// the pool shared them over the timed window, and null on one thread.
+TEST(Bench, ReportsHowThePoolSharedTheJobs) {
+  const std::string cache = test::TempDir("cache"), dir = test::TempDir("bench");
+  auto two = Shell(Bench(cache, Stories() + " --prompt-tokens 8 --gen-tokens 24 --threads 2"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto j = nlohmann::json::parse(two.out);
+  ASSERT_TRUE(j["pool"].is_object()) << two.out;
+  for (const char* key : {"split_jobs", "caller_jobs", "backoff_jobs", "stalls", "contended_windows"})
+    ASSERT_TRUE(j["pool"][key].is_number_unsigned()) << key;
+  const auto& pool = j["pool"];
+  EXPECT_GT(pool["split_jobs"].get<uint64_t>() + pool["caller_jobs"].get<uint64_t>(), 0u) << "the timed window ran jobs";
+  EXPECT_LE(pool["backoff_jobs"].get<uint64_t>(), pool["caller_jobs"].get<uint64_t>());
+  EXPECT_NE(two.err.find("verity: pool over the timed window: "), std::string::npos) << two.err;
+
+  // It survives --from-json in every format.
+  const std::string saved = dir + "/two.json";
+  test::WriteFile(saved, two.out);
+  auto again = Shell(VerityBin() + " bench --from-json " + saved + " --output json");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, two.out);
+  auto csv = Lines(Shell(VerityBin() + " bench --from-json " + saved + " --output csv").out);
+  ASSERT_EQ(csv.size(), 2u);
+  auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
+  ASSERT_EQ(head.size(), row.size());
+  bool found = false;
+  for (size_t i = 0; i < head.size(); i++)
+    if (head[i] == "pool_split_jobs") {
+      found = true;
+      EXPECT_EQ(std::stoull(row[i]), pool["split_jobs"].get<uint64_t>());
+    }
+  EXPECT_TRUE(found) << csv[0];
+
+  // A malformed pool is an error naming it.
+  auto bad = j;
+  bad["pool"]["stalls"] = -1;
+  test::WriteFile(saved, bad.dump() + "\n");
+  auto rejected = Shell(VerityBin() + " bench --from-json " + saved);
+  EXPECT_NE(rejected.exit_code, 0);
+  EXPECT_NE(rejected.err.find("pool.stalls"), std::string::npos) << rejected.err;
+
+  auto one = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_TRUE(nlohmann::json::parse(one.out)["pool"].is_null()) << "one thread: nothing to share";
+}
+
 TEST(Bench, BadFlagsAreNamedErrors) {
   const std::string cache = test::TempDir("cache");
   const std::pair<std::string, std::string> cases[] = {

@@ -27,6 +27,7 @@ class CorruptedFast final : public Backend {
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     inner_->MatmulShared(x, T, targets, count);
   }
+  std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
 
   void Attention(const AttentionArgs& a) override {
     // Work that silently does not happen: past 128 positions the attention

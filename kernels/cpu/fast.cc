@@ -147,6 +147,12 @@ class Fast final : public Backend {
 
   void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
 
+  std::optional<PoolCounters> pool_counters() const override {
+    if (pool_.size() < 2) return std::nullopt;
+    const ThreadPool::Stats s = pool_.stats();
+    return PoolCounters{s.jobs, s.inline_jobs, s.solo_jobs, s.stalls, s.contended};
+  }
+
  private:
   static bool SameCols(const MatmulTarget* targets, int count) {
     for (int i = 1; i < count; i++)
