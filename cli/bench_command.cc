@@ -66,6 +66,10 @@ struct BenchRecord {
   // roofline
   double bytes_per_token = 0.0, achieved_gb_s = 0.0;
   std::optional<double> read_gb_s, fraction;  // null: the box's roofline is not cached
+  // The KV cache a timed decoded token reads on average (its attended
+  // positions' keys and values, f32), and the traffic and fraction with it
+  // (null in records written before they existed; the fraction also without a roofline).
+  std::optional<double> kv_bytes_per_token, achieved_gb_s_with_kv, fraction_with_kv;
   // placement
   std::vector<int> cpus;   // the CPUs the process was confined to; empty = not pinned
   bool per_thread = false; // each compute thread on its own CPU of `cpus`
@@ -113,7 +117,10 @@ nlohmann::json ToJson(const BenchRecord& r) {
            {{"bytes_per_token", r.bytes_per_token},
             {"achieved_gb_s", r.achieved_gb_s},
             {"read_gb_s", OptionalJson(r.read_gb_s)},
-            {"fraction", OptionalJson(r.fraction)}}},
+            {"fraction", OptionalJson(r.fraction)},
+            {"kv_bytes_per_token", OptionalJson(r.kv_bytes_per_token)},
+            {"achieved_gb_s_with_kv", OptionalJson(r.achieved_gb_s_with_kv)},
+            {"fraction_with_kv", OptionalJson(r.fraction_with_kv)}}},
           {"memory",
            {{"weights_mb", OptionalJson(r.weights_mb)},
             {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
@@ -166,6 +173,9 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
   }
   for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
                            {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
+                           {"roofline.kv_bytes_per_token", &r.kv_bytes_per_token},
+                           {"roofline.achieved_gb_s_with_kv", &r.achieved_gb_s_with_kv},
+                           {"roofline.fraction_with_kv", &r.fraction_with_kv},
                            {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
                            {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}, {"memory.weights_mb", &r.weights_mb},
                            {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb}}) {
@@ -226,7 +236,8 @@ std::string PrintCsv(const BenchRecord& r) {
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
       "min_seconds,decode_tok_s,prefill_tok_s,prefill_gflops,peak_rss_mb,decode_mad_pct,decode_position_mad_pct,"
       "runqueue_wait_pct,samples,bytes_per_token,"
-      "achieved_gb_s,read_gb_s,fraction,cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
+      "achieved_gb_s,read_gb_s,fraction,kv_bytes_per_token,achieved_gb_s_with_kv,fraction_with_kv,"
+      "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows\n";
   auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
     return r.pool ? std::to_string((*r.pool).*field) : std::string();
@@ -239,7 +250,8 @@ std::string PrintCsv(const BenchRecord& r) {
                     Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," + Num(r.decode_position_mad_pct) + "," +
                     Num(r.runqueue_wait_pct) + "," +
                     std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
-                    Num(r.read_gb_s) + "," + Num(r.fraction) + "," + CsvString(CpuList(r.cpus)) + "," +
+                    Num(r.read_gb_s) + "," + Num(r.fraction) + "," + Num(r.kv_bytes_per_token) + "," +
+                    Num(r.achieved_gb_s_with_kv) + "," + Num(r.fraction_with_kv) + "," + CsvString(CpuList(r.cpus)) + "," +
                     (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
                     Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "," +
                     count(&kernels::Backend::PoolCounters::split_jobs) + "," +
@@ -284,6 +296,14 @@ std::string Print(const BenchRecord& r, const std::string& output) {
 // (MoE: the router and n_experts_per_tok experts), the norms, and one
 // embedding row; the classifier counted once even when it is the embedding.
 // The KV cache is not counted (see docs/bench.md).
+// The KV cache one timed decoded token reads, on average: position p attends
+// p + 1 positions, each holding keys and values of kv_dim f32 in every layer;
+// the timed positions run from prompt_tokens to prompt_tokens + gen_tokens - 1.
+double KvBytesPerDecodedToken(const ModelConfig& c, int prompt_tokens, int gen_tokens) {
+  const double mean_attended = prompt_tokens + (gen_tokens + 1) / 2.0;
+  return 2.0 * c.n_layers * c.kv_dim() * sizeof(float) * mean_attended;
+}
+
 [[maybe_unused]] double F32WeightBytesPerToken(const ModelConfig& c) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
   const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
@@ -615,6 +635,8 @@ int RunBench(BenchOptions o) {
 
   r.bytes_per_token = WeightBytesPerToken(**model);
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
+  r.kv_bytes_per_token = KvBytesPerDecodedToken(c, o.prompt_tokens, o.gen_tokens);
+  r.achieved_gb_s_with_kv = (r.bytes_per_token + *r.kv_bytes_per_token) * r.decode_tok_s / 1e9;
   // The roofline is this machine's CPU memory: no yardstick for a GPU's
   // (scripts/device-check.sh divides by the device's own peak instead).
   auto roof = o.backend == "cuda" ? Result<std::optional<measure::Roofline>>(std::optional<measure::Roofline>())
@@ -624,6 +646,7 @@ int RunBench(BenchOptions o) {
   } else if (roof->has_value()) {
     r.read_gb_s = (*roof)->ReadGbS(r.threads);
     if (r.read_gb_s) r.fraction = r.achieved_gb_s / *r.read_gb_s;
+    if (r.read_gb_s) r.fraction_with_kv = *r.achieved_gb_s_with_kv / *r.read_gb_s;
   }
 
   std::string placement = cpus.empty() ? std::string("not pinned")
@@ -645,6 +668,11 @@ int RunBench(BenchOptions o) {
     std::fprintf(stderr, "verity: peak RSS %.1f MiB %s weights %.1f MiB + KV cache %.1f MiB + 10%% = %.1f MiB\n",
                  *r.peak_rss_mb, *r.peak_rss_mb <= *r.rss_limit_mb ? "within" : "ABOVE", *r.weights_mb,
                  *r.kv_cache_mb, *r.rss_limit_mb);
+  std::fprintf(stderr, "verity: with the KV cache a decoded token reads here (%.2f MB on average): %.2f GB/s%s\n",
+               *r.kv_bytes_per_token / 1e6, *r.achieved_gb_s_with_kv,
+               r.fraction_with_kv ? (" = " + Fixed(*r.fraction_with_kv * 100.0, 1) + "% of the measured " +
+                                     Fixed(*r.read_gb_s, 1) + " GB/s").c_str()
+                                  : "");
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "

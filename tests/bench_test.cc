@@ -90,6 +90,9 @@ std::vector<std::string> MdCells(const std::string& line) {
 // + 3*64*172 (w1, w2, w3) = 45440 floats; x5, + 64 (final norm) + 512*64
 // (classifier = embedding, once) + 64 (one embedding row) = 260096 floats.
 constexpr double kStoriesF32BytesPerToken = 260096.0 * 4;
+// stories260K's KV cache per attended position: keys and values of kv_dim 32
+// (4 KV heads of 8) in 5 layers, f32.
+constexpr double kStoriesKvBytesPerPosition = 2.0 * 5 * 32 * 4;
 
 TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   const std::string cache = test::TempDir("cache");
@@ -141,6 +144,12 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
               1e-9 * j["roofline"]["achieved_gb_s"].get<double>());
   EXPECT_TRUE(j["roofline"]["read_gb_s"].is_null()) << "no roofline cached in a fresh cache dir";
   EXPECT_TRUE(j["roofline"]["fraction"].is_null());
+  // The timed positions 4..7 attend 5..8 positions: 6.5 on average.
+  EXPECT_EQ(j["roofline"]["kv_bytes_per_token"].get<double>(), kStoriesKvBytesPerPosition * 6.5);
+  EXPECT_NEAR(j["roofline"]["achieved_gb_s_with_kv"].get<double>(),
+              (kStoriesF32BytesPerToken + kStoriesKvBytesPerPosition * 6.5) * j["metrics"]["decode_tok_s"].get<double>() / 1e9,
+              1e-9 * j["roofline"]["achieved_gb_s_with_kv"].get<double>());
+  EXPECT_TRUE(j["roofline"]["fraction_with_kv"].is_null());
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
 }
 
@@ -220,6 +229,8 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   EXPECT_EQ(std::stod(col("decode_mad_pct")), j["spread"]["decode_mad_pct"].get<double>());
   EXPECT_EQ(std::stod(col("bytes_per_token")), j["roofline"]["bytes_per_token"].get<double>());
   EXPECT_EQ(std::stod(col("achieved_gb_s")), j["roofline"]["achieved_gb_s"].get<double>());
+  EXPECT_EQ(std::stod(col("kv_bytes_per_token")), j["roofline"]["kv_bytes_per_token"].get<double>());
+  EXPECT_EQ(std::stod(col("achieved_gb_s_with_kv")), j["roofline"]["achieved_gb_s_with_kv"].get<double>());
   EXPECT_EQ(col("read_gb_s"), "") << "null is an empty field";
   EXPECT_EQ(std::stoi(col("threads")), 1);
   EXPECT_EQ(std::stoi(col("prompt_tokens")), 3);
@@ -367,6 +378,9 @@ TEST(Bench, ReportsTheCachedRooflineAtItsThreadCount) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["roofline"]["read_gb_s"].get<double>(), 123.5) << "the best pass at 1 thread";
   EXPECT_NEAR(j["roofline"]["fraction"].get<double>(), j["roofline"]["achieved_gb_s"].get<double>() / 123.5, 1e-12);
+  EXPECT_NEAR(j["roofline"]["fraction_with_kv"].get<double>(),
+              j["roofline"]["achieved_gb_s_with_kv"].get<double>() / 123.5, 1e-12);
+  EXPECT_GT(j["roofline"]["fraction_with_kv"].get<double>(), j["roofline"]["fraction"].get<double>());
 
   auto two = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 2"));
   ASSERT_EQ(two.exit_code, 0) << two.err;
