@@ -11,7 +11,9 @@
 #
 # "of read BW" is against the cached roofline (the best pass this box ever
 # showed); "of probe" against a `verity roofline --probe` taken in the same
-# round, before the round's runs (this box's bandwidth moves by 2x with its
+# round, before the round's runs; "with KV" counts the KV cache each decoded
+# token also reads; "jobs split" is the share of the thread pool's jobs shared
+# over the threads (the rest ran on one) (this box's bandwidth moves by 2x with its
 # neighbours, so a run and the cached best may be minutes and neighbours apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,18 +60,25 @@ for r in recs:
     by.setdefault(r["config"], []).append(r["record"])
 med = lambda xs: statistics.median(xs)
 row = {}
-print("\n| config | decode tok/s | GB/s | of read BW | of probe | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("\n| config | decode tok/s | GB/s | of read BW | of probe | of probe with KV | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB | jobs split |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, rs in by.items():
     d = med([x["metrics"]["decode_tok_s"] for x in rs]); p = med([x["metrics"]["prefill_tok_s"] for x in rs])
     g = med([x["metrics"]["prefill_gflops"] for x in rs]); rss = med([x["metrics"]["peak_rss_mb"] for x in rs])
     gb = med([x["roofline"]["achieved_gb_s"] for x in rs]); fr = [x["roofline"]["fraction"] for x in rs if x["roofline"]["fraction"]]
     pr = [x["roofline"]["achieved_gb_s"] / probes[x["_round"]][x["threads"]] for x in rs
           if x["threads"] in probes.get(x["_round"], {})]
+    # With the KV cache each token reads (bench records since session 6).
+    pk = [x["roofline"]["achieved_gb_s_with_kv"] / probes[x["_round"]][x["threads"]] for x in rs
+          if x["threads"] in probes.get(x["_round"], {}) and x["roofline"].get("achieved_gb_s_with_kv")]
+    # The share of the pool's jobs that were split over the threads (null on 1 thread).
+    sp = [x["pool"]["split_jobs"] / max(1, x["pool"]["split_jobs"] + x["pool"]["caller_jobs"]) for x in rs if x.get("pool")]
     row[name] = dict(d=d, p=p)
     frs = f"{100*med(fr):.1f}%" if fr else "-"
     prs = f"{100*med(pr):.1f}%" if pr else "-"
-    print(f"| {name} | {d:.1f} | {gb:.2f} | {frs} | {prs} | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} |")
+    pks = f"{100*med(pk):.1f}%" if pk else "-"
+    sps = f"{100*med(sp):.1f}%" if sp else "-"
+    print(f"| {name} | {d:.1f} | {gb:.2f} | {frs} | {prs} | {pks} | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} | {sps} |")
 print()
 for t in ("1t", "2t"):
     f = row.get(f"110m-f32-{t}")
