@@ -21,6 +21,13 @@
 namespace verity::kernels {
 namespace {
 
+// Keeps this thread busy (not asleep) for `us` microseconds: work a chunk does.
+void BusyFor(long us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 TEST(ThreadPool, EveryIndexExactlyOnceAcrossManyJobs) {
   for (int threads : {1, 2, 3, 4}) {
     ThreadPool pool(threads);
@@ -47,10 +54,7 @@ TEST(ThreadPool, EveryIndexExactlyOnceWhenWorkersSleep) {
     const int n = 1 + static_cast<int>(rng() % 300);
     std::vector<std::atomic<int>> hits(n);
     pool.ParallelFor(n, [&](int b, int e) {
-      // Enough work per chunk that the caller wakes the sleepers.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(job % 4 == 0 ? 40 : 0);
-      while (std::chrono::steady_clock::now() < until) {
-      }
+      BusyFor(job % 4 == 0 ? 40 : 0);  // enough work per chunk that the caller wakes the sleepers
       for (int i = b; i < e; i++) hits[i].fetch_add(1);
     });
     for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " index " << i;
@@ -142,10 +146,8 @@ TEST(ThreadPool, StalledWorkersSendJobsToTheCaller) {
     pool.ParallelFor(64, [&](int b, int e) {
       if (std::this_thread::get_id() != caller) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      } else {  // 20 us of work per chunk on the caller: time for the worker to claim one
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-        while (std::chrono::steady_clock::now() < until) {
-        }
+      } else {
+        BusyFor(20);  // 20 us of work per chunk on the caller: time for the worker to claim one
       }
       covered += e - b;
     });
@@ -174,10 +176,7 @@ TEST(ThreadPool, AWorkerThatIsLateByMicrosecondsIsNotAStall) {
   std::atomic<long> covered{0};
   for (int job = 0; job < 300; job++) {
     pool.ParallelFor(8, [&](int b, int e) {
-      const bool on_worker = std::this_thread::get_id() != caller;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds((on_worker ? 100 : 5) * (e - b));
-      while (std::chrono::steady_clock::now() < until) {
-      }
+      BusyFor((std::this_thread::get_id() != caller ? 100 : 5) * (e - b));
       covered += e - b;
     });
   }
