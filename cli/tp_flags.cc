@@ -12,9 +12,10 @@ void AddTpFlags(CLI::App* sub, TpFlags* f) {
       ->capture_default_str();
   sub->add_option("--tp-backend", f->backend,
                   "collective for --tp: inproc (threads), mpi (one process per rank: mpirun -np N; as root add "
-                  "--allow-run-as-root) or nccl (GPUs)")
+                  "--allow-run-as-root), nccl (in-process ranks, one GPU each) or mpi-nccl (one process per rank "
+                  "under mpirun, NCCL between their GPUs)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"inproc", "mpi", "nccl"}));
+      ->check(CLI::IsMember({"inproc", "mpi", "nccl", "mpi-nccl"}));
 }
 
 Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name) {

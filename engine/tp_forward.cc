@@ -221,14 +221,17 @@ Result<std::unique_ptr<TpGroup>> TpGroup::Open(const TpOptions& o) {
   if (o.tp < 1 || o.tp > 256) return Status::Error("--tp " + std::to_string(o.tp) + " is outside [1, 256]");
   std::unique_ptr<TpGroup> g(new TpGroup());
   g->opt_ = o;
+  // The ranks' first collective: in-process threads or this MPI process. NCCL
+  // is then set up over it (its unique id travels through it).
+  const bool nccl = o.collective == "nccl" || o.collective == "mpi-nccl";
   if (o.collective == "inproc" || o.collective == "nccl") {
     VERITY_ASSIGN_OR_RETURN(g->inproc_, parallel::InProcGroup::Create(o.tp, o.reduce_dtype));
     for (int r = 0; r < o.tp; r++) g->local_.push_back(&g->inproc_->Rank(r));
-  } else if (o.collective == "mpi") {
+  } else if (o.collective == "mpi" || o.collective == "mpi-nccl") {
     VERITY_ASSIGN_OR_RETURN(g->own_, parallel::MakeMpiCollective(o.tp, o.reduce_dtype));
     g->local_.push_back(g->own_.get());
   } else {
-    return Status::Error("--tp-backend " + o.collective + ": expected inproc, mpi or nccl");
+    return Status::Error("--tp-backend " + o.collective + ": expected inproc, mpi, nccl or mpi-nccl");
   }
   // Runs `fn(rank index)` on every local rank at once (collectives need every rank).
   auto on_every_rank = [&](auto fn) {
@@ -240,13 +243,18 @@ Result<std::unique_ptr<TpGroup>> TpGroup::Open(const TpOptions& o) {
     for (auto& s : st) VERITY_RETURN_IF_ERROR(s);
     return OkStatus();
   };
-  if (o.collective == "nccl") {
-    g->nccl_.resize(o.tp);
+  if (nccl) {
+    g->nccl_.resize(g->local_.size());
     VERITY_RETURN_IF_ERROR(on_every_rank([&](size_t i) -> Status {
-      VERITY_ASSIGN_OR_RETURN(g->nccl_[i], parallel::MakeNcclCollective(*g->local_[i], o.reduce_dtype));
+      auto made = parallel::MakeNcclCollective(*g->local_[i], o.reduce_dtype);
+      if (!made.ok()) {
+        const std::string& m = made.status().message();
+        return m.rfind("--tp-backend", 0) == 0 ? made.status() : Status::Error("--tp-backend " + o.collective + ": " + m);
+      }
+      g->nccl_[i] = std::move(made.value());
       return OkStatus();
     }));
-    for (int r = 0; r < o.tp; r++) g->local_[r] = g->nccl_[r].get();
+    for (size_t i = 0; i < g->local_.size(); i++) g->local_[i] = g->nccl_[i].get();
   }
   constexpr size_t kCheckElements = 4096;
   VERITY_RETURN_IF_ERROR(on_every_rank([&](size_t i) { return parallel::CheckAllReduce(*g->local_[i], kCheckElements); }));

@@ -40,7 +40,9 @@ struct FaultPlan {
 
 struct TpOptions {
   int tp = 1;
-  std::string collective = "inproc";  // inproc | mpi | nccl (nccl: bootstrapped in-process)
+  // inproc | mpi | nccl (in-process ranks, one GPU each) | mpi-nccl (one
+  // process per rank under mpirun, NCCL between their GPUs, MPI to set it up)
+  std::string collective = "inproc";
   std::string kernels = "fast";       // the kernels::Backend each rank computes on
   // What the collective reduces in; anything but f32 is refused at Open.
   parallel::ReduceDType reduce_dtype = parallel::ReduceDType::kF32;
@@ -87,8 +89,8 @@ class TpGroup {
   void Stop();
   TpOptions opt_;
   std::unique_ptr<parallel::InProcGroup> inproc_;
-  std::unique_ptr<parallel::Collective> own_;          // mpi, or nccl over inproc (rank 0)
-  std::vector<std::unique_ptr<parallel::Collective>> nccl_;  // nccl: one per in-process rank
+  std::unique_ptr<parallel::Collective> own_;          // mpi (also the bootstrap of mpi-nccl)
+  std::vector<std::unique_ptr<parallel::Collective>> nccl_;  // nccl, mpi-nccl: one per local rank
   std::vector<parallel::Collective*> local_;           // the collective of each local rank
   bool stopped_ = false, started_ = false, ready_ = false, build_failed_ = false;
   std::vector<std::thread> followers_;

@@ -12,7 +12,9 @@
 # the CPU reference on stories260K (f32 and bf16, worst of the depths);
 # compute-sanitizer memcheck on a short generation (0 errors); verity bench
 # --backend cuda on stories260K and a ~1B-class synthetic model, decode tok/s
-# also as a fraction of the device's peak memory bandwidth. The last line is
+# also as a fraction of the device's peak memory bandwidth; the NCCL
+# collective (--tp-backend nccl: golden text, parity, the tp=2 refusal on one
+# GPU, a bench). The last line is
 # `device-check: <n> steps, <k> failed, <s>s verdict=PASS|FAIL`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +62,7 @@ if [[ $mode == prepare ]]; then
   for t in "${tests[@]}"; do cp "$b/tests/$t" "$dir/"; done
   # Shared libraries outside glibc and the CUDA driver/toolkit (the GPU machine has its own).
   { ldd "$dir"/verity "$dir"/libverity_*.so "$dir"/cuda_* 2>/dev/null || true; } | awk '/=> \// {print $3}' | sort -u |
-    { grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt)\.so' || true; } |
+    { grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' || true; } |
     xargs -r -I{} cp -L {} "$dir/lib/"
   summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir (carry it; run --prebuilt $dir there)"
   finish
@@ -72,9 +74,14 @@ if [[ $mode == build ]]; then
   bin=$root/$dir/cli/verity; [[ -x $bin ]] || bin=$root/$dir/verity
   tdir=$root/$dir/tests
 else
-  export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # libnccl (218 MB) does not travel: that machine's own (the toolkit's, or
+  # the NCCL wheel beside its PyTorch) is used.
+  nccl_dir=$(dirname "$({ ls /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 2>/dev/null;
+    find / -xdev -name 'libnccl.so.2' -path '*nvidia/nccl*' 2>/dev/null; } | head -1)" 2>/dev/null || true)
+  export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   bin=$dir/verity tdir=$dir
   missing=$(ldd "$bin" "$dir"/libverity_*.so "$dir/cuda_backend_test" | grep -c "not found" || true)
+  echo "device-check: libnccl from ${nccl_dir:-nowhere found}"
   [[ $missing -eq 0 ]] && summary libraries ok "every shared library found" ||
     { ldd "$bin" "$dir"/libverity_*.so | grep "not found"; summary libraries FAIL "$missing not found"; finish; exit 1; }
 fi
@@ -152,5 +159,75 @@ else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"
 fi
 rm -f "$synth"
+
+# 5. The NCCL collective (docs/tensor-parallel.md): --tp-backend nccl, its
+# ranks bootstrapped in-process. NCCL refuses two ranks of one communicator on
+# one GPU, so on a one-GPU machine tp=1 is what can run (the whole path:
+# plugin, communicator, host<->device copies, ncclAllReduce) and tp=2 must be
+# refused by name; with 2 or more GPUs tp=2 must print the golden text. Each
+# command has 120 s: a collective that hangs fails its step, not the script.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+golden=$root/models/stories260K.greedy200.txt
+gen() {  # gen LOG ARGS...: the golden 200-token generation with extra flags
+  local log=$1; shift
+  timeout 120 "$bin" generate --model "$m" --tokenizer "$tok" --steps 200 --temperature 0 "$@" >"$work/$log.out" \
+    2>"$work/$log.err"
+}
+if gen nccl-tp1 --tp 1 --tp-backend nccl && cmp -s "$work/nccl-tp1.out" "$golden" &&
+    grep -q 'verdict=PASS' <(grep '^tp all-reduce check' "$work/nccl-tp1.err") &&
+    grep -q 'verdict=PASS' <(grep '^tp collective guard' "$work/nccl-tp1.err"); then
+  summary nccl-generate-tp1 ok "golden 200-token text; $(grep '^nccl:' "$work/nccl-tp1.err" | head -1); $(grep -oE 'counted [0-9]+; 0 rank-step.*' "$work/nccl-tp1.err")"
+else
+  tail -8 "$work/nccl-tp1.err"; summary nccl-generate-tp1 FAIL "text differs from $golden or a guard did not pass"
+fi
+for kern in fast cuda; do
+  timeout 120 "$bin" parity --model "$m" --tp 1 --tp-backend nccl --backend $kern >"$work/nccl-parity-$kern.log" 2>&1 || true
+  line=$(grep -E '^parity: worst_top1=' "$work/nccl-parity-$kern.log" | tail -1 || true)
+  [[ $line == *verdict=PASS* ]] && summary "nccl-parity-tp1-$kern" ok "$line (tp=1 nccl vs one rank, $kern kernels)" ||
+    { tail -8 "$work/nccl-parity-$kern.log"; summary "nccl-parity-tp1-$kern" FAIL "${line:-no summary line}"; }
+done
+if [[ $gpus -ge 2 ]]; then
+  gen nccl-tp2 --tp 2 --tp-backend nccl && cmp -s "$work/nccl-tp2.out" "$golden" &&
+    summary nccl-generate-tp2 ok "golden 200-token text on $gpus GPUs" ||
+    { tail -8 "$work/nccl-tp2.err"; summary nccl-generate-tp2 FAIL "text differs or the run failed"; }
+else
+  gen nccl-tp2 --tp 2 --tp-backend nccl && rc=0 || rc=$?
+  msg=$(grep -m1 'need 2 CUDA devices' "$work/nccl-tp2.err" || true)
+  [[ $rc -ne 0 && -n $msg ]] && summary nccl-refuses-tp2-on-one-gpu ok "exit $rc: $msg" ||
+    { tail -8 "$work/nccl-tp2.err"; summary nccl-refuses-tp2-on-one-gpu FAIL "exit $rc without the named refusal"; }
+fi
+if timeout 120 "$bin" bench --model "$m" --tp 1 --tp-backend nccl --steps 64 --min-seconds 1 --output json >"$work/nccl-bench.json" \
+    2>"$work/nccl-bench.err"; then
+  summary nccl-bench-tp1 ok "$(python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+print("stories260K tp=1 nccl: decode %.0f tok/s, 10 all-reduces per token through the GPU" % m["decode_tok_s"])' "$work/nccl-bench.json")"
+else
+  tail -5 "$work/nccl-bench.err"; summary nccl-bench-tp1 FAIL "see $work/nccl-bench.err"
+fi
+# NCCL set up through MPI (--tp-backend mpi-nccl), where this machine's
+# mpirun can start this build's MPI (the library travels; mpirun and its
+# components are the machine's own). On one GPU: -np 1 prints the golden
+# text, -np 2 must stop on every rank with NCCL's own refusal, named.
+mpi() { timeout 120 mpirun --allow-run-as-root --oversubscribe "$@"; }
+if ! command -v mpirun >/dev/null; then
+  echo "device-check: note: no mpirun on this machine: --tp-backend mpi-nccl not run"
+elif ! mpi -np 1 "$bin" generate --model "$m" --tokenizer "$tok" --steps 8 --temperature 0 --tp 1 --tp-backend mpi \
+    >"$work/mpi-probe.out" 2>"$work/mpi-probe.err"; then
+  echo "device-check: note: mpirun ($(mpirun --version 2>&1 | head -1)) cannot start this build's MPI: --tp-backend mpi-nccl not run:"
+  tail -5 "$work/mpi-probe.err"
+else
+  mpi -np 1 "$bin" generate --model "$m" --tokenizer "$tok" --steps 200 --temperature 0 --tp 1 --tp-backend mpi-nccl \
+    >"$work/mpi-nccl-tp1.out" 2>"$work/mpi-nccl-tp1.err" && cmp -s "$work/mpi-nccl-tp1.out" "$golden" &&
+    grep -q '^tp all-reduce check: tp=1 mpi-nccl.*verdict=PASS' "$work/mpi-nccl-tp1.err" &&
+    summary mpi-nccl-generate-tp1 ok "golden 200-token text; $(grep '^nccl:' "$work/mpi-nccl-tp1.err" | head -1)" ||
+    { tail -8 "$work/mpi-nccl-tp1.err"; summary mpi-nccl-generate-tp1 FAIL "text differs or a check did not pass"; }
+  if [[ $gpus -lt 2 ]]; then
+    mpi -np 2 "$bin" generate --model "$m" --tokenizer "$tok" --steps 8 --temperature 0 --tp 2 --tp-backend mpi-nccl \
+      >"$work/mpi-nccl-tp2.out" 2>"$work/mpi-nccl-tp2.err" && rc=0 || rc=$?
+    msg=$(grep -m1 'verity: error: --tp-backend mpi-nccl: nccl: .*Duplicate GPU' "$work/mpi-nccl-tp2.err" || true)
+    [[ $rc -ne 0 && $rc -ne 124 && -n $msg ]] && summary mpi-nccl-refuses-tp2-on-one-gpu ok "exit $rc: $msg" ||
+      { tail -8 "$work/mpi-nccl-tp2.err"; summary mpi-nccl-refuses-tp2-on-one-gpu FAIL "exit $rc without NCCL's named refusal"; }
+  fi
+fi
 echo "device-check: logs in $work"
 finish

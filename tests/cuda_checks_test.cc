@@ -1,5 +1,6 @@
-// Every CUDA runtime, cuBLAS and NCCL call under kernels/cuda/ goes through
-// its check macro (kernels/cuda/check.h), and every `<<<` kernel launch is
+// Every CUDA runtime, cuBLAS and NCCL call under kernels/cuda/ and in the
+// NCCL collective (parallel/nccl.cc) goes through its check macro
+// (base/cuda_check.h, kernels/cuda/check.h, parallel/nccl_check.h), and every `<<<` kernel launch is
 // followed at once by VERITY_CUDA_LAUNCH_CHECK. This test reads the sources
 // (comments and strings removed), counts what it inspected, and fails on any
 // call site or launch without its check. A self-test first proves the scanner
@@ -81,7 +82,8 @@ void ScanSource(const std::string& file, const std::string& source, Scan* out) {
   const std::string s = DropCheckMacroDefinitions(Strip(source));
   // Functions that only format an error (they cannot fail) are not call sites.
   static const std::set<std::string> kFormatters = {"cudaGetErrorString", "cudaGetErrorName", "cublasGetStatusString",
-                                                    "cublasGetStatusName", "ncclGetErrorString"};
+                                                    "cublasGetStatusName", "ncclGetErrorString",
+                                                    "ncclGetLastError"};
   static const std::regex call(R"(\b(cuda|cublas|nccl)[A-Z]\w*\s*\()");
   for (auto it = std::sregex_iterator(s.begin(), s.end(), call); it != std::sregex_iterator(); ++it) {
     std::string name = it->str(0);
@@ -151,22 +153,28 @@ TEST(CudaChecks, ScannerFindsUncheckedCallsAndLaunches) {
   EXPECT_TRUE(good.unchecked.empty()) << good.unchecked[0];
 }
 
-TEST(CudaChecks, EveryCallAndLaunchUnderKernelsCudaIsChecked) {
+TEST(CudaChecks, EveryCudaAndNcclCallAndLaunchIsChecked) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(test::SourceDir()) / "kernels" / "cuda";
+  const fs::path root = fs::path(test::SourceDir());
   Scan scan;
   int files = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string ext = e.path().extension().string();
-    if (ext != ".cu" && ext != ".cc" && ext != ".h" && ext != ".cuh") continue;
-    ScanSource(e.path().filename().string(), test::ReadFile(e.path().string()), &scan);
+  auto scan_file = [&](const fs::path& p) {
+    ScanSource(fs::relative(p, root).string(), test::ReadFile(p.string()), &scan);
     files++;
+  };
+  // The CUDA backend: every source file.
+  for (const auto& e : fs::directory_iterator(root / "kernels" / "cuda")) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".cu" || ext == ".cc" || ext == ".h" || ext == ".cuh") scan_file(e.path());
   }
+  // The NCCL collective and the shared CUDA check (the code outside
+  // kernels/cuda/ that calls CUDA or NCCL).
+  for (const char* f : {"base/cuda_check.h", "parallel/nccl.cc", "parallel/nccl_check.h"}) scan_file(root / f);
   std::string list;
   for (const auto& u : scan.unchecked) list += "\n  " + u;
   std::printf("cuda checks: %d call sites, %d launches, %zu unchecked (%d files)%s\n", scan.calls, scan.launches,
               scan.unchecked.size(), files, list.c_str());
-  EXPECT_GE(files, 5);
+  EXPECT_GE(files, 8);
   EXPECT_GT(scan.calls, 0);
   EXPECT_GT(scan.launches, 0);
   EXPECT_TRUE(scan.unchecked.empty()) << list;

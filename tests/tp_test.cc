@@ -430,6 +430,20 @@ TEST(TpCli, NcclWithoutItsPluginIsANamedError) {
   std::printf("nccl plugin: missing plugin refused: %s", r.err.c_str());
 }
 
+// NCCL set up over MPI ranks (--tp-backend mpi-nccl). Here, without a GPU
+// (or a machine with fewer GPUs than ranks), every rank must stop with the
+// reason, named, and none may crash or hang waiting for another.
+TEST(TpCli, MpiNcclWithoutAGpuPerRankIsANamedErrorOnEveryRank) {
+  auto which = Shell("command -v mpirun");
+  ASSERT_EQ(which.exit_code, 0) << "mpirun is missing: scripts/setup.sh installs openmpi-bin";
+  auto r = Shell("mpirun --allow-run-as-root --oversubscribe -np 2 " + GenerateCmd("--tp 2 --tp-backend mpi-nccl"));
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("verity: error: --tp-backend mpi-nccl: "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err;
+  std::printf("mpi-nccl without a GPU per rank: %s", r.err.substr(0, r.err.find('\n') + 1).c_str());
+}
+
 // A quantized dtype under --tp is compared with one rank on the same kernels
 // and the same converted weights: only the sharding differs, so the tp
 // thresholds (mean KL 1e-9) hold for q8_0 as for f32. Against one f32 rank

@@ -1,6 +1,7 @@
-// The one way a CUDA, cuBLAS or NCCL call or a kernel launch is checked in
-// kernels/cuda/ (tests/cuda_checks_test.cc fails the build's tests if any call
-// site or `<<<` launch there lacks its check). Each failure becomes a Status
+// The one way a CUDA or cuBLAS call or a kernel launch is checked in
+// kernels/cuda/ (CUDA runtime calls through base/cuda_check.h;
+// tests/cuda_checks_test.cc fails if any call site or `<<<` launch lacks its
+// check). Each failure becomes a Status
 // naming the call or kernel, the context (layer and operation), the error and
 // the source line; the backend records the first one and poisons its outputs.
 #pragma once
@@ -11,14 +12,11 @@
 #include <cstdio>
 #include <string>
 
+#include "base/cuda_check.h"  // VERITY_CUDA_CALL, VERITY_CUDA_CALL_LOG
 #include "base/status.h"
 
 namespace verity::kernels::cuda {
 
-inline Status CudaCallError(const char* expr, cudaError_t e, const std::string& ctx, const char* file, int line) {
-  return Status::Error("cuda: " + ctx + ": " + expr + " failed: " + cudaGetErrorName(e) + " (" +
-                       cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line));
-}
 inline Status CublasCallError(const char* expr, cublasStatus_t e, const std::string& ctx, const char* file,
                               int line) {
   return Status::Error("cublas: " + ctx + ": " + expr + " failed: " + cublasGetStatusName(e) + " (" +
@@ -32,26 +30,7 @@ inline Status LaunchError(const std::string& kernel, cudaError_t e, const std::s
 
 }  // namespace verity::kernels::cuda
 
-// Returns the error from the enclosing function (Status or Result<T>) when a
-// CUDA runtime call fails; `ctx` says where (layer, operation).
-#define VERITY_CUDA_CALL(expr, ctx)                                                                     \
-  do {                                                                                                  \
-    const cudaError_t verity_cuda_e = (expr);                                                           \
-    if (verity_cuda_e != cudaSuccess)                                                                   \
-      return ::verity::kernels::cuda::CudaCallError(#expr, verity_cuda_e, (ctx), __FILE__, __LINE__);   \
-  } while (0)
-
-// The same for a call whose failure can only be reported (destructors): prints it to stderr.
-#define VERITY_CUDA_CALL_LOG(expr, ctx)                                                                          \
-  do {                                                                                                           \
-    const cudaError_t verity_cuda_e = (expr);                                                                    \
-    if (verity_cuda_e != cudaSuccess)                                                                            \
-      std::fprintf(stderr, "verity: %s\n",                                                                       \
-                   ::verity::kernels::cuda::CudaCallError(#expr, verity_cuda_e, (ctx), __FILE__, __LINE__)      \
-                       .message()                                                                                \
-                       .c_str());                                                                                \
-  } while (0)
-
+// Returns the error from the enclosing function when a cuBLAS call fails.
 #define VERITY_CUBLAS_CALL(expr, ctx)                                                                   \
   do {                                                                                                  \
     const cublasStatus_t verity_cublas_e = (expr);                                                      \
@@ -68,9 +47,6 @@ inline Status LaunchError(const std::string& kernel, cudaError_t e, const std::s
                        .message()                                                                                \
                        .c_str());                                                                                \
   } while (0)
-
-// (No NCCL call exists yet: the backend runs on one device. A VERITY_NCCL_CALL
-// belongs here, beside these, with the first one; the scanner already demands it.)
 
 // Immediately after every `kernel<<<...>>>(...)`: the launch's own error
 // (bad configuration, no kernel image for this device), named by kernel and context.
