@@ -304,6 +304,40 @@ void DecodeToken(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x, 
   benchmark::DoNotOptimize(out);
 }
 
+// The same products with no hand-off between matrices: one pool job over
+// every matrix's rows laid end to end (what the engine's MatmulShared does for
+// q/k/v and gate/up), so the difference from DecodeToken is what the
+// per-matrix jobs cost. `out` is not used: each matrix writes its own slice
+// of one buffer of every row.
+void DecodeTokenAsOneJob(ThreadPool& pool, const ModelMats& m, Dtype t, const float* x) {
+  static QuantizedX xq[2];  // x quantized at 768 and at 2048 columns
+  if (t == Dtype::kQ8) {
+    QuantizeX(x, 768, &xq[0]);
+    QuantizeX(x, 2048, &xq[1]);
+  }
+  static std::vector<int> first;  // first[i]: matrix i's first row in the concatenation
+  static std::vector<float> all;
+  first.assign(1, 0);
+  for (const Weights& w : m.mats) first.push_back(first.back() + w.rows);
+  all.resize(first.back());
+  pool.ParallelFor(
+      first.back(),
+      [&](int b, int e) {
+        for (size_t i = 0; i < m.mats.size(); i++) {
+          const int lo = std::max(b, first[i]) - first[i], hi = std::min(e, first[i + 1]) - first[i];
+          if (lo >= hi) continue;
+          const Weights& w = m.mats[i];
+          float* o = all.data() + first[i];
+          switch (t) {
+            case Dtype::kF32: MatVecF32(w.f32.get(), x, o, w.cols, lo, hi); break;
+            case Dtype::kBF16: MatVecBF16(w.bf16.get(), x, o, w.cols, lo, hi); break;
+            case Dtype::kQ8: MatVecQ8_0(w.q8.get(), xq[w.cols == 768 ? 0 : 1], o, lo, hi); break;
+          }
+        }
+      },
+      std::max(1, ChunkMacs() / 768));
+}
+
 double Seconds(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
@@ -343,6 +377,50 @@ void BM_DecodeToken110M(benchmark::State& state) {
   }
   state.counters["bf16_x"] = Median(ratio_bf16);
   state.counters["q8_0_x"] = Median(ratio_q8);
+}
+
+// One ~110M token's matrix-vector work (dtype range(1)) against a plain read
+// of as many bytes (16 MiB pieces claimed dynamically, as BM_StreamReadThreads),
+// alternating every iteration on the same pool of range(0) threads, so that a
+// neighbour arriving on the shared box slows both alike. `fraction` is the
+// median per-iteration ratio of the two GB/s: the share of the read bandwidth
+// available at that moment that decode's kernels and pool reach (issue 10's
+// f32 target, without the engine's per-token work around the products).
+void BM_DecodeVsStream(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const Dtype t = static_cast<Dtype>(state.range(1));
+  const bool one_job = state.range(2) == 1;
+  const ModelMats m = MakeModel(k110M, t);
+  const size_t piece = size_t{16} << 20, pieces = (m.bytes + piece - 1) / piece, bytes = pieces * piece;
+  Aligned<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < bytes / 8; i++) buf.get()[i] = i;
+  const std::vector<float> x = RandomFloats(2048, 11);
+  std::vector<float> out(32000);
+  std::vector<uint64_t> sums(pieces);
+  ThreadPool pool(threads);
+  std::vector<double> decode_gbs, read_gbs, fraction;
+  for (auto _ : state) {
+    const double d = Seconds([&] {
+      if (one_job)
+        DecodeTokenAsOneJob(pool, m, t, x.data());
+      else
+        DecodeToken(pool, m, t, x.data(), out.data());
+    });
+    const double r = Seconds([&] {
+      pool.ParallelFor(static_cast<int>(pieces), [&](int b, int e) {
+        for (int k = b; k < e; k++) sums[k] = StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
+      });
+    });
+    benchmark::DoNotOptimize(sums.data());
+    decode_gbs.push_back(static_cast<double>(m.bytes) / d * 1e-9);
+    read_gbs.push_back(static_cast<double>(bytes) / r * 1e-9);
+    fraction.push_back(decode_gbs.back() / read_gbs.back());
+  }
+  state.counters["decode_GB/s"] = Median(decode_gbs);
+  state.counters["read_GB/s"] = Median(read_gbs);
+  state.counters["fraction"] = Median(fraction);
+  state.SetLabel(std::string(t == Dtype::kF32 ? "f32" : t == Dtype::kBF16 ? "bf16" : "q8_0") +
+                 (one_job ? ", one job per token" : ", one job per matrix"));
 }
 
 // Decode attention of one ~110M token at context range(0): 12 layers, 12 query
@@ -466,6 +544,10 @@ BENCHMARK(BM_PoolOverhead)->Args({1, 50})->Args({2, 50})->Args({2, 0})->UseRealT
 BENCHMARK(BM_DecodeToken110M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThreadsAB)
     ->ArgsProduct({{0, 1}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeVsStream)
+    ->ArgsProduct({{1, 2}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention110M)->Arg(64)->Arg(640)->Unit(benchmark::kMicrosecond);
