@@ -173,6 +173,7 @@ class TpRank {
     return Status::Error("tp collective guard: " + first_mismatch_);
   }
 
+  std::optional<kernels::Backend::PoolCounters> pool_counters() const { return k_->pool_counters(); }
   long steps() const { return steps_; }
   long positions() const { return positions_; }
   long reduces() const { return reduces_; }
@@ -374,6 +375,21 @@ const float* TpDecoder::Prefill(const int* tokens, int T, int pos0) {
   rank0_.Send(kPrefill, T, pos0);
   rank0_.SendTokens(tokens, T);
   return rank0_.Prefill(tokens, T, pos0);
+}
+
+std::optional<kernels::Backend::PoolCounters> TpDecoder::pool_counters() const {
+  std::optional<kernels::Backend::PoolCounters> sum;
+  for (const auto& rank : group_.ranks_) {
+    const auto c = rank->pool_counters();
+    if (!c) continue;
+    if (!sum) sum.emplace();
+    sum->split_jobs += c->split_jobs;
+    sum->caller_jobs += c->caller_jobs;
+    sum->backoff_jobs += c->backoff_jobs;
+    sum->stalls += c->stalls;
+    sum->contended_windows += c->contended_windows;
+  }
+  return sum;
 }
 
 long TpDecoder::steps_checked() const { return rank0_.steps(); }

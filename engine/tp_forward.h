@@ -114,6 +114,10 @@ class TpDecoder : public Decoder {
   long steps_checked() const;
   long positions_run() const;
   long reduces_counted() const;
+  // The thread pools' counters summed over this process's ranks (in-process:
+  // every rank; MPI: rank 0's own); nullopt when no rank's pool has more than
+  // one thread.
+  std::optional<kernels::Backend::PoolCounters> pool_counters() const override;
 
  private:
   friend class TpGroup;

@@ -310,6 +310,17 @@ TEST(Bench, ReportsHowThePoolSharedTheJobs) {
   auto one = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_TRUE(nlohmann::json::parse(one.out)["pool"].is_null()) << "one thread: nothing to share";
+
+  // Under --tp the ranks' pools are summed (in-process: every rank's); with
+  // one thread per rank there is still nothing to share.
+  auto tp = Shell(Bench(cache, Stories() + " --prompt-tokens 8 --gen-tokens 24 --threads 2 --tp 2"));
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  const auto tp_pool = nlohmann::json::parse(tp.out)["pool"];
+  ASSERT_TRUE(tp_pool.is_object()) << tp.out;
+  EXPECT_GT(tp_pool["split_jobs"].get<uint64_t>() + tp_pool["caller_jobs"].get<uint64_t>(), 0u) << tp.out;
+  auto tp1 = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1 --tp 2"));
+  ASSERT_EQ(tp1.exit_code, 0) << tp1.err;
+  EXPECT_TRUE(nlohmann::json::parse(tp1.out)["pool"].is_null()) << tp1.out;
 }
 
 TEST(Bench, BadFlagsAreNamedErrors) {
