@@ -2,6 +2,9 @@
 // Each Register* function adds one subcommand; the work lives in the libraries.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <string>
+
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +25,17 @@ int main(int argc, char** argv) {
   verity::cli::RegisterQueryCommands(app, reg);
   verity::cli::RegisterLedgerAdminCommands(app, reg);
   verity::cli::RegisterReportCommand(app, reg);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help (exit 0) prints as CLI11 does. Any other parse error is a usage
+    // error: one line naming the flag or value, and exit 2 (CLI11's own codes,
+    // 100-120, say nothing to a script beyond "not 0").
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    const auto subs = app.get_subcommands();
+    const std::string help = subs.empty() ? "verity --help" : "verity " + subs.front()->get_name() + " --help";
+    std::fprintf(stderr, "verity: error: %s (usage: `%s`)\n", e.what(), help.c_str());
+    return 2;
+  }
   return reg.Run();
 }

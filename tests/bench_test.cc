@@ -347,6 +347,21 @@ TEST(Bench, BadFlagsAreNamedErrors) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": expected '" << needle << "' in\n" << r.err;
     EXPECT_TRUE(r.out.empty()) << args << ": printed a record\n" << r.out;
   }
+  // Flags the parser itself refuses (unknown, unconvertible, not in the set)
+  // are usage errors: one "verity: error:" line naming them, exit 2.
+  const std::pair<std::string, std::string> usage[] = {
+      {Stories() + " --bogus", "--bogus"},
+      {Stories() + " --steps abc", "--steps = abc"},
+      {Stories() + " --tp-backend foo", "--tp-backend: foo not in"},
+  };
+  for (const auto& [args, needle] : usage) {
+    auto r = Shell(Bench(cache, args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("verity: error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": expected '" << needle << "' in\n" << r.err;
+    EXPECT_NE(r.err.find("(usage: `verity bench --help`)"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
+  }
 }
 
 // The bench calls the loader generate calls: llama2.c files and Hugging Face
