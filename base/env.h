@@ -37,6 +37,12 @@ std::string PluginDir();
 // PATH: the directories `verity gbench` searches for a benchmark binary named
 // without a '/', as a shell would. Default: empty (the current directory only).
 std::string ExecutableSearchPath();
+// VERITY_STREAM_PREFETCH: "nta" or "off": whether bf16 and q8_0 decode
+// prefetch their weight rows non-temporally (kernels/cpu/simd.cc). Default:
+// empty, meaning the CPU decides (on for AMD, where it was measured to pay;
+// off elsewhere). Any other value is ignored with a note. Speed only: the
+// results are the same bits either way.
+std::string StreamPrefetch();
 // VERITY_BENCH_CHUNK_MACS (kernels_bench only): multiply-adds per pool chunk
 // in the thread benchmarks, to try another split. Default: 16384 (the engine's).
 int BenchChunkMacs();

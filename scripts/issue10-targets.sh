@@ -4,7 +4,7 @@
 # box hits every configuration alike), then the median of each field per
 # configuration and the ratios the targets are stated in.
 #
-#   scripts/issue10-targets.sh [ROUNDS]     (default 3; about 1.5 min a round)
+#   scripts/issue10-targets.sh [ROUNDS]     (default 3; about 1.5 min a round; VERITY=path: another binary)
 #
 # The ~110M model is `verity synth` with issue 10's shape and a 1024-token
 # context (512-token prompts), written once into .verity/models/.
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-v=build/cli/verity
+v=${VERITY:-build/cli/verity}  # VERITY=path runs another build (one carried to another machine)
 big=.verity/models/synth-110m-ctx1024.bin
 small=models/stories260K.bin
 out=out/issue10-targets

@@ -281,6 +281,31 @@ TEST(DType, GenerateAndLogitsNameTheDtype) {
   }
 }
 
+// Whether bf16 and q8_0 decode prefetch their weights non-temporally is a
+// per-CPU speed choice (simd::StreamPrefetchOn); either way the logits are
+// the same bits. A value that is neither nta nor off is named and ignored.
+TEST(DType, StreamPrefetchChangesNoBit) {
+  for (const char* d : {"bf16", "q8_0"}) {
+    std::string logits[2];
+    int k = 0;
+    for (const char* mode : {"nta", "off"}) {
+      const std::string out = test::TempDir("prefetch") + "/l.f32";
+      auto l = Shell(std::string("VERITY_STREAM_PREFETCH=") + mode + " " + VerityBin() + " logits --model " +
+                     Model("stories260K.bin") + " --ids '1 403 407 261 378 105 217 350' --out " + out +
+                     " --backend fast --dtype " + d);
+      ASSERT_EQ(l.exit_code, 0) << d << " " << mode << ": " << l.err;
+      logits[k++] = test::ReadFile(out);
+    }
+    ASSERT_EQ(logits[0].size(), 8u * 512 * 4) << d;
+    EXPECT_NE(logits[0].find_first_not_of('\0'), std::string::npos) << d;
+    EXPECT_TRUE(logits[0] == logits[1]) << d << ": prefetching changed the logits";
+  }
+  auto bad = Shell("VERITY_STREAM_PREFETCH=maybe " + VerityBin() + " logits --model " + Model("stories260K.bin") +
+                   " --ids '1 403' --out " + test::TempDir("prefetch-bad") + "/l.f32 --backend fast --dtype q8_0");
+  EXPECT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("VERITY_STREAM_PREFETCH=maybe is neither nta nor off: ignored"), std::string::npos) << bad.err;
+}
+
 // --reference-dtype same runs the reference backend on the candidate's own
 // converted weights: q8_0 then differs from its reference only by the fast
 // kernels' int16 rounding of x (mean KL ~1e-8 on stories260K, where against

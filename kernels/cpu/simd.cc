@@ -32,13 +32,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
+#include "base/env.h"
 #include "kernels/cpu/simd.h"
 
 namespace verity::kernels::simd::detail {
@@ -99,15 +102,20 @@ const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 constexpr int kUnroll = 4;
 
 // bf16 and q8_0 decode also prefetch their weight stream kStreamAhead bytes
-// ahead with the non-temporal hint (x86 prefetchnta, Arm pldl1strm). On the
-// Zen 5 box, one core, interleaved `verity bench` on the ~110M synth: decode
-// +15% (bf16) and +20% (q8_0) with 16-token prompts, +11% and +13% with 512;
-// 4 KB ahead gained less, 16 KB less again; prefetcht1 16 KB ahead for q8_0
-// had gained nothing end to end (ledger change 23). The hint matters as much
-// as the distance: lines fetched non-temporally are not kept in L3 when they
-// leave L1/L2, so the weights, read once per token, stop flushing the KV
-// cache. f32, already at ~93% of the probe, is left as is: the same prefetch
-// issued per row cost it 7% (ledger change 28, branch exp-f32-nta).
+// ahead with the non-temporal hint (x86 prefetchnta, Arm pldl1strm) where
+// StreamPrefetchOn() says so: on AMD. On the Zen 5 box, one core, interleaved
+// `verity bench` on the ~110M synth: decode +15% (bf16) and +20% (q8_0) with
+// 16-token prompts, +11% and +13% with 512; 4 KB ahead gained less, 16 KB
+// less again; prefetcht1 16 KB ahead for q8_0 had gained nothing end to end
+// (ledger change 23). The hint matters as much as the distance: lines fetched
+// non-temporally are not kept in L3 when they leave L1/L2, so the weights,
+// read once per token, stop flushing the KV cache. On an Intel Xeon (the
+// 16-core machine lent with a GPU, 2026-11-30, kernels_bench
+// BM_DecodeVsStream, ABBA) the same prefetch cost q8_0 40% (6.5 against 10.9
+// GB/s from DRAM, one core) and bf16 13% (7.8 against 9.1): there
+// prefetchnta fills L1 without training the L2 streamer. f32, already at
+// ~93% of the probe, is left as is: the same prefetch issued per row cost it
+// 7% (ledger change 28, branch exp-f32-nta).
 constexpr size_t kStreamAhead = 8192;
 HWY_INLINE void PrefetchStream(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/0); }
 
@@ -146,6 +154,7 @@ HWY_INLINE VF LoadBF16(const hn::Rebind<uint16_t, DF> d16, const uint16_t* HWY_R
   return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
 }
 
+template <bool kPrefetch>
 HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t cols) {
   const DF d;
   const hn::Rebind<uint16_t, DF> d16;
@@ -153,7 +162,8 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   size_t j = 0;
   for (; j + kUnroll * N <= cols; j += kUnroll * N) {
-    for (size_t k = 0; k < kUnroll * N; k += 32) PrefetchStream(w + j + kStreamAhead / 2 + k);  // a line: 32 bf16
+    if constexpr (kPrefetch)
+      for (size_t k = 0; k < kUnroll * N; k += 32) PrefetchStream(w + j + kStreamAhead / 2 + k);  // a line: 32 bf16
     a0 = hn::MulAdd(LoadBF16(d16, w + j), hn::LoadU(d, x + j), a0);
     a1 = hn::MulAdd(LoadBF16(d16, w + j + N), hn::LoadU(d, x + j + N), a1);
     a2 = hn::MulAdd(LoadBF16(d16, w + j + 2 * N), hn::LoadU(d, x + j + 2 * N), a2);
@@ -167,7 +177,11 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
 
 void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int row_begin, int row_end) {
   const size_t n = static_cast<size_t>(cols);
-  for (int i = row_begin; i < row_end; i++) out[i] = DotBF16(w + i * n, x, n);
+  if (StreamPrefetchOn()) {
+    for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<true>(w + i * n, x, n);
+  } else {
+    for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<false>(w + i * n, x, n);
+  }
 }
 
 // q8_0 against quantized x (QuantizedX: int16, one scale per block of 32),
@@ -341,9 +355,11 @@ VERITY_Q8_ATTR HWY_INLINE void DotQ8Rows(const uint8_t* const* rows, const Quant
 VERITY_Q8_ATTR void MatVecQ8_0Impl(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
   const size_t row_bytes = static_cast<size_t>(x.cols / kQ8Block) * sizeof(BlockQ8_0);
   const QuantizedX* xs[1] = {&x};
+  const bool prefetch = StreamPrefetchOn();
   for (int i = row_begin; i < row_end; i++) {
     const uint8_t* row[1] = {w + i * row_bytes};
-    for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(row[0] + kStreamAhead + off);
+    if (prefetch)
+      for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(row[0] + kStreamAhead + off);
     DotQ8Rows<1, 1>(row, xs, out + i);
   }
 }
@@ -732,6 +748,23 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace verity::kernels::simd {
+
+bool StreamPrefetchOn() {
+  static const bool on = [] {
+    const std::string v = env::StreamPrefetch();
+    if (v == "nta") return true;
+    if (v == "off") return false;
+    if (!v.empty())
+      std::fprintf(stderr, "verity: note: VERITY_STREAM_PREFETCH=%s is neither nta nor off: ignored\n", v.c_str());
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;  // measured to pay on Zen 5, to cost on an Intel Xeon
+#else
+    return false;  // never measured here
+#endif
+  }();
+  return on;
+}
 
 HWY_EXPORT(TargetNameImpl);
 HWY_EXPORT(MatVecF32Impl);

@@ -127,6 +127,12 @@ void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst);
 // (so the reads cannot be elided): the read-bandwidth probe of a roofline.
 uint64_t StreamRead(const void* data, size_t bytes);
 
+// True iff bf16 and q8_0 matrix-vector products prefetch their weight rows
+// non-temporally, kStreamAhead bytes ahead of their loads: on AMD CPUs unless
+// VERITY_STREAM_PREFETCH says otherwise (simd.cc says what was measured).
+// Decided once per process; it changes speed, never results.
+bool StreamPrefetchOn();
+
 // The instruction set the dispatcher chose on this CPU ("AVX3", "AVX2", "SSE4",
 // "NEON", "SCALAR"/"EMU128"): Highway's name for the target.
 const char* TargetName();
