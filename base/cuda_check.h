@@ -23,22 +23,29 @@ inline Status CudaCallError(const char* expr, cudaError_t e, const std::string& 
 
 }  // namespace verity::cuda_check
 
-// Returns the error from the enclosing function (Status or Result<T>) when a
-// CUDA runtime call fails; `ctx` says where (layer, operation).
-#define VERITY_CUDA_CALL(expr, ctx)                                                                  \
-  do {                                                                                               \
-    const cudaError_t verity_cuda_e = (expr);                                                        \
-    if (verity_cuda_e != cudaSuccess)                                                                \
-      return ::verity::cuda_check::CudaCallError(#expr, verity_cuda_e, (ctx), __FILE__, __LINE__);   \
+// The two ways a checked call reports failure, for every library's check
+// macros (CUDA here, cuBLAS in kernels/cuda/check.h, NCCL in
+// parallel/nccl_check.h): `type` is the call's result type, `ok` its success
+// value, `error_fn(expr_text, result, ctx, file, line)` makes the Status.
+// Returns that Status from the enclosing function (Status or Result<T>):
+#define VERITY_CHECKED_CALL_RETURN(type, ok, error_fn, expr, ctx)              \
+  do {                                                                         \
+    const type verity_call_r = (expr);                                         \
+    if (verity_call_r != (ok)) return error_fn(#expr, verity_call_r, (ctx), __FILE__, __LINE__); \
+  } while (0)
+// Prints it to stderr (for destructors, which cannot return it):
+#define VERITY_CHECKED_CALL_LOG(type, ok, error_fn, expr, ctx)                                          \
+  do {                                                                                                  \
+    const type verity_call_r = (expr);                                                                  \
+    if (verity_call_r != (ok))                                                                          \
+      std::fprintf(stderr, "verity: %s\n",                                                              \
+                   error_fn(#expr, verity_call_r, (ctx), __FILE__, __LINE__).message().c_str());        \
   } while (0)
 
-// The same for a call whose failure can only be reported (destructors): prints it to stderr.
-#define VERITY_CUDA_CALL_LOG(expr, ctx)                                                                       \
-  do {                                                                                                        \
-    const cudaError_t verity_cuda_e = (expr);                                                                 \
-    if (verity_cuda_e != cudaSuccess)                                                                         \
-      std::fprintf(stderr, "verity: %s\n",                                                                    \
-                   ::verity::cuda_check::CudaCallError(#expr, verity_cuda_e, (ctx), __FILE__, __LINE__)      \
-                       .message()                                                                             \
-                       .c_str());                                                                             \
-  } while (0)
+// Returns the error from the enclosing function (Status or Result<T>) when a
+// CUDA runtime call fails; `ctx` says where (layer, operation).
+#define VERITY_CUDA_CALL(expr, ctx) \
+  VERITY_CHECKED_CALL_RETURN(cudaError_t, cudaSuccess, ::verity::cuda_check::CudaCallError, expr, ctx)
+// The same for a call whose failure can only be reported (destructors).
+#define VERITY_CUDA_CALL_LOG(expr, ctx) \
+  VERITY_CHECKED_CALL_LOG(cudaError_t, cudaSuccess, ::verity::cuda_check::CudaCallError, expr, ctx)

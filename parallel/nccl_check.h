@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/cuda_check.h"  // VERITY_CHECKED_CALL_RETURN, VERITY_CHECKED_CALL_LOG
 #include "base/status.h"
 
 namespace verity::parallel::nccl {
@@ -25,21 +26,8 @@ inline Status NcclCallError(const char* expr, ncclResult_t r, const std::string&
 }  // namespace verity::parallel::nccl
 
 // Returns the error from the enclosing function (Status or Result<T>) when a
-// NCCL call fails; `ctx` says where.
-#define VERITY_NCCL_CALL(expr, ctx)                                                                       \
-  do {                                                                                                    \
-    const ncclResult_t verity_nccl_r = (expr);                                                            \
-    if (verity_nccl_r != ncclSuccess)                                                                     \
-      return ::verity::parallel::nccl::NcclCallError(#expr, verity_nccl_r, (ctx), __FILE__, __LINE__);    \
-  } while (0)
-
-// The same for a call whose failure can only be reported (destructors): prints it to stderr.
-#define VERITY_NCCL_CALL_LOG(expr, ctx)                                                                            \
-  do {                                                                                                             \
-    const ncclResult_t verity_nccl_r = (expr);                                                                     \
-    if (verity_nccl_r != ncclSuccess)                                                                              \
-      std::fprintf(stderr, "verity: %s\n",                                                                         \
-                   ::verity::parallel::nccl::NcclCallError(#expr, verity_nccl_r, (ctx), __FILE__, __LINE__)       \
-                       .message()                                                                                  \
-                       .c_str());                                                                                  \
-  } while (0)
+// NCCL call fails; `ctx` says where. The _LOG form prints it (destructors).
+#define VERITY_NCCL_CALL(expr, ctx) \
+  VERITY_CHECKED_CALL_RETURN(ncclResult_t, ncclSuccess, ::verity::parallel::nccl::NcclCallError, expr, ctx)
+#define VERITY_NCCL_CALL_LOG(expr, ctx) \
+  VERITY_CHECKED_CALL_LOG(ncclResult_t, ncclSuccess, ::verity::parallel::nccl::NcclCallError, expr, ctx)

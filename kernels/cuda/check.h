@@ -30,23 +30,14 @@ inline Status LaunchError(const std::string& kernel, cudaError_t e, const std::s
 
 }  // namespace verity::kernels::cuda
 
-// Returns the error from the enclosing function when a cuBLAS call fails.
-#define VERITY_CUBLAS_CALL(expr, ctx)                                                                   \
-  do {                                                                                                  \
-    const cublasStatus_t verity_cublas_e = (expr);                                                      \
-    if (verity_cublas_e != CUBLAS_STATUS_SUCCESS)                                                       \
-      return ::verity::kernels::cuda::CublasCallError(#expr, verity_cublas_e, (ctx), __FILE__, __LINE__); \
-  } while (0)
-
-#define VERITY_CUBLAS_CALL_LOG(expr, ctx)                                                                        \
-  do {                                                                                                           \
-    const cublasStatus_t verity_cublas_e = (expr);                                                               \
-    if (verity_cublas_e != CUBLAS_STATUS_SUCCESS)                                                                \
-      std::fprintf(stderr, "verity: %s\n",                                                                       \
-                   ::verity::kernels::cuda::CublasCallError(#expr, verity_cublas_e, (ctx), __FILE__, __LINE__)  \
-                       .message()                                                                                \
-                       .c_str());                                                                                \
-  } while (0)
+// Returns the error from the enclosing function when a cuBLAS call fails;
+// the _LOG form prints it (destructors).
+#define VERITY_CUBLAS_CALL(expr, ctx)                                                                          \
+  VERITY_CHECKED_CALL_RETURN(cublasStatus_t, CUBLAS_STATUS_SUCCESS, ::verity::kernels::cuda::CublasCallError, \
+                             expr, ctx)
+#define VERITY_CUBLAS_CALL_LOG(expr, ctx)                                                                   \
+  VERITY_CHECKED_CALL_LOG(cublasStatus_t, CUBLAS_STATUS_SUCCESS, ::verity::kernels::cuda::CublasCallError, \
+                          expr, ctx)
 
 // Immediately after every `kernel<<<...>>>(...)`: the launch's own error
 // (bad configuration, no kernel image for this device), named by kernel and context.
