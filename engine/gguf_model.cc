@@ -20,7 +20,7 @@
 #include <set>
 
 #include "engine/engine.h"
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 #include "engine/weights.h"
 #include "formats/gguf.h"
 

@@ -13,7 +13,7 @@
 
 #include "engine/checkpoint_config.h"
 #include "engine/engine.h"
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 #include "engine/weights.h"
 
 namespace verity {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace verity {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 #include "formats/gguf.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace verity {
 namespace fs = std::filesystem;

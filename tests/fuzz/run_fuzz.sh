@@ -27,7 +27,7 @@ tokenizer_flags() {
   read -ra flags <<<"$f"
 }
 case "$target" in
-  safetensors) sources=(engine/safetensors.cc) max_len=8192 ;;
+  safetensors) sources=(formats/safetensors.cc) max_len=8192 ;;
   gguf) sources=(formats/gguf.cc) max_len=16384 ;;
   llama2c) sources=(engine/checkpoint_config.cc) max_len=16384 ;;
   hf_config) sources=(engine/checkpoint_config.cc) max_len=4096 ;;
