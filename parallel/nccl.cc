@@ -33,7 +33,10 @@ class NcclCollective : public Collective {
   Status Init(const ncclUniqueId& id) {
     VERITY_CUDA_CALL(cudaSetDevice(device_), Where("set-up"));
     VERITY_CUDA_CALL(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), Where("set-up"));
-    VERITY_NCCL_CALL(ncclCommInitRank(&comm_, size_, id, rank_), Where("set-up"));
+    // comm_ is set only once the communicator exists (the destructor frees it).
+    ncclComm_t comm = nullptr;
+    VERITY_NCCL_CALL(ncclCommInitRank(&comm, size_, id, rank_), Where("set-up"));
+    comm_ = comm;
     return OkStatus();
   }
 

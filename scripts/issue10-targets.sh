@@ -80,10 +80,20 @@ for name, rs in by.items():
     sps = f"{100*med(sp):.1f}%" if sp else "-"
     print(f"| {name} | {d:.1f} | {gb:.2f} | {frs} | {prs} | {pks} | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} | {sps} |")
 print()
+# Each ratio per round too (the configurations of one round ran minutes
+# apart at most), and the median of those: the ratio of the medians above
+# mixes rounds whose box differed.
+def per_round(num, den):
+    d = {x["_round"]: x["metrics"]["decode_tok_s"] for x in by.get(den, [])}
+    return [x["metrics"]["decode_tok_s"] / d[x["_round"]] for x in by.get(num, []) if x["_round"] in d]
 for t in ("1t", "2t"):
     f = row.get(f"110m-f32-{t}")
     if f:
         print(f"{t}: bf16/f32 decode {row[f'110m-bf16-{t}']['d']/f['d']:.2f}x, q8_0/f32 {row[f'110m-q8-{t}']['d']/f['d']:.2f}x, prefill/decode (f32, 512-token prompt) {f['p']/f['d']:.1f}x")
+        for dt in ("bf16", "q8"):
+            rr = per_round(f"110m-{dt}-{t}", f"110m-f32-{t}")
+            if rr:
+                print(f"{t}: {dt}/f32 per round {' / '.join(f'{x:.2f}' for x in rr)}, median {med(rr):.2f}x")
 for m in ("110m-f32", "110m-bf16", "110m-q8", "260k-f32"):
     if f"{m}-1t" in row: print(f"{m}: 2 threads / 1 thread decode {row[m+'-2t']['d']/row[m+'-1t']['d']:.2f}x")
 print(f"roofline read GB/s: {[(p['threads'], round(p['best'],2)) for p in roof['read_gb_s']]}" if 'read_gb_s' in roof else json.dumps(roof)[:300])

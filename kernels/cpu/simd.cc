@@ -34,8 +34,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
