@@ -77,7 +77,17 @@ struct BenchRecord {
   // How the timed window's jobs were shared out (kernels::Backend::
   // pool_counters, counted over the timed generations); null on one thread.
   std::optional<kernels::Backend::PoolCounters> pool;
+  // Which variant of the fast kernels ran (null for the other backends, and in
+  // records written before it existed): the SIMD target and whether bf16/q8_0
+  // prefetched their weights non-temporally (VERITY_STREAM_PREFETCH can force it).
+  std::optional<std::string> simd_target;
+  std::optional<bool> stream_prefetch;
 };
+
+nlohmann::json KernelsJson(const BenchRecord& r) {
+  if (!r.simd_target) return nlohmann::json();
+  return {{"simd_target", *r.simd_target}, {"stream_prefetch", *r.stream_prefetch}};
+}
 
 nlohmann::json PoolJson(const std::optional<kernels::Backend::PoolCounters>& p) {
   if (!p) return nlohmann::json();
@@ -127,6 +137,7 @@ nlohmann::json ToJson(const BenchRecord& r) {
             {"rss_limit_mb", OptionalJson(r.rss_limit_mb)}}},
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
           {"pool", PoolJson(r.pool)},
+          {"kernels", KernelsJson(r)},
           {"box", r.box}};
 }
 
@@ -205,6 +216,16 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
     }
     r.pool = p;
   }
+  if (const nlohmann::json* k = at(j, "kernels"); k && !k->is_null()) {
+    if (!k->is_object()) return fail("kernels", "an object or null");
+    const nlohmann::json* target = at(*k, "simd_target");
+    const nlohmann::json* prefetch = at(*k, "stream_prefetch");
+    if (!target || !target->is_string() || target->get<std::string>().empty())
+      return fail("kernels.simd_target", "a non-empty string");
+    if (!prefetch || !prefetch->is_boolean()) return fail("kernels.stream_prefetch", "a boolean");
+    r.simd_target = target->get<std::string>();
+    r.stream_prefetch = prefetch->get<bool>();
+  }
   return r;
 }
 
@@ -238,7 +259,8 @@ std::string PrintCsv(const BenchRecord& r) {
       "runqueue_wait_pct,samples,bytes_per_token,"
       "achieved_gb_s,read_gb_s,fraction,kv_bytes_per_token,achieved_gb_s_with_kv,fraction_with_kv,"
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
-      "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows\n";
+      "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
+      "kernels_simd_target,kernels_stream_prefetch\n";
   auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
     return r.pool ? std::to_string((*r.pool).*field) : std::string();
   };
@@ -258,7 +280,9 @@ std::string PrintCsv(const BenchRecord& r) {
                     count(&kernels::Backend::PoolCounters::caller_jobs) + "," +
                     count(&kernels::Backend::PoolCounters::backoff_jobs) + "," +
                     count(&kernels::Backend::PoolCounters::stalls) + "," +
-                    count(&kernels::Backend::PoolCounters::contended_windows) + "\n";
+                    count(&kernels::Backend::PoolCounters::contended_windows) + "," +
+                    (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
+                    (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "\n";
   return header + row;
 }
 
@@ -538,6 +562,10 @@ int RunBench(BenchOptions o) {
   }
   Decoder& t = *decoder;
   r.backend = t.backend_name();
+  if (o.backend == "fast") {
+    r.simd_target = kernels::SimdTargetName();
+    r.stream_prefetch = kernels::StreamPrefetchOn();
+  }
   Generation g(t, o.prompt_tokens, o.gen_tokens);
 
   // Warm-up: whole generations of the bench's own positions, untimed, until
@@ -673,6 +701,9 @@ int RunBench(BenchOptions o) {
                r.fraction_with_kv ? (" = " + Fixed(*r.fraction_with_kv * 100.0, 1) + "% of the measured " +
                                      Fixed(*r.read_gb_s, 1) + " GB/s").c_str()
                                   : "");
+  if (r.simd_target)
+    std::fprintf(stderr, "verity: fast kernels on %s, bf16/q8_0 weight prefetch %s\n", r.simd_target->c_str(),
+                 *r.stream_prefetch ? "non-temporal" : "off");
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "

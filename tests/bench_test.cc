@@ -323,6 +323,46 @@ TEST(Bench, ReportsHowThePoolSharedTheJobs) {
   EXPECT_TRUE(nlohmann::json::parse(tp1.out)["pool"].is_null()) << tp1.out;
 }
 
+// The record names which variant of the fast kernels ran: the SIMD target and
+// whether bf16/q8_0 prefetched their weights non-temporally (the CPU decides;
+// VERITY_STREAM_PREFETCH forces it). Null for another backend.
+TEST(Bench, NamesTheKernelVariantItRan) {
+  const std::string cache = test::TempDir("cache"), dir = test::TempDir("bench-kernels");
+  for (const char* mode : {"nta", "off"}) {
+    auto r = Shell(std::string("VERITY_STREAM_PREFETCH=") + mode + " " +
+                   Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j["kernels"].is_object()) << r.out;
+    EXPECT_FALSE(j["kernels"]["simd_target"].get<std::string>().empty());
+    EXPECT_EQ(j["kernels"]["stream_prefetch"].get<bool>(), std::string(mode) == "nta") << r.out;
+    EXPECT_NE(r.err.find(std::string("weight prefetch ") + (std::string(mode) == "nta" ? "non-temporal" : "off")),
+              std::string::npos)
+        << r.err;
+    // It survives --from-json (json and csv), and a malformed one is named.
+    const std::string saved = dir + "/" + mode + ".json";
+    test::WriteFile(saved, r.out);
+    auto again = Shell(VerityBin() + " bench --from-json " + saved + " --output json");
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(again.out, r.out);
+    auto csv = Lines(Shell(VerityBin() + " bench --from-json " + saved + " --output csv").out);
+    ASSERT_EQ(csv.size(), 2u);
+    auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
+    ASSERT_EQ(head.size(), row.size());
+    ASSERT_EQ(head.back(), "kernels_stream_prefetch");
+    EXPECT_EQ(row.back(), std::string(mode) == "nta" ? "true" : "false");
+  }
+  auto j = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
+  j["kernels"]["stream_prefetch"] = "yes";
+  test::WriteFile(dir + "/bad.json", j.dump() + "\n");
+  auto bad = Shell(VerityBin() + " bench --from-json " + dir + "/bad.json");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("kernels.stream_prefetch"), std::string::npos) << bad.err;
+  auto ref = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --backend reference"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_TRUE(nlohmann::json::parse(ref.out)["kernels"].is_null()) << ref.out;
+}
+
 TEST(Bench, BadFlagsAreNamedErrors) {
   const std::string cache = test::TempDir("cache");
   const std::pair<std::string, std::string> cases[] = {
