@@ -10,8 +10,9 @@
 # context (512-token prompts), written once into .verity/models/.
 #
 # "of read BW" is against the cached roofline (the best pass this box ever
-# showed); "of probe" against a `verity roofline --probe` taken in the same
-# round, before the round's runs; "with KV" counts the KV cache each decoded
+# showed); "of probe" against the mean of the `verity roofline --probe`s taken
+# just before and just after that run, over the runs whose two probes agree
+# within 10% (n/N says how many); "with KV" counts the KV cache each decoded
 # token also reads; "jobs split" is the share of the thread pool's jobs shared
 # over the threads (the rest ran on one) (this box's bandwidth moves by 2x with its
 # neighbours, so a run and the cached best may be minutes and neighbours apart).
@@ -35,14 +36,24 @@ configs=(
   "260k-f32-1t|$small|1|f32|64|64"  "260k-f32-2t|$small|2|f32|64|64"
 )
 : > "$out/records.jsonl"
+# A probe (about half a second) before the first run and after every run: a
+# run's "of probe" is against the mean of the probes on either side of it,
+# taken seconds apart, since this box's free bandwidth changes by the minute.
+seq=0
+probe() {
+  local p
+  p=$("$v" roofline --probe --json --buffer-mb 512 --repetitions 5 2>/dev/null)
+  echo "{\"config\":\"probe\",\"round\":$1,\"seq\":$seq,\"record\":$p}" >> "$out/records.jsonl"
+}
 for r in $(seq 1 "$rounds"); do
-  probe=$("$v" roofline --probe --json --buffer-mb 512 --repetitions 5 2>/dev/null)
-  echo "{\"config\":\"probe\",\"round\":$r,\"record\":$probe}" >> "$out/records.jsonl"
+  probe "$r"
   for c in "${configs[@]}"; do
     IFS='|' read -r name model threads dtype prompt gen <<< "$c"
     rec=$("$v" bench --model "$model" --threads "$threads" --dtype "$dtype" --prompt-tokens "$prompt" \
           --gen-tokens "$gen" --min-seconds 2 --output json 2>/dev/null)
-    echo "{\"config\":\"$name\",\"round\":$r,\"record\":$rec}" >> "$out/records.jsonl"
+    echo "{\"config\":\"$name\",\"round\":$r,\"seq\":$seq,\"record\":$rec}" >> "$out/records.jsonl"
+    seq=$((seq + 1))
+    probe "$r"
     echo "round $r $name: $(echo "$rec" | /usr/bin/python3 -c 'import json,sys; m=json.load(sys.stdin)["metrics"]; print("decode %.1f tok/s, prefill %.1f tok/s" % (m["decode_tok_s"], m["prefill_tok_s"]))')"
   done
 done
@@ -51,13 +62,23 @@ import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 roof = json.load(open(sys.argv[2]))
 by = {}
-probes = {}  # round -> threads -> best GB/s of that round's probe
+probes = {}  # seq -> threads -> best GB/s of the probe taken then (before run seq, after run seq - 1)
 for r in recs:
     if r["config"] == "probe":
-        probes[r["round"]] = {p["threads"]: p["best"] for p in r["record"]["read_gb_s"]}
+        probes[r["seq"]] = {p["threads"]: p["best"] for p in r["record"]["read_gb_s"]}
         continue
     r["record"]["_round"] = r["round"]
+    r["record"]["_seq"] = r["seq"]
     by.setdefault(r["config"], []).append(r["record"])
+def adjacent(x):
+    """The mean of the probes just before and just after run x at its thread
+    count; None when either is missing or they differ by more than 10% (the
+    box changed during the run, and neither probe says what the run met)."""
+    t, k = x["threads"], x["_seq"]
+    if t not in probes.get(k, {}) or t not in probes.get(k + 1, {}):
+        return None
+    a, b = probes[k][t], probes[k + 1][t]
+    return (a + b) / 2 if abs(a - b) <= 0.1 * max(a, b) else None
 med = lambda xs: statistics.median(xs)
 row = {}
 print("\n| config | decode tok/s | GB/s | of read BW | of probe | of probe with KV | prefill tok/s | prefill GFLOP/s | prefill/decode | peak RSS MiB | jobs split |")
@@ -66,16 +87,15 @@ for name, rs in by.items():
     d = med([x["metrics"]["decode_tok_s"] for x in rs]); p = med([x["metrics"]["prefill_tok_s"] for x in rs])
     g = med([x["metrics"]["prefill_gflops"] for x in rs]); rss = med([x["metrics"]["peak_rss_mb"] for x in rs])
     gb = med([x["roofline"]["achieved_gb_s"] for x in rs]); fr = [x["roofline"]["fraction"] for x in rs if x["roofline"]["fraction"]]
-    pr = [x["roofline"]["achieved_gb_s"] / probes[x["_round"]][x["threads"]] for x in rs
-          if x["threads"] in probes.get(x["_round"], {})]
+    pr = [x["roofline"]["achieved_gb_s"] / adjacent(x) for x in rs if adjacent(x)]
     # With the KV cache each token reads (bench records since session 6).
-    pk = [x["roofline"]["achieved_gb_s_with_kv"] / probes[x["_round"]][x["threads"]] for x in rs
-          if x["threads"] in probes.get(x["_round"], {}) and x["roofline"].get("achieved_gb_s_with_kv")]
+    pk = [x["roofline"]["achieved_gb_s_with_kv"] / adjacent(x) for x in rs
+          if adjacent(x) and x["roofline"].get("achieved_gb_s_with_kv")]
     # The share of the pool's jobs that were split over the threads (null on 1 thread).
     sp = [x["pool"]["split_jobs"] / max(1, x["pool"]["split_jobs"] + x["pool"]["caller_jobs"]) for x in rs if x.get("pool")]
     row[name] = dict(d=d, p=p)
     frs = f"{100*med(fr):.1f}%" if fr else "-"
-    prs = f"{100*med(pr):.1f}%" if pr else "-"
+    prs = f"{100*med(pr):.1f}% ({len(pr)}/{len(rs)})" if pr else f"- (0/{len(rs)})"
     pks = f"{100*med(pk):.1f}%" if pk else "-"
     sps = f"{100*med(sp):.1f}%" if sp else "-"
     print(f"| {name} | {d:.1f} | {gb:.2f} | {frs} | {prs} | {pks} | {p:.1f} | {g:.2f} | {p/d:.1f}x | {rss:.0f} | {sps} |")
@@ -97,5 +117,7 @@ for t in ("1t", "2t"):
 for m in ("110m-f32", "110m-bf16", "110m-q8", "260k-f32"):
     if f"{m}-1t" in row: print(f"{m}: 2 threads / 1 thread decode {row[m+'-2t']['d']/row[m+'-1t']['d']:.2f}x")
 print(f"roofline read GB/s: {[(p['threads'], round(p['best'],2)) for p in roof['read_gb_s']]}" if 'read_gb_s' in roof else json.dumps(roof)[:300])
-print(f"probes per round (threads: best GB/s): {[{t: round(b, 2) for t, b in p.items()} for _, p in sorted(probes.items())]}")
+for t in sorted({t for p in probes.values() for t in p}):
+    v = [p[t] for _, p in sorted(probes.items()) if t in p]
+    print(f"probes at {t} thread(s), in order (GB/s): {' '.join(f'{b:.1f}' for b in v)}")
 PY
