@@ -18,16 +18,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "base/env.h"
+#include "base/huge_pages.h"
 #include "base/median.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
@@ -37,33 +36,21 @@ namespace {
 
 constexpr size_t kColdBytes = size_t{256} << 20;
 
-// Buffers as the engine holds weights (engine/weights.cc) and as `verity
-// roofline` reads: anonymous memory with MADV_HUGEPAGE, so the cold rates are
-// the ones decode sees. On 4 KB pages every stream stops at each page
+// Buffers as the engine holds weights and as `verity roofline` reads
+// (base/huge_pages.h: huge pages where the kernel allows), so the cold rates
+// are the ones decode sees. On 4 KB pages every stream stops at each page
 // boundary for the hardware prefetchers and the TLB, and the q8_0 and bf16
 // kernels lose more of their rate there than f32 does.
 template <class T>
 struct Aligned {
-  struct Unmap {
-    size_t bytes;
-    void operator()(T* p) const { munmap(p, bytes); }
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
   };
-  std::unique_ptr<T, Unmap> p;
+  std::unique_ptr<T, Free> p;
   size_t n = 0;
-  explicit Aligned(size_t count) : p(Map(count), Unmap{std::max<size_t>(1, count * sizeof(T))}), n(count) {}
+  explicit Aligned(size_t count)
+      : p(static_cast<T*>(verity::AllocateStreamed(std::max<size_t>(1, count * sizeof(T))))), n(count) {}
   T* get() const { return p.get(); }
-
- private:
-  static T* Map(size_t count) {
-    const size_t bytes = std::max<size_t>(1, count * sizeof(T));
-    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-      std::perror("kernels_bench: mmap");
-      std::abort();
-    }
-    madvise(m, bytes, MADV_HUGEPAGE);
-    return static_cast<T*>(m);
-  }
 };
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed) {

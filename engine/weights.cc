@@ -123,9 +123,7 @@ void* Model::Allocate(size_t bytes) {
   if (slab_ == nullptr || slab_used_ + rounded > kSlab) {
     // A fresh slab: untouched pages stay non-resident; only the 2 MB extent
     // the last matrix ends in can hold unused bytes (at most 2 MB a slab).
-    void* p = nullptr;
-    if (posix_memalign(&p, kHugePageBytes, kSlab) != 0) throw std::bad_alloc();
-    madvise(p, kSlab, MADV_HUGEPAGE);
+    void* p = AllocateStreamed(kSlab);
     buffers_.emplace_back(p);
     slab_ = static_cast<unsigned char*>(p);
     slab_used_ = 0;

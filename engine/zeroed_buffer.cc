@@ -1,7 +1,5 @@
 #include "engine/zeroed_buffer.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,10 +8,7 @@
 namespace verity {
 
 void* AlignedZeroed(size_t bytes) {
-  void* p = nullptr;
-  // posix_memalign: unlike aligned_alloc, the size need not be a multiple of the alignment.
-  if (posix_memalign(&p, bytes >= kHugePageBytes ? kHugePageBytes : 64, bytes) != 0) throw std::bad_alloc();
-  if (bytes >= kHugePageBytes) madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+  void* p = AllocateStreamed(bytes);
   std::memset(p, 0, bytes);
   return p;
 }

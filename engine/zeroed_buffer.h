@@ -11,13 +11,12 @@
 #include <new>
 #include <vector>
 
+#include "base/huge_pages.h"  // AllocateStreamed, kHugePageBytes
+
 namespace verity {
 
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;  // x86-64's transparent huge page
-
-// `bytes` (a multiple of 64) of zeroed storage; free it with std::free. The
-// tail past the last whole 2 MB extent keeps small pages, so nothing beyond
-// the buffer is made resident. Throws std::bad_alloc when out of memory.
+// `bytes` (a multiple of 64) of zeroed AllocateStreamed storage; free it with
+// std::free. Throws std::bad_alloc when out of memory.
 void* AlignedZeroed(size_t bytes);
 
 // std::vector storage that starts on a 64-byte boundary (operator new gives

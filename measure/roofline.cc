@@ -7,22 +7,25 @@
 #include "measure/roofline.h"
 
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "base/huge_pages.h"
 #include "measure/measure.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -253,12 +256,8 @@ std::string UtcNow() {
 }
 
 // An anonymous mapping (page aligned), released on scope exit.
-struct Mapping {
-  void* p = MAP_FAILED;
-  size_t n = 0;
-  ~Mapping() {
-    if (p != MAP_FAILED) munmap(p, n);
-  }
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
 };
 
 nlohmann::json PointsJson(const std::vector<RooflinePoint>& pts) {
@@ -314,16 +313,14 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   r.buffer_bytes = o.buffer_bytes / (kGrain * max_threads) * (kGrain * max_threads);
   if (r.buffer_bytes == 0) r.buffer_bytes = kGrain * max_threads;
 
-  Mapping buf;
-  buf.n = r.buffer_bytes;
-  buf.p = mmap(nullptr, buf.n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (buf.p == MAP_FAILED)
-    return Status::Error("roofline: cannot allocate a read buffer of " + std::to_string(buf.n) + " bytes: " +
-                         std::strerror(errno));
-#ifdef MADV_HUGEPAGE
-  madvise(buf.p, buf.n, MADV_HUGEPAGE);  // fewer TLB misses where transparent huge pages are on
-#endif
-  char* base = static_cast<char*>(buf.p);
+  // On huge pages where the kernel allows, as the engine streams its weights.
+  std::unique_ptr<char, FreeDeleter> buf;
+  try {
+    buf.reset(static_cast<char*>(AllocateStreamed(r.buffer_bytes)));
+  } catch (const std::bad_alloc&) {
+    return Status::Error("roofline: cannot allocate a read buffer of " + std::to_string(r.buffer_bytes) + " bytes");
+  }
+  char* base = buf.get();
 
   // Pins thread t of a point to its own CPU when there are enough of them.
   auto placement = [&](int t) { return static_cast<int>(cpus.size()) >= t ? cpus : std::vector<int>{}; };
