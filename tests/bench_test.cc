@@ -72,6 +72,39 @@ std::vector<std::string> CsvFields(const std::string& line) {
   return out;
 }
 
+// A bench record as `bench --from-json ... --output csv` prints it: the header
+// and the one row.
+struct CsvRecord {
+  std::vector<std::string> head, row;
+  // The value in column `name`; a missing column is a test failure.
+  std::string Col(const std::string& name) const {
+    for (size_t i = 0; i < head.size() && i < row.size(); i++)
+      if (head[i] == name) return row[i];
+    ADD_FAILURE() << "csv has no column " << name;
+    return std::string();
+  }
+};
+
+// Saves a bench record (the JSON a run printed) to `path`, checks that
+// `bench --from-json` reprints it as json byte for byte, and returns it as csv
+// (a header and one row of the same width, checked).
+CsvRecord SaveAndReadBack(const std::string& path, const std::string& json_record) {
+  test::WriteFile(path, json_record);
+  auto again = Shell(VerityBin() + " bench --from-json " + path + " --output json");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, json_record);
+  auto csv = Lines(Shell(VerityBin() + " bench --from-json " + path + " --output csv").out);
+  CsvRecord r;
+  if (csv.size() != 2u) {
+    ADD_FAILURE() << "csv is not a header and one row:\n" << ::testing::PrintToString(csv);
+    return r;
+  }
+  r.head = CsvFields(csv[0]);
+  r.row = CsvFields(csv[1]);
+  EXPECT_EQ(r.head.size(), r.row.size()) << csv[0] << "\n" << csv[1];
+  return r;
+}
+
 std::vector<std::string> MdCells(const std::string& line) {
   std::vector<std::string> out;
   std::stringstream ss(line);
@@ -212,16 +245,9 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   EXPECT_EQ(reprint("jsonl"), r.out);
 
   // csv: a header and one row holding exactly the JSON's numbers.
-  auto csv = Lines(reprint("csv"));
-  ASSERT_EQ(csv.size(), 2u);
-  auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
-  ASSERT_EQ(head.size(), row.size());
-  auto col = [&](const std::string& name) {
-    for (size_t i = 0; i < head.size(); i++)
-      if (head[i] == name) return row[i];
-    ADD_FAILURE() << "csv has no column " << name;
-    return std::string();
-  };
+  const CsvRecord csv = SaveAndReadBack(saved, r.out);
+  ASSERT_FALSE(csv.row.empty());
+  auto col = [&](const std::string& name) { return csv.Col(name); };
   EXPECT_EQ(std::stod(col("decode_tok_s")), j["metrics"]["decode_tok_s"].get<double>());
   EXPECT_EQ(std::stod(col("prefill_tok_s")), j["metrics"]["prefill_tok_s"].get<double>());
   EXPECT_EQ(std::stod(col("prefill_gflops")), j["metrics"]["prefill_gflops"].get<double>());
@@ -283,21 +309,8 @@ TEST(Bench, ReportsHowThePoolSharedTheJobs) {
 
   // It survives --from-json in every format.
   const std::string saved = dir + "/two.json";
-  test::WriteFile(saved, two.out);
-  auto again = Shell(VerityBin() + " bench --from-json " + saved + " --output json");
-  ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(again.out, two.out);
-  auto csv = Lines(Shell(VerityBin() + " bench --from-json " + saved + " --output csv").out);
-  ASSERT_EQ(csv.size(), 2u);
-  auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
-  ASSERT_EQ(head.size(), row.size());
-  bool found = false;
-  for (size_t i = 0; i < head.size(); i++)
-    if (head[i] == "pool_split_jobs") {
-      found = true;
-      EXPECT_EQ(std::stoull(row[i]), pool["split_jobs"].get<uint64_t>());
-    }
-  EXPECT_TRUE(found) << csv[0];
+  const CsvRecord csv = SaveAndReadBack(saved, two.out);
+  EXPECT_EQ(csv.Col("pool_split_jobs"), std::to_string(pool["split_jobs"].get<uint64_t>()));
 
   // A malformed pool is an error naming it.
   auto bad = j;
@@ -340,17 +353,10 @@ TEST(Bench, NamesTheKernelVariantItRan) {
               std::string::npos)
         << r.err;
     // It survives --from-json (json and csv), and a malformed one is named.
-    const std::string saved = dir + "/" + mode + ".json";
-    test::WriteFile(saved, r.out);
-    auto again = Shell(VerityBin() + " bench --from-json " + saved + " --output json");
-    ASSERT_EQ(again.exit_code, 0) << again.err;
-    EXPECT_EQ(again.out, r.out);
-    auto csv = Lines(Shell(VerityBin() + " bench --from-json " + saved + " --output csv").out);
-    ASSERT_EQ(csv.size(), 2u);
-    auto head = CsvFields(csv[0]), row = CsvFields(csv[1]);
-    ASSERT_EQ(head.size(), row.size());
-    ASSERT_EQ(head.back(), "kernels_stream_prefetch");
-    EXPECT_EQ(row.back(), std::string(mode) == "nta" ? "true" : "false");
+    const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
+    ASSERT_FALSE(csv.head.empty());
+    EXPECT_EQ(csv.head.back(), "kernels_stream_prefetch") << "the last column";
+    EXPECT_EQ(csv.Col("kernels_stream_prefetch"), std::string(mode) == "nta" ? "true" : "false");
   }
   auto j = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
   j["kernels"]["stream_prefetch"] = "yes";
