@@ -78,11 +78,35 @@ struct RefOptions {
   std::string base, head, model, repo = ".", against;
   std::string dtype = "f32";  // the weights' dtype both sides bench and parity run in
   int steps = 256;
+  double min_seconds = 0.0;  // `verity bench --min-seconds`; 0: the bench's own default
 };
 
 // " --dtype D" for a dtype other than f32 (the default of every build, and
 // the only one builds before `--dtype` knew; their commands stay as they were).
 std::string DtypeArg(const RefOptions& o) { return o.dtype == "f32" ? "" : " --dtype " + measure::ShellQuote(o.dtype); }
+
+// " --min-seconds S" when asked for (builds before the flag existed keep the
+// command they always ran).
+std::string MinSecondsArg(const RefOptions& o) {
+  if (o.min_seconds <= 0.0) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", o.min_seconds);
+  return std::string(" --min-seconds ") + buf;
+}
+
+// The bench arguments after the binary: model, steps, backend, dtype, seconds.
+std::string BenchArgs(const RefOptions& o, const std::string& model) {
+  return " bench --model " + measure::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast" +
+         DtypeArg(o) + MinSecondsArg(o);
+}
+
+// --min-seconds on a ref-flow command (submit, bisect).
+void AddMinSecondsOption(CLI::App* sub, RefOptions& refs) {
+  sub->add_option("--min-seconds", refs.min_seconds,
+                  "with refs: `verity bench --min-seconds` (decoding per sample; longer samples average out more of "
+                  "a shared box's noise; default: the bench's own, 0.5)")
+      ->check(CLI::Range(0.01, 600.0));
+}
 
 using Progress = std::function<void(const std::string&)>;
 
@@ -100,8 +124,7 @@ Result<std::string> ResolveAgainst(const RefOptions& o, const std::string& model
 
 // A built ref's own `verity bench` on the model.
 std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
-  return measure::ShellQuote(b.binary) + " bench --model " + measure::ShellQuote(model) + " --steps " +
-         std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
+  return measure::ShellQuote(b.binary) + BenchArgs(o, model);
 }
 
 // A built ref's `verity parity --json` against its own reference path.
@@ -182,7 +205,7 @@ Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, ledger::BisectR
   VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "bisect"));
   VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
   req.repo = o.repo;
-  req.bench_args = " bench --model " + model + " --steps " + std::to_string(o.steps) + " --backend fast" + DtypeArg(o);
+  req.bench_args = BenchArgs(o, model);
   req.commands = [o, model, against](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
     Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
     ledger::CommitCommands c;
@@ -225,6 +248,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
     sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
+    AddMinSecondsOption(sub, *refs);
     sub->add_option("--dtype", refs->dtype, "with refs: the weights' dtype both sides bench and the head's parity run in "
                                             "(f32, bf16, q8_0)")
         ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
@@ -270,6 +294,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
                                "policy's gate, 2)");
     sub->add_option("--repo", refs->repo, "the git repository")->capture_default_str();
     sub->add_option("--steps", refs->steps, "`verity bench --steps`")->capture_default_str();
+    AddMinSecondsOption(sub, *refs);
     sub->add_option("--dtype", refs->dtype, "the weights' dtype each commit's bench and parity run in (f32, bf16, q8_0)")
         ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
         ->capture_default_str();

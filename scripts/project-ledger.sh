@@ -13,6 +13,12 @@
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
 #
+# The default workload runs 2 threads, whose speed moves with the box's free
+# bandwidth (a neighbour takes ~40% of it for tens of seconds at a time), so
+# each sample decodes for 2 s (`--min-seconds 2`): `verity calibrate` A/A at
+# 0.5 s per sample measured a per-round MAD of 1.61%, at 2 s 0.85%
+# (2026-12-01, docs/bench.md).
+#
 # The benchmark model is the ~110M-parameter synthetic Llama of issue 10
 # (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
 # unshared classifier; ~440 MB of f32 weights read per token), with a 256-token
@@ -53,7 +59,7 @@ case "${1:-}" in
         --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 1024 "$@"
     else
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
-        --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 "$@"
+        --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 --min-seconds 2 "$@"
     fi
     report
     ;;

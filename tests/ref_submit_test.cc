@@ -25,7 +25,7 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   const std::string head_sha = Trim(Shell("git -C " + repo + " rev-parse HEAD").out);
   const std::string submit = "cd " + repo + " && VERITY_WORKTREES=" + cache + " " + VerityBin() +
                              " submit --json --ledger " + db + " --title 'docs only' --predict 0 --base HEAD~1 --head HEAD"
-                             " --model models/stories260K.bin --steps 64";
+                             " --model models/stories260K.bin --steps 64 --min-seconds 0.2";
   auto r = Shell(submit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -35,6 +35,12 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   EXPECT_EQ(show["change"]["base_sha"], base_sha);
   EXPECT_EQ(show["change"]["head_sha"], head_sha);
   EXPECT_EQ(show["change"]["base_ref"], "HEAD~1");
+  // Each side's own bench, with the sample length asked for.
+  for (const char* side : {"base_cmd", "head_cmd"}) {
+    const std::string cmd = show["change"][side];
+    EXPECT_NE(cmd.find(" bench --model "), std::string::npos) << cmd;
+    EXPECT_NE(cmd.find(" --steps 64 --backend fast --min-seconds 0.2"), std::string::npos) << cmd;
+  }
   // The model has independent reference logits pinned beside it: the head's
   // parity is against them, not against its own reference path.
   const std::string parity = show["change"]["parity_cmd"];
