@@ -8,7 +8,7 @@
 #   scripts/project-ledger.sh report
 #
 # MODEL=stories260K scores on the shipped models/stories260K.bin (1 thread,
-# 512 steps) instead, for changes that show on a small model. MODEL=long
+# or THREADS=2; 512 steps) instead, for changes that show on a small model. MODEL=long
 # scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
@@ -50,7 +50,7 @@ case "${1:-}" in
       "$v" synth --out "$model" --config "$config"
     fi
     if [ "${MODEL:-}" = stories260K ]; then
-      export VERITY_THREADS=1
+      export VERITY_THREADS=${THREADS:-1}
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model models/stories260K.bin --steps 512 "$@"
     elif [ "${MODEL:-}" = long ]; then

@@ -244,6 +244,24 @@ TestMatrix RandomMatrix(int n, int d, std::mt19937& rng) {
   return m;
 }
 
+// A job too small to be worth a helper runs on the calling thread: the
+// fast backend's pool splits no matmul under 1 << 16 multiply-adds (so a
+// small model decodes at 2 threads exactly as at 1) and splits one at it.
+TEST(Kernels, FastSplitsOnlyMatmulsWorthAHelper) {
+  auto fast = MakeFast(2);
+  std::mt19937 rng(11);
+  const TestMatrix small = RandomMatrix(64, 512, rng), large = RandomMatrix(64, 1024, rng);  // 32K and 64K MACs
+  std::vector<float> x(64, 0.5f), out(1024);
+  fast->Matmul(out.data(), x.data(), small.View(DType::kF32));
+  auto c = fast->pool_counters();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->split_jobs, 0u) << "stories260K's classifier (512 x 64) was split";
+  EXPECT_EQ(c->caller_jobs, 1u);
+  fast->Matmul(out.data(), x.data(), large.View(DType::kF32));
+  c = fast->pool_counters();
+  EXPECT_EQ(c->split_jobs, 1u) << "a 1024 x 64 matmul ran on one thread";
+}
+
 TEST(Kernels, FastAgreesWithReference) {
   auto ref = MakeBackend("reference");
   auto fast = MakeBackend("fast");
