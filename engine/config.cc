@@ -1,5 +1,5 @@
-// What a ModelConfig implies beyond its fields: the RoPE table, the context,
-// and the checked construction of a Transformer (whose KV cache the context sizes).
+// What a ModelConfig implies for the engine: the RoPE table and the checked
+// construction of a Transformer (whose KV cache the context sizes).
 #include <unistd.h>
 
 #include <cmath>
@@ -8,15 +8,6 @@
 #include "engine/engine.h"
 
 namespace verity {
-
-const char* RopeScalingName(RopeScalingType t) {
-  switch (t) {
-    case RopeScalingType::kNone: return "none";
-    case RopeScalingType::kLinear: return "linear";
-    case RopeScalingType::kLlama3: return "llama3";
-  }
-  return "?";
-}
 
 std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
   const int half = c.head_dim / 2;
@@ -46,14 +37,6 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
     inv[i] = static_cast<float>(f);
   }
   return inv;
-}
-
-Status SetContext(ModelConfig& c, int ctx, const std::string& flag) {
-  if (ctx < 1 || ctx > c.max_positions)
-    return Status::Error(flag + " " + std::to_string(ctx) + " is outside [1, " + std::to_string(c.max_positions) +
-                         "] (the model's max_position_embeddings)");
-  c.seq_len = ctx;
-  return OkStatus();
 }
 
 Result<std::unique_ptr<Transformer>> Transformer::Create(const Model& model,

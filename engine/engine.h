@@ -10,68 +10,10 @@
 
 #include "base/status.h"
 #include "formats/llama2c_tokenizer.h"
+#include "formats/model_config.h"
 #include "kernels/kernels.h"
 
 namespace verity {
-
-// How query/key dimensions are paired for rotation. llama2.c checkpoints rotate
-// adjacent pairs (2i, 2i+1); Hugging Face checkpoints rotate halves (i, i+d/2).
-enum class RopeStyle { kInterleaved, kHalves };
-
-// RoPE frequency scaling, as Hugging Face's modeling_rope_utils defines it
-// (`rope_scaling` in config.json): none; linear (every inverse frequency
-// divided by `factor`); llama3 (`_compute_llama3_parameters`: wavelengths
-// below original/high_freq_factor keep their frequency, those above
-// original/low_freq_factor are divided by `factor`, the band between is
-// interpolated).
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
-struct RopeScaling {
-  RopeScalingType type = RopeScalingType::kNone;
-  double factor = 1.0;                    // linear, llama3
-  double low_freq_factor = 0.0;           // llama3
-  double high_freq_factor = 0.0;          // llama3
-  double original_max_positions = 0.0;    // llama3: original_max_position_embeddings
-};
-// "none", "linear" or "llama3".
-const char* RopeScalingName(RopeScalingType t);
-
-struct ModelConfig {
-  int dim = 0;         // residual width
-  int hidden_dim = 0;  // FFN width
-  int n_layers = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;    // per head: q has n_heads * head_dim rows, k and v n_kv_heads * head_dim
-  int vocab_size = 0;
-  int seq_len = 0;        // context: the positions the KV cache holds (see SetContext)
-  int max_positions = 0;  // the positions the model was made for (max_position_embeddings; llama2.c seq_len)
-  bool shared_classifier = false;  // classifier reuses the token embedding
-  float rope_theta = 0.0f;
-  RopeScaling rope_scaling;
-  // GGUF's rope_freqs.weight (llama.cpp's form of Llama 3 scaling): pair i's
-  // inverse frequency is divided by factor i. Empty: none.
-  std::vector<float> rope_freq_factors;
-  float norm_eps = 0.0f;
-  RopeStyle rope_style = RopeStyle::kInterleaved;
-  int n_experts = 0;          // Mixtral-style MoE when > 0
-  int n_experts_per_tok = 0;  // top-k routed experts per token
-  // Special tokens, from the model's files: BOS starts every prompt (none when
-  // < 0) and, as in run.c, delimits sequences; sampling any of eos_ids ends
-  // generation.
-  int bos_id = -1;
-  std::vector<int> eos_ids;
-
-  int head_size() const { return head_dim; }
-  int q_dim() const { return n_heads * head_dim; }
-  int kv_dim() const { return n_kv_heads * head_dim; }
-};
-
-// The context HF and GGUF models get without --ctx: min(max_positions, this).
-inline constexpr int kDefaultContext = 4096;
-
-// Sets the context (KV cache positions) to `ctx`; an error names `flag` when
-// ctx is not in [1, max_positions].
-[[nodiscard]] Status SetContext(ModelConfig& c, int ctx, const std::string& flag = "--ctx");
 
 // The model's RoPE table: head_dim/2 inverse frequencies. The unscaled base is
 // run.c's float arithmetic (RopeBaseInverseFrequencies, bit-identical to what
@@ -79,14 +21,6 @@ inline constexpr int kDefaultContext = 4096;
 // scaling (rope_scaling, rope_freq_factors) is applied to those floats in
 // double precision and rounded to float once.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& c);
-
-// Values the llama2.c format defines without storing them (stated once, here).
-struct Llama2cFormat {
-  static constexpr float kRopeTheta = 10000.0f;
-  static constexpr float kNormEps = 1e-5f;
-  static constexpr int kBos = 1;
-  static constexpr int kEos = 2;
-};
 
 // A whole file mapped read-only (PROT_READ, MAP_PRIVATE), unmapped when
 // destroyed. Weights stored in the model's dtype are used where they lie.
@@ -241,9 +175,6 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
 
 // A synthetic MoE or dense model in memory (deterministic in seed).
 Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& c, uint64_t seed);
-
-// Validates a config's internal consistency; `where` prefixes every message.
-Status ValidateConfig(const ModelConfig& c, const std::string& where);
 
 // Writes `model`-shaped random weights as a llama2.c checkpoint (deterministic
 // in `seed`). vocab_size < 0 in the file iff !config.shared_classifier.

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/checkpoint_config.h"
+#include "formats/checkpoint_config.h"
 #include "engine/engine.h"
 #include "formats/safetensors.h"
 #include "engine/weights.h"

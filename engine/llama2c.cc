@@ -10,7 +10,7 @@
 #include <new>
 #include <random>
 
-#include "engine/checkpoint_config.h"
+#include "formats/checkpoint_config.h"
 #include "engine/engine.h"
 #include "engine/load_hooks.h"
 #include "engine/weights.h"

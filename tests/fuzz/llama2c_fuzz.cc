@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/checkpoint_config.h"
+#include "formats/checkpoint_config.h"
 
 namespace {
 const std::string kPath = "fuzz/model.bin";

@@ -29,8 +29,8 @@ tokenizer_flags() {
 case "$target" in
   safetensors) sources=(formats/safetensors.cc) max_len=8192 ;;
   gguf) sources=(formats/gguf.cc) max_len=16384 ;;
-  llama2c) sources=(engine/checkpoint_config.cc) max_len=16384 ;;
-  hf_config) sources=(engine/checkpoint_config.cc) max_len=4096 ;;
+  llama2c) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=16384 ;;
+  hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
   tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/engine.h"
+#include "formats/model_config.h"
 
 namespace verity {
 
