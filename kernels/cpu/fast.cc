@@ -18,9 +18,9 @@ namespace {
 // half of it to another core (x there, the outputs back) costs about what it
 // saves. A matmul's rows are split into chunks of at least half of it, so one
 // smaller than the threshold stays on the caller. At 1 << 15, stories260K's
-// classifier (512 x 64) was split and the model decoded ~2% slower at 2
-// threads than at 1 (5 interleaved rounds, 2026-12-01); at 1 << 16 nothing of
-// it is split, and 2 threads decode as fast as 1.
+// classifier (512 x 64) was split and the model decoded at 0.986x its
+// 1-thread speed with 2 threads (median of 10 interleaved rounds,
+// 2026-12-01); at 1 << 16 nothing of it is split: 1.000x.
 constexpr long kParallelThreshold = 1 << 16;
 
 // Rows per chunk of a matmul whose rows cost `macs_per_row` multiply-adds each.
