@@ -15,9 +15,9 @@
 #
 # The default workload runs 2 threads, whose speed moves with the box's free
 # bandwidth (a neighbour takes ~40% of it for tens of seconds at a time), so
-# each sample decodes for 2 s (`--min-seconds 2`): `verity calibrate` A/A at
-# 0.5 s per sample measured a per-round MAD of 1.61%, at 2 s 0.85%
-# (2026-12-01, docs/bench.md).
+# each sample decodes for 2 s (`--min-seconds 2`): `verity calibrate` A/As
+# on 2026-12-01 gave a per-round MAD of 0.63-2.76% at 0.5 s per sample and
+# 0.55-1.89% at 2 s (docs/bench.md, "Quietness").
 #
 # The benchmark model is the ~110M-parameter synthetic Llama of issue 10
 # (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
