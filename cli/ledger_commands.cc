@@ -170,6 +170,13 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   if (!by_ref) {
     if (r->base_cmd.empty() || r->head_cmd.empty() || r->parity_cmd.empty())
       return Status::Error("submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF --model PATH");
+    // What only the ref flow builds into the commands would be ignored here.
+    for (auto [flag, given] : {std::pair<const char*, bool>{"--model", !o.model.empty()},
+                               {"--dtype", o.dtype != "f32"},
+                               {"--min-seconds", o.min_seconds > 0.0}})
+      if (given)
+        return Status::Error(std::string(flag) + " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
+                                                 "those commands");
     return OkStatus();
   }
   if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");

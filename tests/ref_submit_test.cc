@@ -59,5 +59,18 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   EXPECT_NE(stale.err.find(head_sha), std::string::npos);
 }
 
+// The ref flow's bench options build its commands; with commands given
+// instead they would be ignored, so they are refused by name.
+TEST(RefSubmit, RefOnlyOptionsWithCommandsAreNamedErrors) {
+  const std::string db = TempDir("ref-only") + "/l.db";
+  for (const std::string extra : {"--min-seconds 2", "--dtype q8_0", "--model models/stories260K.bin"}) {
+    auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 0 --base-cmd true --head-cmd true"
+                   " --parity-cmd true " + extra);
+    EXPECT_EQ(r.exit_code, 1) << extra;
+    const std::string flag = extra.substr(0, extra.find(' '));
+    EXPECT_NE(r.err.find(flag + " goes with --base/--head refs"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace verity::test
