@@ -21,7 +21,7 @@
 #
 # The benchmark model is the ~110M-parameter synthetic Llama of issue 10
 # (dim 768, hidden 2048, 12 layers, 12 heads on 4 KV heads, vocab 32000, an
-# unshared classifier; ~440 MB of f32 weights read per token), with a 256-token
+# unshared classifier; ~400 MB of f32 weights read per token), with a 256-token
 # context so that the reference path's parity run stays short. It is written
 # once into .verity/models/ (git-ignored) by this build's `verity synth`.
 set -euo pipefail
