@@ -79,7 +79,17 @@ struct RefOptions {
   std::string dtype = "f32";  // the weights' dtype both sides bench and parity run in
   int steps = 256;
   double min_seconds = 0.0;  // `verity bench --min-seconds`; 0: the bench's own default
+  std::vector<std::string> given;  // the ref-only flags given on the command line (see RefOnlyFlagsGiven)
 };
+
+// The flags of `sub` that only build the ref flow's commands, as given on its
+// command line (none are used with --base-cmd/--head-cmd).
+std::vector<std::string> RefOnlyFlagsGiven(CLI::App* sub) {
+  std::vector<std::string> given;
+  for (const char* flag : {"--model", "--steps", "--dtype", "--min-seconds", "--repo", "--against"})
+    if (const CLI::Option* opt = sub->get_option_no_throw(flag); opt && opt->count() > 0) given.push_back(flag);
+  return given;
+}
 
 // " --dtype D" for a dtype other than f32 (the default of every build, and
 // the only one builds before `--dtype` knew; their commands stay as they were).
@@ -171,12 +181,9 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
     if (r->base_cmd.empty() || r->head_cmd.empty() || r->parity_cmd.empty())
       return Status::Error("submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF --model PATH");
     // What only the ref flow builds into the commands would be ignored here.
-    for (auto [flag, given] : {std::pair<const char*, bool>{"--model", !o.model.empty()},
-                               {"--dtype", o.dtype != "f32"},
-                               {"--min-seconds", o.min_seconds > 0.0}})
-      if (given)
-        return Status::Error(std::string(flag) + " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
-                                                 "those commands");
+    if (!o.given.empty())
+      return Status::Error(o.given.front() + " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
+                                             "those commands");
     return OkStatus();
   }
   if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");
@@ -272,6 +279,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       req->predict_pct = *predict;
       if (cl->count()) req->claim_pct = *claim;
       ChangeRequest r = *req;
+      refs->given = RefOnlyFlagsGiven(sub);
       Status prepared = PrepareRefs(*refs, &r);
       if (!prepared.ok()) return Fail(prepared);
       auto l = OpenLedger(*c);

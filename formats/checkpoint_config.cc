@@ -1,6 +1,6 @@
 // Checkpoint configs from bytes: the llama2.c header and config.json. Pure
 // parsing (no files, no allocation beyond the result), so the fuzz targets in
-// tests/fuzz/ link this file alone.
+// tests/fuzz/ link this file and model_config.cc alone.
 #include "formats/checkpoint_config.h"
 
 #include <cfloat>

@@ -4,15 +4,17 @@
 # 16-token prompt, 64 generated, 1 s of decoding per sample), then each run's
 # GB/s as a fraction of the mean of the two probes beside it. This box's
 # neighbours take ~40% of its 2-thread bandwidth for tens of seconds at a time,
-# so the runs are grouped by the free bandwidth they met (a "quiet" probe is
-# within 15% of the fastest probe of the scan) and a run whose two probes
-# differ by more than 5% (the box changed during it) is left out and counted.
+# so the runs are grouped by the free bandwidth they met (a "quiet" probe
+# reads at least 85% of the box's cached roofline at that thread count, its
+# best ever; "busy" below) and a run whose two probes differ by more than 5%
+# (the box changed during it) is left out and counted.
 #
 #   scripts/bandwidth-scan.sh [RUNS] [DTYPE] [THREADS]   (default 30 f32 2; ~4 s a run)
 #
 # VERITY=path runs another binary. Records: out/bandwidth-scan/records.jsonl
 # (stderr of every run: out/bandwidth-scan/stderr.log).
 set -euo pipefail
+trap 'echo "bandwidth-scan: failed at line $LINENO (stderr of the runs: out/bandwidth-scan/stderr.log)" >&2' ERR
 cd "$(dirname "$0")/.."
 runs=${1:-30} dtype=${2:-f32} threads=${3:-2}
 v=${VERITY:-build/cli/verity}
@@ -40,9 +42,13 @@ done
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 threads = int(sys.argv[2])
-best = next(p["best"] for p in json.load(open(sys.argv[3]))["read_gb_s"] if p["threads"] == threads)
-probe = {r["seq"]: next(p["best"] for p in r["record"]["read_gb_s"] if p["threads"] == threads)
-         for r in recs if r["kind"] == "probe"}
+def at_threads(points, what):
+    for p in points:
+        if p["threads"] == threads:
+            return p["best"]
+    sys.exit(f"bandwidth-scan: {what} has no point at {threads} thread(s) (it measures 1, powers of two and every core)")
+best = at_threads(json.load(open(sys.argv[3]))["read_gb_s"], "the cached roofline")
+probe = {r["seq"]: at_threads(r["record"]["read_gb_s"], "a probe") for r in recs if r["kind"] == "probe"}
 if not probe:
     sys.exit("bandwidth-scan: no probe recorded")
 fastest = max(probe.values())

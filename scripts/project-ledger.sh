@@ -7,8 +7,9 @@
 #   scripts/project-ledger.sh submit BASE HEAD "title" PREDICT_PCT [extra submit flags]
 #   scripts/project-ledger.sh report
 #
-# MODEL=stories260K scores on the shipped models/stories260K.bin (1 thread,
-# or THREADS=2; 512 steps) instead, for changes that show on a small model. MODEL=long
+# MODEL=stories260K scores on the shipped models/stories260K.bin (1 thread;
+# 512 steps) instead, for changes that show on a small model. THREADS=N
+# overrides any workload's thread count (a new workload: its own frontier). MODEL=long
 # scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
@@ -54,10 +55,11 @@ case "${1:-}" in
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model models/stories260K.bin --steps 512 "$@"
     elif [ "${MODEL:-}" = long ]; then
-      export VERITY_THREADS=1
+      export VERITY_THREADS=${THREADS:-1}
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 1024 "$@"
     else
+      export VERITY_THREADS=${THREADS:-2}
       "$v" submit --ledger "$ledger" --author "$(git config user.name || echo unknown)" --title "$title" \
         --predict "$predict" --base "$base" --head "$head" --model "$model" --steps 128 --min-seconds 2 "$@"
     fi

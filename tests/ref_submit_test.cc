@@ -63,7 +63,8 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
 // instead they would be ignored, so they are refused by name.
 TEST(RefSubmit, RefOnlyOptionsWithCommandsAreNamedErrors) {
   const std::string db = TempDir("ref-only") + "/l.db";
-  for (const std::string extra : {"--min-seconds 2", "--dtype q8_0", "--model models/stories260K.bin"}) {
+  for (const std::string extra : {"--min-seconds 2", "--dtype f32", "--model models/stories260K.bin", "--steps 64",
+                                   "--repo .", "--against models/stories260K.ref-logits.bin"}) {
     auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 0 --base-cmd true --head-cmd true"
                    " --parity-cmd true " + extra);
     EXPECT_EQ(r.exit_code, 1) << extra;

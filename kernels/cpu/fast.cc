@@ -22,6 +22,10 @@ namespace {
 // 1-thread speed with 2 threads (median of 10 interleaved rounds,
 // 2026-12-01); at 1 << 16 nothing of it is split: 1.000x.
 constexpr long kParallelThreshold = 1 << 16;
+// Attention splits its KV heads over the pool from this many query values
+// times positions: it waits on memory latency more than it computes, and this
+// threshold was not part of the measurement above.
+constexpr long kAttentionParallelThreshold = 1 << 15;
 
 // Rows per chunk of a matmul whose rows cost `macs_per_row` multiply-adds each.
 int RowGrain(long macs_per_row) {
@@ -125,7 +129,7 @@ class Fast final : public Backend {
     auto groups = [&](int begin, int end) {
       for (int kv = begin; kv < end; kv++) AttendGroupFast(a, kv);
     };
-    if (static_cast<long>(a.pos + 1) * a.n_heads * a.head_size < kParallelThreshold) {
+    if (static_cast<long>(a.pos + 1) * a.n_heads * a.head_size < kAttentionParallelThreshold) {
       groups(0, a.n_kv_heads);
     } else {
       pool_.ParallelFor(a.n_kv_heads, groups);
