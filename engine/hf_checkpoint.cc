@@ -163,13 +163,7 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir, std::vector<std::string
   std::error_code ec;
   if (!fs::exists(gen_path, ec)) return c;
   VERITY_ASSIGN_OR_RETURN(std::string gen_text, ReadText(gen_path));
-  nlohmann::json gen;
-  try {
-    gen = nlohmann::json::parse(gen_text);
-  } catch (const std::exception&) {
-    return Status::Error(gen_path + ": not valid JSON");
-  }
-  if (!gen.is_object()) return Status::Error(gen_path + ": not a JSON object");
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json gen, ParseJsonObject(gen_text, gen_path));
   if (gen.contains("bos_token_id")) {
     VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(gen["bos_token_id"], gen_path, "bos_token_id"));
     if (ids.size() > 1) return Status::Error(gen_path + ": key 'bos_token_id' must be one token id");

@@ -192,7 +192,7 @@ Result<RopeScaling> ReadRopeScaling(const nlohmann::json& v, const std::string& 
 
 }  // namespace
 
-Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path, std::vector<std::string>* notes) {
+Result<nlohmann::json> ParseJsonObject(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -200,6 +200,11 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
     return Status::Error(path + ": not valid JSON");
   }
   if (!j.is_object()) return Status::Error(path + ": not a JSON object");
+  return j;
+}
+
+Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path, std::vector<std::string>* notes) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(text, path));
   if (notes) {
     for (const auto& [key, val] : j.items()) {
       bool known = false;

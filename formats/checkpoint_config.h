@@ -50,6 +50,10 @@ struct Llama2cLayout {
 [[nodiscard]] Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path,
                                                 std::vector<std::string>* notes = nullptr);
 
+// Parses `text` as one JSON object; errors name `path` ("not valid JSON",
+// "not a JSON object").
+[[nodiscard]] Result<nlohmann::json> ParseJsonObject(const std::string& text, const std::string& path);
+
 // A token id or a list of them (eos_token_id may be either; null: none);
 // errors name `path` and `key`.
 [[nodiscard]] Result<std::vector<int>> ParseTokenIds(const nlohmann::json& v, const std::string& path, const char* key);
