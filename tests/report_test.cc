@@ -280,7 +280,8 @@ TEST(Report, EverySectionIsPopulated) {
   const std::string dir = test::TempDir("report-sections");
   const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
   for (const char* needle :
-       {"## Policy", "**policy v1** (6 scores)", "**policy v2** (current; 6 scores)",
+       {"## Policy", "**policy v1** (6 scores)", "**policy v2** (6 scores)", "**policy v3** (current; 0 scores)",
+        "guard floors: a guard beyond the gate regresses only if also worse by more than _mb 4 MiB,",
         "gain rule: gain = median over ABBA rounds of (h1+h2)/(b1+b2)", "## Summary",
         "| decode_tok_s | `b0x0f1ngerpr1nt` | 1587.88 | 31.76 | change 8 (run 9, accepted) | 4 of 6 |",
         "## Frontier ladder", "](ladder-decode_tok_s-b0x0f1ngerpr1nt.svg)", "### Change 1: fast kernels",
