@@ -41,7 +41,7 @@ std::vector<GuardResult> ScoreGuards(const Policy& p, const ScoreInput& in, doub
     std::tie(r.base_median, r.head_median) = SideMedians(g);
     r.floor = p.FloorFor(g.metric);
     r.beyond_gate = GuardRegressed(ratios, p.gate_frac, alpha);
-    // A floor of 0 leaves v2's test alone (not even a median tie overrides it).
+    // A floor of 0 leaves v2's test exactly as it was (even where the medians disagree with the ratios).
     const bool under_floor = r.floor && r.floor->amount > 0.0 && r.worse_by() <= r.floor->amount;
     r.regressed = r.beyond_gate && !under_floor;
     r.declared = std::find(in.declared_regressions.begin(), in.declared_regressions.end(), g.metric) !=
