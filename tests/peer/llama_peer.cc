@@ -109,10 +109,18 @@ std::vector<llama_token> ParseIds(const std::string& text, const std::string& wh
 // ---- llama.cpp -------------------------------------------------------------
 
 bool g_verbose = false;
+std::string g_cpu_backend = "unknown";  // the CPU variant ggml chose (bench names it)
 
-// llama.cpp's log: errors always (a failed load says why), the rest with --verbose.
+// llama.cpp's log: errors always (a failed load says why), the rest with
+// --verbose. ggml says which CPU variant it loaded only here.
 void Log(ggml_log_level level, const char* text, void*) {
   if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+  const char* at = std::strstr(text, "loaded CPU backend from ");
+  if (at) {
+    std::string path = at + std::strlen("loaded CPU backend from ");
+    path = path.substr(0, path.find_first_of("\r\n"));
+    g_cpu_backend = path.substr(path.find_last_of('/') + 1);
+  }
 }
 
 // The CPU backends are separate libraries chosen at run time (one per x86
@@ -434,9 +442,10 @@ int Bench(const Args& a) {
     cpu_list += std::to_string(cpus[i]);
   }
   std::printf("{\"peer\":\"llama.cpp\",\"model\":\"%s\",\"threads\":%d,\"cpus\":[%s],\"prompt_tokens\":%d,\"gen_tokens\":%d,"
-              "\"generations\":%zu,\"warmup_tokens\":%d,\"decode_tok_s\":%.4f,\"prefill_tok_s\":%.4f}\n",
-              path.c_str(), o.threads, cpu_list.c_str(), p, g, prefill_s.size(), warm_tokens, 1.0 / Median(token_s),
-              p / Median(prefill_s));
+              "\"generations\":%zu,\"warmup_tokens\":%d,\"cpu_backend\":\"%s\",\"kv\":\"%s\",\"decode_tok_s\":%.4f,"
+              "\"prefill_tok_s\":%.4f}\n",
+              path.c_str(), o.threads, cpu_list.c_str(), p, g, prefill_s.size(), warm_tokens, g_cpu_backend.c_str(),
+              o.kv == GGML_TYPE_F32 ? "f32" : "f16", 1.0 / Median(token_s), p / Median(prefill_s));
   llama_free(r.ctx);
   pool.free(pool.pool);
   llama_model_free(model);
