@@ -163,11 +163,12 @@ struct ContextOptions {
 };
 
 llama_context* NewContext(llama_model* model, const ContextOptions& o) {
-  if (o.positions > llama_model_n_ctx_train(model))
-    Die(std::to_string(o.positions) + " positions exceed the model's context " +
-        std::to_string(llama_model_n_ctx_train(model)));
+  const int n_ctx = std::min(llama_model_n_ctx_train(model), 4096);  // verity's default context
+  if (o.positions > n_ctx)
+    Die(std::to_string(o.positions) + " positions exceed the context " + std::to_string(n_ctx) +
+        " (the model's, at most 4096)");
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = static_cast<uint32_t>(std::min(llama_model_n_ctx_train(model), 4096));  // verity's default context
+  cp.n_ctx = static_cast<uint32_t>(n_ctx);
   cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(std::max(o.batch, 1));
   cp.n_seq_max = 1;
   cp.n_threads = cp.n_threads_batch = o.threads;
@@ -414,8 +415,11 @@ int Bench(const Args& a) {
   llama_model* model = LoadModel(path);
   const int p = static_cast<int>(ParseLong(a.Flag("--prompt-tokens", "64"), "--prompt-tokens", 1, 1 << 16));
   const int g = static_cast<int>(ParseLong(a.Flag("--gen-tokens", "64"), "--gen-tokens", 1, 1 << 16));
-  const double min_seconds = std::atof(a.Flag("--min-seconds", "0.5").c_str());
-  if (!(min_seconds >= 0.0 && min_seconds <= 600.0)) Die("--min-seconds " + a.Flag("--min-seconds", "") + " is outside [0, 600]");
+  const std::string ms = a.Flag("--min-seconds", "0.5");
+  char* end = nullptr;
+  const double min_seconds = std::strtod(ms.c_str(), &end);
+  if (ms.empty() || *end != '\0' || !(min_seconds >= 0.0 && min_seconds <= 600.0))
+    Die("--min-seconds '" + ms + "' is not a number in [0, 600]");
   ContextOptions o = CommonOptions(a);
   o.batch = p;
   o.positions = p + g;
