@@ -46,8 +46,12 @@ std::string StreamPrefetch();
 // VERITY_BENCH_CHUNK_MACS (kernels_bench only): multiply-adds per pool chunk
 // in the thread benchmarks, to try another split. Default: 16384 (the engine's).
 int BenchChunkMacs();
-// VERITY_SIMD_TARGET (kernels_bench only): the Highway target to pin, e.g.
-// "AVX2". Default: empty, the best this CPU runs.
-std::string BenchSimdTarget();
+// VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
+// e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
+// every binary, applied before main() (kernels/cpu/simd.h). To step around a
+// bad target, and for the suite to run each target the host supports. A name
+// the build does not hold ends the process with exit 2. Default: empty, the
+// best this CPU runs.
+std::string SimdTarget();
 
 }  // namespace verity::env
