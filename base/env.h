@@ -60,8 +60,12 @@ struct MpiLauncher {
   std::string value;     // that variable's text
 };
 MpiLauncher MpiLauncherWorld();
-// VERITY_SIMD_TARGET (kernels_bench only): the Highway target to pin, e.g.
-// "AVX2". Default: empty, the best this CPU runs.
-std::string BenchSimdTarget();
+// VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
+// e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
+// every binary, applied before main() (kernels/cpu/simd.h). To step around a
+// bad target, and for the suite to run each target the host supports. A name
+// the build does not hold ends the process with exit 2. Default: empty, the
+// best this CPU runs.
+std::string SimdTarget();
 
 }  // namespace verity::env

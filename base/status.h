@@ -29,7 +29,12 @@ template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  // A Result made from an OK Status has no value and no error to say why: it
+  // becomes an internal error (as abseil's StatusOr does), so that
+  // VERITY_ASSIGN_OR_RETURN can never make its caller return success.
+  Result(Status status)  // NOLINT
+      : status_(status.ok() ? Status::Error("internal error: a Result was made from an OK Status, with no value")
+                            : std::move(status)) {}
   static_assert(!std::is_same_v<T, Status>);
 
   bool ok() const { return value_.has_value(); }

@@ -5,8 +5,8 @@
 //            memory-bound: compare with BM_StreamRead).
 //   MatMul*: GFLOPs = 2*T*rows*cols per second, T = 64 (prefill; compute-bound).
 // Run: build/bench/kernels_bench --benchmark_min_time=0.5
-// VERITY_SIMD_TARGET=AVX2 (any name simd::AvailableTargets() lists) pins the
-// kernels to that instruction set instead of the best one.
+// VERITY_SIMD_TARGET=AVX2 caps the kernels at that instruction set (base/env.h),
+// as in every binary.
 // Each MatVec iteration walks a set of matrices totalling >= 256 MiB (several
 // copies of the small ones), so the weights come from DRAM as in decode, not
 // from the 32 MiB L3.
@@ -554,15 +554,8 @@ BENCHMARK_CAPTURE(BM_MatMul, q8_0, Dtype::kQ8)->Apply(MatMulShapes)->Unit(benchm
 
 int main(int argc, char** argv) {
   using namespace verity::kernels::simd;
-  if (const std::string t = verity::env::BenchSimdTarget(); !t.empty()) {
-    if (!ForceTargetForTest(t)) {
-      std::string all;
-      for (const auto& n : AvailableTargets()) all += " " + n;
-      std::fprintf(stderr, "VERITY_SIMD_TARGET=%s is not available here (available:%s)\n", t.c_str(), all.c_str());
-      return 2;
-    }
-  }
-  std::fprintf(stderr, "simd target: %s\n", TargetName());
+  std::fprintf(stderr, "simd target: %s%s\n", TargetName(),
+               TargetCap().empty() ? "" : (" (VERITY_SIMD_TARGET=" + TargetCap() + ")").c_str());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

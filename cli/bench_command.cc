@@ -24,6 +24,7 @@
 #include "base/env.h"
 #include "base/median.h"
 #include "cli/commands.h"
+#include "cli/memory_bound.h"
 #include "engine/engine.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
@@ -52,9 +53,12 @@ struct BenchRecord {
   double decode_tok_s = 0.0, prefill_tok_s = 0.0, prefill_gflops = 0.0;
   std::optional<double> peak_rss_mb;  // VmHWM in MiB; absent where /proc does not say
   // memory: the model's resident weights and its Transformer's KV cache (MiB),
-  // and the bound on peak RSS they imply (weights + KV + 10%); absent in
-  // records from before they were reported
+  // and the bound they imply on what the model adds to the process's resident
+  // set (RssLimitMb); absent in records from before they were reported
   std::optional<double> weights_mb, kv_cache_mb, rss_limit_mb;
+  // VmRSS just before the model was loaded (binary, libraries, allocator, the
+  // backend): peak_rss_mb less this is what the bound judges; absent in older records
+  std::optional<double> baseline_rss_mb;
   // spread
   double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
   int samples = 0;              // decode token times behind decode_tok_s
@@ -134,7 +138,8 @@ nlohmann::json ToJson(const BenchRecord& r) {
           {"memory",
            {{"weights_mb", OptionalJson(r.weights_mb)},
             {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
-            {"rss_limit_mb", OptionalJson(r.rss_limit_mb)}}},
+            {"rss_limit_mb", OptionalJson(r.rss_limit_mb)},
+            {"baseline_rss_mb", OptionalJson(r.baseline_rss_mb)}}},
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
           {"pool", PoolJson(r.pool)},
           {"kernels", KernelsJson(r)},
@@ -189,7 +194,8 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
                            {"roofline.fraction_with_kv", &r.fraction_with_kv},
                            {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
                            {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}, {"memory.weights_mb", &r.weights_mb},
-                           {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb}}) {
+                           {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb},
+                           {"memory.baseline_rss_mb", &r.baseline_rss_mb}}) {
     const nlohmann::json* v = at(j, path);
     if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
     if (v && v->is_number()) *dst = v->get<double>();
@@ -260,7 +266,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "achieved_gb_s,read_gb_s,fraction,kv_bytes_per_token,achieved_gb_s_with_kv,fraction_with_kv,"
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
-      "kernels_simd_target,kernels_stream_prefetch\n";
+      "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb\n";
   auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
     return r.pool ? std::to_string((*r.pool).*field) : std::string();
   };
@@ -282,7 +288,8 @@ std::string PrintCsv(const BenchRecord& r) {
                     count(&kernels::Backend::PoolCounters::stalls) + "," +
                     count(&kernels::Backend::PoolCounters::contended_windows) + "," +
                     (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
-                    (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "\n";
+                    (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," +
+                    Num(r.baseline_rss_mb) + "\n";
   return header + row;
 }
 
@@ -293,8 +300,8 @@ std::string PrintMd(const BenchRecord& r) {
     if (c == '|') c = '/';
   std::string out =
       "| model | backend | dtype | threads | test | decode tok/s | MAD | prefill tok/s | prefill GFLOP/s | "
-      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB | RSS limit MiB |\n"
-      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "bytes/token | GB/s | read GB/s | of read | peak RSS MiB | baseline RSS MiB | RSS limit MiB |\n"
+      "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
          std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) + " | " + Fixed(r.decode_tok_s, 2) +
          " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
@@ -302,6 +309,7 @@ std::string PrintMd(const BenchRecord& r) {
          " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
          (r.fraction ? Fixed(*r.fraction * 100.0, 2) + "%" : "n/a") + " | " +
          (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " | " +
+         (r.baseline_rss_mb ? Fixed(*r.baseline_rss_mb, 2) : "n/a") + " | " +
          (r.rss_limit_mb ? Fixed(*r.rss_limit_mb, 2) : "n/a") + " |\n";
   return out;
 }
@@ -361,13 +369,14 @@ double PrefillFlops(const ModelConfig& c, int n) {
   return layers * n + classifier + 2.0 * 2.0 * c.q_dim() * c.n_layers * positions_attended;
 }
 
-// VmHWM (peak resident set) in MiB, from /proc/self/status.
-std::optional<double> PeakRssMb() {
+// A size line of /proc/self/status in MiB: "VmHWM" (the peak resident set)
+// or "VmRSS" (resident now); nullopt where /proc does not say.
+std::optional<double> StatusMiB(const std::string& key) {
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      long kb = std::strtol(line.c_str() + 6, nullptr, 10);
+    if (line.rfind(key + ":", 0) == 0) {
+      long kb = std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
       if (kb > 0) return kb / 1024.0;
     }
   }
@@ -537,6 +546,9 @@ int RunBench(BenchOptions o) {
     if (!run.ok()) return Fail(run.status());
     group = std::move(run->group);
   }
+  // The process without the model (binary, libraries, allocator, the backend
+  // and its threads): what the model adds is judged against this.
+  r.baseline_rss_mb = StatusMiB("VmRSS");
   auto model = LoadModel(o.model, *dtype, o.ctx);
   if (group) {
     Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
@@ -658,11 +670,11 @@ int RunBench(BenchOptions o) {
   const double prefill_median = std::max(Median(prefill_s), 1e-12);  // seconds per whole prompt
   r.prefill_tok_s = o.prompt_tokens / prefill_median;
   r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) / prefill_median / 1e9;
-  r.peak_rss_mb = PeakRssMb();
+  r.peak_rss_mb = StatusMiB("VmHWM");
   const Footprint fp = FootprintOf(**model);
   r.weights_mb = fp.resident_weight_bytes / 1048576.0;
   r.kv_cache_mb = fp.kv_cache_bytes / 1048576.0;
-  r.rss_limit_mb = (*r.weights_mb + *r.kv_cache_mb) * 1.1;
+  r.rss_limit_mb = RssLimitMb(*r.weights_mb, *r.kv_cache_mb);
 
   r.bytes_per_token = WeightBytesPerToken(**model);
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
@@ -695,10 +707,9 @@ int RunBench(BenchOptions o) {
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
                           : " (no roofline for this thread count: `verity roofline`)");
-  if (r.peak_rss_mb)
-    std::fprintf(stderr, "verity: peak RSS %.1f MiB %s weights %.1f MiB + KV cache %.1f MiB + 10%% = %.1f MiB\n",
-                 *r.peak_rss_mb, *r.peak_rss_mb <= *r.rss_limit_mb ? "within" : "ABOVE", *r.weights_mb,
-                 *r.kv_cache_mb, *r.rss_limit_mb);
+  if (r.peak_rss_mb && r.baseline_rss_mb)
+    std::fprintf(stderr, "verity: %s\n",
+                 RssBound{*r.peak_rss_mb, *r.baseline_rss_mb, *r.weights_mb, *r.kv_cache_mb}.Line().c_str());
   std::fprintf(stderr, "verity: with the KV cache a decoded token reads here (%.2f MB on average): %.2f GB/s%s\n",
                *r.kv_bytes_per_token / 1e6, *r.achieved_gb_s_with_kv,
                r.fraction_with_kv ? (" = " + Fixed(*r.fraction_with_kv * 100.0, 1) + "% of the measured " +

@@ -202,7 +202,7 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
   model->source = path;
   if (f.Find("tokenizer.ggml.model")) {  // checked here so a bad vocabulary is a load error
     VERITY_ASSIGN_OR_RETURN(auto vocab, gguf::ReadVocab(f, path));
-    if (vocab && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
+    if (vocab && !vocab->tokens.empty() && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
       return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
                            " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
   }
@@ -406,6 +406,9 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     VERITY_ASSIGN_OR_RETURN(auto tok, Llama2cVocabKeys(tokenizer, c.vocab_size));
     for (auto& e : tok) kv.push_back(std::move(e));
   } else {
+    // No vocabulary, said the way llama.cpp's loader accepts (without the key
+    // it refuses the file: "key not found in model: tokenizer.ggml.model").
+    kv.emplace_back("tokenizer.ggml.model", Value::String(gguf::kNoVocab));
     // The model's own special tokens; GGUF holds one EOS and one end-of-turn.
     if (c.bos_id >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", Value::Uint32(c.bos_id));
     if (!c.eos_ids.empty()) kv.emplace_back("tokenizer.ggml.eos_token_id", Value::Uint32(c.eos_ids[0]));

@@ -374,6 +374,9 @@ Result<std::optional<Vocab>> ReadVocab(const File& file, const std::string& what
   if (!file.Find("tokenizer.ggml.model")) return std::optional<Vocab>();
   Vocab v;
   VERITY_ASSIGN_OR_RETURN(v.model, GetString(file, "tokenizer.ggml.model", what));
+  // llama.cpp's names for a model without a vocabulary (its loader reads no
+  // other tokenizer key then, and neither does this).
+  if (v.model == kNoVocab || v.model == "none") return std::optional<Vocab>(std::move(v));
   if (file.Find("tokenizer.ggml.pre")) {
     VERITY_ASSIGN_OR_RETURN(v.pre, GetString(file, "tokenizer.ggml.pre", what));
   }

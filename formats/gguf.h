@@ -118,9 +118,13 @@ struct Vocab {
   int bos = -1, eos = -1, unk = -1, pad = -1;      // *_token_id, -1 when absent
   std::optional<bool> add_bos, add_eos;            // tokenizer.ggml.add_{bos,eos}_token
 };
+// tokenizer.ggml.model of a model without a vocabulary, as llama.cpp's own
+// converter writes it (gguf-py's NoVocab) and its loader accepts ("none" too).
+inline constexpr const char* kNoVocab = "no_vocab";
 // Reads `tokenizer.ggml.*`: nullopt iff tokenizer.ggml.model is absent. With
-// a model, tokens are required; scores and token_type, when present, must
-// have one entry per token; special ids must be tokens.
+// "no_vocab" or "none", only `model` is set (as llama.cpp, nothing else is
+// read). With another model, tokens are required; scores and token_type, when
+// present, must have one entry per token; special ids must be tokens.
 Result<std::optional<Vocab>> ReadVocab(const File& file, const std::string& what);
 
 // A tensor to write: its bytes come from the writer's callback, in order.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/sha256.h"
+#include "ledger/format.h"
 #include "ledger/migrations.h"
 
 namespace verity::ledger {
@@ -23,7 +24,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 8 (triage)
       "triage",
       // schema 9 (bisect sessions and their runs of purpose 'bisect')
-      "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results"};
+      "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results",
+      // schema 10 (policy v3: guard floors)
+      "policy_guard_floors", "score_guard_floors"};
   return kTables;
 }
 
@@ -108,10 +111,40 @@ Status Ledger::Migrate(int up_to_version) {
   return OkStatus();
 }
 
+namespace {
+// The schema that first holds what a policy version records.
+int SchemaFor(const Policy& p) {
+  if (!p.guard_floors.empty()) return 10;  // policy_guard_floors
+  return p.look_every != 0 ? 3 : 1;        // policy_rules
+}
+
+Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
+  if (p.look_every == 0) return OkStatus();  // v1 has no rules row
+  VERITY_RETURN_IF_ERROR(d.InsertSealed("policy_rules", {{"version", int64_t{p.version}},
+                                                         {"min_rounds", int64_t{p.min_rounds}},
+                                                         {"max_rounds", int64_t{p.max_rounds}},
+                                                         {"look_every", int64_t{p.look_every}},
+                                                         {"alpha", p.alpha},
+                                                         {"parity_min_depths", int64_t{p.parity_min_depths}},
+                                                         {"parity_min_positions", int64_t{p.parity_min_positions}},
+                                                         {"deep_factor", p.deep_factor},
+                                                         {"gain_rule", p.gain_rule},
+                                                         {"created_at", now}})
+                             .status());
+  for (const GuardFloor& f : p.guard_floors)
+    VERITY_RETURN_IF_ERROR(d.InsertSealed("policy_guard_floors", {{"version", int64_t{p.version}},
+                                                                  {"suffix", f.suffix},
+                                                                  {"amount", f.amount},
+                                                                  {"unit", f.unit}})
+                               .status());
+  return OkStatus();
+}
+}  // namespace
+
 Status Ledger::InstallPolicy() {
   // Every version this verity knows is recorded once, in order; the newest scores.
-  for (const Policy& p : {PolicyV1(), PolicyV2()}) {
-    if (p.look_every != 0 && schema_version_ < 3) continue;  // a test stopped the schema early
+  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3()}) {
+    if (schema_version_ < SchemaFor(p)) continue;  // a test stopped the schema early
     VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
       if (!have.empty()) return OkStatus();
@@ -127,21 +160,28 @@ Status Ledger::InstallPolicy() {
                                                           {"surprise_factor", p.surprise_factor},
                                                           {"created_at", now}})
                                  .status());
-      if (p.look_every == 0) return OkStatus();  // v1 has no rules row
-      return db_->InsertSealed("policy_rules", {{"version", int64_t{p.version}},
-                                                {"min_rounds", int64_t{p.min_rounds}},
-                                                {"max_rounds", int64_t{p.max_rounds}},
-                                                {"look_every", int64_t{p.look_every}},
-                                                {"alpha", p.alpha},
-                                                {"parity_min_depths", int64_t{p.parity_min_depths}},
-                                                {"parity_min_positions", int64_t{p.parity_min_positions}},
-                                                {"deep_factor", p.deep_factor},
-                                                {"gain_rule", p.gain_rule},
-                                                {"created_at", now}})
-          .status();
+      return InsertPolicyRules(*db_, p, now);
     }));
   }
   return OkStatus();
+}
+
+Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_guard_floors'"));
+  std::vector<GuardFloor> out;
+  if (table.empty()) return out;
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT suffix, amount, unit FROM policy_guard_floors WHERE version = ? "
+                                             "ORDER BY id",
+                                             {int64_t{version}}));
+  for (const auto& r : rows) {
+    GuardFloor f{AsText(r[0]), AsDouble(r[1]), AsText(r[2])};
+    if (f.suffix.empty() || !(f.amount >= 0.0))
+      return Status::Error(d.path() + ": policy v" + std::to_string(version) + " states an unusable guard floor '" +
+                           f.suffix + "' = " + NumText(f.amount, 6));
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 Result<Policy> Ledger::CurrentPolicy() {
@@ -176,6 +216,7 @@ Result<Policy> Ledger::CurrentPolicy() {
   p.parity_min_positions = static_cast<int>(AsInt(r[12]));
   p.deep_factor = AsDouble(r[13]);
   p.gain_rule = AsText(r[14]);
+  VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(*db_, p.version));
   return p;
 }
 

@@ -149,6 +149,9 @@ class Ledger {
 
 // The tables whose rows are sealed (everything but the chain and migrations).
 const std::vector<std::string>& SealedTables();
+// The guard floors policy `version` states (policy_guard_floors), in the order
+// recorded; empty for versions before v3 and for ledgers of an older schema.
+Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version);
 // Current UTC time, ISO 8601 with milliseconds.
 std::string NowUtc();
 

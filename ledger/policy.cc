@@ -50,6 +50,42 @@ Policy PolicyV2() {
   return p;
 }
 
+Policy PolicyV3() {
+  Policy p = PolicyV2();
+  p.version = 3;
+  // Memory is a capacity, paid once per process: below a few MiB a rise is
+  // the process's fixed baseline (code pages, thread stacks, allocator
+  // arenas), not the model. Time and rates are paid on every call and span
+  // ns kernels to whole processes, so no fixed amount is negligible for all
+  // of them: their relative gate stands alone.
+  constexpr double kMemoryMiB = 4.0;
+  p.guard_floors = {{"_mb", kMemoryMiB, "MiB"},
+                    {"_gb", kMemoryMiB / 1024.0, "GiB"},
+                    {"_bytes", kMemoryMiB * 1024.0 * 1024.0, "bytes"},
+                    {"_ns", 0.0, "ns"},
+                    {"_us", 0.0, "us"},
+                    {"_ms", 0.0, "ms"},
+                    {"_s", 0.0, "s"},
+                    {"_seconds", 0.0, "s"},
+                    {"_tok_s", 0.0, "tok/s"},
+                    {"_per_s", 0.0, "/s"},
+                    {"_gflops", 0.0, "GFLOP/s"},
+                    {"_tflops", 0.0, "TFLOP/s"},
+                    {"_gb_s", 0.0, "GB/s"}};
+  return p;
+}
+
+std::optional<GuardFloor> Policy::FloorFor(const std::string& metric) const {
+  const GuardFloor* best = nullptr;
+  for (const auto& f : guard_floors) {
+    const bool ends = metric.size() >= f.suffix.size() &&
+                      metric.compare(metric.size() - f.suffix.size(), f.suffix.size(), f.suffix) == 0;
+    if (ends && (!best || f.suffix.size() > best->suffix.size())) best = &f;
+  }
+  if (!best) return std::nullopt;
+  return *best;
+}
+
 Tier Policy::TierFor(double gain) const {
   Tier tier = Tier::kNone;
   for (const auto& [t, lower] : tiers)

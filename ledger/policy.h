@@ -1,6 +1,6 @@
 // The scoring policy. Its values live in the ledger (tables `policy` and
-// `policy_rules`), versioned; every score records the version it was scored
-// under, and old scores keep theirs. PolicyV2() is what a ledger is given now.
+// `policy_rules`, and from v3 `policy_guard_floors`), versioned; every score records the version it was scored
+// under, and old scores keep theirs. PolicyV3() is what a ledger is given now.
 #pragma once
 
 #include <optional>
@@ -15,6 +15,15 @@ enum class Tier { kNone, kS, kM, kL, kXL };
 const char* TierName(Tier t);
 // Returns the tier named `name`, or nullopt when it is not one.
 std::optional<Tier> TierFromName(const std::string& name);
+
+// A guard's absolute floor (v3 on): a guard whose name ends in `suffix`
+// regresses only when its head median is worse than its base median by more
+// than `amount`, in the metric's own unit (written `unit`). 0: the gate alone.
+struct GuardFloor {
+  std::string suffix;
+  double amount = 0.0;
+  std::string unit;
+};
 
 struct Policy {
   int version = 0;
@@ -37,6 +46,8 @@ struct Policy {
   // least ceiling_min_bytes (smaller models may be served from cache).
   double ceiling_tolerance = 1.25;
   double ceiling_min_bytes = 256.0 * 1024 * 1024;
+  // v3 on (policy_guard_floors): every unit suffix's floor. Empty: the gate alone (v1, v2).
+  std::vector<GuardFloor> guard_floors;
 
   // The tier for a gain (fraction of the base): kNone below the gate.
   Tier TierFor(double gain) const;
@@ -46,6 +57,9 @@ struct Policy {
   bool IsSurprise(double predicted, double measured) const;
   // True iff parity evidence passes the thresholds.
   bool ParityPasses(double worst_top1, double worst_mean_kl) const;
+  // The floor for `metric`: the longest suffix it ends in ("_gb_s" before
+  // "_s"), or nullopt when the policy states no floor for it.
+  std::optional<GuardFloor> FloorFor(const std::string& metric) const;
 };
 
 // Policy v1 (kept so old scores can be read): gate 2%; none < 2% <= s < 5% <=
@@ -57,5 +71,9 @@ Policy PolicyV1();
 // re-measurements, parity evidence of >= 7 depths (the deepest at the last
 // context position) with >= 8 positions each, deep evidence >= 2x.
 Policy PolicyV2();
+// Policy v3: v2, plus an absolute floor per unit that a guard must also be
+// worse by to regress: memory 4 MiB (_mb; _gb and _bytes the same amount),
+// time and throughput 0 (the gate alone). docs/ledger.md says why.
+Policy PolicyV3();
 
 }  // namespace verity::ledger

@@ -109,6 +109,12 @@ Result<E> Named(std::optional<E> e, Db& d, const std::string& what, const Value&
   return *e;
 }
 
+Result<bool> HasTable(Db& d, const char* name) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                             {std::string(name)}));
+  return !rows.empty();
+}
+
 // Whether the schema has the issue-9 tables (score_stats, score_guards, ...): a
 // ledger opened at an older schema version has none.
 Result<bool> HasV3Tables(Db& d) {
@@ -365,9 +371,13 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
       for (auto& s : run.scores) score_at[s.id] = &s;
 
   if (v3) {
+    VERITY_ASSIGN_OR_RETURN(const bool floors, HasTable(d, "score_guard_floors"));
     VERITY_ASSIGN_OR_RETURN(auto gs, d.Query(std::string("SELECT g.score_id, g.metric, g.higher_is_better, g.ratio, "
-                                                         "g.ratio_low, g.ratio_high, g.regressed, g.declared FROM "
-                                                         "score_guards g") +
+                                                         "g.ratio_low, g.ratio_high, g.regressed, g.declared, ") +
+                                                 (floors ? "f.base_median, f.head_median, f.amount, f.unit, f.beyond_gate "
+                                                           "FROM score_guards g LEFT JOIN score_guard_floors f ON "
+                                                           "f.guard_id = g.id"
+                                                         : "NULL, NULL, NULL, NULL, NULL FROM score_guards g") +
                                                  (only ? " JOIN scores x ON x.id = g.score_id" + by_run : "") +
                                                  " ORDER BY g.id",
                                              args));
@@ -382,6 +392,8 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
       g.ratio_high = OptD(r[5]);
       g.regressed = AsInt(r[6]) != 0;
       g.declared = AsInt(r[7]) != 0;
+      if (!IsNull(r[8]))
+        g.floor = GuardFloorView{AsDouble(r[8]), AsDouble(r[9]), AsDouble(r[10]), AsText(r[11]), AsInt(r[12]) != 0};
       it->second->guards.push_back(g);
     }
   }
@@ -439,13 +451,21 @@ nlohmann::json ToJson(const ChangeRow& c, const std::vector<std::string>& accept
 }
 
 nlohmann::json ToJson(const GuardView& g) {
-  return {{"metric", g.metric},
-          {"higher_is_better", g.higher_is_better},
-          {"gain", g.gain()},
-          {"low", J(Minus1(g.ratio_low))},
-          {"high", J(Minus1(g.ratio_high))},
-          {"regressed", g.regressed},
-          {"declared", g.declared}};
+  nlohmann::json j = {{"metric", g.metric},
+                      {"higher_is_better", g.higher_is_better},
+                      {"gain", g.gain()},
+                      {"low", J(Minus1(g.ratio_low))},
+                      {"high", J(Minus1(g.ratio_high))},
+                      {"regressed", g.regressed},
+                      {"declared", g.declared}};
+  if (g.floor)
+    j.update({{"base_median", g.floor->base_median},
+              {"head_median", g.floor->head_median},
+              {"floor", g.floor->amount},
+              {"unit", g.floor->unit},
+              {"beyond_gate", g.floor->beyond_gate},
+              {"within_floor", g.within_floor()}});
+  return j;
 }
 
 nlohmann::json ToJson(const ScoreView& s) {
@@ -555,13 +575,28 @@ std::string Line(const char* fmt, ...) {
 std::string GuardText(const GuardView& g) {
   std::string s = g.metric + " " + Pct(g.gain()) + " [" + (g.ratio_low ? Pct(Minus1(g.ratio_low)) : "none") + ", " +
                   (g.ratio_high ? Pct(Minus1(g.ratio_high)) : "none") + "]";
+  const std::string floor = FloorText(g);
+  if (g.within_floor()) return s + ": " + floor + (g.declared ? " (declared up front, not needed)" : "");
   s += g.regressed ? ": regressed" : ": not regressed";
+  if (!floor.empty()) s += ", " + floor;
   if (g.declared) s += g.regressed ? " (declared up front)" : " (declared up front, not needed)";
   else if (g.regressed) s += " (undeclared)";
   return s;
 }
 
 }  // namespace
+
+std::string FloorText(const GuardView& g) {
+  if (!g.floor) return "";
+  GuardResult r;
+  r.higher_is_better = g.higher_is_better;
+  r.base_median = g.floor->base_median;
+  r.head_median = g.floor->head_median;
+  r.floor = GuardFloor{"", g.floor->amount, g.floor->unit};
+  r.beyond_gate = g.floor->beyond_gate;
+  r.regressed = g.regressed;
+  return ledger::FloorText(r);
+}
 
 // ---- loaders ----
 
@@ -784,6 +819,7 @@ Result<std::vector<PolicyView>> LoadPolicies(Db& d) {
       p.deep_factor = AsDouble(r[14]);
       p.gain_rule = AsText(r[15]);
     }
+    VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(d, p.version));
     v.scores = scored.count(p.version) ? scored[p.version] : 0;
     out.push_back(std::move(v));
   }

@@ -84,14 +84,27 @@ struct ParityView {
 };
 
 // A guard metric of a score (score_guards), oriented so that a ratio > 1 is better.
+// How a guard fared against its unit's floor (score_guard_floors; v3 on).
+struct GuardFloorView {
+  double base_median = 0.0, head_median = 0.0;  // the metric's own unit
+  double amount = 0.0;                          // the floor
+  std::string unit;
+  bool beyond_gate = false;                     // v2's test held
+};
+
 struct GuardView {
   std::string metric;
   bool higher_is_better = true;
   double ratio = 1.0;
   std::optional<double> ratio_low, ratio_high;  // nullopt: no bound at this n
   bool regressed = false, declared = false;
+  std::optional<GuardFloorView> floor;          // absent for scores before policy v3
   double gain() const { return ratio - 1.0; }
+  bool within_floor() const { return floor && floor->beyond_gate && !regressed; }
 };
+// The guard's floor test as score notes write it ("within floor 4 MiB
+// (+0.297 MiB)", "beyond floor 4 MiB (+50 MiB)"), or "" when it says nothing.
+std::string FloorText(const GuardView& g);
 
 // The statistics behind a score (score_stats; policy v2 and later).
 struct ScoreStatsView {
@@ -225,7 +238,8 @@ struct HistoryView {
   std::optional<std::vector<TimelineEntry>> timeline;
 };
 
-// A recorded policy version (policy, plus policy_rules from v2 on).
+// A recorded policy version (policy, plus policy_rules from v2 on and
+// policy_guard_floors from v3 on).
 struct PolicyView {
   Policy policy;
   bool has_rules = false;  // v1 has no policy_rules row

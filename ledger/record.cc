@@ -29,6 +29,28 @@ Result<int> PriorAttempts(Db& d, int64_t change_id) {
   return static_cast<int>(AsInt(rows[0][0]));
 }
 
+namespace {
+// Records one guard of score `score_id`, with its floor test when the policy has floors.
+Status InsertGuard(Db& d, int64_t score_id, const GuardResult& g) {
+  VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("score_guards", {{"score_id", score_id},
+                                                                      {"metric", g.metric},
+                                                                      {"higher_is_better", int64_t{g.higher_is_better}},
+                                                                      {"ratio", g.bounds.estimate},
+                                                                      {"ratio_low", Opt(g.bounds.low)},
+                                                                      {"ratio_high", Opt(g.bounds.high)},
+                                                                      {"regressed", int64_t{g.regressed}},
+                                                                      {"declared", int64_t{g.declared}}}));
+  if (!g.floor) return OkStatus();
+  return d.InsertSealed("score_guard_floors", {{"guard_id", id},
+                                               {"base_median", g.base_median},
+                                               {"head_median", g.head_median},
+                                               {"amount", g.floor->amount},
+                                               {"unit", g.floor->unit},
+                                               {"beyond_gate", int64_t{g.beyond_gate}}})
+      .status();
+}
+}  // namespace
+
 // Records the score row of `o` and the statistics behind it.
 Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
                    const std::optional<ScoreResult>& sr) {
@@ -60,15 +82,7 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
                       {"ratio_high", sr ? Opt(sr->ratio.high) : Value()},
                       {"decision", std::string(decision)}}));
   if (sr)
-    for (const auto& g : sr->guards)
-      VERITY_RETURN_IF_ERROR(d.InsertSealed("score_guards", {{"score_id", id},
-                                                             {"metric", g.metric},
-                                                             {"higher_is_better", int64_t{g.higher_is_better}},
-                                                             {"ratio", g.bounds.estimate},
-                                                             {"ratio_low", Opt(g.bounds.low)},
-                                                             {"ratio_high", Opt(g.bounds.high)},
-                                                             {"regressed", int64_t{g.regressed}},
-                                                             {"declared", int64_t{g.declared}}}));
+    for (const auto& g : sr->guards) VERITY_RETURN_IF_ERROR(InsertGuard(d, id, g));
   return OkStatus();
 }
 
@@ -123,6 +137,17 @@ void FillFromScore(const ScoreResult& r, Outcome* o) {
                          {"high", std::isfinite(g.bounds.high) ? nlohmann::json(g.bounds.high - 1.0) : nlohmann::json()},
                          {"regressed", g.regressed},
                          {"declared", g.declared}});
+  // From v3 on: the size behind the verdict, in the metric's unit.
+  for (size_t i = 0; i < r.guards.size(); i++) {
+    const GuardResult& g = r.guards[i];
+    if (!g.floor) continue;
+    o->guards[i].update({{"base_median", g.base_median},
+                         {"head_median", g.head_median},
+                         {"floor", g.floor->amount},
+                         {"unit", g.floor->unit},
+                         {"beyond_gate", g.beyond_gate},
+                         {"within_floor", g.within_floor()}});
+  }
 }
 
 std::optional<std::string> RoundsRequestError(const Policy& pol, const MeasureOptions& opt) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "ledger/format.h"
 
@@ -17,7 +18,18 @@ std::string BoundsText(const Bounds& b) {
   return "[" + one(b.low) + ", " + one(b.high) + "]";
 }
 
-// The guards: every other metric, regressed when significantly worse beyond the gate.
+// A series' base and head medians, in the metric's own unit.
+std::pair<double, double> SideMedians(const MetricSeries& s) {
+  std::vector<double> bases, heads;
+  for (const auto& x : s.rounds) {
+    bases.insert(bases.end(), {x.b1, x.b2});
+    heads.insert(heads.end(), {x.h1, x.h2});
+  }
+  return {Median(bases), Median(heads)};
+}
+
+// The guards: every other metric, regressed when significantly worse beyond
+// the gate and (v3 on) worse by more than its unit's floor.
 std::vector<GuardResult> ScoreGuards(const Policy& p, const ScoreInput& in, double alpha) {
   std::vector<GuardResult> out;
   for (const auto& g : in.guards) {
@@ -26,7 +38,12 @@ std::vector<GuardResult> ScoreGuards(const Policy& p, const ScoreInput& in, doub
     r.higher_is_better = g.higher_is_better;
     const std::vector<double> ratios = RoundRatios(g);
     r.bounds = MedianBounds(ratios, alpha);
-    r.regressed = GuardRegressed(ratios, p.gate_frac, alpha);
+    std::tie(r.base_median, r.head_median) = SideMedians(g);
+    r.floor = p.FloorFor(g.metric);
+    r.beyond_gate = GuardRegressed(ratios, p.gate_frac, alpha);
+    // A floor of 0 leaves v2's test exactly as it was (even where the medians disagree with the ratios).
+    const bool under_floor = r.floor && r.floor->amount > 0.0 && r.worse_by() <= r.floor->amount;
+    r.regressed = r.beyond_gate && !under_floor;
     r.declared = std::find(in.declared_regressions.begin(), in.declared_regressions.end(), g.metric) !=
                  in.declared_regressions.end();
     out.push_back(r);
@@ -35,6 +52,22 @@ std::vector<GuardResult> ScoreGuards(const Policy& p, const ScoreInput& in, doub
 }
 
 }  // namespace
+
+std::string AmountText(double v, const std::string& unit, bool sign) {
+  char b[48];
+  // Three significant digits, but never an exponent for a large amount (bytes).
+  if (std::fabs(v) >= 1000.0) std::snprintf(b, sizeof b, sign ? "%+.0f" : "%.0f", v);
+  else std::snprintf(b, sizeof b, sign ? "%+.3g" : "%.3g", v);
+  return std::string(b) + (unit.empty() ? "" : " " + unit);
+}
+
+std::string FloorText(const GuardResult& g) {
+  if (!g.floor) return "";
+  const std::string by = AmountText(g.worse_by(), g.floor->unit, true);
+  if (g.within_floor()) return "within floor " + AmountText(g.floor->amount, g.floor->unit, false) + " (" + by + ")";
+  if (g.regressed && g.floor->amount > 0.0) return "beyond floor " + AmountText(g.floor->amount, g.floor->unit, false) + " (" + by + ")";
+  return "";
+}
 
 const char* VerdictName(Verdict v) {
   switch (v) {
@@ -112,13 +145,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   const double alpha = LookAlpha(in.plan, in.attempt);
   r.ratio = MedianBounds(ratios, alpha);
   r.gain = r.ratio.estimate - 1.0;
-  std::vector<double> bases, heads;
-  for (const auto& x : in.primary.rounds) {
-    bases.insert(bases.end(), {x.b1, x.b2});
-    heads.insert(heads.end(), {x.h1, x.h2});
-  }
-  r.base_median = Median(bases);
-  r.head_median = Median(heads);
+  std::tie(r.base_median, r.head_median) = SideMedians(in.primary);
   r.seeds_frontier = !in.frontier.has_value();
   r.frontier_before = in.frontier.value_or(r.base_median);
   r.frontier_after = r.frontier_before;
@@ -141,7 +168,11 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   };
   std::string regressed;
   for (const auto& g : r.guards)
-    if (g.regressed && !g.declared) regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0);
+    if (g.regressed && !g.declared) {
+      const std::string floor = FloorText(g);  // v3: the size it was judged by, too
+      regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0) +
+                   (floor.empty() ? "" : " " + floor);
+    }
   const std::string regression_note =
       "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
   const std::string unverified_note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
@@ -197,6 +228,8 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   }
   for (const auto& g : r.guards)
     if (g.regressed && g.declared) r.note += "; declared regression on " + g.metric + " " + PctText(g.bounds.estimate - 1.0);
+  for (const auto& g : r.guards)
+    if (g.within_floor()) r.note += "; guard " + g.metric + " " + PctText(g.bounds.estimate - 1.0) + " " + FloorText(g);
   if (r.surprise && r.verdict != Verdict::kHeldSurprise) r.note += "; surprise vs prediction";
   return r;
 }

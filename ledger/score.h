@@ -81,7 +81,15 @@ struct GuardResult {
   std::string metric;
   bool higher_is_better = true;
   Bounds bounds;
-  bool regressed = false, declared = false;
+  double base_median = 0.0, head_median = 0.0;  // over the scored rounds, in the metric's own unit
+  std::optional<GuardFloor> floor;              // the policy's floor for its unit (v3 on)
+  bool beyond_gate = false;   // significantly worse by at least the gate (v2's whole test)
+  bool regressed = false;     // beyond the gate and, from v3 on, worse by more than the floor
+  bool declared = false;
+  // How much worse the head is than the base, in the metric's unit (> 0: worse).
+  double worse_by() const { return higher_is_better ? base_median - head_median : head_median - base_median; }
+  // Beyond the gate, but by no more than its floor: judged, and let through.
+  bool within_floor() const { return beyond_gate && !regressed; }
 };
 
 struct ScoreResult {
@@ -100,6 +108,13 @@ struct ScoreResult {
   std::vector<GuardResult> guards;
   std::string note;
 };
+
+// `v` with 3 significant digits (whole from 1000) and its unit: "0.297 MiB",
+// signed "+0.297 MiB".
+std::string AmountText(double v, const std::string& unit, bool sign);
+// How a guard fared against its floor: "within floor 4 MiB (+0.297 MiB)",
+// "beyond floor 4 MiB (+50 MiB)", or "" (no floor, a floor of 0, or not beyond the gate).
+std::string FloorText(const GuardResult& g);
 
 // Scores one measured run. Returns the verdict and every number behind it.
 ScoreResult Score(const Policy& policy, const ScoreInput& in);

@@ -94,7 +94,8 @@ std::string GuardText(const ledger::GuardView& g) {
   std::string t = g.metric + " " + Pct(g.gain()) + " (" + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) + "): ";
   if (g.regressed) t += g.declared ? "regressed, declared up front" : "regressed, undeclared";
   else t += g.declared ? "held (a regression was declared up front)" : "held";
-  return t;
+  const std::string floor = ledger::FloorText(g);
+  return floor.empty() ? t : t + ", " + floor;
 }
 
 std::string EvidenceText(const ledger::ParityView& p) {
@@ -133,6 +134,18 @@ bool Included(const ChangeView& c, const std::string& since) {
   return c.change.created_at >= since;
 }
 
+// "a guard regresses only if also worse by more than: _mb 4 MiB, ...; the gate alone for _ns, ..."
+std::string FloorsText(const ledger::Policy& p) {
+  std::string sized, gate_only;
+  for (const auto& f : p.guard_floors) {
+    if (f.amount > 0.0) sized += (sized.empty() ? "" : ", ") + f.suffix + " " + ledger::AmountText(f.amount, f.unit, false);
+    else gate_only += (gate_only.empty() ? "" : ", ") + f.suffix;
+  }
+  std::string s = "a guard beyond the gate regresses only if also worse by more than " + (sized.empty() ? "0" : sized);
+  if (!gate_only.empty()) s += "; the gate alone for " + gate_only;
+  return s;
+}
+
 std::string PolicyText(const ledger::PolicyView& pv, bool current) {
   const ledger::Policy& p = pv.policy;
   std::string tiers;
@@ -150,6 +163,7 @@ std::string PolicyText(const ledger::PolicyView& pv, bool current) {
        std::to_string(p.parity_min_depths) + " depths with at least " + std::to_string(p.parity_min_positions) +
        " positions each, deep evidence at least " + F("%gx", p.deep_factor) + " the standard.\n";
   if (!p.gain_rule.empty()) s += "  - gain rule: " + p.gain_rule + ".\n";
+  if (!p.guard_floors.empty()) s += "  - guard floors: " + FloorsText(p) + ".\n";
   return s;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/env.h"
+#include "cli/memory_bound.h"
 #include "ledger/score.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
@@ -186,9 +187,10 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
 }
 
-// The bound issue 10 sets on memory: peak RSS <= weights + KV cache + 10%,
-// reported with its parts (stories260K: 1 MB of weights, so the process's own
-// few MiB exceed it -- the bound is for real models; here the arithmetic).
+// The bound issue 10 sets on memory, on what the model adds: peak RSS less the
+// baseline measured before the model loads <= weights + KV cache + 10% + a
+// fixed slack, reported with its parts. On stories260K (1 MB of weights) the
+// process's own ~11 MiB used to make it fire on every run (issue 23).
 TEST(Bench, ReportsTheMemoryBoundWithItsParts) {
   const std::string cache = test::TempDir("cache");
   auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
@@ -198,9 +200,35 @@ TEST(Bench, ReportsTheMemoryBoundWithItsParts) {
   EXPECT_NEAR(w, 1056512.0 / 1048576.0, 0.05) << "stories260K's f32 weights (the file less its 28-byte header)";
   // 5 layers x 512 positions x kv_dim 32 x 4 bytes, K and V.
   EXPECT_NEAR(kv, 2.0 * 5 * 512 * 32 * 4 / 1048576.0, 1e-9);
-  EXPECT_NEAR(limit, (w + kv) * 1.1, 1e-9);
+  EXPECT_NEAR(limit, (w + kv) * 1.1 + cli::kRssSlackMiB, 1e-9);
+  const double peak = j["metrics"]["peak_rss_mb"], baseline = j["memory"]["baseline_rss_mb"];
+  EXPECT_GT(baseline, 0.0);
+  EXPECT_LT(baseline, peak) << "loading and running the model adds to the process";
   EXPECT_NE(r.err.find("verity: peak RSS "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("MiB + 10% = "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" MiB before the model + "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" added: within weights "), std::string::npos) << "the shipped model is within its bound: " << r.err;
+}
+
+// The bound fires when the model adds more than its footprint: the numbers of
+// the ~110M synth (measured: bf16 from the f32 file, 1 thread) as it is, and
+// as it would be if the converted f32 source stayed resident beside the copy.
+TEST(Bench, MemoryBoundFiresOnWhatTheModelAdds) {
+  const cli::RssBound as_is{234.7, 10.9, 284.7, 6.0};
+  EXPECT_TRUE(as_is.within()) << as_is.Line();
+  EXPECT_NEAR(as_is.limit_mb(), (284.7 + 6.0) * 1.1 + cli::kRssSlackMiB, 1e-9);
+  const cli::RssBound source_kept{234.7 + 380.0, 10.9, 284.7, 6.0};
+  EXPECT_FALSE(source_kept.within());
+  EXPECT_NE(source_kept.Line().find("+ 603.8 MiB added: ABOVE weights 284.7 MiB"), std::string::npos)
+      << source_kept.Line();
+  // stories260K's numbers from the issue: judged on the whole process the
+  // bound fired; on what the model added it holds.
+  const cli::RssBound stories{14.3, 10.9, 0.99, 0.625};
+  EXPECT_GT(stories.peak_mb, (0.99 + 0.625) * 1.1) << "the old bound on the whole process";
+  EXPECT_TRUE(stories.within()) << stories.Line();
+  // The edge: at the limit is within, a kilobyte past it is not.
+  const double limit = cli::RssLimitMb(10.0, 2.0);
+  EXPECT_TRUE((cli::RssBound{20.0 + limit, 20.0, 10.0, 2.0}.within()));
+  EXPECT_FALSE((cli::RssBound{20.0 + limit + 1.0 / 1024, 20.0, 10.0, 2.0}.within()));
 }
 
 TEST(Bench, DumpTimesWritesEveryDecodePositionAndEachPrompt) {
@@ -263,6 +291,7 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   EXPECT_EQ(std::stoi(col("gen_tokens")), 5);
   EXPECT_EQ(col("dtype"), "f32");
   EXPECT_EQ(col("artifact_sha256"), j["build"]["artifact_sha256"].get<std::string>());
+  EXPECT_EQ(std::stod(col("baseline_rss_mb")), j["memory"]["baseline_rss_mb"].get<double>());
 
   // md: a header, the separator and one row, the numbers rounded to 2 places.
   auto md = Lines(reprint("md"));
@@ -282,6 +311,21 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   EXPECT_NEAR(std::stod(cell("MAD")), j["spread"]["decode_mad_pct"].get<double>(), 0.0051);
   EXPECT_EQ(cell("test"), "pp3+tg5");
   EXPECT_EQ(cell("read GB/s"), "n/a");
+  EXPECT_NEAR(std::stod(cell("baseline RSS MiB")), j["memory"]["baseline_rss_mb"].get<double>(), 0.0051);
+
+  // A record from before the baseline was reported still re-prints: its cells are empty.
+  nlohmann::json older = j;
+  older["memory"].erase("baseline_rss_mb");
+  const std::string older_path = dir + "/older.json";
+  test::WriteFile(older_path, older.dump() + "\n");
+  auto old_csv = Shell(VerityBin() + " bench --from-json " + older_path + " --output csv");
+  ASSERT_EQ(old_csv.exit_code, 0) << old_csv.err;
+  const auto old_lines = Lines(old_csv.out);
+  ASSERT_EQ(old_lines.size(), 2u);
+  const auto old_head = CsvFields(old_lines[0]), old_row = CsvFields(old_lines[1]);
+  ASSERT_EQ(old_head.size(), old_row.size()) << old_csv.out;
+  EXPECT_EQ(old_head.back(), "baseline_rss_mb");
+  EXPECT_EQ(old_row.back(), "") << "absent is an empty field";
 
   // A live run in each format prints one record too.
   for (const std::string fmt : {"jsonl", "csv", "md"}) {
@@ -355,7 +399,10 @@ TEST(Bench, NamesTheKernelVariantItRan) {
     // It survives --from-json (json and csv), and a malformed one is named.
     const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
     ASSERT_FALSE(csv.head.empty());
-    EXPECT_EQ(csv.head.back(), "kernels_stream_prefetch") << "the last column";
+    // New columns are appended, so readers by position keep working: then came baseline_rss_mb.
+    ASSERT_GE(csv.head.size(), 2u);
+    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_stream_prefetch") << "appended after the older columns";
+    EXPECT_EQ(csv.head.back(), "baseline_rss_mb") << "the last column";
     EXPECT_EQ(csv.Col("kernels_stream_prefetch"), std::string(mode) == "nta" ? "true" : "false");
   }
   auto j = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);

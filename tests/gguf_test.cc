@@ -241,6 +241,12 @@ void ExpectRefused(const std::string& path, const std::vector<std::string>& need
   ++*cases;
 }
 
+// Sets tokenizer.ggml.model (a file written without a tokenizer already says "no_vocab").
+void SetModel(std::vector<std::pair<std::string, gguf::Value>>* kv, const std::string& model) {
+  std::erase_if(*kv, [](const auto& e) { return e.first == "tokenizer.ggml.model"; });
+  kv->emplace_back("tokenizer.ggml.model", gguf::Value::String(model));
+}
+
 TEST(Gguf, EveryMalformedFileIsANamedError) {
   const Small s = MakeSmall();
   int cases = 0;
@@ -289,13 +295,13 @@ TEST(Gguf, EveryMalformedFileIsANamedError) {
   ExpectRefused(Rewrite(s, "align3", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "general.alignment") e.second = gguf::Value::Uint64(32); }),
                 {"key general.alignment must be UINT32"}, &cases);
   ExpectRefused(Rewrite(s, "bad-vocab", [](auto& kv, auto&) {
-                  kv.emplace_back("tokenizer.ggml.model", gguf::Value::String("llama"));
+                  SetModel(&kv, "llama");
                   kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, {gguf::Value::String("a")}));
                 }),
                 {"tokenizer.ggml.tokens has 1 tokens but llama.vocab_size is 64"}, &cases);
   ExpectRefused(Rewrite(s, "bos", [](auto& kv, auto&) {
                   std::vector<gguf::Value> toks(64, gguf::Value::String("t"));
-                  kv.emplace_back("tokenizer.ggml.model", gguf::Value::String("llama"));
+                  SetModel(&kv, "llama");
                   kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, toks));
                   kv.emplace_back("tokenizer.ggml.bos_token_id", gguf::Value::Uint32(64));
                 }),
@@ -333,6 +339,26 @@ TEST(Gguf, VocabularyIsReadAsData) {
   EXPECT_EQ(voc.bos, 1);
   EXPECT_EQ(voc.eos, 2);
   EXPECT_EQ(voc.unk, 0);
+}
+
+// Without --tokenizer the file says "no vocabulary" as llama.cpp's converter
+// does (llama.cpp refuses a file without tokenizer.ggml.model; its loading is
+// tests/llama_peer_test.cc), and verity reads it back as such and loads it.
+TEST(Gguf, AFileWithoutTokenizerSaysNoVocab) {
+  const std::string g = Convert(Model("stories260K.bin"), test::TempDir("novoc") + "/s.gguf");
+  const std::string b = test::ReadFile(g);
+  auto f = gguf::Parse(reinterpret_cast<const unsigned char*>(b.data()), b.size(), g);
+  ASSERT_TRUE(f.ok());
+  auto v = gguf::ReadVocab(*f, g);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_TRUE(v->has_value());
+  EXPECT_EQ((*v)->model, "no_vocab");
+  EXPECT_TRUE((*v)->tokens.empty());
+  EXPECT_EQ(f->Find("tokenizer.ggml.tokens"), nullptr);
+  auto m = LoadModel(g);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->config.vocab_size, 512);
+  EXPECT_EQ((*m)->config.bos_id, 1);  // the model's own BOS, still written
 }
 
 // ---- the independent parser ----

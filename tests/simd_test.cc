@@ -293,6 +293,9 @@ TEST_P(SimdTest, StreamReadSumsEveryByte) {
 // scaled sum runs in one fixed order, so every target returns the same bits;
 // MatMul runs the same per-row function, so it matches MatVec bit for bit.
 TEST(SimdQ8, EveryTargetReturnsTheSameBitsAndMatMulEqualsMatVec) {
+  // Uncapped, every x86 host has at least two targets (its best and SCALAR).
+  if (AvailableTargets().size() < 2 && !TargetCap().empty())
+    GTEST_SKIP() << "one target under VERITY_SIMD_TARGET=" << TargetCap() << ": nothing to compare across";
   int compared = 0;
   for (int cols : {256, 544, 800, 2048}) {
     const int rows = 7, T = 3;

@@ -52,10 +52,6 @@ inline float* Scratch(size_t n) {
   auto p = reinterpret_cast<uintptr_t>(buf.data());
   return reinterpret_cast<float*>((p + 63) & ~static_cast<uintptr_t>(63));
 }
-inline int64_t& ForcedTarget() {
-  static int64_t forced = 0;  // a Highway target bit, 0 when none is forced
-  return forced;
-}
 }  // namespace verity::kernels::simd::detail
 
 #ifndef HWY_DISABLED_TARGETS
@@ -294,6 +290,25 @@ HWY_INLINE void GroupSums(const uint8_t* const* wq, const QuantizedX* const* xs,
 }
 #endif
 
+// One plain block of the tail: 32 int8 weights times 32 int16 quants, summed
+// exactly (so every target and order gives the same bits).
+#if HWY_TARGET == HWY_AVX3_DL
+// Explicit EVEX: Highway 1.0.3 compiles this target with "avxvnni", which its
+// run-time check does not test, and GCC turns a plain loop like the one below
+// into the VEX vpdpwssd (AVX-VNNI), which faults on Zen 4 (AVX512_VNNI only).
+// tests/tools/isa_check.py fails the build's tests on any such instruction.
+VERITY_Q8_ATTR HWY_INLINE int32_t BlockDot(const int8_t* w, const int16_t* xq) {
+  const __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  return _mm512_reduce_add_epi32(_mm512_madd_epi16(wv, _mm512_loadu_si512(xq)));
+}
+#else
+HWY_INLINE int32_t BlockDot(const int8_t* w, const int16_t* xq) {
+  int32_t sum = 0;
+  for (int k = 0; k < kQ8Block; k++) sum += w[k] * xq[k];
+  return sum;
+}
+#endif
+
 // The dot products of R q8_0 rows with TT quantized vectors: out[r * TT + t].
 // The arithmetic per (row, vector) does not depend on R or TT (exact integer
 // sums, then the same f32 operations in the same order), so prefill equals
@@ -343,9 +358,7 @@ VERITY_Q8_ATTR HWY_INLINE void DotQ8Rows(const uint8_t* const* rows, const Quant
         float ws;
         std::memcpy(&ws, tail, 4);
         const int8_t* w = reinterpret_cast<const int8_t*>(tail + 4);
-        int32_t sum = 0;
-        for (int k = 0; k < kQ8Block; k++) sum += w[k] * xq[k];
-        total = std::fma(static_cast<float>(sum), ws * xs[t]->scale[b], total);
+        total = std::fma(static_cast<float>(BlockDot(w, xq)), ws * xs[t]->scale[b], total);
       }
       out[r * TT + t] = xs[t]->finite ? total : std::numeric_limits<float>::quiet_NaN();
     }
@@ -915,32 +928,79 @@ void QuantizeX(const float* x, int cols, QuantizedX* out) {
   std::memcpy(q, plain.data() + ng * kQ8Group * kQ8Block, static_cast<size_t>(nb - ng * kQ8Group) * kQ8Block * 2);
 }
 
+namespace {
+
+// The CPU's own targets among those compiled (Highway's bits: a lower bit is a
+// better target), read once before anything is forced.
+int64_t CpuTargets() {
+  static const int64_t cpu = [] {
+    hwy::SetSupportedTargetsForTest(0);
+    return hwy::SupportedTargets() & (HWY_TARGETS);
+  }();
+  return cpu;
+}
+
+// The compiled target named `name` ("AVX2", ...), or 0.
+int64_t TargetBit(const std::string& name) {
+  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) {
+    const int64_t t = bits & -bits;
+    if (name == hwy::TargetName(t)) return t;
+  }
+  return 0;
+}
+
+std::string CompiledTargetNames() {
+  std::string all;
+  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) all += std::string(all.empty() ? "" : ", ") + hwy::TargetName(bits & -bits);
+  return all;
+}
+
+// VERITY_SIMD_TARGET as a mask of the targets it allows: the named one and
+// every lesser one. A name this build does not hold is an error that ends the
+// process: kernels must never run on a target the user asked to avoid.
+int64_t CapMask() {
+  static const int64_t mask = [] {
+    const std::string name = env::SimdTarget();
+    if (name.empty()) return ~int64_t{0};
+    const int64_t bit = TargetBit(name);
+    if (bit == 0) {
+      std::fprintf(stderr, "verity: VERITY_SIMD_TARGET=%s: not a target of this build (one of %s)\n", name.c_str(),
+                   CompiledTargetNames().c_str());
+      std::exit(2);
+    }
+    return ~(bit - 1);
+  }();
+  return mask;
+}
+
+// Makes the dispatcher choose among the CPU's targets under the cap (only
+// `forced` when one is), at its next call.
+void ApplyTargets(int64_t forced) {
+  const int64_t allowed = CpuTargets() & CapMask();
+  hwy::SetSupportedTargetsForTest(forced != 0 ? forced : allowed);
+  hwy::GetChosenTarget().DeInit();
+}
+
+// Applied before main(), so the first kernel of any binary already honours it.
+const bool kCapApplied = (ApplyTargets(0), true);
+
+}  // namespace
+
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
 std::vector<std::string> AvailableTargets() {
-  // SupportedAndGeneratedTargets() honours a forced target; list them unforced.
   std::vector<std::string> names;
-  const int64_t forced = detail::ForcedTarget();
-  if (forced != 0) hwy::SetSupportedTargetsForTest(0);
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) names.emplace_back(hwy::TargetName(t));
-  if (forced != 0) hwy::SetSupportedTargetsForTest(forced);
+  const int64_t allowed = CpuTargets() & CapMask();
+  for (int64_t bits = allowed; bits != 0; bits &= bits - 1) names.emplace_back(hwy::TargetName(bits & -bits));
   return names;
 }
 
+std::string TargetCap() { return env::SimdTarget(); }
+
 bool ForceTargetForTest(const std::string& name) {
-  int64_t target = 0;
-  if (!name.empty()) {
-    if (detail::ForcedTarget() != 0) hwy::SetSupportedTargetsForTest(0);
-    for (int64_t t : hwy::SupportedAndGeneratedTargets())
-      if (name == hwy::TargetName(t)) target = t;
-    if (target == 0) {
-      if (detail::ForcedTarget() != 0) hwy::SetSupportedTargetsForTest(detail::ForcedTarget());
-      return false;
-    }
-  }
-  detail::ForcedTarget() = target;
-  hwy::SetSupportedTargetsForTest(target);  // 0: the CPU's own set again
-  hwy::GetChosenTarget().DeInit();          // re-choose at the next dispatch
+  const int64_t target = name.empty() ? 0 : TargetBit(name) & CpuTargets() & CapMask();
+  if (!name.empty() && target == 0) return false;
+  ApplyTargets(target);  // 0: the capped set again
   return true;
 }
 

@@ -137,11 +137,16 @@ bool StreamPrefetchOn();
 // "NEON", "SCALAR"/"EMU128"): Highway's name for the target.
 const char* TargetName();
 
-// For tests and benchmarks. The instruction sets this binary holds kernels for
-// that this CPU can run, best first (e.g. {"AVX3", "AVX2", "SSE4", "SCALAR"}).
+// The instruction sets this binary holds kernels for that this CPU can run,
+// under VERITY_SIMD_TARGET's cap, best first (e.g. {"AVX3", "AVX2", "SSE4",
+// "EMU128"}). The cap is applied before main(): with VERITY_SIMD_TARGET=AVX2
+// no kernel of any binary dispatches above AVX2; a name this build does not
+// hold ends the process with exit 2, naming it and the valid ones.
 std::vector<std::string> AvailableTargets();
+// VERITY_SIMD_TARGET as given ("" when unset).
+std::string TargetCap();
 // Makes every later call dispatch to the named target (one of
-// AvailableTargets()); "" restores the best. Returns false, changing nothing,
+// AvailableTargets()); "" restores the best under the cap. Returns false, changing nothing,
 // for a name not available. Not for use while other threads call kernels.
 bool ForceTargetForTest(const std::string& name);
 
