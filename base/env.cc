@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace verity::env {
 namespace {
@@ -66,5 +67,18 @@ std::string ExecutableSearchPath() { return Get("PATH"); }
 int BenchChunkMacs() { return GetInt("VERITY_BENCH_CHUNK_MACS", 16384, 1, 1 << 30); }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }
 std::string StreamPrefetch() { return Get("VERITY_STREAM_PREFETCH"); }
+
+MpiLauncher MpiLauncherWorld() {
+  MpiLauncher l;
+  for (auto [size, rank] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    l.value = Get(size);
+    if (l.value.empty()) continue;
+    l.variable = size;
+    l.size = GetInt(size, -1, 1, 1 << 24);
+    l.rank = GetInt(rank, 0, 0, 1 << 24);
+    return l;
+  }
+  return MpiLauncher{};
+}
 
 }  // namespace verity::env

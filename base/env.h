@@ -46,6 +46,20 @@ std::string StreamPrefetch();
 // VERITY_BENCH_CHUNK_MACS (kernels_bench only): multiply-adds per pool chunk
 // in the thread benchmarks, to try another split. Default: 16384 (the engine's).
 int BenchChunkMacs();
+// OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK (set by OpenMPI's mpirun),
+// else PMI_SIZE and PMI_RANK (set by Hydra's mpiexec, MPICH's and Intel MPI's,
+// and other PMI launchers): the MPI launch this process is one process of, so
+// that an engine command never runs a whole in-process tensor-parallel group
+// in every process (cli/tp_flags.cc). Slurm's own SLURM_* counts are not read:
+// a batch script, or a shell in an allocation, sees them as one process.
+// Default (neither set): size 0, no launcher.
+struct MpiLauncher {
+  int size = 0;          // processes the launcher started; 0: none; -1: `value` is not a count >= 1
+  int rank = 0;          // this process's rank among them (0 when not given)
+  std::string variable;  // where size came from, e.g. "OMPI_COMM_WORLD_SIZE"
+  std::string value;     // that variable's text
+};
+MpiLauncher MpiLauncherWorld();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

@@ -505,6 +505,9 @@ int RunBench(BenchOptions o) {
   Status s = CheckOptions(o);
   if (!s.ok()) return Fail(s);
   if (!o.from_json.empty()) return Reprint(o);
+  auto tp = ResolveTp(o.tp);
+  if (!tp.ok()) return Fail(tp.status());
+  o.tp = *tp;
 
   // --threads reaches the fast backend the way every other command's thread
   // count does: through VERITY_THREADS, read by base/env when the backend is made.

@@ -39,11 +39,16 @@ std::string JsonLine(const nlohmann::json& j);
 // --tp N and --tp-backend inproc|mpi|nccl (cli/tp_flags.cc).
 struct TpFlags {
   int tp = 1;
-  std::string backend = "inproc";
+  std::string backend;  // empty until ResolveTp: --tp-backend was not given
   // Returns true iff the command runs on tensor-parallel ranks.
-  bool on() const { return tp > 1 || backend != "inproc"; }
+  bool on() const { return tp > 1 || (!backend.empty() && backend != "inproc"); }
 };
 void AddTpFlags(CLI::App* sub, TpFlags* f);
+// The flags with the backend settled for where this process runs: without
+// --tp-backend, inproc, or mpi under an MPI launcher of more than one process
+// (said on stderr); under such a launcher inproc and nccl are refused, as
+// each process would run every rank itself (env::MpiLauncherWorld).
+Result<TpFlags> ResolveTp(const TpFlags& f);
 // The open collectives of a tensor-parallel run (made before weights load).
 struct TpRun {
   std::unique_ptr<TpGroup> group;
@@ -54,7 +59,7 @@ Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name);
 // and print nothing: rank 0 alone prints). Returns body's exit code, or 1 when
 // set-up or the collective guard fails.
 // `ctx` sets the context (LoadModel; kModelContext: the format's default).
-int WithDecoder(const TpFlags& f, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
+int WithDecoder(const TpFlags& flags, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
                 int ctx, const std::function<int(Decoder&, const Model&)>& body);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);

@@ -69,7 +69,10 @@ int FailTp(const Status& s, int tp) {
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, const std::string& dtype_name,
-                     const std::string& reference_dtype, bool json, const TpFlags& tp, int ctx) {
+                     const std::string& reference_dtype, bool json, const TpFlags& tp_flags, int ctx) {
+  auto resolved = ResolveTp(tp_flags);
+  if (!resolved.ok()) return FailTp(resolved.status(), tp_flags.tp);
+  const TpFlags& tp = *resolved;
   if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
     return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
   opt.deep = env::ParityDeep();

@@ -2,6 +2,7 @@
 // tensor-parallel ranks (engine/tp_forward.h) instead of one Transformer.
 #include <cstdio>
 
+#include "base/env.h"
 #include "cli/commands.h"
 #include "engine/tp_forward.h"
 
@@ -13,9 +14,34 @@ void AddTpFlags(CLI::App* sub, TpFlags* f) {
   sub->add_option("--tp-backend", f->backend,
                   "collective for --tp: inproc (threads), mpi (one process per rank: mpirun -np N; as root add "
                   "--allow-run-as-root), nccl (in-process ranks, one GPU each) or mpi-nccl (one process per rank "
-                  "under mpirun, NCCL between their GPUs)")
-      ->capture_default_str()
+                  "under mpirun, NCCL between their GPUs). Default: inproc, or mpi under an MPI launcher of more "
+                  "than one process (where inproc and nccl are refused)")
       ->check(CLI::IsMember({"inproc", "mpi", "nccl", "mpi-nccl"}));
+}
+
+Result<TpFlags> ResolveTp(const TpFlags& f) {
+  TpFlags r = f;
+  const env::MpiLauncher l = env::MpiLauncherWorld();
+  if (l.size < 0)
+    return Status::Error(l.variable + "='" + l.value + "' is not a process count (set by an MPI launcher, it decides "
+                         "--tp-backend)");
+  if (l.size <= 1) {
+    if (r.backend.empty()) r.backend = "inproc";
+    return r;
+  }
+  const std::string n = std::to_string(l.size);
+  const std::string under = "running under an MPI launcher with " + n + " processes (" + l.variable + "=" + l.value + ")";
+  if (r.backend.empty()) {
+    r.backend = "mpi";
+    if (l.rank == 0) std::fprintf(stderr, "verity: --tp-backend not given, %s: using --tp-backend mpi\n", under.c_str());
+    return r;
+  }
+  if (r.backend == "inproc" || r.backend == "nccl")
+    return Status::Error("--tp-backend " + r.backend + ": " + under + ": each would run all " + std::to_string(r.tp) +
+                         " ranks itself, the output " + n + " times over; use --tp-backend " +
+                         (r.backend == "nccl" ? "mpi-nccl" : "mpi") + " --tp " + n +
+                         " (one rank per process), or run verity without the launcher");
+  return r;
 }
 
 Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name) {
@@ -29,8 +55,11 @@ Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name) {
   return run;
 }
 
-int WithDecoder(const TpFlags& f, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
-                int ctx, const std::function<int(Decoder&, const Model&)>& body) {
+int WithDecoder(const TpFlags& flags, const std::string& model_path, const std::string& kernels_name,
+                kernels::DType dtype, int ctx, const std::function<int(Decoder&, const Model&)>& body) {
+  auto resolved = ResolveTp(flags);
+  if (!resolved.ok()) return Fail(resolved.status());
+  const TpFlags& f = *resolved;
   if (!f.on()) {
     auto kern = kernels::MakeBackend(kernels_name);
     if (!kern.ok()) return Fail(kern.status());

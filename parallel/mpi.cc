@@ -59,7 +59,8 @@ Result<std::unique_ptr<Collective>> MakeMpiCollective(int expected_size, ReduceD
   auto c = std::make_unique<MpiCollective>(rank, size);  // finalizes MPI, error or not
   if (size != expected_size)
     return Status::Error("--tp " + std::to_string(expected_size) + " --tp-backend mpi: the MPI world has " +
-                         std::to_string(size) + " process(es); run under mpirun -np " + std::to_string(expected_size));
+                         std::to_string(size) + " process(es); run under mpirun -np " + std::to_string(expected_size) +
+                         ", or give --tp " + std::to_string(size));
   return std::unique_ptr<Collective>(std::move(c));
 }
 

@@ -1,9 +1,14 @@
 // verity gbench: a Google Benchmark binary of this repository as a bench
-// command. Conversion rules on hand-made reports, then the real ledger_bench
-// submitted as base and head and scored with a lower-is-better time metric.
+// command. Conversion rules on hand-made reports, the real ledger_bench as a
+// bench command, then Google Benchmark and hyperfine reports scored with
+// lower-is-better time metrics. What is scored has known times
+// (tests/tools/fixed_gbench.cc, a real hyperfine report given known times), so
+// no verdict depends on how fast or loaded this machine is.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "measure/gbench.h"
@@ -56,25 +61,69 @@ TEST(Gbench, MediansOfRepetitionsAndNamedErrors) {
   }
 }
 
-TEST(Gbench, LedgerBenchIsScoredWithALowerIsBetterTime) {
-  const std::string dir = TempDir("gbench"), db = dir + "/l.db";
-  const std::string gbench = std::string(VERITY_BIN) + " gbench -- " + LEDGER_BENCH +
-                             " --benchmark_filter=BM_Frontier --benchmark_min_time=0.01";
-  auto one = Shell(gbench);
+std::string Sha256Of(const std::string& path) {
+  auto sha = Shell("sha256sum " + path);
+  EXPECT_EQ(sha.exit_code, 0) << sha.err;
+  return sha.out.substr(0, 64);
+}
+
+// The real ledger_bench through `verity gbench`: one record naming its
+// benchmark in ns, the binary and its hash, and the workload it ran.
+TEST(Gbench, LedgerBenchIsABenchCommand) {
+  auto one = Shell(std::string(VERITY_BIN) + " gbench -- " + LEDGER_BENCH +
+                   " --benchmark_filter=BM_Frontier --benchmark_min_time=0.01");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  EXPECT_TRUE(nlohmann::json::parse(one.out)["metrics"].contains("BM_Frontier_ns")) << one.out;
-  const std::string parity = std::string(VERITY_BIN) + " parity --model " + SourceDir() + "/models/stories260K.bin --json";
-  auto r = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db +
-                 " --title 'ledger_bench against itself' --predict 0 --metric BM_Frontier_ns --base-cmd '" + gbench +
-                 "' --head-cmd '" + gbench + "' --parity-cmd '" + parity + "'");
+  auto j = nlohmann::json::parse(one.out);
+  ASSERT_TRUE(j["metrics"].contains("BM_Frontier_ns")) << one.out;
+  EXPECT_GT(j["metrics"]["BM_Frontier_ns"].get<double>(), 0.0);
+  EXPECT_EQ(j["metrics"].size(), 1u) << "--benchmark_filter reached the binary: " << one.out;
+  EXPECT_EQ(j["workload"], "gbench ledger_bench --benchmark_filter=BM_Frontier --benchmark_min_time=0.01");
+  EXPECT_EQ(j["gbench"]["binary"], LEDGER_BENCH);
+  EXPECT_EQ(j["gbench"]["binary_sha256"], Sha256Of(LEDGER_BENCH));
+}
+
+// One side of a scored benchmark: a copy of fixed_gbench in its own folder,
+// as a build of it would be, taking `work_ns` (BM_Work) and 50 us (BM_Guard).
+std::string FixedGbench(const std::string& dir, const std::string& side, double work_ns, int seed) {
+  const std::string folder = dir + "/" + side;
+  EXPECT_EQ(Shell("mkdir -p " + folder + " && cp " + FIXED_GBENCH + " " + folder + "/").exit_code, 0);
+  WriteFile(folder + "/times", std::to_string(work_ns) + " 50000 0.002 " + std::to_string(seed) + "\n");
+  return folder + "/fixed_gbench";
+}
+
+std::string StoriesParity() {
+  return std::string(VERITY_BIN) + " parity --model " + SourceDir() + "/models/stories260K.bin --json";
+}
+
+// Lower is better: a head at half the base's time gains +100% and moves the
+// frontier down to the head's time; one at three times the time loses 2/3.
+TEST(Gbench, AGbenchBinaryIsScoredWithALowerIsBetterTime) {
+  const std::string dir = TempDir("gbench"), db = dir + "/l.db";
+  auto submit = [&](const std::string& tag, const std::string& title, int predict, double base_ns, double head_ns,
+                    int seed) {
+    auto gbench = [&](const std::string& side, double ns, int s) {
+      return std::string(VERITY_BIN) + " gbench -- " + FixedGbench(dir, side, ns, s) + " --benchmark_min_time=0.01";
+    };
+    return Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db + " --title '" + title + "' --predict " +
+                 std::to_string(predict) + " --metric BM_Work_manual_time_ns --base-cmd '" +
+                 gbench(tag + "-base", base_ns, seed) + "' --head-cmd '" + gbench(tag + "-head", head_ns, seed + 1) +
+                 "' --parity-cmd '" + StoriesParity() + "'");
+  };
+  auto r = submit("fast", "twice as fast", 100, 2e6, 1e6, 1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["verdict"] == "none" || j["verdict"] == "accepted" || j["verdict"] == "held-surprise") << r.out;
+  EXPECT_EQ(j["verdict"], "accepted") << "this build's parity binds to the gbench record: " << r.out;
   EXPECT_GE(j["rounds"].get<int>(), 10);
-  EXPECT_NE(r.err.find("workload 'gbench ledger_bench --benchmark_filter=BM_Frontier"), std::string::npos) << r.err;
-  // Lower is better: the frontier of a time metric is the base's time, and a
-  // gain is stated as time saved (the same binary on both sides: near 0).
-  EXPECT_LT(std::abs(j["gain"].get<double>()), 0.5) << r.out;
+  EXPECT_NEAR(j["gain"].get<double>(), 1.0, 0.02) << "half the time is +100%, not -50%: " << r.out;
+  EXPECT_NEAR(j["frontier_before"].get<double>(), 2e6, 2e4) << "seeded from the base's time, in ns";
+  EXPECT_NEAR(j["frontier_after"].get<double>(), 1e6, 1e4) << "the frontier of a time moves down";
+  EXPECT_NE(r.err.find("workload 'gbench fixed_gbench --benchmark_min_time=0.01'"), std::string::npos) << r.err;
+  auto slow = submit("slow", "three times slower", 0, 1e6, 3e6, 3);
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  auto k = nlohmann::json::parse(slow.out);
+  EXPECT_EQ(k["verdict"], "none") << slow.out;
+  EXPECT_NEAR(k["gain"].get<double>(), -2.0 / 3.0, 0.02) << slow.out;
+  EXPECT_EQ(k["frontier_after"], k["frontier_before"]) << slow.out;
 }
 
 
@@ -152,84 +201,96 @@ TEST(RawReports, BadShapesNameTheField) {
   EXPECT_EQ(checked, std::size(bad));
 }
 
-// The real ledger_bench, printing its raw --benchmark_format=json on both
+// A Google Benchmark binary printing its raw --benchmark_format=json on both
 // sides: scored with lower-is-better time metrics, its identity the hash of
 // the executable the report names, and never bound to parity evidence.
-TEST(RawReports, RawGbenchOfLedgerBenchIsScoredLowerIsBetter) {
+TEST(RawReports, RawGbenchReportIsScoredLowerIsBetter) {
   const std::string dir = TempDir("raw-gbench"), db = dir + "/l.db";
-  const std::string cmd = std::string(LEDGER_BENCH) +
-                          " --benchmark_filter='BM_Frontier|BM_Show' --benchmark_min_time=0.01 --benchmark_format=json";
-  const std::string parity = std::string(VERITY_BIN) + " parity --model " + SourceDir() + "/models/stories260K.bin --json";
+  const std::string base = FixedGbench(dir, "base", 3e6, 5), head = FixedGbench(dir, "head", 1e6, 6);
+  const std::string flags = " --benchmark_min_time=0.01 --benchmark_format=json";
   auto r = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db +
-                 " --title 'raw ledger_bench against itself' --predict 0 --metric BM_Frontier_ns --base-cmd \"" + cmd +
-                 "\" --head-cmd \"" + cmd + "\" --parity-cmd '" + parity + "'");
+                 " --title 'raw gbench, a third of the time' --predict 200 --metric BM_Work_manual_time_ns --base-cmd '" +
+                 base + flags + "' --head-cmd '" + head + flags + "' --parity-cmd '" + StoriesParity() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["verdict"] == "none" || j["verdict"] == "unverified") << "never accepted: nothing binds " << r.out;
+  EXPECT_EQ(j["verdict"], "unverified") << "never accepted: nothing binds " << r.out;
   EXPECT_GE(j["rounds"].get<int>(), 10);
-  EXPECT_LT(std::abs(j["gain"].get<double>()), 0.5) << r.out;
+  EXPECT_NEAR(j["gain"].get<double>(), 2.0, 0.03) << "a third of the time is +200%: " << r.out;
   EXPECT_NE(r.err.find("the base bench printed a raw gbench report, which names no build (raw:gbench:executable"),
             std::string::npos)
       << r.err;
   auto show = nlohmann::json::parse(Shell(std::string(VERITY_BIN) + " show --json --ledger " + db + " 1").out);
   const auto& run = show["runs"][0];
-  auto sha = Shell("sha256sum " + std::string(LEDGER_BENCH));
-  ASSERT_EQ(sha.exit_code, 0);
   ASSERT_EQ(run["artifacts"].size(), 2u);
   for (const auto& a : run["artifacts"]) {
     EXPECT_EQ(a["build_id"], "raw:gbench:executable");
-    EXPECT_EQ(a["artifact_sha256"], sha.out.substr(0, 64)) << "the executable context.executable names";
+    EXPECT_EQ(a["artifact_sha256"], Sha256Of(FIXED_GBENCH)) << "the executable context.executable names";
   }
   const auto& score = run["scores"].back();
   EXPECT_NE(score["note"].get<std::string>().find("no parity evidence binds to it"), std::string::npos) << score["note"];
   // The direction the ledger took: a time, lower is better (the guard records it).
   ASSERT_EQ(score["guards"].size(), 1u) << score;
-  EXPECT_EQ(score["guards"][0]["metric"], "BM_Show_ns");
+  EXPECT_EQ(score["guards"][0]["metric"], "BM_Guard_manual_time_ns");
   EXPECT_EQ(score["guards"][0]["higher_is_better"], false);
-  // The frontier a gain is measured against is the base time, in ns.
-  const double base = score["base_median"];
-  EXPECT_GT(base, 1e6) << "BM_Frontier takes milliseconds: the metric is in ns";
-  EXPECT_NEAR(score["frontier_before"].get<double>(), base, 1e-9 * base);
+  // The frontier a gain is measured against is the base time, in ns (the
+  // report says 3 ms).
+  const double base_median = score["base_median"];
+  EXPECT_NEAR(base_median, 3e6, 3e4);
+  EXPECT_NEAR(score["frontier_before"].get<double>(), base_median, 1e-9 * base_median);
   auto f = Shell(std::string(VERITY_BIN) + " frontier --ledger " + db);
   EXPECT_NE(f.out.find("frontier: 0 metric/box pairs"), std::string::npos) << "an unbound run never seeds: " << f.out;
 }
 
-// The real hyperfine (Debian's, scripts/setup.sh), its report in a file the
-// bench command cats: a head three times slower is a loss of about 2/3 --
-// lower is better -- and parked.
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The real hyperfine (Debian's, scripts/setup.sh) times a real command once;
+// its report, given known times, is what each side's bench command prints:
+// a head three times slower is a loss of 2/3 -- lower is better -- and
+// parked, one three times faster a gain of +200%, unverified.
 TEST(RawReports, RealHyperfineIsScoredLowerIsBetter) {
   ASSERT_EQ(Shell("command -v hyperfine").exit_code, 0) << "hyperfine is missing: install it (scripts/setup.sh)";
   const std::string dir = TempDir("raw-hyperfine"), db = dir + "/l.db";
-  auto bench = [&](const std::string& side, const std::string& seconds) {
-    const std::string json = dir + "/" + side + ".json";
-    return "hyperfine -N --runs 3 --warmup 1 --style none -n work --export-json " + json + " 'sleep " + seconds +
-           "' >/dev/null && cat " + json;
+  auto probe = Shell("hyperfine -N --runs 3 --warmup 1 --style none -n work --export-json " + dir +
+                     "/probe.json 'sleep 0.005' >/dev/null && cat " + dir + "/probe.json");
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  auto parsed = Parsed(probe.out, "work_ns");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message() << "\n" << probe.out;
+  const nlohmann::json report = nlohmann::json::parse(probe.out);
+  const std::vector<double> times = report["results"][0]["times"];
+  ASSERT_EQ(times.size(), 3u) << probe.out;
+  EXPECT_DOUBLE_EQ(parsed->value, MedianOf(times) * 1e9) << "the median of hyperfine's times, in ns";
+  EXPECT_GT(parsed->value, 4.9e6) << "sleep 0.005 takes at least 5 ms";
+  // The same report with its times set to 5 ms x scale (the ratio is what is scored).
+  auto bench = [&](const std::string& side, double scale) {
+    nlohmann::json r = report;
+    auto& result = r["results"][0];
+    result["times"] = {0.0050 * scale, 0.0052 * scale, 0.0048 * scale};
+    result["mean"] = result["median"] = 0.0050 * scale;
+    result["min"] = 0.0048 * scale;
+    result["max"] = 0.0052 * scale;
+    WriteFile(dir + "/" + side + ".json", r.dump());
+    return "cat " + dir + "/" + side + ".json";
   };
-  auto one = Shell(bench("probe", "0.005"));
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  auto parsed = Parsed(one.out, "work_ns");
-  ASSERT_TRUE(parsed.ok()) << parsed.status().message() << "\n" << one.out;
-  EXPECT_GT(parsed->value, 4.9e6) << "sleep 0.005 takes at least 5 ms, in ns";
-  EXPECT_LT(parsed->value, 5e8);
-  const std::string parity = std::string(VERITY_BIN) + " parity --model " + SourceDir() + "/models/stories260K.bin --json";
-  auto r = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db + " --title 'a slower sleep' --predict 0 " +
-                 "--metric work_ns --base-cmd \"" + bench("base", "0.005") + "\" --head-cmd \"" + bench("head", "0.015") +
-                 "\" --parity-cmd '" + parity + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["verdict"], "none") << r.out;
-  EXPECT_LT(j["gain"].get<double>(), -0.4) << "lower is better: 3x the time is a loss, not a gain " << r.out;
-  EXPECT_GT(j["gain"].get<double>(), -0.9) << r.out;
-  EXPECT_NE(r.err.find("raw hyperfine report, which names no build (raw:hyperfine:command"), std::string::npos) << r.err;
+  auto submit = [&](const std::string& title, int predict, double base_scale, double head_scale) {
+    auto r = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db + " --title '" + title + "' --predict " +
+                   std::to_string(predict) + " --metric work_ns --base-cmd '" + bench(title + "-base", base_scale) +
+                   "' --head-cmd '" + bench(title + "-head", head_scale) + "' --parity-cmd '" + StoriesParity() + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(nlohmann::json::parse(r.out.empty() ? "{}" : r.out), r.err);
+  };
+  auto [slow, slow_err] = submit("slower", 0, 1, 3);
+  EXPECT_EQ(slow["verdict"], "none") << slow;
+  EXPECT_NEAR(slow["gain"].get<double>(), -2.0 / 3.0, 1e-6) << "lower is better: 3x the time is a loss " << slow;
+  EXPECT_NE(slow_err.find("raw hyperfine report, which names no build (raw:hyperfine:command"), std::string::npos)
+      << slow_err;
   // Three times faster clears the gate, but passing parity evidence never
   // binds to a raw report: unverified, not accepted, and no frontier.
-  auto fast = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db + " --title 'a faster sleep' --predict 200 " +
-                    "--metric work_ns --base-cmd \"" + bench("base", "0.015") + "\" --head-cmd \"" + bench("head", "0.005") +
-                    "\" --parity-cmd '" + parity + "'");
-  ASSERT_EQ(fast.exit_code, 0) << fast.err;
-  auto k = nlohmann::json::parse(fast.out);
-  EXPECT_EQ(k["verdict"], "unverified") << fast.out;
-  EXPECT_GT(k["gain"].get<double>(), 0.5) << fast.out;
+  auto [fast, fast_err] = submit("faster", 200, 3, 1);
+  EXPECT_EQ(fast["verdict"], "unverified") << fast;
+  EXPECT_NEAR(fast["gain"].get<double>(), 2.0, 1e-6) << fast;
   auto f = Shell(std::string(VERITY_BIN) + " frontier --ledger " + db);
   EXPECT_NE(f.out.find("frontier: 0 metric/box pairs"), std::string::npos) << f.out;
 }

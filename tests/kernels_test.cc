@@ -133,67 +133,134 @@ TEST(ThreadPool, NestedAndConcurrentCallsRunInline) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// A clock that moves only when a test moves it, on which no thread ever
+// waits for a CPU: the pool's stall, backoff and contention rules then see
+// exactly the times a test sets, however slowly this machine runs its threads.
+class TestClock : public PoolClock {
+ public:
+  std::chrono::steady_clock::time_point Now() const override {
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns_.load()));
+  }
+  int64_t RunDelayNs() const override { return 0; }
+  void Advance(std::chrono::nanoseconds d) { ns_ += d.count(); }
+
+ private:
+  std::atomic<int64_t> ns_{int64_t{1} << 40};
+};
+
+// Polls until done(). The bound only turns a hang into a failure: nothing
+// that works takes a minute, and no verdict rests on it.
+template <class Done>
+bool WaitUntil(const Done& done, const char* what) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "waited a minute for " << what;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+// One 8-chunk job on a 2-thread pool with spin_us 0 whose clock only the job
+// moves. Each chunk the caller runs takes 10 us; the worker takes exactly one
+// chunk and finishes it `hold` after the caller went to sleep waiting for it.
+// (The caller's second chunk waits until the worker holds a chunk, and the
+// worker's chunk waits until the pool counts the caller asleep.) So the caller
+// works 70 us, its pace predicts 80 us alone, and the job takes 70 us + hold.
+// Returns whether the job ran so (not on the caller alone).
+[[nodiscard]] bool JobWithAWorkerHolding(ThreadPool& pool, TestClock& clock, std::chrono::nanoseconds hold) {
+  const auto caller = std::this_thread::get_id();
+  const uint64_t caller_sleeps = pool.stats().caller_sleeps, worker_chunks = pool.stats().worker_chunks;
+  std::atomic<bool> worker_in{false};
+  std::atomic<int> caller_chunks{0}, covered{0};
+  pool.ParallelFor(8, [&](int b, int e) {
+    if (std::this_thread::get_id() == caller) {
+      clock.Advance(std::chrono::microseconds(10));
+      if (caller_chunks++ == 1) WaitUntil([&] { return worker_in.load(); }, "the worker to take a chunk");
+    } else {
+      worker_in = true;
+      WaitUntil([&] { return pool.stats().caller_sleeps > caller_sleeps; }, "the caller to wait for the worker");
+      clock.Advance(hold);
+    }
+    covered += e - b;
+  });
+  EXPECT_EQ(covered.load(), 8);
+  if (caller_chunks.load() != 7) {
+    ADD_FAILURE() << "the caller ran " << caller_chunks.load() << " chunks, not 7 with the worker holding one";
+    return false;
+  }
+  // The worker counts its chunk after the job has returned here.
+  return WaitUntil([&] { return pool.stats().worker_chunks == worker_chunks + 1; }, "the pool to count the worker's chunk");
+}
+
+// Jobs of 64 items that each take 10 us on the test clock; returns how many
+// items ran off the calling thread.
+int JobsOnTheCaller(ThreadPool& pool, TestClock& clock, int jobs) {
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  for (int job = 0; job < jobs; job++)
+    pool.ParallelFor(64, [&](int b, int e) {
+      if (std::this_thread::get_id() != caller) elsewhere += e - b;
+      clock.Advance(std::chrono::microseconds(10));
+    });
+  return elsewhere.load();
+}
+
 TEST(ThreadPool, StalledWorkersSendJobsToTheCaller) {
   // A worker that sits on its chunk (as one descheduled by another process
-  // would) makes the job slower than the caller alone: the pool then runs jobs
-  // on the caller only for a while. Every chunk a worker takes here sleeps
-  // 10 ms; of 300 jobs (160 us alone), some are split (and stall), the rest
-  // run solo.
-  ThreadPool pool(2, /*spin_us=*/2000);
-  const auto caller = std::this_thread::get_id();
-  std::atomic<long> covered{0};
-  for (int job = 0; job < 300; job++) {
-    pool.ParallelFor(64, [&](int b, int e) {
-      if (std::this_thread::get_id() != caller) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      } else {
-        BusyFor(20);  // 20 us of work per chunk on the caller: time for the worker to claim one
-      }
-      covered += e - b;
-    });
-  }
-  EXPECT_EQ(covered.load(), 300 * 64);
-  const ThreadPool::Stats s = pool.stats();
+  // would) makes the job slower than the caller alone after a long wait for
+  // it: the pool then runs jobs on the caller only, for 5 ms, then 10 ms.
+  TestClock clock;
+  ThreadPool pool(2, /*spin_us=*/0, &clock);
+  ASSERT_TRUE(JobWithAWorkerHolding(pool, clock, std::chrono::milliseconds(10)));
+  ThreadPool::Stats s = pool.stats();
+  EXPECT_EQ(s.jobs, 1u);
+  EXPECT_EQ(s.stalls, 1u) << "the caller waited 10 ms on a job it does alone in 80 us";
+  // 40 jobs of 10 us: the 5 ms backoff covers all of them.
+  EXPECT_EQ(JobsOnTheCaller(pool, clock, 40), 0);
+  s = pool.stats();
+  EXPECT_EQ(s.solo_jobs, 40u);
+  EXPECT_EQ(s.jobs, 1u);
+  // Past the backoff, jobs are shared again; a worker that keeps the caller
+  // waiting no time at all is no stall.
+  clock.Advance(std::chrono::milliseconds(5));
+  ASSERT_TRUE(JobWithAWorkerHolding(pool, clock, std::chrono::nanoseconds(0)));
+  s = pool.stats();
+  EXPECT_EQ(s.jobs, 2u);
+  EXPECT_EQ(s.stalls, 1u);
+  // A second stall soon after doubles the backoff: 6 ms later jobs still run alone.
+  ASSERT_TRUE(JobWithAWorkerHolding(pool, clock, std::chrono::milliseconds(10)));
+  clock.Advance(std::chrono::milliseconds(6));
+  EXPECT_EQ(JobsOnTheCaller(pool, clock, 10), 0);
+  s = pool.stats();
+  EXPECT_EQ(s.stalls, 2u);
+  EXPECT_EQ(s.solo_jobs, 50u);
   std::printf("stalling workers: %llu split, %llu stalls, %llu solo, %llu chunks by workers\n",
               static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.stalls),
               static_cast<unsigned long long>(s.solo_jobs), static_cast<unsigned long long>(s.worker_chunks));
-  if (s.worker_chunks > 0) {  // (a worker never scheduled at all cannot stall anything)
-    EXPECT_GT(s.stalls, 0u);
-    EXPECT_GT(s.solo_jobs, 0u);
-    EXPECT_LE(s.stalls, s.worker_chunks);
-  }
 }
 
 TEST(ThreadPool, AWorkerThatIsLateByMicrosecondsIsNotAStall) {
-  // Each job is 8 chunks of one item: 5 us an item on the caller, 100 us on
-  // the worker. The caller does its 7 in ~35 us and waits ~65 us for the
-  // worker's one: the job takes ~2.5x what the caller's pace predicts, but the
-  // wait is far under a time slice, so the worker was slow, not descheduled.
-  // Before kStallWait each such job was a stall, and the backoffs it started
-  // (5 ms, then 10) sent nearly every job of this 30 ms test to the caller alone.
-  ThreadPool pool(2, /*spin_us=*/2000);
-  const auto caller = std::this_thread::get_id();
-  std::atomic<long> covered{0};
-  for (int job = 0; job < 300; job++) {
-    pool.ParallelFor(8, [&](int b, int e) {
-      BusyFor((std::this_thread::get_id() != caller ? 100 : 5) * (e - b));
-      covered += e - b;
-    });
-  }
-  EXPECT_EQ(covered.load(), 300 * 8);
-  const ThreadPool::Stats s = pool.stats();
-  std::printf("late workers: %llu split, %llu stalls, %llu solo, %llu chunks by workers, %llu contended windows\n",
+  // The caller does its 7 chunks in 70 us and then waits 100 us for the
+  // worker's one: the job takes 2x what the caller's pace predicts (80 us),
+  // but the wait is far under a time slice, so the worker was slow, not
+  // descheduled. Before kStallWait each such job was a stall, and the
+  // backoffs it started sent nearly every job to the caller alone.
+  TestClock clock;
+  ThreadPool pool(2, /*spin_us=*/0, &clock);
+  for (int job = 0; job < 20; job++)
+    ASSERT_TRUE(JobWithAWorkerHolding(pool, clock, std::chrono::microseconds(100))) << "job " << job;
+  ThreadPool::Stats s = pool.stats();
+  EXPECT_EQ(s.jobs, 20u) << s.solo_jobs << " jobs ran solo";
+  EXPECT_EQ(s.stalls, 0u);
+  // The same job with a wait past kStallWait (200 us) is a stall.
+  ASSERT_TRUE(JobWithAWorkerHolding(pool, clock, std::chrono::microseconds(300)));
+  EXPECT_EQ(pool.stats().stalls, 1u) << "a 300 us wait for the worker";
+  std::printf("late workers: %llu split, %llu stalls, %llu solo, %llu chunks by workers\n",
               static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.stalls),
-              static_cast<unsigned long long>(s.solo_jobs), static_cast<unsigned long long>(s.worker_chunks),
-              static_cast<unsigned long long>(s.contended));
-  // A pool thread's run-queue waits send jobs solo on their own (contended
-  // windows), and a busy machine may deschedule the worker for real once (a
-  // true stall: one 5 ms backoff, ~125 solo jobs). Without contended windows
-  // the worker helps with most jobs (~175 or more); counted as stalls, these
-  // jobs left it a handful (asleep when the backoffs ended, too late to claim
-  // a chunk). With contended windows only the coverage above is checked.
-  ASSERT_GT(s.jobs, 0u);
-  if (s.contended == 0) EXPECT_GT(s.worker_chunks, 100u) << s.stalls << " stalls, " << s.solo_jobs << " solo jobs";
+              static_cast<unsigned long long>(s.solo_jobs), static_cast<unsigned long long>(s.worker_chunks));
 }
 
 double ProcessCpuSeconds() {
@@ -204,18 +271,22 @@ double ProcessCpuSeconds() {
 
 TEST(ThreadPool, IdleWorkersDoNotBurnACore) {
   // After a burst of jobs, an idle pool's workers spin for a bounded time and
-  // then sleep: over 300 ms of idling, 3 workers use far less than a core.
-  // (CPU time, not wall time: a loaded machine only makes this easier.)
+  // then sleep: the pool counts all 3 asleep, none wakes without a job, and
+  // over 300 ms of idling they use far less than a core. (CPU time, not wall
+  // time: a sleeping worker uses none however loaded the machine is.)
   ThreadPool pool(4);
   std::atomic<long> sink{0};
   for (int job = 0; job < 200; job++)
     pool.ParallelFor(64, [&](int b, int e) { sink += e - b; });
   ASSERT_EQ(sink.load(), 200 * 64);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin
+  ASSERT_TRUE(WaitUntil([&] { return pool.stats().asleep == 3; }, "all 3 workers to sleep"));
+  const uint64_t sleeps = pool.stats().sleeps;
   const double before = ProcessCpuSeconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double used = ProcessCpuSeconds() - before;
-  std::printf("idle pool of 4: %.2f ms of CPU in 300 ms\n", used * 1e3);
+  std::printf("idle pool of 4: 3 workers asleep, %.2f ms of CPU in 300 ms\n", used * 1e3);
+  EXPECT_EQ(pool.stats().asleep, 3u);
+  EXPECT_EQ(pool.stats().sleeps, sleeps) << "a worker woke with no job";
   EXPECT_LT(used, 0.05) << "idle workers used " << used * 1e3 << " ms of CPU in 300 ms";
 }
 

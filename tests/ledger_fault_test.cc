@@ -87,11 +87,16 @@ TEST(Faults, TamperingIsNamedByVerify) {
 
 TEST(Faults, SigkillDuringSubmissionLeavesASoundLedger) {
   const std::string dir = TempDir("kill"), db = dir + "/l.db";
-  const std::string cmd = VerityBin() + " submit --ledger " + db + " --title killed --predict 1 --base-cmd " +
+  // Its own lock folder: another test's submission holding the box lock in
+  // /tmp cannot keep this one from sampling.
+  const std::string cmd = "VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --ledger " + db +
+                          " --title killed --predict 1 --base-cmd " +
                           Quote(Bench(dir, "base", 1000, 0.01, 1, "--sleep 0.05")) + " --head-cmd " +
                           Quote(Bench(dir, "head", 1000, 0.01, 2, "--sleep 0.05")) + " --parity-cmd " +
                           Quote(Parity()) + " --min-rounds 50 --max-rounds 50";
-  auto r = Shell(cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 100); do sleep 0.1; n=$(sqlite3 " + db +
+  // Killed once 6 samples are in (a minute at most: a bound on a hang, not a
+  // verdict; the samples are checked below).
+  auto r = Shell(cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 600); do sleep 0.1; n=$(sqlite3 " + db +
                  " 'SELECT count(*) FROM samples' 2>/dev/null || echo 0); [ \"${n:-0}\" -ge 6 ] && break; done;"
                  " kill -9 $pid; wait $pid; echo killed");
   EXPECT_NE(r.out.find("killed"), std::string::npos);
@@ -106,12 +111,15 @@ TEST(Faults, SigkillDuringSubmissionLeavesASoundLedger) {
   EXPECT_GE(show["runs"][0]["samples"].get<int>(), 6);
 }
 
+// Two submissions to one ledger at once, made to meet at the box lock (so
+// both are open on the ledger together), both complete.
 TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
   const std::string dir = TempDir("conc"), db = dir + "/l.db";
   auto cmd = [&](const std::string& tag, int seed) {
-    return VerityBin() + " submit --json --ledger " + db + " --title " + tag + " --predict 3.5 --base-cmd " +
-           Quote(Bench(dir, tag + "base", 1000, 0.005, seed)) + " --head-cmd " +
-           Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
+    return "VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " + tag +
+           " --predict 3.5 --base-cmd " +
+           Quote(UntilOneWaitsForTheLock(dir, tag) + Bench(dir, tag + "base", 1000, 0.005, seed)) +
+           " --head-cmd " + Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
   };
   auto background = [&](const std::string& tag, int seed) {
     const std::string out = dir + "/" + tag;
@@ -120,11 +128,14 @@ TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
     return line + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
   };
   auto r = Shell(background("a", 1) + background("b", 3) + "wait");
+  int waited = 0;
   for (const char* t : {"a", "b"}) {
     EXPECT_EQ(ReadFile(dir + "/" + t + ".rc"), "0\n") << ReadFile(dir + "/" + t + ".err");
     EXPECT_EQ(ReadFile(dir + "/" + t + ".err").find("locked"), std::string::npos);
     EXPECT_NE(ReadFile(dir + "/" + t + ".out").find("\"verdict\""), std::string::npos);
+    waited += ReadFile(dir + "/" + t + ".err").find("waiting for the box lock") != std::string::npos;
   }
+  EXPECT_EQ(waited, 1) << "one submission waited while the other measured: they ran at once";
   auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
   EXPECT_EQ(v.exit_code, 0) << v.out;
 }

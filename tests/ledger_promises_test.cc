@@ -22,6 +22,14 @@ int Seed() {
   static int seed = 7000;
   return seed += 2;
 }
+
+// Runs `cmd` in the background of a shell line, its stdout, stderr and exit
+// code in <dir>/<tag>.out, .err and .rc; the line must end in `wait`.
+std::string InBackground(const std::string& cmd, const std::string& dir, const std::string& tag) {
+  const std::string out = dir + "/" + tag;
+  return "(" + cmd + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
+}
+
 // A submission of a +7% head at 0.3% noise with the given parity command.
 Submitted Plus7(const Case& c, const std::string& tag, const std::string& parity, const std::string& extra = "") {
   const int s = Seed();
@@ -259,11 +267,13 @@ TEST(Promises, RoundsFloorIsThePolicys) {
 TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
   const std::string dir = TempDir("lock"), db = dir + "/l.db";
   auto background = [&](const std::string& tag, int seed) {
-    const std::string out = dir + "/" + tag;
-    return "(VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " + tag +
-           " --predict 7 --base-cmd " + Quote(Bench(dir, tag + "b", 1000, 0.003, seed, "--sleep 0.03")) +
-           " --head-cmd " + Quote(Bench(dir, tag + "h", 1070, 0.003, seed + 1, "--sleep 0.03")) + " --parity-cmd " +
-           Quote(Parity()) + " > " + out + ".out 2>" + out + ".err; echo $? > " + out + ".rc) & ";
+    return InBackground("VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " +
+                            tag + " --predict 7 --base-cmd " +
+                            Quote(UntilOneWaitsForTheLock(dir, tag) +
+                                  Bench(dir, tag + "b", 1000, 0.003, seed, "--sleep 0.03")) +
+                            " --head-cmd " + Quote(Bench(dir, tag + "h", 1070, 0.003, seed + 1, "--sleep 0.03")) +
+                            " --parity-cmd " + Quote(Parity()),
+                        dir, tag);
   };
   Shell(background("a", 1) + background("b", 3) + "wait");
   int waited = 0;
@@ -435,21 +445,41 @@ TEST(Promises, AReapplyCountsOnceAndRetractsOnlyAfterItsGate) {
   EXPECT_EQ(hist["reverts"][0]["reapplied_by"], once["change"]) << "found wrong by the accepted reapply, not the failed one";
 }
 
+// Two confirms of one held surprise, both past the "still held?" read before
+// either banks: one banks it, the other finds it scored while its deep parity
+// ran and banks nothing. Confirm's deep parity command meets the other's at a
+// barrier (a minute at most), so the race runs however the two processes are
+// scheduled; both are waited for.
 TEST(Promises, ConcurrentConfirmsBankOnce) {
   Case c = Fresh("confirm-race");
   const int s = Seed();
+  const std::string arrived = c.dir + "/arrived";
+  const std::string barrier = "if [ \"$VERITY_PARITY_MODE\" = deep ]; then mkdir -p " + arrived + " && touch " +
+                              arrived + "/$$; for i in $(seq 6000); do [ $(ls " + arrived +
+                              " | wc -l) -ge 2 ] && break; sleep 0.01; done; fi; ";
   auto held = Submit(c.db, "surprise", 1, Bench(c.dir, "b", 1000, 0.003, s), Bench(c.dir, "h", 1150, 0.003, s + 1),
-                     "sleep 1; " + Parity());
+                     barrier + Parity());
   ASSERT_EQ(held.j["verdict"], "held-surprise") << held.cmd.out;
   const double before = Frontier(c.db);
   const std::string cmd = VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>());
-  Shell("(" + cmd + " > " + c.dir + "/c1 2>&1 &); " + cmd + " > " + c.dir + "/c2 2>&1; sleep 2");
-  const std::string both = ReadFile(c.dir + "/c1") + ReadFile(c.dir + "/c2");
-  size_t accepted = 0;
-  for (size_t p = both.find("\"verdict\":\"accepted\""); p != std::string::npos; p = both.find("\"verdict\":\"accepted\"", p + 1))
-    accepted++;
-  EXPECT_EQ(accepted, 1u) << both;
-  EXPECT_NEAR(Frontier(c.db), before * (1 + held.j["gain"].get<double>()), 1e-6) << both;
+  Shell(InBackground(cmd, c.dir, "c1") + InBackground(cmd, c.dir, "c2") + "wait");
+  EXPECT_EQ(Shell("ls " + arrived + " | wc -l").out, "2\n") << "both confirms ran deep parity together";
+  int accepted = 0, refused = 0;
+  for (const char* tag : {"c1", "c2"}) {
+    const std::string rc = ReadFile(c.dir + "/" + tag + ".rc"), out = ReadFile(c.dir + "/" + tag + ".out"),
+                      err = ReadFile(c.dir + "/" + tag + ".err");
+    if (rc == "0\n" && out.find("\"verdict\":\"accepted\"") != std::string::npos) {
+      accepted++;
+    } else if (rc == "1\n" && err.find("was scored again while deep parity ran (a concurrent confirm?); nothing banked") !=
+                                  std::string::npos) {
+      refused++;
+    } else {
+      ADD_FAILURE() << tag << " neither banked nor lost the race: exit " << rc << out << err;
+    }
+  }
+  EXPECT_EQ(accepted, 1);
+  EXPECT_EQ(refused, 1);
+  EXPECT_NEAR(Frontier(c.db), before * (1 + held.j["gain"].get<double>()), 1e-6);
 }
 
 TEST(Promises, AnOldReapplyWithRetractIsCountedOnceAfterMigration) {

@@ -34,6 +34,18 @@ inline Case Fresh(const std::string& tag) {
 
 inline std::string Quote(const std::string& s) { return measure::ShellQuote(s); }
 
+// A prefix for the bench commands of two submissions run at once, whose
+// stderr and exit codes go to <dir>/a.err, b.err, a.rc and b.rc: whichever
+// holds the box lock times nothing until the other says it is waiting for the
+// lock (or has ended; a minute at most, once), so the two always meet at the
+// lock, however they are scheduled.
+inline std::string UntilOneWaitsForTheLock(const std::string& dir, const std::string& tag) {
+  const std::string met = dir + "/" + tag + ".met";
+  return "[ -e " + met + " ] || { for i in $(seq 6000); do grep -qs 'waiting for the box lock' " + dir + "/a.err " + dir +
+         "/b.err && break; [ -e " + dir + "/a.rc ] || [ -e " + dir + "/b.rc ] && break; sleep 0.01; done; touch " + met +
+         "; }; ";
+}
+
 struct Submitted {
   CommandResult cmd;
   nlohmann::json j;

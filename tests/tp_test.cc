@@ -496,5 +496,69 @@ TEST(TpCli, GoldenTextUnderMpirun) {
   EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err;
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
+// Under mpirun -np 2 an in-process group would run whole in both processes
+// (the story printed twice, exit 0): inproc and nccl are refused by name, on
+// every command that takes --tp, and without --tp-backend the ranks are the
+// launcher's processes, said once.
+TEST(TpCli, UnderAnMpiLauncherInprocIsRefusedAndTheDefaultIsMpi) {
+  ASSERT_EQ(Shell("command -v mpirun").exit_code, 0) << "mpirun is missing: scripts/setup.sh installs openmpi-bin";
+  const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 2 ";
+  const std::string under = "running under an MPI launcher with 2 processes (OMPI_COMM_WORLD_SIZE=2): each would run "
+                            "all 2 ranks itself, the output 2 times over; use --tp-backend ";
+  const std::string stories = Model("stories260K.bin");
+  struct Refused {
+    std::string cmd, names;
+  } refused[] = {
+      {GenerateCmd("--tp 2 --tp-backend inproc"), "--tp-backend inproc: " + under + "mpi --tp 2 (one rank per process)"},
+      {GenerateCmd("--tp 2 --tp-backend nccl"), "--tp-backend nccl: " + under + "mpi-nccl --tp 2"},
+      {VerityBin() + " parity --model " + stories + " --tp 2 --tp-backend inproc", "--tp-backend inproc: " + under},
+      {VerityBin() + " bench --model " + stories + " --steps 8 --min-seconds 0 --tp 2 --tp-backend inproc",
+       "--tp-backend inproc: " + under},
+  };
+  for (const auto& c : refused) {
+    auto r = Shell(mpirun + c.cmd);
+    EXPECT_EQ(r.exit_code, 1) << c.cmd << "\n" << r.err;
+    EXPECT_EQ(Count(r.err, "verity: error: " + c.names), 2u) << "both processes name it: " << r.err;
+    EXPECT_EQ(r.out.find("Once upon a time"), std::string::npos) << r.out;
+  }
+  const std::string golden = test::ReadFile(Model("stories260K.greedy200.txt"));
+  auto r = Shell(mpirun + GenerateCmd("--tp 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, golden) << "the story once, from rank 0";
+  EXPECT_EQ(Count(r.err, "verity: --tp-backend not given, running under an MPI launcher with 2 processes "
+                         "(OMPI_COMM_WORLD_SIZE=2): using --tp-backend mpi\n"), 1u) << r.err;
+  EXPECT_NE(r.err.find("tp all-reduce check: tp=2 mpi"), std::string::npos) << r.err;
+  // No --tp: mpi with one rank, which the world of 2 refuses, naming the fix.
+  auto one = Shell(mpirun + GenerateCmd(""));
+  EXPECT_EQ(one.exit_code, 1) << one.err;
+  EXPECT_TRUE(one.out.empty()) << one.out;
+  EXPECT_NE(one.err.find("--tp 1 --tp-backend mpi: the MPI world has 2 process(es); run under mpirun -np 1, or give "
+                         "--tp 2"), std::string::npos) << one.err;
+  std::printf("under mpirun -np 2: %s", r.err.substr(0, r.err.find('\n') + 1).c_str());
+}
+
+// The launcher is known by its variables alone (base/env.h): Hydra's PMI_SIZE
+// as OpenMPI's OMPI_COMM_WORLD_SIZE; a size of 1 is no launch of several; a
+// size that is not a count is named.
+TEST(TpCli, TheLauncherIsReadFromItsVariables) {
+  auto pmi = Shell("PMI_SIZE=4 PMI_RANK=1 " + GenerateCmd("--tp 2 --tp-backend inproc"));
+  EXPECT_EQ(pmi.exit_code, 1) << pmi.err;
+  EXPECT_NE(pmi.err.find("--tp-backend inproc: running under an MPI launcher with 4 processes (PMI_SIZE=4)"),
+            std::string::npos) << pmi.err;
+  auto single = Shell("OMPI_COMM_WORLD_SIZE=1 " + GenerateCmd("--tp 2"));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_EQ(single.out, test::ReadFile(Model("stories260K.greedy200.txt")));
+  EXPECT_NE(single.err.find("tp all-reduce check: tp=2 inproc"), std::string::npos) << single.err;
+  auto bad = Shell("OMPI_COMM_WORLD_SIZE=two " + GenerateCmd("--tp 2"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("OMPI_COMM_WORLD_SIZE='two' is not a process count"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace verity

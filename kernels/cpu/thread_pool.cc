@@ -72,51 +72,19 @@ inline void FutexWake(std::atomic<uint32_t>& word, int count) {
 #endif
 }
 
-// How much of the time a thread spent waiting for a CPU while runnable, from
-// the scheduler's own account (/proc/thread-self/schedstat, field 2: run-queue
-// wait in ns). A pool thread that waits for a CPU more than 5% of a >= 5 ms
-// window shares its core with another busy process; on this box's quiet
-// 2-core VM the figure is ~0.5% (kernel threads), with one busy neighbour ~35%.
-class RunDelaySampler {
+// The system clock: steady_clock, and the scheduler's own account of how long
+// the calling thread waited for a CPU while runnable
+// (/proc/thread-self/schedstat, field 2, in ns), read through a descriptor
+// each thread opens once and closes when it exits.
+class SystemClock : public PoolClock {
  public:
-  using Clock = std::chrono::steady_clock;
-  RunDelaySampler() {
+  std::chrono::steady_clock::time_point Now() const override { return std::chrono::steady_clock::now(); }
+  int64_t RunDelayNs() const override {
 #if defined(__linux__)
-    fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-#endif
-    Rebase(Clock::now());
-  }
-  ~RunDelaySampler() {
-#if defined(__linux__)
-    if (fd_ >= 0) ::close(fd_);
-#endif
-  }
-  RunDelaySampler(const RunDelaySampler&) = delete;
-  RunDelaySampler& operator=(const RunDelaySampler&) = delete;
-
-  // Starts a new window now (after a sleep, whose time is not a wait).
-  void Rebase(Clock::time_point now) {
-    last_ = now;
-    last_delay_ = Read();
-  }
-  // True when the window that ends now (if it is long enough to judge) had
-  // the thread waiting for a CPU more than 5% of it.
-  bool Contended(Clock::time_point now) {
-    if (fd_ < 0 || now - last_ < kWindow) return false;
-    const int64_t d = Read();
-    const bool contended = d >= 0 && last_delay_ >= 0 && (d - last_delay_) * 20 > (now - last_).count();
-    last_ = now;
-    last_delay_ = d;
-    return contended;
-  }
-
- private:
-  static constexpr std::chrono::nanoseconds kWindow = std::chrono::milliseconds(5);
-  int64_t Read() const {
-#if defined(__linux__)
-    if (fd_ < 0) return -1;
+    thread_local const Schedstat stat;
+    if (stat.fd < 0) return -1;
     char buf[96];
-    const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+    const ssize_t n = ::pread(stat.fd, buf, sizeof(buf) - 1, 0);
     if (n <= 0) return -1;
     buf[n] = '\0';
     unsigned long long cpu = 0, wait = 0;
@@ -126,7 +94,48 @@ class RunDelaySampler {
     return -1;
 #endif
   }
-  int fd_ = -1;
+
+ private:
+#if defined(__linux__)
+  struct Schedstat {
+    Schedstat() : fd(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+    ~Schedstat() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd;
+  };
+#endif
+};
+
+// Whether a thread waited for a CPU more than 5% of a >= 5 ms window. A pool
+// thread that does shares its core with another busy process; on this box's
+// quiet 2-core VM the figure is ~0.5% (kernel threads), with one busy
+// neighbour ~35%.
+class RunDelaySampler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Starts a new window now (after a sleep, whose time is not a wait).
+  void Rebase(const PoolClock& c, Clock::time_point now) {
+    started_ = true;
+    last_ = now;
+    last_delay_ = c.RunDelayNs();
+  }
+  // True when the window that ends now (if it is long enough to judge) had
+  // the thread waiting for a CPU more than 5% of it. The first call only
+  // starts a window.
+  bool Contended(const PoolClock& c, Clock::time_point now) {
+    if (started_ && now - last_ < kWindow) return false;
+    const int64_t d = c.RunDelayNs();
+    const bool contended = started_ && d >= 0 && last_delay_ >= 0 && (d - last_delay_) * 20 > (now - last_).count();
+    started_ = true;
+    last_ = now;
+    last_delay_ = d;
+    return contended;
+  }
+
+ private:
+  static constexpr std::chrono::nanoseconds kWindow = std::chrono::milliseconds(5);
+  bool started_ = false;
   Clock::time_point last_;
   int64_t last_delay_ = -1;
 };
@@ -146,9 +155,21 @@ bool SpinUntil(const Done& done, int spin_us) {
   }
 }
 
+// Pool ids start at 1: 0 marks a caller that has sampled for no pool yet.
+std::atomic<uint64_t> g_next_pool_id{1};
+
 }  // namespace
 
-ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)), backoff_ns_(kBackoffMin.count()) {
+const PoolClock& PoolClock::System() {
+  static const SystemClock clock;
+  return clock;
+}
+
+ThreadPool::ThreadPool(int threads, int spin_us, const PoolClock* clock)
+    : spin_us_(std::max(0, spin_us)),
+      clock_(clock ? *clock : PoolClock::System()),
+      id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)),
+      backoff_ns_(kBackoffMin.count()) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
   for (int i = 1; i < threads; i++) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -167,6 +188,8 @@ ThreadPool::Stats ThreadPool::stats() const {
   s.worker_chunks = worker_chunks_.load(std::memory_order_relaxed);
   s.wakes = wakes_.load(std::memory_order_relaxed);
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
+  s.asleep = static_cast<uint64_t>(std::max(0, sleeping_workers_.load(std::memory_order_relaxed)));
+  s.caller_sleeps = caller_sleeps_.load(std::memory_order_relaxed);
   s.stalls = stalls_.load(std::memory_order_relaxed);
   s.solo_jobs = solo_jobs_.load(std::memory_order_relaxed);
   s.contended = contended_.load(std::memory_order_relaxed);
@@ -210,6 +233,7 @@ void ThreadPool::WakeWorkers() {
 
 void ThreadPool::WaitForChunks() {
   if (SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, spin_us_)) return;
+  caller_sleeps_.fetch_add(1, std::memory_order_relaxed);
   caller_sleeping_.store(1, std::memory_order_seq_cst);
   for (uint32_t p; (p = pending_.load(std::memory_order_seq_cst)) != 0;) FutexWait(pending_, p);
   caller_sleeping_.store(0, std::memory_order_relaxed);
@@ -239,7 +263,7 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
   Clock::time_point start{};
   bool solo = workers_.empty() || max_chunks < 2 || t_running == this;
   if (!solo) {
-    start = Clock::now();
+    start = clock_.Now();
     if (start.time_since_epoch().count() < solo_until_.load(std::memory_order_relaxed)) {
       solo = true;
       solo_jobs_.fetch_add(1, std::memory_order_relaxed);
@@ -291,16 +315,25 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     cur = claim_.load(std::memory_order_acquire);
     if (mine++ == 0 && some_asleep) {
       const int left = count - static_cast<int>(cur & 0xffffu);
-      if (left > 0 && (Clock::now() - start) * left >= kWakeWorth) WakeWorkers();
+      if (left > 0 && (clock_.Now() - start) * left >= kWakeWorth) WakeWorkers();
     }
   }
   t_running = nullptr;
-  // The calling thread samples its own waits for a CPU too.
-  thread_local RunDelaySampler t_sampler;
-  thread_local int t_jobs_since_sample = 0;
-  if (++t_jobs_since_sample >= kSampleEvery) {
-    t_jobs_since_sample = 0;
-    if (t_sampler.Contended(Clock::now())) contended_.fetch_add(1, std::memory_order_relaxed);
+  // The calling thread samples its own waits for a CPU too (its window
+  // starts over when it calls into another pool, whose clock may differ).
+  struct CallerSample {
+    uint64_t pool = 0;
+    RunDelaySampler sampler;
+    int jobs = 0;
+  };
+  thread_local CallerSample t_caller;
+  if (t_caller.pool != id_) {
+    t_caller = CallerSample{id_, RunDelaySampler(), 0};
+    t_caller.sampler.Rebase(clock_, start);
+  }
+  if (++t_caller.jobs >= kSampleEvery) {
+    t_caller.jobs = 0;
+    if (t_caller.sampler.Contended(clock_, clock_.Now())) contended_.fetch_add(1, std::memory_order_relaxed);
   }
   if (pending_.load(std::memory_order_acquire) == 0) {
     if (mine < chunks_) MaybeResetBackoff(start);  // helped, and nobody waited
@@ -314,9 +347,9 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     // retries keep hurting (so a busy machine costs one slow job now and then,
     // and 2 threads stay about as fast as 1) and resets once a backoff's
     // length passes with helpers helping.
-    const Clock::time_point wait_start = Clock::now();
+    const Clock::time_point wait_start = clock_.Now();
     WaitForChunks();
-    const Clock::time_point end = Clock::now();
+    const Clock::time_point end = clock_.Now();
     if (mine > 0) {
       const auto alone = (wait_start - start) * chunks_ / mine;
       if ((end - start) * 4 > alone * 5 && end - wait_start >= kStallWait) {
@@ -333,6 +366,7 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
 void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
   RunDelaySampler sampler;
+  sampler.Rebase(clock_, clock_.Now());
   int jobs_since_sample = 0;
   for (;;) {
     uint32_t gen = epoch_.load(std::memory_order_acquire);
@@ -341,7 +375,7 @@ void ThreadPool::WorkerLoop() {
       sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
       while (epoch_.load(std::memory_order_seq_cst) == seen) FutexWait(epoch_, seen);
       sleeping_workers_.fetch_sub(1, std::memory_order_seq_cst);
-      sampler.Rebase(std::chrono::steady_clock::now());
+      sampler.Rebase(clock_, clock_.Now());
     }
     if (stop_.load(std::memory_order_acquire)) return;
     gen = epoch_.load(std::memory_order_acquire);
@@ -352,7 +386,7 @@ void ThreadPool::WorkerLoop() {
     if (ran > 0) worker_chunks_.fetch_add(static_cast<uint64_t>(ran), std::memory_order_relaxed);
     if (++jobs_since_sample >= kSampleEvery) {
       jobs_since_sample = 0;
-      if (sampler.Contended(std::chrono::steady_clock::now())) contended_.fetch_add(1, std::memory_order_relaxed);
+      if (sampler.Contended(clock_, clock_.Now())) contended_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }

@@ -42,10 +42,26 @@
 
 namespace verity::kernels {
 
+// Where a pool reads the time and each thread's run-queue wait. The stall,
+// backoff and contention rules decide on these readings alone (spinning is
+// bounded by the real clock whatever this says), so a test can replace them
+// and make those decisions deterministic (tests/kernels_test.cc).
+class PoolClock {
+ public:
+  virtual ~PoolClock() = default;
+  virtual std::chrono::steady_clock::time_point Now() const = 0;
+  // Nanoseconds the calling thread has spent runnable but waiting for a CPU
+  // since it started; -1 when unknown.
+  virtual int64_t RunDelayNs() const = 0;
+  // steady_clock and /proc/thread-self/schedstat (Linux; -1 elsewhere).
+  static const PoolClock& System();
+};
+
 class ThreadPool {
  public:
   // `threads` counts the caller: threads - 1 workers are started (none for 1).
-  explicit ThreadPool(int threads, int spin_us = 50);
+  // `clock` (default PoolClock::System()) must outlive the pool.
+  explicit ThreadPool(int threads, int spin_us = 50, const PoolClock* clock = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -65,6 +81,8 @@ class ThreadPool {
     uint64_t worker_chunks = 0; // chunks run by workers (the rest by callers)
     uint64_t wakes = 0;         // futex wake-ups issued for sleeping workers
     uint64_t sleeps = 0;        // times a worker went to sleep
+    uint64_t asleep = 0;        // workers blocked on the futex now (or about to be)
+    uint64_t caller_sleeps = 0; // times a caller went to sleep waiting for a worker's chunk
     uint64_t stalls = 0;        // split jobs slower than the caller alone, after a >= 200 us wait for a worker
     uint64_t solo_jobs = 0;     // jobs run on the caller alone in a backoff
     uint64_t contended = 0;     // windows in which a pool thread waited for a CPU > 5% of the time
@@ -84,6 +102,8 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   const int spin_us_;
+  const PoolClock& clock_;
+  const uint64_t id_;  // tells this pool's caller-side samples from another pool's
 
   // The current job; written only while no chunk of it can be claimed.
   const std::function<void(int, int)>* job_ = nullptr;
@@ -110,7 +130,7 @@ class ThreadPool {
   uint64_t contended_seen_ = 0;
 
   alignas(64) std::atomic<uint64_t> jobs_{0}, inline_jobs_{0}, worker_chunks_{0}, wakes_{0}, sleeps_{0}, stalls_{0},
-      solo_jobs_{0};
+      solo_jobs_{0}, caller_sleeps_{0};
 };
 
 }  // namespace verity::kernels
