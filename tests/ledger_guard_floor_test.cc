@@ -9,24 +9,13 @@
 #include "ledger/ledger.h"
 #include "ledger/read_model.h"
 #include "ledger/score.h"
+#include "tests/score_rounds.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity::ledger {
 namespace {
 
-// `n` rounds at head/base `ratio` (oriented: > 1 is better) with a small
-// deterministic spread, as ledger_score_test.cc builds them.
-MetricSeries Rounds(const std::string& metric, double base, double ratio, int n = 10, double spread = 0.002) {
-  MetricSeries s;
-  s.metric = metric;
-  s.higher_is_better = HigherIsBetter(metric);
-  for (int i = 0; i < n; i++) {
-    const double r = ratio * (1.0 + spread * ((i % 5) - 2) / 2.0);
-    const double head = s.higher_is_better ? base * r : base / r;
-    s.rounds.push_back({base, head, head, base});
-  }
-  return s;
-}
+using ::verity::test::Rounds;
 
 // A 4.8x decode gain, predicted, with one memory guard going from `base_mib` to `head_mib`.
 ScoreInput FastWithMemory(double base_mib, double head_mib) {

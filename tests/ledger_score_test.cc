@@ -7,23 +7,12 @@
 #include "ledger/evidence.h"
 #include "ledger/frontier.h"
 #include "ledger/score.h"
+#include "tests/score_rounds.h"
 
 namespace verity::ledger {
 namespace {
 
-// `n` rounds whose head/base ratio is exactly `ratio` give or take a small,
-// deterministic alternating spread (so bounds are finite and tight).
-MetricSeries Rounds(const std::string& metric, double base, double ratio, int n, double spread = 0.002) {
-  MetricSeries s;
-  s.metric = metric;
-  s.higher_is_better = HigherIsBetter(metric);
-  for (int i = 0; i < n; i++) {
-    const double r = ratio * (1.0 + spread * ((i % 5) - 2) / 2.0);
-    const double head = s.higher_is_better ? base * r : base / r;
-    s.rounds.push_back({base, head, head, base});
-  }
-  return s;
-}
+using ::verity::test::Rounds;
 
 ScoreInput Input(Kind kind, double ratio, std::optional<double> predict, int n = 10) {
   ScoreInput in;
