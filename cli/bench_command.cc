@@ -401,19 +401,6 @@ std::optional<double> RunQueueWaitNs() {
 
 // ---- placement -------------------------------------------------------------
 
-// The CPUs for `n` compute threads: the one this thread runs on first (the OS
-// put it where it is least busy), then the others in order. Empty when there
-// are fewer than n or the OS does not say.
-std::vector<int> ChooseCpus(int n) {
-  std::vector<int> allowed = measure::AllowedCpus();
-  if (static_cast<int>(allowed.size()) < n || n < 1) return {};
-  const int here = sched_getcpu();
-  auto it = std::find(allowed.begin(), allowed.end(), here);
-  if (it != allowed.end()) std::rotate(allowed.begin(), it, allowed.end());
-  allowed.resize(n);
-  return allowed;
-}
-
 bool ConfineProcess(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -530,7 +517,7 @@ int RunBench(BenchOptions o) {
 
   // Confine the process before the backend starts its pool, so its workers
   // inherit the CPUs; each thread gets its own CPU after the first pass.
-  std::vector<int> cpus = o.pin ? ChooseCpus(compute_threads) : std::vector<int>{};
+  std::vector<int> cpus = o.pin ? measure::ChooseCpus(compute_threads) : std::vector<int>{};
   if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
   r.cpus = cpus;
 

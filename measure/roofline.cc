@@ -504,6 +504,15 @@ std::vector<int> AllowedCpus() {
   return out;
 }
 
+std::vector<int> ChooseCpus(int n) {
+  std::vector<int> allowed = AllowedCpus();
+  if (static_cast<int>(allowed.size()) < n || n < 1) return {};
+  auto it = std::find(allowed.begin(), allowed.end(), sched_getcpu());
+  if (it != allowed.end()) std::rotate(allowed.begin(), it, allowed.end());
+  allowed.resize(n);
+  return allowed;
+}
+
 bool PinThisThread(int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
   cpu_set_t set;

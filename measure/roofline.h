@@ -81,6 +81,10 @@ Status SaveRoofline(const std::string& cache_dir, const Roofline& r);
 // Placement. CPUs this process may run on (sched_getaffinity), ascending;
 // empty where the OS does not say.
 std::vector<int> AllowedCpus();
+// The CPUs for `n` compute threads, as `verity bench` pins them: the one this
+// thread runs on first (the OS put it where it is least busy), then the other
+// allowed ones in order. Empty when there are fewer than n or the OS does not say.
+std::vector<int> ChooseCpus(int n);
 // Pins the calling thread to `cpu`. False where the OS refuses or has no affinity.
 bool PinThisThread(int cpu);
 // Pins every thread of this process, in thread-id order (the main thread

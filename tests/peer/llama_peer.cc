@@ -31,6 +31,9 @@
 #include "ggml-cpu.h"
 #include "llama.h"
 
+#include "base/median.h"
+#include "measure/roofline.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -331,26 +334,13 @@ int Quantize(const Args& a) {
 
 // ---- bench -----------------------------------------------------------------
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// The CPUs for n threads as `verity bench` picks them: the one this thread
-// runs on, then the others it may use, in order.
+// The CPUs for n threads as `verity bench` picks them (measure::ChooseCpus).
 std::vector<int> ChooseCpus(int n) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) Die("sched_getaffinity failed");
-  std::vector<int> allowed;
-  for (int c = 0; c < CPU_SETSIZE; c++)
-    if (CPU_ISSET(c, &set)) allowed.push_back(c);
-  if (static_cast<int>(allowed.size()) < n)
-    Die("--threads " + std::to_string(n) + " but only " + std::to_string(allowed.size()) + " CPUs are allowed");
-  auto it = std::find(allowed.begin(), allowed.end(), sched_getcpu());
-  if (it != allowed.end()) std::rotate(allowed.begin(), it, allowed.end());
-  allowed.resize(n);
-  return allowed;
+  std::vector<int> cpus = verity::measure::ChooseCpus(n);
+  if (cpus.empty())
+    Die("--threads " + std::to_string(n) + " but only " + std::to_string(verity::measure::AllowedCpus().size()) +
+        " CPUs are allowed");
+  return cpus;
 }
 
 // A pool of exactly these CPUs, one thread on each (strict placement), as
@@ -449,7 +439,7 @@ int Bench(const Args& a) {
               "\"generations\":%zu,\"warmup_tokens\":%d,\"cpu_backend\":\"%s\",\"kv\":\"%s\",\"decode_tok_s\":%.4f,"
               "\"prefill_tok_s\":%.4f}\n",
               path.c_str(), o.threads, cpu_list.c_str(), p, g, prefill_s.size(), warm_tokens, g_cpu_backend.c_str(),
-              o.kv == GGML_TYPE_F32 ? "f32" : "f16", 1.0 / Median(token_s), p / Median(prefill_s));
+              o.kv == GGML_TYPE_F32 ? "f32" : "f16", 1.0 / verity::Median(token_s), p / verity::Median(prefill_s));
   llama_free(r.ctx);
   pool.free(pool.pool);
   llama_model_free(model);
