@@ -1,0 +1,48 @@
+// Several independent sequences over one model, for a server's continuous
+// batching: each slot has its own KV cache, a prompt is prefilled into one
+// slot, and one Step decodes the next position of several slots.
+//
+// Batch invariance is the contract: the logits Step writes for a slot are bit
+// for bit what that slot would get decoded alone (Transformer::Forward on the
+// same backend after the same Prefill), whatever the other slots in the step
+// and their order. So a request's tokens at temperature 0 never depend on
+// who else is being served.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace verity {
+
+class SlotDecoder {
+ public:
+  // `slots` KV caches of the model's context each (config.seq_len positions);
+  // an error names --parallel when the caches do not fit in memory.
+  [[nodiscard]] static Result<std::unique_ptr<SlotDecoder>> Create(const Model& model,
+                                                                   std::unique_ptr<kernels::Backend> backend,
+                                                                   int slots);
+  virtual ~SlotDecoder() = default;
+
+  virtual int slots() const = 0;
+  // Positions each slot holds.
+  virtual int context() const = 0;
+  virtual const Model& model() const = 0;
+  virtual const char* backend_name() const = 0;
+  // Bytes of KV cache all slots hold together (what the server states at startup).
+  virtual size_t kv_cache_bytes() const = 0;
+
+  // Prompt positions pos0 .. pos0+T-1 into `slot` (as Transformer::Prefill);
+  // positions before pos0 must be in that slot. Returns the last position's
+  // logits, valid until the next call.
+  virtual const float* Prefill(int slot, const int* tokens, int T, int pos0) = 0;
+  // One position for each of `n` distinct slots: token[i] at pos[i] into
+  // slot[i]; writes n rows of vocab_size logits (row i for slot[i]).
+  virtual void Step(const int* slot, const int* token, const int* pos, int n, float* logits) = 0;
+  // OK, or the backend's first error (as Transformer::status()).
+  [[nodiscard]] virtual Status status() const = 0;
+};
+
+}  // namespace verity

@@ -1,0 +1,129 @@
+// SlotDecoder's contract: every row a Step writes is bit for bit the logits
+// that slot gets decoded alone by a Transformer on the same backend, whoever
+// else is in the step, in whatever order, joining and leaving between steps,
+// and in a slot reused for a new sequence.
+#include "engine/slots.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+
+constexpr int kSlots = 4, kSteps = 12;
+
+int Argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+
+std::vector<int> Prompt(int s, int vocab) {
+  std::vector<int> p(1 + 4 * s);  // lengths 1, 5, 9, 13
+  for (size_t i = 0; i < p.size(); i++) p[i] = static_cast<int>((1 + 7919 * (i + 31 * s)) % vocab);
+  return p;
+}
+
+// The logits of each decode step of slot s's sequence, decoded alone.
+std::vector<std::vector<float>> Alone(const Model& m, const std::string& backend, int s, int steps) {
+  auto t = Transformer::Create(m, std::move(kernels::MakeBackend(backend)).value());
+  EXPECT_TRUE(t.ok());
+  const int vocab = m.config.vocab_size;
+  const std::vector<int> p = Prompt(s, vocab);
+  const float* l = (*t)->Prefill(p.data(), static_cast<int>(p.size()), 0);
+  std::vector<std::vector<float>> rows;
+  int pos = static_cast<int>(p.size());
+  for (int k = 0; k < steps; k++) {
+    l = (*t)->Forward(Argmax(l, vocab), pos++);
+    rows.emplace_back(l, l + vocab);
+  }
+  return rows;
+}
+
+// Sequence s joins at step s in slot s; the one in slot 1 leaves after 6
+// steps, and a fifth sequence (prompt 0 again) reuses that slot from step 8.
+// Each step's order is reversed on odd steps.
+void ExpectBatchInvariant(const Model& m, const std::string& backend) {
+  SCOPED_TRACE(backend + " " + kernels::DTypeName(m.dtype));
+  const int vocab = m.config.vocab_size;
+  auto d = SlotDecoder::Create(m, std::move(kernels::MakeBackend(backend)).value(), kSlots);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  struct Seq {
+    int slot, prompt, join, leave, pos = 0, next = 0, done = 0;
+  };
+  std::vector<Seq> seqs = {{0, 0, 0, kSteps}, {1, 1, 1, 7}, {2, 2, 2, kSteps}, {3, 3, 3, kSteps}, {1, 0, 8, kSteps}};
+  std::vector<std::vector<std::vector<float>>> want;
+  for (const Seq& q : seqs) want.push_back(Alone(m, backend, q.prompt, q.leave - q.join));
+  std::vector<float> logits(static_cast<size_t>(kSlots) * vocab);
+  for (int step = 0; step < kSteps; step++) {
+    std::vector<int> active;
+    for (size_t i = 0; i < seqs.size(); i++) {
+      Seq& q = seqs[i];
+      if (q.join == step) {  // joins between steps: its prompt prefilled into its slot
+        const std::vector<int> p = Prompt(q.prompt, vocab);
+        const float* l = (*d)->Prefill(q.slot, p.data(), static_cast<int>(p.size()), 0);
+        q.pos = static_cast<int>(p.size());
+        q.next = Argmax(l, vocab);
+      }
+      if (q.join <= step && step < q.leave) active.push_back(static_cast<int>(i));
+    }
+    if (step % 2) std::reverse(active.begin(), active.end());
+    std::vector<int> slot, token, pos;
+    for (int i : active) slot.push_back(seqs[i].slot), token.push_back(seqs[i].next), pos.push_back(seqs[i].pos);
+    (*d)->Step(slot.data(), token.data(), pos.data(), static_cast<int>(active.size()), logits.data());
+    ASSERT_TRUE((*d)->status().ok());
+    for (size_t r = 0; r < active.size(); r++) {
+      Seq& q = seqs[active[r]];
+      const float* row = logits.data() + r * vocab;
+      const std::vector<float>& alone = want[active[r]][q.done];
+      ASSERT_EQ(std::memcmp(row, alone.data(), vocab * sizeof(float)), 0)
+          << "sequence " << active[r] << " step " << q.done << " differs from its decode alone";
+      q.next = Argmax(row, vocab);
+      q.pos++;
+      q.done++;
+    }
+  }
+  for (const Seq& q : seqs) EXPECT_EQ(q.done, q.leave - q.join);  // every step was checked
+}
+
+TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnStories260K) {
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto m = LoadModel(test::Model("stories260K.bin"), t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (const char* b : {"reference", "fast"}) ExpectBatchInvariant(**m, b);
+  }
+}
+
+// Wide enough that the fast backend splits its matmuls over threads.
+TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnAWiderModel) {
+  ModelConfig c;
+  c.dim = 256;
+  c.hidden_dim = 768;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.vocab_size = 1000;
+  c.seq_len = c.max_positions = 64;
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_theta = 10000.0f;
+  c.norm_eps = 1e-5f;
+  auto m = SyntheticModel(c, 11);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectBatchInvariant(**m, "fast");
+  c.n_experts = 4;
+  c.n_experts_per_tok = 2;
+  auto moe = SyntheticModel(c, 12);
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  ExpectBatchInvariant(**moe, "fast");
+}
+
+TEST(Slots, ZeroSlotsIsANamedError) {
+  auto m = LoadModel(test::Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 0);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("--parallel"), std::string::npos) << d.status().message();
+}
+
+}  // namespace
+}  // namespace verity
