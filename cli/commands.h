@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/tp_forward.h"
+#include "formats/tokenizer.h"
 
 namespace verity::cli {
 
@@ -35,6 +36,11 @@ int Fail(const Status& s);
 // One JSON object as one line. Recorded command output may hold any bytes:
 // invalid UTF-8 is printed as U+FFFD rather than aborting the program.
 std::string JsonLine(const nlohmann::json& j);
+
+// The tokenizer for `model` (generate's and serve's): a llama2.c one must
+// match its vocabulary exactly; any other may be smaller (checkpoints pad
+// their embedding tables). Errors name the file.
+Result<std::unique_ptr<TextTokenizer>> LoadModelTokenizer(const std::string& path, const Model& model);
 
 // --tp N and --tp-backend inproc|mpi|nccl (cli/tp_flags.cc).
 struct TpFlags {
@@ -77,5 +83,8 @@ void RegisterReportCommand(CLI::App& app, Registry& reg);
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg);
 // tokenize (cli/tokenize_command.cc): any tokenizer file, encode or --decode.
 void RegisterTokenizeCommand(CLI::App& app, Registry& reg);
+// verity serve (serve/: the OpenAI-compatible server) and verity loadgen (its load generator).
+void RegisterServeCommand(CLI::App& app, Registry& reg);
+void RegisterLoadgenCommand(CLI::App& app, Registry& reg);
 
 }  // namespace verity::cli

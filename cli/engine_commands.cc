@@ -24,18 +24,9 @@ std::string JsonLine(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-namespace {
-
-// --dtype's value, or an error naming the flag.
-Result<kernels::DType> ParseDType(const std::string& name) {
-  auto d = kernels::DTypeFromName(name);
-  if (!d.ok()) return Status::Error("--dtype: " + d.status().message());
-  return d;
-}
-
 // The tokenizer for `model`: a llama2.c one must match its vocabulary exactly;
 // any other may be smaller (checkpoints pad their embedding tables).
-Result<std::unique_ptr<TextTokenizer>> LoadGenerateTokenizer(const std::string& path, const Model& model) {
+Result<std::unique_ptr<TextTokenizer>> LoadModelTokenizer(const std::string& path, const Model& model) {
   const int vocab = model.config.vocab_size;
   VERITY_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(path));
   if (tok->kind() == "llama2c") {
@@ -48,13 +39,22 @@ Result<std::unique_ptr<TextTokenizer>> LoadGenerateTokenizer(const std::string& 
   return tok;
 }
 
+namespace {
+
+// --dtype's value, or an error naming the flag.
+Result<kernels::DType> ParseDType(const std::string& name) {
+  auto d = kernels::DTypeFromName(name);
+  if (!d.ok()) return Status::Error("--dtype: " + d.status().message());
+  return d;
+}
+
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
                 const std::string& format, const std::string& backend, const std::string& dtype_name,
                 const TpFlags& tp, int ctx) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
   return WithDecoder(tp, model_path, backend, *dtype, ctx, [&](Decoder& t, const Model& model) {
-    auto tok = LoadGenerateTokenizer(tok_path.empty() ? model_path : tok_path, model);
+    auto tok = LoadModelTokenizer(tok_path.empty() ? model_path : tok_path, model);
     if (!tok.ok()) return Fail(tok.status());
     auto r = Generate(t, **tok, opt);
     if (!r.ok()) return Fail(r.status());

@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
-      "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Ledger: submit, show, frontier, history, remeasure,\n"
+      "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Serving: serve, loadgen. Ledger: submit, show, frontier, history, remeasure,\n"
       "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
   app.require_subcommand(1);
   verity::cli::Registry reg;
@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   verity::cli::RegisterQueryCommands(app, reg);
   verity::cli::RegisterLedgerAdminCommands(app, reg);
   verity::cli::RegisterReportCommand(app, reg);
+  verity::cli::RegisterServeCommand(app, reg);
+  verity::cli::RegisterLoadgenCommand(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

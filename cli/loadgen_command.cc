@@ -1,0 +1,215 @@
+// verity loadgen: a closed-loop load generator for `verity serve` (loopback
+// only, bounded in requests and time) that prints one verity.bench/1 record
+// the ledger scores: serve_tok_s (generated tokens per second over the run)
+// as the metric; time to first token, inter-chunk latency and the server's
+// peak RSS as guards. Any failed request fails the sample ("ok": false).
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "cli/commands.h"
+
+namespace verity::cli {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct LoadFlags {
+  std::string url = "http://127.0.0.1:8080", api_key;
+  int concurrency = 1, requests = 16, prompt_tokens = 16, gen_tokens = 16;
+  uint64_t seed = 1;
+  double max_seconds = 600;
+};
+
+struct Served {
+  std::string id, build_id, artifact;
+  int vocab = 0;
+};
+
+struct Outcome {
+  bool ok = false;
+  std::string error;
+  double ttft_s = 0;
+  std::vector<double> gaps_s;  // between consecutive text chunks
+  int tokens = 0;
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Nearest-rank percentile (q in (0, 1]) of `v` (sorted here).
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * v.size()));
+  return v[std::max<size_t>(rank, 1) - 1];
+}
+
+httplib::Headers Auth(const LoadFlags& f) {
+  httplib::Headers h;
+  if (!f.api_key.empty()) h.emplace("Authorization", "Bearer " + f.api_key);
+  return h;
+}
+
+// The served model's id and vocabulary, and the server's build (from /health, which must be 200).
+Result<Served> Discover(httplib::Client& c, const LoadFlags& f) {
+  auto models = c.Get("/v1/models", Auth(f));
+  if (!models || models->status != 200) return Status::Error(f.url + "/v1/models: no 200 answer");
+  json m = json::parse(models->body, nullptr, false);
+  auto health = c.Get("/health");
+  if (!health) return Status::Error(f.url + "/health: no answer");
+  json h = json::parse(health->body, nullptr, false);
+  if (health->status != 200) return Status::Error(f.url + "/health: " + std::to_string(health->status) + " " + health->body);
+  try {
+    Served s;
+    s.id = m.at("data").at(0).at("id");
+    s.vocab = m["data"][0].at("meta").at("vocab_size");
+    s.build_id = h.at("build").at("id");
+    s.artifact = h["build"].at("artifact_sha256");
+    return s;
+  } catch (const std::exception& e) {
+    return Status::Error(f.url + ": /v1/models or /health lacks a field loadgen needs: " + e.what());
+  }
+}
+
+// Request i: a fixed prompt of prompt_tokens ids, gen_tokens generated past EOS, streamed.
+json Body(const LoadFlags& f, const Served& s, int i) {
+  json ids = json::array();
+  for (int k = 0; k < f.prompt_tokens; k++)
+    ids.push_back(static_cast<int>((1 + 7919ull * (static_cast<uint64_t>(i) * f.prompt_tokens + k + f.seed)) % s.vocab));
+  return {{"model", s.id}, {"prompt", ids}, {"max_tokens", f.gen_tokens}, {"temperature", 0}, {"stream", true},
+          {"ignore_eos", true}, {"stream_options", {{"include_usage", true}}}};
+}
+
+// Reads the event stream: the first chunk with text ends the wait for a
+// first token; usage names the tokens generated.
+void OnEvent(const std::string& data, Clock::time_point start, Clock::time_point* last, Outcome* o) {
+  if (data == "[DONE]") return;
+  json j = json::parse(data, nullptr, false);
+  if (j.is_discarded()) return void(o->error = "a chunk is not JSON: " + data.substr(0, 80));
+  if (j.contains("error")) return void(o->error = "error event: " + data.substr(0, 200));
+  if (j.contains("usage") && j["usage"].is_object()) o->tokens = j["usage"].value("completion_tokens", 0);
+  if (!j.contains("choices") || j["choices"].empty() || j["choices"][0].value("text", "").empty()) return;
+  const auto now = Clock::now();
+  if (o->ttft_s == 0) o->ttft_s = Seconds(now - start);
+  else o->gaps_s.push_back(Seconds(now - *last));
+  *last = now;
+}
+
+Outcome OneRequest(httplib::Client& c, const LoadFlags& f, const Served& s, int i) {
+  Outcome o;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = Auth(f);
+  req.headers.emplace("Content-Type", "application/json");
+  req.body = Body(f, s, i).dump();
+  std::string buf;
+  const auto start = Clock::now();
+  auto last = start;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2))
+      if (buf.rfind("data: ", 0) == 0) OnEvent(buf.substr(6, end - 6), start, &last, &o);
+    return true;
+  };
+  auto res = c.send(req);
+  if (!res) o.error = "no response (" + httplib::to_string(res.error()) + ")";
+  else if (res->status != 200) o.error = "HTTP " + std::to_string(res->status) + " " + res->body.substr(0, 200);
+  else if (o.error.empty() && o.tokens != f.gen_tokens)
+    o.error = "usage.completion_tokens " + std::to_string(o.tokens) + ", asked " + std::to_string(f.gen_tokens);
+  o.ok = o.error.empty();
+  return o;
+}
+
+double PeakRssMb(httplib::Client& c) {
+  auto m = c.Get("/metrics");
+  if (!m || m->status != 200) return NAN;
+  const std::string key = "\nverity_peak_resident_memory_bytes ";
+  const size_t at = m->body.find(key);
+  return at == std::string::npos ? NAN : std::stod(m->body.substr(at + key.size())) / 1048576.0;
+}
+
+Status CheckLoopback(const std::string& url) {
+  for (const char* ok : {"http://127.0.0.1:", "http://localhost:", "http://[::1]:"})
+    if (url.rfind(ok, 0) == 0) return OkStatus();
+  return Status::Error("--url " + url + ": loadgen drives loopback servers only (http://127.0.0.1:PORT)");
+}
+
+int RunLoadgen(const LoadFlags& f) {
+  if (auto s = CheckLoopback(f.url); !s.ok()) return Fail(s);
+  httplib::Client probe(f.url);
+  auto served = Discover(probe, f);
+  if (!served.ok()) return Fail(served.status());
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  const auto t0 = Clock::now();
+  const auto until = t0 + std::chrono::duration<double>(f.max_seconds);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < f.concurrency; w++)
+    workers.emplace_back([&] {
+      httplib::Client c(f.url);
+      c.set_read_timeout(static_cast<time_t>(f.max_seconds) + 1, 0);
+      for (int i; (i = next++) < f.requests && Clock::now() < until;) {
+        Outcome o = OneRequest(c, f, *served, i);
+        std::lock_guard<std::mutex> l(mu);
+        outcomes.push_back(std::move(o));
+      }
+    });
+  for (auto& t : workers) t.join();
+  const double wall = Seconds(Clock::now() - t0);
+  std::vector<double> ttft, gaps;
+  int tokens = 0, failed = 0;
+  std::string first_error;
+  for (const Outcome& o : outcomes) {
+    if (!o.ok) {
+      failed++;
+      if (first_error.empty()) first_error = o.error;
+      continue;
+    }
+    tokens += o.tokens;
+    ttft.push_back(o.ttft_s * 1e3);
+    for (double g : o.gaps_s) gaps.push_back(g * 1e3);
+  }
+  const int missing = f.requests - static_cast<int>(outcomes.size());
+  const bool ok = failed == 0 && missing == 0;
+  json metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
+                  {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
+                  {"peak_rss_mb", PeakRssMb(probe)}};
+  json rec = {{"schema", "verity.bench/1"}, {"ok", ok}, {"build", {{"id", served->build_id}, {"artifact_sha256", served->artifact}}},
+              {"workload", "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) + "+tg" + std::to_string(f.gen_tokens)},
+              {"metrics", metrics}, {"requests", f.requests}, {"completed", static_cast<int>(outcomes.size()) - failed},
+              {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
+              {"concurrency", f.concurrency}, {"prompt_tokens", f.prompt_tokens}, {"gen_tokens", f.gen_tokens},
+              {"wall_s", wall}, {"generated_tokens", tokens}};
+  std::printf("%s\n", JsonLine(rec).c_str());
+  std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n", static_cast<int>(outcomes.size()) - failed,
+               f.requests, failed, missing, tokens / wall, first_error.empty() ? "" : "; first error: ", first_error.c_str());
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void RegisterLoadgenCommand(CLI::App& app, Registry& reg) {
+  auto f = std::make_shared<LoadFlags>();
+  auto* sub = app.add_subcommand("loadgen", "Closed-loop load on a loopback `verity serve`; prints a verity.bench/1 record "
+                                            "(serve_tok_s; TTFT, inter-chunk p99 and peak RSS as guards)");
+  sub->add_option("--url", f->url, "server base URL (loopback only)")->capture_default_str();
+  sub->add_option("--api-key", f->api_key, "Authorization: Bearer KEY");
+  sub->add_option("--concurrency", f->concurrency, "clients, each sending its next request when the last finished")->capture_default_str()->check(CLI::Range(1, 1024));
+  sub->add_option("--requests", f->requests, "requests in all")->capture_default_str()->check(CLI::Range(1, 1000000));
+  sub->add_option("--prompt-tokens", f->prompt_tokens, "prompt ids per request")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request (past EOS)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--seed", f->seed, "varies the prompts")->capture_default_str();
+  sub->add_option("--max-seconds", f->max_seconds, "no request starts after this long")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  reg.On(sub, [f] { return RunLoadgen(*f); });
+}
+
+}  // namespace verity::cli

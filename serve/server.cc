@@ -1,0 +1,260 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <random>
+
+#include "base/build_info.h"
+#include "serve/openai_json.h"
+
+namespace verity::serve {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(Dump(body), "application/json");
+}
+
+void SendError(httplib::Response& res, const ApiError& e) { SendJson(res, e.status, ErrorBody(e)); }
+
+// One request's tokens as text: the stream of deltas, stop strings, the
+// finish reason, usage and logprobs, from the scheduler's events.
+class Generation {
+ public:
+  Generation(const CompletionRequest& r, const ServedModel& m, std::shared_ptr<Job> job)
+      : r_(r), m_(m), job_(std::move(job)), text_(*m.codec, r.prompt, r.stop) {}
+
+  // Waits for the next event; appends released text to `delta`. False once finished.
+  bool Next(Clock::time_point deadline, std::string* delta) {
+    if (done_) return false;
+    auto e = job_->Next(deadline);
+    if (!e) return Fail("request timed out", 504);
+    if (e->token) return Token(*e->token, delta);
+    if (e->finish == FinishReason::kError) return Fail("the engine failed: " + e->error, 500);
+    if (e->finish == FinishReason::kCancelled) return Fail("the request was cancelled: " + e->error, 503);
+    finish_ = e->finish == FinishReason::kEos ? "stop" : "length";
+    *delta += text_.Take(/*final=*/true);
+    done_ = true;
+    return false;
+  }
+
+  const std::string& finish() const { return finish_; }
+  const std::optional<ApiError>& error() const { return error_; }
+  Usage usage() const { return {static_cast<int>(r_.prompt.size()), tokens_}; }
+  json logprobs() const { return r_.logprobs >= 0 ? LogprobsJson(logs_) : json(nullptr); }
+
+ private:
+  bool Token(const TokenEvent& t, std::string* delta) {
+    tokens_++;
+    if (r_.logprobs >= 0) Log(t);
+    prev_ = t.token;
+    if (text_.Add(t.token)) {  // a stop string: the text ends before it
+      job_->Cancel();
+      finish_ = "stop";
+      *delta += text_.Take(/*final=*/true);
+      done_ = true;
+      return false;
+    }
+    *delta += text_.Take(/*final=*/false);
+    return true;
+  }
+  void Log(const TokenEvent& t) {
+    const int prev = prev_ >= 0 ? prev_ : r_.prompt.back();
+    TokenLog l{m_.codec->TokenText(prev, t.token), t.logprob, {}};
+    for (const auto& [id, lp] : t.top) l.top.push_back({m_.codec->TokenText(prev, id), lp});
+    logs_.push_back(std::move(l));
+  }
+  bool Fail(const std::string& message, int status) {
+    job_->Cancel();
+    error_ = ApiError{status, status == 500 ? "server_error" : "timeout_error", message, "", ""};
+    done_ = true;
+    return false;
+  }
+
+  const CompletionRequest& r_;
+  const ServedModel& m_;
+  std::shared_ptr<Job> job_;
+  TextStream text_;
+  std::vector<TokenLog> logs_;
+  std::string finish_;
+  std::optional<ApiError> error_;
+  int tokens_ = 0, prev_ = -1;
+  bool done_ = false;
+};
+
+JobParams ParamsOf(const CompletionRequest& r) {
+  JobParams p;
+  p.prompt = r.prompt;
+  p.max_tokens = r.max_tokens;
+  p.temperature = r.temperature;
+  p.top_p = r.top_p;
+  p.seed = r.seed;
+  p.ignore_eos = r.ignore_eos;
+  p.logprobs = r.logprobs;
+  return p;
+}
+
+json RoundJson(const ProbeRound& r) {
+  json probes = json::array();
+  for (const ProbeOutcome& o : r.probes)
+    probes.push_back({{"prompt", o.prompt}, {"expected", o.expect}, {"actual", o.got}, {"pass", o.pass}});
+  json j = {{"unix_ms", r.unix_ms}, {"pass", r.pass}, {"passed", r.passed()}, {"total", r.probes.size()},
+            {"probes", probes}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, const ServedModel& served, Scheduler& scheduler, Prober& prober, Metrics& metrics)
+    : opt_(std::move(options)), served_(served), scheduler_(scheduler), prober_(prober), metrics_(metrics),
+      http_(std::make_unique<httplib::Server>()),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {
+  Routes();
+}
+
+Server::~Server() = default;
+
+Status Server::Bind() {
+  const int threads = opt_.handler_threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(opt_.max_body_bytes);
+  http_->set_read_timeout(opt_.io_timeout_s, 0);
+  http_->set_write_timeout(opt_.io_timeout_s, 0);
+  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port_ < 0) return Status::Error("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot bind (in use, or not an address of this machine)");
+  return OkStatus();
+}
+
+void Server::Run() { http_->listen_after_bind(); }
+void Server::Stop() { http_->stop(); }
+
+void Server::Routes() {
+  // Every /v1/ request must carry the key when one is set; /health and
+  // /metrics stay open to the monitor.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, {401, "invalid_request_error", "Incorrect API key provided (Authorization: Bearer KEY)", "", "invalid_api_key"});
+    metrics_.Request(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SendError(res, {500, "server_error", "internal error: " + what, "", ""});
+    metrics_.Request(req.path, 500);
+  });
+  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string msg = res.status == 413 ? "the body exceeds " + std::to_string(opt_.max_body_bytes) + " bytes"
+                            : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                                                : "HTTP " + std::to_string(res.status);
+    SendError(res, {res.status, "invalid_request_error", msg, "", ""});
+    metrics_.Request(req.path, res.status);
+  });
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"object", "list"},
+                        {"data", json::array({{{"id", served_.id}, {"object", "model"}, {"created", created_}, {"owned_by", "verity"},
+                                                            {"meta", {{"vocab_size", served_.vocab}, {"context_length", served_.context}}}}})}});
+    metrics_.Request("/v1/models", 200);
+  });
+  http_->Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+    const ProbeRound last = prober_.last();
+    const bool ok = prober_.healthy();
+    json body = {{"status", ok ? "ok" : "unhealthy"}, {"model", served_.id}, {"last_probe", RoundJson(last)},
+                 {"build", {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}, {"corruption", CorruptionName()}}}};
+    if (req.has_param("history")) {
+      json h = json::array();
+      for (const ProbeRound& r : prober_.history()) h.push_back(RoundJson(r));
+      body["history"] = h;
+    }
+    SendJson(res, ok ? 200 : 503, body);
+    metrics_.Request("/health", res.status);
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+    metrics_.Request("/metrics", 200);
+  });
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { Completion(false, req.body, &res); });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { Completion(true, req.body, &res); });
+}
+
+void Server::Completion(bool chat, const std::string& body, void* response) {
+  httplib::Response& res = *static_cast<httplib::Response*>(response);
+  const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  auto parsed = ParseCompletionRequest(body, chat, served_, std::random_device{}());
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    SendError(res, *e);
+    metrics_.Request(endpoint, e->status);
+    return;
+  }
+  auto r = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(std::move(parsed)));
+  if (r->stream && r->logprobs >= 0) {
+    SendError(res, {400, "invalid_request_error", "logprobs with stream is not supported by verity serve", "logprobs", ""});
+    metrics_.Request(endpoint, 400);
+    return;
+  }
+  auto job = std::make_shared<Job>(ParamsOf(*r));
+  const auto admitted = scheduler_.Submit(job);
+  if (admitted != Scheduler::Admission::kQueued) {
+    res.set_header("Retry-After", "1");
+    SendError(res, {503, "server_error", admitted == Scheduler::Admission::kFull ? "the queue is full; retry later" : "the server is shutting down", "", ""});
+    metrics_.Request(endpoint, 503);
+    return;
+  }
+  const CompletionHead head{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), served_.id, created_, chat};
+  const auto deadline = Clock::now() + std::chrono::seconds(opt_.request_timeout_s);
+  auto gen = std::make_shared<Generation>(*r, served_, job);
+  if (!r->stream) {
+    std::string text;
+    while (gen->Next(deadline, &text)) {
+    }
+    if (gen->error()) {
+      SendError(res, *gen->error());
+    } else {
+      SendJson(res, 200, CompletionBody(head, text, gen->finish(), gen->usage(), gen->logprobs()));
+    }
+    metrics_.Request(endpoint, res.status);
+    return;
+  }
+  // Server-sent events: a chunk per released piece of text, the finish, usage if asked, [DONE].
+  metrics_.Request(endpoint, 200);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [r, job, gen, head, deadline, first = true](size_t, httplib::DataSink& sink) mutable {
+        auto send = [&](const json& j) {
+          const std::string s = "data: " + Dump(j) + "\n\n";
+          return sink.write(s.data(), s.size());
+        };
+        std::string delta;
+        const bool more = gen->Next(deadline, &delta);
+        if (gen->error()) {
+          send(ErrorBody(*gen->error()));
+        } else if ((!delta.empty() || first) && !send(ChunkBody(head, delta, "", first))) {
+          job->Cancel();  // the client is gone: free its slot
+          return false;
+        }
+        first = false;
+        if (more) return true;
+        if (!gen->error()) send(ChunkBody(head, "", gen->finish(), false));
+        if (!gen->error() && r->include_usage) send(UsageChunk(head, gen->usage()));
+        const std::string done = "data: [DONE]\n\n";
+        sink.write(done.data(), done.size());
+        sink.done();
+        return true;
+      },
+      [job](bool) { job->Cancel(); });
+}
+
+}  // namespace verity::serve

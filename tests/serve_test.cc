@@ -1,0 +1,251 @@
+// verity serve over real HTTP (cpp-httplib's client): it answers as
+// `verity generate` does, refuses bad input with a named 4xx, gives each
+// request the same tokens alone or batched, turns /health 503 when the probe
+// fails without exiting, frees a slot when its client leaves, answers 503 +
+// Retry-After when full, and drains in-flight requests on SIGTERM.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/serve_util.h"
+
+namespace verity {
+namespace {
+
+using json = nlohmann::json;
+using test::ServeProcess;
+
+std::string Base(const std::string& extra = "", const std::string& probe_every = "0") {
+  return "--model " + test::Model("stories260K.bin") + " --tokenizer " + test::Model("tok512.bin") +
+         " --threads 1 --probe-every " + probe_every + " " + extra;
+}
+
+json Post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr) {
+  auto r = c.Post(path.c_str(), body.dump(), "application/json");
+  if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
+  if (status) *status = r->status;
+  return json::parse(r->body, nullptr, false);
+}
+
+json Completion(const std::string& prompt, int max_tokens) {
+  return {{"model", "stories260K"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+TEST(Serve, GreedyCompletionIsWhatGeneratePrints) {
+  ServeProcess s(Base());
+  ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
+  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=3/3 verdict=PASS"), std::string::npos) << s.startup_stdout();
+  const std::string prompt = "Once upon a time";
+  auto c = s.Client();
+  int status = 0;
+  json r = Post(c, "/v1/completions", Completion(prompt, 60), &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const int n_prompt = r["usage"]["prompt_tokens"];
+  EXPECT_GT(n_prompt, 1);
+  EXPECT_EQ(r["usage"]["completion_tokens"].get<int>() + n_prompt, r["usage"]["total_tokens"].get<int>());
+  // generate's --steps count positions: the prompt's (BOS included), then
+  // one per sampled token but the last, which is printed and never fed.
+  auto gen = test::Shell(test::VerityBin() + " generate --model " + test::Model("stories260K.bin") + " --tokenizer " +
+                         test::Model("tok512.bin") + " --temperature 0 --steps " + std::to_string(n_prompt + 60 - 1) +
+                         " --prompt '" + prompt + "'");
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const std::string text = r["choices"][0]["text"];
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(prompt + text + "\n", gen.out);
+  EXPECT_EQ(s.Wait(true), 0) << s.stderr_text();
+}
+
+struct BadCase {
+  const char* name;
+  std::string body;
+  int status;
+  std::string names;  // the parameter or phrase the error must name
+};
+
+TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
+  ServeProcess s(Base("--api-key sekret --max-body-bytes 4096"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto c = s.Client();
+  c.set_bearer_token_auth("sekret");
+  const std::vector<BadCase> cases = {
+      {"malformed JSON", "{\"model\": ", 400, "not valid JSON"},
+      {"not an object", "[1, 2]", 400, "JSON object"},
+      {"unknown field", R"({"model":"stories260K","prompt":"a","frobnicate":1})", 400, "frobnicate"},
+      {"wrong type", R"({"model":"stories260K","prompt":"a","temperature":"hot"})", 400, "temperature"},
+      {"out of range", R"({"model":"stories260K","prompt":"a","top_p":1.5})", 400, "top_p"},
+      {"n > 1", R"({"model":"stories260K","prompt":"a","n":2})", 400, "n"},
+      {"bad token id", R"({"model":"stories260K","prompt":[1, 999999]})", 400, "999999"},
+      {"prompt beyond the context", json{{"model", "stories260K"}, {"prompt", std::vector<int>(600, 5)}}.dump(), 400, "context"},
+      {"max_tokens beyond it", R"({"model":"stories260K","prompt":"a","max_tokens":5000})", 400, "max_tokens"},
+      {"invalid UTF-8", std::string("{\"model\":\"stories260K\",\"prompt\":\"\xC3\x28\"}"), 400, "UTF-8"},
+      {"wrong model", R"({"model":"gpt-4","prompt":"a"})", 404, "gpt-4"},
+      {"stream with logprobs", R"({"model":"stories260K","prompt":"a","stream":true,"logprobs":2})", 400, "logprobs"},
+      {"chat without a template", R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", 400, "chat template"},
+      {"body over the limit", json{{"model", "stories260K"}, {"prompt", std::string(8000, 'a')}}.dump(), 413, "4096"},
+  };
+  for (const BadCase& b : cases) {
+    const bool chat = b.body.find("messages") != std::string::npos;
+    auto r = c.Post(chat ? "/v1/chat/completions" : "/v1/completions", b.body, "application/json");
+    ASSERT_TRUE(r) << b.name;
+    EXPECT_EQ(r->status, b.status) << b.name << ": " << r->body;
+    json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.contains("error")) << b.name << ": " << r->body;
+    EXPECT_NE(e["error"].dump().find(b.names), std::string::npos) << b.name << ": " << r->body;
+  }
+  httplib::Client anon("127.0.0.1", s.port());
+  auto r = anon.Post("/v1/completions", Completion("a", 2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401) << r->body;
+  auto ok = c.Post("/v1/completions", Completion("a", 2).dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << "after every refusal the server still answers: " << ok->body;
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
+  ServeProcess s(Base("--parallel 8"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; i++) prompts.push_back(i % 2 ? "The cat was" : "One day, " + std::string(i, 'a'));
+  std::vector<std::string> alone(prompts.size()), together(prompts.size());
+  auto c = s.Client();
+  for (size_t i = 0; i < prompts.size(); i++) alone[i] = Post(c, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
+  for (int round = 0; round < 2; round++) {
+    std::vector<std::thread> ts;
+    for (size_t k = 0; k < prompts.size(); k++) {
+      const size_t i = round ? prompts.size() - 1 - k : k;  // a second round in the other order
+      ts.emplace_back([&, i] {
+        auto cc = s.Client();
+        together[i] = Post(cc, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
+      });
+    }
+    for (auto& t : ts) t.join();
+    for (size_t i = 0; i < prompts.size(); i++) EXPECT_EQ(together[i], alone[i]) << "request " << i << " round " << round;
+  }
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("verity_kv_slots 8"), std::string::npos) << m->body;
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+// The probes file is read every round: a wrong expectation makes the next
+// round fail (503 with question, expected and actual; an ALERT; counted), the
+// server keeps answering, and the right one makes it healthy again.
+TEST(Serve, AFailedProbeTurnsHealth503WithoutExitingAndARightOneRecovers) {
+  const std::string probes = test::TempDir("probes") + "/p.json";
+  const std::string good = test::ReadFile(test::Model("stories260K.probes.json"));
+  test::WriteFile(probes, good);
+  ServeProcess s(Base("--probes " + probes, "0.2"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto c = s.Client();
+  auto health = [&] { auto r = c.Get("/health"); return r ? r->status : -1; };
+  EXPECT_EQ(health(), 200);
+  test::WriteFile(probes, R"([{"prompt": "Once upon a time, there was a little girl named", "expect": " Zebulon"}])");
+  int status = 0;
+  for (int i = 0; i < 300 && (status = health()) == 200; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(status, 503);
+  json h = json::parse(c.Get("/health")->body);
+  EXPECT_EQ(h["last_probe"]["probes"][0]["expected"], " Zebulon") << h.dump();
+  EXPECT_EQ(h["last_probe"]["probes"][0]["actual"].get<std::string>().rfind(" Lily", 0), 0u) << h.dump();
+  int code = 0;
+  Post(c, "/v1/completions", Completion("a", 2), &code);
+  EXPECT_EQ(code, 200) << "an unhealthy server still serves: alerting is the job, not stopping";
+  EXPECT_NE(c.Get("/metrics")->body.find("verity_healthy 0"), std::string::npos);
+  test::WriteFile(probes, good);
+  for (int i = 0; i < 300 && (status = health()) == 503; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(status, 200);
+  json hist = json::parse(c.Get("/health?history=1")->body);
+  bool saw_fail = false, saw_pass_after = false;
+  for (const json& r : hist["history"]) {
+    if (!r["pass"].get<bool>()) saw_fail = true;
+    else if (saw_fail) saw_pass_after = true;
+  }
+  EXPECT_TRUE(saw_fail && saw_pass_after) << hist.dump();
+  EXPECT_EQ(s.Wait(true), 0);
+  EXPECT_NE(s.stderr_text().find("verity: ALERT: coherence probe failed"), std::string::npos);
+}
+
+TEST(Serve, AWrongAnswerAtStartupRefusesToOpenThePort) {
+  const std::string probes = test::TempDir("badprobes") + "/p.json";
+  test::WriteFile(probes, R"([{"prompt": "The cat was very", "expect": " purple"}])");
+  ServeProcess s(Base("--probes " + probes));
+  EXPECT_EQ(s.port(), -1);
+  EXPECT_EQ(s.Wait(false), 1);
+  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=0/1 verdict=FAIL"), std::string::npos) << s.startup_stdout();
+  EXPECT_NE(s.stderr_text().find("not serving"), std::string::npos) << s.stderr_text();
+}
+
+// The reference backend is slow enough that 500 tokens take a while, so a
+// hang-up after two chunks is seen long before the request could finish.
+TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
+  ServeProcess s(Base("--parallel 1 --backend reference"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}};
+  {
+    auto c = s.Client();
+    int chunks = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers.emplace("Content-Type", "application/json");
+    req.body = longreq.dump();
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
+    c.send(req);  // returns once the receiver refuses: the connection is closed
+    EXPECT_EQ(chunks, 2);
+  }
+  auto c = s.Client();
+  auto metric = [&](const std::string& name) {
+    const std::string body = c.Get("/metrics")->body, key = "\n" + name + " ";
+    return std::stod(body.substr(body.find(key) + key.size()));
+  };
+  for (int i = 0; i < 500 && metric("verity_kv_slots_in_use") > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(metric("verity_kv_slots_in_use"), 0);
+  EXPECT_LT(metric("verity_generated_tokens_total"), 500) << "the request was cancelled, not run to its end";
+  int status = 0;
+  Post(c, "/v1/completions", Completion("a", 2), &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+// One slot, no queue, sixteen requests at once: whoever finds the slot taken
+// is told 503 with Retry-After, and nothing else goes wrong.
+TEST(Serve, AFullServerAnswers503WithRetryAfter) {
+  ServeProcess s(Base("--parallel 1 --queue 0 --backend reference"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  json body = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 200}, {"ignore_eos", true}};
+  std::atomic<int> ok{0}, full{0}, other{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 16; i++)
+    ts.emplace_back([&] {
+      auto c = s.Client();
+      auto r = c.Post("/v1/completions", body.dump(), "application/json");
+      if (r && r->status == 200) ok++;
+      else if (r && r->status == 503 && r->get_header_value("Retry-After") == "1") full++;
+      else other++;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_GE(ok.load(), 1) << full.load() << " full, " << other.load() << " other";
+  EXPECT_GE(full.load(), 1);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+TEST(Serve, SigtermFinishesTheRequestInFlightThenExitsZero) {
+  ServeProcess s(Base("--parallel 1"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  json body = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0}};
+  std::atomic<int> status{0};
+  json got;
+  std::thread t([&] { auto c = s.Client(); int st = 0; got = Post(c, "/v1/completions", body, &st); status = st; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(s.Wait(true), 0) << s.stderr_text();
+  t.join();
+  EXPECT_EQ(status.load(), 200) << got.dump();
+  EXPECT_EQ(got["usage"]["completion_tokens"], 300) << "the request in flight ran to its end";
+  EXPECT_NE(s.startup_stdout().find("serve: stopped"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace verity
