@@ -26,6 +26,7 @@ struct LoadFlags {
   int concurrency = 1, requests = 16, prompt_tokens = 16, gen_tokens = 16;
   uint64_t seed = 1;
   double max_seconds = 600;
+  double duration = 0;  // > 0: as many requests as fit in this many seconds (a soak)
 };
 
 struct Served {
@@ -178,7 +179,7 @@ int RunLoadgen(const LoadFlags& f) {
     ttft.push_back(o.ttft_s * 1e3);
     for (double g : o.gaps_s) gaps.push_back(g * 1e3);
   }
-  const int missing = f.requests - static_cast<int>(outcomes.size());
+  const int missing = f.duration > 0 ? 0 : f.requests - static_cast<int>(outcomes.size());
   const bool ok = failed == 0 && missing == 0;
   json metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
                   {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
@@ -209,7 +210,11 @@ void RegisterLoadgenCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request (past EOS)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   sub->add_option("--seed", f->seed, "varies the prompts")->capture_default_str();
   sub->add_option("--max-seconds", f->max_seconds, "no request starts after this long")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
-  reg.On(sub, [f] { return RunLoadgen(*f); });
+  sub->add_option("--duration", f->duration, "instead of --requests: send requests for this many seconds (a soak)")->check(CLI::Range(1.0, 86400.0));
+  reg.On(sub, [f] {
+    if (f->duration > 0) f->requests = 1000000000, f->max_seconds = f->duration;
+    return RunLoadgen(*f);
+  });
 }
 
 }  // namespace verity::cli
