@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "base/env.h"
+#include "base/terminal.h"
 #include "measure/measure.h"
 #include "cli/commands.h"
 #include "ledger/bisect.h"
@@ -60,9 +61,9 @@ int Report(const char* cmd, const Outcome& o, bool json) {
                 cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), o.verdict.c_str(),
                 o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(),
                 Num(o.gate).c_str(), Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
-    if (!o.note.empty()) std::printf("  note: %s\n", o.note.c_str());
+    if (!o.note.empty()) std::printf("  note: %s\n", terminal::Visible(o.note).c_str());
   }
-  if (!o.completed()) std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run), o.note.c_str());
+  if (!o.completed()) std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run), terminal::Visible(o.note).c_str());
   return o.completed() ? 0 : 1;
 }
 
@@ -70,7 +71,7 @@ MeasureOptions WithProgress(MeasureOptions m) {
   m.timeout_s = env::CommandTimeoutSeconds();
   m.lock_dir = env::LockDir();
   m.cache_dir = env::CacheDir();
-  m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  m.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", terminal::Visible(line).c_str()); };
   return m;
 }
 
@@ -190,7 +191,7 @@ Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
   if (!r->base_cmd.empty() || !r->head_cmd.empty())
     return Status::Error("--base/--head refs and --base-cmd/--head-cmd are alternatives; give one pair");
   VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "--base/--head"));
-  Progress progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  Progress progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", terminal::Visible(line).c_str()); };
   auto toplevel = measure::RunCommand("git -C " + measure::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
   if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
   std::string repo = toplevel.out;
@@ -221,7 +222,7 @@ Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, ledger::BisectR
   req.repo = o.repo;
   req.bench_args = BenchArgs(o, model);
   req.commands = [o, model, against](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
-    Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+    Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", terminal::Visible(line).c_str()); };
     ledger::CommitCommands c;
     c.bench_cmd = BenchCmdFor(b, o, model);
     VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(b, o, model, against, progress));
@@ -327,9 +328,9 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       auto res = ledger::Bisect(**l, *prepared, WithProgress(*m));
       if (!res.ok()) return Fail(res.status());
       if (c->json) std::printf("%s\n", JsonLine(res->ToJson()).c_str());
-      else std::printf("%s\n", res->summary.c_str());
+      else std::printf("%s\n", terminal::Visible(res->summary).c_str());
       if (!res->searched()) {
-        std::fprintf(stderr, "verity: error: %s\n", res->summary.c_str());
+        std::fprintf(stderr, "verity: error: %s\n", terminal::Visible(res->summary).c_str());
         return 1;
       }
       return 0;
@@ -375,7 +376,8 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
         std::printf("%s\n", JsonLine(j).c_str());
       } else {
         std::printf("calibrate: box %s workload '%s' %s: %s; about %d rounds resolve the %.0f%% gate (profile %lld)\n",
-                    p->box.substr(0, 16).c_str(), p->workload.c_str(), p->metric.c_str(), ledger::NoiseText(*p).c_str(),
+                    p->box.substr(0, 16).c_str(), terminal::Visible(p->workload).c_str(),
+                    terminal::Visible(p->metric).c_str(), terminal::Visible(ledger::NoiseText(*p)).c_str(),
                     needed, 100.0 * pol->gate_frac, static_cast<long long>(p->id));
       }
       return 0;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "base/env.h"
+#include "base/terminal.h"
 #include "ledger/evidence.h"
 #include "ledger/format.h"
 #include "ledger/record.h"
@@ -650,11 +651,11 @@ std::string ToText(const BisectHistory& h) {
   std::string out = "bisect sessions (" + std::to_string(h.sessions.size()) + "):\n";
   if (h.sessions.empty()) out += "  none recorded\n";
   for (const auto& b : h.sessions) {
-    out += "  session " + std::to_string(b.session) + ": " + b.metric + " threshold " + NumText(b.threshold_pct) +
-           "%, good " + Short(b.good_sha) + ", bad " + Short(b.bad_sha) + ": " + b.kind + "\n    " + b.summary + "\n";
+    out += "  session " + std::to_string(b.session) + ": " + terminal::Visible(b.metric) + " threshold " + NumText(b.threshold_pct) +
+           "%, good " + Short(b.good_sha) + ", bad " + Short(b.bad_sha) + ": " + b.kind + "\n    " + terminal::Visible(b.summary) + "\n";
     for (const auto& s : b.steps) {
       // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `" " + string` chains here.
-      for (const std::string& p : {std::string("    "), s.role, std::string(" "), Short(s.sha), std::string(" "), s.subject,
+      for (const std::string& p : {std::string("    "), s.role, std::string(" "), Short(s.sha), std::string(" "), terminal::Visible(s.subject),
                                    std::string(": "), s.verdict, std::string(" ("), s.search, std::string(", by "),
                                    s.decided_by, std::string(")")})
         out.append(p);

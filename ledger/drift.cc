@@ -7,6 +7,7 @@
 #include <random>
 #include <tuple>
 
+#include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/ledger.h"
 #include "ledger/score.h"
@@ -303,15 +304,18 @@ std::string ToText(const DriftView& v) {
         if (!between.empty()) between += ", ";
         between += "#";
         between += std::to_string(b.change);
-        between += " '" + b.title + "' (" + b.verdict + ")";
+        between += " '" + terminal::Visible(b.title) + "' (" + b.verdict + ")";
       }
-      o += "drift: " + s.metric + " on box " + s.box + (s.workload.empty() ? "" : " workload '" + s.workload + "'") +
+      // Names and triage text are the submitters': shown with their controls visible.
+      o += "drift: " + terminal::Visible(s.metric) + " on box " + terminal::Visible(s.box) +
+           (s.workload.empty() ? "" : " workload '" + terminal::Visible(s.workload) + "'") +
            ": " + PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " +
            NumText(c.point.after_median) + ", p " + NumText(c.point.p_value) + ") between run " +
            std::to_string(c.before.run) + " " + c.before.side + " and run " + std::to_string(c.after.run) + " " +
            c.after.side + "; changes recorded between: " + (between.empty() ? "none" : between) + "; " +
            (c.regression ? "regression" : "improvement") +
-           (c.triage ? ", " + c.triage->state + " by " + c.triage->by + ": " + c.triage->reason
+           (c.triage ? ", " + c.triage->state + " by " + terminal::Visible(c.triage->by) + ": " +
+                           terminal::Visible(c.triage->reason)
                      : std::string(c.regression ? ", not triaged" : "")) +
            " [" + c.key + "]\n";
     }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/stats.h"
 
@@ -88,7 +89,7 @@ std::string ToText(const PredictionsView& v) {
   };
   std::string o;
   for (const auto& a : v.authors)
-    o += "predictions: " + a.author + ": " + std::to_string(a.changes) + " scored, bias " + PctText(a.bias) +
+    o += "predictions: " + terminal::Visible(a.author) + ": " + std::to_string(a.changes) + " scored, bias " + PctText(a.bias) +
          " (measured - predicted), median |error| " + unsigned_pct(a.median_abs_error) + ", within 2x " +
          std::to_string(a.within_2x) + " of " + std::to_string(a.changes) + ", surprises " +
          std::to_string(a.surprises) + "\n";

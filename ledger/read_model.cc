@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/ledger.h"
 #include "measure/measure.h"
@@ -177,6 +178,7 @@ void FillEvidence(ParityView* p, int exit_code, const Value& raw) {
   p->build_id = ev->build_id;
   p->artifact_sha256 = ev->artifact_sha256;
   p->stated_mode = ev->mode;
+  p->all_rows_sha256 = ev->all_rows_sha256;
   p->depths = static_cast<int>(ev->depths.size());
   p->window = ev->window;
   p->tokens = ev->tokens;
@@ -505,6 +507,7 @@ nlohmann::json ToJson(const ParityView& p) {
           {"worst_top1", J(p.worst_top1)},
           {"worst_mean_kl", J(p.worst_mean_kl)},
           {"logits_sha256", J(p.logits_sha256)},
+          {"all_rows_sha256", p.has_evidence ? Nonempty(p.all_rows_sha256) : nlohmann::json(nullptr)},
           {"message", p.message},
           {"evidence", p.has_evidence},
           {"build_id", p.has_evidence ? Nonempty(p.build_id) : nlohmann::json(nullptr)},
@@ -560,6 +563,7 @@ std::string Or(const std::optional<std::string>& s, const char* dflt = "n/a") { 
 std::string Id(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "n/a"; }
 // The shortest form that round-trips, as the JSON printer writes it (15.0, 3.5).
 std::string Plain(double v) { return nlohmann::json(v).dump(); }
+std::string V(const std::string& s) { return terminal::Visible(s); }
 std::string Prefix(const std::string& s, size_t n) { return s.empty() ? "(not stated)" : s.substr(0, n); }
 
 std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -585,6 +589,20 @@ std::string GuardText(const GuardView& g) {
 }
 
 }  // namespace
+
+std::string BitIdentityText(const RunView& r) {
+  // The standard evidence of each side, as the gate judged it (a confirm's deep evidence is not the claim's).
+  const ParityView *head = nullptr, *base = nullptr;
+  for (const auto& p : r.parity)
+    if (p.mode == ParityMode::kStandard) (p.side == Side::kHead ? head : base) = &p;
+  const std::string h = head ? head->all_rows_sha256 : "", b = base ? base->all_rows_sha256 : "";
+  if (h.empty() || b.empty())
+    return std::string("bit identity claimed, not proved: no evidence hashing every logit row (all_rows_sha256) on the ") +
+           (h.empty() && b.empty() ? "head or base" : h.empty() ? "head" : "base") + " side";
+  if (h != b)
+    return "bit identity claimed, not proved: the logit rows differ (head " + h.substr(0, 16) + " vs base " + b.substr(0, 16) + ")";
+  return "bit identity proved: every logit row hashes to " + h.substr(0, 16) + " on both sides";
+}
 
 std::string FloorText(const GuardView& g) {
   if (!g.floor) return "";
@@ -977,38 +995,40 @@ nlohmann::json ToJson(const HistoryView& h) {
 }
 
 // ---- text printers ----
+// Every string a submitter, a bench or a parity command wrote goes through V:
+// controls are shown visibly, never sent to the terminal (base/terminal.h).
 
 std::string ToText(const ChangeView& v) {
   const ChangeRow& c = v.change;
   std::string o;
-  o += Line("change %lld: %s [%s] by %s, recorded %s", static_cast<long long>(c.id), c.title.c_str(), KindName(c.kind),
-            c.author.c_str(), c.created_at.c_str());
+  o += Line("change %lld: %s [%s] by %s, recorded %s", static_cast<long long>(c.id), V(c.title).c_str(), KindName(c.kind),
+            V(c.author).c_str(), V(c.created_at).c_str());
   if (c.target_change)
-    o += Line("  of change %lld; reason: %s", static_cast<long long>(*c.target_change), Or(c.reason).c_str());
+    o += Line("  of change %lld; reason: %s", static_cast<long long>(*c.target_change), V(Or(c.reason)).c_str());
   o += Line("  claim %s  prediction %s  bit identity %s", c.claim_pct ? (Plain(*c.claim_pct) + "%").c_str() : "n/a",
             c.predict_pct ? (Plain(*c.predict_pct) + "%").c_str() : "n/a",
             c.claim_bit_identical ? "claimed" : "not claimed");
   if (!v.accept_regressions.empty()) {
     std::string list;
-    for (const auto& m : v.accept_regressions) list += (list.empty() ? "" : ", ") + m;
+    for (const auto& m : v.accept_regressions) list += (list.empty() ? "" : ", ") + V(m);
     o += Line("  declared regressions: %s", list.c_str());
   }
   o += Line("  state: %s", v.StateName().c_str());
   for (const auto& r : v.runs) {
     o += Line("  run %lld (%s, box %s, %s): %lld samples (%lld warm-up)", static_cast<long long>(r.id),
-              PurposeName(r.purpose), r.box.c_str(), RunStatusName(r.status), static_cast<long long>(r.samples),
+              PurposeName(r.purpose), V(r.box).c_str(), RunStatusName(r.status), static_cast<long long>(r.samples),
               static_cast<long long>(r.warmup_samples));
-    if (!r.workload.empty()) o += Line("    workload: %s", r.workload.c_str());
+    if (!r.workload.empty()) o += Line("    workload: %s", V(r.workload).c_str());
     if (r.noise)
-      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id), r.noise->recorded_at.c_str(),
-                NoiseText(*r.noise).c_str());
+      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id), V(r.noise->recorded_at).c_str(),
+                V(NoiseText(*r.noise)).c_str());
     for (const auto& a : r.artifacts)
-      o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), a.build_id.c_str(), a.artifact_sha256.c_str());
+      o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), V(a.build_id).c_str(), V(a.artifact_sha256).c_str());
     for (const auto& p : r.parity) {
-      o += Line("    parity %s %s: %s", SideName(p.side), ParityModeName(p.mode), p.message.c_str());
+      o += Line("    parity %s %s: %s", SideName(p.side), ParityModeName(p.mode), V(p.message).c_str());
       if (p.has_evidence)
-        o += Line("      evidence: build %s, artifact %s, mode %s, %d depths, window %d", Prefix(p.build_id, 12).c_str(),
-                  Prefix(p.artifact_sha256, 16).c_str(), p.stated_mode.empty() ? "(not stated)" : p.stated_mode.c_str(),
+        o += Line("      evidence: build %s, artifact %s, mode %s, %d depths, window %d", V(Prefix(p.build_id, 12)).c_str(),
+                  V(Prefix(p.artifact_sha256, 16)).c_str(), p.stated_mode.empty() ? "(not stated)" : V(p.stated_mode).c_str(),
                   p.depths, p.window);
       else
         o += Line("      evidence: none recorded");
@@ -1022,19 +1042,19 @@ std::string ToText(const ChangeView& v) {
         o += Line("      decision: %s at attempt %d, alpha %s; median ratio %s, bounds [%s, %s]",
                   ScoreDecisionName(sc.stats->decision).c_str(), sc.stats->attempt, Num(sc.stats->alpha).c_str(),
                   Ratio(sc.stats->ratio).c_str(), Ratio(sc.stats->ratio_low).c_str(), Ratio(sc.stats->ratio_high).c_str());
-      for (const auto& g : sc.guards) o += Line("      guard %s", GuardText(g).c_str());
-      if (!sc.note.empty()) o += Line("      note: %s", sc.note.c_str());
+      for (const auto& g : sc.guards) o += Line("      guard %s", V(GuardText(g)).c_str());
+      if (!sc.note.empty()) o += Line("      note: %s", V(sc.note).c_str());
     }
-    if (r.status == RunStatus::kFailed) o += Line("    failed: %s", r.failure.value_or("").c_str());
+    if (r.status == RunStatus::kFailed) o += Line("    failed: %s", V(r.failure.value_or("")).c_str());
     if (r.retraction)
-      o += Line("    RETRACTED: %s%s", r.retraction->reason.c_str(),
+      o += Line("    RETRACTED: %s%s", V(r.retraction->reason).c_str(),
                 r.retraction->replaced_by_run
                     ? (" (replaced by run " + std::to_string(*r.retraction->replaced_by_run) + ")").c_str()
                     : "");
   }
   for (const auto& x : v.related)
-    o += Line("  related: change %lld %s \"%s\" (%s)", static_cast<long long>(x.id), KindName(x.kind), x.title.c_str(),
-              Or(x.reason).c_str());
+    o += Line("  related: change %lld %s \"%s\" (%s)", static_cast<long long>(x.id), KindName(x.kind), V(x.title).c_str(),
+              V(Or(x.reason)).c_str());
   return o;
 }
 
@@ -1045,16 +1065,16 @@ std::string ToText(const FrontierView& f) {
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     n++;
-    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", l.metric.c_str(),
-              l.box.c_str(), l.workload.empty() ? "" : (" workload '" + l.workload + "'").c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
+    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", V(l.metric).c_str(),
+              V(l.box).c_str(), l.workload.empty() ? "" : (" workload '" + V(l.workload) + "'").c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
               static_cast<long long>(last->event.change_id), static_cast<long long>(last->event.run_id),
-              last->event.reason.c_str());
+              V(last->event.reason).c_str());
     const int not_counted = static_cast<int>(l.ladder.steps.size()) - l.counted_events();
     if (not_counted > 0)
       for (const auto& s : l.ladder.steps)
         if (!s.counted)
           o += Line("  not counted: change %lld run %lld (%s): %s", static_cast<long long>(s.event.change_id),
-                    static_cast<long long>(s.event.run_id), s.event.reason.c_str(), s.why.c_str());
+                    static_cast<long long>(s.event.run_id), V(s.event.reason).c_str(), V(s.why).c_str());
   }
   o += Line("frontier: %zu metric/box pair%s", n, n == 1 ? "" : "s");
   return o;
@@ -1066,7 +1086,7 @@ std::string ToText(const HistoryView& h) {
     o += Line("reverts and reapplies (%zu):", h.reverts->size());
     for (const auto& r : *h.reverts) {
       std::string line = "  change " + std::to_string(r.id) + " " + KindName(r.kind) + " of " + Id(r.target) + ": " +
-                         (r.verdict ? VerdictName(*r.verdict) : "n/a") + "; reason: " + Or(r.reason);
+                         (r.verdict ? VerdictName(*r.verdict) : "n/a") + "; reason: " + V(Or(r.reason));
       if (r.kind == Kind::kRevert)
         line += "; later found wrong: " +
                 (r.reapplied_by ? "yes, reapplied by change " + std::to_string(*r.reapplied_by) : std::string("no"));
@@ -1077,15 +1097,15 @@ std::string ToText(const HistoryView& h) {
     o += Line("retractions (%zu):", h.retractions->size());
     for (const auto& r : *h.retractions)
       o += Line("  run %lld of change %lld \"%s\": gain %s (base %s, head %s); cause: %s%s",
-                static_cast<long long>(r.retraction.run_id), static_cast<long long>(r.change), r.title.c_str(),
-                Pct(r.gain).c_str(), Num(r.base_median).c_str(), Num(r.head_median).c_str(), r.retraction.reason.c_str(),
+                static_cast<long long>(r.retraction.run_id), static_cast<long long>(r.change), V(r.title).c_str(),
+                Pct(r.gain).c_str(), Num(r.base_median).c_str(), Num(r.head_median).c_str(), V(r.retraction.reason).c_str(),
                 r.retraction.replaced_by_run ? ("; replaced by run " + std::to_string(*r.retraction.replaced_by_run)).c_str()
                                              : "");
   }
   if (h.none) {
     o += Line("parked changes (%zu):", h.none->size());
     for (const auto& c : *h.none) {
-      o += Line("  change %lld \"%s\"%s", static_cast<long long>(c.id), c.title.c_str(),
+      o += Line("  change %lld \"%s\"%s", static_cast<long long>(c.id), V(c.title).c_str(),
                 c.queued ? " (queued for re-measure)" : "");
       for (const auto& a : c.attempts) {
         std::string line = "    run " + std::to_string(a.run) + " " + PurposeName(a.purpose) + ": " +
@@ -1099,8 +1119,8 @@ std::string ToText(const HistoryView& h) {
   if (h.timeline) {
     o += Line("timeline (%zu scores):", h.timeline->size());
     for (const auto& t : *h.timeline)
-      o += Line("  %s change %lld %s \"%s\" run %lld (%s): %s %s gain %s frontier %s -> %s", t.at.c_str(),
-                static_cast<long long>(t.change), KindName(t.kind), t.title.c_str(), static_cast<long long>(t.run),
+      o += Line("  %s change %lld %s \"%s\" run %lld (%s): %s %s gain %s frontier %s -> %s", V(t.at).c_str(),
+                static_cast<long long>(t.change), KindName(t.kind), V(t.title).c_str(), static_cast<long long>(t.run),
                 PurposeName(t.purpose), VerdictName(t.verdict), TierName(t.tier), Pct(t.gain).c_str(),
                 Num(t.frontier_before).c_str(), Num(t.frontier_after).c_str());
   }

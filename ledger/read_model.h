@@ -72,7 +72,7 @@ struct ParityView {
   int exit_code = 0;
   bool passed = false;
   std::optional<double> worst_top1, worst_mean_kl;
-  std::optional<std::string> logits_sha256;
+  std::optional<std::string> logits_sha256;  // over the scored windows only
   std::string message;
   double seconds = 0.0;
   // Parsed from raw_json with measure::ParseParity; has_evidence is false when
@@ -80,6 +80,7 @@ struct ParityView {
   bool has_evidence = false;
   std::string build_id, artifact_sha256;  // the binary that produced it ("" = not reported)
   std::string stated_mode;                // the mode the evidence states ("" = not stated)
+  std::string all_rows_sha256;            // over every logit row: what the bit-identity gate compares ("" = not stated)
   int depths = 0, window = 0, tokens = 0; // depths scored, positions per depth requested, context length
 };
 
@@ -157,6 +158,12 @@ struct RunView {
   // The latest verdict's name, or "failed" / "incomplete".
   std::string StateName() const;
 };
+
+// A bit-identity claim's standing, from the field the gate compared: the
+// head's and base's standard evidence's all_rows_sha256 ("bit identity
+// proved: every logit row hashes to <16 hex> on both sides", or "bit identity
+// claimed, not proved: " and why). Plain text: printers escape it for their output.
+std::string BitIdentityText(const RunView& r);
 
 struct ChangeView {
   ChangeRow change;

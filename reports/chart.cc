@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "base/terminal.h"
 #include "ledger/score.h"
 #include "reports/report.h"
 
@@ -34,7 +35,10 @@ std::string F(const char* f, double v) {
   std::snprintf(b, sizeof b, f, v);
   return b;
 }
-std::string Escape(const std::string& s) {
+// XML text: controls (which XML 1.0 forbids) and bytes that are not UTF-8
+// shown as their escapes first (base/terminal.h), then the XML specials.
+std::string Escape(const std::string& raw) {
+  const std::string s = terminal::Visible(raw);
   std::string o;
   for (char c : s) {
     if (c == '<') o += "&lt;";

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "base/markdown.h"
 #include "ledger/drift.h"
 #include "ledger/format.h"
 #include "ledger/noise.h"
@@ -44,16 +45,14 @@ std::string Pct(const std::optional<double>& v) { return v ? ledger::PctText(*v)
 std::string PctOpt(const std::optional<double>& v) { return v ? F("%+.2f%%", *v) : "—"; }  // already percent
 std::string Num(const std::optional<double>& v) { return v ? F("%.2f", *v) : "—"; }
 std::string Ratio(const std::optional<double>& r) { return r ? F("%+.2f%%", 100.0 * (*r - 1.0)) : "none"; }
-// Table cells: no pipes or newlines may break the row.
-std::string Cell(std::string s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '|') o += "\\|";
-    else if (c == '\n') o += ' ';
-    else o += c;
-  }
-  return o;
-}
+// Every string a submitter, a bench or a parity command wrote (titles,
+// authors, reasons, notes, metric and workload names, parity messages and
+// build ids) reaches the markdown through one of these (base/markdown.h):
+// data, never markup. Numbers and this file's own words need none.
+std::string T(const std::string& s) { return markdown::Text(s); }
+std::string Code(const std::string& s) { return markdown::Code(s, false); }
+std::string Alt(const std::string& s) { return markdown::LinkText(s); }  // an image's alt text
+std::string CellCode(const std::string& s) { return markdown::Code(s, true); }
 std::string Id(int64_t v) { return std::to_string(v); }
 
 std::vector<std::string> SplitLines(const std::string& text) {
@@ -67,8 +66,8 @@ std::vector<std::string> SplitLines(const std::string& text) {
 }
 
 // " · workload `stories260K.bin f32 1t pp256+tg256`", or nothing for the unnamed workload.
-std::string WorkloadSuffix(const LadderView& l) {
-  return l.workload.empty() ? "" : " · workload `" + l.workload + "`";
+std::string WorkloadSuffix(const LadderView& l, bool in_table) {
+  return l.workload.empty() ? "" : " · workload " + markdown::Code(l.workload, in_table);
 }
 
 // A file-name-safe suffix naming the workload ("" for the unnamed one).
@@ -76,6 +75,15 @@ std::string FileSuffix(const std::string& workload) {
   std::string out;
   for (char ch : workload) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '-';
   return out.empty() ? "" : "-" + out;
+}
+
+// A metric or box in a chart's file name: letters, digits, `.`, `_` and `-`
+// kept, anything else `-`, so that a name can make neither a path nor markup
+// in the link to it.
+std::string FilePart(const std::string& name) {
+  std::string out;
+  for (char ch : name) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ? ch : '-';
+  return out;
 }
 
 std::string RunState(const RunView& r) { return r.StateName(); }
@@ -91,36 +99,38 @@ std::string DecisionText(const ScoreView& s) {
 std::string Bounds(const ScoreView& s) { return s.ci_low || s.ci_high ? Pct(s.ci_low) + " .. " + Pct(s.ci_high) : "—"; }
 
 std::string GuardText(const ledger::GuardView& g) {
-  std::string t = g.metric + " " + Pct(g.gain()) + " (" + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) + "): ";
+  std::string t = T(g.metric) + " " + Pct(g.gain()) + " (" + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) + "): ";
   if (g.regressed) t += g.declared ? "regressed, declared up front" : "regressed, undeclared";
   else t += g.declared ? "held (a regression was declared up front)" : "held";
   const std::string floor = ledger::FloorText(g);
   return floor.empty() ? t : t + ", " + floor;
 }
 
-std::string EvidenceText(const ledger::ParityView& p) {
+// The build id and artifact are the parity command's own words: code spans, escaped.
+std::string EvidenceText(const ledger::ParityView& p, bool in_table) {
   if (!p.has_evidence) return "";
-  return ", evidence from build `" + (p.build_id.empty() ? std::string("not stated") : p.build_id.substr(0, 12)) +
-         "`, artifact `" + (p.artifact_sha256.empty() ? std::string("not stated") : p.artifact_sha256.substr(0, 16)) +
-         "`, mode " + (p.stated_mode.empty() ? std::string("not stated") : p.stated_mode) + ", " +
+  return ", evidence from build " +
+         markdown::Code(p.build_id.empty() ? std::string("not stated") : p.build_id.substr(0, 12), in_table) +
+         ", artifact " +
+         markdown::Code(p.artifact_sha256.empty() ? std::string("not stated") : p.artifact_sha256.substr(0, 16), in_table) +
+         ", mode " + (p.stated_mode.empty() ? std::string("not stated") : T(p.stated_mode)) + ", " +
          std::to_string(p.depths) + " depths, window " + std::to_string(p.window);
 }
 
-std::string ParitySummary(const ChangeView& c, const RunView& r) {
+// Markdown, escaped for a paragraph or (`in_table`) a table cell.
+std::string ParitySummary(const ChangeView& c, const RunView& r, bool in_table) {
   if (r.parity.empty()) return c.change.kind == Kind::kRevert ? "none given" : "no parity evidence (unverified)";
-  std::string s, head_sha, base_sha;
+  std::string s;
   for (const auto& p : r.parity) {
     if (!s.empty()) s += "; ";
     s += std::string(ledger::SideName(p.side)) + " " + ledger::ParityModeName(p.mode) + ": ";
-    if (!p.worst_top1) s += "no evidence (" + p.message + ")";
+    if (!p.worst_top1) s += "no evidence (" + T(p.message) + ")";
     else
       s += "worst top-1 " + F("%.4f", *p.worst_top1) + ", worst mean KL " + F("%.3g", p.worst_mean_kl.value_or(NAN)) +
-           (p.passed ? " (pass)" : " (FAIL)") + EvidenceText(p);
-    (p.side == ledger::Side::kHead ? head_sha : base_sha) = p.logits_sha256.value_or("");
+           (p.passed ? " (pass)" : " (FAIL)") + EvidenceText(p, in_table);
   }
-  if (c.change.claim_bit_identical)
-    s += !head_sha.empty() && head_sha == base_sha ? "; bit identity proved: logits sha256 `" + head_sha.substr(0, 16) + "` on both sides"
-                                                   : "; bit identity claimed, not proved";
+  // What the bit-identity gate compared (every logit row), never the scored windows' hash.
+  if (c.change.claim_bit_identical) s += "; " + T(ledger::BitIdentityText(r));
   return s;
 }
 
@@ -250,9 +260,9 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   std::string md;
   md += "# verity changelog\n\n";
   md += "Generated from ledger tip `" + d.tip + "` (" + std::to_string(d.records) + " sealed records).\n\n";
-  md += "Written from the ledger `" + ledger_name + "` alone; the same ledger always yields this same file. ";
+  md += "Written from the ledger " + Code(ledger_name) + " alone; the same ledger always yields this same file. ";
   md += "`verity ledger verify --expect-tip " + d.tip + "` checks that the ledger still holds every record it was generated from.\n";
-  if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since `" + opt.since + "`; the summary and ladder cover everything.\n";
+  if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since " + Code(opt.since) + "; the summary and ladder cover everything.\n";
 
   // Policy.
   md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs.\n\n";
@@ -265,9 +275,9 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     any_frontier = true;
-    md += "| " + l.metric + " | `" + l.box + "`" + WorkloadSuffix(l) + " | " + Num(l.ladder.value) + " | " +
+    md += "| " + T(l.metric) + " | " + CellCode(l.box) + WorkloadSuffix(l, true) + " | " + Num(l.ladder.value) + " | " +
           F("%.2f", current.policy.gate_frac * *l.ladder.value) + " | change " + Id(last->event.change_id) + " (run " +
-          Id(last->event.run_id) + ", " + last->event.reason + ") | " + std::to_string(l.counted_events()) + " of " +
+          Id(last->event.run_id) + ", " + T(last->event.reason) + ") | " + std::to_string(l.counted_events()) + " of " +
           std::to_string(l.ladder.steps.size()) + " |\n";
   }
   if (!any_frontier) md += "| — | — | — | — | no frontier yet | — |\n";
@@ -285,8 +295,8 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
         "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
-    const std::string file = "ladder-" + l.metric + "-" + l.box + FileSuffix(l.workload) + ".svg";
-    md += "\n### " + l.metric + " on box `" + l.box + "`" + WorkloadSuffix(l) + "\n\n";
+    const std::string file = "ladder-" + FilePart(l.metric) + "-" + FilePart(l.box) + FileSuffix(l.workload) + ".svg";
+    md += "\n### " + T(l.metric) + " on box " + Code(l.box) + WorkloadSuffix(l, false) + "\n\n";
     md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
       const LadderStep& s = l.ladder.steps[i];
@@ -297,12 +307,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       const std::string frontier = !s.counted ? (s.after == 0.0 ? std::string("—") : "stays " + Num(s.after))
                                    : seeds    ? Num(s.after)
                                               : Num(s.before) + " → " + Num(s.after);
-      md += "| " + std::to_string(i) + " | " + Id(s.event.change_id) + " " + Cell(c ? c->change.title : "?") + " | " +
-            Id(s.event.run_id) + " | " + s.event.reason + (s.event.retracted ? " (retracted)" : "") + " | " + Factor(s) +
+      md += "| " + std::to_string(i) + " | " + Id(s.event.change_id) + " " + T(c ? c->change.title : "?") + " | " +
+            Id(s.event.run_id) + " | " + T(s.event.reason) + (s.event.retracted ? " (retracted)" : "") + " | " + Factor(s) +
             " | " + (sc && !seed ? TierName(sc->tier) : "—") + " | " + (s.counted ? "yes" : "**no**") + " | " + frontier +
-            " | " + Cell(s.why) + " |\n";
+            " | " + T(s.why) + " |\n";
     }
-    md += "\n![Frontier ladder of " + l.metric + " on " + l.box + (l.workload.empty() ? "" : " · workload " + l.workload) +
+    md += "\n![Frontier ladder of " + Alt(l.metric) + " on " + Alt(l.box) + (l.workload.empty() ? "" : " · workload " + Alt(l.workload)) +
           "](" + file + ")\n";
     charts->emplace_back(file, LadderSvg(BuildLadderChart(d, l, current.policy.gate_frac)));
   }
@@ -313,10 +323,10 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   for (const auto& c : d.changes) {
     if (!Included(c, opt.since)) continue;
     const ledger::ChangeRow& ch = c.change;
-    md += "\n### Change " + Id(ch.id) + ": " + ch.title + "\n\n";
+    md += "\n### Change " + Id(ch.id) + ": " + T(ch.title) + "\n\n";
     md += "- kind: " + std::string(KindName(ch.kind)) + (ch.target_change ? " of change " + Id(*ch.target_change) : "") +
-          "; author: " + ch.author + "; recorded " + ch.created_at + "\n";
-    if (ch.reason && !ch.reason->empty()) md += "- reason: " + *ch.reason + "\n";
+          "; author: " + T(ch.author) + "; recorded " + T(ch.created_at) + "\n";
+    if (ch.reason && !ch.reason->empty()) md += "- reason: " + T(*ch.reason) + "\n";
     md += "- claim " + PctOpt(ch.claim_pct) + ", prediction " + PctOpt(ch.predict_pct) +
           (ch.claim_bit_identical ? ", bit identity claimed" : "") + "\n";
     for (const auto& metric : c.accept_regressions) {
@@ -327,7 +337,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         if (const ScoreView* s = r.latest())
           for (const auto& x : s->guards)
             if (x.metric == metric) g = &x, run = r.id;
-      md += "- declared regression: " + metric +
+      md += "- declared regression: " + T(metric) +
             (g ? " " + F("%+.1f%%", 100.0 * g->gain()) + " (run " + Id(run) + (g->regressed ? ", regressed" : ", held") + ")"
                : std::string(" (not measured)")) +
             "\n";
@@ -339,21 +349,21 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       md += "| " + Id(r.id) + (r.retracted() ? " (retracted)" : "") + " | " + ledger::PurposeName(r.purpose) + " | " +
             RunState(r) + " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " +
             (s ? Bounds(*s) : "—") + " | " + (s ? DecisionText(*s) : "—") + " | " + (s ? std::to_string(s->rounds) : "—") +
-            " | " + std::to_string(r.samples) + " | " + (s ? Num(s->frontier_before) : "—") + " | `" + r.box + "` |\n";
+            " | " + std::to_string(r.samples) + " | " + (s ? Num(s->frontier_before) : "—") + " | " + CellCode(r.box) + " |\n";
     }
     for (const auto& r : c.runs) {
-      md += "\nRun " + Id(r.id) + " parity: " + ParitySummary(c, r) + ".";
+      md += "\nRun " + Id(r.id) + " parity: " + ParitySummary(c, r, false) + ".";
       const ScoreView* s = r.latest();
       if (s && !s->guards.empty()) {
         md += " Guards: ";
         for (size_t i = 0; i < s->guards.size(); i++) md += (i ? "; " : "") + GuardText(s->guards[i]);
         md += ".";
       }
-      if (s && !s->note.empty()) md += " Note: " + s->note + ".";
-      if (r.failure) md += " Failed: " + *r.failure + ".";
+      if (s && !s->note.empty()) md += " Note: " + T(s->note) + ".";
+      if (r.failure) md += " Failed: " + T(*r.failure) + ".";
       for (const auto& [l, i] : StepsOfRun(d, r.id)) {
         const LadderStep& st = l->ladder.steps[i];
-        if (!st.counted) md += " Ladder step " + std::to_string(i) + " (" + st.event.reason + ") not counted: " + st.why + ".";
+        if (!st.counted) md += " Ladder step " + std::to_string(i) + " (" + T(st.event.reason) + ") not counted: " + T(st.why) + ".";
       }
       md += "\n";
     }
@@ -369,7 +379,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       for (const auto& s : r.scores) parked |= s.verdict == Verdict::kNone;
     if (!parked) continue;
     any_none = true;
-    md += "\n### Change " + Id(c.change.id) + ": " + c.change.title +
+    md += "\n### Change " + Id(c.change.id) + ": " + T(c.change.title) +
           "\n\n| # | run | purpose | verdict | tier | gain | decision | measured against frontier |\n";
     md += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     int attempt = 1;
@@ -391,7 +401,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       for (const auto& s : r.scores) {
         if (s.verdict != Verdict::kRejectedParity) continue;
         const bool confirm = s.rounds > 0;  // a held run whose deep parity failed on confirm
-        rej += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + Cell(ParitySummary(c, r)) +
+        rej += "| " + Id(c.change.id) + " " + T(c.change.title) + " | " + Id(r.id) + " | " + ParitySummary(c, r, true) +
                " | " +
                (confirm ? "measured before the deep check failed; never banked"
                         : "its speed was never measured: " + std::to_string(r.samples) + " samples recorded") +
@@ -412,8 +422,8 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       if (!s) continue;
       for (const auto& g : s->guards)
         if (g.regressed)
-          gr += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + VerdictName(s->verdict) +
-                " | " + g.metric + " | " + Pct(g.gain()) + " | " + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) +
+          gr += "| " + Id(c.change.id) + " " + T(c.change.title) + " | " + Id(r.id) + " | " + VerdictName(s->verdict) +
+                " | " + T(g.metric) + " | " + Pct(g.gain()) + " | " + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) +
                 " | " + (g.declared ? "yes" : "no") + " |\n";
     }
   }
@@ -427,8 +437,8 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     if (!Included(c, opt.since)) continue;
     for (const auto& r : c.runs)
       if (const ScoreView* s = r.latest(); s && s->verdict == Verdict::kUnverified)
-        uv += "| " + Id(c.change.id) + " " + Cell(c.change.title) + " | " + Id(r.id) + " | " + Pct(s->gain) + " | " +
-              Cell(s->note) + " |\n";
+        uv += "| " + Id(c.change.id) + " " + T(c.change.title) + " | " + Id(r.id) + " | " + Pct(s->gain) + " | " +
+              T(s->note) + " |\n";
   }
   md += uv.empty() ? "No result was scored `unverified`.\n"
                    : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
@@ -445,11 +455,11 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       if (const ScoreView* s = r.latest()) {
         evidence = !s->gain ? "" : "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
                                        ", run " + Id(r.id) + (r.retracted() ? ", retracted" : "") + ")";
-        if (!s->note.empty()) evidence += (evidence.empty() ? "" : "; ") + s->note;
+        if (!s->note.empty()) evidence += (evidence.empty() ? "" : "; ") + T(s->note);
       }
       for (const auto& [l, i] : StepsOfRun(d, r.id)) {
         const LadderStep& st = l->ladder.steps[i];
-        ladder = st.counted ? "counted (step " + std::to_string(i) + ")" : "not counted (step " + std::to_string(i) + "): " + st.why;
+        ladder = st.counted ? "counted (step " + std::to_string(i) + ")" : "not counted (step " + std::to_string(i) + "): " + T(st.why);
       }
     }
     std::string wrong = "—";
@@ -457,13 +467,13 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       wrong = "no";
       for (const auto& x : c.related)
         if (x.kind == Kind::kReapply) {
-          wrong = "yes: reapplied by change " + Id(x.id) + " (" + x.reason.value_or("") + ")";
+          wrong = "yes: reapplied by change " + Id(x.id) + " (" + T(x.reason.value_or("")) + ")";
           break;
         }
     }
     rv += "| " + Id(c.change.id) + " | " + KindName(c.change.kind) + " | " +
-          (c.change.target_change ? Id(*c.change.target_change) : "—") + " | " + Cell(c.change.reason.value_or("")) + " | " +
-          verdict + " | " + Cell(evidence) + " | " + Cell(ladder) + " | " + Cell(wrong) + " |\n";
+          (c.change.target_change ? Id(*c.change.target_change) : "—") + " | " + T(c.change.reason.value_or("")) + " | " +
+          verdict + " | " + evidence + " | " + ladder + " | " + wrong + " |\n";
   }
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
@@ -478,12 +488,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   } else {
     md += "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- |\n";
     for (const auto& a : pv.authors)
-      md += "| " + Cell(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
+      md += "| " + T(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
             F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) +
             " | " + std::to_string(a.surprises) + " |\n";
     md += "\n| change | author | predicted | measured | verdict | surprise |\n| --- | --- | --- | --- | --- | --- |\n";
     for (const auto& e : pv.entries)
-      md += "| " + Id(e.change) + " " + Cell(e.title) + " | " + Cell(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
+      md += "| " + Id(e.change) + " " + T(e.title) + " | " + T(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
             ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
   }
 
@@ -491,12 +501,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
         "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
         std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
-  for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + Cell(line.substr(line.find(": ") + 2)) + "\n";
+  for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + T(line.substr(line.find(": ") + 2)) + "\n";
   for (const auto& series : d.drift.series) {
     if (series.points.empty()) continue;
-    const std::string file = "series-" + series.metric + "-" + series.box + FileSuffix(series.workload) + ".svg";
-    md += "\n![" + series.metric + " measured on main on " + series.box +
-          (series.workload.empty() ? "" : " · workload " + series.workload) + "](" + file + ")\n";
+    const std::string file = "series-" + FilePart(series.metric) + "-" + FilePart(series.box) + FileSuffix(series.workload) + ".svg";
+    md += "\n![" + Alt(series.metric) + " measured on main on " + Alt(series.box) +
+          (series.workload.empty() ? "" : " · workload " + Alt(series.workload)) + "](" + file + ")\n";
     charts->emplace_back(file, SeriesSvg(BuildSeriesChart(series, d.drift.options)));
   }
 
@@ -510,7 +520,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     const double look_alpha = ledger::LookAlpha(ledger::PlanFor(current.policy), 0);
     for (const auto& p : d.noise)
-      md += "| " + Id(p.id) + " | `" + p.box + "` | " + Cell(p.workload.empty() ? "—" : p.workload) + " | " + p.metric +
+      md += "| " + Id(p.id) + " | " + CellCode(p.box) + " | " + T(p.workload.empty() ? "—" : p.workload) + " | " + T(p.metric) +
             " | " + std::to_string(p.rounds) + " | " + F("%.2f%%", 100 * p.sigma) + " | " + F("%.2f%%", 100 * p.round_mad) +
             " | " + std::to_string(p.outlier_rounds) + " | " + F("%+.3f%%", 100 * p.drift_per_round) + " | " +
             std::to_string(ledger::RoundsToResolve(p.sigma, current.policy.gate_frac, look_alpha)) + " |\n";
@@ -524,12 +534,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     if (!r) continue;
     const ChangeView* c = d.FindChange(r->change_id);
     const ScoreView* s = r->latest();
-    md += "\n### Note on a retracted number: run " + Id(r->id) + " (change " + Id(c->change.id) + ", " + c->change.title + ")\n\n";
+    md += "\n### Note on a retracted number: run " + Id(r->id) + " (change " + Id(c->change.id) + ", " + T(c->change.title) + ")\n\n";
     md += "- The number: " + (s ? "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
                                       "), base median " + Num(s->base_median) + ", head median " + Num(s->head_median) +
                                       ", verdict " + VerdictName(s->verdict)
                                 : std::string("unscored")) + ".\n";
-    md += "- What produced it: " + t.reason + ".\n";
+    md += "- What produced it: " + T(t.reason) + ".\n";
     std::string repl = "nothing yet";
     if (t.replaced_by_run) {
       if (const RunView* nr = d.FindRun(*t.replaced_by_run)) {
@@ -539,7 +549,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       }
     } else if (t.by_change) {
       if (const ChangeView* rc = d.FindChange(*t.by_change)) {
-        repl = "change " + Id(rc->change.id) + " (" + KindName(rc->change.kind) + ", \"" + rc->change.title + "\")";
+        repl = "change " + Id(rc->change.id) + " (" + KindName(rc->change.kind) + ", \"" + T(rc->change.title) + "\")";
         for (const auto& x : rc->runs)
           if (const ScoreView* ns = x.latest()) repl += ": run " + Id(x.id) + " " + VerdictName(ns->verdict) + ", gain " + Pct(ns->gain);
       }
@@ -547,7 +557,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     md += "- What replaced it: " + repl + ".\n";
     std::string steps;
     for (const auto& [l, i] : StepsOfRun(d, r->id))
-      steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + l->metric + " on `" + l->box + "`";
+      steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + T(l->metric) + " on " + Code(l->box);
     md += "- It no longer counts toward the frontier" + (steps.empty() ? std::string() : " (ladder " + steps + ": not counted)") + ".\n";
   }
   return md;

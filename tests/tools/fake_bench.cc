@@ -7,6 +7,7 @@
 //              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
 //              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
 //              [--model PATH]          (prints the workload fields: model, dtype f32, threads 1, 8+8 tokens)
+//              [--workload W]          (prints "workload": W, the name a bench may state for itself)
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,10 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload;
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
     else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
     else if (a == "--model") model = next();
+    else if (a == "--workload") stated_workload = next();
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   std::string workload;
   if (!model.empty())
     workload = ",\"model\":\"" + model + "\",\"dtype\":\"f32\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
+  if (!stated_workload.empty()) workload += ",\"workload\":" + nlohmann::json(stated_workload).dump();
   char roof[96] = "";
   if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"

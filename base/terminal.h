@@ -1,0 +1,36 @@
+// Escaping for the terminal: every string a submitter, a bench or a parity
+// command wrote is data, never terminal control. A raw CR, ESC or backspace
+// could overwrite a printed line ("score: accepted"), a bidi control could
+// reorder one, so each is shown as a visible escape instead.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace verity::terminal {
+
+// `s` with every control shown visibly: `\n` `\r` `\t` `\b` `\e`, other C0
+// and DEL as `\xNN`, C1 controls, bidi controls and U+2028/U+2029 as
+// `\uNNNN`, bytes that are not UTF-8 as `\xNN`, and `\` itself as `\\` (so an
+// escape can never be mistaken for a string that reads like one). Printable
+// text, UTF-8 included, passes unchanged.
+std::string Visible(std::string_view s);
+
+// Decodes one UTF-8 character at s[i]: its code point and byte length, or
+// length 0 when the bytes there are not well-formed UTF-8 (overlong,
+// surrogate, truncated, beyond U+10FFFF).
+struct Utf8Char {
+  char32_t code = 0;
+  size_t length = 0;
+};
+Utf8Char DecodeUtf8(std::string_view s, size_t i);
+
+// A code point no output may show raw: C0 (tab, LF and CR included), DEL, C1,
+// the bidi embeddings, overrides, isolates and marks, and the line and
+// paragraph separators.
+bool IsControl(char32_t c);
+
+// The visible form of one control or undecodable byte ("\x1b", "\u202e").
+std::string EscapeOf(char32_t c, bool raw_byte);
+
+}  // namespace verity::terminal
