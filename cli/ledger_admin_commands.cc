@@ -21,7 +21,9 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "`verify: records=N tip=<last seal, or genesis> verdict=PASS|FAIL`; exit 0 only on PASS.\n"
         "Deleting the chain's last records together with their seals leaves a shorter chain that\n"
         "verifies on its own: note the tip, and pass it back with --expect-tip to detect that.\n"
-        "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify.");
+        "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify, and with a key\n"
+        "set every seal must be keyed (see `ledger start-keying`). Also checks that schema_migrations\n"
+        "holds exactly the migrations this verity knows and that every append-only trigger is there.");
     verify->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
@@ -46,6 +48,26 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
       std::printf("verify: records=%lld tip=%s verdict=%s\n", static_cast<long long>(r->records), r->tip.c_str(),
                   r->ok ? "PASS" : "FAIL");
       return r->ok ? 0 : 1;
+    });
+  }
+  {
+    auto path = std::make_shared<std::string>(env::LedgerPath());
+    auto by = std::make_shared<std::string>(), reason = std::make_shared<std::string>();
+    auto* start = sub->add_subcommand(
+        "start-keying",
+        "Start keying a ledger sealed plain: with VERITY_LEDGER_KEY set and the chain verifying, record\n"
+        "(under the key) how many plain records precede it and their tip. Until then a write under a\n"
+        "key refuses a plain chain and verify under a key fails on it; afterwards every seal is keyed.");
+    start->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    start->add_option("--by", *by, "who starts keying it")->required();
+    start->add_option("--reason", *reason, "why")->required();
+    reg.On(start, [=] {
+      auto k = ledger::Ledger::StartKeying(*path, *by, *reason);
+      if (!k.ok()) return Fail(k.status());
+      std::printf("start-keying: %lld plain records up to tip %s are named by keyed seal %s; every later seal "
+                  "is keyed\n",
+                  static_cast<long long>(k->plain_records), k->plain_tip.c_str(), k->seal.c_str());
+      return 0;
     });
   }
   {

@@ -19,6 +19,7 @@ namespace {
 struct Query {
   std::string path = env::LedgerPath();
   bool json = false;
+  std::string verify_first;  // non-empty: the command, which refuses a ledger that fails verify
 };
 
 void AddQueryOptions(CLI::App* sub, Query& q) {
@@ -31,6 +32,10 @@ int Run(const Query& q, const std::function<Result<nlohmann::json>(ledger::Ledge
         const std::function<Result<std::string>(ledger::Ledger&)>& text) {
   auto l = ledger::Ledger::Open(q.path);
   if (!l.ok()) return Fail(l.status());
+  if (!q.verify_first.empty()) {
+    Status sound = (*l)->RequireVerified(q.verify_first);
+    if (!sound.ok()) return Fail(sound);
+  }
   if (q.json) {
     auto j = json(**l);
     if (!j.ok()) return Fail(j.status());
@@ -65,6 +70,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     auto* sub = app.add_subcommand("show", "A change with every attempt: prediction, samples, parity evidence, scores "
                                            "with their decision, bounds and guards.");
     auto q = std::make_shared<Query>();
+    q->verify_first = "show";
     auto id = std::make_shared<int64_t>();
     AddQueryOptions(sub, *q);
     sub->add_option("ID", *id, "change id")->required();

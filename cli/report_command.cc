@@ -19,6 +19,9 @@ void RegisterReportCommand(CLI::App& app, Registry& reg) {
   reg.On(sub, [=] {
     auto l = ledger::Ledger::Open(*path);
     if (!l.ok()) return Fail(l.status());
+    // "Generated from ledger tip ..." must mean a tip that verifies.
+    Status sound = (*l)->RequireVerified("report");
+    if (!sound.ok()) return Fail(sound);
     auto w = reports::WriteReport(**l, *opt);
     if (!w.ok()) return Fail(w.status());
     std::printf("report: wrote %s (%d changes, %zu chart%s)\n", w->markdown_path.c_str(), w->changes, w->charts.size(),

@@ -76,6 +76,17 @@ Result<sqlite3_stmt*> Db::Prepare(const std::string& sql) {
 }
 
 Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Value>& args) {
+  return Run(sql, args, nullptr);
+}
+
+Result<std::vector<Row>> Db::QueryStored(const std::string& sql, const std::vector<Value>& args,
+                                         std::vector<std::string>& classes) {
+  classes.clear();
+  return Run(sql, args, &classes);
+}
+
+Result<std::vector<Row>> Db::Run(const std::string& sql, const std::vector<Value>& args,
+                                 std::vector<std::string>* classes) {
   VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
   for (size_t i = 0; i < args.size(); i++) {
     int idx = static_cast<int>(i) + 1;
@@ -101,8 +112,11 @@ Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Val
     }
     Row r;
     int n = sqlite3_column_count(st);
+    std::string cls;
     for (int c = 0; c < n; c++) {
-      switch (sqlite3_column_type(st, c)) {
+      const int type = sqlite3_column_type(st, c);
+      cls += type == SQLITE_NULL ? 'n' : type == SQLITE_INTEGER ? 'i' : type == SQLITE_FLOAT ? 'r' : type == SQLITE_BLOB ? 'b' : 't';
+      switch (type) {
         case SQLITE_NULL: r.emplace_back(std::monostate{}); break;
         case SQLITE_INTEGER: r.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, c))); break;
         case SQLITE_FLOAT: r.emplace_back(sqlite3_column_double(st, c)); break;
@@ -115,6 +129,7 @@ Result<std::vector<Row>> Db::Query(const std::string& sql, const std::vector<Val
       }
     }
     rows.push_back(std::move(r));
+    if (classes) classes->push_back(std::move(cls));
   }
   sqlite3_reset(st);
   return rows;
@@ -135,7 +150,7 @@ Status Db::Transaction(const std::function<Status()>& fn) {
   return c;
 }
 
-std::string CanonicalRow(const std::vector<std::string>& names, const Row& row) {
+std::string CanonicalRow(const std::vector<std::string>& names, const Row& row, const std::string& classes) {
   // Each cell as <name>=<type><length>:<value>; lengths make it unambiguous.
   std::string out;
   out.reserve(64 * row.size());
@@ -156,7 +171,7 @@ std::string CanonicalRow(const std::vector<std::string>& names, const Row& row) 
       type = 'r';
       text = std::string_view(num, static_cast<size_t>(std::snprintf(num, sizeof num, "%.17g", *d)));
     } else {
-      type = 't';
+      type = i < classes.size() && classes[i] == 'b' ? 'b' : 't';
       text = std::get<std::string>(v);
     }
     out += '=';
@@ -201,6 +216,12 @@ Status Db::LoadLastSeal() {
   }
   const Row& e = last[0];
   const std::string alg = has_alg ? AsText(e[5]) : kSealSha256;
+  if (alg != kSealHmacSha256 && !seal_key_.empty() && !starting_keying_)
+    // A keyed seal after plain ones would leave those forgeable by anyone
+    // without the key, and verify under a key fails on them: refuse.
+    return Status::Error(path_ + ": the seal chain is plain (sha256) and VERITY_LEDGER_KEY is set; a keyed write "
+                                 "will not extend a plain chain. Unset the key, or start keying this ledger with "
+                                 "`verity ledger start-keying --by WHO --reason WHY` (a recorded, keyed act)");
   if (alg == kSealHmacSha256) {
     // Extending a keyed chain needs its key: without it the new row could only be
     // sealed with plain SHA-256 (a downgrade verify rejects), and with another key

@@ -33,6 +33,10 @@ class Db {
   Status Exec(const std::string& sql);
   // Runs `sql` with `args`; returns every result row.
   Result<std::vector<Row>> Query(const std::string& sql, const std::vector<Value>& args = {});
+  // Query() that also returns each row's storage classes, one letter a cell
+  // (n, i, r, t, b: NULL, INTEGER, REAL, TEXT, BLOB), for the seal check.
+  Result<std::vector<Row>> QueryStored(const std::string& sql, const std::vector<Value>& args,
+                                       std::vector<std::string>& classes);
   // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
   Status Transaction(const std::function<Status()>& fn);
 
@@ -40,7 +44,8 @@ class Db {
   // affinity applied) is hashed canonically and chained to the previous seal,
   // with plain SHA-256 or, when a seal key is set, HMAC-SHA256 under it (the
   // chain row's `alg` says which). Refuses to extend a keyed chain without the
-  // key that sealed its last row. Must be called inside Transaction(). Returns
+  // key that sealed its last row, and, with a key, to extend a plain chain
+  // (unless set_starting_keying: `ledger start-keying`). Must be called inside Transaction(). Returns
   // the new row id.
   Result<int64_t> InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols);
 
@@ -49,14 +54,19 @@ class Db {
   // The key new seals are made (and keyed seals verified) with; empty: plain SHA-256.
   const std::string& seal_key() const { return seal_key_; }
   void set_seal_key(std::string key) { seal_key_ = std::move(key); }
+  // Lets the next keyed seal follow a plain one: only Ledger::StartKeying, for
+  // the seal_keyings record that names the plain records before the key.
+  void set_starting_keying(bool on) { starting_keying_ = on; }
 
  private:
   Db() = default;
   Result<sqlite3_stmt*> Prepare(const std::string& sql);
+  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args, std::vector<std::string>* classes);
   sqlite3* db_ = nullptr;
   std::string path_;
   bool read_only_ = false;
   std::string seal_key_;
+  bool starting_keying_ = false;
   std::map<std::string, sqlite3_stmt*> cache_;
   // Per sealed table, in column order: names and declared types (upper case).
   struct Columns {
@@ -77,7 +87,10 @@ inline constexpr const char* kSealSha256 = "sha256";
 inline constexpr const char* kSealHmacSha256 = "hmac-sha256";
 
 // Canonical text of a stored row: column names and typed values, length-prefixed.
-std::string CanonicalRow(const std::vector<std::string>& names, const Row& row);
+// `classes` (QueryStored's letters; "" = none a BLOB) marks the cells stored as
+// BLOB, which are tagged 'b' where TEXT is 't': the storage class is sealed.
+// No verity ever bound a BLOB, so every seal written before this stays valid.
+std::string CanonicalRow(const std::vector<std::string>& names, const Row& row, const std::string& classes = "");
 // seal = sha256(prev_seal "|" table "|" row_id "|" content_sha256)
 std::string ChainSeal(const std::string& prev, const std::string& table, int64_t row_id,
                       const std::string& content_sha);

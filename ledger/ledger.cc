@@ -26,7 +26,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 9 (bisect sessions and their runs of purpose 'bisect')
       "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results",
       // schema 10 (policy v3: guard floors)
-      "policy_guard_floors", "score_guard_floors"};
+      "policy_guard_floors", "score_guard_floors",
+      // schema 12 (the explicit start of keyed seals on a plain ledger)
+      "seal_keyings"};
   return kTables;
 }
 
@@ -72,6 +74,43 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path, int up_to_
   return l;
 }
 
+Result<Ledger::Keying> Ledger::StartKeying(const std::string& path, const std::string& by, const std::string& reason) {
+  if (by.empty() || reason.empty()) return Status::Error("ledger start-keying: --by and --reason are required");
+  VERITY_ASSIGN_OR_RETURN(auto db, Db::Open(path));
+  if (db->seal_key().empty())
+    return Status::Error("ledger start-keying: set VERITY_LEDGER_KEY to the key that seals " + path + " from now on");
+  std::unique_ptr<Ledger> l(new Ledger(std::move(db)));
+  VERITY_RETURN_IF_ERROR(l->Migrate(INT_MAX));  // seal_keyings; migrations seal nothing
+  VERITY_ASSIGN_OR_RETURN(const VerifyReport r, l->Verify(""));
+  if (r.ok)
+    return Status::Error(path + ": nothing to start: " +
+                         (r.plain_records == 0 ? std::string("every seal is keyed already")
+                                               : "keying already started (a keyed seal_keyings record names the " +
+                                                     std::to_string(r.plain_records) + " plain records)"));
+  if (!r.needs_keying)
+    return Status::Error(path + ": ledger verify FAILs: " + r.first_broken + "; refusing to key a ledger that does not verify");
+  Db& d = *l->db_;
+  Keying k{r.plain_records, r.plain_tip, ""};
+  VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
+    // Re-read under the write lock: another writer may have sealed since.
+    VERITY_ASSIGN_OR_RETURN(auto now, d.Query("SELECT count(*), (SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1) "
+                                              "FROM seal_chain"));
+    if (AsInt(now[0][0]) != r.records || AsText(now[0][1]) != r.tip)
+      return Status::Error(path + ": the chain grew while it was being verified; run `ledger start-keying` again");
+    d.set_starting_keying(true);
+    auto id = d.InsertSealed("seal_keyings", {{"plain_records", k.plain_records},
+                                              {"plain_tip", k.plain_tip},
+                                              {"by", by},
+                                              {"reason", reason},
+                                              {"keyed_at", NowUtc()}});
+    d.set_starting_keying(false);
+    return id.status();
+  }));
+  VERITY_ASSIGN_OR_RETURN(k.seal, l->Tip());
+  VERITY_RETURN_IF_ERROR(l->InstallPolicy());  // a policy this ledger lacked is sealed with the key now
+  return k;
+}
+
 Status Ledger::Migrate(int up_to_version) {
   Db& d = *db_;
   VERITY_RETURN_IF_ERROR(d.Exec(
@@ -84,8 +123,12 @@ Status Ledger::Migrate(int up_to_version) {
     const int v = static_cast<int>(AsInt(row[0]));
     if (v > known)
       return Status::Error(d.path() + ": ledger schema version " + std::to_string(v) + " (" + AsText(row[1]) +
-                           ") is newer than this verity knows (" + std::to_string(known) +
+                           ", in schema_migrations) is newer than this verity knows (" + std::to_string(known) +
                            "); use a newer verity, this one will not write to it");
+    if (!FindMigration(v))
+      return Status::Error(d.path() + ": schema_migrations holds version " + std::to_string(v) + " (" +
+                           AsText(row[1]) + "), which is no migration this verity knows: the migration table was "
+                           "edited; `verity ledger verify` names what else differs");
     for (const auto& m : all)
       if (m.version == v && Sha256Hex(m.sql) != AsText(row[2]))
         return Status::Error(d.path() + ": applied migration " + AsText(row[1]) +

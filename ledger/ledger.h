@@ -73,6 +73,11 @@ struct VerifyReport {
   std::string first_broken;     // "table#row: why" when a record is broken
   std::string tip = "genesis";  // the chain's last seal as stored (64 hex), "genesis" when empty
   int64_t keyed = 0;            // records sealed with HMAC-SHA256 (VERITY_LEDGER_KEY)
+  int64_t plain_records = 0;    // records sealed with plain SHA-256 (all before the first keyed one)
+  std::string plain_tip;        // the last of them
+  // With a key: the plain records are all that fails, and no keyed
+  // seal_keyings row names them (`ledger start-keying` would).
+  bool needs_keying = false;
   // With an expected tip: the full seal it matched and its 1-based record number
   // (0 when it was not found: the ledger was truncated or rewritten; !ok).
   std::string expected_tip_seal;
@@ -117,6 +122,18 @@ class Ledger {
   // prefix of at least 16; "" = none) must occur in the chain, or the verdict is
   // FAIL: that is how truncation of the chain's end is detected.
   Result<VerifyReport> Verify(const std::string& expect_tip = "");
+  // Verify(), as an error naming the first failure when it does not PASS:
+  // what `show` and `report` (`what`) run before reading anything.
+  Status RequireVerified(const std::string& what);
+  // Starts keying a plain ledger (`verity ledger start-keying`): with
+  // VERITY_LEDGER_KEY set and the chain otherwise verifying, records under the
+  // key a seal_keyings row naming the plain records before it. Refused when
+  // there is no key or nothing plain to name.
+  struct Keying {
+    int64_t plain_records = 0;
+    std::string plain_tip, seal;
+  };
+  static Result<Keying> StartKeying(const std::string& path, const std::string& by, const std::string& reason);
   // The chain's last seal as stored (64 hex), or "genesis" for an empty chain; unverified (see Verify).
   Result<std::string> Tip();
 
@@ -141,6 +158,8 @@ class Ledger {
   Result<int64_t> StartRun(int64_t change_id, const std::string& purpose, std::optional<int64_t> queue_id,
                            int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
   Status QueueParked(int64_t frontier_event, const FrontierKey& key);
+  // Whether a seal_keyings row among `keyings` (sealed with the key) names exactly these plain records.
+  Result<bool> PlainRecordsNamed(const std::vector<int64_t>& keyings, int64_t plain_records, const std::string& plain_tip);
 
   std::unique_ptr<Db> db_;
   int schema_version_ = 0;

@@ -7,6 +7,7 @@
 
 #include "base/sha256.h"
 #include "ledger/ledger.h"
+#include "ledger/migrations.h"
 
 namespace verity::ledger {
 namespace {
@@ -20,6 +21,58 @@ std::optional<std::string> NormalizeSealPrefix(const std::string& hex) {
     out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
+}
+
+// "" when schema_migrations holds exactly this binary's first migrations, in
+// order (names and SQL alike), else what differs, named. Sets `schema` to the
+// last one's version.
+Result<std::string> CheckMigrationTable(Db& d, int& schema) {
+  schema = 0;
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT version, name, sha256 FROM schema_migrations ORDER BY version"));
+  const int known = EmbeddedMigrations().empty() ? 0 : EmbeddedMigrations().back().version;
+  size_t applied = 0;
+  for (const auto& row : rows) {
+    const int v = static_cast<int>(AsInt(row[0]));
+    const std::string rec = "schema_migrations#" + std::to_string(v) + " (" + AsText(row[1]) + ")";
+    const Migration* m = FindMigration(v);
+    if (!m)
+      return rec + ": no migration this verity knows (it knows 1.." + std::to_string(known) +
+             "): a newer verity's ledger, or an edited migration table";
+    if (AsText(row[1]) != m->name || AsText(row[2]) != Sha256Hex(m->sql))
+      return rec + ": differs from migration " + m->name + " built into this verity (name or sha256)";
+    // Applied in order, none skipped: the k-th row is this binary's k-th migration.
+    const Migration& next = EmbeddedMigrations()[applied++];
+    if (v != next.version) return rec + ": applied without migration " + next.name + " before it";
+    schema = v;
+  }
+  return std::string();
+}
+
+// "" when the ledger's triggers are exactly those its migrations create (the
+// append-only no_update/no_delete of every sealed table and of the chain), else
+// the first that is missing, redefined or extra. The expected set is what the
+// same migrations create in an empty in-memory database.
+Result<std::string> CheckTriggers(Db& d, int schema) {
+  VERITY_ASSIGN_OR_RETURN(auto mem, Db::Open(":memory:"));
+  for (const Migration& m : EmbeddedMigrations())
+    if (m.version <= schema) VERITY_RETURN_IF_ERROR(mem->Exec(m.sql));
+  const std::string q = "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY rowid";
+  VERITY_ASSIGN_OR_RETURN(auto want, mem->Query(q));
+  VERITY_ASSIGN_OR_RETURN(auto have, d.Query(q));
+  std::map<std::string, std::pair<std::string, std::string>> found;
+  for (const auto& t : have) found[AsText(t[0])] = {AsText(t[1]), AsText(t[2])};
+  for (const auto& t : want) {
+    const std::string rec = "trigger " + AsText(t[0]) + " on " + AsText(t[1]);
+    auto it = found.find(AsText(t[0]));
+    if (it == found.end()) return rec + ": missing (dropped), so the table is no longer append-only";
+    if (it->second != std::make_pair(AsText(t[1]), AsText(t[2])))
+      return rec + ": differs from the one the migrations create (redefined)";
+    found.erase(it);
+  }
+  if (!found.empty())
+    return "trigger " + found.begin()->first + " on " + found.begin()->second.first +
+           ": not one the migrations create (added behind the ledger's back)";
+  return std::string();
 }
 
 }  // namespace
@@ -76,6 +129,8 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   std::string needs_key;            // the first keyed record, when there is no key to check it
   int64_t verified_before_key = 0;  // records fully verified before it
   int64_t matches = 0;
+  std::string first_plain;        // the first plain record
+  std::vector<int64_t> keyings;   // seal_keyings rows sealed with the key
   for (const auto& e : chain) {
     const int64_t seq = AsInt(e[0]);
     const std::string tbl = AsText(e[1]);
@@ -85,9 +140,10 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
     if (!colnames.count(tbl)) return broken(rec + ": names an unknown table");
     if (!sealed_once.insert({tbl, row_id}).second) return broken(rec + ": record sealed twice");
     if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
-    VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT * FROM " + tbl + " WHERE rowid = ?", {row_id}));
+    std::vector<std::string> classes;
+    VERITY_ASSIGN_OR_RETURN(auto rows, d.QueryStored("SELECT * FROM " + tbl + " WHERE rowid = ?", {row_id}, classes));
     if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");
-    const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0]));
+    const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0], classes[0]));
     if (content != AsText(e[3])) return broken(rec + ": stored values differ from what was sealed");
     if (alg == kSealSha256) {
       // Once keyed, always keyed: a plain seal after a keyed one is what a forger
@@ -96,7 +152,10 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
         return broken(rec + ": sealed with plain sha256 after keyed (hmac-sha256) seals: the chain was extended "
                             "without the key");
       if (ChainSeal(prev, tbl, row_id, content) != AsText(e[5])) return broken(rec + ": seal does not recompute");
+      if (r.plain_records++ == 0) first_plain = rec;
+      r.plain_tip = AsText(e[5]);
     } else if (alg == kSealHmacSha256) {
+      if (tbl == "seal_keyings") keyings.push_back(row_id);
       if (r.keyed++ == 0 && key.empty()) {
         needs_key = rec;
         verified_before_key = r.records;
@@ -128,6 +187,20 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
     r.records = verified_before_key;
     return broken(needs_key + ": sealed with a key (hmac-sha256): set VERITY_LEDGER_KEY to verify it");
   }
+  int schema = 0;
+  VERITY_ASSIGN_OR_RETURN(const std::string migrations, CheckMigrationTable(d, schema));
+  if (!migrations.empty()) return broken(migrations);
+  VERITY_ASSIGN_OR_RETURN(const std::string triggers, CheckTriggers(d, schema));
+  if (!triggers.empty()) return broken(triggers);
+  if (!key.empty() && r.plain_records > 0) {
+    VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(keyings, r.plain_records, r.plain_tip));
+    if (!named) {
+      r.needs_keying = true;
+      return broken(first_plain + ": sealed with plain sha256 while VERITY_LEDGER_KEY is set, and no keyed "
+                    "`ledger start-keying` record names the " + std::to_string(r.plain_records) +
+                    " plain records (up to tip " + r.plain_tip + "): under a key every seal is keyed");
+    }
+  }
   if (matches > 1)
     return Status::Error("--expect-tip " + expect_tip + " matches " + std::to_string(matches) +
                          " seals; give more of its hex digits");
@@ -139,6 +212,22 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   if (expect_tip == "genesis") r.expected_tip_seal = "genesis";
   r.ok = true;
   return r;
+}
+
+Result<bool> Ledger::PlainRecordsNamed(const std::vector<int64_t>& keyings, int64_t plain_records,
+                                       const std::string& plain_tip) {
+  for (int64_t id : keyings) {
+    VERITY_ASSIGN_OR_RETURN(auto k, db_->Query("SELECT plain_records, plain_tip FROM seal_keyings WHERE id = ?", {id}));
+    if (!k.empty() && AsInt(k[0][0]) == plain_records && AsText(k[0][1]) == plain_tip) return true;
+  }
+  return false;
+}
+
+Status Ledger::RequireVerified(const std::string& what) {
+  VERITY_ASSIGN_OR_RETURN(const VerifyReport r, Verify(""));
+  if (r.ok) return OkStatus();
+  return Status::Error(db_->path() + ": ledger verify FAILs: " + r.first_broken + "; " + what +
+                       " refuses to read from a ledger that does not verify (see `verity ledger verify`)");
 }
 
 }  // namespace verity::ledger

@@ -2,6 +2,9 @@
 // verification; `ledger verify` prints one summary line with the chain's tip,
 // and --expect-tip detects truncation; seals can be keyed (HMAC-SHA256 under
 // VERITY_LEDGER_KEY); verify is read-only; an old ledger migrates and verifies.
+// Issue 24 (holes 5, 6, 10): under a key every seal is keyed; the storage class
+// of every cell is sealed; verify checks the migration table and the
+// append-only triggers, and `show` and `report` refuse a ledger that fails it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -166,15 +169,19 @@ TEST(SealBytes, SubmissionsWhoseCommandsPrintNulInvalidUtf8AndAHugeLineStillVeri
 // --- hole 11: truncation, --expect-tip, the tip -----------------------------
 
 // Deletes the chain's last `n` records and their seal rows behind the ledger's back.
+// The triggers are put back as they were, so only --expect-tip can tell.
 void Truncate(const std::string& db, int n) {
   std::string sql;
   auto triggers = Sql(db, "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_delete'");
+  const std::string restore =
+      Sql(db, "SELECT group_concat(sql, '; ') FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_delete'");
   std::istringstream tin(triggers);
   for (std::string t; std::getline(tin, t);) sql += "DROP TRIGGER " + t + "; ";
   auto last = Sql(db, "SELECT tbl || ' ' || row_id || ' ' || seq FROM seal_chain ORDER BY seq DESC LIMIT " + std::to_string(n));
   std::istringstream lin(last);
   for (std::string tbl, row, seq; lin >> tbl >> row >> seq;)
     sql += "DELETE FROM " + tbl + " WHERE rowid = " + row + "; DELETE FROM seal_chain WHERE seq = " + seq + "; ";
+  sql += restore + ";";
   auto r = Shell("sqlite3 " + db + " " + Quote(sql));
   ASSERT_EQ(r.exit_code, 0) << sql << "\n" << r.err;
 }
@@ -312,29 +319,48 @@ TEST(SealKey, KeyedChainNeedsItsKeyToVerifyAndToExtend) {
   EXPECT_EQ(still.tip, tip) << "refused writes sealed nothing";
 }
 
-TEST(SealKey, UnkeyedLedgerTakesKeyedSealsAfterItsOldOnes) {
+// A ledger an older verity keyed silently (plain seals, then keyed ones, no
+// record of the change): under the key it FAILs until `ledger start-keying`
+// names its plain records; without the key its keyed records need the key.
+TEST(SealKey, SilentlyKeyedOldLedgerVerifiesOnceKeyingIsRecorded) {
   const std::string dir = TempDir("mixed"), db = dir + "/l.db";
   auto s = Submit(db, "plain", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
   ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
   auto plain = Verify(db);
   ASSERT_EQ(plain.verdict, "PASS");
-  auto k = Shell(std::string("VERITY_LEDGER_KEY=") + kKey + " " + VerityBin() + " retract 1 --ledger " + db +
-                 " --reason " + Quote("measured on a busy box"));
-  ASSERT_EQ(k.exit_code, 0) << k.out << k.err;
-  EXPECT_EQ(Sql(db, "SELECT alg || ':' || count(*) FROM seal_chain GROUP BY alg ORDER BY alg"),
-            "hmac-sha256:1\nsha256:" + std::to_string(plain.records));
-  auto keyed = Verify(db, "--expect-tip " + plain.tip, std::string("VERITY_LEDGER_KEY=") + kKey + " ");
+  {
+    auto l = Ledger::Open(db);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    ledger::Db& d = (*l)->db();
+    d.set_seal_key(kKey);
+    d.set_starting_keying(true);  // what every write under a key did before issue 24
+    ASSERT_TRUE(d.Transaction([&]() -> Status {
+                   return d.InsertSealed("boxes", {{"fingerprint", std::string("k")}, {"detail", std::string("keyed")}}).status();
+                 }).ok());
+  }
+  const std::string with_key = std::string("VERITY_LEDGER_KEY=") + kKey + " ";
+  auto unnamed = Verify(db, "", with_key);
+  EXPECT_EQ(unnamed.verdict, "FAIL") << unnamed.cmd.out;
+  EXPECT_NE(unnamed.cmd.out.find("no keyed `ledger start-keying` record names the " + std::to_string(plain.records) +
+                                 " plain records"),
+            std::string::npos)
+      << unnamed.cmd.out;
+  auto start = Shell(with_key + VerityBin() + " ledger start-keying --ledger " + db + " --by ops --reason " +
+                     Quote("name the plain records an old verity keyed after"));
+  ASSERT_EQ(start.exit_code, 0) << start.out << start.err;
+  auto keyed = Verify(db, "--expect-tip " + plain.tip, with_key);
   EXPECT_EQ(keyed.verdict, "PASS") << keyed.cmd.out;
-  EXPECT_EQ(keyed.records, plain.records + 1);
   auto no_key = Verify(db);
   EXPECT_EQ(no_key.verdict, "FAIL");
-  EXPECT_EQ(no_key.records, plain.records) << "the plain records verify; the keyed one needs the key";
-  EXPECT_NE(no_key.cmd.out.find("first broken record: retractions#1"), std::string::npos) << no_key.cmd.out;
+  EXPECT_EQ(no_key.records, plain.records) << "the plain records verify; the keyed ones need the key";
+  EXPECT_NE(no_key.cmd.out.find("first broken record: boxes#"), std::string::npos) << no_key.cmd.out;
   EXPECT_NE(no_key.cmd.out.find("set VERITY_LEDGER_KEY"), std::string::npos) << no_key.cmd.out;
 }
 
 TEST(SealKey, PlainSealAfterKeyedOnesIsADowngrade) {
   const std::string path = TempDir("down") + "/l.db";
+  // Keyed from genesis (its policy rows sealed with the key).
+  ASSERT_EQ(Shell(std::string("VERITY_LEDGER_KEY=") + kKey + " " + VerityBin() + " ledger migrate --ledger " + path).exit_code, 0);
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
   ledger::Db& d = (*l)->db();
@@ -420,6 +446,205 @@ TEST(SealReadOnly, MigrateUpgradesASchema2LedgerAndItStillVerifies) {
   EXPECT_EQ(Sql(db, "SELECT count(*) FROM (SELECT alg FROM seal_chain ORDER BY seq LIMIT " + std::to_string(old.records) +
                         ") WHERE alg = 'sha256'"),
             std::to_string(old.records));
+}
+
+// --- issue 24: seals that mean what they say ----------------------------------
+
+// Edits `db` as a careful forger would: drops the append-only triggers, runs
+// `sql`, and puts the very same triggers back.
+void Tamper(const std::string& db, const std::string& sql) {
+  const std::string triggers = Sql(db, "SELECT group_concat(sql, '; ') FROM sqlite_master WHERE type = 'trigger'");
+  const std::string drops = Sql(db, "SELECT group_concat('DROP TRIGGER ' || name, '; ') FROM sqlite_master WHERE type = 'trigger'");
+  auto r = Shell("sqlite3 " + db + " " + Quote(drops + "; " + sql + "; " + triggers + ";"));
+  ASSERT_EQ(r.exit_code, 0) << sql << "\n" << r.err;
+}
+
+// Recomputes every seal from the stored rows as plain SHA-256, from genesis:
+// what someone without the key can do to a keyed chain.
+void ResealPlain(const std::string& path) {
+  auto d = ledger::Db::Open(path);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ledger::Db& db = **d;
+  auto trig = db.Query("SELECT sql FROM sqlite_master WHERE name = 'seal_chain_no_update'");
+  ASSERT_TRUE(trig.ok() && trig->size() == 1u);
+  ASSERT_TRUE(db.Exec("DROP TRIGGER seal_chain_no_update").ok());
+  auto chain = db.Query("SELECT seq, tbl, row_id FROM seal_chain ORDER BY seq");
+  ASSERT_TRUE(chain.ok());
+  std::string prev = "genesis";
+  for (const auto& e : *chain) {
+    const std::string tbl = AsText(e[1]);
+    const int64_t row = ledger::AsInt(e[2]);
+    auto cols = db.Query("SELECT name FROM pragma_table_info(?) ORDER BY cid", {tbl});
+    auto stored = db.Query("SELECT * FROM " + tbl + " WHERE rowid = ?", {row});
+    ASSERT_TRUE(cols.ok() && stored.ok() && stored->size() == 1u) << tbl << "#" << row;
+    std::vector<std::string> names;
+    for (const auto& c : *cols) names.push_back(AsText(c[0]));
+    const std::string content = Sha256Hex(ledger::CanonicalRow(names, (*stored)[0]));
+    const std::string seal = ledger::ChainSeal(prev, tbl, row, content);
+    ASSERT_TRUE(db.Query("UPDATE seal_chain SET content_sha256 = ?, prev_seal = ?, seal = ?, alg = 'sha256' WHERE seq = ?",
+                         {content, prev, seal, e[0]})
+                    .ok());
+    prev = seal;
+  }
+  ASSERT_TRUE(db.Exec(AsText((*trig)[0][0])).ok());
+}
+
+const std::string kWithKey = std::string("VERITY_LEDGER_KEY=") + kKey + " ";
+
+// Hole 5: with the key set, a chain re-sealed as plain SHA-256 by someone
+// without the key is a FAIL, not a PASS.
+TEST(SealKeyMeans, PlainResealOfAKeyedLedgerFailsUnderTheKey) {
+  const std::string dir = TempDir("reseal"), db = dir + "/l.db";
+  auto s = Shell(kWithKey + VerityBin() + " submit --json --ledger " + db + " --title keyed --predict 3.5 --base-cmd " +
+                 Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " + Quote(Bench(dir, "head", 1035, 0.005, 2)) +
+                 " --parity-cmd " + Quote(Parity()));
+  ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
+  ASSERT_EQ(Verify(db, "", kWithKey).verdict, "PASS");
+  Tamper(db, "UPDATE changes SET title = 'forged' WHERE id = 1");
+  ResealPlain(db);
+  auto v = Verify(db, "", kWithKey);
+  EXPECT_EQ(v.verdict, "FAIL") << v.cmd.out;
+  EXPECT_NE(v.cmd.out.find("first broken record: policy#1 (chain seq 1): sealed with plain sha256 while "
+                           "VERITY_LEDGER_KEY is set"),
+            std::string::npos)
+      << v.cmd.out;
+  // A ledger that was never keyed is a FAIL under a key as well: a key means every seal is keyed.
+  const std::string plain = dir + "/plain.db";
+  ASSERT_EQ(Submit(plain, "p", 3.5, Bench(dir, "b2", 1000, 0.005, 1), Bench(dir, "h2", 1035, 0.005, 2), Parity()).cmd.exit_code, 0);
+  EXPECT_EQ(Verify(plain).verdict, "PASS");
+  EXPECT_EQ(Verify(plain, "", kWithKey).verdict, "FAIL");
+}
+
+// Hole 5: a write under a key never extends a plain chain; starting to key one
+// is an explicit act, recorded and itself keyed.
+TEST(SealKeyMeans, KeyedWriteRefusesAPlainChainUntilKeyingIsStarted) {
+  const std::string dir = TempDir("start"), db = dir + "/l.db";
+  auto s = Submit(db, "plain", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  auto plain = Verify(db);
+  ASSERT_EQ(plain.verdict, "PASS");
+  const std::string retract = VerityBin() + " retract 1 --ledger " + db + " --reason " + Quote("measured on a busy box");
+  auto refused = Shell(kWithKey + retract);
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("seal chain is plain"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("verity ledger start-keying"), std::string::npos) << refused.err;
+  EXPECT_EQ(Verify(db).tip, plain.tip) << "the refused write sealed nothing";
+  // Starting needs the key, says what it covers, and is recorded.
+  const std::string start = VerityBin() + " ledger start-keying --ledger " + db + " --by ops --reason " + Quote("keying");
+  auto nokey = Shell(start);
+  EXPECT_NE(nokey.exit_code, 0);
+  EXPECT_NE(nokey.err.find("VERITY_LEDGER_KEY"), std::string::npos) << nokey.err;
+  auto started = Shell(kWithKey + start);
+  ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
+  EXPECT_NE(started.out.find("start-keying: " + std::to_string(plain.records) + " plain records up to tip " + plain.tip),
+            std::string::npos)
+      << started.out;
+  EXPECT_EQ(Sql(db, "SELECT plain_records || ' ' || plain_tip || ' ' || by FROM seal_keyings"),
+            std::to_string(plain.records) + " " + plain.tip + " ops");
+  auto again = Shell(kWithKey + start);
+  EXPECT_NE(again.exit_code, 0) << "keying starts once";
+  auto k = Shell(kWithKey + retract);
+  ASSERT_EQ(k.exit_code, 0) << k.out << k.err;
+  auto keyed = Verify(db, "--expect-tip " + plain.tip, kWithKey);
+  EXPECT_EQ(keyed.verdict, "PASS") << keyed.cmd.out;
+  EXPECT_EQ(keyed.records, plain.records + 2) << "the keying record and the retraction";
+  EXPECT_EQ(Sql(db, "SELECT count(*) FROM seal_chain WHERE alg = 'sha256'"), std::to_string(plain.records));
+  auto no_key = Verify(db);
+  EXPECT_EQ(no_key.verdict, "FAIL");
+  EXPECT_NE(no_key.cmd.out.find("first broken record: seal_keyings#1"), std::string::npos) << no_key.cmd.out;
+  // Whoever lacks the key cannot edit the plain part: the keyed seals anchor it.
+  const std::string copy = dir + "/copy.db";
+  ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + copy + "\"").exit_code, 0);
+  Tamper(copy, "UPDATE changes SET title = 'forged' WHERE id = 1");
+  ResealPlain(copy);
+  EXPECT_EQ(Verify(copy, "", kWithKey).verdict, "FAIL");
+}
+
+// Hole 6: the storage class is sealed; a TEXT cell rewritten as a BLOB of the
+// same bytes is a broken record, on a new ledger and on an old one.
+TEST(SealTypes, TextRewrittenAsBlobIsABrokenRecord) {
+  const std::string dir = TempDir("blob"), db = dir + "/l.db";
+  auto s = Submit(db, "t", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  ASSERT_EQ(s.j.value("verdict", ""), "accepted") << s.cmd.out;
+  Tamper(db, "UPDATE scores SET verdict = CAST(verdict AS BLOB) WHERE id = 1");
+  ASSERT_EQ(Sql(db, "SELECT typeof(verdict) FROM scores WHERE id = 1"), "blob");
+  auto v = Verify(db);
+  EXPECT_EQ(v.verdict, "FAIL") << v.cmd.out;
+  EXPECT_NE(v.cmd.out.find("first broken record: scores#1"), std::string::npos) << v.cmd.out;
+  EXPECT_NE(v.cmd.out.find("stored values differ from what was sealed"), std::string::npos) << v.cmd.out;
+  // A row sealed by a release before the storage class was sealed: caught too.
+  const std::string old = Schema2Copy(dir);
+  ASSERT_FALSE(old.empty());
+  ASSERT_EQ(Verify(old).verdict, "PASS");
+  Tamper(old, "UPDATE changes SET title = CAST(title AS BLOB) WHERE id = (SELECT min(id) FROM changes)");
+  auto o = Verify(old);
+  EXPECT_EQ(o.verdict, "FAIL") << o.cmd.out;
+  EXPECT_NE(o.cmd.out.find("first broken record: changes#"), std::string::npos) << o.cmd.out;
+  // The canonical text itself tells the classes apart.
+  EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x"))}, "b"), ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
+}
+
+// Hole 10: a tampered record makes `report` and `show` refuse, naming it.
+TEST(SealReaders, ReportAndShowRefuseALedgerThatFailsVerify) {
+  const std::string dir = TempDir("readers"), db = dir + "/l.db";
+  auto s = Submit(db, "t", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  ASSERT_EQ(Shell(VerityBin() + " show 1 --ledger " + db).exit_code, 0);
+  Tamper(db, "UPDATE scores SET verdict = 'rejected-parity' WHERE id = 1");
+  ASSERT_EQ(Verify(db).verdict, "FAIL");
+  const std::string out = dir + "/CHANGELOG.md";
+  auto r = Shell(VerityBin() + " report --ledger " + db + " --out " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("ledger verify FAILs: scores#1"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "no changelog from a broken ledger";
+  for (const char* flags : {"", " --json"}) {
+    auto sh = Shell(VerityBin() + " show 1 --ledger " + db + std::string(flags));
+    EXPECT_EQ(sh.exit_code, 1) << sh.out;
+    EXPECT_EQ(sh.out.find("rejected-parity"), std::string::npos) << sh.out;
+    EXPECT_NE(sh.err.find("ledger verify FAILs: scores#1"), std::string::npos) << sh.err;
+  }
+}
+
+// Hole 10: verify checks the append-only triggers the migrations create.
+TEST(SealReaders, VerifyFailsWhenAnAppendOnlyTriggerIsDroppedOrDefused) {
+  const std::string dir = TempDir("trig"), db = dir + "/l.db";
+  ASSERT_EQ(Shell(VerityBin() + " ledger migrate --ledger " + db).exit_code, 0);
+  ASSERT_EQ(Verify(db).verdict, "PASS");
+  const std::string all = dir + "/all.db", one = dir + "/one.db", defused = dir + "/defused.db";
+  for (const auto& c : {all, one, defused}) ASSERT_EQ(Shell("cp " + db + " " + c).exit_code, 0);
+  Sql(all, Sql(all, "SELECT group_concat('DROP TRIGGER ' || name, '; ') FROM sqlite_master WHERE type = 'trigger'"));
+  Sql(one, "DROP TRIGGER scores_no_update");
+  Sql(defused, "DROP TRIGGER samples_no_delete; CREATE TRIGGER samples_no_delete BEFORE DELETE ON samples BEGIN SELECT 1; END");
+  for (const auto& [path, want] : {std::pair<std::string, std::string>{all, "trigger policy_no_update"},
+                                   {one, "trigger scores_no_update"},
+                                   {defused, "trigger samples_no_delete"}}) {
+    auto v = Verify(path);
+    EXPECT_EQ(v.verdict, "FAIL") << path << "\n" << v.cmd.out;
+    EXPECT_NE(v.cmd.out.find("first broken record: " + want), std::string::npos) << v.cmd.out;
+  }
+}
+
+// Hole 10: verify checks that schema_migrations holds exactly the migrations
+// this verity knows; the other commands give a clear error, not a crash.
+TEST(SealReaders, UnknownSchemaMigrationRowIsANamedFail) {
+  const std::string dir = TempDir("mig"), db = dir + "/l.db";
+  auto s = Submit(db, "t", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  for (const std::string row : {"0, 'x', 'y', 'z'", "99, '0099_later', 'y', 'z'"}) {
+    const std::string copy = dir + "/copy.db";
+    ASSERT_EQ(Shell("rm -f " + copy + " && sqlite3 " + db + " \".backup " + copy + "\"").exit_code, 0);
+    Sql(copy, "INSERT INTO schema_migrations VALUES (" + row + ")");
+    auto v = Verify(copy);
+    EXPECT_EQ(v.verdict, "FAIL") << row << "\n" << v.cmd.out;
+    EXPECT_NE(v.cmd.out.find("first broken record: schema_migrations#"), std::string::npos) << v.cmd.out;
+    EXPECT_NE(v.cmd.out.find("no migration this verity knows"), std::string::npos) << v.cmd.out;
+    for (const std::string cmd : {" show 1", " frontier", " history all", " ledger migrate"}) {
+      auto r = Shell(VerityBin() + cmd + " --ledger " + copy);
+      EXPECT_EQ(r.exit_code, 1) << cmd << " on " << row << ": " << r.out << r.err;
+      EXPECT_NE(r.err.find("schema_migrations"), std::string::npos) << cmd << ": " << r.err;
+    }
+  }
 }
 
 }  // namespace
