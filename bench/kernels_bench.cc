@@ -165,6 +165,39 @@ void BM_MatMul(benchmark::State& state, Dtype t) {
   state.SetLabel(TargetName());
 }
 
+// A continuous-batching step's kernel (MatRows*): n independent vectors
+// against cold weights (>= 256 MiB, as BM_MatVec), each row streamed once for
+// all n. bytes_per_second = weight bytes per second; "products/s" = matrix-
+// vector products per second (n per matrix pass): at n = 1 it is BM_MatVec's
+// rate, and its growth with n is what batching buys.
+void BM_MatRows(benchmark::State& state, Dtype t) {
+  const int rows = static_cast<int>(state.range(0)), cols = static_cast<int>(state.range(1));
+  const int n = static_cast<int>(state.range(2));
+  const Weights w = MakeWeights(t, rows, cols, kColdBytes);
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(n) * cols, 17);
+  std::vector<float> out(static_cast<size_t>(n) * rows);
+  std::vector<QuantizedX> xq(static_cast<size_t>(n));
+  const size_t per_copy = static_cast<size_t>(rows) * cols;
+  for (auto _ : state) {
+    for (int c = 0; c < w.copies; c++) {
+      switch (t) {
+        case Dtype::kF32: MatRowsF32(w.f32.get() + c * per_copy, x.data(), n, out.data(), cols, rows, 0, rows); break;
+        case Dtype::kBF16: MatRowsBF16(w.bf16.get() + c * per_copy, x.data(), n, out.data(), cols, rows, 0, rows); break;
+        case Dtype::kQ8:  // x quantized per product, as the engine does (counted in the time)
+          for (int v = 0; v < n; v++) QuantizeX(x.data() + static_cast<size_t>(v) * cols, cols, &xq[v]);
+          MatRowsQ8_0(w.q8.get() + c * w.bytes_each, xq.data(), n, out.data(), rows, 0, rows);
+          break;
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.copies * w.bytes_each);
+  state.counters["products/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * w.copies * n, benchmark::Counter::kIsRate);
+  state.SetLabel(TargetName());
+}
+
 // The reference: simd::StreamRead over a 1 GiB buffer (the widest loads, 4
 // accumulators), touching every byte once per iteration.
 void BM_StreamRead(benchmark::State& state) {
@@ -520,6 +553,11 @@ void MatMulShapes(benchmark::internal::Benchmark* b) {
   for (auto [r, c] : {std::pair{768, 768}, {2048, 768}, {768, 2048}}) b->Args({r, c, 64});
 }
 
+void MatRowsShapes(benchmark::internal::Benchmark* b) {
+  for (auto [r, c] : {std::pair{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
+    for (int n : {1, 4, 8, 16}) b->Args({r, c, n});
+}
+
 void ThreadShapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (auto [r, c] : {std::pair{64, 64}, {512, 64}, {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
@@ -545,6 +583,9 @@ BENCHMARK_CAPTURE(BM_MatVec, q8_0, Dtype::kQ8)->Apply(Shapes)->Unit(benchmark::k
 BENCHMARK_CAPTURE(BM_MatVecThreads, f32, Dtype::kF32)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MatVecThreads, bf16, Dtype::kBF16)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MatVecThreads, q8_0, Dtype::kQ8)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatRows, f32, Dtype::kF32)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatRows, bf16, Dtype::kBF16)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MatRows, q8_0, Dtype::kQ8)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatMul, f32, Dtype::kF32)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatMul, bf16, Dtype::kBF16)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatMul, q8_0, Dtype::kQ8)->Apply(MatMulShapes)->Unit(benchmark::kMillisecond);

@@ -25,7 +25,7 @@ KvCacheLayout StandardKvCacheLayout(const ModelConfig& c) {
 }
 
 RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const RankWidths& widths,
-                         const KvCacheLayout& kv, kernels::Backend& k, Reducer& r)
+                         const KvCacheLayout& kv, kernels::Backend& k, Reducer& r, int slots)
     : m_(m), layers_(std::move(layers)), w_(widths), k_(k), reduce_(r) {
   const ModelConfig& c = m.config;
   head_size_ = c.head_size();
@@ -33,8 +33,9 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   kv_dim_ = w_.n_kv_heads * head_size_;
   kv_pos_stride_ = kv.pos_stride;
   kv_layer_stride_ = kv.layer_stride;
-  key_cache_ = ZeroedFloats(kv.floats);
-  value_cache_ = ZeroedFloats(kv.floats);
+  kv_slot_floats_ = kv.floats;
+  key_cache_ = ZeroedFloats(kv.floats * slots);
+  value_cache_ = ZeroedFloats(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
@@ -58,6 +59,8 @@ void RankForward::Reserve(int n) {
   for (auto* v : {&key_, &val_}) v->resize(N * kv_dim_);
   if (m_.config.n_experts == 0)
     for (auto* v : {&hb_, &hb2_}) v->resize(N * w_.ffn);
+  pos_.resize(N);
+  slot_.resize(N);
 }
 
 namespace {
@@ -65,27 +68,63 @@ namespace {
 float* Row(AlignedVector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
 }  // namespace
 
-void RankForward::Block(const int* tokens, int n, int pos0, bool logits) {
-  const ModelConfig& c = m_.config;
-  const int dim = c.dim;
+void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slot) {
   Reserve(n);
-  for (int t = 0; t < n; t++)
-    std::memcpy(Row(x_, t, dim), m_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
-  for (int l = 0; l < c.n_layers; l++) {
-    k_.BeginLayer(l);
-    Attention(l, n, pos0);
-    FeedForward(l, n);
-  }
+  for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
+  independent_ = false;
+  Layers(tokens, n);
   if (logits) {  // the last position's logits: final norm, classifier (replicated)
     k_.BeginLayer(-1);
+    const int dim = m_.config.dim;
     float* x = Row(x_, n - 1, dim);
-    kernels::Rmsnorm(x, x, m_.rms_final, dim, c.norm_eps);
+    kernels::Rmsnorm(x, x, m_.rms_final, dim, m_.config.norm_eps);
     k_.Matmul(logits_.data(), x, m_.classifier);
   }
 }
 
+void RankForward::Step(const int* slot, const int* token, const int* pos, int n, float* logits) {
+  Reserve(n);
+  std::copy(pos, pos + n, pos_.begin());
+  std::copy(slot, slot + n, slot_.begin());
+  independent_ = true;
+  Layers(token, n);
+  k_.BeginLayer(-1);  // every row's logits
+  const int dim = m_.config.dim;
+  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(x_, t, dim), Row(x_, t, dim), m_.rms_final, dim, m_.config.norm_eps);
+  k_.MatmulRows(logits, x_.data(), m_.classifier, n);
+}
+
+// The embeddings of the block's rows, then every layer.
+void RankForward::Layers(const int* tokens, int n) {
+  const ModelConfig& c = m_.config;
+  const int dim = c.dim;
+  for (int t = 0; t < n; t++)
+    std::memcpy(Row(x_, t, dim), m_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+  for (int l = 0; l < c.n_layers; l++) {
+    k_.BeginLayer(l);
+    Attention(l, n);
+    FeedForward(l, n);
+  }
+}
+
+void RankForward::Project(float* out, const float* x, const kernels::Weights& w, int n) {
+  if (independent_) {
+    k_.MatmulRows(out, x, w, n);
+  } else {
+    k_.MatmulBatch(out, x, w, n);
+  }
+}
+
+void RankForward::ProjectShared(const float* x, int n, const kernels::Backend::MatmulTarget* targets, int count) {
+  if (independent_) {
+    k_.MatmulSharedRows(x, n, targets, count);
+  } else {
+    k_.MatmulShared(x, n, targets, count);
+  }
+}
+
 // Norm, q/k/v, rotate, cache, attend, project, all-reduce, residual.
-void RankForward::Attention(int l, int n, int pos0) {
+void RankForward::Attention(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim, hs = head_size_;
@@ -93,27 +132,30 @@ void RankForward::Attention(int l, int n, int pos0) {
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
   const kernels::Backend::MatmulTarget qkv[] = {{q_.data(), &w.wq}, {key_.data(), &w.wk}, {val_.data(), &w.wv}};
-  k_.MatmulShared(xb_.data(), n, qkv, 3);
-  const size_t layer_off = static_cast<size_t>(l) * kv_layer_stride_;
+  ProjectShared(xb_.data(), n, qkv, 3);
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+  // Each row's layer of its own slot's cache.
+  auto layer_cache = [&](ZeroedFloats& cache, int t) {
+    return cache.data() + slot_[t] * kv_slot_floats_ + static_cast<size_t>(l) * kv_layer_stride_;
+  };
   for (int t = 0; t < n; t++) {
-    const int pos = pos0 + t;
+    const int pos = pos_[t];
     k_.Rope(Row(q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     k_.Rope(Row(key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
-    const size_t at = layer_off + static_cast<size_t>(pos) * kv_pos_stride_;
-    std::memcpy(key_cache_.data() + at, Row(key_, t, kv_dim_), kv_dim_ * sizeof(float));
-    std::memcpy(value_cache_.data() + at, Row(val_, t, kv_dim_), kv_dim_ * sizeof(float));
+    const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
+    std::memcpy(layer_cache(key_cache_, t) + at, Row(key_, t, kv_dim_), kv_dim_ * sizeof(float));
+    std::memcpy(layer_cache(value_cache_, t) + at, Row(val_, t, kv_dim_), kv_dim_ * sizeof(float));
   }
-  // Causal: the cache holds every earlier position, this block's included.
+  // Causal: each cache holds every earlier position of its sequence, this block's included.
   for (int t = 0; t < n; t++) {
-    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), key_cache_.data() + layer_off,
-                             value_cache_.data() + layer_off, kv_pos_stride_, scores_.data(), pos0 + t,
+    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(key_cache_, t),
+                             layer_cache(value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
                              w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
     k_.Attention(a);
   }
   // Row-parallel o: a partial sum over this rank's heads, completed before the
   // residual add (the FFN's RMSNorm that follows is not linear).
-  k_.MatmulBatch(out_.data(), att_.data(), w.wo, n);
+  Project(out_.data(), att_.data(), w.wo, n);
   reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
   for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) x_[i] += out_[i];
 }
@@ -129,9 +171,9 @@ void RankForward::FeedForward(int l, int n) {
     // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
     // (no communication); row-parallel down: a partial sum.
     const kernels::Backend::MatmulTarget gate_up[] = {{hb_.data(), &w.w1}, {hb2_.data(), &w.w3}};
-    k_.MatmulShared(xb_.data(), n, gate_up, 2);
+    ProjectShared(xb_.data(), n, gate_up, 2);
     k_.SwiGLU(hb_.data(), hb2_.data(), n * w_.ffn);
-    k_.MatmulBatch(out_.data(), hb_.data(), w.w2, n);
+    Project(out_.data(), hb_.data(), w.w2, n);
   } else {
     for (int t = 0; t < n; t++) Experts(*w.full, Row(xb_, t, dim), Row(out_, t, dim));  // routed per position
   }
@@ -171,16 +213,18 @@ void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
 
 // ---- the single rank -----------------------------------------------------------
 
-Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend)
-    : model_(model), backend_(std::move(backend)) {
-  const ModelConfig& c = model.config;
+std::unique_ptr<RankForward> WholeModelForward(const Model& m, kernels::Backend& k, int slots) {
+  const ModelConfig& c = m.config;
   std::vector<LayerSlice> layers;
-  for (const LayerWeights& w : model.layers) layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, &w});
-  const RankWidths whole{c.n_heads, c.n_kv_heads, model.ffn_dim, 0, c.n_experts};
-  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, backend_->name());
+  for (const LayerWeights& w : m.layers) layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, &w});
+  const RankWidths whole{c.n_heads, c.n_kv_heads, m.ffn_dim, 0, c.n_experts};
+  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, k.name());
   static NoReduce no_reduce;  // stateless
-  forward_ = std::make_unique<RankForward>(model, std::move(layers), whole, kv, *backend_, no_reduce);
+  return std::make_unique<RankForward>(m, std::move(layers), whole, kv, k, no_reduce, slots);
 }
+
+Transformer::Transformer(const Model& model, std::unique_ptr<kernels::Backend> backend)
+    : model_(model), backend_(std::move(backend)), forward_(WholeModelForward(model, *backend_, 1)) {}
 
 Transformer::~Transformer() = default;
 

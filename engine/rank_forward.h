@@ -54,24 +54,40 @@ struct RankWidths {
 
 class RankForward {
  public:
-  // `layers` has one slice per layer; `kv` lays out this rank's KV cache
-  // (kv_dim = widths.n_kv_heads * head_size). Allocates the KV cache and the
-  // one-position buffers (std::bad_alloc escapes: Transformer::Create turns it
-  // into an error). `m`, `k` and `r` must outlive this.
+  // `layers` has one slice per layer; `kv` lays out one sequence's KV cache
+  // (kv_dim = widths.n_kv_heads * head_size), of which this rank holds `slots`
+  // (one per sequence it decodes: a server's --parallel; 1 otherwise).
+  // Allocates the KV caches and the one-position buffers (std::bad_alloc
+  // escapes: Transformer::Create turns it into an error). `m`, `k` and `r`
+  // must outlive this.
   RankForward(const Model& m, std::vector<LayerSlice> layers, const RankWidths& widths, const KvCacheLayout& kv,
-              kernels::Backend& k, Reducer& r);
+              kernels::Backend& k, Reducer& r, int slots = 1);
 
-  // Runs positions pos0 .. pos0+n-1 (tokens[0..n)) through every layer,
-  // writing the KV cache; positions before pos0 must be in it. With
-  // `logits`, writes the logits of the last position (logits()).
-  void Block(const int* tokens, int n, int pos0, bool logits);
+  // Runs positions pos0 .. pos0+n-1 (tokens[0..n)) of the sequence in KV slot
+  // `slot` through every layer, writing its KV cache; positions before pos0
+  // must be in it. With `logits`, writes the logits of the last position
+  // (logits()). The rows share batched matmuls (MatmulBatch): n > 1 rounds
+  // slightly differently from n = 1.
+  void Block(const int* tokens, int n, int pos0, bool logits, int slot = 0);
+  // One position of each of n sequences in distinct slots: token[t] at pos[t]
+  // into slot[t]; writes n rows of vocab_size logits. The weights are read
+  // once for all rows (MatmulRows) and row t is bit for bit what Block(&token[t],
+  // 1, pos[t], true, slot[t]) gives: no row depends on the others.
+  void Step(const int* slot, const int* token, const int* pos, int n, float* logits);
   float* logits() { return logits_.data(); }
+  // Bytes of K and V cache held for every slot together.
+  size_t kv_cache_bytes() const { return 2 * key_cache_.size() * sizeof(float); }
 
  private:
-  void Attention(int l, int n, int pos0);
+  void Layers(const int* tokens, int n);
+  void Attention(int l, int n);
   void FeedForward(int l, int n);
   void Experts(const LayerWeights& w, const float* xb, float* out);
   void Reserve(int n);
+  // A block's matmuls: batched over positions of one sequence, or row by row
+  // exact over independent sequences (independent_).
+  void Project(float* out, const float* x, const kernels::Weights& w, int n);
+  void ProjectShared(const float* x, int n, const kernels::Backend::MatmulTarget* targets, int count);
 
   const Model& m_;
   std::vector<LayerSlice> layers_;
@@ -80,6 +96,11 @@ class RankForward {
   Reducer& reduce_;
   int head_size_ = 0, q_dim_ = 0, kv_dim_ = 0, rows_ = 0;
   long kv_pos_stride_ = 0, kv_layer_stride_ = 0;
+  size_t kv_slot_floats_ = 0;  // one slot's cache: slot s starts at s * kv_slot_floats_
+  // The block being run: row t is position pos_[t] of the sequence in slot
+  // slot_[t]; independent_ when the rows are different sequences (Step).
+  std::vector<int> pos_, slot_;
+  bool independent_ = false;
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   // [rows x width] each, row t for position pos0 + t: the residual stream, the
   // normed rows, q/k/v, the attention output, a projection's output, the FFN.
@@ -92,5 +113,9 @@ class RankForward {
   // decode's attention share (~400 positions) from ~12% to ~8% (perf).
   ZeroedFloats key_cache_, value_cache_;
 };
+
+// The whole model on one rank (a Transformer, a SlotDecoder): every weight,
+// nothing to reduce, `slots` KV caches in the layout the backend uses.
+std::unique_ptr<RankForward> WholeModelForward(const Model& m, kernels::Backend& k, int slots);
 
 }  // namespace verity

@@ -1,75 +1,105 @@
-// SlotDecoder, first version: one Transformer per slot over one shared
-// backend, and a Step that runs each slot's position by itself. Batch
-// invariance holds by construction (each row is that slot's Forward); the
-// weights are read once per slot per step, which the batched step replaces.
+// SlotDecoder: one RankForward over the whole model holding `slots` KV
+// caches. A Step runs one position of each of its slots as the rows of one
+// block whose matmuls read every weight matrix once for all rows
+// (Backend::MatmulRows), each row bit for bit what that slot's position gives
+// decoded alone; attention, RoPE and the MoE routing are per row anyway.
 #include "engine/slots.h"
 
-#include <cstring>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <new>
+#include <string>
+
+#include "engine/rank_forward.h"
 
 namespace verity {
 namespace {
 
-// Lends one backend (and its thread pool) to several Transformers.
-class BorrowedBackend final : public kernels::Backend {
+std::string Str(long v) { return std::to_string(v); }
+
+class BatchedDecoder final : public SlotDecoder {
  public:
-  explicit BorrowedBackend(kernels::Backend& b) : b_(b) {}
-  const char* name() const override { return b_.name(); }
-  void Matmul(float* out, const float* x, const kernels::Weights& w) override { b_.Matmul(out, x, w); }
-  void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
-    b_.MatmulBatch(out, x, w, T);
-  }
-  void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
-    b_.MatmulShared(x, T, targets, count);
-  }
-  void Attention(const kernels::AttentionArgs& a) override { b_.Attention(a); }
-  void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
-    b_.Rope(vec, size, head_size, pos, inv_freq, interleaved);
-  }
-  void SwiGLU(float* hb, const float* hb2, int n) override { b_.SwiGLU(hb, hb2, n); }
-  std::optional<PoolCounters> pool_counters() const override { return b_.pool_counters(); }
-  void BeginLayer(int layer) override { b_.BeginLayer(layer); }
-  Status status() const override { return b_.status(); }
+  BatchedDecoder(const Model& m, std::unique_ptr<kernels::Backend> b, int slots)
+      : model_(m), backend_(std::move(b)), slots_(slots), forward_(WholeModelForward(m, *backend_, slots)),
+        busy_(slots, 0) {}
 
- private:
-  kernels::Backend& b_;
-};
-
-class PerSlotDecoder final : public SlotDecoder {
- public:
-  PerSlotDecoder(const Model& m, std::unique_ptr<kernels::Backend> b) : model_(m), backend_(std::move(b)) {}
-
-  Status Init(int slots) {
-    for (int s = 0; s < slots; s++) {
-      auto t = Transformer::Create(model_, std::make_unique<BorrowedBackend>(*backend_));
-      if (!t.ok())
-        return Status::Error("--parallel " + std::to_string(slots) + ": slot " + std::to_string(s) + ": " +
-                             t.status().message());
-      slots_.push_back(std::move(t).value());
-    }
-    return OkStatus();
-  }
-
-  int slots() const override { return static_cast<int>(slots_.size()); }
+  int slots() const override { return slots_; }
   int context() const override { return model_.config.seq_len; }
   const Model& model() const override { return model_; }
   const char* backend_name() const override { return backend_->name(); }
-  size_t kv_cache_bytes() const override { return slots_.size() * FootprintOf(model_).kv_cache_bytes; }
+  size_t kv_cache_bytes() const override { return forward_->kv_cache_bytes(); }
 
   const float* Prefill(int slot, const int* tokens, int T, int pos0) override {
-    return slots_[slot]->Prefill(tokens, T, pos0);
+    float* logits = forward_->logits();
+    if (!Valid(&slot, 1) || !Valid(slot, tokens, T, pos0)) return Poisoned(logits, 1);
+    // Transformer::Prefill's blocks, so the slot's cache and logits are its bits.
+    for (int b = 0; b < T; b += Transformer::kPrefillBlock) {
+      const int n = std::min(Transformer::kPrefillBlock, T - b);
+      forward_->Block(tokens + b, n, pos0 + b, /*logits=*/b + n == T, slot);
+    }
+    return Checked(logits, 1);
   }
+
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits) override {
-    const size_t vocab = model_.config.vocab_size;
-    for (int i = 0; i < n; i++)
-      std::memcpy(logits + i * vocab, slots_[slot[i]]->Forward(token[i], pos[i]), vocab * sizeof(float));
+    bool ok = n >= 1 && n <= slots_ && Valid(slot, n);
+    for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
+    if (!ok) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
+    forward_->Step(slot, token, pos, n, logits);
+    Checked(logits, n);
   }
-  Status status() const override { return backend_->status(); }
+
+  Status status() const override { return error_.ok() ? backend_->status() : error_; }
 
  private:
+  // Slots in range and distinct (two rows of one slot in a step would race on its cache).
+  bool Valid(const int* slot, int n) {
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+      if (slot[i] < 0 || slot[i] >= slots_) {
+        ok = Fail("slot " + Str(slot[i]) + " is not one of the " + Str(slots_) + " slots (--parallel)");
+      } else if (busy_[slot[i]]) {
+        ok = Fail("slot " + Str(slot[i]) + " appears twice in one step");
+      }
+      if (ok) busy_[slot[i]] = 1;
+    }
+    for (int i = 0; i < n; i++)
+      if (slot[i] >= 0 && slot[i] < slots_) busy_[slot[i]] = 0;
+    return ok;
+  }
+  // Tokens in the vocabulary, positions pos0 .. pos0+T-1 inside the context.
+  bool Valid(int slot, const int* tokens, int T, int pos0) {
+    const ModelConfig& c = model_.config;
+    if (T < 1 || pos0 < 0 || pos0 > c.seq_len - T)
+      return Fail("slot " + Str(slot) + ": positions " + Str(pos0) + " .. " + Str(static_cast<long>(pos0) + T - 1) +
+                  " are outside the context of " + Str(c.seq_len));
+    for (int i = 0; i < T; i++)
+      if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+        return Fail("slot " + Str(slot) + ": token " + Str(tokens[i]) + " is outside the vocabulary of " +
+                    Str(c.vocab_size));
+    return true;
+  }
+  bool Fail(const std::string& why) {
+    if (error_.ok()) error_ = Status::Error(why);
+    return false;
+  }
+  // n rows of NaN: a caller that ignores status() still cannot use them.
+  float* Poisoned(float* logits, int n) {
+    std::fill(logits, logits + static_cast<size_t>(n) * model_.config.vocab_size,
+              std::numeric_limits<float>::quiet_NaN());
+    return logits;
+  }
+  // As Transformer: a failed backend's rows are NaN, never stale.
+  float* Checked(float* logits, int n) { return backend_->status().ok() ? logits : Poisoned(logits, n); }
+
   const Model& model_;
   std::unique_ptr<kernels::Backend> backend_;
-  std::vector<std::unique_ptr<Transformer>> slots_;
+  const int slots_;
+  std::unique_ptr<RankForward> forward_;
+  std::vector<char> busy_;  // scratch of Valid: the slots seen in this step
+  Status error_;
 };
 
 }  // namespace
@@ -77,9 +107,22 @@ class PerSlotDecoder final : public SlotDecoder {
 Result<std::unique_ptr<SlotDecoder>> SlotDecoder::Create(const Model& model, std::unique_ptr<kernels::Backend> backend,
                                                          int slots) {
   if (slots < 1) return Status::Error("--parallel must be at least 1, got " + std::to_string(slots));
-  auto d = std::make_unique<PerSlotDecoder>(model, std::move(backend));
-  VERITY_RETURN_IF_ERROR(d->Init(slots));
-  return std::unique_ptr<SlotDecoder>(std::move(d));
+  const ModelConfig& c = model.config;
+  // Refused before allocation, as Transformer::Create does for one context.
+  const double kv_bytes = static_cast<double>(slots) * FootprintOf(model).kv_cache_bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const double physical = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0.0;
+  auto mib = [](double b) { return std::to_string(static_cast<long long>(std::ceil(b / (1 << 20)))) + " MiB"; };
+  const std::string what = "--parallel " + std::to_string(slots) + " x a context of " + std::to_string(c.seq_len) +
+                           " positions needs " + mib(kv_bytes) + " of KV cache";
+  if (physical > 0 && kv_bytes > physical)
+    return Status::Error(model.source + ": " + what + ", more than this machine's " + mib(physical) +
+                         "; choose a smaller --parallel or --ctx");
+  try {
+    return std::unique_ptr<SlotDecoder>(new BatchedDecoder(model, std::move(backend), slots));
+  } catch (const std::bad_alloc&) {
+    return Status::Error(model.source + ": " + what + ", which cannot be allocated; choose a smaller --parallel or --ctx");
+  }
 }
 
 }  // namespace verity

@@ -41,7 +41,10 @@ class SlotDecoder {
   // One position for each of `n` distinct slots: token[i] at pos[i] into
   // slot[i]; writes n rows of vocab_size logits (row i for slot[i]).
   virtual void Step(const int* slot, const int* token, const int* pos, int n, float* logits) = 0;
-  // OK, or the backend's first error (as Transformer::status()).
+  // OK, or the first bad argument (a slot out of range or twice in one step,
+  // a token outside the vocabulary, a position outside the context: that
+  // call's rows are NaN and nothing is run), or the backend's first error (as
+  // Transformer::status()).
   [[nodiscard]] virtual Status status() const = 0;
 };
 

@@ -103,6 +103,20 @@ class Backend {
   virtual void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) {
     for (int i = 0; i < count; i++) MatmulBatch(targets[i].out, x, *targets[i].w, T);
   }
+  // n independent vectors (one position of each of n sequences: a decode
+  // step of continuous batching): x row-major [n x w.cols], out row-major
+  // [n x w.rows], and row t of out bit for bit Matmul(x_t), whatever n and the
+  // other vectors (batch invariance; MatmulBatch promises only rounding). A
+  // backend may read the weights once for all n, which this default (n calls
+  // of Matmul) does not.
+  virtual void MatmulRows(float* out, const float* x, const Weights& w, int n) {
+    for (int t = 0; t < n; t++) Matmul(out + static_cast<size_t>(t) * w.rows, x + static_cast<size_t>(t) * w.cols, w);
+  }
+  // MatmulShared for n independent vectors: targets[i].out = MatmulRows of
+  // *targets[i].w over the n vectors of x (the same no-alias rule).
+  virtual void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) {
+    for (int i = 0; i < count; i++) MatmulRows(targets[i].out, x, *targets[i].w, n);
+  }
   virtual void Attention(const AttentionArgs& a) = 0;
   // Rotates `size` values (heads of head_size) for position `pos`: pair i of
   // every head turns by the angle pos * inv_freq[i] (inv_freq holds

@@ -460,6 +460,71 @@ TEST(Kernels, MatmulSharedEqualsMatmulBatchPerMatrix) {
   }
 }
 
+// MatmulRows (a decode step of n sequences) is n calls of Matmul bit for bit
+// on every backend, dtype and thread count: shapes with cols off the vector
+// widths (f32, bf16), q8_0 rows with plain tail blocks, row counts that no
+// thread split divides evenly, and n around the kernel's vector groups.
+TEST(Kernels, MatmulRowsIsMatmulPerVectorBitForBit) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto reference = MakeBackend("reference");
+  ASSERT_TRUE(reference.ok());
+  auto one_thread = MakeFast(1), two_threads = MakeFast(2), three_threads = MakeFast(3);
+  for (Backend* k : {reference->get(), one_thread.get(), two_threads.get(), three_threads.get()}) {
+    for (auto [cols, rows] : {std::pair{64, 64}, {800, 1001}, {775, 333}, {33, 2049}, {256, 3}}) {
+      const TestMatrix m = RandomMatrix(cols, rows, rng);
+      for (int n : {1, 2, 3, 4, 7, 8, 16}) {
+        std::vector<float> x(static_cast<size_t>(n) * cols), got(static_cast<size_t>(n) * rows, -1.0f), one(rows);
+        for (auto& v : x) v = u(rng);
+        for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+          if (t == DType::kQ8_0 && cols % kQ8_0BlockSize != 0) continue;
+          k->MatmulRows(got.data(), x.data(), m.View(t), n);
+          for (int r = 0; r < n; r++) {
+            k->Matmul(one.data(), x.data() + static_cast<size_t>(r) * cols, m.View(t));
+            ASSERT_EQ(0, std::memcmp(got.data() + static_cast<size_t>(r) * rows, one.data(), rows * sizeof(float)))
+                << k->name() << " " << DTypeName(t) << " " << rows << "x" << cols << " n=" << n << " vector " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatmulSharedRows gives each matrix exactly MatmulRows (q/k/v and gate/up of
+// a step as one job; with 96 columns the chunks straddle the matrices).
+TEST(Kernels, MatmulSharedRowsEqualsMatmulRowsPerMatrix) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto fast = MakeFast(2);
+  auto reference = MakeBackend("reference");
+  ASSERT_TRUE(reference.ok());
+  for (Backend* k : {fast.get(), reference->get()}) {
+    for (int cols : {64, 96}) {
+      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng), RandomMatrix(cols, 256, rng)};
+      for (int n : {1, 5, 16}) {
+        std::vector<float> x(static_cast<size_t>(n) * cols);
+        for (auto& v : x) v = u(rng);
+        for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+          Weights w[3];
+          std::vector<float> shared[3], alone(static_cast<size_t>(n) * 768);
+          Backend::MatmulTarget targets[3];
+          for (int i = 0; i < 3; i++) {
+            w[i] = ms[i].View(t);
+            shared[i].assign(static_cast<size_t>(n) * w[i].rows, -1.0f);
+            targets[i] = {shared[i].data(), &w[i]};
+          }
+          k->MatmulSharedRows(x.data(), n, targets, 3);
+          for (int i = 0; i < 3; i++) {
+            k->MatmulRows(alone.data(), x.data(), w[i], n);
+            ASSERT_EQ(0, std::memcmp(shared[i].data(), alone.data(), shared[i].size() * sizeof(float)))
+                << k->name() << " " << DTypeName(t) << " cols " << cols << " n=" << n << " matrix " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The encodings are what kernels.h says: bf16 is the rounded top half, q8_0
 // blocks of 32 with one scale (36 bytes) dequantize within half a step.
 TEST(Kernels, WeightEncodingsRoundTrip) {

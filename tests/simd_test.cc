@@ -220,6 +220,45 @@ TEST_P(SimdTest, MatMulMatchesMatVecPerVector) {
         }
 }
 
+void MatRows(const Matrix& m, const float* x, int n, float* out, int ld_out, int row_begin, int row_end) {
+  switch (m.type) {
+    case Dtype::kF32: MatRowsF32(m.F32(), x, n, out, m.cols, ld_out, row_begin, row_end); break;
+    case Dtype::kBF16: MatRowsBF16(m.BF16(), x, n, out, m.cols, ld_out, row_begin, row_end); break;
+    case Dtype::kQ8: {
+      std::vector<QuantizedX> xq(n);
+      for (int t = 0; t < n; t++) QuantizeX(x + static_cast<size_t>(t) * m.cols, m.cols, &xq[t]);
+      MatRowsQ8_0(m.Q8(), xq.data(), n, out, ld_out, row_begin, row_end);
+      break;
+    }
+  }
+}
+
+// A continuous-batching step's kernel: each of its n outputs is bit for bit
+// MatVec's for that vector (batch invariance), on every target, for column
+// counts off every vector width and unroll, and vector counts off the kernel's
+// group of vectors; rows outside the range are untouched.
+TEST_P(SimdTest, MatRowsEqualsMatVecPerVectorBitForBit) {
+  for (Dtype t : {Dtype::kF32, Dtype::kBF16, Dtype::kQ8})
+    for (int cols : ColsFor(t))
+      for (int n : {1, 2, 3, 4, 5, 6, 7, 13, 16}) {
+        const int rows = 7, ld = rows + 2, b = 1, e = rows - 1;
+        const Matrix m = MakeMatrix(t, rows, cols, 11 + n * 17 + cols);
+        const std::vector<float> xs = Random(static_cast<size_t>(n) * cols + 1, 5 + n + cols);
+        const float* x = xs.data() + 1;  // unaligned
+        std::vector<float> out(static_cast<size_t>(n) * ld, kSentinel), one(rows, kSentinel);
+        MatRows(m, x, n, out.data(), ld, b, e);
+        for (int v = 0; v < n; v++) {
+          MatVec(m, x + static_cast<size_t>(v) * cols, one.data(), b, e);
+          for (int i = 0; i < ld; i++) {
+            const float got = out[static_cast<size_t>(v) * ld + i];
+            const float want = i < b || i >= e ? kSentinel : one[i];
+            ASSERT_EQ(Bits(got), Bits(want)) << Name(t) << " " << rows << "x" << cols << " n " << n << " vector " << v
+                                             << " row " << i << ": " << got << " vs MatVec " << want;
+          }
+        }
+      }
+}
+
 TEST_P(SimdTest, MatMulFromSeveralThreadsAtOnce) {
   // The engine calls MatMul on disjoint row ranges from its pool; per-thread
   // scratch must keep them apart, and each row's result is deterministic.

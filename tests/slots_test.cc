@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "tests/test_util.h"
 
@@ -115,6 +117,94 @@ TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnAWiderModel) {
   auto moe = SyntheticModel(c, 12);
   ASSERT_TRUE(moe.ok()) << moe.status().message();
   ExpectBatchInvariant(**moe, "fast");
+}
+
+// Prompts of `len` tokens (the sequence's own seed s).
+std::vector<int> PromptOf(int s, int len, int vocab) {
+  std::vector<int> p(len);
+  for (int i = 0; i < len; i++) p[i] = static_cast<int>((3 + 104729L * (i + 17 * s)) % vocab);
+  return p;
+}
+
+// 16 slots at once, one of them at a late position beside one at position 1,
+// then steps of one slot alone (n = 1) between full steps: every row is still
+// the slot's decode alone.
+void ExpectSixteenSlotsInvariant(const Model& m, const std::string& backend) {
+  SCOPED_TRACE(backend + " " + kernels::DTypeName(m.dtype));
+  constexpr int kN = 16, kRounds = 4;
+  const int vocab = m.config.vocab_size, late = m.config.seq_len - 2 * kRounds - 2;
+  auto d = SlotDecoder::Create(m, std::move(kernels::MakeBackend(backend)).value(), kN);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  std::vector<int> len(kN), pos(kN), next(kN), slot(kN);
+  std::vector<std::unique_ptr<Transformer>> alone;
+  for (int s = 0; s < kN; s++) {
+    len[s] = s == 0 ? 1 : s == 1 ? late : 1 + 3 * s;
+    const std::vector<int> p = PromptOf(s, len[s], vocab);
+    const float* l = (*d)->Prefill(s, p.data(), len[s], 0);
+    auto t = Transformer::Create(m, std::move(kernels::MakeBackend(backend)).value());
+    ASSERT_TRUE(t.ok());
+    const float* la = (*t)->Prefill(p.data(), len[s], 0);
+    ASSERT_EQ(std::memcmp(l, la, vocab * sizeof(float)), 0) << "prefill of slot " << s;
+    alone.push_back(std::move(t).value());
+    pos[s] = len[s], next[s] = Argmax(l, vocab), slot[s] = s;
+  }
+  std::vector<float> logits(static_cast<size_t>(kN) * vocab);
+  auto check = [&](int first, int n) {
+    (*d)->Step(slot.data() + first, next.data() + first, pos.data() + first, n, logits.data());
+    ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
+    for (int r = 0; r < n; r++) {
+      const int s = first + r;
+      const float* want = alone[s]->Forward(next[s], pos[s]);
+      ASSERT_EQ(std::memcmp(logits.data() + static_cast<size_t>(r) * vocab, want, vocab * sizeof(float)), 0)
+          << "slot " << s << " at position " << pos[s] << " in a step of " << n;
+      next[s] = Argmax(want, vocab), pos[s]++;
+    }
+  };
+  for (int round = 0; round < kRounds; round++) {
+    check(0, kN);
+    check(round % 2, 1);  // position 1's slot, or the late one, alone
+  }
+}
+
+TEST(Slots, SixteenSlotsLateBesideEarlyAndSingleSlotSteps) {
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto m = LoadModel(test::Model("stories260K.bin"), t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (const char* b : {"reference", "fast"}) ExpectSixteenSlotsInvariant(**m, b);
+  }
+}
+
+// A bad slot, token or position is a named error and NaN rows, never a write
+// into another slot's cache.
+TEST(Slots, BadStepArgumentsAreNamedErrors) {
+  auto m = LoadModel(test::Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const int vocab = (*m)->config.vocab_size, ctx = (*m)->config.seq_len;
+  struct Case {
+    std::vector<int> slot, token, pos;
+    const char* says;
+  };
+  const Case cases[] = {{{0, 2}, {1, 1}, {0, 0}, "slot 2 is not one of the 2 slots"},
+                        {{1, 1}, {1, 1}, {0, 0}, "slot 1 appears twice"},
+                        {{0}, {vocab}, {0}, "outside the vocabulary"},
+                        {{0}, {1}, {ctx}, "outside the context"}};
+  for (const Case& c : cases) {
+    auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 2);
+    ASSERT_TRUE(d.ok());
+    std::vector<float> logits(c.slot.size() * vocab, 0.0f);
+    (*d)->Step(c.slot.data(), c.token.data(), c.pos.data(), static_cast<int>(c.slot.size()), logits.data());
+    ASSERT_FALSE((*d)->status().ok()) << c.says;
+    EXPECT_NE((*d)->status().message().find(c.says), std::string::npos) << (*d)->status().message();
+    EXPECT_TRUE(std::isnan(logits[0]) && std::isnan(logits.back())) << c.says;
+  }
+}
+
+TEST(Slots, KvCacheBytesIsSlotsTimesOneContext) {
+  auto m = LoadModel(test::Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 3);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->kv_cache_bytes(), 3 * FootprintOf(**m).kv_cache_bytes);
 }
 
 TEST(Slots, ZeroSlotsIsANamedError) {

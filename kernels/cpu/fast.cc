@@ -55,6 +55,20 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
   }
 }
 
+// Rows [begin, end) of every out[t] = W x[t], t < n, each bit for bit MatVecRows of x[t].
+void IndependentRows(const Weights& w, const float* x, const simd::QuantizedX* xq, float* out, int n, int begin,
+                     int end) {
+  switch (w.dtype) {
+    case DType::kF32:
+      simd::MatRowsF32(static_cast<const float*>(w.data), x, n, out, w.cols, w.rows, begin, end);
+      return;
+    case DType::kBF16:
+      simd::MatRowsBF16(static_cast<const uint16_t*>(w.data), x, n, out, w.cols, w.rows, begin, end);
+      return;
+    case DType::kQ8_0: simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq, n, out, w.rows, begin, end); return;
+  }
+}
+
 // AttendOneHead (reference.cc) for the query heads that share KV head `kv`,
 // with the query-key dot products, the softmax's maximum and exponentials and
 // the weighted sum of values vectorized (simd.h). The group's heads score each
@@ -123,6 +137,39 @@ class Fast final : public Backend {
           }
         },
         RowGrain(cols));
+  }
+
+  // A step of n sequences: every matrix's rows as one job (as MatmulShared
+  // in decode), each row read once and dotted with the n vectors by the
+  // MatVec arithmetic, so row t is Matmul(x_t) exactly. One vector is the
+  // decode path itself.
+  void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
+    const MatmulTarget target{out, &w};
+    MatmulSharedRows(x, n, &target, 1);
+  }
+  void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
+    if (n == 1) return count == 1 ? Matmul(targets[0].out, x, *targets[0].w) : MatmulShared(x, 1, targets, count);
+    if (!SameCols(targets, count)) return Backend::MatmulSharedRows(x, n, targets, count);
+    const int cols = targets[0].w->cols;
+    int rows = 0;
+    bool q8 = false;
+    for (int i = 0; i < count; i++) {
+      rows += targets[i].w->rows;
+      q8 = q8 || targets[i].w->dtype == DType::kQ8_0;
+    }
+    if (q8) {
+      simd::QuantizedX* xq = Quantized(n);
+      for (int t = 0; t < n; t++) simd::QuantizeX(x + static_cast<size_t>(t) * cols, cols, xq + t);
+    }
+    pool_.ParallelFor(
+        rows,
+        [&](int begin, int end) {
+          for (int i = 0, first = 0; i < count && first < end; first += targets[i].w->rows, i++) {
+            const int lo = std::max(begin, first), hi = std::min(end, first + targets[i].w->rows);
+            if (lo < hi) IndependentRows(*targets[i].w, x, xq_.data(), targets[i].out, n, lo - first, hi - first);
+          }
+        },
+        RowGrain(static_cast<long>(cols) * n));
   }
 
   void Attention(const AttentionArgs& a) override {

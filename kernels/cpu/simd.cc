@@ -180,6 +180,93 @@ void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int
   }
 }
 
+// ---------------------------------------------------------------- MatRows
+// Several independent vectors (a continuous-batching step: one position of
+// each of several sequences) against each weight row while it is in L1, so a
+// step reads the weights from memory once for all its vectors. Per (row,
+// vector) the arithmetic is DotF32's / DotBF16's exactly: the same 4
+// accumulators fed in the same order, the same reduction, the same scalar
+// tail; only the loads of the row are shared. So every output is bit for bit
+// the MatVec one (the tiled MatMul, which sums in one accumulator per vector,
+// is not). kRowsVectors vectors at a time: 4 accumulators each plus the row's
+// vector and x's in the registers (16 on AVX2/SSE4, 32 on AVX-512/NEON).
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
+constexpr int kRowsVectors = 6;
+#else
+constexpr int kRowsVectors = 3;
+#endif
+
+// f32 weights as they are; bf16 widened exactly (LoadBF16), as the MatVec kernels read them.
+struct LoadF32 {
+  HWY_INLINE VF operator()(const float* HWY_RESTRICT p) const { return hn::LoadU(DF(), p); }
+  HWY_INLINE float Scalar(const float* p) const { return *p; }
+};
+struct LoadBF16Row {
+  HWY_INLINE VF operator()(const uint16_t* HWY_RESTRICT p) const { return LoadBF16(hn::Rebind<uint16_t, DF>(), p); }
+  HWY_INLINE float Scalar(const uint16_t* p) const { return BF16ToF32(*p); }
+};
+
+// out[t * ld] = w . xs[t] for t < TT, each as DotF32 (DotBF16) computes it.
+template <int TT, class W, class Load>
+HWY_INLINE void DotsRow(const W* HWY_RESTRICT w, const float* const* xs, size_t cols, float* out, size_t ld,
+                        Load load) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  VF a[TT][kUnroll];
+  for (int t = 0; t < TT; t++)
+    for (int u = 0; u < kUnroll; u++) a[t][u] = hn::Zero(d);
+  size_t j = 0;
+  for (; j + kUnroll * N <= cols; j += kUnroll * N)
+    for (int u = 0; u < kUnroll; u++) {
+      const VF wv = load(w + j + u * N);
+      for (int t = 0; t < TT; t++) a[t][u] = hn::MulAdd(wv, hn::LoadU(d, xs[t] + j + u * N), a[t][u]);
+    }
+  for (; j + N <= cols; j += N) {
+    const VF wv = load(w + j);
+    for (int t = 0; t < TT; t++) a[t][0] = hn::MulAdd(wv, hn::LoadU(d, xs[t] + j), a[t][0]);
+  }
+  for (int t = 0; t < TT; t++) {
+    float s = Sum(d, hn::Add(hn::Add(a[t][0], a[t][1]), hn::Add(a[t][2], a[t][3])));
+    for (size_t k = j; k < cols; k++) s += load.Scalar(w + k) * xs[t][k];
+    out[t * ld] = s;
+  }
+}
+
+// Rows [row_begin, row_end) of out[t * ld + i] = W_i . x_t for t < n; each
+// row streamed once (prefetched as the MatVec kernels do), then met by every
+// vector from L1.
+template <class W, class Load>
+HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
+                            int row_end, bool prefetch) {
+  const size_t c = static_cast<size_t>(cols), ld = static_cast<size_t>(ld_out), row_bytes = c * sizeof(W);
+  for (int i = row_begin; i < row_end; i++) {
+    const W* row = w + i * c;
+    if (prefetch)
+      for (size_t off = 0; off < row_bytes; off += 64)
+        PrefetchStream(reinterpret_cast<const uint8_t*>(row) + kStreamAhead + off);
+    const float* xs[kRowsVectors];
+    int t = 0;
+    for (; t + kRowsVectors <= n; t += kRowsVectors) {
+      for (int k = 0; k < kRowsVectors; k++) xs[k] = x + (t + k) * c;
+      DotsRow<kRowsVectors>(row, xs, c, out + t * ld + i, ld, Load());
+    }
+    for (; t < n; t++) {
+      xs[0] = x + t * c;
+      DotsRow<1>(row, xs, c, out + t * ld + i, ld, Load());
+    }
+  }
+}
+
+void MatRowsF32Impl(const float* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
+                    int row_end) {
+  // f32's MatVec does not prefetch (see kStreamAhead).
+  MatRowsImpl<float, LoadF32>(w, x, n, out, cols, ld_out, row_begin, row_end, /*prefetch=*/false);
+}
+void MatRowsBF16Impl(const uint16_t* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
+                     int row_end) {
+  MatRowsImpl<uint16_t, LoadBF16Row>(w, x, n, out, cols, ld_out, row_begin, row_end, StreamPrefetchOn());
+}
+
 // q8_0 against quantized x (QuantizedX: int16, one scale per block of 32),
 // one lane per block: a group of 8 blocks is 8 int32 sums, exact on every
 // instruction set, converted to f32 (rounded to nearest: the same on every
@@ -412,6 +499,25 @@ VERITY_Q8_ATTR void MatMulQ8_0Impl(const uint8_t* w, const QuantizedX* x, float*
       for (; t + kT <= t1; t += kT) Q8Tile<1, kT>(w, row_bytes, x, out, ld, i, t);
       for (; t < t1; t++) Q8Tile<1, 1>(w, row_bytes, x, out, ld, i, t);
     }
+  }
+}
+// MatRows for q8_0: each row streamed once (prefetched as in MatVecQ8_0) and
+// dotted with the vectors 4 at a time while in L1; DotQ8Rows' result per
+// (row, vector) does not depend on how many vectors it takes, so each output
+// is MatVecQ8_0's.
+VERITY_Q8_ATTR void MatRowsQ8_0Impl(const uint8_t* w, const QuantizedX* x, int n, float* out, int ld_out,
+                                    int row_begin, int row_end) {
+  if (n == 0) return;
+  const size_t row_bytes = static_cast<size_t>(x[0].cols / kQ8Block) * sizeof(BlockQ8_0);
+  const size_t ld = static_cast<size_t>(ld_out);
+  const bool prefetch = StreamPrefetchOn();
+  constexpr int kT = 4;
+  for (int i = row_begin; i < row_end; i++) {
+    if (prefetch)
+      for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(w + i * row_bytes + kStreamAhead + off);
+    int t = 0;
+    for (; t + kT <= n; t += kT) Q8Tile<1, kT>(w, row_bytes, x, out, ld, i, t);
+    for (; t < n; t++) Q8Tile<1, 1>(w, row_bytes, x, out, ld, i, t);
   }
 }
 #undef VERITY_Q8_ATTR
@@ -786,6 +892,9 @@ HWY_EXPORT(MatVecQ8_0Impl);
 HWY_EXPORT(MatMulF32Impl);
 HWY_EXPORT(MatMulBF16Impl);
 HWY_EXPORT(MatMulQ8_0Impl);
+HWY_EXPORT(MatRowsF32Impl);
+HWY_EXPORT(MatRowsBF16Impl);
+HWY_EXPORT(MatRowsQ8_0Impl);
 HWY_EXPORT(QuantizeQ8_0Impl);
 HWY_EXPORT(DequantizeQ8_0Impl);
 HWY_EXPORT(StreamReadImpl);
@@ -831,6 +940,17 @@ void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, 
 }
 void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulQ8_0Impl)(w, x, out, T, ld_out, row_begin, row_end);
+}
+
+void MatRowsF32(const float* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin, int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, x, n, out, cols, ld_out, row_begin, row_end);
+}
+void MatRowsBF16(const uint16_t* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
+                 int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, x, n, out, cols, ld_out, row_begin, row_end);
+}
+void MatRowsQ8_0(const uint8_t* w, const QuantizedX* x, int n, float* out, int ld_out, int row_begin, int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatRowsQ8_0Impl)(w, x, n, out, ld_out, row_begin, row_end);
 }
 
 uint16_t F32ToBF16(float v) {

@@ -83,6 +83,16 @@ void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, 
 // MatVecQ8_0 computes for that vector (the same per-row function).
 void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end);
 
+// Matrix-vector for n independent vectors at once (a decode step of several
+// sequences): x is row-major [n x cols], out row-major [n x ld_out], and
+// out[t*ld_out + i] for rows [row_begin, row_end) is bit for bit what MatVec*
+// of the same dtype writes for vector t (for q8_0, x[t] quantized). Each
+// weight row is read from memory once for all n vectors.
+void MatRowsF32(const float* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin, int row_end);
+void MatRowsBF16(const uint16_t* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
+                 int row_end);
+void MatRowsQ8_0(const uint8_t* w, const QuantizedX* x, int n, float* out, int ld_out, int row_begin, int row_end);
+
 // Attention for the `group` query heads that share one KV head (grouped-query
 // attention; group 1 for multi-head), in the fast backend's AttendGroupFast.
 // Each cached key and value is read once for the whole group; per head the
