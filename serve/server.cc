@@ -99,6 +99,14 @@ JobParams ParamsOf(const CompletionRequest& r) {
   return p;
 }
 
+// The endpoint label of a request in /metrics: one of the served paths, or
+// "other", so that clients asking for arbitrary paths cannot grow the series.
+std::string EndpointLabel(const std::string& path) {
+  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+    if (path == p) return p;
+  return "other";
+}
+
 json RoundJson(const ProbeRound& r) {
   json probes = json::array();
   for (const ProbeOutcome& o : r.probes)
@@ -155,7 +163,7 @@ void Server::Routes() {
     if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
     SendError(res, {401, "invalid_request_error", "Incorrect API key provided (Authorization: Bearer KEY)", "", "invalid_api_key"});
-    metrics_.Request(req.path, 401);
+    metrics_.Request(EndpointLabel(req.path), 401);
     return httplib::Server::HandlerResponse::Handled;
   });
   http_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
@@ -167,7 +175,7 @@ void Server::Routes() {
     } catch (...) {
     }
     SendError(res, {500, "server_error", "internal error: " + what, "", ""});
-    metrics_.Request(req.path, 500);
+    metrics_.Request(EndpointLabel(req.path), 500);
   });
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -175,7 +183,7 @@ void Server::Routes() {
                             : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                                 : "HTTP " + std::to_string(res.status);
     SendError(res, {res.status, "invalid_request_error", msg, "", ""});
-    metrics_.Request(req.path, res.status);
+    metrics_.Request(EndpointLabel(req.path), res.status);
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, {{"object", "list"},
