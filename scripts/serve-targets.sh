@@ -27,13 +27,17 @@ if [ ! -f "$probes" ]; then
 import json, subprocess, sys
 v, model, out = sys.argv[1:]
 probes = []
-for prompt in ["Once upon a time", "The cat was very", "One day, Tom went to the"]:
+# A random model may end a continuation at once (BOS): keep the first three
+# prompts whose greedy text runs long enough to probe.
+for prompt in ["Once upon a time", "The cat was very", "One day, Tom went to the", "Lily and Ben", "The sun was",
+               "Mom said", "There was a big"]:
     text = subprocess.run([v, "generate", "--model", model, "--tokenizer", "models/tok512.bin", "--temperature", "0",
                            "--steps", "16", "--prompt", prompt], check=True, capture_output=True, text=True).stdout
     assert text.startswith(prompt), text
-    expect = text[len(prompt):].rstrip("\n")[:24]
-    assert len(expect) >= 4, f"the synth's continuation of {prompt!r} is too short to probe: {expect!r}"
-    probes.append({"prompt": prompt, "expect": expect})
+    expect = text[len(prompt):].rstrip("\n")[:6]
+    if len(expect) == 6 and len(probes) < 3:
+        probes.append({"prompt": prompt, "expect": expect})
+assert len(probes) == 3, f"only {len(probes)} prompts of the synth continue long enough to probe"
 json.dump(probes, open(out, "w"), indent=1)
 EOF
 fi

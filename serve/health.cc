@@ -1,5 +1,6 @@
 #include "serve/health.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -31,13 +32,16 @@ struct Pending {
   std::unique_ptr<TextStream> text;
 };
 
-// Greedy, long enough for the expected text and a few tokens more (as `verity probe`).
+// Greedy, long enough for the expected text and a few tokens more: as many
+// tokens as its bytes (a model may spell it one byte-piece at a time, as a
+// random one does, where the tokenizer would use fewer), capped by the context.
 Result<Pending> Submit(Scheduler& s, const TextCodec& codec, const Probe& p) {
   VERITY_ASSIGN_OR_RETURN(auto prompt, codec.EncodePrompt(p.prompt));
   auto want = codec.tokenizer().Encode(p.expect, /*add_special=*/false);
   JobParams jp;
   jp.prompt = prompt;
-  jp.max_tokens = (want.ok() ? static_cast<int>(want->size()) : 8) + 4;
+  const int want_tokens = want.ok() ? static_cast<int>(want->size()) : 0;
+  jp.max_tokens = std::max(want_tokens, static_cast<int>(p.expect.size())) + 4;
   jp.temperature = 0.0f;
   Pending out{p, std::make_shared<Job>(jp), std::make_unique<TextStream>(codec, prompt, std::vector<std::string>{})};
   if (s.Submit(out.job, /*probe=*/true) != Scheduler::Admission::kQueued)
