@@ -190,9 +190,9 @@ Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version) {
   return out;
 }
 
-namespace {
-// The counting rules policy `p->version` states (policy_counting, v4 on), read back into *p.
-Status LoadCounting(Db& d, Policy* p) {
+// The counting rules policy `p->version` states (policy_counting, v4 on), read
+// back into *p (declared where it is used, in read_model.cc).
+Status LoadCountingRules(Db& d, Policy* p) {
   VERITY_ASSIGN_OR_RETURN(auto table,
                           d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_counting'"));
   if (table.empty()) return OkStatus();
@@ -203,7 +203,6 @@ Status LoadCounting(Db& d, Policy* p) {
   p->budget_rule = AsText(rows[0][1]);
   return OkStatus();
 }
-}  // namespace
 
 Result<Policy> Ledger::CurrentPolicy() {
   VERITY_ASSIGN_OR_RETURN(
@@ -238,7 +237,7 @@ Result<Policy> Ledger::CurrentPolicy() {
   p.deep_factor = AsDouble(r[13]);
   p.gain_rule = AsText(r[14]);
   VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(*db_, p.version));
-  VERITY_RETURN_IF_ERROR(LoadCounting(*db_, &p));
+  VERITY_RETURN_IF_ERROR(LoadCountingRules(*db_, &p));
   return p;
 }
 
