@@ -263,6 +263,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     auto it = seen.find(side);
     if (it == seen.end()) {
       seen[side] = {s.build_id, s.artifact_sha256};
+      (side == "base" ? m.base_artifact : m.head_artifact) = s.artifact_sha256;
       VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
         return d.InsertSealed("artifacts", {{"run_id", in.run_id},
                                             {"side", side},
@@ -337,6 +338,12 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
          std::to_string(plan.look_every));
   VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
   if (warm.empty()) return m;
+  m.attempt = attempt;
+  if (in.attempt_of) {
+    VERITY_ASSIGN_OR_RETURN(m.attempt, in.attempt_of(m.base_artifact, m.head_artifact));
+    attempt = m.attempt;
+    if (attempt > 0) in.say("  attempt " + std::to_string(attempt) + " of this artifact pair: each look at alpha " + NumText(LookAlpha(plan, attempt), 3));
+  }
   // The workload is known now: the box's noise profile for it, if calibrated,
   // sets how many rounds the gate needs -- before any timed round is seen.
   m.plan = plan;

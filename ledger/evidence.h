@@ -67,12 +67,17 @@ struct RoundsInput {
   int64_t run_id, box_id;
   int timeout_s;
   Say say;
+  // Once the warm-up names both artifacts: the attempt this run is of that
+  // pair (policy v4: a resubmission continues its error budget). Empty: keep `attempt`.
+  std::function<Result<int>(const std::string& base_artifact, const std::string& head_artifact)> attempt_of;
 };
 struct Measured {
   MetricSeries primary;
   std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
   std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
   std::string workload;              // what both sides measured (measure::BenchSample::workload)
+  std::string base_artifact, head_artifact;  // what each side ran (the first sample's artifact_sha256)
+  int attempt = 0;                   // the attempt the looks were taken at
   SequentialPlan plan;               // the plan the rounds followed (the box's noise may raise min_rounds)
   std::string noise_note;            // what the box's noise profile decided, if it has one
   bool too_noisy = false;            // the profile says no plan within max_rounds resolves the gate

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct LadderEvent {
   std::optional<double> base_median;   // the run's base, to seed from when every earlier event is gone
   bool retracted = false;
   std::string at;
+  // What the run measured (artifacts.artifact_sha256; "" when it measured nothing)
+  // and the policy it was scored under: a step is a move between two artifacts.
+  std::string base_artifact, head_artifact;
+  int policy_version = 0;
 };
 
 struct LadderStep {
@@ -40,8 +45,17 @@ struct Ladder {
   // Runs whose factor is in the frontier now: counted, and not since undone
   // by a parity revert or replaced by a reapply.
   std::vector<int64_t> live_runs;
+  // Policy v4's identity rule. The artifact the frontier stands at now ("" =
+  // unknown), the head artifacts whose step counts (-> the run), and the
+  // artifacts it stood at and moved past (-> the run that moved it).
+  std::string stands_at;
+  std::map<std::string, int64_t> counted_heads, passed;
   // Returns true iff `run` is one of live_runs.
   bool IsLive(int64_t run) const;
+  // Why a gain step from `base` to `head` would not be a new step of this
+  // frontier (its head already counts, or its base is a place the frontier has
+  // moved past), or nullopt when it would be.
+  std::optional<std::string> StepRefusal(const std::string& base, const std::string& head) const;
 };
 
 // Derives the ladder from events in recording order. Rules: the first counted
@@ -54,6 +68,10 @@ struct Ladder {
 // reapply would count the change twice), and uses the revert's factor up, so a
 // second reapply of the same revert does not count. A factor is undone at most
 // once, and a change's gain counts at most once. Retracted runs never count.
+// Policy v4, applied to every event: an artifact counts at most once per
+// frontier; a gain whose head already counts, or whose base the frontier has
+// moved past, is recorded but not counted (Ladder::StepRefusal says why). A
+// revert that counts frees the head of the run it undoes, so it may be reapplied.
 Ladder DeriveLadder(const std::vector<LadderEvent>& events);
 
 // Which ladder: one per metric, box and workload (measure::BenchSample::workload;

@@ -27,6 +27,8 @@ const std::vector<std::string>& SealedTables() {
       "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results",
       // schema 10 (policy v3: guard floors)
       "policy_guard_floors", "score_guard_floors",
+      // schema 11 (policy v4: identity-based counting)
+      "policy_counting", "reapply_retractions",
       // schema 12 (the explicit start of keyed seals on a plain ledger)
       "seal_keyings"};
   return kTables;
@@ -157,6 +159,7 @@ Status Ledger::Migrate(int up_to_version) {
 namespace {
 // The schema that first holds what a policy version records.
 int SchemaFor(const Policy& p) {
+  if (!p.step_rule.empty()) return 11;     // policy_counting
   if (!p.guard_floors.empty()) return 10;  // policy_guard_floors
   return p.look_every != 0 ? 3 : 1;        // policy_rules
 }
@@ -180,13 +183,16 @@ Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
                                                                   {"amount", f.amount},
                                                                   {"unit", f.unit}})
                                .status());
-  return OkStatus();
+  if (p.step_rule.empty()) return OkStatus();
+  return d.InsertSealed("policy_counting",
+                        {{"version", int64_t{p.version}}, {"step_rule", p.step_rule}, {"budget_rule", p.budget_rule}})
+      .status();
 }
 }  // namespace
 
 Status Ledger::InstallPolicy() {
   // Every version this verity knows is recorded once, in order; the newest scores.
-  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3()}) {
+  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3(), PolicyV4()}) {
     if (schema_version_ < SchemaFor(p)) continue;  // a test stopped the schema early
     VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
@@ -227,6 +233,20 @@ Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version) {
   return out;
 }
 
+// The counting rules policy `p->version` states (policy_counting, v4 on), read
+// back into *p (declared where it is used, in read_model.cc).
+Status LoadCountingRules(Db& d, Policy* p) {
+  VERITY_ASSIGN_OR_RETURN(auto table,
+                          d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_counting'"));
+  if (table.empty()) return OkStatus();
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT step_rule, budget_rule FROM policy_counting WHERE version = ?",
+                                             {int64_t{p->version}}));
+  if (rows.empty()) return OkStatus();
+  p->step_rule = AsText(rows[0][0]);
+  p->budget_rule = AsText(rows[0][1]);
+  return OkStatus();
+}
+
 Result<Policy> Ledger::CurrentPolicy() {
   VERITY_ASSIGN_OR_RETURN(
       auto rows, db_->Query("SELECT p.version, p.gate_frac, p.tiers, p.ceiling_ratio, p.parity_min_top1, "
@@ -260,6 +280,7 @@ Result<Policy> Ledger::CurrentPolicy() {
   p.deep_factor = AsDouble(r[13]);
   p.gain_rule = AsText(r[14]);
   VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(*db_, p.version));
+  VERITY_RETURN_IF_ERROR(LoadCountingRules(*db_, &p));
   return p;
 }
 

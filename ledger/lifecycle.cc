@@ -20,6 +20,34 @@ Result<std::string> LatestVerdict(Db& d, int64_t change_id) {
   return rows.empty() ? std::string() : AsText(rows[0][0]);
 }
 
+// Why the step run `run_id` measured is not a new step of `ladder` (policy v4), if it is not.
+Result<std::optional<std::string>> StepRefusalOfRun(Db& d, const Ladder& ladder, int64_t run_id) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT side, artifact_sha256 FROM artifacts WHERE run_id = ? ORDER BY id",
+                                             {run_id}));
+  std::string base, head;
+  for (const auto& r : rows) {
+    std::string& side = AsText(r[0]) == "base" ? base : head;
+    if (side.empty()) side = AsText(r[1]);
+  }
+  return ladder.StepRefusal(base, head);
+}
+
+// The --retract a reapply asked for (reapply_retractions), if it asked and the run is not retracted yet.
+struct PendingRetract {
+  int64_t run = 0;
+  std::string reason;
+};
+Result<std::optional<PendingRetract>> PendingRetractionOf(Db& d, int64_t reapply_change) {
+  VERITY_ASSIGN_OR_RETURN(auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                              "name = 'reapply_retractions'"));
+  if (table.empty()) return std::optional<PendingRetract>();
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT q.run_id, q.reason FROM reapply_retractions q WHERE "
+                                             "q.change_id = ? AND q.run_id NOT IN (SELECT run_id FROM retractions)",
+                                             {reapply_change}));
+  if (rows.empty()) return std::optional<PendingRetract>();
+  return std::optional<PendingRetract>(PendingRetract{AsInt(rows[0][0]), AsText(rows[0][1])});
+}
+
 }  // namespace
 
 Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
@@ -88,10 +116,19 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
     o.frontier_before = before.value;
     o.gate = before.value ? std::optional<double>(pol.gate_frac * *before.value) : std::nullopt;
     o.frontier_after = before.value;
+    std::optional<std::string> not_new;
+    if (po.passed && pol.version >= 4) {
+      VERITY_ASSIGN_OR_RETURN(not_new, StepRefusalOfRun(*db_, before, run_id));
+    }
     if (!po.passed) {
       o.verdict = "rejected-parity";
       o.tier = "none";
       o.note = "deep parity failed on confirm: " + po.message;
+    } else if (not_new) {
+      // v4: the same step confirmed through another change (a resubmission) is not banked twice.
+      o.verdict = "refused";
+      o.tier = "none";
+      o.note = "confirm: not a new frontier step: " + *not_new + "; deep parity passed (" + po.message + "), nothing banked";
     } else {
       o.verdict = "accepted";
       o.note = "confirmed by deep parity: " + po.message;
@@ -103,6 +140,9 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
       VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed",
                                                               before.value.value_or(*o.base_median) * ratio, ratio,
                                                               undoes));
+      // A held reapply's --retract applies only now that it is accepted.
+      VERITY_ASSIGN_OR_RETURN(auto pending, PendingRetractionOf(*db_, change_id));
+      if (pending) VERITY_RETURN_IF_ERROR(RetractInTransaction(pending->run, pending->reason, std::nullopt, change_id));
       VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, key));
       o.frontier_after = after.value;
       VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
@@ -193,9 +233,17 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
                            std::to_string(revert_id));
   }
   VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
-  // The revert's evidence is retracted only once the reapply has passed its gate and been measured.
+  // The revert's evidence is retracted only once the reapply is accepted: now
+  // if it is scored so, or on confirm if it is held. The request is recorded for confirm.
   std::optional<PendingRetraction> pending;
-  if (retract_run) pending = PendingRetraction{*retract_run, "reapply " + std::to_string(id) + ": " + req.reason};
+  if (retract_run) {
+    pending = PendingRetraction{*retract_run, "reapply " + std::to_string(id) + ": " + req.reason};
+    VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
+      return db_->InsertSealed("reapply_retractions",
+                               {{"change_id", id}, {"run_id", *retract_run}, {"reason", pending->reason}})
+          .status();
+    }));
+  }
   return Measure(id, req, "reapply", std::nullopt, opt, pending);
 }
 

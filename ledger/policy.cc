@@ -75,6 +75,23 @@ Policy PolicyV3() {
   return p;
 }
 
+Policy PolicyV4() {
+  Policy p = PolicyV3();
+  p.version = 4;
+  p.step_rule =
+      "a frontier step is a move from one artifact to another on a workload (metric, box, workload); an "
+      "artifact counts at most once per frontier: a run whose head artifact already counts in it, or whose base "
+      "artifact is one the frontier has stood at and moved past, never moves it (it is recorded, refused, and says "
+      "why); a revert that counts frees the head of the change it undoes; a revert counts only while its change "
+      "counts on the revert's own workload, checked when it is scored";
+  p.budget_rule =
+      "one error budget per change: a change's runs, and every run of a change of the same kind and metric that "
+      "measured the same base and head artifacts (a resubmission), are attempts of one change, numbered on; a run "
+      "spends its attempt if it was scored with a measurement or took a look before it failed; a resubmission is "
+      "scored against the first prediction recorded for its artifact pair";
+  return p;
+}
+
 std::optional<GuardFloor> Policy::FloorFor(const std::string& metric) const {
   const GuardFloor* best = nullptr;
   for (const auto& f : guard_floors) {

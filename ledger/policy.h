@@ -1,6 +1,6 @@
 // The scoring policy. Its values live in the ledger (tables `policy` and
-// `policy_rules`, and from v3 `policy_guard_floors`), versioned; every score records the version it was scored
-// under, and old scores keep theirs. PolicyV3() is what a ledger is given now.
+// `policy_rules`, from v3 `policy_guard_floors`, from v4 `policy_counting`), versioned; every score records the version it was scored
+// under, and old scores keep theirs. PolicyV4() is what a ledger is given now.
 #pragma once
 
 #include <optional>
@@ -48,6 +48,9 @@ struct Policy {
   double ceiling_min_bytes = 256.0 * 1024 * 1024;
   // v3 on (policy_guard_floors): every unit suffix's floor. Empty: the gate alone (v1, v2).
   std::vector<GuardFloor> guard_floors;
+  // v4 on (policy_counting): what a frontier step is, and which runs spend one
+  // change's error budget. Empty before v4 (steps were counted per change id).
+  std::string step_rule, budget_rule;
 
   // The tier for a gain (fraction of the base): kNone below the gate.
   Tier TierFor(double gain) const;
@@ -75,5 +78,12 @@ Policy PolicyV2();
 // worse by to regress: memory 4 MiB (_mb; _gb and _bytes the same amount),
 // time and throughput 0 (the gate alone). docs/ledger.md says why.
 Policy PolicyV3();
+// Policy v4: v3, plus identity-based counting: a frontier step is a move from
+// one artifact to another on a workload; an artifact counts at most once per
+// frontier; a run whose head already counts, or whose base the frontier has
+// moved past, is recorded and refused; a resubmission of the same artifact
+// pair re-measures the same change (its attempts continue, its first
+// prediction stands), and a failed run that took a look spends its attempt.
+Policy PolicyV4();
 
 }  // namespace verity::ledger

@@ -14,6 +14,12 @@
 #include "measure/measure.h"
 
 namespace verity::ledger {
+// Defined in ledger.cc beside CurrentPolicy: the step and budget rules policy
+// `p->version` states (policy_counting, v4 on), read into *p.
+Status LoadCountingRules(Db& d, Policy* p);
+}  // namespace verity::ledger
+
+namespace verity::ledger {
 
 const char* SideName(Side s) { return s == Side::kBase ? "base" : "head"; }
 const char* ParityModeName(ParityMode m) { return m == ParityMode::kDeep ? "deep" : "standard"; }
@@ -838,6 +844,7 @@ Result<std::vector<PolicyView>> LoadPolicies(Db& d) {
       p.gain_rule = AsText(r[15]);
     }
     VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(d, p.version));
+    VERITY_RETURN_IF_ERROR(LoadCountingRules(d, &p));
     v.scores = scored.count(p.version) ? scored[p.version] : 0;
     out.push_back(std::move(v));
   }

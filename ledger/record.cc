@@ -30,6 +30,43 @@ Result<int> PriorAttempts(Db& d, int64_t change_id) {
 }
 
 namespace {
+// Two sides that ran one artifact name no move between artifacts: such runs
+// are grouped by their change alone.
+bool IsPair(const std::string& base, const std::string& head) { return !base.empty() && base != head; }
+}  // namespace
+
+Result<int> SpentAttempts(Db& d, int64_t run_id, int64_t change_id, const std::string& kind, const std::string& metric,
+                          const std::string& base_artifact, const std::string& head_artifact) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows,
+      d.Query("SELECT count(DISTINCT r.id) FROM runs r JOIN changes c ON c.id = r.change_id WHERE r.id != ? AND "
+              "(r.change_id = ? OR (? AND c.kind = ? AND c.metric = ? AND "
+              "  EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'base' AND a.artifact_sha256 = ?) AND "
+              "  EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'head' AND a.artifact_sha256 = ?))) AND "
+              "(EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.base_median IS NOT NULL) OR "
+              " COALESCE((SELECT max(x.round) FROM samples x WHERE x.run_id = r.id), 0) >= r.min_rounds)",
+              {run_id, change_id, int64_t{IsPair(base_artifact, head_artifact)}, kind, metric, base_artifact,
+               head_artifact}));
+  return static_cast<int>(AsInt(rows[0][0]));
+}
+
+Result<std::optional<PairPrediction>> FirstPredictionOfPair(Db& d, int64_t change_id, const std::string& metric,
+                                                           const std::string& base_artifact,
+                                                           const std::string& head_artifact) {
+  if (!IsPair(base_artifact, head_artifact)) return std::optional<PairPrediction>();
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows,
+      d.Query("SELECT c.id, c.predict_pct FROM changes c WHERE c.kind = 'change' AND c.metric = ? AND c.id < ? AND "
+              "c.predict_pct IS NOT NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.change_id = c.id AND "
+              " EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'base' AND a.artifact_sha256 = ?) AND "
+              " EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'head' AND a.artifact_sha256 = ?)) "
+              "ORDER BY c.id LIMIT 1",
+              {metric, change_id, base_artifact, head_artifact}));
+  if (rows.empty()) return std::optional<PairPrediction>();
+  return std::optional<PairPrediction>(PairPrediction{AsInt(rows[0][0]), AsDouble(rows[0][1])});
+}
+
+namespace {
 // Records one guard of score `score_id`, with its floor test when the policy has floors.
 Status InsertGuard(Db& d, int64_t score_id, const GuardResult& g) {
   VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("score_guards", {{"score_id", score_id},

@@ -24,6 +24,15 @@ namespace {
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
 
+// A score that would bank, turned into a refusal that says why (nothing moves or seeds).
+void RefuseStep(ScoreResult& r, const std::string& why) {
+  r.verdict = Verdict::kRefused;
+  r.tier = Tier::kNone;
+  r.moves_frontier = false;
+  r.frontier_after = r.frontier_before;
+  r.note = why + "; measured " + r.note;
+}
+
 }  // namespace
 
 Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
@@ -183,7 +192,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       if (also) VERITY_RETURN_IF_ERROR(also());
       return InsertScore(d, run_id, pol.version, o, c.metric, std::nullopt);
     }));
-    say("scored: " + o.verdict + ": " + note);
+    say("scored: " + o.verdict + ": " + o.note);
     return o;
   };
 
@@ -196,11 +205,19 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       // A revert on parity evidence that main is wrong: the change's factor leaves the ladder.
       also = [&]() -> Status {
         // It measured nothing: it acts on the ladder that counts the change.
+        // Re-checked here: a concurrent revert may have taken the change out already.
+        auto refuse = [&] {
+          o.verdict = VerdictName(Verdict::kRefused);
+          o.note = "revert: change " + std::to_string(*c.target_change) +
+                   " no longer counts in this box's frontier (reverted or retracted while this revert ran); "
+                   "nothing undone; the evidence was: " + o.note;
+          return OkStatus();
+        };
         VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(d, *c.target_change, c.metric, box_id));
-        if (!workload) return OkStatus();
+        if (!workload) return refuse();
         const FrontierKey key{c.metric, box_id, *workload};
         VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(d, *c.target_change, key, true));
-        if (!undone) return OkStatus();
+        if (!undone) return refuse();
         VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(d, key));
         VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, "revert", before.value.value_or(0),
                                                                 std::nullopt, undone));
@@ -226,11 +243,17 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   // ABBA rounds until the sequential rule decides.
   auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
   if (!lock.ok()) return fail(lock.status().message());
-  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say};
+  const bool v4 = pol.version >= 4;
+  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, nullptr};
+  if (v4)
+    ri.attempt_of = [&](const std::string& base, const std::string& head) {
+      return SpentAttempts(d, run_id, change_id, c.kind, c.metric, base, head);
+    };
   auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
   lock.value().reset();  // the lock covers the timings only
   if (!measured.ok()) return fail(measured.status().message());
   if (measured->mismatch) return score_without_speed(Verdict::kRejectedParity, measured->mismatch_note);
+  attempt = o.attempt = measured->attempt;
   // Not `none`: an unresolvable measurement says nothing about the change.
   if (measured->too_noisy) return score_without_speed(Verdict::kFailed, measured->noise_note);
   o.rounds = static_cast<int>(measured->primary.rounds.size());
@@ -241,20 +264,34 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
     // Another process may have scored this change (or answered this queue
     // item) while we measured: the error budget we spent was for `attempt`.
-    VERITY_ASSIGN_OR_RETURN(int attempt_now, PriorAttempts(d, change_id));
+    int attempt_now = 0;
+    if (v4) {
+      VERITY_ASSIGN_OR_RETURN(attempt_now, SpentAttempts(d, run_id, change_id, c.kind, c.metric, measured->base_artifact,
+                                                         measured->head_artifact));
+    } else {
+      VERITY_ASSIGN_OR_RETURN(attempt_now, PriorAttempts(d, change_id));
+    }
     VERITY_ASSIGN_OR_RETURN(auto answered, d.Query("SELECT r.id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
                                                    "r.queue_id = ? AND r.id != ? LIMIT 1",
                                                    {queue_id ? Value(*queue_id) : Value(), run_id}));
     if (attempt_now != attempt || !answered.empty()) {
       superseded = "superseded: another run scored change " + std::to_string(change_id) +
-                   " while this one measured; its samples are kept, its score is not";
+                   " (or the same artifact pair) while this one measured; its samples are kept, its score is not";
       return d.InsertSealed("run_failures", {{"run_id", run_id}, {"message", superseded}, {"failed_at", NowUtc()}})
           .status();
     }
-    if (retraction)
-      VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
     const FrontierKey key{c.metric, box_id, measured->workload};
     VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, key));
+    // A revert counts only where its change counts now, on the workload its
+    // own benches measured: a concurrent revert may have taken it out already.
+    std::optional<std::string> revert_refusal;
+    if (kind == Kind::kRevert) {
+      VERITY_ASSIGN_OR_RETURN(auto live, FrontierRunOf(d, *c.target_change, key, true));
+      if (!live)
+        revert_refusal = "revert: change " + std::to_string(*c.target_change) + " does not count on workload '" +
+                         key.workload + "' (what this revert's benches measured) now: never accepted there, retracted, "
+                         "or already reverted; nothing banked";
+    }
     ScoreInput in;
     in.kind = kind;
     in.primary = measured->primary;
@@ -262,19 +299,37 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.declared_regressions = c.accept_regressions;
     in.frontier = ladder.value;
     if (c.predict_pct) in.predict_frac = *c.predict_pct / 100.0;
+    std::string prediction_note;
+    if (v4 && kind == Kind::kChange) {
+      // A resubmission is scored against the prediction made before the pair was first measured.
+      VERITY_ASSIGN_OR_RETURN(auto first, FirstPredictionOfPair(d, change_id, c.metric, measured->base_artifact,
+                                                                measured->head_artifact));
+      if (first && (!c.predict_pct || first->predict_pct != *c.predict_pct)) {
+        in.predict_frac = first->predict_pct / 100.0;
+        prediction_note = "scored against change " + std::to_string(first->change_id) + "'s prediction " +
+                          PctText(first->predict_pct / 100.0) +
+                          ", made before this artifact pair was first measured";
+      }
+    }
     in.attempt = attempt;
     in.verified = gate.verified && !measured->unbound;
     in.plan = measured->plan;
     in.read_bytes_per_s = read_bytes_per_s;
     in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);
+    if (revert_refusal) RefuseStep(r, *revert_refusal);
+    const bool would_bank = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
+    if (v4 && kind != Kind::kRevert && would_bank)
+      if (auto no = ladder.StepRefusal(measured->base_artifact, measured->head_artifact))
+        RefuseStep(r, "not a new frontier step: " + *no + "; recorded, nothing banked");
     FillFromScore(r, &o);
+    if (!prediction_note.empty()) o.note += "; " + prediction_note;
     if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
     if (measured->unbound) o.note += "; " + measured->unbound_note;
     // Only a sound measurement of main seeds: not one the gate or the rules refused.
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
-    if (r.seeds_frontier && sound && in.verified) {
+    if (r.seeds_frontier && sound && in.verified && !revert_refusal) {
       VERITY_RETURN_IF_ERROR(
           InsertFrontierEvent(d, key, run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
       say("empty frontier for " + c.metric + " on this box" +
@@ -293,6 +348,9 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       }
       VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, kind == Kind::kRevert ? "revert" : "accepted",
                                                               r.frontier_after, r.factor, undoes));
+      // --retract applies only now that the reapply is accepted (a held one: on confirm).
+      if (retraction)
+        VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
       VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
       if (after.last_event != ev)
         o.note += "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "

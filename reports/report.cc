@@ -174,6 +174,8 @@ std::string PolicyText(const ledger::PolicyView& pv, bool current) {
        " positions each, deep evidence at least " + F("%gx", p.deep_factor) + " the standard.\n";
   if (!p.gain_rule.empty()) s += "  - gain rule: " + p.gain_rule + ".\n";
   if (!p.guard_floors.empty()) s += "  - guard floors: " + FloorsText(p) + ".\n";
+  if (!p.step_rule.empty()) s += "  - step rule: " + p.step_rule + ".\n";
+  if (!p.budget_rule.empty()) s += "  - budget rule: " + p.budget_rule + ".\n";
   return s;
 }
 

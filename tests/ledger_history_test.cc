@@ -16,7 +16,9 @@ TEST(History, ScriptedStory) {
   const std::string L = " --ledger " + db;
   // The parked change's head: worth +1.2% on today's main, +3.5% once main moves.
   WriteFile(dir + "/parked.mean", "1012");
-  auto parked = Submit(db, "tiny tweak", 2, Bench(dir, "p-base", 1000, 0.003, 1),
+  // Its base bench runs whatever main's binary is now (policy v4: the step is from where the frontier stands).
+  WriteFile(dir + "/main.sha", std::string(64, '0'));
+  auto parked = Submit(db, "tiny tweak", 2, Bench(dir, "p-base", 1000, 0.003, 1, "--sha-file " + dir + "/main.sha"),
                        std::string(FAKE_BENCH) + " --mean-file " + dir + "/parked.mean --noise 0.003 --seed 2 --state " +
                            dir + "/p-head.state",
                        Parity());
@@ -24,8 +26,9 @@ TEST(History, ScriptedStory) {
   EXPECT_EQ(parked.j["verdict"], "none");
   const int parked_id = parked.j["change"];
 
-  auto big = Submit(db, "fast kernels", 7, Bench(dir, "b-base", 1000, 0.003, 3), Bench(dir, "b-head", 1070, 0.003, 4),
-                    Parity());
+  auto big = Submit(db, "fast kernels", 7, Bench(dir, "b-base", 1000, 0.003, 3, "--sha " + std::string(64, '0')),
+                    Bench(dir, "b-head", 1070, 0.003, 4, "--sha " + std::string(64, 'b')),
+                    Parity("--artifact " + std::string(64, 'b')));
   EXPECT_EQ(big.j["verdict"], "accepted");
   EXPECT_EQ(big.j["tier"], "m");
   const int big_id = big.j["change"];
@@ -36,6 +39,7 @@ TEST(History, ScriptedStory) {
   EXPECT_TRUE(none_hist["none"][0]["queued"].get<bool>()) << "frontier moved: the parked change must be queued";
 
   WriteFile(dir + "/parked.mean", "1035");
+  WriteFile(dir + "/main.sha", std::string(64, 'b'));  // main rebuilt with the fast kernels
   auto rem = JsonOf(VerityBin() + " remeasure --json" + L);
   ASSERT_EQ(rem["remeasured"].size(), 1u);
   EXPECT_EQ(rem["remeasured"][0]["change"], parked_id);
@@ -57,7 +61,8 @@ TEST(History, ScriptedStory) {
   auto strong = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
                       " --reason 'costs 5% on the long workload' --base-cmd " +
                       Quote(Bench(dir, "r2-base", 1000, 0.003, 7)) + " --head-cmd " +
-                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8)) + " --parity-cmd " + Quote(Parity()));
+                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8, "--sha " + std::string(64, 'c'))) +
+                      " --parity-cmd " + Quote(Parity("--artifact " + std::string(64, 'c'))));
   ASSERT_EQ(strong.exit_code, 0) << strong.err;
   auto strong_j = nlohmann::json::parse(strong.out);
   EXPECT_EQ(strong_j["verdict"], "accepted");
@@ -68,8 +73,9 @@ TEST(History, ScriptedStory) {
   EXPECT_NEAR(strong_j["frontier_after"].get<double>(), before_revert * (1 + strong_j["gain"].get<double>()), 1e-6);
   auto reapply = Shell(VerityBin() + " reapply --json --predict 7" + L + " " + std::to_string(revert_id) +
                        " --reason 'the revert was measured on a stale build' --retract " + std::to_string(revert_run) +
-                       " --base-cmd " + Quote(Bench(dir, "ra-base", 1000, 0.003, 9)) + " --head-cmd " +
-                       Quote(Bench(dir, "ra-head", 1070, 0.003, 10)) + " --parity-cmd " + Quote(Parity()));
+                       " --base-cmd " + Quote(Bench(dir, "ra-base", 1000, 0.003, 9, "--sha " + std::string(64, 'c'))) +
+                       " --head-cmd " + Quote(Bench(dir, "ra-head", 1070, 0.003, 10, "--sha " + std::string(64, 'd'))) +
+                       " --parity-cmd " + Quote(Parity("--artifact " + std::string(64, 'd'))));
   ASSERT_EQ(reapply.exit_code, 0) << reapply.err;
   auto reapply_j = nlohmann::json::parse(reapply.out);
   EXPECT_EQ(reapply_j["verdict"], "accepted");

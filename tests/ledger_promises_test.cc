@@ -178,7 +178,9 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
   EXPECT_NEAR(before, a.j["frontier_after"].get<double>(), 1e-6) << "the retracted revert left the ladder";
   auto conf = JsonOf(VerityBin() + " confirm --json" + L + " " +
                      std::to_string(nlohmann::json::parse(surprising.out)["change"].get<int>()));
-  EXPECT_EQ(conf["verdict"], "accepted") << conf;
+  // Policy v4: the change's own step (the same head artifact) counts again, so the reapply is not a new step.
+  EXPECT_EQ(conf["verdict"], "refused") << conf;
+  EXPECT_NE(conf["note"].get<std::string>().find("already counts in this frontier"), std::string::npos) << conf;
   EXPECT_NEAR(Frontier(c.db), before, 1e-6) << "a confirmed reapply counted the change a second time";
 }
 
@@ -191,10 +193,15 @@ TEST(Promises, FrontierIsDerivedAndRetractionsUndoExactly) {
     double base, ratio;
   };
   std::vector<Step> steps;
+  // Each step from where the last one left main (policy v4: a step is a move between two artifacts).
+  char art = '0';
   for (double head : {1070.0, 1050.0, 1100.0, 1040.0}) {
     const int s = Seed();
-    auto r = Submit(c.db, std::string("x") + std::to_string(head), 100 * (head / 1000 - 1), Bench(c.dir, std::string("b") + std::to_string(s), 1000, 0.003, s),
-                    Bench(c.dir, std::string("h") + std::to_string(s), head, 0.003, s + 1), Parity());
+    const std::string from(64, art), to(64, ++art);
+    auto r = Submit(c.db, std::string("x") + std::to_string(head), 100 * (head / 1000 - 1),
+                    Bench(c.dir, std::string("b") + std::to_string(s), 1000, 0.003, s, "--sha " + from),
+                    Bench(c.dir, std::string("h") + std::to_string(s), head, 0.003, s + 1, "--sha " + to),
+                    Parity("--artifact " + to));
     ASSERT_EQ(r.j["verdict"], "accepted") << r.cmd.out << r.cmd.err;
     steps.push_back({r.j["run"].get<int>(), r.j["base_median"].get<double>(), 1.0 + r.j["gain"].get<double>()});
     // 7: the gain is against this run's own base (1000), not the frontier it faces.

@@ -429,6 +429,58 @@ TEST(StatsSim, PowerCurve) {
   }
 }
 
+// Resubmissions and failed runs (policy v4). The same artifact pair submitted
+// again is a re-measurement of the same change: its attempts continue, as
+// after a frontier move. A failing bench: every run stops after its first look
+// unless that look says above (a crash, or a submitter who kills the run), and
+// is submitted again. Under v3 each resubmission, and each failed run, began
+// again at attempt 0; under v4 a run that took a look spends its attempt.
+Rate SimulateResubmissions(const Scenario& s, int resubmissions, bool budget_continues, bool fails_unless_above,
+                           int trials, uint64_t seed) {
+  const SequentialPlan plan;
+  Rng rng(seed);
+  Rate r;
+  r.trials = trials;
+  for (int i = 0; i < trials; i++) {
+    for (int k = 0; k <= resubmissions; k++) {
+      const int attempt = budget_continues ? k : 0;
+      Box box(s, rng, plan.max_rounds);
+      box.WarmUp();
+      std::vector<double> ratios;
+      Decision d = Decision::kContinue;
+      while (d == Decision::kContinue && static_cast<int>(ratios.size()) < plan.max_rounds) {
+        ratios.push_back(box.Round());
+        d = Decide(plan, ratios, kGate, attempt);
+        if (fails_unless_above && IsLook(plan, static_cast<int>(ratios.size())) && d != Decision::kAbove) break;
+      }
+      r.submissions += 1;
+      r.rounds += static_cast<double>(ratios.size());
+      if (d == Decision::kAbove) {
+        r.hits++;
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+TEST(StatsSim, ResubmissionsAndFailedRuns) {
+  PrintHeader();
+  uint64_t seed = 700;
+  for (bool fails : {false, true}) {
+    for (double gain : {0.01, 0.02}) {
+      const std::string what = fails ? "failing until a look says above" : "resubmitted 5 times";
+      Scenario v3{what + ", v3 (each run a fresh budget)", gain, 0.01};
+      Rate old = SimulateResubmissions(v3, 5, false, fails, 10000, ++seed);
+      PrintRow(v3, 5, old, true);
+      Scenario v4{what + ", v4 (one budget)", gain, 0.01};
+      Rate now = SimulateResubmissions(v4, 5, true, fails, 10000, ++seed);
+      PrintRow(v4, 5, now, true);
+      EXPECT_LE(now.WilsonUpper(), 0.05) << v4.name << " " << gain << ": accepted " << now.hits << "/" << now.trials;
+    }
+  }
+}
+
 TEST(StatsSim, AttemptsThatCanStillDecide) {
   // Information: each attempt's per-look alpha and the first look with a bound.
   SequentialPlan p;

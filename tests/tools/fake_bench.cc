@@ -3,7 +3,7 @@
 // from N(mean, (noise x mean)^2) by a generator seeded from --seed and a run
 // counter kept in --state (so successive runs differ, reproducibly).
 //   fake_bench --mean 1000 | --mean-file F --noise 0.01 --seed 7 --state FILE [--metric M]
-//              [--build ID] [--sha HEX] [--touch FILE] [--fail-after N] [--garbage] [--sleep S]
+//              [--build ID] [--sha HEX | --sha-file F] [--touch FILE] [--fail-after N] [--garbage] [--sleep S]
 //              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
 //              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
 //              [--model PATH]          (prints the workload fields: model, dtype f32, threads 1, 8+8 tokens)
@@ -43,6 +43,13 @@ int main(int argc, char** argv) {
     else if (a == "--metric") metric = next();
     else if (a == "--build") build = next();
     else if (a == "--sha") sha = next();
+    else if (a == "--sha-file") {  // the binary a path names changes when it is rebuilt
+      std::ifstream sf(next());
+      if (!(sf >> sha)) {
+        std::fprintf(stderr, "fake_bench: unreadable --sha-file\n");
+        return 2;
+      }
+    }
     else if (a == "--touch") touch = next();
     else if (a == "--fail-after") fail_after = std::atol(next().c_str());
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
