@@ -19,6 +19,7 @@
 #include "ledger/db.h"
 #include "ledger/frontier.h"
 #include "ledger/policy.h"
+#include "measure/measure.h"
 
 namespace verity::ledger {
 
@@ -46,6 +47,8 @@ struct MeasureOptions {
   std::string lock_dir = "/tmp";  // where the per-box measurement lock lives
   std::string cache_dir;          // where `verity roofline` cached this box's bandwidth ("" = none)
   std::function<void(const std::string&)> progress;  // one line per event, may be empty
+  // Reads the box's fingerprint (empty = measure::ThisBox); tests give a box that changes.
+  std::function<measure::Box()> read_box;
 };
 
 // The result of one measured attempt (a run).

@@ -152,7 +152,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   };
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   const SequentialPlan plan = PlanFor(pol, opt.min_rounds, opt.max_rounds);
-  const measure::Box box = measure::ThisBox();
+  const measure::Box box = opt.read_box ? opt.read_box() : measure::ThisBox();
   const Kind kind = KindFromName(c.kind).value_or(Kind::kChange);
   Db& d = *db_;
   int64_t box_id = 0;

@@ -7,6 +7,7 @@
 //              [--guard NAME=MEAN]...  (more metrics, same relative noise: guards for the ledger)
 //              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
 //              [--model PATH]          (prints the workload fields: model, dtype f32, threads 1, 8+8 tokens)
+//              [--dtype D]             (the dtype those fields name instead of f32)
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,7 +22,7 @@
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, dtype = "f32";
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
     else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
     else if (a == "--model") model = next();
+    else if (a == "--dtype") dtype = next();
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -93,7 +95,7 @@ int main(int argc, char** argv) {
   }
   std::string workload;
   if (!model.empty())
-    workload = ",\"model\":\"" + model + "\",\"dtype\":\"f32\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
+    workload = ",\"model\":\"" + model + "\",\"dtype\":\"" + dtype + "\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
   char roof[96] = "";
   if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
