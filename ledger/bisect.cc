@@ -3,6 +3,7 @@
 // the step: parity first (a failure starts a search for the first commit that
 // fails parity), then ABBA rounds against good decided by the sign-test
 // bounds against the threshold, re-measured once when they straddle it.
+#include "ledger/units.h"
 #include "ledger/bisect.h"
 
 #include <algorithm>
@@ -454,9 +455,7 @@ Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::stri
 
 Status Session::Start() {
   if (!req_.commands) return Status::Error("bisect: no command builder");
-  if (!MetricDirection(req_.metric))
-    return Status::Error("--metric " + req_.metric + ": cannot tell whether higher or lower is better from its name "
-                         "(use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+  if (auto unit = UnitOf(req_.metric); !unit.ok()) return Status::Error("--metric: " + unit.status().message());
   VERITY_ASSIGN_OR_RETURN(pol_, l_.CurrentPolicy());
   if (auto bad = RoundsRequestError(pol_, opt_)) return Status::Error(*bad);
   plan_ = PlanFor(pol_, opt_.min_rounds, opt_.max_rounds);

@@ -1,3 +1,4 @@
+#include "ledger/units.h"
 #include "ledger/evidence.h"
 
 #include "ledger/noise.h"
@@ -396,9 +397,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
         if (!t.metrics.count(name))
           return Status::Error("guard metric '" + name + "' is missing from a " + t.side + " sample of round " +
                                std::to_string(r + 1) + ": every reported metric must be in every sample");
-    if (!MetricDirection(name))
-      return Status::Error("guard metric '" + name + "': cannot tell whether higher or lower is better from its "
-                           "name (use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+    if (auto unit = UnitOf(name); !unit.ok()) return Status::Error("guard " + unit.status().message());
     m.guards.push_back(SeriesOf(name, rounds));
   }
   return m;

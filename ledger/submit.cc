@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ledger/units.h"
 #include "ledger/format.h"
 #include "ledger/evidence.h"
 #include "ledger/record.h"
@@ -35,9 +36,7 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
     if (*v && !std::isfinite(**v)) return Status::Error("prediction and claim must be finite percentages");
   if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
-  if (!MetricDirection(req.metric))
-    return Status::Error("metric '" + req.metric + "': cannot tell whether higher or lower is better from its name "
-                         "(use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+  if (auto unit = UnitOf(req.metric); !unit.ok()) return unit.status();
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(
