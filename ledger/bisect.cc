@@ -3,7 +3,6 @@
 // the step: parity first (a failure starts a search for the first commit that
 // fails parity), then ABBA rounds against good decided by the sign-test
 // bounds against the threshold, re-measured once when they straddle it.
-#include "ledger/units.h"
 #include "ledger/bisect.h"
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "ledger/record.h"
 #include "ledger/score.h"
 #include "ledger/stats.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 
 namespace verity::ledger {

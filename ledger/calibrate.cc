@@ -1,8 +1,8 @@
 // An A/A on this box; see calibrate.h.
-#include "ledger/units.h"
 #include "ledger/calibrate.h"
 
 #include "ledger/record.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 #include "measure/measure.h"
 

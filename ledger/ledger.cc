@@ -26,7 +26,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 9 (bisect sessions and their runs of purpose 'bisect')
       "bisect_sessions", "bisect_runs", "bisect_parity", "bisect_samples", "bisect_steps", "bisect_results",
       // schema 10 (policy v3: guard floors)
-      "policy_guard_floors", "score_guard_floors"};
+      "policy_guard_floors", "score_guard_floors",
+      // schema 13 (inputs pinned down: declared reference dtypes, the box lock a run held)
+      "change_reference_dtypes", "run_box_locks"};
   return kTables;
 }
 

@@ -38,7 +38,13 @@ struct ChangeRequest {
   std::optional<int64_t> target_change;  // revert: the change; reapply: the revert
   std::string reason;
   std::vector<std::string> accept_regressions;  // guard metrics the submitter declares may regress
+  // Parity evidence of this dtype may stand for the bench workload's own
+  // (--reference-dtype; recorded). "": the evidence's dtype must be the workload's.
+  std::string reference_dtype;
 };
+
+// "" when `dtype` can name a dtype (letters, digits, '_'), else why not.
+std::string DtypeNameError(const std::string& dtype);
 
 struct MeasureOptions {
   int min_rounds = 0;   // 0 = the policy's floor; a request below the floor is refused

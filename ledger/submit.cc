@@ -5,9 +5,9 @@
 // partial attempt visible (a run without a score).
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
 
-#include "ledger/units.h"
 #include "ledger/format.h"
 #include "ledger/evidence.h"
 #include "ledger/record.h"
@@ -15,6 +15,7 @@
 #include "ledger/ledger.h"
 #include "ledger/score.h"
 #include "ledger/stats.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 #include "measure/roofline.h"
 #include "measure/measure.h"
@@ -25,7 +26,27 @@ namespace {
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
 
+// Records which box lock the run's measurement holds, and who holds it.
+Status RecordLock(Db& d, int64_t run_id, const measure::BoxLock& lock) {
+  return d.Transaction([&]() -> Status {
+    return d.InsertSealed("run_box_locks", {{"run_id", run_id},
+                                            {"path", lock.path()},
+                                            {"holder_pid", int64_t{lock.holder_pid()}},
+                                            {"holder_host", lock.holder_host()},
+                                            {"acquired_at", NowUtc()}})
+        .status();
+  });
+}
+
 }  // namespace
+
+std::string DtypeNameError(const std::string& dtype) {
+  if (dtype.empty()) return "an empty dtype names nothing";
+  for (char ch : dtype)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
+      return "'" + dtype + "' is not a dtype name (letters, digits and '_', e.g. f32, bf16, q8_0)";
+  return "";
+}
 
 Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
   if (req.title.empty()) return Status::Error("a change needs a title");
@@ -37,6 +58,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
   if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
   if (auto unit = UnitOf(req.metric); !unit.ok()) return unit.status();
+  if (!req.reference_dtype.empty())
+    if (std::string bad = DtypeNameError(req.reference_dtype); !bad.empty())
+      return Status::Error("--reference-dtype: " + bad);
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(
@@ -60,6 +84,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
                                           {"created_at", NowUtc()}}));
     for (const auto& m : req.accept_regressions)
       VERITY_RETURN_IF_ERROR(db_->InsertSealed("accepted_regressions", {{"change_id", id}, {"metric", m}}));
+    if (!req.reference_dtype.empty())
+      VERITY_RETURN_IF_ERROR(
+          db_->InsertSealed("change_reference_dtypes", {{"change_id", id}, {"dtype", req.reference_dtype}}));
     return OkStatus();
   }));
   return id;
@@ -94,6 +121,8 @@ Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(auto acc, db_->Query("SELECT metric FROM accepted_regressions WHERE change_id = ? ORDER BY id",
                                                {change_id}));
   for (const auto& a : acc) c.accept_regressions.push_back(AsText(a[0]));
+  VERITY_ASSIGN_OR_RETURN(auto dt, db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
+  if (!dt.empty()) c.reference_dtype = AsText(dt[0][0]);
   return c;
 }
 
@@ -225,7 +254,9 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   // ABBA rounds until the sequential rule decides.
   auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
   if (!lock.ok()) return fail(lock.status().message());
-  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say};
+  if (Status held = RecordLock(d, run_id, **lock); !held.ok()) return fail(held.message());
+  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box};
+  if (!ri.read_box) ri.read_box = measure::ThisBox;
   auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
   lock.value().reset();  // the lock covers the timings only
   if (!measured.ok()) return fail(measured.status().message());
@@ -270,6 +301,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     FillFromScore(r, &o);
     if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
     if (measured->unbound) o.note += "; " + measured->unbound_note;
+    if (!measured->dtype_note.empty()) o.note += "; " + measured->dtype_note;
     // Only a sound measurement of main seeds: not one the gate or the rules refused.
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
