@@ -26,6 +26,9 @@ namespace {
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
 
+// The schema that added change_reference_dtypes and run_box_locks (0013).
+constexpr int kInputsSchema = 13;
+
 // Records which box lock the run's measurement holds, and who holds it.
 Status RecordLock(Db& d, int64_t run_id, const measure::BoxLock& lock) {
   return d.Transaction([&]() -> Status {
@@ -61,6 +64,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
   if (!req.reference_dtype.empty())
     if (std::string bad = DtypeNameError(req.reference_dtype); !bad.empty())
       return Status::Error("--reference-dtype: " + bad);
+  if (!req.reference_dtype.empty() && schema_version_ < kInputsSchema)
+    return Status::Error("--reference-dtype: " + db_->path() + " is at schema " + std::to_string(schema_version_) +
+                         ", which cannot record it (run `verity ledger migrate`)");
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(
@@ -121,8 +127,10 @@ Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(auto acc, db_->Query("SELECT metric FROM accepted_regressions WHERE change_id = ? ORDER BY id",
                                                {change_id}));
   for (const auto& a : acc) c.accept_regressions.push_back(AsText(a[0]));
-  VERITY_ASSIGN_OR_RETURN(auto dt, db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
-  if (!dt.empty()) c.reference_dtype = AsText(dt[0][0]);
+  if (schema_version_ >= kInputsSchema) {
+    VERITY_ASSIGN_OR_RETURN(auto dt, db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
+    if (!dt.empty()) c.reference_dtype = AsText(dt[0][0]);
+  }
   return c;
 }
 
@@ -254,7 +262,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   // ABBA rounds until the sequential rule decides.
   auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
   if (!lock.ok()) return fail(lock.status().message());
-  if (Status held = RecordLock(d, run_id, **lock); !held.ok()) return fail(held.message());
+  if (schema_version_ >= kInputsSchema)
+    if (Status held = RecordLock(d, run_id, **lock); !held.ok()) return fail(held.message());
   RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box};
   if (!ri.read_box) ri.read_box = measure::ThisBox;
   auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
