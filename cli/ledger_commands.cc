@@ -275,6 +275,11 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
         ->capture_default_str();
     sub->add_option("--accept-regression", req->accept_regressions,
                     "a guard metric this change may regress (declared up front, shown in the changelog); repeatable");
+    sub->add_option("--reference-dtype", req->reference_dtype,
+                    "parity evidence of this dtype may stand for the bench workload's own (an intended mismatch, "
+                    "recorded); without it the evidence's dtype must be the workload's")
+        ->check(CLI::Validator(
+            [](std::string& s) { return ledger::DtypeNameError(s); }, "DTYPE"));
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       req->predict_pct = *predict;

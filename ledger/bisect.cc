@@ -18,6 +18,7 @@
 #include "ledger/record.h"
 #include "ledger/score.h"
 #include "ledger/stats.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 
 namespace verity::ledger {
@@ -455,9 +456,7 @@ Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::stri
 
 Status Session::Start() {
   if (!req_.commands) return Status::Error("bisect: no command builder");
-  if (!MetricDirection(req_.metric))
-    return Status::Error("--metric " + req_.metric + ": cannot tell whether higher or lower is better from its name "
-                         "(use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+  if (auto unit = UnitOf(req_.metric); !unit.ok()) return Status::Error("--metric: " + unit.status().message());
   VERITY_ASSIGN_OR_RETURN(pol_, l_.CurrentPolicy());
   if (auto bad = RoundsRequestError(pol_, opt_)) return Status::Error(*bad);
   plan_ = PlanFor(pol_, opt_.min_rounds, opt_.max_rounds);

@@ -2,6 +2,7 @@
 #include "ledger/calibrate.h"
 
 #include "ledger/record.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 #include "measure/measure.h"
 
@@ -10,8 +11,8 @@ namespace verity::ledger {
 Result<NoiseProfile> Calibrate(Ledger& l, const CalibrateRequest& req, const MeasureOptions& opt) {
   if (req.cmd.empty()) return Status::Error("calibrate: --cmd is required");
   if (req.rounds < 5 || req.rounds > 200) return Status::Error("calibrate: --rounds " + std::to_string(req.rounds) + " is outside [5, 200]");
-  if (!MetricDirection(req.metric))
-    return Status::Error("calibrate: --metric " + req.metric + ": cannot tell whether higher or lower is better from its name");
+  if (auto unit = UnitOf(req.metric); !unit.ok())
+    return Status::Error("calibrate: --metric: " + unit.status().message());
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };

@@ -11,23 +11,47 @@
 #include "ledger/format.h"
 #include "ledger/noise.h"
 #include "ledger/stats.h"
+#include "ledger/units.h"
 
 namespace verity::ledger {
 namespace {
 
 std::string Short(const std::string& sha) { return sha.empty() ? "(not stated)" : sha.substr(0, 16); }
 
-// Depths counted once each: a repeated entry is not more evidence.
+// A depth inside the compared context: 1..tokens (1.. when tokens is not stated).
+bool InContext(const measure::ParityEvidence& e, int depth) { return depth >= 1 && (e.tokens <= 0 || depth <= e.tokens); }
+
+// Distinct depths inside the context: a repeated entry, or one outside the
+// context, is not more evidence.
 int DistinctDepths(const measure::ParityEvidence& e) {
-  std::vector<int> d;
-  for (const auto& x : e.depths) d.push_back(x.depth);
-  std::sort(d.begin(), d.end());
-  return static_cast<int>(std::unique(d.begin(), d.end()) - d.begin());
+  std::set<int> d;
+  for (const auto& x : e.depths)
+    if (InContext(e, x.depth)) d.insert(x.depth);
+  return static_cast<int>(d.size());
+}
+
+// Depth entries the floor cannot count, named: outside 1..tokens, repeated,
+// scoring more positions than the window asked for; and a missing window.
+std::vector<std::string> DepthGaps(const measure::ParityEvidence& e) {
+  std::vector<std::string> gaps;
+  if (e.window <= 0) gaps.push_back("no window stated, so positions per depth cannot be checked");
+  std::set<int> seen;
+  for (const auto& d : e.depths) {
+    const std::string at = "depth " + std::to_string(d.depth);
+    if (!InContext(e, d.depth))
+      gaps.push_back(at + " is outside 1.." + (e.tokens > 0 ? std::to_string(e.tokens) : std::string("tokens")));
+    else if (!seen.insert(d.depth).second)
+      gaps.push_back(at + " appears twice");
+    if (e.window > 0 && d.positions > e.window)
+      gaps.push_back(at + " scores " + std::to_string(d.positions) + " positions, more than the window " +
+                     std::to_string(e.window));
+  }
+  return gaps;
 }
 
 // What is missing from the evidence floor, "" if nothing.
 std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
-  std::vector<std::string> gaps;
+  std::vector<std::string> gaps = DepthGaps(e);
   const int distinct = DistinctDepths(e);
   if (distinct < pol.parity_min_depths)
     gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " +
@@ -176,6 +200,7 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
   if (!hp.passed)
     return stop(Verdict::kRejectedParity, "parity gate failed: " + hp.message + "; the head's speed was never measured");
   g.head_artifact = hp.evidence->artifact_sha256;
+  g.head_dtype = hp.evidence->dtype;
   if (g.head_artifact.empty()) {
     g.verified = false;
     in.say("  the parity evidence names no build: unverified, cannot move the frontier");
@@ -203,6 +228,7 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
     return stop(Verdict::kRejectedParity, "bit identity claimed but the logit rows differ: head " + Short(h) +
                                               " vs base " + Short(b) + "; the head's speed was never measured");
   g.base_artifact = bp.evidence->artifact_sha256;
+  g.base_dtype = bp.evidence->dtype;
   if (g.base_artifact.empty()) {
     g.verified = false;
     in.say("  the base parity evidence names no build: bit identity unverified");
@@ -220,6 +246,29 @@ struct Taken {
   std::map<std::string, double> metrics;
   std::string at;
 };
+
+// Why `side`'s parity evidence of `evidence` does not cover a bench of
+// `bench` (with `declared` the submitter's --reference-dtype), or nullopt.
+std::optional<std::string> DtypeGap(const std::string& side, const std::string& evidence, const std::string& bench,
+                                    const std::string& declared) {
+  if (evidence == bench || (!declared.empty() && evidence == declared)) return std::nullopt;
+  const std::string stated = evidence.empty() ? "states no dtype" : "is for dtype '" + evidence + "'";
+  return "the " + side + " parity evidence " + stated + " but the " + side + " bench measured dtype '" + bench + "'" +
+         (declared.empty() ? std::string(" (submit --reference-dtype declares an intended mismatch)")
+                           : " and --reference-dtype declared '" + declared + "'") +
+         ": the evidence does not cover what was benchmarked";
+}
+
+// An error when the box is no longer the one the run started on: samples
+// after a change would be recorded under the first box's fingerprint.
+Status CheckBox(const RoundsInput& in, const std::string& side, int round) {
+  if (!in.read_box) return OkStatus();
+  const measure::Box now = in.read_box();
+  if (now.fingerprint == in.box.fingerprint) return OkStatus();
+  return Status::Error("the box changed during the run: fingerprint " + in.box.fingerprint + " when it started, " +
+                       now.fingerprint + " after the " + side + " sample of round " + std::to_string(round) +
+                       " (now " + now.detail + ", was " + in.box.detail + "); its timings are not comparable");
+}
 
 // Builds the series of `metric` from full rounds (each b, h, h, b).
 MetricSeries SeriesOf(const std::string& metric, const std::vector<std::vector<Taken>>& rounds) {
@@ -239,10 +288,12 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   Measured m;
   std::map<std::string, std::pair<std::string, std::string>> seen;  // side -> (build, sha)
   bool workload_seen = false;
+  int round_now = 0;
   // Runs one bench command; returns nullopt after setting m.mismatch.
   auto take = [&](const std::string& side) -> Result<std::optional<Taken>> {
     const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
     measure::CommandOutput out = measure::RunCommand(cmd, in.timeout_s);
+    VERITY_RETURN_IF_ERROR(CheckBox(in, side, round_now));
     VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command", cmd));
     const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
     if (!want_build.empty() && s.build_id != want_build)
@@ -287,6 +338,19 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
                           "): the evidence does not cover what was benchmarked";
         return std::optional<Taken>();
       }
+      const auto& evidence_dtype = side == "base" ? gate.base_dtype : gate.head_dtype;
+      if (evidence_dtype && !s.dtype.empty()) {
+        if (auto gap = DtypeGap(side, *evidence_dtype, s.dtype, c.reference_dtype)) {
+          m.mismatch = true;
+          m.mismatch_note = *gap;
+          return std::optional<Taken>();
+        }
+        if (*evidence_dtype != s.dtype) {
+          m.dtype_note = "the " + side + " parity evidence is for dtype '" + *evidence_dtype + "', the bench measured '" +
+                         s.dtype + "': declared with --reference-dtype";
+          in.say("  " + m.dtype_note);
+        }
+      }
     } else if (it->second.second != s.artifact_sha256 || it->second.first != s.build_id) {
       return Status::Error(side + " artifact changed between rounds: " + Short(it->second.second) + " (" +
                            it->second.first + ") then " + Short(s.artifact_sha256) + " (" + s.build_id + ")");
@@ -320,6 +384,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   };
   // Runs and records one round; an empty result means a mismatch stopped it.
   auto round = [&](int n, const std::vector<std::string>& order) -> Result<std::vector<Taken>> {
+    round_now = n;
     std::vector<Taken> ts;
     for (size_t i = 0; i < order.size(); i++) {
       const std::string at = NowUtc();
@@ -333,7 +398,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     return ts;
   };
 
-  in.say("measuring on box " + measure::ThisBox().fingerprint.substr(0, 16) + ": warm-up, then " +
+  in.say("measuring on box " + in.box.fingerprint.substr(0, 16) + ": warm-up, then " +
          std::to_string(plan.min_rounds) + ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " +
          std::to_string(plan.look_every));
   VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
@@ -403,9 +468,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
         if (!t.metrics.count(name))
           return Status::Error("guard metric '" + name + "' is missing from a " + t.side + " sample of round " +
                                std::to_string(r + 1) + ": every reported metric must be in every sample");
-    if (!MetricDirection(name))
-      return Status::Error("guard metric '" + name + "': cannot tell whether higher or lower is better from its "
-                           "name (use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+    if (auto unit = UnitOf(name); !unit.ok()) return Status::Error("guard " + unit.status().message());
     m.guards.push_back(SeriesOf(name, rounds));
   }
   return m;

@@ -57,6 +57,8 @@ struct GateResult {
   std::string note;
   bool verified = true;            // the evidence names the artifacts it came from
   std::string head_artifact, base_artifact;  // what the parity evidence ran ("" = not stated)
+  // The dtype each side's evidence states, when that side has evidence ("" = not stated).
+  std::optional<std::string> head_dtype, base_dtype;
 };
 
 // The correctness gate for a change, reapply or revert.
@@ -67,6 +69,8 @@ struct RoundsInput {
   int64_t run_id, box_id;
   int timeout_s;
   Say say;
+  measure::Box box;                        // the box the run started on (box_id)
+  std::function<measure::Box()> read_box;  // re-read after every sample; a change fails the run
   // Once the warm-up names both artifacts: the attempt this run is of that
   // pair (policy v4: a resubmission continues its error budget). Empty: keep `attempt`.
   std::function<Result<int>(const std::string& base_artifact, const std::string& head_artifact)> attempt_of;
@@ -87,6 +91,8 @@ struct Measured {
   // build: no parity evidence binds to it, so the run cannot be verified.
   bool unbound = false;
   std::string unbound_note;
+  // Parity evidence of another dtype stood for the bench's, as the submitter declared.
+  std::string dtype_note;
 };
 
 // Takes the warm-up and then ABBA rounds until the sequential rule decides,

@@ -30,7 +30,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 11 (policy v4: identity-based counting)
       "policy_counting", "reapply_retractions",
       // schema 12 (the explicit start of keyed seals on a plain ledger)
-      "seal_keyings"};
+      "seal_keyings",
+      // schema 13 (inputs pinned down: declared reference dtypes, the box lock a run held)
+      "change_reference_dtypes", "run_box_locks"};
   return kTables;
 }
 

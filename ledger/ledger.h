@@ -19,6 +19,7 @@
 #include "ledger/db.h"
 #include "ledger/frontier.h"
 #include "ledger/policy.h"
+#include "measure/measure.h"
 
 namespace verity::ledger {
 
@@ -37,7 +38,13 @@ struct ChangeRequest {
   std::optional<int64_t> target_change;  // revert: the change; reapply: the revert
   std::string reason;
   std::vector<std::string> accept_regressions;  // guard metrics the submitter declares may regress
+  // Parity evidence of this dtype may stand for the bench workload's own
+  // (--reference-dtype; recorded). "": the evidence's dtype must be the workload's.
+  std::string reference_dtype;
 };
+
+// "" when `dtype` can name a dtype (letters, digits, '_'), else why not.
+std::string DtypeNameError(const std::string& dtype);
 
 struct MeasureOptions {
   int min_rounds = 0;   // 0 = the policy's floor; a request below the floor is refused
@@ -46,6 +53,8 @@ struct MeasureOptions {
   std::string lock_dir = "/tmp";  // where the per-box measurement lock lives
   std::string cache_dir;          // where `verity roofline` cached this box's bandwidth ("" = none)
   std::function<void(const std::string&)> progress;  // one line per event, may be empty
+  // Reads the box's fingerprint (empty = measure::ThisBox); tests give a box that changes.
+  std::function<measure::Box()> read_box;
 };
 
 // The result of one measured attempt (a run).

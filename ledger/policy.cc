@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ledger/units.h"
+
 namespace verity::ledger {
 
 const char* TierName(Tier t) {
@@ -93,14 +95,13 @@ Policy PolicyV4() {
 }
 
 std::optional<GuardFloor> Policy::FloorFor(const std::string& metric) const {
-  const GuardFloor* best = nullptr;
-  for (const auto& f : guard_floors) {
-    const bool ends = metric.size() >= f.suffix.size() &&
-                      metric.compare(metric.size() - f.suffix.size(), f.suffix.size(), f.suffix) == 0;
-    if (ends && (!best || f.suffix.size() > best->suffix.size())) best = &f;
-  }
-  if (!best) return std::nullopt;
-  return *best;
+  // The unit table decides the metric's suffix ("read_mb_s" is a rate, not
+  // seconds); the policy states that suffix's floor, or none.
+  auto unit = UnitOf(metric);
+  if (!unit.ok()) return std::nullopt;
+  for (const auto& f : guard_floors)
+    if (f.suffix == unit->suffix) return f;
+  return std::nullopt;
 }
 
 Tier Policy::TierFor(double gain) const {

@@ -60,8 +60,8 @@ struct Policy {
   bool IsSurprise(double predicted, double measured) const;
   // True iff parity evidence passes the thresholds.
   bool ParityPasses(double worst_top1, double worst_mean_kl) const;
-  // The floor for `metric`: the longest suffix it ends in ("_gb_s" before
-  // "_s"), or nullopt when the policy states no floor for it.
+  // The floor of `metric`'s unit suffix (UnitOf, ledger/units.h: "_gb_s" is a
+  // rate, not seconds), or nullopt when the policy states none for that suffix.
   std::optional<GuardFloor> FloorFor(const std::string& metric) const;
 };
 

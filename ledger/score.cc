@@ -1,5 +1,7 @@
 #include "ledger/score.h"
 
+#include "ledger/units.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -108,12 +110,9 @@ std::optional<Kind> KindFromName(const std::string& name) {
 }
 
 std::optional<bool> MetricDirection(const std::string& metric) {
-  // Higher-is-better first: "_tok_s" also ends in "_s".
-  for (const char* s : {"_tok_s", "_per_s", "_gflops", "_tflops", "_gb_s"})
-    if (EndsWith(metric, s)) return true;
-  for (const char* s : {"_mb", "_gb", "_bytes", "_ms", "_us", "_ns", "_seconds", "_s"})
-    if (EndsWith(metric, s)) return false;
-  return std::nullopt;
+  auto unit = UnitOf(metric);
+  if (!unit.ok()) return std::nullopt;
+  return unit->higher_is_better;
 }
 
 bool HigherIsBetter(const std::string& metric) { return MetricDirection(metric).value_or(true); }

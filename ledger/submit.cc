@@ -5,6 +5,7 @@
 // partial attempt visible (a run without a score).
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
 
 #include "ledger/format.h"
@@ -14,6 +15,7 @@
 #include "ledger/ledger.h"
 #include "ledger/score.h"
 #include "ledger/stats.h"
+#include "ledger/units.h"
 #include "measure/box_lock.h"
 #include "measure/roofline.h"
 #include "measure/measure.h"
@@ -23,6 +25,21 @@ namespace {
 
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 Value OptText(const std::string& s) { return s.empty() ? Value() : Value(s); }
+
+// The schema that added change_reference_dtypes and run_box_locks (0013).
+constexpr int kInputsSchema = 13;
+
+// Records which box lock the run's measurement holds, and who holds it.
+Status RecordLock(Db& d, int64_t run_id, const measure::BoxLock& lock) {
+  return d.Transaction([&]() -> Status {
+    return d.InsertSealed("run_box_locks", {{"run_id", run_id},
+                                            {"path", lock.path()},
+                                            {"holder_pid", int64_t{lock.holder_pid()}},
+                                            {"holder_host", lock.holder_host()},
+                                            {"acquired_at", NowUtc()}})
+        .status();
+  });
+}
 
 // A score that would bank, turned into a refusal that says why (nothing moves or seeds).
 void RefuseStep(ScoreResult& r, const std::string& why) {
@@ -35,6 +52,14 @@ void RefuseStep(ScoreResult& r, const std::string& why) {
 
 }  // namespace
 
+std::string DtypeNameError(const std::string& dtype) {
+  if (dtype.empty()) return "an empty dtype names nothing";
+  for (char ch : dtype)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
+      return "'" + dtype + "' is not a dtype name (letters, digits and '_', e.g. f32, bf16, q8_0)";
+  return "";
+}
+
 Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
   if (req.title.empty()) return Status::Error("a change needs a title");
   if (req.kind != "revert" && !req.predict_pct)
@@ -44,9 +69,13 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
     if (*v && !std::isfinite(**v)) return Status::Error("prediction and claim must be finite percentages");
   if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
-  if (!MetricDirection(req.metric))
-    return Status::Error("metric '" + req.metric + "': cannot tell whether higher or lower is better from its name "
-                         "(use a unit suffix such as _tok_s, _gflops, _mb, _ms)");
+  if (auto unit = UnitOf(req.metric); !unit.ok()) return unit.status();
+  if (!req.reference_dtype.empty())
+    if (std::string bad = DtypeNameError(req.reference_dtype); !bad.empty())
+      return Status::Error("--reference-dtype: " + bad);
+  if (!req.reference_dtype.empty() && schema_version_ < kInputsSchema)
+    return Status::Error("--reference-dtype: " + db_->path() + " is at schema " + std::to_string(schema_version_) +
+                         ", which cannot record it (run `verity ledger migrate`)");
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(
@@ -70,6 +99,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
                                           {"created_at", NowUtc()}}));
     for (const auto& m : req.accept_regressions)
       VERITY_RETURN_IF_ERROR(db_->InsertSealed("accepted_regressions", {{"change_id", id}, {"metric", m}}));
+    if (!req.reference_dtype.empty())
+      VERITY_RETURN_IF_ERROR(
+          db_->InsertSealed("change_reference_dtypes", {{"change_id", id}, {"dtype", req.reference_dtype}}));
     return OkStatus();
   }));
   return id;
@@ -104,6 +136,10 @@ Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(auto acc, db_->Query("SELECT metric FROM accepted_regressions WHERE change_id = ? ORDER BY id",
                                                {change_id}));
   for (const auto& a : acc) c.accept_regressions.push_back(AsText(a[0]));
+  if (schema_version_ >= kInputsSchema) {
+    VERITY_ASSIGN_OR_RETURN(auto dt, db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
+    if (!dt.empty()) c.reference_dtype = AsText(dt[0][0]);
+  }
   return c;
 }
 
@@ -161,7 +197,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   };
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   const SequentialPlan plan = PlanFor(pol, opt.min_rounds, opt.max_rounds);
-  const measure::Box box = measure::ThisBox();
+  const measure::Box box = opt.read_box ? opt.read_box() : measure::ThisBox();
   const Kind kind = KindFromName(c.kind).value_or(Kind::kChange);
   Db& d = *db_;
   int64_t box_id = 0;
@@ -244,7 +280,10 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
   if (!lock.ok()) return fail(lock.status().message());
   const bool v4 = pol.version >= 4;
-  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, nullptr};
+  if (schema_version_ >= kInputsSchema)
+    if (Status held = RecordLock(d, run_id, **lock); !held.ok()) return fail(held.message());
+  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box, nullptr};
+  if (!ri.read_box) ri.read_box = measure::ThisBox;
   if (v4)
     ri.attempt_of = [&](const std::string& base, const std::string& head) {
       return SpentAttempts(d, run_id, change_id, c.kind, c.metric, base, head);
@@ -326,6 +365,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (!prediction_note.empty()) o.note += "; " + prediction_note;
     if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
     if (measured->unbound) o.note += "; " + measured->unbound_note;
+    if (!measured->dtype_note.empty()) o.note += "; " + measured->dtype_note;
     // Only a sound measurement of main seeds: not one the gate or the rules refused.
     const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
                        r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;

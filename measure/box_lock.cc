@@ -37,13 +37,15 @@ Result<std::unique_ptr<BoxLock>> BoxLock::Acquire(const std::string& dir, const 
       return Status::Error(path + ": cannot lock: " + std::strerror(errno));
     }
   }
-  // Say who holds it, for whoever waits next.
-  const std::string me = "pid " + std::to_string(getpid()) + "\n";
+  // Say who holds it, for whoever waits next (a lock directory may be shared between hosts).
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown");
+  const std::string me = "pid " + std::to_string(getpid()) + " host " + host + "\n";
   // Written before truncating, so a waiter never reads an empty file.
   if (pwrite(fd, me.data(), me.size(), 0) < 0 || ftruncate(fd, static_cast<off_t>(me.size())) != 0) {
     // Only the waiting message loses its detail; the lock itself is held.
   }
-  return std::unique_ptr<BoxLock>(new BoxLock(fd, path));
+  return std::unique_ptr<BoxLock>(new BoxLock(fd, path, static_cast<int>(getpid()), host));
 }
 
 BoxLock::~BoxLock() {

@@ -23,11 +23,17 @@ class BoxLock {
   BoxLock(const BoxLock&) = delete;
   BoxLock& operator=(const BoxLock&) = delete;
   const std::string& path() const { return path_; }
+  // Who holds it (this process): recorded with the measurement.
+  int holder_pid() const { return pid_; }
+  const std::string& holder_host() const { return host_; }
 
  private:
-  BoxLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  BoxLock(int fd, std::string path, int pid, std::string host)
+      : fd_(fd), path_(std::move(path)), pid_(pid), host_(std::move(host)) {}
   int fd_;
   std::string path_;
+  int pid_;
+  std::string host_;
 };
 
 }  // namespace verity::measure

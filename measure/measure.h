@@ -47,12 +47,28 @@ struct BenchSample {
   // executable or the command line, which no parity evidence can bind to.
   // "" for a verity.bench/1 record.
   std::string raw_format;
+  // The record's "dtype" when it names a model (f32 when it names a model but
+  // no dtype, as in WorkloadOf); "" for records that name no model. Parity
+  // evidence must be of this dtype, or declared (submit --reference-dtype).
+  std::string dtype;
 };
+
+// The range every number a bench prints must lie in (metrics and
+// roofline.bytes_per_token). Inside it a round's sums (at most 2 x 1e15) and
+// any ratio of two of them (at most 1e27) are finite doubles, and so is a
+// frontier moved by hundreds of factors within the 5x ceiling; 1e308 + 1e308
+// is inf, and the seed and the frontier would read inf. Wide enough for the
+// units in use: nanoseconds of an hour-long benchmark (3.6e12), bytes of a
+// petabyte, tok/s of a model that makes one token a day.
+inline constexpr double kMinBenchValue = 1e-12;
+inline constexpr double kMaxBenchValue = 1e15;
 
 // Parses the whole stdout as one verity.bench/1 object holding `metric`, or
 // as a raw Google Benchmark or hyperfine report printed by `command` (see
 // measure/raw_report.h; `command` is its identity when nothing better is).
-// `what` (e.g. "head bench command") starts every error message.
+// `what` (e.g. "head bench command") starts every error message. A number
+// outside [kMinBenchValue, kMaxBenchValue] is refused, naming it, and so is
+// an object that states one key twice (which "ok" would count?).
 Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
                                const std::string& command = "");
 
@@ -72,13 +88,14 @@ struct ParityEvidence {
   int window = 0;                // positions requested per depth; 0 = not stated
   int tokens = 0;                // compared token positions (the context); 0 = not stated
   std::string build_id, artifact_sha256;  // the binary that produced it; "" = not reported
+  std::string dtype;             // the candidate's weight dtype ("dtype"); "" = not stated
   // Where the output held NaN, infinity or null in place of a number
   // (e.g. "depths[3].mean_kl"), then the producer's own "nonfinite" list
   // (e.g. "candidate logits: position 445"). Any entry makes the evidence a FAIL.
   std::vector<std::string> nonfinite;
   bool reported_ok = false;
   int exit_code = 0;
-  std::string raw;  // the JSON as printed
+  std::string raw;  // the JSON as printed: stdout, byte for byte
 };
 
 // Parses the whole stdout as one verity.parity/1 object. A parity command may

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
 
 #include "measure/measure.h"
 #include "measure/raw_report.h"
@@ -17,6 +21,20 @@ std::string Tail(const std::string& s) {
   return t;
 }
 
+// A parser callback that notes, in *found, the first key an object states twice.
+nlohmann::json::parser_callback_t DuplicateKeyFinder(std::string* found) {
+  auto open = std::make_shared<std::vector<std::set<std::string>>>();  // keys of each open object
+  return [open, found](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) open->emplace_back();
+    else if (event == E::object_end && !open->empty()) open->pop_back();
+    else if (event == E::key && !open->empty() && !open->back().insert(parsed.get<std::string>()).second &&
+             found->empty())
+      *found = parsed.get<std::string>();
+    return true;
+  };
+}
+
 // The whole stdout as one JSON object, from a command that finished.
 Result<nlohmann::json> ParseJsonObject(const CommandOutput& run, const std::string& what, const char* schema,
                                        bool require_zero_exit) {
@@ -28,11 +46,16 @@ Result<nlohmann::json> ParseJsonObject(const CommandOutput& run, const std::stri
   if (run.out.find_first_not_of(" \t\r\n") == std::string::npos)
     return Status::Error(what + " printed nothing on stdout (expected one " + schema + " JSON object)");
   nlohmann::json j;
+  std::string duplicate;
   try {
-    j = nlohmann::json::parse(run.out);
+    j = nlohmann::json::parse(run.out, DuplicateKeyFinder(&duplicate));
   } catch (const std::exception&) {
     return Status::Error(what + " did not print one JSON object on stdout: '" + Tail(run.out) + "'");
   }
+  // The parser keeps the last of two equal keys: the first "ok": false would be gone.
+  if (!duplicate.empty())
+    return Status::Error(what + " printed key \"" + duplicate + "\" twice in one object: a record whose keys repeat "
+                         "is ambiguous (which value counts?), refused");
   if (!j.is_object()) return Status::Error(what + " printed JSON that is not an object");
   return j;
 }
@@ -54,6 +77,20 @@ Result<nlohmann::json> ParseObject(const CommandOutput& run, const std::string& 
 }
 
 bool IsFiniteNumber(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
+
+// A bench number: positive, finite and inside [kMinBenchValue, kMaxBenchValue].
+Status CheckBenchValue(const nlohmann::json& v, const std::string& name, const std::string& what) {
+  if (!IsFiniteNumber(v) || v.get<double>() <= 0.0)
+    return Status::Error(what + ": " + name + " is not a positive finite number");
+  const double x = v.get<double>();
+  if (x < kMinBenchValue || x > kMaxBenchValue) {
+    char b[160];
+    std::snprintf(b, sizeof b, " is %g, outside the ledger's range [%g, %g] (its sums and ratios could overflow)", x,
+                  kMinBenchValue, kMaxBenchValue);
+    return Status::Error(what + ": " + name + b);
+  }
+  return OkStatus();
+}
 
 }  // namespace
 
@@ -99,25 +136,24 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
   if (!j.contains("metrics") || !j["metrics"].is_object() || !j["metrics"].contains(metric))
     return Status::Error(what + " printed no metric '" + metric + "'");
   const auto& v = j["metrics"][metric];
-  if (!IsFiniteNumber(v) || v.get<double>() <= 0.0)
-    return Status::Error(what + ": metric '" + metric + "' is not a positive finite number");
+  VERITY_RETURN_IF_ERROR(CheckBenchValue(v, "metric '" + metric + "'", what));
   BenchSample s;
   s.build_id = build["id"];
   s.artifact_sha256 = build["artifact_sha256"];
   s.value = v.get<double>();
   for (const auto& [name, m] : j["metrics"].items()) {
-    if (!IsFiniteNumber(m) || m.get<double>() <= 0.0)
-      return Status::Error(what + ": metric '" + name + "' is not a positive finite number");
+    VERITY_RETURN_IF_ERROR(CheckBenchValue(m, "metric '" + name + "'", what));
     s.metrics[name] = m.get<double>();
   }
   if (j.contains("roofline") && j["roofline"].is_object() && j["roofline"].contains("bytes_per_token")) {
     const auto& b = j["roofline"]["bytes_per_token"];
-    if (!IsFiniteNumber(b) || b.get<double>() <= 0.0)
-      return Status::Error(what + ": roofline.bytes_per_token is not a positive finite number");
+    VERITY_RETURN_IF_ERROR(CheckBenchValue(b, "roofline.bytes_per_token", what));
     s.bytes_per_token = b.get<double>();
   }
   s.workload = WorkloadOf(j);
   s.raw_format = raw_format;
+  if (j.contains("model") && j["model"].is_string())
+    s.dtype = !j.contains("dtype") ? "f32" : j["dtype"].is_string() ? j["dtype"].get<std::string>() : "dtype?";
   return s;
 }
 
@@ -169,7 +205,12 @@ Result<ParityEvidence::Depth> ParseDepth(const nlohmann::json& d, size_t i, cons
   if (!d.is_object() || !d.contains("depth") || !d["depth"].is_number_integer() ||
       !ReadNumber(d, "top1", where, &x.top1, nonfinite) || !ReadNumber(d, "mean_kl", where, &x.mean_kl, nonfinite))
     return Status::Error(what + ": a depth entry lacks depth/top1/mean_kl numbers (" + where + ")");
-  x.depth = d["depth"].get<int>();
+  // Range-checked before narrowing: 2^32 + 512 must not become depth 512.
+  const auto& depth = d["depth"];
+  const bool fits = depth.is_number_unsigned() ? depth.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX)
+                                               : depth.get<int64_t>() >= INT_MIN && depth.get<int64_t>() <= INT_MAX;
+  if (!fits) return Status::Error(what + " printed " + where + ".depth " + depth.dump() + ", outside the int range");
+  x.depth = static_cast<int>(depth.get<int64_t>());
   if (!ReadNumber(d, "max_kl", where, &x.max_kl, nonfinite)) x.max_kl = x.mean_kl;
   VERITY_RETURN_IF_ERROR(ReadCount(d, "positions", what + " " + where, &x.positions));
   return x;
@@ -191,6 +232,11 @@ Status ParseEvidenceFields(const nlohmann::json& j, const std::string& what, Par
       return Status::Error(what + " printed mode " + m.dump() + " (expected \"standard\" or \"deep\")");
     p->mode = m;
   }
+  if (j.contains("dtype")) {
+    if (!j["dtype"].is_string() || j["dtype"].get<std::string>().empty())
+      return Status::Error(what + " printed dtype " + j["dtype"].dump() + " (expected a dtype name such as \"f32\")");
+    p->dtype = j["dtype"];
+  }
   VERITY_RETURN_IF_ERROR(ReadCount(j, "window", what, &p->window));
   VERITY_RETURN_IF_ERROR(ReadCount(j, "tokens", what, &p->tokens));
   if (j.contains("nonfinite")) {  // the producer's own findings (e.g. a NaN row no depth scored)
@@ -211,7 +257,7 @@ Status ParseEvidenceFields(const nlohmann::json& j, const std::string& what, Par
 Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& what) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseObject(run, what, "verity.parity/1", false));
   ParityEvidence p;
-  p.raw = j.dump();
+  p.raw = run.out;  // as printed, byte for byte: what the seal covers is what the command said
   if (!j.contains("depths") || !j["depths"].is_array() || j["depths"].empty())
     return Status::Error(what + " printed no depths (an empty comparison proves nothing)");
   p.worst_top1 = 1.0;

@@ -8,6 +8,7 @@
 //              [--bytes-per-token B]   (prints "roofline": {"bytes_per_token": B})
 //              [--model PATH]          (prints the workload fields: model, dtype f32, threads 1, 8+8 tokens)
 //              [--workload W]          (prints "workload": W, the name a bench may state for itself)
+//              [--dtype D]             (the dtype those fields name instead of f32)
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,7 +25,7 @@
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload, dtype = "f32";
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
     else if (a == "--model") model = next();
     else if (a == "--workload") stated_workload = next();
+    else if (a == "--dtype") dtype = next();
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
   }
   std::string workload;
   if (!model.empty())
-    workload = ",\"model\":\"" + model + "\",\"dtype\":\"f32\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
+    workload = ",\"model\":\"" + model + "\",\"dtype\":\"" + dtype + "\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
   if (!stated_workload.empty()) workload += ",\"workload\":" + nlohmann::json(stated_workload).dump();
   char roof[96] = "";
   if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);

@@ -3,10 +3,11 @@
 //               [--build ID] [--artifact HEX] [--no-build] [--mode M] [--nan]
 //               [--depths N] [--window N] [--positions N] [--tokens T] [--deepest D]
 //               [--deep-top1 X] [--deep-kl X] [--deep-depths N] [--deep-window N]
+//               [--dtype D] [--no-dtype]
 // prints one verity.parity/1 object (unless --silent) and exits with --exit (default 0).
 // Defaults: 7 depths spread up to --deepest (= --tokens, 512), window 8, each
 // depth with positions = window, mode standard, build "fake-build" with
-// artifact 64 'a' (what fake_bench prints by default, so the two bind).
+// artifact 64 'a' (what fake_bench prints by default, so the two bind), dtype f32.
 // With VERITY_PARITY_MODE=deep: mode deep, --deep-depths (14) depths,
 // --deep-window (16), and --deep-top1/--deep-kl when given.
 // --top1/--kl go to the last (worst) depth. --nan prints the second depth's
@@ -26,7 +27,7 @@ struct Args {
   int deep_depths = 14, deep_window = 16;
   bool silent = false, no_build = false, nan = false;
   std::string sha = std::string(64, 'b'), all_sha = std::string(64, 'c'), touch, mode;
-  std::string build = "fake-build", artifact = std::string(64, 'a');
+  std::string build = "fake-build", artifact = std::string(64, 'a'), dtype = "f32";
 };
 
 Args Parse(int argc, char** argv) {
@@ -48,6 +49,8 @@ Args Parse(int argc, char** argv) {
     else if (f == "--artifact") a.artifact = next();
     else if (f == "--no-build") a.no_build = true;
     else if (f == "--mode") a.mode = next();
+    else if (f == "--dtype") a.dtype = next();
+    else if (f == "--no-dtype") a.dtype.clear();
     else if (f == "--nan") a.nan = true;
     else if (f == "--depths") a.depths = num();
     else if (f == "--window") a.window = num();
@@ -101,10 +104,11 @@ int main(int argc, char** argv) {
   const bool ok = top1 >= 0.95 && kl <= 0.05;
   const std::string build =
       a.no_build ? "" : ",\"build\":{\"id\":\"" + a.build + "\",\"artifact_sha256\":\"" + a.artifact + "\"}";
-  std::printf("{\"schema\":\"verity.parity/1\",\"reference\":\"fake\",\"mode\":\"%s\",\"tokens\":%d,\"window\":%d,"
+  const std::string dtype = a.dtype.empty() ? "" : ",\"dtype\":\"" + a.dtype + "\"";
+  std::printf("{\"schema\":\"verity.parity/1\",\"reference\":\"fake\"%s,\"mode\":\"%s\",\"tokens\":%d,\"window\":%d,"
               "\"depths\":[%s],\"worst\":{\"top1\":%g,\"mean_kl\":%s},\"logits_sha256\":\"%s\","
               "\"all_rows_sha256\":\"%s\",\"nonfinite\":[]%s,\"ok\":%s}\n",
-              mode.c_str(), a.tokens, window, Depths(a, n, window, top1, kl).c_str(), top1,
+              dtype.c_str(), mode.c_str(), a.tokens, window, Depths(a, n, window, top1, kl).c_str(), top1,
               Num(kl).c_str(), a.sha.c_str(), a.all_sha.c_str(), build.c_str(), ok ? "true" : "false");
   return a.code;
 }
