@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "ledger/migrations.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity::test {
@@ -186,7 +187,10 @@ TEST(Counting, ASchema6LedgerMigratesAndCountsThePairOnce) {
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   auto m = Shell(VerityBin() + " ledger migrate --ledger " + db);
   EXPECT_EQ(m.exit_code, 0) << m.err;
-  EXPECT_NE(m.out.find("migrate: schema version 11 (5 applied now)"), std::string::npos) << m.out;
+  // Every migration after schema 6 applies, whatever the newest is.
+  const int newest = ledger::EmbeddedMigrations().back().version;
+  EXPECT_NE(m.out.find("migrate: schema version " + std::to_string(newest) + " (" + std::to_string(newest - 6) + " applied now)"),
+            std::string::npos) << m.out;
   v = Shell(VerityBin() + " ledger verify --ledger " + db);
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   auto first = JsonOf(VerityBin() + " show --json --ledger " + db + " 1");
