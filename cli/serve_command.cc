@@ -145,6 +145,8 @@ int RunServe(ServeFlags f) {
   if (f.probe_every > 0) prober.Every(f.probe_every);
   std::thread drain = DrainOnSignal(scheduler, server, f.drain_s, set);
   server.Run();
+  // Run() also returns when listening fails: wake the drain thread if no signal did.
+  pthread_kill(drain.native_handle(), SIGTERM);
   prober.Stop();
   scheduler.Stop();
   drain.join();

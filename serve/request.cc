@@ -67,9 +67,10 @@ std::optional<ApiError> Integer(const json& j, const char* f, long long lo, long
   auto it = j.find(f);
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer()) return Bad(f, std::string(f) + " must be an integer, got " + it->dump());
-  const long long v = it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(hi)
-                          ? hi + 1 : it->get<long long>();
-  if (v < lo || v > hi)
+  // An unsigned value past hi would wrap in a long long: out of range as it stands.
+  const bool past = it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(hi);
+  const long long v = past ? hi : it->get<long long>();
+  if (past || v < lo || v > hi)
     return Bad(f, std::string(f) + "=" + it->dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   *out = v;
   if (present) *present = true;

@@ -76,6 +76,7 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
       {"wrong type", R"({"model":"stories260K","prompt":"a","temperature":"hot"})", 400, "temperature"},
       {"out of range", R"({"model":"stories260K","prompt":"a","top_p":1.5})", 400, "top_p"},
       {"n > 1", R"({"model":"stories260K","prompt":"a","n":2})", 400, "n"},
+      {"seed past 64 bits", R"({"model":"stories260K","prompt":"a","seed":18446744073709551615})", 400, "seed"},
       {"bad token id", R"({"model":"stories260K","prompt":[1, 999999]})", 400, "999999"},
       {"prompt beyond the context", json{{"model", "stories260K"}, {"prompt", std::vector<int>(600, 5)}}.dump(), 400, "context"},
       {"max_tokens beyond it", R"({"model":"stories260K","prompt":"a","max_tokens":5000})", 400, "max_tokens"},
