@@ -90,6 +90,9 @@ std::thread DrainOnSignal(serve::Scheduler& s, serve::Server& server, double dra
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_s);
     while (s.pending() > 0 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Past the deadline, what is left is cancelled (its clients get 503), so
+    // the handler threads the server joins are not still waiting on it.
+    if (s.pending() > 0) s.Stop();
     server.Stop();
   });
 }
@@ -137,7 +140,8 @@ int RunServe(ServeFlags f) {
     std::fprintf(stderr, "verity: error: serve: the coherence probe failed before the port opened (%s): not serving\n", f.probes.c_str());
     return 1;
   }
-  f.server.handler_threads = std::max(8, f.parallel + f.queue + 4);
+  // A keep-alive connection holds a handler thread while idle (up to 5 s): headroom for monitors and reconnects.
+  f.server.handler_threads = std::max(8, f.parallel + f.queue + 16);
   serve::Server server(f.server, served, scheduler, prober, metrics);
   if (auto s = server.Bind(); !s.ok()) return Fail(s);
   std::printf("serve: listening on http://%s:%d (model %s)\n", f.server.host.c_str(), server.port(), served.id.c_str());

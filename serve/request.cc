@@ -199,10 +199,33 @@ std::optional<ApiError> Length(const json& j, bool chat, const ServedModel& m, C
   return std::nullopt;
 }
 
+// True iff `body` nests arrays and objects deeper than `limit` (strings
+// skipped). Error messages print values (dump() recurses), so a deep body
+// would overflow a handler's stack: it is refused before it is parsed.
+bool NestsDeeperThan(const std::string& body, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > limit) return true;
+    } else if (ch == ']' || ch == '}') {
+      depth--;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const std::string& body, bool chat,
                                                                  const ServedModel& served, uint64_t seed_if_absent) {
+  if (NestsDeeperThan(body, 32)) return Bad("", "the body nests arrays or objects deeper than 32 levels");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad("", "the body is not valid JSON (or not valid UTF-8)");
   if (!j.is_object()) return Bad("", "the body must be a JSON object");

@@ -110,6 +110,15 @@ void Scheduler::Start(std::shared_ptr<Job> job, int slot) {
     Finish(r, FinishReason::kCancelled);
     return;
   }
+  // The HTTP parser refuses such prompts; a probe file may not. A decoder
+  // error would be kept for every later step, so it never gets one.
+  if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= d_.context()) {
+    Finish(r, FinishReason::kError);
+    r.job->Push({std::nullopt, FinishReason::kError,
+                 "a prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
+                     std::to_string(d_.context())});
+    return;
+  }
   const float* l = d_.Prefill(slot, p.prompt.data(), static_cast<int>(p.prompt.size()), 0);
   metrics_.Tokens(static_cast<int>(p.prompt.size()), 0);
   std::vector<float> row(l, l + vocab);

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <thread>
 #include <random>
 
 #include "base/build_info.h"
@@ -91,9 +92,11 @@ JobParams ParamsOf(const CompletionRequest& r) {
   JobParams p;
   p.prompt = r.prompt;
   p.max_tokens = r.max_tokens;
-  p.temperature = r.temperature;
+  // top_p 0 keeps only the most likely token (OpenAI's sense); run.c's sampler reads 0 as "no nucleus".
+  p.temperature = r.top_p == 0.0f ? 0.0f : r.temperature;
   p.top_p = r.top_p;
-  p.seed = r.seed;
+  // run.c's xorshift state 0 stays 0 (every draw the same): seed 0 is mapped to a fixed odd constant.
+  p.seed = r.seed != 0 ? r.seed : 0x9E3779B97F4A7C15ull;
   p.ignore_eos = r.ignore_eos;
   p.logprobs = r.logprobs;
   return p;
@@ -153,8 +156,18 @@ Status Server::Bind() {
   return OkStatus();
 }
 
-void Server::Run() { http_->listen_after_bind(); }
-void Server::Stop() { http_->stop(); }
+void Server::Run() {
+  http_->listen_after_bind();
+  run_returned_ = true;
+}
+
+// httplib's stop() does nothing before listening has begun: a signal that
+// arrives between Bind() and Run() would be lost, and the server would then
+// ignore every later one. So wait for Run to be listening (or to have ended).
+void Server::Stop() {
+  while (!http_->is_running() && !run_returned_) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  http_->stop();
+}
 
 void Server::Routes() {
   // Every /v1/ request must carry the key when one is set; /health and
@@ -163,6 +176,7 @@ void Server::Routes() {
     if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
     SendError(res, {401, "invalid_request_error", "Incorrect API key provided (Authorization: Bearer KEY)", "", "invalid_api_key"});
+    res.set_header("Connection", "close");  // the body was never read: nothing more can be parsed on this connection
     metrics_.Request(EndpointLabel(req.path), 401);
     return httplib::Server::HandlerResponse::Handled;
   });

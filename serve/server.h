@@ -52,6 +52,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> run_returned_{false};
   const int64_t created_;
 };
 

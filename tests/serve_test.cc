@@ -65,7 +65,7 @@ struct BadCase {
 };
 
 TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
-  ServeProcess s(Base("--api-key sekret --max-body-bytes 4096"));
+  ServeProcess s(Base("--api-key sekret --max-body-bytes 300000"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   auto c = s.Client();
   c.set_bearer_token_auth("sekret");
@@ -76,6 +76,7 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
       {"wrong type", R"({"model":"stories260K","prompt":"a","temperature":"hot"})", 400, "temperature"},
       {"out of range", R"({"model":"stories260K","prompt":"a","top_p":1.5})", 400, "top_p"},
       {"n > 1", R"({"model":"stories260K","prompt":"a","n":2})", 400, "n"},
+      {"nested 100000 deep", R"({"model":"stories260K","prompt":"a","n":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 400, "deeper than 32"},
       {"seed past 64 bits", R"({"model":"stories260K","prompt":"a","seed":18446744073709551615})", 400, "seed"},
       {"bad token id", R"({"model":"stories260K","prompt":[1, 999999]})", 400, "999999"},
       {"prompt beyond the context", json{{"model", "stories260K"}, {"prompt", std::vector<int>(600, 5)}}.dump(), 400, "context"},
@@ -84,7 +85,7 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
       {"wrong model", R"({"model":"gpt-4","prompt":"a"})", 404, "gpt-4"},
       {"stream with logprobs", R"({"model":"stories260K","prompt":"a","stream":true,"logprobs":2})", 400, "logprobs"},
       {"chat without a template", R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", 400, "chat template"},
-      {"body over the limit", json{{"model", "stories260K"}, {"prompt", std::string(8000, 'a')}}.dump(), 413, "4096"},
+      {"body over the limit", json{{"model", "stories260K"}, {"prompt", std::string(400000, 'a')}}.dump(), 413, "300000"},
   };
   for (const BadCase& b : cases) {
     const bool chat = b.body.find("messages") != std::string::npos;
@@ -168,6 +169,27 @@ TEST(Serve, AFailedProbeTurnsHealth503WithoutExitingAndARightOneRecovers) {
   EXPECT_NE(s.stderr_text().find("verity: ALERT: coherence probe failed"), std::string::npos);
 }
 
+// A probes file edited to hold a prompt beyond the context fails its round
+// (the prompt never reaches the decoder) and leaves the server serving.
+TEST(Serve, AProbePromptBeyondTheContextFailsItsRoundAndNothingElse) {
+  const std::string probes = test::TempDir("longprobe") + "/p.json";
+  const std::string good = test::ReadFile(test::Model("stories260K.probes.json"));
+  test::WriteFile(probes, good);
+  ServeProcess s(Base("--probes " + probes, "0.2"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  test::WriteFile(probes, json::array({{{"prompt", std::string(3000, 'a') + " "}, {"expect", " b"}}}).dump());
+  auto c = s.Client();
+  int status = 0;
+  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 200; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(status, 503);
+  Post(c, "/v1/completions", Completion("Once upon a time", 8), &status);
+  EXPECT_EQ(status, 200) << "the decoder was never handed the over-long prompt";
+  test::WriteFile(probes, good);
+  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 503; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
 TEST(Serve, AWrongAnswerAtStartupRefusesToOpenThePort) {
   const std::string probes = test::TempDir("badprobes") + "/p.json";
   test::WriteFile(probes, R"([{"prompt": "The cat was very", "expect": " purple"}])");
@@ -183,6 +205,13 @@ TEST(Serve, AWrongAnswerAtStartupRefusesToOpenThePort) {
 TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
   ServeProcess s(Base("--parallel 1 --backend reference"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto probe = s.Client();
+  auto metric = [&](const std::string& name) {
+    const std::string body = probe.Get("/metrics")->body, key = "\n" + name + " ";
+    const size_t at = body.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
+  };
+  const double before = metric("verity_generated_tokens_total");  // the startup probe's
   json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}};
   {
     auto c = s.Client();
@@ -197,13 +226,9 @@ TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
     EXPECT_EQ(chunks, 2);
   }
   auto c = s.Client();
-  auto metric = [&](const std::string& name) {
-    const std::string body = c.Get("/metrics")->body, key = "\n" + name + " ";
-    return std::stod(body.substr(body.find(key) + key.size()));
-  };
   for (int i = 0; i < 500 && metric("verity_kv_slots_in_use") > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(metric("verity_kv_slots_in_use"), 0);
-  EXPECT_LT(metric("verity_generated_tokens_total"), 500) << "the request was cancelled, not run to its end";
+  EXPECT_LT(metric("verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
   int status = 0;
   Post(c, "/v1/completions", Completion("a", 2), &status);
   EXPECT_EQ(status, 200);
@@ -234,14 +259,18 @@ TEST(Serve, AFullServerAnswers503WithRetryAfter) {
 }
 
 TEST(Serve, SigtermFinishesTheRequestInFlightThenExitsZero) {
-  ServeProcess s(Base("--parallel 1"));
+  ServeProcess s(Base("--parallel 1 --backend reference"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   json body = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0}};
   std::atomic<int> status{0};
   json got;
   std::thread t([&] { auto c = s.Client(); int st = 0; got = Post(c, "/v1/completions", body, &st); status = st; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto c = s.Client();
+  auto in_use = [&] { auto m = c.Get("/metrics"); return m && m->body.find("\nverity_kv_slots_in_use 1\n") != std::string::npos; };
+  for (int i = 0; i < 1000 && !in_use(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(in_use()) << "the request never took its slot";
   EXPECT_EQ(s.Wait(true), 0) << s.stderr_text();
+  EXPECT_NE(s.stderr_text().find("draining 1 request(s)"), std::string::npos) << s.stderr_text();
   t.join();
   EXPECT_EQ(status.load(), 200) << got.dump();
   EXPECT_EQ(got["usage"]["completion_tokens"], 300) << "the request in flight ran to its end";
