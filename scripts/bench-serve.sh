@@ -22,26 +22,17 @@ for kv in "$@"; do
     *) echo "bench-serve: unknown setting '$kv'" >&2; exit 2 ;;
   esac
 done
+source "$(dirname "$0")/lib/serve_up.sh"
 dir=$(mktemp -d)
-pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-"$bin" serve --model "$model" --tokenizer "$tok" --port 0 --threads "$threads" --parallel "$parallel" --dtype "$dtype" \
-  --queue "$concurrency" --probe-every 0 ${probes:+--probes "$probes"} >"$dir/out" 2>"$dir/err" &
-pid=$!
-for _ in $(seq 1 1200); do
-  grep -q '^serve: listening on ' "$dir/out" && break
-  kill -0 "$pid" 2>/dev/null || { cat "$dir/out" "$dir/err" >&2; echo "bench-serve: the server exited before listening" >&2; exit 1; }
-  sleep 0.1
-done
-url=$(sed -n 's/^serve: listening on \(http:[^ ]*\).*/\1/p' "$dir/out")
-[ -n "$url" ] || { echo "bench-serve: the server never listened" >&2; exit 1; }
+serve_pid=""
+trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; rm -rf "$dir"' EXIT
+serve_up "$dir" "$bin" --model "$model" --tokenizer "$tok" --threads "$threads" --parallel "$parallel" --dtype "$dtype" \
+  --queue "$concurrency" --probe-every 0 ${probes:+--probes "$probes"} || exit 1
 rc=0
-"$bin" loadgen --url "$url" --concurrency "$concurrency" --requests "$requests" --prompt-tokens "$prompt" \
+"$bin" loadgen --url "$serve_url" --concurrency "$concurrency" --requests "$requests" --prompt-tokens "$prompt" \
   --gen-tokens "$gen" --seed "$seed" >"$dir/record" 2>"$dir/loadgen.err" || rc=$?
-kill -TERM "$pid"
 src=0
-wait "$pid" || src=$?
-pid=""
+serve_down || src=$?
 cat "$dir/record"
 cat "$dir/loadgen.err" >&2
 [ "$src" -eq 0 ] || { echo "bench-serve: the server exited $src on SIGTERM" >&2; exit 1; }

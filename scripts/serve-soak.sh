@@ -12,15 +12,13 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600} clients=${2:-16}
 v=${VERITY:-build/cli/verity}
 model=${MODEL:-models/stories260K.bin} tok=${TOKENIZER:-models/tok512.bin} parallel=${PARALLEL:-16}
+source scripts/lib/serve_up.sh
 dir=$(mktemp -d)
-pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-"$v" serve --model "$model" --tokenizer "$tok" --port 0 --threads 1 --parallel "$parallel" --queue "$clients" \
-  --probe-every 10 >"$dir/out" 2>"$dir/err" &
-pid=$!
-for _ in $(seq 1 600); do grep -q '^serve: listening on ' "$dir/out" && break; sleep 0.1; done
-url=$(sed -n 's/^serve: listening on \(http:[^ ]*\).*/\1/p' "$dir/out")
-[ -n "$url" ] || { cat "$dir/out" "$dir/err" >&2; echo "serve-soak: the server did not start verdict=FAIL"; exit 1; }
+serve_pid=""
+trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; rm -rf "$dir"' EXIT
+serve_up "$dir" "$v" --model "$model" --tokenizer "$tok" --threads 1 --parallel "$parallel" --queue "$clients" \
+  --probe-every 10 || { echo "serve-soak: the server did not start verdict=FAIL"; exit 1; }
+pid=$serve_pid url=$serve_url
 "$v" loadgen --url "$url" --concurrency "$clients" --duration "$seconds" \
   --prompt-tokens 16 --gen-tokens 64 >"$dir/record" 2>"$dir/loadgen.err" &
 lg=$!
@@ -34,10 +32,8 @@ while kill -0 "$lg" 2>/dev/null; do
   sleep 10
 done
 wait "$lg" || true
-kill -TERM "$pid"
 src=0
-wait "$pid" || src=$?
-pid=""
+serve_down || src=$?
 cat "$dir/samples"
 cat "$dir/loadgen.err" >&2
 python3 - "$dir/record" "$dir/samples" "$src" <<'EOF'
