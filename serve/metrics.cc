@@ -29,6 +29,12 @@ void Head(std::ostringstream& o, const char* name, const char* type, const char*
   o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
 }
 
+// A metric of one unlabelled sample: its head, then "name value".
+void Single(std::ostringstream& o, const char* name, const char* type, const char* help, const std::string& value) {
+  Head(o, name, type, help);
+  o << name << " " << value << "\n";
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -96,33 +102,23 @@ std::string Metrics::Render() const {
   Head(o, "verity_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
   for (const auto& [k, n] : requests_)
     o << "verity_requests_total{endpoint=\"" << k.first << "\",status=\"" << k.second << "\"} " << n << "\n";
-  Head(o, "verity_prompt_tokens_total", "counter", "Prompt tokens prefilled.");
-  o << "verity_prompt_tokens_total " << prompt_tokens_ << "\n";
-  Head(o, "verity_generated_tokens_total", "counter", "Tokens generated.");
-  o << "verity_generated_tokens_total " << generated_tokens_ << "\n";
+  using std::to_string;
+  Single(o, "verity_prompt_tokens_total", "counter", "Prompt tokens prefilled.", to_string(prompt_tokens_));
+  Single(o, "verity_generated_tokens_total", "counter", "Tokens generated.", to_string(generated_tokens_));
   Head(o, "verity_time_to_first_token_seconds", "histogram", "From a request's arrival in the queue to its first token.");
   o << ttft_.Render("verity_time_to_first_token_seconds");
   Head(o, "verity_inter_token_seconds", "histogram", "Between consecutive tokens of one request.");
   o << itl_.Render("verity_inter_token_seconds");
-  Head(o, "verity_queue_depth", "gauge", "Requests waiting for a slot.");
-  o << "verity_queue_depth " << queue_ << "\n";
-  Head(o, "verity_running_batch_size", "gauge", "Sequences in the last decode step.");
-  o << "verity_running_batch_size " << running_ << "\n";
-  Head(o, "verity_kv_slots_in_use", "gauge", "KV-cache slots holding a sequence.");
-  o << "verity_kv_slots_in_use " << slots_used_ << "\n";
-  Head(o, "verity_kv_slots", "gauge", "KV-cache slots (--parallel).");
-  o << "verity_kv_slots " << slots_ << "\n";
-  Head(o, "verity_probe_passes_total", "counter", "Coherence probe rounds that passed.");
-  o << "verity_probe_passes_total " << probe_passes_ << "\n";
-  Head(o, "verity_probe_failures_total", "counter", "Coherence probe rounds that failed.");
-  o << "verity_probe_failures_total " << probe_failures_ << "\n";
-  Head(o, "verity_healthy", "gauge", "1 while the last probe round passed.");
-  o << "verity_healthy " << healthy_ << "\n";
+  Single(o, "verity_queue_depth", "gauge", "Requests waiting for a slot.", to_string(queue_));
+  Single(o, "verity_running_batch_size", "gauge", "Sequences in the last decode step.", to_string(running_));
+  Single(o, "verity_kv_slots_in_use", "gauge", "KV-cache slots holding a sequence.", to_string(slots_used_));
+  Single(o, "verity_kv_slots", "gauge", "KV-cache slots (--parallel).", to_string(slots_));
+  Single(o, "verity_probe_passes_total", "counter", "Coherence probe rounds that passed.", to_string(probe_passes_));
+  Single(o, "verity_probe_failures_total", "counter", "Coherence probe rounds that failed.", to_string(probe_failures_));
+  Single(o, "verity_healthy", "gauge", "1 while the last probe round passed.", to_string(healthy_));
   const auto [rss, hwm] = Rss();
-  Head(o, "process_resident_memory_bytes", "gauge", "Resident memory (VmRSS).");
-  o << "process_resident_memory_bytes " << Num(rss) << "\n";
-  Head(o, "verity_peak_resident_memory_bytes", "gauge", "Peak resident memory (VmHWM).");
-  o << "verity_peak_resident_memory_bytes " << Num(hwm) << "\n";
+  Single(o, "process_resident_memory_bytes", "gauge", "Resident memory (VmRSS).", Num(rss));
+  Single(o, "verity_peak_resident_memory_bytes", "gauge", "Peak resident memory (VmHWM).", Num(hwm));
   return o.str();
 }
 
