@@ -37,10 +37,11 @@ std::string PluginDir();
 // PATH: the directories `verity gbench` searches for a benchmark binary named
 // without a '/', as a shell would. Default: empty (the current directory only).
 std::string ExecutableSearchPath();
-// VERITY_STREAM_PREFETCH: "nta" or "off": whether bf16 and q8_0 decode
-// prefetch their weight rows non-temporally (kernels/cpu/simd.cc). Default:
-// empty, meaning the CPU decides (on for AMD, where it was measured to pay;
-// off elsewhere). Any other value is ignored with a note. Speed only: the
+// VERITY_STREAM_PREFETCH: "nta", "t0" or "off": how bf16 and q8_0 decode
+// prefetch their weight rows (non-temporally 8 KB ahead, prefetcht0 1 KB
+// ahead, or not; kernels/cpu/simd.cc). Default: empty, meaning the CPU
+// decides (t0 on AMD family 19h, nta on other AMD, off elsewhere: what was
+// measured to pay). Any other value is ignored with a note. Speed only: the
 // results are the same bits either way.
 std::string StreamPrefetch();
 // VERITY_BENCH_CHUNK_MACS (kernels_bench only): multiply-adds per pool chunk

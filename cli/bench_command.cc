@@ -83,14 +83,19 @@ struct BenchRecord {
   std::optional<kernels::Backend::PoolCounters> pool;
   // Which variant of the fast kernels ran (null for the other backends, and in
   // records written before it existed): the SIMD target and whether bf16/q8_0
-  // prefetched their weights non-temporally (VERITY_STREAM_PREFETCH can force it).
+  // prefetched their weights ahead, and with which hint ("nta", "t0", "off";
+  // absent in records written before it existed). VERITY_STREAM_PREFETCH can
+  // force it.
   std::optional<std::string> simd_target;
   std::optional<bool> stream_prefetch;
+  std::optional<std::string> stream_prefetch_hint;
 };
 
 nlohmann::json KernelsJson(const BenchRecord& r) {
   if (!r.simd_target) return nlohmann::json();
-  return {{"simd_target", *r.simd_target}, {"stream_prefetch", *r.stream_prefetch}};
+  nlohmann::json k = {{"simd_target", *r.simd_target}, {"stream_prefetch", *r.stream_prefetch}};
+  if (r.stream_prefetch_hint) k["stream_prefetch_hint"] = *r.stream_prefetch_hint;
+  return k;
 }
 
 nlohmann::json PoolJson(const std::optional<kernels::Backend::PoolCounters>& p) {
@@ -231,6 +236,14 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
     if (!prefetch || !prefetch->is_boolean()) return fail("kernels.stream_prefetch", "a boolean");
     r.simd_target = target->get<std::string>();
     r.stream_prefetch = prefetch->get<bool>();
+    if (const nlohmann::json* hint = at(*k, "stream_prefetch_hint"); hint && !hint->is_null()) {
+      const std::string h = hint->is_string() ? hint->get<std::string>() : "";
+      if (h != "nta" && h != "t0" && h != "off") return fail("kernels.stream_prefetch_hint", "one of nta, t0, off");
+      if ((h != "off") != *r.stream_prefetch)
+        return fail("kernels.stream_prefetch_hint", *r.stream_prefetch ? "nta or t0 (stream_prefetch is true)"
+                                                                       : "off (stream_prefetch is false)");
+      r.stream_prefetch_hint = h;
+    }
   }
   return r;
 }
@@ -266,7 +279,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "achieved_gb_s,read_gb_s,fraction,kv_bytes_per_token,achieved_gb_s_with_kv,fraction_with_kv,"
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
-      "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb\n";
+      "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint\n";
   auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
     return r.pool ? std::to_string((*r.pool).*field) : std::string();
   };
@@ -289,7 +302,8 @@ std::string PrintCsv(const BenchRecord& r) {
                     count(&kernels::Backend::PoolCounters::contended_windows) + "," +
                     (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
                     (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," +
-                    Num(r.baseline_rss_mb) + "\n";
+                    Num(r.baseline_rss_mb) + "," +
+                    (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "\n";
   return header + row;
 }
 
@@ -567,6 +581,7 @@ int RunBench(BenchOptions o) {
   if (o.backend == "fast") {
     r.simd_target = kernels::SimdTargetName();
     r.stream_prefetch = kernels::StreamPrefetchOn();
+    r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
   }
   Generation g(t, o.prompt_tokens, o.gen_tokens);
 
@@ -704,7 +719,10 @@ int RunBench(BenchOptions o) {
                                   : "");
   if (r.simd_target)
     std::fprintf(stderr, "verity: fast kernels on %s, bf16/q8_0 weight prefetch %s\n", r.simd_target->c_str(),
-                 *r.stream_prefetch ? "non-temporal" : "off");
+                 !r.stream_prefetch_hint    ? (*r.stream_prefetch ? "on" : "off")
+                 : *r.stream_prefetch_hint == "nta" ? "non-temporal (8 KB ahead)"
+                 : *r.stream_prefetch_hint == "t0"  ? "t0 (1 KB ahead)"
+                                                    : "off");
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "

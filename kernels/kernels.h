@@ -158,8 +158,10 @@ Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
 // The instruction set the fast backend's kernels run on this CPU ("AVX2", ...).
 const char* SimdTargetName();
 // True iff the fast backend's bf16 and q8_0 matrix-vector products prefetch
-// their weights non-temporally on this CPU (AMD, or VERITY_STREAM_PREFETCH=nta).
+// their weights ahead on this CPU (AMD, or VERITY_STREAM_PREFETCH=nta|t0), and
+// with which hint: "nta", "t0" or "off" (kernels/cpu/simd.h).
 bool StreamPrefetchOn();
+const char* StreamPrefetchHintName();
 
 // Shared scalar kernels (identical in every backend, so their rounding is too).
 void RopeReference(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -381,29 +382,34 @@ TEST(Bench, ReportsHowThePoolSharedTheJobs) {
 }
 
 // The record names which variant of the fast kernels ran: the SIMD target and
-// whether bf16/q8_0 prefetched their weights non-temporally (the CPU decides;
+// whether and how bf16/q8_0 prefetched their weights (the CPU decides;
 // VERITY_STREAM_PREFETCH forces it). Null for another backend.
 TEST(Bench, NamesTheKernelVariantItRan) {
   const std::string cache = test::TempDir("cache"), dir = test::TempDir("bench-kernels");
-  for (const char* mode : {"nta", "off"}) {
+  const std::map<std::string, std::string> said = {
+      {"nta", "non-temporal (8 KB ahead)"}, {"t0", "t0 (1 KB ahead)"}, {"off", "off"}};
+  for (const char* mode : {"nta", "t0", "off"}) {
     auto r = Shell(std::string("VERITY_STREAM_PREFETCH=") + mode + " " +
                    Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     ASSERT_TRUE(j["kernels"].is_object()) << r.out;
     EXPECT_FALSE(j["kernels"]["simd_target"].get<std::string>().empty());
-    EXPECT_EQ(j["kernels"]["stream_prefetch"].get<bool>(), std::string(mode) == "nta") << r.out;
-    EXPECT_NE(r.err.find(std::string("weight prefetch ") + (std::string(mode) == "nta" ? "non-temporal" : "off")),
-              std::string::npos)
-        << r.err;
+    const bool on = std::string(mode) != "off";
+    EXPECT_EQ(j["kernels"]["stream_prefetch"].get<bool>(), on) << r.out;
+    EXPECT_EQ(j["kernels"]["stream_prefetch_hint"].get<std::string>(), mode) << r.out;
+    EXPECT_NE(r.err.find("weight prefetch " + said.at(mode) + "\n"), std::string::npos) << r.err;
     // It survives --from-json (json and csv), and a malformed one is named.
     const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
     ASSERT_FALSE(csv.head.empty());
-    // New columns are appended, so readers by position keep working: then came baseline_rss_mb.
-    ASSERT_GE(csv.head.size(), 2u);
-    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_stream_prefetch") << "appended after the older columns";
-    EXPECT_EQ(csv.head.back(), "baseline_rss_mb") << "the last column";
-    EXPECT_EQ(csv.Col("kernels_stream_prefetch"), std::string(mode) == "nta" ? "true" : "false");
+    // New columns are appended, so readers by position keep working: then
+    // came baseline_rss_mb, then the hint.
+    ASSERT_GE(csv.head.size(), 3u);
+    EXPECT_EQ(csv.head[csv.head.size() - 3], "kernels_stream_prefetch") << "appended after the older columns";
+    EXPECT_EQ(csv.head[csv.head.size() - 2], "baseline_rss_mb");
+    EXPECT_EQ(csv.head.back(), "kernels_stream_prefetch_hint") << "the last column";
+    EXPECT_EQ(csv.Col("kernels_stream_prefetch"), on ? "true" : "false");
+    EXPECT_EQ(csv.Col("kernels_stream_prefetch_hint"), mode);
   }
   auto j = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
   j["kernels"]["stream_prefetch"] = "yes";
@@ -411,6 +417,16 @@ TEST(Bench, NamesTheKernelVariantItRan) {
   auto bad = Shell(VerityBin() + " bench --from-json " + dir + "/bad.json");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("kernels.stream_prefetch"), std::string::npos) << bad.err;
+  // A hint that contradicts the flag, or is not a hint, is named too.
+  for (const char* hint : {"\"sideways\"", "\"off\""}) {
+    auto k = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
+    k["kernels"]["stream_prefetch"] = true;
+    k["kernels"]["stream_prefetch_hint"] = nlohmann::json::parse(hint);
+    test::WriteFile(dir + "/bad-hint.json", k.dump() + "\n");
+    auto h = Shell(VerityBin() + " bench --from-json " + dir + "/bad-hint.json");
+    EXPECT_NE(h.exit_code, 0) << hint;
+    EXPECT_NE(h.err.find("kernels.stream_prefetch_hint"), std::string::npos) << hint << ": " << h.err;
+  }
   auto ref = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --backend reference"));
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   EXPECT_TRUE(nlohmann::json::parse(ref.out)["kernels"].is_null()) << ref.out;

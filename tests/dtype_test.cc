@@ -281,14 +281,15 @@ TEST(DType, GenerateAndLogitsNameTheDtype) {
   }
 }
 
-// Whether bf16 and q8_0 decode prefetch their weights non-temporally is a
-// per-CPU speed choice (simd::StreamPrefetchOn); either way the logits are
-// the same bits. A value that is neither nta nor off is named and ignored.
+// How bf16 and q8_0 decode prefetch their weights (non-temporally, prefetcht0,
+// or not) is a per-CPU speed choice (simd::StreamPrefetch); every way the
+// logits are the same bits. A value that is none of nta, t0, off is named and
+// ignored.
 TEST(DType, StreamPrefetchChangesNoBit) {
   for (const char* d : {"bf16", "q8_0"}) {
-    std::string logits[2];
+    std::string logits[3];
     int k = 0;
-    for (const char* mode : {"nta", "off"}) {
+    for (const char* mode : {"nta", "t0", "off"}) {
       const std::string out = test::TempDir("prefetch") + "/l.f32";
       auto l = Shell(std::string("VERITY_STREAM_PREFETCH=") + mode + " " + VerityBin() + " logits --model " +
                      Model("stories260K.bin") + " --ids '1 403 407 261 378 105 217 350' --out " + out +
@@ -298,12 +299,13 @@ TEST(DType, StreamPrefetchChangesNoBit) {
     }
     ASSERT_EQ(logits[0].size(), 8u * 512 * 4) << d;
     EXPECT_NE(logits[0].find_first_not_of('\0'), std::string::npos) << d;
-    EXPECT_TRUE(logits[0] == logits[1]) << d << ": prefetching changed the logits";
+    EXPECT_TRUE(logits[0] == logits[1]) << d << ": prefetcht0 changed the logits";
+    EXPECT_TRUE(logits[0] == logits[2]) << d << ": prefetching changed the logits";
   }
   auto bad = Shell("VERITY_STREAM_PREFETCH=maybe " + VerityBin() + " logits --model " + Model("stories260K.bin") +
                    " --ids '1 403' --out " + test::TempDir("prefetch-bad") + "/l.f32 --backend fast --dtype q8_0");
   EXPECT_EQ(bad.exit_code, 0) << bad.err;
-  EXPECT_NE(bad.err.find("VERITY_STREAM_PREFETCH=maybe is neither nta nor off: ignored"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("VERITY_STREAM_PREFETCH=maybe is none of nta, t0, off: ignored"), std::string::npos) << bad.err;
 }
 
 // --reference-dtype same runs the reference backend on the candidate's own

@@ -89,6 +89,7 @@ void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst) {
 
 const char* SimdTargetName() { return simd::TargetName(); }
 bool StreamPrefetchOn() { return simd::StreamPrefetchOn(); }
+const char* StreamPrefetchHintName() { return simd::StreamPrefetchName(simd::StreamPrefetch()); }
 
 // Same arithmetic as llama2.c's run.c, so greedy text matches it byte for byte.
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -97,23 +98,49 @@ const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 // the FMA latency; they are summed once per row.
 constexpr int kUnroll = 4;
 
-// bf16 and q8_0 decode also prefetch their weight stream kStreamAhead bytes
-// ahead with the non-temporal hint (x86 prefetchnta, Arm pldl1strm) where
-// StreamPrefetchOn() says so: on AMD. On the Zen 5 box, one core, interleaved
-// `verity bench` on the ~110M synth: decode +15% (bf16) and +20% (q8_0) with
-// 16-token prompts, +11% and +13% with 512; 4 KB ahead gained less, 16 KB
-// less again; prefetcht1 16 KB ahead for q8_0 had gained nothing end to end
-// (ledger change 23). The hint matters as much as the distance: lines fetched
-// non-temporally are not kept in L3 when they leave L1/L2, so the weights,
-// read once per token, stop flushing the KV cache. On an Intel Xeon (the
-// 16-core machine lent with a GPU, 2026-11-30, kernels_bench
-// BM_DecodeVsStream, ABBA) the same prefetch cost q8_0 40% (6.5 against 10.9
-// GB/s from DRAM, one core) and bf16 13% (7.8 against 9.1): there
-// prefetchnta fills L1 without training the L2 streamer. f32, already at
-// ~93% of the probe, is left as is: the same prefetch issued per row cost it
-// 7% (ledger change 28, branch exp-f32-nta).
-constexpr size_t kStreamAhead = 8192;
-HWY_INLINE void PrefetchStream(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/0); }
+// bf16 and q8_0 decode also prefetch their weight stream ahead of their loads,
+// with the hint and distance StreamPrefetch() chose for this CPU:
+// - kNonTemporal, 8 KB ahead (x86 prefetchnta, Arm pldl1strm): on the Zen 5
+//   box, one core, interleaved `verity bench` on the ~110M synth: decode +15%
+//   (bf16) and +20% (q8_0) with 16-token prompts, +11% and +13% with 512; 4 KB
+//   ahead gained less, 16 KB less again; prefetcht1 16 KB ahead for q8_0 had
+//   gained nothing end to end (ledger change 23). The hint matters as much as
+//   the distance: lines fetched non-temporally are not kept in L3 when they
+//   leave L1/L2, so the weights, read once per token, stop flushing the KV
+//   cache.
+// - kT0, 1 KB ahead (prefetcht0): on a Zen 3 EPYC (2026-12-01) the 8 KB
+//   non-temporal prefetch gained bf16 nothing (0.80 against 0.80 of a plain
+//   read, stand-alone loop over 200 MB, 768- and 2048-wide rows, 60-80
+//   interleaved passes), prefetcht0 1 KB ahead 0.81-0.86 against 0.75-0.80;
+//   512 B and 1.5-4 KB gained less, prefetcht1 2 KB lost. The likely reason:
+//   at 2 bytes a weight the loop's instructions fill the reorder window ~3x
+//   faster per cache line than f32's, so fewer demand misses are in flight
+//   unless the prefetch keeps them there.
+// - kOff: on an Intel Xeon (the 16-core machine lent with a GPU, 2026-11-30,
+//   kernels_bench BM_DecodeVsStream, ABBA) the non-temporal prefetch cost q8_0
+//   40% (6.5 against 10.9 GB/s from DRAM, one core) and bf16 13% (7.8 against
+//   9.1): there prefetchnta fills L1 without training the L2 streamer.
+// f32, already at ~93% of the probe, is left as is: the non-temporal prefetch
+// issued per row cost it 7% (ledger change 28, branch exp-f32-nta), and
+// prefetcht0 1 KB ahead cost it ~10% on the Zen 3 loop.
+constexpr size_t kStreamAheadNonTemporal = 8192, kStreamAheadT0 = 1024;
+
+// Prefetches the line kStreamAhead* bytes past p, with hint H.
+template <StreamPrefetchHint H>
+HWY_INLINE void PrefetchAhead(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  if constexpr (H == StreamPrefetchHint::kNonTemporal) __builtin_prefetch(c + kStreamAheadNonTemporal, 0, 0);
+  if constexpr (H == StreamPrefetchHint::kT0) __builtin_prefetch(c + kStreamAheadT0, 0, 3);
+}
+
+// Every line of a row of `bytes` bytes at p, ahead (once per row, before it is read).
+HWY_INLINE void PrefetchRowAhead(StreamPrefetchHint h, const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  if (h == StreamPrefetchHint::kNonTemporal)
+    for (size_t off = 0; off < bytes; off += 64) PrefetchAhead<StreamPrefetchHint::kNonTemporal>(c + off);
+  if (h == StreamPrefetchHint::kT0)
+    for (size_t off = 0; off < bytes; off += 64) PrefetchAhead<StreamPrefetchHint::kT0>(c + off);
+}
 
 // w . x with vectors of D's width (the full width for MatVec; attention's
 // narrow heads use 8 or 4 lanes): kUnroll accumulators, then single vectors,
@@ -150,7 +177,7 @@ HWY_INLINE VF LoadBF16(const hn::Rebind<uint16_t, DF> d16, const uint16_t* HWY_R
   return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
 }
 
-template <bool kPrefetch>
+template <StreamPrefetchHint kHint>
 HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t cols) {
   const DF d;
   const hn::Rebind<uint16_t, DF> d16;
@@ -158,8 +185,8 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   size_t j = 0;
   for (; j + kUnroll * N <= cols; j += kUnroll * N) {
-    if constexpr (kPrefetch)
-      for (size_t k = 0; k < kUnroll * N; k += 32) PrefetchStream(w + j + kStreamAhead / 2 + k);  // a line: 32 bf16
+    if constexpr (kHint != StreamPrefetchHint::kOff)
+      for (size_t k = 0; k < kUnroll * N; k += 32) PrefetchAhead<kHint>(w + j + k);  // a line: 32 bf16
     a0 = hn::MulAdd(LoadBF16(d16, w + j), hn::LoadU(d, x + j), a0);
     a1 = hn::MulAdd(LoadBF16(d16, w + j + N), hn::LoadU(d, x + j + N), a1);
     a2 = hn::MulAdd(LoadBF16(d16, w + j + 2 * N), hn::LoadU(d, x + j + 2 * N), a2);
@@ -173,10 +200,16 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
 
 void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int row_begin, int row_end) {
   const size_t n = static_cast<size_t>(cols);
-  if (StreamPrefetchOn()) {
-    for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<true>(w + i * n, x, n);
-  } else {
-    for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<false>(w + i * n, x, n);
+  switch (StreamPrefetch()) {
+    case StreamPrefetchHint::kNonTemporal:
+      for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<StreamPrefetchHint::kNonTemporal>(w + i * n, x, n);
+      return;
+    case StreamPrefetchHint::kT0:
+      for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<StreamPrefetchHint::kT0>(w + i * n, x, n);
+      return;
+    case StreamPrefetchHint::kOff:
+      for (int i = row_begin; i < row_end; i++) out[i] = DotBF16<StreamPrefetchHint::kOff>(w + i * n, x, n);
+      return;
   }
 }
 
@@ -237,13 +270,11 @@ HWY_INLINE void DotsRow(const W* HWY_RESTRICT w, const float* const* xs, size_t 
 // vector from L1.
 template <class W, class Load>
 HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
-                            int row_end, bool prefetch) {
+                            int row_end, StreamPrefetchHint prefetch) {
   const size_t c = static_cast<size_t>(cols), ld = static_cast<size_t>(ld_out), row_bytes = c * sizeof(W);
   for (int i = row_begin; i < row_end; i++) {
     const W* row = w + i * c;
-    if (prefetch)
-      for (size_t off = 0; off < row_bytes; off += 64)
-        PrefetchStream(reinterpret_cast<const uint8_t*>(row) + kStreamAhead + off);
+    PrefetchRowAhead(prefetch, row, row_bytes);
     const float* xs[kRowsVectors];
     int t = 0;
     for (; t + kRowsVectors <= n; t += kRowsVectors) {
@@ -259,12 +290,12 @@ HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int c
 
 void MatRowsF32Impl(const float* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
                     int row_end) {
-  // f32's MatVec does not prefetch (see kStreamAhead).
-  MatRowsImpl<float, LoadF32>(w, x, n, out, cols, ld_out, row_begin, row_end, /*prefetch=*/false);
+  // f32's MatVec does not prefetch (see kStreamAheadT0).
+  MatRowsImpl<float, LoadF32>(w, x, n, out, cols, ld_out, row_begin, row_end, StreamPrefetchHint::kOff);
 }
 void MatRowsBF16Impl(const uint16_t* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
                      int row_end) {
-  MatRowsImpl<uint16_t, LoadBF16Row>(w, x, n, out, cols, ld_out, row_begin, row_end, StreamPrefetchOn());
+  MatRowsImpl<uint16_t, LoadBF16Row>(w, x, n, out, cols, ld_out, row_begin, row_end, StreamPrefetch());
 }
 
 // q8_0 against quantized x (QuantizedX: int16, one scale per block of 32),
@@ -455,11 +486,10 @@ VERITY_Q8_ATTR HWY_INLINE void DotQ8Rows(const uint8_t* const* rows, const Quant
 VERITY_Q8_ATTR void MatVecQ8_0Impl(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
   const size_t row_bytes = static_cast<size_t>(x.cols / kQ8Block) * sizeof(BlockQ8_0);
   const QuantizedX* xs[1] = {&x};
-  const bool prefetch = StreamPrefetchOn();
+  const StreamPrefetchHint prefetch = StreamPrefetch();
   for (int i = row_begin; i < row_end; i++) {
     const uint8_t* row[1] = {w + i * row_bytes};
-    if (prefetch)
-      for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(row[0] + kStreamAhead + off);
+    PrefetchRowAhead(prefetch, row[0], row_bytes);
     DotQ8Rows<1, 1>(row, xs, out + i);
   }
 }
@@ -510,11 +540,10 @@ VERITY_Q8_ATTR void MatRowsQ8_0Impl(const uint8_t* w, const QuantizedX* x, int n
   if (n == 0) return;
   const size_t row_bytes = static_cast<size_t>(x[0].cols / kQ8Block) * sizeof(BlockQ8_0);
   const size_t ld = static_cast<size_t>(ld_out);
-  const bool prefetch = StreamPrefetchOn();
+  const StreamPrefetchHint prefetch = StreamPrefetch();
   constexpr int kT = 4;
   for (int i = row_begin; i < row_end; i++) {
-    if (prefetch)
-      for (size_t off = 0; off < row_bytes; off += 64) PrefetchStream(w + i * row_bytes + kStreamAhead + off);
+    PrefetchRowAhead(prefetch, w + i * row_bytes, row_bytes);
     int t = 0;
     for (; t + kT <= n; t += kT) Q8Tile<1, kT>(w, row_bytes, x, out, ld, i, t);
     for (; t < n; t++) Q8Tile<1, 1>(w, row_bytes, x, out, ld, i, t);
@@ -868,21 +897,50 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace verity::kernels::simd {
 
-bool StreamPrefetchOn() {
-  static const bool on = [] {
-    const std::string v = env::StreamPrefetch();
-    if (v == "nta") return true;
-    if (v == "off") return false;
-    if (!v.empty())
-      std::fprintf(stderr, "verity: note: VERITY_STREAM_PREFETCH=%s is neither nta nor off: ignored\n", v.c_str());
+namespace {
+// The hint this CPU gets when VERITY_STREAM_PREFETCH does not say (see
+// kStreamAheadT0 for what each was measured to do where).
+StreamPrefetchHint DefaultHintForThisCpu() {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd") != 0;  // measured to pay on Zen 5, to cost on an Intel Xeon
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd") == 0) return StreamPrefetchHint::kOff;  // measured to cost on an Intel Xeon
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetchHint::kNonTemporal;
+  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
+  // Family 19h is Zen 3 (measured) and Zen 4 (not yet measured); 1Ah is Zen 5
+  // (measured); the older families keep the hint they always had.
+  return family == 0x19 ? StreamPrefetchHint::kT0 : StreamPrefetchHint::kNonTemporal;
 #else
-    return false;  // never measured here
+  return StreamPrefetchHint::kOff;  // never measured here
 #endif
+}
+}  // namespace
+
+StreamPrefetchHint StreamPrefetch() {
+  static const StreamPrefetchHint hint = [] {
+    const std::string v = env::StreamPrefetch();
+    if (v == "nta") return StreamPrefetchHint::kNonTemporal;
+    if (v == "t0") return StreamPrefetchHint::kT0;
+    if (v == "off") return StreamPrefetchHint::kOff;
+    if (!v.empty())
+      std::fprintf(stderr, "verity: note: VERITY_STREAM_PREFETCH=%s is none of nta, t0, off: ignored\n", v.c_str());
+    return DefaultHintForThisCpu();
   }();
-  return on;
+  return hint;
+}
+
+bool StreamPrefetchOn() { return StreamPrefetch() != StreamPrefetchHint::kOff; }
+
+const char* StreamPrefetchName(StreamPrefetchHint h) {
+  switch (h) {
+    case StreamPrefetchHint::kNonTemporal:
+      return "nta";
+    case StreamPrefetchHint::kT0:
+      return "t0";
+    case StreamPrefetchHint::kOff:
+      return "off";
+  }
+  return "off";
 }
 
 HWY_EXPORT(TargetNameImpl);

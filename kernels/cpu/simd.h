@@ -137,11 +137,16 @@ void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst);
 // (so the reads cannot be elided): the read-bandwidth probe of a roofline.
 uint64_t StreamRead(const void* data, size_t bytes);
 
-// True iff bf16 and q8_0 matrix-vector products prefetch their weight rows
-// non-temporally, kStreamAhead bytes ahead of their loads: on AMD CPUs unless
-// VERITY_STREAM_PREFETCH says otherwise (simd.cc says what was measured).
-// Decided once per process; it changes speed, never results.
-bool StreamPrefetchOn();
+// How bf16 and q8_0 matrix-vector products prefetch their weight rows ahead of
+// their loads: non-temporally 8 KB ahead (AMD Zen 5 and older), prefetcht0 1 KB
+// ahead (AMD family 19h: Zen 3, Zen 4), or not at all (Intel, Arm), unless
+// VERITY_STREAM_PREFETCH=nta|t0|off says otherwise (simd.cc says what was
+// measured). Decided once per process; it changes speed, never results.
+enum class StreamPrefetchHint { kOff, kNonTemporal, kT0 };
+StreamPrefetchHint StreamPrefetch();
+bool StreamPrefetchOn();  // StreamPrefetch() != kOff
+// "nta", "t0" or "off": VERITY_STREAM_PREFETCH's names.
+const char* StreamPrefetchName(StreamPrefetchHint h);
 
 // The instruction set the dispatcher chose on this CPU ("AVX3", "AVX2", "SSE4",
 // "NEON", "SCALAR"/"EMU128"): Highway's name for the target.
