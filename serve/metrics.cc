@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,6 +89,13 @@ void Metrics::Gauges(int queue_depth, int running, int slots_in_use, int slots_t
   if (slots_in_use >= 0) slots_used_ = slots_in_use;
   if (slots_total >= 0) slots_ = slots_total;
 }
+void Metrics::DecodeStep(int rows) {
+  std::lock_guard<std::mutex> l(mu_);
+  running_ = rows;
+  running_max_ = std::max(running_max_, rows);
+  decode_steps_++;
+  decode_rows_ += static_cast<uint64_t>(rows);
+}
 void Metrics::Probe(bool pass) {
   std::lock_guard<std::mutex> l(mu_);
   (pass ? probe_passes_ : probe_failures_)++;
@@ -111,6 +120,11 @@ std::string Metrics::Render() const {
   o << itl_.Render("verity_inter_token_seconds");
   Single(o, "verity_queue_depth", "gauge", "Requests waiting for a slot.", to_string(queue_));
   Single(o, "verity_running_batch_size", "gauge", "Sequences in the last decode step.", to_string(running_));
+  Single(o, "verity_running_batch_size_max", "gauge", "Sequences in the largest decode step since start.",
+         to_string(running_max_));
+  Single(o, "verity_decode_steps_total", "counter", "Batched decode steps run.", to_string(decode_steps_));
+  Single(o, "verity_decode_step_rows_total", "counter",
+         "Sequences decoded over all steps (divided by the steps: the mean batch).", to_string(decode_rows_));
   Single(o, "verity_kv_slots_in_use", "gauge", "KV-cache slots holding a sequence.", to_string(slots_used_));
   Single(o, "verity_kv_slots", "gauge", "KV-cache slots (--parallel).", to_string(slots_));
   Single(o, "verity_probe_passes_total", "counter", "Coherence probe rounds that passed.", to_string(probe_passes_));

@@ -33,6 +33,10 @@ class Metrics {
   void FirstToken(double seconds);
   void InterToken(double seconds);
   void Gauges(int queue_depth, int running, int slots_in_use, int slots_total);
+  // One batched decode step of `rows` sequences: sets the running batch
+  // size, counts the step and its rows, and keeps the largest step, so a
+  // reader (and the batch-invariance test) can tell that batching happened.
+  void DecodeStep(int rows);
   void Probe(bool pass);
   void Healthy(bool healthy);
   std::string Render() const;
@@ -41,7 +45,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, probe_passes_ = 0, probe_failures_ = 0;
-  int queue_ = 0, running_ = 0, slots_used_ = 0, slots_ = 0, healthy_ = 0;
+  int queue_ = 0, running_ = 0, slots_used_ = 0, slots_ = 0, healthy_ = 0, running_max_ = 0;
+  uint64_t decode_steps_ = 0, decode_rows_ = 0;
   Histogram ttft_, itl_;
 };
 

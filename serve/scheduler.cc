@@ -139,7 +139,7 @@ void Scheduler::StepRunning() {
   std::vector<int> slot, token, pos;
   for (const Running& r : running_) slot.push_back(r.slot), token.push_back(r.next), pos.push_back(r.pos);
   d_.Step(slot.data(), token.data(), pos.data(), static_cast<int>(running_.size()), logits_.data());
-  metrics_.Gauges(-1, static_cast<int>(running_.size()), -1, -1);
+  metrics_.DecodeStep(static_cast<int>(running_.size()));
   const size_t vocab = d_.model().config.vocab_size;
   std::vector<Running> still;
   for (size_t i = 0; i < running_.size(); i++) {

@@ -5,7 +5,9 @@
 // Retry-After when full, and drains in-flight requests on SIGTERM.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -106,6 +108,28 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
+// The decode-step counters of /metrics: steps run and the sequences they held.
+struct StepCounts {
+  double steps = -1, rows = -1;
+};
+StepCounts Steps(httplib::Client& c) {
+  StepCounts n;
+  auto m = c.Get("/metrics");
+  if (!m) return n;
+  auto value = [&](const std::string& name) {
+    const size_t at = m->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+  };
+  n.steps = value("verity_decode_steps_total");
+  n.rows = value("verity_decode_step_rows_total");
+  return n;
+}
+
+// Alone means one sequence per decode step, batched means steps that held
+// several: /metrics' step counters say which happened, so the comparison
+// cannot pass without batching having run. Concurrent rounds (in alternating
+// order) go on until their steps held more sequences than there were steps,
+// at most 12; every round's tokens must be alone's.
 TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   ServeProcess s(Base("--parallel 8"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
@@ -113,11 +137,18 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   for (int i = 0; i < 8; i++) prompts.push_back(i % 2 ? "The cat was" : "One day, " + std::string(i, 'a'));
   std::vector<std::string> alone(prompts.size()), together(prompts.size());
   auto c = s.Client();
+  const StepCounts start = Steps(c);
+  ASSERT_GE(start.steps, 0) << "no verity_decode_steps_total in /metrics";
   for (size_t i = 0; i < prompts.size(); i++) alone[i] = Post(c, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
-  for (int round = 0; round < 2; round++) {
+  const StepCounts after_alone = Steps(c);
+  ASSERT_GT(after_alone.steps, start.steps) << "the requests ran no decode step";
+  EXPECT_EQ(after_alone.rows - start.rows, after_alone.steps - start.steps) << "an 'alone' request shared a step";
+  int round = 0;
+  StepCounts now = after_alone;
+  for (; round < 12 && (round < 2 || now.rows - after_alone.rows <= now.steps - after_alone.steps); round++) {
     std::vector<std::thread> ts;
     for (size_t k = 0; k < prompts.size(); k++) {
-      const size_t i = round ? prompts.size() - 1 - k : k;  // a second round in the other order
+      const size_t i = round % 2 ? prompts.size() - 1 - k : k;  // every other round in the other order
       ts.emplace_back([&, i] {
         auto cc = s.Client();
         together[i] = Post(cc, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
@@ -125,7 +156,13 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
     }
     for (auto& t : ts) t.join();
     for (size_t i = 0; i < prompts.size(); i++) EXPECT_EQ(together[i], alone[i]) << "request " << i << " round " << round;
+    now = Steps(c);
   }
+  EXPECT_GT(now.rows - after_alone.rows, now.steps - after_alone.steps)
+      << "in " << round << " rounds of 8 concurrent requests no decode step held two: batching was not tested";
+  std::printf("batch invariance: %d concurrent rounds, %.0f rows in %.0f steps (mean batch %.2f), tokens identical\n",
+              round, now.rows - after_alone.rows, now.steps - after_alone.steps,
+              (now.rows - after_alone.rows) / std::max(1.0, now.steps - after_alone.steps));
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("verity_kv_slots 8"), std::string::npos) << m->body;
