@@ -108,14 +108,16 @@ constexpr int kUnroll = 4;
 //   the distance: lines fetched non-temporally are not kept in L3 when they
 //   leave L1/L2, so the weights, read once per token, stop flushing the KV
 //   cache.
-// - kT0, 1 KB ahead (prefetcht0): on a Zen 3 EPYC (2026-12-01) the 8 KB
-//   non-temporal prefetch gained bf16 nothing (0.80 against 0.80 of a plain
-//   read, stand-alone loop over 200 MB, 768- and 2048-wide rows, 60-80
-//   interleaved passes), prefetcht0 1 KB ahead 0.81-0.86 against 0.75-0.80;
-//   512 B and 1.5-4 KB gained less, prefetcht1 2 KB lost. The likely reason:
-//   at 2 bytes a weight the loop's instructions fill the reorder window ~3x
-//   faster per cache line than f32's, so fewer demand misses are in flight
-//   unless the prefetch keeps them there.
+// - kT0, 1 KB ahead (prefetcht0): on a Zen 3 EPYC (2026-12-01), in a
+//   stand-alone loop over 200 MB (768- and 2048-wide rows, six runs of 30-120
+//   interleaved passes on a shared box), the bf16 dot read 0.75-0.87 of a
+//   plain read with it against 0.66-0.80 with no prefetch and 0.73-0.81 with
+//   the 8 KB non-temporal one; 512 B and 1.5-4 KB gained less, prefetcht1
+//   2 KB and two hints at once lost. End to end, `verity bench` on the ~110M
+//   synth at 1 thread, pp16: bf16 47-50 tok/s against 43-49 (nta), q8_0 80-86
+//   against 70-83; ledger change 35 (bf16, pp512+tg512): +13.28%. Why Zen 3
+//   differs from Zen 5 here is not established (without a prefetch, a
+//   version with a third fewer instructions per line streamed no faster).
 // - kOff: on an Intel Xeon (the 16-core machine lent with a GPU, 2026-11-30,
 //   kernels_bench BM_DecodeVsStream, ABBA) the non-temporal prefetch cost q8_0
 //   40% (6.5 against 10.9 GB/s from DRAM, one core) and bf16 13% (7.8 against
