@@ -4,6 +4,7 @@
 // asserts a time or a speed: only structure, consistency and arithmetic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -325,8 +326,19 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   ASSERT_EQ(old_lines.size(), 2u);
   const auto old_head = CsvFields(old_lines[0]), old_row = CsvFields(old_lines[1]);
   ASSERT_EQ(old_head.size(), old_row.size()) << old_csv.out;
-  EXPECT_EQ(old_head.back(), "baseline_rss_mb");
-  EXPECT_EQ(old_row.back(), "") << "absent is an empty field";
+  const auto baseline_at = std::find(old_head.begin(), old_head.end(), "baseline_rss_mb");
+  ASSERT_NE(baseline_at, old_head.end()) << old_csv.out;
+  EXPECT_EQ(old_row[baseline_at - old_head.begin()], "") << "absent is an empty field";
+  // And one from before the prefetch hint was named: the flag stays, the hint's cell (the last) is empty.
+  nlohmann::json no_hint = j;
+  no_hint["kernels"].erase("stream_prefetch_hint");
+  test::WriteFile(older_path, no_hint.dump() + "\n");
+  auto no_hint_csv = Shell(VerityBin() + " bench --from-json " + older_path + " --output csv");
+  ASSERT_EQ(no_hint_csv.exit_code, 0) << no_hint_csv.err;
+  const auto nh = Lines(no_hint_csv.out);
+  ASSERT_EQ(nh.size(), 2u);
+  EXPECT_EQ(CsvFields(nh[0]).back(), "kernels_stream_prefetch_hint");
+  EXPECT_EQ(CsvFields(nh[1]).back(), "") << "absent is an empty field";
 
   // A live run in each format prints one record too.
   for (const std::string fmt : {"jsonl", "csv", "md"}) {
