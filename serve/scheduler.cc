@@ -92,6 +92,9 @@ void Scheduler::Loop() {
       free_slots_.pop_back();
       Start(std::move(job), slot);
     }
+    // Published before the step too, so /metrics shows an admitted request's
+    // slot in use before its second token reaches the client.
+    if (!admitted.empty()) Publish();
     StepRunning();
     Publish();
   }
