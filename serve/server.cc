@@ -9,12 +9,16 @@
 
 #include "base/build_info.h"
 #include "serve/openai_json.h"
+#include "serve/peer_socket.h"
 
 namespace verity::serve {
 namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+// The status /metrics counts for a non-streaming request whose client left
+// before its answer (nginx's name for it); nothing is sent.
+constexpr int kClientClosedRequest = 499;
 
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -222,11 +226,16 @@ void Server::Routes() {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
     metrics_.Request("/metrics", 200);
   });
-  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { Completion(false, req.body, &res); });
-  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { Completion(true, req.body, &res); });
+  auto peer = [](const httplib::Request& req) { return Peer{req.remote_addr, req.remote_port, req.local_port}; };
+  http_->Post("/v1/completions", [this, peer](const httplib::Request& req, httplib::Response& res) {
+    Completion(false, req.body, peer(req), &res);
+  });
+  http_->Post("/v1/chat/completions", [this, peer](const httplib::Request& req, httplib::Response& res) {
+    Completion(true, req.body, peer(req), &res);
+  });
 }
 
-void Server::Completion(bool chat, const std::string& body, void* response) {
+void Server::Completion(bool chat, const std::string& body, const Peer& peer, void* response) {
   httplib::Response& res = *static_cast<httplib::Response*>(response);
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   auto parsed = ParseCompletionRequest(body, chat, served_, std::random_device{}());
@@ -253,8 +262,17 @@ void Server::Completion(bool chat, const std::string& body, void* response) {
   const auto deadline = Clock::now() + std::chrono::seconds(opt_.request_timeout_s);
   auto gen = std::make_shared<Generation>(*r, served_, job);
   if (!r->stream) {
+    // Nothing is written until the last token, so a client that leaves is
+    // seen by its socket's hang-up between tokens (a stream's failed write
+    // does it for SSE): the job is cancelled and frees its slot within a step.
+    const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_port);
     std::string text;
     while (gen->Next(deadline, &text)) {
+      if (PeerHungUp(fd)) {
+        job->Cancel();
+        metrics_.Request(endpoint, kClientClosedRequest);
+        return;
+      }
     }
     if (gen->error()) {
       SendError(res, *gen->error());

@@ -42,7 +42,12 @@ class Server {
 
  private:
   void Routes();
-  void Completion(bool chat, const std::string& body, void* response);
+  // The two ends of a request's connection (serve/peer_socket.h finds its socket).
+  struct Peer {
+    std::string addr;
+    int port = -1, local_port = -1;
+  };
+  void Completion(bool chat, const std::string& body, const Peer& peer, void* response);
 
   ServerOptions opt_;
   const ServedModel& served_;

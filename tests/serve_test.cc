@@ -169,6 +169,45 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
+// A non-streaming request writes nothing until its last token, so its
+// client's leaving is seen on the socket: a client that gives up after 40 ms
+// frees its slot long before 500 tokens of the reference backend would end
+// (~250 ms on an idle box), and the request is counted as 499.
+TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
+  ServeProcess s(Base("--parallel 1 --backend reference"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto probe = s.Client();
+  auto metric = [&](const std::string& name) {
+    const std::string body = probe.Get("/metrics")->body, key = "\n" + name + " ";
+    const size_t at = body.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
+  };
+  const double before = metric("verity_generated_tokens_total");
+  {
+    auto c = s.Client();
+    c.set_read_timeout(0, 40 * 1000);
+    json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}};
+    auto r = c.Post("/v1/completions", longreq.dump(), "application/json");
+    EXPECT_FALSE(r) << "the request ended within its client's 40 ms; the test needs a slower one";
+  }  // the client closes its socket here
+  auto c = s.Client();
+  for (int i = 0; i < 500 && metric("verity_kv_slots_in_use") != 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(metric("verity_kv_slots_in_use"), 0);
+  EXPECT_LT(metric("verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
+  std::string body;
+  for (int i = 0; i < 200; i++) {  // the handler counts it as it returns
+    body = probe.Get("/metrics")->body;
+    if (body.find("endpoint=\"/v1/completions\",status=\"499\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(body.find("endpoint=\"/v1/completions\",status=\"499\"} 1"), std::string::npos) << body;
+  int status = 0;
+  Post(c, "/v1/completions", Completion("a", 2), &status);
+  EXPECT_EQ(status, 200) << "the slot serves the next request";
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
 // The probes file is read every round: a wrong expectation makes the next
 // round fail (503 with question, expected and actual; an ALERT; counted), the
 // server keeps answering, and the right one makes it healthy again.
