@@ -34,9 +34,13 @@ bool End(int fd, bool peer, std::string* addr, int* port) {
   return true;
 }
 
+// inet_ntop leaves out an IPv6 address's scope ("fe80::1%eth0"); so does the match.
+std::string Unscoped(const std::string& addr) { return addr.substr(0, addr.find('%')); }
+
 }  // namespace
 
-int FindPeerSocket(const std::string& peer_addr, int peer_port, int local_port) {
+int FindPeerSocket(const std::string& peer_addr, int peer_port, const std::string& local_addr, int local_port) {
+  const std::string peer = Unscoped(peer_addr), local = Unscoped(local_addr);
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return -1;
   int found = -1;
@@ -44,10 +48,10 @@ int FindPeerSocket(const std::string& peer_addr, int peer_port, int local_port) 
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    std::string addr, local_addr;
+    std::string addr, self;
     int port = -1, lport = -1;
-    if (End(static_cast<int>(fd), /*peer=*/true, &addr, &port) && port == peer_port && addr == peer_addr &&
-        End(static_cast<int>(fd), /*peer=*/false, &local_addr, &lport) && lport == local_port) {
+    if (End(static_cast<int>(fd), /*peer=*/true, &addr, &port) && port == peer_port && addr == peer &&
+        End(static_cast<int>(fd), /*peer=*/false, &self, &lport) && lport == local_port && self == local) {
       found = static_cast<int>(fd);
       break;
     }

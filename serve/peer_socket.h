@@ -9,11 +9,14 @@
 
 namespace verity::serve {
 
-// The descriptor of the connected TCP socket whose local port is `local_port`
-// and whose peer is `peer_addr`:`peer_port` (as cpp-httplib prints them:
-// "127.0.0.1", "::1"); -1 if there is none. The connection stays open while
-// its handler runs, so the descriptor is valid until the handler returns.
-[[nodiscard]] int FindPeerSocket(const std::string& peer_addr, int peer_port, int local_port);
+// The descriptor of the connected TCP socket whose ends are
+// `local_addr`:`local_port` and `peer_addr`:`peer_port` (as cpp-httplib
+// prints them: "127.0.0.1", "::1"; an IPv6 scope "%eth0" is ignored); -1 if
+// there is none. The connection stays open while its handler runs (httplib
+// closes it on the same thread afterwards), so the descriptor is valid until
+// the handler returns.
+[[nodiscard]] int FindPeerSocket(const std::string& peer_addr, int peer_port, const std::string& local_addr,
+                                 int local_port);
 
 // True iff the peer has closed its end or the socket has failed (poll's
 // POLLRDHUP, POLLHUP or POLLERR, without waiting). A pipelined next request

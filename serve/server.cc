@@ -16,8 +16,9 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-// The status /metrics counts for a non-streaming request whose client left
-// before its answer (nginx's name for it); nothing is sent.
+// The status a non-streaming request whose client left before its answer is
+// given and counted with (nginx's name for it); a client that only
+// half-closed its socket can still read it, with Connection: close.
 constexpr int kClientClosedRequest = 499;
 
 void SendJson(httplib::Response& res, int status, const json& body) {
@@ -226,7 +227,7 @@ void Server::Routes() {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
     metrics_.Request("/metrics", 200);
   });
-  auto peer = [](const httplib::Request& req) { return Peer{req.remote_addr, req.remote_port, req.local_port}; };
+  auto peer = [](const httplib::Request& req) { return Peer{req.remote_addr, req.local_addr, req.remote_port, req.local_port}; };
   http_->Post("/v1/completions", [this, peer](const httplib::Request& req, httplib::Response& res) {
     Completion(false, req.body, peer(req), &res);
   });
@@ -265,11 +266,13 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
     // Nothing is written until the last token, so a client that leaves is
     // seen by its socket's hang-up between tokens (a stream's failed write
     // does it for SSE): the job is cancelled and frees its slot within a step.
-    const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_port);
+    const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_addr, peer.local_port);
     std::string text;
     while (gen->Next(deadline, &text)) {
       if (PeerHungUp(fd)) {
         job->Cancel();
+        res.set_header("Connection", "close");
+        SendError(res, {kClientClosedRequest, "invalid_request_error", "the client closed its connection", "", ""});
         metrics_.Request(endpoint, kClientClosedRequest);
         return;
       }

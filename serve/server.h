@@ -44,7 +44,7 @@ class Server {
   void Routes();
   // The two ends of a request's connection (serve/peer_socket.h finds its socket).
   struct Peer {
-    std::string addr;
+    std::string addr, local_addr;
     int port = -1, local_port = -1;
   };
   void Completion(bool chat, const std::string& body, const Peer& peer, void* response);
