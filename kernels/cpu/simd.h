@@ -139,9 +139,9 @@ uint64_t StreamRead(const void* data, size_t bytes);
 
 // How bf16 and q8_0 matrix-vector products prefetch their weight rows ahead of
 // their loads: non-temporally 8 KB ahead (AMD Zen 5 and older), prefetcht0 1 KB
-// ahead (AMD family 19h: Zen 3; Zen 4 shares the family, unmeasured), or not at all (Intel, Arm), unless
-// VERITY_STREAM_PREFETCH=nta|t0|off says otherwise (simd.cc says what was
-// measured). Decided once per process; it changes speed, never results.
+// ahead (AMD family 19h: Zen 3; Zen 4 shares the family, unmeasured), or not
+// at all (Intel, Arm), unless VERITY_STREAM_PREFETCH=nta|t0|off says
+// otherwise (simd.cc says what was measured). Decided once per process; it changes speed, never results.
 enum class StreamPrefetchHint { kOff, kNonTemporal, kT0 };
 StreamPrefetchHint StreamPrefetch();
 bool StreamPrefetchOn();  // StreamPrefetch() != kOff
