@@ -108,6 +108,18 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
+// An unlabelled metric's value in a /metrics body; -1 if it is absent.
+double MetricIn(const std::string& body, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = body.find(key);
+  return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
+}
+// The same, read from a live server; -2 when the GET itself failed (a timed-out read under load: not a value).
+double Metric(httplib::Client& c, const std::string& name) {
+  auto m = c.Get("/metrics");
+  return m ? MetricIn(m->body, name) : -2.0;
+}
+
 // The decode-step counters of /metrics: steps run and the sequences they held.
 struct StepCounts {
   double steps = -1, rows = -1;
@@ -116,12 +128,8 @@ StepCounts Steps(httplib::Client& c) {
   StepCounts n;
   auto m = c.Get("/metrics");
   if (!m) return n;
-  auto value = [&](const std::string& name) {
-    const size_t at = m->body.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
-  };
-  n.steps = value("verity_decode_steps_total");
-  n.rows = value("verity_decode_step_rows_total");
+  n.steps = MetricIn(m->body, "verity_decode_steps_total");
+  n.rows = MetricIn(m->body, "verity_decode_step_rows_total");
   return n;
 }
 
@@ -177,14 +185,7 @@ TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
   ServeProcess s(Base("--parallel 1 --backend reference"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   auto probe = s.Client();
-  auto metric = [&](const std::string& name) {
-    auto m = probe.Get("/metrics");
-    if (!m) return -2.0;  // a timed-out read under load: not a value
-    const std::string body = m->body, key = "\n" + name + " ";
-    const size_t at = body.find(key);
-    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
-  };
-  const double before = metric("verity_generated_tokens_total");
+  const double before = Metric(probe, "verity_generated_tokens_total");
   {
     auto c = s.Client();
     c.set_read_timeout(0, 40 * 1000);
@@ -193,10 +194,10 @@ TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
     EXPECT_FALSE(r) << "the request ended within its client's 40 ms; the test needs a slower one";
   }  // the client closes its socket here
   auto c = s.Client();
-  for (int i = 0; i < 500 && metric("verity_kv_slots_in_use") != 0; i++)
+  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") != 0; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(metric("verity_kv_slots_in_use"), 0);
-  EXPECT_LT(metric("verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
+  EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 0);
+  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
   std::string body;
   for (int i = 0; i < 200; i++) {  // the handler counts it as it returns
     auto m = probe.Get("/metrics");
@@ -285,14 +286,7 @@ TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
   ServeProcess s(Base("--parallel 1 --backend reference"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   auto probe = s.Client();
-  auto metric = [&](const std::string& name) {
-    auto m = probe.Get("/metrics");
-    if (!m) return -2.0;  // a timed-out read under load: not a value
-    const std::string body = m->body, key = "\n" + name + " ";
-    const size_t at = body.find(key);
-    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
-  };
-  const double before = metric("verity_generated_tokens_total");  // the startup probe's
+  const double before = Metric(probe, "verity_generated_tokens_total");  // the startup probe's
   json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}};
   {
     auto c = s.Client();
@@ -307,9 +301,9 @@ TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
     EXPECT_EQ(chunks, 2);
   }
   auto c = s.Client();
-  for (int i = 0; i < 500 && metric("verity_kv_slots_in_use") > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(metric("verity_kv_slots_in_use"), 0);
-  EXPECT_LT(metric("verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
+  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 0);
+  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
   int status = 0;
   Post(c, "/v1/completions", Completion("a", 2), &status);
   EXPECT_EQ(status, 200);
