@@ -36,6 +36,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -144,6 +145,16 @@ HWY_INLINE void PrefetchRowAhead(StreamPrefetchHint h, const void* p, size_t byt
     for (size_t off = 0; off < bytes; off += 64) PrefetchAhead<StreamPrefetchHint::kT0>(c + off);
 }
 
+// s + w * x for the scalar tails of the dots, rounded as the target's vector
+// MulAdd rounds (fused where the target has FMA): written out, `s += w * x`
+// is fused or not as the compiler pleases, differently where it vectorizes
+// one copy of a tail and not another, and a MatRows tail then differed from
+// the MatVec one by an ulp.
+HWY_INLINE float TailMulAdd(float w, float x, float s) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(hn::MulAdd(hn::Set(d1, w), hn::Set(d1, x), hn::Set(d1, s)));
+}
+
 // w . x with vectors of D's width (the full width for MatVec; attention's
 // narrow heads use 8 or 4 lanes): kUnroll accumulators, then single vectors,
 // then scalars.
@@ -160,7 +171,7 @@ HWY_INLINE float DotF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x
   }
   for (; j + N <= cols; j += N) a0 = hn::MulAdd(hn::LoadU(d, w + j), hn::LoadU(d, x + j), a0);
   float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; j < cols; j++) s += w[j] * x[j];
+  for (; j < cols; j++) s = TailMulAdd(w[j], x[j], s);
   return s;
 }
 
@@ -196,7 +207,7 @@ HWY_INLINE float DotBF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRI
   }
   for (; j + N <= cols; j += N) a0 = hn::MulAdd(LoadBF16(d16, w + j), hn::LoadU(d, x + j), a0);
   float s = Sum(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
-  for (; j < cols; j++) s += BF16ToF32(w[j]) * x[j];
+  for (; j < cols; j++) s = TailMulAdd(BF16ToF32(w[j]), x[j], s);
   return s;
 }
 
@@ -223,12 +234,18 @@ void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int
 // accumulators fed in the same order, the same reduction, the same scalar
 // tail; only the loads of the row are shared. So every output is bit for bit
 // the MatVec one (the tiled MatMul, which sums in one accumulator per vector,
-// is not). kRowsVectors vectors at a time: 4 accumulators each plus the row's
-// vector and x's in the registers (16 on AVX2/SSE4, 32 on AVX-512/NEON).
+// is not). Below kRowsTiledFrom vectors, one row against kRowsVectors vectors
+// at a time (DotsRow); from it on, a tile of kRowsTile rows against one vector
+// at a time (DotsRows): 4 accumulators per (row, vector) either way, plus the
+// shared loads, in the registers (16 on AVX2/SSE4, 32 on AVX-512/NEON).
+// Tiles, measured on the Zen 3 box (kernels_bench BM_MatRows, cold f32
+// weights, 3 interleaved runs): 16 vectors 1.4-1.6x the row-at-a-time
+// products/s on 768- and 2048-wide matrices, 8 vectors 1.1-1.5x; 4 vectors
+// even for f32 and slower for bf16, hence the threshold.
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
-constexpr int kRowsVectors = 6;
+constexpr int kRowsVectors = 6, kRowsTile = 6, kRowsTiledFrom = 12;  // not measured: no AVX-512 box at hand
 #else
-constexpr int kRowsVectors = 3;
+constexpr int kRowsVectors = 3, kRowsTile = 3, kRowsTiledFrom = 8;
 #endif
 
 // f32 weights as they are; bf16 widened exactly (LoadBF16), as the MatVec kernels read them.
@@ -262,18 +279,90 @@ HWY_INLINE void DotsRow(const W* HWY_RESTRICT w, const float* const* xs, size_t 
   }
   for (int t = 0; t < TT; t++) {
     float s = Sum(d, hn::Add(hn::Add(a[t][0], a[t][1]), hn::Add(a[t][2], a[t][3])));
-    for (size_t k = j; k < cols; k++) s += load.Scalar(w + k) * xs[t][k];
+    for (size_t k = j; k < cols; k++) s = TailMulAdd(load.Scalar(w + k), xs[t][k], s);
     out[t * ld] = s;
   }
 }
 
-// Rows [row_begin, row_end) of out[t * ld + i] = W_i . x_t for t < n; each
-// row streamed once (prefetched as the MatVec kernels do), then met by every
-// vector from L1.
+// out[r] = rows[r] . x for r < R, each as DotF32 (DotBF16) computes it: the
+// transpose of DotsRow, one x chunk loaded for R rows.
+template <int R, class W, class Load>
+HWY_INLINE void DotsRows(const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out, Load load) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  VF a[R][kUnroll];
+  for (int r = 0; r < R; r++)
+    for (int u = 0; u < kUnroll; u++) a[r][u] = hn::Zero(d);
+  size_t j = 0;
+  for (; j + kUnroll * N <= cols; j += kUnroll * N)
+    for (int u = 0; u < kUnroll; u++) {
+      const VF xv = hn::LoadU(d, x + j + u * N);
+      for (int r = 0; r < R; r++) a[r][u] = hn::MulAdd(load(rows[r] + j + u * N), xv, a[r][u]);
+    }
+  for (; j + N <= cols; j += N) {
+    const VF xv = hn::LoadU(d, x + j);
+    for (int r = 0; r < R; r++) a[r][0] = hn::MulAdd(load(rows[r] + j), xv, a[r][0]);
+  }
+  for (int r = 0; r < R; r++) {
+    float s = Sum(d, hn::Add(hn::Add(a[r][0], a[r][1]), hn::Add(a[r][2], a[r][3])));
+    for (size_t k = j; k < cols; k++) s = TailMulAdd(load.Scalar(rows[r] + k), x[k], s);
+    out[r] = s;
+  }
+}
+
+// A row as f32: f32 rows as they are, bf16 widened into dst.
+HWY_INLINE const float* WidenedRow(const float* row, size_t, float*) { return row; }
+HWY_INLINE const float* WidenedRow(const uint16_t* row, size_t cols, float* dst) {
+  const DF d;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + N <= cols; j += N) hn::StoreU(LoadBF16(d16, row + j), d, dst + j);
+  for (; j < cols; j++) dst[j] = BF16ToF32(row[j]);
+  return dst;
+}
+
+// DotsRows for the run-time row count r <= R.
+template <int R, class W, class Load>
+HWY_INLINE void DotsRowsOf(int r, const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out,
+                           Load load) {
+  if constexpr (R > 1) {
+    if (r < R) return DotsRowsOf<R - 1>(r, rows, x, cols, out, load);
+  }
+  DotsRows<R>(rows, x, cols, out, load);
+}
+
+// Rows [row_begin, row_end) of out[t * ld + i] = W_i . x_t for t < n.
+// Up to kRowsVectors vectors: each row streamed once (prefetched as the
+// MatVec kernels do), then met by every vector from L1. More: a tile of
+// kRowsTile rows at a time, met by each vector in turn, so x (which no longer
+// fits in L1 with 16 vectors) is read from L2 once per tile instead of once
+// per row.
 template <class W, class Load>
 HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
                             int row_end, StreamPrefetchHint prefetch) {
   const size_t c = static_cast<size_t>(cols), ld = static_cast<size_t>(ld_out), row_bytes = c * sizeof(W);
+  if (n >= kRowsTiledFrom) {
+    // bf16 rows widened once per tile (exactly: the same f32 values LoadBF16
+    // gives), not once per vector: a widening per FMA was slower than the
+    // row-at-a-time loop.
+    float* widened = std::is_same_v<W, float> ? nullptr : detail::Scratch(kRowsTile * c);
+    for (int i = row_begin; i < row_end; i += kRowsTile) {
+      const int r = std::min(kRowsTile, row_end - i);
+      const float* rows[kRowsTile];
+      for (int k = 0; k < r; k++) rows[k] = WidenedRow(w + (i + k) * c, c, widened ? widened + k * c : nullptr);
+      // The next tile's lines, a share before each vector, so they arrive
+      // while this tile is computed (the tile's first vector would otherwise
+      // wait for them from memory with nothing else to do).
+      const char* next = reinterpret_cast<const char*>(w + (i + r) * c);
+      const size_t next_lines = i + r < row_end ? std::min(kRowsTile, row_end - i - r) * row_bytes / 64 : 0;
+      for (int t = 0; t < n; t++) {
+        for (size_t l = next_lines * t / n; l < next_lines * (t + 1) / n; l++) __builtin_prefetch(next + l * 64, 0, 3);
+        DotsRowsOf<kRowsTile>(r, rows, x + t * c, c, out + t * ld + i, LoadF32());
+      }
+    }
+    return;
+  }
   for (int i = row_begin; i < row_end; i++) {
     const W* row = w + i * c;
     PrefetchRowAhead(prefetch, row, row_bytes);
