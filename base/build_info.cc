@@ -5,6 +5,8 @@
 
 namespace verity {
 
+const char* Version() { return VERITY_VERSION; }
+
 const char* BuildId() { return VERITY_BUILD_ID; }
 
 std::string ArtifactSha256() {

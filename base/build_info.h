@@ -5,6 +5,8 @@
 
 namespace verity {
 
+// The release version, from CMakeLists.txt's project() ("0.12.0").
+const char* Version();
 // The git commit the binary was built from ("<sha>" or "<sha>-dirty"), or
 // "unknown" outside a git checkout. Regenerated on every build, not at configure.
 const char* BuildId();

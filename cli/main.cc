@@ -5,7 +5,21 @@
 #include <cstdio>
 #include <string>
 
+#include "base/build_info.h"
 #include "cli/commands.h"
+#include "kernels/cpu/simd.h"
+
+namespace {
+// One line for a CI log: which release, which commit (with -dirty if the tree
+// had changes), which bytes, and which kernels this CPU gets.
+std::string VersionLine() {
+  std::string line = std::string("verity ") + verity::Version() + " build " + verity::BuildId() +
+                     " artifact-sha256 " + verity::ArtifactSha256() + " simd " +
+                     verity::kernels::simd::TargetName();
+  if (*verity::CorruptionName() != '\0') line += std::string(" corruption ") + verity::CorruptionName();
+  return line;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -13,6 +27,8 @@ int main(int argc, char** argv) {
       "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Serving: serve, loadgen. Ledger: submit, show, frontier, history, remeasure,\n"
       "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", VersionLine,
+                       "print the version, the commit built, the executable's sha256 and the SIMD target, and exit");
   verity::cli::Registry reg;
   verity::cli::RegisterEngineCommands(app, reg);
   verity::cli::RegisterBenchCommand(app, reg);

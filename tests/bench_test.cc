@@ -130,6 +130,33 @@ constexpr double kStoriesF32BytesPerToken = 260096.0 * 4;
 // (4 KV heads of 8) in 5 layers, f32.
 constexpr double kStoriesKvBytesPerPosition = 2.0 * 5 * 32 * 4;
 
+// `verity --version`, the line a CI log carries, names the same build and
+// bytes the bench record does (and sha256sum reads), and the SIMD target.
+TEST(Cli, VersionNamesTheReleaseTheCommitTheBytesAndTheKernels) {
+  auto v = Shell(VerityBin() + " --version");
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  std::istringstream words(v.out);
+  std::string verity, version, build_word, build, artifact_word, artifact, simd_word, simd;
+  words >> verity >> version >> build_word >> build >> artifact_word >> artifact >> simd_word >> simd;
+  EXPECT_EQ(verity, "verity") << v.out;
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << "not MAJOR.MINOR.PATCH: " << v.out;
+  EXPECT_EQ(build_word, "build") << v.out;
+  EXPECT_EQ(artifact_word, "artifact-sha256") << v.out;
+  EXPECT_EQ(simd_word, "simd") << v.out;
+  EXPECT_FALSE(simd.empty()) << v.out;
+
+  auto sum = Shell("sha256sum " + VerityBin());
+  ASSERT_EQ(sum.exit_code, 0) << sum.err;
+  EXPECT_EQ(artifact, sum.out.substr(0, 64)) << v.out;
+  const std::string cache = test::TempDir("cache");
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(build, j["build"]["id"].get<std::string>());
+  EXPECT_EQ(artifact, j["build"]["artifact_sha256"].get<std::string>());
+  EXPECT_EQ(simd, j["kernels"]["simd_target"].get<std::string>());
+}
+
 TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   const std::string cache = test::TempDir("cache");
   auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
