@@ -12,6 +12,8 @@
 #include "ledger/bisect.h"
 #include "ledger/calibrate.h"
 #include "ledger/ledger.h"
+#include "ledger/read_model.h"
+#include "reports/pr_comment.h"
 
 namespace verity::cli {
 namespace {
@@ -65,6 +67,31 @@ int Report(const char* cmd, const Outcome& o, bool json) {
   }
   if (!o.completed()) std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run), terminal::Visible(o.note).c_str());
   return o.completed() ? 0 : 1;
+}
+
+// The exit code of `--exit-by-verdict`, one per verdict class (docs/ci.md): a
+// CI job gates on it without parsing the summary line.
+int VerdictExitCode(const Outcome& o) {
+  const auto v = ledger::VerdictFromName(o.verdict);
+  if (!v || *v == ledger::Verdict::kFailed) return 1;
+  switch (*v) {
+    case ledger::Verdict::kAccepted: return 0;
+    case ledger::Verdict::kNone:
+    case ledger::Verdict::kHeldSurprise:
+    case ledger::Verdict::kUnverified: return 3;
+    default: return 4;  // rejected-parity, -implausible, -regression, refused
+  }
+}
+
+// Writes the change's pull-request comment (reports/pr_comment.h) to `path`.
+Status WritePrComment(Ledger& l, int64_t change, const std::string& path) {
+  VERITY_ASSIGN_OR_RETURN(ledger::ChangeView v, ledger::LoadChangeView(l.db(), change));
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::Error("--markdown " + path + ": cannot write");
+  const std::string text = reports::PrComment(v);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return Status::Error("--markdown " + path + ": write failed");
+  return OkStatus();
 }
 
 MeasureOptions WithProgress(MeasureOptions m) {
@@ -280,6 +307,13 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
                     "recorded); without it the evidence's dtype must be the workload's")
         ->check(CLI::Validator(
             [](std::string& s) { return ledger::DtypeNameError(s); }, "DTYPE"));
+    auto markdown = std::make_shared<std::string>();
+    auto by_verdict = std::make_shared<bool>(false);
+    sub->add_option("--markdown", *markdown,
+                    "also write the verdict as a pull-request comment (markdown) to this file (docs/ci.md)");
+    sub->add_flag("--exit-by-verdict", *by_verdict,
+                  "exit 0 accepted; 3 parked or held (none, held-surprise, unverified); 4 rejected "
+                  "(rejected-parity, -implausible, -regression, refused); 1 failed; 2 usage (docs/ci.md)");
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       req->predict_pct = *predict;
@@ -292,7 +326,12 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       if (!l.ok()) return Fail(l.status());
       auto o = (*l)->Submit(r, WithProgress(*m));
       if (!o.ok()) return Fail(o.status());
-      return Report("submit", o.value(), c->json);
+      const int code = Report("submit", o.value(), c->json);
+      if (!markdown->empty()) {
+        Status written = WritePrComment(**l, o->change, *markdown);
+        if (!written.ok()) return Fail(written);
+      }
+      return *by_verdict ? VerdictExitCode(o.value()) : code;
     });
   }
   {

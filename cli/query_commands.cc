@@ -12,6 +12,7 @@
 #include "ledger/ledger.h"
 #include "ledger/predictions.h"
 #include "ledger/read_model.h"
+#include "reports/pr_comment.h"
 
 namespace verity::cli {
 namespace {
@@ -72,14 +73,18 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     auto q = std::make_shared<Query>();
     q->verify_first = "show";
     auto id = std::make_shared<int64_t>();
+    auto markdown = std::make_shared<bool>(false);
     AddQueryOptions(sub, *q);
     sub->add_option("ID", *id, "change id")->required();
+    sub->add_flag("--markdown", *markdown,
+                  "print the latest verdict as the pull-request comment `submit --markdown` writes")
+        ->excludes("--json");
     reg.On(sub, [=] {
       return Run(
           *q, [&](ledger::Ledger& l) { return l.Show(*id); },
           [&](ledger::Ledger& l) -> Result<std::string> {
             VERITY_ASSIGN_OR_RETURN(auto v, ledger::LoadChangeView(l.db(), *id));
-            return ledger::ToText(v);
+            return *markdown ? reports::PrComment(v) : ledger::ToText(v);
           });
     });
   }

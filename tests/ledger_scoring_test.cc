@@ -118,6 +118,48 @@ TEST(Scoring, SurpriseIsHeldUntilDeepParityConfirms) {
   EXPECT_NE(rej.out.find("\"verdict\":\"rejected-parity\""), std::string::npos) << rej.out;
 }
 
+// --exit-by-verdict gives each verdict class its documented code (docs/ci.md)
+// and --markdown writes the PR comment naming the verdict, the gain and what
+// to do next; without the flag a scored submission exits 0 whatever it says.
+TEST(Scoring, ExitByVerdictAndThePrComment) {
+  struct Want {
+    const char* name;
+    double head_mean, predict;
+    std::string parity;
+    const char* verdict;
+    int exit_code;
+    const char* next;  // words of the comment's "Next:" line
+  };
+  const Want wants[] = {{"+7%", 1070, 7, Parity(), "accepted", 0, "merge it"},
+                        {"+0.5%", 1005, 0.5, Parity(), "none", 3, "stays parked"},
+                        {"too good", 1150, 2, Parity(), "held-surprise", 3, "verity confirm"},
+                        {"broken", 1300, 10, Parity("--top1 0.6 --kl 0.4 --exit 1"), "rejected-parity", 4,
+                         "Fix correctness first"}};
+  int seed = 300;
+  for (const auto& w : wants) {
+    Case c = Fresh("exit");
+    const std::string md = c.dir + "/comment.md";
+    auto s = Submit(c.db, w.name, w.predict, Bench(c.dir, "base", 1000, 0.005, seed),
+                    Bench(c.dir, "head", w.head_mean, 0.005, seed + 1), w.parity,
+                    "--exit-by-verdict --markdown " + md);
+    seed += 2;
+    EXPECT_EQ(s.j["verdict"], w.verdict) << w.name << ": " << s.cmd.out << s.cmd.err;
+    EXPECT_EQ(s.cmd.exit_code, w.exit_code) << w.name << ": " << s.cmd.err;
+    const std::string comment = ReadFile(md);
+    EXPECT_NE(comment.find("**" + std::string(w.verdict) + "**"), std::string::npos) << comment;
+    EXPECT_NE(comment.find("**Next:**"), std::string::npos) << comment;
+    EXPECT_NE(comment.find(w.next), std::string::npos) << w.name << ":\n" << comment;
+    EXPECT_NE(comment.find("| prediction |"), std::string::npos) << comment;
+    EXPECT_NE(comment.find("| parity | head, standard: "), std::string::npos) << comment;
+  }
+  // Without the flag: scored, so 0, even when rejected.
+  Case c = Fresh("exit-plain");
+  auto s = Submit(c.db, "broken", 10, Bench(c.dir, "base", 1000, 0.005, 1), Bench(c.dir, "head", 1300, 0.005, 2),
+                  Parity("--top1 0.6 --kl 0.4 --exit 1"));
+  EXPECT_EQ(s.j["verdict"], "rejected-parity");
+  EXPECT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+}
+
 TEST(Scoring, PredictionIsRequired) {
   Case c = Fresh("predict");
   auto r = Shell(VerityBin() + " submit --ledger " + c.db + " --title t --base-cmd true --head-cmd true --parity-cmd true");

@@ -563,6 +563,31 @@ TEST(Report, SinceAndChartsDirAndBadInput) {
   EXPECT_NE(bad.err.find(dir + "/afile"), std::string::npos) << bad.err;
 }
 
+// docs/ci.md's four example pull-request comments are what `verity show N
+// --markdown` renders from the project's ledger now (scripts/ci-comments.sh
+// writes them); the test fails naming the change whose comment drifted.
+TEST(ProjectLedger, PrCommentsInDocsCiAreWhatTheLedgerSays) {
+  const std::string doc = test::ReadFile(test::SourceDir() + "/docs/ci.md");
+  ASSERT_FALSE(doc.empty()) << "docs/ci.md is missing";
+  const std::string open = "<!-- pr-comment ", close = "<!-- /pr-comment -->";
+  const std::string dir = test::TempDir("pr-comments");
+  ASSERT_EQ(test::Shell("cp " + test::SourceDir() + "/reports/ledger.db " + dir + "/ledger.db").exit_code, 0);
+  int checked = 0;
+  for (size_t at = doc.find(open); at != std::string::npos; at = doc.find(open, at + 1)) {
+    const size_t id_end = doc.find(" -->\n", at);
+    ASSERT_NE(id_end, std::string::npos) << "an unclosed marker in docs/ci.md";
+    const std::string id = doc.substr(at + open.size(), id_end - at - open.size());
+    const size_t body = id_end + 5, end = doc.find(close, body);
+    ASSERT_NE(end, std::string::npos) << "change " << id << ": no " << close;
+    auto r = test::Shell(test::VerityBin() + " show " + id + " --ledger " + dir + "/ledger.db --markdown");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(doc.substr(body, end - body), r.out)
+        << "docs/ci.md's comment for change " << id << " is not what the ledger says: run scripts/ci-comments.sh";
+    checked++;
+  }
+  EXPECT_EQ(checked, 4) << "docs/ci.md should show an accepted, a parked, a parity-rejected and a held change";
+}
+
 }  // namespace
 }  // namespace verity
 
