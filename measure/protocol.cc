@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "measure/measure.h"
+#include "measure/llama_bench.h"
 #include "measure/raw_report.h"
 
 namespace verity::measure {
@@ -120,10 +121,17 @@ std::string WorkloadOf(const nlohmann::json& j) {
 
 Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
                                const std::string& command) {
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(run, what, "verity.bench/1", true));
-  // A raw Google Benchmark or hyperfine report (no schema; recognised by its shape) is converted.
+  nlohmann::json j;
   std::string raw_format;
-  if (!j.contains("schema") && !RawReportFormat(j).empty()) {
+  if (!run.timed_out && run.exit_code == 0 && LooksLikeLlamaBench(run.out)) {
+    // llama-bench's -o json / -o jsonl records (measure/llama_bench.h).
+    raw_format = "llama-bench";
+    VERITY_ASSIGN_OR_RETURN(j, LlamaBenchToBench(run.out, command, what));
+  } else {
+    VERITY_ASSIGN_OR_RETURN(j, ParseJsonObject(run, what, "verity.bench/1", true));
+  }
+  // A raw Google Benchmark or hyperfine report (no schema; recognised by its shape) is converted.
+  if (raw_format.empty() && !j.contains("schema") && !RawReportFormat(j).empty()) {
     raw_format = RawReportFormat(j);
     VERITY_ASSIGN_OR_RETURN(j, RawReportToBench(j, command, what));
   }

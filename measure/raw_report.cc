@@ -9,6 +9,7 @@
 
 #include "base/sha256.h"
 #include "measure/gbench.h"
+#include "measure/llama_bench.h"
 
 namespace verity::measure {
 namespace {
@@ -116,6 +117,23 @@ Result<nlohmann::json> RawReportToBench(const nlohmann::json& report, const std:
   }
   rec["raw"] = {{"format", format}, {"identity", identity}};
   return rec;
+}
+
+Result<nlohmann::json> LlamaBenchToBench(const std::string& out, const std::string& command, const std::string& what) {
+  VERITY_ASSIGN_OR_RETURN(LlamaBenchReport rep, ParseLlamaBench(out, what));
+  std::string workload = "llama-bench";
+  if (!rep.model.empty()) workload += " " + rep.model;
+  if (rep.threads > 0) workload += " " + std::to_string(rep.threads) + "t";
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [name, v] : rep.metrics) metrics[name] = v;
+  return nlohmann::json{{"schema", "verity.bench/1"},
+                        {"build",
+                         {{"id", "raw:llama-bench:" + rep.build_commit},
+                          {"artifact_sha256", Sha256Hex(command + "\n" + rep.build_commit)}}},
+                        {"ok", true},
+                        {"metrics", metrics},
+                        {"workload", workload},
+                        {"raw", {{"format", "llama-bench"}, {"identity", "command+build_commit"}}}};
 }
 
 }  // namespace verity::measure

@@ -41,4 +41,13 @@ std::string RawReportFormat(const nlohmann::json& j);
 [[nodiscard]] Result<nlohmann::json> RawReportToBench(const nlohmann::json& report, const std::string& command,
                                                       const std::string& what);
 
+// Converts llama-bench's -o json / -o jsonl output (measure/llama_bench.h)
+// printed by `command` into a verity.bench/1 record. Its build.id is
+// "raw:llama-bench:<build_commit>"; its artifact_sha256 hashes the command
+// line and the commit together (llama-bench names no executable), so a base
+// and a head run by the same command line from builds of different commits
+// are two artifacts. Like the other raw reports, no parity evidence binds to it.
+[[nodiscard]] Result<nlohmann::json> LlamaBenchToBench(const std::string& out, const std::string& command,
+                                                       const std::string& what);
+
 }  // namespace verity::measure

@@ -6,7 +6,7 @@
 # (verdict=FAIL, the log's tail and exit 1 on a crash, a failed invariant, a
 # leak, a timeout or a build failure). docs/fuzzing.md lists the targets.
 # usage: tests/fuzz/run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]
-#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece
+#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece | llama_bench
 #   e.g. a long run: nice -n 19 tests/fuzz/run_fuzz.sh . build 600 llama2c -runs=1000000
 set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
@@ -31,6 +31,7 @@ case "$target" in
   gguf) sources=(formats/gguf.cc) max_len=16384 ;;
   llama2c) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=16384 ;;
   hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
+  llama_bench) sources=(measure/llama_bench.cc) max_len=8192 ;;
   tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
@@ -45,7 +46,7 @@ inputs=("tests/fuzz/${target}_fuzz.cc" "${sources[@]}")
 # Rebuild only when a source or any project header is newer than the binary.
 stale=1
 if [ -x "$bin" ]; then
-  changed=$(cd "$src" && { find "${inputs[@]}" -newer "$bin"; find base engine formats kernels -name '*.h' -newer "$bin"; } 2>/dev/null)
+  changed=$(cd "$src" && { find "${inputs[@]}" -newer "$bin"; find base engine formats kernels measure -name '*.h' -newer "$bin"; } 2>/dev/null)
   [ -z "$changed" ] && stale=0
 fi
 if [ $stale = 1 ]; then
@@ -102,6 +103,8 @@ PY
     ;;
   tokenizer_json)
     cp "$src"/tests/fuzz/tokenizer_seeds/*.json "$seeds/" || fail "(cannot copy the tokenizer.json seeds)" ;;
+  llama_bench)
+    cp "$src"/tests/fuzz/llama_bench_seeds/* "$seeds/" || fail "(cannot copy the llama-bench seeds)" ;;
   sentencepiece)
     # Real models (BPE and unigram) trained from the conformance training
     # text; a small vocabulary keeps the files small.
