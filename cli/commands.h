@@ -73,6 +73,7 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg);
 void RegisterBenchCommand(CLI::App& app, Registry& reg);
 void RegisterRooflineCommand(CLI::App& app, Registry& reg);
 void RegisterGbenchCommand(CLI::App& app, Registry& reg);
+void RegisterAdaptCommand(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
 // show, frontier, history: printers over the ledger's read model.
 void RegisterQueryCommands(CLI::App& app, Registry& reg);

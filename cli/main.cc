@@ -24,7 +24,7 @@ std::string VersionLine() {
 int main(int argc, char** argv) {
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
-      "Engine: generate, logits, bench, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Serving: serve, loadgen. Ledger: submit, show, frontier, history, remeasure,\n"
+      "Engine: generate, logits, bench, adapt, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Serving: serve, loadgen. Ledger: submit, show, frontier, history, remeasure,\n"
       "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
   app.require_subcommand(1);
   app.set_version_flag("--version", VersionLine,
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   verity::cli::RegisterBenchCommand(app, reg);
   verity::cli::RegisterRooflineCommand(app, reg);
   verity::cli::RegisterGbenchCommand(app, reg);
+  verity::cli::RegisterAdaptCommand(app, reg);
   verity::cli::RegisterCheckpointCommands(app, reg);
   verity::cli::RegisterTokenizeCommand(app, reg);
   verity::cli::RegisterParityCommand(app, reg);

@@ -6,7 +6,7 @@
 # (verdict=FAIL, the log's tail and exit 1 on a crash, a failed invariant, a
 # leak, a timeout or a build failure). docs/fuzzing.md lists the targets.
 # usage: tests/fuzz/run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]
-#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece | llama_bench
+#   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece | llama_bench | text_adapter
 #   e.g. a long run: nice -n 19 tests/fuzz/run_fuzz.sh . build 600 llama2c -runs=1000000
 set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
@@ -32,6 +32,7 @@ case "$target" in
   llama2c) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=16384 ;;
   hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
   llama_bench) sources=(measure/llama_bench.cc) max_len=8192 ;;
+  text_adapter) sources=(measure/text_adapter.cc) max_len=8192 ;;
   tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
@@ -105,6 +106,8 @@ PY
     cp "$src"/tests/fuzz/tokenizer_seeds/*.json "$seeds/" || fail "(cannot copy the tokenizer.json seeds)" ;;
   llama_bench)
     cp "$src"/tests/fuzz/llama_bench_seeds/* "$seeds/" || fail "(cannot copy the llama-bench seeds)" ;;
+  text_adapter)
+    cp "$src"/tests/fuzz/text_adapter_seeds/* "$seeds/" || fail "(cannot copy the text adapter seeds)" ;;
   sentencepiece)
     # Real models (BPE and unigram) trained from the conformance training
     # text; a small vocabulary keeps the files small.
