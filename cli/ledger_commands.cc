@@ -70,16 +70,18 @@ int Report(const char* cmd, const Outcome& o, bool json) {
 }
 
 // The exit code of `--exit-by-verdict`, one per verdict class (docs/ci.md): a
-// CI job gates on it without parsing the summary line.
-int VerdictExitCode(const Outcome& o) {
+// CI job gates on it without parsing the summary line. A change refused as
+// no new frontier step (its base already carries a counted gain) is parked
+// (3): rebasing decides it; a refused revert or reapply is rejected (4).
+int VerdictExitCode(const Outcome& o, ledger::Kind kind) {
   const auto v = ledger::VerdictFromName(o.verdict);
   if (!v || *v == ledger::Verdict::kFailed) return 1;
   switch (*v) {
     case ledger::Verdict::kAccepted: return 0;
     case ledger::Verdict::kNone:
-    case ledger::Verdict::kHeldSurprise:
-    case ledger::Verdict::kUnverified: return 3;
-    default: return 4;  // rejected-parity, -implausible, -regression, refused
+    case ledger::Verdict::kHeldSurprise: return 3;
+    case ledger::Verdict::kRefused: return kind == ledger::Kind::kChange ? 3 : 4;
+    default: return 4;  // rejected-parity, -implausible, -regression; unverified (correctness not shown)
   }
 }
 
@@ -312,8 +314,8 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--markdown", *markdown,
                     "also write the verdict as a pull-request comment (markdown) to this file (docs/ci.md)");
     sub->add_flag("--exit-by-verdict", *by_verdict,
-                  "exit 0 accepted; 3 parked or held (none, held-surprise, unverified); 4 rejected "
-                  "(rejected-parity, -implausible, -regression, refused); 1 failed; 2 usage (docs/ci.md)");
+                  "exit 0 accepted; 3 parked or held (none, held-surprise, refused as no new step); 4 rejected "
+                  "(rejected-parity, -implausible, -regression, unverified); 1 failed; 2 usage (docs/ci.md)");
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       req->predict_pct = *predict;
@@ -331,7 +333,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
         Status written = WritePrComment(**l, o->change, *markdown);
         if (!written.ok()) return Fail(written);
       }
-      return *by_verdict ? VerdictExitCode(o.value()) : code;
+      return *by_verdict ? VerdictExitCode(o.value(), ledger::Kind::kChange) : code;
     });
   }
   {

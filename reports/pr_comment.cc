@@ -16,7 +16,9 @@ std::string Num(const std::optional<double>& v) { return v ? ledger::NumText(*v)
 std::string Short(const std::string& hex, size_t n = 12) { return hex.size() > n ? hex.substr(0, n) : hex; }
 
 // The verdict's one-line meaning, for someone who has never seen verity.
-const char* Meaning(Verdict v) {
+const char* Meaning(Verdict v, ledger::Kind kind) {
+  if (v == Verdict::kRefused && kind == ledger::Kind::kChange)
+    return "not scored as a new step: the frontier has already moved past this base (a gain on it was counted)";
   switch (v) {
     case Verdict::kAccepted: return "faster beyond the noise and the gate, and correct: it counts";
     case Verdict::kNone: return "not shown faster than the gate: parked, re-measured when the best moves";
@@ -32,8 +34,11 @@ const char* Meaning(Verdict v) {
 }
 
 // What the author (or a maintainer) does next.
-std::string Next(Verdict v, int64_t change) {
+std::string Next(Verdict v, ledger::Kind kind, int64_t change) {
   const std::string id = std::to_string(change);
+  if (v == Verdict::kRefused && kind == ledger::Kind::kChange)
+    return "Rebase onto the current main (which carries the counted gain) and push again: a change is scored "
+           "against the frontier's latest base, so no gain is counted twice.";
   switch (v) {
     case Verdict::kAccepted: return "Nothing: merge it. The frontier (the best so far) moved, and the gate rises with it.";
     case Verdict::kNone:
@@ -75,7 +80,12 @@ std::string PredictionLine(const ledger::ChangeRow& c, const ledger::ScoreView& 
   char b[48];
   std::snprintf(b, sizeof b, "%+.2f%%", *c.predict_pct);
   std::string o = b;
+  // Policy v4 scores a resubmitted artifact pair against its first prediction; the note names it.
+  if (s.note.find("scored against change") != std::string::npos) o += " as submitted (scored against an earlier one: see the note)";
   if (!s.gain) return o + " (no speed measured to compare)";
+  if (*c.predict_pct == 0.0)
+    return o + (s.surprise ? ": **a surprise** (no gain was predicted, and this one reaches the gate)"
+                           : ": no gain predicted, none at the gate");
   return o + (s.surprise ? ": **a surprise** (the other sign, or beyond 2x or under half of it)"
                          : ": as predicted (same sign, within 2x)");
 }
@@ -96,7 +106,7 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
   std::string o;
   o += "**" + std::string(ledger::VerdictName(s.verdict)) + "**";
   if (s.tier != ledger::Tier::kNone) o += std::string(" (tier ") + ledger::TierName(s.tier) + ")";
-  o += std::string(": ") + Meaning(s.verdict) + ".\n\n";
+  o += std::string(": ") + Meaning(s.verdict, c.kind) + ".\n\n";
   o += "| | |\n| --- | --- |\n";
   o += "| metric | " + markdown::Code(c.metric, true) + (r.workload.empty() ? "" : " on " + markdown::Text(r.workload)) +
        ", box " + markdown::Code(Short(r.box), true) + " |\n";
@@ -109,8 +119,8 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
     o += "| gain | not measured |\n";
   }
   if (s.gate && s.frontier_before) {
-    o += "| gate | the lower bound must clear +" + ledger::NumText(100.0 * *s.gate / *s.frontier_before, 3) +
-         "% of the frontier (" + Num(s.gate) + " on " + Num(s.frontier_before) + ") |\n";
+    o += "| gate | the gain's lower bound must clear +" + ledger::NumText(100.0 * *s.gate / *s.frontier_before, 3) +
+         "% (the gate, " + Num(s.gate) + ", is 2% of the best so far, " + Num(s.frontier_before) + ") |\n";
   }
   o += "| prediction | " + PredictionLine(c, s) + " |\n";
   if (r.parity.empty()) o += "| parity | no evidence recorded |\n";
@@ -120,12 +130,16 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
          ", sha256 " + markdown::Code(Short(a.artifact_sha256, 16), true) + " |\n";
   o += "| frontier | " + Num(s.frontier_before) + " -> " + Num(s.frontier_after) +
        (s.verdict == Verdict::kAccepted ? " (moved)" : " (unchanged)") + " |\n";
+  if (r.retracted())
+    o += "| **retracted** | " + markdown::Text(r.retraction->reason) + " (" + markdown::Text(r.retraction->retracted_at) +
+         ") |\n";
   if (!s.guards.empty()) {
     o += "\n| guard | better | change | bounds | result |\n| --- | --- | --- | --- | --- |\n";
     for (const auto& g : s.guards) o += GuardRow(g);
   }
   if (!s.note.empty()) o += "\n> " + markdown::Text(s.note) + "\n";
-  o += "\n**Next:** " + Next(s.verdict, c.id) + "\n";
+  o += "\n**Next:** " + (r.retracted() ? std::string("Nothing: the run was retracted, so its verdict no longer counts.")
+                                         : Next(s.verdict, c.kind, c.id)) + "\n";
   return o;
 }
 
@@ -134,17 +148,22 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
 std::string PrComment(const ledger::ChangeView& v) {
   const ledger::ChangeRow& c = v.change;
   std::string o = "### verity: change " + std::to_string(c.id) + ", " + markdown::Text(c.title) + "\n\n";
+  // A ref and, when recorded, the commit it resolved to.
+  auto ref = [](const std::optional<std::string>& name, const std::optional<std::string>& sha) {
+    std::string t = markdown::Code(name.value_or("?"), false);
+    if (sha && !sha->empty()) t += " (" + markdown::Code(Short(*sha), false) + ")";
+    return t;
+  };
   if (c.base_ref || c.head_ref)
-    o += "Head " + markdown::Code(c.head_ref.value_or("?"), false) + " (" + markdown::Code(Short(c.head_sha.value_or("")), false) +
-         ") against base " + markdown::Code(c.base_ref.value_or("?"), false) + " (" +
-         markdown::Code(Short(c.base_sha.value_or("")), false) + ").\n\n";
+    o += "Head " + ref(c.head_ref, c.head_sha) + " against base " + ref(c.base_ref, c.base_sha) + ".\n\n";
   if (v.runs.empty()) return o + "Not scored yet: no run was recorded.\n";
   const ledger::RunView& r = v.runs.back();
   const ledger::ScoreView* s = r.latest();
   if (s == nullptr) {
     o += "**" + r.StateName() + "**: the run recorded no score";
-    if (r.failure) o += " (" + markdown::Text(*r.failure) + ")";
-    return o + ".\n\n**Next:** " + Next(Verdict::kFailed, c.id) + "\n";
+    if (!r.failure) return o + " (it has not finished, or it was interrupted).\n\n**Next:** Resubmit once it is not running.\n";
+    o += " (" + markdown::Text(*r.failure) + ")";
+    return o + ".\n\n**Next:** " + Next(Verdict::kFailed, c.kind, c.id) + "\n";
   }
   return o + ScoredRun(v, r, *s);
 }

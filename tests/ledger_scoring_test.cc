@@ -134,7 +134,9 @@ TEST(Scoring, ExitByVerdictAndThePrComment) {
                         {"+0.5%", 1005, 0.5, Parity(), "none", 3, "stays parked"},
                         {"too good", 1150, 2, Parity(), "held-surprise", 3, "verity confirm"},
                         {"broken", 1300, 10, Parity("--top1 0.6 --kl 0.4 --exit 1"), "rejected-parity", 4,
-                         "Fix correctness first"}};
+                         "Fix correctness first"},
+                        {"no build named", 1070, 7, Parity("--no-build"), "unverified", 4, "--parity-cmd"},
+                        {"6x", 6000, 500, Parity(), "rejected-implausible", 4, "a bug report"}};
   int seed = 300;
   for (const auto& w : wants) {
     Case c = Fresh("exit");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
+#include "reports/pr_comment.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
 
@@ -561,6 +562,22 @@ TEST(Report, SinceAndChartsDirAndBadInput) {
   auto bad = test::Shell(test::VerityBin() + " report --ledger " + db + " --out " + dir + "/afile/r.md");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find(dir + "/afile"), std::string::npos) << bad.err;
+}
+
+// A PR comment is markdown a stranger's strings reach: the title and refs are
+// data, never markup or a mention.
+TEST(PrComment, TheSubmittersStringsAreEscaped) {
+  ledger::ChangeView v;
+  v.change.id = 7;
+  v.change.title = "*bold* | cell `code` <script> [x](y) line\nbreak";
+  v.change.head_ref = "feat`x";
+  v.change.base_ref = "main";
+  const std::string md = reports::PrComment(v);
+  EXPECT_NE(md.find("\\*bold\\*"), std::string::npos) << md;
+  EXPECT_NE(md.find("\\|"), std::string::npos) << md;
+  EXPECT_NE(md.find("\\<script>"), std::string::npos) << "HTML must be escaped: " << md;
+  EXPECT_EQ(md.find("line\nbreak"), std::string::npos) << md;
+  EXPECT_NE(md.find("Not scored yet"), std::string::npos) << md;
 }
 
 // docs/ci.md's four example pull-request comments are what `verity show N

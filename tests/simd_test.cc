@@ -241,7 +241,8 @@ TEST_P(SimdTest, MatRowsEqualsMatVecPerVectorBitForBit) {
   for (Dtype t : {Dtype::kF32, Dtype::kBF16, Dtype::kQ8})
     for (int cols : ColsFor(t))
       for (int n : {1, 2, 3, 4, 5, 6, 7, 13, 16}) {
-        const int rows = 7, ld = rows + 2, b = 1, e = rows - 1;
+        // 15 rows from 1 to 14: full row tiles and a remainder on every target.
+        const int rows = 15, ld = rows + 2, b = 1, e = rows - 1;
         const Matrix m = MakeMatrix(t, rows, cols, 11 + n * 17 + cols);
         const std::vector<float> xs = Random(static_cast<size_t>(n) * cols + 1, 5 + n + cols);
         const float* x = xs.data() + 1;  // unaligned
