@@ -22,21 +22,6 @@ struct AdaptOptions {
   std::vector<std::string> command;
 };
 
-// The file `name` runs: itself when it has a '/', else the first match on PATH.
-std::string ResolveOnPath(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const std::string dirs = env::ExecutableSearchPath();
-  for (size_t at = 0; at <= dirs.size();) {
-    const size_t colon = dirs.find(':', at);
-    const std::filesystem::path p =
-        std::filesystem::path(dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at)) / name;
-    if (std::filesystem::is_regular_file(p)) return p.string();
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  return name;
-}
-
 // The command as a workload name that is the same in every clone: paths reduced to their file names.
 std::string WorkloadOf(const std::vector<std::string>& command) {
   std::string w = "adapt";
@@ -51,7 +36,7 @@ int RunAdapt(const AdaptOptions& o) {
     if (!m.ok()) return Fail(m.status());
     metrics.push_back(*m);
   }
-  const std::string artifact = o.artifact.empty() ? ResolveOnPath(o.command[0]) : o.artifact;
+  const std::string artifact = o.artifact.empty() ? measure::ResolveOnPath(o.command[0]) : o.artifact;
   auto sha = Sha256File(artifact);
   if (!sha.ok())
     return Fail(Status::Error("adapt: the artifact " + artifact + " (--artifact, default the command's program): " +

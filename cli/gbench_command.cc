@@ -15,23 +15,8 @@
 namespace verity::cli {
 namespace {
 
-// The file `name` runs: itself when it has a '/', else the first match on PATH.
-std::string ResolveBinary(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const std::string dirs = env::ExecutableSearchPath();
-  for (size_t at = 0; at <= dirs.size();) {
-    const size_t colon = dirs.find(':', at);
-    const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    const std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / name;
-    if (std::filesystem::is_regular_file(p)) return p.string();
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  return name;
-}
-
 int RunGbench(const std::vector<std::string>& args) {
-  const std::string binary = ResolveBinary(args[0]);
+  const std::string binary = measure::ResolveOnPath(args[0]);
   auto sha = Sha256File(binary);
   if (!sha.ok()) return Fail(Status::Error("gbench: " + args[0] + ": " + sha.status().message()));
   std::string cmd, shown;

@@ -8,10 +8,26 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
+#include "base/env.h"
 #include "measure/measure.h"
 
 namespace verity::measure {
+
+std::string ResolveOnPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const std::string dirs = env::ExecutableSearchPath();
+  for (size_t at = 0; at <= dirs.size();) {
+    const size_t colon = dirs.find(':', at);
+    const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    const std::filesystem::path p = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (std::filesystem::is_regular_file(p)) return p.string();
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  return name;
+}
 
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";

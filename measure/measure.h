@@ -22,6 +22,10 @@ struct CommandOutput {
 // `s` as one single-quoted shell word (safe inside sh -c command lines).
 std::string ShellQuote(const std::string& s);
 
+// The file `name` runs: itself when it has a '/', else the first regular file
+// of that name on PATH (env::ExecutableSearchPath), else `name` unchanged.
+std::string ResolveOnPath(const std::string& name);
+
 // Runs `command` through `sh -c` in its own process group; kills the group
 // after `timeout_s`. `env` entries are added to the child's environment.
 CommandOutput RunCommand(const std::string& command, int timeout_s,
