@@ -24,6 +24,11 @@ std::optional<JobEvent> Job::Next(std::chrono::steady_clock::time_point deadline
   return e;
 }
 
+bool Job::Ready(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> l(mu_);
+  return cv_.wait_until(l, deadline, [&] { return !events_.empty(); });
+}
+
 void Job::Push(JobEvent e) {
   {
     std::lock_guard<std::mutex> l(mu_);

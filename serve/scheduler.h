@@ -56,6 +56,8 @@ class Job {
 
   // Handler side: the next event, or nullopt when none came before `deadline`.
   std::optional<JobEvent> Next(std::chrono::steady_clock::time_point deadline);
+  // Handler side: whether an event is waiting by `deadline` (it stays queued for Next).
+  bool Ready(std::chrono::steady_clock::time_point deadline);
   // Handler side: stop generating (client gone, stop string reached); the
   // slot is freed before the next step.
   void Cancel() { cancelled_ = true; }

@@ -20,6 +20,8 @@ using Clock = std::chrono::steady_clock;
 // given and counted with (nginx's name for it); a client that only
 // half-closed its socket can still read it, with Connection: close.
 constexpr int kClientClosedRequest = 499;
+// How often a non-streaming handler that waits looks at its client's socket.
+constexpr auto kHangUpPoll = std::chrono::milliseconds(50);
 
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -266,16 +268,26 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
     // Nothing is written until the last token, so a client that leaves is
     // seen by its socket's hang-up between tokens (a stream's failed write
     // does it for SSE): the job is cancelled and frees its slot within a step.
+    // The wait for each event is cut in slices, so a client that leaves while
+    // its request is still queued is seen then, before its prefill runs.
     const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_addr, peer.local_port);
-    std::string text;
-    while (gen->Next(deadline, &text)) {
-      if (PeerHungUp(fd)) {
-        job->Cancel();
-        res.set_header("Connection", "close");
-        SendError(res, {kClientClosedRequest, "invalid_request_error", "the client closed its connection", "", ""});
-        metrics_.Request(endpoint, kClientClosedRequest);
-        return;
+    auto left = [&] {
+      for (;;) {
+        if (PeerHungUp(fd)) return true;
+        const auto now = Clock::now();
+        if (now >= deadline || job->Ready(std::min(deadline, now + kHangUpPoll))) return false;
       }
+    };
+    std::string text;
+    bool gone = false;
+    while (!(gone = left()) && gen->Next(deadline, &text)) {
+    }
+    if (gone) {
+      job->Cancel();
+      res.set_header("Connection", "close");
+      SendError(res, {kClientClosedRequest, "invalid_request_error", "the client closed its connection", "", ""});
+      metrics_.Request(endpoint, kClientClosedRequest);
+      return;
     }
     if (gen->error()) {
       SendError(res, *gen->error());

@@ -212,6 +212,47 @@ TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
+// A non-streaming client that leaves while its request is still queued (the
+// only slot busy) is seen then: its request is answered 499 and never
+// prefilled, while the running request goes on to its end.
+TEST(Serve, AQueuedClientThatLeavesIsSeenBeforeItsPrefill) {
+  ServeProcess s(Base("--parallel 1 --backend reference"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto probe = s.Client();
+  const double prompt_before = Metric(probe, "verity_prompt_tokens_total");
+  std::thread running([&] {
+    auto c = s.Client();
+    c.set_read_timeout(60, 0);
+    json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}};
+    auto r = c.Post("/v1/completions", longreq.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << "the running request must end normally";
+  });
+  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") != 1; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "the long request never started";
+  const double prompt_running = Metric(probe, "verity_prompt_tokens_total");
+  {
+    auto c = s.Client();
+    c.set_read_timeout(0, 30 * 1000);
+    json queued = {{"model", "stories260K"}, {"prompt", "Lily and Ben went to the park to play"}, {"max_tokens", 4}};
+    EXPECT_FALSE(c.Post("/v1/completions", queued.dump(), "application/json")) << "answered within 30 ms";
+  }  // closed while queued
+  std::string body;
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; i++) {
+    auto m = probe.Get("/metrics");
+    body = m ? m->body : "";
+    seen = body.find("endpoint=\"/v1/completions\",status=\"499\"} 1") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(seen) << body;
+  EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "seen while the long request still ran";
+  running.join();
+  EXPECT_EQ(Metric(probe, "verity_prompt_tokens_total"), prompt_running) << "the queued request was prefilled";
+  EXPECT_GT(prompt_running, prompt_before);
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
 // The probes file is read every round: a wrong expectation makes the next
 // round fail (503 with question, expected and actual; an ALERT; counted), the
 // server keeps answering, and the right one makes it healthy again.
