@@ -20,8 +20,20 @@ using Clock = std::chrono::steady_clock;
 // given and counted with (nginx's name for it); a client that only
 // half-closed its socket can still read it, with Connection: close.
 constexpr int kClientClosedRequest = 499;
-// How often a non-streaming handler that waits looks at its client's socket.
+// How often a handler that waits for a token looks at its client's socket.
 constexpr auto kHangUpPoll = std::chrono::milliseconds(50);
+
+// Waits until the job has an event or the deadline passes, in slices, looking
+// at the client's socket between them: true when the client hung up. So a
+// client that leaves while its request is still queued is seen then, before
+// its prefill runs, not at the first token.
+bool LeftWhileWaiting(Job& job, int fd, Clock::time_point deadline) {
+  for (;;) {
+    if (PeerHungUp(fd)) return true;
+    const auto now = Clock::now();
+    if (now >= deadline || job.Ready(std::min(deadline, now + kHangUpPoll))) return false;
+  }
+}
 
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -268,19 +280,10 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
     // Nothing is written until the last token, so a client that leaves is
     // seen by its socket's hang-up between tokens (a stream's failed write
     // does it for SSE): the job is cancelled and frees its slot within a step.
-    // The wait for each event is cut in slices, so a client that leaves while
-    // its request is still queued is seen then, before its prefill runs.
     const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_addr, peer.local_port);
-    auto left = [&] {
-      for (;;) {
-        if (PeerHungUp(fd)) return true;
-        const auto now = Clock::now();
-        if (now >= deadline || job->Ready(std::min(deadline, now + kHangUpPoll))) return false;
-      }
-    };
     std::string text;
     bool gone = false;
-    while (!(gone = left()) && gen->Next(deadline, &text)) {
+    while (!(gone = LeftWhileWaiting(*job, fd, deadline)) && gen->Next(deadline, &text)) {
     }
     if (gone) {
       job->Cancel();
@@ -302,7 +305,12 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [r, job, gen, head, deadline, first = true](size_t, httplib::DataSink& sink) mutable {
+      [r, job, gen, head, deadline, peer, fd = -2, first = true](size_t, httplib::DataSink& sink) mutable {
+        if (fd == -2) fd = FindPeerSocket(peer.addr, peer.port, peer.local_addr, peer.local_port);
+        if (LeftWhileWaiting(*job, fd, deadline)) {
+          job->Cancel();  // gone before a write could tell: free its slot, or never prefill it
+          return false;
+        }
         auto send = [&](const json& j) {
           const std::string s = "data: " + Dump(j) + "\n\n";
           return sink.write(s.data(), s.size());

@@ -212,45 +212,55 @@ TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
-// A non-streaming client that leaves while its request is still queued (the
-// only slot busy) is seen then: its request is answered 499 and never
-// prefilled, while the running request goes on to its end.
+// A client that leaves while its request is still queued (the only slot
+// busy) is seen then, streaming or not: its request is never prefilled (a
+// non-streaming one is answered 499), while the running request goes on.
 TEST(Serve, AQueuedClientThatLeavesIsSeenBeforeItsPrefill) {
-  ServeProcess s(Base("--parallel 1 --backend reference"));
-  ASSERT_GT(s.port(), 0) << s.stderr_text();
-  auto probe = s.Client();
-  const double prompt_before = Metric(probe, "verity_prompt_tokens_total");
-  std::thread running([&] {
-    auto c = s.Client();
-    c.set_read_timeout(60, 0);
-    json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}};
-    auto r = c.Post("/v1/completions", longreq.dump(), "application/json");
-    EXPECT_TRUE(r && r->status == 200) << "the running request must end normally";
-  });
-  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") != 1; i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  ASSERT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "the long request never started";
-  const double prompt_running = Metric(probe, "verity_prompt_tokens_total");
-  {
-    auto c = s.Client();
-    c.set_read_timeout(0, 30 * 1000);
-    json queued = {{"model", "stories260K"}, {"prompt", "Lily and Ben went to the park to play"}, {"max_tokens", 4}};
-    EXPECT_FALSE(c.Post("/v1/completions", queued.dump(), "application/json")) << "answered within 30 ms";
-  }  // closed while queued
-  std::string body;
-  bool seen = false;
-  for (int i = 0; i < 200 && !seen; i++) {
-    auto m = probe.Get("/metrics");
-    body = m ? m->body : "";
-    seen = body.find("endpoint=\"/v1/completions\",status=\"499\"} 1") != std::string::npos;
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streaming" : "non-streaming");
+    ServeProcess s(Base("--parallel 1 --backend reference"));
+    ASSERT_GT(s.port(), 0) << s.stderr_text();
+    auto probe = s.Client();
+    const double prompt_before = Metric(probe, "verity_prompt_tokens_total");
+    std::thread running([&] {
+      auto c = s.Client();
+      c.set_read_timeout(60, 0);
+      json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"ignore_eos", true}};
+      auto r = c.Post("/v1/completions", longreq.dump(), "application/json");
+      EXPECT_TRUE(r && r->status == 200) << "the running request must end normally";
+    });
+    for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") != 1; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "the long request never started";
+    const double prompt_running = Metric(probe, "verity_prompt_tokens_total");
+    {
+      auto c = s.Client();
+      c.set_read_timeout(0, 30 * 1000);
+      json queued = {{"model", "stories260K"}, {"prompt", "Lily and Ben went to the park to play"},
+                     {"max_tokens", 4}, {"stream", stream}};
+      auto r = c.Post("/v1/completions", queued.dump(), "application/json");
+      EXPECT_TRUE(!r || r->body.find("[DONE]") == std::string::npos) << "answered within 30 ms";
+    }  // closed while queued
+    if (!stream) {
+      std::string body;
+      bool seen = false;
+      for (int i = 0; i < 200 && !seen; i++) {
+        auto m = probe.Get("/metrics");
+        body = m ? m->body : "";
+        seen = body.find("endpoint=\"/v1/completions\",status=\"499\"} 1") != std::string::npos;
+        if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_TRUE(seen) << body;
+      EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "seen while the long request still ran";
+    }
+    running.join();
+    // The scheduler takes the next job as the slot frees: give it the time to (not) prefill it.
+    for (int i = 0; i < 50 && Metric(probe, "verity_prompt_tokens_total") == prompt_running; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(Metric(probe, "verity_prompt_tokens_total"), prompt_running) << "the queued request was prefilled";
+    EXPECT_GT(prompt_running, prompt_before);
+    EXPECT_EQ(s.Wait(true), 0);
   }
-  EXPECT_TRUE(seen) << body;
-  EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "seen while the long request still ran";
-  running.join();
-  EXPECT_EQ(Metric(probe, "verity_prompt_tokens_total"), prompt_running) << "the queued request was prefilled";
-  EXPECT_GT(prompt_running, prompt_before);
-  EXPECT_EQ(s.Wait(true), 0);
 }
 
 // The probes file is read every round: a wrong expectation makes the next
