@@ -870,16 +870,7 @@ struct RowF32 {
 };
 struct RowBF16 {
   const uint16_t* w;
-  const float* Get(int row, size_t cols, float* dst) const {
-    const DF d;
-    const hn::Rebind<uint16_t, DF> d16;
-    const size_t N = hn::Lanes(d);
-    const uint16_t* src = w + row * cols;
-    size_t j = 0;
-    for (; j + N <= cols; j += N) hn::StoreU(LoadBF16(d16, src + j), d, dst + j);
-    for (; j < cols; j++) dst[j] = BF16ToF32(src[j]);
-    return dst;
-  }
+  const float* Get(int row, size_t cols, float* dst) const { return WidenedRow(w + row * cols, cols, dst); }
 };
 template <class Rows>
 void MatMulImpl(const Rows& rows, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
