@@ -70,17 +70,17 @@ int Report(const char* cmd, const Outcome& o, bool json) {
 }
 
 // The exit code of `--exit-by-verdict`, one per verdict class (docs/ci.md): a
-// CI job gates on it without parsing the summary line. A change refused as
-// no new frontier step (its base already carries a counted gain) is parked
-// (3): rebasing decides it; a refused revert or reapply is rejected (4).
-int VerdictExitCode(const Outcome& o, ledger::Kind kind) {
+// CI job gates on it without parsing the summary line. `submit` records
+// changes, so `refused` here means no new frontier step (its base already
+// carries a counted gain): parked (3), rebasing decides it.
+int VerdictExitCode(const Outcome& o) {
   const auto v = ledger::VerdictFromName(o.verdict);
   if (!v || *v == ledger::Verdict::kFailed) return 1;
   switch (*v) {
     case ledger::Verdict::kAccepted: return 0;
     case ledger::Verdict::kNone:
-    case ledger::Verdict::kHeldSurprise: return 3;
-    case ledger::Verdict::kRefused: return kind == ledger::Kind::kChange ? 3 : 4;
+    case ledger::Verdict::kHeldSurprise:
+    case ledger::Verdict::kRefused: return 3;
     default: return 4;  // rejected-parity, -implausible, -regression; unverified (correctness not shown)
   }
 }
@@ -333,7 +333,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
         Status written = WritePrComment(**l, o->change, *markdown);
         if (!written.ok()) return Fail(written);
       }
-      return *by_verdict ? VerdictExitCode(o.value(), ledger::Kind::kChange) : code;
+      return *by_verdict ? VerdictExitCode(o.value()) : code;
     });
   }
   {

@@ -22,6 +22,14 @@ struct CommandOutput {
 // `s` as one single-quoted shell word (safe inside sh -c command lines).
 std::string ShellQuote(const std::string& s);
 
+// The last `max_chars` of a command's output for an error message ("..." in
+// front when cut), trailing newlines and spaces dropped.
+inline std::string OutputTail(const std::string& s, size_t max_chars) {
+  std::string t = s.size() > max_chars ? "..." + s.substr(s.size() - max_chars) : s;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
 // The file `name` runs: itself when it has a '/', else the first regular file
 // of that name on PATH (env::ExecutableSearchPath), else `name` unchanged.
 std::string ResolveOnPath(const std::string& name);

@@ -16,11 +16,7 @@
 namespace verity::measure {
 namespace {
 
-std::string Tail(const std::string& s) {
-  std::string t = s.size() > 300 ? "..." + s.substr(s.size() - 300) : s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
-}
+std::string Tail(const std::string& s) { return OutputTail(s, 300); }
 
 // A parser callback that notes, in *found, the first key an object states twice.
 nlohmann::json::parser_callback_t DuplicateKeyFinder(std::string* found) {

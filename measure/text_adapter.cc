@@ -7,14 +7,10 @@
 #include <cstdlib>
 #include <regex>
 
+#include "measure/measure.h"
+
 namespace verity::measure {
 namespace {
-
-std::string Tail(const std::string& s) {
-  std::string t = s.size() > 200 ? "..." + s.substr(s.size() - 200) : s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
-}
 
 bool ValidName(const std::string& n) {
   if (n.empty()) return false;
@@ -59,7 +55,7 @@ Result<double> ExtractMetric(const std::string& text, const TextMetric& m, const
   } catch (const std::regex_error& e) {  // e.g. error_complexity on a pathological input
     return Status::Error(which + ": the match gave up (" + e.what() + ")");
   }
-  if (matches == 0) return Status::Error(which + " matched nothing in: '" + Tail(text) + "'");
+  if (matches == 0) return Status::Error(which + " matched nothing in: '" + OutputTail(text, 200) + "'");
   if (matches > 1) return Status::Error(which + " matched more than once: which one counts? Anchor it to one line");
   const std::string number = found[1].str();
   // Decimal only: strtod would also take "0x1p3", "inf" and "nan".
