@@ -73,12 +73,28 @@ void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slo
   for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
   independent_ = false;
   Layers(tokens, n);
-  if (logits) {  // the last position's logits: final norm, classifier (replicated)
-    k_.BeginLayer(-1);
-    const int dim = m_.config.dim;
-    float* x = Row(x_, n - 1, dim);
-    kernels::Rmsnorm(x, x, m_.rms_final, dim, m_.config.norm_eps);
-    k_.Matmul(logits_.data(), x, m_.classifier);
+  const int last = n - 1;
+  if (logits) FinalLogits(&last, 1, logits_.data());
+}
+
+void RankForward::PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
+                             float* logits) {
+  Reserve(n);
+  std::copy(pos, pos + n, pos_.begin());
+  std::copy(slot, slot + n, slot_.begin());
+  independent_ = false;
+  Layers(token, n);
+  FinalLogits(last, n_last, logits);
+}
+
+// The classifier is replicated under tensor parallelism: every rank computes it.
+void RankForward::FinalLogits(const int* rows, int count, float* out) {
+  k_.BeginLayer(-1);
+  const ModelConfig& c = m_.config;
+  for (int i = 0; i < count; i++) {
+    float* x = Row(x_, rows[i], c.dim);
+    kernels::Rmsnorm(x, x, m_.rms_final, c.dim, c.norm_eps);
+    k_.Matmul(out + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
   }
 }
 

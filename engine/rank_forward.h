@@ -74,12 +74,25 @@ class RankForward {
   // once for all rows (MatmulRows) and row t is bit for bit what Block(&token[t],
   // 1, pos[t], true, slot[t]) gives: no row depends on the others.
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits);
+  // Prompt blocks of several sequences as one block: row t is token[t] at
+  // pos[t] into slot[t]; each sequence's rows are consecutive positions, the
+  // ones before them in its slot. The rows share batched matmuls
+  // (MatmulBatch). When the backend's batched rows are independent
+  // (Backend::batch_rows_independent) and every sequence brings at least 2
+  // rows, row t is bit for bit what that sequence's own Block of its rows
+  // gives. Writes the logits of rows last[0..n_last) into n_last rows of
+  // `logits`.
+  void PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
+                  float* logits);
   float* logits() { return logits_.data(); }
   // Bytes of K and V cache held for every slot together.
   size_t kv_cache_bytes() const { return 2 * key_cache_.size() * sizeof(float); }
 
  private:
   void Layers(const int* tokens, int n);
+  // The final norm and the classifier for `count` rows of the block, one
+  // vector each (Matmul, as decode): row rows[i]'s logits into out row i.
+  void FinalLogits(const int* rows, int count, float* out);
   void Attention(int l, int n);
   void FeedForward(int l, int n);
   void Experts(const LayerWeights& w, const float* xb, float* out);

@@ -12,6 +12,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "engine/rank_forward.h"
 
@@ -43,6 +44,27 @@ class BatchedDecoder final : public SlotDecoder {
     return Checked(logits, 1);
   }
 
+  void PrefillMany(const Prompt* prompts, int n, float* logits) override {
+    std::vector<int> slot(std::max(n, 0));
+    for (int i = 0; i < n; i++) slot[i] = prompts[i].slot;
+    bool ok = n >= 1 && n <= slots_ && Valid(slot.data(), n);
+    for (int i = 0; ok && i < n; i++) ok = Valid(prompts[i].slot, prompts[i].tokens, prompts[i].T, prompts[i].pos0);
+    if (!ok) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
+    const size_t vocab = model_.config.vocab_size;
+    if (!backend_->batch_rows_independent()) {
+      for (int i = 0; i < n; i++) {
+        const Prompt& p = prompts[i];
+        const float* l = Prefill(p.slot, p.tokens, p.T, p.pos0);
+        std::copy(l, l + vocab, logits + i * vocab);
+      }
+      return;
+    }
+    int longest = 0;
+    for (int i = 0; i < n; i++) longest = std::max(longest, prompts[i].T);
+    for (int b = 0; b < longest; b += Transformer::kPrefillBlock) Wave(prompts, n, b, logits);
+    Checked(logits, n);
+  }
+
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits) override {
     bool ok = n >= 1 && n <= slots_ && Valid(slot, n);
     for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
@@ -54,6 +76,51 @@ class BatchedDecoder final : public SlotDecoder {
   Status status() const override { return error_.ok() ? backend_->status() : error_; }
 
  private:
+  // The rows of one pass of PrefillMany.
+  struct Rows {
+    std::vector<int> slot, token, pos;
+    std::vector<int> last, prompt;  // a prompt's last row in this pass, and which prompt it ends
+    void Add(const SlotDecoder::Prompt& p, int at) {
+      slot.push_back(p.slot), token.push_back(p.tokens[at]), pos.push_back(p.pos0 + at);
+    }
+  };
+
+  // Block b (from position b of each prompt) of every prompt that has one,
+  // cut as Prefill cuts it. Blocks of 2+ rows share one batched pass; a
+  // 1-row block (a prompt's tail) is what a decode step gives that row, so
+  // those share one Step. Each prompt's last row's logits go to its row of
+  // `logits`.
+  void Wave(const Prompt* prompts, int n, int b, float* logits) {
+    Rows batched, single;
+    for (int i = 0; i < n; i++) {
+      const Prompt& p = prompts[i];
+      const int m = std::min(Transformer::kPrefillBlock, p.T - b);
+      if (m < 1) continue;
+      Rows& to = m == 1 ? single : batched;
+      for (int k = b; k < b + m; k++) to.Add(p, k);
+      if (b + m == p.T) to.last.push_back(static_cast<int>(to.slot.size()) - 1), to.prompt.push_back(i);
+    }
+    const size_t vocab = model_.config.vocab_size;
+    auto deliver = [&](const Rows& r) {
+      for (size_t j = 0; j < r.prompt.size(); j++)
+        std::copy(wave_logits_.begin() + j * vocab, wave_logits_.begin() + (j + 1) * vocab,
+                  logits + r.prompt[j] * vocab);
+    };
+    if (!batched.slot.empty()) {
+      wave_logits_.resize(batched.last.size() * vocab);
+      forward_->PromptRows(batched.slot.data(), batched.token.data(), batched.pos.data(),
+                           static_cast<int>(batched.slot.size()), batched.last.data(),
+                           static_cast<int>(batched.last.size()), wave_logits_.data());
+      deliver(batched);
+    }
+    if (!single.slot.empty()) {
+      const int k = static_cast<int>(single.slot.size());
+      wave_logits_.resize(k * vocab);
+      forward_->Step(single.slot.data(), single.token.data(), single.pos.data(), k, wave_logits_.data());
+      deliver(single);  // every row of a 1-row block is its prompt's last
+    }
+  }
+
   // Slots in range and distinct (two rows of one slot in a step would race on its cache).
   bool Valid(const int* slot, int n) {
     bool ok = true;
@@ -99,6 +166,7 @@ class BatchedDecoder final : public SlotDecoder {
   const int slots_;
   std::unique_ptr<RankForward> forward_;
   std::vector<char> busy_;  // scratch of Valid: the slots seen in this step
+  std::vector<float> wave_logits_;  // one PrefillMany pass's logits
   Status error_;
 };
 

@@ -38,6 +38,19 @@ class SlotDecoder {
   // positions before pos0 must be in that slot. Returns the last position's
   // logits, valid until the next call.
   virtual const float* Prefill(int slot, const int* tokens, int T, int pos0) = 0;
+  // A prompt for PrefillMany: tokens[0..T) at positions pos0 .. pos0+T-1 of `slot`.
+  struct Prompt {
+    int slot;
+    const int* tokens;
+    int T, pos0;
+  };
+  // Several prompts into distinct slots at once; writes n rows of vocab_size
+  // logits (row i: prompt i's last position). Each prompt's cache and logits
+  // are bit for bit what Prefill gives it alone: the prompts' blocks share
+  // one batched pass over the weights where the backend's batched rows are
+  // independent (Backend::batch_rows_independent), else they run one after
+  // another. A bad argument poisons all n rows, as in Step.
+  virtual void PrefillMany(const Prompt* prompts, int n, float* logits) = 0;
   // One position for each of `n` distinct slots: token[i] at pos[i] into
   // slot[i]; writes n rows of vocab_size logits (row i for slot[i]).
   virtual void Step(const int* slot, const int* token, const int* pos, int n, float* logits) = 0;

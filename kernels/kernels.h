@@ -117,6 +117,13 @@ class Backend {
   virtual void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) {
     for (int i = 0; i < count; i++) MatmulRows(targets[i].out, x, *targets[i].w, n);
   }
+  // Whether MatmulBatch (and MatmulShared) of T >= 2 vectors gives row t from
+  // row t of x alone, bit for bit whatever T and the other rows are. Then the
+  // prompt blocks of several sequences can share one batched pass and each
+  // row is what its own block gives (SlotDecoder::PrefillMany). The CPU
+  // backends do (one accumulator per row and vector); a GEMM library that
+  // picks its split by shape does not promise it, which this default says.
+  [[nodiscard]] virtual bool batch_rows_independent() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
   // Rotates `size` values (heads of head_size) for position `pos`: pair i of
   // every head turns by the angle pos * inv_freq[i] (inv_freq holds

@@ -96,6 +96,11 @@ void Metrics::DecodeStep(int rows) {
   decode_steps_++;
   decode_rows_ += static_cast<uint64_t>(rows);
 }
+void Metrics::Prefill(int prompts) {
+  std::lock_guard<std::mutex> l(mu_);
+  prefills_++;
+  prefill_prompts_ += static_cast<uint64_t>(prompts);
+}
 void Metrics::Probe(bool pass) {
   std::lock_guard<std::mutex> l(mu_);
   (pass ? probe_passes_ : probe_failures_)++;
@@ -125,6 +130,11 @@ std::string Metrics::Render() const {
   Single(o, "verity_decode_steps_total", "counter", "Batched decode steps run.", to_string(decode_steps_));
   Single(o, "verity_decode_step_rows_total", "counter",
          "Sequences decoded over all steps (divided by the steps: the mean batch).", to_string(decode_rows_));
+  Single(o, "verity_prefills_total", "counter", "Prefills run (the prompts admitted between two steps share one).",
+         to_string(prefills_));
+  Single(o, "verity_prefill_prompts_total", "counter",
+         "Prompts prefilled over all prefills (divided by the prefills: prompts per prefill).",
+         to_string(prefill_prompts_));
   Single(o, "verity_kv_slots_in_use", "gauge", "KV-cache slots holding a sequence.", to_string(slots_used_));
   Single(o, "verity_kv_slots", "gauge", "KV-cache slots (--parallel).", to_string(slots_));
   Single(o, "verity_probe_passes_total", "counter", "Coherence probe rounds that passed.", to_string(probe_passes_));

@@ -37,6 +37,9 @@ class Metrics {
   // size, counts the step and its rows, and keeps the largest step, so a
   // reader (and the batch-invariance test) can tell that batching happened.
   void DecodeStep(int rows);
+  // One prefill of `prompts` prompts admitted together (one batched pass per
+  // block of positions): counts it and its prompts.
+  void Prefill(int prompts);
   void Probe(bool pass);
   void Healthy(bool healthy);
   std::string Render() const;
@@ -46,7 +49,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, probe_passes_ = 0, probe_failures_ = 0;
   int queue_ = 0, running_ = 0, slots_used_ = 0, slots_ = 0, healthy_ = 0, running_max_ = 0;
-  uint64_t decode_steps_ = 0, decode_rows_ = 0;
+  uint64_t decode_steps_ = 0, decode_rows_ = 0, prefills_ = 0, prefill_prompts_ = 0;
   Histogram ttft_, itl_;
 };
 

@@ -92,14 +92,11 @@ void Scheduler::Loop() {
         queue_.pop_front();
       }
     }
-    for (auto& job : admitted) {
-      const int slot = free_slots_.back();
-      free_slots_.pop_back();
-      Start(std::move(job), slot);
-    }
+    const bool joined = !admitted.empty();
+    Start(std::move(admitted));
     // Published before the step too, so /metrics shows an admitted request's
     // slot in use before its second token reaches the client.
-    if (!admitted.empty()) Publish();
+    if (joined) Publish();
     StepRunning();
     Publish();
   }
@@ -108,29 +105,41 @@ void Scheduler::Loop() {
   for (auto& job : queue_) job->Push({std::nullopt, FinishReason::kCancelled, "the server is shutting down"});
 }
 
-// Prefills the prompt into its slot; the first token comes from those logits.
-void Scheduler::Start(std::shared_ptr<Job> job, int slot) {
-  const JobParams& p = job->params;
-  const int vocab = d_.model().config.vocab_size;
-  Running r{job, slot, static_cast<int>(p.prompt.size()), 0, 0, Sampler(vocab, p.temperature, p.top_p, p.seed),
-            std::chrono::steady_clock::now()};
-  if (job->cancelled()) {
-    Finish(r, FinishReason::kCancelled);
-    return;
+// Between steps, so a request waits at most one step to join; the prompts
+// admitted together share their prefill's passes over the weights.
+void Scheduler::Start(std::vector<std::shared_ptr<Job>> jobs) {
+  std::vector<Running> starting;
+  std::vector<SlotDecoder::Prompt> prompts;
+  for (auto& job : jobs) {
+    const JobParams& p = job->params;
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    Running r{job, slot, static_cast<int>(p.prompt.size()), 0, 0,
+              Sampler(d_.model().config.vocab_size, p.temperature, p.top_p, p.seed), std::chrono::steady_clock::now()};
+    if (job->cancelled()) {
+      Finish(r, FinishReason::kCancelled);
+      continue;
+    }
+    // The HTTP parser refuses such prompts; a probe file may not. A decoder
+    // error would be kept for every later step, so it never gets one.
+    if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= d_.context()) {
+      Finish(r, FinishReason::kError);
+      r.job->Push({std::nullopt, FinishReason::kError,
+                   "a prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
+                       std::to_string(d_.context())});
+      continue;
+    }
+    prompts.push_back({slot, p.prompt.data(), static_cast<int>(p.prompt.size()), 0});
+    starting.push_back(std::move(r));
   }
-  // The HTTP parser refuses such prompts; a probe file may not. A decoder
-  // error would be kept for every later step, so it never gets one.
-  if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= d_.context()) {
-    Finish(r, FinishReason::kError);
-    r.job->Push({std::nullopt, FinishReason::kError,
-                 "a prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
-                     std::to_string(d_.context())});
-    return;
+  if (starting.empty()) return;
+  d_.PrefillMany(prompts.data(), static_cast<int>(prompts.size()), logits_.data());
+  metrics_.Prefill(static_cast<int>(prompts.size()));
+  const size_t vocab = d_.model().config.vocab_size;
+  for (size_t i = 0; i < starting.size(); i++) {
+    metrics_.Tokens(prompts[i].T, 0);
+    if (Advance(starting[i], logits_.data() + i * vocab)) running_.push_back(std::move(starting[i]));
   }
-  const float* l = d_.Prefill(slot, p.prompt.data(), static_cast<int>(p.prompt.size()), 0);
-  metrics_.Tokens(static_cast<int>(p.prompt.size()), 0);
-  std::vector<float> row(l, l + vocab);
-  if (Advance(r, row.data())) running_.push_back(std::move(r));
 }
 
 void Scheduler::StepRunning() {

@@ -98,7 +98,9 @@ class Scheduler {
     std::chrono::steady_clock::time_point last;
   };
   void Loop();
-  void Start(std::shared_ptr<Job> job, int slot);
+  // Prefills the admitted jobs' prompts together, each into a free slot; each
+  // one's first token comes from its row of logits.
+  void Start(std::vector<std::shared_ptr<Job>> jobs);
   void StepRunning();
   // Samples from `logits` for `r`, emits the token or the finish; false when r finished.
   bool Advance(Running& r, float* logits);
@@ -116,7 +118,7 @@ class Scheduler {
   std::vector<int> free_slots_;   // likewise
   int active_ = 0;  // jobs queued or running (probes too)
   bool draining_ = false, stopping_ = false;
-  std::vector<float> logits_;
+  std::vector<float> logits_;  // one row per slot: a step's or a prefill's
   std::thread thread_;
 };
 

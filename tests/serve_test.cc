@@ -126,7 +126,7 @@ double Metric(httplib::Client& c, const std::string& name) {
 
 // The decode-step counters of /metrics: steps run and the sequences they held.
 struct StepCounts {
-  double steps = -1, rows = -1;
+  double steps = -1, rows = -1, prefills = -1, prompts = -1;
 };
 StepCounts Steps(httplib::Client& c) {
   StepCounts n;
@@ -134,6 +134,8 @@ StepCounts Steps(httplib::Client& c) {
   if (!m) return n;
   n.steps = MetricIn(m->body, "verity_decode_steps_total");
   n.rows = MetricIn(m->body, "verity_decode_step_rows_total");
+  n.prefills = MetricIn(m->body, "verity_prefills_total");
+  n.prompts = MetricIn(m->body, "verity_prefill_prompts_total");
   return n;
 }
 
@@ -155,9 +157,15 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   const StepCounts after_alone = Steps(c);
   ASSERT_GT(after_alone.steps, start.steps) << "the requests ran no decode step";
   EXPECT_EQ(after_alone.rows - start.rows, after_alone.steps - start.steps) << "an 'alone' request shared a step";
+  EXPECT_EQ(after_alone.prompts - start.prompts, after_alone.prefills - start.prefills)
+      << "an 'alone' request shared a prefill";
   int round = 0;
   StepCounts now = after_alone;
-  for (; round < 12 && (round < 2 || now.rows - after_alone.rows <= now.steps - after_alone.steps); round++) {
+  auto shared = [&](const StepCounts& n) {
+    return n.rows - after_alone.rows > n.steps - after_alone.steps &&
+           n.prompts - after_alone.prompts > n.prefills - after_alone.prefills;
+  };
+  for (; round < 12 && (round < 2 || !shared(now)); round++) {
     std::vector<std::thread> ts;
     for (size_t k = 0; k < prompts.size(); k++) {
       const size_t i = round % 2 ? prompts.size() - 1 - k : k;  // every other round in the other order
@@ -172,9 +180,13 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   }
   EXPECT_GT(now.rows - after_alone.rows, now.steps - after_alone.steps)
       << "in " << round << " rounds of 8 concurrent requests no decode step held two: batching was not tested";
-  std::printf("batch invariance: %d concurrent rounds, %.0f rows in %.0f steps (mean batch %.2f), tokens identical\n",
+  EXPECT_GT(now.prompts - after_alone.prompts, now.prefills - after_alone.prefills)
+      << "in " << round << " rounds of 8 concurrent requests no prefill held two prompts: shared prefills were not tested";
+  std::printf("batch invariance: %d concurrent rounds, %.0f rows in %.0f steps (mean batch %.2f), %.0f prompts in %.0f "
+              "prefills, tokens identical\n",
               round, now.rows - after_alone.rows, now.steps - after_alone.steps,
-              (now.rows - after_alone.rows) / std::max(1.0, now.steps - after_alone.steps));
+              (now.rows - after_alone.rows) / std::max(1.0, now.steps - after_alone.steps),
+              now.prompts - after_alone.prompts, now.prefills - after_alone.prefills);
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("verity_kv_slots 8"), std::string::npos) << m->body;

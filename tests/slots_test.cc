@@ -174,6 +174,97 @@ TEST(Slots, SixteenSlotsLateBesideEarlyAndSingleSlotSteps) {
   }
 }
 
+// Prompts of many lengths prefilled together: each row of logits, and the
+// cache behind it (checked by one decode step), is the prompt's prefill alone.
+// The lengths cut blocks of 1, 2, 3 and 64 rows, and a prompt that ends in a
+// wave where longer ones go on.
+void ExpectPrefillManyIsEachAlone(const Model& m, const std::string& backend) {
+  SCOPED_TRACE(backend + " " + kernels::DTypeName(m.dtype));
+  const std::vector<int> lengths = {3, 1, 65, 2, 130, 64, 7, 129, 66};
+  const int n = static_cast<int>(lengths.size()), vocab = m.config.vocab_size;
+  auto d = SlotDecoder::Create(m, std::move(kernels::MakeBackend(backend)).value(), n + 1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  std::vector<std::vector<int>> tokens;
+  std::vector<SlotDecoder::Prompt> prompts;
+  for (int i = 0; i < n; i++) tokens.push_back(PromptOf(i, lengths[i], vocab));
+  for (int i = 0; i < n; i++) prompts.push_back({n - i, tokens[i].data(), lengths[i], 0});  // slots in reverse
+  std::vector<float> logits(static_cast<size_t>(n) * vocab), step(static_cast<size_t>(n) * vocab);
+  (*d)->PrefillMany(prompts.data(), n, logits.data());
+  ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
+  std::vector<int> slot, next, pos;
+  std::vector<const float*> want_step;
+  std::vector<std::unique_ptr<Transformer>> alone;
+  for (int i = 0; i < n; i++) {
+    auto t = Transformer::Create(m, std::move(kernels::MakeBackend(backend)).value());
+    ASSERT_TRUE(t.ok());
+    const float* want = (*t)->Prefill(tokens[i].data(), lengths[i], 0);
+    ASSERT_EQ(std::memcmp(logits.data() + static_cast<size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
+        << "prompt " << i << " of " << lengths[i] << " tokens, prefilled with the others";
+    slot.push_back(prompts[i].slot), next.push_back(Argmax(want, vocab)), pos.push_back(lengths[i]);
+    want_step.push_back((*t)->Forward(next[i], pos[i]));
+    alone.push_back(std::move(t).value());
+  }
+  (*d)->Step(slot.data(), next.data(), pos.data(), n, step.data());
+  ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
+  for (int i = 0; i < n; i++)
+    ASSERT_EQ(std::memcmp(step.data() + static_cast<size_t>(i) * vocab, want_step[i], vocab * sizeof(float)), 0)
+        << "the step after prompt " << i << " of " << lengths[i] << " tokens: its cache differs";
+}
+
+TEST(Slots, PromptsPrefilledTogetherAreEachPrefilledAlone) {
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto m = LoadModel(test::Model("stories260K.bin"), t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (const char* b : {"reference", "fast"}) ExpectPrefillManyIsEachAlone(**m, b);
+  }
+}
+
+TEST(Slots, PromptsPrefilledTogetherOnAWiderModelAndMoE) {
+  ModelConfig c;
+  c.dim = 256;
+  c.hidden_dim = 772;  // not a multiple of any vector width: every dot has a tail
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.vocab_size = 1000;
+  c.seq_len = c.max_positions = 192;
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_theta = 10000.0f;
+  c.norm_eps = 1e-5f;
+  auto m = SyntheticModel(c, 21);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectPrefillManyIsEachAlone(**m, "fast");
+  c.n_experts = 4;
+  c.n_experts_per_tok = 2;
+  auto moe = SyntheticModel(c, 22);
+  ASSERT_TRUE(moe.ok()) << moe.status().message();
+  ExpectPrefillManyIsEachAlone(**moe, "fast");
+}
+
+TEST(Slots, BadPrefillManyArgumentsAreNamedErrors) {
+  auto m = LoadModel(test::Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const int vocab = (*m)->config.vocab_size, ctx = (*m)->config.seq_len;
+  const std::vector<int> ok = {1, 2, 3}, bad = {1, vocab, 3};
+  struct Case {
+    std::vector<SlotDecoder::Prompt> prompts;
+    const char* says;
+  };
+  const Case cases[] = {{{{0, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "slot 0 appears twice"},
+                        {{{0, ok.data(), 3, 0}, {2, ok.data(), 3, 0}}, "slot 2 is not one of the 2 slots"},
+                        {{{1, bad.data(), 3, 0}}, "outside the vocabulary"},
+                        {{{0, ok.data(), 3, ctx - 2}}, "outside the context"}};
+  for (const Case& c : cases) {
+    auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 2);
+    ASSERT_TRUE(d.ok());
+    std::vector<float> logits(c.prompts.size() * vocab, 0.0f);
+    (*d)->PrefillMany(c.prompts.data(), static_cast<int>(c.prompts.size()), logits.data());
+    ASSERT_FALSE((*d)->status().ok()) << c.says;
+    EXPECT_NE((*d)->status().message().find(c.says), std::string::npos) << (*d)->status().message();
+    EXPECT_TRUE(std::isnan(logits[0]) && std::isnan(logits.back())) << c.says;
+  }
+}
+
 // A bad slot, token or position is a named error and NaN rows, never a write
 // into another slot's cache.
 TEST(Slots, BadStepArgumentsAreNamedErrors) {

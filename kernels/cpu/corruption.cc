@@ -33,6 +33,7 @@ class CorruptedFast final : public Backend {
     for (int i = 0; i < passes_; i++) inner_->MatmulShared(x, T, targets, count);
   }
   std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
+  bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
 
   void Attention(const AttentionArgs& a) override {
     // Work that silently does not happen: past 128 positions the attention

@@ -117,6 +117,10 @@ class Fast final : public Backend {
   // Decode: the rows of every matrix as one job (one hand-off to the pool and
   // one wait instead of `count`), x quantized once for q8_0. Each row is the
   // same kernel call on the same x as in Matmul, so the outputs are identical.
+  // MatMul's tiles keep one accumulator per (row, vector), fed in column
+  // order whatever the tile's shape (simd.cc MicroTile, Q8Tile).
+  bool batch_rows_independent() const override { return true; }
+
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);
     const int cols = targets[0].w->cols;
