@@ -37,15 +37,25 @@ std::string Stem(const std::string& path) {
   return dot == std::string::npos || dot == 0 ? s : s.substr(0, dot);
 }
 
-// The chat template the server renders, or the reason chat is refused.
+// The chat template the server renders, or the reason chat is refused. A
+// model's own template must parse (serve/jinja.h's subset) and render a
+// one-message conversation, or the server does not start.
 Status ChooseChat(const ServeFlags& f, std::unique_ptr<serve::ChatTemplate>* chat, std::string* reason) {
-  VERITY_ASSIGN_OR_RETURN(const std::string own, serve::ModelChatTemplate(f.model));
-  if (!own.empty() && !f.no_chat)
-    return Status::Error("the model's chat template (tokenizer_config.json chat_template, " + std::to_string(own.size()) +
-                         " bytes of Jinja) is not one verity renders exactly; refusing to approximate it. Serve "
-                         "completions only with --no-chat");
-  if (!own.empty() || f.no_chat) {
+  if (f.no_chat) {
     *reason = "chat is off on this server (--no-chat): use /v1/completions";
+    return OkStatus();
+  }
+  VERITY_ASSIGN_OR_RETURN(std::unique_ptr<serve::ChatTemplate> own, serve::ModelChatTemplateOf(f.model));
+  if (own) {
+    if (!f.chat_template.empty())
+      return Status::Error("--chat-template " + f.chat_template + ": the model has its own chat template "
+                           "(tokenizer_config.json), which is the one it was trained with");
+    auto probe = own->Render({{"user", "Hello"}});
+    if (!probe.ok())
+      return Status::Error("the model's chat template cannot render a one-message conversation: " +
+                           probe.status().message());
+    std::printf("serve: chat: %s, %zu bytes for a one-message conversation\n", own->name(), probe->size());
+    *chat = std::move(own);
     return OkStatus();
   }
   if (f.chat_template.empty()) {

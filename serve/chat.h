@@ -1,9 +1,9 @@
-// Chat templates verity renders itself, exactly. A model's own template
-// (tokenizer_config.json's chat_template) is Jinja; verity has no Jinja
-// engine, so such a template is refused by name at startup rather than
-// approximated (a wrong prompt format is a silently wrong model). A model
-// with no template can be given one of the formats below by name
-// (`verity serve --chat-template chatml`): the operator's choice, stated.
+// Chat templates: the model's own (tokenizer_config.json's chat_template),
+// rendered by serve/jinja.h exactly as Hugging Face's apply_chat_template
+// renders it, or refused by name at startup when it uses Jinja outside that
+// subset (a wrong prompt format is a silently wrong model); or, for a model
+// with none, a format verity renders itself chosen by the operator by name
+// (`verity serve --chat-template chatml`).
 #pragma once
 
 #include <memory>
@@ -22,14 +22,26 @@ class ChatTemplate {
  public:
   virtual ~ChatTemplate() = default;
   virtual const char* name() const = 0;
-  // The prompt text for `messages`, ending where the assistant's reply begins.
-  virtual std::string Render(const std::vector<ChatMessage>& messages) const = 0;
+  // The prompt text for `messages`, ending where the assistant's reply
+  // begins; an error is the template's refusal of the conversation (its
+  // raise_exception, e.g. roles that do not alternate).
+  [[nodiscard]] virtual Result<std::string> Render(const std::vector<ChatMessage>& messages) const = 0;
   // Text whose appearance in the reply ends it (the end-of-turn marker).
   virtual std::vector<std::string> Stops() const = 0;
+  // True when the text carries the model's special tokens itself (a model's
+  // own template writes bos_token): it is encoded as apply_chat_template
+  // encodes it, with no BOS added. False: encoded as a completion's prompt.
+  virtual bool carries_special_tokens() const = 0;
 };
 
 // The built-in template `name` ("chatml"); an error lists the known ones.
 [[nodiscard]] Result<std::unique_ptr<ChatTemplate>> BuiltinChatTemplate(const std::string& name);
+
+// The model's own template from the tokenizer_config.json in `dir` (or beside
+// the file `path`): nullptr when it has none; an error names the file and,
+// for a template outside serve/jinja.h's subset, the construct and its line.
+// bos_token, eos_token, unk_token and pad_token come from the same file.
+[[nodiscard]] Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& path);
 
 // The chat_template of the tokenizer_config.json in `dir` (or beside the
 // file `path`), or empty when there is none; an error names the file when

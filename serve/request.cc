@@ -137,7 +137,9 @@ std::optional<ApiError> Messages(const json& j, const ServedModel& m, std::vecto
     if (content == e.end() || !content->is_string()) return Bad(where + ".content", where + ".content must be a string");
     msgs.push_back({r, content->get<std::string>()});
   }
-  auto e = m.codec->EncodePrompt(m.chat->Render(msgs));
+  auto text = m.chat->Render(msgs);
+  if (!text.ok()) return Bad("messages", text.status().message());
+  auto e = m.chat->carries_special_tokens() ? m.codec->EncodeChat(*text) : m.codec->EncodePrompt(*text);
   if (!e.ok()) return Bad("messages", e.status().message());
   *ids = *e;
   for (const std::string& s : m.chat->Stops()) stops->push_back(s);

@@ -24,6 +24,12 @@ Result<std::vector<int>> TextCodec::EncodePrompt(const std::string& text) const 
   return ids;
 }
 
+Result<std::vector<int>> TextCodec::EncodeChat(const std::string& text) const {
+  VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, tok_.Encode(text, /*add_special=*/false));
+  if (ids.empty()) return Status::Error("messages: the chat template rendered an empty prompt");
+  return ids;
+}
+
 bool TextCodec::Ends(int token) const {
   if (llama2c_ ? token == bos_ : token == tok_.eos_id()) return true;
   return std::find(c_.eos_ids.begin(), c_.eos_ids.end(), token) != c_.eos_ids.end();

@@ -22,6 +22,9 @@ class TextCodec {
   // The ids a prompt is fed as: BOS (when the model or tokenizer has one)
   // and the text, as generate encodes it. An error names the prompt.
   [[nodiscard]] Result<std::vector<int>> EncodePrompt(const std::string& text) const;
+  // A model's own chat template's text, which writes its special tokens
+  // itself: encoded with none added (apply_chat_template's tokenize=True).
+  [[nodiscard]] Result<std::vector<int>> EncodeChat(const std::string& text) const;
   // True iff sampling `token` ends the sequence (EOS, or BOS for llama2.c, as run.c).
   bool Ends(int token) const;
   // The token's text when it is streamed, or its display form in logprobs.

