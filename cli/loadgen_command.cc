@@ -129,12 +129,32 @@ Outcome OneRequest(httplib::Client& c, const LoadFlags& f, const Served& s, int 
   return o;
 }
 
-double PeakRssMb(httplib::Client& c) {
+// A sample's value in /metrics' text, NaN when absent (an older server).
+double MetricValue(const std::string& body, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = body.find(key);
+  return at == std::string::npos ? NAN : std::strtod(body.c_str() + at + key.size(), nullptr);
+}
+
+std::string MetricsText(httplib::Client& c) {
   auto m = c.Get("/metrics");
-  if (!m || m->status != 200) return NAN;
-  const std::string key = "\nverity_peak_resident_memory_bytes ";
-  const size_t at = m->body.find(key);
-  return at == std::string::npos ? NAN : std::stod(m->body.substr(at + key.size())) / 1048576.0;
+  return m && m->status == 200 ? m->body : std::string();
+}
+
+double PeakRssMb(const std::string& metrics) {
+  return MetricValue(metrics, "verity_peak_resident_memory_bytes") / 1048576.0;
+}
+
+// Where the server's engine spent the run, from its /metrics before and
+// after: decode rows per decode-step second is the aggregate decode rate,
+// prefills apart. Nulls when the server does not count them.
+json EngineShare(const std::string& before, const std::string& after) {
+  auto delta = [&](const char* name) { return MetricValue(after, name) - MetricValue(before, name); };
+  const double rows = delta("verity_decode_step_rows_total"), decode_s = delta("verity_decode_seconds_total"),
+               prefill_s = delta("verity_prefill_seconds_total");
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  return {{"decode_rows", num(rows)}, {"decode_seconds", num(decode_s)}, {"prefill_seconds", num(prefill_s)},
+          {"decode_rows_per_s", num(decode_s > 0 ? rows / decode_s : NAN)}};
 }
 
 Status CheckLoopback(const std::string& url) {
@@ -148,6 +168,7 @@ int RunLoadgen(const LoadFlags& f) {
   httplib::Client probe(f.url);
   auto served = Discover(probe, f);
   if (!served.ok()) return Fail(served.status());
+  const std::string metrics_before = MetricsText(probe);
   std::atomic<int> next{0};
   std::mutex mu;
   std::vector<Outcome> outcomes;
@@ -179,17 +200,18 @@ int RunLoadgen(const LoadFlags& f) {
     ttft.push_back(o.ttft_s * 1e3);
     for (double g : o.gaps_s) gaps.push_back(g * 1e3);
   }
+  const std::string metrics_after = MetricsText(probe);
   const int missing = f.duration > 0 ? 0 : f.requests - static_cast<int>(outcomes.size());
   const bool ok = failed == 0 && missing == 0;
   json metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
                   {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
-                  {"peak_rss_mb", PeakRssMb(probe)}};
+                  {"peak_rss_mb", PeakRssMb(metrics_after)}};
   json rec = {{"schema", "verity.bench/1"}, {"ok", ok}, {"build", {{"id", served->build_id}, {"artifact_sha256", served->artifact}}},
               {"workload", "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) + "+tg" + std::to_string(f.gen_tokens)},
               {"metrics", metrics}, {"requests", f.requests}, {"completed", static_cast<int>(outcomes.size()) - failed},
               {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
               {"concurrency", f.concurrency}, {"prompt_tokens", f.prompt_tokens}, {"gen_tokens", f.gen_tokens},
-              {"wall_s", wall}, {"generated_tokens", tokens}};
+              {"wall_s", wall}, {"generated_tokens", tokens}, {"engine", EngineShare(metrics_before, metrics_after)}};
   std::printf("%s\n", JsonLine(rec).c_str());
   std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n", static_cast<int>(outcomes.size()) - failed,
                f.requests, failed, missing, tokens / wall, first_error.empty() ? "" : "; first error: ", first_error.c_str());

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 25's serving targets on this box: aggregate generated tok/s at 1, 8
-# and 16 concurrent streams (each with its own slot), TTFT and inter-chunk
-# p50/p99, as a markdown table, on stories260K and on a ~110M-shaped synth.
+# and 16 concurrent streams (each with its own slot), the server's decode
+# steps alone (rows per second of step time, from its /metrics: the decode
+# throughput, prefills apart), TTFT and inter-chunk p50/p99, as a markdown
+# table, on stories260K and on a ~110M-shaped synth.
 # Rounds interleave the concurrencies, so a slow minute of the shared box
 # hits them all; the ratio is each round's N-stream rate over its 1-stream
 # rate, and the table gives medians over the rounds.
@@ -41,29 +43,33 @@ assert len(probes) == 3, f"only {len(probes)} prompts of the synth continue long
 json.dump(probes, open(out, "w"), indent=1)
 EOF
 fi
-declare -A rate ttft50 ttft99 itl99
+declare -A rate ttft50 ttft99 itl99 decode
 for r in $(seq 1 "$rounds"); do
   for model in models/stories260K.bin "$synth"; do
     for c in 1 8 16; do
       rec=$(scripts/bench-serve.sh "$v" "$model" models/tok512.bin concurrency=$c parallel=16 requests=$((c * per)) \
             gen="$gen" threads="$threads" 2>/dev/null)
-      read -r tok t50 t99 i99 < <(printf '%s' "$rec" | python3 -c 'import json,sys; m=json.load(sys.stdin)["metrics"]; print(m["serve_tok_s"], m["ttft_p50_ms"], m["ttft_p99_ms"], m["itl_p99_ms"])')
+      read -r tok t50 t99 i99 dec < <(printf '%s' "$rec" | python3 -c 'import json,sys; r=json.load(sys.stdin); m=r["metrics"]; print(m["serve_tok_s"], m["ttft_p50_ms"], m["ttft_p99_ms"], m["itl_p99_ms"], r["engine"]["decode_rows_per_s"])')
       key="$(basename "$model" .bin) $c"
-      rate[$key]+="$tok " ttft50[$key]+="$t50 " ttft99[$key]+="$t99 " itl99[$key]+="$i99 "
-      echo "round $r: $key streams: $tok tok/s, TTFT p50 $t50 ms p99 $t99 ms, inter-chunk p99 $i99 ms" >&2
+      rate[$key]+="$tok " ttft50[$key]+="$t50 " ttft99[$key]+="$t99 " itl99[$key]+="$i99 " decode[$key]+="$dec "
+      echo "round $r: $key streams: $tok tok/s, TTFT p50 $t50 ms p99 $t99 ms, inter-chunk p99 $i99 ms, decode steps $dec rows/s" >&2
     done
   done
 done
 median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-echo "| model | streams | tok/s (all streams) | x one stream | TTFT p50 ms | TTFT p99 ms | inter-chunk p99 ms |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| model | streams | tok/s (all streams) | x one stream | decode-step rows/s | x one stream | TTFT p50 ms | TTFT p99 ms | inter-chunk p99 ms |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for model in stories260K "$(basename "$synth" .bin)"; do
   for c in 1 8 16; do
     key="$model $c"
-    ratios=""
-    one=(${rate["$model 1"]}) many=(${rate[$key]})
-    for i in "${!one[@]}"; do ratios+="$(python3 -c "print(${many[$i]} / ${one[$i]})") "; done
-    printf '| %s | %d | %.0f | %.2fx | %.1f | %.1f | %.1f |\n' "$model" "$c" "$(median "${rate[$key]}")" "$(median "$ratios")" \
+    ratios="" dratios=""
+    one=(${rate["$model 1"]}) many=(${rate[$key]}) done1=(${decode["$model 1"]}) donen=(${decode[$key]})
+    for i in "${!one[@]}"; do
+      ratios+="$(python3 -c "print(${many[$i]} / ${one[$i]})") "
+      dratios+="$(python3 -c "print(${donen[$i]} / ${done1[$i]})") "
+    done
+    printf '| %s | %d | %.0f | %.2fx | %.0f | %.2fx | %.1f | %.1f | %.1f |\n' "$model" "$c" "$(median "${rate[$key]}")" \
+      "$(median "$ratios")" "$(median "${decode[$key]}")" "$(median "$dratios")" \
       "$(median "${ttft50[$key]}")" "$(median "${ttft99[$key]}")" "$(median "${itl99[$key]}")"
   done
 done

@@ -182,15 +182,50 @@ std::string Json(const Value& v, int indent = -1, int level = 0) {
   }
 }
 
-bool PySpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+// Python's str is a sequence of code points: lengths, indices, slices and
+// iteration count those of the UTF-8 text, not its bytes.
+std::vector<std::string> CodePoints(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) n++;
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+// Python's str.isspace() code points (what strip() and split() drop).
+bool PySpace(const std::string& cp) {
+  static const char* const kSpaces[] = {" ",  "\t", "\n", "\v", "\f", "\r", "\x1c", "\x1d", "\x1e", "\x1f",
+                                        "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003",
+                                        "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a",
+                                        "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
+  for (const char* sp : kSpaces)
+    if (cp == sp) return true;
+  return false;
+}
+bool PySpace(char c) { return PySpace(std::string(1, c)); }
+
+// strip()/lstrip()/rstrip(): whitespace, or the code points of `chars`.
 std::string Strip(const std::string& s, bool left, bool right, const std::string* chars = nullptr) {
-  auto strip = [&](char c) { return chars ? chars->find(c) != std::string::npos : PySpace(c); };
-  size_t a = 0, b = s.size();
+  const std::vector<std::string> cps = CodePoints(s);
+  const std::vector<std::string> set = chars ? CodePoints(*chars) : std::vector<std::string>();
+  auto strip = [&](const std::string& cp) {
+    return chars ? std::find(set.begin(), set.end(), cp) != set.end() : PySpace(cp);
+  };
+  size_t a = 0, b = cps.size();
   if (left)
-    while (a < b && strip(s[a])) a++;
+    while (a < b && strip(cps[a])) a++;
   if (right)
-    while (b > a && strip(s[b - 1])) b--;
-  return s.substr(a, b - a);
+    while (b > a && strip(cps[b - 1])) b--;
+  std::string out;
+  for (size_t i = a; i < b; i++) out += cps[i];
+  return out;
+}
+
+bool Ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -212,6 +247,19 @@ std::string Title(const std::string& s) {
     const bool alpha = std::isalpha(static_cast<unsigned char>(c));
     out += static_cast<char>(alpha ? (prev_alpha ? std::tolower(static_cast<unsigned char>(c)) : std::toupper(static_cast<unsigned char>(c))) : c);
     prev_alpha = alpha;
+  }
+  return out;
+}
+// Jinja2's title filter (not str.title()): words begin after runs of
+// whitespace, '-', '(', '{', '[' or '<'; each is capitalized.
+std::string TitleFilter(const std::string& s) {
+  std::string out;
+  bool start = true;
+  for (char c : s) {
+    const bool sep = PySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (sep) out += c;
+    else out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+    start = sep;
   }
   return out;
 }
@@ -291,7 +339,7 @@ class Renderer {
     } else if (it.kind == Kind::kDict) {
       for (const auto& kv : *it.dict) items.push_back(Value::Str(kv.first));
     } else if (it.kind == Kind::kString) {
-      for (char c : it.s) items.push_back(Value::Str(std::string(1, c)));
+      for (std::string& c : CodePoints(it.s)) items.push_back(Value::Str(std::move(c)));
     } else if (it.kind != Kind::kUndefined) {
       return RenderError(*n.expr, std::string("cannot loop over a value of type ") + TypeName(it));
     }
@@ -425,10 +473,11 @@ class Renderer {
     }
     if (obj.kind == Kind::kList || obj.kind == Kind::kString) {
       if (key.kind != Kind::kInt) return Value();  // e.g. a method name used without a call
-      const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(obj.s.size());
+      const std::vector<std::string> cps = obj.kind == Kind::kString ? CodePoints(obj.s) : std::vector<std::string>();
+      const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
       const long long i = key.i < 0 ? key.i + n : key.i;
       if (i < 0 || i >= n) return Value();
-      return obj.kind == Kind::kList ? (*obj.list)[i] : Value::Str(std::string(1, obj.s[i]));
+      return obj.kind == Kind::kList ? (*obj.list)[i] : Value::Str(cps[i]);
     }
     if (obj.kind == Kind::kUndefined)
       return RenderError(e, "'" + Str(key) + "' of an undefined value");
@@ -449,7 +498,8 @@ class Renderer {
     if (part[2] == 0) return RenderError(e, "a slice step cannot be zero");
     if (obj.kind != Kind::kList && obj.kind != Kind::kString)
       return RenderError(e, std::string("cannot slice a value of type ") + TypeName(obj));
-    const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(obj.s.size());
+    const std::vector<std::string> cps = obj.kind == Kind::kString ? CodePoints(obj.s) : std::vector<std::string>();
+    const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
     const long long step = part[2];
     // Python's slice.indices.
     auto clamp = [&](long long v, bool is_given, long long dflt) {
@@ -464,7 +514,7 @@ class Renderer {
     std::string chars;
     for (long long i = start; step > 0 ? i < stop : i > stop; i += step) {
       if (obj.kind == Kind::kList) items.push_back((*obj.list)[i]);
-      else chars += obj.s[i];
+      else chars += cps[i];
     }
     return obj.kind == Kind::kList ? Value::MakeList(std::move(items)) : Value::Str(chars);
   }
@@ -528,10 +578,10 @@ class Renderer {
         if (!args.empty() && !str_arg(0)) return RenderError(e, "." + m + "() takes a string");
         return Value::Str(Strip(s, m != "rstrip", m != "lstrip", str_arg(0)));
       }
-      if (m == "upper") return Value::Str(Upper(s));
-      if (m == "lower") return Value::Str(Lower(s));
-      if (m == "title") return Value::Str(Title(s));
-      if (m == "capitalize") return Value::Str(Capitalize(s));
+      if (m == "upper" || m == "lower" || m == "title" || m == "capitalize") {
+        if (!Ascii(s)) return RenderError(e, "." + m + "() of text beyond ASCII is not implemented (Python's Unicode case tables)");
+        return Value::Str(m == "upper" ? Upper(s) : m == "lower" ? Lower(s) : m == "title" ? Title(s) : Capitalize(s));
+      }
       if (m == "startswith" || m == "endswith") {
         const std::string* p = str_arg(0);
         if (p == nullptr || args.size() != 1) return RenderError(e, "." + m + "() takes one string");
@@ -547,7 +597,7 @@ class Renderer {
         List parts;
         if (args.empty()) {  // on runs of whitespace, none empty
           std::string cur;
-          for (char c : s) {
+          for (const std::string& c : CodePoints(s)) {
             if (PySpace(c)) {
               if (!cur.empty()) parts.push_back(Value::Str(cur));
               cur.clear();
@@ -607,7 +657,7 @@ class Renderer {
       return use ? (args.empty() ? Value::Str("") : args[0]) : v;
     }
     if (f == "length" || f == "count") {
-      if (v.kind == Kind::kString) return Value::Int(static_cast<long long>(v.s.size()));
+      if (v.kind == Kind::kString) return Value::Int(static_cast<long long>(CodePoints(v.s).size()));
       if (v.kind == Kind::kList) return Value::Int(static_cast<long long>(v.list->size()));
       if (v.kind == Kind::kDict) return Value::Int(static_cast<long long>(v.dict->size()));
       return RenderError(e, std::string("the filter length takes a string, list or dict, not ") + TypeName(v));
@@ -615,10 +665,11 @@ class Renderer {
     if (f == "trim" || f == "upper" || f == "lower" || f == "capitalize" || f == "title") {
       VERITY_RETURN_IF_ERROR(need_string());
       if (f == "trim") return Value::Str(Strip(v.s, true, true));
+      if (!Ascii(v.s)) return RenderError(e, "the filter " + f + " of text beyond ASCII is not implemented (Python's Unicode case tables)");
       if (f == "upper") return Value::Str(Upper(v.s));
       if (f == "lower") return Value::Str(Lower(v.s));
       if (f == "capitalize") return Value::Str(Capitalize(v.s));
-      return Value::Str(Title(v.s));
+      return Value::Str(TitleFilter(v.s));
     }
     if (f == "replace") {
       VERITY_RETURN_IF_ERROR(need_string());
@@ -628,7 +679,10 @@ class Renderer {
     }
     if (f == "first" || f == "last") {
       if (v.kind == Kind::kList) return v.list->empty() ? Value() : f == "first" ? v.list->front() : v.list->back();
-      if (v.kind == Kind::kString) return v.s.empty() ? Value() : Value::Str(std::string(1, f == "first" ? v.s.front() : v.s.back()));
+      if (v.kind == Kind::kString) {
+        const std::vector<std::string> cps = CodePoints(v.s);
+        return cps.empty() ? Value() : Value::Str(f == "first" ? cps.front() : cps.back());
+      }
       return RenderError(e, "the filter " + f + " takes a list or string");
     }
     if (f == "join") {
@@ -642,13 +696,18 @@ class Renderer {
       if (v.kind == Kind::kList) return v;
       if (v.kind == Kind::kString) {
         List items;
-        for (char c : v.s) items.push_back(Value::Str(std::string(1, c)));
+        for (std::string& c : CodePoints(v.s)) items.push_back(Value::Str(std::move(c)));
         return Value::MakeList(std::move(items));
       }
       return RenderError(e, "the filter list takes a list or string");
     }
     if (f == "reverse") {
-      if (v.kind == Kind::kString) return Value::Str(std::string(v.s.rbegin(), v.s.rend()));
+      if (v.kind == Kind::kString) {
+        std::vector<std::string> cps = CodePoints(v.s);
+        std::string out;
+        for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+        return Value::Str(out);
+      }
       if (v.kind != Kind::kList) return RenderError(e, "the filter reverse takes a list or string");
       List items(v.list->rbegin(), v.list->rend());
       return Value::MakeList(std::move(items));
@@ -694,7 +753,7 @@ class Renderer {
     if (v.kind == Kind::kDict) {
       for (const auto& kv : *v.dict) items.push_back(Value::Str(kv.first));
     } else if (v.kind == Kind::kString) {
-      for (char c : v.s) items.push_back(Value::Str(std::string(1, c)));
+      for (std::string& c : CodePoints(v.s)) items.push_back(Value::Str(std::move(c)));
     } else {
       return RenderError(e, "the filter " + e.name + " cannot iterate a value of type " + TypeName(v));
     }

@@ -89,15 +89,17 @@ void Metrics::Gauges(int queue_depth, int running, int slots_in_use, int slots_t
   if (slots_in_use >= 0) slots_used_ = slots_in_use;
   if (slots_total >= 0) slots_ = slots_total;
 }
-void Metrics::DecodeStep(int rows) {
+void Metrics::DecodeStep(int rows, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
+  decode_seconds_ += seconds;
   running_ = rows;
   running_max_ = std::max(running_max_, rows);
   decode_steps_++;
   decode_rows_ += static_cast<uint64_t>(rows);
 }
-void Metrics::Prefill(int prompts) {
+void Metrics::Prefill(int prompts, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
+  prefill_seconds_ += seconds;
   prefills_++;
   prefill_prompts_ += static_cast<uint64_t>(prompts);
 }
@@ -130,6 +132,10 @@ std::string Metrics::Render() const {
   Single(o, "verity_decode_steps_total", "counter", "Batched decode steps run.", to_string(decode_steps_));
   Single(o, "verity_decode_step_rows_total", "counter",
          "Sequences decoded over all steps (divided by the steps: the mean batch).", to_string(decode_rows_));
+  Single(o, "verity_decode_seconds_total", "counter", "Seconds the engine spent in decode steps.",
+         Num(decode_seconds_));
+  Single(o, "verity_prefill_seconds_total", "counter", "Seconds the engine spent prefilling prompts.",
+         Num(prefill_seconds_));
   Single(o, "verity_prefills_total", "counter", "Prefills run (the prompts admitted between two steps share one).",
          to_string(prefills_));
   Single(o, "verity_prefill_prompts_total", "counter",

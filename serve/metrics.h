@@ -36,10 +36,13 @@ class Metrics {
   // One batched decode step of `rows` sequences: sets the running batch
   // size, counts the step and its rows, and keeps the largest step, so a
   // reader (and the batch-invariance test) can tell that batching happened.
-  void DecodeStep(int rows);
+  // `seconds`: the step's time in the engine, so /metrics says where the
+  // scheduler's time goes (and a reader can divide rows by seconds: the
+  // aggregate decode rate, prefills apart).
+  void DecodeStep(int rows, double seconds);
   // One prefill of `prompts` prompts admitted together (one batched pass per
-  // block of positions): counts it and its prompts.
-  void Prefill(int prompts);
+  // block of positions): counts it, its prompts and its time in the engine.
+  void Prefill(int prompts, double seconds);
   void Probe(bool pass);
   void Healthy(bool healthy);
   std::string Render() const;
@@ -50,6 +53,7 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, probe_passes_ = 0, probe_failures_ = 0;
   int queue_ = 0, running_ = 0, slots_used_ = 0, slots_ = 0, healthy_ = 0, running_max_ = 0;
   uint64_t decode_steps_ = 0, decode_rows_ = 0, prefills_ = 0, prefill_prompts_ = 0;
+  double decode_seconds_ = 0.0, prefill_seconds_ = 0.0;
   Histogram ttft_, itl_;
 };
 

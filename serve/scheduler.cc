@@ -6,6 +6,12 @@
 
 namespace verity::serve {
 
+namespace {
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
     case FinishReason::kLength: return "length";
@@ -133,8 +139,9 @@ void Scheduler::Start(std::vector<std::shared_ptr<Job>> jobs) {
     starting.push_back(std::move(r));
   }
   if (starting.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
   d_.PrefillMany(prompts.data(), static_cast<int>(prompts.size()), logits_.data());
-  metrics_.Prefill(static_cast<int>(prompts.size()));
+  metrics_.Prefill(static_cast<int>(prompts.size()), SecondsSince(t0));
   const size_t vocab = d_.model().config.vocab_size;
   for (size_t i = 0; i < starting.size(); i++) {
     metrics_.Tokens(prompts[i].T, 0);
@@ -155,8 +162,9 @@ void Scheduler::StepRunning() {
   if (running_.empty()) return;
   std::vector<int> slot, token, pos;
   for (const Running& r : running_) slot.push_back(r.slot), token.push_back(r.next), pos.push_back(r.pos);
+  const auto t0 = std::chrono::steady_clock::now();
   d_.Step(slot.data(), token.data(), pos.data(), static_cast<int>(running_.size()), logits_.data());
-  metrics_.DecodeStep(static_cast<int>(running_.size()));
+  metrics_.DecodeStep(static_cast<int>(running_.size()), SecondsSince(t0));
   const size_t vocab = d_.model().config.vocab_size;
   std::vector<Running> still;
   for (size_t i = 0; i < running_.size(); i++) {

@@ -96,8 +96,18 @@ TEST(Jinja, HandCheckedSemantics) {
       {"{{ ms | selectattr('r', 'equalto', 'u') | map(attribute='c') | join(',') }}",
        {{"ms", {{{"r", "u"}, {"c", "1"}}, {{"r", "a"}, {"c", "2"}}, {{"r", "u"}, {"c", "3"}}}}}, "1,3"},
       {"{{ strftime_now is defined }} {{ raise_exception is defined }}", {}, "True True"},
+      // Python's str: code points, and its Unicode whitespace.
+      {"{{ 'h\u00e9!' | length }} {{ 'h\u00e9!'[1] }} {{ 'h\u00e9!'[::-1] }} [{{ '\u00a0x\u3000' | trim }}]", {},
+       "3 \u00e9 !\u00e9h [x]"},
+      {"{{ \"it's a-b (c)\" | title }} {{ \"it's\".title() }}", {}, "It's A-B (C) It'S"},
   };
   for (const Case& c : cases) EXPECT_EQ(Render(c.src, c.ctx.is_null() ? json::object() : c.ctx), c.want) << c.src;
+}
+
+TEST(Jinja, CaseConversionBeyondAsciiIsRefusedNotGuessed) {
+  EXPECT_NE(Render("{{ '\u00e9' | upper }}").find("RENDER ERROR: chat template line 1: the filter upper of text beyond ASCII"),
+            std::string::npos);
+  EXPECT_NE(Render("{{ '\u00e9'.lower() }}").find(".lower() of text beyond ASCII"), std::string::npos);
 }
 
 TEST(Jinja, RaiseExceptionIsARenderErrorWithTheTemplatesMessage) {

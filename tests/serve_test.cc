@@ -190,6 +190,9 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("verity_kv_slots 8"), std::string::npos) << m->body;
+  // The engine's time in steps and prefills is counted, so rows per step-second can be read.
+  EXPECT_GT(MetricIn(m->body, "verity_decode_seconds_total"), 0.0) << m->body;
+  EXPECT_GT(MetricIn(m->body, "verity_prefill_seconds_total"), 0.0) << m->body;
   EXPECT_EQ(s.Wait(true), 0);
 }
 
