@@ -24,7 +24,11 @@ class ChatMl final : public ChatTemplate {
   const char* name() const override { return "chatml"; }
   Result<std::string> Render(const std::vector<ChatMessage>& messages) const override {
     std::string s;
-    for (const ChatMessage& m : messages) s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    for (const ChatMessage& m : messages) {
+      // Dropping it would change the conversation unannounced.
+      if (!m.name.empty()) return Status::Error("a message's name: the chatml format verity renders has no place for one");
+      s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    }
     return s + "<|im_start|>assistant\n";
   }
   std::vector<std::string> Stops() const override { return {"<|im_end|>", "<|im_start|>"}; }
@@ -42,8 +46,11 @@ class ModelTemplate final : public ChatTemplate {
   Result<std::string> Render(const std::vector<ChatMessage>& messages) const override {
     std::map<std::string, jinja::Value> vars = tokens_;
     jinja::List list;
-    for (const ChatMessage& m : messages)
-      list.push_back(jinja::Value::MakeDict({{"role", jinja::Value::Str(m.role)}, {"content", jinja::Value::Str(m.content)}}));
+    for (const ChatMessage& m : messages) {
+      jinja::Dict d = {{"role", jinja::Value::Str(m.role)}, {"content", jinja::Value::Str(m.content)}};
+      if (!m.name.empty()) d.emplace_back("name", jinja::Value::Str(m.name));  // as the request gave it
+      list.push_back(jinja::Value::MakeDict(std::move(d)));
+    }
     vars["messages"] = jinja::Value::MakeList(std::move(list));
     vars["add_generation_prompt"] = jinja::Value::Bool(true);
     // apply_chat_template passes both, None when not given: `tools is not none` must be false.

@@ -16,6 +16,7 @@ namespace verity::serve {
 
 struct ChatMessage {
   std::string role, content;  // role: system, user or assistant
+  std::string name;           // the API's optional participant name; "" when not given
 };
 
 class ChatTemplate {

@@ -135,7 +135,13 @@ std::optional<ApiError> Messages(const json& j, const ServedModel& m, std::vecto
     if (r != "system" && r != "user" && r != "assistant")
       return Bad(where + ".role", where + ".role '" + r + "' is not system, user or assistant");
     if (content == e.end() || !content->is_string()) return Bad(where + ".content", where + ".content must be a string");
-    msgs.push_back({r, content->get<std::string>()});
+    std::string name;
+    if (auto n = e.find("name"); n != e.end()) {
+      if (!n->is_string() || n->get<std::string>().empty())
+        return Bad(where + ".name", where + ".name must be a non-empty string");
+      name = n->get<std::string>();
+    }
+    msgs.push_back({r, content->get<std::string>(), name});
   }
   auto text = m.chat->Render(msgs);
   if (!text.ok()) return Bad("messages", text.status().message());

@@ -158,6 +158,37 @@ TEST(ServeChat, AConversationTheTemplateRefusesIsA400WithItsMessage) {
   EXPECT_EQ(s.Wait(true), 0);
 }
 
+// A message's name reaches a model's own template (which may use it); the
+// chatml format verity renders has no place for one, so it is refused, not dropped.
+TEST(ServeChat, AMessagesNameIsPassedToTheTemplateOrRefusedNeverDropped) {
+  ServeProcess s("--model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
+                 " --probe-every 0 --threads 1 --chat-template chatml");
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  auto c = s.Client();
+  const json named = {{"model", "stories260K"}, {"messages", {{{"role", "user"}, {"content", "hi"}, {"name", "ann"}}}}};
+  auto r = c.Post("/v1/chat/completions", named.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("no place for one"), std::string::npos) << r->body;
+  EXPECT_EQ(s.Wait(true), 0);
+
+  const std::string tpl = "{% for m in messages %}{{ bos_token }}{{ m.name | default('?') }}: {{ m.content }}{% endfor %}";
+  const std::string hf = Llama3Dir("chat-name", json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"}}.dump());
+  ServeProcess own("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
+  ASSERT_GT(own.port(), 0) << own.stderr_text();
+  auto oc = own.Client();
+  auto count = [&](const json& msg) {
+    const json req = {{"model", "hf"}, {"messages", {msg}}, {"max_tokens", 1}};
+    auto res = oc.Post("/v1/chat/completions", req.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    return res ? json::parse(res->body)["usage"]["prompt_tokens"].get<int>() : -1;
+  };
+  // "<|begin_of_text|>?: hi" against "<|begin_of_text|>Ann Example: hi": the name made it in.
+  EXPECT_GT(count({{"role", "user"}, {"content", "hi"}, {"name", "Ann Example"}}),
+            count({{"role", "user"}, {"content", "hi"}}));
+  EXPECT_EQ(own.Wait(true), 0);
+}
+
 TEST(ServeChat, ATemplateOutsideTheSubsetKeepsTheServerFromStartingNamingIt) {
   const std::string tpl = "{% macro turn(m) %}{{ m['content'] }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}";
   const std::string hf = Llama3Dir("chat-macro", json{{"chat_template", tpl}}.dump());
