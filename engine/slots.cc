@@ -47,7 +47,7 @@ class BatchedDecoder final : public SlotDecoder {
   void PrefillMany(const Prompt* prompts, int n, float* logits) override {
     std::vector<int> slot(std::max(n, 0));
     for (int i = 0; i < n; i++) slot[i] = prompts[i].slot;
-    bool ok = n >= 1 && n <= slots_ && Valid(slot.data(), n);
+    bool ok = Count(n) && Valid(slot.data(), n);
     for (int i = 0; ok && i < n; i++) ok = Valid(prompts[i].slot, prompts[i].tokens, prompts[i].T, prompts[i].pos0);
     if (!ok) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
     const size_t vocab = model_.config.vocab_size;
@@ -66,7 +66,7 @@ class BatchedDecoder final : public SlotDecoder {
   }
 
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits) override {
-    bool ok = n >= 1 && n <= slots_ && Valid(slot, n);
+    bool ok = Count(n) && Valid(slot, n);
     for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
     if (!ok) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
     forward_->Step(slot, token, pos, n, logits);
@@ -121,6 +121,11 @@ class BatchedDecoder final : public SlotDecoder {
     }
   }
 
+  // 1 .. slots() sequences in one call, or the named error.
+  bool Count(int n) {
+    if (n >= 1 && n <= slots_) return true;
+    return Fail(std::to_string(n) + " sequences in one call; between 1 and the " + Str(slots_) + " slots (--parallel)");
+  }
   // Slots in range and distinct (two rows of one slot in a step would race on its cache).
   bool Valid(const int* slot, int n) {
     bool ok = true;

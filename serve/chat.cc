@@ -105,15 +105,28 @@ Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& pat
   if (!t.ok())
     return Status::Error(file + ": chat_template is Jinja verity does not render exactly (" + t.status().message() +
                          "); refusing to approximate it");
-  // Each special token is a string or an AddedToken object with "content".
+  // transformers' special_tokens_map: each token a string or an AddedToken
+  // object with "content"; additional_special_tokens a list of them.
   std::map<std::string, jinja::Value> tokens;
-  for (const char* name : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+  auto text_of = [&](const nlohmann::json& v, const std::string& name) -> Result<jinja::Value> {
+    if (v.is_string()) return jinja::Value::Str(v.get<std::string>());
+    if (v.is_object() && v.contains("content") && v["content"].is_string())
+      return jinja::Value::Str(v["content"].get<std::string>());
+    return Status::Error(file + ": " + name + " is neither a string nor an object with a string content");
+  };
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     auto v = j.find(name);
     if (v == j.end() || v->is_null()) continue;
-    if (v->is_string()) tokens[name] = jinja::Value::Str(v->get<std::string>());
-    else if (v->is_object() && v->contains("content") && (*v)["content"].is_string())
-      tokens[name] = jinja::Value::Str((*v)["content"].get<std::string>());
-    else return Status::Error(file + ": " + name + " is neither a string nor an object with a string content");
+    VERITY_ASSIGN_OR_RETURN(tokens[name], text_of(*v, name));
+  }
+  if (auto extra = j.find("additional_special_tokens"); extra != j.end() && !extra->is_null()) {
+    if (!extra->is_array()) return Status::Error(file + ": additional_special_tokens is not a list");
+    jinja::List list;
+    for (size_t i = 0; i < extra->size(); i++) {
+      VERITY_ASSIGN_OR_RETURN(jinja::Value t, text_of((*extra)[i], "additional_special_tokens[" + std::to_string(i) + "]"));
+      list.push_back(std::move(t));
+    }
+    tokens["additional_special_tokens"] = jinja::Value::MakeList(std::move(list));
   }
   return std::unique_ptr<ChatTemplate>(new ModelTemplate(std::move(t).value(), std::move(tokens)));
 }

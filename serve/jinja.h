@@ -39,6 +39,7 @@ struct Value {
   double f = 0.0;
   std::string s;  // kString; kFunction: the global function's name
   std::shared_ptr<List> list;  // kList
+  bool tuple = false;          // kList: a Python tuple (dict.items()' pairs), which prints in ( )
   std::shared_ptr<Dict> dict;  // kDict and kNamespace (a namespace's attributes are assignable)
 
   static Value None() { return Of(Kind::kNone); }

@@ -22,7 +22,7 @@ struct Expr {
     kFilter,   // args[0] | name(args[1..])
     kTest,     // args[0] is [not] name
     kNot,      // not args[0]
-    kNeg,      // -args[0]
+    kNeg,      // name args[0]: unary - or +
     kBinary,   // args[0] name args[1]: + - * / // % ~ == != < > <= >= in (negated: not in)
     kAnd,
     kOr,
@@ -52,7 +52,7 @@ struct Template::Node {
   std::unique_ptr<Expr> expr;                     // kOutput, kSet's value, kFor's iterable
   std::vector<std::unique_ptr<Node>> children;    // kBody
   // kIf: conditions[i] guards bodies[i]; a last body without a condition is the else.
-  std::vector<std::unique_ptr<Expr>> conditions;
+  std::vector<std::unique_ptr<Expr>> conditions;  // kFor: [filter] when it has one (for x in xs if cond)
   std::vector<std::unique_ptr<Node>> bodies;      // kIf's branches; kFor: [body] or [body, else]
   std::vector<std::string> targets;               // kFor's loop variables (1 or 2); kSet: [name] or [namespace, attr]
                                                   // kSetBlock: [name], bodies[0] rendered is its value

@@ -39,10 +39,36 @@ size_t TagEnd(const std::string& s, size_t from, const char* close) {
   return std::string::npos;
 }
 
-int LineAt(const std::string& s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); i++) line += s[i] == '\n';
-  return line;
+// Line numbers for positions met in increasing order (one pass, not one per tag).
+class LineCounter {
+ public:
+  explicit LineCounter(const std::string& s) : s_(s) {}
+  int At(size_t pos) {
+    for (; at_ < pos && at_ < s_.size(); at_++) line_ += s_[at_] == '\n';
+    return line_;
+  }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+  int line_ = 1;
+};
+
+// What Jinja2's lexer does first: CRLF and CR become LF, and one trailing
+// newline is dropped (keep_trailing_newline is off).
+std::string Normalized(const std::string& src) {
+  std::string out;
+  out.reserve(src.size());
+  for (size_t i = 0; i < src.size(); i++) {
+    if (src[i] == '\r') {
+      out += '\n';
+      if (i + 1 < src.size() && src[i + 1] == '\n') i++;
+    } else {
+      out += src[i];
+    }
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
 }
 
 Status SyntaxError(int line, const std::string& what) {
@@ -50,7 +76,9 @@ Status SyntaxError(int line, const std::string& what) {
 }
 
 // The text between tags, with every whitespace rule applied.
-Result<std::vector<Segment>> Segments(const std::string& src) {
+Result<std::vector<Segment>> Segments(const std::string& source) {
+  const std::string src = Normalized(source);
+  LineCounter lines(src);
   std::vector<Segment> out;
   std::string text;
   bool strip_next = false, trim_newline = false;  // what the previous tag asks of the text after it
@@ -80,25 +108,28 @@ Result<std::vector<Segment>> Segments(const std::string& src) {
     i = upto;
     if (!tag) continue;
     const char type = src[open + 1];
-    const int line = LineAt(src, open);
+    const int line = lines.At(open);
     size_t inner = open + 2;
+    // '-' strips on either tag; '+' (keep the indentation, keep the newline) is a block tag's only.
     const char mod = inner < src.size() ? src[inner] : 0;
-    if (mod == '-' || mod == '+') inner++;
+    if (mod == '-' || (mod == '+' && type == '%')) inner++;
     const char* close = type == '{' ? "}}" : type == '%' ? "%}" : "#}";
     size_t end = type == '#' ? src.find(close, inner) : TagEnd(src, inner, close);
     if (end == std::string::npos) return SyntaxError(line, std::string("a tag opened with '{") + type + "' never closes");
     const bool right_strip = end > inner && src[end - 1] == '-';
-    const bool right_keep = end > inner && src[end - 1] == '+';
+    const bool right_keep = type == '%' && end > inner && src[end - 1] == '+';
     std::string body = src.substr(inner, end - inner - (right_strip || right_keep ? 1 : 0));
     // Left side: '-' strips all whitespace before the tag; a block or comment
     // tag alone on its line loses the indentation before it (lstrip_blocks).
     if (mod == '-') {
       while (!text.empty() && IsSpace(text.back())) text.pop_back();
     } else if (type != '{' && mod != '+') {
+      // Jinja2's [^\S\n]*: any whitespace but a newline.
+      auto blank = [](char ch) { return ch != '\n' && IsSpace(ch); };
       size_t b = open;
-      while (b > 0 && (src[b - 1] == ' ' || src[b - 1] == '\t')) b--;
+      while (b > 0 && blank(src[b - 1])) b--;
       if (b == 0 || src[b - 1] == '\n')
-        while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.pop_back();
+        while (!text.empty() && blank(text.back())) text.pop_back();
     }
     flush_text();
     if (type != '#') out.push_back({type == '{' ? Segment::Kind::kOutput : Segment::Kind::kBlock, body, line});
@@ -135,17 +166,30 @@ Result<std::vector<Token>> Tokens(const std::string& s, int line) {
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) j++;
-      const bool is_float = j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1]));
-      if (is_float) {
+      auto digit = [&](size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
+      bool is_float = false;
+      if (j + 1 < s.size() && s[j] == '.' && digit(j + 1)) {  // a fraction
+        is_float = true;
         j++;
-        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) j++;
+        while (digit(j)) j++;
+      }
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent
+        const size_t k = j + 1 + (j + 1 < s.size() && (s[j + 1] == '+' || s[j + 1] == '-'));
+        if (digit(k)) {
+          is_float = true;
+          j = k;
+          while (digit(j)) j++;
+        }
+      }
+      if (is_float) {
         Token t{Token::Kind::kFloat, s.substr(i, j - i)};
-        t.f = std::stod(t.text);
+        t.f = std::strtod(t.text.c_str(), nullptr);  // huge: inf, as Python's float()
         out.push_back(t);
       } else {
         Token t{Token::Kind::kInt, s.substr(i, j - i)};
+        if (t.text.size() > 1 && t.text[0] == '0') return SyntaxError(line, "the integer " + t.text + " has a leading zero");
         if (t.text.size() > 18) return SyntaxError(line, "the integer " + t.text + " is too large");
-        t.i = std::stoll(t.text);
+        t.i = std::strtoll(t.text.c_str(), nullptr, 10);
         out.push_back(t);
       }
       i = j;
@@ -183,6 +227,9 @@ Result<std::vector<Token>> Tokens(const std::string& s, int line) {
       i += op.size();
     }
   }
+  // Bounds the depth of any tree a tag parses to (a chain of n operators is n deep).
+  constexpr size_t kMaxTokens = 1000;
+  if (out.size() > kMaxTokens) return SyntaxError(line, "a tag of more than " + std::to_string(kMaxTokens) + " tokens");
   out.push_back({Token::Kind::kEnd, ""});
   return out;
 }
@@ -200,7 +247,7 @@ const std::map<std::string, FilterArgs>& KnownFilters() {
       {"trim", {0, ""}},    {"length", {0, ""}},  {"count", {0, ""}},  {"upper", {0, ""}},   {"lower", {0, ""}},
       {"capitalize", {0, ""}}, {"title", {0, ""}}, {"first", {0, ""}},  {"last", {0, ""}},    {"join", {1, ""}},
       {"default", {2, ""}}, {"d", {2, ""}},       {"string", {0, ""}}, {"int", {0, ""}},     {"float", {0, ""}},
-      {"tojson", {1, "indent"}}, {"safe", {0, ""}}, {"items", {0, ""}}, {"replace", {2, ""}}, {"list", {0, ""}},
+      {"tojson", {0, "indent"}}, {"items", {0, ""}}, {"replace", {2, ""}}, {"list", {0, ""}},
       {"reverse", {0, ""}}, {"select", {2, ""}}, {"reject", {2, ""}}, {"selectattr", {3, ""}},
       {"rejectattr", {3, ""}}, {"map", {0, "attribute"}}};
   return f;
@@ -242,6 +289,8 @@ class ExprParser {
   ExprParser(std::vector<Token> t, int line) : t_(std::move(t)), line_(line) {}
 
   Result<std::unique_ptr<Expr>> Parse() { return Conditional(); }
+  // An expression without a trailing `if ... else` (a for loop's iterable and filter).
+  Result<std::unique_ptr<Expr>> ParseOr() { return Or(); }
   bool AtEnd() const { return Peek().kind == Token::Kind::kEnd; }
   const Token& Peek(int k = 0) const { return t_[std::min(pos_ + k, t_.size() - 1)]; }
   bool IsName(const char* n, int k = 0) const { return Peek(k).kind == Token::Kind::kName && Peek(k).text == n; }
@@ -323,7 +372,7 @@ class ExprParser {
   }
   Result<std::unique_ptr<Expr>> Compare() {
     VERITY_ASSIGN_OR_RETURN(auto a, Math1());
-    for (;;) {
+    for (int comparisons = 0;; comparisons++) {
       std::string op;
       bool negated = false;
       for (const char* o : {"==", "!=", "<", ">", "<=", ">="})
@@ -331,6 +380,8 @@ class ExprParser {
       if (op.empty() && IsName("in")) op = "in";
       if (op.empty() && IsName("not") && IsName("in", 1)) op = "in", negated = true, pos_++;
       if (op.empty()) return a;
+      // Python chains a < b < c as (a < b) and (b < c); templates do not use it.
+      if (comparisons > 0) return Error("chained comparisons are not supported");
       pos_++;
       VERITY_ASSIGN_OR_RETURN(auto b, Math1());
       a = Binary(Expr::Op::kBinary, op, std::move(a), std::move(b));
@@ -358,6 +409,8 @@ class ExprParser {
   Result<std::unique_ptr<Expr>> Math2() {
     VERITY_ASSIGN_OR_RETURN(auto a, Unary(true));
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+      if (IsOp("%") && a->op == Expr::Op::kLiteral && a->literal.kind == Value::Kind::kString)
+        return Error("%-formatting of strings is not supported");
       const std::string op = Take().text;
       VERITY_ASSIGN_OR_RETURN(auto b, Unary(true));
       a = Binary(Expr::Op::kBinary, op, std::move(a), std::move(b));
@@ -366,17 +419,20 @@ class ExprParser {
     return a;
   }
   // Jinja2's parse_unary: a negation binds its operand before the filters.
+  // Every nesting (parentheses, brackets, arguments, negations) passes here,
+  // so its depth bounds the recursion a hostile template can cause.
   Result<std::unique_ptr<Expr>> Unary(bool with_filter) {
+    if (++depth_ > kMaxDepth) return Error("expressions nested deeper than " + std::to_string(kMaxDepth));
+    struct Leave {
+      int& d;
+      ~Leave() { d--; }
+    } leave{depth_};
     std::unique_ptr<Expr> a;
     if (IsOp("-") || IsOp("+")) {
       const bool neg = Take().text == "-";
       VERITY_ASSIGN_OR_RETURN(auto operand, Unary(false));
-      if (neg) {
-        a = Node(Expr::Op::kNeg);
-        a->args.push_back(std::move(operand));
-      } else {
-        a = std::move(operand);
-      }
+      a = Node(Expr::Op::kNeg, neg ? "-" : "+");  // + checks a number, as Python's unary +
+      a->args.push_back(std::move(operand));
     } else {
       VERITY_ASSIGN_OR_RETURN(a, Primary());
       VERITY_ASSIGN_OR_RETURN(a, Postfix(std::move(a)));
@@ -543,11 +599,11 @@ class ExprParser {
         const std::string kw = allowed.keyword;
         const bool keywords_ok = e->keys.empty() || (e->keys.size() == 1 && e->keys[0] == kw && e->positional == 0);
         if (e->positional > allowed.positional || !keywords_ok)
-          return SyntaxError(line_, "the filter " + name + " takes at most " +
-                                        (kw.empty() ? std::to_string(allowed.positional) + " argument(s)"
-                                                    : kw + " (by name or position)") +
+          return SyntaxError(line_, "the filter " + name + " takes " +
+                                        (kw.empty() ? "at most " + std::to_string(allowed.positional) + " argument(s)"
+                                                    : "only " + kw + "=") +
                                         " here");
-        if (name == "map" && e->keys.empty()) return SyntaxError(line_, "the filter map takes attribute= here");
+        if (name == "map" && e->keys.empty()) return SyntaxError(line_, "the filter map takes only attribute= here");
         if (const int t = TestArgumentOf(name); t >= 0 && e->positional > t + 1) {
           const Expr& test = *e->args[1 + t];
           const bool literal = test.op == Expr::Op::kLiteral && test.literal.kind == Value::Kind::kString;
@@ -574,8 +630,10 @@ class ExprParser {
     }
   }
 
+  static constexpr int kMaxDepth = 64;
   std::vector<Token> t_;
   size_t pos_ = 0;
+  int depth_ = 0;
   int line_;
 };
 
@@ -604,6 +662,12 @@ class BodyParser {
 
   // Nodes up to (not past) a block tag whose keyword is in `until`.
   Result<NodePtr> Body(const std::set<std::string>& until) {
+    if (++depth_ > kMaxDepth)
+      return SyntaxError(i_ < s_.size() ? s_[i_].line : 0, "blocks nested deeper than " + std::to_string(kMaxDepth));
+    struct Leave {
+      int& d;
+      ~Leave() { d--; }
+    } leave{depth_};
     auto body = std::make_unique<Template::Node>();
     body->kind = Template::Node::Kind::kBody;
     while (i_ < s_.size()) {
@@ -694,8 +758,13 @@ class BodyParser {
     }
     if (!p.IsName("in")) return p.Error("expected 'in'");
     p.Take();
-    // The iterable stops before a trailing `if`: loop filters are not supported.
-    VERITY_ASSIGN_OR_RETURN(n->expr, p.Parse());
+    // The iterable stops before a trailing `if`, the loop's filter.
+    VERITY_ASSIGN_OR_RETURN(n->expr, p.ParseOr());
+    if (p.IsName("if")) {
+      p.Take();
+      VERITY_ASSIGN_OR_RETURN(auto filter, p.ParseOr());
+      n->conditions.push_back(std::move(filter));
+    }
     if (p.IsName("recursive")) return p.Error("recursive loops are not supported");
     if (!p.AtEnd()) return p.Error("unexpected text after the loop's iterable");
     i_++;
@@ -746,8 +815,10 @@ class BodyParser {
     return OkStatus();
   }
 
+  static constexpr int kMaxDepth = 64;
   std::vector<Segment> s_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -4,10 +4,13 @@
 // as nothing, and a scope per loop iteration (what a set inside a loop
 // leaves behind is gone after it; namespace() is how templates carry state).
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 
 #include "serve/jinja_ast.h"
 
@@ -15,6 +18,11 @@ namespace verity::serve::jinja {
 namespace {
 
 using Kind = Value::Kind;
+
+// A template is a program from a file: its loops, output and values are
+// bounded, so a hostile or broken one is an error, not a hung or exhausted server.
+constexpr long kMaxSteps = 5000000;
+constexpr size_t kMaxOutput = 16u << 20;
 
 Status RenderError(const Expr& e, const std::string& what) {
   return Status::Error("chat template line " + std::to_string(e.line) + ": " + what);
@@ -52,24 +60,55 @@ bool Truthy(const Value& v) {
   return false;
 }
 
+// A (key, value) tuple, as dict.items() yields.
+Value Pair(const std::string& k, const Value& v) {
+  Value p = Value::MakeList({Value::Str(k), v});
+  p.tuple = true;
+  return p;
+}
+
 bool IsNumber(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kFloat || v.kind == Kind::kBool; }
 double AsDouble(const Value& v) { return v.kind == Kind::kFloat ? v.f : v.kind == Kind::kBool ? v.b : static_cast<double>(v.i); }
 long long AsInt(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
 
 std::string Repr(const Value& v);
 
-// Python's repr of a float: the shortest text that reads back to it.
+// Python's repr of a float: the shortest digits that read back to it, in
+// fixed notation for exponents from -4 to 15 (with ".0" when whole), else
+// d.ddde+XX.
 std::string FloatText(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-  char buf[40];
-  for (int prec = 1; prec <= 17; prec++) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, f);
+  if (f == 0.0) return std::signbit(f) ? "-0.0" : "0.0";
+  char buf[48];
+  int prec = 1;
+  for (; prec <= 17; prec++) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, f);
     if (std::strtod(buf, nullptr) == f) break;
   }
-  std::string s = buf;
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
-  return s;
+  const std::string e = buf;  // [-]d.ddde[+-]XX
+  const bool neg = e[0] == '-';
+  const size_t epos = e.find('e');
+  std::string digits;
+  for (size_t i = neg ? 1 : 0; i < epos; i++)
+    if (e[i] != '.') digits += e[i];
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int exp = std::atoi(e.c_str() + epos + 1);
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    } else if (static_cast<int>(digits.size()) <= exp + 1) {
+      out += digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
+    }
+    return out;
+  }
+  out += digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
+  char ex[8];
+  std::snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+  return out + ex;
 }
 
 // str() of a value, as {{ }} prints it.
@@ -101,10 +140,12 @@ std::string Repr(const Value& v) {
     return out + q;
   }
   if (v.kind == Kind::kList) {
-    std::string out = "[";
+    std::string out = v.tuple ? "(" : "[";
     for (size_t i = 0; i < v.list->size(); i++) out += (i ? ", " : "") + Repr((*v.list)[i]);
-    return out + "]";
+    if (v.tuple && v.list->size() == 1) out += ",";
+    return out + (v.tuple ? ")" : "]");
   }
+  if (v.kind == Kind::kUndefined) return "Undefined";
   if (v.kind == Kind::kDict || v.kind == Kind::kNamespace) {
     std::string out = v.kind == Kind::kNamespace ? "<Namespace {" : "{";
     for (size_t i = 0; i < v.dict->size(); i++)
@@ -165,6 +206,8 @@ std::string Json(const Value& v, int indent = -1, int level = 0) {
       }
       return out + "\"";
     }
+    case Kind::kFunction:
+    case Kind::kNamespace: return "";  // refused before (JsonError)
     default: {
       const bool list = v.kind == Kind::kList;
       const size_t n = list ? v.list->size() : v.dict->size();
@@ -196,6 +239,18 @@ std::vector<std::string> CodePoints(const std::string& s) {
 }
 
 // Python's str.isspace() code points (what strip() and split() drop).
+// What json.dumps refuses (a function, a namespace) anywhere in `v`, or "".
+std::string JsonError(const Value& v) {
+  if (v.kind == Kind::kFunction || v.kind == Kind::kNamespace) return std::string("a ") + TypeName(v) + " is not JSON";
+  if (v.kind == Kind::kList)
+    for (const Value& x : *v.list)
+      if (std::string e = JsonError(x); !e.empty()) return e;
+  if (v.kind == Kind::kDict)
+    for (const auto& kv : *v.dict)
+      if (std::string e = JsonError(kv.second); !e.empty()) return e;
+  return "";
+}
+
 bool PySpace(const std::string& cp) {
   static const char* const kSpaces[] = {" ",  "\t", "\n", "\v", "\f", "\r", "\x1c", "\x1d", "\x1e", "\x1f",
                                         "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003",
@@ -263,11 +318,21 @@ std::string TitleFilter(const std::string& s) {
   }
   return out;
 }
-std::string Replace(const std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return s;
+// str.replace; nullopt when the result would pass `limit` bytes.
+std::optional<std::string> Replace(const std::string& s, const std::string& from, const std::string& to, size_t limit) {
   std::string out;
+  if (from.empty()) {  // Python: `to` before every code point and at the end
+    for (const std::string& cp : CodePoints(s)) {
+      out += to + cp;
+      if (out.size() > limit) return std::nullopt;
+    }
+    return out + to;
+  }
   size_t i = 0;
-  for (size_t at; (at = s.find(from, i)) != std::string::npos; i = at + from.size()) out += s.substr(i, at - i) + to;
+  for (size_t at; (at = s.find(from, i)) != std::string::npos; i = at + from.size()) {
+    out += s.substr(i, at - i) + to;
+    if (out.size() > limit) return std::nullopt;
+  }
   return out + s.substr(i);
 }
 
@@ -298,6 +363,12 @@ class Scope {
 class Renderer {
  public:
   Status Run(const Template::Node& n, Scope& scope, std::string& out) {
+    if (++steps_ > kMaxSteps)
+      return Status::Error("chat template line " + std::to_string(n.line) + ": rendering took more than " +
+                           std::to_string(kMaxSteps) + " steps");
+    if (out.size() > kMaxOutput)
+      return Status::Error("chat template line " + std::to_string(n.line) + ": the rendering grew past " +
+                           std::to_string(kMaxOutput >> 20) + " MiB");
     switch (n.kind) {
       case Template::Node::Kind::kBody:
         for (const auto& c : n.children) VERITY_RETURN_IF_ERROR(Run(*c, scope, out));
@@ -343,18 +414,21 @@ class Renderer {
     } else if (it.kind != Kind::kUndefined) {
       return RenderError(*n.expr, std::string("cannot loop over a value of type ") + TypeName(it));
     }
+    // A loop filter (`for x in xs if cond`) drops items before the loop, so loop.* counts the rest.
+    if (!n.conditions.empty()) {
+      List kept;
+      for (const Value& item : items) {
+        Scope probe(&scope);
+        VERITY_RETURN_IF_ERROR(Bind(n, item, probe));
+        VERITY_ASSIGN_OR_RETURN(Value keep, Eval(*n.conditions[0], probe));
+        if (Truthy(keep)) kept.push_back(item);
+      }
+      items = std::move(kept);
+    }
     const long long len = static_cast<long long>(items.size());
     for (long long i = 0; i < len; i++) {
       Scope inner(&scope);
-      if (n.targets.size() == 1) {
-        inner.Set(n.targets[0], items[i]);
-      } else {
-        const Value& pair = items[i];
-        if (pair.kind != Kind::kList || pair.list->size() != 2)
-          return RenderError(*n.expr, "cannot unpack a loop item into 2 variables");
-        inner.Set(n.targets[0], (*pair.list)[0]);
-        inner.Set(n.targets[1], (*pair.list)[1]);
-      }
+      VERITY_RETURN_IF_ERROR(Bind(n, items[i], inner));
       Value loop = Value::MakeDict({{"index", Value::Int(i + 1)},
                                     {"index0", Value::Int(i)},
                                     {"revindex", Value::Int(len - i)},
@@ -366,6 +440,19 @@ class Renderer {
       VERITY_RETURN_IF_ERROR(Run(*n.bodies[0], inner, out));
     }
     if (len == 0 && n.bodies.size() > 1) return Run(*n.bodies[1], scope, out);
+    return OkStatus();
+  }
+
+  // The loop's variables for one item: the item, or its two halves.
+  static Status Bind(const Template::Node& n, const Value& item, Scope& scope) {
+    if (n.targets.size() == 1) {
+      scope.Set(n.targets[0], item);
+      return OkStatus();
+    }
+    if (item.kind != Kind::kList || item.list->size() != 2)
+      return RenderError(*n.expr, "cannot unpack a loop item into 2 variables");
+    scope.Set(n.targets[0], (*item.list)[0]);
+    scope.Set(n.targets[1], (*item.list)[1]);
     return OkStatus();
   }
 
@@ -389,6 +476,7 @@ class Renderer {
   }
 
   Result<Value> Eval(const Expr& e, Scope& scope) {
+    if (++steps_ > kMaxSteps) return RenderError(e, "rendering took more than " + std::to_string(kMaxSteps) + " steps");
     switch (e.op) {
       case Expr::Op::kLiteral: return e.literal;
       case Expr::Op::kVar: {
@@ -426,9 +514,13 @@ class Renderer {
       }
       case Expr::Op::kNeg: {
         VERITY_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0], scope));
-        if (v.kind == Kind::kInt || v.kind == Kind::kBool) return Value::Int(-AsInt(v));
-        if (v.kind == Kind::kFloat) return Value::Float(-v.f);
-        return RenderError(e, std::string("cannot negate a value of type ") + TypeName(v));
+        const bool neg = e.name == "-";
+        if (v.kind == Kind::kInt || v.kind == Kind::kBool) {
+          if (neg && AsInt(v) == LLONG_MIN) return RenderError(e, "integer overflow");
+          return Value::Int(neg ? -AsInt(v) : AsInt(v));
+        }
+        if (v.kind == Kind::kFloat) return Value::Float(neg ? -v.f : v.f);
+        return RenderError(e, "bad operand type for unary " + e.name + ": " + TypeName(v));
       }
       case Expr::Op::kAnd:
       case Expr::Op::kOr: {  // Python's: the deciding operand itself
@@ -558,7 +650,10 @@ class Renderer {
         if (args[i].kind != Kind::kInt) return RenderError(e, "range() takes integers");
         r[args.size() == 1 ? 1 : i] = args[i].i;
       }
-      if (r[2] == 0 || std::abs((r[1] - r[0]) / r[2]) > 100000) return RenderError(e, "range() is empty-stepped or too long");
+      if (r[2] == 0) return RenderError(e, "range() arg 3 must not be zero");
+      // The sandbox's MAX_RANGE: at most 100000 items.
+      const long double count = std::ceil((static_cast<long double>(r[1]) - r[0]) / r[2]);
+      if (count > 100000) return RenderError(e, "range too big, the sandbox allows 100000 items");
       List items;
       for (long long i = r[0]; r[2] > 0 ? i < r[1] : i > r[1]; i += r[2]) items.push_back(Value::Int(i));
       return Value::MakeList(std::move(items));
@@ -591,7 +686,9 @@ class Renderer {
       }
       if (m == "replace") {
         if (!str_arg(0) || !str_arg(1) || args.size() != 2) return RenderError(e, ".replace() takes two strings");
-        return Value::Str(Replace(s, *str_arg(0), *str_arg(1)));
+        auto r = Replace(s, *str_arg(0), *str_arg(1), kMaxOutput);
+        if (!r) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+        return Value::Str(std::move(*r));
       }
       if (m == "split") {
         List parts;
@@ -608,9 +705,12 @@ class Renderer {
           if (!cur.empty()) parts.push_back(Value::Str(cur));
         } else {
           const std::string* sep = str_arg(0);
-          if (sep == nullptr || sep->empty() || args.size() != 1) return RenderError(e, ".split() takes one non-empty string");
+          const bool limited = args.size() == 2 && args[1].kind == Kind::kInt;
+          if (sep == nullptr || sep->empty() || args.size() > 2 || (args.size() == 2 && !limited))
+            return RenderError(e, ".split() takes a non-empty separator and a maximum count");
+          long long left = limited && args[1].i >= 0 ? args[1].i : -1;  // Python: -1 is no limit
           size_t i = 0;
-          for (size_t at; (at = s.find(*sep, i)) != std::string::npos; i = at + sep->size())
+          for (size_t at; left != 0 && (at = s.find(*sep, i)) != std::string::npos; i = at + sep->size(), left--)
             parts.push_back(Value::Str(s.substr(i, at - i)));
           parts.push_back(Value::Str(s.substr(i)));
         }
@@ -627,7 +727,7 @@ class Renderer {
       for (const auto& [k, v] : *self.dict) {
         if (m == "keys") out.push_back(Value::Str(k));
         else if (m == "values") out.push_back(v);
-        else if (m == "items") out.push_back(Value::MakeList({Value::Str(k), v}));
+        else if (m == "items") out.push_back(Pair(k, v));
         else return RenderError(e, "a dict has no method ." + m + "()");
       }
       return Value::MakeList(std::move(out));
@@ -643,9 +743,9 @@ class Renderer {
       if (v.kind != Kind::kString) return RenderError(e, "the filter " + f + " takes a string, not " + TypeName(v));
       return OkStatus();
     };
-    if (f == "safe") return v;
     if (f == "string") return Value::Str(Str(v));
     if (f == "tojson") {
+      if (std::string bad = JsonError(v); !bad.empty()) return RenderError(e, "tojson: " + bad);
       if (args.empty() || args[0].kind == Kind::kNone) return Value::Str(Json(v));
       if (args[0].kind != Kind::kInt || args[0].i < 0 || args[0].i > 16)
         return RenderError(e, "tojson's indent must be an integer from 0 to 16");
@@ -657,25 +757,28 @@ class Renderer {
       return use ? (args.empty() ? Value::Str("") : args[0]) : v;
     }
     if (f == "length" || f == "count") {
+      if (v.kind == Kind::kUndefined) return Value::Int(0);
       if (v.kind == Kind::kString) return Value::Int(static_cast<long long>(CodePoints(v.s).size()));
       if (v.kind == Kind::kList) return Value::Int(static_cast<long long>(v.list->size()));
       if (v.kind == Kind::kDict) return Value::Int(static_cast<long long>(v.dict->size()));
       return RenderError(e, std::string("the filter length takes a string, list or dict, not ") + TypeName(v));
     }
     if (f == "trim" || f == "upper" || f == "lower" || f == "capitalize" || f == "title") {
-      VERITY_RETURN_IF_ERROR(need_string());
-      if (f == "trim") return Value::Str(Strip(v.s, true, true));
-      if (!Ascii(v.s)) return RenderError(e, "the filter " + f + " of text beyond ASCII is not implemented (Python's Unicode case tables)");
-      if (f == "upper") return Value::Str(Upper(v.s));
-      if (f == "lower") return Value::Str(Lower(v.s));
-      if (f == "capitalize") return Value::Str(Capitalize(v.s));
-      return Value::Str(TitleFilter(v.s));
+      const std::string text = Str(v);  // Jinja2's soft_str: none|trim is "None"
+      if (f == "trim") return Value::Str(Strip(text, true, true));
+      if (!Ascii(text)) return RenderError(e, "the filter " + f + " of text beyond ASCII is not implemented (Python's Unicode case tables)");
+      if (f == "upper") return Value::Str(Upper(text));
+      if (f == "lower") return Value::Str(Lower(text));
+      if (f == "capitalize") return Value::Str(Capitalize(text));
+      return Value::Str(TitleFilter(text));
     }
     if (f == "replace") {
       VERITY_RETURN_IF_ERROR(need_string());
       if (args.size() != 2 || args[0].kind != Kind::kString || args[1].kind != Kind::kString)
         return RenderError(e, "the filter replace takes two strings");
-      return Value::Str(Replace(v.s, args[0].s, args[1].s));
+      auto r = Replace(v.s, args[0].s, args[1].s, kMaxOutput);
+      if (!r) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+      return Value::Str(std::move(*r));
     }
     if (f == "first" || f == "last") {
       if (v.kind == Kind::kList) return v.list->empty() ? Value() : f == "first" ? v.list->front() : v.list->back();
@@ -686,14 +789,24 @@ class Renderer {
       return RenderError(e, "the filter " + f + " takes a list or string");
     }
     if (f == "join") {
+      if (v.kind == Kind::kUndefined) return Value::Str("");
       if (v.kind != Kind::kList) return RenderError(e, "the filter join takes a list");
       const std::string sep = args.empty() ? "" : Str(args[0]);
       std::string out;
-      for (size_t i = 0; i < v.list->size(); i++) out += (i ? sep : "") + Str((*v.list)[i]);
+      for (size_t i = 0; i < v.list->size(); i++) {
+        out += (i ? sep : "") + Str((*v.list)[i]);
+        if (out.size() > kMaxOutput) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+      }
       return Value::Str(out);
     }
     if (f == "list") {
-      if (v.kind == Kind::kList) return v;
+      if (v.kind == Kind::kList) return Value::MakeList(*v.list);
+      if (v.kind == Kind::kUndefined) return Value::MakeList();
+      if (v.kind == Kind::kDict) {
+        List keys;
+        for (const auto& kv : *v.dict) keys.push_back(Value::Str(kv.first));
+        return Value::MakeList(std::move(keys));
+      }
       if (v.kind == Kind::kString) {
         List items;
         for (std::string& c : CodePoints(v.s)) items.push_back(Value::Str(std::move(c)));
@@ -715,7 +828,7 @@ class Renderer {
     if (f == "items") {
       if (v.kind != Kind::kDict) return RenderError(e, "the filter items takes a dict");
       List out;
-      for (const auto& [k, x] : *v.dict) out.push_back(Value::MakeList({Value::Str(k), x}));
+      for (const auto& [k, x] : *v.dict) out.push_back(Pair(k, x));
       return Value::MakeList(std::move(out));
     }
     if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") return Select(e, v, args);
@@ -723,25 +836,52 @@ class Renderer {
       VERITY_ASSIGN_OR_RETURN(const List items, Items(e, v));
       List out;
       for (const Value& x : items) {
-        VERITY_ASSIGN_OR_RETURN(Value a, Member(e, x, args[0]));
+        VERITY_ASSIGN_OR_RETURN(Value a, AttributePath(e, x, args[0]));
         out.push_back(std::move(a));
       }
       return Value::MakeList(std::move(out));
     }
-    if (f == "int") {
-      if (IsNumber(v)) return Value::Int(v.kind == Kind::kFloat ? static_cast<long long>(v.f) : AsInt(v));
+    if (f == "int") {  // int(value), else int(float(value)), else 0
+      if (v.kind == Kind::kFloat) return std::isfinite(v.f) && std::fabs(v.f) < 9e18 ? Value::Int(static_cast<long long>(v.f)) : Value::Int(0);
+      if (IsNumber(v)) return Value::Int(AsInt(v));
       if (v.kind == Kind::kString) {
+        const std::string t = Strip(v.s, true, true);
         char* end = nullptr;
-        const long long x = std::strtoll(v.s.c_str(), &end, 10);
-        return Value::Int(end && *end == '\0' && !v.s.empty() ? x : 0);
+        errno = 0;
+        const long long x = std::strtoll(t.c_str(), &end, 10);
+        if (!t.empty() && *end == '\0' && errno == 0) return Value::Int(x);
+        const double d = std::strtod(t.c_str(), &end);
+        if (!t.empty() && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9e18) return Value::Int(static_cast<long long>(d));
       }
       return Value::Int(0);
     }
-    if (f == "float") {
+    if (f == "float") {  // float(value), else 0.0
       if (IsNumber(v)) return Value::Float(AsDouble(v));
-      return RenderError(e, "the filter float takes a number");
+      if (v.kind == Kind::kString) {
+        const std::string t = Strip(v.s, true, true);
+        char* end = nullptr;
+        const double d = std::strtod(t.c_str(), &end);
+        if (!t.empty() && *end == '\0') return Value::Float(d);
+      }
+      return Value::Float(0.0);
     }
     return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // Jinja2's attribute getter: "a.b.0" follows each part, a number an index.
+  Result<Value> AttributePath(const Expr& e, const Value& item, const Value& path) {
+    if (path.kind != Kind::kString) return RenderError(e, "the filter " + e.name + " takes an attribute name");
+    Value x = item;
+    size_t i = 0;
+    for (;;) {
+      const size_t dot = path.s.find('.', i);
+      const std::string part = path.s.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
+      const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      if (x.kind == Kind::kUndefined) return Value();
+      VERITY_ASSIGN_OR_RETURN(x, Member(e, x, index && part.size() < 18 ? Value::Int(std::atoll(part.c_str())) : Value::Str(part)));
+      if (dot == std::string::npos) return x;
+      i = dot + 1;
+    }
   }
 
   // What Jinja2's select and map iterate: nothing for a falsy value (None,
@@ -772,7 +912,7 @@ class Renderer {
     for (const Value& item : items) {
       Value x = item;
       if (by_attr) {
-        VERITY_ASSIGN_OR_RETURN(x, Member(e, item, args[0]));
+        VERITY_ASSIGN_OR_RETURN(x, AttributePath(e, item, args[0]));
       }
       bool pass = Truthy(x);
       if (args.size() > t) {
@@ -786,12 +926,14 @@ class Renderer {
     return Value::MakeList(std::move(out));
   }
 
+  long steps_ = 0;
+
   static bool Test(const std::string& t, const Value& v) {
     if (t == "defined") return v.kind != Kind::kUndefined;
     if (t == "undefined") return v.kind == Kind::kUndefined;
     if (t == "none") return v.kind == Kind::kNone;
     if (t == "string") return v.kind == Kind::kString;
-    if (t == "number") return v.kind == Kind::kInt || v.kind == Kind::kFloat;
+    if (t == "number") return IsNumber(v);  // Python's bool is a Number
     if (t == "integer") return v.kind == Kind::kInt;
     if (t == "float") return v.kind == Kind::kFloat;
     if (t == "boolean") return v.kind == Kind::kBool;
@@ -800,8 +942,11 @@ class Renderer {
     if (t == "sequence") return v.kind == Kind::kList || v.kind == Kind::kDict || v.kind == Kind::kString;
     if (t == "true") return v.kind == Kind::kBool && v.b;
     if (t == "false") return v.kind == Kind::kBool && !v.b;
-    if (t == "even") return v.kind == Kind::kInt && v.i % 2 == 0;
-    if (t == "odd") return v.kind == Kind::kInt && v.i % 2 != 0;
+    if (t == "even" || t == "odd") {  // value % 2 == 1, for any number
+      if (!IsNumber(v)) return false;
+      const bool odd = v.kind == Kind::kFloat ? std::fmod(std::fabs(v.f), 2.0) == 1.0 : AsInt(v) % 2 != 0;
+      return t == "odd" ? odd : !odd;
+    }
     return false;
   }
 
@@ -809,6 +954,11 @@ class Renderer {
     VERITY_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0], scope));
     VERITY_ASSIGN_OR_RETURN(Value b, Eval(*e.args[1], scope));
     const std::string& op = e.name;
+    if (op == "~" || op == "+") {  // values grow by doubling too: bounded as the output is
+      const size_t sa = a.kind == Kind::kList ? a.list->size() : Str(a).size();
+      const size_t sb = b.kind == Kind::kList ? b.list->size() : Str(b).size();
+      if (sa + sb > kMaxOutput) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+    }
     if (op == "~") return Value::Str(Str(a) + Str(b));
     if (op == "==") return Value::Bool(Equal(a, b));
     if (op == "!=") return Value::Bool(!Equal(a, b));
@@ -834,6 +984,16 @@ class Renderer {
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::MakeList(std::move(items));
     }
+    if (op == "*" && ((a.kind == Kind::kString && (b.kind == Kind::kInt || b.kind == Kind::kBool)) ||
+                      (b.kind == Kind::kString && (a.kind == Kind::kInt || a.kind == Kind::kBool)))) {
+      const std::string& text = a.kind == Kind::kString ? a.s : b.s;
+      const long long n = std::max(0LL, a.kind == Kind::kString ? AsInt(b) : AsInt(a));
+      if (n > 0 && text.size() > kMaxOutput / static_cast<size_t>(std::min<long long>(n, kMaxOutput)))
+        return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+      std::string out;
+      for (long long i = 0; i < n; i++) out += text;
+      return Value::Str(out);
+    }
     if (!IsNumber(a) || !IsNumber(b))
       return RenderError(e, std::string("cannot apply '") + op + "' to " + TypeName(a) + " and " + TypeName(b));
     const bool ints = a.kind != Kind::kFloat && b.kind != Kind::kFloat;
@@ -843,14 +1003,17 @@ class Renderer {
     }
     if (ints) {
       const long long x = AsInt(a), y = AsInt(b);
-      if (op == "+") return Value::Int(x + y);
-      if (op == "-") return Value::Int(x - y);
-      if (op == "*") return Value::Int(x * y);
+      long long r = 0;
+      if ((op == "+" && __builtin_add_overflow(x, y, &r)) || (op == "-" && __builtin_sub_overflow(x, y, &r)) ||
+          (op == "*" && __builtin_mul_overflow(x, y, &r)))
+        return RenderError(e, "integer overflow (verity's integers are 64-bit)");
+      if (op == "+" || op == "-" || op == "*") return Value::Int(r);
       if (y == 0) return RenderError(e, "division by zero");
+      if (x == LLONG_MIN && y == -1) return RenderError(e, "integer overflow (verity's integers are 64-bit)");
       // Python floors: the remainder takes the divisor's sign.
-      long long q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) q--, r += y;
-      return Value::Int(op == "//" ? q : r);
+      long long q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) q--, m += y;
+      return Value::Int(op == "//" ? q : m);
     }
     const double x = AsDouble(a), y = AsDouble(b);
     if (op == "+") return Value::Float(x + y);

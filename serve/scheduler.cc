@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace verity::serve {
 
@@ -138,14 +139,23 @@ void Scheduler::Start(std::vector<std::shared_ptr<Job>> jobs) {
     prompts.push_back({slot, p.prompt.data(), static_cast<int>(p.prompt.size()), 0});
     starting.push_back(std::move(r));
   }
-  if (starting.empty()) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  d_.PrefillMany(prompts.data(), static_cast<int>(prompts.size()), logits_.data());
-  metrics_.Prefill(static_cast<int>(prompts.size()), SecondsSince(t0));
+  // Prompts of as many prefill blocks share a prefill, fewest blocks first:
+  // a short prompt's first token does not wait for a long one's last block.
+  std::map<int, std::vector<size_t>> by_blocks;
+  for (size_t i = 0; i < prompts.size(); i++)
+    by_blocks[(prompts[i].T + Transformer::kPrefillBlock - 1) / Transformer::kPrefillBlock].push_back(i);
   const size_t vocab = d_.model().config.vocab_size;
-  for (size_t i = 0; i < starting.size(); i++) {
-    metrics_.Tokens(prompts[i].T, 0);
-    if (Advance(starting[i], logits_.data() + i * vocab)) running_.push_back(std::move(starting[i]));
+  for (const auto& [blocks, group] : by_blocks) {
+    std::vector<SlotDecoder::Prompt> batch;
+    for (size_t i : group) batch.push_back(prompts[i]);
+    const auto t0 = std::chrono::steady_clock::now();
+    d_.PrefillMany(batch.data(), static_cast<int>(batch.size()), logits_.data());
+    metrics_.Prefill(static_cast<int>(batch.size()), SecondsSince(t0));
+    for (size_t k = 0; k < group.size(); k++) {
+      Running& r = starting[group[k]];
+      metrics_.Tokens(prompts[group[k]].T, 0);
+      if (Advance(r, logits_.data() + k * vocab)) running_.push_back(std::move(r));
+    }
   }
 }
 

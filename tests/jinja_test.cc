@@ -96,12 +96,44 @@ TEST(Jinja, HandCheckedSemantics) {
       {"{{ ms | selectattr('r', 'equalto', 'u') | map(attribute='c') | join(',') }}",
        {{"ms", {{{"r", "u"}, {"c", "1"}}, {{"r", "a"}, {"c", "2"}}, {{"r", "u"}, {"c", "3"}}}}}, "1,3"},
       {"{{ strftime_now is defined }} {{ raise_exception is defined }}", {}, "True True"},
+      // Checked against Jinja2 3.1.2 in transformers' environment (session 13's review).
+      {"{% for x in [1,0,2] if x %}{{loop.index}}{{x}}{% endfor %}", {}, "1122"},
+      {"{% for k, v in d.items() if k != 'r' %}{{k}}{% endfor %}", {{"d", {{"a", 1}, {"r", 2}}}}, "a"},
+      {"{{ 20/2 }} {{ 1000*1.0 }} {{ [100.0]|tojson }} {{ 1e16 }} {{ 1.5e-05 }} {{ 0.0001 }} {{ 123456789012345.6 }} "
+       "{{ 0.1+0.2 }}",
+       {}, "10.0 1000.0 [100.0] 1e+16 1.5e-05 0.0001 123456789012345.6 0.30000000000000004"},
+      {"hello\n", {}, "hello"},
+      {"a\r\nb\rc", {}, "a\nb\nc"},
+      {"  \f{% if true %}x{% endif %}", {}, "x"},
+      {"{{ true is number }} {{ true is integer }} {{ 7.0 is odd }} {{ true is odd }} {{ 2 is even }}", {},
+       "True False True True True"},
+      {"{{ 'ab'.replace('', '-') }} {{ 'ab' | replace('', '-') }}", {}, "-a-b- -a-b-"},
+      {"{{ [x] }} {{ {'a':1}.items() | list }}", {}, "[Undefined] [('a', 1)]"},
+      {"[{{ none|trim }}] [{{ 5|trim }}] [{{ u|trim }}] {{ u|length }} [{{ u|join }}] {{ u|list }}", {},
+       "[None] [5] [] 0 [] []"},
+      {"{{ 'a'*3 }} {{ 2*'b' }} {{ '12 '|int }} {{ '3.5'|int }} {{ '3.5'|float }} {{ 'x'|float }} {{ {'a':1,'b':2}|list }}",
+       {}, "aaa bb 12 3 3.5 0.0 ['a', 'b']"},
+      {"{{ 'a</think>b</think>c'.split('</think>', 1) }} {{ 'a b  c'.split() }}", {}, "['a', 'b</think>c'] ['a', 'b', 'c']"},
+      {"{{ ms | map(attribute='f.n') | join(',') }} {{ ms | selectattr('f.n','equalto','a') | list | length }}",
+       {{"ms", {{{"f", {{"n", "a"}}}}, {{"f", {{"n", "b"}}}}}}}, "a,b 1"},
+      {"{{ 'x' | upper }} {{ -(3) }} {{ +3 }}", {}, "X -3 3"},
       // Python's str: code points, and its Unicode whitespace.
       {"{{ 'h\u00e9!' | length }} {{ 'h\u00e9!'[1] }} {{ 'h\u00e9!'[::-1] }} [{{ '\u00a0x\u3000' | trim }}]", {},
        "3 \u00e9 !\u00e9h [x]"},
       {"{{ \"it's a-b (c)\" | title }} {{ \"it's\".title() }}", {}, "It's A-B (C) It'S"},
   };
   for (const Case& c : cases) EXPECT_EQ(Render(c.src, c.ctx.is_null() ? json::object() : c.ctx), c.want) << c.src;
+}
+
+// Loops and output are bounded: a template that would run for hours or
+// fill memory is an error.
+TEST(Jinja, ARunawayTemplateIsAnErrorNotAHang) {
+  EXPECT_NE(Render("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}")
+                .find("rendering took more than 5000000 steps"),
+            std::string::npos);
+  EXPECT_NE(Render("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")
+                .find("RENDER ERROR"),
+            std::string::npos);
 }
 
 TEST(Jinja, CaseConversionBeyondAsciiIsRefusedNotGuessed) {
@@ -122,7 +154,10 @@ TEST(Jinja, RaiseExceptionIsARenderErrorWithTheTemplatesMessage) {
 // What verity does not implement is refused when the template is read, naming
 // it, so a template that parses never meets an unknown construct while serving.
 TEST(Jinja, WhatIsOutsideTheSubsetIsRefusedByNameAtParse) {
-  const std::pair<const char*, const char*> cases[] = {
+  std::string nested_ifs;
+  for (int i = 0; i < 100000; i++) nested_ifs += "{% if true %}";
+  const std::pair<std::string, const char*> cases[] = {
+      {nested_ifs, "blocks nested deeper than 64"},
       {"{% macro f() %}x{% endmacro %}", "the statement 'macro' is not supported"},
       {"{{ x | wordwrap }}", "the filter 'wordwrap' is not supported"},
       {"{{ x is divisibleby }}", "the test 'divisibleby' is not supported"},
@@ -131,19 +166,30 @@ TEST(Jinja, WhatIsOutsideTheSubsetIsRefusedByNameAtParse) {
       {"{{ x.format(1) }}", "the method .format() is not supported"},
       {"{{ lipsum() }}", "the function lipsum() is not supported"},
       {"{{ 2 ** 3 }}", "'**' is not supported"},
+      {"{{ 3 > 2 > 1 }}", "chained comparisons are not supported"},
+      {"{{ '%s' % x }}", "%-formatting of strings is not supported"},
+      {"{{ 'a' | safe }}", "the filter 'safe' is not supported"},
+      {"{{ x | tojson(2) }}", "the filter tojson takes only indent="},
+      {"{{ 01 }}", "leading zero"},
+      {"{{ x +}}", "expected an expression"},
       {"{% if x %}a", "unclosed block"},
       {"{% endif %}", "'endif' without its opening tag"},
       {"{% for m in ms %}{% break %}{% endfor %}", "the statement 'break' is not supported"},
       {"{{ ms | selectattr('role', 'sameas', 'x') }}", "the test 'sameas' is not supported"},
-      {"{{ ms | map('upper') }}", "the filter map takes at most attribute"},
+      {"{{ ms | map('upper') }}", "the filter map takes only attribute="},
       {"{{ 'a' }", "never closes"},
       {"line one\n{% set x = %}", "line 2: expected an expression"},
-      {"{{ x | tojson(indent=2, sort_keys=true) }}", "the filter tojson takes at most indent"},
+      {"{{ x | tojson(indent=2, sort_keys=true) }}", "the filter tojson takes only indent="},
+      // Hostile nesting is refused, not a stack overflow.
+      {"{{ " + std::string(100000, '(') + "1 }}", "a tag of more than 1000 tokens"},
+      {"{{ " + std::string(900, '(') + "1 }}", "expressions nested deeper than 64"},
+      {"{{ " + std::string(900, '[') + " }}", "expressions nested deeper than 64"},
+      {"{{ " + std::string(900, '-') + "1 }}", "expressions nested deeper than 64"},
   };
   for (const auto& [src, says] : cases) {
     auto t = Template::Parse(src);
-    ASSERT_FALSE(t.ok()) << src;
-    EXPECT_NE(t.status().message().find(says), std::string::npos) << src << " -> " << t.status().message();
+    ASSERT_FALSE(t.ok()) << src.substr(0, 80);
+    EXPECT_NE(t.status().message().find(says), std::string::npos) << src.substr(0, 80) << " -> " << t.status().message();
   }
 }
 
@@ -202,6 +248,8 @@ json Contexts() {
        true},
       {json::array({msg("user", "  spaced\n\ttext  "), msg("assistant", " reply ")}), false},
       {json::array({msg("user", "a"), msg("assistant", "b"), msg("user", "c")}), true},
+      // A participant's name, as a request may give it.
+      {json::array({json{{"role", "user"}, {"content", "hello"}, {"name", "ann"}}}), true},
   };
   for (const auto& [m, gen] : convs) {
     json c = base;
@@ -261,8 +309,12 @@ TEST(Jinja, RealChatTemplatesRenderAsJinja2RendersThemOrAreRefused) {
       auto r = (*t)->Render(Vars(contexts[c]));
       const json& w = want["renders"][c];
       if (w.contains("error") || !r.ok()) {
-        // Both refuse this conversation (a template's raise_exception), or it is a difference.
-        const bool both = w.contains("error") && !r.ok();
+        // Both refuse this conversation (a template's raise_exception, with its message), or it is a difference.
+        const std::string why = w.value("error", "");
+        const std::string kTemplateError = "TemplateError: ";
+        const bool same_message = why.rfind(kTemplateError, 0) != 0 ||
+                                  (!r.ok() && r.status().message().find(why.substr(kTemplateError.size())) != std::string::npos);
+        const bool both = w.contains("error") && !r.ok() && same_message;
         EXPECT_TRUE(both) << name << " context " << c << ": verity "
                           << (r.ok() ? "rendered it" : "refused: " + r.status().message()) << ", Jinja2 "
                           << (w.contains("error") ? "refused: " + w["error"].get<std::string>() : "rendered it");

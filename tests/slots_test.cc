@@ -174,48 +174,86 @@ TEST(Slots, SixteenSlotsLateBesideEarlyAndSingleSlotSteps) {
   }
 }
 
+// The fast backend, saying its batched rows are not independent: PrefillMany
+// must then prefill the prompts one after another, with the same results.
+class DependentRows final : public kernels::Backend {
+ public:
+  DependentRows() : inner_(std::move(kernels::MakeBackend("fast")).value()) {}
+  const char* name() const override { return "fast-dependent-rows"; }
+  void Matmul(float* out, const float* x, const kernels::Weights& w) override { inner_->Matmul(out, x, w); }
+  void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
+    inner_->MatmulBatch(out, x, w, T);
+  }
+  void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
+  void Rope(float* v, int size, int hs, int pos, const float* f, bool interleaved) override {
+    inner_->Rope(v, size, hs, pos, f, interleaved);
+  }
+  void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  bool batch_rows_independent() const override { return false; }
+
+ private:
+  std::unique_ptr<kernels::Backend> inner_;
+};
+
+std::unique_ptr<kernels::Backend> BackendNamed(const std::string& name) {
+  if (name == "dependent") return std::make_unique<DependentRows>();
+  return std::move(kernels::MakeBackend(name)).value();
+}
+
 // Prompts of many lengths prefilled together: each row of logits, and the
 // cache behind it (checked by one decode step), is the prompt's prefill alone.
-// The lengths cut blocks of 1, 2, 3 and 64 rows, and a prompt that ends in a
-// wave where longer ones go on.
+// The lengths cut blocks of 1, 2, 3 and 64 rows, two 1-row tails in one wave
+// (two 1-token and two 65-token prompts), and a prompt that ends in a wave
+// where longer ones go on. Then a second PrefillMany continues every sequence
+// from where it is (pos0 > 0), as a conversation's next turn would.
 void ExpectPrefillManyIsEachAlone(const Model& m, const std::string& backend) {
   SCOPED_TRACE(backend + " " + kernels::DTypeName(m.dtype));
-  const std::vector<int> lengths = {3, 1, 65, 2, 130, 64, 7, 129, 66};
+  const std::vector<int> lengths = {3, 1, 65, 2, 130, 64, 7, 129, 66, 1, 65};
   const int n = static_cast<int>(lengths.size()), vocab = m.config.vocab_size;
-  auto d = SlotDecoder::Create(m, std::move(kernels::MakeBackend(backend)).value(), n + 1);
+  auto d = SlotDecoder::Create(m, BackendNamed(backend), n + 1);
   ASSERT_TRUE(d.ok()) << d.status().message();
-  std::vector<std::vector<int>> tokens;
-  std::vector<SlotDecoder::Prompt> prompts;
-  for (int i = 0; i < n; i++) tokens.push_back(PromptOf(i, lengths[i], vocab));
-  for (int i = 0; i < n; i++) prompts.push_back({n - i, tokens[i].data(), lengths[i], 0});  // slots in reverse
-  std::vector<float> logits(static_cast<size_t>(n) * vocab), step(static_cast<size_t>(n) * vocab);
-  (*d)->PrefillMany(prompts.data(), n, logits.data());
-  ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
-  std::vector<int> slot, next, pos;
-  std::vector<const float*> want_step;
   std::vector<std::unique_ptr<Transformer>> alone;
   for (int i = 0; i < n; i++) {
-    auto t = Transformer::Create(m, std::move(kernels::MakeBackend(backend)).value());
+    auto t = Transformer::Create(m, BackendNamed(backend));
     ASSERT_TRUE(t.ok());
-    const float* want = (*t)->Prefill(tokens[i].data(), lengths[i], 0);
-    ASSERT_EQ(std::memcmp(logits.data() + static_cast<size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
-        << "prompt " << i << " of " << lengths[i] << " tokens, prefilled with the others";
-    slot.push_back(prompts[i].slot), next.push_back(Argmax(want, vocab)), pos.push_back(lengths[i]);
-    want_step.push_back((*t)->Forward(next[i], pos[i]));
     alone.push_back(std::move(t).value());
   }
-  (*d)->Step(slot.data(), next.data(), pos.data(), n, step.data());
-  ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
-  for (int i = 0; i < n; i++)
-    ASSERT_EQ(std::memcmp(step.data() + static_cast<size_t>(i) * vocab, want_step[i], vocab * sizeof(float)), 0)
-        << "the step after prompt " << i << " of " << lengths[i] << " tokens: its cache differs";
+  std::vector<int> pos(n, 0), slot(n), next(n);
+  for (int i = 0; i < n; i++) slot[i] = n - i;  // slots in reverse
+  std::vector<float> logits(static_cast<size_t>(n) * vocab), step(static_cast<size_t>(n) * vocab);
+  for (int turn = 0; turn < 2; turn++) {
+    std::vector<std::vector<int>> tokens;
+    std::vector<SlotDecoder::Prompt> prompts;
+    for (int i = 0; i < n; i++) tokens.push_back(PromptOf(i + 100 * turn, turn == 0 ? lengths[i] : lengths[n - 1 - i], vocab));
+    for (int i = 0; i < n; i++) prompts.push_back({slot[i], tokens[i].data(), static_cast<int>(tokens[i].size()), pos[i]});
+    (*d)->PrefillMany(prompts.data(), n, logits.data());
+    ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
+    std::vector<const float*> want_step;
+    for (int i = 0; i < n; i++) {
+      const int T = static_cast<int>(tokens[i].size());
+      const float* want = alone[i]->Prefill(tokens[i].data(), T, pos[i]);
+      ASSERT_EQ(std::memcmp(logits.data() + static_cast<size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
+          << "turn " << turn << ": prompt " << i << " of " << T << " tokens at position " << pos[i]
+          << ", prefilled with the others";
+      pos[i] += T;
+      next[i] = Argmax(want, vocab);
+    }
+    (*d)->Step(slot.data(), next.data(), pos.data(), n, step.data());
+    ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
+    for (int i = 0; i < n; i++) {
+      const float* want = alone[i]->Forward(next[i], pos[i]);
+      ASSERT_EQ(std::memcmp(step.data() + static_cast<size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
+          << "turn " << turn << ": the step after prompt " << i << ": its cache differs";
+      pos[i]++;
+    }
+  }
 }
 
 TEST(Slots, PromptsPrefilledTogetherAreEachPrefilledAlone) {
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
     auto m = LoadModel(test::Model("stories260K.bin"), t);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    for (const char* b : {"reference", "fast"}) ExpectPrefillManyIsEachAlone(**m, b);
+    for (const char* b : {"reference", "fast", "dependent"}) ExpectPrefillManyIsEachAlone(**m, b);
   }
 }
 
@@ -227,7 +265,7 @@ TEST(Slots, PromptsPrefilledTogetherOnAWiderModelAndMoE) {
   c.n_heads = 8;
   c.n_kv_heads = 4;
   c.vocab_size = 1000;
-  c.seq_len = c.max_positions = 192;
+  c.seq_len = c.max_positions = 320;
   c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
@@ -253,7 +291,8 @@ TEST(Slots, BadPrefillManyArgumentsAreNamedErrors) {
   const Case cases[] = {{{{0, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "slot 0 appears twice"},
                         {{{0, ok.data(), 3, 0}, {2, ok.data(), 3, 0}}, "slot 2 is not one of the 2 slots"},
                         {{{1, bad.data(), 3, 0}}, "outside the vocabulary"},
-                        {{{0, ok.data(), 3, ctx - 2}}, "outside the context"}};
+                        {{{0, ok.data(), 3, ctx - 2}}, "outside the context"},
+                        {{{0, ok.data(), 3, 0}, {1, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "3 sequences in one call"}};
   for (const Case& c : cases) {
     auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 2);
     ASSERT_TRUE(d.ok());
