@@ -9,6 +9,7 @@
 #include "base/terminal.h"
 #include "measure/measure.h"
 #include "cli/commands.h"
+#include "cli/ref_flow.h"
 #include "ledger/bisect.h"
 #include "ledger/calibrate.h"
 #include "ledger/ledger.h"
@@ -104,163 +105,6 @@ MeasureOptions WithProgress(MeasureOptions m) {
   return m;
 }
 
-struct RefOptions {
-  std::string base, head, model, repo = ".", against;
-  std::string dtype = "f32";  // the weights' dtype both sides bench and parity run in
-  int steps = 256;
-  double min_seconds = 0.0;  // `verity bench --min-seconds`; 0: the bench's own default
-  std::vector<std::string> given;  // the ref-only flags given on the command line (see RefOnlyFlagsGiven)
-};
-
-// The flags of `sub` that only build the ref flow's commands, as given on its
-// command line (none are used with --base-cmd/--head-cmd).
-std::vector<std::string> RefOnlyFlagsGiven(CLI::App* sub) {
-  std::vector<std::string> given;
-  for (const char* flag : {"--model", "--steps", "--dtype", "--min-seconds", "--repo", "--against"})
-    if (const CLI::Option* opt = sub->get_option_no_throw(flag); opt && opt->count() > 0) given.push_back(flag);
-  return given;
-}
-
-// " --dtype D" for a dtype other than f32 (the default of every build, and
-// the only one builds before `--dtype` knew; their commands stay as they were).
-std::string DtypeArg(const RefOptions& o) { return o.dtype == "f32" ? "" : " --dtype " + measure::ShellQuote(o.dtype); }
-
-// " --min-seconds S" when asked for (builds before the flag existed keep the
-// command they always ran).
-std::string MinSecondsArg(const RefOptions& o) {
-  if (o.min_seconds <= 0.0) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", o.min_seconds);
-  return std::string(" --min-seconds ") + buf;
-}
-
-// The bench arguments after the binary: model, steps, backend, dtype, seconds.
-std::string BenchArgs(const RefOptions& o, const std::string& model) {
-  return " bench --model " + measure::ShellQuote(model) + " --steps " + std::to_string(o.steps) + " --backend fast" +
-         DtypeArg(o) + MinSecondsArg(o);
-}
-
-// --min-seconds on a ref-flow command (submit, bisect).
-void AddMinSecondsOption(CLI::App* sub, RefOptions& refs) {
-  sub->add_option("--min-seconds", refs.min_seconds,
-                  "with refs: `verity bench --min-seconds` (decoding per sample; longer samples average out more of "
-                  "a shared box's noise; default: the bench's own, 0.5)")
-      ->check(CLI::Range(0.01, 600.0));
-}
-
-using Progress = std::function<void(const std::string&)>;
-
-// The reference logits a ref's parity is compared against: --against, else
-// the model's pinned .ref-logits.bin beside it, else "" (none).
-Result<std::string> ResolveAgainst(const RefOptions& o, const std::string& model) {
-  std::error_code ec;
-  if (o.against.empty()) {
-    const std::filesystem::path pinned = std::filesystem::path(model).replace_extension(".ref-logits.bin");
-    return std::filesystem::is_regular_file(pinned) ? pinned.string() : std::string();
-  }
-  if (!std::filesystem::is_regular_file(o.against)) return Status::Error("--against " + o.against + ": not a file");
-  return std::filesystem::absolute(o.against, ec).string();
-}
-
-// A built ref's own `verity bench` on the model.
-std::string BenchCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
-  return measure::ShellQuote(b.binary) + BenchArgs(o, model);
-}
-
-// A built ref's `verity parity --json` against its own reference path.
-std::string OwnParityCmd(const measure::BuiltRef& b, const RefOptions& o, const std::string& model) {
-  return measure::ShellQuote(b.binary) + " parity --model " + measure::ShellQuote(model) + " --backend fast --json" +
-         DtypeArg(o);
-}
-
-// A built ref's own `verity parity --json` ("" when the build has none). It
-// compares the build with an independent reference's logits when the model
-// has them pinned beside it (models/X.ref-logits.bin for X.bin) or --against
-// names them: a bug in code both of the build's own paths share passes
-// fast-vs-reference parity, not this.
-Result<std::string> ParityCmdFor(const measure::BuiltRef& b, const RefOptions& o, const std::string& model,
-                                 const std::string& against, const Progress& progress) {
-  if (!b.has_parity) return std::string();
-  std::string cmd = OwnParityCmd(b, o, model);
-  if (!against.empty() && b.has_parity_against) {
-    std::error_code ec;
-    cmd += " --against " + measure::ShellQuote(std::filesystem::absolute(against, ec).string());
-    progress("parity: " + b.ref + " against the independent reference's logits in " + against);
-  } else if (!against.empty()) {
-    if (!o.against.empty())
-      return Status::Error("--against " + against + ": the build of " + b.ref + " has no `parity --against`");
-    progress("parity: the build of " + b.ref + " predates reference logits files in `parity --against`; it is compared "
-             "with its own reference path (the pinned " + against + " is not used)");
-  }
-  return cmd;
-}
-
-// The model as an absolute path, which must be a file.
-Result<std::string> ModelPath(const RefOptions& o, const std::string& flag_users) {
-  if (o.model.empty()) return Status::Error("--model is required with " + flag_users + " (the model each build benchmarks)");
-  std::error_code ec;
-  const std::string model = std::filesystem::absolute(o.model, ec).string();
-  if (!std::filesystem::is_regular_file(model)) return Status::Error("--model " + o.model + ": not a file");
-  return model;
-}
-
-// With --base/--head: builds both refs and fills in the commands and identities.
-Status PrepareRefs(const RefOptions& o, ChangeRequest* r) {
-  const bool by_ref = !o.base.empty() || !o.head.empty();
-  if (!by_ref) {
-    if (r->base_cmd.empty() || r->head_cmd.empty() || r->parity_cmd.empty())
-      return Status::Error("submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF --model PATH");
-    // What only the ref flow builds into the commands would be ignored here.
-    if (!o.given.empty())
-      return Status::Error(o.given.front() + " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
-                                             "those commands");
-    return OkStatus();
-  }
-  if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");
-  if (!r->base_cmd.empty() || !r->head_cmd.empty())
-    return Status::Error("--base/--head refs and --base-cmd/--head-cmd are alternatives; give one pair");
-  VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "--base/--head"));
-  Progress progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", terminal::Visible(line).c_str()); };
-  auto toplevel = measure::RunCommand("git -C " + measure::ShellQuote(o.repo) + " rev-parse --show-toplevel", 60);
-  if (toplevel.exit_code != 0) return Status::Error("--repo " + o.repo + ": not a git repository");
-  std::string repo = toplevel.out;
-  while (!repo.empty() && repo.back() == '\n') repo.pop_back();
-  const std::string cache = env::WorktreeCache(repo);
-  const int timeout = env::CommandTimeoutSeconds();
-  VERITY_ASSIGN_OR_RETURN(measure::BuiltRef base, measure::BuildRef(repo, o.base, cache, timeout, progress));
-  VERITY_ASSIGN_OR_RETURN(measure::BuiltRef head, measure::BuildRef(repo, o.head, cache, timeout, progress));
-  r->base_cmd = BenchCmdFor(base, o, model);
-  r->head_cmd = BenchCmdFor(head, o, model);
-  VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
-  if (r->parity_cmd.empty()) {
-    VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(head, o, model, against, progress));
-  }
-  if (r->claim_bit_identical && r->base_parity_cmd.empty() && base.has_parity)
-    r->base_parity_cmd = OwnParityCmd(base, o, model);
-  r->base_ref = o.base;
-  r->head_ref = o.head;
-  r->base_sha = base.sha;
-  r->head_sha = head.sha;
-  return OkStatus();
-}
-
-// `verity bisect`: the ref flow's commands for every commit of the search.
-Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, ledger::BisectRequest req) {
-  VERITY_ASSIGN_OR_RETURN(std::string model, ModelPath(o, "bisect"));
-  VERITY_ASSIGN_OR_RETURN(std::string against, ResolveAgainst(o, model));
-  req.repo = o.repo;
-  req.bench_args = BenchArgs(o, model);
-  req.commands = [o, model, against](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
-    Progress progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", terminal::Visible(line).c_str()); };
-    ledger::CommitCommands c;
-    c.bench_cmd = BenchCmdFor(b, o, model);
-    VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(b, o, model, against, progress));
-    if (c.parity_cmd.empty()) c.note = "the build has no `verity parity`, so it cannot pass the correctness gate";
-    return c;
-  };
-  return req;
-}
-
 }  // namespace
 
 void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
@@ -287,21 +131,13 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
                     "own `verity parity --json`");
     sub->add_option("--base-parity-cmd", req->base_parity_cmd, "parity-protocol command for the base (bit identity)");
     auto refs = std::make_shared<RefOptions>();
-    sub->add_option("--base", refs->base, "git ref of the base (instead of --base-cmd): built into a cached worktree");
+    sub->add_option("--base", refs->base, "git ref of the base (instead of --base-cmd): built into a cached worktree "
+                                          "as the repository's verity.toml says");
     sub->add_option("--head", refs->head, "git ref of the head (instead of --head-cmd)");
-    sub->add_option("--model", refs->model, "with refs: the model each side's `verity bench` runs");
-    sub->add_option("--repo", refs->repo, "with refs: the git repository")->capture_default_str();
-    sub->add_option("--steps", refs->steps, "with refs: `verity bench --steps`")->capture_default_str();
-    AddMinSecondsOption(sub, *refs);
-    sub->add_option("--dtype", refs->dtype, "with refs: the weights' dtype both sides bench and the head's parity run in "
-                                            "(f32, bf16, q8_0)")
-        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
-        ->capture_default_str();
-    sub->add_option("--against", refs->against,
-                    "with refs: the head's parity against these reference logits (default: MODEL's .ref-logits.bin "
-                    "beside it, when the head build supports it)");
-    sub->add_option("--metric", req->metric, "metric to score; every other reported metric is a guard")
-        ->capture_default_str();
+    AddRefFlowOptions(sub, *refs);
+    auto* metric = sub->add_option("--metric", req->metric,
+                                   "metric to score; every other reported metric is a guard (with refs: the workload's)")
+                       ->capture_default_str();
     sub->add_option("--accept-regression", req->accept_regressions,
                     "a guard metric this change may regress (declared up front, shown in the changelog); repeatable");
     sub->add_option("--reference-dtype", req->reference_dtype,
@@ -322,7 +158,7 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
       if (cl->count()) req->claim_pct = *claim;
       ChangeRequest r = *req;
       refs->given = RefOnlyFlagsGiven(sub);
-      Status prepared = PrepareRefs(*refs, &r);
+      Status prepared = PrepareRefs(*refs, metric->count() > 0, &r);
       if (!prepared.ok()) return Fail(prepared);
       auto l = OpenLedger(*c);
       if (!l.ok()) return Fail(l.status());
@@ -349,25 +185,16 @@ void RegisterLedgerCommands(CLI::App& app, Registry& reg) {
     AddCommon(sub, *c);
     sub->add_option("--good", req->good, "a ref whose METRIC is good (it must pass parity)")->required();
     sub->add_option("--bad", req->bad, "a later ref on its first-parent line that is slower (or fails parity)")->required();
-    sub->add_option("--metric", req->metric, "the metric searched")->capture_default_str();
-    sub->add_option("--model", refs->model, "the model each commit's `verity bench` and `verity parity` run")->required();
+    auto* metric = sub->add_option("--metric", req->metric, "the metric searched (default: the workload's)");
     auto* th = sub->add_option("--threshold", *threshold,
                                "a commit is bad when slower than good by more than this many percent (default: the "
                                "policy's gate, 2)");
-    sub->add_option("--repo", refs->repo, "the git repository")->capture_default_str();
-    sub->add_option("--steps", refs->steps, "`verity bench --steps`")->capture_default_str();
-    AddMinSecondsOption(sub, *refs);
-    sub->add_option("--dtype", refs->dtype, "the weights' dtype each commit's bench and parity run in (f32, bf16, q8_0)")
-        ->check(CLI::IsMember({"f32", "bf16", "q8_0"}))
-        ->capture_default_str();
-    sub->add_option("--against", refs->against,
-                    "parity against these reference logits (default: MODEL's .ref-logits.bin beside it, for builds "
-                    "that support it)");
+    AddRefFlowOptions(sub, *refs);
     AddMeasureOptions(sub, *m);
     reg.On(sub, [=] {
       ledger::BisectRequest r = *req;
       if (th->count()) r.threshold_pct = *threshold;
-      auto prepared = PrepareBisect(*refs, r);
+      auto prepared = PrepareBisect(*refs, metric->count() > 0, r);
       if (!prepared.ok()) return Fail(prepared.status());
       auto l = OpenLedger(*c);
       if (!l.ok()) return Fail(l.status());

@@ -150,7 +150,7 @@ Result<Session::Built> Session::Build(const std::string& sha) {
   if (it != built_.end()) return it->second;
   Result<Built> b = [&]() -> Result<Built> {
     VERITY_ASSIGN_OR_RETURN(measure::BuiltRef ref,
-                            measure::BuildRef(repo_, sha, cache_, opt_.timeout_s, [&](const std::string& s) { Say("  " + s); }));
+                            measure::BuildRef(repo_, sha, cache_, req_.recipe, [&](const std::string& s) { Say("  " + s); }));
     VERITY_ASSIGN_OR_RETURN(CommitCommands cmds, req_.commands(ref));
     return Built{ref, cmds};
   }();

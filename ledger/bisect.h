@@ -33,6 +33,7 @@ struct BisectRequest {
   std::optional<double> threshold_pct;  // default: the policy's gate (2%)
   std::string cache_dir;             // the ref-build cache ("" = env::WorktreeCache's default for the repo)
   std::string bench_args;            // recorded with the session: what every commit's bench ran
+  measure::BuildRecipe recipe;       // how each commit is built (the project config's [build])
   // Builds the commands a commit's build is measured with (bench, parity).
   std::function<Result<CommitCommands>(const measure::BuiltRef&)> commands;
 };

@@ -295,6 +295,10 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     measure::CommandOutput out = measure::RunCommand(cmd, in.timeout_s);
     VERITY_RETURN_IF_ERROR(CheckBox(in, side, round_now));
     VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command", cmd));
+    for (const std::string& g : c.required_guards)
+      if (!s.metrics.count(g))
+        return Status::Error(side + " bench command's record has no '" + g +
+                             "', a guard its workload requires (the project config's guards)");
     const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
     if (!want_build.empty() && s.build_id != want_build)
       return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +

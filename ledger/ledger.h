@@ -38,6 +38,10 @@ struct ChangeRequest {
   std::optional<int64_t> target_change;  // revert: the change; reapply: the revert
   std::string reason;
   std::vector<std::string> accept_regressions;  // guard metrics the submitter declares may regress
+  // Metrics every bench record must carry (a project config's workload
+  // guards): a sample without one fails, naming it. Not recorded: a
+  // re-measurement checks the guards its records carry.
+  std::vector<std::string> required_guards;
   // Parity evidence of this dtype may stand for the bench workload's own
   // (--reference-dtype; recorded). "": the evidence's dtype must be the workload's.
   std::string reference_dtype;

@@ -1,6 +1,8 @@
 // Builds git refs into cached worktrees, one per commit, so a submission by
 // ref benchmarks exactly the commit it names.
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "measure/measure.h"
 
@@ -10,10 +12,18 @@ std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
+// The last 4 KB of a file (a build log's end says why it failed).
+std::string ReadTail(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string all = s.str();
+  return all.size() > 4096 ? all.substr(all.size() - 4096) : all;
+}
 }  // namespace
 
 Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const std::string& cache_dir,
-                          int timeout_s, const std::function<void(const std::string&)>& progress) {
+                          const BuildRecipe& recipe, const std::function<void(const std::string&)>& progress) {
   namespace fs = std::filesystem;
   BuiltRef b;
   b.ref = ref;
@@ -25,7 +35,7 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   fs::create_directories(cache_dir, ec);
   if (ec) return Status::Error(cache_dir + ": cannot create the worktree cache");
   b.worktree = (fs::absolute(cache_dir) / b.sha).string();
-  if (!fs::exists(b.worktree + "/CMakeLists.txt")) {
+  if (!fs::exists(b.worktree + "/.git")) {
     progress("checking out " + ref + " (" + b.sha.substr(0, 12) + ") into " + b.worktree);
     CommandOutput wt = RunCommand("git -C " + ShellQuote(repo) + " worktree add --detach --force " + ShellQuote(b.worktree) + " " +
                                       b.sha,
@@ -39,17 +49,23 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
     return Status::Error(b.worktree + ": cached worktree is not a clean checkout of " + b.sha + "; remove it and retry");
   progress("building " + ref + " (" + b.sha.substr(0, 12) + ")");
   const std::string log = b.worktree + "/build.log";
-  CommandOutput build = RunCommand("cd " + ShellQuote(b.worktree) + " && { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && " +
-                                       "cmake --build build --target verity -j\"$(nproc)\"; } > build.log 2>&1",
-                                   timeout_s);
-  if (build.exit_code != 0) return Status::Error("building " + ref + " (" + b.sha.substr(0, 12) + ") failed; see " + log);
-  b.binary = b.worktree + "/build/cli/verity";
-  if (!fs::exists(b.binary)) return Status::Error("building " + ref + " produced no " + b.binary);
-  CommandOutput help = RunCommand(ShellQuote(b.binary) + " parity --help", 60);
-  b.has_parity = help.exit_code == 0;
-  // Older builds had --against for raw f32 logits only; reference logits
-  // files (docs/parity.md) came with this wording.
-  b.has_parity_against = b.has_parity && help.out.find("a reference logits file") != std::string::npos;
+  std::string script = "cd " + ShellQuote(b.worktree) + " && { :";
+  for (const std::string& c : recipe.commands) script += " && echo " + ShellQuote("+ " + c) + " && " + c;
+  script += "; } > build.log 2>&1";
+  CommandOutput build = RunCommand(script, recipe.timeout_s);
+  if (build.exit_code != 0)
+    return Status::Error("building " + ref + " (" + b.sha.substr(0, 12) + ") failed" +
+                         (build.timed_out ? " (timed out after " + std::to_string(recipe.timeout_s) + " s)" : "") +
+                         "; see " + log + ": " + OutputTail(ReadTail(log), 300));
+  b.binary = b.worktree + "/" + recipe.artifact;
+  if (!fs::exists(b.binary)) return Status::Error("building " + ref + " produced no " + b.binary + " (build.artifact)");
+  if (recipe.verity_binary) {
+    CommandOutput help = RunCommand(ShellQuote(b.binary) + " parity --help", 60);
+    b.has_parity = help.exit_code == 0;
+    // Older builds had --against for raw f32 logits only; reference logits
+    // files (docs/parity.md) came with this wording.
+    b.has_parity_against = b.has_parity && help.out.find("a reference logits file") != std::string::npos;
+  }
   return b;
 }
 

@@ -135,19 +135,31 @@ Box ThisBox();
 
 namespace verity::measure {
 
+// How a checked-out ref is built: the project config's [build] table
+// (measure/project_config.h).
+struct BuildRecipe {
+  std::vector<std::string> commands;  // run in order in the worktree (sh -c), output to <worktree>/build.log
+  int timeout_s = 0;                  // all of them together
+  std::string artifact;               // path inside the worktree the build must produce
+  // The artifact is a verity binary: its `parity --help` says which parity
+  // flags the build knows (a config's parity kind "verity").
+  bool verity_binary = false;
+};
+
 // A git ref built into a cached worktree: verify the artifact, not the transport.
 struct BuiltRef {
   std::string ref, sha;    // as given, and the commit it resolved to
   std::string worktree;    // <cache>/<sha>
-  std::string binary;      // <worktree>/build/cli/verity
-  bool has_parity = false; // the build knows `verity parity`
+  std::string binary;      // <worktree>/<recipe.artifact>: the build's artifact
+  bool has_parity = false; // a verity binary that knows `verity parity`
   bool has_parity_against = false;  // ... and its --against reads reference logits files (an independent reference's)
 };
 
 // Resolves `ref` in `repo`, checks it out (detached) into `cache_dir`/<sha>
-// once, and builds its `verity` target there (incrementally on later calls).
-// `progress` receives one line per step. Errors name the ref and the log.
+// once, and runs the recipe's build commands there (incrementally on later
+// calls). `progress` receives one line per step. Errors name the ref, the
+// command that failed and the log.
 Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const std::string& cache_dir,
-                          int timeout_s, const std::function<void(const std::string&)>& progress);
+                          const BuildRecipe& recipe, const std::function<void(const std::string&)>& progress);
 
 }  // namespace verity::measure

@@ -55,6 +55,26 @@ case "$1" in
 esac
 )SH";
 
+// The fake repository's project config: verity's own decode workload and
+// parity, without its guard (the fake bench prints one metric).
+const char* kVerityToml = R"(
+[build]
+commands = ["cmake -S . -B build", "cmake --build build --target verity"]
+artifact = "build/cli/verity"
+
+[workload.decode]
+bench = "{artifact} bench --model {model} --steps {steps} --backend fast --dtype {dtype} --min-seconds {min_seconds}"
+metric = "decode_tok_s"
+steps = 256
+dtype = "f32"
+min_seconds = 0.5
+
+[parity]
+kind = "verity"
+command = "{artifact} parity --model {model} --backend fast --json --dtype {dtype}"
+against_command = "{artifact} parity --model {model} --backend fast --json --dtype {dtype} --against {against}"
+)";
+
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -86,6 +106,7 @@ Repo MakeRepo(const std::string& tag, int n, const std::map<int, Edit>& edits) {
   WriteFile(r.repo + "/CMakeLists.txt", kTopCMake);
   WriteFile(r.repo + "/cli/CMakeLists.txt", kCliCMake);
   WriteFile(r.repo + "/cli/verity.in", kVerityIn);
+  WriteFile(r.repo + "/verity.toml", kVerityToml);
   WriteFile(r.repo + "/speed", "1000\n");
   WriteFile(r.repo + "/parity", "ok\n");
   auto commit = [&](const std::string& subject) {

@@ -39,7 +39,7 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   for (const char* side : {"base_cmd", "head_cmd"}) {
     const std::string cmd = show["change"][side];
     EXPECT_NE(cmd.find(" bench --model "), std::string::npos) << cmd;
-    EXPECT_NE(cmd.find(" --steps 64 --backend fast --min-seconds 0.2"), std::string::npos) << cmd;
+    EXPECT_NE(cmd.find(" --steps 64 --backend fast --dtype 'f32' --min-seconds 0.2"), std::string::npos) << cmd;
   }
   // The model has independent reference logits pinned beside it: the head's
   // parity is against them, not against its own reference path.
@@ -64,7 +64,8 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
 TEST(RefSubmit, RefOnlyOptionsWithCommandsAreNamedErrors) {
   const std::string db = TempDir("ref-only") + "/l.db";
   for (const std::string extra : {"--min-seconds 2", "--dtype f32", "--model models/stories260K.bin", "--steps 64",
-                                   "--repo .", "--against models/stories260K.ref-logits.bin"}) {
+                                   "--repo .", "--against models/stories260K.ref-logits.bin", "--config verity.toml",
+                                   "--workload decode"}) {
     auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 0 --base-cmd true --head-cmd true"
                    " --parity-cmd true " + extra);
     EXPECT_EQ(r.exit_code, 1) << extra;

@@ -7,6 +7,7 @@
 # leak, a timeout or a build failure). docs/fuzzing.md lists the targets.
 # usage: tests/fuzz/run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]
 #   TARGET: safetensors | gguf | llama2c | hf_config | tokenizer_bin | tokenizer_json | sentencepiece | llama_bench | text_adapter
+#           | jinja | project_config
 #   e.g. a long run: nice -n 19 tests/fuzz/run_fuzz.sh . build 600 llama2c -runs=1000000
 set -uo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR SECONDS TARGET [libFuzzer flags...]" >&2; exit 2; }
@@ -33,6 +34,11 @@ case "$target" in
   hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
   llama_bench) sources=(measure/llama_bench.cc) max_len=8192 ;;
   text_adapter) sources=(measure/text_adapter.cc) max_len=8192 ;;
+  jinja) sources=(serve/jinja_parse.cc serve/jinja_render.cc) max_len=8192 ;;
+  project_config)
+    sources=(measure/project_config.cc) max_len=4096
+    f=$(pkg-config --cflags --libs tomlplusplus) || fail "(pkg-config found no tomlplusplus)"
+    read -ra flags <<<"$f" ;;
   tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
@@ -47,7 +53,7 @@ inputs=("tests/fuzz/${target}_fuzz.cc" "${sources[@]}")
 # Rebuild only when a source or any project header is newer than the binary.
 stale=1
 if [ -x "$bin" ]; then
-  changed=$(cd "$src" && { find "${inputs[@]}" -newer "$bin"; find base engine formats kernels measure -name '*.h' -newer "$bin"; } 2>/dev/null)
+  changed=$(cd "$src" && { find "${inputs[@]}" -newer "$bin"; find base engine formats kernels measure serve -name '*.h' -newer "$bin"; } 2>/dev/null)
   [ -z "$changed" ] && stale=0
 fi
 if [ $stale = 1 ]; then
@@ -108,6 +114,10 @@ PY
     cp "$src"/tests/fuzz/llama_bench_seeds/* "$seeds/" || fail "(cannot copy the llama-bench seeds)" ;;
   text_adapter)
     cp "$src"/tests/fuzz/text_adapter_seeds/* "$seeds/" || fail "(cannot copy the text adapter seeds)" ;;
+  jinja)
+    cp "$src"/tests/fuzz/jinja_seeds/* "$seeds/" || fail "(cannot copy the chat template seeds)" ;;
+  project_config)
+    cp "$src"/verity.toml "$seeds/" || fail "(cannot copy verity.toml as a seed)" ;;
   sentencepiece)
     # Real models (BPE and unigram) trained from the conformance training
     # text; a small vocabulary keeps the files small.
