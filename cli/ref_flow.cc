@@ -141,7 +141,9 @@ Result<std::string> Command(const Plan& p, const measure::BuiltRef& b, const std
     if (!v.count(name) && source.count(name))
       return Status::Error(p.config.source + ": " + what + " uses {" + name + "}, but nothing gives it (" +
                            source.at(name) + " in [workload." + p.workload.name + "])");
-  return measure::ExpandTemplate(tmpl, v, p.config.source + ": " + what);
+  VERITY_ASSIGN_OR_RETURN(std::string cmd, measure::ExpandTemplate(tmpl, v, p.config.source + ": " + what));
+  // In the checkout, wherever verity was started: a template may name the repository's own scripts.
+  return "cd " + measure::ShellQuote(p.top) + " && " + cmd;
 }
 
 Result<std::string> BenchCmdFor(const Plan& p, const measure::BuiltRef& b) {

@@ -239,14 +239,17 @@ bool Scheduler::Advance(Running& r, float* logits) {
   return true;
 }
 
-// The job leaves the count before its client hears it finished, so a
-// client that sends its next request at once finds the room it left.
+// The job leaves the count, and /metrics' slots in use, before its client
+// hears it finished: a client that sends its next request at once finds the
+// room it left, and one that reads /metrics after a request (the startup
+// probe's last one before the port opens) never sees its slot still held.
 void Scheduler::Finish(Running& r, FinishReason why) {
   {
     std::lock_guard<std::mutex> l(mu_);
     active_--;
   }
   free_slots_.push_back(r.slot);
+  Publish();
   if (why != FinishReason::kError) r.job->Push({std::nullopt, why, ""});
 }
 
