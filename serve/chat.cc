@@ -86,22 +86,14 @@ Result<std::unique_ptr<ChatTemplate>> BuiltinChatTemplate(const std::string& nam
   return Status::Error("--chat-template: '" + name + "' is not a template verity renders (known: chatml)");
 }
 
-Result<std::string> ModelChatTemplate(const std::string& path) {
-  std::string file;
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, TokenizerConfig(path, &file));
-  if (j.is_null()) return std::string();
-  auto it = j.find("chat_template");
-  if (it == j.end() || it->is_null()) return std::string();
-  if (it->is_string()) return it->get<std::string>();
-  return Status::Error(file + ": chat_template is not a string (named templates are not rendered)");
-}
-
 Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& path) {
-  VERITY_ASSIGN_OR_RETURN(const std::string source, ModelChatTemplate(path));
-  if (source.empty()) return std::unique_ptr<ChatTemplate>();
   std::string file;
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, TokenizerConfig(path, &file));
-  auto t = jinja::Template::Parse(source);
+  if (j.is_null()) return std::unique_ptr<ChatTemplate>();
+  auto src = j.find("chat_template");
+  if (src == j.end() || src->is_null()) return std::unique_ptr<ChatTemplate>();
+  if (!src->is_string()) return Status::Error(file + ": chat_template is not a string (named templates are not rendered)");
+  auto t = jinja::Template::Parse(src->get<std::string>());
   if (!t.ok())
     return Status::Error(file + ": chat_template is Jinja verity does not render exactly (" + t.status().message() +
                          "); refusing to approximate it");

@@ -41,12 +41,8 @@ class ChatTemplate {
 // The model's own template from the tokenizer_config.json in `dir` (or beside
 // the file `path`): nullptr when it has none; an error names the file and,
 // for a template outside serve/jinja.h's subset, the construct and its line.
-// bos_token, eos_token, unk_token and pad_token come from the same file.
+// The special tokens' text (transformers' special_tokens_map) comes from the
+// same file, read once.
 [[nodiscard]] Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& path);
-
-// The chat_template of the tokenizer_config.json in `dir` (or beside the
-// file `path`), or empty when there is none; an error names the file when
-// it exists but cannot be read as JSON.
-[[nodiscard]] Result<std::string> ModelChatTemplate(const std::string& path);
 
 }  // namespace verity::serve
