@@ -96,19 +96,24 @@ TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnStories260K) {
   }
 }
 
-// Wide enough that the fast backend splits its matmuls over threads.
-TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnAWiderModel) {
+// A synth wide enough that the fast backend splits its matmuls over threads.
+ModelConfig WiderConfig(int hidden_dim, int seq_len) {
   ModelConfig c;
   c.dim = 256;
-  c.hidden_dim = 768;
+  c.hidden_dim = hidden_dim;
   c.n_layers = 2;
   c.n_heads = 8;
   c.n_kv_heads = 4;
   c.vocab_size = 1000;
-  c.seq_len = c.max_positions = 64;
+  c.seq_len = c.max_positions = seq_len;
   c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
+  return c;
+}
+
+TEST(Slots, EveryStepRowIsTheSlotsDecodeAloneOnAWiderModel) {
+  ModelConfig c = WiderConfig(768, 64);
   auto m = SyntheticModel(c, 11);
   ASSERT_TRUE(m.ok()) << m.status().message();
   ExpectBatchInvariant(**m, "fast");
@@ -258,17 +263,7 @@ TEST(Slots, PromptsPrefilledTogetherAreEachPrefilledAlone) {
 }
 
 TEST(Slots, PromptsPrefilledTogetherOnAWiderModelAndMoE) {
-  ModelConfig c;
-  c.dim = 256;
-  c.hidden_dim = 772;  // not a multiple of any vector width: every dot has a tail
-  c.n_layers = 2;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.vocab_size = 1000;
-  c.seq_len = c.max_positions = 320;
-  c.head_dim = c.dim / c.n_heads;
-  c.rope_theta = 10000.0f;
-  c.norm_eps = 1e-5f;
+  ModelConfig c = WiderConfig(772, 320);  // 772: not a multiple of any vector width, every dot has a tail
   auto m = SyntheticModel(c, 21);
   ASSERT_TRUE(m.ok()) << m.status().message();
   ExpectPrefillManyIsEachAlone(**m, "fast");
