@@ -171,35 +171,108 @@ void CompareArgmax(const std::string& gguf, const std::string& dtype, ArgmaxTall
   t->files++, t->agree += agree, t->total += static_cast<int>(ids.size());
 }
 
+// The CPU variant of ggml that llama.cpp runs on this machine (haswell, zen4,
+// sapphirerapids, ...): each rounds and sums in its own way.
+std::string PeerCpuBackend() {
+  std::string name = RunOk(Peer() + " cpu-backend");
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+// The largest logit magnitude of one run: the tolerances above were measured
+// on the synth's logits (~4.5); a model with larger logits (stories260K's
+// reach ~16) differs by as much relative to them.
+constexpr float kToleranceScale = 4.5f;
+float ScaledTolerance(const std::string& dtype, const std::vector<float>& logits) {
+  float top = 0.0f;
+  for (float x : logits) top = std::max(top, std::fabs(x));
+  return LogitTolerance(dtype) * std::max(1.0f, top / kToleranceScale);
+}
+
+// At most this many positions of kSteps may pick another id than llama.cpp
+// (each a near-tie): a file that computes something else flips many. Measured
+// on a Zen 5 against llama.cpp's zen4 variant: 2 in each Q8_0 file (ties 0.07
+// apart at most), 0 against its haswell variant.
+constexpr int kMaxNearTies = 6;
+
+struct GreedyTally {
+  int files = 0, identical = 0, agree = 0, flips = 0;
+  float worst_f32 = 0.0f, worst_ratio = 0.0f;  // f32's max |diff|; the others' max |diff| / tolerance
+  float widest_tie = 0.0f;                     // the largest gap in verity's logits at a flip
+  std::string Summary() const {
+    char b[320];
+    std::snprintf(b, sizeof b,
+                  "%d files, greedy ids identical in %d, agree %d/%d; teacher-forced along llama.cpp's ids %d "
+                  "near-tie flips (widest %.3g); f32 logits max |diff| %.3g, the others at most %.2f of their tolerance",
+                  files, identical, agree, files * kSteps, flips, widest_tie, worst_f32, worst_ratio);
+    return b;
+  }
+};
+
+// One file through both engines: llama.cpp's greedy ids, and verity's along
+// them teacher-forced. f32 must give the same ids exactly. The rounded dtypes
+// need not: the two engines round activations differently and each ggml CPU
+// variant sums in its own order (on a Zen 5, llama.cpp's zen4 variant and its
+// haswell variant differ by 0.22 on stories260K's Q8_0 logits, and pick
+// different ids at a 0.02 tie, position 135), so any greedy run of 200
+// positions may meet a near-tie and continue elsewhere. Instead, along
+// llama.cpp's sequence, verity's logits stay within the dtype's tolerance
+// and its argmax is llama.cpp's id at every position but at most
+// kMaxNearTies (within the tolerance, each is a tie within twice it; a file
+// that computes something else leaves the tolerance or flips many). Returns verity's own
+// greedy ids.
+std::vector<int> CompareGreedy(const std::string& gguf, const std::string& dtype, GreedyTally* t) {
+  const std::vector<int> theirs = PeerGreedy(gguf), ours = VerityGreedy(gguf, dtype);
+  t->files++;
+  if (theirs.size() != static_cast<size_t>(kSteps) || ours.size() != static_cast<size_t>(kSteps)) {
+    ADD_FAILURE() << gguf << ": llama.cpp gave " << theirs.size() << " ids, verity " << ours.size() << ", not " << kSteps;
+    return ours;
+  }
+  t->identical += ours == theirs;
+  t->agree += Agreeing(ours, theirs);
+  std::vector<int> seq = {1};
+  seq.insert(seq.end(), theirs.begin(), theirs.end() - 1);
+  const std::vector<float> mine = VerityLogits(gguf, dtype, seq), peer = PeerLogits(gguf, seq);
+  const float diff = MaxAbsDiff(mine, peer);
+  if (dtype == "f32") {
+    EXPECT_EQ(ours, theirs) << gguf << ": f32 greedy ids must be identical (" << Agreeing(ours, theirs) << "/" << kSteps << ")";
+    EXPECT_LE(diff, LogitTolerance(dtype)) << gguf << ": f32 logits along the greedy sequence";
+    t->worst_f32 = std::max(t->worst_f32, diff);
+    return ours;
+  }
+  const float tolerance = ScaledTolerance(dtype, peer);
+  EXPECT_LE(diff, tolerance) << gguf << ": logits along llama.cpp's greedy sequence";
+  t->worst_ratio = std::max(t->worst_ratio, diff / tolerance);
+  const std::vector<int> picks = Argmax(mine, kStories);
+  if (picks.size() != theirs.size()) {
+    ADD_FAILURE() << gguf << ": verity gave logits for " << picks.size() << " positions, not " << theirs.size();
+    return ours;
+  }
+  int flips = 0;
+  for (size_t i = 0; i < picks.size(); i++) {
+    if (picks[i] == theirs[i]) continue;
+    // Within the tolerance a pick can differ only where llama.cpp's id lies
+    // within twice it of verity's best; the widest such gap is reported.
+    t->widest_tie = std::max(t->widest_tie, mine[i * kStories + picks[i]] - mine[i * kStories + theirs[i]]);
+    flips++;
+  }
+  EXPECT_LE(flips, kMaxNearTies) << gguf << ": verity's argmax differs from llama.cpp's id at " << flips << " of " << kSteps
+                                 << " positions";
+  t->flips += flips;
+  return ours;
+}
+
 TEST(LlamaPeer, VerityGgufOfStories260KGivesLlamaCppTheSameGreedyIds) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("peer-s");
-  int files = 0, loaded = 0, agree = 0;
-  float f32_diff = 0.0f;
-  for (const char* dtype : kDtypes) {
-    for (bool tok : {true, false}) {
-      const std::string g = Convert(Model("stories260K.bin"), dir + "/s-" + dtype + (tok ? "-tok" : "") + ".gguf", dtype, tok);
-      files++;
-      const std::vector<int> theirs = PeerGreedy(g), ours = VerityGreedy(g, dtype);
-      if (theirs.size() != static_cast<size_t>(kSteps)) {
-        ADD_FAILURE() << g << ": llama.cpp gave " << theirs.size() << " ids, not " << kSteps;
-        continue;
-      }
-      loaded++;
-      EXPECT_EQ(ours, theirs) << g << ": greedy ids differ (" << Agreeing(ours, theirs) << "/" << kSteps << " agree)";
-      agree += Agreeing(ours, theirs);
-      if (std::string(dtype) == "f32") {  // logits along the greedy sequence
-        std::vector<int> seq = {1};
-        seq.insert(seq.end(), ours.begin(), ours.end() - 1);
-        f32_diff = std::max(f32_diff, MaxAbsDiff(VerityLogits(g, dtype, seq), PeerLogits(g, seq)));
-      }
-    }
-  }
-  EXPECT_LE(f32_diff, 1e-4f) << "f32 logits along the greedy sequence";
-  std::printf("llama.cpp peer (stories260K, verity's GGUF): %d files, %d loaded, ids agree %d/%d (%d steps each); "
-              "f32 logits max |diff| %.3g\n",
-              files, loaded, agree, files * kSteps, kSteps, f32_diff);
-  EXPECT_EQ(loaded, 8);
+  GreedyTally t;
+  for (const char* dtype : kDtypes)
+    for (bool tok : {true, false})
+      CompareGreedy(Convert(Model("stories260K.bin"), dir + "/s-" + dtype + (tok ? "-tok" : "") + ".gguf", dtype, tok),
+                    dtype, &t);
+  std::printf("llama.cpp peer (stories260K, verity's GGUF, llama.cpp's %s): %s\n", PeerCpuBackend().c_str(),
+              t.Summary().c_str());
+  EXPECT_EQ(t.files, 8);
 }
 
 TEST(LlamaPeer, VerityGgufOfTheSynthGivesLlamaCppTheSameArgmax) {
@@ -244,7 +317,8 @@ std::string PeerQuantize(const std::string& in, const std::string& out, const st
 TEST(LlamaPeer, LlamaCppQuantizedStories260KLoadsInVerityWithTheSameGreedyIds) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("peer-q");
-  int files = 0, agree = 0, own_agree = 0;
+  GreedyTally t;
+  int own_agree = 0;
   for (const char* dtype : {"q8_0", "f16", "bf16"}) {
     // verity's own conversion to the same dtype, for the record (llama.cpp
     // keeps stories260K's 172-wide ffn_down F16 in Q8_0 where verity keeps F32).
@@ -252,16 +326,13 @@ TEST(LlamaPeer, LlamaCppQuantizedStories260KLoadsInVerityWithTheSameGreedyIds) {
     for (bool tok : {true, false}) {
       const std::string f32 = Convert(Model("stories260K.bin"), dir + "/s-f32" + (tok ? "-tok" : "") + ".gguf", "f32", tok);
       const std::string q = PeerQuantize(f32, dir + "/llama-" + dtype + (tok ? "-tok" : "") + ".gguf", dtype);
-      const std::vector<int> ours = VerityGreedy(q, dtype), theirs = PeerGreedy(q);
-      EXPECT_EQ(ours.size(), static_cast<size_t>(kSteps)) << q;
-      EXPECT_EQ(ours, theirs) << q << ": verity's greedy ids differ from llama.cpp's on llama.cpp's file";
-      files++, agree += Agreeing(ours, theirs), own_agree += Agreeing(ours, own);
+      own_agree += Agreeing(CompareGreedy(q, dtype, &t), own);
     }
   }
-  std::printf("llama.cpp peer (stories260K, llama.cpp's Q8_0/F16/BF16 files in verity): %d files, ids agree with "
-              "llama.cpp %d/%d, with verity's own conversion %d/%d\n",
-              files, agree, files * kSteps, own_agree, files * kSteps);
-  EXPECT_EQ(files, 6);
+  std::printf("llama.cpp peer (stories260K, llama.cpp's Q8_0/F16/BF16 files in verity, llama.cpp's %s): %s; "
+              "verity's ids on them agree with its own conversion's %d/%d\n",
+              PeerCpuBackend().c_str(), t.Summary().c_str(), own_agree, t.files * kSteps);
+  EXPECT_EQ(t.files, 6);
 }
 
 TEST(LlamaPeer, LlamaCppQuantizedSynthLoadsInVerityWithTheSameArgmax) {

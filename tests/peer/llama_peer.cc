@@ -8,6 +8,7 @@
 //   llama_peer logits   MODEL --ids IDS --out FILE      n_vocab f32 per position (as `verity logits`)
 //   llama_peer quantize IN OUT q8_0|f16|bf16            llama_model_quantize
 //   llama_peer bench    MODEL --prompt-tokens P --gen-tokens G [--min-seconds S]   one JSON line
+//   llama_peer cpu-backend                          the CPU variant ggml loads here, e.g. libggml-cpu-zen4.so
 //   common: --threads T (default 1), --kv f32|f16 (default f32), --verbose
 //
 // The computation is fixed to what verity computes: the KV cache in f32 (ggml's
@@ -65,7 +66,7 @@ struct Args {
 Args ParseArgs(int argc, char** argv) {
   static const char* kValued[] = {"--prompt", "--steps", "--ids", "--out", "--threads", "--kv",
                                   "--prompt-tokens", "--gen-tokens", "--min-seconds"};
-  if (argc < 2) Die("usage: llama_peer greedy|argmax|logits|quantize|bench MODEL [flags] (see the source's header)");
+  if (argc < 2) Die("usage: llama_peer greedy|argmax|logits|quantize|bench|cpu-backend MODEL [flags] (see the source's header)");
   Args a;
   a.mode = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -446,6 +447,14 @@ int Bench(const Args& a) {
   return 0;
 }
 
+// Which CPU variant ggml chose on this machine: its arithmetic (vector width,
+// rounding of activations) is what a peer comparison measures against.
+int CpuBackend() {
+  if (g_cpu_backend == "unknown") Die("ggml did not say which CPU backend it loaded");
+  std::printf("%s\n", g_cpu_backend.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,5 +466,6 @@ int main(int argc, char** argv) {
   if (a.mode == "logits") return LogitsMode(a);
   if (a.mode == "quantize") return Quantize(a);
   if (a.mode == "bench") return Bench(a);
-  Die("unknown mode " + a.mode + " (greedy, argmax, logits, quantize, bench)");
+  if (a.mode == "cpu-backend") return CpuBackend();
+  Die("unknown mode " + a.mode + " (greedy, argmax, logits, quantize, bench, cpu-backend)");
 }
