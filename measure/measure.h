@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,12 +125,18 @@ struct ParityEvidence {
 // The producer's own "nonfinite" list of strings, when printed, is appended too.
 Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& what);
 
-// The box: CPU model, cores, kernel, governor, GPU and driver where present.
+// The box: CPU model, its identity numbers, cache and instruction-set
+// extensions, cores, kernel, governor, GPU and driver where present.
 struct Box {
   std::string fingerprint;  // sha256 of `detail`
   std::string detail;       // canonical JSON
 };
 Box ThisBox();
+// The CPU part of a box's detail, from /proc/cpuinfo's text: "cpu" (the model
+// name), "cpu_id" (vendor, family, model, stepping; Arm's implementer, part,
+// variant), "cpu_cache" and "isa" (the SIMD extensions present, in a fixed
+// order). Absent fields are left out.
+nlohmann::json CpuIdentity(const std::string& cpuinfo);
 
 }  // namespace verity::measure
 

@@ -216,6 +216,39 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
 }
 
+// Two CPUs a hypervisor names alike ("AMD EPYC": a Zen 3 and a Zen 5, both
+// boxes this project ran on, with one kernel release) are two boxes: their
+// timings must never share a frontier or a roofline.
+TEST(Box, CpusAHypervisorNamesAlikeAreTwoBoxes) {
+  const std::string zen3 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+      "stepping\t: 1\ncache size\t: 512 KB\nflags\t\t: fpu sse4_2 avx f16c fma avx2 bmi2 hypervisor\n\n"
+      "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n";
+  const std::string zen5 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+      "stepping\t: 1\ncache size\t: 1024 KB\nflags\t\t: fpu sse4_2 avx f16c fma avx2 bmi2 avx512f avx512bw "
+      "avx512vl avx_vnni avx512_bf16 avx512_vnni hypervisor\n";
+  const nlohmann::json a = measure::CpuIdentity(zen3), b = measure::CpuIdentity(zen5);
+  EXPECT_EQ(a["cpu"], b["cpu"]);
+  EXPECT_EQ(a["cpu_id"], "vendor_id AuthenticAMD cpu family 25 model 1 stepping 1");
+  EXPECT_EQ(b["cpu_id"], "vendor_id AuthenticAMD cpu family 26 model 2 stepping 1");
+  EXPECT_EQ(a["cpu_cache"], "512 KB");
+  EXPECT_EQ(a["isa"], "sse4_2 avx avx2 fma f16c bmi2") << "in the fixed order, flags outside the list left out";
+  EXPECT_EQ(b["isa"], "sse4_2 avx avx2 fma f16c bmi2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx_vnni");
+  EXPECT_NE(a.dump(), b.dump());
+  // Arm names its cores by implementer and part.
+  const nlohmann::json arm = measure::CpuIdentity(
+      "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve i8mm bf16\nCPU implementer\t: 0x41\n"
+      "CPU variant\t: 0x1\nCPU part\t: 0xd40\n");
+  EXPECT_EQ(arm["cpu"], "unknown");
+  EXPECT_EQ(arm["cpu_id"], "CPU implementer 0x41 CPU part 0xd40 CPU variant 0x1");
+  EXPECT_EQ(arm["isa"], "asimd sve i8mm bf16");
+  // This box's detail carries what its cpuinfo says.
+  const nlohmann::json here = nlohmann::json::parse(measure::ThisBox().detail);
+  EXPECT_TRUE(here.contains("cpu_id")) << here.dump();
+  EXPECT_TRUE(here.contains("kernel")) << here.dump();
+}
+
 // The bound issue 10 sets on memory, on what the model adds: peak RSS less the
 // baseline measured before the model loads <= weights + KV cache + 10% + a
 // fixed slack, reported with its parts. On stories260K (1 MB of weights) the
