@@ -10,8 +10,13 @@ const char* Version() { return VERITY_VERSION; }
 const char* BuildId() { return VERITY_BUILD_ID; }
 
 std::string ArtifactSha256() {
-  auto h = Sha256File("/proc/self/exe");
-  return h.ok() ? h.value() : std::string("unreadable");
+  // /proc/self/exe is the inode this process was started from; a rebuild
+  // writes a new file, so the bytes cannot change under a running process.
+  static const std::string hash = [] {
+    auto h = Sha256File("/proc/self/exe");
+    return h.ok() ? h.value() : std::string("unreadable");
+  }();
+  return hash;
 }
 
 const char* CorruptionName() {

@@ -10,7 +10,9 @@ const char* Version();
 // The git commit the binary was built from ("<sha>" or "<sha>-dirty"), or
 // "unknown" outside a git checkout. Regenerated on every build, not at configure.
 const char* BuildId();
-// SHA-256 of the running executable's bytes (/proc/self/exe).
+// SHA-256 of the running executable's bytes (/proc/self/exe), read and hashed
+// once per process: the first call pays (~7 MB for verity), later ones are a
+// copy. A server calls it before it opens its port, so /health never hashes.
 std::string ArtifactSha256();
 // Name of the corruption compiled in, or "" for a normal build.
 const char* CorruptionName();

@@ -144,7 +144,8 @@ json RoundJson(const ProbeRound& r) {
 Server::Server(ServerOptions options, const ServedModel& served, Scheduler& scheduler, Prober& prober, Metrics& metrics)
     : opt_(std::move(options)), served_(served), scheduler_(scheduler), prober_(prober), metrics_(metrics),
       http_(std::make_unique<httplib::Server>()),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      artifact_sha256_(ArtifactSha256()) {
   Routes();
 }
 
@@ -228,7 +229,7 @@ void Server::Routes() {
     const ProbeRound last = prober_.last();
     const bool ok = prober_.healthy();
     json body = {{"status", ok ? "ok" : "unhealthy"}, {"model", served_.id}, {"last_probe", RoundJson(last)},
-                 {"build", {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}, {"corruption", CorruptionName()}}}};
+                 {"build", {{"id", BuildId()}, {"artifact_sha256", artifact_sha256_}, {"corruption", CorruptionName()}}}};
     if (req.has_param("history")) {
       json h = json::array();
       for (const ProbeRound& r : prober_.history()) h.push_back(RoundJson(r));

@@ -59,6 +59,8 @@ class Server {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> run_returned_{false};
   const int64_t created_;
+  // /health's build identity, hashed once here, before the port opens.
+  const std::string artifact_sha256_;
 };
 
 }  // namespace verity::serve

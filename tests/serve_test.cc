@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "tests/serve_util.h"
@@ -330,6 +332,61 @@ TEST(Serve, AFailedProbeTurnsHealth503WithoutExitingAndARightOneRecovers) {
   EXPECT_TRUE(saw_fail && saw_pass_after) << hist.dump();
   EXPECT_EQ(s.Wait(true), 0);
   EXPECT_NE(s.stderr_text().find("verity: ALERT: coherence probe failed"), std::string::npos);
+}
+
+// The resident bytes of `pid`'s thread stacks: its anonymous mappings of the
+// default thread stack's size (RLIMIT_STACK, which the server inherits; glibc
+// adds a guard page). Sets *stacks to how many it found.
+long ThreadStackKb(pid_t pid, int* stacks) {
+  rlimit rl{};
+  getrlimit(RLIMIT_STACK, &rl);
+  const unsigned long size = rl.rlim_cur == RLIM_INFINITY ? 8UL << 20 : rl.rlim_cur;
+  std::istringstream in(test::ReadFile("/proc/" + std::to_string(pid) + "/smaps"));
+  long kb = 0;
+  bool stack = false;
+  *stacks = 0;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long lo = 0, hi = 0;
+    char name[256] = "";
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, name) >= 2 && line.find(':') > 20) {
+      stack = name[0] == '\0' && (hi - lo == size || hi - lo == size + 4096);
+      *stacks += stack;
+    } else if (stack && line.rfind("Rss:", 0) == 0) {
+      kb += std::stol(line.substr(4));
+    }
+  }
+  return kb;
+}
+
+// Issue 25's soak crept: every /health hashed the executable (7 MB) through a
+// 64 KB buffer on the handler thread's stack, which then stayed resident for
+// the thread's life, one more thread every few health checks (~2 MB over the
+// 10-minute soak, where its 5% bound is 1.5 MB). Health checks on fresh
+// connections (so on many handler threads) may grow the stacks by a thread's
+// first use, not by a buffer.
+TEST(Serve, HealthChecksLeaveTheHandlerThreadStacksSmall) {
+  ServeProcess s(Base("--parallel 4 --queue 4"));
+  ASSERT_GT(s.port(), 0) << s.stderr_text();
+  // The listening line comes before httplib has started its thread pool.
+  ASSERT_EQ(s.Client().Get("/health")->status, 200);
+  int stacks = 0;
+  long before = ThreadStackKb(s.pid(), &stacks);
+  for (int i = 0; i < 500 && stacks < 8; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    before = ThreadStackKb(s.pid(), &stacks);
+  }
+  ASSERT_GE(stacks, 8) << "found no handler thread stacks to watch in /proc/" << s.pid() << "/smaps";
+  constexpr int kChecks = 32;
+  for (int i = 0; i < kChecks; i++) {
+    auto c = s.Client();  // a new connection each time: httplib hands it to whichever thread is idle
+    auto r = c.Get("/health");
+    ASSERT_TRUE(r && r->status == 200) << "health check " << i;
+  }
+  const long after = ThreadStackKb(s.pid(), &stacks);
+  std::printf("health checks: %d on fresh connections, %d thread stacks, %ld KB resident before, %ld KB after\n", kChecks,
+              stacks, before, after);
+  EXPECT_LE(after - before, 16L * kChecks) << "KB of thread stacks resident after " << kChecks << " health checks";
+  EXPECT_EQ(s.Wait(true), 0);
 }
 
 // A probes file edited to hold a prompt beyond the context fails its round
