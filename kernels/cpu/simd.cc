@@ -241,9 +241,12 @@ void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int
 // Tiles, measured on the Zen 3 box (kernels_bench BM_MatRows, cold f32
 // weights, 3 interleaved runs): 16 vectors 1.4-1.6x the row-at-a-time
 // products/s on 768- and 2048-wide matrices, 8 vectors 1.1-1.5x; 4 vectors
-// even for f32 and slower for bf16, hence the threshold.
+// even for f32 and slower for bf16, hence the threshold. On the Zen 5
+// (AVX3_DL) 8 vectors as 6 + 2 row-at-a-time reads 2 x-loads per FMA from L1
+// and ran the ~110M synth's 8-stream decode steps at 250 rows/s; tiled from 8
+// vectors, 433 (serve-targets.sh, 3 rounds each; 1 stream ~100).
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
-constexpr int kRowsVectors = 6, kRowsTile = 6, kRowsTiledFrom = 12;  // not measured: no AVX-512 box at hand
+constexpr int kRowsVectors = 6, kRowsTile = 6, kRowsTiledFrom = 8;  // NEON unmeasured
 #else
 constexpr int kRowsVectors = 3, kRowsTile = 3, kRowsTiledFrom = 8;
 #endif
@@ -322,6 +325,16 @@ HWY_INLINE const float* WidenedRow(const uint16_t* row, size_t cols, float* dst)
   return dst;
 }
 
+// DotsRow for the run-time vector count t <= TT.
+template <int TT, class W, class Load>
+HWY_INLINE void DotsRowOf(int t, const W* HWY_RESTRICT w, const float* const* xs, size_t cols, float* out, size_t ld,
+                          Load load) {
+  if constexpr (TT > 1) {
+    if (t < TT) return DotsRowOf<TT - 1>(t, w, xs, cols, out, ld, load);
+  }
+  DotsRow<TT>(w, xs, cols, out, ld, load);
+}
+
 // DotsRows for the run-time row count r <= R.
 template <int R, class W, class Load>
 HWY_INLINE void DotsRowsOf(int r, const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out,
@@ -372,9 +385,9 @@ HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int c
       for (int k = 0; k < kRowsVectors; k++) xs[k] = x + (t + k) * c;
       DotsRow<kRowsVectors>(row, xs, c, out + t * ld + i, ld, Load());
     }
-    for (; t < n; t++) {
-      xs[0] = x + t * c;
-      DotsRow<1>(row, xs, c, out + t * ld + i, ld, Load());
+    if (t < n) {  // the rest in one pass too (one at a time, 4 of 6 vectors read the row 4 times)
+      for (int k = 0; k < n - t; k++) xs[k] = x + (t + k) * c;
+      DotsRowOf<kRowsVectors - 1>(n - t, row, xs, c, out + t * ld + i, ld, Load());
     }
   }
 }
