@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <unordered_set>
 
 #include "serve/jinja_ast.h"
 
@@ -456,6 +457,28 @@ class Renderer {
     return OkStatus();
   }
 
+  // Whether `v` is or holds the namespace whose attributes are `target`. A
+  // namespace is the only value a template can change, so storing it in
+  // itself is the only way to make a cycle, which shared_ptr would never free
+  // (the fuzzer found `{% set ns.n = ns %}` leaking). Jinja2 allows it (Python
+  // collects cycles); no chat template needs it, so it is refused by name.
+  static bool Reaches(const Value& v, const Dict* target) {
+    std::vector<const Value*> todo = {&v};
+    std::unordered_set<const void*> seen;
+    while (!todo.empty()) {
+      const Value* x = todo.back();
+      todo.pop_back();
+      if (x->dict) {
+        if (x->dict.get() == target) return true;
+        if (seen.insert(x->dict.get()).second)
+          for (const auto& [k, e] : *x->dict) todo.push_back(&e);
+      }
+      if (x->list && seen.insert(x->list.get()).second)
+        for (const Value& e : *x->list) todo.push_back(&e);
+    }
+    return false;
+  }
+
   Status Set(const Template::Node& n, Scope& scope) {
     VERITY_ASSIGN_OR_RETURN(Value v, Eval(*n.expr, scope));
     if (n.targets.size() == 1) {
@@ -466,6 +489,9 @@ class Renderer {
     if (ns == nullptr || ns->kind != Kind::kNamespace)
       return RenderError(*n.expr, "cannot assign " + n.targets[0] + "." + n.targets[1] + ": " + n.targets[0] +
                                       " is not a namespace()");
+    if (Reaches(v, ns->dict.get()))
+      return RenderError(*n.expr, "cannot assign " + n.targets[0] + "." + n.targets[1] + ": the value holds " +
+                                      n.targets[0] + " itself (a cycle)");
     for (auto& [k, old] : *ns->dict)
       if (k == n.targets[1]) {
         old = std::move(v);

@@ -136,6 +136,18 @@ TEST(Jinja, ARunawayTemplateIsAnErrorNotAHang) {
             std::string::npos);
 }
 
+// A namespace stored in itself, directly or inside a list or dict, would be a
+// shared_ptr cycle that is never freed (the fuzzer's leak): refused by name.
+TEST(Jinja, ANamespaceCannotHoldItself) {
+  for (const char* src : {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}x",
+                          "{% set ns = namespace(n=0) %}{% set ns.n = [1, {'a': ns}] %}x",
+                          "{% set ns = namespace(n=0) %}{% set m = namespace(inner=ns) %}{% set ns.n = m %}x"})
+    EXPECT_NE(Render(src).find("the value holds ns itself (a cycle)"), std::string::npos) << src << ": " << Render(src);
+  // Another namespace, or the same one's values, are fine.
+  EXPECT_EQ(Render("{% set a = namespace(n=1) %}{% set b = namespace(x=a) %}{% set a.n = [b.x.n, b.x.n] %}{{ a.n }}"),
+            "[1, 1]");
+}
+
 TEST(Jinja, CaseConversionBeyondAsciiIsRefusedNotGuessed) {
   EXPECT_NE(Render("{{ '\u00e9' | upper }}").find("RENDER ERROR: chat template line 1: the filter upper of text beyond ASCII"),
             std::string::npos);
