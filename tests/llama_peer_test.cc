@@ -196,15 +196,16 @@ float ScaledTolerance(const std::string& dtype, const std::vector<float>& logits
 constexpr int kMaxNearTies = 6;
 
 struct GreedyTally {
-  int files = 0, identical = 0, agree = 0, flips = 0;
+  int files = 0, identical = 0, agree = 0, flips = 0, f32_files = 0;
   float worst_f32 = 0.0f, worst_ratio = 0.0f;  // f32's max |diff|; the others' max |diff| / tolerance
   float widest_tie = 0.0f;                     // the largest gap in verity's logits at a flip
   std::string Summary() const {
-    char b[320];
+    char b[320], f32[64] = "";
+    if (f32_files > 0) std::snprintf(f32, sizeof f32, "f32 logits max |diff| %.3g, ", worst_f32);
     std::snprintf(b, sizeof b,
                   "%d files, greedy ids identical in %d, agree %d/%d; teacher-forced along llama.cpp's ids %d "
-                  "near-tie flips (widest %.3g); f32 logits max |diff| %.3g, the others at most %.2f of their tolerance",
-                  files, identical, agree, files * kSteps, flips, widest_tie, worst_f32, worst_ratio);
+                  "near-tie flips (widest %.3g); %sthe others at most %.2f of their tolerance",
+                  files, identical, agree, files * kSteps, flips, widest_tie, f32, worst_ratio);
     return b;
   }
 };
@@ -238,6 +239,7 @@ std::vector<int> CompareGreedy(const std::string& gguf, const std::string& dtype
     EXPECT_EQ(ours, theirs) << gguf << ": f32 greedy ids must be identical (" << Agreeing(ours, theirs) << "/" << kSteps << ")";
     EXPECT_LE(diff, LogitTolerance(dtype)) << gguf << ": f32 logits along the greedy sequence";
     t->worst_f32 = std::max(t->worst_f32, diff);
+    t->f32_files++;
     return ours;
   }
   const float tolerance = ScaledTolerance(dtype, peer);

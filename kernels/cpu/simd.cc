@@ -385,7 +385,7 @@ HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int c
       for (int k = 0; k < kRowsVectors; k++) xs[k] = x + (t + k) * c;
       DotsRow<kRowsVectors>(row, xs, c, out + t * ld + i, ld, Load());
     }
-    if (t < n) {  // the rest in one pass too (one at a time, 4 of 6 vectors read the row 4 times)
+    if (t < n) {  // the rest in one pass too: one at a time, a 4-vector step read each row 4 times
       for (int k = 0; k < n - t; k++) xs[k] = x + (t + k) * c;
       DotsRowOf<kRowsVectors - 1>(n - t, row, xs, c, out + t * ld + i, ld, Load());
     }
