@@ -934,6 +934,13 @@ class Renderer {
     const size_t t = by_attr ? 1 : 0;
     if (by_attr && (args.empty() || args[0].kind != Kind::kString))
       return RenderError(e, "the filter " + e.name + " takes an attribute name");
+    if (args.size() > t) {
+      if (args[t].kind != Kind::kString) return RenderError(e, "the filter " + e.name + " takes a test's name");
+      const std::string& test = args[t].s;
+      const bool compares = test == "equalto" || test == "eq" || test == "==" || test == "ne" || test == "!=";
+      if (compares && args.size() <= t + 1)  // the fuzzer's heap overflow: args[t + 1] read past the end
+        return RenderError(e, "the test " + test + " in " + e.name + " needs a value to compare with");
+    }
     List out;
     for (const Value& item : items) {
       Value x = item;

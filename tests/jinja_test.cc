@@ -148,6 +148,18 @@ TEST(Jinja, ANamespaceCannotHoldItself) {
             "[1, 1]");
 }
 
+// A comparing test with nothing to compare with read past its arguments (the
+// fuzzer's heap overflow): a render error naming it.
+TEST(Jinja, ASelectTestWithoutItsValueIsAnError) {
+  const json ctx = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  EXPECT_NE(Render("{{ messages | selectattr('role', 'equalto') | list }}", ctx)
+                .find("the test equalto in selectattr needs a value to compare with"),
+            std::string::npos);
+  EXPECT_NE(Render("{{ ['a'] | reject('ne') | list }}").find("the test ne in reject needs a value"), std::string::npos);
+  EXPECT_NE(Render("{{ ['a'] | select(3) | list }}").find("takes a test's name"), std::string::npos);
+  EXPECT_EQ(Render("{{ messages | selectattr('role', 'equalto', 'user') | list | length }}", ctx), "1");
+}
+
 TEST(Jinja, CaseConversionBeyondAsciiIsRefusedNotGuessed) {
   EXPECT_NE(Render("{{ '\u00e9' | upper }}").find("RENDER ERROR: chat template line 1: the filter upper of text beyond ASCII"),
             std::string::npos);
