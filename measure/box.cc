@@ -63,22 +63,25 @@ const char* const kIsaFlags[] = {"sse4_2",      "avx",         "avx2",        "f
 }  // namespace
 
 nlohmann::json CpuIdentity(const std::string& cpuinfo) {
+  // The first processor's block says it all, and the box is re-read after
+  // every sample: a key it lacks (Arm's on x86) need not scan every core's.
+  const std::string first = cpuinfo.substr(0, cpuinfo.find("\n\n"));
   nlohmann::json d;
   // Hypervisors often hide the model name ("AMD EPYC" on both a Zen 3 and a
   // Zen 5); the vendor, family, model and stepping numbers and the extensions
   // still tell CPUs apart, and timings from two of them are not comparable.
-  std::string model = CpuinfoField(cpuinfo, "model name");
+  std::string model = CpuinfoField(first, "model name");
   d["cpu"] = model.empty() ? "unknown" : model;
   std::string id;
   for (const char* key : {"vendor_id", "cpu family", "model", "stepping", "CPU implementer", "CPU part", "CPU variant"}) {
-    const std::string v = CpuinfoField(cpuinfo, key);
+    const std::string v = CpuinfoField(first, key);
     if (!v.empty()) AppendWord(&id, std::string(key) + " " + v);
   }
   if (!id.empty()) d["cpu_id"] = id;
-  const std::string cache = CpuinfoField(cpuinfo, "cache size");
+  const std::string cache = CpuinfoField(first, "cache size");
   if (!cache.empty()) d["cpu_cache"] = cache;
   std::set<std::string> flags;
-  std::istringstream words(CpuinfoField(cpuinfo, "flags") + " " + CpuinfoField(cpuinfo, "Features"));
+  std::istringstream words(CpuinfoField(first, "flags") + " " + CpuinfoField(first, "Features"));
   for (std::string w; words >> w;) flags.insert(w);
   std::string isa;
   for (const char* f : kIsaFlags)
