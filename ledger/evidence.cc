@@ -49,13 +49,26 @@ std::vector<std::string> DepthGaps(const measure::ParityEvidence& e) {
   return gaps;
 }
 
-// What is missing from the evidence floor, "" if nothing.
+// The bytes a token-identity record covers: the whole output when identical,
+// else only what matched before the first difference.
+long long IdentityBytes(const measure::ParityEvidence& e) {
+  return e.identity.identical ? e.identity.head_bytes : std::max(0LL, e.identity.first_diff);
+}
+
+// What is missing from the evidence floor of the record's kind, "" if nothing.
 std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
+  const std::optional<ParityFloor> floor = pol.ParityFloorFor(e.kind);
+  if (!floor)
+    return "policy v" + std::to_string(pol.version) + " states no floor for parity evidence of kind '" + e.kind + "'";
+  if (e.kind == "tokens") {
+    if (IdentityBytes(e) >= floor->min_bytes) return "";
+    return std::to_string(IdentityBytes(e)) + " bytes compared equal, the policy needs at least " +
+           std::to_string(floor->min_bytes);
+  }
   std::vector<std::string> gaps = DepthGaps(e);
   const int distinct = DistinctDepths(e);
-  if (distinct < pol.parity_min_depths)
-    gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " +
-                   std::to_string(pol.parity_min_depths));
+  if (distinct < floor->min_depths)
+    gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " + std::to_string(floor->min_depths));
   int deepest = 0;
   for (const auto& d : e.depths) deepest = std::max(deepest, d.depth);
   if (e.tokens <= 0) gaps.push_back("no context length (tokens) stated, so the deepest depth cannot be checked");
@@ -64,26 +77,66 @@ std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
                    std::to_string(e.tokens));
   int thin = 0, fewest = 1 << 30;
   for (const auto& d : e.depths)
-    if (d.positions < pol.parity_min_positions) thin++, fewest = std::min(fewest, d.positions);
+    if (d.positions < floor->min_positions) thin++, fewest = std::min(fewest, d.positions);
   if (thin)
-    gaps.push_back(std::to_string(thin) + " depth(s) score fewer than " + std::to_string(pol.parity_min_positions) +
+    gaps.push_back(std::to_string(thin) + " depth(s) score fewer than " + std::to_string(floor->min_positions) +
                    " positions (fewest " + std::to_string(fewest) + ")");
   std::string out;
   for (const auto& g : gaps) out += (out.empty() ? "" : "; ") + g;
   return out;
 }
 
+// The first difference of a token-identity record, in words.
+std::string DifferenceText(const measure::ParityEvidence& e) {
+  const auto& x = e.identity;
+  return "the output differs from the " + x.against + "'s at byte offset " + std::to_string(x.first_diff) + " (head '" +
+         x.head_snippet + "', " + x.against + " '" + x.base_snippet + "')";
+}
+
+// True iff the evidence shows the engine wrong: a differing output, or logits outside the thresholds.
+bool ShowsWrong(const Policy& pol, const measure::ParityEvidence& e) {
+  if (e.kind == "tokens") return !e.identity.identical;
+  return !e.nonfinite.empty() || !pol.ParityPasses(e.worst_top1, e.worst_mean_kl);
+}
+
 // Builds a "<side> parity ..." one-line summary of evidence.
 std::string Summary(const measure::ParityEvidence& e) {
-  return "worst top-1 " + NumText(e.worst_top1) + ", worst mean KL " + NumText(e.worst_mean_kl) + " over " +
+  if (e.kind == "tokens")
+    return "token identity: " + std::to_string(e.identity.head_bytes) + " bytes against the " + e.identity.against +
+           "'s " + std::to_string(e.identity.base_bytes) + ", " +
+           (e.identity.identical ? std::string("identical") : "first difference at byte " + std::to_string(e.identity.first_diff)) +
+           " (" + (e.mode.empty() ? "mode not stated" : e.mode) + "), exit " + std::to_string(e.exit_code);
+  return std::string(e.kind == "logits" ? "logits file: " : "") + "worst top-1 " + NumText(e.worst_top1) + ", worst mean KL " + NumText(e.worst_mean_kl) + " over " +
          std::to_string(e.depths.size()) + " depths (" + (e.mode.empty() ? "mode not stated" : e.mode) + ", window " +
          std::to_string(e.window) + "), exit " + std::to_string(e.exit_code);
 }
 
 }  // namespace
 
+namespace {
+
+// Token identity: the outputs equal over the kind's floor of bytes (deep: deep_factor x it).
+std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode) {
+  std::vector<std::string> why;
+  if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
+  if (!e.identity.identical) why.push_back(DifferenceText(e));
+  else if (!e.reported_ok) why.push_back("the command reported ok:false");
+  if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
+  if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
+  const auto floor = pol.ParityFloorFor(e.kind);
+  if (mode == "deep" && floor && IdentityBytes(e) < pol.deep_factor * floor->min_bytes)
+    why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " + NumText(pol.deep_factor) +
+                  "x the floor of " + std::to_string(floor->min_bytes));
+  std::string out;
+  for (const auto& w : why) out += (out.empty() ? "" : "; ") + w;
+  return out;
+}
+
+}  // namespace
+
 std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode,
                         const measure::ParityEvidence* standard) {
+  if (e.kind == "tokens") return JudgeIdentity(pol, e, mode);
   std::vector<std::string> why;
   if (!e.nonfinite.empty()) {
     std::string where;
@@ -182,7 +235,7 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
     if (bp.evidence && !bp.passed) {
       const auto& e = *bp.evidence;
       const bool complete = FloorGaps(*in.pol, e).empty() && e.mode == "standard";
-      const bool wrong = !e.nonfinite.empty() || !in.pol->ParityPasses(e.worst_top1, e.worst_mean_kl);
+      const bool wrong = ShowsWrong(*in.pol, e);
       if (complete && wrong) main_fails = bp;
       else in.say("  main's failing evidence is incomplete or breaks no threshold: not proof that main is wrong");
     }

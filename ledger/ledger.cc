@@ -32,7 +32,9 @@ const std::vector<std::string>& SealedTables() {
       // schema 12 (the explicit start of keyed seals on a plain ledger)
       "seal_keyings",
       // schema 13 (inputs pinned down: declared reference dtypes, the box lock a run held)
-      "change_reference_dtypes", "run_box_locks"};
+      "change_reference_dtypes", "run_box_locks",
+      // schema 14 (policy v5: a floor per parity kind)
+      "policy_parity_kinds"};
   return kTables;
 }
 
@@ -161,6 +163,7 @@ Status Ledger::Migrate(int up_to_version) {
 namespace {
 // The schema that first holds what a policy version records.
 int SchemaFor(const Policy& p) {
+  if (!p.parity_floors.empty()) return 14;  // policy_parity_kinds
   if (!p.step_rule.empty()) return 11;     // policy_counting
   if (!p.guard_floors.empty()) return 10;  // policy_guard_floors
   return p.look_every != 0 ? 3 : 1;        // policy_rules
@@ -186,15 +189,25 @@ Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
                                                                   {"unit", f.unit}})
                                .status());
   if (p.step_rule.empty()) return OkStatus();
-  return d.InsertSealed("policy_counting",
-                        {{"version", int64_t{p.version}}, {"step_rule", p.step_rule}, {"budget_rule", p.budget_rule}})
-      .status();
+  VERITY_RETURN_IF_ERROR(
+      d.InsertSealed("policy_counting",
+                     {{"version", int64_t{p.version}}, {"step_rule", p.step_rule}, {"budget_rule", p.budget_rule}})
+          .status());
+  for (const ParityFloor& f : p.parity_floors)
+    VERITY_RETURN_IF_ERROR(d.InsertSealed("policy_parity_kinds", {{"version", int64_t{p.version}},
+                                                                  {"kind", f.kind},
+                                                                  {"min_depths", int64_t{f.min_depths}},
+                                                                  {"min_positions", int64_t{f.min_positions}},
+                                                                  {"min_bytes", int64_t{f.min_bytes}},
+                                                                  {"rule", f.rule}})
+                               .status());
+  return OkStatus();
 }
 }  // namespace
 
 Status Ledger::InstallPolicy() {
   // Every version this verity knows is recorded once, in order; the newest scores.
-  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3(), PolicyV4()}) {
+  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3(), PolicyV4(), PolicyV5()}) {
     if (schema_version_ < SchemaFor(p)) continue;  // a test stopped the schema early
     VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));
@@ -249,6 +262,26 @@ Status LoadCountingRules(Db& d, Policy* p) {
   return OkStatus();
 }
 
+// The parity kinds' floors policy `p->version` states (policy_parity_kinds,
+// v5 on), read back into *p (declared where it is used, in read_model.cc).
+Status LoadParityFloors(Db& d, Policy* p) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_parity_kinds'"));
+  if (table.empty()) return OkStatus();
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT kind, min_depths, min_positions, min_bytes, rule FROM "
+                                             "policy_parity_kinds WHERE version = ? ORDER BY id",
+                                             {int64_t{p->version}}));
+  for (const auto& r : rows) {
+    ParityFloor f{AsText(r[0]), static_cast<int>(AsInt(r[1])), static_cast<int>(AsInt(r[2])), AsInt(r[3]), AsText(r[4])};
+    if (f.kind.empty() || f.min_depths < 0 || f.min_positions < 0 || f.min_bytes < 0 ||
+        (f.min_depths == 0 && f.min_bytes == 0))
+      return Status::Error(d.path() + ": policy v" + std::to_string(p->version) + " states an unusable parity floor for '" +
+                           f.kind + "'");
+    p->parity_floors.push_back(std::move(f));
+  }
+  return OkStatus();
+}
+
 Result<Policy> Ledger::CurrentPolicy() {
   VERITY_ASSIGN_OR_RETURN(
       auto rows, db_->Query("SELECT p.version, p.gate_frac, p.tiers, p.ceiling_ratio, p.parity_min_top1, "
@@ -283,6 +316,7 @@ Result<Policy> Ledger::CurrentPolicy() {
   p.gain_rule = AsText(r[14]);
   VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(*db_, p.version));
   VERITY_RETURN_IF_ERROR(LoadCountingRules(*db_, &p));
+  VERITY_RETURN_IF_ERROR(LoadParityFloors(*db_, &p));
   return p;
 }
 

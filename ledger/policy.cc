@@ -94,6 +94,36 @@ Policy PolicyV4() {
   return p;
 }
 
+Policy PolicyV5() {
+  Policy p = PolicyV4();
+  p.version = 5;
+  // 256 bytes is ~60 tokens of English text: past the prompt and the first
+  // sentence, into the positions where a wrong cache or RoPE row shows; a
+  // 256-step greedy run of stories260K prints ~570 bytes.
+  constexpr long long kTokenIdentityBytes = 256;
+  const std::string depths = std::to_string(p.parity_min_depths) + " depths with at least " +
+                             std::to_string(p.parity_min_positions) + " positions each";
+  p.parity_floors = {
+      {"verity", p.parity_min_depths, p.parity_min_positions, 0,
+       "verity: a verity.parity/1 record of the artifact, at least " + depths + ", the deepest at the last context position"},
+      {"logits", p.parity_min_depths, p.parity_min_positions, 0,
+       "logits: the engine's raw f32 logits for a teacher-forced sequence against the base's or a reference file, at "
+       "least " + depths + ", the deepest at the last position, the same top-1 and KL thresholds"},
+      {"tokens", 0, 0, kTokenIdentityBytes,
+       "tokens: the engine's greedy output equal to the base's or a pinned golden file byte for byte, over at least " +
+           std::to_string(kTokenIdentityBytes) + " bytes (deep: " + std::to_string(2 * kTokenIdentityBytes) +
+           "); one differing byte fails"}};
+  return p;
+}
+
+std::optional<ParityFloor> Policy::ParityFloorFor(const std::string& kind) const {
+  for (const auto& f : parity_floors)
+    if (f.kind == kind) return f;
+  // Before v5 the only evidence was verity's own, floored by the rules row.
+  if (parity_floors.empty() && kind == "verity") return ParityFloor{"verity", parity_min_depths, parity_min_positions, 0, ""};
+  return std::nullopt;
+}
+
 std::optional<GuardFloor> Policy::FloorFor(const std::string& metric) const {
   // The unit table decides the metric's suffix ("read_mb_s" is a rate, not
   // seconds); the policy states that suffix's floor, or none.

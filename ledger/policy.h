@@ -1,6 +1,6 @@
 // The scoring policy. Its values live in the ledger (tables `policy` and
 // `policy_rules`, from v3 `policy_guard_floors`, from v4 `policy_counting`), versioned; every score records the version it was scored
-// under, and old scores keep theirs. PolicyV4() is what a ledger is given now.
+// under, and old scores keep theirs. PolicyV5() is what a ledger is given now.
 #pragma once
 
 #include <optional>
@@ -23,6 +23,17 @@ struct GuardFloor {
   std::string suffix;
   double amount = 0.0;
   std::string unit;
+};
+
+// The evidence floor of one parity kind (v5 on, policy_parity_kinds): what a
+// record of that kind must cover to count. "verity" and "logits" score depths
+// of logits (min_depths, min_positions each); "tokens" compares an engine's
+// greedy output byte for byte (min_bytes).
+struct ParityFloor {
+  std::string kind;
+  int min_depths = 0, min_positions = 0;
+  long long min_bytes = 0;
+  std::string rule;  // the floor in words, as the changelog states it
 };
 
 struct Policy {
@@ -51,6 +62,9 @@ struct Policy {
   // v4 on (policy_counting): what a frontier step is, and which runs spend one
   // change's error budget. Empty before v4 (steps were counted per change id).
   std::string step_rule, budget_rule;
+  // v5 on (policy_parity_kinds): each parity kind's floor. Empty before v5,
+  // when only verity's own evidence existed (parity_min_depths/positions).
+  std::vector<ParityFloor> parity_floors;
 
   // The tier for a gain (fraction of the base): kNone below the gate.
   Tier TierFor(double gain) const;
@@ -63,6 +77,9 @@ struct Policy {
   // The floor of `metric`'s unit suffix (UnitOf, ledger/units.h: "_gb_s" is a
   // rate, not seconds), or nullopt when the policy states none for that suffix.
   std::optional<GuardFloor> FloorFor(const std::string& metric) const;
+  // The floor of parity evidence of `kind`, or nullopt when this version
+  // states none (before v5, "verity" alone, from parity_min_depths/positions).
+  std::optional<ParityFloor> ParityFloorFor(const std::string& kind) const;
 };
 
 // Policy v1 (kept so old scores can be read): gate 2%; none < 2% <= s < 5% <=
@@ -85,5 +102,12 @@ Policy PolicyV3();
 // pair re-measures the same change (its attempts continue, its first
 // prediction stands), and a failed run that took a look spends its attempt.
 Policy PolicyV4();
+// Policy v5: v4, plus parity evidence for engines that are not verity, each
+// kind with its own floor: "verity" and "logits" (an engine's raw f32 logits
+// for a teacher-forced sequence, scored as verity parity scores) need >= 7
+// depths with >= 8 positions each and v1's top-1/KL thresholds; "tokens" (an
+// engine's greedy output equal to the base's or a pinned file, byte for
+// byte) needs >= 256 bytes compared, deep evidence deep_factor x that.
+Policy PolicyV5();
 
 }  // namespace verity::ledger

@@ -17,6 +17,8 @@ namespace verity::ledger {
 // Defined in ledger.cc beside CurrentPolicy: the step and budget rules policy
 // `p->version` states (policy_counting, v4 on), read into *p.
 Status LoadCountingRules(Db& d, Policy* p);
+// ... and the parity kinds' floors (policy_parity_kinds, v5 on).
+Status LoadParityFloors(Db& d, Policy* p);
 }  // namespace verity::ledger
 
 namespace verity::ledger {
@@ -845,6 +847,7 @@ Result<std::vector<PolicyView>> LoadPolicies(Db& d) {
     }
     VERITY_ASSIGN_OR_RETURN(p.guard_floors, LoadGuardFloors(d, p.version));
     VERITY_RETURN_IF_ERROR(LoadCountingRules(d, &p));
+    VERITY_RETURN_IF_ERROR(LoadParityFloors(d, &p));
     v.scores = scored.count(p.version) ? scored[p.version] : 0;
     out.push_back(std::move(v));
   }

@@ -109,6 +109,17 @@ struct ParityEvidence {
   bool reported_ok = false;
   int exit_code = 0;
   std::string raw;  // the JSON as printed: stdout, byte for byte
+  // What the evidence is (the record's "kind"; absent: "verity"): "verity" and
+  // "logits" score depths of logits (top-1, KL); "tokens" compares an engine's
+  // greedy output byte for byte (`identity`; no depths, worst_* NaN).
+  std::string kind = "verity";
+  struct Identity {
+    std::string against;  // "base" | "golden"
+    long long head_bytes = 0, base_bytes = 0, first_diff = -1;
+    bool identical = false;
+    std::string head_snippet, base_snippet;
+  };
+  Identity identity;  // kind "tokens" only
 };
 
 // Parses the whole stdout as one verity.parity/1 object. A parity command may

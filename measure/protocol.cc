@@ -256,12 +256,56 @@ Status ParseEvidenceFields(const nlohmann::json& j, const std::string& what, Par
   return OkStatus();
 }
 
+// A byte count or offset of a token-identity record: an integer from `lo`.
+Result<long long> IdentityCount(const nlohmann::json& id, const char* key, long long lo, const std::string& what) {
+  if (!id.contains(key) || !id[key].is_number_integer() || id[key].get<long long>() < lo)
+    return Status::Error(what + " printed identity." + key + " " + (id.contains(key) ? id[key].dump() : "(missing)") +
+                         " (expected an integer >= " + std::to_string(lo) + ")");
+  return id[key].get<long long>();
+}
+
+// Kind "tokens": the identity object instead of depths (verity parity-tokens).
+Status ParseIdentity(const nlohmann::json& j, const std::string& what, ParityEvidence* p) {
+  if (!j.contains("identity") || !j["identity"].is_object())
+    return Status::Error(what + " printed kind \"tokens\" without an identity object");
+  const auto& id = j["identity"];
+  auto& x = p->identity;
+  if (!id.contains("identical") || !id["identical"].is_boolean())
+    return Status::Error(what + " printed identity.identical that is not true or false");
+  x.identical = id["identical"];
+  if (!id.contains("against") || (id["against"] != "base" && id["against"] != "golden"))
+    return Status::Error(what + " printed identity.against that is not \"base\" or \"golden\"");
+  x.against = id["against"];
+  VERITY_ASSIGN_OR_RETURN(x.head_bytes, IdentityCount(id, "head_bytes", 0, what));
+  VERITY_ASSIGN_OR_RETURN(x.base_bytes, IdentityCount(id, "base_bytes", 0, what));
+  VERITY_ASSIGN_OR_RETURN(x.first_diff, IdentityCount(id, "first_diff", -1, what));
+  // The facts must agree with each other: identical outputs have one length and no difference.
+  if (x.identical != (x.first_diff < 0) || (x.identical && x.head_bytes != x.base_bytes))
+    return Status::Error(what + " printed an identity whose identical, first_diff and byte counts disagree");
+  for (const char* k : {"head_snippet", "base_snippet"})
+    if (id.contains(k) && id[k].is_string()) (k[0] == 'h' ? x.head_snippet : x.base_snippet) = id[k];
+  p->worst_top1 = p->worst_mean_kl = NAN;  // no logits were compared
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& what) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseObject(run, what, "verity.parity/1", false));
   ParityEvidence p;
   p.raw = run.out;  // as printed, byte for byte: what the seal covers is what the command said
+  if (j.contains("kind")) {
+    if (j["kind"] != "verity" && j["kind"] != "logits" && j["kind"] != "tokens")
+      return Status::Error(what + " printed kind " + j["kind"].dump() + " (expected \"verity\", \"logits\" or \"tokens\")");
+    p.kind = j["kind"];
+  }
+  if (p.kind == "tokens") {
+    VERITY_RETURN_IF_ERROR(ParseIdentity(j, what, &p));
+    VERITY_RETURN_IF_ERROR(ParseEvidenceFields(j, what, &p));
+    p.reported_ok = j.contains("ok") && j["ok"] == true;
+    p.exit_code = run.exit_code;
+    return p;
+  }
   if (!j.contains("depths") || !j["depths"].is_array() || j["depths"].empty())
     return Status::Error(what + " printed no depths (an empty comparison proves nothing)");
   p.worst_top1 = 1.0;

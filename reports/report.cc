@@ -176,6 +176,7 @@ std::string PolicyText(const ledger::PolicyView& pv, bool current) {
   if (!p.guard_floors.empty()) s += "  - guard floors: " + FloorsText(p) + ".\n";
   if (!p.step_rule.empty()) s += "  - step rule: " + p.step_rule + ".\n";
   if (!p.budget_rule.empty()) s += "  - budget rule: " + p.budget_rule + ".\n";
+  for (const auto& f : p.parity_floors) s += "  - parity floor, " + f.rule + ".\n";
   return s;
 }
 

@@ -281,7 +281,8 @@ TEST(Report, EverySectionIsPopulated) {
   const std::string dir = test::TempDir("report-sections");
   const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
   for (const char* needle :
-       {"## Policy", "**policy v1** (6 scores)", "**policy v2** (6 scores)", "**policy v3** (0 scores)", "**policy v4** (current; 0 scores)",
+       {"## Policy", "**policy v1** (6 scores)", "**policy v2** (6 scores)", "**policy v3** (0 scores)", "**policy v4** (0 scores)",
+        "**policy v5** (current; 0 scores)", "parity floor, tokens: the engine's greedy output equal to the base's",
         "step rule: a frontier step is a move from one artifact to another on a workload",
         "guard floors: a guard beyond the gate regresses only if also worse by more than _mb 4 MiB,",
         "gain rule: gain = median over ABBA rounds of (h1+h2)/(b1+b2)", "## Summary",
