@@ -74,6 +74,8 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg);
 void RegisterRooflineCommand(CLI::App& app, Registry& reg);
 void RegisterGbenchCommand(CLI::App& app, Registry& reg);
 void RegisterAdaptCommand(CLI::App& app, Registry& reg);
+// parity-tokens and parity-logits (cli/external_parity_command.cc).
+void RegisterExternalParityCommands(CLI::App& app, Registry& reg);
 void RegisterLedgerCommands(CLI::App& app, Registry& reg);
 // show, frontier, history: printers over the ledger's read model.
 void RegisterQueryCommands(CLI::App& app, Registry& reg);

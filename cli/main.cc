@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   verity::cli::RegisterCheckpointCommands(app, reg);
   verity::cli::RegisterTokenizeCommand(app, reg);
   verity::cli::RegisterParityCommand(app, reg);
+  verity::cli::RegisterExternalParityCommands(app, reg);
   verity::cli::RegisterLedgerCommands(app, reg);
   verity::cli::RegisterQueryCommands(app, reg);
   verity::cli::RegisterLedgerAdminCommands(app, reg);
