@@ -71,6 +71,10 @@ struct Plan {
   Vars common;          // model, dtype, steps, threads, min_seconds (those given)
   std::string against;  // reference logits for parity, "" = none
   measure::BuildRecipe recipe;
+  std::string verity;      // this verity, absolute: {verity}, and the external parity kinds' producer
+  std::string config_dir;  // the config file's directory, absolute: {config_dir}
+  // The external kinds' files (parity.golden, .tokens, .reference), absolute; "" = not given.
+  std::string golden, tokens, reference;
 };
 
 // The pinned reference logits beside the model (X.ref-logits.bin for X.bin),
@@ -90,6 +94,28 @@ std::string Num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
   return b;
+}
+
+// A path the config gives (parity.golden, .tokens, .reference): relative to
+// the config file, which may live outside the judged repository (--config);
+// it must be a file.
+Result<std::string> ConfigFile(const Plan& p, const std::string& key, const std::string& value) {
+  if (value.empty()) return std::string();
+  const fs::path path = fs::path(value).is_absolute() ? fs::path(value) : fs::path(p.config_dir) / value;
+  if (!fs::is_regular_file(path)) return Status::Error(p.config.source + ": " + key + " " + value + ": not a file (" + path.string() + ")");
+  return path.lexically_normal().string();
+}
+
+Status ResolveParityFiles(Plan* p) {
+  std::error_code ec;
+  p->verity = fs::read_symlink("/proc/self/exe", ec).string();
+  p->config_dir = fs::absolute(fs::path(p->config.source), ec).parent_path().lexically_normal().string();
+  if (!p->config.parity) return OkStatus();
+  const measure::ParityConfig& pc = *p->config.parity;
+  VERITY_ASSIGN_OR_RETURN(p->golden, ConfigFile(*p, "parity.golden", pc.golden));
+  VERITY_ASSIGN_OR_RETURN(p->tokens, ConfigFile(*p, "parity.tokens", pc.tokens));
+  VERITY_ASSIGN_OR_RETURN(p->reference, ConfigFile(*p, "parity.reference", pc.reference));
+  return OkStatus();
 }
 
 Result<Plan> MakePlan(const RefOptions& o) {
@@ -123,17 +149,20 @@ Result<Plan> MakePlan(const RefOptions& o) {
   p.recipe.timeout_s = p.config.build_timeout_s > 0 ? p.config.build_timeout_s : env::CommandTimeoutSeconds();
   p.recipe.artifact = p.config.artifact;
   p.recipe.verity_binary = p.config.parity && p.config.parity->kind == "verity";
+  VERITY_RETURN_IF_ERROR(ResolveParityFiles(&p));
   return p;
 }
 
 // `tmpl` for a built ref; a variable it uses that nothing gives is named,
 // with the flag or key that would give it.
 Result<std::string> Command(const Plan& p, const measure::BuiltRef& b, const std::string& tmpl, const std::string& what,
-                            const std::string& against = "") {
+                            const Vars& extra = {}) {
   Vars v = p.common;
+  v.insert(extra.begin(), extra.end());
   v["artifact"] = measure::ShellQuote(b.binary);
   v["worktree"] = measure::ShellQuote(b.worktree);
-  if (!against.empty()) v["against"] = measure::ShellQuote(against);
+  v["verity"] = measure::ShellQuote(p.verity);
+  v["config_dir"] = measure::ShellQuote(p.config_dir);
   static const std::map<std::string, std::string> source = {
       {"model", "--model or model"}, {"dtype", "--dtype or dtype"}, {"steps", "--steps or steps"},
       {"threads", "threads"},        {"min_seconds", "--min-seconds or min_seconds"}};
@@ -150,16 +179,54 @@ Result<std::string> BenchCmdFor(const Plan& p, const measure::BuiltRef& b) {
   return Command(p, b, p.workload.bench, "workload." + p.workload.name + ".bench");
 }
 
+// The engine's own command for one side of an external kind, as one shell word.
+Result<std::string> EngineCommand(const Plan& p, const measure::BuiltRef& b) {
+  Vars extra;
+  if (p.config.parity->kind == "logits") {
+    extra["tokens"] = measure::ShellQuote(p.tokens);
+    extra["logits_out"] = "\"$VERITY_LOGITS_OUT\"";  // set by verity parity-logits for each run
+  }
+  VERITY_ASSIGN_OR_RETURN(std::string cmd, Command(p, b, p.config.parity->command, "parity.command", extra));
+  return measure::ShellQuote(cmd);
+}
+
+// Kinds "tokens" and "logits": `verity parity-tokens|parity-logits` runs the
+// head's engine command and the base's (or reads the pinned file) and prints
+// a verity.parity/1 record naming the head's artifact, so the ledger binds it
+// to the bench of that artifact. `base` is null where no base exists (bisect).
+Result<std::string> ExternalParityCmd(const Plan& p, const RefOptions& o, const measure::BuiltRef& head,
+                                      const measure::BuiltRef* base) {
+  const measure::ParityConfig& pc = *p.config.parity;
+  if (!o.against.empty())
+    return Status::Error("--against " + o.against + " goes with parity kind verity; kind " + pc.kind + " takes " +
+                         (pc.kind == "logits" ? "parity.reference" : "parity.golden") + " in " + p.config.source);
+  const bool logits = pc.kind == "logits";
+  const std::string pinned = logits ? p.reference : p.golden;
+  if (pinned.empty() && base == nullptr)
+    return Status::Error(p.config.source + ": parity kind " + pc.kind + " compares with the base's output, and here "
+                         "there is no base; pin one with parity." + (logits ? "reference" : "golden"));
+  VERITY_ASSIGN_OR_RETURN(std::string head_cmd, EngineCommand(p, head));
+  std::string cmd = measure::ShellQuote(p.verity) + (logits ? " parity-logits" : " parity-tokens") + " --artifact " +
+                    measure::ShellQuote(head.binary) + " --build-id " + measure::ShellQuote(head.sha) + " --command " + head_cmd;
+  if (logits) cmd += " --tokens " + measure::ShellQuote(p.tokens) + " --vocab " + std::to_string(pc.vocab_size);
+  if (!pinned.empty()) return cmd + (logits ? " --reference " : " --golden ") + measure::ShellQuote(pinned);
+  VERITY_ASSIGN_OR_RETURN(std::string base_cmd, EngineCommand(p, *base));
+  return cmd + " --base-command " + base_cmd;
+}
+
 // The head's parity command ("" when the config asks for none, or a verity
 // build has no `verity parity`): against the independent reference's logits
-// when they apply and the build reads them, else the build's own check.
-Result<std::string> ParityCmdFor(const Plan& p, const RefOptions& o, const measure::BuiltRef& b, const Progress& progress) {
+// when they apply and the build reads them, else the build's own check; for
+// the external kinds, verity's comparison of the engine's own output.
+Result<std::string> ParityCmdFor(const Plan& p, const RefOptions& o, const measure::BuiltRef& b,
+                                 const measure::BuiltRef* base, const Progress& progress) {
   if (!p.config.parity) return std::string();
   const measure::ParityConfig& pc = *p.config.parity;
+  if (pc.kind != "verity") return ExternalParityCmd(p, o, b, base);
   if (p.recipe.verity_binary && !b.has_parity) return std::string();
   if (!p.against.empty() && !pc.against_command.empty() && (!p.recipe.verity_binary || b.has_parity_against)) {
     progress("parity: " + b.ref + " against the independent reference's logits in " + p.against);
-    return Command(p, b, pc.against_command, "parity.against_command", p.against);
+    return Command(p, b, pc.against_command, "parity.against_command", {{"against", measure::ShellQuote(p.against)}});
   }
   if (!p.against.empty() && !o.against.empty())
     return Status::Error("--against " + o.against + ": the build of " + b.ref + " cannot read reference logits (" +
@@ -225,6 +292,9 @@ Status PrepareRefs(const RefOptions& o, bool metric_given, ledger::ChangeRequest
     return Status::Error("--base/--head refs and --base-cmd/--head-cmd are alternatives; give one pair");
   VERITY_ASSIGN_OR_RETURN(Plan p, MakePlan(o));
   VERITY_RETURN_IF_ERROR(TakeMetric(p, metric_given, &r->metric));
+  if (r->claim_bit_identical && p.config.parity && p.config.parity->kind != "verity")
+    return Status::Error("--claim-bit-identical compares verity's logit rows (parity kind verity); parity kind " +
+                         p.config.parity->kind + " in " + p.config.source + " is judged on its own evidence");
   const Progress progress = StderrProgress("");
   progress("config: " + p.config.source + ", workload " + p.workload.name);
   const std::string cache = env::WorktreeCache(p.top);
@@ -233,7 +303,7 @@ Status PrepareRefs(const RefOptions& o, bool metric_given, ledger::ChangeRequest
   VERITY_ASSIGN_OR_RETURN(r->base_cmd, BenchCmdFor(p, base));
   VERITY_ASSIGN_OR_RETURN(r->head_cmd, BenchCmdFor(p, head));
   if (r->parity_cmd.empty()) {
-    VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(p, o, head, progress));
+    VERITY_ASSIGN_OR_RETURN(r->parity_cmd, ParityCmdFor(p, o, head, &base, progress));
   }
   // Bit identity is proved by the base's own check beside the head's.
   if (r->claim_bit_identical && r->base_parity_cmd.empty() && p.config.parity &&
@@ -261,7 +331,7 @@ Result<ledger::BisectRequest> PrepareBisect(const RefOptions& o, bool metric_giv
   req.commands = [p, o](const measure::BuiltRef& b) -> Result<ledger::CommitCommands> {
     ledger::CommitCommands c;
     VERITY_ASSIGN_OR_RETURN(c.bench_cmd, BenchCmdFor(p, b));
-    VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(p, o, b, StderrProgress("  ")));
+    VERITY_ASSIGN_OR_RETURN(c.parity_cmd, ParityCmdFor(p, o, b, nullptr, StderrProgress("  ")));
     if (c.parity_cmd.empty())
       c.note = p.config.parity ? "the build has no `verity parity`, so it cannot pass the correctness gate"
                                : "verity.toml asks for no parity evidence, so no commit can pass the correctness gate";

@@ -129,11 +129,13 @@ class Reader {
 
 // A template's variables must be known ones (checked by expanding it with
 // placeholders): a typo is found when the file is read.
+// `extra`: the variables only this template may use ({against}, {tokens}, {logits_out}).
 Status CheckTemplate(const Reader& r, const toml::table& t, const std::string& path, const char* key,
-                     const std::string& tmpl, bool with_against) {
+                     const std::string& tmpl, const std::set<std::string>& extra = {}) {
+  static const std::set<std::string> kOnlySome = {"against", "tokens", "logits_out"};
   std::map<std::string, std::string> vars;
   for (const std::string& v : TemplateVariables())
-    if (v != "against" || with_against) vars[v] = "x";
+    if (!kOnlySome.count(v) || extra.count(v)) vars[v] = "x";
   auto e = ExpandTemplate(tmpl, vars, path + "." + key);
   if (!e.ok()) return r.Err(t.get(key), path + "." + key, e.status().message());
   return OkStatus();
@@ -163,7 +165,7 @@ Status ReadWorkloads(const Reader& r, const toml::table& root, ProjectConfig* c)
     WorkloadConfig w;
     w.name = name;
     VERITY_ASSIGN_OR_RETURN(w.bench, r.String(t, path, "bench", true));
-    VERITY_RETURN_IF_ERROR(CheckTemplate(r, t, path, "bench", w.bench, false));
+    VERITY_RETURN_IF_ERROR(CheckTemplate(r, t, path, "bench", w.bench));
     VERITY_ASSIGN_OR_RETURN(w.metric, r.String(t, path, "metric", true));
     VERITY_ASSIGN_OR_RETURN(w.guards, r.Strings(t, path, "guards", false));
     for (const std::string& g : w.guards)
@@ -181,23 +183,53 @@ Status ReadWorkloads(const Reader& r, const toml::table& root, ProjectConfig* c)
   return OkStatus();
 }
 
+// kind "verity": a verity binary's own parity command.
+Status ReadVerityParity(const Reader& r, const toml::table& p, ParityConfig* pc) {
+  VERITY_RETURN_IF_ERROR(r.OnlyKeys(p, "parity", {"kind", "command", "against_command"}));
+  VERITY_RETURN_IF_ERROR(CheckTemplate(r, p, "parity", "command", pc->command));
+  VERITY_ASSIGN_OR_RETURN(pc->against_command, r.String(p, "parity", "against_command", false));
+  if (pc->against_command.empty()) return OkStatus();
+  VERITY_RETURN_IF_ERROR(CheckTemplate(r, p, "parity", "against_command", pc->against_command, {"against"}));
+  if (pc->against_command.find("{against}") == std::string::npos)
+    return r.Err(p.get("against_command"), "parity.against_command", "must use {against}");
+  return OkStatus();
+}
+
+// kind "tokens": the command prints the greedy output; golden pins it.
+Status ReadTokensParity(const Reader& r, const toml::table& p, ParityConfig* pc) {
+  VERITY_RETURN_IF_ERROR(r.OnlyKeys(p, "parity", {"kind", "command", "golden"}));
+  VERITY_RETURN_IF_ERROR(CheckTemplate(r, p, "parity", "command", pc->command));
+  VERITY_ASSIGN_OR_RETURN(pc->golden, r.String(p, "parity", "golden", false));
+  return OkStatus();
+}
+
+// kind "logits": the command writes {logits_out} for the ids in `tokens`.
+Status ReadLogitsParity(const Reader& r, const toml::table& p, ParityConfig* pc) {
+  VERITY_RETURN_IF_ERROR(r.OnlyKeys(p, "parity", {"kind", "command", "tokens", "vocab_size", "reference"}));
+  VERITY_RETURN_IF_ERROR(CheckTemplate(r, p, "parity", "command", pc->command, {"tokens", "logits_out"}));
+  if (pc->command.find("{logits_out}") == std::string::npos)
+    return r.Err(p.get("command"), "parity.command", "must use {logits_out}, the file the engine writes its logits to");
+  VERITY_ASSIGN_OR_RETURN(pc->tokens, r.String(p, "parity", "tokens", true));
+  VERITY_ASSIGN_OR_RETURN(long long vocab, r.Integer(p, "parity", "vocab_size", 1, 10000000));
+  if (vocab == 0) return r.Err(nullptr, "parity.vocab_size", "required, missing");
+  pc->vocab_size = static_cast<int>(vocab);
+  VERITY_ASSIGN_OR_RETURN(pc->reference, r.String(p, "parity", "reference", false));
+  return OkStatus();
+}
+
 Status ReadParity(const Reader& r, const toml::table& root, ProjectConfig* c) {
   VERITY_ASSIGN_OR_RETURN(const toml::table* p, r.Table(root, "", "parity", false));
   if (p == nullptr) return OkStatus();
-  VERITY_RETURN_IF_ERROR(r.OnlyKeys(*p, "parity", {"kind", "command", "against_command"}));
   ParityConfig pc;
   VERITY_ASSIGN_OR_RETURN(pc.kind, r.String(*p, "parity", "kind", true));
-  if (pc.kind != "verity")
+  if (pc.kind != "verity" && pc.kind != "tokens" && pc.kind != "logits")
     return r.Err(p->get("kind"), "parity.kind", "'" + pc.kind + "' is not a parity evidence kind verity reads (known: "
-                                                 "verity, a verity.parity/1 record)");
+                                                "verity, a verity.parity/1 record; tokens, an engine's greedy output "
+                                                "byte for byte; logits, an engine's raw f32 logits file)");
   VERITY_ASSIGN_OR_RETURN(pc.command, r.String(*p, "parity", "command", true));
-  VERITY_RETURN_IF_ERROR(CheckTemplate(r, *p, "parity", "command", pc.command, false));
-  VERITY_ASSIGN_OR_RETURN(pc.against_command, r.String(*p, "parity", "against_command", false));
-  if (!pc.against_command.empty()) {
-    VERITY_RETURN_IF_ERROR(CheckTemplate(r, *p, "parity", "against_command", pc.against_command, true));
-    if (pc.against_command.find("{against}") == std::string::npos)
-      return r.Err(p->get("against_command"), "parity.against_command", "must use {against}");
-  }
+  if (pc.kind == "verity") VERITY_RETURN_IF_ERROR(ReadVerityParity(r, *p, &pc));
+  if (pc.kind == "tokens") VERITY_RETURN_IF_ERROR(ReadTokensParity(r, *p, &pc));
+  if (pc.kind == "logits") VERITY_RETURN_IF_ERROR(ReadLogitsParity(r, *p, &pc));
   c->parity = pc;
   return OkStatus();
 }
@@ -205,8 +237,8 @@ Status ReadParity(const Reader& r, const toml::table& root, ProjectConfig* c) {
 }  // namespace
 
 const std::vector<std::string>& TemplateVariables() {
-  static const std::vector<std::string> v = {"artifact", "worktree", "model",       "dtype",
-                                             "steps",    "threads",  "min_seconds", "against"};
+  static const std::vector<std::string> v = {"artifact",    "worktree", "model",   "dtype",  "steps",     "threads",
+                                             "min_seconds", "verity",   "config_dir", "against", "tokens", "logits_out"};
   return v;
 }
 

@@ -30,10 +30,19 @@ struct WorkloadConfig {
 
 struct ParityConfig {
   // "verity": the artifact is a verity binary, and `command` prints a
-  // verity.parity/1 record (top-1 and KL at depths against a reference).
+  //   verity.parity/1 record (top-1 and KL at depths against a reference).
+  // "tokens": `command` prints the engine's greedy output; it must equal the
+  //   base's (or `golden`) byte for byte (`verity parity-tokens`).
+  // "logits": `command` writes raw f32 logits for the ids in `tokens` to
+  //   {logits_out}; scored against the base's (or `reference`) as verity
+  //   parity scores (`verity parity-logits`).
   std::string kind;
   std::string command;          // template
-  std::string against_command;  // template used when reference logits apply ({against}); "" = none
+  std::string against_command;  // verity: template used when reference logits apply ({against}); "" = none
+  std::string golden;           // tokens: the pinned output, relative to the config file; "" = the base's output
+  std::string tokens;           // logits: the teacher-forced ids file, relative to the config file
+  int vocab_size = 0;           // logits: floats per row
+  std::string reference;        // logits: the reference logits file, relative to the config file; "" = the base's
 };
 
 struct ProjectConfig {
@@ -50,9 +59,10 @@ struct ProjectConfig {
 };
 
 // The template variables a command may use, each once known ({artifact},
-// {worktree}, {model}, {dtype}, {steps}, {threads}, {min_seconds}, and
-// {against} in parity.against_command). Values are inserted as given, so
-// callers shell-quote paths.
+// {worktree}, {model}, {dtype}, {steps}, {threads}, {min_seconds}, {verity},
+// {config_dir}; {against} in parity.against_command; {tokens} and
+// {logits_out} in a logits kind's parity.command). Values are inserted as
+// given, so callers shell-quote paths.
 const std::vector<std::string>& TemplateVariables();
 
 // `tmpl` with each {name} replaced by vars[name]; "{{" and "}}" are literal

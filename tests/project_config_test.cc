@@ -52,6 +52,25 @@ TEST(ProjectConfig, AMinimalConfigHasItsOneWorkloadAsDefault) {
   EXPECT_EQ(c->build_timeout_s, 0);
 }
 
+// The external kinds read their own keys (docs/config.md).
+TEST(ProjectConfig, TokensAndLogitsKindsRead) {
+  auto t = ParseProjectConfig(std::string(kMinimal) + "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} -t 0\"\n"
+                                                      "golden = \"greedy.txt\"\n", "v.toml");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->parity->kind, "tokens");
+  EXPECT_EQ(t->parity->golden, "greedy.txt");
+  auto l = ParseProjectConfig(std::string(kMinimal) + "[parity]\nkind = \"logits\"\n"
+                                                      "command = \"{verity} x {tokens} {logits_out} {config_dir}\"\n"
+                                                      "tokens = \"ids.txt\"\nvocab_size = 512\nreference = \"r.f32\"\n", "v.toml");
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->parity->vocab_size, 512);
+  EXPECT_EQ(l->parity->tokens, "ids.txt");
+  EXPECT_EQ(l->parity->reference, "r.f32");
+  auto example = LoadProjectConfig(test::SourceDir() + "/docs/examples/llama2.c/verity.toml");
+  ASSERT_TRUE(example.ok()) << example.status().message();
+  EXPECT_EQ(example->parity->kind, "tokens");
+}
+
 // Each mistake names the file, the line where TOML puts it, and the key.
 TEST(ProjectConfig, EveryMistakeIsANamedError) {
   const std::string base = kMinimal;
@@ -92,7 +111,24 @@ TEST(ProjectConfig, EveryMistakeIsANamedError) {
        "[workload.b]\nbench = \"y\"\nmetric = \"m\"\n",
        "default_workload: required when there is more than one workload"},
       {"default_workload = \"c\"\n" + base, "default_workload: v.toml: no workload 'c' (known: decode)"},
-      {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\n", "parity.kind: 'tokens' is not a parity evidence kind"},
+      {base + "[parity]\nkind = \"bytes\"\ncommand = \"x\"\n", "parity.kind: 'bytes' is not a parity evidence kind"},
+      // Each kind has its own keys; another kind's is unknown, not ignored.
+      {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\nagainst_command = \"{against}\"\n",
+       "parity.against_command: unknown key (known here: command, golden, kind)"},
+      {base + "[parity]\nkind = \"verity\"\ncommand = \"x\"\ngolden = \"g.txt\"\n", "parity.golden: unknown key"},
+      {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\ngolden = 3\n", "parity.golden: expected a string, got an integer"},
+      {base + "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} {logits_out}\"\n", "{logits_out} is not a variable here"},
+      {base + "[parity]\nkind = \"tokens\"\n", "parity.command: required, missing"},
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {tokens}\"\ntokens = \"ids\"\nvocab_size = 512\n",
+       "parity.command: must use {logits_out}"},
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\nvocab_size = 512\n",
+       "parity.tokens: required, missing"},
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\n",
+       "parity.vocab_size: required, missing"},
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\nvocab_size = 0\n",
+       "parity.vocab_size: expected an integer from 1 to 10000000, got 0"},
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\nvocab_size = 9\ngolden = \"g\"\n",
+       "parity.golden: unknown key (known here: command, kind, reference, tokens, vocab_size)"},
       {base + "[parity]\nkind = \"verity\"\ncommand = \"x\"\nagainst_command = \"y\"\n",
        "parity.against_command: must use {against}"},
   };
