@@ -122,7 +122,8 @@ std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, c
   if (!e.identity.identical) why.push_back(DifferenceText(e));
   else if (!e.reported_ok) why.push_back("the command reported ok:false");
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
-  if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
+  // A difference already fails; how few bytes matched before it is no second reason.
+  if (std::string gaps = FloorGaps(pol, e); !gaps.empty() && e.identity.identical) why.push_back("thin evidence: " + gaps);
   const auto floor = pol.ParityFloorFor(e.kind);
   if (mode == "deep" && floor && IdentityBytes(e) < pol.deep_factor * floor->min_bytes)
     why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " + NumText(pol.deep_factor) +
