@@ -9,9 +9,11 @@
 #include <fstream>
 #include <random>
 
+#include "base/sha256.h"
 #include "ledger/evidence.h"
 #include "ledger/policy.h"
 #include "measure/measure.h"
+#include "tests/ledger_test_util.h"
 #include "tests/test_util.h"
 #include "verify/external_parity.h"
 
@@ -172,6 +174,36 @@ TEST(ExternalParity, ALogitsFileOfTheWrongSizeIsANamedError) {
   EXPECT_EQ(wide.exit_code, 1);
   EXPECT_NE(wide.err.find("a vocab mismatch: it divides into 64 rows of 32 floats, not vocab_size 16"), std::string::npos)
       << wide.err;
+}
+
+// Through `verity submit`: token-identity evidence that is identical but
+// shorter than the floor is refused on parity; identical and long enough, it
+// passes the gate and binds to the bench only when the bench ran the same
+// artifact (fake_bench states the sha it is given).
+TEST(ExternalParity, SubmitJudgesTokenIdentityByTheFloorAndTheArtifact) {
+  const test::Case c = test::Fresh("parity-tokens-submit");
+  const std::string engine = Write(c.dir, "engine", "#!/bin/sh\n");
+  const std::string sha = Sha256File(engine).value();
+  const std::string short_text = Write(c.dir, "short.txt", "Once upon a time.\n");
+  const std::string long_text = Write(c.dir, "long.txt", std::string(300, 'a') + "\n");
+  const std::string tokens = VerityBin() + " parity-tokens --artifact " + Q(engine) + " --build-id fake-build ";
+  auto gate = [&](const std::string& text) { return tokens + "--command " + Q("cat " + Q(text)) + " --golden " + Q(text); };
+  auto thin = test::Submit(c.db, "short greedy text", 0, test::Bench(c.dir, "b", 1000, 0.001, 1),
+                           test::Bench(c.dir, "h", 1000, 0.001, 2), gate(short_text));
+  EXPECT_EQ(thin.j["verdict"], "rejected-parity") << thin.cmd.out << thin.cmd.err;
+  EXPECT_NE(thin.cmd.out.find("thin evidence: 18 bytes compared equal, the policy needs at least 256"), std::string::npos)
+      << thin.cmd.out;
+  auto other = test::Submit(c.db, "another artifact benched", 0, test::Bench(c.dir, "b2", 1000, 0.001, 3),
+                            test::Bench(c.dir, "h2", 1000, 0.001, 4), gate(long_text));
+  EXPECT_EQ(other.j["verdict"], "rejected-parity") << other.cmd.out;
+  EXPECT_NE(other.cmd.out.find("the evidence does not cover what was benchmarked"), std::string::npos) << other.cmd.out;
+  auto bound = test::Submit(c.db, "the artifact benched", 0, test::Bench(c.dir, "b3", 1000, 0.001, 5, "--sha " + sha),
+                            test::Bench(c.dir, "h3", 1000, 0.001, 6, "--sha " + sha), gate(long_text));
+  EXPECT_EQ(bound.cmd.err.find("unverified"), std::string::npos) << bound.cmd.err;
+  EXPECT_NE(bound.cmd.err.find("token identity: 301 bytes against the golden's 301, identical (standard), exit 0: pass"),
+            std::string::npos)
+      << bound.cmd.err;
+  EXPECT_EQ(bound.j["verdict"], "none") << bound.cmd.out << "\n" << bound.cmd.err;
 }
 
 }  // namespace
