@@ -206,5 +206,54 @@ TEST(ExternalParity, SubmitJudgesTokenIdentityByTheFloorAndTheArtifact) {
   EXPECT_EQ(bound.j["verdict"], "none") << bound.cmd.out << "\n" << bound.cmd.err;
 }
 
+// The ref flow with parity kind "logits": a tiny git repository whose
+// "engine" (a shell script) writes prepared logits to {logits_out}, judged by
+// a config outside it. The same logits on both sides pass (and the run is
+// measured); another engine's logits fail top-1 and the change is rejected.
+TEST(ExternalParity, TheRefFlowRunsTheLogitsKindFromAConfig) {
+  LogitsCase lc;
+  const std::string dir = lc.dir, repo = dir + "/engine-repo";
+  const std::string other = Write(dir, "other.f32", Bytes(Logits(LogitsCase::kT, LogitsCase::kV, 2)));
+  auto engine = [&](const std::string& logits) {
+    return "#!/bin/sh\n# bench: a fixed speed; else: copy the logits to $2\n"
+           "[ \"$1\" = bench ] && { echo 'achieved tok/s: 1000' >&2; exit 0; }\ncp " + Q(logits) + " \"$2\"\n";
+  };
+  auto commit = [&](const std::string& script, const std::string& msg) {
+    Write(repo, "run.sh", script);
+    auto r = Shell("cd " + Q(repo) + " && git add run.sh && git -c user.name=t -c user.email=t@t commit -qm " + Q(msg) +
+                   " && git rev-parse HEAD");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, 40);
+  };
+  ASSERT_EQ(Shell("git init -q " + Q(repo)).exit_code, 0);
+  const std::string c1 = commit(engine(lc.ref), "first"), c2 = commit(engine(lc.ref) + "# a comment\n", "same logits");
+  const std::string c3 = commit(engine(other), "other logits");
+  const std::string config = Write(dir, "verity.toml", R"([build]
+commands = ["cp run.sh run && chmod +x run"]
+artifact = "run"
+[workload.w]
+bench = "{verity} adapt --from stderr --metric 'decode_tok_s=achieved tok/s: ([0-9.]+)' --artifact {artifact} --build-id \"$(git -C {worktree} rev-parse HEAD)\" --workload w -- {artifact} bench"
+metric = "decode_tok_s"
+[parity]
+kind = "logits"
+command = "{artifact} {tokens} {logits_out}"
+tokens = "ids.txt"
+vocab_size = 16
+)");
+  auto submit = [&](const std::string& base, const std::string& head) {
+    return Shell("VERITY_WORKTREES=" + dir + "/wt VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --ledger " + dir +
+                 "/l.db --title t --predict 0 --config " + Q(config) + " --repo " + Q(repo) + " --base " + base +
+                 " --head " + head);
+  };
+  auto same = submit(c1, c2);
+  EXPECT_NE(same.err.find("logits file: worst top-1 1, worst mean KL 0 over 7 depths (standard, window 8), exit 0: pass"),
+            std::string::npos)
+      << same.err;
+  EXPECT_NE(same.out.find("verdict=none"), std::string::npos) << same.out << same.err;
+  auto moved = submit(c2, c3);
+  EXPECT_NE(moved.out.find("verdict=rejected-parity"), std::string::npos) << moved.out << moved.err;
+  EXPECT_NE(moved.out.find("worst top-1 0 / mean KL"), std::string::npos) << moved.out;
+}
+
 }  // namespace
 }  // namespace verity
