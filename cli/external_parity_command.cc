@@ -5,6 +5,8 @@
 // and prints one verity.parity/1 record naming the artifact it covers, so
 // the ledger binds the evidence to the build that was benchmarked. The ledger
 // judges the record against its policy's floor for the kind.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +101,21 @@ Result<std::string> EngineLogits(const std::string& cmd, const std::string& what
   return out;
 }
 
+// Runs the head's command (and the base's, unless --reference) into `dir` and scores the files.
+Result<ParityReport> CompareEngineLogits(const ExternalOptions& o, const std::vector<int>& tokens, const std::string& dir) {
+  VERITY_ASSIGN_OR_RETURN(const std::string head, EngineLogits(o.command, "head", dir));
+  std::string ref = o.reference;
+  if (ref.empty()) {
+    VERITY_ASSIGN_OR_RETURN(ref, EngineLogits(o.base_command, "base", dir));
+  }
+  ParityOptions opt;
+  opt.deep = env::ParityDeep();
+  opt.backend = "logits file of " + o.build_id;
+  VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogitsFiles(ref, head, tokens, o.vocab, opt));
+  rep.reference = o.reference.empty() ? "the base's logits file" : o.reference;
+  return rep;
+}
+
 int RunLogits(const ExternalOptions& o) {
   if (Status s = OneAgainst(o, "--reference", o.reference); !s.ok()) return Fail(s);
   if (o.vocab <= 0) return Fail(Status::Error("parity-logits: --vocab must be a positive number of logits per row"));
@@ -109,17 +126,9 @@ int RunLogits(const ExternalOptions& o) {
   std::error_code ec;
   const std::string dir = (std::filesystem::temp_directory_path() / ("verity-logits-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir, ec);
-  auto cleanup = [&] { std::filesystem::remove_all(dir, ec); };
-  auto head = EngineLogits(o.command, "head", dir);
-  auto ref = !head.ok() ? head : !o.reference.empty() ? Result<std::string>(o.reference) : EngineLogits(o.base_command, "base", dir);
-  if (!ref.ok()) return cleanup(), Fail(ref.status());
-  ParityOptions opt;
-  opt.deep = env::ParityDeep();
-  opt.backend = "logits file of " + o.build_id;
-  auto rep = CompareLogitsFiles(*ref, *head, *tokens, o.vocab, opt);
-  cleanup();
+  auto rep = CompareEngineLogits(o, *tokens, dir);
+  std::filesystem::remove_all(dir, ec);
   if (!rep.ok()) return Fail(rep.status());
-  rep->reference = o.reference.empty() ? "the base's logits file" : o.reference;
   nlohmann::json j = rep->ToJson();
   j["kind"] = "logits";
   j["build"] = *build;

@@ -410,7 +410,7 @@ TEST(ReadModel, ShowAndFrontierOverTheScriptedLedger) {
 
   auto f = test::Shell(test::VerityBin() + " frontier --ledger " + db);
   ASSERT_EQ(f.exit_code, 0) << f.err;
-  EXPECT_NE(f.out.find("frontier: decode_tok_s on box b0x0f1ngerpr1nt = 1587.88 (gate 31.7576 under policy v4), set by "
+  EXPECT_NE(f.out.find("frontier: decode_tok_s on box b0x0f1ngerpr1nt = 1587.88 (gate 31.7576 under policy v5), set by "
                        "change 8 run 9 (accepted)"),
             std::string::npos)
       << f.out;
