@@ -235,27 +235,21 @@ void MatVecBF16Impl(const uint16_t* w, const float* x, float* out, int cols, int
 // tail; only the loads of the row are shared. So every output is bit for bit
 // the MatVec one (the tiled MatMul, which sums in one accumulator per vector,
 // is not). Below kRowsTiledFrom vectors, one row against kRowsVectors vectors
-// at a time (DotsRow: 4 accumulators per vector live); from it on, a tile of
-// kRowsTile rows against kTileVectors vectors, one of the 4 accumulators of
-// each (row, vector) live at a time (DotsTile), in the registers (16 on
-// AVX2/SSE4, 32 on AVX-512/NEON).
-// History: tiled from 8 vectors with all 4 accumulators live, a tile could be
-// 6 rows against only one vector (7 loads per 6 FMAs). On the Zen 5 box
-// (AVX3_DL, one core, quiet) the 6 x 4 tile with one accumulator live ran
-// 192 x 768 f32 from L2 at 108-127 GFLOP/s against 54-72, and a 12-layer
-// stack of the ~110M synth's matrices (cold f32, huge pages) at 345-361 rows/s
-// against 318-335 with 8 vectors and 494-501 against 426-450 with 16. AVX2 on
-// the same box: 68 against 46 GFLOP/s from L2. The 2048-wide matrices needed
-// the spans (59 -> 91-102 GFLOP/s from L2).
+// at a time (DotsRow); from it on, a tile of kRowsTile rows against one vector
+// at a time (DotsRows): 4 accumulators per (row, vector) either way, plus the
+// shared loads, in the registers (16 on AVX2/SSE4, 32 on AVX-512/NEON).
+// Tiles, measured on the Zen 3 box (kernels_bench BM_MatRows, cold f32
+// weights, 3 interleaved runs): 16 vectors 1.4-1.6x the row-at-a-time
+// products/s on 768- and 2048-wide matrices, 8 vectors 1.1-1.5x; 4 vectors
+// even for f32 and slower for bf16, hence the threshold. On the Zen 5
+// (AVX3_DL) 8 vectors as 6 + 2 row-at-a-time reads 2 x-loads per FMA from L1
+// and ran the ~110M synth's 8-stream decode steps at 250 rows/s; tiled from 8
+// vectors, 433 (serve-targets.sh, 3 rounds each; 1 stream ~100).
 #if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
-constexpr int kRowsVectors = 6, kRowsTile = 6, kTileVectors = 4, kRowsTiledFrom = 8;  // NEON unmeasured
+constexpr int kRowsVectors = 6, kRowsTile = 6, kRowsTiledFrom = 8;  // NEON unmeasured
 #else
-constexpr int kRowsVectors = 3, kRowsTile = 3, kTileVectors = 3, kRowsTiledFrom = 8;
+constexpr int kRowsVectors = 3, kRowsTile = 3, kRowsTiledFrom = 8;
 #endif
-// A tile's rows are met span by span, each span by every vector in turn, so
-// the span of the rows stays in L1 while the vectors pass (a whole 2048-wide
-// row tile did not: 48 KB). A multiple of every target's kUnroll * lanes.
-constexpr size_t kSpanCols = 1024;
 
 // f32 weights as they are; bf16 widened exactly (LoadBF16), as the MatVec kernels read them.
 struct LoadF32 {
@@ -293,68 +287,30 @@ HWY_INLINE void DotsRow(const W* HWY_RESTRICT w, const float* const* xs, size_t 
   }
 }
 
-// Where DotsTile keeps its accumulators between spans: [kUnroll][R][T] vectors.
-struct Parked {
-  float* at;
-  HWY_INLINE float* operator()(int u, int r, int t, int R, int T) const {
-    return at + ((static_cast<size_t>(u) * R + r) * T + t) * hn::Lanes(DF());
-  }
-};
-
-// The columns [c0, c1) of out[t * ld + r] = rows[r] . xs[t] for r < R and
-// t < T, from f32 rows; when c1 == cols the outputs are written, each bit for
-// bit as DotF32 (DotBF16) computes it. DotF32's kUnroll accumulators are
-// independent chains (accumulator u sums chunks u, u + kUnroll, ...; the
-// leftover whole vectors join accumulator 0), so here they run one after
-// another: pass u carries accumulator u of every (row, vector) over the span
-// and parks it; after the last span the reduction and the scalar tail follow
-// DotF32's order. One live accumulator per (row, vector) leaves registers for
-// an R x T tile of them: a chunk of a row is loaded once for T vectors, a
-// chunk of a vector once for R rows.
-// Lines to prefetch into L1, per_chunk of them with each chunk a tile
-// computes, until none is left.
-struct Ahead {
-  const char* line;
-  size_t left, per_chunk;
-  HWY_INLINE void Next() {
-    for (size_t k = 0; k < per_chunk && left > 0; k++, left--, line += 64) __builtin_prefetch(line, 0, 3);
-  }
-};
-
-template <int R, int T>
-HWY_INLINE void DotsTile(const float* const* rows, const float* const* xs, size_t c0, size_t c1, size_t cols,
-                         Parked parked, Ahead& ahead, float* out, size_t ld) {
+// out[r] = rows[r] . x for r < R, each as DotF32 (DotBF16) computes it: the
+// transpose of DotsRow, one x chunk loaded for R rows.
+template <int R, class W, class Load>
+HWY_INLINE void DotsRows(const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out, Load load) {
   const DF d;
-  const size_t N = hn::Lanes(d), step = kUnroll * N, unrolled = cols / step * step, end = std::min(c1, unrolled);
-  for (int u = 0; u < kUnroll; u++) {
-    VF a[R][T];
-    for (int r = 0; r < R; r++)
-      for (int t = 0; t < T; t++) a[r][t] = c0 == 0 ? hn::Zero(d) : hn::Load(d, parked(u, r, t, R, T));
-    auto chunk = [&](size_t j) HWY_ATTR {
-      ahead.Next();
-      VF xv[T];
-      for (int t = 0; t < T; t++) xv[t] = hn::LoadU(d, xs[t] + j);
-      for (int r = 0; r < R; r++) {
-        const VF wv = hn::LoadU(d, rows[r] + j);
-        for (int t = 0; t < T; t++) a[r][t] = hn::MulAdd(wv, xv[t], a[r][t]);
-      }
-    };
-    for (size_t j = c0 + u * N; j + step - u * N <= end; j += step) chunk(j);
-    if (u == 0 && c1 == cols)
-      for (size_t j = unrolled; j + N <= cols; j += N) chunk(j);
-    for (int r = 0; r < R; r++)
-      for (int t = 0; t < T; t++) hn::Store(a[r][t], d, parked(u, r, t, R, T));
-  }
-  if (c1 != cols) return;
-  const size_t tail = unrolled + (cols - unrolled) / N * N;
+  const size_t N = hn::Lanes(d);
+  VF a[R][kUnroll];
   for (int r = 0; r < R; r++)
-    for (int t = 0; t < T; t++) {
-      const VF s01 = hn::Add(hn::Load(d, parked(0, r, t, R, T)), hn::Load(d, parked(1, r, t, R, T)));
-      const VF s23 = hn::Add(hn::Load(d, parked(2, r, t, R, T)), hn::Load(d, parked(3, r, t, R, T)));
-      float s = Sum(d, hn::Add(s01, s23));
-      for (size_t k = tail; k < cols; k++) s = TailMulAdd(rows[r][k], xs[t][k], s);
-      out[t * ld + r] = s;
+    for (int u = 0; u < kUnroll; u++) a[r][u] = hn::Zero(d);
+  size_t j = 0;
+  for (; j + kUnroll * N <= cols; j += kUnroll * N)
+    for (int u = 0; u < kUnroll; u++) {
+      const VF xv = hn::LoadU(d, x + j + u * N);
+      for (int r = 0; r < R; r++) a[r][u] = hn::MulAdd(load(rows[r] + j + u * N), xv, a[r][u]);
     }
+  for (; j + N <= cols; j += N) {
+    const VF xv = hn::LoadU(d, x + j);
+    for (int r = 0; r < R; r++) a[r][0] = hn::MulAdd(load(rows[r] + j), xv, a[r][0]);
+  }
+  for (int r = 0; r < R; r++) {
+    float s = Sum(d, hn::Add(hn::Add(a[r][0], a[r][1]), hn::Add(a[r][2], a[r][3])));
+    for (size_t k = j; k < cols; k++) s = TailMulAdd(load.Scalar(rows[r] + k), x[k], s);
+    out[r] = s;
+  }
 }
 
 // A row as f32: f32 rows as they are, bf16 widened into dst.
@@ -379,69 +335,47 @@ HWY_INLINE void DotsRowOf(int t, const W* HWY_RESTRICT w, const float* const* xs
   DotsRow<TT>(w, xs, cols, out, ld, load);
 }
 
-// DotsTile for the run-time row count r <= R and vector count t <= T.
-template <int R, int T>
-HWY_INLINE void DotsTileOf(int r, int t, const float* const* rows, const float* const* xs, size_t c0, size_t c1,
-                           size_t cols, Parked parked, Ahead& ahead, float* out, size_t ld) {
+// DotsRows for the run-time row count r <= R.
+template <int R, class W, class Load>
+HWY_INLINE void DotsRowsOf(int r, const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out,
+                           Load load) {
   if constexpr (R > 1) {
-    if (r < R) return DotsTileOf<R - 1, T>(r, t, rows, xs, c0, c1, cols, parked, ahead, out, ld);
+    if (r < R) return DotsRowsOf<R - 1>(r, rows, x, cols, out, load);
   }
-  if constexpr (T > 1) {
-    if (t < T) return DotsTileOf<R, T - 1>(r, t, rows, xs, c0, c1, cols, parked, ahead, out, ld);
-  }
-  DotsTile<R, T>(rows, xs, c0, c1, cols, parked, ahead, out, ld);
-}
-
-// MatRowsImpl from kRowsTiledFrom vectors: a tile of kRowsTile rows at a
-// time (bf16 rows widened once per tile, exactly: a widening per FMA was
-// slower than the row-at-a-time loop), span by span, each span met by every
-// group of kTileVectors vectors while it is in L1; x (which no longer fits in
-// L1 with 16 vectors) is read from L2 once per span of a tile.
-template <class W>
-HWY_INLINE void MatRowsTiled(const W* w, const float* x, int n, float* out, size_t c, size_t ld, int row_begin,
-                             int row_end) {
-  const int groups = (n + kTileVectors - 1) / kTileVectors;
-  const size_t spans = (c + kSpanCols - 1) / kSpanCols, row_bytes = c * sizeof(W);
-  const size_t chunks = groups * std::max<size_t>(1, c / hn::Lanes(DF()));  // a tile's, each a chance to prefetch
-  const size_t widened_floats = std::is_same_v<W, float> ? 0 : (kRowsTile * c + 15) / 16 * 16;
-  const size_t parked_floats = static_cast<size_t>(groups) * kUnroll * kRowsTile * kTileVectors * hn::Lanes(DF());
-  float* scratch = detail::Scratch(widened_floats + parked_floats);
-  for (int i = row_begin; i < row_end; i += kRowsTile) {
-    const int r = std::min(kRowsTile, row_end - i);
-    const float* rows[kRowsTile];
-    for (int k = 0; k < r; k++) rows[k] = WidenedRow(w + (i + k) * c, c, scratch + k * c);
-    // The next tile's lines, spread evenly over this tile's chunks, so they
-    // arrive while it is computed (its first group would otherwise wait for
-    // them from memory): as many per chunk as it takes to fetch them all; a
-    // burst of them at once stalls the loads behind it, too few leave the
-    // rest to demand misses.
-    const int ahead_row = i + kRowsTile;
-    const size_t lines = ahead_row < row_end ? std::min(kRowsTile, row_end - ahead_row) * row_bytes / 64 : 0;
-    Ahead ahead{reinterpret_cast<const char*>(w + static_cast<size_t>(ahead_row) * c), lines,
-                (lines + chunks - 1) / chunks};
-    for (size_t span = 0; span < spans; span++) {
-      const size_t c0 = span * kSpanCols, c1 = std::min(c, c0 + kSpanCols);
-      for (int g = 0; g < groups; g++) {
-        const int t0 = g * kTileVectors, t = std::min(kTileVectors, n - t0);
-        const float* xs[kTileVectors] = {};
-        for (int k = 0; k < t; k++) xs[k] = x + (t0 + k) * c;
-        const Parked parked{scratch + widened_floats + static_cast<size_t>(g) * kUnroll * kRowsTile * kTileVectors *
-                                                           hn::Lanes(DF())};
-        DotsTileOf<kRowsTile, kTileVectors>(r, t, rows, xs, c0, c1, c, parked, ahead, out + t0 * ld + i, ld);
-      }
-    }
-  }
+  DotsRows<R>(rows, x, cols, out, load);
 }
 
 // Rows [row_begin, row_end) of out[t * ld + i] = W_i . x_t for t < n.
-// Below kRowsTiledFrom vectors: each row streamed once (prefetched as the
-// MatVec kernels do), then met by every vector from L1; from it on,
-// MatRowsTiled.
+// Up to kRowsVectors vectors: each row streamed once (prefetched as the
+// MatVec kernels do), then met by every vector from L1. More: a tile of
+// kRowsTile rows at a time, met by each vector in turn, so x (which no longer
+// fits in L1 with 16 vectors) is read from L2 once per tile instead of once
+// per row.
 template <class W, class Load>
 HWY_INLINE void MatRowsImpl(const W* w, const float* x, int n, float* out, int cols, int ld_out, int row_begin,
                             int row_end, StreamPrefetchHint prefetch) {
   const size_t c = static_cast<size_t>(cols), ld = static_cast<size_t>(ld_out), row_bytes = c * sizeof(W);
-  if (n >= kRowsTiledFrom) return MatRowsTiled(w, x, n, out, c, ld, row_begin, row_end);
+  if (n >= kRowsTiledFrom) {
+    // bf16 rows widened once per tile (exactly: the same f32 values LoadBF16
+    // gives), not once per vector: a widening per FMA was slower than the
+    // row-at-a-time loop.
+    float* widened = std::is_same_v<W, float> ? nullptr : detail::Scratch(kRowsTile * c);
+    for (int i = row_begin; i < row_end; i += kRowsTile) {
+      const int r = std::min(kRowsTile, row_end - i);
+      const float* rows[kRowsTile];
+      for (int k = 0; k < r; k++) rows[k] = WidenedRow(w + (i + k) * c, c, widened ? widened + k * c : nullptr);
+      // The next tile's lines, a share before each vector, so they arrive
+      // while this tile is computed (the tile's first vector would otherwise
+      // wait for them from memory with nothing else to do).
+      const char* next = reinterpret_cast<const char*>(w + (i + r) * c);
+      const size_t next_lines = i + r < row_end ? std::min(kRowsTile, row_end - i - r) * row_bytes / 64 : 0;
+      for (int t = 0; t < n; t++) {
+        for (size_t l = next_lines * t / n; l < next_lines * (t + 1) / n; l++) __builtin_prefetch(next + l * 64, 0, 3);
+        DotsRowsOf<kRowsTile>(r, rows, x + t * c, c, out + t * ld + i, LoadF32());
+      }
+    }
+    return;
+  }
   for (int i = row_begin; i < row_end; i++) {
     const W* row = w + i * c;
     PrefetchRowAhead(prefetch, row, row_bytes);
