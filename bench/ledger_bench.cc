@@ -4,22 +4,30 @@
 //   BM_Insert100kSamples sealed inserts of 100k samples (target <= 1 s)
 //   BM_Show / BM_History on a ledger of 10k changes and 1M samples (<= 200 ms)
 //   BM_Report           the markdown changelog of that ledger (<= 2 s)
-// Run: build/bench/ledger_bench [--benchmark_filter=...]
+//   BM_Dashboard        the HTML dashboard of that ledger
+// Run: build/bench/ledger_bench [--changes=N] [--benchmark_filter=...]
+// --changes (default 10000) sizes the big ledger; the test suite runs every
+// benchmark once on a small one and fails when one errors (gbench_test).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "base/sha256.h"
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
+#include "reports/dashboard.h"
 #include "reports/report.h"
 
 namespace verity::ledger {
 namespace {
 namespace fs = std::filesystem;
+
+int g_changes = 10000;  // --changes
 
 std::string Scratch(const std::string& name) {
   fs::path p = fs::temp_directory_path() / "verity-bench";
@@ -57,15 +65,15 @@ void BM_SubmitOverhead(benchmark::State& state) {
   req.parity_cmd =
       "echo '{\"schema\":\"verity.parity/1\",\"depths\":[{\"depth\":1,\"top1\":1,\"mean_kl\":0}],\"logits_sha256\":\"" +
       std::string(64, 'b') + "\",\"ok\":true}'";
-  MeasureOptions opt;
-  opt.min_rounds = opt.max_rounds = 5;
+  MeasureOptions opt;  // the policy's own rounds: fewer than its floor is refused
   double overhead = 0.0, commands = 0.0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     auto o = (*l)->Submit(req, opt);
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.ok() || !o->completed()) {
-      state.SkipWithError("submit failed");
+      const std::string why = "submit failed: " + (o.ok() ? std::string("the run did not complete") : o.status().message());
+      state.SkipWithError(why.c_str());
       return;
     }
     auto cmd = (*l)->db().Query("SELECT (SELECT sum(seconds) FROM samples WHERE run_id = ?1) + "
@@ -143,13 +151,13 @@ void BM_Insert100kSamples(benchmark::State& state) {
 }
 BENCHMARK(BM_Insert100kSamples)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-// 10k changes x 100 samples = 1M samples, with scores, parity, reverts,
-// retractions and parked changes. Built once and cached between runs.
+// --changes changes (10k) x 100 samples = 1M samples, with scores, parity,
+// reverts, retractions and parked changes. Built once and cached between runs.
 const std::string& BigLedger() {
   static const std::string path = [] {
     std::string schema;
     for (const auto& m : EmbeddedMigrations()) schema += m.sql;
-    const std::string db = Scratch("big-10k-1m-" + Sha256Hex(schema).substr(0, 12) + ".db");
+    const std::string db = Scratch("big-" + std::to_string(g_changes) + "-" + Sha256Hex(schema).substr(0, 12) + ".db");
     if (fs::exists(db)) return db;
     const std::string tmp = db + ".building";
     Remove(tmp);
@@ -161,7 +169,7 @@ const std::string& BigLedger() {
       VERITY_ASSIGN_OR_RETURN(box, Box(d));
       return OkStatus();
     });
-    for (int batch = 0; batch < 100; batch++) {
+    for (int batch = 0; batch < (g_changes + 99) / 100; batch++) {
       Status s = d.Transaction([&]() -> Status {
         for (int i = 0; i < 100; i++) {
           const int n = batch * 100 + i;
@@ -224,7 +232,7 @@ const std::string& BigLedger() {
 void BM_Show(benchmark::State& state) {
   auto l = Ledger::Open(BigLedger());
   for (auto _ : state) {
-    auto j = (*l)->Show(5001);
+    auto j = (*l)->Show(g_changes / 2 + 1);  // one from the middle
     if (!j.ok()) state.SkipWithError(j.status().message().c_str());
     benchmark::DoNotOptimize(j);
   }
@@ -258,6 +266,15 @@ void BM_Report(benchmark::State& state) {
 }
 BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+void BM_Dashboard(benchmark::State& state) {
+  auto l = Ledger::Open(BigLedger());
+  for (auto _ : state) {
+    auto w = reports::WriteDashboard(**l, {Scratch("big-dashboard")});
+    if (!w.ok()) state.SkipWithError(w.status().message().c_str());
+  }
+}
+BENCHMARK(BM_Dashboard)->Unit(benchmark::kMillisecond)->Iterations(1);
+
 void BM_Frontier(benchmark::State& state) {
   auto l = Ledger::Open(BigLedger());
   for (auto _ : state) benchmark::DoNotOptimize((*l)->Frontier());
@@ -267,4 +284,27 @@ BENCHMARK(BM_Frontier)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace verity::ledger
 
-BENCHMARK_MAIN();
+// Google Benchmark's main, with --changes=N taken out of the arguments first.
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; i++) {
+    const std::string a = argv[i];
+    if (a.rfind("--changes=", 0) == 0) {
+      char* end = nullptr;
+      const long n = std::strtol(a.c_str() + 10, &end, 10);
+      if (*end != '\0' || n < 100 || n > 1000000) {
+        std::fprintf(stderr, "ledger_bench: --changes must be an integer in 100..1000000, got '%s'\n", a.c_str() + 10);
+        return 2;
+      }
+      verity::ledger::g_changes = static_cast<int>(n);
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

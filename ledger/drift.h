@@ -8,6 +8,7 @@
 // permutation test finds it significant, then applied again inside each side.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,15 @@ struct ChangePoint {
   double before_median = 0, after_median = 0;  // of the final segments either side
   double step() const { return after_median / before_median - 1.0; }
 };
+
+// The best single split of y: every tau (the right side's first index) with
+// min_segment points on each side, scored by the scaled energy distance
+// (exponent 1). O(n log n). tau = -1 when y is too short.
+struct EnergySplit {
+  int tau = -1;
+  double q = -INFINITY;
+};
+EnergySplit BestEnergySplit(const std::vector<double>& y, int min_segment);
 
 // Change points of `x` in increasing index order; none when x has fewer than
 // 2 * min_segment points. Deterministic in (x, options).

@@ -877,6 +877,20 @@ Result<LedgerView> LoadLedgerView(Ledger& l) {
   return v;
 }
 
+Result<std::map<int64_t, std::vector<SampleView>>> LoadSamplesByRun(Db& d) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT run_id, round, ord, side, value FROM samples ORDER BY id"));
+  std::map<int64_t, std::vector<SampleView>> out;
+  for (const auto& r : rows) {
+    SampleView s;
+    s.round = static_cast<int>(AsInt(r[1]));
+    s.ord = static_cast<int>(AsInt(r[2]));
+    VERITY_ASSIGN_OR_RETURN(s.side, Named(SideFromName(AsText(r[3])), d, "samples.side", r[3]));
+    s.value = AsDouble(r[4]);
+    out[AsInt(r[0])].push_back(s);
+  }
+  return out;
+}
+
 // ---- JSON printers ----
 
 nlohmann::json ToJson(const ChangeView& c) {

@@ -282,6 +282,15 @@ Result<HistoryView> LoadHistory(Db& d, const std::string& what);
 Result<std::vector<PolicyView>> LoadPolicies(Db& d);
 Result<LedgerView> LoadLedgerView(Ledger& l);
 
+// One recorded sample of a run (round 0 is the warm-up), in recording order.
+struct SampleView {
+  int round = 0, ord = 0;
+  Side side = Side::kBase;
+  double value = 0.0;
+};
+// Every run's samples, by run id: one query, for printers that draw rounds.
+Result<std::map<int64_t, std::vector<SampleView>>> LoadSamplesByRun(Db& d);
+
 // JSON printers (the protocol of `show --json`, `frontier --json`, `history --json`).
 nlohmann::json ToJson(const ChangeView& c);
 nlohmann::json ToJson(const FrontierView& f);

@@ -196,67 +196,6 @@ std::string Factor(const LadderStep& s) {
   return "—";
 }
 
-// The ladder's chart: one slot per run on it (a step on the ladder, or a score
-// measured on its metric, box and workload), in recording order.
-LadderChart BuildLadderChart(const LedgerView& d, const LadderView& l, double gate_frac) {
-  LadderChart chart;
-  chart.title = l.metric + " frontier ladder";
-  chart.subtitle = "box " + l.box + (l.workload.empty() ? "" : " · workload " + l.workload);
-  chart.metric = l.metric;
-  chart.gate_frac = gate_frac;
-  const bool higher = ledger::HigherIsBetter(l.metric);
-  std::map<int64_t, std::vector<const LadderStep*>> runs;  // run id -> its steps, in recording order
-  for (const auto& st : l.ladder.steps) runs[st.event.run_id].push_back(&st);
-  for (const auto& c : d.changes)
-    for (const auto& r : c.runs)
-      if (c.change.metric == l.metric && r.box == l.box && r.workload == l.workload && r.latest()) runs[r.id];
-  std::optional<double> frontier;
-  for (const auto& [run_id, steps] : runs) {
-    const RunView* r = d.FindRun(run_id);
-    if (!r) continue;
-    LadderSlot slot;
-    slot.label = "#" + Id(r->change_id);
-    slot.retracted = r->retracted();
-    const std::optional<double> faced = frontier;
-    for (const LadderStep* st : steps) {
-      if (!st->counted) continue;
-      if (!frontier || st->before == 0.0) slot.seeded_from = st->after;
-      frontier = st->after;
-    }
-    slot.frontier = frontier;
-    if (const ScoreView* s = r->latest()) {
-      if (s->verdict == Verdict::kRejectedParity) {
-        // Its speed was never measured (or, on confirm, never banked): a cross at the frontier it faced.
-        slot.mark = Mark::kRejectedParity;
-        slot.value = faced ? faced : s->frontier_before;
-        slot.note = s->rounds > 0 ? "deep parity" : "parity";
-      } else if (s->gain) {
-        // The measured gain applied to the frontier it was scored against: its height against the band is its verdict.
-        const std::optional<double> base = s->frontier_before ? s->frontier_before : faced ? faced : s->base_median;
-        if (base) slot.value = *base * (higher ? 1.0 + *s->gain : 1.0 / (1.0 + *s->gain));
-        slot.mark = s->verdict == Verdict::kAccepted                                    ? Mark::kAccepted
-                    : s->verdict == Verdict::kNone || s->verdict == Verdict::kRefused ? Mark::kParked
-                                                                                        : Mark::kNotBanked;
-        slot.note = F("%+.1f%%", 100.0 * *s->gain);
-      }
-    }
-    chart.slots.push_back(slot);
-  }
-  return chart;
-}
-
-// The drift series' chart: main's measured medians with the change points.
-SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::DriftOptions& options) {
-  SeriesChart chart;
-  chart.title = series.metric + " measured on main, with drift change points";
-  chart.subtitle = "box " + series.box + (series.workload.empty() ? "" : " · workload " + series.workload);
-  chart.metric = series.metric;
-  for (const auto& p : series.points) chart.points.push_back({p.value, "r" + Id(p.run), p.side == "head"});
-  for (const auto& c : series.changes) chart.breaks.push_back({c.point.index, c.point.before_median, c.point.after_median});
-  chart.min_points = 2 * options.min_segment;
-  return chart;
-}
-
 std::string Render(const LedgerView& d, const ReportOptions& opt, const std::string& ledger_name,
                    std::vector<std::pair<std::string, std::string>>* charts) {
   const ledger::PolicyView& current = d.policies.back();
@@ -567,6 +506,69 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
 }
 
 }  // namespace
+
+// The ladder's chart: one slot per run on it (a step on the ladder, or a score
+// measured on its metric, box and workload), in recording order.
+LadderChart BuildLadderChart(const ledger::LedgerView& d, const ledger::LadderView& l, double gate_frac) {
+  LadderChart chart;
+  chart.title = l.metric + " frontier ladder";
+  chart.subtitle = "box " + l.box + (l.workload.empty() ? "" : " · workload " + l.workload);
+  chart.metric = l.metric;
+  chart.gate_frac = gate_frac;
+  const bool higher = ledger::HigherIsBetter(l.metric);
+  std::map<int64_t, std::vector<const LadderStep*>> runs;  // run id -> its steps, in recording order
+  for (const auto& st : l.ladder.steps) runs[st.event.run_id].push_back(&st);
+  for (const auto& c : d.changes)
+    for (const auto& r : c.runs)
+      if (c.change.metric == l.metric && r.box == l.box && r.workload == l.workload && r.latest()) runs[r.id];
+  std::optional<double> frontier;
+  for (const auto& [run_id, steps] : runs) {
+    const RunView* r = d.FindRun(run_id);
+    if (!r) continue;
+    LadderSlot slot;
+    slot.label = "#" + Id(r->change_id);
+    slot.change = r->change_id;
+    slot.run = r->id;
+    slot.retracted = r->retracted();
+    const std::optional<double> faced = frontier;
+    for (const LadderStep* st : steps) {
+      if (!st->counted) continue;
+      if (!frontier || st->before == 0.0) slot.seeded_from = st->after;
+      frontier = st->after;
+    }
+    slot.frontier = frontier;
+    if (const ScoreView* s = r->latest()) {
+      if (s->verdict == Verdict::kRejectedParity) {
+        // Its speed was never measured (or, on confirm, never banked): a cross at the frontier it faced.
+        slot.mark = Mark::kRejectedParity;
+        slot.value = faced ? faced : s->frontier_before;
+        slot.note = s->rounds > 0 ? "deep parity" : "parity";
+      } else if (s->gain) {
+        // The measured gain applied to the frontier it was scored against: its height against the band is its verdict.
+        const std::optional<double> base = s->frontier_before ? s->frontier_before : faced ? faced : s->base_median;
+        if (base) slot.value = *base * (higher ? 1.0 + *s->gain : 1.0 / (1.0 + *s->gain));
+        slot.mark = s->verdict == Verdict::kAccepted                                    ? Mark::kAccepted
+                    : s->verdict == Verdict::kNone || s->verdict == Verdict::kRefused ? Mark::kParked
+                                                                                        : Mark::kNotBanked;
+        slot.note = F("%+.1f%%", 100.0 * *s->gain);
+      }
+    }
+    chart.slots.push_back(slot);
+  }
+  return chart;
+}
+
+// The drift series' chart: main's measured medians with the change points.
+SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::DriftOptions& options) {
+  SeriesChart chart;
+  chart.title = series.metric + " measured on main, with drift change points";
+  chart.subtitle = "box " + series.box + (series.workload.empty() ? "" : " · workload " + series.workload);
+  chart.metric = series.metric;
+  for (const auto& p : series.points) chart.points.push_back({p.value, "r" + Id(p.run), p.side == "head", p.run});
+  for (const auto& c : series.changes) chart.breaks.push_back({c.point.index, c.point.before_median, c.point.after_median});
+  chart.min_points = 2 * options.min_segment;
+  return chart;
+}
 
 Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt) {
   if (opt.out.empty()) return Status::Error("--out is required");

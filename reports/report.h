@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "ledger/ledger.h"
+#include "ledger/read_model.h"
 
 namespace verity::reports {
 
@@ -47,6 +48,7 @@ struct LadderSlot {
   Mark mark = Mark::kParked;
   bool retracted = false;           // drawn grey
   std::string note;                 // beside the marker, e.g. "+7.0%"
+  int64_t change = 0, run = 0;      // what the marker stands for
 };
 
 struct LadderChart {
@@ -65,6 +67,7 @@ struct SeriesChart {
     double value = 0;
     std::string label;  // "r12": the run
     bool head = false;  // the head of an accepted change (else a base)
+    int64_t run = 0;
   };
   struct Break {
     int index = 0;                 // the first point after the change
@@ -75,6 +78,13 @@ struct SeriesChart {
   int min_points = 0;  // fewer points than this are too few to test for a change point
 };
 std::string SeriesSvg(const SeriesChart& chart);
+
+// The charts' data, which the SVGs and the HTML dashboard (reports/dashboard.h) both draw.
+// The ladder of one (metric, box, workload): one slot per run on it (a step,
+// or a score measured on its metric, box and workload), in recording order.
+LadderChart BuildLadderChart(const ledger::LedgerView& d, const ledger::LadderView& l, double gate_frac);
+// A drift series: main's measured medians with their change points.
+SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::DriftOptions& options);
 
 // The unit of a metric for an axis title, from its suffix ("decode_tok_s" ->
 // "tok/s", "BM_X_ns" -> "ns"); "" when the suffix names none.

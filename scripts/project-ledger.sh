@@ -34,7 +34,7 @@ config='{"dim":768,"hidden_dim":2048,"n_layers":12,"n_heads":12,"n_kv_heads":4,"
 
 report() {
   "$v" ledger verify --ledger "$ledger"
-  "$v" report --ledger "$ledger" --out reports/CHANGELOG.md
+  "$v" report --ledger "$ledger" --out reports/CHANGELOG.md --html reports/dashboard
   VERITY="$v" scripts/ci-comments.sh  # docs/ci.md's example PR comments come from this ledger too
 }
 

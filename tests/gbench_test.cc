@@ -6,6 +6,8 @@
 // no verdict depends on how fast or loaded this machine is.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -80,6 +82,27 @@ TEST(Gbench, LedgerBenchIsABenchCommand) {
   EXPECT_EQ(j["workload"], "gbench ledger_bench --benchmark_filter=BM_Frontier --benchmark_min_time=0.01");
   EXPECT_EQ(j["gbench"]["binary"], LEDGER_BENCH);
   EXPECT_EQ(j["gbench"]["binary_sha256"], Sha256Of(LEDGER_BENCH));
+}
+
+// Every ledger benchmark, once, on a small ledger: a benchmark that errors is
+// a guard that did not run (BM_SubmitOverhead once failed every run, its
+// 5 rounds below the policy's floor, and nothing said so).
+TEST(Gbench, EveryLedgerBenchmarkRunsWithoutAnError) {
+  auto r = Shell(std::string(LEDGER_BENCH) + " --changes=200 --benchmark_min_time=0.01 --benchmark_format=json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> ran;
+  for (const auto& b : j["benchmarks"]) {
+    const std::string name = b["name"];
+    ran.insert(name.substr(0, name.find('/')));
+    EXPECT_FALSE(b.value("error_occurred", false)) << name << ": " << b.value("error_message", std::string());
+  }
+  for (const char* want : {"BM_SubmitOverhead", "BM_Insert100kSamples", "BM_Show", "BM_History", "BM_Report", "BM_Dashboard",
+                           "BM_Frontier"})
+    EXPECT_EQ(ran.count(want), 1u) << want << " did not run";
+  auto bad = Shell(std::string(LEDGER_BENCH) + " --changes=ten");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--changes must be an integer"), std::string::npos) << bad.err;
 }
 
 // One side of a scored benchmark: a copy of fixed_gbench in its own folder,

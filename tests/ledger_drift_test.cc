@@ -25,6 +25,49 @@ std::vector<double> Series(int n, double noise, int step_at, double step, uint64
   return x;
 }
 
+// The energy distance's best split, the O(n^2) way it was first written:
+// every pairwise distance summed directly.
+ledger::EnergySplit BruteForceSplit(const std::vector<double>& y, int min_segment) {
+  const int n = static_cast<int>(y.size());
+  ledger::EnergySplit best;
+  for (int tau = min_segment; tau + min_segment <= n; tau++) {
+    double within_left = 0, within_right = 0, between = 0;
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++) {
+        const double d = std::fabs(y[i] - y[j]);
+        (j < tau ? within_left : i >= tau ? within_right : between) += d;
+      }
+    const int m = tau, r = n - tau;
+    const double e = 2.0 * between / (static_cast<double>(m) * r) - within_left / (m * (m - 1) / 2.0) -
+                     within_right / (r * (r - 1) / 2.0);
+    const double q = static_cast<double>(m) * r / n * e;
+    if (q > best.q) best = {tau, q};
+  }
+  return best;
+}
+
+// The O(n log n) split (Fenwick sums by rank) is the direct sum's split: on
+// steps, on noise alone, on ties and on constant stretches.
+TEST(Drift, TheFastSplitIsTheDirectSumsSplit) {
+  std::mt19937_64 rng(3);
+  int checked = 0;
+  for (int n : {8, 9, 17, 60, 257}) {
+    for (int kind = 0; kind < 4; kind++) {
+      std::vector<double> y = Series(n, 0.01, n / 3, kind == 0 ? 0.03 : 0.0, 100 + n * 7 + kind);
+      if (kind == 2)
+        for (double& v : y) v = std::round(v / 5.0) * 5.0;  // many ties
+      if (kind == 3)
+        for (int i = 0; i < n / 2; i++) y[i] = 1000.0;  // a constant stretch
+      const auto fast = ledger::BestEnergySplit(y, 4), slow = BruteForceSplit(y, 4);
+      EXPECT_EQ(fast.tau, slow.tau) << "n " << n << " kind " << kind;
+      EXPECT_NEAR(fast.q, slow.q, 1e-9 * std::max(1.0, std::fabs(slow.q))) << "n " << n << " kind " << kind;
+      checked++;
+    }
+  }
+  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(ledger::BestEnergySplit(std::vector<double>(7, 1.0), 4).tau, -1);  // too short to split
+}
+
 TEST(Drift, FindsAThreePercentStepUnderOnePercentNoise) {
   int found = 0;
   for (int s = 0; s < 10; s++) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
@@ -20,6 +21,13 @@ namespace {
 using ledger::Db;
 using ledger::Ledger;
 using ledger::Value;
+
+// Every file under dir, by name, with its bytes.
+std::map<std::string, std::string> FilesOf(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out[e.path().filename().string()] = test::ReadFile(e.path().string());
+  return out;
+}
 
 // Builds a ledger with fixed contents (fixed timestamps, fixed box) through the
 // sealed-insert API, so the report is reproducible byte for byte.
@@ -629,6 +637,106 @@ TEST(ProjectLedger, VerifiesAndRegeneratesTheCommittedChangelog) {
   ASSERT_FALSE(committed.empty()) << "reports/CHANGELOG.md is missing";
   EXPECT_EQ(test::ReadFile(dir + "/CHANGELOG.md"), committed)
       << "reports/CHANGELOG.md is not what reports/ledger.db generates: run scripts/project-ledger.sh report";
+}
+
+TEST(ProjectLedger, TheCommittedDashboardIsWhatTheLedgerGenerates) {
+  const std::string src = test::SourceDir() + "/reports";
+  const std::string dir = test::TempDir("project-dashboard");
+  ASSERT_EQ(test::Shell("cp " + src + "/ledger.db " + dir + "/ledger.db").exit_code, 0) << "reports/ledger.db is missing";
+  auto r = test::Shell(test::VerityBin() + " report --ledger " + dir + "/ledger.db --html " + dir + "/dashboard");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::is_directory(src + "/dashboard")) << "reports/dashboard is missing";
+  const auto want = FilesOf(dir + "/dashboard"), got = FilesOf(src + "/dashboard");
+  EXPECT_GT(want.size(), 7u);
+  for (const auto& [name, bytes] : want) {
+    auto it = got.find(name);
+    EXPECT_TRUE(it != got.end() && it->second == bytes)
+        << "reports/dashboard/" << name << " is not what reports/ledger.db generates: run scripts/project-ledger.sh report";
+  }
+  for (const auto& [name, bytes] : got) EXPECT_EQ(want.count(name), 1u) << "reports/dashboard/" << name << " is stale";
+}
+
+}  // namespace
+}  // namespace verity
+
+namespace verity {
+namespace {
+
+// A scripted ledger plus a change whose title and reason are markup.
+std::string HostileLedger(const std::string& dir) {
+  const std::string db = ScriptedLedger(dir);
+  auto l = Ledger::Open(db);
+  EXPECT_TRUE(l.ok());
+  (void)(*l)->db()
+      .InsertSealed("changes", {{"kind", std::string("change")},
+                                {"title", std::string("<script>alert(1)</script> & \"quoted\"")},
+                                {"author", std::string("<b>mallory</b>")},
+                                {"predict_pct", 1.0},
+                                {"claim_bit_identical", int64_t{0}},
+                                {"metric", std::string("decode_tok_s")},
+                                {"base_cmd", std::string("base </script>")},
+                                {"head_cmd", std::string("head")},
+                                {"created_at", std::string("2026-11-29T12:00:00.000Z")}})
+      .value();
+  return db;
+}
+
+TEST(Dashboard, TheSameLedgerGivesTheSameBytesAndMarkupStaysData) {
+  const std::string dir = test::TempDir("dashboard-bytes");
+  const std::string db = HostileLedger(dir);
+  for (const char* out : {"/a", "/b"}) {
+    auto r = test::Shell(test::VerityBin() + " report --ledger " + db + " --html " + dir + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("report: wrote the dashboard " + dir + out + "/index.html ("), std::string::npos) << r.out;
+  }
+  const auto a = FilesOf(dir + "/a"), b = FilesOf(dir + "/b");
+  ASSERT_EQ(a, b);
+  for (const char* f : {"index.html", "data.js", "dashboard.js", "dashboard.css", "change.js", "uPlot.iife.min.js", "uPlot.min.css"})
+    EXPECT_EQ(a.count(f), 1u) << f;
+  // Every change has its page; the hostile one's strings are escaped text.
+  int pages = 0;
+  for (const auto& [name, bytes] : a) pages += name.rfind("change-", 0) == 0 && name.size() > 12;
+  EXPECT_GE(pages, 2);
+  std::string hostile;
+  for (const auto& [name, bytes] : a)
+    if (name.rfind("change-", 0) == 0 && bytes.find("mallory") != std::string::npos) hostile = bytes;
+  ASSERT_FALSE(hostile.empty());
+  EXPECT_NE(hostile.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quoted&quot;"), std::string::npos);
+  EXPECT_EQ(hostile.find("<script>alert"), std::string::npos);
+  EXPECT_EQ(hostile.find("<b>mallory"), std::string::npos);
+  EXPECT_EQ(hostile.find("base </script>"), std::string::npos);
+  EXPECT_EQ(a.at("data.js").find("<script>alert"), std::string::npos);
+  EXPECT_NE(a.at("data.js").find("\\u003cscript>alert(1)"), std::string::npos);
+}
+
+TEST(Dashboard, BadArgumentsAreNamedErrors) {
+  const std::string dir = test::TempDir("dashboard-bad");
+  const std::string db = ScriptedLedger(dir);
+  test::WriteFile(dir + "/afile", "x");
+  auto into_file = test::Shell(test::VerityBin() + " report --ledger " + db + " --html " + dir + "/afile");
+  EXPECT_NE(into_file.exit_code, 0);
+  EXPECT_NE(into_file.err.find(dir + "/afile"), std::string::npos) << into_file.err;
+  auto neither = test::Shell(test::VerityBin() + " report --ledger " + db);
+  EXPECT_NE(neither.exit_code, 0);
+  EXPECT_NE(neither.err.find("--out FILE.md, --html DIR"), std::string::npos) << neither.err;
+}
+
+// The dashboard in a real browser: headless Chromium driven by puppeteer-core
+// loads every page with no console error, finds the ledger's points, hovers
+// and clicks them, follows every link and tries every verdict filter
+// (tests/dashboard/check.mjs). Screenshots stay in the build tree to look at.
+TEST(Dashboard, EveryPageLoadsInHeadlessChromium) {
+  const std::string dir = test::TempDir("dashboard-browser");
+  const std::string db = HostileLedger(dir);
+  auto r = test::Shell(test::VerityBin() + " report --ledger " + db + " --html " + dir + "/site");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string shots = std::filesystem::current_path().string() + "/dashboard-screenshots";
+  auto c = test::Shell(test::SourceDir() + "/tests/dashboard/check.sh " + test::SourceDir() + " " + dir + "/site " + shots);
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find(" 0 console errors, "), std::string::npos) << c.out << c.err;
+  EXPECT_NE(c.out.find(", 0 failures"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find(" 0 hovers"), std::string::npos) << c.out;  // the scripted ledger has points to hover
+  EXPECT_TRUE(std::filesystem::exists(shots + "/index.png"));
 }
 
 }  // namespace
