@@ -1,4 +1,4 @@
-# cmake -DOUT=file.cc -DFILES="a|b|c" -P embed_assets.cmake: writes the
+# cmake -DOUT=file.cc -DFILES="a|b|NAME=c" -P embed_assets.cmake: writes the
 # definitions of reports/embedded_assets.h with each file's bytes.
 string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
@@ -6,6 +6,10 @@ set(entries "")
 set(i 0)
 foreach(f IN LISTS FILES)
   get_filename_component(name "${f}" NAME)
+  if(f MATCHES "^([^=]+)=(.+)$")  # NAME=PATH
+    set(name "${CMAKE_MATCH_1}")
+    set(f "${CMAKE_MATCH_2}")
+  endif()
   file(READ "${f}" hex HEX)
   string(LENGTH "${hex}" n)
   math(EXPR size "${n} / 2")

@@ -691,7 +691,7 @@ TEST(Dashboard, TheSameLedgerGivesTheSameBytesAndMarkupStaysData) {
   }
   const auto a = FilesOf(dir + "/a"), b = FilesOf(dir + "/b");
   ASSERT_EQ(a, b);
-  for (const char* f : {"index.html", "data.js", "dashboard.js", "dashboard.css", "change.js", "uPlot.iife.min.js", "uPlot.min.css"})
+  for (const char* f : {"index.html", "data.js", "dashboard.js", "dashboard.css", "change.js", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"})
     EXPECT_EQ(a.count(f), 1u) << f;
   // Every change has its page; the hostile one's strings are escaped text.
   int pages = 0;
