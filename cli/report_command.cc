@@ -26,6 +26,8 @@ void RegisterReportCommand(CLI::App& app, Registry& reg) {
     Status sound = (*l)->RequireVerified("report");
     if (!sound.ok()) return Fail(sound);
     if (opt->out.empty() && html->empty()) return Fail(Status::Error("report: give --out FILE.md, --html DIR, or both"));
+    if (opt->out.empty() && (!opt->since.empty() || !opt->charts_dir.empty()))
+      return Fail(Status::Error("report: --since and --charts shape the markdown report: they need --out FILE.md"));
     if (!opt->out.empty()) {
       auto w = reports::WriteReport(**l, *opt);
       if (!w.ok()) return Fail(w.status());

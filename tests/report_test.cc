@@ -719,6 +719,9 @@ TEST(Dashboard, BadArgumentsAreNamedErrors) {
   auto neither = test::Shell(test::VerityBin() + " report --ledger " + db);
   EXPECT_NE(neither.exit_code, 0);
   EXPECT_NE(neither.err.find("--out FILE.md, --html DIR"), std::string::npos) << neither.err;
+  auto since_alone = test::Shell(test::VerityBin() + " report --ledger " + db + " --html " + dir + "/site --since 4");
+  EXPECT_NE(since_alone.exit_code, 0);
+  EXPECT_NE(since_alone.err.find("they need --out FILE.md"), std::string::npos) << since_alone.err;
 }
 
 // The dashboard in a real browser: headless Chromium driven by puppeteer-core
