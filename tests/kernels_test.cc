@@ -279,7 +279,18 @@ TEST(ThreadPool, IdleWorkersDoNotBurnACore) {
   for (int job = 0; job < 200; job++)
     pool.ParallelFor(64, [&](int b, int e) { sink += e - b; });
   ASSERT_EQ(sink.load(), 200 * 64);
-  ASSERT_TRUE(WaitUntil([&] { return pool.stats().asleep == 3; }, "all 3 workers to sleep"));
+  // A worker the last job woke is still counted asleep until it runs again
+  // (then it finds nothing and sleeps once more): on a loaded machine that
+  // can take a while, so the baseline is taken when the count of sleeps has
+  // held still for 20 ms with all 3 asleep.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const ThreadPool::Stats a = pool.stats();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const ThreadPool::Stats b = pool.stats();
+        return a.asleep == 3 && b.asleep == 3 && a.sleeps == b.sleeps;
+      },
+      "all 3 workers to sleep and stay asleep"));
   const uint64_t sleeps = pool.stats().sleeps;
   const double before = ProcessCpuSeconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
