@@ -14,6 +14,21 @@
 #include "reports/report.h"
 
 namespace verity::reports {
+// Controls (which XML 1.0 forbids) and bytes that are not UTF-8 shown as
+// their escapes first (base/terminal.h), then the XML specials.
+std::string MarkupText(const std::string& raw) {
+  const std::string s = terminal::Visible(raw);
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
 namespace {
 
 constexpr double kW = 760, kH = 440;                         // the canvas
@@ -35,24 +50,9 @@ std::string F(const char* f, double v) {
   std::snprintf(b, sizeof b, f, v);
   return b;
 }
-// XML text: controls (which XML 1.0 forbids) and bytes that are not UTF-8
-// shown as their escapes first (base/terminal.h), then the XML specials.
-std::string Escape(const std::string& raw) {
-  const std::string s = terminal::Visible(raw);
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
-
 // <text> at (x, y) (y is the baseline), with attributes such as text-anchor.
 std::string Text(double x, double y, const std::string& text, const std::string& attrs = "") {
-  return "<text x=\"" + N(x) + "\" y=\"" + N(y) + "\"" + (attrs.empty() ? "" : " " + attrs) + ">" + Escape(text) +
+  return "<text x=\"" + N(x) + "\" y=\"" + N(y) + "\"" + (attrs.empty() ? "" : " " + attrs) + ">" + MarkupText(text) +
          "</text>\n";
 }
 std::string Line(double x1, double y1, double x2, double y2, const std::string& attrs) {
@@ -120,7 +120,7 @@ std::string YAxis(const std::vector<double>& ys, const std::string& metric, Fram
                             (dir ? (*dir ? ", higher is better" : ", lower is better") : "");
   const double cy = (kTop + kBottom) / 2;
   s += "<text x=\"18\" y=\"" + N(cy) + "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " + N(cy) +
-       ")\" fill=\"#333333\">" + Escape(title) + "</text>\n";
+       ")\" fill=\"#333333\">" + MarkupText(title) + "</text>\n";
   return s;
 }
 

@@ -25,21 +25,7 @@ using ledger::RunView;
 using ledger::ScoreView;
 using nlohmann::json;
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string Esc(const std::string& s) { return MarkupText(s); }
 
 std::string F(const char* fmt, double v) {
   char b[64];

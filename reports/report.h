@@ -86,6 +86,10 @@ LadderChart BuildLadderChart(const ledger::LedgerView& d, const ledger::LadderVi
 // A drift series: main's measured medians with their change points.
 SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::DriftOptions& options);
 
+// Text for SVG or HTML (element content or a double-quoted attribute): data,
+// never markup, and always valid UTF-8.
+std::string MarkupText(const std::string& raw);
+
 // The unit of a metric for an axis title, from its suffix ("decode_tok_s" ->
 // "tok/s", "BM_X_ns" -> "ns"); "" when the suffix names none.
 std::string MetricUnit(const std::string& metric);
