@@ -120,7 +120,8 @@ class RankForward {
   AlignedVector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
   AlignedVector<float> scores_;
   std::vector<float> logits_, router_, moe_hb_, moe_hb2_, moe_out_;
-  std::vector<int> chosen_;
+  std::vector<int> chosen_;            // a position's experts, in routing order
+  std::vector<float> chosen_weight_;   // and their softmax weights
   // Read every token, one head-width row per position 1 KB apart on the ~110M
   // synth: on 4 KB pages that is 4 positions a page. Huge pages cut a q8_0
   // decode's attention share (~400 positions) from ~12% to ~8% (perf).

@@ -141,4 +141,48 @@ void SwiGLUReference(float* hb, const float* hb2, int n) {
   }
 }
 
+
+// ---- Backend's host defaults for the forward's steps between the products.
+
+void Backend::Embed(float* x, const float* table, int dim, const int* tokens, int n) {
+  for (int t = 0; t < n; t++)
+    std::memcpy(x + static_cast<size_t>(t) * dim, table + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+}
+
+void Backend::RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) {
+  for (int t = 0; t < n; t++) {
+    const size_t at = static_cast<size_t>(t) * dim;
+    Rmsnorm(out + at, x + at, weight, dim, eps);
+  }
+}
+
+void Backend::AddInPlace(float* x, const float* y, size_t count) {
+  for (size_t i = 0; i < count; i++) x[i] += y[i];
+}
+
+void Backend::WriteCache(float* cache, size_t at, const float* row, int width) {
+  std::memcpy(cache + at, row, width * sizeof(float));
+}
+
+void Backend::RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) {
+  thread_local std::vector<int> order;  // per call of every MoE layer: no allocation once grown
+  order.resize(n);
+  for (int e = 0; e < n; e++) order[e] = e;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  const float mx = logits[order[0]];
+  float sum = 0.0f;
+  for (int j = 0; j < k; j++) sum += expf(logits[order[j]] - mx);
+  for (int j = 0; j < k; j++) {
+    chosen[j] = order[j];
+    weight[j] = expf(logits[order[j]] - mx) / sum;
+  }
+}
+
+void Backend::Zero(float* y, int n) { std::fill(y, y + n, 0.0f); }
+
+void Backend::Axpy(float* y, float a, const float* x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 }  // namespace verity::kernels
