@@ -35,6 +35,7 @@ class ForwardingBackend : public kernels::Backend {
     inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
   }
   void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  std::unique_ptr<kernels::StateBuffer> AllocateState(size_t floats) override { return inner_->AllocateState(floats); }
   void Embed(float* x, const float* table, int dim, const int* tokens, int n) override {
     inner_->Embed(x, table, dim, tokens, n);
   }

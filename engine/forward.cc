@@ -34,8 +34,8 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   kv_pos_stride_ = kv.pos_stride;
   kv_layer_stride_ = kv.layer_stride;
   kv_slot_floats_ = kv.floats;
-  key_cache_ = ZeroedFloats(kv.floats * slots);
-  value_cache_ = ZeroedFloats(kv.floats * slots);
+  key_cache_ = k.AllocateState(kv.floats * slots);
+  value_cache_ = k.AllocateState(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
@@ -150,7 +150,7 @@ void RankForward::Attention(int l, int n) {
   ProjectShared(xb_.data(), n, qkv, 3);
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   // Each row's layer of its own slot's cache.
-  auto layer_cache = [&](ZeroedFloats& cache, int t) {
+  auto layer_cache = [&](kernels::StateBuffer& cache, int t) {
     return cache.data() + slot_[t] * kv_slot_floats_ + static_cast<size_t>(l) * kv_layer_stride_;
   };
   for (int t = 0; t < n; t++) {
@@ -158,13 +158,13 @@ void RankForward::Attention(int l, int n) {
     k_.Rope(Row(q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     k_.Rope(Row(key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
-    k_.WriteCache(layer_cache(key_cache_, t), at, Row(key_, t, kv_dim_), kv_dim_);
-    k_.WriteCache(layer_cache(value_cache_, t), at, Row(val_, t, kv_dim_), kv_dim_);
+    k_.WriteCache(layer_cache(*key_cache_, t), at, Row(key_, t, kv_dim_), kv_dim_);
+    k_.WriteCache(layer_cache(*value_cache_, t), at, Row(val_, t, kv_dim_), kv_dim_);
   }
   // Causal: each cache holds every earlier position of its sequence, this block's included.
   for (int t = 0; t < n; t++) {
-    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(key_cache_, t),
-                             layer_cache(value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
+    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(*key_cache_, t),
+                             layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
                              w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
     k_.Attention(a);
   }

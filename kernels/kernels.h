@@ -82,6 +82,17 @@ struct AttentionArgs {
   int pos, n_heads, n_kv_heads, head_size, seq_len;
 };
 
+// State the forward keeps between calls (a KV cache), allocated by the
+// backend that computes on it, so that a device backend can keep it in its
+// own memory. data() is what the backend's own calls take for it (Attention's
+// caches, WriteCache); only that backend reads or writes through it.
+class StateBuffer {
+ public:
+  virtual ~StateBuffer() = default;
+  virtual float* data() = 0;
+  virtual size_t floats() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +144,10 @@ class Backend {
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
 
+  // `floats` zeroed floats of forward state. The default is host memory
+  // streamed on huge pages where it spans them (base/huge_pages.h), which
+  // every CPU backend uses. std::bad_alloc escapes.
+  virtual std::unique_ptr<StateBuffer> AllocateState(size_t floats);
   // ---- The forward's steps between the products. The engine issues every
   // one of them here, so that a backend that keeps the activations and the
   // KV cache where it computes (a GPU) can run them there. These defaults run

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
@@ -142,7 +143,33 @@ void SwiGLUReference(float* hb, const float* hb2, int n) {
 }
 
 
-// ---- Backend's host defaults for the forward's steps between the products.
+// ---- Backend's host defaults: the forward's state and its steps between the products.
+
+namespace {
+// Zeroed host memory from AllocateStreamed (2 MB aligned, huge pages over
+// whole extents): the KV cache is streamed every token.
+class HostState final : public StateBuffer {
+ public:
+  explicit HostState(size_t floats)
+      : bytes_((std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64),
+        p_(static_cast<float*>(AllocateStreamed(bytes_))),
+        floats_(floats) {
+    std::memset(p_, 0, bytes_);
+  }
+  ~HostState() override { std::free(p_); }
+  HostState(const HostState&) = delete;
+  HostState& operator=(const HostState&) = delete;
+  float* data() override { return p_; }
+  size_t floats() const override { return floats_; }
+
+ private:
+  size_t bytes_;
+  float* p_;
+  size_t floats_;
+};
+}  // namespace
+
+std::unique_ptr<StateBuffer> Backend::AllocateState(size_t floats) { return std::make_unique<HostState>(floats); }
 
 void Backend::Embed(float* x, const float* table, int dim, const int* tokens, int n) {
   for (int t = 0; t < n; t++)
