@@ -9,7 +9,7 @@
 #
 # Steps, each printing one summary line: build; the GPU unit tests
 # (CudaDevice.*, none may be skipped); verity parity --backend cuda against
-# the CPU reference on stories260K (f32 and bf16, worst of the depths);
+# the CPU reference on stories260K (f32, bf16 and q8_0, worst of the depths);
 # compute-sanitizer memcheck on a short generation (0 errors); verity bench
 # --backend cuda on stories260K and a ~1B-class synthetic model, decode tok/s
 # also as a fraction of the device's peak memory bandwidth; the NCCL
@@ -105,8 +105,13 @@ fi
 
 # 2. Parity against the CPU reference, worst of the depths.
 m=$root/models/stories260K.bin tok=$root/models/tok512.bin
-for dt in f32 bf16; do
-  if "$bin" parity --model "$m" --backend cuda --dtype "$dt" >"$work/parity-$dt.log" 2>&1; then :; fi
+# q8_0 against the reference on the same q8_0 weights (--reference-dtype
+# same): the kernels alone, since q8_0's own rounding flips near-ties
+# against f32 whatever the backend (docs/dtypes.md).
+for dt in f32 bf16 q8_0; do
+  ref=f32
+  [[ $dt == q8_0 ]] && ref=same
+  if "$bin" parity --model "$m" --backend cuda --dtype "$dt" --reference-dtype "$ref" >"$work/parity-$dt.log" 2>&1; then :; fi
   line=$(grep -E '^parity: worst_top1=' "$work/parity-$dt.log" | tail -1 || true)
   [[ $line == *verdict=PASS* ]] && summary "parity-$dt" ok "$line" ||
     { tail -15 "$work/parity-$dt.log"; summary "parity-$dt" FAIL "${line:-no summary line}"; }
@@ -124,7 +129,7 @@ else
     { tail -20 "$work/sanitizer.log"; summary sanitizer FAIL "exit $rc, errors=${errs:-unknown}"; }
 fi
 
-# 4. Bench: stories260K and a ~1B-class synthetic model (TinyLlama's shape), bf16.
+# 4. Bench: stories260K and a ~1B-class synthetic model (TinyLlama's shape), bf16 and q8_0.
 peak=$("$bin" generate --model "$m" --tokenizer "$tok" --steps 2 --backend cuda 2>&1 >/dev/null |
   grep -oE 'peak memory bandwidth [0-9.]+' | grep -oE '[0-9.]+$' || true)
 bench() {  # bench NAME MODEL DTYPE STEPS
@@ -155,6 +160,7 @@ if [[ $failed -ne $before ]]; then
 elif "$bin" synth --out "$synth" --config '{"dim":2048,"hidden_dim":5632,"n_layers":22,"n_heads":32,"n_kv_heads":4,"vocab_size":32000,"seq_len":256,"shared_classifier":false}' \
     >"$work/synth.log" 2>&1; then
   bench synth-1B "$synth" bf16 64
+  bench synth-1B-q8_0 "$synth" q8_0 64
 else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"
 fi
