@@ -4,7 +4,7 @@
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
 #include "ledger/stats.h"
-#include "tests/test_util.h"
+#include "tests/ledger_test_util.h"
 
 namespace verity::ledger {
 namespace {
@@ -51,7 +51,7 @@ TEST(Migrations, EmbeddedInOrderAndAppliedOverOldData) {
   for (size_t i = 0; i < all.size(); i++) EXPECT_EQ(all[i].version, static_cast<int>(i) + 1) << all[i].name;
   // Build a database at every version in turn, holding data, then upgrade it.
   for (size_t upto = 1; upto < all.size(); upto++) {
-    const std::string path = test::TempDir("mig") + "/old.db";
+    const std::string path = test::FreshLedger(test::TempDir("mig"));
     {
       auto old = Ledger::Open(path, static_cast<int>(upto));
       ASSERT_TRUE(old.ok()) << old.status().message();
@@ -87,7 +87,7 @@ TEST(Migrations, EmbeddedInOrderAndAppliedOverOldData) {
 }
 
 TEST(Migrations, NewerSchemaIsRefused) {
-  const std::string path = test::TempDir("newer") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("newer"));
   { ASSERT_TRUE(Ledger::Open(path).ok()); }
   {
     auto d = Db::Open(path);
@@ -101,7 +101,7 @@ TEST(Migrations, NewerSchemaIsRefused) {
 }
 
 TEST(Store, AppendOnlyTriggersRefuseUpdatesAndDeletes) {
-  const std::string path = test::TempDir("ao") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("ao"));
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
   auto u = (*l)->db().Query("UPDATE policy SET gate_frac = 0.5");
@@ -113,17 +113,31 @@ TEST(Store, AppendOnlyTriggersRefuseUpdatesAndDeletes) {
 // Every sealed table has both triggers: a table added without them (as
 // 0005_workloads first was) fails here, naming it.
 TEST(Store, EverySealedTableRefusesUpdatesAndDeletes) {
-  const std::string path = test::TempDir("ao-all") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("ao-all"));
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
+  auto have = (*l)->db().Triggers();
+  ASSERT_TRUE(have.ok()) << have.status().message();
+  std::vector<std::string> applied;
+  for (const Migration& m : EmbeddedMigrations()) applied.push_back(m.sql);
+  auto want = (*l)->db().ExpectedTriggers(applied);
+  ASSERT_TRUE(want.ok()) << want.status().message();
   int checked = 0;
   for (const std::string& t : SealedTables()) {
-    for (const std::string kind : {"UPDATE", "DELETE"}) {
-      auto rows = (*l)->db().Query("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND "
-                                   "sql LIKE ?",
-                                   {t, "%BEFORE " + kind + " ON " + t + " %"});
-      ASSERT_TRUE(rows.ok()) << rows.status().message();
-      EXPECT_EQ(AsInt((*rows)[0][0]), 1) << t << " has no BEFORE " << kind << " trigger";
+    for (const std::string kind : {"update", "delete"}) {
+      // The store's own trigger (SQLite's CREATE TRIGGER text, or PostgreSQL's
+      // type, state and function body) must be the one the migrations make.
+      const std::string name = t + "_no_" + kind;
+      auto find = [&](const std::vector<TriggerDef>& v) -> const TriggerDef* {
+        for (const auto& x : v)
+          if (x.name == name && x.table == t) return &x;
+        return nullptr;
+      };
+      const TriggerDef* h = find(*have);
+      const TriggerDef* w = find(*want);
+      ASSERT_NE(w, nullptr) << t << ": no migration creates " << name;
+      ASSERT_NE(h, nullptr) << t << " has no " << name << " trigger";
+      EXPECT_EQ(h->definition, w->definition) << name;
       checked++;
     }
   }
