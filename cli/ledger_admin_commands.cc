@@ -1,16 +1,18 @@
-// ledger verify | ledger migrate: the seal chain checked read-only, the schema upgraded.
+// ledger verify | copy | migrate: the seal chain checked read-only, a ledger copied
+// between stores, the schema upgraded.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "ledger/copy.h"
 #include "ledger/ledger.h"
 
 namespace verity::cli {
 
 void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, apply migrations.");
+  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, copy a ledger between stores, apply migrations.");
   sub->require_subcommand(1);
   {
     auto path = std::make_shared<std::string>(env::LedgerPath());
@@ -68,6 +70,25 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
                   "is keyed\n",
                   static_cast<long long>(k->plain_records), k->plain_tip.c_str(), k->seal.c_str());
       return 0;
+    });
+  }
+  {
+    auto from = std::make_shared<std::string>(), to = std::make_shared<std::string>();
+    auto* copy = sub->add_subcommand(
+        "copy",
+        "Copy a ledger into a new one, seals and all: a SQLite file into an empty PostgreSQL database\n"
+        "(postgresql://...) or back, or file to file. The source must verify; the copy is written in one\n"
+        "transaction and verified after, and must end at the source's tip. Ends with one line\n"
+        "`copy: records=N tip=<seal> verdict=PASS|FAIL`; exit 0 only on PASS.");
+    copy->add_option("--from", *from, "the ledger to copy (a file, or a postgresql:// URL)")->required();
+    copy->add_option("--to", *to, "where to copy it: a new file, or an empty PostgreSQL database")->required();
+    reg.On(copy, [=] {
+      auto r = ledger::CopyLedger(*from, *to);
+      if (!r.ok()) return Fail(r.status());
+      if (!r->ok) std::printf("copy: the copy does not verify as the source: %s\n", r->failure.c_str());
+      std::printf("copy: records=%lld schema=%d tip=%s verdict=%s\n", static_cast<long long>(r->records), r->schema,
+                  r->to_tip.c_str(), r->ok ? "PASS" : "FAIL");
+      return r->ok ? 0 : 1;
     });
   }
   {

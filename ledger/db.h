@@ -62,6 +62,14 @@ class Db {
   // the new row id.
   Result<int64_t> InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols);
 
+  // Inserts a row as given, unsealed (its key in `key`, the next after the
+  // largest when not given); returns the key. Only `ledger copy`, which copies
+  // sealed rows and their chain links as stored.
+  Result<int64_t> InsertRow(const std::string& table, const std::string& key,
+                            const std::vector<std::pair<std::string, Value>>& cols) {
+    return store_->Insert(table, key, cols);
+  }
+
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
   // The key new seals are made (and keyed seals verified) with; empty: plain SHA-256.
