@@ -3,6 +3,7 @@
 #   pg-test-cluster.sh start STATE_DIR   initdb into a new temp dir, start it on a
 #                                        Unix socket only, write STATE_DIR/url
 #   pg-test-cluster.sh stop STATE_DIR    stop it and remove its temp dir
+#   pg-test-cluster.sh restart STATE_DIR restart it (every connection is dropped)
 # The URL names database `postgres` as superuser `verity` (trust, socket only):
 # tests create a database per case from it. initdb refuses to run as root, so
 # as root the cluster runs as the `postgres` user the Debian package creates.
@@ -46,8 +47,15 @@ start() {
   echo "pg-test-cluster: started $("$bin/postgres" --version) in $dir, url $(cat "$state/url")"
 }
 
+restart() {
+  local dir; dir=$(cat "$state/dir")
+  as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 restart >/dev/null
+  echo "pg-test-cluster: restarted $dir"
+}
+
 case "$cmd" in
   start) start ;;
+  restart) restart ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop STATE_DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|restart STATE_DIR" >&2; exit 2 ;;
 esac
