@@ -269,7 +269,13 @@ class PostgresStore : public Store {
     const ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return OkStatus();
     const std::string m = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
-    return Status::Error(name_ + ": " + (m.empty() ? Trimmed(PQerrorMessage(conn_)) : m) + " in: " + sql);
+    const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    // 42501 insufficient_privilege: say what a submitter's role needs.
+    const std::string hint = state && std::string(state) == "42501"
+                                 ? " (this role may not do that: a submitter needs SELECT and INSERT on the ledger's "
+                                   "tables, and only the owner migrates; docs/ledger.md, \"The PostgreSQL store\")"
+                                 : "";
+    return Status::Error(name_ + ": " + (m.empty() ? Trimmed(PQerrorMessage(conn_)) : m) + hint + " in: " + sql);
   }
 
   // A parameter as text; true when it is NULL. NaN is NULL, as SQLite stores it.
