@@ -10,7 +10,8 @@ namespace verity::env {
 int Threads();
 // VERITY_PARITY_MODE: "standard" (default) or "deep" (more depths and wider windows).
 bool ParityDeep();
-// VERITY_LEDGER: ledger file when --ledger is not given. Default: ./verity.db.
+// VERITY_LEDGER: the ledger when --ledger is not given: a SQLite file, or a
+// postgresql:// (postgres://) URL naming a PostgreSQL database. Default: ./verity.db.
 std::string LedgerPath();
 // VERITY_BENCH_TIMEOUT_S: per-run timeout for bench and parity commands. Default: 600.
 int CommandTimeoutSeconds();

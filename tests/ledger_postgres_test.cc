@@ -165,7 +165,7 @@ TEST(PostgresStore, ASubmitterRoleWritesButCannotUpdateOrDelete) {
   EXPECT_EQ(VerifiedTip(as).size(), 64u);
 }
 
-TEST(PostgresFaults, ASubmitterWithoutWritePrivilegesGetsAClearError) {
+TEST(PostgresStoreFaults, ASubmitterWithoutWritePrivilegesGetsAClearError) {
   const std::string dir = TempDir("reader"), db = FreshLedger(dir), role = "reader_" + std::to_string(::getpid());
   ASSERT_EQ(Shell(VerityBin() + " ledger migrate --ledger " + db).exit_code, 0);
   CreateSubmitter(db, role, false);
@@ -178,7 +178,7 @@ TEST(PostgresFaults, ASubmitterWithoutWritePrivilegesGetsAClearError) {
   EXPECT_EQ(VerifiedTip(db).size(), 64u);
 }
 
-TEST(PostgresFaults, AConnectionDroppedMidSubmissionLosesNothing) {
+TEST(PostgresStoreFaults, AConnectionDroppedMidSubmissionLosesNothing) {
   const std::string dir = TempDir("terminate"), db = FreshLedger(dir);
   // Before the head's 6th bench (round 2), the server ends verity's session.
   auto r = SubmitWithHook(dir, db, 6,
@@ -191,7 +191,7 @@ TEST(PostgresFaults, AConnectionDroppedMidSubmissionLosesNothing) {
   EXPECT_EQ(VerifiedTip(db).size(), 64u);
 }
 
-TEST(PostgresFaults, AServerRestartBetweenRoundsLosesNothing) {
+TEST(PostgresStoreFaults, AServerRestartBetweenRoundsLosesNothing) {
   // Its own cluster: restarting the shared one would cut every other test off.
   const std::string dir = TempDir("restart"), state = dir + "/cluster";
   const std::string script = SourceDir() + "/scripts/pg-test-cluster.sh";

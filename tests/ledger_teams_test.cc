@@ -35,7 +35,7 @@ int Count(const std::string& db, const std::string& sql) {
   return std::atoi(r.out.c_str());
 }
 
-TEST(Teams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
+TEST(LedgerTeams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
   Case c = Fresh("boxes");
   constexpr int kBoxes = 4, kEach = 2;
   std::string script;
@@ -97,7 +97,7 @@ TEST(Teams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
               Count(c.db, "SELECT count(*) FROM changes"), f.size());
 }
 
-TEST(Teams, TwoBoxesConfirmingOneHeldChangeBankItOnce) {
+TEST(LedgerTeams, TwoBoxesConfirmingOneHeldChangeBankItOnce) {
   Case c = Fresh("confirm2");
   ::setenv("VERITY_LOCK_DIR", c.dir.c_str(), 1);  // its own box lock: nothing else measuring holds it
   // The parity command meets the other confirm once `meet` exists, so both
