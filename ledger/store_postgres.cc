@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "ledger/sql_dialect.h"
@@ -32,7 +33,8 @@ struct ResultDeleter {
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
-void IgnoreNotice(void*, const char*) {}  // "already exists, skipping" and the like
+void IgnoreNotice(void*, const char*) {}
+bool IsNullValue(const Value& v) { return std::holds_alternative<std::monostate>(v); }  // "already exists, skipping" and the like
 
 std::string Trimmed(const char* m) {
   std::string s = m ? m : "";
@@ -120,29 +122,30 @@ class PostgresStore : public Store {
   }
 
   Result<int64_t> Insert(const std::string& table, const std::string& key,
-                         const std::vector<std::pair<std::string, Value>>& given) override {
-    auto cols = given;
-    int64_t id = 0;
-    bool has_key = false;
-    for (const auto& [n, v] : cols)
-      if (n == key && std::holds_alternative<int64_t>(v)) has_key = true, id = std::get<int64_t>(v);
-    if (!has_key) {
-      // SQLite's rule for an INTEGER PRIMARY KEY left out: one past the largest.
-      // A sequence would skip numbers after a rollback, and the seal hashes the id.
-      VERITY_ASSIGN_OR_RETURN(auto next, Run("SELECT coalesce(max(" + key + "), 0) + 1 FROM " + table, {}, nullptr));
-      id = std::get<int64_t>(next[0][0]);
-      cols.erase(std::remove_if(cols.begin(), cols.end(), [&](const auto& c) { return c.first == key; }), cols.end());
-      cols.insert(cols.begin(), {key, id});
-    }
-    std::string names, marks;
+                         const std::vector<std::pair<std::string, Value>>& cols) override {
+    std::string names = key, marks;
     std::vector<Value> args;
+    std::optional<Value> given;
     for (const auto& [name, v] : cols) {
-      names += (names.empty() ? "" : ", ") + name;
-      marks += marks.empty() ? "?" : ", ?";
+      if (name == key) {
+        if (!IsNullValue(v)) given = v;
+        continue;
+      }
+      names += ", " + name;
+      marks += ", ?";
       args.push_back(v);
     }
-    VERITY_RETURN_IF_ERROR(Run("INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")", args, nullptr).status());
-    return id;
+    // SQLite's rule for an INTEGER PRIMARY KEY left out: one past the largest
+    // (read under the writer lock). A sequence would skip numbers after a
+    // rollback, and the seal hashes the id.
+    std::string id = "(SELECT coalesce(max(" + key + "), 0) + 1 FROM " + table + ")";
+    if (given) {
+      id = "?";
+      args.insert(args.begin(), *given);
+    }
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("INSERT INTO " + table + " (" + names + ") VALUES (" + id + marks +
+                                               ") RETURNING " + key, args, nullptr));
+    return std::get<int64_t>(rows.at(0).at(0));
   }
 
   Result<bool> HasTable(const std::string& table) override {

@@ -5,6 +5,7 @@
 // nothing. Registered only as pg.* (VERITY_TEST_PG_STATE set).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "tests/ledger_test_util.h"
@@ -208,6 +209,30 @@ TEST(PostgresStoreFaults, AServerRestartBetweenRoundsLosesNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ExpectTheWholeRun(db, r);
   EXPECT_EQ(VerifiedTip(db).size(), 64u);
+}
+
+// Every ledger benchmark, once, on a small ledger on the server (--pg): the
+// PostgreSQL figures come from the same code as SQLite's, and a benchmark
+// that errors there is a guard that did not run.
+TEST(PostgresStore, EveryLedgerBenchmarkRunsOnPostgres) {
+  auto r = Shell(std::string(LEDGER_BENCH) + " --pg=" + PostgresServerUrl() +
+                 " --changes=200 --benchmark_min_time=0.01 --benchmark_format=json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> ran;
+  for (const auto& b : j["benchmarks"]) {
+    const std::string name = b["name"];
+    ran.insert(name.substr(0, name.find('/')));
+    EXPECT_FALSE(b.value("error_occurred", false)) << name << ": " << b.value("error_message", std::string());
+    if (name.rfind("BM_ConcurrentSubmitters", 0) == 0) EXPECT_EQ(b["submissions"], 16) << b.dump();
+  }
+  for (const char* want : {"BM_SubmitOverhead", "BM_Insert100kSamples", "BM_Show", "BM_History", "BM_Report",
+                           "BM_Dashboard", "BM_Frontier", "BM_ConcurrentSubmitters"})
+    EXPECT_EQ(ran.count(want), 1u) << want << " did not run on PostgreSQL";
+  std::printf("ledger_bench --pg: %zu benchmarks ran on PostgreSQL without an error\n", ran.size());
+  auto bad = Shell(std::string(LEDGER_BENCH) + " --pg=/not/a/url");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--pg must be a postgresql:// URL"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
+#include "ledger/sql_dialect.h"
 #include "ledger/stats.h"
 #include "tests/ledger_test_util.h"
 
@@ -144,6 +145,41 @@ TEST(Store, EverySealedTableRefusesUpdatesAndDeletes) {
   std::printf("append-only triggers: %d checked over %zu sealed tables\n", checked, SealedTables().size());
   EXPECT_EQ(checked, 2 * static_cast<int>(SealedTables().size()));
   EXPECT_GE(SealedTables().size(), 20u);
+}
+
+// The one place SQLite's SQL becomes PostgreSQL's (ledger/sql_dialect.h).
+TEST(StoreDialect, PlaceholdersTypesAndAggregatesAreRewrittenOutsideQuotes) {
+  using dialect::ToPostgres;
+  EXPECT_EQ(ToPostgres("SELECT '?', \"a?\" FROM t WHERE x = ? AND y = ? -- a comment?"),
+            "SELECT '?', \"a?\" FROM t WHERE x = $1 AND y = $2 ");
+  EXPECT_EQ(ToPostgres("SELECT ?1 + ?1, ?2"), "SELECT $1 + $1, $2");
+  EXPECT_EQ(ToPostgres("SELECT (SELECT group_concat(r.id) FROM runs r WHERE r.x = ?) FROM c WHERE c.y = ?"),
+            "SELECT (SELECT string_agg(CAST(r.id AS TEXT), ',') FROM runs r WHERE r.x = $1) FROM c WHERE c.y = $2");
+  EXPECT_EQ(ToPostgres("CREATE TABLE t (id INTEGER PRIMARY KEY, v REAL, by TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')"),
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, \"by\" TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')");
+  EXPECT_EQ(ToPostgres("SELECT t.by FROM t ORDER BY t.id"), "SELECT t.\"by\" FROM t ORDER BY t.id");
+}
+
+// Every trigger a migration declares is one the dialect understands: a new
+// trigger of another shape would otherwise reach PostgreSQL as SQLite's text.
+TEST(StoreDialect, EveryMigrationTriggerBecomesAPostgresTrigger) {
+  int triggers = 0;
+  for (const Migration& m : EmbeddedMigrations()) {
+    const std::string sql = m.sql;
+    size_t declared = 0;
+    for (size_t at = sql.find("CREATE TRIGGER"); at != std::string::npos; at = sql.find("CREATE TRIGGER", at + 1)) declared++;
+    const auto found = dialect::TriggersIn(sql);
+    EXPECT_EQ(found.size(), declared) << m.name;
+    const std::string pg = dialect::ToPostgres(sql);
+    EXPECT_EQ(pg.find("RAISE(ABORT"), std::string::npos) << m.name;
+    for (const auto& t : found) {
+      EXPECT_NE(pg.find("CREATE FUNCTION " + t.name + "() RETURNS trigger LANGUAGE plpgsql"), std::string::npos) << t.name;
+      EXPECT_EQ(t.name, t.table + (t.event == "UPDATE" ? "_no_update" : "_no_delete"));
+    }
+    triggers += static_cast<int>(found.size());
+  }
+  std::printf("dialect: %d append-only triggers in %zu migrations become PL/pgSQL\n", triggers, EmbeddedMigrations().size());
+  EXPECT_GE(triggers, 2 * static_cast<int>(SealedTables().size()));
 }
 
 }  // namespace
