@@ -26,7 +26,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify, and with a key\n"
         "set every seal must be keyed (see `ledger start-keying`). Also checks that schema_migrations\n"
         "holds exactly the migrations this verity knows and that every append-only trigger is there.");
-    verify->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER); must exist")
+    verify->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
                        "a tip noted earlier: FAIL unless the chain contains this seal (the full 64 hex\n"
@@ -60,7 +60,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "Start keying a ledger sealed plain: with VERITY_LEDGER_KEY set and the chain verifying, record\n"
         "(under the key) how many plain records precede it and their tip. Until then a write under a\n"
         "key refuses a plain chain and verify under a key fails on it; afterwards every seal is keyed.");
-    start->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    start->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
     start->add_option("--by", *by, "who starts keying it")->required();
     start->add_option("--reason", *reason, "why")->required();
     reg.On(start, [=] {
@@ -94,7 +94,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
   {
     auto path = std::make_shared<std::string>(env::LedgerPath());
     auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
-    migrate->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    migrate->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
     reg.On(migrate, [=] {
       auto l = ledger::Ledger::Open(*path);
       if (!l.ok()) return Fail(l.status());

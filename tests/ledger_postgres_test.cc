@@ -65,12 +65,21 @@ TEST(PostgresStore, ProjectLedgerCopiesToPostgresAndBackWithTheSameTip) {
   ASSERT_EQ(from.exit_code, 0) << from.out << from.err;
   EXPECT_EQ(VerifiedTip(back), tip) << "and back in a file";
   // The readers see the same ledger on either store.
-  for (const std::string what : {"frontier --json", "history --json", "show --json 1", "show --json 40"}) {
+  for (const std::string what : {"frontier --json", "history --json", "show --json 1", "show --json 40", "drift",
+                                  "history predictions"}) {
     auto a = Shell(VerityBin() + " " + what + " --ledger " + project);
     auto b = Shell(VerityBin() + " " + what + " --ledger " + pg);
     EXPECT_EQ(a.exit_code, 0) << what << a.err;
     EXPECT_EQ(a.out, b.out) << what << " differs between the file and its PostgreSQL copy\n" << b.err;
   }
+  // The changelog too, but for the ledger's name in its preamble.
+  ASSERT_EQ(Shell(VerityBin() + " report --ledger " + project + " --out " + dir + "/a.md").exit_code, 0);
+  ASSERT_EQ(Shell(VerityBin() + " report --ledger " + pg + " --out " + dir + "/b.md").exit_code, 0);
+  std::string a = ReadFile(dir + "/a.md"), b = ReadFile(dir + "/b.md");
+  const std::string name = "`" + pg.substr(pg.rfind('/') + 1) + "`";
+  ASSERT_NE(b.find(name), std::string::npos);
+  b.replace(b.find(name), name.size(), "`ledger.db`");
+  EXPECT_TRUE(a == b) << "the changelog differs between the file and its PostgreSQL copy";
   auto again = Shell(VerityBin() + " ledger copy --from " + project + " --to " + pg);
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("already holds a ledger"), std::string::npos) << again.err;
