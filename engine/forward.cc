@@ -12,7 +12,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/corruption_hooks.h"
+#include "corruptions/engine_hooks.h"
 
 namespace verity {
 
@@ -234,7 +234,7 @@ std::unique_ptr<RankForward> WholeModelForward(const Model& m, kernels::Backend&
   std::vector<LayerSlice> layers;
   for (const LayerWeights& w : m.layers) layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, &w});
   const RankWidths whole{c.n_heads, c.n_kv_heads, m.ffn_dim, 0, c.n_experts};
-  const KvCacheLayout kv = hooks::KvLayout(StandardKvCacheLayout(c), c, k.name());
+  const KvCacheLayout kv = corruptions::ActiveEngineHooks().KvLayout(StandardKvCacheLayout(c), c, k.name());
   static NoReduce no_reduce;  // stateless
   return std::make_unique<RankForward>(m, std::move(layers), whole, kv, k, no_reduce, slots);
 }

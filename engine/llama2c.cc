@@ -12,7 +12,7 @@
 
 #include "formats/checkpoint_config.h"
 #include "engine/engine.h"
-#include "engine/load_hooks.h"
+#include "corruptions/engine_hooks.h"
 #include "engine/weights.h"
 
 namespace verity {
@@ -48,7 +48,7 @@ Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::D
   auto model = std::make_unique<Model>();
   VERITY_ASSIGN_OR_RETURN(model->config, ParseLlama2cHeader(file->data(), file->size(), path));
   ModelConfig& c = model->config;
-  c.rope_theta = hooks::Llama2cRopeTheta(c.rope_theta);  // the format value: see load_hooks.h
+  c.rope_theta = corruptions::ActiveEngineHooks().Llama2cRopeTheta(c.rope_theta);  // the format value
   VERITY_ASSIGN_OR_RETURN(const Llama2cLayout lay, Llama2cLayoutOf(c, path));
 
   model->source = path;

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "engine/tp_hooks.h"
+#include "corruptions/engine_hooks.h"
 
 namespace verity {
 namespace {
@@ -87,7 +87,7 @@ Result<ShardPlan> PlanShards(const ModelConfig& c, int tp) {
       s.ffn = EqualBand(c.hidden_dim, tp, r);
     }
     s.vocab = {0, c.vocab_size};
-    plan.ranks.push_back(hooks::TpRankShard(s, c));
+    plan.ranks.push_back(corruptions::ActiveEngineHooks().TpRankShard(s, c));
   }
   return plan;
 }

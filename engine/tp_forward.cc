@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "engine/rank_forward.h"
-#include "engine/tp_hooks.h"
+#include "corruptions/engine_hooks.h"
 
 namespace verity {
 namespace {
@@ -46,7 +46,7 @@ enum Op { kForward = 1, kPrefill = 2, kStop = 3 };
 class CollectiveReducer final : public Reducer {
  public:
   CollectiveReducer(parallel::Collective& c, const FaultPlan& f, int tp)
-      : coll_(c), fault_(f), tp_(tp), after_norm_(hooks::TpReduceAfterNorm()) {}
+      : coll_(c), fault_(f), tp_(tp), after_norm_(corruptions::ActiveEngineHooks().TpReduceAfterNorm()) {}
 
   void Reduce(float* x, size_t n, ReduceSite site, int layer) override {
     const bool moved = MovedPastNorm(layer);

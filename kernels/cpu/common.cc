@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/shared_hooks.h"
+#include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
 
@@ -104,7 +104,7 @@ void Rmsnorm(float* out, const float* x, const float* weight, int size, float ep
 void Softmax(float* x, int size) {
   float max_val = x[0];
   for (int i = 1; i < size; i++) max_val = x[i] > max_val ? x[i] : max_val;
-  float sum = hooks::SoftmaxExtraMass(max_val);  // 0: see shared_hooks.h
+  float sum = corruptions::ActiveKernelHooks().SoftmaxExtraMass(max_val);  // 0 but in one corruption build
   for (int i = 0; i < size; i++) {
     x[i] = expf(x[i] - max_val);
     sum += x[i];

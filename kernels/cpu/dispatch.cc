@@ -1,5 +1,6 @@
 #include "base/env.h"
 #include "base/plugin.h"
+#include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cuda/cuda_backend.h"
 
@@ -21,7 +22,7 @@ Result<std::unique_ptr<Backend>> LoadCudaBackend() {
 
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name) {
   if (name == "reference") return MakeReference();
-  if (name == "fast") return WrapForCorruptionBuild(MakeFast(env::Threads()));
+  if (name == "fast") return corruptions::ActiveKernelHooks().WrapFast(MakeFast(env::Threads()));
   if (name == "cuda") {
 #if defined(VERITY_HAVE_CUDA)
     return LoadCudaBackend();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/backends.h"
-#include "kernels/cpu/shared_hooks.h"
+#include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -84,7 +84,7 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   for (int g = 0; g < group; g++) {
     float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
     const float max_val = simd::MaxOf(att, n);
-    simd::DivideBy(att, n, simd::ExpShiftedSum(att, n, max_val, hooks::SoftmaxExtraMass(max_val)));
+    simd::DivideBy(att, n, simd::ExpShiftedSum(att, n, max_val, corruptions::ActiveKernelHooks().SoftmaxExtraMass(max_val)));
   }
   // The weighted sums of values, each head's outputs held in vector registers
   // across every position (each summed in position order).

@@ -1,0 +1,41 @@
+// Where a corruption build (CORRUPTIONS.md) changes the engine: the loaders,
+// the KV cache layout and the tensor-parallel plan and forward. Each hook's
+// default is the specified behaviour, and a normal build uses the defaults
+// (engine_none.cc); a corruption at this layer is one file,
+// corruptions/<name>.cc, that overrides the hook it needs and defines
+// ActiveEngineHooks() (see kernel_hooks.h). Nothing here is on a per-token
+// path: the engine reads each hook once, when it is set up.
+#pragma once
+
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/shard_plan.h"
+
+namespace verity::corruptions {
+
+class EngineHooks {
+ public:
+  virtual ~EngineHooks() = default;
+  // The RoPE base the llama2.c loader uses, given the format's fixed value.
+  virtual float Llama2cRopeTheta(float format_theta) const { return format_theta; }
+  // The KV cache layout a Transformer on the backend named `backend` uses,
+  // given the standard one.
+  virtual KvCacheLayout KvLayout(const KvCacheLayout& standard, const ModelConfig& c,
+                                 const std::string& backend) const {
+    (void)c, (void)backend;
+    return standard;
+  }
+  // The shard a rank gets, given the planned one.
+  virtual RankShard TpRankShard(const RankShard& planned, const ModelConfig& c) const {
+    (void)c;
+    return planned;
+  }
+  // Whether the attention output's all-reduce moves past the FFN's RMSNorm.
+  virtual bool TpReduceAfterNorm() const { return false; }
+};
+
+// The engine hooks of this build.
+const EngineHooks& ActiveEngineHooks();
+
+}  // namespace verity::corruptions

@@ -1,0 +1,58 @@
+// A backend that forwards every call to the one it wraps: the base of the
+// kernel-layer corruptions, each of which overrides the one step it breaks.
+// It reports the wrapped backend's name, since the corruption must pass as
+// "fast".
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "corruptions/kernel_hooks.h"
+#include "kernels/kernels.h"
+
+namespace verity::corruptions {
+
+class ForwardingBackend : public kernels::Backend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  const char* name() const override { return inner_->name(); }
+  void Matmul(float* out, const float* x, const kernels::Weights& w) override { inner_->Matmul(out, x, w); }
+  void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
+    inner_->MatmulBatch(out, x, w, T);
+  }
+  void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
+    inner_->MatmulShared(x, T, targets, count);
+  }
+  void MatmulRows(float* out, const float* x, const kernels::Weights& w, int n) override {
+    inner_->MatmulRows(out, x, w, n);
+  }
+  void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
+    inner_->MatmulSharedRows(x, n, targets, count);
+  }
+  bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
+  void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
+  void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
+    inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
+  }
+  void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
+  void BeginLayer(int layer) override { inner_->BeginLayer(layer); }
+  Status status() const override { return inner_->status(); }
+
+ protected:
+  kernels::Backend& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<kernels::Backend> inner_;
+};
+
+// ActiveKernelHooks() for a corruption that wraps the fast backend in B.
+template <class B>
+class WrappingHooks final : public KernelHooks {
+ public:
+  std::unique_ptr<kernels::Backend> WrapFast(std::unique_ptr<kernels::Backend> fast) const override {
+    return std::make_unique<B>(std::move(fast));
+  }
+};
+
+}  // namespace verity::corruptions
