@@ -36,6 +36,35 @@ using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 void IgnoreNotice(void*, const char*) {}
 bool IsNullValue(const Value& v) { return std::holds_alternative<std::monostate>(v); }  // "already exists, skipping" and the like
 
+// PostgreSQL text cannot hold a NUL byte, and a ledger keeps every byte a
+// command printed: in the database \0 is kept as \x01\x02 and \x01 as \x01\x01
+// (one-to-one, so equal strings stay equal), and read back as they were.
+std::string EncodeNul(const std::string& s) {
+  if (s.find_first_of(std::string("\0\x01", 2)) == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char c : s) {
+    if (c == '\0') out += "\x01\x02";
+    else if (c == '\x01') out += "\x01\x01";
+    else out += c;
+  }
+  return out;
+}
+
+std::string DecodeNul(const char* v, size_t n) {
+  std::string out(v, n);
+  if (out.find('\x01') == std::string::npos) return out;
+  std::string dec;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == '\x01' && i + 1 < n && (v[i + 1] == '\x01' || v[i + 1] == '\x02')) {
+      dec += v[++i] == '\x02' ? '\0' : '\x01';
+    } else {
+      dec += v[i];  // not written by this store (edited by hand): kept as stored
+    }
+  }
+  return dec;
+}
+
 std::string Trimmed(const char* m) {
   std::string s = m ? m : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -281,7 +310,8 @@ class PostgresStore : public Store {
     return Status::Error(name_ + ": " + (m.empty() ? Trimmed(PQerrorMessage(conn_)) : m) + hint + " in: " + sql);
   }
 
-  // A parameter as text; true when it is NULL. NaN is NULL, as SQLite stores it.
+  // A parameter as text; true when it is NULL. NaN is NULL, as SQLite stores it;
+  // a string's NUL bytes are encoded (EncodeNul).
   Result<bool> ParamText(const Value& v, std::string& out) const {
     if (std::holds_alternative<std::monostate>(v)) return true;
     if (auto* n = std::get_if<int64_t>(&v)) {
@@ -292,10 +322,7 @@ class PostgresStore : public Store {
       std::snprintf(buf, sizeof buf, "%.17g", *d);
       out = std::isinf(*d) ? (*d > 0 ? "Infinity" : "-Infinity") : buf;
     } else {
-      out = std::get<std::string>(v);
-      if (out.find('\0') != std::string::npos)
-        return Status::Error(name_ + ": a value holds a NUL byte, which PostgreSQL text cannot store: '" +
-                             out.substr(0, out.find('\0')) + "\\0...'");
+      out = EncodeNul(std::get<std::string>(v));
     }
     return false;
   }
@@ -324,7 +351,7 @@ class PostgresStore : public Store {
         PQfreemem(b);
         cls += 'b';
       } else {
-        row.emplace_back(std::string(v, static_cast<size_t>(PQgetlength(r, i, c))));
+        row.emplace_back(DecodeNul(v, static_cast<size_t>(PQgetlength(r, i, c))));
         cls += 't';
       }
     }

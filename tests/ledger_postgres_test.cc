@@ -8,10 +8,12 @@
 #include <set>
 #include <string>
 
+#include "ledger/ledger.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity::test {
 namespace {
+using ledger::Ledger;
 
 std::string DbUrl(const std::string& server, const std::string& name) {
   return server.substr(0, server.rfind('/') + 1) + name;
@@ -145,6 +147,44 @@ TEST(PostgresStore, TamperingAndDisabledTriggersAreNamedByVerify) {
     EXPECT_NE(v.out.find("first broken record: " + named), std::string::npos) << sql << "\n" << v.out;
     EXPECT_NE(v.out.find("verdict=FAIL"), std::string::npos);
   }
+}
+
+// Every byte value, NULs and invalid UTF-8 included, is stored and read back
+// whole and sealed as SQLite seals it: the copy to a file has the same tip and
+// reads back the same bytes.
+TEST(PostgresStore, EveryByteRoundTripsAndSealsAsInSqlite) {
+  const std::string dir = TempDir("bytes"), db = FreshLedger(dir), file = dir + "/copy.db";
+  std::string every;
+  for (int i = 0; i < 256; i++) every += static_cast<char>(i);
+  const std::vector<std::string> values = {every + every, std::string(3, '\0'), "\x01\x02\x01", "\x01", "x\0y\xff\xfe",
+                                           ""};
+  {
+    auto l = Ledger::Open(db);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    ledger::Db& d = (*l)->db();
+    ASSERT_TRUE(d.Transaction([&]() -> Status {
+                   for (size_t i = 0; i < values.size(); i++)
+                     VERITY_RETURN_IF_ERROR(
+                         d.InsertSealed("boxes", {{"fingerprint", "b" + std::to_string(i)}, {"detail", values[i]}}).status());
+                   return OkStatus();
+                 }).ok());
+    for (size_t i = 0; i < values.size(); i++) {
+      auto rows = d.Query("SELECT fingerprint, detail FROM boxes WHERE detail = ?", {values[i]});
+      ASSERT_TRUE(rows.ok()) << rows.status().message();
+      ASSERT_EQ(rows->size(), 1u) << "value " << i << " is found by its whole bytes";
+      EXPECT_EQ(ledger::AsText((*rows)[0][0]), "b" + std::to_string(i));
+      EXPECT_TRUE(ledger::AsText((*rows)[0][1]) == values[i]) << "value " << i << " read back whole";
+    }
+  }
+  const std::string tip = VerifiedTip(db);
+  ASSERT_EQ(Shell(VerityBin() + " ledger copy --from " + db + " --to " + file).exit_code, 0);
+  EXPECT_EQ(VerifiedTip(file), tip);
+  auto f = Ledger::Open(file);
+  ASSERT_TRUE(f.ok());
+  auto rows = (*f)->db().Query("SELECT detail FROM boxes WHERE fingerprint LIKE 'b%' ORDER BY id");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), values.size());
+  for (size_t i = 0; i < values.size(); i++) EXPECT_TRUE(ledger::AsText((*rows)[i][0]) == values[i]) << i;
 }
 
 // What docs/ledger.md ("The PostgreSQL store") tells an owner to run for submitters.
