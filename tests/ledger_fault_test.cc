@@ -83,6 +83,13 @@ TEST(Faults, TamperingIsNamedByVerify) {
   EXPECT_EQ(v.exit_code, 1);
   EXPECT_NE(v.out.find("samples#3"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("deleted"), std::string::npos) << v.out;
+  // A row added without a seal (no trigger stands in the way of an INSERT).
+  const std::string added = dir + "/added.db";
+  ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + added + "\"").exit_code, 0);
+  ASSERT_EQ(Shell("sqlite3 " + added + " \"INSERT INTO triage VALUES (99, 'k', 'wontfix', 'x', 'y', NULL, 'z');\"").exit_code, 0);
+  auto a = Shell(VerityBin() + " ledger verify --ledger " + added);
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_NE(a.out.find("triage#99: record was never sealed"), std::string::npos) << a.out;
 }
 
 TEST(Faults, SigkillDuringSubmissionLeavesASoundLedger) {
