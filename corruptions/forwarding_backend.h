@@ -35,6 +35,22 @@ class ForwardingBackend : public kernels::Backend {
     inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
   }
   void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  std::unique_ptr<kernels::StateBuffer> AllocateState(size_t floats) override { return inner_->AllocateState(floats); }
+  void Embed(float* x, const float* table, int dim, const int* tokens, int n) override {
+    inner_->Embed(x, table, dim, tokens, n);
+  }
+  void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
+    inner_->RmsnormRows(out, x, weight, dim, n, eps);
+  }
+  void AddInPlace(float* x, const float* y, size_t count) override { inner_->AddInPlace(x, y, count); }
+  void WriteCache(float* cache, size_t at, const float* row, int width) override {
+    inner_->WriteCache(cache, at, row, width);
+  }
+  void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) override {
+    inner_->RouteTopK(logits, n, k, chosen, weight);
+  }
+  void Zero(float* y, int n) override { inner_->Zero(y, n); }
+  void Axpy(float* y, float a, const float* x, int n) override { inner_->Axpy(y, a, x, n); }
   std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
   void BeginLayer(int layer) override { inner_->BeginLayer(layer); }
   Status status() const override { return inner_->status(); }

@@ -34,14 +34,15 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   kv_pos_stride_ = kv.pos_stride;
   kv_layer_stride_ = kv.layer_stride;
   kv_slot_floats_ = kv.floats;
-  key_cache_ = ZeroedFloats(kv.floats * slots);
-  value_cache_ = ZeroedFloats(kv.floats * slots);
+  key_cache_ = k.AllocateState(kv.floats * slots);
+  value_cache_ = k.AllocateState(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
   logits_.resize(c.vocab_size);
   if (c.n_experts > 0) {
     router_.resize(c.n_experts);
-    chosen_.reserve(c.n_experts);
+    chosen_.resize(c.n_experts_per_tok);
+    chosen_weight_.resize(c.n_experts_per_tok);
     moe_hb_.resize(m.ffn_dim);
     moe_hb2_.resize(m.ffn_dim);
     moe_out_.resize(c.dim);
@@ -93,7 +94,7 @@ void RankForward::FinalLogits(const int* rows, int count, float* out) {
   const ModelConfig& c = m_.config;
   for (int i = 0; i < count; i++) {
     float* x = Row(x_, rows[i], c.dim);
-    kernels::Rmsnorm(x, x, m_.rms_final, c.dim, c.norm_eps);
+    k_.RmsnormRows(x, x, m_.rms_final, c.dim, 1, c.norm_eps);
     k_.Matmul(out + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
   }
 }
@@ -106,16 +107,14 @@ void RankForward::Step(const int* slot, const int* token, const int* pos, int n,
   Layers(token, n);
   k_.BeginLayer(-1);  // every row's logits
   const int dim = m_.config.dim;
-  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(x_, t, dim), Row(x_, t, dim), m_.rms_final, dim, m_.config.norm_eps);
+  k_.RmsnormRows(x_.data(), x_.data(), m_.rms_final, dim, n, m_.config.norm_eps);
   k_.MatmulRows(logits, x_.data(), m_.classifier, n);
 }
 
 // The embeddings of the block's rows, then every layer.
 void RankForward::Layers(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
-  const int dim = c.dim;
-  for (int t = 0; t < n; t++)
-    std::memcpy(Row(x_, t, dim), m_.token_embedding + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+  k_.Embed(x_.data(), m_.token_embedding, c.dim, tokens, n);
   for (int l = 0; l < c.n_layers; l++) {
     k_.BeginLayer(l);
     Attention(l, n);
@@ -144,14 +143,14 @@ void RankForward::Attention(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim, hs = head_size_;
-  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(xb_, t, dim), Row(x_, t, dim), w.full->rms_att, dim, c.norm_eps);
+  k_.RmsnormRows(xb_.data(), x_.data(), w.full->rms_att, dim, n, c.norm_eps);
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
   const kernels::Backend::MatmulTarget qkv[] = {{q_.data(), &w.wq}, {key_.data(), &w.wk}, {val_.data(), &w.wv}};
   ProjectShared(xb_.data(), n, qkv, 3);
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   // Each row's layer of its own slot's cache.
-  auto layer_cache = [&](ZeroedFloats& cache, int t) {
+  auto layer_cache = [&](kernels::StateBuffer& cache, int t) {
     return cache.data() + slot_[t] * kv_slot_floats_ + static_cast<size_t>(l) * kv_layer_stride_;
   };
   for (int t = 0; t < n; t++) {
@@ -159,13 +158,13 @@ void RankForward::Attention(int l, int n) {
     k_.Rope(Row(q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     k_.Rope(Row(key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
-    std::memcpy(layer_cache(key_cache_, t) + at, Row(key_, t, kv_dim_), kv_dim_ * sizeof(float));
-    std::memcpy(layer_cache(value_cache_, t) + at, Row(val_, t, kv_dim_), kv_dim_ * sizeof(float));
+    k_.WriteCache(layer_cache(*key_cache_, t), at, Row(key_, t, kv_dim_), kv_dim_);
+    k_.WriteCache(layer_cache(*value_cache_, t), at, Row(val_, t, kv_dim_), kv_dim_);
   }
   // Causal: each cache holds every earlier position of its sequence, this block's included.
   for (int t = 0; t < n; t++) {
-    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(key_cache_, t),
-                             layer_cache(value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
+    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(*key_cache_, t),
+                             layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
                              w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
     k_.Attention(a);
   }
@@ -173,7 +172,7 @@ void RankForward::Attention(int l, int n) {
   // residual add (the FFN's RMSNorm that follows is not linear).
   Project(out_.data(), att_.data(), w.wo, n);
   reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
-  for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) x_[i] += out_[i];
+  k_.AddInPlace(x_.data(), out_.data(), static_cast<size_t>(n) * dim);
 }
 
 // Norm, SwiGLU (silu(w1 x) * w3 x) or the experts, down-project, all-reduce, residual.
@@ -181,7 +180,7 @@ void RankForward::FeedForward(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim;
-  for (int t = 0; t < n; t++) kernels::Rmsnorm(Row(xb_, t, dim), Row(x_, t, dim), w.full->rms_ffn, dim, c.norm_eps);
+  k_.RmsnormRows(xb_.data(), x_.data(), w.full->rms_ffn, dim, n, c.norm_eps);
   reduce_.Reduce(xb_.data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
   if (c.n_experts == 0) {
     // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
@@ -194,7 +193,7 @@ void RankForward::FeedForward(int l, int n) {
     for (int t = 0; t < n; t++) Experts(*w.full, Row(xb_, t, dim), Row(out_, t, dim));  // routed per position
   }
   reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
-  for (size_t i = 0; i < static_cast<size_t>(n) * dim; i++) x_[i] += out_[i];
+  k_.AddInPlace(x_.data(), out_.data(), static_cast<size_t>(n) * dim);
 }
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),
@@ -206,24 +205,17 @@ void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
   const ModelConfig& c = m_.config;
   const int dim = c.dim, ffn = m_.ffn_dim, topk = c.n_experts_per_tok;
   k_.Matmul(router_.data(), xb, w.router);
-  chosen_.clear();
-  for (int e = 0; e < c.n_experts; e++) chosen_.push_back(e);
-  std::partial_sort(chosen_.begin(), chosen_.begin() + topk, chosen_.end(), [&](int a, int b) {
-    return router_[a] != router_[b] ? router_[a] > router_[b] : a < b;
-  });
-  float mx = router_[chosen_[0]], sum = 0.0f;
-  for (int j = 0; j < topk; j++) sum += expf(router_[chosen_[j]] - mx);
-  std::fill(out, out + dim, 0.0f);
+  k_.RouteTopK(router_.data(), c.n_experts, topk, chosen_.data(), chosen_weight_.data());
+  k_.Zero(out, dim);
   for (int j = 0; j < topk; j++) {
     const int e = chosen_[j];
     if (e < w_.expert_begin || e >= w_.expert_end) continue;
     const ExpertWeights& ex = w.experts[e];
-    const float weight = expf(router_[e] - mx) / sum;
     const kernels::Backend::MatmulTarget gate_up[] = {{moe_hb_.data(), &ex.w1}, {moe_hb2_.data(), &ex.w3}};
     k_.MatmulShared(xb, 1, gate_up, 2);
     k_.SwiGLU(moe_hb_.data(), moe_hb2_.data(), ffn);
     k_.Matmul(moe_out_.data(), moe_hb_.data(), ex.w2);
-    for (int i = 0; i < dim; i++) out[i] += weight * moe_out_[i];
+    k_.Axpy(out, chosen_weight_[j], moe_out_.data(), dim);
   }
 }
 

@@ -86,7 +86,7 @@ class RankForward {
                   float* logits);
   float* logits() { return logits_.data(); }
   // Bytes of K and V cache held for every slot together.
-  size_t kv_cache_bytes() const { return 2 * key_cache_.size() * sizeof(float); }
+  size_t kv_cache_bytes() const { return 2 * key_cache_->floats() * sizeof(float); }
 
  private:
   void Layers(const int* tokens, int n);
@@ -120,11 +120,14 @@ class RankForward {
   AlignedVector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
   AlignedVector<float> scores_;
   std::vector<float> logits_, router_, moe_hb_, moe_hb2_, moe_out_;
-  std::vector<int> chosen_;
-  // Read every token, one head-width row per position 1 KB apart on the ~110M
-  // synth: on 4 KB pages that is 4 positions a page. Huge pages cut a q8_0
-  // decode's attention share (~400 positions) from ~12% to ~8% (perf).
-  ZeroedFloats key_cache_, value_cache_;
+  std::vector<int> chosen_;            // a position's experts, in routing order
+  std::vector<float> chosen_weight_;   // and their softmax weights
+  // Every slot's K and V caches, owned by the backend that attends over them
+  // (Backend::AllocateState). Read every token, one head-width row per
+  // position 1 KB apart on the ~110M synth: on 4 KB pages that is 4
+  // positions a page; the CPU backends' huge pages cut a q8_0 decode's
+  // attention share (~400 positions) from ~12% to ~8% (perf).
+  std::unique_ptr<kernels::StateBuffer> key_cache_, value_cache_;
 };
 
 // The whole model on one rank (a Transformer, a SlotDecoder): every weight,

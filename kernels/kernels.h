@@ -82,6 +82,17 @@ struct AttentionArgs {
   int pos, n_heads, n_kv_heads, head_size, seq_len;
 };
 
+// State the forward keeps between calls (a KV cache), allocated by the
+// backend that computes on it, so that a device backend can keep it in its
+// own memory. data() is what the backend's own calls take for it (Attention's
+// caches, WriteCache); only that backend reads or writes through it.
+class StateBuffer {
+ public:
+  virtual ~StateBuffer() = default;
+  virtual float* data() = 0;
+  virtual size_t floats() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -132,6 +143,31 @@ class Backend {
   virtual void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) = 0;
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
+
+  // `floats` zeroed floats of forward state. The default is host memory
+  // streamed on huge pages where it spans them (base/huge_pages.h), which
+  // every CPU backend uses. std::bad_alloc escapes.
+  virtual std::unique_ptr<StateBuffer> AllocateState(size_t floats);
+  // ---- The forward's steps between the products. The engine issues every
+  // one of them here, so that a backend that keeps the activations and the
+  // KV cache where it computes (a GPU) can run them there. These defaults run
+  // on host memory, the arithmetic the engine used to run itself; the CPU
+  // backends keep them.
+  // Row t of x (width dim) = row tokens[t] of the f32 table, for t < n.
+  virtual void Embed(float* x, const float* table, int dim, const int* tokens, int n);
+  // Each of n rows of width dim: out = weight * (x / rms(x)) (Rmsnorm); out may be x.
+  virtual void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps);
+  // x[i] += y[i] for i < count: a residual add.
+  virtual void AddInPlace(float* x, const float* y, size_t count);
+  // `width` floats of `row` into a KV cache at float offset `at`.
+  virtual void WriteCache(float* cache, size_t at, const float* row, int width);
+  // MoE routing: the k largest of n router logits (ties to the lower index)
+  // in order into chosen[0..k), and weight[j] = their softmax over the k.
+  virtual void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight);
+  // y[i] = 0 for i < n.
+  virtual void Zero(float* y, int n);
+  // y[i] += a * x[i] for i < n: an expert's weighted share.
+  virtual void Axpy(float* y, float a, const float* x, int n);
 
   // How a backend that splits work over threads shared it out, counted since
   // it was made (the fast backend's pool, kernels/cpu/thread_pool.h); nullopt

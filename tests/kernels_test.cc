@@ -329,6 +329,63 @@ TestMatrix RandomMatrix(int n, int d, std::mt19937& rng) {
 // A job too small to be worth a helper runs on the calling thread: the
 // fast backend's pool splits no matmul under 1 << 16 multiply-adds (so a
 // small model decodes at 2 threads exactly as at 1) and splits one at it.
+// The forward's steps between the products, as every CPU backend runs them
+// (Backend's host defaults): the arithmetic the engine ran itself before
+// they moved behind the seam.
+TEST(Kernels, TheForwardsStepsBetweenProductsOnEveryCpuBackend) {
+  for (const char* name : {"reference", "fast"}) {
+    SCOPED_TRACE(name);
+    auto made = MakeBackend(name);
+    ASSERT_TRUE(made.ok());
+    Backend& k = **made;
+    const int dim = 5;
+    std::vector<float> table(4 * dim);
+    for (size_t i = 0; i < table.size(); i++) table[i] = 0.25f * static_cast<float>(i) - 1.0f;
+    const int tokens[] = {3, 0, 3};
+    std::vector<float> x(3 * dim, -7.0f);
+    k.Embed(x.data(), table.data(), dim, tokens, 3);
+    for (int t = 0; t < 3; t++)
+      for (int j = 0; j < dim; j++) EXPECT_EQ(x[t * dim + j], table[tokens[t] * dim + j]);
+
+    const float weight[] = {1.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+    std::vector<float> normed(3 * dim), one(dim);
+    k.RmsnormRows(normed.data(), x.data(), weight, dim, 3, 1e-5f);
+    for (int t = 0; t < 3; t++) {
+      Rmsnorm(one.data(), x.data() + t * dim, weight, dim, 1e-5f);
+      for (int j = 0; j < dim; j++) EXPECT_EQ(normed[t * dim + j], one[j]) << "row " << t;
+    }
+
+    std::vector<float> y = {1.0f, 2.0f, 3.0f};
+    const float z[] = {0.5f, -2.0f, 1e-8f};
+    k.AddInPlace(y.data(), z, 3);
+    EXPECT_EQ(y, (std::vector<float>{1.5f, 0.0f, 3.0f + 1e-8f}));
+    k.Axpy(y.data(), 2.0f, z, 3);
+    EXPECT_EQ(y, (std::vector<float>{2.5f, -4.0f, (3.0f + 1e-8f) + 2.0f * 1e-8f}));
+    k.Zero(y.data(), 2);
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[1], 0.0f);
+    EXPECT_NE(y[2], 0.0f);
+
+    std::vector<float> cache(12, 9.0f);
+    const float row[] = {1.0f, 2.0f, 3.0f};
+    k.WriteCache(cache.data(), 6, row, 3);
+    EXPECT_EQ(cache, (std::vector<float>{9, 9, 9, 9, 9, 9, 1, 2, 3, 9, 9, 9}));
+
+    // Top 3 of 6 in order, a tie going to the lower index; softmax over the 3.
+    const float router[] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.25f};
+    int chosen[3];
+    float w[3];
+    k.RouteTopK(router, 6, 3, chosen, w);
+    EXPECT_EQ(chosen[0], 1);
+    EXPECT_EQ(chosen[1], 3);
+    EXPECT_EQ(chosen[2], 4);
+    const float e1 = expf(-1.0f), sum = 1.0f + 1.0f + e1;
+    EXPECT_EQ(w[0], 1.0f / sum);
+    EXPECT_EQ(w[1], 1.0f / sum);
+    EXPECT_EQ(w[2], e1 / sum);
+  }
+}
+
 TEST(Kernels, FastSplitsOnlyMatmulsWorthAHelper) {
   auto fast = MakeFast(2);
   std::mt19937 rng(11);

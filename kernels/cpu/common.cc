@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
@@ -139,6 +140,76 @@ void SwiGLUReference(float* hb, const float* hb2, int n) {
     val *= (1.0f / (1.0f + expf(-val)));
     hb[i] = val * hb2[i];
   }
+}
+
+
+// ---- Backend's host defaults: the forward's state and its steps between the products.
+
+namespace {
+// Zeroed host memory from AllocateStreamed (2 MB aligned, huge pages over
+// whole extents): the KV cache is streamed every token.
+class HostState final : public StateBuffer {
+ public:
+  explicit HostState(size_t floats)
+      : bytes_((std::max<size_t>(floats, 1) * sizeof(float) + 63) / 64 * 64),
+        p_(static_cast<float*>(AllocateStreamed(bytes_))),
+        floats_(floats) {
+    std::memset(p_, 0, bytes_);
+  }
+  ~HostState() override { std::free(p_); }
+  HostState(const HostState&) = delete;
+  HostState& operator=(const HostState&) = delete;
+  float* data() override { return p_; }
+  size_t floats() const override { return floats_; }
+
+ private:
+  size_t bytes_;
+  float* p_;
+  size_t floats_;
+};
+}  // namespace
+
+std::unique_ptr<StateBuffer> Backend::AllocateState(size_t floats) { return std::make_unique<HostState>(floats); }
+
+void Backend::Embed(float* x, const float* table, int dim, const int* tokens, int n) {
+  for (int t = 0; t < n; t++)
+    std::memcpy(x + static_cast<size_t>(t) * dim, table + static_cast<size_t>(tokens[t]) * dim, dim * sizeof(float));
+}
+
+void Backend::RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) {
+  for (int t = 0; t < n; t++) {
+    const size_t at = static_cast<size_t>(t) * dim;
+    Rmsnorm(out + at, x + at, weight, dim, eps);
+  }
+}
+
+void Backend::AddInPlace(float* x, const float* y, size_t count) {
+  for (size_t i = 0; i < count; i++) x[i] += y[i];
+}
+
+void Backend::WriteCache(float* cache, size_t at, const float* row, int width) {
+  std::memcpy(cache + at, row, width * sizeof(float));
+}
+
+void Backend::RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) {
+  thread_local std::vector<int> order;  // per call of every MoE layer: no allocation once grown
+  order.resize(n);
+  for (int e = 0; e < n; e++) order[e] = e;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  const float mx = logits[order[0]];
+  float sum = 0.0f;
+  for (int j = 0; j < k; j++) sum += expf(logits[order[j]] - mx);
+  for (int j = 0; j < k; j++) {
+    chosen[j] = order[j];
+    weight[j] = expf(logits[order[j]] - mx) / sum;
+  }
+}
+
+void Backend::Zero(float* y, int n) { std::fill(y, y + n, 0.0f); }
+
+void Backend::Axpy(float* y, float a, const float* x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 }  // namespace verity::kernels

@@ -8,10 +8,11 @@
 // bytes, else the matrix is uploaded again. The device view handed to the
 // kernels is the host view with `data` replaced by the device pointer.
 //
-// Activations (x, the KV cache up to the current position, RoPE vectors) are
-// copied per call: synchronous cudaMemcpy on the default stream, which also
-// surfaces any earlier kernel's asynchronous fault at the call that caused it.
-// The cost: the K and V caches up to `pos` cross PCIe on every Attention call.
+// The KV caches are device memory the backend owns (AllocateState): each
+// token's K and V rows go up once (WriteCache) and attention reads the caches
+// in place. Activations (x, queries, RoPE vectors) are still copied per call:
+// synchronous cudaMemcpy on the default stream, which also surfaces any
+// earlier kernel's asynchronous fault at the call that caused it.
 //
 // Errors: the first failure is recorded (status()), and that call's and every
 // later call's output is filled with NaN, so no stale buffer is ever used.
@@ -65,6 +66,19 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Forward state (a KV cache) kept in device memory: data() is a device
+// pointer, which only this backend's WriteCache and Attention take.
+class DeviceState final : public StateBuffer {
+ public:
+  DeviceState(DeviceBuffer buf, size_t floats) : buf_(std::move(buf)), floats_(floats) {}
+  float* data() override { return buf_.as<float>(); }
+  size_t floats() const override { return floats_; }
+
+ private:
+  DeviceBuffer buf_;
+  size_t floats_;
+};
+
 struct DeviceMatrix {
   DeviceBuffer buf;
   DType dtype = DType::kF32;
@@ -101,6 +115,27 @@ class CudaBackend final : public Backend {
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     Guarded(out, static_cast<size_t>(w.rows) * T, [&] { return MatmulImpl(out, x, w, T); });
   }
+  // The KV caches live on the device, zeroed: tokens write one row each
+  // (WriteCache) and attention reads them where they are. A failed
+  // allocation is this backend's error (status()) and hands out host memory,
+  // which nothing computes on, so the forward still ends in a named error.
+  std::unique_ptr<StateBuffer> AllocateState(size_t floats) override {
+    const std::string ctx = "KV cache of " + std::to_string(floats) + " floats";
+    const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
+    DeviceBuffer buf;
+    Status s = buf.Reserve(bytes, ctx);
+    if (s.ok()) s = Zero(buf, bytes, ctx);
+    if (s.ok()) return std::make_unique<DeviceState>(std::move(buf), floats);
+    if (error_.ok()) error_ = std::move(s);
+    return Backend::AllocateState(floats);
+  }
+  // `cache` is a DeviceState's pointer: the row goes up, the cache stays.
+  void WriteCache(float* cache, size_t at, const float* row, int width) override {
+    if (!error_.ok()) return;
+    Status s = CopyToDevice(cache + at, row, static_cast<size_t>(width) * sizeof(float),
+                            Ctx("KV cache write of " + std::to_string(width) + " floats"));
+    if (!s.ok()) error_ = std::move(s);
+  }
   void Attention(const AttentionArgs& a) override {
     Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a); });
   }
@@ -121,6 +156,11 @@ class CudaBackend final : public Backend {
       if (!s.ok()) error_ = std::move(s);
     }
     if (!error_.ok()) std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+  }
+
+  static Status Zero(DeviceBuffer& buf, size_t bytes, const std::string& ctx) {
+    VERITY_CUDA_CALL(cudaMemset(buf.as<void>(), 0, bytes), ctx + " zeroing");
+    return OkStatus();
   }
 
   // "layer 3 matmul rows=64 cols=288 T=1 dtype=bf16": what failed, for errors.
@@ -195,17 +235,11 @@ class CudaBackend final : public Backend {
     VERITY_ASSIGN_OR_RETURN(LaunchPlan plan,
                             PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, 1, int64_t{a.pos} + 1, limits_));
     const size_t q_floats = static_cast<size_t>(a.n_heads) * a.head_size;
-    // Positions 0..pos: the last one ends after its kv_dim values, not a whole stride.
-    const size_t cache_floats =
-        static_cast<size_t>(a.pos) * a.pos_stride + static_cast<size_t>(a.n_kv_heads) * a.head_size;
     VERITY_RETURN_IF_ERROR(x_.Reserve(q_floats * sizeof(float), ctx));
     VERITY_RETURN_IF_ERROR(y_.Reserve(q_floats * sizeof(float), ctx));
-    VERITY_RETURN_IF_ERROR(k_.Reserve(cache_floats * sizeof(float), ctx));
-    VERITY_RETURN_IF_ERROR(v_.Reserve(cache_floats * sizeof(float), ctx));
     VERITY_RETURN_IF_ERROR(CopyToDevice(x_.as<void>(), a.q, q_floats * sizeof(float), ctx + " queries"));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(k_.as<void>(), a.key_cache, cache_floats * sizeof(float), ctx + " keys"));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(v_.as<void>(), a.value_cache, cache_floats * sizeof(float), ctx + " values"));
-    AttentionDeviceArgs d{y_.as<float>(), x_.as<float>(), k_.as<float>(), v_.as<float>(), a.pos_stride,
+    // The caches are this backend's DeviceStates (AllocateState): read in place.
+    AttentionDeviceArgs d{y_.as<float>(), x_.as<float>(), a.key_cache, a.value_cache, a.pos_stride,
                           static_cast<int64_t>(q_floats), a.pos, 1, a.n_heads, a.n_kv_heads, a.head_size};
     VERITY_RETURN_IF_ERROR(LaunchAttention(plan, d, 0, ctx));
     return CopyToHost(a.out, y_.as<void>(), q_floats * sizeof(float), ctx + " output");
@@ -251,7 +285,7 @@ class CudaBackend final : public Backend {
   Status error_;
   std::unordered_map<const void*, DeviceMatrix> weights_;
   std::vector<float> cos_sin_;
-  DeviceBuffer x_, y_, k_, v_;  // per-call activation scratch (grow-only)
+  DeviceBuffer x_, y_, k_;  // per-call activation scratch (grow-only)
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.
