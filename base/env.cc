@@ -54,6 +54,7 @@ std::string LockDir() {
   return v.empty() ? "/tmp" : v;
 }
 
+std::string BoxLabel() { return Get("VERITY_BOX_LABEL"); }
 std::string CacheDir() {
   std::string v = Get("VERITY_CACHE_DIR");
   if (!v.empty()) return v;

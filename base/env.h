@@ -10,7 +10,8 @@ namespace verity::env {
 int Threads();
 // VERITY_PARITY_MODE: "standard" (default) or "deep" (more depths and wider windows).
 bool ParityDeep();
-// VERITY_LEDGER: ledger file when --ledger is not given. Default: ./verity.db.
+// VERITY_LEDGER: the ledger when --ledger is not given: a SQLite file, or a
+// postgresql:// (postgres://) URL naming a PostgreSQL database. Default: ./verity.db.
 std::string LedgerPath();
 // VERITY_BENCH_TIMEOUT_S: per-run timeout for bench and parity commands. Default: 600.
 int CommandTimeoutSeconds();
@@ -26,6 +27,12 @@ std::string LedgerKey();
 // VERITY_LOCK_DIR: where the per-box measurement lock files live (shared by
 // every ledger on the machine). Default: /tmp.
 std::string LockDir();
+// VERITY_BOX_LABEL: a name added to this machine's box identity (the box
+// detail's "label"), so machines whose hardware and kernel read the same keep
+// their own boxes, frontiers and measurement locks; tests use it to play
+// several bench boxes on one machine. Default: empty, no label (the identity
+// as before).
+std::string BoxLabel();
 // VERITY_CACHE_DIR: where measurements of this machine are cached (the
 // roofline, per box fingerprint). Default: $HOME/.cache/verity, or
 // /tmp/verity-cache when HOME is unset or empty.

@@ -1,16 +1,18 @@
-// ledger verify | ledger migrate: the seal chain checked read-only, the schema upgraded.
+// ledger verify | copy | migrate: the seal chain checked read-only, a ledger copied
+// between stores, the schema upgraded.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "ledger/copy.h"
 #include "ledger/ledger.h"
 
 namespace verity::cli {
 
 void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, apply migrations.");
+  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, copy a ledger between stores, apply migrations.");
   sub->require_subcommand(1);
   {
     auto path = std::make_shared<std::string>(env::LedgerPath());
@@ -24,7 +26,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify, and with a key\n"
         "set every seal must be keyed (see `ledger start-keying`). Also checks that schema_migrations\n"
         "holds exactly the migrations this verity knows and that every append-only trigger is there.");
-    verify->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER); must exist")
+    verify->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
                        "a tip noted earlier: FAIL unless the chain contains this seal (the full 64 hex\n"
@@ -58,7 +60,7 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "Start keying a ledger sealed plain: with VERITY_LEDGER_KEY set and the chain verifying, record\n"
         "(under the key) how many plain records precede it and their tip. Until then a write under a\n"
         "key refuses a plain chain and verify under a key fails on it; afterwards every seal is keyed.");
-    start->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    start->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
     start->add_option("--by", *by, "who starts keying it")->required();
     start->add_option("--reason", *reason, "why")->required();
     reg.On(start, [=] {
@@ -71,9 +73,28 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
+    auto from = std::make_shared<std::string>(), to = std::make_shared<std::string>();
+    auto* copy = sub->add_subcommand(
+        "copy",
+        "Copy a ledger into a new one, seals and all: a SQLite file into an empty PostgreSQL database\n"
+        "(postgresql://...) or back, or file to file. The source must verify; the copy is written in one\n"
+        "transaction and verified after, and must end at the source's tip. Ends with one line\n"
+        "`copy: records=N tip=<seal> verdict=PASS|FAIL`; exit 0 only on PASS.");
+    copy->add_option("--from", *from, "the ledger to copy (a file, or a postgresql:// URL)")->required();
+    copy->add_option("--to", *to, "where to copy it: a new file, or an empty PostgreSQL database")->required();
+    reg.On(copy, [=] {
+      auto r = ledger::CopyLedger(*from, *to);
+      if (!r.ok()) return Fail(r.status());
+      if (!r->ok) std::printf("copy: the copy does not verify as the source: %s\n", r->failure.c_str());
+      std::printf("copy: records=%lld schema=%d tip=%s verdict=%s\n", static_cast<long long>(r->records), r->schema,
+                  r->to_tip.c_str(), r->ok ? "PASS" : "FAIL");
+      return r->ok ? 0 : 1;
+    });
+  }
+  {
     auto path = std::make_shared<std::string>(env::LedgerPath());
     auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
-    migrate->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    migrate->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
     reg.On(migrate, [=] {
       auto l = ledger::Ledger::Open(*path);
       if (!l.ok()) return Fail(l.status());

@@ -29,7 +29,7 @@ struct Common {
 };
 
 void AddCommon(CLI::App* sub, Common& c, bool with_json = true) {
-  sub->add_option("--ledger", c.path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--ledger", c.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
   if (with_json) sub->add_flag("--json", c.json, "print one JSON object on stdout");
 }
 

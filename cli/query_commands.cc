@@ -24,7 +24,7 @@ struct Query {
 };
 
 void AddQueryOptions(CLI::App* sub, Query& q) {
-  sub->add_option("--ledger", q.path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--ledger", q.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
   sub->add_flag("--json", q.json, "print one JSON object on stdout");
 }
 

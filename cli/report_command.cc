@@ -13,7 +13,7 @@ void RegisterReportCommand(CLI::App& app, Registry& reg) {
                                            "dashboard from the ledger alone; the same ledger always yields the same bytes.");
   auto path = std::make_shared<std::string>(env::LedgerPath());
   auto opt = std::make_shared<reports::ReportOptions>();
-  sub->add_option("--ledger", *path, "ledger file (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
   auto html = std::make_shared<std::string>();
   sub->add_option("--out", opt->out, "the markdown file to write");
   sub->add_option("--html", *html, "the directory to write the static HTML dashboard into (open its index.html)");

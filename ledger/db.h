@@ -1,8 +1,7 @@
-// A thin layer over the SQLite C API: prepared statements cached by SQL text,
-// typed values, IMMEDIATE transactions, and sealed (hash-chained) inserts.
+// The ledger's database: typed values, one-writer transactions and sealed
+// (hash-chained) inserts, over a store (ledger/store.h): a SQLite file, or a
+// PostgreSQL database when the ledger is a postgresql:// URL.
 #pragma once
-
-#include <sqlite3.h>
 
 #include <cstdint>
 #include <functional>
@@ -14,19 +13,19 @@
 #include <vector>
 
 #include "base/status.h"
+#include "ledger/store.h"
 
 namespace verity::ledger {
 
-using Value = std::variant<std::monostate, int64_t, double, std::string>;
-using Row = std::vector<Value>;
-
 class Db {
  public:
-  // Opens (creating) `path` with WAL, foreign keys and a busy timeout. The seal
-  // key is taken from VERITY_LEDGER_KEY (env::LedgerKey()).
+  // Opens (creating) the ledger `path` names: a postgresql:// (or postgres://)
+  // URL is a PostgreSQL database, anything else a SQLite file (WAL, foreign
+  // keys, a busy timeout). The seal key is taken from VERITY_LEDGER_KEY
+  // (env::LedgerKey()).
   static Result<std::unique_ptr<Db>> Open(const std::string& path);
-  // Opens an existing `path` read-only (SQLITE_OPEN_READONLY, query_only): never
-  // creates, converts or writes it; a missing file is an error naming it.
+  // Opens an existing ledger read-only: never creates, converts or writes it; a
+  // missing file or unreachable database is an error naming it.
   static Result<std::unique_ptr<Db>> OpenReadOnly(const std::string& path);
   ~Db();
 
@@ -37,8 +36,22 @@ class Db {
   // (n, i, r, t, b: NULL, INTEGER, REAL, TEXT, BLOB), for the seal check.
   Result<std::vector<Row>> QueryStored(const std::string& sql, const std::vector<Value>& args,
                                        std::vector<std::string>& classes);
-  // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
+  // Runs `fn` inside a write transaction (one writer at a time: SQLite's BEGIN
+  // IMMEDIATE, PostgreSQL's advisory lock) and commits; rolls back when it fails.
   Status Transaction(const std::function<Status()>& fn);
+  // A read snapshot: every query until EndRead sees the same committed state.
+  Status BeginRead() { return store_->Begin(false); }
+  void EndRead() { (void)store_->Commit(); }
+
+  // The schema as the store holds it (see Store).
+  Result<bool> HasTable(const std::string& table) { return store_->HasTable(table); }
+  Result<std::vector<Column>> Columns(const std::string& table) { return store_->Columns(table); }
+  Result<std::string> KeyColumn(const std::string& table) { return store_->KeyColumn(table); }
+  Result<std::vector<TriggerDef>> Triggers() { return store_->Triggers(); }
+  Result<std::vector<TriggerDef>> ExpectedTriggers(const std::vector<std::string>& migrations) {
+    return store_->ExpectedTriggers(migrations);
+  }
+  bool is_postgres() const { return store_->is_postgres(); }
 
   // Inserts a row into `table` and seals it: the row as stored (declared
   // affinity applied) is hashed canonically and chained to the previous seal,
@@ -48,6 +61,14 @@ class Db {
   // (unless set_starting_keying: `ledger start-keying`). Must be called inside Transaction(). Returns
   // the new row id.
   Result<int64_t> InsertSealed(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols);
+
+  // Inserts a row as given, unsealed (its key in `key`, the next after the
+  // largest when not given); returns the key. Only `ledger copy`, which copies
+  // sealed rows and their chain links as stored.
+  Result<int64_t> InsertRow(const std::string& table, const std::string& key,
+                            const std::vector<std::pair<std::string, Value>>& cols) {
+    return store_->Insert(table, key, cols);
+  }
 
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
@@ -60,19 +81,16 @@ class Db {
 
  private:
   Db() = default;
-  Result<sqlite3_stmt*> Prepare(const std::string& sql);
-  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args, std::vector<std::string>* classes);
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<Store> store_;
   std::string path_;
   bool read_only_ = false;
   std::string seal_key_;
   bool starting_keying_ = false;
-  std::map<std::string, sqlite3_stmt*> cache_;
   // Per sealed table, in column order: names and declared types (upper case).
-  struct Columns {
+  struct TableColumns {
     std::vector<std::string> names, types;
   };
-  std::map<std::string, Columns> columns_;
+  std::map<std::string, TableColumns> columns_;
   // The chain's last seal, valid only inside the current write transaction.
   std::optional<std::string> last_seal_;
   // Whether seal_chain has the `alg` column (migration 4); looked up once.

@@ -119,9 +119,14 @@ Result<Ledger::Keying> Ledger::StartKeying(const std::string& path, const std::s
 
 Status Ledger::Migrate(int up_to_version) {
   Db& d = *db_;
-  VERITY_RETURN_IF_ERROR(d.Exec(
-      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-      "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)"));
+  VERITY_ASSIGN_OR_RETURN(const bool has_migrations, d.HasTable("schema_migrations"));
+  // Created under the write lock: boxes opening one new PostgreSQL ledger at
+  // once would otherwise race to create it.
+  if (!has_migrations)
+    VERITY_RETURN_IF_ERROR(d.Transaction([&] {
+      return d.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                    "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)");
+    }));
   const auto& all = EmbeddedMigrations();
   VERITY_ASSIGN_OR_RETURN(auto applied, d.Query("SELECT version, name, sha256 FROM schema_migrations ORDER BY version"));
   const int known = all.empty() ? 0 : all.back().version;
@@ -231,10 +236,9 @@ Status Ledger::InstallPolicy() {
 }
 
 Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version) {
-  VERITY_ASSIGN_OR_RETURN(
-      auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_guard_floors'"));
+  VERITY_ASSIGN_OR_RETURN(const bool has_table, d.HasTable("policy_guard_floors"));
   std::vector<GuardFloor> out;
-  if (table.empty()) return out;
+  if (!has_table) return out;
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT suffix, amount, unit FROM policy_guard_floors WHERE version = ? "
                                              "ORDER BY id",
                                              {int64_t{version}}));
@@ -251,9 +255,8 @@ Result<std::vector<GuardFloor>> LoadGuardFloors(Db& d, int version) {
 // The counting rules policy `p->version` states (policy_counting, v4 on), read
 // back into *p (declared where it is used, in read_model.cc).
 Status LoadCountingRules(Db& d, Policy* p) {
-  VERITY_ASSIGN_OR_RETURN(auto table,
-                          d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_counting'"));
-  if (table.empty()) return OkStatus();
+  VERITY_ASSIGN_OR_RETURN(const bool has_table, d.HasTable("policy_counting"));
+  if (!has_table) return OkStatus();
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT step_rule, budget_rule FROM policy_counting WHERE version = ?",
                                              {int64_t{p->version}}));
   if (rows.empty()) return OkStatus();
@@ -265,9 +268,8 @@ Status LoadCountingRules(Db& d, Policy* p) {
 // The parity kinds' floors policy `p->version` states (policy_parity_kinds,
 // v5 on), read back into *p (declared where it is used, in read_model.cc).
 Status LoadParityFloors(Db& d, Policy* p) {
-  VERITY_ASSIGN_OR_RETURN(
-      auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_parity_kinds'"));
-  if (table.empty()) return OkStatus();
+  VERITY_ASSIGN_OR_RETURN(const bool has_table, d.HasTable("policy_parity_kinds"));
+  if (!has_table) return OkStatus();
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT kind, min_depths, min_positions, min_bytes, rule FROM "
                                              "policy_parity_kinds WHERE version = ? ORDER BY id",
                                              {int64_t{p->version}}));

@@ -38,9 +38,8 @@ struct PendingRetract {
   std::string reason;
 };
 Result<std::optional<PendingRetract>> PendingRetractionOf(Db& d, int64_t reapply_change) {
-  VERITY_ASSIGN_OR_RETURN(auto table, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                              "name = 'reapply_retractions'"));
-  if (table.empty()) return std::optional<PendingRetract>();
+  VERITY_ASSIGN_OR_RETURN(const bool has_table, d.HasTable("reapply_retractions"));
+  if (!has_table) return std::optional<PendingRetract>();
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT q.run_id, q.reason FROM reapply_retractions q WHERE "
                                              "q.change_id = ? AND q.run_id NOT IN (SELECT run_id FROM retractions)",
                                              {reapply_change}));

@@ -119,25 +119,22 @@ Result<E> Named(std::optional<E> e, Db& d, const std::string& what, const Value&
 }
 
 Result<bool> HasTable(Db& d, const char* name) {
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                             {std::string(name)}));
-  return !rows.empty();
+  return d.HasTable(name);
 }
 
 // Whether the schema has the issue-9 tables (score_stats, score_guards, ...): a
 // ledger opened at an older schema version has none.
 Result<bool> HasV3Tables(Db& d) {
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'score_stats'"));
-  return !rows.empty();
+  return d.HasTable("score_stats");
 }
 
 // A read transaction: every query of one load sees the same snapshot (WAL), so
 // a writer committing meanwhile cannot tear a view (or its tip from its rows).
 class ReadSnapshot {
  public:
-  explicit ReadSnapshot(Db& d) : d_(d), open_(d.Exec("BEGIN").ok()) {}
+  explicit ReadSnapshot(Db& d) : d_(d), open_(d.BeginRead().ok()) {}
   ~ReadSnapshot() {
-    if (open_) (void)d_.Exec("COMMIT");
+    if (open_) d_.EndRead();
   }
   ReadSnapshot(const ReadSnapshot&) = delete;
   ReadSnapshot& operator=(const ReadSnapshot&) = delete;
@@ -315,9 +312,9 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
     run->parity.push_back(std::move(p));
   }
 
-  VERITY_ASSIGN_OR_RETURN(auto cnt, d.Query(only ? "SELECT x.run_id, count(*), sum(x.round = 0) FROM samples x JOIN runs r "
+  VERITY_ASSIGN_OR_RETURN(auto cnt, d.Query(only ? "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM samples x JOIN runs r "
                                                    "ON r.id = x.run_id WHERE r.change_id = ? GROUP BY x.run_id"
-                                                 : "SELECT x.run_id, count(*), sum(x.round = 0) FROM samples x GROUP BY x.run_id",
+                                                 : "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM samples x GROUP BY x.run_id",
                                             args));
   for (const auto& r : cnt)
     if (RunView* run = run_of(r[0])) {

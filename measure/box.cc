@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/env.h"
 #include "base/sha256.h"
 #include "measure/measure.h"
 
@@ -101,6 +102,8 @@ Box ThisBox() {
   if (!nv.empty()) d["gpu_driver"] = nv;
   std::string gpu = FirstLine("/proc/driver/nvidia/gpus/0000:00:00.0/information");
   if (!gpu.empty()) d["gpu"] = gpu;
+  const std::string label = env::BoxLabel();
+  if (!label.empty()) d["label"] = label;
   Box b;
   b.detail = d.dump();
   b.fingerprint = Sha256Hex(b.detail).substr(0, 16);

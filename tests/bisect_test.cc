@@ -96,7 +96,7 @@ Repo MakeRepo(const std::string& tag, int n, const std::map<int, Edit>& edits) {
   r.dir = TempDir(tag);
   r.repo = r.dir + "/repo";
   r.cache = r.dir + "/worktrees";
-  r.db = r.dir + "/l.db";
+  r.db = FreshLedger(r.dir);
   r.model = r.dir + "/model.bin";
   WriteFile(r.model, "fake model");
   EXPECT_EQ(Shell("mkdir -p " + r.repo + "/cli && git -C " + r.repo + " init -q && git -C " + r.repo +

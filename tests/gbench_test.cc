@@ -98,7 +98,7 @@ TEST(Gbench, EveryLedgerBenchmarkRunsWithoutAnError) {
     EXPECT_FALSE(b.value("error_occurred", false)) << name << ": " << b.value("error_message", std::string());
   }
   for (const char* want : {"BM_SubmitOverhead", "BM_Insert100kSamples", "BM_Show", "BM_History", "BM_Report", "BM_Dashboard",
-                           "BM_Frontier"})
+                           "BM_Frontier", "BM_ConcurrentSubmitters"})
     EXPECT_EQ(ran.count(want), 1u) << want << " did not run";
   auto bad = Shell(std::string(LEDGER_BENCH) + " --changes=ten");
   EXPECT_EQ(bad.exit_code, 2);

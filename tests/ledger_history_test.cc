@@ -12,7 +12,7 @@ namespace verity::test {
 namespace {
 
 TEST(History, ScriptedStory) {
-  const std::string dir = TempDir("story"), db = dir + "/ledger.db";
+  const std::string dir = TempDir("story"), db = FreshLedger(dir);
   const std::string L = " --ledger " + db;
   // The parked change's head: worth +1.2% on today's main, +3.5% once main moves.
   WriteFile(dir + "/parked.mean", "1012");
@@ -134,7 +134,7 @@ namespace verity::test {
 namespace {
 
 TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
-  const std::string dir = TempDir("revert-parity"), db = dir + "/l.db";
+  const std::string dir = TempDir("revert-parity"), db = FreshLedger(dir);
   auto c = Submit(db, "change", 7, Bench(dir, "b", 1000, 0.003, 1), Bench(dir, "h", 1070, 0.003, 2), Parity());
   ASSERT_EQ(c.j["verdict"], "accepted");
   const std::string id = std::to_string(c.j["change"].get<int>());

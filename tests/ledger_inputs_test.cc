@@ -200,7 +200,7 @@ TEST(ParityDtype, AnIntendedMismatchIsDeclaredAndRecorded) {
   auto s = DtypeRun(c, "q8 on declared f32", "q8_0", Parity("--dtype f32"), "--reference-dtype f32");
   ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
   EXPECT_EQ(s.j["verdict"], "accepted") << NoteOf(s);
-  auto rows = Shell("sqlite3 " + c.db + " \"SELECT dtype FROM change_reference_dtypes\"");
+  auto rows = LedgerSql(c.db, "SELECT dtype FROM change_reference_dtypes");
   EXPECT_EQ(rows.out, "f32\n") << rows.err;
   // A declaration is of one dtype: other evidence is still refused, naming all three.
   auto other = DtypeRun(c, "q8 on bf16, f32 declared", "q8_0", Parity("--dtype bf16"), "--reference-dtype f32");

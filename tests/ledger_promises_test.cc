@@ -289,7 +289,7 @@ TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
     waited += ReadFile(dir + "/" + t + ".err").find("waiting for the box lock") != std::string::npos;
   }
   EXPECT_EQ(waited, 1) << "exactly one submission should have said it was waiting";
-  auto ranges = Shell("sqlite3 " + db + " \"SELECT min(taken_at), max(taken_at) FROM samples GROUP BY run_id ORDER BY run_id\"");
+  auto ranges = LedgerSql(db, "SELECT min(taken_at), max(taken_at) FROM samples GROUP BY run_id ORDER BY run_id");
   ASSERT_EQ(ranges.exit_code, 0) << ranges.err;
   std::vector<std::pair<std::string, std::string>> r;
   std::stringstream ss(ranges.out);

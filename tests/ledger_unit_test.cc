@@ -3,8 +3,9 @@
 
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
+#include "ledger/sql_dialect.h"
 #include "ledger/stats.h"
-#include "tests/test_util.h"
+#include "tests/ledger_test_util.h"
 
 namespace verity::ledger {
 namespace {
@@ -51,7 +52,7 @@ TEST(Migrations, EmbeddedInOrderAndAppliedOverOldData) {
   for (size_t i = 0; i < all.size(); i++) EXPECT_EQ(all[i].version, static_cast<int>(i) + 1) << all[i].name;
   // Build a database at every version in turn, holding data, then upgrade it.
   for (size_t upto = 1; upto < all.size(); upto++) {
-    const std::string path = test::TempDir("mig") + "/old.db";
+    const std::string path = test::FreshLedger(test::TempDir("mig"));
     {
       auto old = Ledger::Open(path, static_cast<int>(upto));
       ASSERT_TRUE(old.ok()) << old.status().message();
@@ -87,7 +88,7 @@ TEST(Migrations, EmbeddedInOrderAndAppliedOverOldData) {
 }
 
 TEST(Migrations, NewerSchemaIsRefused) {
-  const std::string path = test::TempDir("newer") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("newer"));
   { ASSERT_TRUE(Ledger::Open(path).ok()); }
   {
     auto d = Db::Open(path);
@@ -101,7 +102,7 @@ TEST(Migrations, NewerSchemaIsRefused) {
 }
 
 TEST(Store, AppendOnlyTriggersRefuseUpdatesAndDeletes) {
-  const std::string path = test::TempDir("ao") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("ao"));
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
   auto u = (*l)->db().Query("UPDATE policy SET gate_frac = 0.5");
@@ -113,23 +114,72 @@ TEST(Store, AppendOnlyTriggersRefuseUpdatesAndDeletes) {
 // Every sealed table has both triggers: a table added without them (as
 // 0005_workloads first was) fails here, naming it.
 TEST(Store, EverySealedTableRefusesUpdatesAndDeletes) {
-  const std::string path = test::TempDir("ao-all") + "/l.db";
+  const std::string path = test::FreshLedger(test::TempDir("ao-all"));
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
+  auto have = (*l)->db().Triggers();
+  ASSERT_TRUE(have.ok()) << have.status().message();
+  std::vector<std::string> applied;
+  for (const Migration& m : EmbeddedMigrations()) applied.push_back(m.sql);
+  auto want = (*l)->db().ExpectedTriggers(applied);
+  ASSERT_TRUE(want.ok()) << want.status().message();
   int checked = 0;
   for (const std::string& t : SealedTables()) {
-    for (const std::string kind : {"UPDATE", "DELETE"}) {
-      auto rows = (*l)->db().Query("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND "
-                                   "sql LIKE ?",
-                                   {t, "%BEFORE " + kind + " ON " + t + " %"});
-      ASSERT_TRUE(rows.ok()) << rows.status().message();
-      EXPECT_EQ(AsInt((*rows)[0][0]), 1) << t << " has no BEFORE " << kind << " trigger";
+    for (const std::string kind : {"update", "delete"}) {
+      // The store's own trigger (SQLite's CREATE TRIGGER text, or PostgreSQL's
+      // type, state and function body) must be the one the migrations make.
+      const std::string name = t + "_no_" + kind;
+      auto find = [&](const std::vector<TriggerDef>& v) -> const TriggerDef* {
+        for (const auto& x : v)
+          if (x.name == name && x.table == t) return &x;
+        return nullptr;
+      };
+      const TriggerDef* h = find(*have);
+      const TriggerDef* w = find(*want);
+      ASSERT_NE(w, nullptr) << t << ": no migration creates " << name;
+      ASSERT_NE(h, nullptr) << t << " has no " << name << " trigger";
+      EXPECT_EQ(h->definition, w->definition) << name;
       checked++;
     }
   }
   std::printf("append-only triggers: %d checked over %zu sealed tables\n", checked, SealedTables().size());
   EXPECT_EQ(checked, 2 * static_cast<int>(SealedTables().size()));
   EXPECT_GE(SealedTables().size(), 20u);
+}
+
+// The one place SQLite's SQL becomes PostgreSQL's (ledger/sql_dialect.h).
+TEST(StoreDialect, PlaceholdersTypesAndAggregatesAreRewrittenOutsideQuotes) {
+  using dialect::ToPostgres;
+  EXPECT_EQ(ToPostgres("SELECT '?', \"a?\" FROM t WHERE x = ? AND y = ? -- a comment?"),
+            "SELECT '?', \"a?\" FROM t WHERE x = $1 AND y = $2 ");
+  EXPECT_EQ(ToPostgres("SELECT ?1 + ?1, ?2"), "SELECT $1 + $1, $2");
+  EXPECT_EQ(ToPostgres("SELECT (SELECT group_concat(r.id) FROM runs r WHERE r.x = ?) FROM c WHERE c.y = ?"),
+            "SELECT (SELECT string_agg(CAST(r.id AS TEXT), ',') FROM runs r WHERE r.x = $1) FROM c WHERE c.y = $2");
+  EXPECT_EQ(ToPostgres("CREATE TABLE t (id INTEGER PRIMARY KEY, v REAL, by TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')"),
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, \"by\" TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')");
+  EXPECT_EQ(ToPostgres("SELECT t.by FROM t ORDER BY t.id"), "SELECT t.\"by\" FROM t ORDER BY t.id");
+}
+
+// Every trigger a migration declares is one the dialect understands: a new
+// trigger of another shape would otherwise reach PostgreSQL as SQLite's text.
+TEST(StoreDialect, EveryMigrationTriggerBecomesAPostgresTrigger) {
+  int triggers = 0;
+  for (const Migration& m : EmbeddedMigrations()) {
+    const std::string sql = m.sql;
+    size_t declared = 0;
+    for (size_t at = sql.find("CREATE TRIGGER"); at != std::string::npos; at = sql.find("CREATE TRIGGER", at + 1)) declared++;
+    const auto found = dialect::TriggersIn(sql);
+    EXPECT_EQ(found.size(), declared) << m.name;
+    const std::string pg = dialect::ToPostgres(sql);
+    EXPECT_EQ(pg.find("RAISE(ABORT"), std::string::npos) << m.name;
+    for (const auto& t : found) {
+      EXPECT_NE(pg.find("CREATE FUNCTION " + t.name + "() RETURNS trigger LANGUAGE plpgsql"), std::string::npos) << t.name;
+      EXPECT_EQ(t.name, t.table + (t.event == "UPDATE" ? "_no_update" : "_no_delete"));
+    }
+    triggers += static_cast<int>(found.size());
+  }
+  std::printf("dialect: %d append-only triggers in %zu migrations become PL/pgSQL\n", triggers, EmbeddedMigrations().size());
+  EXPECT_GE(triggers, 2 * static_cast<int>(SealedTables().size()));
 }
 
 }  // namespace

@@ -1,0 +1,381 @@
+// The PostgreSQL store: one ledger many bench boxes write to, over libpq. The
+// only file that touches libpq. Values travel as text (parameters typed by the
+// server from their context) and come back typed by the result's column types,
+// so a row reads the same as SQLite's and seals the same.
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "ledger/sql_dialect.h"
+#include "ledger/store.h"
+
+namespace verity::ledger {
+namespace {
+
+// pg_type OIDs of the result types the ledger reads.
+constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26, kFloat4 = 700,
+              kFloat8 = 701, kNumeric = 1700;
+// pg_advisory_xact_lock's key for "one writer at a time" ("veri", 1).
+constexpr const char* kWriterLock = "SELECT pg_advisory_xact_lock(1986359913, 1)";
+// How long a lost connection is retried at a transaction boundary (a restart).
+constexpr int kReconnectSeconds = 60;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+void IgnoreNotice(void*, const char*) {}
+bool IsNullValue(const Value& v) { return std::holds_alternative<std::monostate>(v); }  // "already exists, skipping" and the like
+
+// PostgreSQL text cannot hold a NUL byte, and a ledger keeps every byte a
+// command printed: in the database \0 is kept as \x01\x02 and \x01 as \x01\x01
+// (one-to-one, so equal strings stay equal), and read back as they were.
+std::string EncodeNul(const std::string& s) {
+  if (s.find_first_of(std::string("\0\x01", 2)) == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char c : s) {
+    if (c == '\0') out += "\x01\x02";
+    else if (c == '\x01') out += "\x01\x01";
+    else out += c;
+  }
+  return out;
+}
+
+std::string DecodeNul(const char* v, size_t n) {
+  std::string out(v, n);
+  if (out.find('\x01') == std::string::npos) return out;
+  std::string dec;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] == '\x01' && i + 1 < n && (v[i + 1] == '\x01' || v[i + 1] == '\x02')) {
+      dec += v[++i] == '\x02' ? '\0' : '\x01';
+    } else {
+      dec += v[i];  // not written by this store (edited by hand): kept as stored
+    }
+  }
+  return dec;
+}
+
+std::string Trimmed(const char* m) {
+  std::string s = m ? m : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class PostgresStore : public Store {
+ public:
+  ~PostgresStore() override {
+    if (conn_) PQfinish(conn_);
+  }
+
+  Status Open(const std::string& url, bool read_only) {
+    url_ = url;
+    name_ = RedactedLedgerName(url);
+    read_only_ = read_only;
+    VERITY_RETURN_IF_ERROR(Connect());
+    return CheckDatabase();
+  }
+
+  const std::string& name() const override { return name_; }
+  bool is_postgres() const override { return true; }
+
+  Status Exec(const std::string& sql) override {
+    const std::string pg = dialect::ToPostgres(sql);
+    return Retrying([&]() -> Status {
+      PgResult r(PQexec(conn_, pg.c_str()));
+      return Check(r.get(), sql);
+    });
+  }
+
+  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
+                               std::vector<std::string>* classes) override {
+    std::vector<std::string> texts(args.size());
+    std::vector<const char*> params(args.size(), nullptr);
+    for (size_t i = 0; i < args.size(); i++) {
+      VERITY_ASSIGN_OR_RETURN(bool null, ParamText(args[i], texts[i]));
+      if (!null) params[i] = texts[i].c_str();
+    }
+    PgResult res;
+    VERITY_RETURN_IF_ERROR(Retrying([&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(const std::string stmt, Prepared(sql));
+      res.reset(PQexecPrepared(conn_, stmt.c_str(), static_cast<int>(params.size()), params.data(), nullptr, nullptr, 0));
+      return Check(res.get(), sql);
+    }));
+    std::vector<Row> rows;
+    const int n = PQntuples(res.get());
+    rows.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; i++) {
+      std::string cls;
+      rows.push_back(ReadRow(res.get(), i, cls));
+      if (classes) classes->push_back(std::move(cls));
+    }
+    return rows;
+  }
+
+  Status Begin(bool write) override {
+    if (PQstatus(conn_) != CONNECTION_OK) VERITY_RETURN_IF_ERROR(Reconnect());
+    VERITY_RETURN_IF_ERROR(Exec(write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ"));
+    in_txn_ = true;
+    // One writer at a time, as SQLite's BEGIN IMMEDIATE: the chain's last seal
+    // and every next id are read and extended under this lock.
+    if (write) {
+      Status s = Exec(kWriterLock);
+      if (!s.ok()) Rollback();
+      return s;
+    }
+    return OkStatus();
+  }
+
+  Status Commit() override {
+    PgResult r(PQexec(conn_, "COMMIT"));
+    Status s = Check(r.get(), "COMMIT");
+    in_txn_ = false;
+    if (!s.ok() && PQstatus(conn_) != CONNECTION_OK)
+      return Status::Error(s.message() + " (the connection was lost at COMMIT: whether the server kept this "
+                                         "transaction is unknown; `verity ledger verify` shows what it holds)");
+    return s;
+  }
+
+  void Rollback() override {
+    if (PQstatus(conn_) == CONNECTION_OK) PgResult r(PQexec(conn_, "ROLLBACK"));
+    in_txn_ = false;
+  }
+
+  Result<int64_t> Insert(const std::string& table, const std::string& key,
+                         const std::vector<std::pair<std::string, Value>>& cols) override {
+    std::string names = key, marks;
+    std::vector<Value> args;
+    std::optional<Value> given;
+    for (const auto& [name, v] : cols) {
+      if (name == key) {
+        if (!IsNullValue(v)) given = v;
+        continue;
+      }
+      names += ", " + name;
+      marks += ", ?";
+      args.push_back(v);
+    }
+    // SQLite's rule for an INTEGER PRIMARY KEY left out: one past the largest
+    // (read under the writer lock). A sequence would skip numbers after a
+    // rollback, and the seal hashes the id.
+    std::string id = "(SELECT coalesce(max(" + key + "), 0) + 1 FROM " + table + ")";
+    if (given) {
+      id = "?";
+      args.insert(args.begin(), *given);
+    }
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("INSERT INTO " + table + " (" + names + ") VALUES (" + id + marks +
+                                               ") RETURNING " + key, args, nullptr));
+    return std::get<int64_t>(rows.at(0).at(0));
+  }
+
+  Result<bool> HasTable(const std::string& table) override {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                           "WHERE n.nspname = current_schema() AND c.relname = ? AND c.relkind = 'r'",
+                                           {table}, nullptr));
+    return !rows.empty();
+  }
+
+  Result<std::vector<Column>> Columns(const std::string& table) override {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                                           "table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+                                           {table}, nullptr));
+    std::vector<Column> out;
+    for (const auto& r : rows) out.push_back({std::get<std::string>(r[0]), SqliteType(std::get<std::string>(r[1]))});
+    return out;
+  }
+
+  Result<std::string> KeyColumn(const std::string& table) override {
+    // Every sealed table's first column is its INTEGER PRIMARY KEY (SQLite's rowid).
+    VERITY_ASSIGN_OR_RETURN(auto cols, Columns(table));
+    if (cols.empty()) return Status::Error(name_ + ": no table " + table);
+    return cols[0].name;
+  }
+
+  Result<std::vector<TriggerDef>> Triggers() override {
+    VERITY_ASSIGN_OR_RETURN(
+        auto rows, Run("SELECT t.tgname::text, c.relname::text, t.tgtype::int8, t.tgenabled::text, p.proname::text, "
+                       "l.lanname::text, p.prosrc FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN "
+                       "pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language "
+                       "l ON l.oid = p.prolang WHERE NOT t.tgisinternal AND n.nspname = current_schema() ORDER BY t.oid",
+                       {}, nullptr));
+    std::vector<TriggerDef> out;
+    for (const auto& r : rows)
+      out.push_back({std::get<std::string>(r[0]), std::get<std::string>(r[1]),
+                     Definition(std::get<int64_t>(r[2]), std::get<std::string>(r[3]), std::get<std::string>(r[4]),
+                                std::get<std::string>(r[5]), std::get<std::string>(r[6]))});
+    return out;
+  }
+
+  Result<std::vector<TriggerDef>> ExpectedTriggers(const std::vector<std::string>& migrations) override {
+    std::vector<TriggerDef> out;
+    for (const auto& sql : migrations)
+      for (const auto& t : dialect::TriggersIn(sql))
+        out.push_back({t.name, t.table,
+                       Definition(dialect::PostgresTriggerType(t), "O", t.name, "plpgsql", dialect::PostgresTriggerBody(t))});
+    return out;
+  }
+
+ private:
+  static std::string Definition(int64_t type, const std::string& enabled, const std::string& fn,
+                                const std::string& lang, const std::string& body) {
+    return "tgtype=" + std::to_string(type) + " enabled=" + enabled + " function=" + fn + " language=" + lang +
+           " body=" + body;
+  }
+
+  static std::string SqliteType(const std::string& pg) {
+    if (pg == "bigint" || pg == "integer" || pg == "smallint") return "INTEGER";
+    if (pg == "double precision" || pg == "real") return "REAL";
+    if (pg == "text" || pg == "character varying") return "TEXT";
+    if (pg == "bytea") return "BLOB";
+    return pg;
+  }
+
+  Status Connect() {
+    const char* keys[] = {"dbname", "connect_timeout", "application_name", nullptr};
+    const char* vals[] = {url_.c_str(), "10", "verity", nullptr};
+    if (conn_) PQfinish(conn_);
+    conn_ = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(conn_) != CONNECTION_OK)
+      return Status::Error(name_ + ": cannot connect to the PostgreSQL ledger: " + Trimmed(PQerrorMessage(conn_)));
+    PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+    prepared_.clear();
+    // Bytes as stored (no conversion), and doubles printed exactly (they round-trip).
+    std::string setup = "SET client_encoding = 'SQL_ASCII'; SET extra_float_digits = 3";
+    if (read_only_) setup += "; SET default_transaction_read_only = on";
+    PgResult r(PQexec(conn_, setup.c_str()));
+    return Check(r.get(), setup);
+  }
+
+  // The database must keep bytes as given and sort text by bytes, as SQLite does.
+  Status CheckDatabase() {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT pg_encoding_to_char(encoding)::text, datcollate::text FROM "
+                                           "pg_database WHERE datname = current_database()", {}, nullptr));
+    const std::string enc = std::get<std::string>(rows.at(0)[0]), coll = std::get<std::string>(rows.at(0)[1]);
+    if (enc == "SQL_ASCII" && (coll == "C" || coll == "POSIX")) return OkStatus();
+    return Status::Error(name_ + ": this database has encoding " + enc + " and collation " + coll +
+                         "; a verity ledger needs SQL_ASCII and C (it keeps every byte a command printed, and "
+                         "orders text by bytes as SQLite does). Create it with: createdb --encoding=SQL_ASCII "
+                         "--locale=C --template=template0 NAME");
+  }
+
+  // Runs `fn`; outside a transaction a lost connection (a server restart) is
+  // re-established and `fn` run once more. Inside one the error stands: the
+  // transaction is gone, and its caller rolls back.
+  Status Retrying(const std::function<Status()>& fn) {
+    if (!in_txn_ && PQstatus(conn_) != CONNECTION_OK) VERITY_RETURN_IF_ERROR(Reconnect());
+    Status s = fn();
+    if (s.ok() || in_txn_ || PQstatus(conn_) == CONNECTION_OK) return s;
+    VERITY_RETURN_IF_ERROR(Reconnect());
+    return fn();
+  }
+
+  Status Reconnect() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kReconnectSeconds);
+    for (;;) {
+      Status s = Connect();
+      if (s.ok() || std::chrono::steady_clock::now() > until) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  Result<std::string> Prepared(const std::string& sql) {
+    auto it = prepared_.find(sql);
+    if (it != prepared_.end()) return it->second;
+    const std::string stmt = "v" + std::to_string(prepared_.size() + 1);
+    PgResult r(PQprepare(conn_, stmt.c_str(), dialect::ToPostgres(sql).c_str(), 0, nullptr));
+    VERITY_RETURN_IF_ERROR(Check(r.get(), sql));
+    prepared_[sql] = stmt;
+    return stmt;
+  }
+
+  Status Check(PGresult* r, const std::string& sql) const {
+    const ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return OkStatus();
+    const std::string m = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+    const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    // 42501 insufficient_privilege: say what a submitter's role needs.
+    const std::string hint = state && std::string(state) == "42501"
+                                 ? " (this role may not do that: a submitter needs SELECT and INSERT on the ledger's "
+                                   "tables, and only the owner migrates; docs/ledger.md, \"The PostgreSQL store\")"
+                                 : "";
+    return Status::Error(name_ + ": " + (m.empty() ? Trimmed(PQerrorMessage(conn_)) : m) + hint + " in: " + sql);
+  }
+
+  // A parameter as text; true when it is NULL. NaN is NULL, as SQLite stores it;
+  // a string's NUL bytes are encoded (EncodeNul).
+  Result<bool> ParamText(const Value& v, std::string& out) const {
+    if (std::holds_alternative<std::monostate>(v)) return true;
+    if (auto* n = std::get_if<int64_t>(&v)) {
+      out = std::to_string(*n);
+    } else if (auto* d = std::get_if<double>(&v)) {
+      if (std::isnan(*d)) return true;
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", *d);
+      out = std::isinf(*d) ? (*d > 0 ? "Infinity" : "-Infinity") : buf;
+    } else {
+      out = EncodeNul(std::get<std::string>(v));
+    }
+    return false;
+  }
+
+  static Row ReadRow(PGresult* r, int i, std::string& cls) {
+    Row row;
+    const int n = PQnfields(r);
+    for (int c = 0; c < n; c++) {
+      if (PQgetisnull(r, i, c)) {
+        row.emplace_back(std::monostate{});
+        cls += 'n';
+        continue;
+      }
+      const char* v = PQgetvalue(r, i, c);
+      const Oid t = PQftype(r, c);
+      if (t == kInt8 || t == kInt4 || t == kInt2 || t == kOid || t == kBool || (t == kNumeric && IsIntegral(v))) {
+        row.emplace_back(t == kBool ? int64_t{v[0] == 't'} : static_cast<int64_t>(std::strtoll(v, nullptr, 10)));
+        cls += 'i';
+      } else if (t == kFloat8 || t == kFloat4 || t == kNumeric) {
+        row.emplace_back(std::strtod(v, nullptr));  // "Infinity", "-Infinity" and "NaN" included
+        cls += 'r';
+      } else if (t == kBytea) {
+        size_t len = 0;
+        unsigned char* b = PQunescapeBytea(reinterpret_cast<const unsigned char*>(v), &len);
+        row.emplace_back(std::string(reinterpret_cast<const char*>(b), len));
+        PQfreemem(b);
+        cls += 'b';
+      } else {
+        row.emplace_back(DecodeNul(v, static_cast<size_t>(PQgetlength(r, i, c))));
+        cls += 't';
+      }
+    }
+    return row;
+  }
+
+  static bool IsIntegral(const char* v) {
+    for (const char* p = v; *p; p++)
+      if (!(std::isdigit(static_cast<unsigned char>(*p)) || (p == v && *p == '-'))) return false;
+    return true;
+  }
+
+  PGconn* conn_ = nullptr;
+  std::string url_, name_;
+  bool read_only_ = false, in_txn_ = false;
+  std::map<std::string, std::string> prepared_;  // SQLite text -> prepared statement name
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url, bool read_only) {
+  auto s = std::make_unique<PostgresStore>();
+  VERITY_RETURN_IF_ERROR(s->Open(url, read_only));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace verity::ledger

@@ -1,0 +1,197 @@
+// The SQLite store: a ledger in one file (WAL, foreign keys, a busy timeout).
+// The only file that touches the SQLite C API.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "ledger/store.h"
+
+namespace verity::ledger {
+namespace {
+
+class SqliteStore : public Store {
+ public:
+  ~SqliteStore() override {
+    for (auto& [sql, st] : cache_) sqlite3_finalize(st);
+    if (db_) sqlite3_close(db_);
+  }
+
+  Status Open(const std::string& path, bool read_only) {
+    path_ = path;
+    if (read_only) {
+      struct stat st{};
+      if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such ledger file");
+      if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a ledger file (not a regular file)");
+    }
+    const int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
+      return Status::Error(path + (read_only ? ": cannot open ledger read-only: " : ": cannot open ledger: ") +
+                           (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+    sqlite3_busy_timeout(db_, 60000);  // concurrent submitters wait, not fail
+    if (read_only) return Exec("PRAGMA query_only=ON");
+    // Switching a new file to WAL needs an exclusive lock and SQLite answers
+    // SQLITE_BUSY at once (no busy handler) when another process is opening the
+    // same new ledger: retry for as long as the busy timeout would wait.
+    for (int tries = 0;; tries++) {
+      Status wal = Exec("PRAGMA journal_mode=WAL");
+      if (wal.ok()) break;
+      if (sqlite3_errcode(db_) != SQLITE_BUSY || tries >= 6000) return wal;
+      sqlite3_sleep(10);
+    }
+    VERITY_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+    VERITY_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
+    return Exec("PRAGMA cache_size=-65536");  // 64 MiB: big ledgers stay in memory
+  }
+
+  const std::string& name() const override { return path_; }
+  bool is_postgres() const override { return false; }
+
+  Status Exec(const std::string& sql) override {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string m = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Status::Error(path_ + ": " + m);
+    }
+    return OkStatus();
+  }
+
+  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
+                               std::vector<std::string>* classes) override {
+    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
+    Bind(st, args);
+    std::vector<Row> rows;
+    for (;;) {
+      int rc = sqlite3_step(st);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        std::string m = sqlite3_errmsg(db_);
+        sqlite3_reset(st);
+        return Status::Error(path_ + ": " + m);
+      }
+      std::string cls;
+      rows.push_back(ReadRow(st, cls));
+      if (classes) classes->push_back(std::move(cls));
+    }
+    sqlite3_reset(st);
+    return rows;
+  }
+
+  Status Begin(bool write) override { return Exec(write ? "BEGIN IMMEDIATE" : "BEGIN"); }
+  Status Commit() override { return Exec("COMMIT"); }
+  void Rollback() override { (void)Exec("ROLLBACK"); }
+
+  Result<int64_t> Insert(const std::string& table, const std::string&,
+                         const std::vector<std::pair<std::string, Value>>& cols) override {
+    std::string names, marks;
+    std::vector<Value> args;
+    for (const auto& [name, v] : cols) {
+      names += (names.empty() ? "" : ", ") + name;
+      marks += marks.empty() ? "?" : ", ?";
+      args.push_back(v);
+    }
+    VERITY_RETURN_IF_ERROR(Run("INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")", args, nullptr).status());
+    return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+
+  Result<bool> HasTable(const std::string& table) override {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", {table}, nullptr));
+    return !rows.empty();
+  }
+
+  Result<std::vector<Column>> Columns(const std::string& table) override {
+    VERITY_ASSIGN_OR_RETURN(auto info, Run("SELECT name, upper(type) FROM pragma_table_info(?) ORDER BY cid", {table}, nullptr));
+    std::vector<Column> out;
+    for (const auto& c : info) out.push_back({std::get<std::string>(c[0]), std::get<std::string>(c[1])});
+    return out;
+  }
+
+  Result<std::string> KeyColumn(const std::string&) override { return std::string("rowid"); }
+
+  Result<std::vector<TriggerDef>> Triggers() override { return TriggersOf(*this); }
+
+  // What the same migrations create in an empty in-memory database.
+  Result<std::vector<TriggerDef>> ExpectedTriggers(const std::vector<std::string>& migrations) override {
+    SqliteStore mem;
+    VERITY_RETURN_IF_ERROR(mem.Open(":memory:", false));
+    for (const auto& sql : migrations) VERITY_RETURN_IF_ERROR(mem.Exec(sql));
+    return TriggersOf(mem);
+  }
+
+ private:
+  static Result<std::vector<TriggerDef>> TriggersOf(SqliteStore& s) {
+    VERITY_ASSIGN_OR_RETURN(auto rows, s.Run("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' "
+                                             "ORDER BY rowid", {}, nullptr));
+    std::vector<TriggerDef> out;
+    for (const auto& r : rows)
+      out.push_back({std::get<std::string>(r[0]), std::get<std::string>(r[1]),
+                     std::holds_alternative<std::string>(r[2]) ? std::get<std::string>(r[2]) : std::string()});
+    return out;
+  }
+
+  Result<sqlite3_stmt*> Prepare(const std::string& sql) {
+    auto it = cache_.find(sql);
+    if (it != cache_.end()) {
+      sqlite3_reset(it->second);
+      sqlite3_clear_bindings(it->second);
+      return it->second;
+    }
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
+      return Status::Error(path_ + ": " + sqlite3_errmsg(db_) + " in: " + sql);
+    cache_[sql] = st;
+    return st;
+  }
+
+  static void Bind(sqlite3_stmt* st, const std::vector<Value>& args) {
+    for (size_t i = 0; i < args.size(); i++) {
+      int idx = static_cast<int>(i) + 1;
+      const Value& v = args[i];
+      if (std::holds_alternative<std::monostate>(v)) sqlite3_bind_null(st, idx);
+      else if (auto* n = std::get_if<int64_t>(&v)) sqlite3_bind_int64(st, idx, *n);
+      else if (auto* d = std::get_if<double>(&v)) sqlite3_bind_double(st, idx, *d);
+      else {
+        // Bound by size, never by NUL: command output may hold any bytes, and the
+        // seal hashed all of them.
+        const std::string& t = std::get<std::string>(v);
+        sqlite3_bind_text64(st, idx, t.data(), t.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+      }
+    }
+  }
+
+  static Row ReadRow(sqlite3_stmt* st, std::string& cls) {
+    Row r;
+    const int n = sqlite3_column_count(st);
+    for (int c = 0; c < n; c++) {
+      const int type = sqlite3_column_type(st, c);
+      cls += type == SQLITE_NULL ? 'n' : type == SQLITE_INTEGER ? 'i' : type == SQLITE_FLOAT ? 'r' : type == SQLITE_BLOB ? 'b' : 't';
+      switch (type) {
+        case SQLITE_NULL: r.emplace_back(std::monostate{}); break;
+        case SQLITE_INTEGER: r.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, c))); break;
+        case SQLITE_FLOAT: r.emplace_back(sqlite3_column_double(st, c)); break;
+        default: {
+          // Text (or a blob) as stored, every byte: column_text first, then its byte count.
+          const unsigned char* t = sqlite3_column_text(st, c);
+          const size_t len = static_cast<size_t>(sqlite3_column_bytes(st, c));
+          r.emplace_back(t ? std::string(reinterpret_cast<const char*>(t), len) : std::string());
+        }
+      }
+    }
+    return r;
+  }
+
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  std::map<std::string, sqlite3_stmt*> cache_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, bool read_only) {
+  auto s = std::make_unique<SqliteStore>();
+  VERITY_RETURN_IF_ERROR(s->Open(path, read_only));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace verity::ledger
