@@ -3,6 +3,7 @@
 // `verity drift` over a simulated ledger whose box got slower half-way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -66,6 +67,44 @@ TEST(Drift, TheFastSplitIsTheDirectSumsSplit) {
   }
   EXPECT_EQ(checked, 20);
   EXPECT_EQ(ledger::BestEnergySplit(std::vector<double>(7, 1.0), 4).tau, -1);  // too short to split
+}
+
+// SplitPValue's shuffles skip BestEnergySplit's sort: the same p-value and
+// the same draws as shuffling the values and splitting each, bit for bit, on
+// steps, noise, ties (which decide the Fenwick sums' order) and constants.
+TEST(Drift, ThePermutationTestIsTheSortingOneBitForBit) {
+  int checked = 0;
+  for (int n : {8, 9, 17, 60, 200}) {
+    for (int kind = 0; kind < 4; kind++) {
+      std::vector<double> y = Series(n, 0.01, n / 3, kind == 0 ? 0.03 : 0.0, 300 + n * 7 + kind);
+      if (kind == 2)
+        for (double& v : y) v = std::round(v / 2.0) * 2.0;  // many ties
+      if (kind == 3)
+        for (int i = 0; i < n / 2; i++) y[i] = 1000.0;  // a constant stretch
+      ledger::DriftOptions o;
+      o.permutations = 99;
+      std::mt19937_64 b(11 + n);
+      std::vector<double> z = y, qs;
+      for (int k = 0; k < o.permutations; k++) {
+        std::shuffle(z.begin(), z.end(), b);
+        qs.push_back(ledger::BestEnergySplit(z, o.min_segment).q);
+      }
+      // Thresholds at the shuffles' own statistics: an ulp lower on the fast
+      // side would change a count.
+      std::vector<double> sorted = qs;
+      std::sort(sorted.begin(), sorted.end());
+      for (double q : {sorted[0], sorted[24], sorted[49], sorted[74], sorted[98]}) {
+        std::mt19937_64 a(11 + n);
+        const double fast = ledger::SplitPValue(y, q, o, a);
+        const auto at_least = std::count_if(qs.begin(), qs.end(), [&](double v) { return v >= q; });
+        EXPECT_EQ(fast, (at_least + 1.0) / (o.permutations + 1.0)) << "n " << n << " kind " << kind << " q " << q;
+        std::mt19937_64 c = b;
+        EXPECT_EQ(a(), c()) << "the draws diverged: n " << n << " kind " << kind;
+      }
+      checked++;
+    }
+  }
+  EXPECT_EQ(checked, 20);
 }
 
 TEST(Drift, FindsAThreePercentStepUnderOnePercentNoise) {
