@@ -3,8 +3,10 @@
 // rank (Transformer) holds every weight and reduces nothing; a tensor-parallel
 // rank (engine/tp_forward.cc) runs this same code on its slices, and its
 // Reducer all-reduces the two row-parallel partial sums of each layer.
-// Arithmetic that is the same on every backend lives here; matmuls and
-// attention go through the backend.
+// Every step runs through the backend (the products, attention, and the
+// steps between them: embedding, norms, residual adds, KV writes, MoE
+// routing), on state the backend allocated (the KV caches), so a device can
+// keep its data where it computes; what stays here is the order of the steps.
 #include "engine/rank_forward.h"
 
 #include <cmath>
