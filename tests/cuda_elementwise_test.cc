@@ -208,25 +208,21 @@ TEST(CudaElementwise, ArgmaxMatchesMaxElementWithTies) {
 }
 
 TEST(CudaElementwise, MoeTopKMatchesTheEngineRouting) {
+  const std::unique_ptr<Backend> reference = MakeReference();
   std::mt19937 rng(11);
   int routed = 0;
   for (int trial = 0; trial < 500; trial++) {
     const int n = 2 + static_cast<int>(rng() % 14), k = 1 + static_cast<int>(rng() % n);
     std::vector<float> logits(n);
     for (float& f : logits) f = static_cast<float>(static_cast<int>(rng() % 6)) * 0.5f;  // ties
-    // engine/forward.cc's MixtureOfExperts routing.
-    std::vector<int> order(n);
-    for (int e = 0; e < n; e++) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
-    float mx = logits[order[0]], sum = 0.0f;
-    for (int j = 0; j < k; j++) sum += expf(logits[order[j]] - mx);
-    std::vector<int> chosen(k);
-    std::vector<float> weights(k);
+    // The engine's routing: the CPU backends' RouteTopK, which the forward calls.
+    std::vector<int> order(k), chosen(k);
+    std::vector<float> want(k), weights(k);
+    reference->RouteTopK(logits.data(), n, k, order.data(), want.data());
     ew::MoeTopK(logits.data(), n, k, chosen.data(), weights.data());
     for (int j = 0; j < k; j++) {
       ASSERT_EQ(chosen[j], order[j]) << "trial " << trial << " j " << j;
-      ASSERT_EQ(Bits(weights[j]), Bits(expf(logits[order[j]] - mx) / sum));
+      ASSERT_EQ(Bits(weights[j]), Bits(want[j]));
     }
     routed++;
   }
