@@ -47,6 +47,18 @@ ledger::EnergySplit BruteForceSplit(const std::vector<double>& y, int min_segmen
   return best;
 }
 
+// n points of one of four kinds: 0 a 3% step at n/3 under 1% noise, 1 noise
+// alone, 2 noise rounded to multiples of tie_step (many ties), 3 noise whose
+// first half is one constant.
+std::vector<double> KindOfSeries(int n, int kind, uint64_t seed, double tie_step) {
+  std::vector<double> y = Series(n, 0.01, n / 3, kind == 0 ? 0.03 : 0.0, seed);
+  if (kind == 2)
+    for (double& v : y) v = std::round(v / tie_step) * tie_step;
+  if (kind == 3)
+    for (int i = 0; i < n / 2; i++) y[i] = 1000.0;
+  return y;
+}
+
 // The O(n log n) split (Fenwick sums by rank) is the direct sum's split: on
 // steps, on noise alone, on ties and on constant stretches.
 TEST(Drift, TheFastSplitIsTheDirectSumsSplit) {
@@ -54,11 +66,7 @@ TEST(Drift, TheFastSplitIsTheDirectSumsSplit) {
   int checked = 0;
   for (int n : {8, 9, 17, 60, 257}) {
     for (int kind = 0; kind < 4; kind++) {
-      std::vector<double> y = Series(n, 0.01, n / 3, kind == 0 ? 0.03 : 0.0, 100 + n * 7 + kind);
-      if (kind == 2)
-        for (double& v : y) v = std::round(v / 5.0) * 5.0;  // many ties
-      if (kind == 3)
-        for (int i = 0; i < n / 2; i++) y[i] = 1000.0;  // a constant stretch
+      const std::vector<double> y = KindOfSeries(n, kind, 100 + n * 7 + kind, 5.0);
       const auto fast = ledger::BestEnergySplit(y, 4), slow = BruteForceSplit(y, 4);
       EXPECT_EQ(fast.tau, slow.tau) << "n " << n << " kind " << kind;
       EXPECT_NEAR(fast.q, slow.q, 1e-9 * std::max(1.0, std::fabs(slow.q))) << "n " << n << " kind " << kind;
@@ -76,11 +84,7 @@ TEST(Drift, ThePermutationTestIsTheSortingOneBitForBit) {
   int checked = 0;
   for (int n : {8, 9, 17, 60, 200}) {
     for (int kind = 0; kind < 4; kind++) {
-      std::vector<double> y = Series(n, 0.01, n / 3, kind == 0 ? 0.03 : 0.0, 300 + n * 7 + kind);
-      if (kind == 2)
-        for (double& v : y) v = std::round(v / 2.0) * 2.0;  // many ties
-      if (kind == 3)
-        for (int i = 0; i < n / 2; i++) y[i] = 1000.0;  // a constant stretch
+      const std::vector<double> y = KindOfSeries(n, kind, 300 + n * 7 + kind, 2.0);
       ledger::DriftOptions o;
       o.permutations = 99;
       std::mt19937_64 b(11 + n);
