@@ -32,6 +32,11 @@ class Db {
   Status Exec(const std::string& sql);
   // Runs `sql` with `args`; returns every result row.
   Result<std::vector<Row>> Query(const std::string& sql, const std::vector<Value>& args = {});
+  // Runs `sql` with `args` and hands `row` each row as it comes (Store::ForEachRow).
+  Status ForEachRow(const std::string& sql, const std::vector<Value>& args,
+                    const std::function<Status(const Row&)>& row) {
+    return store_->ForEachRow(sql, args, row);
+  }
   // Query() that also returns each row's storage classes, one letter a cell
   // (n, i, r, t, b: NULL, INTEGER, REAL, TEXT, BLOB), for the seal check.
   Result<std::vector<Row>> QueryStored(const std::string& sql, const std::vector<Value>& args,

@@ -7,6 +7,7 @@
 #include <random>
 #include <tuple>
 
+#include "base/median.h"
 #include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/ledger.h"
@@ -132,14 +133,18 @@ EnergySplit BestEnergySplit(const std::vector<double>& y_in, int min_segment) {
 // centred values get their positions put in order, as ValueOrder's
 // tie-break does (in the test's series their order never changed a bit, but
 // the Fenwick sums' rounding does not promise that).
-double SplitPValue(const std::vector<double>& y, double q, const DriftOptions& o, std::mt19937_64& rng) {
+double SplitPValue(const std::vector<double>& y, double q, const DriftOptions& o, std::mt19937_64& rng,
+                   double stop_at) {
   const int n = static_cast<int>(y.size());
   int at_least = 0;
+  auto decided = [&] { return (at_least + 1.0) / (o.permutations + 1.0) >= stop_at; };
   if (n < 2 * o.min_segment || n < 2) {  // no split to score (the shuffles still draw, as they always did)
     std::vector<double> z = y;
     for (int k = 0; k < o.permutations; k++) {
       std::shuffle(z.begin(), z.end(), rng);
-      if (BestEnergySplit(z, o.min_segment).q >= q) at_least++;
+      if (BestEnergySplit(z, o.min_segment).q < q) continue;
+      at_least++;
+      if (decided()) break;
     }
     return (at_least + 1.0) / (o.permutations + 1.0);
   }
@@ -158,7 +163,9 @@ double SplitPValue(const std::vector<double>& y, double q, const DriftOptions& o
       if (e - r > 1) std::sort(order.begin() + r, order.begin() + e);
       r = e;
     }
-    if (SplitOrdered(zc, order, o.min_segment).q >= q) at_least++;
+    if (SplitOrdered(zc, order, o.min_segment).q < q) continue;
+    at_least++;
+    if (decided()) break;
   }
   return (at_least + 1.0) / (o.permutations + 1.0);
 }
@@ -184,7 +191,7 @@ std::vector<ChangePoint> DetectChangePoints(const std::vector<double>& x, const 
     }
     if (best_segment < 0) break;
     std::vector<double> y(x.begin() + cuts[best_segment], x.begin() + cuts[best_segment + 1]);
-    best.p_value = SplitPValue(y, best_q, o, rng);
+    best.p_value = SplitPValue(y, best_q, o, rng, o.alpha);
     if (!(best.p_value < o.alpha)) break;
     found.push_back(best);
     cuts.insert(std::upper_bound(cuts.begin(), cuts.end(), best.index), best.index);
@@ -218,37 +225,82 @@ size_t DriftView::change_points() const {
   return n;
 }
 
+namespace {
+
+using SeriesKey = std::tuple<std::string, std::string, std::string>;  // metric, box, workload
+
+// A run drift reads, and its timed samples' values by side.
+struct SeriesRun {
+  int64_t change = 0;
+  SeriesKey key;
+  bool head_is_main = false;  // its latest score accepted it: the head is main afterwards
+  std::vector<double> base, head;
+  std::string base_at, head_at;  // each side's first timed sample
+};
+
+// Main's measured points by series: every run that is not retracted (of the
+// metric and box asked for, "" = all), its base side's median and, when its
+// latest score accepted it, its head side's; a run's base comes before its
+// head. Two reads: the runs (thousands of rows), then every sample once in
+// recording order without keeping them (a million rows; joining them to their
+// runs per sample cost most of a report).
+Result<std::map<SeriesKey, std::vector<DriftPoint>>> LoadMainPoints(Db& d, const std::string& metric,
+                                                                   const std::string& box) {
+  std::map<int64_t, SeriesRun> runs;
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows,
+      d.Query("SELECT r.id, r.change_id, c.metric, b.fingerprint, COALESCE(w.workload, ''), "
+              " (SELECT sc.verdict FROM scores sc WHERE sc.run_id = r.id ORDER BY sc.id DESC LIMIT 1) "
+              "FROM runs r JOIN changes c ON c.id = r.change_id JOIN boxes b ON b.id = r.box_id "
+              "LEFT JOIN run_workloads w ON w.run_id = r.id "
+              "WHERE NOT EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = r.id) "
+              "AND (? = '' OR c.metric = ?) AND (? = '' OR b.fingerprint = ?)",
+              {metric, metric, box, box}));
+  for (const auto& r : rows) {
+    SeriesRun& run = runs[AsInt(r[0])];
+    run.change = AsInt(r[1]);
+    run.key = {AsText(r[2]), AsText(r[3]), AsText(r[4])};
+    run.head_is_main = !IsNull(r[5]) && AsText(r[5]) == "accepted";
+  }
+  auto last = runs.end();
+  VERITY_RETURN_IF_ERROR(d.ForEachRow(
+      "SELECT run_id, side, value, taken_at FROM samples WHERE round > 0 ORDER BY id", {}, [&](const Row& s) {
+        const int64_t id = AsInt(s[0]);
+        if (last == runs.end() || last->first != id) last = runs.find(id);
+        if (last == runs.end()) return OkStatus();
+        SeriesRun& run = last->second;
+        const std::string* side = std::get_if<std::string>(&s[1]);
+        const bool head = side && *side == "head";
+        if (head && !run.head_is_main) return OkStatus();
+        std::vector<double>& vals = head ? run.head : run.base;
+        if (vals.empty()) (head ? run.head_at : run.base_at) = AsText(s[3]);
+        vals.push_back(AsDouble(s[2]));
+        return OkStatus();
+      }));
+  std::map<SeriesKey, std::vector<DriftPoint>> points;
+  for (const auto& [id, run] : runs) {
+    auto add = [&, id = id](const std::vector<double>& vals, const char* side, const std::string& at) {
+      if (vals.empty()) return;
+      DriftPoint p;
+      p.run = id;
+      p.change = run.change;
+      p.side = side;
+      p.at = at;
+      p.value = Median(vals);
+      points[run.key].push_back(std::move(p));
+    };
+    add(run.base, "base", run.base_at);
+    add(run.head, "head", run.head_at);
+  }
+  return points;
+}
+
+}  // namespace
+
 Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string& box, const DriftOptions& o) {
   DriftView v;
   v.options = o;
-  // Every timed sample of every run that is not retracted, with what the
-  // run's latest score said (a head counts as main only when accepted).
-  VERITY_ASSIGN_OR_RETURN(
-      auto rows,
-      d.Query("SELECT c.metric, b.fingerprint, COALESCE(w.workload, ''), r.id, r.change_id, s.side, s.value, "
-              " s.taken_at, (SELECT sc.verdict FROM scores sc WHERE sc.run_id = r.id ORDER BY sc.id DESC LIMIT 1) "
-              "FROM samples s JOIN runs r ON r.id = s.run_id JOIN changes c ON c.id = r.change_id "
-              "JOIN boxes b ON b.id = r.box_id LEFT JOIN run_workloads w ON w.run_id = r.id "
-              "WHERE s.round > 0 AND NOT EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = r.id) "
-              "AND (? = '' OR c.metric = ?) AND (? = '' OR b.fingerprint = ?) ORDER BY r.id, s.id",
-              {metric, metric, box, box}));
-  using Key = std::tuple<std::string, std::string, std::string>;
-  std::map<Key, std::vector<DriftPoint>> points;
-  std::map<std::pair<int64_t, std::string>, std::vector<double>> values;
-  for (const auto& r : rows) {
-    const bool head = AsText(r[5]) == "head";
-    if (head && (IsNull(r[8]) || AsText(r[8]) != "accepted")) continue;
-    auto& vals = values[{AsInt(r[3]), AsText(r[5])}];
-    if (vals.empty()) {
-      DriftPoint p;
-      p.run = AsInt(r[3]);
-      p.change = AsInt(r[4]);
-      p.side = AsText(r[5]);
-      p.at = AsText(r[7]);
-      points[{AsText(r[0]), AsText(r[1]), AsText(r[2])}].push_back(p);
-    }
-    vals.push_back(AsDouble(r[6]));
-  }
+  VERITY_ASSIGN_OR_RETURN(auto points, LoadMainPoints(d, metric, box));
   // Each regression's latest triage row.
   VERITY_ASSIGN_OR_RETURN(auto tri, d.Query("SELECT t.id, t.key, t.state, t.by, t.reason, t.fixed_by_change, t.at "
                                             "FROM triage t ORDER BY t.id"));
@@ -268,17 +320,10 @@ Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string&
                             "WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1), "
                             "(SELECT group_concat(r.id) FROM runs r WHERE r.change_id = c.id) FROM changes c ORDER BY c.id"));
   for (auto& [key, pts] : points) {
-    // Bases before heads within a run: the head (accepted) is main afterwards.
-    std::stable_sort(pts.begin(), pts.end(), [](const DriftPoint& a, const DriftPoint& b) {
-      return a.run != b.run ? a.run < b.run : (a.side == "base") > (b.side == "base");
-    });
     DriftSeries s;
     std::tie(s.metric, s.box, s.workload) = key;
     std::vector<double> x;
-    for (auto& p : pts) {
-      p.value = Median(values[{p.run, p.side}]);
-      x.push_back(p.value);
-    }
+    for (const auto& p : pts) x.push_back(p.value);
     s.points = pts;
     for (const ChangePoint& cp : DetectChangePoints(x, o)) {
       DriftChange c;

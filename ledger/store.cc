@@ -17,6 +17,13 @@ std::string RedactedLedgerName(const std::string& where) {
   return std::regex_replace(s, param, "$1***");
 }
 
+Status Store::ForEachRow(const std::string& sql, const std::vector<Value>& args,
+                         const std::function<Status(const Row&)>& row) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, Run(sql, args, nullptr));
+  for (const Row& r : rows) VERITY_RETURN_IF_ERROR(row(r));
+  return OkStatus();
+}
+
 Result<std::unique_ptr<Store>> OpenStore(const std::string& where, bool read_only) {
   if (IsPostgresUrl(where)) return OpenPostgresStore(where, read_only);
   return OpenSqliteStore(where, read_only);

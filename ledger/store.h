@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,13 @@ class Store {
   // storage classes, one letter a cell (n, i, r, t, b), for the seal check.
   virtual Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
                                        std::vector<std::string>* classes) = 0;
+  // Runs one query and hands `row` each result row as it comes, without
+  // keeping them: for reads of a million samples. The Row is reused between
+  // calls (copy what you keep); `row` must not run this same statement. The
+  // first error `row` returns stops the query and is returned. The default
+  // reads every row with Run() first.
+  virtual Status ForEachRow(const std::string& sql, const std::vector<Value>& args,
+                            const std::function<Status(const Row&)>& row);
   // A write transaction (one writer at a time, ledger-wide) or a read snapshot.
   virtual Status Begin(bool write) = 0;
   virtual Status Commit() = 0;

@@ -96,8 +96,8 @@ class PostgresStore : public Store {
     });
   }
 
-  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
-                               std::vector<std::string>* classes) override {
+  // Runs one statement with `args` (retrying once over a new connection).
+  Result<PgResult> Execute(const std::string& sql, const std::vector<Value>& args) {
     std::vector<std::string> texts(args.size());
     std::vector<const char*> params(args.size(), nullptr);
     for (size_t i = 0; i < args.size(); i++) {
@@ -110,15 +110,36 @@ class PostgresStore : public Store {
       res.reset(PQexecPrepared(conn_, stmt.c_str(), static_cast<int>(params.size()), params.data(), nullptr, nullptr, 0));
       return Check(res.get(), sql);
     }));
+    return res;
+  }
+
+  Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
+                               std::vector<std::string>* classes) override {
+    VERITY_ASSIGN_OR_RETURN(PgResult res, Execute(sql, args));
     std::vector<Row> rows;
     const int n = PQntuples(res.get());
     rows.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; i++) {
       std::string cls;
-      rows.push_back(ReadRow(res.get(), i, cls));
+      rows.emplace_back();
+      ReadInto(res.get(), i, rows.back(), classes ? &cls : nullptr);
       if (classes) classes->push_back(std::move(cls));
     }
     return rows;
+  }
+
+  // libpq hands over the whole result at once; the rows are read from it one
+  // at a time into one Row rather than copied into a vector of them.
+  Status ForEachRow(const std::string& sql, const std::vector<Value>& args,
+                    const std::function<Status(const Row&)>& row) override {
+    VERITY_ASSIGN_OR_RETURN(PgResult res, Execute(sql, args));
+    Row r;
+    const int n = PQntuples(res.get());
+    for (int i = 0; i < n; i++) {
+      ReadInto(res.get(), i, r, nullptr);
+      VERITY_RETURN_IF_ERROR(row(r));
+    }
+    return OkStatus();
   }
 
   Status Begin(bool write) override {
@@ -327,35 +348,38 @@ class PostgresStore : public Store {
     return false;
   }
 
-  static Row ReadRow(PGresult* r, int i, std::string& cls) {
-    Row row;
+  // Row i of `r` into `row` (its strings' storage reused); each cell's
+  // storage class letter appended to `cls` when given.
+  static void ReadInto(PGresult* r, int i, Row& row, std::string* cls) {
     const int n = PQnfields(r);
+    row.resize(static_cast<size_t>(n));
     for (int c = 0; c < n; c++) {
+      Value& cell = row[static_cast<size_t>(c)];
+      char letter = 't';
       if (PQgetisnull(r, i, c)) {
-        row.emplace_back(std::monostate{});
-        cls += 'n';
-        continue;
-      }
-      const char* v = PQgetvalue(r, i, c);
-      const Oid t = PQftype(r, c);
-      if (t == kInt8 || t == kInt4 || t == kInt2 || t == kOid || t == kBool || (t == kNumeric && IsIntegral(v))) {
-        row.emplace_back(t == kBool ? int64_t{v[0] == 't'} : static_cast<int64_t>(std::strtoll(v, nullptr, 10)));
-        cls += 'i';
-      } else if (t == kFloat8 || t == kFloat4 || t == kNumeric) {
-        row.emplace_back(std::strtod(v, nullptr));  // "Infinity", "-Infinity" and "NaN" included
-        cls += 'r';
-      } else if (t == kBytea) {
-        size_t len = 0;
-        unsigned char* b = PQunescapeBytea(reinterpret_cast<const unsigned char*>(v), &len);
-        row.emplace_back(std::string(reinterpret_cast<const char*>(b), len));
-        PQfreemem(b);
-        cls += 'b';
+        cell = std::monostate{};
+        letter = 'n';
       } else {
-        row.emplace_back(DecodeNul(v, static_cast<size_t>(PQgetlength(r, i, c))));
-        cls += 't';
+        const char* v = PQgetvalue(r, i, c);
+        const Oid t = PQftype(r, c);
+        if (t == kInt8 || t == kInt4 || t == kInt2 || t == kOid || t == kBool || (t == kNumeric && IsIntegral(v))) {
+          cell = t == kBool ? int64_t{v[0] == 't'} : static_cast<int64_t>(std::strtoll(v, nullptr, 10));
+          letter = 'i';
+        } else if (t == kFloat8 || t == kFloat4 || t == kNumeric) {
+          cell = std::strtod(v, nullptr);  // "Infinity", "-Infinity" and "NaN" included
+          letter = 'r';
+        } else if (t == kBytea) {
+          size_t len = 0;
+          unsigned char* b = PQunescapeBytea(reinterpret_cast<const unsigned char*>(v), &len);
+          cell = std::string(reinterpret_cast<const char*>(b), len);
+          PQfreemem(b);
+          letter = 'b';
+        } else {
+          cell = DecodeNul(v, static_cast<size_t>(PQgetlength(r, i, c)));
+        }
       }
+      if (cls) *cls += letter;
     }
-    return row;
   }
 
   static bool IsIntegral(const char* v) {

@@ -78,6 +78,30 @@ class SqliteStore : public Store {
     return rows;
   }
 
+  Status ForEachRow(const std::string& sql, const std::vector<Value>& args,
+                    const std::function<Status(const Row&)>& row) override {
+    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
+    Bind(st, args);
+    Row r;
+    for (;;) {
+      int rc = sqlite3_step(st);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        std::string m = sqlite3_errmsg(db_);
+        sqlite3_reset(st);
+        return Status::Error(path_ + ": " + m);
+      }
+      ReadInto(st, r);
+      Status s = row(r);
+      if (!s.ok()) {
+        sqlite3_reset(st);
+        return s;
+      }
+    }
+    sqlite3_reset(st);
+    return OkStatus();
+  }
+
   Status Begin(bool write) override { return Exec(write ? "BEGIN IMMEDIATE" : "BEGIN"); }
   Status Commit() override { return Exec("COMMIT"); }
   void Rollback() override { (void)Exec("ROLLBACK"); }
@@ -179,6 +203,25 @@ class SqliteStore : public Store {
       }
     }
     return r;
+  }
+
+  // ReadRow's values into `r`, reusing its strings' storage.
+  static void ReadInto(sqlite3_stmt* st, Row& r) {
+    const int n = sqlite3_column_count(st);
+    r.resize(n);
+    for (int c = 0; c < n; c++) {
+      switch (sqlite3_column_type(st, c)) {
+        case SQLITE_NULL: r[c] = std::monostate{}; break;
+        case SQLITE_INTEGER: r[c] = static_cast<int64_t>(sqlite3_column_int64(st, c)); break;
+        case SQLITE_FLOAT: r[c] = sqlite3_column_double(st, c); break;
+        default: {
+          const unsigned char* t = sqlite3_column_text(st, c);
+          const size_t len = static_cast<size_t>(sqlite3_column_bytes(st, c));
+          if (!std::holds_alternative<std::string>(r[c])) r[c] = std::string();
+          std::get<std::string>(r[c]).assign(t ? reinterpret_cast<const char*>(t) : "", t ? len : 0);
+        }
+      }
+    }
   }
 
   sqlite3* db_ = nullptr;

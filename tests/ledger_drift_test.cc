@@ -81,7 +81,7 @@ TEST(Drift, TheFastSplitIsTheDirectSumsSplit) {
 // the same draws as shuffling the values and splitting each, bit for bit, on
 // steps, noise, ties (which decide the Fenwick sums' order) and constants.
 TEST(Drift, ThePermutationTestIsTheSortingOneBitForBit) {
-  int checked = 0;
+  int checked = 0, stopped_early = 0;
   for (int n : {8, 9, 17, 60, 200}) {
     for (int kind = 0; kind < 4; kind++) {
       const std::vector<double> y = KindOfSeries(n, kind, 300 + n * 7 + kind, 2.0);
@@ -104,11 +104,20 @@ TEST(Drift, ThePermutationTestIsTheSortingOneBitForBit) {
         EXPECT_EQ(fast, (at_least + 1.0) / (o.permutations + 1.0)) << "n " << n << " kind " << kind << " q " << q;
         std::mt19937_64 c = b;
         EXPECT_EQ(a(), c()) << "the draws diverged: n " << n << " kind " << kind;
+        // Stopping once decided: exact below the bound, the same verdict above it.
+        for (double stop : {0.02, 0.1, 0.5}) {
+          std::mt19937_64 e(11 + n);
+          const double early = ledger::SplitPValue(y, q, o, e, stop);
+          if (fast < stop) EXPECT_EQ(early, fast) << "n " << n << " kind " << kind << " stop " << stop;
+          else EXPECT_GE(early, stop) << "n " << n << " kind " << kind << " stop " << stop;
+          stopped_early += early < fast;
+        }
       }
       checked++;
     }
   }
   EXPECT_EQ(checked, 20);
+  EXPECT_GT(stopped_early, 50);  // the bound is reached before the last shuffle, not only at it
 }
 
 TEST(Drift, FindsAThreePercentStepUnderOnePercentNoise) {
