@@ -18,6 +18,15 @@ std::string Hex(const unsigned char* d, unsigned n) {
   }
   return s;
 }
+// SHA-256 fetched once: OpenSSL 3 looks EVP_sha256() up in its provider
+// tables on every init, a tenth of a sealed insert's time.
+const EVP_MD* Sha256() {
+  static const EVP_MD* const md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched ? fetched : EVP_sha256();
+  }();
+  return md;
+}
 }  // namespace
 
 std::string Sha256Hex(const void* data, size_t size) {
@@ -25,7 +34,7 @@ std::string Sha256Hex(const void* data, size_t size) {
   thread_local std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  EVP_DigestInit_ex(ctx.get(), Sha256(), nullptr);
   EVP_DigestUpdate(ctx.get(), data, size);
   EVP_DigestFinal_ex(ctx.get(), md, &n);
   return Hex(md, n);

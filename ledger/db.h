@@ -109,6 +109,9 @@ class Db {
 inline constexpr const char* kSealSha256 = "sha256";
 inline constexpr const char* kSealHmacSha256 = "hmac-sha256";
 
+// A REAL cell's text in a seal: printf's "%.17g" of d, written into buf
+// (size >= 32); returns its length.
+size_t SealNumber(double d, char* buf, size_t size);
 // Canonical text of a stored row: column names and typed values, length-prefixed.
 // `classes` (QueryStored's letters; "" = none a BLOB) marks the cells stored as
 // BLOB, which are tagged 'b' where TEXT is 't': the storage class is sealed.

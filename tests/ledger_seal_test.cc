@@ -7,7 +7,12 @@
 // append-only triggers, and `show` and `report` refuse a ledger that fails it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <limits>
+#include <random>
 #include <regex>
 #include <sstream>
 
@@ -90,6 +95,36 @@ std::string NastyBytes() {
 }
 
 // --- hole 10: any bytes ---------------------------------------------------
+
+// Every REAL ever sealed was printed with printf's %.17g; SealNumber must
+// print the same bytes or every existing seal breaks. Random bit patterns
+// (every exponent, subnormals), values near the precision's rounding edges,
+// and the special values.
+TEST(SealNumber, IsPrintfsSeventeenDigitsByteForByte) {
+  std::mt19937_64 rng(17);
+  std::vector<double> xs = {0.0, -0.0, 1.0, -1.0, 0.1, 1e16, 1e17, 123456789012345678.0, 9.999999999999999e22,
+                            5e-324, std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+                            std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                            std::nan(""), -std::nan("")};
+  for (int i = 0; i < 300000; i++) {
+    const uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    xs.push_back(d);
+  }
+  std::uniform_real_distribution<double> human(0.0, 2000.0);
+  for (int i = 0; i < 100000; i++) xs.push_back(human(rng));  // bench-like values
+  int differ = 0;
+  for (double d : xs) {
+    char want[64], got[64];
+    const int n = std::snprintf(want, sizeof want, "%.17g", d);
+    const size_t m = ledger::SealNumber(d, got, sizeof got);
+    if (std::string(want, n) != std::string(got, m) && differ++ < 5)
+      ADD_FAILURE() << "printf '" << std::string(want, n) << "' SealNumber '" << std::string(got, m) << "'";
+  }
+  std::printf("seal numbers: %zu doubles printed as printf's %%.17g, %d differ\n", xs.size(), differ);
+  EXPECT_EQ(differ, 0);
+}
 
 TEST(SealBytes, AnyBytesRoundTripThroughInsertSealedAndVerify) {
   const std::string dir = TempDir("bytes"), path = dir + "/l.db";
