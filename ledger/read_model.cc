@@ -966,9 +966,9 @@ nlohmann::json ToJson(const HistoryView& h) {
         e["found_wrong"] = r.reapplied_by.has_value();
         e["reapplied_by"] = J(r.reapplied_by);
       }
-      list.push_back(e);
+      list.push_back(std::move(e));
     }
-    j["reverts"] = list;
+    j["reverts"] = std::move(list);
   }
   if (h.retractions) {
     nlohmann::json list = nlohmann::json::array();
@@ -985,7 +985,7 @@ nlohmann::json ToJson(const HistoryView& h) {
                       {"gain", J(r.gain)},
                       {"base_median", J(r.base_median)},
                       {"head_median", J(r.head_median)}});
-    j["retractions"] = list;
+    j["retractions"] = std::move(list);
   }
   if (h.none) {
     nlohmann::json list = nlohmann::json::array();
@@ -1001,9 +1001,9 @@ nlohmann::json ToJson(const HistoryView& h) {
                         {"scored_at", a.scored_at},
                         {"attempt", J(a.attempt)},
                         {"alpha", J(a.alpha)}});
-      list.push_back({{"id", c.id}, {"title", c.title}, {"attempts", atts}, {"queued", c.queued}});
+      list.push_back({{"id", c.id}, {"title", c.title}, {"attempts", std::move(atts)}, {"queued", c.queued}});
     }
-    j["none"] = list;
+    j["none"] = std::move(list);
   }
   if (h.timeline) {
     nlohmann::json list = nlohmann::json::array();
@@ -1019,7 +1019,7 @@ nlohmann::json ToJson(const HistoryView& h) {
                       {"gain", J(t.gain)},
                       {"frontier_before", J(t.frontier_before)},
                       {"frontier_after", J(t.frontier_after)}});
-    j["timeline"] = list;
+    j["timeline"] = std::move(list);
   }
   return j;
 }
