@@ -198,8 +198,8 @@ Result<int64_t> AddRun(Db& d, int64_t box, const std::string& title, const std::
                                  {"started_at", NowUtc()}});
 }
 
-Status InsertSamples(Db& d, int64_t run, int64_t box, int n, std::mt19937_64& rng) {
-  std::normal_distribution<double> noise(1000.0, 10.0);
+Status InsertSamples(Db& d, int64_t run, int64_t box, int n, std::mt19937_64& rng, double level = 1000.0) {
+  std::normal_distribution<double> noise(level, 10.0);
   for (int i = 0; i < n; i++)
     VERITY_RETURN_IF_ERROR(d.InsertSealed("samples", {{"run_id", run},
                                                       {"round", int64_t{i / 4}},
@@ -216,6 +216,20 @@ Result<int64_t> Box(Db& d) {
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT id FROM boxes"));
   if (!rows.empty()) return AsInt(rows[0][0]);
   return d.InsertSealed("boxes", {{"fingerprint", std::string("benchbox")}, {"detail", std::string("{}")}});
+}
+
+constexpr int kBigBoxes = 20;  // the team-sized ledger of issue 28's goals
+
+// The big ledger's boxes: benchbox-00 .. benchbox-19.
+Result<std::vector<int64_t>> Boxes(Db& d) {
+  std::vector<int64_t> ids;
+  for (int b = 0; b < kBigBoxes; b++) {
+    char name[32];
+    std::snprintf(name, sizeof name, "benchbox-%02d", b);
+    VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("boxes", {{"fingerprint", std::string(name)}, {"detail", std::string("{}")}}));
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 void BM_Insert100kSamples(benchmark::State& state) {
@@ -239,13 +253,15 @@ void BM_Insert100kSamples(benchmark::State& state) {
 }
 BENCHMARK(BM_Insert100kSamples)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-// --changes changes (10k) x 100 samples = 1M samples, with scores, parity,
-// reverts, retractions and parked changes. Built once and cached between runs.
+// --changes changes (10k) x 100 samples = 1M samples on 20 boxes (change n
+// measured on box n % 20; half of them 3% faster from the middle on), with scores, parity, reverts, retractions and
+// parked changes. Built once and cached between runs.
 const std::string& BigLedger() {
   static const std::string path = [] {
     std::string schema;
     for (const auto& m : EmbeddedMigrations()) schema += m.sql;
-    const std::string name = "big-" + std::to_string(g_changes) + "-" + Sha256Hex(schema).substr(0, 12);
+    const std::string name = "big-" + std::to_string(g_changes) + "-b" + std::to_string(kBigBoxes) + "s-" +
+                             Sha256Hex(schema).substr(0, 12);
     const std::string db = LedgerAt(name);
     if (Exists(db)) return db;
     const std::string tmp = LedgerAt(name + "-building");
@@ -253,19 +269,23 @@ const std::string& BigLedger() {
     auto l = Ledger::Open(tmp);
     Db& d = (*l)->db();
     std::mt19937_64 rng(7);
-    int64_t box = 0;
+    std::vector<int64_t> boxes;
     (void)d.Transaction([&]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(box, Box(d));
+      VERITY_ASSIGN_OR_RETURN(boxes, Boxes(d));
       return OkStatus();
     });
     for (int batch = 0; batch < (g_changes + 99) / 100; batch++) {
       Status s = d.Transaction([&]() -> Status {
         for (int i = 0; i < 100; i++) {
           const int n = batch * 100 + i;
+          const int64_t box = boxes[n % kBigBoxes];
           const bool revert = n % 50 == 49;
           VERITY_ASSIGN_OR_RETURN(int64_t run, AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
                                                       revert ? std::optional<int64_t>(n - 1) : std::nullopt));
-          VERITY_RETURN_IF_ERROR(InsertSamples(d, run, box, 100, rng));
+          // Half the boxes step up 3% halfway: drift finds change points
+          // there and runs its full permutation tests, as on a real ledger.
+          const bool stepped = (n % kBigBoxes) % 2 == 0 && n >= g_changes / 2;
+          VERITY_RETURN_IF_ERROR(InsertSamples(d, run, box, 100, rng, stepped ? 1030.0 : 1000.0));
           VERITY_RETURN_IF_ERROR(d.InsertSealed("parity_results", {{"run_id", run},
                                                                    {"side", std::string("head")},
                                                                    {"mode", std::string("standard")},
@@ -296,7 +316,7 @@ const std::string& BigLedger() {
             VERITY_RETURN_IF_ERROR(d.InsertSealed("retractions", {{"run_id", run},
                                                                   {"reason", std::string("bench")},
                                                                   {"retracted_at", NowUtc()}}));
-          if (n % 100 == 1)
+          if (n % 100 < kBigBoxes)  // each box's frontier moves every 100 changes
             VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")},
                                                                       {"box_id", box},
                                                                       {"value", 1000.0 + n},

@@ -884,16 +884,22 @@ Result<LedgerView> LoadLedgerView(Ledger& l) {
 }
 
 Result<std::map<int64_t, std::vector<SampleView>>> LoadSamplesByRun(Db& d) {
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT run_id, round, ord, side, value FROM samples ORDER BY id"));
   std::map<int64_t, std::vector<SampleView>> out;
-  for (const auto& r : rows) {
-    SampleView s;
-    s.round = static_cast<int>(AsInt(r[1]));
-    s.ord = static_cast<int>(AsInt(r[2]));
-    VERITY_ASSIGN_OR_RETURN(s.side, Named(SideFromName(AsText(r[3])), d, "samples.side", r[3]));
-    s.value = AsDouble(r[4]);
-    out[AsInt(r[0])].push_back(s);
-  }
+  std::vector<SampleView>* run = nullptr;  // the last row's run: a run's samples are mostly together
+  int64_t run_id = 0;
+  VERITY_RETURN_IF_ERROR(d.ForEachRow("SELECT run_id, round, ord, side, value FROM samples ORDER BY id", {},
+                                      [&](const Row& r) -> Status {
+                                        SampleView s;
+                                        s.round = static_cast<int>(AsInt(r[1]));
+                                        s.ord = static_cast<int>(AsInt(r[2]));
+                                        const std::string* side = std::get_if<std::string>(&r[3]);
+                                        VERITY_ASSIGN_OR_RETURN(s.side, Named(side ? SideFromName(*side) : std::nullopt,
+                                                                              d, "samples.side", r[3]));
+                                        s.value = AsDouble(r[4]);
+                                        if (!run || AsInt(r[0]) != run_id) run = &out[run_id = AsInt(r[0])];
+                                        run->push_back(s);
+                                        return OkStatus();
+                                      }));
   return out;
 }
 
