@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace verity::ledger {
 namespace {
@@ -113,59 +114,115 @@ bool Ladder::IsLive(int64_t run) const {
   return std::find(live_runs.begin(), live_runs.end(), run) != live_runs.end();
 }
 
-Result<Ladder> LoadLadder(Db& db, const FrontierKey& key) {
-  // Old events (before frontier_moves) take their factor from the score that
-  // made them: frontier_after / frontier_before of that run's accepting score.
-  // `s.verdict || ''` keeps SQLite off scores_by_verdict there: it chose that
-  // index and scanned every accepted score per event (BM_Frontier, 10k
-  // changes: ~60 ms) where scores_by_run finds the run's few (PostgreSQL
-  // reads it alike).
-  VERITY_ASSIGN_OR_RETURN(
-      auto rows,
-      db.Query("SELECT f.id, f.run_id, r.change_id, c.kind, f.reason, f.value, m.ratio, m.undoes_run, "
-               " (SELECT s.frontier_after / s.frontier_before FROM scores s WHERE s.run_id = f.run_id AND "
-               "  s.verdict || '' = 'accepted' AND s.frontier_before > 0 ORDER BY s.id DESC LIMIT 1), "
-               " (SELECT s.base_median FROM scores s WHERE s.run_id = f.run_id AND s.base_median IS NOT NULL "
-               "  ORDER BY s.id DESC LIMIT 1), "
-               " EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = f.run_id), f.at, "
-               " EXISTS (SELECT 1 FROM frontier_moves x WHERE x.event_id = f.id), "
-               " (SELECT f2.run_id FROM frontier_events f2 JOIN runs r2 ON r2.id = f2.run_id WHERE "
-               "  c.kind = 'reapply' AND r2.change_id = c.target_change AND f2.id < f.id ORDER BY f2.id DESC LIMIT 1), "
-               " (SELECT a.artifact_sha256 FROM artifacts a WHERE a.run_id = f.run_id AND a.side = 'base' ORDER BY a.id LIMIT 1), "
-               " (SELECT a.artifact_sha256 FROM artifacts a WHERE a.run_id = f.run_id AND a.side = 'head' ORDER BY a.id LIMIT 1), "
-               " r.policy_version "
-               "FROM frontier_events f JOIN runs r ON r.id = f.run_id JOIN changes c ON c.id = r.change_id "
-               "LEFT JOIN frontier_moves m ON m.event_id = f.id WHERE f.metric = ? AND f.box_id = ? AND "
-               " COALESCE((SELECT w.workload FROM frontier_event_workloads w WHERE w.event_id = f.id), '') = ? "
-               "ORDER BY f.id",
-               {key.metric, key.box_id, key.workload}));
-  std::vector<LadderEvent> events;
-  for (const auto& r : rows) {
-    LadderEvent e;
-    e.event_id = AsInt(r[0]);
-    e.run_id = AsInt(r[1]);
-    e.change_id = AsInt(r[2]);
-    e.kind = AsText(r[3]);
-    e.reason = AsText(r[4]);
-    e.recorded = AsDouble(r[5]);
-    const bool has_move = AsInt(r[12]) != 0;
-    if (has_move) {
-      if (!IsNull(r[6])) e.ratio = AsDouble(r[6]);
-      if (!IsNull(r[7])) e.undoes_run = AsInt(r[7]);
-    } else {
-      if (e.reason != "seed" && !IsNull(r[8])) e.ratio = AsDouble(r[8]);
-      // Recorded before frontier_moves: a reapply undoes its revert's run.
-      if (!IsNull(r[13])) e.undoes_run = AsInt(r[13]);
-    }
-    if (!IsNull(r[9])) e.base_median = AsDouble(r[9]);
-    e.retracted = AsInt(r[10]) != 0;
-    e.at = AsText(r[11]);
-    if (!IsNull(r[14])) e.base_artifact = AsText(r[14]);
-    if (!IsNull(r[15])) e.head_artifact = AsText(r[15]);
-    e.policy_version = static_cast<int>(AsInt(r[16]));
-    events.push_back(e);
+namespace {
+
+// A ladder's events, in columns of their own row. Correlated subqueries per
+// event (eight of them) were most of the frontier's time on PostgreSQL: what
+// each run's scores, artifacts and retractions say is read in bulk below.
+// Columns: 0 id, 1 run, 2 change, 3 kind, 4 reason, 5 value, 6 move ratio,
+// 7 move undoes_run, 8 has a move, 9 at, 10 reapply's revert run (old events),
+// 11 policy, 12 metric, 13 box id, 14 workload.
+constexpr const char* kEventsSql =
+    "SELECT f.id, f.run_id, r.change_id, c.kind, f.reason, f.value, m.ratio, m.undoes_run, "
+    " CASE WHEN m.event_id IS NULL THEN 0 ELSE 1 END, f.at, "
+    " (SELECT f2.run_id FROM frontier_events f2 JOIN runs r2 ON r2.id = f2.run_id WHERE "
+    "  c.kind = 'reapply' AND r2.change_id = c.target_change AND f2.id < f.id ORDER BY f2.id DESC LIMIT 1), "
+    " r.policy_version, f.metric, f.box_id, COALESCE(w.workload, '') "
+    "FROM frontier_events f JOIN runs r ON r.id = f.run_id JOIN changes c ON c.id = r.change_id "
+    "LEFT JOIN frontier_moves m ON m.event_id = f.id LEFT JOIN frontier_event_workloads w ON w.event_id = f.id ";
+// Which events: one ladder's (metric, box id, workload bound), or all.
+constexpr const char* kOneLadder = "WHERE f.metric = ? AND f.box_id = ? AND COALESCE(w.workload, '') = ? ";
+constexpr const char* kEveryLadder = "";
+
+// What the runs of the chosen events measured and how they were scored.
+struct RunFacts {
+  // Old events (before frontier_moves) take their factor from the latest
+  // accepting score of their run: frontier_after / frontier_before.
+  std::optional<double> accepted_ratio;
+  std::optional<double> base_median;  // the latest score's that has one
+  bool retracted = false;
+  std::string base_artifact, head_artifact;  // the first recorded of each side
+};
+
+Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& where, const std::vector<Value>& args) {
+  const std::string runs = "(SELECT f.run_id FROM frontier_events f LEFT JOIN frontier_event_workloads w ON "
+                           "w.event_id = f.id " + where + ")";
+  std::map<int64_t, RunFacts> facts;
+  VERITY_ASSIGN_OR_RETURN(auto scores, db.Query("SELECT s.run_id, s.verdict, s.frontier_before, s.frontier_after, "
+                                                "s.base_median FROM scores s WHERE s.run_id IN " + runs +
+                                                " ORDER BY s.id", args));
+  for (const auto& r : scores) {  // ascending ids: the last one wins
+    RunFacts& f = facts[AsInt(r[0])];
+    if (AsText(r[1]) == "accepted" && !IsNull(r[2]) && AsDouble(r[2]) > 0)
+      f.accepted_ratio = IsNull(r[3]) ? std::nullopt : std::optional<double>(AsDouble(r[3]) / AsDouble(r[2]));
+    if (!IsNull(r[4])) f.base_median = AsDouble(r[4]);
   }
-  return DeriveLadder(events);
+  VERITY_ASSIGN_OR_RETURN(auto arts, db.Query("SELECT a.run_id, a.side, a.artifact_sha256 FROM artifacts a WHERE "
+                                              "a.run_id IN " + runs + " ORDER BY a.id", args));
+  std::set<std::pair<int64_t, bool>> seen;  // (run, head side) whose first artifact is read
+  for (const auto& r : arts) {  // ascending ids: the first one wins
+    const int64_t run = AsInt(r[0]);
+    const bool head = AsText(r[1]) != "base";
+    if (!seen.insert({run, head}).second) continue;
+    RunFacts& f = facts[run];
+    (head ? f.head_artifact : f.base_artifact) = AsText(r[2]);  // NULL reads as "": measured nothing
+  }
+  VERITY_ASSIGN_OR_RETURN(auto gone, db.Query("SELECT t.run_id FROM retractions t WHERE t.run_id IN " + runs, args));
+  for (const auto& r : gone) facts[AsInt(r[0])].retracted = true;
+  return facts;
+}
+
+LadderEvent EventOf(const Row& r, const std::map<int64_t, RunFacts>& facts) {
+  static const RunFacts kNone;
+  LadderEvent e;
+  e.event_id = AsInt(r[0]);
+  e.run_id = AsInt(r[1]);
+  e.change_id = AsInt(r[2]);
+  e.kind = AsText(r[3]);
+  e.reason = AsText(r[4]);
+  e.recorded = AsDouble(r[5]);
+  auto it = facts.find(e.run_id);
+  const RunFacts& f = it == facts.end() ? kNone : it->second;
+  if (AsInt(r[8]) != 0) {
+    if (!IsNull(r[6])) e.ratio = AsDouble(r[6]);
+    if (!IsNull(r[7])) e.undoes_run = AsInt(r[7]);
+  } else {
+    if (e.reason != "seed") e.ratio = f.accepted_ratio;
+    // Recorded before frontier_moves: a reapply undoes its revert's run.
+    if (!IsNull(r[10])) e.undoes_run = AsInt(r[10]);
+  }
+  e.base_median = f.base_median;
+  e.retracted = f.retracted;
+  e.at = AsText(r[9]);
+  e.base_artifact = f.base_artifact;
+  e.head_artifact = f.head_artifact;
+  e.policy_version = static_cast<int>(AsInt(r[11]));
+  return e;
+}
+
+// The chosen events (kOneLadder or kEveryLadder) by ladder, in recording order.
+Result<std::map<std::tuple<std::string, int64_t, std::string>, std::vector<LadderEvent>>> LoadEvents(
+    Db& db, const std::string& where, const std::vector<Value>& args) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, db.Query(std::string(kEventsSql) + where + "ORDER BY f.id", args));
+  VERITY_ASSIGN_OR_RETURN(const auto facts, LoadRunFacts(db, where, args));
+  std::map<std::tuple<std::string, int64_t, std::string>, std::vector<LadderEvent>> by_key;
+  for (const auto& r : rows) by_key[{AsText(r[12]), AsInt(r[13]), AsText(r[14])}].push_back(EventOf(r, facts));
+  return by_key;
+}
+
+}  // namespace
+
+Result<Ladder> LoadLadder(Db& db, const FrontierKey& key) {
+  VERITY_ASSIGN_OR_RETURN(auto by_key, LoadEvents(db, kOneLadder, {key.metric, key.box_id, key.workload}));
+  return DeriveLadder(by_key.empty() ? std::vector<LadderEvent>() : by_key.begin()->second);
+}
+
+Result<std::vector<std::pair<FrontierKey, Ladder>>> LoadEveryLadder(Db& db) {
+  VERITY_ASSIGN_OR_RETURN(auto by_key, LoadEvents(db, kEveryLadder, {}));
+  std::vector<std::pair<FrontierKey, Ladder>> out;
+  for (const auto& [key, events] : by_key)
+    out.emplace_back(FrontierKey{std::get<0>(key), std::get<1>(key), std::get<2>(key)}, DeriveLadder(events));
+  return out;
 }
 
 Result<std::string> WorkloadOfRun(Db& db, int64_t run_id) {

@@ -84,6 +84,9 @@ struct FrontierKey {
 
 // Loads the events of `key` and derives the ladder.
 Result<Ladder> LoadLadder(Db& db, const FrontierKey& key);
+// Every ladder the ledger holds, by (metric, box id, workload): one query for
+// all of them (a query per ladder cost a PostgreSQL ledger a plan each).
+Result<std::vector<std::pair<FrontierKey, Ladder>>> LoadEveryLadder(Db& db);
 
 // The workload run `run_id` measured ("" if it recorded none).
 Result<std::string> WorkloadOfRun(Db& db, int64_t run_id);

@@ -645,18 +645,18 @@ Result<std::vector<ChangeView>> LoadChangeViews(Db& d) {
 }
 
 Result<std::vector<LadderView>> LoadLadders(Db& d) {
-  VERITY_ASSIGN_OR_RETURN(
-      auto keys, d.Query("SELECT DISTINCT f.metric, f.box_id, b.fingerprint, COALESCE(w.workload, '') FROM "
-                         "frontier_events f JOIN boxes b ON b.id = f.box_id LEFT JOIN frontier_event_workloads w ON "
-                         "w.event_id = f.id ORDER BY f.metric, f.box_id, 4"));
+  VERITY_ASSIGN_OR_RETURN(auto boxes, d.Query("SELECT id, fingerprint FROM boxes"));
+  std::map<int64_t, std::string> fingerprint;
+  for (const auto& b : boxes) fingerprint[AsInt(b[0])] = AsText(b[1]);
+  VERITY_ASSIGN_OR_RETURN(auto ladders, LoadEveryLadder(d));
   std::vector<LadderView> out;
-  for (const auto& k : keys) {
+  for (auto& [key, ladder] : ladders) {
     LadderView v;
-    v.metric = AsText(k[0]);
-    v.box_id = AsInt(k[1]);
-    v.box = AsText(k[2]);
-    v.workload = AsText(k[3]);
-    VERITY_ASSIGN_OR_RETURN(v.ladder, LoadLadder(d, FrontierKey{v.metric, v.box_id, v.workload}));
+    v.metric = key.metric;
+    v.box_id = key.box_id;
+    v.box = fingerprint[key.box_id];
+    v.workload = key.workload;
+    v.ladder = std::move(ladder);
     out.push_back(std::move(v));
   }
   return out;
@@ -950,9 +950,9 @@ nlohmann::json ToJson(const FrontierView& f) {
                    {"reason", last->event.reason},
                    {"at", last->event.at},
                    {"counted_events", l.counted_events()},
-                   {"steps", steps}});
+                   {"steps", std::move(steps)}});
   }
-  return nlohmann::json{{"frontier", out}};
+  return nlohmann::json{{"frontier", std::move(out)}};
 }
 
 nlohmann::json ToJson(const HistoryView& h) {
