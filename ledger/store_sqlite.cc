@@ -113,17 +113,7 @@ class SqliteStore : public Store {
   // an argument vector and a statement per row was a third of its time.
   Result<int64_t> Insert(const std::string& table, const std::string&,
                          const std::vector<std::pair<std::string, Value>>& cols) override {
-    size_t size = table.size() + 32;
-    for (const auto& c : cols) size += c.first.size() + 5;
-    std::string sql;
-    sql.reserve(size);
-    (sql += "INSERT INTO ") += table;
-    sql += " (";
-    for (size_t i = 0; i < cols.size(); i++) (sql += i ? ", " : "") += cols[i].first;
-    sql += ") VALUES (";
-    for (size_t i = 0; i < cols.size(); i++) sql += i ? ", ?" : "?";
-    sql += ')';
-    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
+    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, InsertStatement(table, cols));
     for (size_t i = 0; i < cols.size(); i++) BindOne(st, static_cast<int>(i) + 1, cols[i].second);
     const int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
@@ -168,6 +158,29 @@ class SqliteStore : public Store {
       out.push_back({std::get<std::string>(r[0]), std::get<std::string>(r[1]),
                      std::holds_alternative<std::string>(r[2]) ? std::get<std::string>(r[2]) : std::string()});
     return out;
+  }
+
+  // The INSERT of these column names into `table`. A table's inserts mostly
+  // name the same columns each time: that statement is kept per table and
+  // reused when they do, without writing its SQL again.
+  Result<sqlite3_stmt*> InsertStatement(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols) {
+    LastInsert& last = last_insert_[table];
+    bool same = last.st && last.columns.size() == cols.size();
+    for (size_t i = 0; same && i < cols.size(); i++) same = last.columns[i] == cols[i].first;
+    if (same) {
+      sqlite3_reset(last.st);
+      sqlite3_clear_bindings(last.st);
+      return last.st;
+    }
+    std::string sql = "INSERT INTO " + table + " (";
+    for (size_t i = 0; i < cols.size(); i++) (sql += i ? ", " : "") += cols[i].first;
+    sql += ") VALUES (";
+    for (size_t i = 0; i < cols.size(); i++) sql += i ? ", ?" : "?";
+    sql += ')';
+    VERITY_ASSIGN_OR_RETURN(last.st, Prepare(sql));  // owned by cache_
+    last.columns.clear();
+    for (const auto& c : cols) last.columns.push_back(c.first);
+    return last.st;
   }
 
   Result<sqlite3_stmt*> Prepare(const std::string& sql) {
@@ -245,6 +258,11 @@ class SqliteStore : public Store {
   sqlite3* db_ = nullptr;
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  struct LastInsert {
+    sqlite3_stmt* st = nullptr;
+    std::vector<std::string> columns;
+  };
+  std::unordered_map<std::string, LastInsert> last_insert_;  // by table
 };
 
 }  // namespace
