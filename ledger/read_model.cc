@@ -924,20 +924,23 @@ nlohmann::json ToJson(const FrontierView& f) {
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : l.ladder.steps)
-      steps.push_back({{"event", s.event.event_id},
-                       {"run", s.event.run_id},
-                       {"change", s.event.change_id},
-                       {"reason", s.event.reason},
-                       {"ratio", J(s.event.ratio)},
-                       {"undoes_run", J(s.event.undoes_run)},
-                       {"retracted", s.event.retracted},
-                       {"counted", s.counted},
-                       {"why", s.why},
-                       {"before", s.before},
-                       {"after", s.after},
-                       {"recorded", s.event.recorded},
-                       {"at", s.event.at}});
+    for (const auto& s : l.ladder.steps) {
+      nlohmann::json e;  // field by field, as the history timeline
+      e["event"] = s.event.event_id;
+      e["run"] = s.event.run_id;
+      e["change"] = s.event.change_id;
+      e["reason"] = s.event.reason;
+      e["ratio"] = J(s.event.ratio);
+      e["undoes_run"] = J(s.event.undoes_run);
+      e["retracted"] = s.event.retracted;
+      e["counted"] = s.counted;
+      e["why"] = s.why;
+      e["before"] = s.before;
+      e["after"] = s.after;
+      e["recorded"] = s.event.recorded;
+      e["at"] = s.event.at;
+      steps.push_back(std::move(e));
+    }
     out.push_back({{"metric", l.metric},
                    {"box", l.box},
                    {"workload", l.workload},
@@ -1013,18 +1016,23 @@ nlohmann::json ToJson(const HistoryView& h) {
   }
   if (h.timeline) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& t : *h.timeline)
-      list.push_back({{"at", t.at},
-                      {"change", t.change},
-                      {"kind", KindName(t.kind)},
-                      {"title", t.title},
-                      {"run", t.run},
-                      {"purpose", PurposeName(t.purpose)},
-                      {"verdict", VerdictName(t.verdict)},
-                      {"tier", TierName(t.tier)},
-                      {"gain", J(t.gain)},
-                      {"frontier_before", J(t.frontier_before)},
-                      {"frontier_after", J(t.frontier_after)}});
+    for (const auto& t : *h.timeline) {
+      // Field by field: an initializer list builds a two-element array per
+      // field first, and the timeline has one entry per score.
+      nlohmann::json e;
+      e["at"] = t.at;
+      e["change"] = t.change;
+      e["kind"] = KindName(t.kind);
+      e["title"] = t.title;
+      e["run"] = t.run;
+      e["purpose"] = PurposeName(t.purpose);
+      e["verdict"] = VerdictName(t.verdict);
+      e["tier"] = TierName(t.tier);
+      e["gain"] = J(t.gain);
+      e["frontier_before"] = J(t.frontier_before);
+      e["frontier_after"] = J(t.frontier_after);
+      list.push_back(std::move(e));
+    }
     j["timeline"] = std::move(list);
   }
   return j;
