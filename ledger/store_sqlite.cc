@@ -18,6 +18,11 @@ class SqliteStore : public Store {
   }
 
   Status Open(const std::string& path, bool read_only) {
+    // Before SQLite's first use in this process: no memory statistics, which
+    // take a global mutex on every allocation SQLite makes (the store never
+    // reads them). Later calls are refused by SQLite, harmlessly.
+    static const int no_memstatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    (void)no_memstatus;
     path_ = path;
     if (read_only) {
       struct stat st{};
