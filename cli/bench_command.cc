@@ -682,14 +682,15 @@ int RunBench(BenchOptions o) {
   r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
   r.kv_bytes_per_token = KvBytesPerDecodedToken(c, o.prompt_tokens, o.gen_tokens);
   r.achieved_gb_s_with_kv = (r.bytes_per_token + *r.kv_bytes_per_token) * r.decode_tok_s / 1e9;
-  // The roofline is this machine's CPU memory: no yardstick for a GPU's
-  // (scripts/device-check.sh divides by the device's own peak instead).
-  auto roof = o.backend == "cuda" ? Result<std::optional<measure::Roofline>>(std::optional<measure::Roofline>())
-                                  : measure::CachedRoofline(env::CacheDir(), r.box);
+  // The yardstick is the memory the weights are read from: this box's for the
+  // CPU backends (at this thread count), GPU 0's for cuda (`verity roofline
+  // --backend cuda`: one point, the device).
+  const bool device = o.backend == "cuda";
+  auto roof = measure::CachedRoofline(env::CacheDir(), device ? measure::DeviceRooflineFingerprint(r.box) : r.box);
   if (!roof.ok()) {
     std::fprintf(stderr, "verity: note: %s; read_gb_s is null\n", roof.status().message().c_str());
   } else if (roof->has_value()) {
-    r.read_gb_s = (*roof)->ReadGbS(r.threads);
+    r.read_gb_s = (*roof)->ReadGbS(device ? 1 : r.threads);
     if (r.read_gb_s) r.fraction = r.achieved_gb_s / *r.read_gb_s;
     if (r.read_gb_s) r.fraction_with_kv = *r.achieved_gb_s_with_kv / *r.read_gb_s;
   }
@@ -708,7 +709,8 @@ int RunBench(BenchOptions o) {
                r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
                r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
                              " GB/s").c_str()
-                          : " (no roofline for this thread count: `verity roofline`)");
+                          : device ? " (no device roofline: `verity roofline --backend cuda`)"
+                                   : " (no roofline for this thread count: `verity roofline`)");
   if (r.peak_rss_mb && r.baseline_rss_mb)
     std::fprintf(stderr, "verity: %s\n",
                  RssBound{*r.peak_rss_mb, *r.baseline_rss_mb, *r.weights_mb, *r.kv_cache_mb}.Line().c_str());

@@ -2,12 +2,17 @@
 // and cached per box fingerprint (VERITY_CACHE_DIR); --refresh re-measures and
 // keeps the higher best per point, --replace starts over, --probe measures
 // without touching the cache (the bandwidth of this minute, to set beside a
-// run taken in the same minute on a shared box).
+// run taken in the same minute on a shared box). --backend cuda measures the
+// GPU instead (device 0: HBM read bandwidth and bf16 tensor-core throughput,
+// kernels/cuda/device_roofline.h), cached as box "<fingerprint>-cuda0".
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
 #include "cli/commands.h"
+#include "kernels/cuda/device_roofline.h"
 #include "measure/box_lock.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
@@ -18,6 +23,7 @@ namespace {
 struct RooflineFlags {
   bool json = false, refresh = false, replace = false, probe = false;
   int buffer_mb = 1024, repetitions = 20;
+  std::string backend = "cpu";
 };
 
 std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* unit) {
@@ -31,6 +37,50 @@ std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* u
   return s;
 }
 
+std::string UtcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+measure::RooflinePoint OnePoint(std::vector<double> rates) {
+  std::sort(rates.begin(), rates.end());
+  const size_t n = rates.size();
+  return {1, rates.back(), n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2])};
+}
+
+// Device 0 measured, in the roofline record: one point each ("threads" 1 is
+// the device), FMA throughput as its bf16 tensor-core GFLOP/s.
+Result<measure::Roofline> MeasureDevice(const RooflineFlags& f, const std::string& fingerprint) {
+  kernels::cuda::DeviceRooflineOptions o;
+  o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
+  o.repetitions = f.repetitions;
+  VERITY_ASSIGN_OR_RETURN(const kernels::cuda::DeviceMeasurement m, kernels::MeasureCudaRoofline(o));
+  if (m.read_gb_s.empty() || m.bf16_tflops.empty()) return Status::Error("roofline --backend cuda: nothing was timed");
+  measure::Roofline r;
+  r.fingerprint = fingerprint;
+  r.box_detail = nlohmann::json{{"device", m.name}, {"uuid", m.uuid}, {"sm", std::to_string(m.sm_major) + "." +
+                                std::to_string(m.sm_minor)}, {"sms", m.sms}, {"nominal_gb_s", m.nominal_gb_s},
+                                {"gemm_n", m.gemm_n}}.dump();
+  r.measured_at = UtcNow();
+  r.isa = "cuda sm_" + std::to_string(m.sm_major) + std::to_string(m.sm_minor) + " (bf16 tensor cores)";
+  r.buffer_bytes = m.buffer_bytes;
+  r.repetitions = f.repetitions;
+  r.read = {OnePoint(m.read_gb_s)};
+  std::vector<double> gflops;
+  for (double t : m.bf16_tflops) gflops.push_back(t * 1e3);
+  r.fma = {OnePoint(gflops)};
+  std::fprintf(stderr, "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
+               "bf16 GEMM %dx%dx%d %.1f TFLOP/s best\n",
+               m.name.c_str(), r.read[0].best, m.read_gb_s.size(), static_cast<unsigned long long>(m.buffer_bytes >> 20),
+               100.0 * r.read[0].best / m.nominal_gb_s, m.nominal_gb_s, m.gemm_n, m.gemm_n, m.gemm_n,
+               r.fma[0].best / 1e3);
+  return r;
+}
+
 int RunRoofline(const RooflineFlags& f) {
   if (f.buffer_mb < 1 || f.buffer_mb > 65536)
     return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
@@ -39,13 +89,17 @@ int RunRoofline(const RooflineFlags& f) {
   if (f.probe && (f.refresh || f.replace))
     return Fail(Status::Error("--probe measures without touching the cache; it cannot be combined with --refresh or "
                               "--replace"));
+  if (f.backend != "cpu" && f.backend != "cuda")
+    return Fail(Status::Error("--backend " + f.backend + " is not cpu or cuda"));
+  const bool device = f.backend == "cuda";
   const std::string dir = env::CacheDir();
   const measure::Box box = measure::ThisBox();
-  const std::string path = measure::RooflineCachePath(dir, box.fingerprint);
+  const std::string fingerprint = device ? measure::DeviceRooflineFingerprint(box.fingerprint) : box.fingerprint;
+  const std::string path = measure::RooflineCachePath(dir, fingerprint);
   std::optional<measure::Roofline> r, earlier;
   std::string source = "cache";
   if (!f.replace && !f.probe) {
-    auto cached = measure::CachedRoofline(dir, box.fingerprint);
+    auto cached = measure::CachedRoofline(dir, fingerprint);
     if (cached.ok()) {
       r = std::move(cached.value());
     } else if (f.refresh) {  // a cache that cannot be read is replaced, not merged
@@ -66,9 +120,9 @@ int RunRoofline(const RooflineFlags& f) {
       std::fprintf(stderr, "verity: %s\n", msg.c_str());
     });
     if (!lock.ok()) return Fail(lock.status());
-    std::fprintf(stderr, "verity: measuring the roofline of box %s (%d MiB read buffer, %d passes per point)...\n",
-                 box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
-    auto m = measure::MeasureRoofline(o);
+    std::fprintf(stderr, "verity: measuring the roofline of %s %s (%d MiB read buffer, %d passes per point)...\n",
+                 device ? "device 0 of box" : "box", box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
+    auto m = device ? MeasureDevice(f, fingerprint) : measure::MeasureRoofline(o);
     if (!m.ok()) return Fail(m.status());
     if (earlier)
       for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
@@ -106,7 +160,7 @@ int RunRoofline(const RooflineFlags& f) {
                 f.probe ? "a probe, not cached"
                         : (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
     std::printf("  read bandwidth: %s\n", Points(r->read, "GB/s").c_str());
-    std::printf("  FMA throughput: %s\n", Points(r->fma, "GFLOP/s").c_str());
+    std::printf("  %s: %s\n", device ? "bf16 tensor-core throughput" : "FMA throughput", Points(r->fma, "GFLOP/s").c_str());
   }
   return 0;
 }
@@ -127,6 +181,10 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
   sub->add_flag("--probe", f->probe,
                 "measure now and print, leaving the cache as it is: this minute's bandwidth, to compare with a run "
                 "taken beside it on a shared box");
+  sub->add_option("--backend", f->backend,
+                  "cpu: this box's memory and cores; cuda: GPU 0's memory (a streaming kernel) and bf16 tensor cores "
+                  "(cuBLAS GEMMs), cached as box <fingerprint>-cuda0 (use --buffer-mb 4096 there)")
+      ->capture_default_str();
   sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring")->capture_default_str();
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();

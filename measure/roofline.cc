@@ -451,6 +451,8 @@ std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fres
   return kept;
 }
 
+std::string DeviceRooflineFingerprint(const std::string& box_fingerprint) { return box_fingerprint + "-cuda0"; }
+
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint) {
   return cache_dir + "/roofline-" + fingerprint + ".json";
 }

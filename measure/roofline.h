@@ -68,6 +68,11 @@ Result<Roofline> ParseRoofline(const std::string& text, const std::string& what)
 // fresh one. Returns one line per point where the earlier best was kept.
 std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fresh);
 
+// The cache name of GPU 0's roofline on box `box_fingerprint` (`verity roofline
+// --backend cuda`): "<box_fingerprint>-cuda0". Its record has one point each:
+// read_gb_s is HBM read bandwidth, fma_gflops bf16 tensor-core throughput.
+std::string DeviceRooflineFingerprint(const std::string& box_fingerprint);
+
 // <cache_dir>/roofline-<fingerprint>.json
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint);
 // The cached roofline of the box `fingerprint`: nullopt when none was cached.

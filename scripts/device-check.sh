@@ -10,9 +10,10 @@
 # Steps, each printing one summary line: build; the GPU unit tests
 # (CudaDevice.*, none may be skipped); verity parity --backend cuda against
 # the CPU reference on stories260K (f32, bf16 and q8_0, worst of the depths);
-# compute-sanitizer memcheck on a short generation (0 errors); verity bench
+# compute-sanitizer memcheck on a short generation (0 errors); the device
+# roofline (verity roofline --backend cuda: HBM read GB/s, bf16 TFLOP/s); verity bench
 # --backend cuda on stories260K and a ~1B-class synthetic model, decode tok/s
-# also as a fraction of the device's peak memory bandwidth; the NCCL
+# also as a fraction of the device's peak and measured memory bandwidth; the NCCL
 # collective (--tp-backend nccl: golden text, parity, the tp=2 refusal on one
 # GPU, a bench). The last line is
 # `device-check: <n> steps, <k> failed, <s>s verdict=PASS|FAIL`.
@@ -129,6 +130,25 @@ else
     { tail -20 "$work/sanitizer.log"; summary sanitizer FAIL "exit $rc, errors=${errs:-unknown}"; }
 fi
 
+# 3b. The device's own roofline (HBM read bandwidth, bf16 tensor-core
+# throughput), cached in this run's cache dir so the benches below report the
+# fraction of the measured bandwidth, not only of the nominal one.
+export VERITY_CACHE_DIR=$work/cache
+if "$bin" roofline --backend cuda --buffer-mb 4096 --repetitions 20 --json >"$work/roofline.json" 2>"$work/roofline.err" &&
+  /usr/bin/env python3 - "$work/roofline.json" >"$work/roofline.line" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+d, r, f = j["box"]["detail"], j["read_gb_s"][0], j["fma_gflops"][0]
+print(f"{d['device']}: read {r['best']:.1f} GB/s (median {r['median']:.1f}) = "
+      f"{100 * r['best'] / d['nominal_gb_s']:.1f}% of nominal {d['nominal_gb_s']:.0f} GB/s; "
+      f"bf16 GEMM {f['best'] / 1e3:.1f} TFLOP/s (median {f['median'] / 1e3:.1f})")
+EOF
+then
+  summary device-roofline ok "$(cat "$work/roofline.line")"
+else
+  tail -5 "$work/roofline.err"; summary device-roofline FAIL "see $work/roofline.err and $work/roofline.json"
+fi
+
 # 4. Bench: stories260K and a ~1B-class synthetic model (TinyLlama's shape), bf16 and q8_0.
 peak=$("$bin" generate --model "$m" --tokenizer "$tok" --steps 2 --backend cuda 2>&1 >/dev/null |
   grep -oE 'peak memory bandwidth [0-9.]+' | grep -oE '[0-9.]+$' || true)
@@ -143,7 +163,9 @@ peak = float(sys.argv[2])
 frac = roof["achieved_gb_s"] / peak if peak > 0 else float("nan")
 line = (f"{sys.argv[3]} {sys.argv[4]}: decode {m['decode_tok_s']:.1f} tok/s, prefill {m['prefill_tok_s']:.1f} tok/s, "
         f"{roof['bytes_per_token'] / 1e6:.1f} MB/token, {roof['achieved_gb_s']:.1f} GB/s = {100 * frac:.2f}% of "
-        f"{peak:.0f} GB/s peak memory bandwidth")
+        f"{peak:.0f} GB/s peak memory bandwidth" +
+        (f", {100 * roof['fraction']:.2f}% of the measured {roof['read_gb_s']:.0f} GB/s" if roof.get("fraction") else
+         ", no measured roofline"))
 open(sys.argv[1][:-len(".json")] + ".line", "w").write(line)
 sys.exit(0 if m["decode_tok_s"] > 0 and peak > 0 else 1)
 EOF

@@ -596,6 +596,58 @@ TEST(Bench, ReportsTheCachedRooflineAtItsThreadCount) {
   EXPECT_TRUE(j2["roofline"]["fraction"].is_null());
 }
 
+// GPU 0's roofline is its own cache entry, "<box>-cuda0": read back by
+// `roofline --backend cuda` without a GPU, and never taken for the CPU's.
+TEST(Roofline, TheDeviceRooflineIsCachedApartFromTheBoxes) {
+  const std::string cache = test::TempDir("cache");
+  measure::Roofline dev;
+  dev.fingerprint = measure::DeviceRooflineFingerprint(measure::ThisBox().fingerprint);
+  EXPECT_EQ(dev.fingerprint, measure::ThisBox().fingerprint + "-cuda0");
+  dev.box_detail = R"({"device":"NVIDIA H200","sm":"9.0"})";
+  dev.measured_at = "2026-01-01T00:00:00Z";
+  dev.isa = "cuda sm_90 (bf16 tensor cores)";
+  dev.buffer_bytes = uint64_t{4} << 30;
+  dev.repetitions = 20;
+  dev.read = {{1, 4321.5, 4300.0}};
+  dev.fma = {{1, 812000.0, 800000.0}};
+  ASSERT_TRUE(measure::SaveRoofline(cache, dev).ok());
+
+  auto r = Shell(Roofline(cache, "--backend cuda --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["source"], "cache") << "a cached device roofline is read, not re-measured";
+  EXPECT_EQ(j["box"]["fingerprint"], dev.fingerprint);
+  EXPECT_EQ(j["read_gb_s"][0]["best"].get<double>(), 4321.5);
+  auto text = Shell(Roofline(cache, "--backend cuda"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("bf16 tensor-core throughput: 1 thread 812000.00 GFLOP/s"), std::string::npos) << text.out;
+
+  // A CPU bench on this box has no roofline of its own here: the device's is not used for it.
+  auto b = Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_TRUE(nlohmann::json::parse(b.out)["roofline"]["read_gb_s"].is_null());
+}
+
+// Without a GPU (or a build without CUDA) measuring one is a named error and
+// caches nothing; an unknown backend is named.
+TEST(Roofline, CudaWithoutADeviceSaysWhyAndCachesNothing) {
+  const std::string cache = test::TempDir("cache");
+  auto r = Shell(Roofline(cache, "--backend cuda"));
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has a GPU: " << r.err;
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("verity: error: "), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("no usable CUDA device") != std::string::npos ||
+              r.err.find("no CUDA device found") != std::string::npos ||
+              r.err.find("built without CUDA") != std::string::npos ||
+              r.err.find("libverity_cuda.so") != std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(
+      measure::RooflineCachePath(cache, measure::DeviceRooflineFingerprint(measure::ThisBox().fingerprint))));
+  auto bad = Shell(Roofline(cache, "--backend gpu"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--backend gpu is not cpu or cuda"), std::string::npos) << bad.err;
+}
+
 TEST(Roofline, MeasuresOnceThenReadsTheCacheAndRefreshReMeasures) {
   const std::string cache = test::TempDir("cache");
   const std::string path = measure::RooflineCachePath(cache, measure::ThisBox().fingerprint);

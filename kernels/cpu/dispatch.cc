@@ -3,6 +3,7 @@
 #include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_roofline.h"
 
 namespace verity::kernels {
 #if defined(VERITY_HAVE_CUDA)
@@ -19,6 +20,20 @@ Result<std::unique_ptr<Backend>> LoadCudaBackend() {
 
 }  // namespace
 #endif
+
+Result<cuda::DeviceMeasurement> MeasureCudaRoofline(const cuda::DeviceRooflineOptions& options) {
+#if defined(VERITY_HAVE_CUDA)
+  auto sym = plugin::Symbol(cuda::kPluginFile, cuda::kRooflineSymbol);
+  if (!sym.ok()) return Status::Error("roofline --backend cuda: " + sym.status().message());
+  Result<cuda::DeviceMeasurement> measured = Status::Error("roofline --backend cuda: the plugin returned nothing");
+  reinterpret_cast<cuda::RooflineFn>(*sym)(&options, &measured);
+  return measured;
+#else
+  (void)options;
+  return Status::Error("roofline --backend cuda: this verity was built without CUDA (no CUDA toolkit found at "
+                       "configure time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
+#endif
+}
 
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name) {
   if (name == "reference") return MakeReference();

@@ -1,7 +1,8 @@
-// The one export of libverity_cuda.so, the CUDA backend's run-time plugin:
-// verity dlopens the library and calls this only for `--backend cuda`
-// (kernels/cpu/dispatch.cc), so CPU-only runs never load CUDA.
+// The exports of libverity_cuda.so, the CUDA backend's run-time plugin:
+// verity dlopens the library only for `--backend cuda` (kernels/cpu/dispatch.cc,
+// and `verity roofline --backend cuda`), so CPU-only runs never load CUDA.
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_roofline.h"
 
 namespace cu = verity::kernels::cuda;
 
@@ -9,4 +10,9 @@ namespace cu = verity::kernels::cuda;
 // the loader casts to cuda::PluginFn); the name against plugin.map.
 extern "C" void verity_cuda_make_backend_v1(verity::Result<std::unique_ptr<verity::kernels::Backend>>* out) {
   *out = cu::MakeCudaBackend();
+}
+
+extern "C" void verity_cuda_roofline_v1(const cu::DeviceRooflineOptions* options,
+                                        verity::Result<cu::DeviceMeasurement>* out) {
+  *out = cu::MeasureDeviceRoofline(*options);
 }
