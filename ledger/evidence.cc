@@ -415,6 +415,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     }
     if (side == "head" && s.bytes_per_token)
       m.head_bytes_per_token = std::max(m.head_bytes_per_token.value_or(0.0), *s.bytes_per_token);
+    if (side == "head" && s.backend == "cuda") m.head_on_device = true;
     Taken t;
     t.side = side;
     t.value = s.value;

@@ -79,6 +79,7 @@ struct Measured {
   MetricSeries primary;
   std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
   std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
+  bool head_on_device = false;       // a head sample was a `--backend cuda` bench
   std::string workload;              // what both sides measured (measure::BenchSample::workload)
   std::string base_artifact, head_artifact;  // what each side ran (the first sample's artifact_sha256)
   int attempt = 0;                   // the attempt the looks were taken at

@@ -183,7 +183,7 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
              " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) +
-             " GB/s, above this box's measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) +
+             " GB/s, above " + in.ceiling_of + " measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) +
              " GB/s (x" + NumText(p.ceiling_tolerance, 3) + " for measurement error)";
   } else if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;

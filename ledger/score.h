@@ -75,6 +75,7 @@ struct ScoreInput {
   // A decode rate above bandwidth / bytes is impossible, whatever the ratio.
   std::optional<double> read_bytes_per_s;
   std::optional<double> head_bytes_per_token;
+  std::string ceiling_of = "this box's";  // whose bandwidth read_bytes_per_s is, for the note
 };
 
 struct GuardResult {

@@ -266,13 +266,18 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     return score_without_speed(gate.verdict, gate.note, also);
   }
 
-  // The box's measured read bandwidth, if `verity roofline` cached it: the physical ceiling.
-  std::optional<double> read_bytes_per_s;
+  // The box's measured read bandwidth, if `verity roofline` cached it: the
+  // physical ceiling; for a head benched with --backend cuda, GPU 0's
+  // (`verity roofline --backend cuda`).
+  std::optional<double> read_bytes_per_s, device_read_bytes_per_s;
   if (!opt.cache_dir.empty()) {
-    auto roof = measure::CachedRoofline(opt.cache_dir, box.fingerprint);
-    if (!roof.ok()) return fail(roof.status().message());
-    if (*roof)
-      for (const auto& p : (*roof)->read) read_bytes_per_s = std::max(read_bytes_per_s.value_or(0.0), p.best * 1e9);
+    for (auto [fingerprint, best] : {std::pair{box.fingerprint, &read_bytes_per_s},
+                                     std::pair{measure::DeviceRooflineFingerprint(box.fingerprint), &device_read_bytes_per_s}}) {
+      auto roof = measure::CachedRoofline(opt.cache_dir, fingerprint);
+      if (!roof.ok()) return fail(roof.status().message());
+      if (*roof)
+        for (const auto& p : (*roof)->read) *best = std::max(best->value_or(0.0), p.best * 1e9);
+    }
   }
 
   // 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
@@ -353,7 +358,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.attempt = attempt;
     in.verified = gate.verified && !measured->unbound;
     in.plan = measured->plan;
-    in.read_bytes_per_s = read_bytes_per_s;
+    in.read_bytes_per_s = measured->head_on_device ? device_read_bytes_per_s : read_bytes_per_s;
+    if (measured->head_on_device) in.ceiling_of = "GPU 0's";
     in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);
     if (revert_refusal) RefuseStep(r, *revert_refusal);

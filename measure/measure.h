@@ -64,6 +64,9 @@ struct BenchSample {
   // no dtype, as in WorkloadOf); "" for records that name no model. Parity
   // evidence must be of this dtype, or declared (submit --reference-dtype).
   std::string dtype;
+  // The record's "backend" (`verity bench`: reference, fast or cuda); "" when
+  // it names none. A cuda bench's physical ceiling is the device's roofline.
+  std::string backend;
 };
 
 // The range every number a bench prints must lie in (metrics and

@@ -156,6 +156,7 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
   }
   s.workload = WorkloadOf(j);
   s.raw_format = raw_format;
+  if (j.contains("backend") && j["backend"].is_string()) s.backend = j["backend"].get<std::string>();
   if (j.contains("model") && j["model"].is_string())
     s.dtype = !j.contains("dtype") ? "f32" : j["dtype"].is_string() ? j["dtype"].get<std::string>() : "dtype?";
   return s;

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "measure/roofline.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity::test {
@@ -524,6 +525,42 @@ TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
   EXPECT_EQ(out["verdict"], "rejected-implausible") << withcache.out << withcache.err;
   EXPECT_NE(out["note"].get<std::string>().find("GB/s, above this box's measured read bandwidth of 400 GB/s"), std::string::npos)
       << out["note"];
+}
+
+// Issue 26: a head benched with --backend cuda is bounded by GPU 0's measured
+// bandwidth (`verity roofline --backend cuda`), not the box's CPU memory.
+TEST(Promises, ACudaHeadIsBoundedByTheDevicesRoofline) {
+  Case c = Fresh("device-roofline");
+  const std::string cache = c.dir + "/cache";
+  auto roof = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
+  ASSERT_EQ(roof.exit_code, 0) << roof.err;
+  const std::string file = nlohmann::json::parse(roof.out)["cache_file"];
+  // The CPU reads 400 GB/s at most (as above); GPU 0, 3000 GB/s; a device
+  // entry is the same record under "<box>-cuda0".
+  auto cpu = nlohmann::json::parse(ReadFile(file));
+  for (auto& p : cpu["read_gb_s"]) p["best"] = 400, p["median"] = 390;
+  WriteFile(file, cpu.dump());
+  auto dev = cpu;
+  dev["box"]["fingerprint"] = cpu["box"]["fingerprint"].get<std::string>() + "-cuda0";
+  dev["read_gb_s"] = nlohmann::json::array({{{"threads", 1}, {"best", 3000}, {"median", 2900}}});
+  WriteFile(measure::RooflineCachePath(cache, dev["box"]["fingerprint"]), dev.dump());
+  auto submit = [&](const std::string& tag, double head, const std::string& extra) {
+    const int s = Seed();
+    auto r = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " submit --json --ledger " + c.db + " --title " +
+                   tag + " --predict 7 --base-cmd " + Quote(Bench(c.dir, tag + "b", head / 1.07, 0.003, s, extra)) +
+                   " --head-cmd " + Quote(Bench(c.dir, tag + "h", head, 0.003, s + 1, extra)) + " --parity-cmd " +
+                   Quote(Parity()));
+    return nlohmann::json::parse(r.out.empty() ? "{}" : r.out);
+  };
+  // 1070 tok/s x 500 MB = 535 GB/s: above the CPU's ceiling, far below the GPU's.
+  auto fits = submit("fits", 1070, "--bytes-per-token 5e8 --backend cuda");
+  EXPECT_NE(fits["verdict"], "rejected-implausible") << fits.dump();
+  // 8000 tok/s x 500 MB = 4000 GB/s: above the GPU's 3000 x 1.25.
+  auto over = submit("over", 8000, "--bytes-per-token 5e8 --backend cuda");
+  EXPECT_EQ(over["verdict"], "rejected-implausible") << over.dump();
+  EXPECT_NE(over["note"].get<std::string>().find("GB/s, above GPU 0's measured read bandwidth of 3000 GB/s"),
+            std::string::npos)
+      << over["note"];
 }
 
 // A frontier belongs to one workload: a change measured on a small model is
