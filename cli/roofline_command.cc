@@ -5,9 +5,7 @@
 // run taken in the same minute on a shared box). --backend cuda measures the
 // GPU instead (device 0: HBM read bandwidth and bf16 tensor-core throughput,
 // kernels/cuda/device_roofline.h), cached as box "<fingerprint>-cuda0".
-#include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
@@ -37,21 +35,6 @@ std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* u
   return s;
 }
 
-std::string UtcNow() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-measure::RooflinePoint OnePoint(std::vector<double> rates) {
-  std::sort(rates.begin(), rates.end());
-  const size_t n = rates.size();
-  return {1, rates.back(), n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2])};
-}
-
 // Device 0 measured, in the roofline record: one point each ("threads" 1 is
 // the device), FMA throughput as its bf16 tensor-core GFLOP/s.
 Result<measure::Roofline> MeasureDevice(const RooflineFlags& f, const std::string& fingerprint) {
@@ -60,19 +43,14 @@ Result<measure::Roofline> MeasureDevice(const RooflineFlags& f, const std::strin
   o.repetitions = f.repetitions;
   VERITY_ASSIGN_OR_RETURN(const kernels::cuda::DeviceMeasurement m, kernels::MeasureCudaRoofline(o));
   if (m.read_gb_s.empty() || m.bf16_tflops.empty()) return Status::Error("roofline --backend cuda: nothing was timed");
-  measure::Roofline r;
-  r.fingerprint = fingerprint;
-  r.box_detail = nlohmann::json{{"device", m.name}, {"uuid", m.uuid}, {"sm", std::to_string(m.sm_major) + "." +
-                                std::to_string(m.sm_minor)}, {"sms", m.sms}, {"nominal_gb_s", m.nominal_gb_s},
-                                {"gemm_n", m.gemm_n}}.dump();
-  r.measured_at = UtcNow();
-  r.isa = "cuda sm_" + std::to_string(m.sm_major) + std::to_string(m.sm_minor) + " (bf16 tensor cores)";
-  r.buffer_bytes = m.buffer_bytes;
-  r.repetitions = f.repetitions;
-  r.read = {OnePoint(m.read_gb_s)};
   std::vector<double> gflops;
   for (double t : m.bf16_tflops) gflops.push_back(t * 1e3);
-  r.fma = {OnePoint(gflops)};
+  measure::Roofline r = measure::DeviceRooflineRecord(
+      fingerprint,
+      nlohmann::json{{"device", m.name}, {"uuid", m.uuid}, {"sm", std::to_string(m.sm_major) + "." + std::to_string(m.sm_minor)},
+                     {"sms", m.sms}, {"nominal_gb_s", m.nominal_gb_s}, {"gemm_n", m.gemm_n}}.dump(),
+      "cuda sm_" + std::to_string(m.sm_major) + std::to_string(m.sm_minor) + " (bf16 tensor cores)", m.buffer_bytes,
+      f.repetitions, m.read_gb_s, gflops);
   std::fprintf(stderr, "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
                "bf16 GEMM %dx%dx%d %.1f TFLOP/s best\n",
                m.name.c_str(), r.read[0].best, m.read_gb_s.size(), static_cast<unsigned long long>(m.buffer_bytes >> 20),

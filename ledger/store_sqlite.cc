@@ -67,47 +67,24 @@ class SqliteStore : public Store {
 
   Result<std::vector<Row>> Run(const std::string& sql, const std::vector<Value>& args,
                                std::vector<std::string>* classes) override {
-    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
-    Bind(st, args);
     std::vector<Row> rows;
-    for (;;) {
-      int rc = sqlite3_step(st);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) {
-        std::string m = sqlite3_errmsg(db_);
-        sqlite3_reset(st);
-        return Status::Error(path_ + ": " + m);
-      }
+    VERITY_RETURN_IF_ERROR(StepRows(sql, args, [&](sqlite3_stmt* st) {
       std::string cls;
-      rows.push_back(ReadRow(st, cls));
+      rows.emplace_back();
+      ReadInto(st, rows.back(), classes ? &cls : nullptr);
       if (classes) classes->push_back(std::move(cls));
-    }
-    sqlite3_reset(st);
+      return OkStatus();
+    }));
     return rows;
   }
 
   Status ForEachRow(const std::string& sql, const std::vector<Value>& args,
                     const std::function<Status(const Row&)>& row) override {
-    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
-    Bind(st, args);
     Row r;
-    for (;;) {
-      int rc = sqlite3_step(st);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) {
-        std::string m = sqlite3_errmsg(db_);
-        sqlite3_reset(st);
-        return Status::Error(path_ + ": " + m);
-      }
-      ReadInto(st, r);
-      Status s = row(r);
-      if (!s.ok()) {
-        sqlite3_reset(st);
-        return s;
-      }
-    }
-    sqlite3_reset(st);
-    return OkStatus();
+    return StepRows(sql, args, [&](sqlite3_stmt* st) {
+      ReadInto(st, r, nullptr);
+      return row(r);
+    });
   }
 
   Status Begin(bool write) override { return Exec(write ? "BEGIN IMMEDIATE" : "BEGIN"); }
@@ -220,37 +197,40 @@ class SqliteStore : public Store {
     }
   }
 
-  static Row ReadRow(sqlite3_stmt* st, std::string& cls) {
-    Row r;
-    const int n = sqlite3_column_count(st);
-    for (int c = 0; c < n; c++) {
-      const int type = sqlite3_column_type(st, c);
-      cls += type == SQLITE_NULL ? 'n' : type == SQLITE_INTEGER ? 'i' : type == SQLITE_FLOAT ? 'r' : type == SQLITE_BLOB ? 'b' : 't';
-      switch (type) {
-        case SQLITE_NULL: r.emplace_back(std::monostate{}); break;
-        case SQLITE_INTEGER: r.emplace_back(static_cast<int64_t>(sqlite3_column_int64(st, c))); break;
-        case SQLITE_FLOAT: r.emplace_back(sqlite3_column_double(st, c)); break;
-        default: {
-          // Text (or a blob) as stored, every byte: column_text first, then its byte count.
-          const unsigned char* t = sqlite3_column_text(st, c);
-          const size_t len = static_cast<size_t>(sqlite3_column_bytes(st, c));
-          r.emplace_back(t ? std::string(reinterpret_cast<const char*>(t), len) : std::string());
-        }
+  // Runs one statement and hands each result row to `on_row` (reading it
+  // from the statement); stops at the first error, the statement's or on_row's.
+  Status StepRows(const std::string& sql, const std::vector<Value>& args,
+                  const std::function<Status(sqlite3_stmt*)>& on_row) {
+    VERITY_ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare(sql));
+    Bind(st, args);
+    for (;;) {
+      const int rc = sqlite3_step(st);
+      if (rc == SQLITE_DONE) break;
+      Status s = rc == SQLITE_ROW ? on_row(st) : Status::Error(path_ + ": " + sqlite3_errmsg(db_));
+      if (!s.ok()) {
+        sqlite3_reset(st);
+        return s;
       }
     }
-    return r;
+    sqlite3_reset(st);
+    return OkStatus();
   }
 
-  // ReadRow's values into `r`, reusing its strings' storage.
-  static void ReadInto(sqlite3_stmt* st, Row& r) {
+  // The current row into `r`, reusing its strings' storage; each cell's
+  // storage class letter appended to `cls` when given.
+  static void ReadInto(sqlite3_stmt* st, Row& r, std::string* cls) {
     const int n = sqlite3_column_count(st);
     r.resize(n);
     for (int c = 0; c < n; c++) {
-      switch (sqlite3_column_type(st, c)) {
+      const int type = sqlite3_column_type(st, c);
+      if (cls)
+        *cls += type == SQLITE_NULL ? 'n' : type == SQLITE_INTEGER ? 'i' : type == SQLITE_FLOAT ? 'r' : type == SQLITE_BLOB ? 'b' : 't';
+      switch (type) {
         case SQLITE_NULL: r[c] = std::monostate{}; break;
         case SQLITE_INTEGER: r[c] = static_cast<int64_t>(sqlite3_column_int64(st, c)); break;
         case SQLITE_FLOAT: r[c] = sqlite3_column_double(st, c); break;
         default: {
+          // Text (or a blob) as stored, every byte: column_text first, then its byte count.
           const unsigned char* t = sqlite3_column_text(st, c);
           const size_t len = static_cast<size_t>(sqlite3_column_bytes(st, c));
           if (!std::holds_alternative<std::string>(r[c])) r[c] = std::string();

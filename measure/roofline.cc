@@ -453,6 +453,21 @@ std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fres
 
 std::string DeviceRooflineFingerprint(const std::string& box_fingerprint) { return box_fingerprint + "-cuda0"; }
 
+Roofline DeviceRooflineRecord(const std::string& fingerprint, const std::string& detail_json, const std::string& isa,
+                              uint64_t buffer_bytes, int repetitions, std::vector<double> read_gb_s,
+                              std::vector<double> gflops) {
+  Roofline r;
+  r.fingerprint = fingerprint;
+  r.box_detail = detail_json;
+  r.measured_at = UtcNow();
+  r.isa = isa;
+  r.buffer_bytes = buffer_bytes;
+  r.repetitions = repetitions;
+  r.read = {Summarize(1, std::move(read_gb_s))};
+  r.fma = {Summarize(1, std::move(gflops))};
+  return r;
+}
+
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint) {
   return cache_dir + "/roofline-" + fingerprint + ".json";
 }

@@ -72,6 +72,11 @@ std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fres
 // --backend cuda`): "<box_fingerprint>-cuda0". Its record has one point each:
 // read_gb_s is HBM read bandwidth, fma_gflops bf16 tensor-core throughput.
 std::string DeviceRooflineFingerprint(const std::string& box_fingerprint);
+// That record, measured now: one point each at "threads" 1 (the device),
+// summarising the read passes' GB/s and the GEMMs' GFLOP/s (each non-empty).
+Roofline DeviceRooflineRecord(const std::string& fingerprint, const std::string& detail_json, const std::string& isa,
+                              uint64_t buffer_bytes, int repetitions, std::vector<double> read_gb_s,
+                              std::vector<double> gflops);
 
 // <cache_dir>/roofline-<fingerprint>.json
 std::string RooflineCachePath(const std::string& cache_dir, const std::string& fingerprint);
