@@ -21,11 +21,15 @@ std::string Hex(const unsigned char* d, unsigned n) {
 // SHA-256 fetched once: OpenSSL 3 looks EVP_sha256() up in its provider
 // tables on every init, a tenth of a sealed insert's time.
 const EVP_MD* Sha256() {
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
   static const EVP_MD* const md = [] {
     const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
     return fetched ? fetched : EVP_sha256();
   }();
   return md;
+#else
+  return EVP_sha256();  // OpenSSL 1.1 has no provider lookup to avoid
+#endif
 }
 }  // namespace
 

@@ -20,7 +20,7 @@ namespace {
 
 struct RooflineFlags {
   bool json = false, refresh = false, replace = false, probe = false;
-  int buffer_mb = 1024, repetitions = 20;
+  int buffer_mb = 0, repetitions = 20;  // buffer_mb 0: 1024 for the CPU, 4096 for a GPU
   std::string backend = "cpu";
 };
 
@@ -54,12 +54,13 @@ Result<measure::Roofline> MeasureDevice(const RooflineFlags& f, const std::strin
   std::fprintf(stderr, "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
                "bf16 GEMM %dx%dx%d %.1f TFLOP/s best\n",
                m.name.c_str(), r.read[0].best, m.read_gb_s.size(), static_cast<unsigned long long>(m.buffer_bytes >> 20),
-               100.0 * r.read[0].best / m.nominal_gb_s, m.nominal_gb_s, m.gemm_n, m.gemm_n, m.gemm_n,
+               m.nominal_gb_s > 0 ? 100.0 * r.read[0].best / m.nominal_gb_s : 0.0, m.nominal_gb_s, m.gemm_n, m.gemm_n, m.gemm_n,
                r.fma[0].best / 1e3);
   return r;
 }
 
-int RunRoofline(const RooflineFlags& f) {
+int RunRoofline(RooflineFlags f) {
+  if (f.buffer_mb == 0) f.buffer_mb = f.backend == "cuda" ? 4096 : 1024;
   if (f.buffer_mb < 1 || f.buffer_mb > 65536)
     return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
   if (f.repetitions < 1 || f.repetitions > 1000)
@@ -118,9 +119,9 @@ int RunRoofline(const RooflineFlags& f) {
         if (p.median < 0.8 * p.best)
           std::fprintf(stderr,
                        "verity: note: %s at %d thread%s: the median pass is %.0f%% below the best; the box looks busy "
-                       "(run `verity roofline --refresh` again when it is idle)\n",
+                       "(run `verity roofline%s --refresh` again when it is idle)\n",
                        pts == &r->read ? "read bandwidth" : "FMA throughput", p.threads, p.threads == 1 ? "" : "s",
-                       100.0 * (1.0 - p.median / p.best));
+                       100.0 * (1.0 - p.median / p.best), device ? " --backend cuda" : "");
   }
   if (f.json) {
     nlohmann::json j = nlohmann::json::parse(measure::RooflineJson(*r));
@@ -130,8 +131,10 @@ int RunRoofline(const RooflineFlags& f) {
   } else {
     nlohmann::json d = nlohmann::json::parse(r->box_detail.empty() ? "{}" : r->box_detail, nullptr, false);
     std::string cpu = d.is_object() && d.contains("cpu") && d["cpu"].is_string() ? d["cpu"].get<std::string>() : "?";
-    std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() : "?";
-    std::printf("roofline of box %s (%s, %s cores), measured %s with %s loops over a %llu MiB buffer, %d passes per "
+    std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() + " cores" : "? cores";
+    if (device && d.is_object() && d.contains("device") && d["device"].is_string())  // a GPU: its name and SMs
+      cpu = d["device"].get<std::string>(), cores = (d.contains("sms") ? d["sms"].dump() : "?") + " SMs";
+    std::printf("roofline of box %s (%s, %s), measured %s with %s loops over a %llu MiB buffer, %d passes per "
                 "point; %s\n",
                 r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
                 static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
@@ -161,9 +164,9 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
                 "taken beside it on a shared box");
   sub->add_option("--backend", f->backend,
                   "cpu: this box's memory and cores; cuda: GPU 0's memory (a streaming kernel) and bf16 tensor cores "
-                  "(cuBLAS GEMMs), cached as box <fingerprint>-cuda0 (use --buffer-mb 4096 there)")
+                  "(cuBLAS GEMMs), cached as box <fingerprint>-cuda0")
       ->capture_default_str();
-  sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring")->capture_default_str();
+  sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring (default 1024; 4096 with --backend cuda)");
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();
   reg.On(sub, [=] { return RunRoofline(*f); });

@@ -266,19 +266,19 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     return score_without_speed(gate.verdict, gate.note, also);
   }
 
-  // The box's measured read bandwidth, if `verity roofline` cached it: the
-  // physical ceiling; for a head benched with --backend cuda, GPU 0's
-  // (`verity roofline --backend cuda`).
-  std::optional<double> read_bytes_per_s, device_read_bytes_per_s;
-  if (!opt.cache_dir.empty()) {
-    for (auto [fingerprint, best] : {std::pair{box.fingerprint, &read_bytes_per_s},
-                                     std::pair{measure::DeviceRooflineFingerprint(box.fingerprint), &device_read_bytes_per_s}}) {
-      auto roof = measure::CachedRoofline(opt.cache_dir, fingerprint);
-      if (!roof.ok()) return fail(roof.status().message());
-      if (*roof)
-        for (const auto& p : (*roof)->read) *best = std::max(best->value_or(0.0), p.best * 1e9);
-    }
-  }
+  // The measured read bandwidth of `fingerprint` (a box, or a box's GPU 0),
+  // if `verity roofline` cached it: the physical ceiling.
+  auto ceiling = [&](const std::string& fingerprint) -> Result<std::optional<double>> {
+    std::optional<double> best;
+    if (opt.cache_dir.empty()) return best;
+    VERITY_ASSIGN_OR_RETURN(auto roof, measure::CachedRoofline(opt.cache_dir, fingerprint));
+    if (roof)
+      for (const auto& p : roof->read) best = std::max(best.value_or(0.0), p.best * 1e9);
+    return best;
+  };
+  auto box_ceiling = ceiling(box.fingerprint);
+  if (!box_ceiling.ok()) return fail(box_ceiling.status().message());
+  const std::optional<double> read_bytes_per_s = *box_ceiling;
 
   // 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
   // ABBA rounds until the sequential rule decides.
@@ -301,6 +301,14 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   // Not `none`: an unresolvable measurement says nothing about the change.
   if (measured->too_noisy) return score_without_speed(Verdict::kFailed, measured->noise_note);
   o.rounds = static_cast<int>(measured->primary.rounds.size());
+  // A head benched with --backend cuda is bounded by GPU 0's bandwidth
+  // (`verity roofline --backend cuda`), read only then.
+  std::optional<double> head_ceiling = read_bytes_per_s;
+  if (measured->head_on_device) {
+    auto device = ceiling(measure::DeviceRooflineFingerprint(box.fingerprint));
+    if (!device.ok()) return fail(device.status().message());
+    head_ceiling = *device;
+  }
 
   // 3. The score, against the frontier as derived now, recorded in one transaction.
   std::optional<ScoreResult> scored;
@@ -358,7 +366,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     in.attempt = attempt;
     in.verified = gate.verified && !measured->unbound;
     in.plan = measured->plan;
-    in.read_bytes_per_s = measured->head_on_device ? device_read_bytes_per_s : read_bytes_per_s;
+    in.read_bytes_per_s = head_ceiling;
     if (measured->head_on_device) in.ceiling_of = "GPU 0's";
     in.head_bytes_per_token = measured->head_bytes_per_token;
     ScoreResult r = Score(pol, in);

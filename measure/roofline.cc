@@ -479,12 +479,15 @@ Result<std::optional<Roofline>> CachedRoofline(const std::string& cache_dir, con
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
-  if (!f) return Status::Error("roofline cache " + path + ": cannot be read (run `verity roofline --refresh`)");
+  // A device entry is refreshed with --backend cuda.
+  const bool device = fingerprint.size() > 6 && fingerprint.compare(fingerprint.size() - 6, 6, "-cuda0") == 0;
+  const std::string hint = device ? " (run `verity roofline --backend cuda --refresh`)" : " (run `verity roofline --refresh`)";
+  if (!f) return Status::Error("roofline cache " + path + ": cannot be read" + hint);
   auto r = ParseRoofline(ss.str(), "roofline cache " + path);
-  if (!r.ok()) return Status::Error(r.status().message() + " (run `verity roofline --refresh`)");
+  if (!r.ok()) return Status::Error(r.status().message() + hint);
   if (r->fingerprint != fingerprint)
     return Status::Error("roofline cache " + path + ": measured on box " + r->fingerprint + ", not " + fingerprint +
-                         " (run `verity roofline --refresh`)");
+                         hint);
   return std::optional<Roofline>(std::move(r.value()));
 }
 

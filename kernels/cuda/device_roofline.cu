@@ -170,6 +170,9 @@ Result<DeviceMeasurement> MeasureDeviceRoofline(const DeviceRooflineOptions& opt
   if (options.repetitions < 1 || options.gemm_repetitions < 1 || options.gemm_n < 256 || options.gemm_n % 256 != 0)
     return Status::Error("roofline: --backend cuda needs >= 1 repetition of each loop and a GEMM size that is a "
                          "multiple of 256 (got " + std::to_string(options.gemm_n) + ")");
+  if (options.buffer_bytes < (uint64_t{256} << 20))
+    return Status::Error("roofline: a " + std::to_string(options.buffer_bytes >> 20) +
+                         " MiB read buffer could sit in a GPU's cache; --buffer-mb must be at least 256 with --backend cuda");
   int count = 0;
   VERITY_CUDA_CALL(cudaGetDeviceCount(&count), "roofline: no usable CUDA device");
   if (count == 0) return Status::Error("roofline: no CUDA device found (cudaGetDeviceCount: 0 devices)");
