@@ -50,7 +50,8 @@ struct BenchSample {
   std::optional<double> bytes_per_token;
   // What was measured, from the record's model (file name only: the same file
   // sits at other paths in other clones), dtype, threads, prompt_tokens and
-  // gen_tokens: "stories260K.bin f32 1t pp256+tg256". "" when the record names
+  // gen_tokens: "stories260K.bin f32 1t pp256+tg256", with " cuda" after it for
+  // a `--backend cuda` bench (a GPU's frontier is its own). "" when the record names
   // no model (a bench other than verity's). A record with a string
   // "workload" field (verity gbench) is taken at its word. Speeds of
   // different workloads are never compared.

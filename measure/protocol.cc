@@ -109,8 +109,11 @@ std::string WorkloadOf(const nlohmann::json& j) {
     if (v.is_number_integer()) return std::to_string(v.get<long long>());
     return std::string(key) + "?";
   };
+  // A GPU's speed is not the CPU's: a cuda bench is a workload of its own
+  // (CPU records keep the key they always had).
+  const bool device = j.contains("backend") && j["backend"] == "cuda";
   return model + " " + text("dtype", "f32") + " " + text("threads", "?") + "t pp" + text("prompt_tokens", "?") +
-         "+tg" + text("gen_tokens", "?");
+         "+tg" + text("gen_tokens", "?") + (device ? " cuda" : "");
 }
 
 }  // namespace

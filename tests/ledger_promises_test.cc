@@ -587,6 +587,27 @@ TEST(Promises, EachWorkloadHasItsOwnFrontier) {
   EXPECT_NEAR(value["small-260k.bin f32 1t pp8+tg8"], 4280, 40) << f.dump();
 }
 
+// The same model benched on the GPU is a workload of its own: a 40x faster
+// cuda speed is not a jump on the CPU's ladder.
+TEST(Promises, ACudaBenchHasItsOwnFrontier) {
+  Case c = Fresh("cuda-workload");
+  int s = Seed();
+  const std::string cpu = "--model /m/big-110m.bin", gpu = "--model /m/big-110m.bin --backend cuda";
+  auto first = Submit(c.db, "cpu +7%", 7, Bench(c.dir, "b1", 100, 0.003, s, cpu), Bench(c.dir, "h1", 107, 0.003, s + 1, cpu),
+                      Parity());
+  ASSERT_EQ(first.j["verdict"], "accepted") << first.cmd.out << first.cmd.err;
+  s = Seed();
+  auto other = Submit(c.db, "gpu +7%", 7, Bench(c.dir, "b2", 4000, 0.003, s, gpu),
+                      Bench(c.dir, "h2", 4280, 0.003, s + 1, gpu), Parity());
+  ASSERT_EQ(other.j["verdict"], "accepted") << other.cmd.out << other.cmd.err;
+  EXPECT_NEAR(other.j["frontier_before"].get<double>(), 4000, 40) << "gated against its own workload's seed";
+  auto f = JsonOf(VerityBin() + " frontier --json --ledger " + c.db);
+  std::map<std::string, double> value;
+  for (const auto& l : f["frontier"]) value[l["workload"].get<std::string>()] = l["value"].get<double>();
+  EXPECT_NEAR(value["big-110m.bin f32 1t pp8+tg8"], 107, 1.5) << f.dump();
+  EXPECT_NEAR(value["big-110m.bin f32 1t pp8+tg8 cuda"], 4280, 40) << f.dump();
+}
+
 TEST(Promises, BaseAndHeadMustBenchTheSameWorkload) {
   Case c = Fresh("workload-mismatch");
   const int s = Seed();
