@@ -451,7 +451,11 @@ std::vector<std::string> KeepHigherBests(const Roofline& earlier, Roofline* fres
   return kept;
 }
 
-std::string DeviceRooflineFingerprint(const std::string& box_fingerprint) { return box_fingerprint + "-cuda0"; }
+constexpr std::string_view kDeviceSuffix = "-cuda0";  // GPU 0 of a box
+
+std::string DeviceRooflineFingerprint(const std::string& box_fingerprint) {
+  return box_fingerprint + std::string(kDeviceSuffix);
+}
 
 Roofline DeviceRooflineRecord(const std::string& fingerprint, const std::string& detail_json, const std::string& isa,
                               uint64_t buffer_bytes, int repetitions, std::vector<double> read_gb_s,
@@ -480,7 +484,8 @@ Result<std::optional<Roofline>> CachedRoofline(const std::string& cache_dir, con
   std::stringstream ss;
   ss << f.rdbuf();
   // A device entry is refreshed with --backend cuda.
-  const bool device = fingerprint.size() > 6 && fingerprint.compare(fingerprint.size() - 6, 6, "-cuda0") == 0;
+  const bool device = fingerprint.size() > kDeviceSuffix.size() &&
+                      std::string_view(fingerprint).substr(fingerprint.size() - kDeviceSuffix.size()) == kDeviceSuffix;
   const std::string hint = device ? " (run `verity roofline --backend cuda --refresh`)" : " (run `verity roofline --refresh`)";
   if (!f) return Status::Error("roofline cache " + path + ": cannot be read" + hint);
   auto r = ParseRoofline(ss.str(), "roofline cache " + path);
