@@ -40,35 +40,37 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   value_cache_ = k.AllocateState(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
-  logits_.resize(c.vocab_size);
+  logits_ = k.AllocateState(c.vocab_size);  // one row, for good: Prefill's callers hold its pointer
+  if (!k.state_on_host()) host_logits_.resize(c.vocab_size);
   if (c.n_experts > 0) {
-    router_.resize(c.n_experts);
+    router_ = k.AllocateState(c.n_experts);
     chosen_.resize(c.n_experts_per_tok);
     chosen_weight_.resize(c.n_experts_per_tok);
-    moe_hb_.resize(m.ffn_dim);
-    moe_hb2_.resize(m.ffn_dim);
-    moe_out_.resize(c.dim);
+    moe_hb_ = k.AllocateState(m.ffn_dim);
+    moe_hb2_ = k.AllocateState(m.ffn_dim);
+    moe_out_ = k.AllocateState(c.dim);
   }
   Reserve(1);
 }
 
-// Buffers for blocks of `n` rows (grown on first use: decoding needs one).
+// State for blocks of `n` rows (grown on first use: decoding needs one; the
+// old contents are not kept, every block writes its rows before reading them).
 void RankForward::Reserve(int n) {
   if (n <= rows_) return;
   rows_ = n;
   const size_t N = n, dim = m_.config.dim;
-  for (auto* v : {&x_, &xb_, &out_}) v->resize(N * dim);
-  for (auto* v : {&q_, &att_}) v->resize(N * q_dim_);
-  for (auto* v : {&key_, &val_}) v->resize(N * kv_dim_);
+  for (auto* v : {&x_, &xb_, &out_}) *v = k_.AllocateState(N * dim);
+  for (auto* v : {&q_, &att_}) *v = k_.AllocateState(N * q_dim_);
+  for (auto* v : {&key_, &val_}) *v = k_.AllocateState(N * kv_dim_);
   if (m_.config.n_experts == 0)
-    for (auto* v : {&hb_, &hb2_}) v->resize(N * w_.ffn);
+    for (auto* v : {&hb_, &hb2_}) *v = k_.AllocateState(N * w_.ffn);
   pos_.resize(N);
   slot_.resize(N);
 }
 
 namespace {
-// Row t of a row-major [rows x width] buffer.
-float* Row(AlignedVector<float>& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
+// Row t of a row-major [rows x width] state buffer.
+float* Row(kernels::StateBuffer& v, int t, int width) { return v.data() + static_cast<size_t>(t) * width; }
 }  // namespace
 
 void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slot) {
@@ -77,12 +79,12 @@ void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slo
   independent_ = false;
   Layers(tokens, n);
   const int last = n - 1;
-  if (logits) FinalLogits(&last, 1, logits_.data());
+  if (logits) FinalLogits(&last, 1, this->logits());
 }
 
 void RankForward::PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
                              float* logits) {
-  Reserve(n);
+  Reserve(std::max(n, n_last));
   std::copy(pos, pos + n, pos_.begin());
   std::copy(slot, slot + n, slot_.begin());
   independent_ = false;
@@ -90,15 +92,28 @@ void RankForward::PromptRows(const int* slot, const int* token, const int* pos, 
   FinalLogits(last, n_last, logits);
 }
 
+float* RankForward::LogitsTarget(float* out, int count) {
+  if (k_.state_on_host()) return out;
+  const size_t floats = static_cast<size_t>(count) * m_.config.vocab_size;
+  if (!rows_logits_ || rows_logits_->floats() < floats) rows_logits_ = k_.AllocateState(floats);
+  return rows_logits_->data();
+}
+
+void RankForward::Delivered(float* out, int count) {
+  if (!k_.state_on_host()) k_.Download(out, rows_logits_->data(), static_cast<size_t>(count) * m_.config.vocab_size);
+}
+
 // The classifier is replicated under tensor parallelism: every rank computes it.
 void RankForward::FinalLogits(const int* rows, int count, float* out) {
   k_.BeginLayer(-1);
   const ModelConfig& c = m_.config;
+  float* target = LogitsTarget(out, count);
   for (int i = 0; i < count; i++) {
-    float* x = Row(x_, rows[i], c.dim);
+    float* x = Row(*x_, rows[i], c.dim);
     k_.RmsnormRows(x, x, m_.rms_final, c.dim, 1, c.norm_eps);
-    k_.Matmul(out + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
+    k_.Matmul(target + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
   }
+  Delivered(out, count);
 }
 
 void RankForward::Step(const int* slot, const int* token, const int* pos, int n, float* logits) {
@@ -109,14 +124,15 @@ void RankForward::Step(const int* slot, const int* token, const int* pos, int n,
   Layers(token, n);
   k_.BeginLayer(-1);  // every row's logits
   const int dim = m_.config.dim;
-  k_.RmsnormRows(x_.data(), x_.data(), m_.rms_final, dim, n, m_.config.norm_eps);
-  k_.MatmulRows(logits, x_.data(), m_.classifier, n);
+  k_.RmsnormRows(x_->data(), x_->data(), m_.rms_final, dim, n, m_.config.norm_eps);
+  k_.MatmulRows(LogitsTarget(logits, n), x_->data(), m_.classifier, n);
+  Delivered(logits, n);
 }
 
 // The embeddings of the block's rows, then every layer.
 void RankForward::Layers(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
-  k_.Embed(x_.data(), m_.token_embedding, c.dim, tokens, n);
+  k_.Embed(x_->data(), m_.token_embedding, c.dim, tokens, n);
   for (int l = 0; l < c.n_layers; l++) {
     k_.BeginLayer(l);
     Attention(l, n);
@@ -145,11 +161,11 @@ void RankForward::Attention(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim, hs = head_size_;
-  k_.RmsnormRows(xb_.data(), x_.data(), w.full->rms_att, dim, n, c.norm_eps);
+  k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_att, dim, n, c.norm_eps);
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
-  const kernels::Backend::MatmulTarget qkv[] = {{q_.data(), &w.wq}, {key_.data(), &w.wk}, {val_.data(), &w.wv}};
-  ProjectShared(xb_.data(), n, qkv, 3);
+  const kernels::Backend::MatmulTarget qkv[] = {{q_->data(), &w.wq}, {key_->data(), &w.wk}, {val_->data(), &w.wv}};
+  ProjectShared(xb_->data(), n, qkv, 3);
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   // Each row's layer of its own slot's cache.
   auto layer_cache = [&](kernels::StateBuffer& cache, int t) {
@@ -157,24 +173,24 @@ void RankForward::Attention(int l, int n) {
   };
   for (int t = 0; t < n; t++) {
     const int pos = pos_[t];
-    k_.Rope(Row(q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
-    k_.Rope(Row(key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
+    k_.Rope(Row(*q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
+    k_.Rope(Row(*key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
     const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
-    k_.WriteCache(layer_cache(*key_cache_, t), at, Row(key_, t, kv_dim_), kv_dim_);
-    k_.WriteCache(layer_cache(*value_cache_, t), at, Row(val_, t, kv_dim_), kv_dim_);
+    k_.WriteCache(layer_cache(*key_cache_, t), at, Row(*key_, t, kv_dim_), kv_dim_);
+    k_.WriteCache(layer_cache(*value_cache_, t), at, Row(*val_, t, kv_dim_), kv_dim_);
   }
   // Causal: each cache holds every earlier position of its sequence, this block's included.
   for (int t = 0; t < n; t++) {
-    kernels::AttentionArgs a{Row(att_, t, q_dim_), Row(q_, t, q_dim_), layer_cache(*key_cache_, t),
+    kernels::AttentionArgs a{Row(*att_, t, q_dim_), Row(*q_, t, q_dim_), layer_cache(*key_cache_, t),
                              layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
                              w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
     k_.Attention(a);
   }
   // Row-parallel o: a partial sum over this rank's heads, completed before the
   // residual add (the FFN's RMSNorm that follows is not linear).
-  Project(out_.data(), att_.data(), w.wo, n);
-  reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
-  k_.AddInPlace(x_.data(), out_.data(), static_cast<size_t>(n) * dim);
+  Project(out_->data(), att_->data(), w.wo, n);
+  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
+  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * dim);
 }
 
 // Norm, SwiGLU (silu(w1 x) * w3 x) or the experts, down-project, all-reduce, residual.
@@ -182,20 +198,20 @@ void RankForward::FeedForward(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim;
-  k_.RmsnormRows(xb_.data(), x_.data(), w.full->rms_ffn, dim, n, c.norm_eps);
-  reduce_.Reduce(xb_.data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
+  k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_ffn, dim, n, c.norm_eps);
+  reduce_.Reduce(xb_->data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
   if (c.n_experts == 0) {
     // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
     // (no communication); row-parallel down: a partial sum.
-    const kernels::Backend::MatmulTarget gate_up[] = {{hb_.data(), &w.w1}, {hb2_.data(), &w.w3}};
-    ProjectShared(xb_.data(), n, gate_up, 2);
-    k_.SwiGLU(hb_.data(), hb2_.data(), n * w_.ffn);
-    Project(out_.data(), hb_.data(), w.w2, n);
+    const kernels::Backend::MatmulTarget gate_up[] = {{hb_->data(), &w.w1}, {hb2_->data(), &w.w3}};
+    ProjectShared(xb_->data(), n, gate_up, 2);
+    k_.SwiGLU(hb_->data(), hb2_->data(), n * w_.ffn);
+    Project(out_->data(), hb_->data(), w.w2, n);
   } else {
-    for (int t = 0; t < n; t++) Experts(*w.full, Row(xb_, t, dim), Row(out_, t, dim));  // routed per position
+    for (int t = 0; t < n; t++) Experts(*w.full, Row(*xb_, t, dim), Row(*out_, t, dim));  // routed per position
   }
-  reduce_.Reduce(out_.data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
-  k_.AddInPlace(x_.data(), out_.data(), static_cast<size_t>(n) * dim);
+  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
+  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * dim);
 }
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),
@@ -206,18 +222,18 @@ void RankForward::FeedForward(int l, int n) {
 void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
   const ModelConfig& c = m_.config;
   const int dim = c.dim, ffn = m_.ffn_dim, topk = c.n_experts_per_tok;
-  k_.Matmul(router_.data(), xb, w.router);
-  k_.RouteTopK(router_.data(), c.n_experts, topk, chosen_.data(), chosen_weight_.data());
+  k_.Matmul(router_->data(), xb, w.router);
+  k_.RouteTopK(router_->data(), c.n_experts, topk, chosen_.data(), chosen_weight_.data());
   k_.Zero(out, dim);
   for (int j = 0; j < topk; j++) {
     const int e = chosen_[j];
     if (e < w_.expert_begin || e >= w_.expert_end) continue;
     const ExpertWeights& ex = w.experts[e];
-    const kernels::Backend::MatmulTarget gate_up[] = {{moe_hb_.data(), &ex.w1}, {moe_hb2_.data(), &ex.w3}};
+    const kernels::Backend::MatmulTarget gate_up[] = {{moe_hb_->data(), &ex.w1}, {moe_hb2_->data(), &ex.w3}};
     k_.MatmulShared(xb, 1, gate_up, 2);
-    k_.SwiGLU(moe_hb_.data(), moe_hb2_.data(), ffn);
-    k_.Matmul(moe_out_.data(), moe_hb_.data(), ex.w2);
-    k_.Axpy(out, chosen_weight_[j], moe_out_.data(), dim);
+    k_.SwiGLU(moe_hb_->data(), moe_hb2_->data(), ffn);
+    k_.Matmul(moe_out_->data(), moe_hb_->data(), ex.w2);
+    k_.Axpy(out, chosen_weight_[j], moe_out_->data(), dim);
   }
 }
 

@@ -84,15 +84,23 @@ class RankForward {
   // `logits`.
   void PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
                   float* logits);
-  float* logits() { return logits_.data(); }
+  // The last Block's logits (vocab_size floats on the host): the backend's
+  // own buffer when its state is host memory, else a copy downloaded once.
+  float* logits() { return k_.state_on_host() ? logits_->data() : host_logits_.data(); }
   // Bytes of K and V cache held for every slot together.
   size_t kv_cache_bytes() const { return 2 * key_cache_->floats() * sizeof(float); }
 
  private:
   void Layers(const int* tokens, int n);
   // The final norm and the classifier for `count` rows of the block, one
-  // vector each (Matmul, as decode): row rows[i]'s logits into out row i.
+  // vector each (Matmul, as decode): row rows[i]'s logits into row i of host
+  // memory `out`.
   void FinalLogits(const int* rows, int count, float* out);
+  // Where the classifier writes `count` rows bound for host memory `out`:
+  // `out` itself when the backend computes on host memory, else the rows'
+  // logits state (then Delivered downloads them into `out`).
+  float* LogitsTarget(float* out, int count);
+  void Delivered(float* out, int count);
   void Attention(int l, int n);
   void FeedForward(int l, int n);
   void Experts(const LayerWeights& w, const float* xb, float* out);
@@ -115,11 +123,17 @@ class RankForward {
   std::vector<int> pos_, slot_;
   bool independent_ = false;
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
-  // [rows x width] each, row t for position pos0 + t: the residual stream, the
-  // normed rows, q/k/v, the attention output, a projection's output, the FFN.
-  AlignedVector<float> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_;
-  AlignedVector<float> scores_;
-  std::vector<float> logits_, router_, moe_hb_, moe_hb2_, moe_out_;
+  // The backend's state (Backend::AllocateState), so a device keeps it where
+  // it computes. [rows x width] each, row t for position pos0 + t: the
+  // residual stream, the normed rows, q/k/v, the attention output, a
+  // projection's output, the FFN; one row of logits (on host state, what
+  // logits() returns); the logits of several rows bound for the host (a
+  // backend whose state is not host memory); one position's router logits
+  // and expert buffers (MoE).
+  std::unique_ptr<kernels::StateBuffer> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_, logits_, rows_logits_;
+  std::unique_ptr<kernels::StateBuffer> router_, moe_hb_, moe_hb2_, moe_out_;
+  std::vector<float> scores_;       // host scratch of a backend that scores attention on the host
+  std::vector<float> host_logits_;  // Block's logits downloaded from a backend whose state is not host memory
   std::vector<int> chosen_;            // a position's experts, in routing order
   std::vector<float> chosen_weight_;   // and their softmax weights
   // Every slot's K and V caches, owned by the backend that attends over them

@@ -45,8 +45,8 @@ enum Op { kForward = 1, kPrefill = 2, kStop = 3 };
 // one all-reduce per site that needs one, or the injected fault at that site.
 class CollectiveReducer final : public Reducer {
  public:
-  CollectiveReducer(parallel::Collective& c, const FaultPlan& f, int tp)
-      : coll_(c), fault_(f), tp_(tp), after_norm_(corruptions::ActiveEngineHooks().TpReduceAfterNorm()) {}
+  CollectiveReducer(parallel::Collective& c, kernels::Backend& k, const FaultPlan& f, int tp)
+      : coll_(c), k_(k), fault_(f), tp_(tp), after_norm_(corruptions::ActiveEngineHooks().TpReduceAfterNorm()) {}
 
   void Reduce(float* x, size_t n, ReduceSite site, int layer) override {
     const bool moved = MovedPastNorm(layer);
@@ -55,26 +55,41 @@ class CollectiveReducer final : public Reducer {
       // The deliberate bug (tests and the tp-reduce-past-norm corruption): each
       // rank added its partial o to the residual and normalized that; the
       // all-reduce averages the normalized rows.
-      coll_.AllReduceSum(x, n);
-      for (size_t i = 0; i < n; i++) x[i] /= static_cast<float>(tp_);
+      AllReduce(x, n);
+      k_.DivideInPlace(x, static_cast<float>(tp_), n);
       return;
     }
     if (site == ReduceSite::kAttentionOut && moved) return;
     const bool here = fault_.kind != FaultPlan::Kind::kNone && fault_.site == site && fault_.layer == layer;
     if (here && fault_.kind == FaultPlan::Kind::kRemove) return;
-    coll_.AllReduceSum(x, n);
-    if (here && fault_.kind == FaultPlan::Kind::kDuplicate) coll_.AllReduceSum(x, n);
+    AllReduce(x, n);
+    if (here && fault_.kind == FaultPlan::Kind::kDuplicate) AllReduce(x, n);
   }
 
  private:
+  // x is the backend's state. Host state, or a collective that reduces device
+  // memory in the backend's order (NCCL on the backend's stream), reduces it
+  // in place; otherwise it goes through host memory and back (a device
+  // backend under the in-process or MPI collective).
+  void AllReduce(float* x, size_t n) {
+    if (k_.state_on_host()) return coll_.AllReduceSum(x, n);
+    if (coll_.reduces_device_memory()) return coll_.AllReduceSumOnDevice(x, n, k_.device_stream());
+    staged_.resize(n);
+    k_.Download(staged_.data(), x, n);
+    coll_.AllReduceSum(staged_.data(), n);
+    k_.Upload(x, staged_.data(), n);
+  }
+
   bool MovedPastNorm(int layer) const {
     return after_norm_ || (fault_.kind == FaultPlan::Kind::kMove && fault_.site == ReduceSite::kAttentionOut &&
                            fault_.layer == layer);
   }
   parallel::Collective& coll_;
+  kernels::Backend& k_;
   FaultPlan fault_;
   int tp_;
   bool after_norm_;
+  std::vector<float> staged_;  // a device backend's partial sums on their way through a host collective
 };
 
 // One rank: its shard of every layer and the forward pass over it
@@ -83,7 +98,7 @@ class TpRank {
  public:
   TpRank(const Model& m, const RankShard& s, parallel::Collective& c, std::unique_ptr<kernels::Backend> k,
          const FaultPlan& f)
-      : m_(m), s_(s), coll_(c), k_(std::move(k)), reducer_(coll_, f, s.tp) {}
+      : m_(m), s_(s), coll_(c), k_(std::move(k)), reducer_(coll_, *k_, f, s.tp) {}
 
   Status Build() {
     const ModelConfig& c = m_.config;
@@ -287,7 +302,7 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
                  DescribePlan(plan).c_str(), checks, cover.ok() ? "PASS" : "FAIL");
   VERITY_RETURN_IF_ERROR(cover);
   for (parallel::Collective* coll : local_) {
-    VERITY_ASSIGN_OR_RETURN(auto k, kernels::MakeBackend(opt_.kernels));
+    VERITY_ASSIGN_OR_RETURN(auto k, opt_.make_kernels ? opt_.make_kernels() : kernels::MakeBackend(opt_.kernels));
     RankShard shard = plan.ranks[coll->rank()];
     if (opt_.fault.kind == FaultPlan::Kind::kBandGap && shard.rank == 0 && c.n_experts == 0) shard.ffn.end -= 1;
     auto rank = std::make_unique<TpRank>(model, shard, *coll, std::move(k), opt_.fault);

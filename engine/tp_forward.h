@@ -12,6 +12,7 @@
 // command calls TpGroup::Serve.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +48,9 @@ struct TpOptions {
   // What the collective reduces in; anything but f32 is refused at Open.
   parallel::ReduceDType reduce_dtype = parallel::ReduceDType::kF32;
   FaultPlan fault;  // tests only
+  // Tests only: makes each rank's backend instead of `kernels` by name (a
+  // backend whose state the engine cannot read in place: tests/off_host_backend.h).
+  std::function<Result<std::unique_ptr<kernels::Backend>>()> make_kernels;
 };
 
 // All-reduces a rank makes per step (one position, or one block of prompt

@@ -73,12 +73,12 @@ void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst);
 
 // Grouped-query attention for one position over every head.
 struct AttentionArgs {
-  float* out;              // [n_heads * head_size] attention output
-  const float* q;          // [n_heads * head_size] queries at `pos`
+  float* out;              // [n_heads * head_size] attention output (state)
+  const float* q;          // [n_heads * head_size] queries at `pos` (state)
   const float* key_cache;  // this layer's keys: position t starts at t * pos_stride
   const float* value_cache;
   long pos_stride;         // floats between consecutive positions in the caches
-  float* scores;           // scratch [n_heads * seq_len]
+  float* scores;           // host scratch [n_heads * seq_len] for a backend that scores on the host
   int pos, n_heads, n_kv_heads, head_size, seq_len;
 };
 
@@ -163,11 +163,35 @@ class Backend {
   virtual void WriteCache(float* cache, size_t at, const float* row, int width);
   // MoE routing: the k largest of n router logits (ties to the lower index)
   // in order into chosen[0..k), and weight[j] = their softmax over the k.
+  // `logits` is state; chosen and weight are host memory (the engine picks
+  // the experts' weights with them).
   virtual void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight);
   // y[i] = 0 for i < n.
   virtual void Zero(float* y, int n);
   // y[i] += a * x[i] for i < n: an expert's weighted share.
   virtual void Axpy(float* y, float a, const float* x, int n);
+  // x[i] /= d for i < count (tensor parallelism's averaging fault, tp_forward.cc).
+  virtual void DivideInPlace(float* x, float d, size_t count);
+
+  // ---- Where the state lives. Every float* the engine hands the calls above
+  // for an activation, a KV cache or the logits points into a StateBuffer
+  // this backend allocated; weights, norm weights, the embedding table,
+  // tokens, RoPE tables and MoE choices are host memory, which a device
+  // backend copies up (once, for what the model owns). The engine reads and
+  // writes state only through Download and Upload.
+  // Whether AllocateState hands out host memory that the engine may also use
+  // in place (the CPU backends: logits read without a copy). A device backend
+  // says false.
+  [[nodiscard]] virtual bool state_on_host() const { return true; }
+  // n floats of state into host memory, once every call queued before it has
+  // written them; and n floats of host memory into state.
+  virtual void Download(float* host, const float* state, size_t n);
+  virtual void Upload(float* state, const float* host, size_t n);
+  // The queue a device backend runs its calls on in order (a cudaStream_t),
+  // so that a collective can reduce its state in that order without waiting
+  // on the host (parallel::Collective::AllReduceSumOnDevice); nullptr for a
+  // backend whose calls finish before they return (the CPU's).
+  [[nodiscard]] virtual void* device_stream() { return nullptr; }
 
   // How a backend that splits work over threads shared it out, counted since
   // it was made (the fast backend's pool, kernels/cpu/thread_pool.h); nullopt

@@ -2,6 +2,8 @@
 // start-up all-reduce check.
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,13 @@ Status CheckReduceDType(const std::string& backend, ReduceDType dtype) {
   if (dtype == ReduceDType::kF32) return OkStatus();
   return Status::Error("collective " + backend + ": reducing in " + ReduceDTypeName(dtype) +
                        " is refused: the residual stream is f32 and an all-reduce must not round it");
+}
+
+void Collective::AllReduceSumOnDevice(float*, size_t n, void*) {
+  std::fprintf(stderr, "verity: error: collective %s (rank %d of %d) cannot reduce device memory (%zu floats)\n",
+               name(), rank(), size(), n);
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 // A reusable barrier: the last arrival bumps the generation. Waiters spin a

@@ -26,6 +26,16 @@ class Collective {
   // implementations add the ranks' values in rank order (0, 1, ..., size-1),
   // so every rank reads the same bits and reruns reproduce them.
   virtual void AllReduceSum(float* x, size_t n) = 0;
+  // Whether AllReduceSumOnDevice takes device memory (NCCL): a device
+  // backend's state is then reduced where it lies.
+  [[nodiscard]] virtual bool reduces_device_memory() const { return false; }
+  // AllReduceSum of n floats of this rank's device memory (a device backend's
+  // state), queued on `stream` (a cudaStream_t: Backend::device_stream) after
+  // the work already queued there and before any queued later, with no wait
+  // on the host. Only where reduces_device_memory(); this default (every
+  // other collective) prints that it cannot and exits 1, as a failed reduce
+  // does, since every rank is inside a step.
+  virtual void AllReduceSumOnDevice(float* x, size_t n, void* stream);
   // Returns once every rank has called Barrier.
   virtual void Barrier() = 0;
   virtual int rank() const = 0;
@@ -65,8 +75,8 @@ Result<std::unique_ptr<Collective>> MakeMpiCollective(int expected_size, ReduceD
 bool HaveNccl();
 // A NCCL communicator over the ranks of `bootstrap` (in-process or MPI), rank
 // r on GPU r % device count; the unique id travels through bootstrap.
-// Reduces host buffers (copied to the device and back): the compute stays
-// where the caller's is. Errors: no NCCL in this build, no GPU, a dtype other
+// Reduces host buffers (copied to the device and back) and, in place, device
+// memory on the caller's stream (AllReduceSumOnDevice). Errors: no NCCL in this build, no GPU, a dtype other
 // than f32 (refused before any device is touched), a NCCL or CUDA failure.
 Result<std::unique_ptr<Collective>> MakeNcclCollective(Collective& bootstrap, ReduceDType dtype);
 
@@ -77,6 +87,11 @@ class CountingCollective : public Collective {
   void AllReduceSum(float* x, size_t n) override {
     reduces_++;
     inner_.AllReduceSum(x, n);
+  }
+  bool reduces_device_memory() const override { return inner_.reduces_device_memory(); }
+  void AllReduceSumOnDevice(float* x, size_t n, void* stream) override {
+    reduces_++;
+    inner_.AllReduceSumOnDevice(x, n, stream);
   }
   void Barrier() override { inner_.Barrier(); }
   int rank() const override { return inner_.rank(); }

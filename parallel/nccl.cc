@@ -1,7 +1,8 @@
 // The NCCL collective: ranks on GPUs (rank r on device r % count). Compiled
 // only where CMake finds CUDA and NCCL (no_nccl.cc otherwise), into the
 // run-time plugin libverity_nccl.so (nccl_plugin.h; nccl_loader.cc loads it). It reduces the
-// caller's host buffers: copy to the device, ncclAllReduce in f32, copy back.
+// caller's host buffers (copy to the device, ncclAllReduce in f32, copy back)
+// and a device backend's state in place, on that backend's stream.
 // NCCL's ring or tree order is its own, so unlike inproc and mpi the bits
 // may differ from a rank-order sum by float rounding (never by dtype: f32 only).
 // Every CUDA and NCCL call is checked (base/cuda_check.h, nccl_check.h).
@@ -50,6 +51,18 @@ class NcclCollective : public Collective {
     std::fflush(stderr);
     std::_Exit(1);
   }
+  // x is device memory of this rank's device (a device backend's state):
+  // reduced in place on the caller's stream, which orders it after the
+  // backend's work that wrote x and before the work that reads it; nothing
+  // waits on the host. A failure is fatal, as above.
+  bool reduces_device_memory() const override { return true; }
+  void AllReduceSumOnDevice(float* x, size_t n, void* stream) override {
+    const Status s = ReduceOnDevice(x, n, static_cast<cudaStream_t>(stream));
+    if (s.ok()) return;
+    std::fprintf(stderr, "verity: error: %s\n", s.message().c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
   void Barrier() override {
     float one = 0.0f;
     AllReduceSum(&one, 1);
@@ -86,6 +99,21 @@ class NcclCollective : public Collective {
     VERITY_NCCL_CALL(ncclCommGetAsyncError(comm_, &async), Where("all-reduce"));
     if (async != ncclSuccess)
       return Status::Error("nccl: " + Where("all-reduce") + ": the communicator failed: " + ncclGetErrorString(async));
+    return OkStatus();
+  }
+
+  Status ReduceOnDevice(float* x, size_t n, cudaStream_t stream) {
+    VERITY_CUDA_CALL(cudaSetDevice(device_), Where("all-reduce on the device"));
+    VERITY_NCCL_CALL(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm_, stream),
+                     Where("all-reduce of " + std::to_string(n) + " device floats"));
+    // Enqueued, not finished: a peer's failure that is already known is
+    // reported here; a later one surfaces at the next reduce or the
+    // backend's next synchronizing call (its logits download).
+    ncclResult_t async = ncclSuccess;
+    VERITY_NCCL_CALL(ncclCommGetAsyncError(comm_, &async), Where("all-reduce on the device"));
+    if (async != ncclSuccess)
+      return Status::Error("nccl: " + Where("all-reduce on the device") +
+                           ": the communicator failed: " + ncclGetErrorString(async));
     return OkStatus();
   }
 
@@ -157,7 +185,7 @@ Result<std::unique_ptr<Collective>> MakeNccl(Collective& bootstrap, ReduceDType 
 }  // namespace
 }  // namespace verity::parallel
 
-extern "C" void verity_nccl_make_collective_v1(verity::parallel::Collective* bootstrap,
+extern "C" void verity_nccl_make_collective_v2(verity::parallel::Collective* bootstrap,
                                                verity::parallel::ReduceDType dtype,
                                                verity::Result<std::unique_ptr<verity::parallel::Collective>>* out) {
   *out = verity::parallel::MakeNccl(*bootstrap, dtype);

@@ -14,13 +14,13 @@ namespace verity::parallel::nccl {
 // The plugin's file name and its one export. The suffix is the interface's
 // version: change it whenever Collective or Result change shape.
 inline constexpr char kPluginFile[] = "libverity_nccl.so";
-inline constexpr char kPluginSymbol[] = "verity_nccl_make_collective_v1";
+inline constexpr char kPluginSymbol[] = "verity_nccl_make_collective_v2";
 using PluginFn = void (*)(Collective* bootstrap, ReduceDType dtype, Result<std::unique_ptr<Collective>>* out);
 
 }  // namespace verity::parallel::nccl
 
 // Stores the NCCL collective over *bootstrap's ranks (or the error) in *out.
 // Defined in libverity_nccl.so only.
-extern "C" void verity_nccl_make_collective_v1(verity::parallel::Collective* bootstrap,
+extern "C" void verity_nccl_make_collective_v2(verity::parallel::Collective* bootstrap,
                                                verity::parallel::ReduceDType dtype,
                                                verity::Result<std::unique_ptr<verity::parallel::Collective>>* out);

@@ -212,4 +212,16 @@ void Backend::Axpy(float* y, float a, const float* x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void Backend::DivideInPlace(float* x, float d, size_t count) {
+  for (size_t i = 0; i < count; i++) x[i] /= d;
+}
+
+void Backend::Download(float* host, const float* state, size_t n) {
+  if (n) std::memcpy(host, state, n * sizeof(float));
+}
+
+void Backend::Upload(float* state, const float* host, size_t n) {
+  if (n) std::memcpy(state, host, n * sizeof(float));
+}
+
 }  // namespace verity::kernels

@@ -19,10 +19,10 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend();
 // The plugin's file name and its one export. The suffix is the interface's
 // version: change it whenever Backend or Result change shape.
 inline constexpr char kPluginFile[] = "libverity_cuda.so";
-inline constexpr char kPluginSymbol[] = "verity_cuda_make_backend_v1";
+inline constexpr char kPluginSymbol[] = "verity_cuda_make_backend_v2";
 using PluginFn = void (*)(Result<std::unique_ptr<Backend>>* out);
 
 }  // namespace verity::kernels::cuda
 
 // Stores MakeCudaBackend()'s result in *out (defined in libverity_cuda.so only).
-extern "C" void verity_cuda_make_backend_v1(verity::Result<std::unique_ptr<verity::kernels::Backend>>* out);
+extern "C" void verity_cuda_make_backend_v2(verity::Result<std::unique_ptr<verity::kernels::Backend>>* out);

@@ -1,0 +1,208 @@
+// The seam between the engine and a backend that keeps its state (issue 26):
+// with a backend whose state the engine cannot touch (tests/off_host_backend.h),
+// every decoder gives bit for bit what it gives on host memory, every argument
+// is where the seam says it lives, and the tag traps an engine that reads
+// state in place. This is the CPU's stand-in for a device backend.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/slots.h"
+#include "engine/tp_forward.h"
+#include "tests/off_host_backend.h"
+#include "tests/test_util.h"
+
+namespace verity {
+namespace {
+
+using test::OffHostBackend;
+
+ModelConfig Config(int experts) {
+  ModelConfig c;
+  c.dim = 64;
+  c.hidden_dim = 96;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.vocab_size = 320;
+  c.seq_len = c.max_positions = 160;
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_theta = 10000.0f;
+  c.norm_eps = 1e-5f;
+  c.rope_style = RopeStyle::kHalves;
+  c.n_experts = experts;
+  c.n_experts_per_tok = experts ? 2 : 0;
+  c.shared_classifier = false;
+  return c;
+}
+
+std::vector<int> Ids(int n, int vocab, int seed) {
+  std::vector<int> ids(n);
+  for (int i = 0; i < n; i++) ids[i] = static_cast<int>((7 + 7919L * (i + 13 * seed)) % vocab);
+  return ids;
+}
+
+// A prompt of 70 positions (two prefill blocks), then 12 decoded ones: every
+// row of logits the decoder returned.
+std::vector<float> Run(Decoder& d, const std::vector<int>& ids) {
+  const int V = d.model().config.vocab_size, prompt = 70;
+  const float* l = d.Prefill(ids.data(), prompt, 0);
+  std::vector<float> rows(l, l + V);
+  for (int pos = prompt; pos < static_cast<int>(ids.size()); pos++) {
+    l = d.Forward(ids[pos], pos);
+    rows.insert(rows.end(), l, l + V);
+  }
+  return rows;
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": the logits differ";
+}
+
+std::unique_ptr<kernels::Backend> Make(const std::string& name) { return std::move(kernels::MakeBackend(name)).value(); }
+
+void ExpectTransformerAgrees(const Model& m, const std::string& backend, const std::string& what) {
+  SCOPED_TRACE(what + " on " + backend);
+  const std::vector<int> ids = Ids(82, m.config.vocab_size, 1);
+  auto on_host = Transformer::Create(m, Make(backend));
+  ASSERT_TRUE(on_host.ok()) << on_host.status().message();
+  auto off = std::make_unique<OffHostBackend>(Make(backend));
+  OffHostBackend* seen = off.get();
+  auto off_host = Transformer::Create(m, std::move(off));
+  ASSERT_TRUE(off_host.ok()) << off_host.status().message();
+  ExpectSameBits(Run(**on_host, ids), Run(**off_host, ids), what);
+  EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+  EXPECT_EQ(seen->downloads(), 13) << "one download of the logits per Prefill and per Forward, nothing else";
+}
+
+TEST(StateSeam, ATransformerWhoseStateIsOffTheHostGivesTheSameBitsInEveryDtype) {
+  const std::string path = test::TempDir("state-seam") + "/gqa.bin";
+  ASSERT_TRUE(WriteSyntheticLlama2c(Config(0), 3, path).ok());
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto m = LoadModel(path, t);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ExpectTransformerAgrees(**m, "fast", kernels::DTypeName(t));
+    if (t == kernels::DType::kF32) ExpectTransformerAgrees(**m, "reference", "f32");
+  }
+}
+
+TEST(StateSeam, AMoeTransformerRoutesThroughTheSeam) {
+  auto m = SyntheticModel(Config(4), 5);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectTransformerAgrees(**m, "fast", "MoE 4 experts top-2");
+}
+
+// Three slots: prompts prefilled together, then steps of all three.
+std::vector<float> RunSlots(SlotDecoder& d, int vocab) {
+  std::vector<std::vector<int>> prompts = {Ids(9, vocab, 2), Ids(5, vocab, 3), Ids(12, vocab, 4)};
+  std::vector<SlotDecoder::Prompt> p;
+  for (int s = 0; s < 3; s++) p.push_back({s, prompts[s].data(), static_cast<int>(prompts[s].size()), 0});
+  std::vector<float> rows(3 * static_cast<size_t>(vocab));
+  d.PrefillMany(p.data(), 3, rows.data());
+  std::vector<float> all = rows;
+  int pos[3] = {9, 5, 12}, slot[3] = {2, 0, 1}, token[3];
+  for (int step = 0; step < 6; step++) {
+    for (int i = 0; i < 3; i++) token[i] = (step * 31 + i * 7) % vocab;
+    int pos_of[3];
+    for (int i = 0; i < 3; i++) pos_of[i] = pos[slot[i]]++;
+    d.Step(slot, token, pos_of, 3, rows.data());
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
+  EXPECT_TRUE(d.status().ok()) << d.status().message();
+  return all;
+}
+
+TEST(StateSeam, ASlotDecoderWhoseStateIsOffTheHostGivesTheSameBits) {
+  for (int experts : {0, 4}) {
+    auto m = SyntheticModel(Config(experts), 7);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto on_host = SlotDecoder::Create(**m, Make("fast"), 3);
+    ASSERT_TRUE(on_host.ok()) << on_host.status().message();
+    auto off = std::make_unique<OffHostBackend>(Make("fast"));
+    OffHostBackend* seen = off.get();
+    auto off_host = SlotDecoder::Create(**m, std::move(off), 3);
+    ASSERT_TRUE(off_host.ok()) << off_host.status().message();
+    ExpectSameBits(RunSlots(**on_host, 320), RunSlots(**off_host, 320), experts ? "MoE slots" : "dense slots");
+    EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+  }
+}
+
+// Tensor parallelism over in-process ranks: the off-host ranks' partial sums
+// go through the host collective and back (Download, reduce, Upload), which
+// must not change a bit; the averaging fault divides on the backend.
+std::vector<float> RunTp(const Model& m, bool off_host, FaultPlan fault, long* misplaced) {
+  TpOptions o;
+  o.tp = 2;
+  o.fault = fault;
+  std::vector<OffHostBackend*> made;
+  if (off_host)
+    o.make_kernels = [&made]() -> Result<std::unique_ptr<kernels::Backend>> {
+      auto b = std::make_unique<OffHostBackend>(Make("fast"));
+      made.push_back(b.get());
+      return std::unique_ptr<kernels::Backend>(std::move(b));
+    };
+  ::testing::internal::CaptureStderr();
+  auto g = TpGroup::Open(o);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE((*g)->Agree(OkStatus()).ok());
+  auto d = (*g)->Start(m);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  std::vector<float> rows = Run(**d, Ids(82, m.config.vocab_size, 5));
+  const Status guard = (*d)->Finish();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(guard.ok(), fault.kind != FaultPlan::Kind::kDuplicate) << err;
+  EXPECT_NE(err.find("tp collective guard:"), std::string::npos) << err;
+  *misplaced = 0;
+  for (OffHostBackend* b : made) *misplaced += b->misplaced();
+  if (off_host) EXPECT_EQ(made.size(), 2u);
+  return rows;
+}
+
+TEST(StateSeam, TensorParallelRanksWhoseStateIsOffTheHostGiveTheSameBits) {
+  for (int experts : {0, 4}) {
+    auto m = SyntheticModel(Config(experts), 9);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    FaultPlan moved;
+    moved.kind = FaultPlan::Kind::kMove;
+    moved.layer = 1;
+    for (const FaultPlan& f : {FaultPlan{}, moved}) {
+      SCOPED_TRACE(std::string(experts ? "MoE" : "dense") + (f.kind == FaultPlan::Kind::kMove ? " moved" : ""));
+      long on_misplaced = 0, off_misplaced = 0;
+      const std::vector<float> on = RunTp(**m, false, f, &on_misplaced);
+      const std::vector<float> off = RunTp(**m, true, f, &off_misplaced);
+      ExpectSameBits(on, off, "tp=2");
+      EXPECT_EQ(off_misplaced, 0);
+    }
+  }
+}
+
+// The checks can fail: a host pointer where state belongs is counted and
+// named, and the engine's reading state in place traps.
+TEST(StateSeam, TheOffHostBackendCatchesMisplacedArgumentsAndInPlaceReads) {
+  OffHostBackend b(Make("fast"));
+  auto state = b.AllocateState(8);
+  EXPECT_TRUE(OffHostBackend::Tagged(state->data()));
+  std::vector<float> host(8, 1.0f), weights(64, 0.5f);
+  b.Matmul(host.data(), state->data(), kernels::F32Weights(weights.data(), 8, 8));
+  EXPECT_EQ(b.misplaced(), 1);
+  EXPECT_EQ(b.first_misplaced(), "Matmul out is not backend state");
+  std::vector<float> up(8, 2.5f), down(8, 0.0f);
+  b.Upload(state->data(), up.data(), 8);
+  b.Download(down.data(), state->data(), 8);
+  EXPECT_EQ(down, up);
+  EXPECT_EQ(b.misplaced(), 1);
+  EXPECT_DEATH(
+      {
+        volatile float v = state->data()[0];
+        (void)v;
+      },
+      "");
+}
+
+}  // namespace
+}  // namespace verity
