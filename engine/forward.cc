@@ -132,7 +132,7 @@ void RankForward::Step(const int* slot, const int* token, const int* pos, int n,
 // The embeddings of the block's rows, then every layer.
 void RankForward::Layers(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
-  k_.Embed(x_->data(), m_.token_embedding, c.dim, tokens, n);
+  k_.Embed(x_->data(), m_.token_embedding, c.vocab_size, c.dim, tokens, n);
   for (int l = 0; l < c.n_layers; l++) {
     k_.BeginLayer(l);
     Attention(l, n);

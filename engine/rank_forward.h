@@ -132,7 +132,7 @@ class RankForward {
   // and expert buffers (MoE).
   std::unique_ptr<kernels::StateBuffer> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_, logits_, rows_logits_;
   std::unique_ptr<kernels::StateBuffer> router_, moe_hb_, moe_hb2_, moe_out_;
-  std::vector<float> scores_;       // host scratch of a backend that scores attention on the host
+  AlignedVector<float> scores_;     // host scratch of a backend that scores attention on the host
   std::vector<float> host_logits_;  // Block's logits downloaded from a backend whose state is not host memory
   std::vector<int> chosen_;            // a position's experts, in routing order
   std::vector<float> chosen_weight_;   // and their softmax weights

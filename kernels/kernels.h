@@ -153,8 +153,9 @@ class Backend {
   // KV cache where it computes (a GPU) can run them there. These defaults run
   // on host memory, the arithmetic the engine used to run itself; the CPU
   // backends keep them.
-  // Row t of x (width dim) = row tokens[t] of the f32 table, for t < n.
-  virtual void Embed(float* x, const float* table, int dim, const int* tokens, int n);
+  // Row t of x (width dim) = row tokens[t] of the f32 table of `rows` rows
+  // (host memory the model owns), for t < n.
+  virtual void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n);
   // Each of n rows of width dim: out = weight * (x / rms(x)) (Rmsnorm); out may be x.
   virtual void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps);
   // x[i] += y[i] for i < count: a residual add.

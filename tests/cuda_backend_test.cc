@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/slots.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/kernels.h"
 #include "tests/test_util.h"
@@ -21,6 +22,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch_plan.h"
 #endif
 
 namespace verity {
@@ -330,18 +332,132 @@ TEST(CudaDevice, ForwardAgreesWithTheReferenceAndAFailureIsAnError) {
     ExpectClose(last, std::vector<float>(a->end() - last.size(), a->end()), 1e-3, "prefill last row");
   }
   // A call the device cannot plan (heads not a multiple of kv_heads) fails the backend:
-  // status names the kernel, the output is NaN, and every later call too.
+  // status names the kernel, the output is NaN, and every later call's too.
   auto k = kernels::MakeBackend("cuda").value();
+  ASSERT_FALSE(k->state_on_host());
   k->BeginLayer(5);
-  std::vector<float> q(6 * 8, 1.0f), cache(8 * 4, 1.0f), scores(6 * 4), out(6 * 8, 0.0f);
-  kernels::AttentionArgs a{out.data(), q.data(), cache.data(), cache.data(), 8 * 4, scores.data(), 0, 6, 4, 8, 4};
+  auto q = k->AllocateState(6 * 8), cache = k->AllocateState(8 * 4), out = k->AllocateState(6 * 8);
+  std::vector<float> scores(6 * 4), host(6 * 8, 0.0f);
+  kernels::AttentionArgs a{out->data(), q->data(), cache->data(), cache->data(), 8 * 4, scores.data(), 0, 6, 4, 8, 4};
   k->Attention(a);
   ASSERT_FALSE(k->status().ok());
   EXPECT_NE(k->status().message().find("kernel attention_decode"), std::string::npos) << k->status().message();
-  EXPECT_TRUE(std::isnan(out[0]));
-  std::vector<float> hb(16, 1.0f), hb2(16, 1.0f);
-  k->SwiGLU(hb.data(), hb2.data(), 16);
-  EXPECT_TRUE(std::isnan(hb[15]));  // later calls do not run on a failed backend
+  EXPECT_NE(k->status().message().find("layer 5 attention"), std::string::npos) << k->status().message();
+  k->Download(host.data(), out->data(), host.size());
+  EXPECT_TRUE(std::isnan(host[0]));
+  auto hb = k->AllocateState(16), hb2 = k->AllocateState(16);
+  k->SwiGLU(hb->data(), hb2->data(), 16);
+  std::vector<float> got(16, 0.0f);
+  k->Download(got.data(), hb->data(), 16);
+  EXPECT_TRUE(std::isnan(got[15]));  // later calls do not run on a failed backend
+}
+
+// The 16-byte kernel (decode and batched decode): close to the exact product,
+// and row t of a batch of 13 is bit for bit the product of x_t alone.
+TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
+  REQUIRE_DEVICE();
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
+    for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {5632, 2048}}) {
+      const std::string what = std::string("rows ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" +
+                                std::to_string(cols);
+      std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
+      std::vector<unsigned char> wq(kernels::RowBytes(t, cols) * rows);
+      kernels::EncodeF32(t, wf.data(), rows, cols, wq.data());
+      const kernels::Weights w{t, wq.data(), rows, cols};
+      std::vector<unsigned char> device_bytes = wq;
+      if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device_bytes.data());
+      const int T = 13;
+      const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 10), want = ExactMatmul(w, x, T);
+      Dev<unsigned char> dw(device_bytes);
+      Dev<float> dx(x), dbatch(static_cast<size_t>(T) * rows), done(rows);
+      ASSERT_TRUE(cu::VectorizedRows(t, dw.p, dx.p, cols)) << what;
+      ASSERT_TRUE(cu::LaunchRows(cu::PlanRows(t, rows, cols, T, kLim).value(), t, dbatch.p, dw.p, dx.p, rows, cols, T,
+                                 0, "test").ok());
+      const std::vector<float> batch = dbatch.Get();
+      ExpectClose(batch, want, 1e-4, what);
+      for (int v = 0; v < T; v++) {
+        ASSERT_TRUE(cu::LaunchRows(cu::PlanRows(t, rows, cols, 1, kLim).value(), t, done.p, dw.p,
+                                   dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test").ok());
+        const std::vector<float> one = done.Get();
+        EXPECT_EQ(std::memcmp(one.data(), batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
+            << what << ": vector " << v << " alone differs from its row of the batch";
+      }
+    }
+}
+
+// The steps between the products on the device: embedding rows, residual
+// adds, an expert's weighted share and the averaging fault's division.
+TEST(CudaDevice, EmbedAddAxpyAndDivideMatchTheHost) {
+  REQUIRE_DEVICE();
+  auto k = kernels::MakeBackend("cuda").value();
+  auto host = kernels::MakeBackend("reference").value();
+  const int dim = 4096, vocab = 50, n = 3;
+  const std::vector<float> table = Random(static_cast<size_t>(vocab) * dim, 21);
+  const int tokens[n] = {49, 0, 17};
+  auto x = k->AllocateState(static_cast<size_t>(n) * dim), y = k->AllocateState(static_cast<size_t>(n) * dim);
+  std::vector<float> want(static_cast<size_t>(n) * dim), got(want.size());
+  host->Embed(want.data(), table.data(), vocab, dim, tokens, n);
+  k->Embed(x->data(), table.data(), vocab, dim, tokens, n);
+  k->Download(got.data(), x->data(), got.size());
+  EXPECT_EQ(got, want) << "embedding rows are copies";
+  const std::vector<float> other = Random(want.size(), 22);
+  k->Upload(y->data(), other.data(), other.size());
+  host->AddInPlace(want.data(), other.data(), want.size());
+  k->AddInPlace(x->data(), y->data(), want.size());
+  k->Download(got.data(), x->data(), got.size());
+  EXPECT_EQ(got, want) << "a residual add is one rounding";
+  host->Axpy(want.data(), 0.375f, other.data(), dim);
+  k->Axpy(x->data(), 0.375f, y->data(), dim);
+  host->DivideInPlace(want.data(), 3.0f, want.size());
+  k->DivideInPlace(x->data(), 3.0f, want.size());
+  k->Download(got.data(), x->data(), got.size());
+  ExpectClose(got, want, 1e-6, "axpy (fused on the device) then divide");
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+}
+
+// Batched decode on the device (a server's continuous batching): each slot's
+// row of a step is bit for bit its decode alone, in every dtype.
+TEST(CudaDevice, SlotStepsAreBatchInvariant) {
+  REQUIRE_DEVICE();
+  for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    auto model = LoadModel(test::Model("stories260K.bin"), t);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    const int V = (*model)->config.vocab_size, slots = 3, steps = 5;
+    const std::vector<std::vector<int>> prompts = {{1, 403, 407}, {1, 9, 30, 261, 500}, {1, 77}};
+    auto batched = SlotDecoder::Create(**model, kernels::MakeBackend("cuda").value(), slots);
+    ASSERT_TRUE(batched.ok()) << batched.status().message();
+    std::vector<std::vector<float>> alone(slots);
+    std::vector<int> pos(slots), token(slots), slot(slots);
+    for (int s = 0; s < slots; s++) {
+      Transformer one(**model, kernels::MakeBackend("cuda").value());
+      const int n = static_cast<int>(prompts[s].size());
+      one.Prefill(prompts[s].data(), n, 0);
+      for (int k = 0; k < steps; k++) {
+        const float* l = one.Forward((7 * k + s) % V, n + k);
+        alone[s].insert(alone[s].end(), l, l + V);
+      }
+      ASSERT_TRUE(one.status().ok()) << one.status().message();
+      (*batched)->Prefill(s, prompts[s].data(), n, 0);
+      pos[s] = n;
+    }
+    std::vector<float> rows(static_cast<size_t>(slots) * V);
+    for (int k = 0; k < steps; k++) {
+      for (int i = 0; i < slots; i++) {
+        slot[i] = (i + k) % slots;  // the order changes every step
+        token[i] = (7 * k + slot[i]) % V;
+      }
+      std::vector<int> at(slots);
+      for (int i = 0; i < slots; i++) at[i] = pos[slot[i]] + k;
+      (*batched)->Step(slot.data(), token.data(), at.data(), slots, rows.data());
+      ASSERT_TRUE((*batched)->status().ok()) << (*batched)->status().message();
+      for (int i = 0; i < slots; i++)
+        EXPECT_EQ(std::memcmp(rows.data() + static_cast<size_t>(i) * V, alone[slot[i]].data() + static_cast<size_t>(k) * V,
+                              V * sizeof(float)), 0)
+            << kernels::DTypeName(t) << " slot " << slot[i] << " step " << k << " differs from its decode alone";
+    }
+    std::printf("cuda device: %s: %d slots x %d steps, every row its decode alone bit for bit\n",
+                kernels::DTypeName(t), slots, steps);
+  }
 }
 #endif  // VERITY_HAVE_CUDA
 

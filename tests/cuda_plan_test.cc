@@ -45,6 +45,14 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
     for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
       const int ffn = (s.hidden + 31) / 32 * 32;  // q8_0 pads the FFN width (Model::ffn_dim)
       for (auto [rows, cols] : {std::pair{s.dim, s.dim}, {ffn, s.dim}, {s.dim, ffn}, {s.vocab, s.dim}}) {
+        if (cols % 8 == 0)
+          for (int T : {1, 8, 32}) {
+            LaunchPlan r = Ok(PlanRows(t, rows, cols, T, kLimits));
+            EXPECT_GE(static_cast<int64_t>(r.grid.x) * kMatvecWarps, rows) << s.name;
+            EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.tile, T) << s.name;
+            EXPECT_EQ(r.tile, T == 1 ? 1 : kMatmulRowsPerWarp);
+            plans++;
+          }
         LaunchPlan p = Ok(PlanMatvec(t, rows, cols, kLimits));
         EXPECT_GE(static_cast<int64_t>(p.grid.x) * kMatvecWarps, rows) << s.name;  // every row has a warp
         for (int T : {1, 7, 8, 64}) {
@@ -56,6 +64,9 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
       }
     }
     for (int rows : {1, 64}) {
+      LaunchPlan e = Ok(PlanEmbed(s.dim, rows, kLimits));
+      EXPECT_EQ(e.grid.y, static_cast<uint32_t>(rows));
+      for (const char* op : {"add", "axpy", "divide"}) Ok(PlanElementwise(op, int64_t{rows} * s.dim, kLimits));
       Ok(PlanRmsnorm(rows, s.dim, kLimits));
       Ok(PlanRope(rows, s.dim, hs, kLimits));
       Ok(PlanRope(rows, s.kv_heads * hs, hs, kLimits));
@@ -120,6 +131,10 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   ExpectError(PlanMatvec(DType::kF32, 32000, 64, tiny_grid), "kernel matvec_f32 (rows=32000 cols=64 dtype=f32): grid.x=4000");
   // Shape errors.
   ExpectError(PlanMatvec(DType::kQ8_0, 64, 48, kLimits), "q8_0 needs cols to be a multiple of 32");
+  ExpectError(PlanRows(DType::kBF16, 64, 172, 1, kLimits), "kernel rows_bf16 (rows=64 cols=172 T=1 dtype=bf16): cols must be a multiple of 8");
+  ExpectError(PlanRows(DType::kQ8_0, 64, 48, 8, kLimits), "q8_0 needs cols to be a multiple of 32");
+  ExpectError(PlanEmbed(0, 1, kLimits), "dim and n must be >= 1");
+  ExpectError(PlanElementwise("add", 0, kLimits), "kernel add (n=0): n must be >= 1");
   ExpectError(PlanAttention(6, 4, 8, 1, 5, kLimits), "heads must be a multiple of kv_heads");
   ExpectError(PlanAttention(8, 4, 8, 4, 2, kLimits), "positions must be >= queries");
   ExpectError(PlanRope(1, 10, 4, kLimits), "head_size must be even and divide size");

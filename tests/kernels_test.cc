@@ -343,7 +343,7 @@ TEST(Kernels, TheForwardsStepsBetweenProductsOnEveryCpuBackend) {
     for (size_t i = 0; i < table.size(); i++) table[i] = 0.25f * static_cast<float>(i) - 1.0f;
     const int tokens[] = {3, 0, 3};
     std::vector<float> x(3 * dim, -7.0f);
-    k.Embed(x.data(), table.data(), dim, tokens, 3);
+    k.Embed(x.data(), table.data(), static_cast<int>(table.size()) / dim, dim, tokens, 3);
     for (int t = 0; t < 3; t++)
       for (int j = 0; j < dim; j++) EXPECT_EQ(x[t * dim + j], table[tokens[t] * dim + j]);
 

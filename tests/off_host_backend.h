@@ -85,8 +85,8 @@ class OffHostBackend final : public kernels::Backend {
   void SwiGLU(float* hb, const float* hb2, int n) override {
     inner_->SwiGLU(State(hb, "SwiGLU hb"), State(hb2, "SwiGLU hb2"), n);
   }
-  void Embed(float* x, const float* table, int dim, const int* tokens, int n) override {
-    inner_->Embed(State(x, "Embed x"), Host(table, "Embed table"), dim, Host(tokens, "Embed tokens"), n);
+  void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
+    inner_->Embed(State(x, "Embed x"), Host(table, "Embed table"), rows, dim, Host(tokens, "Embed tokens"), n);
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
     inner_->RmsnormRows(State(out, "RmsnormRows out"), State(x, "RmsnormRows x"), Host(weight, "RmsnormRows weight"),

@@ -1,28 +1,34 @@
-// The CUDA backend: each Backend call copies its activations to the device,
-// runs checked kernels (or cuBLAS for f32), and copies the result back.
+// The CUDA backend: the forward runs on the device, on one stream, over
+// state the backend owns (issue 26's seam). Nothing crosses PCIe per call
+// except the logits (Download) and the small host inputs a call carries
+// (a block's token rows, MoE router logits on their way to the host's
+// routing); no call waits for the device except Download.
 //
-// Weights: a device copy of each matrix is made on its first use and kept for
-// the backend's life, in a cache keyed by the host view's data pointer (a
-// backend serves one Transformer, whose Model outlives it and whose weights do
-// not change after loading). A hit must agree in dtype and cover the view's
-// bytes, else the matrix is uploaded again. The device view handed to the
-// kernels is the host view with `data` replaced by the device pointer.
+// Weights, norm weights and RoPE tables are uploaded once, on first use, into
+// caches keyed by the host pointer (a backend serves one Transformer, whose
+// Model outlives it and whose weights do not change after loading). A weight
+// hit must agree in dtype and cover the view's bytes, else the matrix is
+// uploaded again. The device view handed to the kernels is the host view with
+// `data` replaced by the device pointer.
 //
-// The KV caches are device memory the backend owns (AllocateState): each
-// token's K and V rows go up once (WriteCache) and attention reads the caches
-// in place. Activations (x, queries, RoPE vectors) are still copied per call:
-// synchronous cudaMemcpy on the default stream, which also surfaces any
-// earlier kernel's asynchronous fault at the call that caused it.
+// State (activations, KV caches, logits) is device memory from AllocateState;
+// the engine hands the calls pointers into it and reads it only through
+// Download.
 //
-// Errors: the first failure is recorded (status()), and that call's and every
-// later call's output is filled with NaN, so no stale buffer is ever used.
+// Errors: the first failure is recorded (status()); that call's output and
+// every later call's are filled with NaN (on the device: all bits set), and
+// Download hands NaN to the host, so no stale value is ever used. A launch
+// fails at the call; a fault inside a kernel surfaces at the next Download
+// (the stream's first synchronization), named as such.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -44,7 +50,8 @@ class DeviceBuffer {
   DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   ~DeviceBuffer() { Release(); }
 
-  // Ensures at least `bytes` are allocated (the old contents are not kept).
+  // Ensures at least `bytes` are allocated (the old contents are not kept;
+  // cudaFree waits for the work that may still read them).
   Status Reserve(size_t bytes, const std::string& ctx) {
     if (bytes <= bytes_) return OkStatus();
     Release();
@@ -66,8 +73,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Forward state (a KV cache) kept in device memory: data() is a device
-// pointer, which only this backend's WriteCache and Attention take.
+// Forward state kept in device memory: data() is a device pointer, which only
+// this backend's calls take.
 class DeviceState final : public StateBuffer {
  public:
   DeviceState(DeviceBuffer buf, size_t floats) : buf_(std::move(buf)), floats_(floats) {}
@@ -85,95 +92,236 @@ struct DeviceMatrix {
   size_t bytes = 0;
 };
 
-Status CopyToDevice(void* dst, const void* src, size_t bytes, const std::string& ctx) {
-  VERITY_CUDA_CALL(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), ctx);
-  return OkStatus();
-}
-Status CopyToHost(void* dst, const void* src, size_t bytes, const std::string& ctx) {
-  VERITY_CUDA_CALL(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), ctx);
-  return OkStatus();
-}
+// cos and sin of every pair at positions [0, positions), from one model's
+// inverse-frequency table.
+struct RopeTable {
+  DeviceBuffer buf;
+  int positions = 0;
+};
+
+// A launch plan's identity: which planner, and the shape it was given.
+using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = std::hash<int>()(std::get<0>(k)) * 31 + std::hash<int>()(std::get<1>(k));
+    h = h * 1000003 + std::hash<int64_t>()(std::get<2>(k));
+    h = h * 1000003 + std::hash<int64_t>()(std::get<3>(k));
+    h = h * 1000003 + std::hash<int64_t>()(std::get<4>(k));
+    return h * 1000003 + std::hash<int64_t>()(std::get<5>(k));
+  }
+};
+enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide };
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const DeviceLimits& limits, cublasHandle_t handle) : limits_(limits), cublas_(handle) {}
-  ~CudaBackend() override { VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle"); }
+  CudaBackend(const DeviceLimits& limits, cublasHandle_t handle, cudaStream_t stream)
+      : limits_(limits), cublas_(handle), stream_(stream) {}
+  ~CudaBackend() override {
+    VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
+    VERITY_CUDA_CALL_LOG(cudaStreamSynchronize(stream_), "finishing the backend's stream");
+    VERITY_CUDA_CALL_LOG(cudaStreamDestroy(stream_), "destroying the backend's stream");
+  }
 
-  // Plain f32 arithmetic in cuBLAS: no TF32 tensor-core rounding, whatever NVIDIA_TF32_OVERRIDE says.
+  // Plain f32 arithmetic in cuBLAS: no TF32 tensor-core rounding, whatever
+  // NVIDIA_TF32_OVERRIDE says; cuBLAS runs on the backend's stream.
   Status Init() {
     VERITY_CUBLAS_CALL(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "--backend cuda: cuBLAS math mode");
+    VERITY_CUBLAS_CALL(cublasSetStream(cublas_, stream_), "--backend cuda: cuBLAS stream");
     return OkStatus();
   }
 
   const char* name() const override { return "cuda"; }
   void BeginLayer(int layer) override { layer_ = layer; }
   Status status() const override { return error_; }
+  bool state_on_host() const override { return false; }
+  void* device_stream() override { return stream_; }
 
-  void Matmul(float* out, const float* x, const Weights& w) override {
-    Guarded(out, static_cast<size_t>(w.rows), [&] { return MatmulImpl(out, x, w, 1); });
-  }
-  void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
-    Guarded(out, static_cast<size_t>(w.rows) * T, [&] { return MatmulImpl(out, x, w, T); });
-  }
-  // The KV caches live on the device, zeroed: tokens write one row each
-  // (WriteCache) and attention reads them where they are. A failed
+  // The KV caches and activations live on the device, zeroed. A failed
   // allocation is this backend's error (status()) and hands out host memory,
   // which nothing computes on, so the forward still ends in a named error.
   std::unique_ptr<StateBuffer> AllocateState(size_t floats) override {
-    const std::string ctx = "KV cache of " + std::to_string(floats) + " floats";
+    const std::string ctx = "state of " + std::to_string(floats) + " floats";
     const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
     DeviceBuffer buf;
     Status s = buf.Reserve(bytes, ctx);
-    if (s.ok()) s = Zero(buf, bytes, ctx);
+    if (s.ok()) s = ZeroBytes(buf.as<void>(), bytes, ctx);
     if (s.ok()) return std::make_unique<DeviceState>(std::move(buf), floats);
-    if (error_.ok()) error_ = std::move(s);
+    Fail(std::move(s), [] { return std::string("allocating"); });
     return Backend::AllocateState(floats);
   }
-  // `cache` is a DeviceState's pointer: the row goes up, the cache stays.
-  void WriteCache(float* cache, size_t at, const float* row, int width) override {
-    if (!error_.ok()) return;
-    Status s = CopyToDevice(cache + at, row, static_cast<size_t>(width) * sizeof(float),
-                            Ctx("KV cache write of " + std::to_string(width) + " floats"));
-    if (!s.ok()) error_ = std::move(s);
+
+  // The one wait on the device: every call queued before it has run.
+  void Download(float* host, const float* state, size_t n) override {
+    if (error_.ok()) {
+      Status s = DownloadImpl(host, state, n);
+      if (!s.ok()) Fail(std::move(s), [&] { return Ctx("download of " + std::to_string(n) + " floats"); });
+    }
+    if (!error_.ok()) std::fill(host, host + n, std::numeric_limits<float>::quiet_NaN());
+  }
+  void Upload(float* state, const float* host, size_t n) override {
+    Guarded(state, n, [&] { return UploadImpl(state, host, n); }, [&] { return Ctx("upload of " + std::to_string(n) + " floats"); });
+  }
+
+  void Matmul(float* out, const float* x, const Weights& w) override {
+    Guarded(out, static_cast<size_t>(w.rows), [&] { return MatmulImpl(out, x, w, 1, false); },
+            [&] { return MatmulCtx(w, 1); });
+  }
+  void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
+    Guarded(out, static_cast<size_t>(w.rows) * T, [&] { return MatmulImpl(out, x, w, T, false); },
+            [&] { return MatmulCtx(w, T); });
+  }
+  // Independent vectors (batched decode): the 16-byte kernel reads the weights
+  // once per 8 vectors and gives each row the bits of its own Matmul. f32 goes
+  // through cuBLAS's gemv one vector at a time (its gemm rounds otherwise).
+  void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
+    if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
+    Guarded(out, static_cast<size_t>(w.rows) * n, [&] { return MatmulImpl(out, x, w, n, true); },
+            [&] { return MatmulCtx(w, n) + " rows"; });
   }
   void Attention(const AttentionArgs& a) override {
-    Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a); });
+    Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a); }, [&] {
+      return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
+                 " head_size=" + std::to_string(a.head_size));
+    });
   }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
-    Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, size, head_size, pos, inv_freq, interleaved); });
+    Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, size, head_size, pos, inv_freq, interleaved); },
+            [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    Guarded(hb, static_cast<size_t>(n), [&] { return SwiGLUImpl(hb, hb2, n); });
+    Guarded(hb, static_cast<size_t>(n), [&] {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanSwiGLU, 0, n, 0, 0, 0}, [&] { return PlanSwiGLU(n, limits_); }));
+      return LaunchSwiGLU(*plan, hb, hb2, n, stream_, "swiglu");
+    }, [&] { return Ctx("swiglu n=" + std::to_string(n)); });
+  }
+
+  // ---- the steps between the products
+  void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
+    Guarded(x, static_cast<size_t>(n) * dim, [&] { return EmbedImpl(x, table, rows, dim, tokens, n); },
+            [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
+  }
+  void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
+    Guarded(out, static_cast<size_t>(n) * dim, [&] {
+      VERITY_ASSIGN_OR_RETURN(const float* dw, DeviceFloats(weight, dim, "rmsnorm weight"));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
+      return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
+    }, [&] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
+  }
+  void AddInPlace(float* x, const float* y, size_t count) override {
+    Elementwise(kPlanAdd, "add", ElementwiseOp::kAdd, x, y, 0.0f, count);
+  }
+  void Axpy(float* y, float a, const float* x, int n) override {
+    Elementwise(kPlanAxpy, "axpy", ElementwiseOp::kAxpy, y, x, a, static_cast<size_t>(n));
+  }
+  void DivideInPlace(float* x, float d, size_t count) override {
+    Elementwise(kPlanDivide, "divide", ElementwiseOp::kDivide, x, nullptr, d, count);
+  }
+  void Zero(float* y, int n) override {
+    Guarded(y, static_cast<size_t>(n), [&] { return ZeroBytes(y, static_cast<size_t>(n) * sizeof(float), "zero"); },
+            [&] { return Ctx("zero n=" + std::to_string(n)); });
+  }
+  // A device-to-device copy of the row into the cache, in stream order.
+  void WriteCache(float* cache, size_t at, const float* row, int width) override {
+    Guarded(cache + at, static_cast<size_t>(width), [&]() -> Status {
+      VERITY_CUDA_CALL(cudaMemcpyAsync(cache + at, row, static_cast<size_t>(width) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, stream_), "kv cache write");
+      return OkStatus();
+    }, [&] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
+  }
+  // The experts' weights live on the host side of the seam (the engine picks
+  // matrices with them), so the router's n logits come down and are routed
+  // there: one wait per MoE layer and position.
+  void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) override {
+    router_.resize(n);
+    Download(router_.data(), logits, static_cast<size_t>(n));
+    Backend::RouteTopK(router_.data(), n, k, chosen, weight);
   }
 
  private:
-  // Runs `f` unless an earlier call failed; on any failure, records the first
-  // error and fills the call's output with NaN (never a stale or partial result).
-  template <class F>
-  void Guarded(float* out, size_t n, F f) {
+  // Runs `f` unless an earlier call failed; on a failure records it, named by
+  // `where()` (built only then: the context costs nothing per call), and
+  // fills the call's output on the device with NaN.
+  template <class F, class W>
+  void Guarded(float* out, size_t n, F f, W where) {
     if (error_.ok()) {
       Status s = f();
-      if (!s.ok()) error_ = std::move(s);
+      if (!s.ok()) Fail(std::move(s), where);
     }
-    if (!error_.ok()) std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+    if (!error_.ok()) PoisonOnDevice(out, n);
+  }
+  template <class W>
+  void Fail(Status s, W where) {
+    if (error_.ok()) error_ = Status::Error(where() + ": " + s.message());
+  }
+  // All bits set is a NaN in every float.
+  void PoisonOnDevice(float* out, size_t n) {
+    const Status ignored = [&]() -> Status {
+      VERITY_CUDA_CALL(cudaMemsetAsync(out, 0xff, n * sizeof(float), stream_), "poisoning an output");
+      return OkStatus();
+    }();
+    (void)ignored;  // the first error is already recorded; a device that cannot even memset has no output to read
+  }
+  // An upload on the backend's stream, so the kernels queued after it read
+  // it (a plain cudaMemcpy runs on the legacy stream, which this non-blocking
+  // stream does not wait for). Pageable memory is staged before the call
+  // returns, so `src` may go at once.
+  Status CopyToDevice(void* dst, const void* src, size_t bytes, const std::string& ctx) {
+    VERITY_CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), ctx);
+    return OkStatus();
+  }
+  Status ZeroBytes(void* p, size_t bytes, const std::string& ctx) {
+    VERITY_CUDA_CALL(cudaMemsetAsync(p, 0, bytes, stream_), ctx + " zeroing");
+    return OkStatus();
+  }
+  Status DownloadImpl(float* host, const float* state, size_t n) {
+    VERITY_CUDA_CALL(cudaMemcpyAsync(host, state, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
+    // A kernel's fault is reported here, by the first wait after it.
+    VERITY_CUDA_CALL(cudaStreamSynchronize(stream_), "waiting for the queued calls (a kernel faulted)");
+    return OkStatus();
+  }
+  // Pageable host memory: the copy is staged before cudaMemcpyAsync returns,
+  // so `host` may change at once.
+  Status UploadImpl(float* state, const float* host, size_t n) {
+    VERITY_CUDA_CALL(cudaMemcpyAsync(state, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+    return OkStatus();
+  }
+  void Elementwise(PlanKind kind, const char* name, ElementwiseOp op, float* x, const float* y, float a, size_t n) {
+    if (n == 0) return;
+    Guarded(x, n, [&] {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              Plan({kind, 0, static_cast<int64_t>(n), 0, 0, 0}, [&] { return PlanElementwise(name, n, limits_); }));
+      return LaunchElementwise(*plan, op, x, y, a, static_cast<int64_t>(n), stream_, name);
+    }, [&] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
   }
 
-  static Status Zero(DeviceBuffer& buf, size_t bytes, const std::string& ctx) {
-    VERITY_CUDA_CALL(cudaMemset(buf.as<void>(), 0, bytes), ctx + " zeroing");
-    return OkStatus();
+  // A validated plan, made once per shape: a decode step makes hundreds of
+  // launches, and the planners build strings.
+  template <class Make>
+  Result<const LaunchPlan*> Plan(const PlanKey& key, Make make) {
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      VERITY_ASSIGN_OR_RETURN(LaunchPlan p, make());
+      it = plans_.emplace(key, std::move(p)).first;
+    }
+    return &it->second;
   }
 
   // "layer 3 matmul rows=64 cols=288 T=1 dtype=bf16": what failed, for errors.
   std::string Ctx(const std::string& op) const {
     return (layer_ >= 0 ? "layer " + std::to_string(layer_) : std::string("classifier")) + " " + op;
   }
+  std::string MatmulCtx(const Weights& w, int T) const {
+    return Ctx("matmul rows=" + std::to_string(w.rows) + " cols=" + std::to_string(w.cols) + " T=" +
+               std::to_string(T) + " dtype=" + DTypeName(w.dtype));
+  }
 
   // The device copy of `w`, uploaded on first use (see the file comment).
-  Result<const void*> DeviceWeights(const Weights& w, const std::string& ctx) {
+  Result<const void*> DeviceWeights(const Weights& w) {
     DeviceMatrix& m = weights_[w.data];
     if (m.buf.bytes() == 0 || m.dtype != w.dtype || m.bytes < w.bytes()) {
       m.bytes = 0;
-      VERITY_RETURN_IF_ERROR(m.buf.Reserve(w.bytes(), ctx + " weight upload"));
+      VERITY_RETURN_IF_ERROR(m.buf.Reserve(w.bytes(), "weight upload"));
       // q8_0 rows interleave their blocks in groups for the CPU's int8 dot
       // (kernels.h); the device kernels read plain blocks by offset.
       const void* host = w.data;
@@ -183,109 +331,124 @@ class CudaBackend final : public Backend {
         kernels::UnpackQ8_0Rows(w, plain.data());
         host = plain.data();
       }
-      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, w.bytes(), ctx + " weight upload"));
+      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, w.bytes(), "weight upload"));
       m.dtype = w.dtype;
       m.bytes = w.bytes();
     }
     return static_cast<const void*>(m.buf.as<void>());
   }
-
-  Status MatmulImpl(float* out, const float* x, const Weights& w, int T) {
-    const std::string ctx = Ctx("matmul rows=" + std::to_string(w.rows) + " cols=" + std::to_string(w.cols) +
-                                " T=" + std::to_string(T) + " dtype=" + DTypeName(w.dtype));
-    VERITY_ASSIGN_OR_RETURN(const void* dw, DeviceWeights(w, ctx));
-    const size_t in_bytes = static_cast<size_t>(T) * w.cols * sizeof(float);
-    const size_t out_bytes = static_cast<size_t>(T) * w.rows * sizeof(float);
-    VERITY_RETURN_IF_ERROR(x_.Reserve(in_bytes, ctx));
-    VERITY_RETURN_IF_ERROR(y_.Reserve(out_bytes, ctx));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(x_.as<void>(), x, in_bytes, ctx + " input"));
-    if (w.dtype == DType::kF32) {
-      VERITY_RETURN_IF_ERROR(CublasF32(dw, w.rows, w.cols, T, ctx));
-    } else if (T == 1) {
-      VERITY_ASSIGN_OR_RETURN(LaunchPlan plan, PlanMatvec(w.dtype, w.rows, w.cols, limits_));
-      VERITY_RETURN_IF_ERROR(LaunchMatvec(plan, w.dtype, y_.as<float>(), dw, x_.as<float>(), w.rows, w.cols, 0, ctx));
-    } else {
-      VERITY_ASSIGN_OR_RETURN(LaunchPlan plan, PlanMatmulBatch(w.dtype, w.rows, w.cols, T, limits_));
-      VERITY_RETURN_IF_ERROR(
-          LaunchMatmulBatch(plan, w.dtype, y_.as<float>(), dw, x_.as<float>(), w.rows, w.cols, T, 0, ctx));
+  // `n` floats the model owns on the host (a norm's weights), uploaded once.
+  Result<const float*> DeviceFloats(const float* host, size_t n, const char* what) {
+    DeviceMatrix& m = floats_[host];
+    const size_t bytes = n * sizeof(float);
+    if (m.bytes < bytes) {
+      VERITY_RETURN_IF_ERROR(m.buf.Reserve(bytes, std::string(what) + " upload"));
+      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, bytes, std::string(what) + " upload"));
+      m.bytes = bytes;
     }
-    return CopyToHost(out, y_.as<void>(), out_bytes, ctx + " output");
+    return m.buf.as<const float>();
+  }
+
+  Status MatmulImpl(float* out, const float* x, const Weights& w, int T, bool rows) {
+    VERITY_ASSIGN_OR_RETURN(const void* dw, DeviceWeights(w));
+    // The 16-byte kernel for every bf16/q8_0 vector product it can take, so a
+    // decode step's Matmul and a batched step's MatmulRows give the same bits.
+    if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
+                                                           [&] { return PlanRows(w.dtype, w.rows, w.cols, T, limits_); }));
+      return LaunchRows(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "rows");
+    }
+    if (rows) {  // an odd shape: one vector at a time keeps each row its own product
+      for (int t = 0; t < T; t++)
+        VERITY_RETURN_IF_ERROR(MatmulImpl(out + static_cast<size_t>(t) * w.rows, x + static_cast<size_t>(t) * w.cols, w, 1, false));
+      return OkStatus();
+    }
+    if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
+    if (T == 1) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
+                                                           [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
+      return LaunchMatvec(*plan, w.dtype, out, dw, x, w.rows, w.cols, stream_, "matvec");
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanBatch, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
+                                                         [&] { return PlanMatmulBatch(w.dtype, w.rows, w.cols, T, limits_); }));
+    return LaunchMatmulBatch(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "matmul_batch");
   }
 
   // Row-major W [rows x cols] is column-major W^T with leading dimension cols:
   // y = W x is gemv with op T; Y^T [rows x T] = W X^T is gemm (T, N).
-  Status CublasF32(const void* dw, int rows, int cols, int T, const std::string& ctx) {
+  Status CublasF32(float* out, const float* x, const void* dw, int rows, int cols, int T) {
     const float one = 1.0f, zero = 0.0f;
     const float* W = static_cast<const float*>(dw);
     if (T == 1) {
-      VERITY_CUBLAS_CALL(
-          cublasSgemv(cublas_, CUBLAS_OP_T, cols, rows, &one, W, cols, x_.as<float>(), 1, &zero, y_.as<float>(), 1),
-          ctx);
+      VERITY_CUBLAS_CALL(cublasSgemv(cublas_, CUBLAS_OP_T, cols, rows, &one, W, cols, x, 1, &zero, out, 1), "sgemv");
     } else {
-      VERITY_CUBLAS_CALL(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, T, cols, &one, W, cols, x_.as<float>(),
-                                     cols, &zero, y_.as<float>(), rows),
-                         ctx);
+      VERITY_CUBLAS_CALL(
+          cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, T, cols, &one, W, cols, x, cols, &zero, out, rows),
+          "sgemm");
     }
     return OkStatus();
   }
 
   Status AttentionImpl(const AttentionArgs& a) {
-    const std::string ctx = Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
-                                " head_size=" + std::to_string(a.head_size));
-    VERITY_ASSIGN_OR_RETURN(LaunchPlan plan,
-                            PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, 1, int64_t{a.pos} + 1, limits_));
-    const size_t q_floats = static_cast<size_t>(a.n_heads) * a.head_size;
-    VERITY_RETURN_IF_ERROR(x_.Reserve(q_floats * sizeof(float), ctx));
-    VERITY_RETURN_IF_ERROR(y_.Reserve(q_floats * sizeof(float), ctx));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(x_.as<void>(), a.q, q_floats * sizeof(float), ctx + " queries"));
-    // The caches are this backend's DeviceStates (AllocateState): read in place.
-    AttentionDeviceArgs d{y_.as<float>(), x_.as<float>(), a.key_cache, a.value_cache, a.pos_stride,
-                          static_cast<int64_t>(q_floats), a.pos, 1, a.n_heads, a.n_kv_heads, a.head_size};
-    VERITY_RETURN_IF_ERROR(LaunchAttention(plan, d, 0, ctx));
-    return CopyToHost(a.out, y_.as<void>(), q_floats * sizeof(float), ctx + " output");
+    // The plan depends on the context only up to one tile.
+    const int64_t n = int64_t{a.pos} + 1, capped = std::min<int64_t>(n, kAttentionTile);
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanAttention, a.n_heads, a.n_kv_heads, a.head_size, capped, 0},
+                                 [&] { return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, 1, capped, limits_); }));
+    const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
+                          a.n_kv_heads, a.head_size};
+    return LaunchAttention(*plan, d, stream_, "attention");
   }
 
-  // The per-pair cosine and sine at `pos`, from the model's inverse-frequency
+  // The per-pair cosine and sine at `pos` from the model's inverse-frequency
   // table, computed on the host with the reference's own arithmetic (so the
-  // device rotation is bit-exact with RopeReference).
+  // device rotation is bit-exact with RopeReference) for a run of positions at
+  // a time and kept on the device.
   Status RopeImpl(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
-    const std::string ctx = Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size));
-    VERITY_ASSIGN_OR_RETURN(LaunchPlan plan, PlanRope(1, size, head_size, limits_));
-    const size_t half = static_cast<size_t>(head_size / 2);
-    cos_sin_.resize(half * 2);
-    for (size_t i = 0; i < half; i++) {
-      const float val = static_cast<float>(pos) * inv_freq[i];
-      cos_sin_[2 * i] = cosf(val);
-      cos_sin_[2 * i + 1] = sinf(val);
+    const int half = head_size / 2;
+    RopeTable& t = rope_[inv_freq];
+    if (pos >= t.positions) {
+      const int positions = std::max({pos + 1, 2 * t.positions, 1024});
+      std::vector<float> cos_sin(static_cast<size_t>(positions) * half * 2);
+      for (int p = 0; p < positions; p++)
+        for (int i = 0; i < half; i++) {
+          const float val = static_cast<float>(p) * inv_freq[i];
+          cos_sin[(static_cast<size_t>(p) * half + i) * 2] = cosf(val);
+          cos_sin[(static_cast<size_t>(p) * half + i) * 2 + 1] = sinf(val);
+        }
+      t.positions = 0;
+      VERITY_RETURN_IF_ERROR(t.buf.Reserve(cos_sin.size() * sizeof(float), "rope table"));
+      VERITY_RETURN_IF_ERROR(CopyToDevice(t.buf.as<void>(), cos_sin.data(), cos_sin.size() * sizeof(float), "rope table"));
+      t.positions = positions;
     }
-    const size_t bytes = static_cast<size_t>(size) * sizeof(float);
-    VERITY_RETURN_IF_ERROR(x_.Reserve(bytes, ctx));
-    VERITY_RETURN_IF_ERROR(k_.Reserve(cos_sin_.size() * sizeof(float), ctx));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(x_.as<void>(), vec, bytes, ctx + " vector"));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(k_.as<void>(), cos_sin_.data(), cos_sin_.size() * sizeof(float), ctx + " table"));
-    VERITY_RETURN_IF_ERROR(LaunchRope(plan, x_.as<float>(), k_.as<float>(), 1, size, head_size, interleaved, 0, ctx));
-    return CopyToHost(vec, x_.as<void>(), bytes, ctx + " output");
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
+                                                         [&] { return PlanRope(1, size, head_size, limits_); }));
+    const float* row = t.buf.as<const float>() + static_cast<size_t>(pos) * half * 2;
+    return LaunchRope(*plan, vec, row, 1, size, head_size, interleaved, stream_, "rope");
   }
 
-  Status SwiGLUImpl(float* hb, const float* hb2, int n) {
-    const std::string ctx = Ctx("swiglu n=" + std::to_string(n));
-    VERITY_ASSIGN_OR_RETURN(LaunchPlan plan, PlanSwiGLU(n, limits_));
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    VERITY_RETURN_IF_ERROR(x_.Reserve(bytes, ctx));
-    VERITY_RETURN_IF_ERROR(y_.Reserve(bytes, ctx));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(x_.as<void>(), hb, bytes, ctx + " gate"));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(y_.as<void>(), hb2, bytes, ctx + " up"));
-    VERITY_RETURN_IF_ERROR(LaunchSwiGLU(plan, x_.as<float>(), y_.as<float>(), n, 0, ctx));
-    return CopyToHost(hb, x_.as<void>(), bytes, ctx + " output");
+  // The block's token ids go up (n ints) and its rows are gathered on the
+  // device from the table, uploaded whole on first use (DeviceFloats).
+  Status EmbedImpl(float* x, const float* table, int rows, int dim, const int* tokens, int n) {
+    VERITY_ASSIGN_OR_RETURN(const float* dtable, DeviceFloats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+    VERITY_RETURN_IF_ERROR(tokens_.Reserve(static_cast<size_t>(n) * sizeof(int), "embedding token ids"));
+    VERITY_CUDA_CALL(cudaMemcpyAsync(tokens_.as<void>(), tokens, static_cast<size_t>(n) * sizeof(int),
+                                     cudaMemcpyHostToDevice, stream_), "embedding token ids");
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanEmbed, 0, dim, n, 0, 0}, [&] { return PlanEmbed(dim, n, limits_); }));
+    return LaunchEmbed(*plan, x, dtable, tokens_.as<const int>(), dim, n, stream_, "embed");
   }
 
   DeviceLimits limits_;
   cublasHandle_t cublas_;
+  cudaStream_t stream_;
   int layer_ = -1;
   Status error_;
-  std::unordered_map<const void*, DeviceMatrix> weights_;
-  std::vector<float> cos_sin_;
-  DeviceBuffer x_, y_, k_;  // per-call activation scratch (grow-only)
+  std::unordered_map<const void*, DeviceMatrix> weights_, floats_;
+  std::unordered_map<const float*, RopeTable> rope_;
+  std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
+  DeviceBuffer tokens_;         // a block's token ids
+  std::vector<float> router_;   // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.
@@ -343,9 +506,18 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend() {
   std::string line;
   VERITY_RETURN_IF_ERROR(DescribeDevice(0, &lim, &line));
   VERITY_RETURN_IF_ERROR(Probe(lim));
+  cudaStream_t stream = nullptr;
+  VERITY_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "--backend cuda: stream");
   cublasHandle_t handle = nullptr;
-  VERITY_CUBLAS_CALL(cublasCreate(&handle), "--backend cuda: cuBLAS");
-  auto backend = std::make_unique<CudaBackend>(lim, handle);  // owns the handle from here on
+  const Status made = [&]() -> Status {
+    VERITY_CUBLAS_CALL(cublasCreate(&handle), "--backend cuda: cuBLAS");
+    return OkStatus();
+  }();
+  if (!made.ok()) {
+    VERITY_CUDA_CALL_LOG(cudaStreamDestroy(stream), "--backend cuda: stream");
+    return made;
+  }
+  auto backend = std::make_unique<CudaBackend>(lim, handle, stream);  // owns the handle and stream from here on
   VERITY_RETURN_IF_ERROR(backend->Init());
   std::fprintf(stderr, "%s\n", line.c_str());
   return std::unique_ptr<Backend>(std::move(backend));

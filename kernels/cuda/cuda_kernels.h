@@ -19,6 +19,20 @@ Status LaunchMatvec(const LaunchPlan& plan, DType dtype, float* out, const void*
 // out[T x rows] = x[T x cols] W^T.
 Status LaunchMatmulBatch(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows,
                          int cols, int T, cudaStream_t stream, const std::string& ctx);
+// Whether LaunchRows can take this product: cols % 8 == 0, x 16-byte aligned
+// and w 16-byte (f32, bf16) or 4-byte (q8_0) aligned.
+bool VectorizedRows(DType dtype, const void* w, const float* x, int cols);
+// out[T x rows] = x[T x cols] W^T with 16-byte loads (plan: PlanRows). Row t
+// is bit for bit what T = 1 gives for x_t, whatever T.
+Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows, int cols,
+                  int T, cudaStream_t stream, const std::string& ctx);
+// Row t of x (dim floats) = row tokens[t] of the table, t < n; tokens on the device.
+Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
+                   cudaStream_t stream, const std::string& ctx);
+// x[i] += y[i] (kAdd), x[i] += a * y[i] (kAxpy) or x[i] /= a (kDivide), i < n.
+enum class ElementwiseOp { kAdd = 0, kAxpy = 1, kDivide = 2 };
+Status LaunchElementwise(const LaunchPlan& plan, ElementwiseOp op, float* x, const float* y, float a, int64_t n,
+                         cudaStream_t stream, const std::string& ctx);
 // out[r] = rmsnorm(x[r]) * weight for each of `rows` rows of `size` values (out may be x).
 Status LaunchRmsnorm(const LaunchPlan& plan, float* out, const float* x, const float* weight, int rows, int size,
                      float eps, cudaStream_t stream, const std::string& ctx);

@@ -82,6 +82,105 @@ __global__ void MatmulBatchKernel(float* out, const unsigned char* w, const floa
   }
 }
 
+// ---- Matrix-vector products written for HBM: 16-byte loads, every lane of a
+// warp on its own 8 consecutive weights (a warp reads 512 bytes of bf16 per
+// step), the loop unrolled so several loads are in flight. The same template
+// serves one vector (NT = 1, decode) and up to kMatmulRowsPerWarp vectors
+// (batched decode): a lane accumulates each vector in the same order in both,
+// so row t of a batched product is bit for bit the single product of x_t
+// (batch invariance; Backend::MatmulRows). Used where a row's weights and the
+// vectors are 16-byte aligned (VectorizedRows); other shapes take the kernels above.
+
+// Weights 8c .. 8c+7 of a row as floats.
+template <int DT>
+__device__ __forceinline__ void Load8(const unsigned char* row, int c, float w[8]) {
+  if constexpr (DT == 0) {
+    const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else if constexpr (DT == 1) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      w[2 * i] = ew::BF16ToF32(static_cast<uint16_t>(u[i] & 0xffffu));
+      w[2 * i + 1] = ew::BF16ToF32(static_cast<uint16_t>(u[i] >> 16));
+    }
+  } else {
+    // Plain 36-byte blocks (4-byte aligned): chunk c is the (c % 4)-th 8 of block c / 4.
+    const unsigned char* block = row + static_cast<size_t>(c >> 2) * kQ8_0BlockBytes;
+    const float scale = *reinterpret_cast<const float*>(block);
+    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
+    const int lo = q[0], hi = q[1];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      w[i] = scale * static_cast<float>(static_cast<signed char>((lo >> (8 * i)) & 0xff));
+      w[4 + i] = scale * static_cast<float>(static_cast<signed char>((hi >> (8 * i)) & 0xff));
+    }
+  }
+}
+
+template <int DT, int NT>
+__global__ void RowsKernel(float* out, const unsigned char* w, const float* x, int rows, int cols, int T,
+                           size_t row_bytes) {
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const int t0 = blockIdx.y * NT, nt = min(NT, T - t0), chunks = cols / 8;
+  const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    float wv[8];
+    Load8<DT>(r, c, wv);
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+      if (t < nt) {
+        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * cols) + 2 * c;
+        const float4 a = xv[0], b = xv[1];
+        acc[t] += wv[0] * a.x;
+        acc[t] += wv[1] * a.y;
+        acc[t] += wv[2] * a.z;
+        acc[t] += wv[3] * a.w;
+        acc[t] += wv[4] * b.x;
+        acc[t] += wv[5] * b.y;
+        acc[t] += wv[6] * b.z;
+        acc[t] += wv[7] * b.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; t++) {
+    const float s = WarpSum(acc[t]);
+    if (lane == 0 && t < nt) out[static_cast<size_t>(t0 + t) * rows + row] = s;
+  }
+}
+
+// ---- The steps between the products, on the device.
+
+// Row t of x = row tokens[t] of the table (dim floats each).
+__global__ void EmbedKernel(float* x, const float* table, const int* tokens, int dim, int n) {
+  const int t = blockIdx.y;
+  if (t >= n) return;
+  const float* src = table + static_cast<size_t>(tokens[t]) * dim;
+  float* dst = x + static_cast<size_t>(t) * dim;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x) dst[i] = src[i];
+}
+
+// op 0: x[i] += y[i]; op 1: x[i] += a * y[i]; op 2: x[i] /= a.
+__global__ void ElementwiseKernel(int op, float* x, const float* y, float a, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (op == 0) {
+      x[i] += y[i];
+    } else if (op == 1) {
+      x[i] += a * y[i];
+    } else {
+      x[i] /= a;
+    }
+  }
+}
+
 __global__ void RmsnormKernel(float* out, const float* x, const float* weight, int size, float eps) {
   extern __shared__ float red[];
   const size_t base = static_cast<size_t>(blockIdx.x) * size;
@@ -242,6 +341,63 @@ Status LaunchMatmulBatch(const LaunchPlan& plan, DType dtype, float* out, const 
       return OkStatus();
   }
   return Status::Error("cuda: " + ctx + ": matmul_batch: unknown dtype");
+}
+
+bool VectorizedRows(DType dtype, const void* w, const float* x, int cols) {
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (dtype == DType::kQ8_0 ? reinterpret_cast<uintptr_t>(w) % 4 == 0 : reinterpret_cast<uintptr_t>(w) % 16 == 0);
+  return aligned && cols % 8 == 0;  // row starts then stay aligned: 32 (f32), 16 (bf16) or 36 (q8_0) bytes per 8 weights
+}
+
+Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows, int cols,
+                  int T, cudaStream_t stream, const std::string& ctx) {
+  const auto* wb = static_cast<const unsigned char*>(w);
+  const size_t rb = RowBytes(dtype, cols);
+  const dim3 grid = Grid(plan), block = Block(plan);
+  const bool one = plan.tile == 1;
+  switch (dtype) {
+    case DType::kF32:
+      if (one) {
+        RowsKernel<0, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      } else {
+        RowsKernel<0, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      }
+      return OkStatus();
+    case DType::kBF16:
+      if (one) {
+        RowsKernel<1, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      } else {
+        RowsKernel<1, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      }
+      return OkStatus();
+    case DType::kQ8_0:
+      if (one) {
+        RowsKernel<2, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      } else {
+        RowsKernel<2, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
+        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+      }
+      return OkStatus();
+  }
+  return Status::Error("cuda: " + ctx + ": rows: unknown dtype");
+}
+
+Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
+                   cudaStream_t stream, const std::string& ctx) {
+  EmbedKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(x, table, tokens, dim, n);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchElementwise(const LaunchPlan& plan, ElementwiseOp op, float* x, const float* y, float a, int64_t n,
+                         cudaStream_t stream, const std::string& ctx) {
+  ElementwiseKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(static_cast<int>(op), x, y, a, n);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
 }
 
 Status LaunchRmsnorm(const LaunchPlan& plan, float* out, const float* x, const float* weight, int rows, int size,

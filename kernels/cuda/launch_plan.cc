@@ -86,6 +86,37 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
   return Checked(std::move(p), lim);
 }
 
+Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim) {
+  LaunchPlan p = Named((std::string("rows_") + DTypeName(dtype)).c_str(),
+                       "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
+  if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
+  if (cols % 8 != 0) return PlanError(p, "cols must be a multiple of 8 (16-byte loads)");
+  if (dtype == DType::kQ8_0 && cols % kQ8_0BlockSize != 0)
+    return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
+  p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;
+  p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
+  p.grid.x = GridDim(CeilDiv(rows, kMatvecWarps));
+  p.grid.y = GridDim(CeilDiv(T, p.tile));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim) {
+  LaunchPlan p = Named("embed", "dim=" + Str(dim) + " n=" + Str(n));
+  if (dim < 1 || n < 1) return PlanError(p, "dim and n must be >= 1");
+  p.block.x = kElementwiseThreads;
+  p.grid.x = GridDim(std::min(CeilDiv(dim, kElementwiseThreads), kElementwiseMaxBlocks));
+  p.grid.y = GridDim(n);
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanElementwise(const char* name, int64_t n, const DeviceLimits& lim) {
+  LaunchPlan p = Named(name, "n=" + Str(n));
+  if (n < 1) return PlanError(p, "n must be >= 1");
+  p.block.x = kElementwiseThreads;
+  p.grid.x = GridDim(std::min(CeilDiv(n, kElementwiseThreads), kElementwiseMaxBlocks));
+  return Checked(std::move(p), lim);
+}
+
 Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim) {
   LaunchPlan p = Named("rmsnorm", "rows=" + Str(rows) + " size=" + Str(size));
   if (rows < 1 || size < 1) return PlanError(p, "rows and size must be >= 1");

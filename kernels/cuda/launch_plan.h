@@ -64,6 +64,14 @@ Status Validate(const LaunchPlan& p, const DeviceLimits& lim);
 Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim);
 // out[T x rows] = x[T x cols] W^T: grid.y groups of kMatmulRowsPerWarp query rows.
 Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
+// out[T x rows] = x[T x cols] W^T in 16-byte loads (LaunchRows): one warp
+// per weight row, kMatvecWarps rows per block; tile = vectors per warp (1 for
+// T == 1, else kMatmulRowsPerWarp; grid.y their groups). cols % 8 == 0.
+Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
+// n rows of dim floats gathered from a table (grid.y: one row each).
+Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);
+// An element-wise update of n floats (`name`: "add", "axpy", "divide").
+Result<LaunchPlan> PlanElementwise(const char* name, int64_t n, const DeviceLimits& lim);
 // `rows` independent RMSNorms of `size` values: one block per row.
 Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim);
 // RoPE over `rows` vectors of `size` values (heads of head_size), one thread
