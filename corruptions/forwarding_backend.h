@@ -36,8 +36,8 @@ class ForwardingBackend : public kernels::Backend {
   }
   void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
   std::unique_ptr<kernels::StateBuffer> AllocateState(size_t floats) override { return inner_->AllocateState(floats); }
-  void Embed(float* x, const float* table, int dim, const int* tokens, int n) override {
-    inner_->Embed(x, table, dim, tokens, n);
+  void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
+    inner_->Embed(x, table, rows, dim, tokens, n);
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
     inner_->RmsnormRows(out, x, weight, dim, n, eps);
