@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/memory_bound.h"
 #include "engine/engine.h"
+#include "engine/slots.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
 
@@ -47,6 +48,10 @@ struct BenchRecord {
   std::string model, backend, dtype = "f32";
   int threads = 1;  // compute threads (the reference backend runs on 1)
   int prompt_tokens = 0, gen_tokens = 0, warmup_tokens = 0;
+  // Sequences decoded together (--batch): each decode step runs one position
+  // of each (a SlotDecoder step), and decode_tok_s counts them all. 1 in
+  // records written before it existed.
+  int batch = 1;
   int generations = 0;      // timed generations run
   double min_seconds = 0.0;
   // metrics: the ledger guards every one of these, oriented by name
@@ -124,6 +129,7 @@ nlohmann::json ToJson(const BenchRecord& r) {
           {"prompt_tokens", r.prompt_tokens},
           {"gen_tokens", r.gen_tokens},
           {"steps", r.prompt_tokens + r.gen_tokens},
+          {"batch", r.batch},
           {"warmup_tokens", r.warmup_tokens},
           {"generations", r.generations},
           {"min_seconds", r.min_seconds},
@@ -182,6 +188,10 @@ Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
     const nlohmann::json* v = at(j, path);
     if (!v || !v->is_number_integer()) return fail(path, "an integer");
     *dst = v->get<int>();
+  }
+  if (const nlohmann::json* v = at(j, "batch")) {
+    if (!v->is_number_integer() || v->get<long long>() < 1) return fail("batch", "an integer >= 1");
+    r.batch = v->get<int>();
   }
   for (auto [path, dst] : {std::pair<const char*, double*>{"metrics.decode_tok_s", &r.decode_tok_s},
                            {"metrics.prefill_tok_s", &r.prefill_tok_s}, {"metrics.prefill_gflops", &r.prefill_gflops},
@@ -317,7 +327,8 @@ std::string PrintMd(const BenchRecord& r) {
       "bytes/token | GB/s | read GB/s | of read | peak RSS MiB | baseline RSS MiB | RSS limit MiB |\n"
       "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
-         std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) + " | " + Fixed(r.decode_tok_s, 2) +
+         std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) +
+         (r.batch > 1 ? " x" + std::to_string(r.batch) : "") + " | " + Fixed(r.decode_tok_s, 2) +
          " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
          Fixed(r.prefill_gflops, 2) + " | " + Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) +
          " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
@@ -429,40 +440,65 @@ struct BenchOptions {
   int prompt_tokens = 64, gen_tokens = 64, threads = 0, steps = 0, ctx = kModelContext;
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
+  int batch = 1;  // sequences per decode step (a SlotDecoder's slots)
   TpFlags tp;  // --tp, --tp-backend: the bench drives rank 0 of tensor-parallel ranks
 };
 
 // One generation: the prompt (BOS then fixed, model-independent ids) as one
 // batched Prefill, then G decode positions, each fed the greedy token of the
-// previous position's logits.
+// previous position's logits. With a batch (a SlotDecoder of N slots), N such
+// sequences at once: sequence b's prompt has its own ids, the N prompts are
+// prefilled together (PrefillMany) and each decode step is one Step of every
+// slot at the same position.
 class Generation {
  public:
-  Generation(Decoder& t, int prompt, int gen)
-      : t_(t), c_(t.model().config), prompt_(prompt), gen_(gen), greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
-        buf_(c_.vocab_size) {
-    ids_.push_back(c_.bos_id >= 0 ? c_.bos_id : 0);  // the model's BOS (token 0 when it has none)
-    for (int p = 1; p < prompt_; p++) ids_.push_back(static_cast<int>((1 + 7919L * p) % c_.vocab_size));
-  }
+  Generation(Decoder& t, int prompt, int gen) : Generation(t.model().config, prompt, gen, 1) { one_ = &t; }
+  Generation(SlotDecoder& s, int prompt, int gen) : Generation(s.model().config, prompt, gen, s.slots()) { many_ = &s; }
   int prompt() const { return prompt_; }
   int positions() const { return prompt_ + gen_; }
   // Prefills positions [0, prompt) from a fresh cache (every later position
   // overwrites its cache row before attention reads it).
-  void Prompt() { Pick(t_.Prefill(ids_.data(), prompt_, 0)); }
-  // Decodes position `pos` (prompt <= pos < positions()).
-  void Step(int pos) { Pick(t_.Forward(token_, pos)); }
+  void Prompt() {
+    if (one_) return Pick(one_->Prefill(ids_[0].data(), prompt_, 0), 1);
+    std::vector<SlotDecoder::Prompt> p;
+    for (int b = 0; b < batch_; b++) p.push_back({b, ids_[b].data(), prompt_, 0});
+    many_->PrefillMany(p.data(), batch_, rows_.data());
+    Pick(rows_.data(), batch_);
+  }
+  // Decodes position `pos` (prompt <= pos < positions()) of every sequence.
+  void Step(int pos) {
+    if (one_) return Pick(one_->Forward(token_[0], pos), 1);
+    std::fill(pos_.begin(), pos_.end(), pos);
+    many_->Step(slot_.data(), token_.data(), pos_.data(), batch_, rows_.data());
+    Pick(rows_.data(), batch_);
+  }
 
  private:
-  void Pick(const float* logits) {
-    std::copy(logits, logits + c_.vocab_size, buf_.begin());
-    token_ = greedy_.Sample(buf_.data());
+  Generation(const ModelConfig& c, int prompt, int gen, int batch)
+      : c_(c), prompt_(prompt), gen_(gen), batch_(batch), greedy_(c_.vocab_size, 0.0f, 0.0f, 0), buf_(c_.vocab_size),
+        ids_(batch), token_(batch, 0), slot_(batch), pos_(batch) {
+    for (int b = 0; b < batch; b++) {
+      slot_[b] = b;
+      ids_[b].push_back(c_.bos_id >= 0 ? c_.bos_id : 0);  // the model's BOS (token 0 when it has none)
+      for (int p = 1; p < prompt_; p++) ids_[b].push_back(static_cast<int>((1 + 7919L * (p + 131L * b)) % c_.vocab_size));
+    }
+    if (batch > 1) rows_.resize(static_cast<size_t>(batch) * c_.vocab_size);
   }
-  Decoder& t_;
+  void Pick(const float* logits, int n) {
+    for (int b = 0; b < n; b++) {
+      const float* row = logits + static_cast<size_t>(b) * c_.vocab_size;
+      std::copy(row, row + c_.vocab_size, buf_.begin());
+      token_[b] = greedy_.Sample(buf_.data());
+    }
+  }
+  Decoder* one_ = nullptr;
+  SlotDecoder* many_ = nullptr;
   const ModelConfig& c_;
-  int prompt_, gen_;
+  int prompt_, gen_, batch_;
   Sampler greedy_;
-  std::vector<float> buf_;
-  std::vector<int> ids_;
-  int token_ = 0;
+  std::vector<float> buf_, rows_;
+  std::vector<std::vector<int>> ids_;
+  std::vector<int> token_, slot_, pos_;
 };
 
 Status CheckOptions(BenchOptions& o) {
@@ -484,6 +520,9 @@ Status CheckOptions(BenchOptions& o) {
     return Status::Error("--threads " + std::to_string(o.threads) + " is outside [1, 1024]");
   if (!std::isfinite(o.min_seconds) || o.min_seconds < 0.0 || o.min_seconds > 600.0)
     return Status::Error("--min-seconds " + Fixed(o.min_seconds, 3) + " is outside [0, 600]");
+  if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch " + std::to_string(o.batch) + " is outside [1, 1024]");
+  if (o.batch > 1 && o.tp.on())
+    return Status::Error("--batch " + std::to_string(o.batch) + " cannot be combined with --tp (batched decode runs on one rank)");
   if (o.backend != "fast" && o.backend != "reference" && o.backend != "cuda")
     return Status::Error("--backend: unknown backend '" + o.backend + "' (expected reference, fast or cuda)");
   return OkStatus();
@@ -526,6 +565,7 @@ int RunBench(BenchOptions o) {
   r.threads = compute_threads * (o.tp.on() ? o.tp.tp : 1);
   r.prompt_tokens = o.prompt_tokens;
   r.gen_tokens = o.gen_tokens;
+  r.batch = o.batch;
   r.min_seconds = o.min_seconds;
   r.box = measure::ThisBox().fingerprint;
 
@@ -567,7 +607,12 @@ int RunBench(BenchOptions o) {
                               " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ") set by --ctx"));
   }
   std::unique_ptr<Decoder> decoder;
-  if (group) {
+  std::unique_ptr<SlotDecoder> slots;  // --batch > 1
+  if (o.batch > 1) {
+    auto made = SlotDecoder::Create(**model, std::move(kern.value()), o.batch);
+    if (!made.ok()) return Fail(made.status());
+    slots = std::move(made).value();
+  } else if (group) {
     auto d = group->Start(**model);
     if (!d.ok()) return Fail(d.status());
     decoder = std::move(d).value();
@@ -576,14 +621,19 @@ int RunBench(BenchOptions o) {
     if (!made.ok()) return Fail(made.status());
     decoder = std::move(made).value();
   }
-  Decoder& t = *decoder;
-  r.backend = t.backend_name();
+  // What the timed loop asks of whichever decoder runs.
+  auto status = [&] { return slots ? slots->status() : decoder->status(); };
+  auto pool_counters = [&]() -> std::optional<kernels::Backend::PoolCounters> {
+    return slots ? std::nullopt : decoder->pool_counters();
+  };
+  r.backend = slots ? slots->backend_name() : decoder->backend_name();
   if (o.backend == "fast") {
     r.simd_target = kernels::SimdTargetName();
     r.stream_prefetch = kernels::StreamPrefetchOn();
     r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
   }
-  Generation g(t, o.prompt_tokens, o.gen_tokens);
+  Generation g = slots ? Generation(*slots, o.prompt_tokens, o.gen_tokens)
+                       : Generation(*decoder, o.prompt_tokens, o.gen_tokens);
 
   // Warm-up: whole generations of the bench's own positions, untimed, until
   // enough decode positions and time have passed.
@@ -608,7 +658,7 @@ int RunBench(BenchOptions o) {
   std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
   double decode_total = 0.0;
   const std::optional<double> wait_before = RunQueueWaitNs();
-  const std::optional<kernels::Backend::PoolCounters> pool_before = t.pool_counters();
+  const std::optional<kernels::Backend::PoolCounters> pool_before = pool_counters();
   const auto timed_start = Clock::now();
   do {
     const auto a = Clock::now();
@@ -623,16 +673,16 @@ int RunBench(BenchOptions o) {
     }
     r.generations++;
     // A failed device call makes every later logit NaN: stop and say why, never time it.
-    if (Status st = t.status(); !st.ok()) return Fail(st);
+    if (Status st = status(); !st.ok()) return Fail(st);
   } while (decode_total < o.min_seconds);
   if (group) {
     // The collective guard over every position the bench ran; a failure is no measurement.
-    Status guard = static_cast<TpDecoder&>(t).Finish();
+    Status guard = static_cast<TpDecoder&>(*decoder).Finish();
     if (!guard.ok()) return Fail(guard);
   }
   const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
   const std::optional<double> wait_after = RunQueueWaitNs();
-  if (const auto pool_after = t.pool_counters(); pool_before && pool_after) {
+  if (const auto pool_after = pool_counters(); pool_before && pool_after) {
     r.pool = kernels::Backend::PoolCounters{
         pool_after->split_jobs - pool_before->split_jobs, pool_after->caller_jobs - pool_before->caller_jobs,
         pool_after->backoff_jobs - pool_before->backoff_jobs, pool_after->stalls - pool_before->stalls,
@@ -654,7 +704,7 @@ int RunBench(BenchOptions o) {
   std::vector<double> dev;
   dev.reserve(token_s.size());
   for (double d : token_s) dev.push_back(std::fabs(d - token_median));
-  r.decode_tok_s = 1.0 / token_median;
+  r.decode_tok_s = o.batch / token_median;  // every sequence's position of a step
   r.decode_mad_pct = 100.0 * Median(dev) / token_median;
   r.samples = static_cast<int>(token_s.size());
   // The same spread about each position's own median (attention grows with
@@ -670,18 +720,19 @@ int RunBench(BenchOptions o) {
     r.decode_position_mad_pct = 100.0 * Median(dev);
   }
   const double prefill_median = std::max(Median(prefill_s), 1e-12);  // seconds per whole prompt
-  r.prefill_tok_s = o.prompt_tokens / prefill_median;
-  r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) / prefill_median / 1e9;
+  r.prefill_tok_s = static_cast<double>(o.prompt_tokens) * o.batch / prefill_median;
+  r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) * o.batch / prefill_median / 1e9;
   r.peak_rss_mb = StatusMiB("VmHWM");
   const Footprint fp = FootprintOf(**model);
   r.weights_mb = fp.resident_weight_bytes / 1048576.0;
-  r.kv_cache_mb = fp.kv_cache_bytes / 1048576.0;
+  r.kv_cache_mb = fp.kv_cache_bytes * o.batch / 1048576.0;  // one cache per sequence
   r.rss_limit_mb = RssLimitMb(*r.weights_mb, *r.kv_cache_mb);
 
   r.bytes_per_token = WeightBytesPerToken(**model);
-  r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / 1e9;
+  // A step reads the weights once for its whole batch, and each sequence's own KV cache.
+  r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / o.batch / 1e9;
   r.kv_bytes_per_token = KvBytesPerDecodedToken(c, o.prompt_tokens, o.gen_tokens);
-  r.achieved_gb_s_with_kv = (r.bytes_per_token + *r.kv_bytes_per_token) * r.decode_tok_s / 1e9;
+  r.achieved_gb_s_with_kv = r.achieved_gb_s + *r.kv_bytes_per_token * r.decode_tok_s / 1e9;
   // The yardstick is the memory the weights are read from: this box's for the
   // CPU backends (at this thread count), GPU 0's for cuda (`verity roofline
   // --backend cuda`: one point, the device).
@@ -698,10 +749,12 @@ int RunBench(BenchOptions o) {
   std::string placement = cpus.empty() ? std::string("not pinned")
                                        : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
   std::fprintf(stderr,
-               "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d, %d warm-up tokens, %d generation%s: decode "
+               "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d%s, %d warm-up tokens, %d generation%s: decode "
                "%.1f tok/s (MAD %.2f%% over %d tokens%s), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
                r.backend.c_str(), r.dtype.c_str(), r.threads, r.threads == 1 ? "" : "s", placement.c_str(),
-               r.prompt_tokens, r.gen_tokens, r.warmup_tokens, r.generations, r.generations == 1 ? "" : "s",
+               r.prompt_tokens, r.gen_tokens,
+               r.batch > 1 ? (" x " + std::to_string(r.batch) + " sequences per step").c_str() : "", r.warmup_tokens,
+               r.generations, r.generations == 1 ? "" : "s",
                r.decode_tok_s, r.decode_mad_pct, r.samples,
                r.decode_position_mad_pct
                    ? (", " + Fixed(*r.decode_position_mad_pct, 2) + "% about each position's median").c_str()
@@ -764,6 +817,10 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
   auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
   sub->add_option("--backend", o->backend, "reference, fast or cuda")->capture_default_str();
   sub->add_option("--ctx", o->ctx, kCtxHelp);
+  sub->add_option("--batch", o->batch,
+                  "sequences decoded together, one position of each per step (continuous batching's step); "
+                  "decode tok/s is then their sum")
+      ->capture_default_str();
   sub->add_option("--min-seconds", o->min_seconds, "repeat generations until decode has run this long")
       ->capture_default_str();
   sub->add_option("--output", o->output, "json, jsonl, md or csv")->capture_default_str();

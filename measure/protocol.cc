@@ -112,8 +112,10 @@ std::string WorkloadOf(const nlohmann::json& j) {
   // A GPU's speed is not the CPU's: a cuda bench is a workload of its own
   // (CPU records keep the key they always had).
   const bool device = j.contains("backend") && j["backend"] == "cuda";
+  // So is a batched one (--batch): its tok/s count every sequence of a step.
+  const std::string batch = j.contains("batch") && text("batch", "1") != "1" ? " x" + text("batch", "1") : "";
   return model + " " + text("dtype", "f32") + " " + text("threads", "?") + "t pp" + text("prompt_tokens", "?") +
-         "+tg" + text("gen_tokens", "?") + (device ? " cuda" : "");
+         "+tg" + text("gen_tokens", "?") + batch + (device ? " cuda" : "");
 }
 
 }  // namespace

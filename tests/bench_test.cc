@@ -216,6 +216,36 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
 }
 
+// --batch N: N sequences per decode step (a SlotDecoder's), their tokens
+// counted together; the weights are read once a step, so the achieved
+// bandwidth is bytes/token x steps/s; every sequence has its own KV cache.
+TEST(Bench, ABatchCountsEverySequenceOfAStep) {
+  const std::string cache = test::TempDir("cache");
+  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1 --batch 8"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_EQ(j["spread"]["samples"], 4) << "one time per decode step";
+  const double tok_s = j["metrics"]["decode_tok_s"].get<double>();
+  EXPECT_GT(tok_s, 0.0);
+  EXPECT_NEAR(j["roofline"]["achieved_gb_s"].get<double>(), kStoriesF32BytesPerToken * tok_s / 8 / 1e9,
+              1e-9 * j["roofline"]["achieved_gb_s"].get<double>());
+  EXPECT_NEAR(j["memory"]["kv_cache_mb"].get<double>(), 8 * 512 * kStoriesKvBytesPerPosition / 1048576.0, 1e-9);
+  EXPECT_NE(r.err.find("pp4+tg4 x 8 sequences per step"), std::string::npos) << r.err;
+  measure::CommandOutput out;
+  out.exit_code = 0;
+  out.out = r.out;
+  auto sample = measure::ParseBench(out, "decode_tok_s", "bench");
+  ASSERT_TRUE(sample.ok()) << sample.status().message();
+  EXPECT_EQ(sample->workload, "stories260K.bin f32 1t pp4+tg4 x8");
+  // An unbatched record says batch 1 and keeps its old workload key.
+  auto one = Shell(Bench(cache, Stories() + " --prompt-tokens 4 --gen-tokens 4 --threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["batch"], 1);
+  out.out = one.out;
+  EXPECT_EQ(measure::ParseBench(out, "decode_tok_s", "bench")->workload, "stories260K.bin f32 1t pp4+tg4");
+}
+
 // Two CPUs a hypervisor names alike ("AMD EPYC": a Zen 3 and a Zen 5, both
 // boxes this project ran on, with one kernel release) are two boxes: their
 // timings must never share a frontier or a roofline.
@@ -517,6 +547,8 @@ TEST(Bench, BadFlagsAreNamedErrors) {
       {Stories() + " --threads 0", "--threads 0"},
       {Stories() + " --min-seconds=-1", "--min-seconds -1.000 is outside [0, 600]"},
       {Stories() + " --backend nope", "--backend"},
+      {Stories() + " --batch 0", "--batch 0 is outside [1, 1024]"},
+      {Stories() + " --batch 2 --tp 2", "--batch 2 cannot be combined with --tp"},
       {"--model /nonexistent/model.bin", "/nonexistent/model.bin"},
       {"", "--model is required"},
       {"--from-json /nonexistent.json", "--from-json /nonexistent.json"},

@@ -10,6 +10,7 @@
 //              [--workload W]          (prints "workload": W, the name a bench may state for itself)
 //              [--dtype D]             (the dtype those fields name instead of f32)
 //              [--backend B]           (prints "backend": B, as verity bench does)
+//              [--batch N]             (prints "batch": N, as verity bench --batch does)
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,7 +27,7 @@
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload, dtype = "f32", backend;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload, dtype = "f32", backend, batch;
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     else if (a == "--workload") stated_workload = next();
     else if (a == "--dtype") dtype = next();
     else if (a == "--backend") backend = next();
+    else if (a == "--batch") batch = next();
     else if (a == "--guard") {
       const std::string g = next();
       const size_t eq = g.find('=');
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
     workload = ",\"model\":\"" + model + "\",\"dtype\":\"" + dtype + "\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
   if (!stated_workload.empty()) workload += ",\"workload\":" + nlohmann::json(stated_workload).dump();
   if (!backend.empty()) workload += ",\"backend\":" + nlohmann::json(backend).dump();
+  if (!batch.empty()) workload += ",\"batch\":" + std::to_string(std::atoi(batch.c_str()));
   char roof[96] = "";
   if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
   std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
