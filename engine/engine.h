@@ -230,13 +230,14 @@ class Transformer : public Decoder {
   // Runs one position; returns vocab_size logits (valid until the next call).
   // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
   const float* Forward(int token, int pos) override;
-  // Runs positions pos0 .. pos0+T-1 (tokens[0..T)) in blocks of kPrefillBlock
-  // positions through batched matmuls, writing the KV cache exactly where
+  // Runs positions pos0 .. pos0+T-1 (tokens[0..T)) in blocks of the backend's
+  // prefill_block() positions (kPrefillBlock on the CPU backends) through
+  // batched matmuls, writing the KV cache exactly where
   // Forward would; returns the logits of the last position only. Positions
   // before pos0 must already be in the cache. Agrees with T calls of Forward
   // to float rounding (bit for bit on the reference backend).
   const float* Prefill(const int* tokens, int T, int pos0) override;
-  static constexpr int kPrefillBlock = 64;
+  static constexpr int kPrefillBlock = 64;  // Backend::prefill_block()'s default
   // OK, or the backend's first error (a failed device call or launch). After
   // a failure every later Forward/Prefill returns NaN logits (never a stale
   // buffer); Generate and TeacherForcedLogits return the error.

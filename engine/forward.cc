@@ -77,6 +77,7 @@ void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slo
   Reserve(n);
   for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
   independent_ = false;
+  one_sequence_ = true;
   Layers(tokens, n);
   const int last = n - 1;
   if (logits) FinalLogits(&last, 1, this->logits());
@@ -88,6 +89,7 @@ void RankForward::PromptRows(const int* slot, const int* token, const int* pos, 
   std::copy(pos, pos + n, pos_.begin());
   std::copy(slot, slot + n, slot_.begin());
   independent_ = false;
+  one_sequence_ = false;
   Layers(token, n);
   FinalLogits(last, n_last, logits);
 }
@@ -121,6 +123,7 @@ void RankForward::Step(const int* slot, const int* token, const int* pos, int n,
   std::copy(pos, pos + n, pos_.begin());
   std::copy(slot, slot + n, slot_.begin());
   independent_ = true;
+  one_sequence_ = false;
   Layers(token, n);
   k_.BeginLayer(-1);  // every row's logits
   const int dim = m_.config.dim;
@@ -171,20 +174,32 @@ void RankForward::Attention(int l, int n) {
   auto layer_cache = [&](kernels::StateBuffer& cache, int t) {
     return cache.data() + slot_[t] * kv_slot_floats_ + static_cast<size_t>(l) * kv_layer_stride_;
   };
-  for (int t = 0; t < n; t++) {
-    const int pos = pos_[t];
-    k_.Rope(Row(*q_, t, q_dim_), q_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
-    k_.Rope(Row(*key_, t, kv_dim_), kv_dim_, hs, pos, rope_inv_freq_.data(), interleaved);
-    const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
-    k_.WriteCache(layer_cache(*key_cache_, t), at, Row(*key_, t, kv_dim_), kv_dim_);
-    k_.WriteCache(layer_cache(*value_cache_, t), at, Row(*val_, t, kv_dim_), kv_dim_);
-  }
-  // Causal: each cache holds every earlier position of its sequence, this block's included.
-  for (int t = 0; t < n; t++) {
-    kernels::AttentionArgs a{Row(*att_, t, q_dim_), Row(*q_, t, q_dim_), layer_cache(*key_cache_, t),
-                             layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
-                             w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
-    k_.Attention(a);
+  const float* inv_freq = rope_inv_freq_.data();
+  auto args = [&](int t) {
+    return kernels::AttentionArgs{Row(*att_, t, q_dim_), Row(*q_, t, q_dim_), layer_cache(*key_cache_, t),
+                                  layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
+                                  w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
+  };
+  if (one_sequence_) {
+    // A prompt block (or one decoded position) of one sequence: each step once for all its rows.
+    const size_t at0 = static_cast<size_t>(pos_[0]) * kv_pos_stride_;
+    k_.RopeBlock(q_->data(), n, q_dim_, hs, pos_[0], inv_freq, interleaved);
+    k_.RopeBlock(key_->data(), n, kv_dim_, hs, pos_[0], inv_freq, interleaved);
+    k_.WriteCacheBlock(layer_cache(*key_cache_, 0), at0, kv_pos_stride_, key_->data(), kv_dim_, n);
+    k_.WriteCacheBlock(layer_cache(*value_cache_, 0), at0, kv_pos_stride_, val_->data(), kv_dim_, n);
+    // Causal: the cache holds every earlier position, this block's included.
+    k_.AttentionBlock(args(0), n);
+  } else {
+    // Rows of several sequences (a batched step, prompts prefilled together): row by row.
+    for (int t = 0; t < n; t++) {
+      const int pos = pos_[t];
+      k_.Rope(Row(*q_, t, q_dim_), q_dim_, hs, pos, inv_freq, interleaved);
+      k_.Rope(Row(*key_, t, kv_dim_), kv_dim_, hs, pos, inv_freq, interleaved);
+      const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
+      k_.WriteCache(layer_cache(*key_cache_, t), at, Row(*key_, t, kv_dim_), kv_dim_);
+      k_.WriteCache(layer_cache(*value_cache_, t), at, Row(*val_, t, kv_dim_), kv_dim_);
+    }
+    for (int t = 0; t < n; t++) k_.Attention(args(t));
   }
   // Row-parallel o: a partial sum over this rank's heads, completed before the
   // residual add (the FFN's RMSNorm that follows is not linear).
@@ -270,8 +285,9 @@ const float* Transformer::Checked() {
 // The prompt in blocks of positions, so each weight matrix is read once per
 // block instead of once per position; logits for the prompt's last position.
 const float* Transformer::Prefill(const int* tokens, int T, int pos0) {
-  for (int b = 0; b < T; b += kPrefillBlock) {
-    const int n = std::min(kPrefillBlock, T - b);
+  const int block = backend_->prefill_block();
+  for (int b = 0; b < T; b += block) {
+    const int n = std::min(block, T - b);
     forward_->Block(tokens + b, n, pos0 + b, /*logits=*/b + n == T);
   }
   return Checked();

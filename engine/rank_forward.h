@@ -122,6 +122,7 @@ class RankForward {
   // slot_[t]; independent_ when the rows are different sequences (Step).
   std::vector<int> pos_, slot_;
   bool independent_ = false;
+  bool one_sequence_ = false;  // Block: every row of one slot, at consecutive positions
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   // The backend's state (Backend::AllocateState), so a device keeps it where
   // it computes. [rows x width] each, row t for position pos0 + t: the

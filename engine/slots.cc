@@ -37,8 +37,9 @@ class BatchedDecoder final : public SlotDecoder {
     float* logits = forward_->logits();
     if (!Valid(&slot, 1) || !Valid(slot, tokens, T, pos0)) return Poisoned(logits, 1);
     // Transformer::Prefill's blocks, so the slot's cache and logits are its bits.
-    for (int b = 0; b < T; b += Transformer::kPrefillBlock) {
-      const int n = std::min(Transformer::kPrefillBlock, T - b);
+    const int block = backend_->prefill_block();
+    for (int b = 0; b < T; b += block) {
+      const int n = std::min(block, T - b);
       forward_->Block(tokens + b, n, pos0 + b, /*logits=*/b + n == T, slot);
     }
     return Checked(logits, 1);
@@ -61,7 +62,7 @@ class BatchedDecoder final : public SlotDecoder {
     }
     int longest = 0;
     for (int i = 0; i < n; i++) longest = std::max(longest, prompts[i].T);
-    for (int b = 0; b < longest; b += Transformer::kPrefillBlock) Wave(prompts, n, b, logits);
+    for (int b = 0; b < longest; b += backend_->prefill_block()) Wave(prompts, n, b, logits);
     Checked(logits, n);
   }
 
@@ -94,7 +95,7 @@ class BatchedDecoder final : public SlotDecoder {
     Rows batched, single;
     for (int i = 0; i < n; i++) {
       const Prompt& p = prompts[i];
-      const int m = std::min(Transformer::kPrefillBlock, p.T - b);
+      const int m = std::min(backend_->prefill_block(), p.T - b);
       if (m < 1) continue;
       Rows& to = m == 1 ? single : batched;
       for (int k = b; k < b + m; k++) to.Add(p, k);

@@ -138,11 +138,12 @@ class TpRank {
     return forward_->logits();
   }
 
-  // Positions pos0 .. pos0+T-1 in blocks of Transformer::kPrefillBlock, one
+  // Positions pos0 .. pos0+T-1 in blocks of the backend's prefill_block, one
   // step (and one all-reduce per row-parallel projection) per block.
   const float* Prefill(const int* tokens, int T, int pos0) {
-    for (int b = 0; b < T; b += Transformer::kPrefillBlock) {
-      const int n = std::min(Transformer::kPrefillBlock, T - b);
+    const int block = k_->prefill_block();
+    for (int b = 0; b < T; b += block) {
+      const int n = std::min(block, T - b);
       Step(tokens + b, n, pos0 + b, b + n == T);
     }
     return forward_->logits();

@@ -136,6 +136,21 @@ class Backend {
   // picks its split by shape does not promise it, which this default says.
   [[nodiscard]] virtual bool batch_rows_independent() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
+  // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1
+  // (row t at a.pos + t). These defaults make the per-row calls, in the
+  // per-row order's results; a device backend does each as one launch.
+  // Rotates row t (`width` floats, rows `width` apart) for position pos0 + t.
+  virtual void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved);
+  // Row t of `rows` (`width` floats each, rows `width` apart) into the cache
+  // at float offset at0 + t * pos_stride.
+  virtual void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n);
+  // Attention of row t (a.out and a.q advance n_heads * head_size floats a
+  // row) at position a.pos + t over the cache up to it.
+  virtual void AttentionBlock(const AttentionArgs& a, int n);
+  // Positions per prefill block: how many rows Transformer::Prefill and a
+  // SlotDecoder's prefill hand each pass (a GPU wants more rows per GEMM than
+  // a CPU's cache holds). Every backend of one kind must say the same.
+  [[nodiscard]] virtual int prefill_block() const { return 64; }  // Transformer::kPrefillBlock
   // Rotates `size` values (heads of head_size) for position `pos`: pair i of
   // every head turns by the angle pos * inv_freq[i] (inv_freq holds
   // head_size/2 values, the model's table: RopeInverseFrequencies). Pairs are

@@ -5,6 +5,7 @@
 // past 64k positions, the forward pass, and a failure turning into an error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -458,6 +459,62 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
     std::printf("cuda device: %s: %d slots x %d steps, every row its decode alone bit for bit\n",
                 kernels::DTypeName(t), slots, steps);
   }
+}
+
+// A bf16 prefill block runs as a tensor-core GEMM on activations rounded to
+// bf16: its parity cost against the reference on the same bf16 weights, over
+// the prompt's last row and 8 positions decoded from the cache it wrote.
+TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
+  REQUIRE_DEVICE();
+  const std::string path = test::TempDir("gemm") + "/synth.bin";
+  ModelConfig c;
+  c.dim = 512, c.hidden_dim = 1376, c.n_layers = 4, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 4096;
+  c.seq_len = c.max_positions = 256, c.head_dim = 64, c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
+  c.shared_classifier = false;
+  ASSERT_TRUE(WriteSyntheticLlama2c(c, 17, path).ok());
+  auto model = LoadModel(path, kernels::DType::kBF16);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Transformer ref(**model, kernels::MakeBackend("reference").value());
+  Transformer gpu(**model, kernels::MakeBackend("cuda").value());
+  const int prompt = 100, V = c.vocab_size;  // 100 rows >= the GEMM's 16
+  std::vector<int> ids(prompt + 8);
+  for (size_t i = 0; i < ids.size(); i++) ids[i] = static_cast<int>((3 + 7919 * i) % V);
+  std::vector<std::vector<float>> a, b;
+  const float* l = ref.Prefill(ids.data(), prompt, 0);
+  a.emplace_back(l, l + V);
+  l = gpu.Prefill(ids.data(), prompt, 0);
+  b.emplace_back(l, l + V);
+  for (int p = prompt; p < prompt + 8; p++) {
+    l = ref.Forward(ids[p], p);
+    a.emplace_back(l, l + V);
+    l = gpu.Forward(ids[p], p);
+    b.emplace_back(l, l + V);
+  }
+  ASSERT_TRUE(gpu.status().ok()) << gpu.status().message();
+  double worst = 0, sum = 0;
+  int top1 = 0;
+  for (size_t r = 0; r < a.size(); r++) {
+    auto softmax = [](const std::vector<float>& v) {
+      const double mx = *std::max_element(v.begin(), v.end());
+      std::vector<double> e(v.size());
+      double z = 0;
+      for (size_t i = 0; i < v.size(); i++) z += e[i] = std::exp(v[i] - mx);
+      for (double& x : e) x /= z;
+      return e;
+    };
+    const std::vector<double> p = softmax(a[r]), q = softmax(b[r]);
+    double kl = 0;
+    for (size_t i = 0; i < p.size(); i++)
+      if (p[i] > 0) kl += p[i] * std::log(p[i] / std::max(q[i], 1e-300));
+    worst = std::max(worst, kl);
+    sum += kl;
+    top1 += std::max_element(a[r].begin(), a[r].end()) - a[r].begin() ==
+            std::max_element(b[r].begin(), b[r].end()) - b[r].begin();
+  }
+  std::printf("cuda device: bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights: "
+              "worst KL %.3g, mean KL %.3g, top-1 %d of %zu rows\n", worst, sum / a.size(), top1, a.size());
+  EXPECT_LE(worst, 1e-2);
+  EXPECT_GE(top1, static_cast<int>(a.size()) - 2);
 }
 #endif  // VERITY_HAVE_CUDA
 

@@ -34,6 +34,7 @@ class OffHostBackend final : public kernels::Backend {
   long misplaced() const { return misplaced_; }
   const std::string& first_misplaced() const { return first_misplaced_; }
   long downloads() const { return downloads_; }
+  long rope_blocks() const { return blocks_; }  // RopeBlock calls: the block path was taken
 
   const char* name() const override { return inner_->name(); }
   bool state_on_host() const override { return false; }
@@ -79,6 +80,25 @@ class OffHostBackend final : public kernels::Backend {
     p.scores = Host(a.scores, "Attention scores");
     inner_->Attention(p);
   }
+  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
+    blocks_++;
+    inner_->RopeBlock(State(vec, "RopeBlock vec"), n, width, head_size, pos0, Host(inv_freq, "RopeBlock inv_freq"),
+                      interleaved);
+  }
+  void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
+    inner_->WriteCacheBlock(State(cache, "WriteCacheBlock cache"), at0, pos_stride, State(rows, "WriteCacheBlock rows"),
+                            width, n);
+  }
+  void AttentionBlock(const kernels::AttentionArgs& a, int n) override {
+    kernels::AttentionArgs p = a;
+    p.out = State(a.out, "AttentionBlock out");
+    p.q = State(a.q, "AttentionBlock q");
+    p.key_cache = State(a.key_cache, "AttentionBlock key cache");
+    p.value_cache = State(a.value_cache, "AttentionBlock value cache");
+    p.scores = Host(a.scores, "AttentionBlock scores");
+    inner_->AttentionBlock(p, n);
+  }
+  int prefill_block() const override { return inner_->prefill_block(); }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     inner_->Rope(State(vec, "Rope vec"), size, head_size, pos, Host(inv_freq, "Rope inv_freq"), interleaved);
   }
@@ -157,7 +177,7 @@ class OffHostBackend final : public kernels::Backend {
 
   std::unique_ptr<kernels::Backend> inner_;
   std::vector<kernels::Weights> views_;  // the untagged weight views of a shared call's targets
-  long misplaced_ = 0, downloads_ = 0;
+  long misplaced_ = 0, downloads_ = 0, blocks_ = 0;
   std::string first_misplaced_;
 };
 

@@ -78,6 +78,8 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
   ExpectSameBits(Run(**on_host, ids), Run(**off_host, ids), what);
   EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
   EXPECT_EQ(seen->downloads(), 13) << "one download of the logits per Prefill and per Forward, nothing else";
+  // One RopeBlock each for q and k per layer and block: 2 prompt blocks + 12 positions.
+  EXPECT_EQ(seen->rope_blocks(), 2L * m.config.n_layers * (2 + 12)) << "a sequence's block takes the block calls";
 }
 
 TEST(StateSeam, ATransformerWhoseStateIsOffTheHostGivesTheSameBitsInEveryDtype) {

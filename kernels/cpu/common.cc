@@ -213,6 +213,27 @@ void Backend::Axpy(float* y, float a, const float* x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void Backend::RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq,
+                        bool interleaved) {
+  for (int t = 0; t < n; t++) Rope(vec + static_cast<size_t>(t) * width, width, head_size, pos0 + t, inv_freq, interleaved);
+}
+
+void Backend::WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) {
+  for (int t = 0; t < n; t++)
+    WriteCache(cache, at0 + static_cast<size_t>(t) * pos_stride, rows + static_cast<size_t>(t) * width, width);
+}
+
+void Backend::AttentionBlock(const AttentionArgs& a, int n) {
+  const size_t row = static_cast<size_t>(a.n_heads) * a.head_size;
+  for (int t = 0; t < n; t++) {
+    AttentionArgs r = a;
+    r.out = a.out + t * row;
+    r.q = a.q + t * row;
+    r.pos = a.pos + t;
+    Attention(r);
+  }
+}
+
 void Backend::DivideInPlace(float* x, float d, size_t count) {
   for (size_t i = 0; i < count; i++) x[i] /= d;
 }

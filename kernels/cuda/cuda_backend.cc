@@ -110,15 +110,22 @@ struct PlanKeyHash {
     return h * 1000003 + std::hash<int64_t>()(std::get<5>(k));
   }
 };
+// Positions per prefill pass on the device (Backend::prefill_block).
+constexpr int kDevicePrefillBlock = 512;
+// bf16 products of at least this many vectors (a prefill block, never a
+// decode step or a batched one) run as a tensor-core GEMM.
+constexpr int kGemmMinRows = 16;
+
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide };
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16 };
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const DeviceLimits& limits, cublasHandle_t handle, cudaStream_t stream)
-      : limits_(limits), cublas_(handle), stream_(stream) {}
+  CudaBackend(const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores, cudaStream_t stream)
+      : limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream) {}
   ~CudaBackend() override {
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
+    VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
     VERITY_CUDA_CALL_LOG(cudaStreamSynchronize(stream_), "finishing the backend's stream");
     VERITY_CUDA_CALL_LOG(cudaStreamDestroy(stream_), "destroying the backend's stream");
   }
@@ -128,6 +135,10 @@ class CudaBackend final : public Backend {
   Status Init() {
     VERITY_CUBLAS_CALL(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "--backend cuda: cuBLAS math mode");
     VERITY_CUBLAS_CALL(cublasSetStream(cublas_, stream_), "--backend cuda: cuBLAS stream");
+    // The bf16 prefill GEMM's handle may use tensor cores (bf16 products are
+    // exact in f32; the accumulation is f32).
+    VERITY_CUBLAS_CALL(cublasSetMathMode(cublas_tc_, CUBLAS_DEFAULT_MATH), "--backend cuda: cuBLAS math mode");
+    VERITY_CUBLAS_CALL(cublasSetStream(cublas_tc_, stream_), "--backend cuda: cuBLAS stream");
     return OkStatus();
   }
 
@@ -180,13 +191,37 @@ class CudaBackend final : public Backend {
             [&] { return MatmulCtx(w, n) + " rows"; });
   }
   void Attention(const AttentionArgs& a) override {
-    Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a); }, [&] {
+    Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a, 1); }, [&] {
       return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
                  " head_size=" + std::to_string(a.head_size));
     });
   }
+  // A prompt block: one launch for all its rows (the table's rows pos0.. are
+  // consecutive), one strided copy into the cache, one attention launch.
+  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
+    Guarded(vec, static_cast<size_t>(n) * width,
+            [&] { return RopeImpl(vec, n, width, head_size, pos0, inv_freq, interleaved); },
+            [&] { return Ctx("rope block pos0=" + std::to_string(pos0) + " rows=" + std::to_string(n)); });
+  }
+  void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
+    Guarded(cache + at0, static_cast<size_t>(width), [&]() -> Status {
+      VERITY_CUDA_CALL(cudaMemcpy2DAsync(cache + at0, static_cast<size_t>(pos_stride) * sizeof(float), rows,
+                                         static_cast<size_t>(width) * sizeof(float), static_cast<size_t>(width) * sizeof(float),
+                                         static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream_), "kv cache block write");
+      return OkStatus();
+    }, [&] { return Ctx("KV cache write of " + std::to_string(n) + " rows"); });
+  }
+  void AttentionBlock(const AttentionArgs& a, int n) override {
+    if (n == 1) return Attention(a);  // a decoded position: the decode launch, so a step's row has its bits
+    Guarded(a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n); }, [&] {
+      return Ctx("attention block pos0=" + std::to_string(a.pos) + " rows=" + std::to_string(n) + " heads=" +
+                 std::to_string(a.n_heads));
+    });
+  }
+  // A GEMM on tensor cores wants rows: 512 positions per prefill pass.
+  int prefill_block() const override { return kDevicePrefillBlock; }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
-    Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, size, head_size, pos, inv_freq, interleaved); },
+    Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, 1, size, head_size, pos, inv_freq, interleaved); },
             [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
@@ -364,6 +399,7 @@ class CudaBackend final : public Backend {
       return OkStatus();
     }
     if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
+    if (w.dtype == DType::kBF16 && T >= kGemmMinRows) return GemmBF16(out, x, dw, w.rows, w.cols, T);
     if (T == 1) {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
                                                            [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
@@ -389,14 +425,32 @@ class CudaBackend final : public Backend {
     return OkStatus();
   }
 
-  Status AttentionImpl(const AttentionArgs& a) {
-    // The plan depends on the context only up to one tile.
-    const int64_t n = int64_t{a.pos} + 1, capped = std::min<int64_t>(n, kAttentionTile);
+  // Rows at positions a.pos .. a.pos + rows - 1, each over its own past.
+  // A prefill block's bf16 product on tensor cores: the activations rounded
+  // to bf16 (the parity cost: CudaDevice.Bf16PrefillGemmStatesItsParityCost),
+  // bf16 x bf16 products accumulated in f32, f32 out. Y^T [rows x T] = W X^T.
+  Status GemmBF16(float* out, const float* x, const void* dw, int rows, int cols, int T) {
+    const int64_t n = int64_t{T} * cols;
+    VERITY_RETURN_IF_ERROR(x_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "bf16 activations"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanAttention, a.n_heads, a.n_kv_heads, a.head_size, capped, 0},
-                                 [&] { return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, 1, capped, limits_); }));
+                            Plan({kPlanToBF16, 0, n, 0, 0, 0}, [&] { return PlanElementwise("to_bf16", n, limits_); }));
+    VERITY_RETURN_IF_ERROR(LaunchToBF16(*plan, x_bf16_.as<uint16_t>(), x, n, stream_, "to_bf16"));
+    const float one = 1.0f, zero = 0.0f;
+    VERITY_CUBLAS_CALL(cublasGemmEx(cublas_tc_, CUBLAS_OP_T, CUBLAS_OP_N, rows, T, cols, &one, dw, CUDA_R_16BF, cols,
+                                    x_bf16_.as<void>(), CUDA_R_16BF, cols, &zero, out, CUDA_R_32F, rows,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "bf16 gemm");
+    return OkStatus();
+  }
+
+  Status AttentionImpl(const AttentionArgs& a, int rows) {
+    // The plan depends on the context only up to one tile (the last row's).
+    const int64_t n = int64_t{a.pos} + rows, capped = std::min<int64_t>(n, std::max<int64_t>(kAttentionTile, rows));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, rows, capped, 0},
+                                 [&] { return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, rows, capped, limits_); }));
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
-    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
                           a.n_kv_heads, a.head_size};
     return LaunchAttention(*plan, d, stream_, "attention");
   }
@@ -405,11 +459,12 @@ class CudaBackend final : public Backend {
   // table, computed on the host with the reference's own arithmetic (so the
   // device rotation is bit-exact with RopeReference) for a run of positions at
   // a time and kept on the device.
-  Status RopeImpl(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
+  // Rows t < rows of `vec` (`size` floats each) at positions pos + t.
+  Status RopeImpl(float* vec, int rows, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
     const int half = head_size / 2;
     RopeTable& t = rope_[inv_freq];
-    if (pos >= t.positions) {
-      const int positions = std::max({pos + 1, 2 * t.positions, 1024});
+    if (pos + rows > t.positions) {
+      const int positions = std::max({pos + rows, 2 * t.positions, 1024});
       std::vector<float> cos_sin(static_cast<size_t>(positions) * half * 2);
       for (int p = 0; p < positions; p++)
         for (int i = 0; i < half; i++) {
@@ -422,10 +477,10 @@ class CudaBackend final : public Backend {
       VERITY_RETURN_IF_ERROR(CopyToDevice(t.buf.as<void>(), cos_sin.data(), cos_sin.size() * sizeof(float), "rope table"));
       t.positions = positions;
     }
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
-                                                         [&] { return PlanRope(1, size, head_size, limits_); }));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, rows, size, head_size, 0},
+                                                         [&] { return PlanRope(rows, size, head_size, limits_); }));
     const float* row = t.buf.as<const float>() + static_cast<size_t>(pos) * half * 2;
-    return LaunchRope(*plan, vec, row, 1, size, head_size, interleaved, stream_, "rope");
+    return LaunchRope(*plan, vec, row, rows, size, head_size, interleaved, stream_, "rope");
   }
 
   // The block's token ids go up (n ints) and its rows are gathered on the
@@ -440,7 +495,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceLimits limits_;
-  cublasHandle_t cublas_;
+  cublasHandle_t cublas_, cublas_tc_;  // pedantic f32; tensor cores for the bf16 GEMM
   cudaStream_t stream_;
   int layer_ = -1;
   Status error_;
@@ -448,6 +503,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const float*, RopeTable> rope_;
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
+  DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
   std::vector<float> router_;   // MoE router logits downloaded for routing
 };
 
@@ -508,16 +564,19 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend() {
   VERITY_RETURN_IF_ERROR(Probe(lim));
   cudaStream_t stream = nullptr;
   VERITY_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "--backend cuda: stream");
-  cublasHandle_t handle = nullptr;
+  cublasHandle_t handle = nullptr, tensor_cores = nullptr;
   const Status made = [&]() -> Status {
     VERITY_CUBLAS_CALL(cublasCreate(&handle), "--backend cuda: cuBLAS");
+    VERITY_CUBLAS_CALL(cublasCreate(&tensor_cores), "--backend cuda: cuBLAS");
     return OkStatus();
   }();
   if (!made.ok()) {
+    if (handle) VERITY_CUBLAS_CALL_LOG(cublasDestroy(handle), "--backend cuda: cuBLAS");
     VERITY_CUDA_CALL_LOG(cudaStreamDestroy(stream), "--backend cuda: stream");
     return made;
   }
-  auto backend = std::make_unique<CudaBackend>(lim, handle, stream);  // owns the handle and stream from here on
+  // Owns the handles and the stream from here on.
+  auto backend = std::make_unique<CudaBackend>(lim, handle, tensor_cores, stream);
   VERITY_RETURN_IF_ERROR(backend->Init());
   std::fprintf(stderr, "%s\n", line.c_str());
   return std::unique_ptr<Backend>(std::move(backend));

@@ -29,6 +29,9 @@ Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w
 // Row t of x (dim floats) = row tokens[t] of the table, t < n; tokens on the device.
 Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
                    cudaStream_t stream, const std::string& ctx);
+// out[i] = bf16(x[i]), round to nearest even (plan: PlanElementwise("to_bf16", n)).
+Status LaunchToBF16(const LaunchPlan& plan, uint16_t* out, const float* x, int64_t n, cudaStream_t stream,
+                    const std::string& ctx);
 // x[i] += y[i] (kAdd), x[i] += a * y[i] (kAxpy) or x[i] /= a (kDivide), i < n.
 enum class ElementwiseOp { kAdd = 0, kAxpy = 1, kDivide = 2 };
 Status LaunchElementwise(const LaunchPlan& plan, ElementwiseOp op, float* x, const float* y, float a, int64_t n,

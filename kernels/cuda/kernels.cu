@@ -167,6 +167,13 @@ __global__ void EmbedKernel(float* x, const float* table, const int* tokens, int
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
+// out[i] = x[i] in bf16 (round to nearest even), the GEMM's activations.
+__global__ void ToBF16Kernel(uint16_t* out, const float* x, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = ew::F32ToBF16(x[i]);
+}
+
 // op 0: x[i] += y[i]; op 1: x[i] += a * y[i]; op 2: x[i] /= a.
 __global__ void ElementwiseKernel(int op, float* x, const float* y, float a, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -389,6 +396,13 @@ Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w
 Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
                    cudaStream_t stream, const std::string& ctx) {
   EmbedKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(x, table, tokens, dim, n);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchToBF16(const LaunchPlan& plan, uint16_t* out, const float* x, int64_t n, cudaStream_t stream,
+                    const std::string& ctx) {
+  ToBF16Kernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(out, x, n);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }
