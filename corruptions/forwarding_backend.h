@@ -39,6 +39,8 @@ class ForwardingBackend : public kernels::Backend {
   }
   void AttentionBlock(const kernels::AttentionArgs& a, int n) override { inner_->AttentionBlock(a, n); }
   int prefill_block() const override { return inner_->prefill_block(); }
+  void BeginDecodeStep(int token, int pos) override { inner_->BeginDecodeStep(token, pos); }
+  void EndDecodeStep() override { inner_->EndDecodeStep(); }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
   }

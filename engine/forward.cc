@@ -78,9 +78,15 @@ void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slo
   for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
   independent_ = false;
   one_sequence_ = true;
+  // One decoded position: the same calls every time (Backend::BeginDecodeStep),
+  // bracketed up to the logits' download.
+  const bool step = n == 1;
+  if (step) k_.BeginDecodeStep(tokens[0], pos0);
   Layers(tokens, n);
   const int last = n - 1;
-  if (logits) FinalLogits(&last, 1, this->logits());
+  if (logits) Classify(&last, 1, this->logits());
+  if (step) k_.EndDecodeStep();
+  if (logits) Delivered(this->logits(), 1);
 }
 
 void RankForward::PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
@@ -107,6 +113,11 @@ void RankForward::Delivered(float* out, int count) {
 
 // The classifier is replicated under tensor parallelism: every rank computes it.
 void RankForward::FinalLogits(const int* rows, int count, float* out) {
+  Classify(rows, count, out);
+  Delivered(out, count);
+}
+
+void RankForward::Classify(const int* rows, int count, float* out) {
   k_.BeginLayer(-1);
   const ModelConfig& c = m_.config;
   float* target = LogitsTarget(out, count);
@@ -115,7 +126,6 @@ void RankForward::FinalLogits(const int* rows, int count, float* out) {
     k_.RmsnormRows(x, x, m_.rms_final, c.dim, 1, c.norm_eps);
     k_.Matmul(target + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
   }
-  Delivered(out, count);
 }
 
 void RankForward::Step(const int* slot, const int* token, const int* pos, int n, float* logits) {

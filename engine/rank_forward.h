@@ -96,6 +96,8 @@ class RankForward {
   // vector each (Matmul, as decode): row rows[i]'s logits into row i of host
   // memory `out`.
   void FinalLogits(const int* rows, int count, float* out);
+  // The final norm and classifier of FinalLogits, into LogitsTarget(out, count).
+  void Classify(const int* rows, int count, float* out);
   // Where the classifier writes `count` rows bound for host memory `out`:
   // `out` itself when the backend computes on host memory, else the rows'
   // logits state (then Delivered downloads them into `out`).

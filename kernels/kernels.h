@@ -147,6 +147,18 @@ class Backend {
   // Attention of row t (a.out and a.q advance n_heads * head_size floats a
   // row) at position a.pos + t over the cache up to it.
   virtual void AttentionBlock(const AttentionArgs& a, int n);
+  // ---- One decoded position of one sequence, bracketed: between
+  // BeginDecodeStep and EndDecodeStep the engine makes the same calls with the
+  // same pointers every time it decodes that sequence, only `token` and `pos`
+  // differing, and reads nothing back. A device backend may therefore defer
+  // the calls and run them as one recorded graph at EndDecodeStep (a CUDA
+  // graph: launch latency, not bandwidth, is what limits a small model's
+  // decode). A call that hands a result to the host inside the bracket
+  // (Download, Upload, RouteTopK, device_stream for a collective) first runs
+  // everything deferred, and the rest of the step runs as issued. The
+  // defaults do nothing.
+  virtual void BeginDecodeStep(int token, int pos) { (void)token, (void)pos; }
+  virtual void EndDecodeStep() {}
   // Positions per prefill block: how many rows Transformer::Prefill and a
   // SlotDecoder's prefill hand each pass (a GPU wants more rows per GEMM than
   // a CPU's cache holds). Every backend of one kind must say the same.

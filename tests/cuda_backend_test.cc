@@ -423,7 +423,10 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
     auto model = LoadModel(test::Model("stories260K.bin"), t);
     ASSERT_TRUE(model.ok()) << model.status().message();
-    const int V = (*model)->config.vocab_size, slots = 3, steps = 5;
+    // 8 steps: the first of each slot's decode runs as issued, the second is
+    // recorded as a CUDA graph, the rest replay it (bf16, q8_0; f32's cuBLAS
+    // steps run as issued): every one must be the batched step's row.
+    const int V = (*model)->config.vocab_size, slots = 3, steps = 8;
     const std::vector<std::vector<int>> prompts = {{1, 403, 407}, {1, 9, 30, 261, 500}, {1, 77}};
     auto batched = SlotDecoder::Create(**model, kernels::MakeBackend("cuda").value(), slots);
     ASSERT_TRUE(batched.ok()) << batched.status().message();

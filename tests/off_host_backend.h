@@ -9,11 +9,16 @@
 // host memory for weights, tables, tokens and MoE choices); a mismatch is
 // counted and named (misplaced(), first_misplaced()). It says
 // state_on_host() == false, so the engine takes the device paths: logits
-// downloaded, partial sums staged through a host collective.
+// downloaded, partial sums staged through a host collective. With
+// `defer_steps` it also plays a graph-recording device: the calls between
+// BeginDecodeStep and EndDecodeStep are kept and run only at EndDecodeStep
+// (or when a call inside hands a result to the host), so an engine that
+// relied on a result inside the bracket would read a stale one.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,7 +31,8 @@ namespace verity::test {
 
 class OffHostBackend final : public kernels::Backend {
  public:
-  explicit OffHostBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  explicit OffHostBackend(std::unique_ptr<kernels::Backend> inner, bool defer_steps = false)
+      : inner_(std::move(inner)), defer_steps_(defer_steps) {}
 
   static constexpr uintptr_t kTag = uintptr_t{1} << 62;
   static bool Tagged(const void* p) { return (reinterpret_cast<uintptr_t>(p) & kTag) != 0; }
@@ -35,6 +41,25 @@ class OffHostBackend final : public kernels::Backend {
   const std::string& first_misplaced() const { return first_misplaced_; }
   long downloads() const { return downloads_; }
   long rope_blocks() const { return blocks_; }  // RopeBlock calls: the block path was taken
+  long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
+  long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
+
+  void BeginDecodeStep(int token, int pos) override {
+    (void)token, (void)pos;
+    if (in_step_) Misplaced("BeginDecodeStep", "outside a step");
+    in_step_ = true;
+    deferring_ = defer_steps_;
+  }
+  void EndDecodeStep() override {
+    if (!in_step_) Misplaced("EndDecodeStep", "inside a step");
+    if (deferring_) deferred_steps_++;
+    Flush();
+    in_step_ = deferring_ = false;
+  }
+  void* device_stream() override {
+    FlushForTheHost();
+    return nullptr;
+  }
 
   const char* name() const override { return inner_->name(); }
   bool state_on_host() const override { return false; }
@@ -47,87 +72,96 @@ class OffHostBackend final : public kernels::Backend {
     return std::make_unique<TaggedState>(inner_->AllocateState(floats));
   }
   void Download(float* host, const float* state, size_t n) override {
+    FlushForTheHost();
     downloads_++;
     std::memcpy(Host(host, "Download host"), State(state, "Download state"), n * sizeof(float));
   }
   void Upload(float* state, const float* host, size_t n) override {
+    FlushForTheHost();
     std::memcpy(State(state, "Upload state"), Host(host, "Upload host"), n * sizeof(float));
   }
 
   void Matmul(float* out, const float* x, const kernels::Weights& w) override {
-    inner_->Matmul(State(out, "Matmul out"), State(x, "Matmul x"), HostWeights(w, "Matmul"));
+    Do([=, o = State(out, "Matmul out"), i = State(x, "Matmul x"), v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
   }
   void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
-    inner_->MatmulBatch(State(out, "MatmulBatch out"), State(x, "MatmulBatch x"), HostWeights(w, "MatmulBatch"), T);
+    Do([=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
+      inner_->MatmulBatch(o, i, v, T);
+    });
   }
   void MatmulRows(float* out, const float* x, const kernels::Weights& w, int n) override {
-    inner_->MatmulRows(State(out, "MatmulRows out"), State(x, "MatmulRows x"), HostWeights(w, "MatmulRows"), n);
+    Do([=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
+      inner_->MatmulRows(o, i, v, n);
+    });
   }
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
-    std::vector<MatmulTarget> plain = Targets(targets, count, "MatmulShared");
-    inner_->MatmulShared(State(x, "MatmulShared x"), T, plain.data(), count);
+    Do([=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
+      inner_->MatmulShared(i, T, t.Get().data(), count);
+    });
   }
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
-    std::vector<MatmulTarget> plain = Targets(targets, count, "MatmulSharedRows");
-    inner_->MatmulSharedRows(State(x, "MatmulSharedRows x"), n, plain.data(), count);
+    Do([=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
+      inner_->MatmulSharedRows(i, n, t.Get().data(), count);
+    });
   }
   void Attention(const kernels::AttentionArgs& a) override {
-    kernels::AttentionArgs p = a;
-    p.out = State(a.out, "Attention out");
-    p.q = State(a.q, "Attention q");
-    p.key_cache = State(a.key_cache, "Attention key cache");
-    p.value_cache = State(a.value_cache, "Attention value cache");
-    p.scores = Host(a.scores, "Attention scores");
-    inner_->Attention(p);
+    Do([=, p = PlainArgs(a, "Attention")] { inner_->Attention(p); });
   }
   void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
     blocks_++;
-    inner_->RopeBlock(State(vec, "RopeBlock vec"), n, width, head_size, pos0, Host(inv_freq, "RopeBlock inv_freq"),
-                      interleaved);
+    Do([=, v = State(vec, "RopeBlock vec"), f = Host(inv_freq, "RopeBlock inv_freq")] {
+      inner_->RopeBlock(v, n, width, head_size, pos0, f, interleaved);
+    });
   }
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
-    inner_->WriteCacheBlock(State(cache, "WriteCacheBlock cache"), at0, pos_stride, State(rows, "WriteCacheBlock rows"),
-                            width, n);
+    Do([=, c = State(cache, "WriteCacheBlock cache"), r = State(rows, "WriteCacheBlock rows")] {
+      inner_->WriteCacheBlock(c, at0, pos_stride, r, width, n);
+    });
   }
   void AttentionBlock(const kernels::AttentionArgs& a, int n) override {
-    kernels::AttentionArgs p = a;
-    p.out = State(a.out, "AttentionBlock out");
-    p.q = State(a.q, "AttentionBlock q");
-    p.key_cache = State(a.key_cache, "AttentionBlock key cache");
-    p.value_cache = State(a.value_cache, "AttentionBlock value cache");
-    p.scores = Host(a.scores, "AttentionBlock scores");
-    inner_->AttentionBlock(p, n);
+    Do([=, p = PlainArgs(a, "AttentionBlock")] { inner_->AttentionBlock(p, n); });
   }
   int prefill_block() const override { return inner_->prefill_block(); }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
-    inner_->Rope(State(vec, "Rope vec"), size, head_size, pos, Host(inv_freq, "Rope inv_freq"), interleaved);
+    Do([=, v = State(vec, "Rope vec"), f = Host(inv_freq, "Rope inv_freq")] {
+      inner_->Rope(v, size, head_size, pos, f, interleaved);
+    });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    inner_->SwiGLU(State(hb, "SwiGLU hb"), State(hb2, "SwiGLU hb2"), n);
+    Do([=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
   }
+  // The token ids are copied at the call, as a device backend uploads them.
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
-    inner_->Embed(State(x, "Embed x"), Host(table, "Embed table"), rows, dim, Host(tokens, "Embed tokens"), n);
+    const int* ids = Host(tokens, "Embed tokens");
+    Do([=, o = State(x, "Embed x"), t = Host(table, "Embed table"), copy = std::vector<int>(ids, ids + n)] {
+      inner_->Embed(o, t, rows, dim, copy.data(), n);
+    });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    inner_->RmsnormRows(State(out, "RmsnormRows out"), State(x, "RmsnormRows x"), Host(weight, "RmsnormRows weight"),
-                        dim, n, eps);
+    Do([=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
+      inner_->RmsnormRows(o, i, w, dim, n, eps);
+    });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
-    inner_->AddInPlace(State(x, "AddInPlace x"), State(y, "AddInPlace y"), count);
+    Do([=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
   }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
-    inner_->WriteCache(State(cache, "WriteCache cache"), at, State(row, "WriteCache row"), width);
+    Do([=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] { inner_->WriteCache(c, at, r, width); });
   }
+  // The choices go to the host at once: everything deferred runs first.
   void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) override {
+    FlushForTheHost();
     inner_->RouteTopK(State(logits, "RouteTopK logits"), n, k, Host(chosen, "RouteTopK chosen"),
                       Host(weight, "RouteTopK weight"));
   }
-  void Zero(float* y, int n) override { inner_->Zero(State(y, "Zero y"), n); }
+  void Zero(float* y, int n) override {
+    Do([=, o = State(y, "Zero y")] { inner_->Zero(o, n); });
+  }
   void Axpy(float* y, float a, const float* x, int n) override {
-    inner_->Axpy(State(y, "Axpy y"), a, State(x, "Axpy x"), n);
+    Do([=, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
   }
   void DivideInPlace(float* x, float d, size_t count) override {
-    inner_->DivideInPlace(State(x, "DivideInPlace x"), d, count);
+    Do([=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
   }
 
  private:
@@ -165,18 +199,59 @@ class OffHostBackend final : public kernels::Backend {
     plain.data = Host(w.data, what);
     return plain;
   }
-  std::vector<MatmulTarget> Targets(const MatmulTarget* targets, int count, const char* what) {
-    views_.resize(count);  // sized before the pointers below are taken
-    std::vector<MatmulTarget> plain(targets, targets + count);
-    for (int i = 0; i < count; i++) {
-      views_[i] = HostWeights(*targets[i].w, what);
-      plain[i] = {State(targets[i].out, what), &views_[i]};
+  // A shared call's targets, untagged, with their own copies of the weight
+  // views (a deferred call outlives the caller's).
+  struct PlainTargets {
+    std::vector<float*> outs;
+    std::vector<kernels::Weights> views;
+    std::vector<MatmulTarget> Get() const {
+      std::vector<MatmulTarget> t(outs.size());
+      for (size_t i = 0; i < t.size(); i++) t[i] = {outs[i], &views[i]};
+      return t;
     }
-    return plain;
+  };
+  PlainTargets Targets(const MatmulTarget* targets, int count, const char* what) {
+    PlainTargets p;
+    for (int i = 0; i < count; i++) {
+      p.outs.push_back(State(targets[i].out, what));
+      p.views.push_back(HostWeights(*targets[i].w, what));
+    }
+    return p;
+  }
+  kernels::AttentionArgs PlainArgs(const kernels::AttentionArgs& a, const std::string& what) {
+    kernels::AttentionArgs p = a;
+    p.out = State(a.out, (what + " out").c_str());
+    p.q = State(a.q, (what + " q").c_str());
+    p.key_cache = State(a.key_cache, (what + " key cache").c_str());
+    p.value_cache = State(a.value_cache, (what + " value cache").c_str());
+    p.scores = Host(a.scores, (what + " scores").c_str());
+    return p;
+  }
+
+  // Runs `f` now, or keeps it for EndDecodeStep inside a deferred step.
+  template <class F>
+  void Do(F f) {
+    if (deferring_) {
+      tape_.emplace_back(std::move(f));
+    } else {
+      f();
+    }
+  }
+  void Flush() {
+    for (auto& f : tape_) f();
+    tape_.clear();
+  }
+  // A result is wanted on the host: run what was kept; the step's remaining calls run as issued.
+  void FlushForTheHost() {
+    if (deferring_) flushed_steps_++;
+    Flush();
+    deferring_ = false;
   }
 
   std::unique_ptr<kernels::Backend> inner_;
-  std::vector<kernels::Weights> views_;  // the untagged weight views of a shared call's targets
+  bool defer_steps_, in_step_ = false, deferring_ = false;
+  std::vector<std::function<void()>> tape_;  // a deferred step's calls, in order
+  long deferred_steps_ = 0, flushed_steps_ = 0;
   long misplaced_ = 0, downloads_ = 0, blocks_ = 0;
   std::string first_misplaced_;
 };

@@ -66,20 +66,28 @@ void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, co
 
 std::unique_ptr<kernels::Backend> Make(const std::string& name) { return std::move(kernels::MakeBackend(name)).value(); }
 
+// Without and with deferred decode steps (a graph-recording device): the
+// same bits; every decode step bracketed, and deferred whole unless a call
+// inside hands a result to the host (MoE routing).
 void ExpectTransformerAgrees(const Model& m, const std::string& backend, const std::string& what) {
-  SCOPED_TRACE(what + " on " + backend);
-  const std::vector<int> ids = Ids(82, m.config.vocab_size, 1);
-  auto on_host = Transformer::Create(m, Make(backend));
-  ASSERT_TRUE(on_host.ok()) << on_host.status().message();
-  auto off = std::make_unique<OffHostBackend>(Make(backend));
-  OffHostBackend* seen = off.get();
-  auto off_host = Transformer::Create(m, std::move(off));
-  ASSERT_TRUE(off_host.ok()) << off_host.status().message();
-  ExpectSameBits(Run(**on_host, ids), Run(**off_host, ids), what);
-  EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
-  EXPECT_EQ(seen->downloads(), 13) << "one download of the logits per Prefill and per Forward, nothing else";
-  // One RopeBlock each for q and k per layer and block: 2 prompt blocks + 12 positions.
-  EXPECT_EQ(seen->rope_blocks(), 2L * m.config.n_layers * (2 + 12)) << "a sequence's block takes the block calls";
+  for (bool defer : {false, true}) {
+    SCOPED_TRACE(what + " on " + backend + (defer ? ", decode steps deferred" : ""));
+    const std::vector<int> ids = Ids(82, m.config.vocab_size, 1);
+    auto on_host = Transformer::Create(m, Make(backend));
+    ASSERT_TRUE(on_host.ok()) << on_host.status().message();
+    auto off = std::make_unique<OffHostBackend>(Make(backend), defer);
+    OffHostBackend* seen = off.get();
+    auto off_host = Transformer::Create(m, std::move(off));
+    ASSERT_TRUE(off_host.ok()) << off_host.status().message();
+    ExpectSameBits(Run(**on_host, ids), Run(**off_host, ids), what);
+    EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+    EXPECT_EQ(seen->downloads(), 13) << "one download of the logits per Prefill and per Forward, nothing else";
+    // One RopeBlock each for q and k per layer and block: 2 prompt blocks + 12 positions.
+    EXPECT_EQ(seen->rope_blocks(), 2L * m.config.n_layers * (2 + 12)) << "a sequence's block takes the block calls";
+    const bool moe = m.config.n_experts > 0;
+    EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);
+    EXPECT_EQ(seen->flushed_steps(), defer && moe ? 12 : 0) << "routing flushes a MoE step at its first layer";
+  }
 }
 
 TEST(StateSeam, ATransformerWhoseStateIsOffTheHostGivesTheSameBitsInEveryDtype) {
@@ -137,14 +145,14 @@ TEST(StateSeam, ASlotDecoderWhoseStateIsOffTheHostGivesTheSameBits) {
 // Tensor parallelism over in-process ranks: the off-host ranks' partial sums
 // go through the host collective and back (Download, reduce, Upload), which
 // must not change a bit; the averaging fault divides on the backend.
-std::vector<float> RunTp(const Model& m, bool off_host, FaultPlan fault, long* misplaced) {
+std::vector<float> RunTp(const Model& m, bool off_host, FaultPlan fault, long* misplaced, long* flushed = nullptr) {
   TpOptions o;
   o.tp = 2;
   o.fault = fault;
   std::vector<OffHostBackend*> made;
   if (off_host)
     o.make_kernels = [&made]() -> Result<std::unique_ptr<kernels::Backend>> {
-      auto b = std::make_unique<OffHostBackend>(Make("fast"));
+      auto b = std::make_unique<OffHostBackend>(Make("fast"), /*defer_steps=*/true);
       made.push_back(b.get());
       return std::unique_ptr<kernels::Backend>(std::move(b));
     };
@@ -161,6 +169,8 @@ std::vector<float> RunTp(const Model& m, bool off_host, FaultPlan fault, long* m
   EXPECT_NE(err.find("tp collective guard:"), std::string::npos) << err;
   *misplaced = 0;
   for (OffHostBackend* b : made) *misplaced += b->misplaced();
+  if (flushed)
+    for (OffHostBackend* b : made) *flushed += b->flushed_steps();
   if (off_host) EXPECT_EQ(made.size(), 2u);
   return rows;
 }
@@ -176,9 +186,11 @@ TEST(StateSeam, TensorParallelRanksWhoseStateIsOffTheHostGiveTheSameBits) {
       SCOPED_TRACE(std::string(experts ? "MoE" : "dense") + (f.kind == FaultPlan::Kind::kMove ? " moved" : ""));
       long on_misplaced = 0, off_misplaced = 0;
       const std::vector<float> on = RunTp(**m, false, f, &on_misplaced);
-      const std::vector<float> off = RunTp(**m, true, f, &off_misplaced);
+      long flushed = 0;
+      const std::vector<float> off = RunTp(**m, true, f, &off_misplaced, &flushed);
       ExpectSameBits(on, off, "tp=2");
       EXPECT_EQ(off_misplaced, 0);
+      EXPECT_EQ(flushed, 2 * 12) << "each rank's deferred step is flushed by its first all-reduce's download";
     }
   }
 }

@@ -27,7 +27,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -117,13 +119,22 @@ constexpr int kDevicePrefillBlock = 512;
 constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16 };
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite };
+// What a recorded step's signature names each call by.
+enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
+              kOpZero, kOpElementwise };
+int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores, cudaStream_t stream)
       : limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream) {}
   ~CudaBackend() override {
+    // Proof that the recorded steps ran, and how many did not.
+    if (steps_graphed_ + steps_issued_ > 0)
+      std::fprintf(stderr, "verity: cuda: %ld decode steps launched as recorded graphs (%zu recorded), %ld run as issued\n",
+                   steps_graphed_, graphs_.size(), steps_issued_);
+    DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
     VERITY_CUDA_CALL_LOG(cudaStreamSynchronize(stream_), "finishing the backend's stream");
@@ -146,7 +157,6 @@ class CudaBackend final : public Backend {
   void BeginLayer(int layer) override { layer_ = layer; }
   Status status() const override { return error_; }
   bool state_on_host() const override { return false; }
-  void* device_stream() override { return stream_; }
 
   // The KV caches and activations live on the device, zeroed. A failed
   // allocation is this backend's error (status()) and hands out host memory,
@@ -164,6 +174,7 @@ class CudaBackend final : public Backend {
 
   // The one wait on the device: every call queued before it has run.
   void Download(float* host, const float* state, size_t n) override {
+    FlushStep();
     if (error_.ok()) {
       Status s = DownloadImpl(host, state, n);
       if (!s.ok()) Fail(std::move(s), [&] { return Ctx("download of " + std::to_string(n) + " floats"); });
@@ -171,39 +182,60 @@ class CudaBackend final : public Backend {
     if (!error_.ok()) std::fill(host, host + n, std::numeric_limits<float>::quiet_NaN());
   }
   void Upload(float* state, const float* host, size_t n) override {
+    FlushStep();
     Guarded(state, n, [&] { return UploadImpl(state, host, n); }, [&] { return Ctx("upload of " + std::to_string(n) + " floats"); });
   }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
-    Guarded(out, static_cast<size_t>(w.rows), [&] { return MatmulImpl(out, x, w, 1, false); },
-            [&] { return MatmulCtx(w, 1); });
+    if (w.dtype == DType::kF32) capturable_ = false;  // cuBLAS: not recorded
+    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
+          [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); });
   }
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
-    Guarded(out, static_cast<size_t>(w.rows) * T, [&] { return MatmulImpl(out, x, w, T, false); },
-            [&] { return MatmulCtx(w, T); });
+    if (w.dtype == DType::kF32) capturable_ = false;
+    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
+          [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); });
   }
   // Independent vectors (batched decode): the 16-byte kernel reads the weights
   // once per 8 vectors and gives each row the bits of its own Matmul. f32 goes
   // through cuBLAS's gemv one vector at a time (its gemm rounds otherwise).
   void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
     if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
-    Guarded(out, static_cast<size_t>(w.rows) * n, [&] { return MatmulImpl(out, x, w, n, true); },
-            [&] { return MatmulCtx(w, n) + " rows"; });
+    Issue({kOpRows, Id(out), Id(x), Id(w.data), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
+          [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; });
   }
+  // Decode attention always takes the full tile's plan (256 threads), so a
+  // recorded step (whose position is read on the device) and an eager one
+  // reduce alike: the same bits.
   void Attention(const AttentionArgs& a) override {
-    Guarded(a.out, static_cast<size_t>(a.n_heads) * a.head_size, [&] { return AttentionImpl(a, 1); }, [&] {
-      return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
-                 " head_size=" + std::to_string(a.head_size));
-    });
+    const int* pos_at = Recording() ? StepPos() : nullptr;
+    Issue({kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
+           a.head_size},
+          a.out, static_cast<size_t>(a.n_heads) * a.head_size, [=, this] { return AttentionImpl(a, 1, pos_at); },
+          [=, this] {
+            return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
+                       " head_size=" + std::to_string(a.head_size));
+          });
   }
   // A prompt block: one launch for all its rows (the table's rows pos0.. are
   // consecutive), one strided copy into the cache, one attention launch.
   void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
+    if (n == 1 && Recording()) return RopeAt(vec, width, head_size, inv_freq, interleaved);
     Guarded(vec, static_cast<size_t>(n) * width,
             [&] { return RopeImpl(vec, n, width, head_size, pos0, inv_freq, interleaved); },
             [&] { return Ctx("rope block pos0=" + std::to_string(pos0) + " rows=" + std::to_string(n)); });
   }
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
+    if (n == 1 && Recording()) {
+      // The row's place is read on the device: base + pos * pos_stride.
+      float* base = cache + at0 - static_cast<int64_t>(step_pos_) * pos_stride;
+      const int* pos = StepPos();
+      return Issue({kOpCopyRowAt, Id(base), pos_stride, Id(rows), width}, base, 0, [=, this]() -> Status {
+        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                Plan({kPlanKvWrite, 0, width, 0, 0, 0}, [&] { return PlanElementwise("kv_write", width, limits_); }));
+        return LaunchCopyRowAt(*plan, base, pos_stride, pos, rows, width, stream_, "kv_write");
+      }, [=, this] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
+    }
     Guarded(cache + at0, static_cast<size_t>(width), [&]() -> Status {
       VERITY_CUDA_CALL(cudaMemcpy2DAsync(cache + at0, static_cast<size_t>(pos_stride) * sizeof(float), rows,
                                          static_cast<size_t>(width) * sizeof(float), static_cast<size_t>(width) * sizeof(float),
@@ -213,7 +245,7 @@ class CudaBackend final : public Backend {
   }
   void AttentionBlock(const AttentionArgs& a, int n) override {
     if (n == 1) return Attention(a);  // a decoded position: the decode launch, so a step's row has its bits
-    Guarded(a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n); }, [&] {
+    Guarded(a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n, nullptr); }, [&] {
       return Ctx("attention block pos0=" + std::to_string(a.pos) + " rows=" + std::to_string(n) + " heads=" +
                  std::to_string(a.n_heads));
     });
@@ -225,23 +257,32 @@ class CudaBackend final : public Backend {
             [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    Guarded(hb, static_cast<size_t>(n), [&] {
+    Issue({kOpSwiGLU, Id(hb), Id(hb2), n}, hb, static_cast<size_t>(n), [=, this]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanSwiGLU, 0, n, 0, 0, 0}, [&] { return PlanSwiGLU(n, limits_); }));
       return LaunchSwiGLU(*plan, hb, hb2, n, stream_, "swiglu");
-    }, [&] { return Ctx("swiglu n=" + std::to_string(n)); });
+    }, [=, this] { return Ctx("swiglu n=" + std::to_string(n)); });
   }
 
   // ---- the steps between the products
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
+    if (n == 1 && Recording()) {
+      // The token was uploaded with the position (BeginDecodeStep).
+      const int* token = StepToken();
+      return Issue({kOpEmbedAt, Id(x), Id(table), rows, dim}, x, static_cast<size_t>(dim), [=, this]() -> Status {
+        VERITY_ASSIGN_OR_RETURN(const float* dtable, DeviceFloats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanEmbed, 0, dim, 1, 0, 0}, [&] { return PlanEmbed(dim, 1, limits_); }));
+        return LaunchEmbed(*plan, x, dtable, token, dim, 1, stream_, "embed");
+      }, [=, this] { return Ctx("embedding of 1 row"); });
+    }
     Guarded(x, static_cast<size_t>(n) * dim, [&] { return EmbedImpl(x, table, rows, dim, tokens, n); },
             [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    Guarded(out, static_cast<size_t>(n) * dim, [&] {
+    Issue({kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n}, out, static_cast<size_t>(n) * dim, [=, this]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const float* dw, DeviceFloats(weight, dim, "rmsnorm weight"));
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
       return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
-    }, [&] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
+    }, [=, this] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
     Elementwise(kPlanAdd, "add", ElementwiseOp::kAdd, x, y, 0.0f, count);
@@ -253,8 +294,9 @@ class CudaBackend final : public Backend {
     Elementwise(kPlanDivide, "divide", ElementwiseOp::kDivide, x, nullptr, d, count);
   }
   void Zero(float* y, int n) override {
-    Guarded(y, static_cast<size_t>(n), [&] { return ZeroBytes(y, static_cast<size_t>(n) * sizeof(float), "zero"); },
-            [&] { return Ctx("zero n=" + std::to_string(n)); });
+    Issue({kOpZero, Id(y), n}, y, static_cast<size_t>(n),
+          [=, this] { return ZeroBytes(y, static_cast<size_t>(n) * sizeof(float), "zero"); },
+          [=, this] { return Ctx("zero n=" + std::to_string(n)); });
   }
   // A device-to-device copy of the row into the cache, in stream order.
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
@@ -273,7 +315,59 @@ class CudaBackend final : public Backend {
     Backend::RouteTopK(router_.data(), n, k, chosen, weight);
   }
 
- private:
+  // ---- Recorded decode steps (Backend::BeginDecodeStep): the calls are kept
+  // with their arguments; at EndDecodeStep the first step of a given call
+  // sequence runs as issued (its uploads and plans happen then), the second
+  // is captured into a CUDA graph, and every later one launches that graph:
+  // one launch a token instead of hundreds. The position and token live in a
+  // device buffer uploaded at BeginDecodeStep, which the position-dependent
+  // launches (embedding, RoPE, KV write, attention) read. A step with a cuBLAS
+  // call (f32 weights) is not captured; one that hands a result to the host
+  // (MoE routing, a collective's download or stream) runs what was kept and
+  // the rest as issued.
+  void BeginDecodeStep(int token, int pos) override {
+    FlushStep();
+    if (!error_.ok()) return;
+    const int host[2] = {token, pos};
+    Status s = [&]() -> Status {
+      VERITY_RETURN_IF_ERROR(step_.Reserve(sizeof host, "decode step position"));
+      VERITY_CUDA_CALL(cudaMemcpyAsync(step_.as<void>(), host, sizeof host, cudaMemcpyHostToDevice, stream_),
+                       "decode step position");
+      return OkStatus();
+    }();
+    if (!s.ok()) return Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(pos)); });
+    recording_ = true;
+    capturable_ = true;
+    step_pos_ = pos;
+    sig_.clear();
+    tape_.clear();
+  }
+  void EndDecodeStep() override {
+    if (!recording_) return;
+    recording_ = false;
+    std::vector<std::function<void()>> tape = std::move(tape_);
+    tape_.clear();
+    if (!error_.ok() || !capturable_ || uncapturable_.count(sig_)) return Issued(tape);
+    if (auto it = graphs_.find(sig_); it != graphs_.end()) return LaunchGraph(it->second);
+    if (seen_.insert(sig_).second) return Issued(tape);  // the first time: as issued
+    cudaGraphExec_t exec = nullptr;
+    Status s = Capture(tape, &exec);
+    if (!s.ok() && error_.ok()) {
+      // Capture refused (not a failed kernel): this sequence runs as issued from now on.
+      std::fprintf(stderr, "verity: note: cuda: a decode step could not be recorded as a graph (%s); it runs as issued\n",
+                   s.message().c_str());
+      uncapturable_.insert(sig_);
+      return Issued(tape);
+    }
+    if (!s.ok()) return;
+    graphs_.emplace(sig_, exec);
+    LaunchGraph(exec);
+  }
+  void* device_stream() override {
+    FlushStep();
+    return stream_;
+  }
+
   // Runs `f` unless an earlier call failed; on a failure records it, named by
   // `where()` (built only then: the context costs nothing per call), and
   // fills the call's output on the device with NaN.
@@ -289,6 +383,80 @@ class CudaBackend final : public Backend {
   void Fail(Status s, W where) {
     if (error_.ok()) error_ = Status::Error(where() + ": " + s.message());
   }
+  // ---- recorded steps
+  bool Recording() const { return recording_; }
+  const int* StepToken() const { return step_.as<const int>(); }
+  const int* StepPos() const { return step_.as<const int>() + 1; }
+
+  // Runs a call now, or keeps it (and its signature) while a step is recorded.
+  // The kept call runs with the layer it was issued in, for its errors.
+  template <class F, class W>
+  void Issue(std::initializer_list<int64_t> sig, float* out, size_t n, F f, W where) {
+    if (!recording_) return Guarded(out, n, f, where);
+    sig_.insert(sig_.end(), sig);
+    tape_.emplace_back([this, out, n, f, where, layer = layer_] {
+      const int issued_in = layer_;
+      layer_ = layer;
+      Guarded(out, n, f, where);
+      layer_ = issued_in;
+    });
+  }
+  // RoPE of a recorded step's row: the table's row at the position read on the device.
+  void RopeAt(float* vec, int size, int head_size, const float* inv_freq, bool interleaved) {
+    Status grown = EnsureRopeTable(inv_freq, head_size, step_pos_ + 1);
+    if (!grown.ok()) return Fail(std::move(grown), [&] { return Ctx("rope table"); });
+    const float* table = rope_[inv_freq].buf.as<const float>();
+    const int* pos = StepPos();
+    Issue({kOpRopeAt, Id(vec), Id(table), size, head_size, interleaved}, vec, static_cast<size_t>(size), [=, this]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
+                                                           [&] { return PlanRope(1, size, head_size, limits_); }));
+      return LaunchRopeAt(*plan, vec, table, pos, size, head_size, interleaved, stream_, "rope");
+    }, [=, this] { return Ctx("rope size=" + std::to_string(size)); });
+  }
+  // A result goes to the host inside a recorded step: what was kept runs now,
+  // and the rest of the step as issued.
+  void FlushStep() {
+    if (!recording_) return;
+    recording_ = false;
+    std::vector<std::function<void()>> tape = std::move(tape_);
+    tape_.clear();
+    Issued(tape);
+  }
+  static void RunAll(const std::vector<std::function<void()>>& tape) {
+    for (const auto& f : tape) f();
+  }
+  // The kept calls captured from the stream into a graph, instantiated.
+  Status Capture(const std::vector<std::function<void()>>& tape, cudaGraphExec_t* exec) {
+    VERITY_CUDA_CALL(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "recording a decode step");
+    RunAll(tape);
+    cudaGraph_t graph = nullptr;
+    VERITY_CUDA_CALL(cudaStreamEndCapture(stream_, &graph), "recording a decode step");
+    Status made = [&]() -> Status {
+      VERITY_CUDA_CALL(cudaGraphInstantiate(exec, graph, 0), "instantiating a decode step's graph");
+      return OkStatus();
+    }();
+    VERITY_CUDA_CALL_LOG(cudaGraphDestroy(graph), "a recorded decode step");
+    return made;
+  }
+  void Issued(const std::vector<std::function<void()>>& tape) {
+    steps_issued_++;
+    RunAll(tape);
+  }
+  void LaunchGraph(cudaGraphExec_t exec) {
+    steps_graphed_++;
+    Status s = [&]() -> Status {
+      VERITY_CUDA_CALL(cudaGraphLaunch(exec, stream_), "launching a decode step's graph");
+      return OkStatus();
+    }();
+    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(step_pos_)); });
+  }
+  // Graphs hold the buffers they were recorded with: dropped when one moves.
+  void DropGraphs() {
+    for (auto& [sig, exec] : graphs_) VERITY_CUDA_CALL_LOG(cudaGraphExecDestroy(exec), "a decode step's graph");
+    graphs_.clear();
+    seen_.clear();
+  }
+
   // All bits set is a NaN in every float.
   void PoisonOnDevice(float* out, size_t n) {
     const Status ignored = [&]() -> Status {
@@ -323,11 +491,13 @@ class CudaBackend final : public Backend {
   }
   void Elementwise(PlanKind kind, const char* name, ElementwiseOp op, float* x, const float* y, float a, size_t n) {
     if (n == 0) return;
-    Guarded(x, n, [&] {
+    int32_t a_bits = 0;
+    std::memcpy(&a_bits, &a, sizeof a_bits);
+    Issue({kOpElementwise, kind, Id(x), Id(y), a_bits, static_cast<int64_t>(n)}, x, n, [=, this]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                               Plan({kind, 0, static_cast<int64_t>(n), 0, 0, 0}, [&] { return PlanElementwise(name, n, limits_); }));
       return LaunchElementwise(*plan, op, x, y, a, static_cast<int64_t>(n), stream_, name);
-    }, [&] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
+    }, [=, this] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
   }
 
   // A validated plan, made once per shape: a decode step makes hundreds of
@@ -443,15 +613,19 @@ class CudaBackend final : public Backend {
     return OkStatus();
   }
 
-  Status AttentionImpl(const AttentionArgs& a, int rows) {
-    // The plan depends on the context only up to one tile (the last row's).
-    const int64_t n = int64_t{a.pos} + rows, capped = std::min<int64_t>(n, std::max<int64_t>(kAttentionTile, rows));
+  // `pos_at`: the position is read there on the device (a recorded step).
+  Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
+    // The plan depends on the context only up to one tile (the last row's); a
+    // decoded row always takes the full tile's, so recorded and eager steps
+    // reduce alike.
+    const int64_t n = int64_t{a.pos} + rows;
+    const int64_t capped = rows == 1 ? kAttentionTile : std::min<int64_t>(n, std::max<int64_t>(kAttentionTile, rows));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                             Plan({kPlanAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, rows, capped, 0},
                                  [&] { return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, rows, capped, limits_); }));
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
-                          a.n_kv_heads, a.head_size};
+                          a.n_kv_heads, a.head_size, pos_at};
     return LaunchAttention(*plan, d, stream_, "attention");
   }
 
@@ -459,24 +633,34 @@ class CudaBackend final : public Backend {
   // table, computed on the host with the reference's own arithmetic (so the
   // device rotation is bit-exact with RopeReference) for a run of positions at
   // a time and kept on the device.
+  // The table of `inv_freq` covers positions [0, positions): grown (doubling,
+  // 1024 at first) with the reference's own cosf/sinf on the host. Growing
+  // moves it, so the recorded graphs that read the old one are dropped.
+  Status EnsureRopeTable(const float* inv_freq, int head_size, int positions_needed) {
+    const int half = head_size / 2;
+    RopeTable& t = rope_[inv_freq];
+    if (positions_needed <= t.positions) return OkStatus();
+    DropGraphs();
+    const int positions = std::max({positions_needed, 2 * t.positions, 1024});
+    std::vector<float> cos_sin(static_cast<size_t>(positions) * half * 2);
+    for (int p = 0; p < positions; p++)
+      for (int i = 0; i < half; i++) {
+        const float val = static_cast<float>(p) * inv_freq[i];
+        cos_sin[(static_cast<size_t>(p) * half + i) * 2] = cosf(val);
+        cos_sin[(static_cast<size_t>(p) * half + i) * 2 + 1] = sinf(val);
+      }
+    t.positions = 0;
+    VERITY_RETURN_IF_ERROR(t.buf.Reserve(cos_sin.size() * sizeof(float), "rope table"));
+    VERITY_RETURN_IF_ERROR(CopyToDevice(t.buf.as<void>(), cos_sin.data(), cos_sin.size() * sizeof(float), "rope table"));
+    t.positions = positions;
+    return OkStatus();
+  }
+
   // Rows t < rows of `vec` (`size` floats each) at positions pos + t.
   Status RopeImpl(float* vec, int rows, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
     const int half = head_size / 2;
+    VERITY_RETURN_IF_ERROR(EnsureRopeTable(inv_freq, head_size, pos + rows));
     RopeTable& t = rope_[inv_freq];
-    if (pos + rows > t.positions) {
-      const int positions = std::max({pos + rows, 2 * t.positions, 1024});
-      std::vector<float> cos_sin(static_cast<size_t>(positions) * half * 2);
-      for (int p = 0; p < positions; p++)
-        for (int i = 0; i < half; i++) {
-          const float val = static_cast<float>(p) * inv_freq[i];
-          cos_sin[(static_cast<size_t>(p) * half + i) * 2] = cosf(val);
-          cos_sin[(static_cast<size_t>(p) * half + i) * 2 + 1] = sinf(val);
-        }
-      t.positions = 0;
-      VERITY_RETURN_IF_ERROR(t.buf.Reserve(cos_sin.size() * sizeof(float), "rope table"));
-      VERITY_RETURN_IF_ERROR(CopyToDevice(t.buf.as<void>(), cos_sin.data(), cos_sin.size() * sizeof(float), "rope table"));
-      t.positions = positions;
-    }
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, rows, size, head_size, 0},
                                                          [&] { return PlanRope(rows, size, head_size, limits_); }));
     const float* row = t.buf.as<const float>() + static_cast<size_t>(pos) * half * 2;
@@ -504,6 +688,16 @@ class CudaBackend final : public Backend {
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
+  // Recorded decode steps: the step's token and position on the device, the
+  // kept calls and their signature, and the graphs by signature.
+  DeviceBuffer step_;
+  bool recording_ = false, capturable_ = true;
+  int step_pos_ = 0;
+  std::vector<int64_t> sig_;
+  std::vector<std::function<void()>> tape_;
+  std::map<std::vector<int64_t>, cudaGraphExec_t> graphs_;
+  std::set<std::vector<int64_t>> seen_, uncapturable_;
+  long steps_graphed_ = 0, steps_issued_ = 0;
   std::vector<float> router_;   // MoE router logits downloaded for routing
 };
 

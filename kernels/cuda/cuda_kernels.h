@@ -29,6 +29,14 @@ Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w
 // Row t of x (dim floats) = row tokens[t] of the table, t < n; tokens on the device.
 Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
                    cudaStream_t stream, const std::string& ctx);
+// A decoded position's steps whose position lives on the device (*pos), for
+// a recorded step (a CUDA graph) that replays at every position. RoPE of one
+// row of `size` values from the table's row *pos (plan: PlanRope(1, ...)).
+Status LaunchRopeAt(const LaunchPlan& plan, float* vec, const float* table, const int* pos, int size, int head_size,
+                    bool interleaved, cudaStream_t stream, const std::string& ctx);
+// base[*pos * pos_stride + i] = row[i], i < width (plan: PlanElementwise("kv_write", width)).
+Status LaunchCopyRowAt(const LaunchPlan& plan, float* base, int64_t pos_stride, const int* pos, const float* row,
+                       int width, cudaStream_t stream, const std::string& ctx);
 // out[i] = bf16(x[i]), round to nearest even (plan: PlanElementwise("to_bf16", n)).
 Status LaunchToBF16(const LaunchPlan& plan, uint16_t* out, const float* x, int64_t n, cudaStream_t stream,
                     const std::string& ctx);
@@ -56,6 +64,9 @@ struct AttentionDeviceArgs {
   int64_t row_stride;  // floats between consecutive query (and output) rows
   int64_t pos0;
   int n_queries, n_heads, n_kv_heads, head_size;
+  // Where pos0 is read on the device instead (a recorded decode step, whose
+  // launches replay at every position); nullptr: pos0 above.
+  const int* pos0_at = nullptr;
 };
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx);

@@ -167,6 +167,24 @@ __global__ void EmbedKernel(float* x, const float* table, const int* tokens, int
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < dim; i += gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
+// RopeKernel for one row whose table row is read on the device.
+__global__ void RopeAtKernel(float* vec, const float* table, const int* pos, int size, int head_size, bool interleaved) {
+  const int half = head_size / 2, pairs = size / 2;
+  const float* cs = table + static_cast<size_t>(*pos) * half * 2;
+  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
+    const int head = p / half, i = p % half;
+    int a = 0, b = 0;
+    ew::RopePairIndex(head * head_size, i, head_size, interleaved, &a, &b);
+    ew::RopePair(&vec[a], &vec[b], cs[2 * i], cs[2 * i + 1]);
+  }
+}
+
+// A KV row into the cache at the position read on the device.
+__global__ void CopyRowAtKernel(float* base, int64_t pos_stride, const int* pos, const float* row, int width) {
+  float* dst = base + static_cast<int64_t>(*pos) * pos_stride;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < width; i += gridDim.x * blockDim.x) dst[i] = row[i];
+}
+
 // out[i] = x[i] in bf16 (round to nearest even), the GEMM's activations.
 __global__ void ToBF16Kernel(uint16_t* out, const float* x, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -219,7 +237,7 @@ __global__ void AttentionKernel(AttentionDeviceArgs a, int tile) {
   float* acc = q + hs;
   float* scores = acc + hs;
   float* red = scores + tile;
-  const int64_t pos = a.pos0 + y, n = pos + 1;
+  const int64_t pos = (a.pos0_at ? *a.pos0_at : a.pos0) + y, n = pos + 1;
   const int64_t kv_off = static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
   const float* qrow = a.q + y * a.row_stride + static_cast<int64_t>(h) * hs;
   for (int i = threadIdx.x; i < hs; i += blockDim.x) {
@@ -396,6 +414,20 @@ Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w
 Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,
                    cudaStream_t stream, const std::string& ctx) {
   EmbedKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(x, table, tokens, dim, n);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchRopeAt(const LaunchPlan& plan, float* vec, const float* table, const int* pos, int size, int head_size,
+                    bool interleaved, cudaStream_t stream, const std::string& ctx) {
+  RopeAtKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(vec, table, pos, size, head_size, interleaved);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchCopyRowAt(const LaunchPlan& plan, float* base, int64_t pos_stride, const int* pos, const float* row,
+                       int width, cudaStream_t stream, const std::string& ctx) {
+  CopyRowAtKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(base, pos_stride, pos, row, width);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }
