@@ -31,13 +31,9 @@ class ForwardingBackend : public kernels::Backend {
   }
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
   void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
-  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
-    inner_->RopeBlock(vec, n, width, head_size, pos0, inv_freq, interleaved);
-  }
-  void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
-    inner_->WriteCacheBlock(cache, at0, pos_stride, rows, width, n);
-  }
-  void AttentionBlock(const kernels::AttentionArgs& a, int n) override { inner_->AttentionBlock(a, n); }
+  // RopeBlock, WriteCacheBlock and AttentionBlock are not forwarded: their
+  // defaults make the per-row calls through this wrapper, so a corruption
+  // that overrides Rope, WriteCache or Attention breaks every path.
   int prefill_block() const override { return inner_->prefill_block(); }
   void BeginDecodeStep(int token, int pos) override { inner_->BeginDecodeStep(token, pos); }
   void EndDecodeStep() override { inner_->EndDecodeStep(); }

@@ -103,6 +103,17 @@ class NcclCollective : public Collective {
   }
 
   Status ReduceOnDevice(float* x, size_t n, cudaStream_t stream) {
+    // The state must live on this rank's device (a backend on another one
+    // would hand NCCL memory its communicator cannot reduce): refused by name.
+    cudaPointerAttributes at{};
+    VERITY_CUDA_CALL(cudaPointerGetAttributes(&at, x), Where("all-reduce on the device"));
+    if (at.type != cudaMemoryTypeDevice || at.device != device_)
+      return Status::Error("nccl: " + Where("all-reduce on the device") + ": the backend's state is " +
+                           (at.type == cudaMemoryTypeDevice ? "on device " + std::to_string(at.device)
+                                                            : std::string("not device memory")) +
+                           ", not this rank's device");
+    int previous = 0;
+    VERITY_CUDA_CALL(cudaGetDevice(&previous), Where("all-reduce on the device"));
     VERITY_CUDA_CALL(cudaSetDevice(device_), Where("all-reduce on the device"));
     VERITY_NCCL_CALL(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm_, stream),
                      Where("all-reduce of " + std::to_string(n) + " device floats"));
@@ -114,6 +125,7 @@ class NcclCollective : public Collective {
     if (async != ncclSuccess)
       return Status::Error("nccl: " + Where("all-reduce on the device") +
                            ": the communicator failed: " + ncclGetErrorString(async));
+    VERITY_CUDA_CALL(cudaSetDevice(previous), Where("all-reduce on the device"));  // the backend's own
     return OkStatus();
   }
 

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,17 +45,36 @@ class OffHostBackend final : public kernels::Backend {
   long rope_blocks() const { return blocks_; }  // RopeBlock calls: the block path was taken
   long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
   long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
+  long replayed_steps() const { return replayed_steps_; }  // deferred steps that replayed a kept one
 
+  // As the CUDA backend's graphs: the first step of a signature runs its own
+  // calls, the second's calls are kept, and every later step with that
+  // signature replays the second's calls (their arguments frozen but for the
+  // position and token, read when they run). An engine that passed anything
+  // else that changes from step to step would get stale bits.
   void BeginDecodeStep(int token, int pos) override {
-    (void)token, (void)pos;
     if (in_step_) Misplaced("BeginDecodeStep", "outside a step");
     in_step_ = true;
     deferring_ = defer_steps_;
+    step_token_ = token;
+    step_pos_ = pos;
   }
   void EndDecodeStep() override {
     if (!in_step_) Misplaced("EndDecodeStep", "inside a step");
-    if (deferring_) deferred_steps_++;
-    Flush();
+    if (deferring_) {
+      deferred_steps_++;
+      if (auto it = replays_.find(sig_); it != replays_.end()) {
+        replayed_steps_++;
+        RunTape(it->second);
+        tape_.clear();
+        sig_.clear();
+      } else if (!seen_.insert(sig_).second) {
+        replays_.emplace(sig_, tape_);
+        Flush();
+      } else {
+        Flush();
+      }
+    }
     in_step_ = deferring_ = false;
   }
   void* device_stream() override {
@@ -82,71 +103,89 @@ class OffHostBackend final : public kernels::Backend {
   }
 
   void Matmul(float* out, const float* x, const kernels::Weights& w) override {
-    Do([=, o = State(out, "Matmul out"), i = State(x, "Matmul x"), v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
+    Do({1, Id(out), Id(x), Id(w.data), w.rows, w.cols}, [=, o = State(out, "Matmul out"), i = State(x, "Matmul x"), v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
   }
   void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
-    Do([=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
+    Do({2, Id(out), Id(x), Id(w.data), w.rows, w.cols, T}, [=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
       inner_->MatmulBatch(o, i, v, T);
     });
   }
   void MatmulRows(float* out, const float* x, const kernels::Weights& w, int n) override {
-    Do([=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
+    Do({3, Id(out), Id(x), Id(w.data), w.rows, w.cols, n}, [=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
       inner_->MatmulRows(o, i, v, n);
     });
   }
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
-    Do([=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
+    Do(SharedSig(4, x, T, targets, count), [=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
       inner_->MatmulShared(i, T, t.Get().data(), count);
     });
   }
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
-    Do([=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
+    Do(SharedSig(5, x, n, targets, count), [=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
       inner_->MatmulSharedRows(i, n, t.Get().data(), count);
     });
   }
   void Attention(const kernels::AttentionArgs& a) override {
-    Do([=, p = PlainArgs(a, "Attention")] { inner_->Attention(p); });
+    // In a deferred step the position is read when the call runs (a device reads it from memory).
+    Do({6, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride}, [=, this, p = PlainArgs(a, "Attention")] {
+      kernels::AttentionArgs at = p;
+      if (deferred_) at.pos = step_pos_;
+      inner_->Attention(at);
+    });
   }
   void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
     blocks_++;
-    Do([=, v = State(vec, "RopeBlock vec"), f = Host(inv_freq, "RopeBlock inv_freq")] {
-      inner_->RopeBlock(v, n, width, head_size, pos0, f, interleaved);
+    if (n > 1) FlushForTheHost();  // a block runs at once, as on the device
+    Do({7, Id(vec), n, width, Id(inv_freq)}, [=, this, v = State(vec, "RopeBlock vec"), f = Host(inv_freq, "RopeBlock inv_freq")] {
+      inner_->RopeBlock(v, n, width, head_size, deferred_ ? step_pos_ : pos0, f, interleaved);
     });
   }
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
-    Do([=, c = State(cache, "WriteCacheBlock cache"), r = State(rows, "WriteCacheBlock rows")] {
-      inner_->WriteCacheBlock(c, at0, pos_stride, r, width, n);
-    });
+    if (n > 1) FlushForTheHost();
+    // Deferred, the row's place is the base (at0 less this position's rows) plus the position read at run time.
+    const int64_t base = static_cast<int64_t>(at0) - static_cast<int64_t>(step_pos_) * pos_stride;
+    const bool deferring = deferring_;
+    Do({8, Id(cache), deferring ? base : static_cast<int64_t>(at0), pos_stride, Id(rows), width, n},
+       [=, this, c = State(cache, "WriteCacheBlock cache"), r = State(rows, "WriteCacheBlock rows")] {
+         const size_t at = deferred_ ? static_cast<size_t>(base + static_cast<int64_t>(step_pos_) * pos_stride) : at0;
+         inner_->WriteCacheBlock(c, at, pos_stride, r, width, n);
+       });
   }
   void AttentionBlock(const kernels::AttentionArgs& a, int n) override {
-    Do([=, p = PlainArgs(a, "AttentionBlock")] { inner_->AttentionBlock(p, n); });
+    if (n == 1) return Attention(a);  // as the device backend does
+    FlushForTheHost();
+    Do({17, Id(a.out), n}, [=, p = PlainArgs(a, "AttentionBlock")] { inner_->AttentionBlock(p, n); });
   }
   int prefill_block() const override { return inner_->prefill_block(); }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
-    Do([=, v = State(vec, "Rope vec"), f = Host(inv_freq, "Rope inv_freq")] {
+    FlushForTheHost();  // runs at once on the device: nothing kept may run after it
+    Do({10}, [=, v = State(vec, "Rope vec"), f = Host(inv_freq, "Rope inv_freq")] {
       inner_->Rope(v, size, head_size, pos, f, interleaved);
     });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    Do([=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
+    Do({9, Id(hb), Id(hb2), n}, [=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
   }
   // The token ids are copied at the call, as a device backend uploads them.
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
     const int* ids = Host(tokens, "Embed tokens");
-    Do([=, o = State(x, "Embed x"), t = Host(table, "Embed table"), copy = std::vector<int>(ids, ids + n)] {
-      inner_->Embed(o, t, rows, dim, copy.data(), n);
+    if (n > 1) FlushForTheHost();
+    Do({18, Id(x), Id(table), dim, n}, [=, this, o = State(x, "Embed x"), t = Host(table, "Embed table"),
+                                          copy = std::vector<int>(ids, ids + n)] {
+      inner_->Embed(o, t, rows, dim, deferred_ ? &step_token_ : copy.data(), n);  // deferred: the step's token
     });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    Do([=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
+    Do({11, Id(out), Id(x), Id(weight), dim, n}, [=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
       inner_->RmsnormRows(o, i, w, dim, n, eps);
     });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
-    Do([=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
+    Do({12, Id(x), Id(y), static_cast<int64_t>(count)}, [=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
   }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
-    Do([=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] { inner_->WriteCache(c, at, r, width); });
+    FlushForTheHost();
+    Do({13}, [=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] { inner_->WriteCache(c, at, r, width); });
   }
   // The choices go to the host at once: everything deferred runs first.
   void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) override {
@@ -155,13 +194,13 @@ class OffHostBackend final : public kernels::Backend {
                       Host(weight, "RouteTopK weight"));
   }
   void Zero(float* y, int n) override {
-    Do([=, o = State(y, "Zero y")] { inner_->Zero(o, n); });
+    Do({14, Id(y), n}, [=, o = State(y, "Zero y")] { inner_->Zero(o, n); });
   }
   void Axpy(float* y, float a, const float* x, int n) override {
-    Do([=, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
+    Do({15, Id(y), Id(x), n}, [=, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
   }
   void DivideInPlace(float* x, float d, size_t count) override {
-    Do([=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
+    Do({16, Id(x), static_cast<int64_t>(count)}, [=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
   }
 
  private:
@@ -229,21 +268,37 @@ class OffHostBackend final : public kernels::Backend {
   }
 
   // Runs `f` now, or keeps it for EndDecodeStep inside a deferred step.
+  static int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
+  std::vector<int64_t> SharedSig(int op, const float* x, int n, const MatmulTarget* t, int count) {
+    std::vector<int64_t> sig = {op, Id(x), n, count};
+    for (int i = 0; i < count; i++) sig.insert(sig.end(), {Id(t[i].out), Id(t[i].w->data), t[i].w->rows});
+    return sig;
+  }
+  // Runs `f` now, or keeps it (with the arguments that are not the position
+  // or token: `sig`) inside a deferred step.
   template <class F>
-  void Do(F f) {
+  void Do(const std::vector<int64_t>& sig, F f) {
     if (deferring_) {
+      sig_.insert(sig_.end(), sig.begin(), sig.end());
       tape_.emplace_back(std::move(f));
     } else {
       f();
     }
   }
   void Flush() {
-    for (auto& f : tape_) f();
+    RunTape(tape_);
     tape_.clear();
+    sig_.clear();
+  }
+  void RunTape(const std::vector<std::function<void()>>& tape) {
+    deferred_ = true;
+    for (auto& f : tape) f();
+    deferred_ = false;
   }
   // A result is wanted on the host: run what was kept; the step's remaining calls run as issued.
   void FlushForTheHost() {
-    if (deferring_) flushed_steps_++;
+    if (!deferring_) return;
+    flushed_steps_++;
     Flush();
     deferring_ = false;
   }
@@ -251,7 +306,12 @@ class OffHostBackend final : public kernels::Backend {
   std::unique_ptr<kernels::Backend> inner_;
   bool defer_steps_, in_step_ = false, deferring_ = false;
   std::vector<std::function<void()>> tape_;  // a deferred step's calls, in order
-  long deferred_steps_ = 0, flushed_steps_ = 0;
+  std::vector<int64_t> sig_;                 // and their arguments but the position and token
+  std::map<std::vector<int64_t>, std::vector<std::function<void()>>> replays_;
+  std::set<std::vector<int64_t>> seen_;
+  bool deferred_ = false;  // a kept call is running: it reads the step's position and token
+  int step_token_ = 0, step_pos_ = 0;
+  long deferred_steps_ = 0, flushed_steps_ = 0, replayed_steps_ = 0;
   long misplaced_ = 0, downloads_ = 0, blocks_ = 0;
   std::string first_misplaced_;
 };

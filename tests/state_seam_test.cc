@@ -87,6 +87,8 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
     const bool moe = m.config.n_experts > 0;
     EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);
     EXPECT_EQ(seen->flushed_steps(), defer && moe ? 12 : 0) << "routing flushes a MoE step at its first layer";
+    // The first step runs, the second is kept, the other 10 replay it (dense).
+    EXPECT_EQ(seen->replayed_steps(), defer && !moe ? 10 : 0);
   }
 }
 

@@ -188,12 +188,12 @@ class CudaBackend final : public Backend {
 
   void Matmul(float* out, const float* x, const Weights& w) override {
     if (w.dtype == DType::kF32) capturable_ = false;  // cuBLAS: not recorded
-    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
+    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
           [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); });
   }
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (w.dtype == DType::kF32) capturable_ = false;
-    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
+    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
           [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); });
   }
   // Independent vectors (batched decode): the 16-byte kernel reads the weights
@@ -201,7 +201,7 @@ class CudaBackend final : public Backend {
   // through cuBLAS's gemv one vector at a time (its gemm rounds otherwise).
   void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
     if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
-    Issue({kOpRows, Id(out), Id(x), Id(w.data), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
+    Issue({kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
           [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; });
   }
   // Decode attention always takes the full tile's plan (256 threads), so a
@@ -221,6 +221,7 @@ class CudaBackend final : public Backend {
   // consecutive), one strided copy into the cache, one attention launch.
   void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
     if (n == 1 && Recording()) return RopeAt(vec, width, head_size, inv_freq, interleaved);
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(vec, static_cast<size_t>(n) * width,
             [&] { return RopeImpl(vec, n, width, head_size, pos0, inv_freq, interleaved); },
             [&] { return Ctx("rope block pos0=" + std::to_string(pos0) + " rows=" + std::to_string(n)); });
@@ -236,6 +237,7 @@ class CudaBackend final : public Backend {
         return LaunchCopyRowAt(*plan, base, pos_stride, pos, rows, width, stream_, "kv_write");
       }, [=, this] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
     }
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(cache + at0, static_cast<size_t>(width), [&]() -> Status {
       VERITY_CUDA_CALL(cudaMemcpy2DAsync(cache + at0, static_cast<size_t>(pos_stride) * sizeof(float), rows,
                                          static_cast<size_t>(width) * sizeof(float), static_cast<size_t>(width) * sizeof(float),
@@ -245,6 +247,7 @@ class CudaBackend final : public Backend {
   }
   void AttentionBlock(const AttentionArgs& a, int n) override {
     if (n == 1) return Attention(a);  // a decoded position: the decode launch, so a step's row has its bits
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n, nullptr); }, [&] {
       return Ctx("attention block pos0=" + std::to_string(a.pos) + " rows=" + std::to_string(n) + " heads=" +
                  std::to_string(a.n_heads));
@@ -253,6 +256,7 @@ class CudaBackend final : public Backend {
   // A GEMM on tensor cores wants rows: 512 positions per prefill pass.
   int prefill_block() const override { return kDevicePrefillBlock; }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, 1, size, head_size, pos, inv_freq, interleaved); },
             [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
@@ -274,11 +278,14 @@ class CudaBackend final : public Backend {
         return LaunchEmbed(*plan, x, dtable, token, dim, 1, stream_, "embed");
       }, [=, this] { return Ctx("embedding of 1 row"); });
     }
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(x, static_cast<size_t>(n) * dim, [&] { return EmbedImpl(x, table, rows, dim, tokens, n); },
             [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    Issue({kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n}, out, static_cast<size_t>(n) * dim, [=, this]() -> Status {
+    int32_t eps_bits = 0;
+    std::memcpy(&eps_bits, &eps, sizeof eps_bits);
+    Issue({kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, eps_bits}, out, static_cast<size_t>(n) * dim, [=, this]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const float* dw, DeviceFloats(weight, dim, "rmsnorm weight"));
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
       return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
@@ -300,6 +307,7 @@ class CudaBackend final : public Backend {
   }
   // A device-to-device copy of the row into the cache, in stream order.
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
+    FlushStep();  // runs at once: nothing kept may run after it
     Guarded(cache + at, static_cast<size_t>(width), [&]() -> Status {
       VERITY_CUDA_CALL(cudaMemcpyAsync(cache + at, row, static_cast<size_t>(width) * sizeof(float),
                                        cudaMemcpyDeviceToDevice, stream_), "kv cache write");
@@ -352,14 +360,13 @@ class CudaBackend final : public Backend {
     if (seen_.insert(sig_).second) return Issued(tape);  // the first time: as issued
     cudaGraphExec_t exec = nullptr;
     Status s = Capture(tape, &exec);
-    if (!s.ok() && error_.ok()) {
-      // Capture refused (not a failed kernel): this sequence runs as issued from now on.
+    if (!s.ok()) {
+      // Capture refused: this sequence runs as issued from now on.
       std::fprintf(stderr, "verity: note: cuda: a decode step could not be recorded as a graph (%s); it runs as issued\n",
                    s.message().c_str());
       uncapturable_.insert(sig_);
       return Issued(tape);
     }
-    if (!s.ok()) return;
     graphs_.emplace(sig_, exec);
     LaunchGraph(exec);
   }
@@ -426,15 +433,36 @@ class CudaBackend final : public Backend {
     for (const auto& f : tape) f();
   }
   // The kept calls captured from the stream into a graph, instantiated.
+  // A call that fails only under capture (CUDA refusing it there) is a
+  // refused capture, not the backend's error: error_ is put back, the error
+  // CUDA left for the next launch check is cleared, and the caller runs the
+  // step as issued (where a real failure shows again).
   Status Capture(const std::vector<std::function<void()>>& tape, cudaGraphExec_t* exec) {
+    Status made = CaptureImpl(tape, exec);
+    if (!made.ok()) {
+      // Reading the last error clears it; what it says is already in `made`.
+      const Status cleared = []() -> Status {
+        VERITY_CUDA_CALL(cudaGetLastError(), "clearing a refused capture's error");
+        return OkStatus();
+      }();
+      (void)cleared;
+    }
+    return made;
+  }
+  Status CaptureImpl(const std::vector<std::function<void()>>& tape, cudaGraphExec_t* exec) {
     VERITY_CUDA_CALL(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "recording a decode step");
     RunAll(tape);
+    Status under_capture = OkStatus();
+    std::swap(under_capture, error_);  // error_ was OK before the capture
     cudaGraph_t graph = nullptr;
     VERITY_CUDA_CALL(cudaStreamEndCapture(stream_, &graph), "recording a decode step");
-    Status made = [&]() -> Status {
-      VERITY_CUDA_CALL(cudaGraphInstantiate(exec, graph, 0), "instantiating a decode step's graph");
-      return OkStatus();
-    }();
+    Status made = under_capture;
+    if (made.ok()) {
+      made = [&]() -> Status {
+        VERITY_CUDA_CALL(cudaGraphInstantiate(exec, graph, 0), "instantiating a decode step's graph");
+        return OkStatus();
+      }();
+    }
     VERITY_CUDA_CALL_LOG(cudaGraphDestroy(graph), "a recorded decode step");
     return made;
   }
@@ -525,6 +553,7 @@ class CudaBackend final : public Backend {
   Result<const void*> DeviceWeights(const Weights& w) {
     DeviceMatrix& m = weights_[w.data];
     if (m.buf.bytes() == 0 || m.dtype != w.dtype || m.bytes < w.bytes()) {
+      if (m.buf.bytes() != 0) DropGraphs();  // it may move: no graph may read the old copy
       m.bytes = 0;
       VERITY_RETURN_IF_ERROR(m.buf.Reserve(w.bytes(), "weight upload"));
       // q8_0 rows interleave their blocks in groups for the CPU's int8 dot
@@ -547,6 +576,7 @@ class CudaBackend final : public Backend {
     DeviceMatrix& m = floats_[host];
     const size_t bytes = n * sizeof(float);
     if (m.bytes < bytes) {
+      if (m.bytes != 0) DropGraphs();  // it may move: no graph may read the old copy
       VERITY_RETURN_IF_ERROR(m.buf.Reserve(bytes, std::string(what) + " upload"));
       VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, bytes, std::string(what) + " upload"));
       m.bytes = bytes;
