@@ -187,17 +187,27 @@ std::vector<float> ExactMatmul(const kernels::Weights& w, const std::vector<floa
   return out;
 }
 
+// A random [rows x cols] matrix stored as `t`: the host view, and the bytes
+// the backend uploads (q8_0 as plain blocks, which the kernels read by offset).
+struct Encoded {
+  std::vector<unsigned char> host, device;
+  kernels::Weights w;
+  Encoded(kernels::DType t, int rows, int cols) : host(kernels::RowBytes(t, cols) * rows) {
+    const std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
+    kernels::EncodeF32(t, wf.data(), rows, cols, host.data());
+    w = {t, host.data(), rows, cols};
+    device = host;
+    if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device.data());
+  }
+};
+
 TEST(CudaDevice, MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype) {
   REQUIRE_DEVICE();
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
     for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {32000, 64}}) {
-      std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
-      std::vector<unsigned char> wq(kernels::RowBytes(t, cols) * rows);
-      kernels::EncodeF32(t, wf.data(), rows, cols, wq.data());
-      const kernels::Weights w{t, wq.data(), rows, cols};
-      // LaunchMatvec reads q8_0 as plain blocks, as the backend uploads it.
-      std::vector<unsigned char> device_bytes = wq;
-      if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device_bytes.data());
+      const Encoded e(t, rows, cols);
+      const kernels::Weights& w = e.w;
+      const std::vector<unsigned char>& device_bytes = e.device;
       const int T = 13;
       const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 9), want = ExactMatmul(w, x, T);
       Dev<unsigned char> dw(device_bytes);
@@ -361,12 +371,9 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
     for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {5632, 2048}}) {
       const std::string what = std::string("rows ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" +
                                 std::to_string(cols);
-      std::vector<float> wf = Random(static_cast<size_t>(rows) * cols, rows + cols);
-      std::vector<unsigned char> wq(kernels::RowBytes(t, cols) * rows);
-      kernels::EncodeF32(t, wf.data(), rows, cols, wq.data());
-      const kernels::Weights w{t, wq.data(), rows, cols};
-      std::vector<unsigned char> device_bytes = wq;
-      if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device_bytes.data());
+      const Encoded e(t, rows, cols);
+      const kernels::Weights& w = e.w;
+      const std::vector<unsigned char>& device_bytes = e.device;
       const int T = 13;
       const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 10), want = ExactMatmul(w, x, T);
       Dev<unsigned char> dw(device_bytes);
