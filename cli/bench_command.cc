@@ -465,9 +465,13 @@ class Generation {
     many_->PrefillMany(p.data(), batch_, rows_.data());
     Pick(rows_.data(), batch_);
   }
-  // Decodes position `pos` (prompt <= pos < positions()) of every sequence.
+  // Decodes position `pos` (prompt <= pos < positions()) of every sequence;
+  // one sequence's greedy pick is the decoder's own (on a GPU, on the device).
   void Step(int pos) {
-    if (one_) return Pick(one_->Forward(token_[0], pos), 1);
+    if (one_) {
+      token_[0] = one_->ForwardGreedy(token_[0], pos);
+      return;
+    }
     std::fill(pos_.begin(), pos_.end(), pos);
     many_->Step(slot_.data(), token_.data(), pos_.data(), batch_, rows_.data());
     Pick(rows_.data(), batch_);

@@ -60,6 +60,7 @@ class ForwardingBackend : public kernels::Backend {
   void DivideInPlace(float* x, float d, size_t count) override { inner_->DivideInPlace(x, d, count); }
   bool state_on_host() const override { return inner_->state_on_host(); }
   void Download(float* host, const float* state, size_t n) override { inner_->Download(host, state, n); }
+  int Argmax(const float* state, int n) override { return inner_->Argmax(state, n); }
   void Upload(float* state, const float* host, size_t n) override { inner_->Upload(state, host, n); }
   void* device_stream() override { return inner_->device_stream(); }
   std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }

@@ -207,6 +207,10 @@ class Decoder {
   virtual ~Decoder() = default;
   virtual const float* Forward(int token, int pos) = 0;
   virtual const float* Prefill(const int* tokens, int T, int pos0) = 0;
+  // Forward, then the greedy pick (the largest logit, ties to the lower
+  // index: Sampler at temperature 0), without handing the logits over: a
+  // device backend picks on the device. This default picks from Forward's.
+  virtual int ForwardGreedy(int token, int pos);
   virtual const Model& model() const = 0;
   virtual const char* backend_name() const = 0;
   // The backend's work-sharing counters (kernels::Backend::pool_counters);
@@ -230,6 +234,9 @@ class Transformer : public Decoder {
   // Runs one position; returns vocab_size logits (valid until the next call).
   // Positions must be fed in order 0, 1, 2, ... (the KV cache holds the past).
   const float* Forward(int token, int pos) override;
+  // Forward's greedy pick, made by the backend (only an int leaves a device).
+  // After a backend failure the pick means nothing: check status().
+  int ForwardGreedy(int token, int pos) override;
   // Runs positions pos0 .. pos0+T-1 (tokens[0..T)) in blocks of the backend's
   // prefill_block() positions (kPrefillBlock on the CPU backends) through
   // batched matmuls, writing the KV cache exactly where

@@ -89,6 +89,22 @@ void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slo
   if (logits) Delivered(this->logits(), 1);
 }
 
+int RankForward::BlockGreedy(int token, int pos, int slot) {
+  Reserve(1);
+  pos_[0] = pos, slot_[0] = slot;
+  independent_ = false;
+  one_sequence_ = true;
+  k_.BeginDecodeStep(token, pos);
+  Layers(&token, 1);
+  const int last = 0;
+  float* host = logits();
+  Classify(&last, 1, host);
+  k_.EndDecodeStep();
+  // Where Classify wrote: the host row itself on host state, else the rows' state.
+  const float* written = k_.state_on_host() ? host : rows_logits_->data();
+  return k_.Argmax(written, m_.config.vocab_size);
+}
+
 void RankForward::PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
                              float* logits) {
   Reserve(std::max(n, n_last));
@@ -283,6 +299,17 @@ const float* Transformer::Forward(int token, int pos) {
   forward_->Block(&token, 1, pos, /*logits=*/true);
   return Checked();
 }
+
+int Decoder::ForwardGreedy(int token, int pos) {
+  const float* l = Forward(token, pos);
+  const int n = model().config.vocab_size;
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (l[i] > l[best]) best = i;
+  return best;
+}
+
+int Transformer::ForwardGreedy(int token, int pos) { return forward_->BlockGreedy(token, pos); }
 
 const float* Transformer::Checked() {
   // A failed backend already wrote NaN where it failed; the logits are made NaN

@@ -69,6 +69,9 @@ class RankForward {
   // (logits()). The rows share batched matmuls (MatmulBatch): n > 1 rounds
   // slightly differently from n = 1.
   void Block(const int* tokens, int n, int pos0, bool logits, int slot = 0);
+  // Block of one position, then the greedy pick of its logits, made by the
+  // backend (Backend::Argmax): the logits are not handed to the host.
+  int BlockGreedy(int token, int pos, int slot = 0);
   // One position of each of n sequences in distinct slots: token[t] at pos[t]
   // into slot[t]; writes n rows of vocab_size logits. The weights are read
   // once for all rows (MatmulRows) and row t is bit for bit what Block(&token[t],

@@ -215,6 +215,10 @@ class Backend {
   // written them; and n floats of host memory into state.
   virtual void Download(float* host, const float* state, size_t n);
   virtual void Upload(float* state, const float* host, size_t n);
+  // The index of the largest of n state floats, ties to the lower index (the
+  // greedy pick, run.c's argmax): only an int reaches the host, so a device
+  // backend samples greedily without downloading the logits.
+  virtual int Argmax(const float* state, int n);
   // The queue a device backend runs its calls on in order (a cudaStream_t),
   // so that a collective can reduce its state in that order without waiting
   // on the host (parallel::Collective::AllReduceSumOnDevice); nullptr for a

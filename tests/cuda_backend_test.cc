@@ -336,6 +336,14 @@ TEST(CudaDevice, ForwardAgreesWithTheReferenceAndAFailureIsAnError) {
     auto a = TeacherForcedLogits(ref, ids), b = TeacherForcedLogits(gpu, ids);
     ASSERT_TRUE(b.ok()) << b.status().message();
     ExpectClose(*b, *a, 1e-3, std::string("stories260K logits ") + kernels::DTypeName(t));
+    // The greedy pick on the device: run.c's argmax of the same logits.
+    Transformer picker(**model, kernels::MakeBackend("cuda").value());
+    for (size_t p = 0; p + 1 < ids.size(); p++) {
+      const float* l = gpu.Forward(ids[p], static_cast<int>(p));
+      const int want = static_cast<int>(std::max_element(l, l + (*model)->config.vocab_size) - l);
+      EXPECT_EQ(picker.ForwardGreedy(ids[p], static_cast<int>(p)), want) << kernels::DTypeName(t) << " position " << p;
+    }
+    ASSERT_TRUE(picker.status().ok()) << picker.status().message();
     // The prompt as one prefill: the same last row.
     const float* p = gpu.Prefill(ids.data(), static_cast<int>(ids.size()), 0);
     ASSERT_TRUE(gpu.status().ok());

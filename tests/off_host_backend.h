@@ -42,6 +42,7 @@ class OffHostBackend final : public kernels::Backend {
   long misplaced() const { return misplaced_; }
   const std::string& first_misplaced() const { return first_misplaced_; }
   long downloads() const { return downloads_; }
+  long argmaxes() const { return argmaxes_; }  // greedy picks made on the backend
   long rope_blocks() const { return blocks_; }  // RopeBlock calls: the block path was taken
   long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
   long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
@@ -96,6 +97,11 @@ class OffHostBackend final : public kernels::Backend {
     FlushForTheHost();
     downloads_++;
     std::memcpy(Host(host, "Download host"), State(state, "Download state"), n * sizeof(float));
+  }
+  int Argmax(const float* state, int n) override {
+    FlushForTheHost();
+    argmaxes_++;
+    return inner_->Argmax(State(state, "Argmax state"), n);
   }
   void Upload(float* state, const float* host, size_t n) override {
     FlushForTheHost();
@@ -312,7 +318,7 @@ class OffHostBackend final : public kernels::Backend {
   bool deferred_ = false;  // a kept call is running: it reads the step's position and token
   int step_token_ = 0, step_pos_ = 0;
   long deferred_steps_ = 0, flushed_steps_ = 0, replayed_steps_ = 0;
-  long misplaced_ = 0, downloads_ = 0, blocks_ = 0;
+  long misplaced_ = 0, downloads_ = 0, blocks_ = 0, argmaxes_ = 0;
   std::string first_misplaced_;
 };
 

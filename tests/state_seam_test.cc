@@ -5,6 +5,7 @@
 // state in place. This is the CPU's stand-in for a device backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -101,6 +102,33 @@ TEST(StateSeam, ATransformerWhoseStateIsOffTheHostGivesTheSameBitsInEveryDtype) 
     ExpectTransformerAgrees(**m, "fast", kernels::DTypeName(t));
     if (t == kernels::DType::kF32) ExpectTransformerAgrees(**m, "reference", "f32");
   }
+}
+
+// The greedy pick is the backend's (Backend::Argmax): the same tokens as the
+// host's pick from Forward's logits, and no logits downloaded to make it.
+TEST(StateSeam, TheGreedyPickIsTheBackendsAndNeedsNoLogits) {
+  auto m = SyntheticModel(Config(0), 13);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto on_host = Transformer::Create(**m, Make("fast"));
+  ASSERT_TRUE(on_host.ok());
+  auto off = std::make_unique<OffHostBackend>(Make("fast"), /*defer_steps=*/true);
+  OffHostBackend* seen = off.get();
+  auto off_host = Transformer::Create(**m, std::move(off));
+  ASSERT_TRUE(off_host.ok());
+  const std::vector<int> prompt = Ids(9, 320, 6);
+  (*on_host)->Prefill(prompt.data(), 9, 0);
+  (*off_host)->Prefill(prompt.data(), 9, 0);
+  int a = 5, b = 5;
+  for (int pos = 9; pos < 40; pos++) {
+    const float* l = (*on_host)->Forward(a, pos);
+    a = static_cast<int>(std::max_element(l, l + 320) - l);
+    b = (*off_host)->ForwardGreedy(b, pos);
+    ASSERT_EQ(a, b) << "position " << pos;
+  }
+  EXPECT_EQ(seen->argmaxes(), 31);
+  EXPECT_EQ(seen->downloads(), 1) << "the prompt's logits only";
+  EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+  EXPECT_EQ(seen->replayed_steps(), 29) << "every greedy step is bracketed like Forward's";
 }
 
 TEST(StateSeam, AMoeTransformerRoutesThroughTheSeam) {

@@ -238,6 +238,13 @@ void Backend::DivideInPlace(float* x, float d, size_t count) {
   for (size_t i = 0; i < count; i++) x[i] /= d;
 }
 
+int Backend::Argmax(const float* state, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (state[i] > state[best]) best = i;
+  return best;
+}
+
 void Backend::Download(float* host, const float* state, size_t n) {
   if (n) std::memcpy(host, state, n * sizeof(float));
 }

@@ -119,7 +119,7 @@ constexpr int kDevicePrefillBlock = 512;
 constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite };
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise };
@@ -180,6 +180,22 @@ class CudaBackend final : public Backend {
       if (!s.ok()) Fail(std::move(s), [&] { return Ctx("download of " + std::to_string(n) + " floats"); });
     }
     if (!error_.ok()) std::fill(host, host + n, std::numeric_limits<float>::quiet_NaN());
+  }
+  // The greedy pick on the device: one int comes down (and the wait with it).
+  int Argmax(const float* state, int n) override {
+    FlushStep();
+    int best = 0;
+    if (!error_.ok()) return best;
+    Status s = [&]() -> Status {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanArgmax, 0, n, 0, 0, 0}, [&] { return PlanArgmax(n, limits_); }));
+      VERITY_RETURN_IF_ERROR(pick_.Reserve(sizeof(int), "greedy pick"));
+      VERITY_RETURN_IF_ERROR(LaunchArgmax(*plan, state, n, pick_.as<int>(), stream_, "argmax"));
+      VERITY_CUDA_CALL(cudaMemcpyAsync(&best, pick_.as<void>(), sizeof best, cudaMemcpyDeviceToHost, stream_), "greedy pick");
+      VERITY_CUDA_CALL(cudaStreamSynchronize(stream_), "waiting for the queued calls (a kernel faulted)");
+      return OkStatus();
+    }();
+    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("greedy pick over " + std::to_string(n) + " logits"); });
+    return best;
   }
   void Upload(float* state, const float* host, size_t n) override {
     FlushStep();
@@ -718,6 +734,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
+  DeviceBuffer pick_;           // the greedy pick (Argmax)
   // Recorded decode steps: the step's token and position on the device, the
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
