@@ -40,8 +40,13 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   value_cache_ = k.AllocateState(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
-  logits_ = k.AllocateState(c.vocab_size);  // one row, for good: Prefill's callers hold its pointer
-  if (!k.state_on_host()) host_logits_.resize(c.vocab_size);
+  // One row, for good (Prefill's callers hold its pointer): the backend's on
+  // host state, else a host copy of what is downloaded.
+  if (k.state_on_host()) {
+    logits_ = k.AllocateState(c.vocab_size);
+  } else {
+    host_logits_.resize(c.vocab_size);
+  }
   if (c.n_experts > 0) {
     router_ = k.AllocateState(c.n_experts);
     chosen_.resize(c.n_experts_per_tok);
@@ -74,35 +79,34 @@ float* Row(kernels::StateBuffer& v, int t, int width) { return v.data() + static
 }  // namespace
 
 void RankForward::Block(const int* tokens, int n, int pos0, bool logits, int slot) {
-  Reserve(n);
-  for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
-  independent_ = false;
-  one_sequence_ = true;
-  // One decoded position: the same calls every time (Backend::BeginDecodeStep),
-  // bracketed up to the logits' download.
-  const bool step = n == 1;
-  if (step) k_.BeginDecodeStep(tokens[0], pos0);
-  Layers(tokens, n);
-  const int last = n - 1;
-  if (logits) Classify(&last, 1, this->logits());
-  if (step) k_.EndDecodeStep();
+  Run(tokens, n, pos0, logits, slot);
   if (logits) Delivered(this->logits(), 1);
 }
 
 int RankForward::BlockGreedy(int token, int pos, int slot) {
-  Reserve(1);
-  pos_[0] = pos, slot_[0] = slot;
+  return k_.Argmax(Run(&token, 1, pos, /*logits=*/true, slot), m_.config.vocab_size);
+}
+
+// A block of one sequence through every layer, and the last row's logits
+// classified where the backend holds them (returned; the host row on host
+// state). One decoded position is bracketed (Backend::BeginDecodeStep): the
+// same calls every time, up to the logits' download.
+const float* RankForward::Run(const int* tokens, int n, int pos0, bool logits, int slot) {
+  Reserve(n);
+  for (int t = 0; t < n; t++) pos_[t] = pos0 + t, slot_[t] = slot;
   independent_ = false;
   one_sequence_ = true;
-  k_.BeginDecodeStep(token, pos);
-  Layers(&token, 1);
-  const int last = 0;
-  float* host = logits();
-  Classify(&last, 1, host);
-  k_.EndDecodeStep();
-  // Where Classify wrote: the host row itself on host state, else the rows' state.
-  const float* written = k_.state_on_host() ? host : rows_logits_->data();
-  return k_.Argmax(written, m_.config.vocab_size);
+  const bool step = n == 1;
+  if (step) k_.BeginDecodeStep(tokens[0], pos0);
+  Layers(tokens, n);
+  const int last = n - 1;
+  const float* written = nullptr;
+  if (logits) {
+    Classify(&last, 1, this->logits());
+    written = LogitsTarget(this->logits(), 1);
+  }
+  if (step) k_.EndDecodeStep();
+  return written;
 }
 
 void RankForward::PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
@@ -301,12 +305,7 @@ const float* Transformer::Forward(int token, int pos) {
 }
 
 int Decoder::ForwardGreedy(int token, int pos) {
-  const float* l = Forward(token, pos);
-  const int n = model().config.vocab_size;
-  int best = 0;
-  for (int i = 1; i < n; i++)
-    if (l[i] > l[best]) best = i;
-  return best;
+  return kernels::ArgmaxReference(Forward(token, pos), model().config.vocab_size);
 }
 
 int Transformer::ForwardGreedy(int token, int pos) { return forward_->BlockGreedy(token, pos); }

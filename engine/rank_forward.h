@@ -95,6 +95,9 @@ class RankForward {
 
  private:
   void Layers(const int* tokens, int n);
+  // Block up to the logits, which it returns where the backend holds them
+  // (nullptr without logits).
+  const float* Run(const int* tokens, int n, int pos0, bool logits, int slot);
   // The final norm and the classifier for `count` rows of the block, one
   // vector each (Matmul, as decode): row rows[i]'s logits into row i of host
   // memory `out`.

@@ -21,12 +21,7 @@ float Sampler::RandomF32() {
 
 int Sampler::Sample(float* logits) {
   const int n = vocab_size_;
-  if (temperature_ == 0.0f) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
+  if (temperature_ == 0.0f) return kernels::ArgmaxReference(logits, n);
   for (int i = 0; i < n; i++) logits[i] /= temperature_;
   kernels::Softmax(logits, n);
   const float coin = RandomF32();

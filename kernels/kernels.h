@@ -270,5 +270,8 @@ void RopeBaseInverseFrequencies(float theta, int head_size, float* inv_freq);
 void SwiGLUReference(float* hb, const float* hb2, int n);
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps);
 void Softmax(float* x, int size);
+// The index of the largest of n values, ties to the lower index: run.c's
+// argmax, the greedy pick (Sampler at temperature 0, Backend::Argmax).
+int ArgmaxReference(const float* x, int n);
 
 }  // namespace verity::kernels

@@ -238,12 +238,14 @@ void Backend::DivideInPlace(float* x, float d, size_t count) {
   for (size_t i = 0; i < count; i++) x[i] /= d;
 }
 
-int Backend::Argmax(const float* state, int n) {
+int ArgmaxReference(const float* x, int n) {
   int best = 0;
   for (int i = 1; i < n; i++)
-    if (state[i] > state[best]) best = i;
+    if (x[i] > x[best]) best = i;
   return best;
 }
+
+int Backend::Argmax(const float* state, int n) { return ArgmaxReference(state, n); }
 
 void Backend::Download(float* host, const float* state, size_t n) {
   if (n) std::memcpy(host, state, n * sizeof(float));
