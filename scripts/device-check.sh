@@ -102,7 +102,7 @@ if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$wor
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
   skipped=$({ grep -oE '^\[  SKIPPED \] CudaDevice\.[A-Za-z0-9_]+' "$work/gpu.log" || true; } | sort -u | wc -l)
   grep "^cuda device:" "$work/gpu.log" || true
-  [[ $passed -ge 8 && $passed -eq $listed && $skipped -eq 0 ]] &&
+  [[ $passed -ge 12 && $passed -eq $listed && $skipped -eq 0 ]] &&
     summary gpu-tests ok "$passed of $listed CudaDevice tests passed, 0 skipped" ||
     summary gpu-tests FAIL "$passed of $listed passed, $skipped skipped (a skip means no device)"
 else
