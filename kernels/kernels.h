@@ -304,8 +304,11 @@ class Backend {
 
 // Returns the backend named "reference", "fast" or "cuda"; an error names an
 // unknown one, and for "cuda" says why none is available (a build without
-// CUDA, no driver, no device: docs/cuda.md).
-Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
+// CUDA, no driver, no device: docs/cuda.md). `device`: which of the
+// machine's devices a device backend computes on, modulo their count (a
+// tensor-parallel rank passes its rank, as the NCCL collective places rank r
+// on device r % count); the CPU backends ignore it.
+Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name, int device = 0);
 // The instruction set the fast backend's kernels run on this CPU ("AVX2", ...).
 const char* SimdTargetName();
 // True iff the fast backend's bf16 and q8_0 matrix-vector products prefetch

@@ -10,11 +10,11 @@ namespace verity::kernels {
 namespace {
 
 // Loads libverity_cuda.so (only now: CPU runs never map CUDA) and makes the backend.
-Result<std::unique_ptr<Backend>> LoadCudaBackend() {
+Result<std::unique_ptr<Backend>> LoadCudaBackend(int device) {
   auto sym = plugin::Symbol(cuda::kPluginFile, cuda::kPluginSymbol);
   if (!sym.ok()) return Status::Error("--backend cuda: " + sym.status().message());
   Result<std::unique_ptr<Backend>> made = Status::Error("--backend cuda: the plugin returned nothing");
-  reinterpret_cast<cuda::PluginFn>(*sym)(&made);
+  reinterpret_cast<cuda::PluginFn>(*sym)(device, &made);
   return made;
 }
 
@@ -35,13 +35,14 @@ Result<cuda::DeviceMeasurement> MeasureCudaRoofline(const cuda::DeviceRooflineOp
 #endif
 }
 
-Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name) {
+Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name, int device) {
   if (name == "reference") return MakeReference();
   if (name == "fast") return corruptions::ActiveKernelHooks().WrapFast(MakeFast(env::Threads()));
   if (name == "cuda") {
 #if defined(VERITY_HAVE_CUDA)
-    return LoadCudaBackend();
+    return LoadCudaBackend(device);
 #else
+    (void)device;
     return Status::Error("--backend cuda: this verity was built without CUDA (no CUDA toolkit found at configure "
                          "time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
 #endif

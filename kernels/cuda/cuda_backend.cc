@@ -129,9 +129,11 @@ int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores, cudaStream_t stream)
-      : limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream) {}
+  CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
+              cudaStream_t stream)
+      : device_(device), limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream) {}
   ~CudaBackend() override {
+    Use();
     // Proof that the recorded steps ran, and how many did not.
     if (steps_graphed_ + steps_issued_ > 0)
       std::fprintf(stderr, "verity: cuda: %ld decode steps launched as recorded graphs (%zu recorded), %ld run as issued\n",
@@ -164,6 +166,7 @@ class CudaBackend final : public Backend {
   // allocation is this backend's error (status()) and hands out host memory,
   // which nothing computes on, so the forward still ends in a named error.
   std::unique_ptr<StateBuffer> AllocateState(size_t floats) override {
+    Use();
     const std::string ctx = "state of " + std::to_string(floats) + " floats";
     const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
     DeviceBuffer buf;
@@ -176,6 +179,7 @@ class CudaBackend final : public Backend {
 
   // The one wait on the device: every call queued before it has run.
   void Download(float* host, const float* state, size_t n) override {
+    Use();
     FlushStep();
     if (error_.ok()) {
       Status s = DownloadImpl(host, state, n);
@@ -185,6 +189,7 @@ class CudaBackend final : public Backend {
   }
   // The greedy pick on the device: one int comes down (and the wait with it).
   int Argmax(const float* state, int n) override {
+    Use();
     FlushStep();
     int best = 0;
     if (!error_.ok()) return best;
@@ -392,6 +397,7 @@ class CudaBackend final : public Backend {
   // (MoE routing, a collective's download or stream) runs what was kept and
   // the rest as issued.
   void BeginDecodeStep(int token, int pos) override {
+    Use();
     FlushStep();
     if (!error_.ok()) return;
     const int host[2] = {token, pos};
@@ -410,6 +416,7 @@ class CudaBackend final : public Backend {
   }
   void EndDecodeStep() override {
     if (!recording_) return;
+    Use();
     recording_ = false;
     std::vector<std::function<void()>> tape = std::move(tape_);
     tape_.clear();
@@ -429,15 +436,31 @@ class CudaBackend final : public Backend {
     LaunchGraph(exec);
   }
   void* device_stream() override {
+    Use();
     FlushStep();
     return stream_;
   }
 
+  // Makes this backend's device the calling thread's (CUDA's current device
+  // is per thread; tensor-parallel ranks on several devices are made on one
+  // thread and serve on their own). Every call that reaches CUDA passes here
+  // first. Already there (always, with one device), nothing is set, so no
+  // call is made inside a graph capture.
+  void Use() {
+    Status s = [&]() -> Status {
+      int current = -1;
+      VERITY_CUDA_CALL(cudaGetDevice(&current), "the current device");
+      if (current != device_) VERITY_CUDA_CALL(cudaSetDevice(device_), "selecting device " + std::to_string(device_));
+      return OkStatus();
+    }();
+    if (!s.ok()) Fail(std::move(s), [] { return std::string("--backend cuda"); });
+  }
   // Runs `f` unless an earlier call failed; on a failure records it, named by
   // `where()` (built only then: the context costs nothing per call), and
   // fills the call's output on the device with NaN.
   template <class F, class W>
   void Guarded(float* out, size_t n, F f, W where) {
+    Use();
     if (error_.ok()) {
       Status s = f();
       if (!s.ok()) Fail(std::move(s), where);
@@ -557,6 +580,7 @@ class CudaBackend final : public Backend {
   // Positions then slots of a batched step's rows on the device (uploaded
   // when they change); nullptr after a failure, which is recorded.
   const int* RowIndices(const int* pos, const int* slot, int n) {
+    Use();
     std::vector<int> host(pos, pos + n);
     host.insert(host.end(), slot, slot + n);
     if (host != rows_uploaded_) {
@@ -822,6 +846,7 @@ class CudaBackend final : public Backend {
   // 1024 at first) with the reference's own cosf/sinf on the host. Growing
   // moves it, so the recorded graphs that read the old one are dropped.
   Status EnsureRopeTable(const float* inv_freq, int head_size, int positions_needed) {
+    Use();
     const int half = head_size / 2;
     RopeTable& t = rope_[inv_freq];
     if (positions_needed <= t.positions) return OkStatus();
@@ -863,6 +888,7 @@ class CudaBackend final : public Backend {
     return LaunchEmbed(*plan, x, dtable, tokens_.as<const int>(), dim, n, stream_, "embed");
   }
 
+  int device_;
   DeviceLimits limits_;
   cublasHandle_t cublas_, cublas_tc_;  // pedantic f32; tensor cores for the bf16 GEMM
   cudaStream_t stream_;
@@ -936,13 +962,15 @@ Status Probe(const DeviceLimits& lim) {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> MakeCudaBackend() {
+Result<std::unique_ptr<Backend>> MakeCudaBackend(int device) {
   int count = 0;
   VERITY_RETURN_IF_ERROR(CountDevices(&count));
-  VERITY_CUDA_CALL(cudaSetDevice(0), "--backend cuda: selecting device 0");
+  if (device < 0) return Status::Error("--backend cuda: device " + std::to_string(device) + " (must be >= 0)");
+  const int dev = device % count;
+  VERITY_CUDA_CALL(cudaSetDevice(dev), "--backend cuda: selecting device " + std::to_string(dev));
   DeviceLimits lim;
   std::string line;
-  VERITY_RETURN_IF_ERROR(DescribeDevice(0, &lim, &line));
+  VERITY_RETURN_IF_ERROR(DescribeDevice(dev, &lim, &line));
   VERITY_RETURN_IF_ERROR(Probe(lim));
   cudaStream_t stream = nullptr;
   VERITY_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "--backend cuda: stream");
@@ -958,7 +986,7 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend() {
     return made;
   }
   // Owns the handles and the stream from here on.
-  auto backend = std::make_unique<CudaBackend>(lim, handle, tensor_cores, stream);
+  auto backend = std::make_unique<CudaBackend>(dev, lim, handle, tensor_cores, stream);
   VERITY_RETURN_IF_ERROR(backend->Init());
   std::fprintf(stderr, "%s\n", line.c_str());
   return std::unique_ptr<Backend>(std::move(backend));
