@@ -119,7 +119,8 @@ constexpr int kDevicePrefillBlock = 512;
 constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax };
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax,
+                kPlanDecodeAttention };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise };
@@ -220,9 +221,9 @@ class CudaBackend final : public Backend {
     Issue({kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
           [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; });
   }
-  // Decode attention always takes the full tile's plan (256 threads), so a
-  // recorded step (whose position is read on the device) and an eager one
-  // reduce alike: the same bits.
+  // Decode attention's launch depends on the model's seq_len, never the
+  // position (AttentionImpl), so a recorded step (whose position is read on
+  // the device) and an eager one reduce alike: the same bits.
   void Attention(const AttentionArgs& a) override {
     const int* pos_at = Recording() ? StepPos() : nullptr;
     Issue({kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
@@ -660,7 +661,11 @@ class CudaBackend final : public Backend {
   }
 
   // `pos_at`: the position is read there on the device (a recorded step).
+  // A decoded row takes the split kernel where its head fits (the tiled one
+  // otherwise); its launch depends on seq_len, never the position, so
+  // recorded and eager steps launch alike and give the same bits.
   Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
+    if (rows == 1 && a.head_size <= kDecodeMaxHeadSize) return DecodeAttention(a, pos_at);
     // The plan depends on the context only up to one tile (the last row's); a
     // decoded row always takes the full tile's, so recorded and eager steps
     // reduce alike.
@@ -673,6 +678,36 @@ class CudaBackend final : public Backend {
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
                           a.n_kv_heads, a.head_size, pos_at};
     return LaunchAttention(*plan, d, stream_, "attention");
+  }
+
+  // Decode attention split over the context. The capacity is seq_len (the
+  // cache holds that many positions), or more for a caller that says less.
+  Status DecodeAttention(const AttentionArgs& a, const int* pos_at) {
+    const int64_t capacity = std::max<int64_t>(a.seq_len, int64_t{a.pos} + 1);
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, 0, 0},
+                                 [&] { return PlanDecodeAttention(a.n_heads, a.n_kv_heads, a.head_size, capacity, limits_); }));
+    VERITY_RETURN_IF_ERROR(EnsureDecodeScratch(DecodeAttentionPartialFloats(*plan, a.head_size), a.n_heads));
+    const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
+                          a.n_kv_heads, a.head_size, pos_at};
+    const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
+    return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
+  }
+  // The split attention's partials and per-head counters, grown on demand.
+  // Growing moves them, so graphs recorded with the old ones are dropped; new
+  // counters start at zero (each launch leaves them so).
+  Status EnsureDecodeScratch(int64_t partial_floats, int n_heads) {
+    const size_t partial_bytes = static_cast<size_t>(partial_floats) * sizeof(float);
+    const size_t counter_bytes = static_cast<size_t>(n_heads) * sizeof(unsigned int);
+    if (attn_partials_.bytes() >= partial_bytes && attn_counters_.bytes() >= counter_bytes) return OkStatus();
+    DropGraphs();
+    VERITY_RETURN_IF_ERROR(attn_partials_.Reserve(partial_bytes, "attention partials"));
+    if (attn_counters_.bytes() < counter_bytes) {
+      VERITY_RETURN_IF_ERROR(attn_counters_.Reserve(counter_bytes, "attention counters"));
+      VERITY_RETURN_IF_ERROR(ZeroBytes(attn_counters_.as<void>(), counter_bytes, "attention counters"));
+    }
+    return OkStatus();
   }
 
   // The per-pair cosine and sine at `pos` from the model's inverse-frequency
@@ -734,6 +769,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
+  DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
   // Recorded decode steps: the step's token and position on the device, the
   // kept calls and their signature, and the graphs by signature.

@@ -70,6 +70,21 @@ struct AttentionDeviceArgs {
 };
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx);
+// The split decode attention's scratch (PlanDecodeAttention): the partials
+// (DecodeAttentionPartialFloats) and one counter per head, zero before the
+// first launch; every launch leaves the counters zero again.
+struct DecodeAttentionScratch {
+  float* partials;
+  unsigned int* counters;
+};
+// Decode attention (a.n_queries == 1, head_size <= kDecodeMaxHeadSize) split
+// over the context (plan: PlanDecodeAttention with the cache's capacity).
+// Deterministic: the same bits for the same inputs whichever block finishes
+// last, and with the position given (pos0) or read on the device (pos0_at).
+// Launches on one stream may share a scratch (each leaves it ready); launches
+// that could overlap may not.
+Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
+                             cudaStream_t stream, const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);
