@@ -103,7 +103,8 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   AttentionMatchesTheReferencePast64kPositions ABadLaunchIsAnErrorNamingTheKernel
   ForwardAgreesWithTheReferenceAndAFailureIsAnError RowsKernelIsExactEnoughAndBatchInvariant
   EmbedAddAxpyAndDivideMatchTheHost SlotStepsAreBatchInvariant Bf16PrefillGemmStatesItsParityCost
-  SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits)
+  SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits
+  Q8_0PrefillGemmStatesItsParityCost)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)

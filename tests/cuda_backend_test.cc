@@ -482,15 +482,18 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
 // A bf16 prefill block runs as a tensor-core GEMM on activations rounded to
 // bf16: its parity cost against the reference on the same bf16 weights, over
 // the prompt's last row and 8 positions decoded from the cache it wrote.
-TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
-  REQUIRE_DEVICE();
-  const std::string path = test::TempDir("gemm") + "/synth.bin";
+// A synthetic model's prefill (100 rows: GEMMs) and 8 positions decoded from
+// the cache it wrote, on the device and on the reference with the same
+// weights stored as `t`: the worst and mean KL and the top-1 agreement,
+// printed as `what` and bounded (worst KL <= 1e-2, at most 2 top-1 flips).
+void PrefillParity(kernels::DType t, const std::string& what) {
+  const std::string path = test::TempDir("gemm") + "/synth-" + kernels::DTypeName(t) + ".bin";
   ModelConfig c;
   c.dim = 512, c.hidden_dim = 1376, c.n_layers = 4, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 4096;
   c.seq_len = c.max_positions = 256, c.head_dim = 64, c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
   c.shared_classifier = false;
   ASSERT_TRUE(WriteSyntheticLlama2c(c, 17, path).ok());
-  auto model = LoadModel(path, kernels::DType::kBF16);
+  auto model = LoadModel(path, t);
   ASSERT_TRUE(model.ok()) << model.status().message();
   Transformer ref(**model, kernels::MakeBackend("reference").value());
   Transformer gpu(**model, kernels::MakeBackend("cuda").value());
@@ -529,10 +532,15 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
     top1 += std::max_element(a[r].begin(), a[r].end()) - a[r].begin() ==
             std::max_element(b[r].begin(), b[r].end()) - b[r].begin();
   }
-  std::printf("cuda device: bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights: "
-              "worst KL %.3g, mean KL %.3g, top-1 %d of %zu rows\n", worst, sum / a.size(), top1, a.size());
-  EXPECT_LE(worst, 1e-2);
-  EXPECT_GE(top1, static_cast<int>(a.size()) - 2);
+  std::printf("cuda device: %s: worst KL %.3g, mean KL %.3g, top-1 %d of %zu rows\n", what.c_str(), worst,
+              sum / a.size(), top1, a.size());
+  EXPECT_LE(worst, 1e-2) << what;
+  EXPECT_GE(top1, static_cast<int>(a.size()) - 2) << what;
+}
+
+TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
+  REQUIRE_DEVICE();
+  PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights");
 }
 
 // The worst of |got - want| / (1 + |want|) over a set of launches, printed once.
@@ -682,6 +690,60 @@ TEST(CudaDevice, RecordedDecodeAttentionGivesTheEagerBits) {
   EXPECT_LE(worst.err, 1e-4);
 }
 
+// A q8_0 prefill block (16 or more rows) runs as a tensor-core GEMM on bf16
+// copies of the weights (dequantized on the device) and of the activations.
+// Its cost against the exact (double) product of the q8_0 weights, measured
+// relative to sum_j |w_ij x_tj| (the scale of a dot product's rounding):
+//   bf16 keeps 8 significant bits, so rounding each weight and each
+//   activation is a relative error of at most u = 2^-9 apiece; a product of
+//   two bf16 values is exact in f32 (16 bits), so each term is off by at most
+//   (1+u)^2 - 1 = 2u + u^2 of itself. The f32 accumulation of `cols` terms,
+//   in any order cuBLAS picks, adds at most (cols - 1) u32 of the sum of the
+//   magnitudes; u32 = 2^-23 covers a tensor core that truncates instead of
+//   rounding to nearest (2^-24). So
+//     |got - exact| <= (2u + u^2 + (cols - 1) 2^-23 (1 + u)^2) sum_j |w_ij x_tj|,
+//   4.4e-3 at 4096 columns. A wrong scale, block or layout is off by O(1)
+//   of that sum; the typical rounding (random signs) is ~1e-4, and any value
+//   above 1e-6 shows the bf16 path ran (f32 alone is ~1e-8 here).
+TEST(CudaDevice, Q8_0PrefillGemmStatesItsParityCost) {
+  REQUIRE_DEVICE();
+  const double u = std::ldexp(1.0, -9), u32 = std::ldexp(1.0, -23);
+  for (auto [rows, cols] : {std::pair{1000, 4096}, {2048, 1376}, {64, 288}}) {
+    auto k = kernels::MakeBackend("cuda").value();  // one per matrix: its weight cache is keyed by the host pointer
+    const Encoded e(kernels::DType::kQ8_0, rows, cols);
+    const double bound = 2 * u + u * u + (cols - 1) * u32 * (1 + u) * (1 + u);
+    for (int T : {16, 100}) {
+      const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 40 + T), want = ExactMatmul(e.w, x, T);
+      auto dx = k->AllocateState(x.size()), dout = k->AllocateState(static_cast<size_t>(T) * rows);
+      k->Upload(dx->data(), x.data(), x.size());
+      k->MatmulBatch(dout->data(), dx->data(), e.w, T);
+      std::vector<float> got(static_cast<size_t>(T) * rows), row(cols);
+      k->Download(got.data(), dout->data(), got.size());
+      ASSERT_TRUE(k->status().ok()) << k->status().message();
+      double worst = 0, worst_plain = 0;
+      for (int i = 0; i < rows; i++) {
+        kernels::DecodeRow(e.w, i, row.data());
+        for (int t = 0; t < T; t++) {
+          double mag = 0;
+          for (int j = 0; j < cols; j++) mag += std::fabs(static_cast<double>(row[j]) * x[static_cast<size_t>(t) * cols + j]);
+          const size_t at = static_cast<size_t>(t) * rows + i;
+          ASSERT_TRUE(std::isfinite(got[at]));
+          const double err = std::fabs(static_cast<double>(got[at]) - want[at]);
+          worst = std::max(worst, err / mag);
+          worst_plain = std::max(worst_plain, err / (1.0 + std::fabs(want[at])));
+        }
+      }
+      std::printf("cuda device: q8_0 prefill GEMM %dx%d T=%d (weights and activations in bf16) vs the exact product: "
+                  "worst error %.3g of sum|w x| (bound %.3g), %.3g relative to 1+|value|\n",
+                  rows, cols, T, worst, bound, worst_plain);
+      EXPECT_LE(worst, bound);
+      EXPECT_GT(worst, 1e-6) << "no bf16 rounding seen: the GEMM path did not run";
+    }
+  }
+  // What it costs a model: the same measure as the bf16 prefill's.
+  PrefillParity(kernels::DType::kQ8_0,
+                "q8_0 prefill GEMM (weights and activations in bf16) vs the reference on q8_0 weights");
+}
 #endif  // VERITY_HAVE_CUDA
 
 }  // namespace

@@ -120,7 +120,7 @@ constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
                 kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax,
-                kPlanDecodeAttention };
+                kPlanDecodeAttention, kPlanQ8ToBF16 };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise };
@@ -617,6 +617,7 @@ class CudaBackend final : public Backend {
     }
     if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
     if (w.dtype == DType::kBF16 && T >= kGemmMinRows) return GemmBF16(out, x, dw, w.rows, w.cols, T);
+    if (w.dtype == DType::kQ8_0 && T >= kGemmMinRows) return GemmQ8_0(out, x, dw, w.rows, w.cols, T);
     if (T == 1) {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
                                                            [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
@@ -658,6 +659,23 @@ class CudaBackend final : public Backend {
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        "bf16 gemm");
     return OkStatus();
+  }
+
+  // A prefill block's q8_0 product on tensor cores: the weights dequantized
+  // to bf16 on the device into one scratch (every call: reading 1.125 and
+  // writing 2 bytes a weight, then the GEMM's 2), then GemmBF16. Its parity
+  // cost (weights and activations rounded to bf16):
+  // CudaDevice.Q8_0PrefillGemmStatesItsParityCost.
+  Status GemmQ8_0(float* out, const float* x, const void* dw, int rows, int cols, int T) {
+    const int64_t n = int64_t{rows} * cols;
+    if (w_bf16_.bytes() < static_cast<size_t>(n) * sizeof(uint16_t)) {
+      DropGraphs();  // it moves: no graph may hold the old one (none should: a decode step has no GEMM)
+      VERITY_RETURN_IF_ERROR(w_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "q8_0 weights in bf16"));
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanQ8ToBF16, 0, n / 8, 0, 0, 0},
+                                                         [&] { return PlanElementwise("q8_0_to_bf16", n / 8, limits_); }));
+    VERITY_RETURN_IF_ERROR(LaunchQ8_0ToBF16(*plan, w_bf16_.as<uint16_t>(), dw, n, stream_, "q8_0_to_bf16"));
+    return GemmBF16(out, x, w_bf16_.as<void>(), rows, cols, T);
   }
 
   // `pos_at`: the position is read there on the device (a recorded step).
@@ -769,6 +787,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
+  DeviceBuffer w_bf16_;         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
   // Recorded decode steps: the step's token and position on the device, the

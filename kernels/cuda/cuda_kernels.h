@@ -85,6 +85,10 @@ struct DecodeAttentionScratch {
 // that could overlap may not.
 Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
                              cudaStream_t stream, const std::string& ctx);
+// out[i] = bf16(weight i) for the n weights of a q8_0 matrix stored as plain
+// blocks (n % 8 == 0; out 16-byte aligned; plan: PlanElementwise("q8_0_to_bf16", n / 8)).
+Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
+                        const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);

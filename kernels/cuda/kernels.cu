@@ -433,6 +433,20 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
 }
 
+// q8_0 plain blocks (f32 scale, 32 int8) to bf16, 8 weights a thread: each
+// weight as the f32 kernels compute it (Load8), rounded to nearest even.
+__device__ __forceinline__ uint32_t PackBF16(float lo, float hi) {
+  return static_cast<uint32_t>(ew::F32ToBF16(lo)) | (static_cast<uint32_t>(ew::F32ToBF16(hi)) << 16);
+}
+__global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chunks) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float f[8];
+    Load8<2>(w + (c >> 2) * kQ8_0BlockBytes, static_cast<int>(c & 3), f);
+    out[c] = make_uint4(PackBF16(f[0], f[1]), PackBF16(f[2], f[3]), PackBF16(f[4], f[5]), PackBF16(f[6], f[7]));
+  }
+}
+
 __global__ void SwiGLUKernel(float* hb, const float* hb2, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -654,6 +668,15 @@ Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& 
   if (shape.vec == 4 && shape.nv == 1) return LaunchDecodeAttentionAs<4, 1>(plan, a, s, stream, ctx);
   if (shape.vec == 4 && shape.nv == 2) return LaunchDecodeAttentionAs<4, 2>(plan, a, s, stream, ctx);
   return LaunchDecodeAttentionAs<1, kDecodeMaxHeadSize / 32>(plan, a, s, stream, ctx);
+}
+
+Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
+                        const std::string& ctx) {
+  if (n % 8 != 0) return Status::Error("cuda: " + ctx + ": q8_0 to bf16 of " + std::to_string(n) + " weights (not a multiple of 8)");
+  Q8_0ToBF16Kernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(reinterpret_cast<uint4*>(out),
+                                                                            static_cast<const unsigned char*>(w), n / 8);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
 }
 
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
