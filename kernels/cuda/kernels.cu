@@ -321,18 +321,13 @@ __device__ __forceinline__ void LoadLane(const float* row, int lane, int hs, boo
   }
 }
 
-// The chunk's partial: scores, their max m, weights e^(score - m) and their
-// sum; the weighted values summed per warp (fixed positions per warp), then
-// over the warps in warp order. Returns the value of head element threadIdx.x
-// (threads < hs); *m and *sum for every thread.
+// The chunk's scores q.k / sqrt(hs) into scores[0, len): a warp per
+// position, its lanes over the head, summed across the warp.
 template <int VEC, int NV>
-__device__ float ChunkPartial(const AttentionDeviceArgs& a, const float* q, const float* keys, const float* values,
-                              int len, bool vec, float* smem, float* m, float* sum) {
+__device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const float* keys, int len, bool vec,
+                            float* scores) {
   constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
   const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* scores = smem;
-  float* wacc = scores + kDecodeChunk;
-  float* red = wacc + kWarps * hs;
   const float root = sqrtf(static_cast<float>(hs));
 #pragma unroll 4
   for (int j = warp; j < len; j += kWarps) {
@@ -344,22 +339,22 @@ __device__ float ChunkPartial(const AttentionDeviceArgs& a, const float* q, cons
     dot = WarpSum(dot);
     if (lane == 0) scores[j] = dot / root;
   }
-  __syncthreads();
-  float local_max = -INFINITY;
-  for (int j = threadIdx.x; j < len; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
-  *m = BlockReduce<true>(local_max, red);
-  float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < len; j += blockDim.x) {
-    scores[j] = expf(ew::Sub(scores[j], *m));
-    local_sum += scores[j];
-  }
-  *sum = BlockReduce<false>(local_sum, red);  // its leading __syncthreads publishes the weights
+}
+
+// Head value threadIdx.x (threads < hs; 0 for the others) of the chunk's
+// weighted values: each warp sums its positions, then the warps' sums meet
+// in wacc and are added in warp order.
+template <int VEC, int NV>
+__device__ float ChunkValues(const AttentionDeviceArgs& a, const float* values, const float* weights, int len,
+                             bool vec, float* wacc) {
+  constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
+  const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[kN];
 #pragma unroll
   for (int i = 0; i < kN; i++) acc[i] = 0.0f;
 #pragma unroll 4
   for (int j = warp; j < len; j += kWarps) {
-    const float w = scores[j];
+    const float w = weights[j];
     float v[kN];
     LoadLane<VEC, NV>(values + j * a.pos_stride, lane, hs, vec, v);
 #pragma unroll
@@ -377,6 +372,30 @@ __device__ float ChunkPartial(const AttentionDeviceArgs& a, const float* q, cons
   if (static_cast<int>(threadIdx.x) < hs)
     for (int w = 0; w < kWarps; w++) o += wacc[w * hs + threadIdx.x];
   return o;
+}
+
+// The chunk's partial: its max score *m, the weights e^(score - m), their sum
+// *sum (every thread), and head value threadIdx.x of the weighted values.
+// Shared memory: a chunk of scores, the warps' sums, a float per warp.
+template <int VEC, int NV>
+__device__ float ChunkPartial(const AttentionDeviceArgs& a, const float* q, const float* keys, const float* values,
+                              int len, bool vec, float* smem, float* m, float* sum) {
+  constexpr int kWarps = kDecodeAttentionThreads / 32;
+  float* scores = smem;
+  float* wacc = scores + kDecodeChunk;
+  float* red = wacc + kWarps * a.head_size;
+  ChunkScores<VEC, NV>(a, q, keys, len, vec, scores);
+  __syncthreads();
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
+  *m = BlockReduce<true>(local_max, red);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+    scores[j] = expf(ew::Sub(scores[j], *m));
+    local_sum += scores[j];
+  }
+  *sum = BlockReduce<false>(local_sum, red);  // its leading __syncthreads publishes the weights
+  return ChunkValues<VEC, NV>(a, values, scores, len, vec, wacc);
 }
 
 // Reads the other blocks' partials from L2, where their fenced stores are,
