@@ -193,49 +193,37 @@ void RankForward::ProjectShared(const float* x, int n, const kernels::Backend::M
 void RankForward::Attention(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
-  const int dim = c.dim, hs = head_size_;
+  const int dim = c.dim;
   k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_att, dim, n, c.norm_eps);
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
   const kernels::Backend::MatmulTarget qkv[] = {{q_->data(), &w.wq}, {key_->data(), &w.wk}, {val_->data(), &w.wv}};
   ProjectShared(xb_->data(), n, qkv, 3);
-  const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-  // Each row's layer of its own slot's cache.
-  auto layer_cache = [&](kernels::StateBuffer& cache, int t) {
-    return cache.data() + slot_[t] * kv_slot_floats_ + static_cast<size_t>(l) * kv_layer_stride_;
-  };
-  const float* inv_freq = rope_inv_freq_.data();
-  auto args = [&](int t) {
-    return kernels::AttentionArgs{Row(*att_, t, q_dim_), Row(*q_, t, q_dim_), layer_cache(*key_cache_, t),
-                                  layer_cache(*value_cache_, t), kv_pos_stride_, scores_.data(), pos_[t],
-                                  w_.n_heads, w_.n_kv_heads, hs, c.seq_len};
-  };
+  // This layer's caches: of the block's slot (one sequence), of slot 0 (rows
+  // of several sequences, each row in its own slot's).
+  const size_t layer = static_cast<size_t>(l) * kv_layer_stride_, slot = one_sequence_ ? slot_[0] * kv_slot_floats_ : 0;
+  const kernels::AttendArgs a{att_->data(), q_->data(), key_->data(), val_->data(),
+                              key_cache_->data() + slot + layer, value_cache_->data() + slot + layer,
+                              kv_pos_stride_, kv_slot_floats_, scores_.data(), rope_inv_freq_.data(),
+                              c.rope_style == RopeStyle::kInterleaved, w_.n_heads, w_.n_kv_heads, head_size_,
+                              c.seq_len};
   if (one_sequence_) {
-    // A prompt block (or one decoded position) of one sequence: each step once for all its rows.
-    const size_t at0 = static_cast<size_t>(pos_[0]) * kv_pos_stride_;
-    k_.RopeBlock(q_->data(), n, q_dim_, hs, pos_[0], inv_freq, interleaved);
-    k_.RopeBlock(key_->data(), n, kv_dim_, hs, pos_[0], inv_freq, interleaved);
-    k_.WriteCacheBlock(layer_cache(*key_cache_, 0), at0, kv_pos_stride_, key_->data(), kv_dim_, n);
-    k_.WriteCacheBlock(layer_cache(*value_cache_, 0), at0, kv_pos_stride_, val_->data(), kv_dim_, n);
-    // Causal: the cache holds every earlier position, this block's included.
-    k_.AttentionBlock(args(0), n);
+    k_.AttendBlock(a, pos_[0], n);  // a prompt block, or one decoded position
   } else {
-    // Rows of several sequences (a batched step, prompts prefilled together): row by row.
-    for (int t = 0; t < n; t++) {
-      const int pos = pos_[t];
-      k_.Rope(Row(*q_, t, q_dim_), q_dim_, hs, pos, inv_freq, interleaved);
-      k_.Rope(Row(*key_, t, kv_dim_), kv_dim_, hs, pos, inv_freq, interleaved);
-      const size_t at = static_cast<size_t>(pos) * kv_pos_stride_;
-      k_.WriteCache(layer_cache(*key_cache_, t), at, Row(*key_, t, kv_dim_), kv_dim_);
-      k_.WriteCache(layer_cache(*value_cache_, t), at, Row(*val_, t, kv_dim_), kv_dim_);
-    }
-    for (int t = 0; t < n; t++) k_.Attention(args(t));
+    k_.AttendRows(a, pos_.data(), slot_.data(), n);  // a batched step, prompts prefilled together
   }
   // Row-parallel o: a partial sum over this rank's heads, completed before the
   // residual add (the FFN's RMSNorm that follows is not linear).
-  Project(out_->data(), att_->data(), w.wo, n);
-  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * dim, ReduceSite::kAttentionOut, l);
-  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * dim);
+  ProjectResidual(att_->data(), w.wo, n, ReduceSite::kAttentionOut, l);
+}
+
+// out = W h, all-reduced (a row-parallel projection's partial sums), then
+// added to the residual stream; one call where nothing reduces.
+void RankForward::ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l) {
+  if (reduce_.changes_nothing()) return k_.MatmulAddInPlace(x_->data(), out_->data(), h, w, n, independent_);
+  Project(out_->data(), h, w, n);
+  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * m_.config.dim, site, l);
+  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * m_.config.dim);
 }
 
 // Norm, SwiGLU (silu(w1 x) * w3 x) or the experts, down-project, all-reduce, residual.
@@ -248,13 +236,10 @@ void RankForward::FeedForward(int l, int n) {
   if (c.n_experts == 0) {
     // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
     // (no communication); row-parallel down: a partial sum.
-    const kernels::Backend::MatmulTarget gate_up[] = {{hb_->data(), &w.w1}, {hb2_->data(), &w.w3}};
-    ProjectShared(xb_->data(), n, gate_up, 2);
-    k_.SwiGLU(hb_->data(), hb2_->data(), n * w_.ffn);
-    Project(out_->data(), hb_->data(), w.w2, n);
-  } else {
-    for (int t = 0; t < n; t++) Experts(*w.full, Row(*xb_, t, dim), Row(*out_, t, dim));  // routed per position
+    k_.MatmulSwiGLU(xb_->data(), n, independent_, {hb_->data(), &w.w1}, {hb2_->data(), &w.w3});
+    return ProjectResidual(hb_->data(), w.w2, n, ReduceSite::kFfnOut, l);
   }
+  for (int t = 0; t < n; t++) Experts(*w.full, Row(*xb_, t, dim), Row(*out_, t, dim));  // routed per position
   reduce_.Reduce(out_->data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
   k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * dim);
 }

@@ -28,12 +28,16 @@ class Reducer {
   virtual ~Reducer() = default;
   // `n` floats at `x` (a block's rows, row-major) at `site` of `layer`.
   virtual void Reduce(float* x, size_t n, ReduceSite site, int layer) = 0;
+  // Whether Reduce never changes anything (a single rank's whole sums), so
+  // a projection and its residual add may run as one call.
+  [[nodiscard]] virtual bool changes_nothing() const { return false; }
 };
 
 // A single rank holds whole sums: nothing to reduce.
 class NoReduce final : public Reducer {
  public:
   void Reduce(float*, size_t, ReduceSite, int) override {}
+  bool changes_nothing() const override { return true; }
 };
 
 // One layer as one rank sees it. On a single rank every view is the whole
@@ -116,6 +120,7 @@ class RankForward {
   // A block's matmuls: batched over positions of one sequence, or row by row
   // exact over independent sequences (independent_).
   void Project(float* out, const float* x, const kernels::Weights& w, int n);
+  void ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l);
   void ProjectShared(const float* x, int n, const kernels::Backend::MatmulTarget* targets, int count);
 
   const Model& m_;

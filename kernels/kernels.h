@@ -82,6 +82,33 @@ struct AttentionArgs {
   int pos, n_heads, n_kv_heads, head_size, seq_len;
 };
 
+// One layer's attention for rows of q, key and value (state, rows q_width =
+// n_heads * head_size and kv_width = n_kv_heads * head_size floats apart):
+// rotate q and key, write key and value into the cache, attend (the fused
+// Backend::AttendBlock and AttendRows).
+struct AttendArgs {
+  float* out;              // attention output rows (state), q_width floats apart
+  float* q;
+  float* key;
+  const float* value;
+  float* key_cache;        // this layer's cache of the row's slot (AttendBlock) or of slot 0 (AttendRows)
+  float* value_cache;
+  long pos_stride;         // floats between consecutive positions in the caches
+  size_t slot_stride;      // floats between consecutive slots' caches (AttendRows)
+  float* scores;           // host scratch, as AttentionArgs::scores
+  const float* inv_freq;   // RoPE: head_size / 2 inverse frequencies (host)
+  bool interleaved;        // RoPE pairs (2i, 2i+1), else (i, i + head_size/2)
+  int n_heads, n_kv_heads, head_size, seq_len;
+  int q_width() const { return n_heads * head_size; }
+  int kv_width() const { return n_kv_heads * head_size; }
+  // Row t's Attention call: at `pos`, over the caches `cache_offset` floats on.
+  AttentionArgs RowAttention(int t, int pos, size_t cache_offset) const {
+    const size_t row = static_cast<size_t>(t) * q_width();
+    return AttentionArgs{out + row, q + row, key_cache + cache_offset, value_cache + cache_offset, pos_stride,
+                         scores, pos, n_heads, n_kv_heads, head_size, seq_len};
+  }
+};
+
 // State the forward keeps between calls (a KV cache), allocated by the
 // backend that computes on it, so that a device backend can keep it in its
 // own memory. data() is what the backend's own calls take for it (Attention's
@@ -159,6 +186,31 @@ class Backend {
   // defaults do nothing.
   virtual void BeginDecodeStep(int token, int pos) { (void)token, (void)pos; }
   virtual void EndDecodeStep() {}
+  // ---- Fused steps: what the forward does in a row, as one call, so that a
+  // device backend can make one launch of it (a small model's decode step is
+  // hundreds of launches, and launch latency, not bandwidth, sets its speed).
+  // Each default makes the separate calls above, and a backend's own version
+  // gives their results bit for bit. The corruption wrappers
+  // (corruptions/forwarding_backend.h) do not forward these, so a deliberate
+  // bug in one of the separate calls breaks the fused path too.
+  // gate.out = silu(W_gate x) * (W_up x) for each of the n vectors of x (the
+  // SwiGLU feed-forward's first half); afterwards up.out holds unspecified
+  // values. `independent`: n sequences' rows (MatmulSharedRows), else one
+  // sequence's block (MatmulShared). No output may alias x or the other.
+  virtual void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up);
+  // x += W h for each of the n rows: a projection completed by its residual
+  // add, where no all-reduce sits between them. `scratch` (n * w.rows floats
+  // of state) may be overwritten; the default projects into it.
+  virtual void MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent);
+  // A block of one sequence (or one decoded position): rows t < n at
+  // positions pos0 + t, caches of its slot. RopeBlock of q and key,
+  // WriteCacheBlock of key and value, AttentionBlock.
+  virtual void AttendBlock(const AttendArgs& a, int pos0, int n);
+  // n independent rows (one position of each of n sequences): row t at
+  // position pos[t] in slot slot[t]'s cache (a.key_cache + slot[t] *
+  // a.slot_stride); pos and slot are host memory. Per row: Rope of q and
+  // key, WriteCache of key and value; then each row's Attention.
+  virtual void AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n);
   // Positions per prefill block: how many rows Transformer::Prefill and a
   // SlotDecoder's prefill hand each pass (a GPU wants more rows per GEMM than
   // a CPU's cache holds). Every backend of one kind must say the same.

@@ -102,7 +102,8 @@ done
 required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype RmsnormRopeSwiGLUArgmaxAndMoeMatchTheReference
   AttentionMatchesTheReferencePast64kPositions ABadLaunchIsAnErrorNamingTheKernel
   ForwardAgreesWithTheReferenceAndAFailureIsAnError RowsKernelIsExactEnoughAndBatchInvariant
-  EmbedAddAxpyAndDivideMatchTheHost SlotStepsAreBatchInvariant Bf16PrefillGemmStatesItsParityCost
+  FusedProductsGiveTheSeparateCallsBits RotateAndCacheGivesTheSeparateCallsBits EmbedAddAxpyAndDivideMatchTheHost
+  SlotStepsAreBatchInvariant Bf16PrefillGemmStatesItsParityCost
   SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits
   Q8_0PrefillGemmStatesItsParityCost)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then

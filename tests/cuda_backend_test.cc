@@ -401,6 +401,119 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
     }
 }
 
+// The fused calls give what the separate calls they stand for give (the
+// Backend:: defaults, run on the same device), bit for bit: q/k/v in one
+// launch, gate/up with SwiGLU, a projection with its residual add, for one
+// vector and for a batched step's rows, in bf16 and q8_0.
+TEST(CudaDevice, FusedProductsGiveTheSeparateCallsBits) {
+  REQUIRE_DEVICE();
+  auto k = kernels::MakeBackend("cuda").value();
+  using Target = kernels::Backend::MatmulTarget;
+  const int dim = 2048, kv = 256, ffn = 5632;
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim), w2(t, dim, ffn);
+    for (int n : {1, 5}) {
+      const std::string what = std::string(kernels::DTypeName(t)) + " n=" + std::to_string(n);
+      auto state = [&](size_t floats, uint32_t seed) {
+        auto s = k->AllocateState(floats);
+        const std::vector<float> v = Random(floats, seed);
+        k->Upload(s->data(), v.data(), floats);
+        return s;
+      };
+      auto get = [&](kernels::StateBuffer& s, size_t floats) {
+        std::vector<float> v(floats);
+        k->Download(v.data(), s.data(), floats);
+        return v;
+      };
+      const size_t N = n;
+      auto x = state(N * dim, 1), h = state(N * ffn, 2);
+      auto a = state(N * dim, 3), b = state(N * kv, 4), c = state(N * kv, 5);
+      auto a2 = state(N * dim, 3), b2 = state(N * kv, 4), c2 = state(N * kv, 5);
+      const Target sep[] = {{a->data(), &wq.w}, {b->data(), &wk.w}, {c->data(), &wv.w}};
+      const Target fused[] = {{a2->data(), &wq.w}, {b2->data(), &wk.w}, {c2->data(), &wv.w}};
+      k->Backend::MatmulSharedRows(x->data(), n, sep, 3);
+      k->MatmulSharedRows(x->data(), n, fused, 3);
+      EXPECT_EQ(get(*a, N * dim), get(*a2, N * dim)) << what << ": q in one launch";
+      EXPECT_EQ(get(*c, N * kv), get(*c2, N * kv)) << what << ": v in one launch";
+      if (n == 1) {
+        k->MatmulShared(x->data(), 1, fused, 3);
+        EXPECT_EQ(get(*b, N * kv), get(*b2, N * kv)) << what << ": k of a decode step's MatmulShared";
+      }
+      auto g = state(N * ffn, 6), u = state(N * ffn, 7), g2 = state(N * ffn, 6), u2 = state(N * ffn, 7);
+      k->Backend::MatmulSwiGLU(x->data(), n, true, {g->data(), &w1.w}, {u->data(), &w3.w});
+      k->MatmulSwiGLU(x->data(), n, true, {g2->data(), &w1.w}, {u2->data(), &w3.w});
+      EXPECT_EQ(get(*g, N * ffn), get(*g2, N * ffn)) << what << ": gate/up with SwiGLU";
+      auto r = state(N * dim, 8), r2 = state(N * dim, 8), scratch = state(N * dim, 9);
+      k->Backend::MatmulAddInPlace(r->data(), scratch->data(), h->data(), w2.w, n, true);
+      k->MatmulAddInPlace(r2->data(), scratch->data(), h->data(), w2.w, n, true);
+      EXPECT_EQ(get(*r, N * dim), get(*r2, N * dim)) << what << ": down projection with its residual add";
+    }
+  }
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+}
+
+// A decoded position's rotate-and-cache in one launch (the position read on
+// the device, replayed as a graph) and a batched step's (positions and slots
+// uploaded) give the per-row calls' bits: rotated q, the cached key and
+// value, the attention output.
+TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
+  REQUIRE_DEVICE();
+  auto k = kernels::MakeBackend("cuda").value();
+  const int heads = 8, kv_heads = 2, hs = 64, seq = 96, slots = 3, n = 3;
+  const int qw = heads * hs, kw = kv_heads * hs;
+  std::vector<float> inv_freq(hs / 2);
+  for (int i = 0; i < hs / 2; i++) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hs);
+  const size_t slot_floats = static_cast<size_t>(seq) * kw;
+  auto fill = [&](size_t floats, uint32_t seed) {
+    auto s = k->AllocateState(floats);
+    const std::vector<float> v = Random(floats, seed);
+    k->Upload(s->data(), v.data(), floats);
+    return s;
+  };
+  auto get = [&](kernels::StateBuffer& s) {
+    std::vector<float> v(s.floats());
+    k->Download(v.data(), s.data(), v.size());
+    return v;
+  };
+  // One run: fresh inputs and caches, then `step` (the call under test).
+  struct Run {
+    std::vector<float> q, att, keys, values;
+  };
+  std::vector<float> scores(static_cast<size_t>(heads) * seq);
+  auto run = [&](auto step) {
+    auto q = fill(static_cast<size_t>(n) * qw, 1), key = fill(static_cast<size_t>(n) * kw, 2);
+    auto value = fill(static_cast<size_t>(n) * kw, 3), att = fill(static_cast<size_t>(n) * qw, 4);
+    auto kc = fill(slots * slot_floats, 5), vc = fill(slots * slot_floats, 6);
+    const kernels::AttendArgs a{att->data(), q->data(), key->data(), value->data(), kc->data(), vc->data(),
+                                kw, slot_floats, scores.data(), inv_freq.data(), false, heads, kv_heads, hs, seq};
+    step(a);
+    return Run{get(*q), get(*att), get(*kc), get(*vc)};
+  };
+  auto same = [](const Run& x, const Run& y, const std::string& what) {
+    EXPECT_EQ(x.q, y.q) << what << ": rotated q";
+    EXPECT_EQ(x.keys, y.keys) << what << ": key cache";
+    EXPECT_EQ(x.values, y.values) << what << ": value cache";
+    EXPECT_EQ(x.att, y.att) << what << ": attention";
+  };
+  // A decoded position (one row, slot 0), three times: as issued, recorded, replayed.
+  const int pos = 41;
+  const Run separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendBlock(a, pos, 1); });
+  for (int i = 0; i < 3; i++) {
+    const Run fused = run([&](const kernels::AttendArgs& a) {
+      k->BeginDecodeStep(7, pos);
+      k->AttendBlock(a, pos, 1);
+      k->EndDecodeStep();
+    });
+    same(separate, fused, "decode step " + std::to_string(i));
+  }
+  // A batched step: three rows in slots 2, 0, 1 at their own positions.
+  const int rpos[n] = {0, 95, 17}, rslot[n] = {2, 0, 1};
+  const Run rows_separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendRows(a, rpos, rslot, n); });
+  const Run rows_fused = run([&](const kernels::AttendArgs& a) { k->AttendRows(a, rpos, rslot, n); });
+  same(rows_separate, rows_fused, "batched rows");
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+}
+
 // The steps between the products on the device: embedding rows, residual
 // adds, an expert's weighted share and the averaging fault's division.
 TEST(CudaDevice, EmbedAddAxpyAndDivideMatchTheHost) {

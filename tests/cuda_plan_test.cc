@@ -51,8 +51,8 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
         if (cols % 8 == 0)
           for (int T : {1, 8, 32}) {
             LaunchPlan r = Ok(PlanRows(t, rows, cols, T, kLimits));
-            EXPECT_GE(static_cast<int64_t>(r.grid.x) * kMatvecWarps, rows) << s.name;
-            EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.tile, T) << s.name;
+            EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.grid.z * kMatvecWarps, rows) << s.name;
+            EXPECT_GE(static_cast<int64_t>(r.grid.x) * r.tile, T) << s.name;
             EXPECT_EQ(r.tile, T == 1 ? 1 : kMatmulRowsPerWarp);
             plans++;
           }
@@ -73,6 +73,11 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
       Ok(PlanRmsnorm(rows, s.dim, kLimits));
       Ok(PlanRope(rows, s.dim, hs, kLimits));
       Ok(PlanRope(rows, s.kv_heads * hs, hs, kLimits));
+      LaunchPlan rc = Ok(PlanRopeCache(rows, s.dim, s.kv_heads * hs, hs, kLimits));
+      // One thread per q pair, key pair and value float: the grid covers them all (or loops).
+      EXPECT_GE(int64_t{rc.grid.x} * rc.block.x,
+                std::min<int64_t>(s.dim / 2 + s.kv_heads * hs / 2 + s.kv_heads * hs, kElementwiseMaxBlocks * rc.block.x));
+      EXPECT_EQ(rc.grid.y, static_cast<uint32_t>(rows));
       Ok(PlanSwiGLU(static_cast<int64_t>(rows) * s.hidden, kLimits));
       plans += 4;
     }
@@ -134,6 +139,12 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   ExpectError(PlanMatvec(DType::kF32, 32000, 64, tiny_grid), "kernel matvec_f32 (rows=32000 cols=64 dtype=f32): grid.x=4000");
   // Shape errors.
   ExpectError(PlanMatvec(DType::kQ8_0, 64, 48, kLimits), "q8_0 needs cols to be a multiple of 32");
+  {
+    // Past grid.y's limit the row blocks continue along z.
+    LaunchPlan big = PlanRows(DType::kBF16, 1 << 20, 64, 1, kLimits).value();
+    EXPECT_EQ(big.grid.y, 65535u);
+    EXPECT_EQ(big.grid.z, 3u);  // 131072 row blocks of 8 rows
+  }
   ExpectError(PlanRows(DType::kBF16, 64, 172, 1, kLimits), "kernel rows_bf16 (rows=64 cols=172 T=1 dtype=bf16): cols must be a multiple of 8");
   ExpectError(PlanRows(DType::kQ8_0, 64, 48, 8, kLimits), "q8_0 needs cols to be a multiple of 32");
   ExpectError(PlanEmbed(0, 1, kLimits), "dim and n must be >= 1");
@@ -141,6 +152,8 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   ExpectError(PlanAttention(6, 4, 8, 1, 5, kLimits), "heads must be a multiple of kv_heads");
   ExpectError(PlanAttention(8, 4, 8, 4, 2, kLimits), "positions must be >= queries");
   ExpectError(PlanRope(1, 10, 4, kLimits), "head_size must be even and divide size");
+  ExpectError(PlanRopeCache(1, 64, 24, 16, kLimits), "head_size must be even and divide q_width and kv_width");
+  ExpectError(PlanRopeCache(0, 64, 32, 16, kLimits), "rows, q_width, kv_width >= 1 and head_size >= 2 required");
   ExpectError(PlanMoeTopK(1, 4, 5, kLimits), "1 <= k <= experts");
   ExpectError(PlanArgmax(0, kLimits), "n must be in [1, 2^31-1]");
   ExpectError(PlanSwiGLU(0, kLimits), "n must be >= 1");

@@ -47,6 +47,29 @@ class OffHostBackend final : public kernels::Backend {
   long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
   long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
   long replayed_steps() const { return replayed_steps_; }  // deferred steps that replayed a kept one
+  long attends() const { return attends_; }  // AttendBlock and AttendRows calls
+  long fused_products() const { return fused_products_; }  // MatmulSwiGLU and MatmulAddInPlace calls
+
+  // The fused calls are counted (a device fuses them: an engine that stopped
+  // making them would cost it launches) and made as the defaults make them,
+  // so every separate call they stand for is still checked here.
+  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up) override {
+    fused_products_++;
+    Backend::MatmulSwiGLU(x, n, independent, gate, up);
+  }
+  void MatmulAddInPlace(float* x, float* scratch, const float* h, const kernels::Weights& w, int n,
+                        bool independent) override {
+    fused_products_++;
+    Backend::MatmulAddInPlace(x, scratch, h, w, n, independent);
+  }
+  void AttendBlock(const kernels::AttendArgs& a, int pos0, int n) override {
+    attends_++;
+    Backend::AttendBlock(a, pos0, n);
+  }
+  void AttendRows(const kernels::AttendArgs& a, const int* pos, const int* slot, int n) override {
+    attends_++;
+    Backend::AttendRows(a, pos, slot, n);
+  }
 
   // As the CUDA backend's graphs: the first step of a signature runs its own
   // calls, the second's calls are kept, and every later step with that
@@ -317,6 +340,7 @@ class OffHostBackend final : public kernels::Backend {
   std::set<std::vector<int64_t>> seen_;
   bool deferred_ = false;  // a kept call is running: it reads the step's position and token
   int step_token_ = 0, step_pos_ = 0;
+  long attends_ = 0, fused_products_ = 0;
   long deferred_steps_ = 0, flushed_steps_ = 0, replayed_steps_ = 0;
   long misplaced_ = 0, downloads_ = 0, blocks_ = 0, argmaxes_ = 0;
   std::string first_misplaced_;

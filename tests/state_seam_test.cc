@@ -86,6 +86,11 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
     // One RopeBlock each for q and k per layer and block: 2 prompt blocks + 12 positions.
     EXPECT_EQ(seen->rope_blocks(), 2L * m.config.n_layers * (2 + 12)) << "a sequence's block takes the block calls";
     const bool moe = m.config.n_experts > 0;
+    // Per layer and block, the fused calls a device makes one launch each:
+    // one AttendBlock; the FFN's gate/up with SwiGLU and both residual adds
+    // with their projections (only the attention's under MoE).
+    EXPECT_EQ(seen->attends(), m.config.n_layers * (2L + 12));
+    EXPECT_EQ(seen->fused_products(), m.config.n_layers * (2L + 12) * (moe ? 1 : 3));
     EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);
     EXPECT_EQ(seen->flushed_steps(), defer && moe ? 12 : 0) << "routing flushes a MoE step at its first layer";
     // The first step runs, the second is kept, the other 10 replay it (dense).
@@ -169,6 +174,8 @@ TEST(StateSeam, ASlotDecoderWhoseStateIsOffTheHostGivesTheSameBits) {
     ASSERT_TRUE(off_host.ok()) << off_host.status().message();
     ExpectSameBits(RunSlots(**on_host, 320), RunSlots(**off_host, 320), experts ? "MoE slots" : "dense slots");
     EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+    EXPECT_GT(seen->attends(), 0) << "rows of several sequences take AttendRows";
+    EXPECT_EQ(seen->rope_blocks(), 0) << "and not a sequence's block calls";
   }
 }
 

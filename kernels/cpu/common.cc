@@ -234,6 +234,47 @@ void Backend::AttentionBlock(const AttentionArgs& a, int n) {
   }
 }
 
+void Backend::MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up) {
+  const MatmulTarget both[] = {gate, up};
+  if (independent) {
+    MatmulSharedRows(x, n, both, 2);
+  } else {
+    MatmulShared(x, n, both, 2);
+  }
+  SwiGLU(gate.out, up.out, n * gate.w->rows);
+}
+
+void Backend::MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) {
+  if (independent) {
+    MatmulRows(scratch, h, w, n);
+  } else {
+    MatmulBatch(scratch, h, w, n);
+  }
+  AddInPlace(x, scratch, static_cast<size_t>(n) * w.rows);
+}
+
+void Backend::AttendBlock(const AttendArgs& a, int pos0, int n) {
+  const size_t at0 = static_cast<size_t>(pos0) * a.pos_stride;
+  RopeBlock(a.q, n, a.q_width(), a.head_size, pos0, a.inv_freq, a.interleaved);
+  RopeBlock(a.key, n, a.kv_width(), a.head_size, pos0, a.inv_freq, a.interleaved);
+  WriteCacheBlock(a.key_cache, at0, a.pos_stride, a.key, a.kv_width(), n);
+  WriteCacheBlock(a.value_cache, at0, a.pos_stride, a.value, a.kv_width(), n);
+  // Causal: the cache holds every earlier position, this block's included.
+  AttentionBlock(a.RowAttention(0, pos0, 0), n);
+}
+
+void Backend::AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n) {
+  const int qw = a.q_width(), kw = a.kv_width();
+  for (int t = 0; t < n; t++) {
+    const size_t at = static_cast<size_t>(pos[t]) * a.pos_stride, cache = slot[t] * a.slot_stride;
+    Rope(a.q + static_cast<size_t>(t) * qw, qw, a.head_size, pos[t], a.inv_freq, a.interleaved);
+    Rope(a.key + static_cast<size_t>(t) * kw, kw, a.head_size, pos[t], a.inv_freq, a.interleaved);
+    WriteCache(a.key_cache + cache, at, a.key + static_cast<size_t>(t) * kw, kw);
+    WriteCache(a.value_cache + cache, at, a.value + static_cast<size_t>(t) * kw, kw);
+  }
+  for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
+}
+
 void Backend::DivideInPlace(float* x, float d, size_t count) {
   for (size_t i = 0; i < count; i++) x[i] /= d;
 }

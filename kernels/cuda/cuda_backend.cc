@@ -39,6 +39,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/rope_cache.h"
+#include "kernels/cuda/rows.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -119,11 +121,11 @@ constexpr int kDevicePrefillBlock = 512;
 constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax,
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache,
                 kPlanDecodeAttention, kPlanQ8ToBF16 };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
-              kOpZero, kOpElementwise };
+              kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
 int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 class CudaBackend final : public Backend {
@@ -220,6 +222,46 @@ class CudaBackend final : public Backend {
     if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
     Issue({kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
           [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; });
+  }
+  // ---- Fused steps (Backend's): one launch of the 16-byte kernel for the
+  // q/k/v projections, the gate/up pair with its SwiGLU, a projection with its
+  // residual add; the bits of the separate calls (rows.h). f32 (cuBLAS) and
+  // prefill blocks (GEMMs) take the separate calls.
+  void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
+    if (T != 1 || !Fusable(targets, count)) return Backend::MatmulShared(x, T, targets, count);
+    Fused(x, 1, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr);
+  }
+  void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
+    if (!Fusable(targets, count)) return Backend::MatmulSharedRows(x, n, targets, count);
+    Fused(x, n, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr);
+  }
+  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up) override {
+    const MatmulTarget both[] = {gate, up};
+    if ((n != 1 && !independent) || !Fusable(both, 2) || gate.w->rows != up.w->rows)
+      return Backend::MatmulSwiGLU(x, n, independent, gate, up);
+    Fused(x, n, {gate, up}, RowsEpilogue::kSwiGLU, nullptr);
+  }
+  void MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) override {
+    const MatmulTarget t{x, &w};
+    if ((n != 1 && !independent) || !Fusable(&t, 1)) return Backend::MatmulAddInPlace(x, scratch, h, w, n, independent);
+    Fused(h, n, {t}, RowsEpilogue::kAdd, scratch);
+  }
+  // A decoded position (recorded): rotate and cache in one launch reading the
+  // position on the device, then attention. A prompt block: the block calls.
+  void AttendBlock(const AttendArgs& a, int pos0, int n) override {
+    if (n != 1 || !Recording()) return Backend::AttendBlock(a, pos0, n);
+    RopeCache(a, 1, StepPos(), nullptr, pos0);
+    Attention(a.RowAttention(0, pos0, 0));
+  }
+  // A batched step's rows: their positions and slots go up once (unchanged
+  // across the step's layers), one rotate-and-cache launch, then each row's
+  // attention.
+  void AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n) override {
+    FlushStep();  // runs at once: nothing kept may run after it
+    const int* dpos = RowIndices(pos, slot, n);
+    if (!dpos) return PoisonOnDevice(a.out, static_cast<size_t>(n) * a.q_width());
+    RopeCache(a, n, dpos, dpos + n, *std::max_element(pos, pos + n));
+    for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
   }
   // Decode attention's launch depends on the model's seq_len, never the
   // position (AttentionImpl), so a recorded step (whose position is read on
@@ -418,6 +460,16 @@ class CudaBackend final : public Backend {
   void Issue(std::initializer_list<int64_t> sig, float* out, size_t n, F f, W where) {
     if (!recording_) return Guarded(out, n, f, where);
     sig_.insert(sig_.end(), sig);
+    Keep(out, n, f, where);
+  }
+  template <class F, class W>
+  void Issue(const std::vector<int64_t>& sig, float* out, size_t n, F f, W where) {
+    if (!recording_) return Guarded(out, n, f, where);
+    sig_.insert(sig_.end(), sig.begin(), sig.end());
+    Keep(out, n, f, where);
+  }
+  template <class F, class W>
+  void Keep(float* out, size_t n, F f, W where) {
     tape_.emplace_back([this, out, n, f, where, layer = layer_] {
       const int issued_in = layer_;
       layer_ = layer;
@@ -436,6 +488,93 @@ class CudaBackend final : public Backend {
                                                            [&] { return PlanRope(1, size, head_size, limits_); }));
       return LaunchRopeAt(*plan, vec, table, pos, size, head_size, interleaved, stream_, "rope");
     }, [=, this] { return Ctx("rope size=" + std::to_string(size)); });
+  }
+  // Whether one RowsKernel launch can take these targets: 1 to 3 matrices of
+  // one non-f32 dtype and width (alignment is checked at the launch).
+  static bool Fusable(const MatmulTarget* t, int count) {
+    if (count < 1 || count > kMaxRowsTargets || t[0].w->dtype == DType::kF32) return false;
+    for (int i = 1; i < count; i++)
+      if (t[i].w->dtype != t[0].w->dtype || t[i].w->cols != t[0].w->cols) return false;
+    return true;
+  }
+  void Fused(const float* x, int n, std::vector<MatmulTarget> t, RowsEpilogue epi, float* scratch) {
+    std::vector<int64_t> sig = {kOpFusedRows, static_cast<int64_t>(epi), Id(x), n, Id(scratch),
+                                static_cast<int64_t>(t[0].w->dtype), t[0].w->cols};
+    for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
+    const Weights& w0 = *t[0].w;
+    Issue(sig, t[0].out, static_cast<size_t>(n) * w0.rows, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
+          [=, this] { return MatmulCtx(w0, n) + " fused x" + std::to_string(t.size()); });
+  }
+  Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
+    const Weights& w0 = *t[0].w;
+    RowsTargets tg;
+    tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
+    bool vectorized = true;
+    for (size_t i = 0; i < t.size(); i++) {
+      VERITY_ASSIGN_OR_RETURN(tg.w[i], DeviceWeights(*t[i].w));
+      vectorized = vectorized && VectorizedRows(w0.dtype, tg.w[i], x, w0.cols);
+      tg.out[i] = t[i].out;
+    }
+    for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
+    if (!vectorized) return FusedSeparately(x, n, t, epi, scratch);
+    const int rows = tg.begin[tg.count];
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRows, static_cast<int>(w0.dtype), rows, w0.cols, n, 0},
+                                                         [&] { return PlanRows(w0.dtype, rows, w0.cols, n, limits_); }));
+    return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
+  }
+  // An unaligned matrix: the calls the fused one stands for.
+  Status FusedSeparately(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
+    const size_t out0 = static_cast<size_t>(n) * t[0].w->rows;
+    float* first = epi == RowsEpilogue::kAdd ? scratch : t[0].out;
+    VERITY_RETURN_IF_ERROR(MatmulImpl(first, x, *t[0].w, n, true));
+    for (size_t i = 1; i < t.size(); i++) VERITY_RETURN_IF_ERROR(MatmulImpl(t[i].out, x, *t[i].w, n, true));
+    if (epi == RowsEpilogue::kStore) return OkStatus();
+    const PlanKind kind = epi == RowsEpilogue::kAdd ? kPlanAdd : kPlanSwiGLU;
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kind, 0, static_cast<int64_t>(out0), 0, 0, 0}, [&] {
+      return epi == RowsEpilogue::kAdd ? PlanElementwise("add", out0, limits_) : PlanSwiGLU(out0, limits_);
+    }));
+    if (epi == RowsEpilogue::kAdd)
+      return LaunchElementwise(*plan, ElementwiseOp::kAdd, t[0].out, scratch, 0.0f, out0, stream_, "add");
+    return LaunchSwiGLU(*plan, t[0].out, t[1].out, out0, stream_, "swiglu");
+  }
+  // Rows of a.q / a.key / a.value rotated at dpos[t] and cached (slot
+  // dslot[t], or the caches given); dpos and dslot are device ints.
+  // `max_pos`: the largest position, which the RoPE table must cover.
+  void RopeCache(const AttendArgs& a, int n, const int* dpos, const int* dslot, int max_pos) {
+    Status grown = EnsureRopeTable(a.inv_freq, a.head_size, max_pos + 1);
+    if (!grown.ok()) return Fail(std::move(grown), [&] { return Ctx("rope table"); });
+    const RopeCacheArgs r{a.q, a.key, a.value, a.key_cache, a.value_cache, a.pos_stride,
+                          static_cast<int64_t>(a.slot_stride), rope_[a.inv_freq].buf.as<const float>(), dpos, dslot,
+                          a.q_width(), a.kv_width(), a.head_size, a.interleaved};
+    Issue({kOpRopeCache, Id(r.q), Id(r.key), Id(r.value), Id(r.key_cache), Id(r.value_cache), r.pos_stride,
+           r.slot_stride, Id(r.table), Id(dpos), Id(dslot), r.q_width, r.kv_width, r.head_size, r.interleaved, n},
+          r.q, static_cast<size_t>(n) * r.q_width, [=, this]() -> Status {
+            VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                    Plan({kPlanRopeCache, n, r.q_width, r.kv_width, r.head_size, 0},
+                                         [&] { return PlanRopeCache(n, r.q_width, r.kv_width, r.head_size, limits_); }));
+            return LaunchRopeCache(*plan, r, stream_, "rope_cache");
+          }, [=, this] { return Ctx("rope and cache of " + std::to_string(n) + " rows"); });
+  }
+  // Positions then slots of a batched step's rows on the device (uploaded
+  // when they change); nullptr after a failure, which is recorded.
+  const int* RowIndices(const int* pos, const int* slot, int n) {
+    std::vector<int> host(pos, pos + n);
+    host.insert(host.end(), slot, slot + n);
+    if (host != rows_uploaded_) {
+      rows_uploaded_.clear();
+      Status s = [&]() -> Status {
+        VERITY_RETURN_IF_ERROR(row_indices_.Reserve(host.size() * sizeof(int), "batched rows' positions"));
+        VERITY_CUDA_CALL(cudaMemcpyAsync(row_indices_.as<void>(), host.data(), host.size() * sizeof(int),
+                                         cudaMemcpyHostToDevice, stream_), "batched rows' positions");
+        return OkStatus();
+      }();
+      if (!s.ok()) {
+        Fail(std::move(s), [&] { return Ctx("positions of " + std::to_string(n) + " rows"); });
+        return nullptr;
+      }
+      rows_uploaded_ = std::move(host);
+    }
+    return error_.ok() ? row_indices_.as<const int>() : nullptr;
   }
   // A result goes to the host inside a recorded step: what was kept runs now,
   // and the rest of the step as issued.
@@ -790,6 +929,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer w_bf16_;         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
+  DeviceBuffer row_indices_;    // a batched step's positions and slots (AttendRows)
+  std::vector<int> rows_uploaded_;  // what row_indices_ holds
   // Recorded decode steps: the step's token and position on the device, the
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;

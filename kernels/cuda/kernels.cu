@@ -7,22 +7,11 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
 
 namespace verity::kernels::cuda {
 namespace {
-
-constexpr unsigned kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(kFullMask, v, o);
-  return v;  // complete in lane 0
-}
-
-__device__ __forceinline__ float WarpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(kFullMask, v, o));
-  return v;
-}
 
 // Block-wide sum or max; every thread gets the result. `red` holds one float
 // per warp. Safe to call repeatedly (synchronizes before reusing red).
@@ -92,70 +81,6 @@ __global__ void MatmulBatchKernel(float* out, const unsigned char* w, const floa
 // vectors are 16-byte aligned (VectorizedRows); other shapes take the kernels above.
 
 // Weights 8c .. 8c+7 of a row as floats.
-template <int DT>
-__device__ __forceinline__ void Load8(const unsigned char* row, int c, float w[8]) {
-  if constexpr (DT == 0) {
-    const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-  } else if constexpr (DT == 1) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      w[2 * i] = ew::BF16ToF32(static_cast<uint16_t>(u[i] & 0xffffu));
-      w[2 * i + 1] = ew::BF16ToF32(static_cast<uint16_t>(u[i] >> 16));
-    }
-  } else {
-    // Plain 36-byte blocks (4-byte aligned): chunk c is the (c % 4)-th 8 of block c / 4.
-    const unsigned char* block = row + static_cast<size_t>(c >> 2) * kQ8_0BlockBytes;
-    const float scale = *reinterpret_cast<const float*>(block);
-    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
-    const int lo = q[0], hi = q[1];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      w[i] = scale * static_cast<float>(static_cast<signed char>((lo >> (8 * i)) & 0xff));
-      w[4 + i] = scale * static_cast<float>(static_cast<signed char>((hi >> (8 * i)) & 0xff));
-    }
-  }
-}
-
-template <int DT, int NT>
-__global__ void RowsKernel(float* out, const unsigned char* w, const float* x, int rows, int cols, int T,
-                           size_t row_bytes) {
-  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (row >= rows) return;
-  const int t0 = blockIdx.y * NT, nt = min(NT, T - t0), chunks = cols / 8;
-  const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
-  float acc[NT];
-#pragma unroll
-  for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-#pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
-    float wv[8];
-    Load8<DT>(r, c, wv);
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-      if (t < nt) {
-        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * cols) + 2 * c;
-        const float4 a = xv[0], b = xv[1];
-        acc[t] += wv[0] * a.x;
-        acc[t] += wv[1] * a.y;
-        acc[t] += wv[2] * a.z;
-        acc[t] += wv[3] * a.w;
-        acc[t] += wv[4] * b.x;
-        acc[t] += wv[5] * b.y;
-        acc[t] += wv[6] * b.z;
-        acc[t] += wv[7] * b.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < NT; t++) {
-    const float s = WarpSum(acc[t]);
-    if (lane == 0 && t < nt) out[static_cast<size_t>(t0 + t) * rows + row] = s;
-  }
-}
-
 // ---- The steps between the products, on the device.
 
 // Row t of x = row tokens[t] of the table (dim floats each).
@@ -452,17 +377,27 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
 }
 
-// q8_0 plain blocks (f32 scale, 32 int8) to bf16, 8 weights a thread: each
-// weight as the f32 kernels compute it (Load8), rounded to nearest even.
+// q8_0 plain blocks (f32 scale, 32 int8; 4-byte aligned) to bf16, 8 weights
+// a thread: weight j of a block is scale * q[j] rounded once in f32, as
+// ew::Q8_0Weight and the rows kernel compute it, then rounded to nearest even.
 __device__ __forceinline__ uint32_t PackBF16(float lo, float hi) {
   return static_cast<uint32_t>(ew::F32ToBF16(lo)) | (static_cast<uint32_t>(ew::F32ToBF16(hi)) << 16);
+}
+__device__ __forceinline__ uint32_t Q8PairBF16(float scale, int q4, int k) {
+  const float a = ew::Mul(scale, static_cast<float>(static_cast<signed char>((q4 >> (8 * k)) & 0xff)));
+  const float b = ew::Mul(scale, static_cast<float>(static_cast<signed char>((q4 >> (8 * k + 8)) & 0xff)));
+  return PackBF16(a, b);
 }
 __global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chunks) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float f[8];
-    Load8<2>(w + (c >> 2) * kQ8_0BlockBytes, static_cast<int>(c & 3), f);
-    out[c] = make_uint4(PackBF16(f[0], f[1]), PackBF16(f[2], f[3]), PackBF16(f[4], f[5]), PackBF16(f[6], f[7]));
+    // Chunk c is weights 8 (c % 4) .. +7 of block c / 4.
+    const unsigned char* block = w + (c >> 2) * kQ8_0BlockBytes;
+    const float scale = *reinterpret_cast<const float*>(block);
+    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
+    const int lo = q[0], hi = q[1];
+    out[c] = make_uint4(Q8PairBF16(scale, lo, 0), Q8PairBF16(scale, lo, 2), Q8PairBF16(scale, hi, 0),
+                        Q8PairBF16(scale, hi, 2));
   }
 }
 
@@ -512,9 +447,6 @@ __global__ void ArgmaxKernel(const float* x, int64_t n, int* out) {
   *out = idx;
 }
 
-dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }
-dim3 Block(const LaunchPlan& p) { return dim3(p.block.x, p.block.y, p.block.z); }
-
 }  // namespace
 
 Status LaunchMatvec(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows, int cols,
@@ -557,49 +489,6 @@ Status LaunchMatmulBatch(const LaunchPlan& plan, DType dtype, float* out, const 
       return OkStatus();
   }
   return Status::Error("cuda: " + ctx + ": matmul_batch: unknown dtype");
-}
-
-bool VectorizedRows(DType dtype, const void* w, const float* x, int cols) {
-  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (dtype == DType::kQ8_0 ? reinterpret_cast<uintptr_t>(w) % 4 == 0 : reinterpret_cast<uintptr_t>(w) % 16 == 0);
-  return aligned && cols % 8 == 0;  // row starts then stay aligned: 32 (f32), 16 (bf16) or 36 (q8_0) bytes per 8 weights
-}
-
-Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w, const float* x, int rows, int cols,
-                  int T, cudaStream_t stream, const std::string& ctx) {
-  const auto* wb = static_cast<const unsigned char*>(w);
-  const size_t rb = RowBytes(dtype, cols);
-  const dim3 grid = Grid(plan), block = Block(plan);
-  const bool one = plan.tile == 1;
-  switch (dtype) {
-    case DType::kF32:
-      if (one) {
-        RowsKernel<0, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      } else {
-        RowsKernel<0, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      }
-      return OkStatus();
-    case DType::kBF16:
-      if (one) {
-        RowsKernel<1, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      } else {
-        RowsKernel<1, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      }
-      return OkStatus();
-    case DType::kQ8_0:
-      if (one) {
-        RowsKernel<2, 1><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      } else {
-        RowsKernel<2, kMatmulRowsPerWarp><<<grid, block, 0, stream>>>(out, wb, x, rows, cols, T, rb);
-        VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      }
-      return OkStatus();
-  }
-  return Status::Error("cuda: " + ctx + ": rows: unknown dtype");
 }
 
 Status LaunchEmbed(const LaunchPlan& plan, float* x, const float* table, const int* tokens, int dim, int n,

@@ -95,8 +95,13 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
     return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
   p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;
   p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
-  p.grid.x = GridDim(CeilDiv(rows, kMatvecWarps));
-  p.grid.y = GridDim(CeilDiv(T, p.tile));
+  // Vector groups along x, so the blocks that read the same weight rows are
+  // launched side by side and all but the first read them from L2; row
+  // blocks along y, and z where y's limit runs out.
+  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps);
+  p.grid.x = GridDim(CeilDiv(T, p.tile));
+  p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
+  p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));
   return Checked(std::move(p), lim);
 }
 
@@ -134,6 +139,20 @@ Result<LaunchPlan> PlanRope(int rows, int size, int head_size, const DeviceLimit
   const int64_t pairs = size / 2;
   p.block.x = kElementwiseThreads;
   p.grid.x = GridDim(std::min(CeilDiv(pairs, kElementwiseThreads), kElementwiseMaxBlocks));
+  p.grid.y = GridDim(rows);
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanRopeCache(int rows, int q_width, int kv_width, int head_size, const DeviceLimits& lim) {
+  LaunchPlan p = Named("rope_cache", "rows=" + Str(rows) + " q_width=" + Str(q_width) + " kv_width=" + Str(kv_width) +
+                                         " head_size=" + Str(head_size));
+  if (rows < 1 || q_width < 1 || kv_width < 1 || head_size < 2)
+    return PlanError(p, "rows, q_width, kv_width >= 1 and head_size >= 2 required");
+  if (head_size % 2 != 0 || q_width % head_size != 0 || kv_width % head_size != 0)
+    return PlanError(p, "head_size must be even and divide q_width and kv_width");
+  const int64_t work = int64_t{q_width} / 2 + kv_width / 2 + kv_width;
+  p.block.x = kElementwiseThreads;
+  p.grid.x = GridDim(std::min(CeilDiv(work, kElementwiseThreads), kElementwiseMaxBlocks));
   p.grid.y = GridDim(rows);
   return Checked(std::move(p), lim);
 }

@@ -75,7 +75,8 @@ Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimit
 Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
 // out[T x rows] = x[T x cols] W^T in 16-byte loads (LaunchRows): one warp
 // per weight row, kMatvecWarps rows per block; tile = vectors per warp (1 for
-// T == 1, else kMatmulRowsPerWarp; grid.y their groups). cols % 8 == 0.
+// T == 1, else kMatmulRowsPerWarp; grid.x their groups; grid.y, then z, the
+// row blocks). cols % 8 == 0.
 Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
 // n rows of dim floats gathered from a table (grid.y: one row each).
 Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);
@@ -91,6 +92,10 @@ Result<LaunchPlan> PlanRope(int rows, int size, int head_size, const DeviceLimit
 // (head, query), the cache walked in tiles of kAttentionTile positions.
 Result<LaunchPlan> PlanAttention(int n_heads, int n_kv_heads, int head_size, int n_queries, int64_t n_positions,
                                  const DeviceLimits& lim);
+// RoPE of `rows` q rows (q_width floats) and key rows (kv_width), and the
+// key and value rows written into the KV cache, in one launch: one thread per
+// q pair, key pair and value float; grid.y one row each.
+Result<LaunchPlan> PlanRopeCache(int rows, int q_width, int kv_width, int head_size, const DeviceLimits& lim);
 // Decode attention (one query) split over the context: grid (n_heads,
 // chunks), chunks = ceil(capacity / kDecodeChunk), where capacity is the most
 // positions the cache holds (the model's seq_len), never the current position:

@@ -1,0 +1,27 @@
+// Device helpers the kernel files share: warp reductions and a plan's launch
+// dimensions. Warp-level code assumes a warp of 32 threads (every NVIDIA GPU;
+// DeviceLimits::warp_size is checked at backend creation). Internal to kernels/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launch_plan.h"
+
+namespace verity::kernels::cuda {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(kFullMask, v, o);
+  return v;  // complete in lane 0
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(kFullMask, v, o));
+  return v;
+}
+
+inline dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }
+inline dim3 Block(const LaunchPlan& p) { return dim3(p.block.x, p.block.y, p.block.z); }
+
+}  // namespace verity::kernels::cuda

@@ -1,0 +1,53 @@
+// See rope_cache.h. The same pair arithmetic as RopeAtKernel (elementwise.h),
+// and the key cache takes the rotated pair from the thread that rotated it.
+#include "kernels/cuda/rope_cache.h"
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/elementwise.h"
+
+namespace verity::kernels::cuda {
+namespace {
+
+// Rotates pair p of a row of heads (head_size values each) by the table row cs.
+__device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, int head_size, bool interleaved,
+                                           int* a, int* b) {
+  const int half = head_size / 2, head = p / half, i = p % half;
+  ew::RopePairIndex(head * head_size, i, head_size, interleaved, a, b);
+  ew::RopePair(&row[*a], &row[*b], cs[2 * i], cs[2 * i + 1]);
+}
+
+// Work item p of row blockIdx.y: a q pair, then a key pair (rotated and
+// cached), then a value float (cached).
+__global__ void RopeCacheKernel(RopeCacheArgs r) {
+  const int t = blockIdx.y, pos = r.pos[t];
+  const int q_pairs = r.q_width / 2, kv_pairs = r.kv_width / 2, work = q_pairs + kv_pairs + r.kv_width;
+  const float* cs = r.table + static_cast<size_t>(pos) * r.head_size;
+  float* q = r.q + static_cast<size_t>(t) * r.q_width;
+  float* key = r.key + static_cast<size_t>(t) * r.kv_width;
+  const float* value = r.value + static_cast<size_t>(t) * r.kv_width;
+  const int64_t at = pos * r.pos_stride + (r.slot ? r.slot[t] * r.slot_stride : 0);
+  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < work; p += gridDim.x * blockDim.x) {
+    int a = 0, b = 0;
+    if (p < q_pairs) {
+      RotatePair(q, p, cs, r.head_size, r.interleaved, &a, &b);
+    } else if (p < q_pairs + kv_pairs) {
+      RotatePair(key, p - q_pairs, cs, r.head_size, r.interleaved, &a, &b);
+      r.key_cache[at + a] = key[a];
+      r.key_cache[at + b] = key[b];
+    } else {
+      const int i = p - q_pairs - kv_pairs;
+      r.value_cache[at + i] = value[i];
+    }
+  }
+}
+
+}  // namespace
+
+Status LaunchRopeCache(const LaunchPlan& plan, const RopeCacheArgs& a, cudaStream_t stream, const std::string& ctx) {
+  RopeCacheKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(a);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+}  // namespace verity::kernels::cuda
