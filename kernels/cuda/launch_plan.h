@@ -4,13 +4,13 @@
 // unit-tested on a machine without a GPU (tests/cuda_plan_test.cc).
 //
 // A plan is what the kernel is launched with: grid, block, dynamic shared
-// memory, and the kernel's tiling parameters. No kernel's grid or shared
-// memory grows with the context length: prefill attention walks the KV cache
-// in tiles of kAttentionTile positions with an online softmax, so contexts
-// past 64k (or 1M) positions launch with the same configuration as short
-// ones. Decode attention's grid has a block per chunk of the cache's capacity
-// (seq_len: fixed for a model, whatever the position); its shared memory is
-// one chunk's.
+// memory, and the kernel's tiling parameters. No kernel's shared memory
+// grows with the context, and no grid with the position: prefill attention
+// walks the KV cache in tiles of kAttentionTile positions with an online
+// softmax, so contexts past 64k (or 1M) positions launch with the same
+// configuration as short ones; decode attention's grid has a block per chunk
+// of the cache's capacity (seq_len: fixed for a model), its shared memory one
+// chunk's.
 #pragma once
 
 #include <cstddef>
