@@ -97,14 +97,25 @@ for t in cuda_plan_test cuda_elementwise_test cuda_checks_test; do
   (cd "$root" && "$tdir/$t" >"$work/$t.log" 2>&1) && summary "$t" ok "$(grep -cE '^\[       OK \]' "$work/$t.log") passed" ||
     { tail -20 "$work/$t.log"; summary "$t" FAIL "see $work/$t.log"; }
 done
+# Each of these must be listed and pass by name (a renamed or dropped test
+# is a failure, not a smaller count); any other listed test must pass too.
+required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype RmsnormRopeSwiGLUArgmaxAndMoeMatchTheReference
+  AttentionMatchesTheReferencePast64kPositions ABadLaunchIsAnErrorNamingTheKernel
+  ForwardAgreesWithTheReferenceAndAFailureIsAnError RowsKernelIsExactEnoughAndBatchInvariant
+  FusedProductsGiveTheSeparateCallsBits RotateAndCacheGivesTheSeparateCallsBits EmbedAddAxpyAndDivideMatchTheHost
+  SlotStepsAreBatchInvariant Bf16PrefillGemmStatesItsParityCost
+  SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits
+  Q8_0PrefillGemmStatesItsParityCost)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
   skipped=$({ grep -oE '^\[  SKIPPED \] CudaDevice\.[A-Za-z0-9_]+' "$work/gpu.log" || true; } | sort -u | wc -l)
+  missing=()
+  for t in "${required_gpu_tests[@]}"; do grep -qE "^\[       OK \] CudaDevice\.$t " "$work/gpu.log" || missing+=("$t"); done
   grep "^cuda device:" "$work/gpu.log" || true
-  [[ $passed -ge 12 && $passed -eq $listed && $skipped -eq 0 ]] &&
-    summary gpu-tests ok "$passed of $listed CudaDevice tests passed, 0 skipped" ||
-    summary gpu-tests FAIL "$passed of $listed passed, $skipped skipped (a skip means no device)"
+  [[ ${#missing[@]} -eq 0 && $passed -ge ${#required_gpu_tests[@]} && $passed -eq $listed && $skipped -eq 0 ]] &&
+    summary gpu-tests ok "$passed of $listed CudaDevice tests passed (${#required_gpu_tests[@]} required by name), 0 skipped" ||
+    summary gpu-tests FAIL "$passed of $listed passed, $skipped skipped (a skip means no device); required but not passed: ${missing[*]:-none}"
 else
   tail -30 "$work/gpu.log"; summary gpu-tests FAIL "see $work/gpu.log"
 fi

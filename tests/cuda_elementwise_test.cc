@@ -175,6 +175,71 @@ TEST(CudaElementwise, OnlineSoftmaxAttentionAgreesWithTheReference) {
   EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
 }
 
+// One head's decode attention as the split kernel computes it: chunks of
+// `chunk` positions, each a softmax partial (its max m, sum of weights s, and
+// weighted values) written at stride hs + 2, then ew::CombineChunks folding
+// them in chunk order. A single chunk is divided directly, as the kernel does.
+std::vector<float> SplitAttention(const float* q, const float* k, const float* v, int n, int hs, int chunk) {
+  const int chunks = (n + chunk - 1) / chunk;
+  std::vector<float> partials(static_cast<size_t>(chunks) * (hs + 2)), out(hs);
+  for (int c = 0; c < chunks; c++) {
+    const int t0 = c * chunk, len = std::min(chunk, n - t0);
+    std::vector<float> w(len);
+    float m = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < len; j++) {
+      float dot = 0.0f;
+      for (int i = 0; i < hs; i++) dot += q[i] * k[static_cast<size_t>(t0 + j) * hs + i];
+      w[j] = dot / sqrtf(static_cast<float>(hs));
+      m = std::max(m, w[j]);
+    }
+    for (int j = 0; j < len; j++) sum += w[j] = expf(ew::Sub(w[j], m));
+    float* p = &partials[static_cast<size_t>(c) * (hs + 2)];
+    p[0] = m, p[1] = sum;
+    for (int i = 0; i < hs; i++) {
+      float a = 0.0f;
+      for (int j = 0; j < len; j++) a += w[j] * v[static_cast<size_t>(t0 + j) * hs + i];
+      p[2 + i] = chunks == 1 ? a / sum : a;
+    }
+  }
+  for (int i = 0; i < hs; i++)
+    out[i] = chunks == 1 ? partials[2 + i] : ew::CombineChunks(partials.data(), chunks, hs, i, [](const float* x) { return *x; });
+  return out;
+}
+
+TEST(CudaElementwise, SplitAttentionCombineAgreesWithTheReference) {
+  double worst = 0.0;
+  int cases = 0;
+  for (int hs : {8, 64, 128})
+    for (int n : {1, 2, 255, 256, 257, 513, 1000, 2048}) {
+      std::vector<float> q = Random(hs, n, 3.0f), k = Random(static_cast<size_t>(n) * hs, n + 1),
+                         v = Random(static_cast<size_t>(n) * hs, n + 2), scores(n), want(hs);
+      AttentionArgs a{want.data(), q.data(), k.data(), v.data(), hs, scores.data(), n - 1, 1, 1, hs, n};
+      AttendOneHead(a, 0);
+      const std::vector<float> got = SplitAttention(q.data(), k.data(), v.data(), n, hs, 256);
+      for (int i = 0; i < hs; i++) {
+        const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+        worst = std::max(worst, err);
+        ASSERT_LE(err, 2e-5 * (1.0 + std::fabs(want[i]))) << "hs=" << hs << " n=" << n << " i=" << i;
+      }
+      cases++;
+    }
+  std::printf("cuda elementwise: %d split attentions (chunks of 256, combined in order), worst abs error %.3g\n",
+              cases, worst);
+  EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
+}
+
+TEST(CudaElementwise, CombineChunksOfOneChunkIsItsDivision) {
+  // One partial: the factor is e^0 = 1 exactly, so the combine is acc / s.
+  const float p[4] = {0.75f, 3.0f, 1.5f, -2.25f};
+  auto load = [](const float* x) { return *x; };
+  EXPECT_EQ(Bits(ew::CombineChunks(p, 1, 2, 0, load)), Bits(1.5f / 3.0f));
+  EXPECT_EQ(Bits(ew::CombineChunks(p, 1, 2, 1, load)), Bits(-2.25f / 3.0f));
+  // Two chunks with maxes 0 and 1: chunk 0 is scaled by e^-1 before the fold.
+  const float two[8] = {0.0f, 2.0f, 4.0f, 8.0f, 1.0f, 1.0f, 2.0f, 2.0f};
+  const float f = expf(-1.0f), total = 2.0f * f + 1.0f * 1.0f;
+  EXPECT_FLOAT_EQ(ew::CombineChunks(two, 2, 2, 0, load), (4.0f * f + 2.0f) / total);
+}
+
 TEST(CudaElementwise, OnlineSoftmaxFirstTileAndRescale) {
   ew::OnlineSoftmax st;
   EXPECT_EQ(ew::OnlineSoftmaxRescale(&st, 2.0f), 0.0f);  // nothing accumulated yet

@@ -4,8 +4,11 @@
 // error naming the kernel, the shape and the limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
 
 namespace verity::kernels::cuda {
@@ -154,6 +157,84 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   ExpectError(PlanMoeTopK(1, 4, 5, kLimits), "1 <= k <= experts");
   ExpectError(PlanArgmax(0, kLimits), "n must be in [1, 2^31-1]");
   ExpectError(PlanSwiGLU(0, kLimits), "n must be >= 1");
+}
+
+// The split decode attention's launch is fixed by the cache's capacity (the
+// model's seq_len): a recorded decode step replays it at every position, so
+// nothing about it may follow the position; blocks past the position exit.
+TEST(CudaPlan, DecodeAttentionGridIsFixedByTheCapacityNotThePosition) {
+  int plans = 0;
+  for (const Shape& s : kShapes) {
+    const int hs = s.dim / s.heads;
+    for (int64_t capacity : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{257}, int64_t{2048}, int64_t{4096},
+                             int64_t{65537}, int64_t{131072}, int64_t{1} << 20}) {
+      LaunchPlan p = Ok(PlanDecodeAttention(s.heads, s.kv_heads, hs, capacity, kLimits));
+      EXPECT_EQ(p.kernel, "attention_decode_split");
+      EXPECT_EQ(p.grid.x, static_cast<uint32_t>(s.heads)) << s.name;
+      EXPECT_EQ(p.grid.y, static_cast<uint32_t>((capacity + kDecodeChunk - 1) / kDecodeChunk)) << s.name << " " << capacity;
+      EXPECT_EQ(p.block.x, static_cast<uint32_t>(kDecodeAttentionThreads));
+      EXPECT_EQ(p.tile, kDecodeChunk);
+      // Shared memory: one chunk of scores and the warps' sums, whatever the context.
+      EXPECT_EQ(p.shared_bytes, (kDecodeChunk + 8 * static_cast<size_t>(hs) + 8) * sizeof(float));
+      EXPECT_EQ(DecodeAttentionPartialFloats(p, hs), int64_t{s.heads} * p.grid.y * (hs + 2));
+      plans++;
+    }
+  }
+  // 1M positions: 4096 chunks, the same block and shared memory as 256 positions.
+  const LaunchPlan a = Ok(PlanDecodeAttention(32, 8, 128, 256, kLimits)), b = Ok(PlanDecodeAttention(32, 8, 128, 1 << 20, kLimits));
+  EXPECT_EQ(a.grid.y, 1u);
+  EXPECT_EQ(b.grid.y, 4096u);
+  EXPECT_EQ(a.shared_bytes, b.shared_bytes);
+  EXPECT_EQ(a.block.x, b.block.x);
+  std::printf("cuda plans: %d split decode attention plans, grid.y from the capacity alone\n", plans);
+}
+
+TEST(CudaPlan, DecodeAttentionFitsEveryHeadUpTo256) {
+  size_t most = 0;
+  for (int hs = 1; hs <= kDecodeMaxHeadSize; hs++) {
+    LaunchPlan p = Ok(PlanDecodeAttention(4, 2, hs, 4096, kLimits));
+    EXPECT_LE(p.shared_bytes, kLimits.max_shared_per_block) << hs;
+    EXPECT_GE(static_cast<int>(p.block.x), hs) << "the combine gives each head value a thread";
+    most = std::max(most, p.shared_bytes);
+    // The lane shape covers each head value exactly once (values past the head are not loaded).
+    const LaneShape ls = DecodeAttentionLaneShape(hs);
+    if (ls.vec > 1) {
+      EXPECT_EQ(32 * ls.vec * ls.nv, hs) << "a vector shape fills the head exactly";
+    }
+    EXPECT_GE(32 * ls.vec * ls.nv, hs);
+    std::vector<int> seen(hs, 0);
+    for (int lane = 0; lane < 32; lane++)
+      for (int r = 0; r < ls.nv; r++)
+        for (int i = 0; i < ls.vec; i++) {
+          const int e = ew::LaneValue(r, lane, i, ls.vec);
+          if (e < hs) seen[e]++;
+        }
+    for (int e = 0; e < hs; e++) ASSERT_EQ(seen[e], 1) << "head_size " << hs << " value " << e;
+  }
+  EXPECT_EQ(DecodeAttentionLaneShape(64).vec, 2);
+  EXPECT_EQ(DecodeAttentionLaneShape(128).vec, 4);
+  EXPECT_EQ(DecodeAttentionLaneShape(256).nv, 2);
+  std::printf("cuda plans: split decode attention for heads 1..%d, at most %zu bytes of shared memory\n",
+              kDecodeMaxHeadSize, most);
+}
+
+TEST(CudaPlan, DecodeAttentionRefusesByNameWhatItCannotTake) {
+  ExpectError(PlanDecodeAttention(8, 8, 257, 4096, kLimits),
+              "kernel attention_decode_split (heads=8 kv_heads=8 head_size=257 capacity=4096): head_size 257 exceeds 256");
+  ExpectError(PlanDecodeAttention(6, 4, 64, 4096, kLimits), "heads must be a multiple of kv_heads");
+  ExpectError(PlanDecodeAttention(8, 8, 64, 0, kLimits), "capacity must be >= 1");
+  ExpectError(PlanDecodeAttention(0, 1, 64, 10, kLimits), "heads, kv_heads, head_size and capacity must be >= 1");
+  // More chunks than grid.y holds: 65536 chunks of 256.
+  ExpectError(PlanDecodeAttention(8, 8, 64, int64_t{65536} * kDecodeChunk, kLimits), "grid.y=65536 is outside [1, 65535]");
+  Ok(PlanDecodeAttention(8, 8, 64, int64_t{65535} * kDecodeChunk, kLimits));
+  // A device with less shared memory than a chunk needs, or smaller blocks.
+  DeviceLimits small;
+  small.max_shared_per_block = 4096;
+  ExpectError(PlanDecodeAttention(8, 8, 256, 4096, small), "bytes of shared memory exceed the per-block maximum 4096");
+  DeviceLimits narrow;
+  narrow.max_threads_per_block = 128;
+  narrow.max_block_dim[0] = 128;
+  ExpectError(PlanDecodeAttention(8, 8, 64, 4096, narrow), "kernel attention_decode_split");
 }
 
 TEST(CudaPlan, ValidateChecksEveryLimit) {

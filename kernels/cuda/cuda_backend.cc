@@ -121,7 +121,8 @@ constexpr int kDevicePrefillBlock = 512;
 constexpr int kGemmMinRows = 16;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache };
+                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache,
+                kPlanDecodeAttention, kPlanQ8ToBF16 };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
@@ -267,9 +268,9 @@ class CudaBackend final : public Backend {
     RopeCache(a, n, dpos, dpos + n, *std::max_element(pos, pos + n));
     for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
   }
-  // Decode attention always takes the full tile's plan (256 threads), so a
-  // recorded step (whose position is read on the device) and an eager one
-  // reduce alike: the same bits.
+  // Decode attention's launch depends on the model's seq_len, never the
+  // position (AttentionImpl), so a recorded step (whose position is read on
+  // the device) and an eager one reduce alike: the same bits.
   void Attention(const AttentionArgs& a) override {
     const int* pos_at = Recording() ? StepPos() : nullptr;
     Issue({kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
@@ -779,6 +780,7 @@ class CudaBackend final : public Backend {
     }
     if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
     if (w.dtype == DType::kBF16 && T >= kGemmMinRows) return GemmBF16(out, x, dw, w.rows, w.cols, T);
+    if (w.dtype == DType::kQ8_0 && T >= kGemmMinRows) return GemmQ8_0(out, x, dw, w.rows, w.cols, T);
     if (T == 1) {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
                                                            [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
@@ -822,8 +824,29 @@ class CudaBackend final : public Backend {
     return OkStatus();
   }
 
+  // A prefill block's q8_0 product on tensor cores: the weights dequantized
+  // to bf16 on the device into one scratch (every call: reading 1.125 and
+  // writing 2 bytes a weight, then the GEMM's 2), then GemmBF16. Its parity
+  // cost (weights and activations rounded to bf16):
+  // CudaDevice.Q8_0PrefillGemmStatesItsParityCost.
+  Status GemmQ8_0(float* out, const float* x, const void* dw, int rows, int cols, int T) {
+    const int64_t n = int64_t{rows} * cols;
+    if (w_bf16_.bytes() < static_cast<size_t>(n) * sizeof(uint16_t)) {
+      DropGraphs();  // it moves: no graph may hold the old one (none should: a decode step has no GEMM)
+      VERITY_RETURN_IF_ERROR(w_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "q8_0 weights in bf16"));
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanQ8ToBF16, 0, n / 8, 0, 0, 0},
+                                                         [&] { return PlanElementwise("q8_0_to_bf16", n / 8, limits_); }));
+    VERITY_RETURN_IF_ERROR(LaunchQ8_0ToBF16(*plan, w_bf16_.as<uint16_t>(), dw, n, stream_, "q8_0_to_bf16"));
+    return GemmBF16(out, x, w_bf16_.as<void>(), rows, cols, T);
+  }
+
   // `pos_at`: the position is read there on the device (a recorded step).
+  // A decoded row takes the split kernel where its head fits (the tiled one
+  // otherwise); its launch depends on seq_len, never the position, so
+  // recorded and eager steps launch alike and give the same bits.
   Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
+    if (rows == 1 && a.head_size <= kDecodeMaxHeadSize) return DecodeAttention(a, pos_at);
     // The plan depends on the context only up to one tile (the last row's); a
     // decoded row always takes the full tile's, so recorded and eager steps
     // reduce alike.
@@ -836,6 +859,36 @@ class CudaBackend final : public Backend {
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
                           a.n_kv_heads, a.head_size, pos_at};
     return LaunchAttention(*plan, d, stream_, "attention");
+  }
+
+  // Decode attention split over the context. The capacity is seq_len (the
+  // cache holds that many positions), or more for a caller that says less.
+  Status DecodeAttention(const AttentionArgs& a, const int* pos_at) {
+    const int64_t capacity = std::max<int64_t>(a.seq_len, int64_t{a.pos} + 1);
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, 0, 0},
+                                 [&] { return PlanDecodeAttention(a.n_heads, a.n_kv_heads, a.head_size, capacity, limits_); }));
+    VERITY_RETURN_IF_ERROR(EnsureDecodeScratch(DecodeAttentionPartialFloats(*plan, a.head_size), a.n_heads));
+    const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
+                          a.n_kv_heads, a.head_size, pos_at};
+    const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
+    return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
+  }
+  // The split attention's partials and per-head counters, grown on demand.
+  // Growing moves them, so graphs recorded with the old ones are dropped; new
+  // counters start at zero (each launch leaves them so).
+  Status EnsureDecodeScratch(int64_t partial_floats, int n_heads) {
+    const size_t partial_bytes = static_cast<size_t>(partial_floats) * sizeof(float);
+    const size_t counter_bytes = static_cast<size_t>(n_heads) * sizeof(unsigned int);
+    if (attn_partials_.bytes() >= partial_bytes && attn_counters_.bytes() >= counter_bytes) return OkStatus();
+    DropGraphs();
+    VERITY_RETURN_IF_ERROR(attn_partials_.Reserve(partial_bytes, "attention partials"));
+    if (attn_counters_.bytes() < counter_bytes) {
+      VERITY_RETURN_IF_ERROR(attn_counters_.Reserve(counter_bytes, "attention counters"));
+      VERITY_RETURN_IF_ERROR(ZeroBytes(attn_counters_.as<void>(), counter_bytes, "attention counters"));
+    }
+    return OkStatus();
   }
 
   // The per-pair cosine and sine at `pos` from the model's inverse-frequency
@@ -899,6 +952,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
+  DeviceBuffer w_bf16_;         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
+  DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
   DeviceBuffer row_indices_;    // a batched step's positions and slots (AttendRows)
   std::vector<int> rows_uploaded_;  // what row_indices_ holds

@@ -70,6 +70,25 @@ struct AttentionDeviceArgs {
 };
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx);
+// The split decode attention's scratch (PlanDecodeAttention): the partials
+// (DecodeAttentionPartialFloats) and one counter per head, zero before the
+// first launch; every launch leaves the counters zero again.
+struct DecodeAttentionScratch {
+  float* partials;
+  unsigned int* counters;
+};
+// Decode attention (a.n_queries == 1, head_size <= kDecodeMaxHeadSize) split
+// over the context (plan: PlanDecodeAttention with the cache's capacity).
+// Deterministic: the same bits for the same inputs whichever block finishes
+// last, and with the position given (pos0) or read on the device (pos0_at).
+// Launches on one stream may share a scratch (each leaves it ready); launches
+// that could overlap may not.
+Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
+                             cudaStream_t stream, const std::string& ctx);
+// out[i] = bf16(weight i) for the n weights of a q8_0 matrix stored as plain
+// blocks (n % 8 == 0; out 16-byte aligned; plan: PlanElementwise("q8_0_to_bf16", n / 8)).
+Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
+                        const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);

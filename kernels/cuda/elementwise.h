@@ -142,6 +142,33 @@ VERITY_HD float OnlineSoftmaxRescale(OnlineSoftmax* st, float tile_max) {
 // The weight of one score under the current state, before the final division by s.
 VERITY_HD float OnlineSoftmaxWeight(const OnlineSoftmax& st, float score) { return expf(Sub(score, st.m)); }
 
+// Split decode attention (kernels.cu). A lane of the warp on one position
+// holds head values LaneValue(r, lane, i, vec) for r < nv, i < vec: one r is
+// the warp's consecutive run of 32 * vec values (a coalesced load).
+VERITY_HD int LaneValue(int r, int lane, int i, int vec) { return (r * 32 + lane) * vec + i; }
+// Value i of a head's output from its chunks' softmax partials, folded in
+// chunk order 0, 1, ... (a fixed order: the same bits whichever block runs
+// it). Partial c sits at base + c * (hs + 2): the chunk's max score m_c, its
+// sum of weights s_c = sum e^(score - m_c), then its hs weighted values
+// acc_c. out_i = sum_c acc_c[i] e^(m_c - M) / sum_c s_c e^(m_c - M), M = max m_c.
+// `load` reads one float (on the device: from L2, past any stale L1 line).
+template <class Load>
+VERITY_HD float CombineChunks(const float* base, int64_t chunks, int hs, int i, Load load) {
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < chunks; c++) {
+    const float m = load(base + c * (hs + 2));
+    mx = mx > m ? mx : m;
+  }
+  float total = 0.0f, o = 0.0f;
+  for (int64_t c = 0; c < chunks; c++) {
+    const float* p = base + c * (hs + 2);
+    const float f = expf(Sub(load(p), mx));
+    total += load(p + 1) * f;
+    o += load(p + 2 + i) * f;
+  }
+  return o / total;
+}
+
 // Returns true iff (value b at index ib) beats (value a at index ia) for an
 // argmax: larger, or equal at a lower index (std::max_element's first maximum).
 VERITY_HD bool ArgmaxBeats(float b, int ib, float a, int ia) { return b > a || (b == a && ib < ia); }

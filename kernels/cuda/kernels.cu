@@ -200,6 +200,207 @@ __global__ void AttentionKernel(AttentionDeviceArgs a, int tile) {
   for (int i = threadIdx.x; i < hs; i += blockDim.x) orow[i] = acc[i] / st.s;
 }
 
+// ---- Decode attention split over the context (flash-decoding). Block
+// (head, chunk) scores the chunk's kDecodeChunk positions a warp per position,
+// its lanes over the head (coalesced), takes the chunk's softmax partial (max,
+// sum of weights, weighted values) and writes it to scratch; the last block of
+// a head to finish combines the partials in chunk order. Every sum has a fixed
+// order, so the bits depend on the inputs only: not on which block finishes
+// last, and not on whether the position came as pos0 or through pos0_at.
+
+// VEC consecutive floats at p: one 8- or 16-byte load when `vec` (p aligned),
+// else VEC scalar loads of the same values, so no bit depends on alignment.
+template <int VEC>
+__device__ __forceinline__ void LoadFloats(const float* p, bool vec, float* v) {
+  if constexpr (VEC == 4) {
+    if (vec) {
+      const float4 t = *reinterpret_cast<const float4*>(p);
+      v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+      return;
+    }
+  } else if constexpr (VEC == 2) {
+    if (vec) {
+      const float2 t = *reinterpret_cast<const float2*>(p);
+      v[0] = t.x, v[1] = t.y;
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < VEC; i++) v[i] = p[i];
+}
+
+// A lane's share of one head-wide row: values (r * 32 + lane) * VEC + i for
+// r < NV, i < VEC (one r is a warp's consecutive run: a coalesced load);
+// zero past head_size (VEC == 1 only: the other shapes fill the head exactly).
+template <int VEC, int NV>
+__device__ __forceinline__ void LoadLane(const float* row, int lane, int hs, bool vec, float* v) {
+#pragma unroll
+  for (int r = 0; r < NV; r++) {
+    const int e = ew::LaneValue(r, lane, 0, VEC);
+    if (e < hs) {
+      LoadFloats<VEC>(row + e, vec, v + r * VEC);
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; i++) v[r * VEC + i] = 0.0f;
+    }
+  }
+}
+
+// The chunk's scores q.k / sqrt(hs) into scores[0, len): a warp per
+// position, its lanes over the head, summed across the warp.
+template <int VEC, int NV>
+__device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const float* keys, int len, bool vec,
+                            float* scores) {
+  constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
+  const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float root = sqrtf(static_cast<float>(hs));
+#pragma unroll 4
+  for (int j = warp; j < len; j += kWarps) {
+    float k[kN];
+    LoadLane<VEC, NV>(keys + j * a.pos_stride, lane, hs, vec, k);
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kN; i++) dot += q[i] * k[i];
+    dot = WarpSum(dot);
+    if (lane == 0) scores[j] = dot / root;
+  }
+}
+
+// Head value threadIdx.x (threads < hs; 0 for the others) of the chunk's
+// weighted values: each warp sums its positions, then the warps' sums meet
+// in wacc and are added in warp order.
+template <int VEC, int NV>
+__device__ float ChunkValues(const AttentionDeviceArgs& a, const float* values, const float* weights, int len,
+                             bool vec, float* wacc) {
+  constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
+  const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[kN];
+#pragma unroll
+  for (int i = 0; i < kN; i++) acc[i] = 0.0f;
+#pragma unroll 4
+  for (int j = warp; j < len; j += kWarps) {
+    const float w = weights[j];
+    float v[kN];
+    LoadLane<VEC, NV>(values + j * a.pos_stride, lane, hs, vec, v);
+#pragma unroll
+    for (int i = 0; i < kN; i++) acc[i] += w * v[i];
+  }
+#pragma unroll
+  for (int r = 0; r < NV; r++)
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+      const int e = ew::LaneValue(r, lane, i, VEC);
+      if (e < hs) wacc[warp * hs + e] = acc[r * VEC + i];
+    }
+  __syncthreads();
+  float o = 0.0f;
+  if (static_cast<int>(threadIdx.x) < hs)
+    for (int w = 0; w < kWarps; w++) o += wacc[w * hs + threadIdx.x];
+  return o;
+}
+
+// The chunk's partial: its max score *m, the weights e^(score - m), their sum
+// *sum (every thread), and head value threadIdx.x of the weighted values.
+// Shared memory: a chunk of scores, the warps' sums, a float per warp.
+template <int VEC, int NV>
+__device__ float ChunkPartial(const AttentionDeviceArgs& a, const float* q, const float* keys, const float* values,
+                              int len, bool vec, float* smem, float* m, float* sum) {
+  constexpr int kWarps = kDecodeAttentionThreads / 32;
+  float* scores = smem;
+  float* wacc = scores + kDecodeChunk;
+  float* red = wacc + kWarps * a.head_size;
+  ChunkScores<VEC, NV>(a, q, keys, len, vec, scores);
+  __syncthreads();
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
+  *m = BlockReduce<true>(local_max, red);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+    scores[j] = expf(ew::Sub(scores[j], *m));
+    local_sum += scores[j];
+  }
+  *sum = BlockReduce<false>(local_sum, red);  // its leading __syncthreads publishes the weights
+  return ChunkValues<VEC, NV>(a, values, scores, len, vec, wacc);
+}
+
+// Reads the other blocks' partials from L2, where their fenced stores are,
+// never from a stale L1 line (L1 is not coherent across SMs).
+struct L2Load {
+  __device__ float operator()(const float* p) const { return __ldcg(p); }
+};
+
+// Grid (n_heads, chunks of the capacity): see PlanDecodeAttention. A head's
+// counter counts its finished chunks; the block that brings it to `chunks`
+// is the last, combines, and puts the counter back to zero for the next launch
+// (the next launch on the stream, or the graph's next replay, starts after).
+template <int VEC, int NV>
+__global__ void __launch_bounds__(kDecodeAttentionThreads)
+    DecodeAttentionKernel(AttentionDeviceArgs a, DecodeAttentionScratch s, bool vec) {
+  extern __shared__ float smem[];
+  __shared__ int last;
+  const int hs = a.head_size, h = blockIdx.x, tid = threadIdx.x;
+  const int64_t n = (a.pos0_at ? *a.pos0_at : a.pos0) + 1, chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
+  float* out = a.out + static_cast<int64_t>(h) * hs;
+  if (chunks > static_cast<int64_t>(gridDim.y)) {
+    // A position past the capacity launched for (cannot happen: the cache
+    // holds seq_len positions): NaN rather than a wrong answer.
+    if (blockIdx.y == 0)
+      for (int i = tid; i < hs; i += blockDim.x) out[i] = __int_as_float(0x7fffffff);
+    return;
+  }
+  if (blockIdx.y >= chunks) return;  // a chunk past the position
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kDecodeChunk;
+  const int len = static_cast<int>(min(static_cast<int64_t>(kDecodeChunk), n - t0));
+  const int64_t kv_off = static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
+  float q[VEC * NV];
+  LoadLane<VEC, NV>(a.q + static_cast<int64_t>(h) * hs, tid & 31, hs, vec, q);
+  float m = 0.0f, sum = 0.0f;
+  const float o = ChunkPartial<VEC, NV>(a, q, a.key_cache + t0 * a.pos_stride + kv_off,
+                                        a.value_cache + t0 * a.pos_stride + kv_off, len, vec, smem, &m, &sum);
+  if (chunks == 1) {  // the whole context in this block: no partial to combine
+    if (tid < hs) out[tid] = o / sum;
+    return;
+  }
+  float* base = s.partials + static_cast<int64_t>(h) * gridDim.y * (hs + 2);
+  float* part = base + static_cast<int64_t>(blockIdx.y) * (hs + 2);
+  if (tid < hs) part[2 + tid] = o;
+  if (tid == 0) part[0] = m, part[1] = sum;
+  __threadfence();  // each thread's partial is visible device-wide before the block is counted
+  __syncthreads();
+  if (tid == 0) {
+    last = atomicAdd(&s.counters[h], 1u) == static_cast<unsigned>(chunks - 1);
+    __threadfence();  // the other blocks' partials are read after their count was seen
+  }
+  __syncthreads();
+  if (!last) return;
+  if (tid == 0) atomicExch(&s.counters[h], 0u);  // every other chunk of the head has counted: zero for the next launch
+  if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
+}
+
+// q8_0 plain blocks (f32 scale, 32 int8; 4-byte aligned) to bf16, 8 weights
+// a thread: weight j of a block is scale * q[j] rounded once in f32, as
+// ew::Q8_0Weight and the rows kernel compute it, then rounded to nearest even.
+__device__ __forceinline__ uint32_t PackBF16(float lo, float hi) {
+  return static_cast<uint32_t>(ew::F32ToBF16(lo)) | (static_cast<uint32_t>(ew::F32ToBF16(hi)) << 16);
+}
+__device__ __forceinline__ uint32_t Q8PairBF16(float scale, int q4, int k) {
+  const float a = ew::Mul(scale, static_cast<float>(static_cast<signed char>((q4 >> (8 * k)) & 0xff)));
+  const float b = ew::Mul(scale, static_cast<float>(static_cast<signed char>((q4 >> (8 * k + 8)) & 0xff)));
+  return PackBF16(a, b);
+}
+__global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chunks) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    // Chunk c is weights 8 (c % 4) .. +7 of block c / 4.
+    const unsigned char* block = w + (c >> 2) * kQ8_0BlockBytes;
+    const float scale = *reinterpret_cast<const float*>(block);
+    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
+    const int lo = q[0], hi = q[1];
+    out[c] = make_uint4(Q8PairBF16(scale, lo, 0), Q8PairBF16(scale, lo, 2), Q8PairBF16(scale, hi, 0),
+                        Q8PairBF16(scale, hi, 2));
+  }
+}
+
 __global__ void SwiGLUKernel(float* hb, const float* hb2, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -344,6 +545,44 @@ Status LaunchRope(const LaunchPlan& plan, float* vec, const float* cos_sin, int 
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx) {
   AttentionKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(a, plan.tile);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+namespace {
+template <int VEC, int NV>
+Status LaunchDecodeAttentionAs(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
+                               cudaStream_t stream, const std::string& ctx) {
+  // Vector loads where q and both caches are aligned to VEC floats at every position.
+  const uintptr_t bytes = sizeof(float) * VEC;
+  const bool vec = VEC > 1 && reinterpret_cast<uintptr_t>(a.q) % bytes == 0 &&
+                   reinterpret_cast<uintptr_t>(a.key_cache) % bytes == 0 &&
+                   reinterpret_cast<uintptr_t>(a.value_cache) % bytes == 0 && a.pos_stride % VEC == 0;
+  DecodeAttentionKernel<VEC, NV><<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(a, s, vec);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+}  // namespace
+
+Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
+                             cudaStream_t stream, const std::string& ctx) {
+  if (a.n_queries != 1 || a.head_size < 1 || a.head_size > kDecodeMaxHeadSize)
+    return Status::Error("cuda: " + ctx + ": kernel " + plan.kernel + " takes one query and head_size <= " +
+                         std::to_string(kDecodeMaxHeadSize) + ", not " + std::to_string(a.n_queries) + " and " +
+                         std::to_string(a.head_size));
+  // One instance per lane shape (vector loads for heads of 64, 128 and 256).
+  const LaneShape shape = DecodeAttentionLaneShape(a.head_size);
+  if (shape.vec == 2 && shape.nv == 1) return LaunchDecodeAttentionAs<2, 1>(plan, a, s, stream, ctx);
+  if (shape.vec == 4 && shape.nv == 1) return LaunchDecodeAttentionAs<4, 1>(plan, a, s, stream, ctx);
+  if (shape.vec == 4 && shape.nv == 2) return LaunchDecodeAttentionAs<4, 2>(plan, a, s, stream, ctx);
+  return LaunchDecodeAttentionAs<1, kDecodeMaxHeadSize / 32>(plan, a, s, stream, ctx);
+}
+
+Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
+                        const std::string& ctx) {
+  if (n % 8 != 0) return Status::Error("cuda: " + ctx + ": q8_0 to bf16 of " + std::to_string(n) + " weights (not a multiple of 8)");
+  Q8_0ToBF16Kernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(reinterpret_cast<uint4*>(out),
+                                                                            static_cast<const unsigned char*>(w), n / 8);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }

@@ -176,6 +176,41 @@ Result<LaunchPlan> PlanAttention(int n_heads, int n_kv_heads, int head_size, int
   return Checked(std::move(p), lim);
 }
 
+static_assert(kDecodeAttentionThreads >= kDecodeMaxHeadSize, "the combine gives each head value a thread");
+
+Result<LaunchPlan> PlanDecodeAttention(int n_heads, int n_kv_heads, int head_size, int64_t capacity,
+                                       const DeviceLimits& lim) {
+  LaunchPlan p = Named("attention_decode_split", "heads=" + Str(n_heads) + " kv_heads=" + Str(n_kv_heads) +
+                                                     " head_size=" + Str(head_size) + " capacity=" + Str(capacity));
+  if (n_heads < 1 || n_kv_heads < 1 || head_size < 1 || capacity < 1)
+    return PlanError(p, "heads, kv_heads, head_size and capacity must be >= 1");
+  if (n_heads % n_kv_heads != 0) return PlanError(p, "heads must be a multiple of kv_heads");
+  if (head_size > kDecodeMaxHeadSize)
+    return PlanError(p, "head_size " + Str(head_size) + " exceeds " + Str(kDecodeMaxHeadSize) +
+                            " (a lane's registers); the tiled kernel (PlanAttention) takes it");
+  p.tile = kDecodeChunk;
+  p.block.x = static_cast<uint32_t>(kDecodeAttentionThreads);  // >= head_size: one thread per value at the combine
+  p.grid.x = GridDim(n_heads);
+  p.grid.y = GridDim(CeilDiv(capacity, kDecodeChunk));
+  // Shared: one chunk of scores, each warp's accumulated values, one float per warp for reductions.
+  const size_t warps = p.block.x / lim.warp_size;
+  p.shared_bytes = (kDecodeChunk + warps * static_cast<size_t>(head_size) + warps) * sizeof(float);
+  return Checked(std::move(p), lim);
+}
+
+LaneShape DecodeAttentionLaneShape(int head_size) {
+  switch (head_size) {
+    case 64: return {2, 1};
+    case 128: return {4, 1};
+    case 256: return {4, 2};
+    default: return {1, kDecodeMaxHeadSize / 32};
+  }
+}
+
+int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size) {
+  return int64_t{plan.grid.x} * plan.grid.y * (head_size + 2);
+}
+
 Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim) {
   LaunchPlan p = Named("swiglu", "n=" + Str(n));
   if (n < 1) return PlanError(p, "n must be >= 1");

@@ -4,10 +4,13 @@
 // unit-tested on a machine without a GPU (tests/cuda_plan_test.cc).
 //
 // A plan is what the kernel is launched with: grid, block, dynamic shared
-// memory, and the kernel's tiling parameters. No kernel's grid or shared
-// memory grows with the context length: attention walks the KV cache in tiles
-// of kAttentionTile positions with an online softmax, so contexts past 64k
-// (or 1M) positions launch with the same configuration as short ones.
+// memory, and the kernel's tiling parameters. No kernel's shared memory
+// grows with the context, and no grid with the position: prefill attention
+// walks the KV cache in tiles of kAttentionTile positions with an online
+// softmax, so contexts past 64k (or 1M) positions launch with the same
+// configuration as short ones; decode attention's grid has a block per chunk
+// of the cache's capacity (seq_len: fixed for a model), its shared memory one
+// chunk's.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +51,12 @@ inline constexpr int kMatvecWarps = 8;
 inline constexpr int kMatmulRowsPerWarp = 8;
 // Positions of the KV cache scored per attention tile (shared memory holds one tile).
 inline constexpr int kAttentionTile = 1024;
+// Split decode attention (flash-decoding): positions per chunk, threads per
+// block, and the largest head it takes (a lane holds head_size / 32 values of
+// q, k, v and the accumulator in registers; larger heads take the tiled kernel).
+inline constexpr int kDecodeChunk = 256;
+inline constexpr int kDecodeAttentionThreads = 256;
+inline constexpr int kDecodeMaxHeadSize = 256;
 // Threads per block of the element-wise kernels (SwiGLU, RoPE).
 inline constexpr int kElementwiseThreads = 256;
 // Grid cap of the element-wise kernels, which loop over the rest (grid-stride).
@@ -87,6 +96,28 @@ Result<LaunchPlan> PlanAttention(int n_heads, int n_kv_heads, int head_size, int
 // key and value rows written into the KV cache, in one launch: one thread per
 // q pair, key pair and value float; grid.y one row each.
 Result<LaunchPlan> PlanRopeCache(int rows, int q_width, int kv_width, int head_size, const DeviceLimits& lim);
+// Decode attention (one query) split over the context: grid (n_heads,
+// chunks), chunks = ceil(capacity / kDecodeChunk), where capacity is the most
+// positions the cache holds (the model's seq_len), never the current position:
+// a recorded decode step replays at every position with the position read on
+// the device, so its launch shape must not move; blocks whose chunk starts past
+// the position exit at once. Each block writes its chunk's softmax partial to
+// scratch (DecodeAttentionPartialFloats) and the last block of a head to finish
+// combines them in chunk order. tile = kDecodeChunk. Refuses (by name) heads
+// larger than kDecodeMaxHeadSize and capacities whose chunks exceed grid.y.
+Result<LaunchPlan> PlanDecodeAttention(int n_heads, int n_kv_heads, int head_size, int64_t capacity,
+                                       const DeviceLimits& lim);
+// How the split decode attention lays a head over a warp: each lane holds
+// vec * nv values (elementwise.h's LaneValue), loaded vec floats at a time:
+// {2, 1} for head_size 64, {4, 1} for 128, {4, 2} for 256 (they fill the
+// head exactly), {1, 8} for any other head up to 256 (values past it zero).
+struct LaneShape {
+  int vec, nv;
+};
+LaneShape DecodeAttentionLaneShape(int head_size);
+// Floats of partial results a PlanDecodeAttention launch writes: per head and
+// chunk, the chunk's max score, its sum of weights and head_size accumulated values.
+int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size);
 // hb[i] = silu(hb[i]) * hb2[i] for n values.
 Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim);
 // Top-k of n_experts router logits and their softmax weights, for `rows` tokens.
