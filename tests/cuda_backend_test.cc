@@ -455,11 +455,12 @@ TEST(CudaDevice, FusedProductsGiveTheSeparateCallsBits) {
 // A decoded position's rotate-and-cache in one launch (the position read on
 // the device, replayed as a graph) and a batched step's (positions and slots
 // uploaded) give the per-row calls' bits: rotated q, the cached key and
-// value, the attention output.
+// value, the attention output (one launch for every row of the batched step,
+// each row split over its context).
 TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   REQUIRE_DEVICE();
   auto k = kernels::MakeBackend("cuda").value();
-  const int heads = 8, kv_heads = 2, hs = 64, seq = 96, slots = 3, n = 3;
+  const int heads = 8, kv_heads = 2, hs = 64, seq = 600, slots = 3, n = 3;  // 3 chunks of the split attention
   const int qw = heads * hs, kw = kv_heads * hs;
   std::vector<float> inv_freq(hs / 2);
   for (int i = 0; i < hs / 2; i++) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hs);
@@ -496,7 +497,7 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
     EXPECT_EQ(x.att, y.att) << what << ": attention";
   };
   // A decoded position (one row, slot 0), three times: as issued, recorded, replayed.
-  const int pos = 41;
+  const int pos = 300;
   const Run separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendBlock(a, pos, 1); });
   for (int i = 0; i < 3; i++) {
     const Run fused = run([&](const kernels::AttendArgs& a) {
@@ -507,7 +508,7 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
     same(separate, fused, "decode step " + std::to_string(i));
   }
   // A batched step: three rows in slots 2, 0, 1 at their own positions.
-  const int rpos[n] = {0, 95, 17}, rslot[n] = {2, 0, 1};
+  const int rpos[n] = {0, 599, 257}, rslot[n] = {2, 0, 1};
   const Run rows_separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendRows(a, rpos, rslot, n); });
   const Run rows_fused = run([&](const kernels::AttendArgs& a) { k->AttendRows(a, rpos, rslot, n); });
   same(rows_separate, rows_fused, "batched rows");

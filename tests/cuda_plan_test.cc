@@ -180,6 +180,16 @@ TEST(CudaPlan, DecodeAttentionGridIsFixedByTheCapacityNotThePosition) {
       plans++;
     }
   }
+  // A batched step's rows: the single row's launch once per row along z, partials for each.
+  const LaunchPlan one = Ok(PlanDecodeAttention(32, 8, 128, 4096, kLimits));
+  const LaunchPlan rows = Ok(PlanDecodeAttentionRows(32, 8, 128, 4096, 32, kLimits));
+  EXPECT_EQ(rows.grid.x, one.grid.x);
+  EXPECT_EQ(rows.grid.y, one.grid.y);
+  EXPECT_EQ(rows.grid.z, 32u);
+  EXPECT_EQ(rows.shared_bytes, one.shared_bytes);
+  EXPECT_EQ(DecodeAttentionPartialFloats(rows, 128), 32 * DecodeAttentionPartialFloats(one, 128));
+  EXPECT_FALSE(PlanDecodeAttentionRows(32, 8, 128, 4096, 0, kLimits).ok());
+  EXPECT_FALSE(PlanDecodeAttentionRows(32, 8, 128, 4096, 70000, kLimits).ok()) << "grid.z's limit";
   // 1M positions: 4096 chunks, the same block and shared memory as 256 positions.
   const LaunchPlan a = Ok(PlanDecodeAttention(32, 8, 128, 256, kLimits)), b = Ok(PlanDecodeAttention(32, 8, 128, 1 << 20, kLimits));
   EXPECT_EQ(a.grid.y, 1u);

@@ -259,14 +259,20 @@ class CudaBackend final : public Backend {
     Attention(a.RowAttention(0, pos0, 0));
   }
   // A batched step's rows: their positions and slots go up once (unchanged
-  // across the step's layers), one rotate-and-cache launch, then each row's
-  // attention.
+  // across the step's layers), one rotate-and-cache launch, one attention
+  // launch for every row (each row's the bits of its own decode step).
   void AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n) override {
     FlushStep();  // runs at once: nothing kept may run after it
     const int* dpos = RowIndices(pos, slot, n);
     if (!dpos) return PoisonOnDevice(a.out, static_cast<size_t>(n) * a.q_width());
-    RopeCache(a, n, dpos, dpos + n, *std::max_element(pos, pos + n));
-    for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
+    const int max_pos = *std::max_element(pos, pos + n);
+    RopeCache(a, n, dpos, dpos + n, max_pos);
+    if (a.head_size > kDecodeMaxHeadSize) {
+      for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
+      return;
+    }
+    Guarded(a.out, static_cast<size_t>(n) * a.q_width(), [&] { return DecodeAttentionRows(a, n, dpos, max_pos); },
+            [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); });
   }
   // Decode attention's launch depends on the model's seq_len, never the
   // position (AttentionImpl), so a recorded step (whose position is read on
@@ -872,6 +878,21 @@ class CudaBackend final : public Backend {
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
                           a.n_kv_heads, a.head_size, pos_at};
+    const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
+    return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
+  }
+  // The split decode attention of n rows, row t at dpos[t] in slot dpos[n + t].
+  Status DecodeAttentionRows(const AttendArgs& a, int n, const int* dpos, int max_pos) {
+    const int64_t capacity = std::max<int64_t>(a.seq_len, int64_t{max_pos} + 1);
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, n, 1},
+                                 [&] {
+                                   return PlanDecodeAttentionRows(a.n_heads, a.n_kv_heads, a.head_size, capacity, n,
+                                                                  limits_);
+                                 }));
+    VERITY_RETURN_IF_ERROR(EnsureDecodeScratch(DecodeAttentionPartialFloats(*plan, a.head_size), a.n_heads * n));
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, a.q_width(), 0, 1, a.n_heads,
+                          a.n_kv_heads, a.head_size, nullptr, dpos, dpos + n, static_cast<int64_t>(a.slot_stride)};
     const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
     return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
   }

@@ -67,11 +67,17 @@ struct AttentionDeviceArgs {
   // Where pos0 is read on the device instead (a recorded decode step, whose
   // launches replay at every position); nullptr: pos0 above.
   const int* pos0_at = nullptr;
+  // The split decode attention over a batched step's rows (grid.z): row z
+  // (q and out rows row_stride apart) at position row_pos[z], over the
+  // caches row_slot[z] * slot_stride floats on; device ints. nullptr: one row.
+  const int* row_pos = nullptr;
+  const int* row_slot = nullptr;
+  int64_t slot_stride = 0;
 };
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx);
 // The split decode attention's scratch (PlanDecodeAttention): the partials
-// (DecodeAttentionPartialFloats) and one counter per head, zero before the
+// (DecodeAttentionPartialFloats) and one counter per row and head, zero before the
 // first launch; every launch leaves the counters zero again.
 struct DecodeAttentionScratch {
   float* partials;

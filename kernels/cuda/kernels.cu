@@ -338,9 +338,12 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
     DecodeAttentionKernel(AttentionDeviceArgs a, DecodeAttentionScratch s, bool vec) {
   extern __shared__ float smem[];
   __shared__ int last;
-  const int hs = a.head_size, h = blockIdx.x, tid = threadIdx.x;
-  const int64_t n = (a.pos0_at ? *a.pos0_at : a.pos0) + 1, chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
-  float* out = a.out + static_cast<int64_t>(h) * hs;
+  const int hs = a.head_size, h = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
+  const int64_t pos = a.row_pos ? a.row_pos[z] : (a.pos0_at ? *a.pos0_at : a.pos0);
+  const int64_t n = pos + 1, chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
+  const int64_t head = static_cast<int64_t>(z) * gridDim.x + h;  // this row's head: its counter and partials
+  const int64_t cache = a.row_slot ? a.row_slot[z] * a.slot_stride : 0;
+  float* out = a.out + z * a.row_stride + static_cast<int64_t>(h) * hs;
   if (chunks > static_cast<int64_t>(gridDim.y)) {
     // A position past the capacity launched for (cannot happen: the cache
     // holds seq_len positions): NaN rather than a wrong answer.
@@ -351,9 +354,9 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   if (blockIdx.y >= chunks) return;  // a chunk past the position
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kDecodeChunk;
   const int len = static_cast<int>(min(static_cast<int64_t>(kDecodeChunk), n - t0));
-  const int64_t kv_off = static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
+  const int64_t kv_off = cache + static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
   float q[VEC * NV];
-  LoadLane<VEC, NV>(a.q + static_cast<int64_t>(h) * hs, tid & 31, hs, vec, q);
+  LoadLane<VEC, NV>(a.q + z * a.row_stride + static_cast<int64_t>(h) * hs, tid & 31, hs, vec, q);
   float m = 0.0f, sum = 0.0f;
   const float o = ChunkPartial<VEC, NV>(a, q, a.key_cache + t0 * a.pos_stride + kv_off,
                                         a.value_cache + t0 * a.pos_stride + kv_off, len, vec, smem, &m, &sum);
@@ -361,19 +364,19 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
     if (tid < hs) out[tid] = o / sum;
     return;
   }
-  float* base = s.partials + static_cast<int64_t>(h) * gridDim.y * (hs + 2);
+  float* base = s.partials + head * gridDim.y * (hs + 2);
   float* part = base + static_cast<int64_t>(blockIdx.y) * (hs + 2);
   if (tid < hs) part[2 + tid] = o;
   if (tid == 0) part[0] = m, part[1] = sum;
   __threadfence();  // each thread's partial is visible device-wide before the block is counted
   __syncthreads();
   if (tid == 0) {
-    last = atomicAdd(&s.counters[h], 1u) == static_cast<unsigned>(chunks - 1);
+    last = atomicAdd(&s.counters[head], 1u) == static_cast<unsigned>(chunks - 1);
     __threadfence();  // the other blocks' partials are read after their count was seen
   }
   __syncthreads();
   if (!last) return;
-  if (tid == 0) atomicExch(&s.counters[h], 0u);  // every other chunk of the head has counted: zero for the next launch
+  if (tid == 0) atomicExch(&s.counters[head], 0u);  // every other chunk of the head has counted: zero for the next launch
   if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
 }
 
@@ -557,7 +560,8 @@ Status LaunchDecodeAttentionAs(const LaunchPlan& plan, const AttentionDeviceArgs
   const uintptr_t bytes = sizeof(float) * VEC;
   const bool vec = VEC > 1 && reinterpret_cast<uintptr_t>(a.q) % bytes == 0 &&
                    reinterpret_cast<uintptr_t>(a.key_cache) % bytes == 0 &&
-                   reinterpret_cast<uintptr_t>(a.value_cache) % bytes == 0 && a.pos_stride % VEC == 0;
+                   reinterpret_cast<uintptr_t>(a.value_cache) % bytes == 0 && a.pos_stride % VEC == 0 &&
+                   a.row_stride % VEC == 0 && a.slot_stride % VEC == 0;
   DecodeAttentionKernel<VEC, NV><<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(a, s, vec);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();

@@ -207,8 +207,17 @@ LaneShape DecodeAttentionLaneShape(int head_size) {
   }
 }
 
+Result<LaunchPlan> PlanDecodeAttentionRows(int n_heads, int n_kv_heads, int head_size, int64_t capacity, int rows,
+                                           const DeviceLimits& lim) {
+  VERITY_ASSIGN_OR_RETURN(LaunchPlan p, PlanDecodeAttention(n_heads, n_kv_heads, head_size, capacity, lim));
+  p.shape += " rows=" + Str(rows);
+  if (rows < 1) return PlanError(p, "rows must be >= 1");
+  p.grid.z = GridDim(rows);
+  return Checked(std::move(p), lim);
+}
+
 int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size) {
-  return int64_t{plan.grid.x} * plan.grid.y * (head_size + 2);
+  return int64_t{plan.grid.x} * plan.grid.y * plan.grid.z * (head_size + 2);
 }
 
 Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim) {

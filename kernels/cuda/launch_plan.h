@@ -107,6 +107,11 @@ Result<LaunchPlan> PlanRopeCache(int rows, int q_width, int kv_width, int head_s
 // larger than kDecodeMaxHeadSize and capacities whose chunks exceed grid.y.
 Result<LaunchPlan> PlanDecodeAttention(int n_heads, int n_kv_heads, int head_size, int64_t capacity,
                                        const DeviceLimits& lim);
+// The same for `rows` independent rows (a batched step: grid.z, one row each,
+// each at its own position in its own slot's cache); row z's launch is the
+// single row's, so its bits are.
+Result<LaunchPlan> PlanDecodeAttentionRows(int n_heads, int n_kv_heads, int head_size, int64_t capacity, int rows,
+                                           const DeviceLimits& lim);
 // How the split decode attention lays a head over a warp: each lane holds
 // vec * nv values (elementwise.h's LaneValue), loaded vec floats at a time:
 // {2, 1} for head_size 64, {4, 1} for 128, {4, 2} for 256 (they fill the
@@ -115,8 +120,8 @@ struct LaneShape {
   int vec, nv;
 };
 LaneShape DecodeAttentionLaneShape(int head_size);
-// Floats of partial results a PlanDecodeAttention launch writes: per head and
-// chunk, the chunk's max score, its sum of weights and head_size accumulated values.
+// Floats of partial results a PlanDecodeAttention launch writes: per row, head
+// and chunk, the chunk's max score, its sum of weights and head_size accumulated values.
 int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size);
 // hb[i] = silu(hb[i]) * hb2[i] for n values.
 Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim);
