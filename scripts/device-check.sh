@@ -17,7 +17,7 @@
 # device's peak and measured memory bandwidth; a 7-8B-shaped synthetic model
 # (Llama-2-7B's shapes, written in the background) in bf16 and q8_0 and its
 # 2048-token prefill against the measured tensor-core throughput; a ledger
-# A/A on the GPU; the NCCL collective (--tp-backend nccl: golden text, parity,
+# A/A and one scored change (q8_0 over bf16) on the GPU; the NCCL collective (--tp-backend nccl: golden text, parity,
 # the tp=2 refusal on one GPU, benches with fast and cuda kernels). The last line is
 # `device-check: <n> steps, <k> failed, <s>s verdict=PASS|FAIL`.
 set -euo pipefail
@@ -273,6 +273,22 @@ print("verdict=%s gain=%+.2f%% ci=[%+.2f%%, %+.2f%%] rounds=%s" % (j["verdict"],
     "$work/aa.json" 2>/dev/null || true)
   [[ $line == verdict=none* ]] && summary ledger-aa ok "1B bf16 decode, the same command as base and head: $line" ||
     { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
+fi
+# 4d. One scored change on the GPU box: the same 1B decode in q8_0 instead
+# of bf16 (half the bytes a token: predicted +50%; the ledger's verdict and
+# gain, its parity gate run on q8_0). Any verdict is a result; none is a FAIL.
+if [[ -f $synth ]]; then
+  base="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  head="$bin bench --model $synth --backend cuda --dtype q8_0 --steps 64 --min-seconds 1"
+  "$bin" submit --ledger "$work/gpu-ledger.db" --title "1B decode: q8_0 weights instead of bf16" --predict 50 \
+    --base-cmd "$base" --head-cmd "$head" --parity-cmd "$bin parity --model $m --backend cuda --dtype q8_0 --json" --json \
+    >"$work/scored.json" 2>"$work/scored.err" || true
+  line=$(python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+print("verdict=%s gain=%+.2f%% ci=[%+.2f%%, %+.2f%%] predicted +50%%" % (j["verdict"], 100 * j["gain"], 100 * j["ci"][0], 100 * j["ci"][1]))' \
+    "$work/scored.json" 2>/dev/null || true)
+  [[ $line == verdict=* ]] && summary ledger-scored ok "1B decode, q8_0 over bf16: $line" ||
+    { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
 fi
 rm -f "$synth"
 
