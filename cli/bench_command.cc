@@ -466,21 +466,21 @@ class Generation {
     Pick(rows_.data(), batch_);
   }
   // Decodes position `pos` (prompt <= pos < positions()) of every sequence;
-  // one sequence's greedy pick is the decoder's own (on a GPU, on the device).
+  // the greedy picks are the decoder's own (on a GPU, made on the device).
   void Step(int pos) {
     if (one_) {
       token_[0] = one_->ForwardGreedy(token_[0], pos);
       return;
     }
     std::fill(pos_.begin(), pos_.end(), pos);
-    many_->Step(slot_.data(), token_.data(), pos_.data(), batch_, rows_.data());
-    Pick(rows_.data(), batch_);
+    many_->StepGreedy(slot_.data(), token_.data(), pos_.data(), batch_, picks_.data());
+    token_ = picks_;
   }
 
  private:
   Generation(const ModelConfig& c, int prompt, int gen, int batch)
       : c_(c), prompt_(prompt), gen_(gen), batch_(batch), greedy_(c_.vocab_size, 0.0f, 0.0f, 0), buf_(c_.vocab_size),
-        ids_(batch), token_(batch, 0), slot_(batch), pos_(batch) {
+        ids_(batch), token_(batch, 0), picks_(batch), slot_(batch), pos_(batch) {
     for (int b = 0; b < batch; b++) {
       slot_[b] = b;
       ids_[b].push_back(c_.bos_id >= 0 ? c_.bos_id : 0);  // the model's BOS (token 0 when it has none)
@@ -502,7 +502,7 @@ class Generation {
   Sampler greedy_;
   std::vector<float> buf_, rows_;
   std::vector<std::vector<int>> ids_;
-  std::vector<int> token_, slot_, pos_;
+  std::vector<int> token_, picks_, slot_, pos_;
 };
 
 Status CheckOptions(BenchOptions& o) {

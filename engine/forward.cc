@@ -149,6 +149,17 @@ void RankForward::Classify(const int* rows, int count, float* out) {
 }
 
 void RankForward::Step(const int* slot, const int* token, const int* pos, int n, float* logits) {
+  StepRows(slot, token, pos, n, logits);
+  Delivered(logits, n);
+}
+
+void RankForward::StepGreedy(const int* slot, const int* token, const int* pos, int n, int* picks) {
+  const int vocab = m_.config.vocab_size;
+  if (k_.state_on_host()) greedy_rows_.resize(static_cast<size_t>(n) * vocab);  // a device keeps its own rows
+  k_.ArgmaxRows(StepRows(slot, token, pos, n, greedy_rows_.data()), n, vocab, picks);
+}
+
+float* RankForward::StepRows(const int* slot, const int* token, const int* pos, int n, float* logits) {
   Reserve(n);
   std::copy(pos, pos + n, pos_.begin());
   std::copy(slot, slot + n, slot_.begin());
@@ -158,8 +169,9 @@ void RankForward::Step(const int* slot, const int* token, const int* pos, int n,
   k_.BeginLayer(-1);  // every row's logits
   const int dim = m_.config.dim;
   k_.RmsnormRows(x_->data(), x_->data(), m_.rms_final, dim, n, m_.config.norm_eps);
-  k_.MatmulRows(LogitsTarget(logits, n), x_->data(), m_.classifier, n);
-  Delivered(logits, n);
+  float* target = LogitsTarget(logits, n);
+  k_.MatmulRows(target, x_->data(), m_.classifier, n);
+  return target;
 }
 
 // The embeddings of the block's rows, then every layer.

@@ -81,6 +81,9 @@ class RankForward {
   // once for all rows (MatmulRows) and row t is bit for bit what Block(&token[t],
   // 1, pos[t], true, slot[t]) gives: no row depends on the others.
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits);
+  // Step, then each row's greedy pick into picks[t] (Backend::ArgmaxRows):
+  // the logits are not handed to the host.
+  void StepGreedy(const int* slot, const int* token, const int* pos, int n, int* picks);
   // Prompt blocks of several sequences as one block: row t is token[t] at
   // pos[t] into slot[t]; each sequence's rows are consecutive positions, the
   // ones before them in its slot. The rows share batched matmuls
@@ -106,12 +109,15 @@ class RankForward {
   // vector each (Matmul, as decode): row rows[i]'s logits into row i of host
   // memory `out`.
   void FinalLogits(const int* rows, int count, float* out);
+  // Step's layers and every row's logits, into LogitsTarget(logits, n).
+  float* StepRows(const int* slot, const int* token, const int* pos, int n, float* logits);
   // The final norm and classifier of FinalLogits, into LogitsTarget(out, count).
   void Classify(const int* rows, int count, float* out);
   // Where the classifier writes `count` rows bound for host memory `out`:
   // `out` itself when the backend computes on host memory, else the rows'
   // logits state (then Delivered downloads them into `out`).
   float* LogitsTarget(float* out, int count);
+  std::vector<float> greedy_rows_;  // StepGreedy's logits on host state
   void Delivered(float* out, int count);
   void Attention(int l, int n);
   void FeedForward(int l, int n);

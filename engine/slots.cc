@@ -74,6 +74,13 @@ class BatchedDecoder final : public SlotDecoder {
     Checked(logits, n);
   }
 
+  void StepGreedy(const int* slot, const int* token, const int* pos, int n, int* picks) override {
+    bool ok = Count(n) && Valid(slot, n);
+    for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
+    if (ok) forward_->StepGreedy(slot, token, pos, n, picks);
+    if (!ok || !backend_->status().ok()) std::fill(picks, picks + std::max(n, 0), -1);
+  }
+
   Status status() const override { return error_.ok() ? backend_->status() : error_; }
 
  private:

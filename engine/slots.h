@@ -54,6 +54,11 @@ class SlotDecoder {
   // One position for each of `n` distinct slots: token[i] at pos[i] into
   // slot[i]; writes n rows of vocab_size logits (row i for slot[i]).
   virtual void Step(const int* slot, const int* token, const int* pos, int n, float* logits) = 0;
+  // Step, then each row's greedy pick (the largest logit, ties to the lower
+  // index: Sampler at temperature 0) into picks[i], without handing the
+  // logits over: a device backend picks on the device and sends n ints. A bad
+  // argument makes every pick -1 (status() names it).
+  virtual void StepGreedy(const int* slot, const int* token, const int* pos, int n, int* picks) = 0;
   // OK, or the first bad argument (a slot out of range or twice in one step,
   // a token outside the vocabulary, a position outside the context: that
   // call's rows are NaN and nothing is run), or the backend's first error (as

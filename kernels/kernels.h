@@ -271,6 +271,9 @@ class Backend {
   // greedy pick, run.c's argmax): only an int reaches the host, so a device
   // backend samples greedily without downloading the logits.
   virtual int Argmax(const float* state, int n);
+  // Argmax of each of `rows` rows of n state floats (row r at state + r * n)
+  // into out[r] (host): a batched step's greedy picks, one call.
+  virtual void ArgmaxRows(const float* state, int rows, int n, int* out);
   // The queue a device backend runs its calls on in order (a cudaStream_t),
   // so that a collective can reduce its state in that order without waiting
   // on the host (parallel::Collective::AllReduceSumOnDevice); nullptr for a

@@ -515,6 +515,27 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   ASSERT_TRUE(k->status().ok()) << k->status().message();
 }
 
+// A batched step's greedy picks on the device: one block a row, each row's
+// largest value, ties to the lower index (run.c's argmax), as the host's.
+TEST(CudaDevice, ArgmaxRowsPickEachRowsLargest) {
+  REQUIRE_DEVICE();
+  auto k = kernels::MakeBackend("cuda").value();
+  const int rows = 33, n = 32000;
+  std::vector<float> host = Random(static_cast<size_t>(rows) * n, 31);
+  host[5 * n + 17] = host[5 * n + 900] = 1e6f;  // a tie: the lower index wins
+  host[32 * n + n - 1] = 1e6f;                  // the last value of the last row
+  auto state = k->AllocateState(host.size());
+  k->Upload(state->data(), host.data(), host.size());
+  std::vector<int> got(rows, -1);
+  k->ArgmaxRows(state->data(), rows, n, got.data());
+  for (int r = 0; r < rows; r++)
+    EXPECT_EQ(got[r], kernels::ArgmaxReference(host.data() + static_cast<size_t>(r) * n, n)) << "row " << r;
+  EXPECT_EQ(got[5], 17);
+  EXPECT_EQ(got[32], n - 1);
+  EXPECT_EQ(k->Argmax(state->data() + static_cast<size_t>(5) * n, n), 17) << "one row alone";
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+}
+
 // The steps between the products on the device: embedding rows, residual
 // adds, an expert's weighted share and the averaging fault's division.
 TEST(CudaDevice, EmbedAddAxpyAndDivideMatchTheHost) {

@@ -324,6 +324,39 @@ TEST(Slots, BadStepArgumentsAreNamedErrors) {
   }
 }
 
+// A batched step's greedy picks (StepGreedy: the backend's ArgmaxRows) are
+// the largest logit of each row Step writes (ties to the lower index), on the
+// host backends and on state off the host (the device path: no logits come
+// down); a bad argument makes every pick -1 and is named.
+TEST(Slots, StepGreedyPicksEachRowsLargestLogit) {
+  auto m = LoadModel(test::Model("stories260K.bin"));
+  ASSERT_TRUE(m.ok());
+  const int vocab = (*m)->config.vocab_size;
+  for (const std::string backend : {"reference", "fast"}) {
+    auto a = SlotDecoder::Create(**m, std::move(kernels::MakeBackend(backend)).value(), 3);
+    auto b = SlotDecoder::Create(**m, std::move(kernels::MakeBackend(backend)).value(), 3);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<int> slot = {2, 0, 1}, token = {5, 77, 300}, pos = {0, 0, 0}, picks(3, -7);
+    std::vector<float> logits(3 * static_cast<size_t>(vocab));
+    for (int step = 0; step < 6; step++) {
+      (*a)->Step(slot.data(), token.data(), pos.data(), 3, logits.data());
+      (*b)->StepGreedy(slot.data(), token.data(), pos.data(), 3, picks.data());
+      for (int i = 0; i < 3; i++) {
+        EXPECT_EQ(picks[i], Argmax(logits.data() + static_cast<size_t>(i) * vocab, vocab)) << backend << " step " << step;
+        token[i] = picks[i];
+        pos[i]++;
+      }
+    }
+    ASSERT_TRUE((*b)->status().ok()) << (*b)->status().message();
+    std::vector<int> bad_slot = {0, 0};
+    (*b)->StepGreedy(bad_slot.data(), token.data(), pos.data(), 2, picks.data());
+    EXPECT_EQ(picks[0], -1);
+    EXPECT_EQ(picks[1], -1);
+    ASSERT_FALSE((*b)->status().ok());
+    EXPECT_NE((*b)->status().message().find("slot 0 appears twice"), std::string::npos) << (*b)->status().message();
+  }
+}
+
 TEST(Slots, KvCacheBytesIsSlotsTimesOneContext) {
   auto m = LoadModel(test::Model("stories260K.bin"));
   ASSERT_TRUE(m.ok());

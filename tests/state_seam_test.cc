@@ -136,6 +136,31 @@ TEST(StateSeam, TheGreedyPickIsTheBackendsAndNeedsNoLogits) {
   EXPECT_EQ(seen->replayed_steps(), 29) << "every greedy step is bracketed like Forward's";
 }
 
+// A batched step's greedy picks off the host: Backend::ArgmaxRows, no logits
+// downloaded, the picks those of the host's logits.
+TEST(StateSeam, ABatchedStepsGreedyPicksNeedNoLogits) {
+  auto m = SyntheticModel(Config(0), 17);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto on_host = SlotDecoder::Create(**m, Make("fast"), 3);
+  auto off = std::make_unique<OffHostBackend>(Make("fast"));
+  OffHostBackend* seen = off.get();
+  auto off_host = SlotDecoder::Create(**m, std::move(off), 3);
+  ASSERT_TRUE(on_host.ok() && off_host.ok());
+  std::vector<int> slot = {1, 2, 0}, a = {3, 9, 27}, b = a, picks(3), pos = {0, 0, 0};
+  std::vector<float> rows(3 * 320);
+  for (int step = 0; step < 8; step++) {
+    (*on_host)->Step(slot.data(), a.data(), pos.data(), 3, rows.data());
+    for (int i = 0; i < 3; i++) a[i] = static_cast<int>(std::max_element(&rows[i * 320], &rows[i * 320] + 320) - &rows[i * 320]);
+    (*off_host)->StepGreedy(slot.data(), b.data(), pos.data(), 3, picks.data());
+    ASSERT_EQ(a, picks) << "step " << step;
+    b = picks;
+    for (int& p : pos) p++;
+  }
+  EXPECT_EQ(seen->downloads(), 0) << "no logits came to the host";
+  EXPECT_EQ(seen->argmaxes(), 8 * 3);
+  EXPECT_EQ(seen->misplaced(), 0) << seen->first_misplaced();
+}
+
 TEST(StateSeam, AMoeTransformerRoutesThroughTheSeam) {
   auto m = SyntheticModel(Config(4), 5);
   ASSERT_TRUE(m.ok()) << m.status().message();

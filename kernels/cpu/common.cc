@@ -288,6 +288,10 @@ int ArgmaxReference(const float* x, int n) {
 
 int Backend::Argmax(const float* state, int n) { return ArgmaxReference(state, n); }
 
+void Backend::ArgmaxRows(const float* state, int rows, int n, int* out) {
+  for (int r = 0; r < rows; r++) out[r] = Argmax(state + static_cast<size_t>(r) * n, n);
+}
+
 void Backend::Download(float* host, const float* state, size_t n) {
   if (n) std::memcpy(host, state, n * sizeof(float));
 }

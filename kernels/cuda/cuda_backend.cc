@@ -27,9 +27,6 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <functional>
-#include <map>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -41,6 +38,7 @@
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/rope_cache.h"
 #include "kernels/cuda/rows.h"
+#include "kernels/cuda/step_recorder.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -136,10 +134,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     Use();
     // Proof that the recorded steps ran, and how many did not.
-    if (steps_graphed_ + steps_issued_ > 0)
-      std::fprintf(stderr, "verity: cuda: %ld decode steps launched as recorded graphs (%zu recorded), %ld run as issued\n",
-                   steps_graphed_, graphs_.size(), steps_issued_);
-    DropGraphs();
+    if (const std::string steps = steps_.Summary(); !steps.empty()) std::fprintf(stderr, "verity: cuda: %s\n", steps.c_str());
+    steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
     VERITY_CUDA_CALL_LOG(cudaStreamSynchronize(stream_), "finishing the backend's stream");
@@ -190,20 +186,28 @@ class CudaBackend final : public Backend {
   }
   // The greedy pick on the device: one int comes down (and the wait with it).
   int Argmax(const float* state, int n) override {
+    int best = 0;
+    ArgmaxRows(state, 1, n, &best);
+    return best;
+  }
+  // The greedy picks on the device: one block a row, `rows` ints come down
+  // (and the wait with them).
+  void ArgmaxRows(const float* state, int rows, int n, int* out) override {
     Use();
     FlushStep();
-    int best = 0;
-    if (!error_.ok()) return best;
+    std::fill(out, out + rows, 0);
+    if (!error_.ok()) return;
     Status s = [&]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanArgmax, 0, n, 0, 0, 0}, [&] { return PlanArgmax(n, limits_); }));
-      VERITY_RETURN_IF_ERROR(pick_.Reserve(sizeof(int), "greedy pick"));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanArgmax, 0, n, rows, 0, 0},
+                                                           [&] { return PlanArgmaxRows(rows, n, limits_); }));
+      VERITY_RETURN_IF_ERROR(pick_.Reserve(static_cast<size_t>(rows) * sizeof(int), "greedy picks"));
       VERITY_RETURN_IF_ERROR(LaunchArgmax(*plan, state, n, pick_.as<int>(), stream_, "argmax"));
-      VERITY_CUDA_CALL(cudaMemcpyAsync(&best, pick_.as<void>(), sizeof best, cudaMemcpyDeviceToHost, stream_), "greedy pick");
+      VERITY_CUDA_CALL(cudaMemcpyAsync(out, pick_.as<void>(), static_cast<size_t>(rows) * sizeof(int),
+                                       cudaMemcpyDeviceToHost, stream_), "greedy picks");
       VERITY_CUDA_CALL(cudaStreamSynchronize(stream_), "waiting for the queued calls (a kernel faulted)");
       return OkStatus();
     }();
-    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("greedy pick over " + std::to_string(n) + " logits"); });
-    return best;
+    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("greedy picks of " + std::to_string(rows) + " rows of " + std::to_string(n) + " logits"); });
   }
   void Upload(float* state, const float* host, size_t n) override {
     FlushStep();
@@ -211,12 +215,12 @@ class CudaBackend final : public Backend {
   }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
-    if (w.dtype == DType::kF32) capturable_ = false;  // cuBLAS: not recorded
+    if (w.dtype == DType::kF32) steps_.Uncapturable();  // cuBLAS: not recorded
     Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
           [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); });
   }
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
-    if (w.dtype == DType::kF32) capturable_ = false;
+    if (w.dtype == DType::kF32) steps_.Uncapturable();
     Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
           [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); });
   }
@@ -299,7 +303,7 @@ class CudaBackend final : public Backend {
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
     if (n == 1 && Recording()) {
       // The row's place is read on the device: base + pos * pos_stride.
-      float* base = cache + at0 - static_cast<int64_t>(step_pos_) * pos_stride;
+      float* base = cache + at0 - static_cast<int64_t>(steps_.pos()) * pos_stride;
       const int* pos = StepPos();
       return Issue({kOpCopyRowAt, Id(base), pos_stride, Id(rows), width}, base, 0, [=, this]() -> Status {
         VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
@@ -415,32 +419,28 @@ class CudaBackend final : public Backend {
       return OkStatus();
     }();
     if (!s.ok()) return Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(pos)); });
-    recording_ = true;
-    capturable_ = true;
-    step_pos_ = pos;
-    sig_.clear();
-    tape_.clear();
+    steps_.Begin(pos);
   }
   void EndDecodeStep() override {
-    if (!recording_) return;
+    if (!steps_.recording()) return;
     Use();
-    recording_ = false;
-    std::vector<std::function<void()>> tape = std::move(tape_);
-    tape_.clear();
-    if (!error_.ok() || !capturable_ || uncapturable_.count(sig_)) return Issued(tape);
-    if (auto it = graphs_.find(sig_); it != graphs_.end()) return LaunchGraph(it->second);
-    if (seen_.insert(sig_).second) return Issued(tape);  // the first time: as issued
-    cudaGraphExec_t exec = nullptr;
-    Status s = Capture(tape, &exec);
+    const StepRecorder::Tape tape = steps_.Stop();
+    cudaGraphExec_t graph = nullptr;
+    switch (steps_.Decide(error_.ok(), &graph)) {
+      case StepRecorder::Ending::kRunAsIssued:
+        return Issued(tape);
+      case StepRecorder::Ending::kLaunchGraph:
+        return LaunchGraph(graph);
+      case StepRecorder::Ending::kCapture:
+        break;
+    }
+    Status s = steps_.Capture(stream_, [&] { return RunUnderCapture(tape); }, &graph);
     if (!s.ok()) {
-      // Capture refused: this sequence runs as issued from now on.
       std::fprintf(stderr, "verity: note: cuda: a decode step could not be recorded as a graph (%s); it runs as issued\n",
                    s.message().c_str());
-      uncapturable_.insert(sig_);
       return Issued(tape);
     }
-    graphs_.emplace(sig_, exec);
-    LaunchGraph(exec);
+    LaunchGraph(graph);
   }
   void* device_stream() override {
     Use();
@@ -479,7 +479,7 @@ class CudaBackend final : public Backend {
     if (error_.ok()) error_ = Status::Error(where() + ": " + s.message());
   }
   // ---- recorded steps
-  bool Recording() const { return recording_; }
+  bool Recording() const { return steps_.recording(); }
   const int* StepToken() const { return step_.as<const int>(); }
   const int* StepPos() const { return step_.as<const int>() + 1; }
 
@@ -487,19 +487,16 @@ class CudaBackend final : public Backend {
   // The kept call runs with the layer it was issued in, for its errors.
   template <class F, class W>
   void Issue(std::initializer_list<int64_t> sig, float* out, size_t n, F f, W where) {
-    if (!recording_) return Guarded(out, n, f, where);
-    sig_.insert(sig_.end(), sig);
-    Keep(out, n, f, where);
+    Issue(sig.begin(), sig.size(), out, n, f, where);
   }
   template <class F, class W>
   void Issue(const std::vector<int64_t>& sig, float* out, size_t n, F f, W where) {
-    if (!recording_) return Guarded(out, n, f, where);
-    sig_.insert(sig_.end(), sig.begin(), sig.end());
-    Keep(out, n, f, where);
+    Issue(sig.data(), sig.size(), out, n, f, where);
   }
   template <class F, class W>
-  void Keep(float* out, size_t n, F f, W where) {
-    tape_.emplace_back([this, out, n, f, where, layer = layer_] {
+  void Issue(const int64_t* sig, size_t sig_size, float* out, size_t n, F f, W where) {
+    if (!Recording()) return Guarded(out, n, f, where);
+    steps_.Keep(sig, sig_size, [this, out, n, f, where, layer = layer_] {
       const int issued_in = layer_;
       layer_ = layer;
       Guarded(out, n, f, where);
@@ -508,7 +505,7 @@ class CudaBackend final : public Backend {
   }
   // RoPE of a recorded step's row: the table's row at the position read on the device.
   void RopeAt(float* vec, int size, int head_size, const float* inv_freq, bool interleaved) {
-    Status grown = EnsureRopeTable(inv_freq, head_size, step_pos_ + 1);
+    Status grown = EnsureRopeTable(inv_freq, head_size, steps_.pos() + 1);
     if (!grown.ok()) return Fail(std::move(grown), [&] { return Ctx("rope table"); });
     const float* table = rope_[inv_freq].buf.as<const float>();
     const int* pos = StepPos();
@@ -609,67 +606,31 @@ class CudaBackend final : public Backend {
   // A result goes to the host inside a recorded step: what was kept runs now,
   // and the rest of the step as issued.
   void FlushStep() {
-    if (!recording_) return;
-    recording_ = false;
-    std::vector<std::function<void()>> tape = std::move(tape_);
-    tape_.clear();
-    Issued(tape);
+    if (Recording()) Issued(steps_.Stop());
   }
-  static void RunAll(const std::vector<std::function<void()>>& tape) {
-    for (const auto& f : tape) f();
+  void Issued(const StepRecorder::Tape& tape) {
+    steps_.CountIssued();
+    for (const auto& call : tape) call();
   }
-  // The kept calls captured from the stream into a graph, instantiated.
-  // A call that fails only under capture (CUDA refusing it there) is a
-  // refused capture, not the backend's error: error_ is put back, the error
-  // CUDA left for the next launch check is cleared, and the caller runs the
-  // step as issued (where a real failure shows again).
-  Status Capture(const std::vector<std::function<void()>>& tape, cudaGraphExec_t* exec) {
-    Status made = CaptureImpl(tape, exec);
-    if (!made.ok()) {
-      // Reading the last error clears it; what it says is already in `made`.
-      const Status cleared = []() -> Status {
-        VERITY_CUDA_CALL(cudaGetLastError(), "clearing a refused capture's error");
-        return OkStatus();
-      }();
-      (void)cleared;
-    }
-    return made;
-  }
-  Status CaptureImpl(const std::vector<std::function<void()>>& tape, cudaGraphExec_t* exec) {
-    VERITY_CUDA_CALL(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "recording a decode step");
-    RunAll(tape);
+  // The kept calls under capture. A call that fails only there (CUDA refusing
+  // it) is a refused capture, not the backend's error: error_ (OK before) is
+  // put back, and the step then runs as issued, where a real failure shows again.
+  Status RunUnderCapture(const StepRecorder::Tape& tape) {
+    for (const auto& call : tape) call();
     Status under_capture = OkStatus();
-    std::swap(under_capture, error_);  // error_ was OK before the capture
-    cudaGraph_t graph = nullptr;
-    VERITY_CUDA_CALL(cudaStreamEndCapture(stream_, &graph), "recording a decode step");
-    Status made = under_capture;
-    if (made.ok()) {
-      made = [&]() -> Status {
-        VERITY_CUDA_CALL(cudaGraphInstantiate(exec, graph, 0), "instantiating a decode step's graph");
-        return OkStatus();
-      }();
-    }
-    VERITY_CUDA_CALL_LOG(cudaGraphDestroy(graph), "a recorded decode step");
-    return made;
-  }
-  void Issued(const std::vector<std::function<void()>>& tape) {
-    steps_issued_++;
-    RunAll(tape);
+    std::swap(under_capture, error_);
+    return under_capture;
   }
   void LaunchGraph(cudaGraphExec_t exec) {
-    steps_graphed_++;
+    steps_.CountGraphed();
     Status s = [&]() -> Status {
       VERITY_CUDA_CALL(cudaGraphLaunch(exec, stream_), "launching a decode step's graph");
       return OkStatus();
     }();
-    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(step_pos_)); });
+    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(steps_.pos())); });
   }
   // Graphs hold the buffers they were recorded with: dropped when one moves.
-  void DropGraphs() {
-    for (auto& [sig, exec] : graphs_) VERITY_CUDA_CALL_LOG(cudaGraphExecDestroy(exec), "a decode step's graph");
-    graphs_.clear();
-    seen_.clear();
-  }
+  void DropGraphs() { steps_.DropGraphs(); }
 
   // All bits set is a NaN in every float.
   void PoisonOnDevice(float* out, size_t n) {
@@ -981,13 +942,7 @@ class CudaBackend final : public Backend {
   // Recorded decode steps: the step's token and position on the device, the
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
-  bool recording_ = false, capturable_ = true;
-  int step_pos_ = 0;
-  std::vector<int64_t> sig_;
-  std::vector<std::function<void()>> tape_;
-  std::map<std::vector<int64_t>, cudaGraphExec_t> graphs_;
-  std::set<std::vector<int64_t>> seen_, uncapturable_;
-  long steps_graphed_ = 0, steps_issued_ = 0;
+  StepRecorder steps_;
   std::vector<float> router_;   // MoE router logits downloaded for routing
 };
 

@@ -101,7 +101,8 @@ Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t
 // Per row of `rows` router-logit rows: the top k experts (chosen[row*k ..]) and their weights.
 Status LaunchMoeTopK(const LaunchPlan& plan, const float* logits, int rows, int n_experts, int k, int* chosen,
                      float* weights, cudaStream_t stream, const std::string& ctx);
-// *out = the index of the largest of x[0..n) (ties: the lower index).
+// *out = the index of the largest of x[0..n) (ties: the lower index); with
+// PlanArgmaxRows, out[r] that of row r (x + r * n).
 Status LaunchArgmax(const LaunchPlan& plan, const float* x, int64_t n, int* out, cudaStream_t stream,
                     const std::string& ctx);
 

@@ -416,8 +416,11 @@ __global__ void MoeTopKKernel(const float* logits, int n_experts, int k, int* ch
   ew::MoeTopK(logits + row * n_experts, n_experts, k, chosen + row * k, weights + row * k);
 }
 
+// Block r: row r of x (n values) into out[r].
 __global__ void ArgmaxKernel(const float* x, int64_t n, int* out) {
   extern __shared__ float smem[];
+  x += blockIdx.x * n;
+  out += blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   float* best_v = smem;
   int* best_i = reinterpret_cast<int*>(smem + warps);

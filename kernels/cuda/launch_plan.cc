@@ -245,4 +245,12 @@ Result<LaunchPlan> PlanArgmax(int64_t n, const DeviceLimits& lim) {
   return Checked(std::move(p), lim);
 }
 
+Result<LaunchPlan> PlanArgmaxRows(int rows, int64_t n, const DeviceLimits& lim) {
+  VERITY_ASSIGN_OR_RETURN(LaunchPlan p, PlanArgmax(n, lim));
+  p.shape += " rows=" + Str(rows);
+  if (rows < 1) return PlanError(p, "rows must be >= 1");
+  p.grid.x = GridDim(rows);
+  return Checked(std::move(p), lim);
+}
+
 }  // namespace verity::kernels::cuda

@@ -129,5 +129,7 @@ Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim);
 Result<LaunchPlan> PlanMoeTopK(int rows, int n_experts, int k, const DeviceLimits& lim);
 // The index of the largest of n values (ties: the lower index), one block.
 Result<LaunchPlan> PlanArgmax(int64_t n, const DeviceLimits& lim);
+// The same for each of `rows` rows of n values (grid.x: one block a row).
+Result<LaunchPlan> PlanArgmaxRows(int rows, int64_t n, const DeviceLimits& lim);
 
 }  // namespace verity::kernels::cuda
