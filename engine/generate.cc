@@ -60,17 +60,29 @@ Result<GenerateResult> RunLoop(Decoder& t, const std::vector<int>& prompt, const
     if (rules.piece) r.text += rules.piece(prompt[i], prompt[i + 1]);
     r.ids.push_back(prompt[i + 1]);
   }
-  // Then one sampled token per position, each fed back in.
+  // Then one sampled token per position, each fed back in. At temperature 0
+  // the pick is the decoder's (Decoder::ForwardGreedy: a GPU picks on the
+  // device and sends one int, not the vocabulary's logits); the same token as
+  // the sampler's argmax, ties to the lower index.
+  auto sample = [&](const float* l) {
+    std::memcpy(logits.data(), l, logits.size() * sizeof(float));
+    return sampler.Sample(logits.data());
+  };
+  const bool greedy = opt.temperature == 0.0f;
   int token = prompt[n_prompt - 1];
   for (int pos = n_prompt - 1; pos < opt.steps; pos++) {
     auto t1 = Clock::now();
+    int next = 0;
     if (pos > n_prompt - 1) {
-      out = t.Forward(token, pos);
+      if (greedy) {
+        next = t.ForwardGreedy(token, pos);
+      } else {
+        out = t.Forward(token, pos);
+      }
       VERITY_RETURN_IF_ERROR(t.status());
       r.positions++;
     }
-    std::memcpy(logits.data(), out, logits.size() * sizeof(float));
-    const int next = sampler.Sample(logits.data());
+    if (pos == n_prompt - 1 || !greedy) next = sample(out);  // the prompt's last logits, or a sampled pick
     r.sample_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
     if (rules.ends(next)) break;
     if (rules.piece) r.text += rules.piece(token, next);

@@ -51,7 +51,9 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
         if (cols % 8 == 0)
           for (int T : {1, 8, 32}) {
             LaunchPlan r = Ok(PlanRows(t, rows, cols, T, kLimits));
-            EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.grid.z * kMatvecWarps, rows) << s.name;
+            const int per_warp = T == 1 ? 1 : kBatchedRowsPerWarp;
+            EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.grid.z * kMatvecWarps * per_warp, rows) << s.name;
+            EXPECT_LT((static_cast<int64_t>(r.grid.y) * r.grid.z - 1) * kMatvecWarps * per_warp, rows) << s.name;
             EXPECT_GE(static_cast<int64_t>(r.grid.x) * r.tile, T) << s.name;
             EXPECT_EQ(r.tile, T == 1 ? 1 : kMatmulRowsPerWarp);
             plans++;

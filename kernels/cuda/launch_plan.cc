@@ -98,7 +98,7 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
   // Vector groups along x, so the blocks that read the same weight rows are
   // launched side by side and all but the first read them from L2; row
   // blocks along y, and z where y's limit runs out.
-  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps);
+  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps * (T == 1 ? 1 : kBatchedRowsPerWarp));
   p.grid.x = GridDim(CeilDiv(T, p.tile));
   p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
   p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));

@@ -49,6 +49,10 @@ struct LaunchPlan {
 inline constexpr int kMatvecWarps = 8;
 // Query rows each warp of the batched matmul carries at once (reads the weight row once per group).
 inline constexpr int kMatmulRowsPerWarp = 8;
+// Weight rows each warp of the rows kernel takes for a batched step (tile
+// kMatmulRowsPerWarp), so a vector chunk loaded once serves 4 rows; 1 for a
+// single vector (a decode step: every warp's loads for one row in flight).
+inline constexpr int kBatchedRowsPerWarp = 4;
 // Positions of the KV cache scored per attention tile (shared memory holds one tile).
 inline constexpr int kAttentionTile = 1024;
 // Split decode attention (flash-decoding): positions per chunk, threads per
@@ -74,9 +78,9 @@ Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimit
 // out[T x rows] = x[T x cols] W^T: grid.y groups of kMatmulRowsPerWarp query rows.
 Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
 // out[T x rows] = x[T x cols] W^T in 16-byte loads (LaunchRows): one warp
-// per weight row, kMatvecWarps rows per block; tile = vectors per warp (1 for
-// T == 1, else kMatmulRowsPerWarp; grid.x their groups; grid.y, then z, the
-// row blocks). cols % 8 == 0.
+// per weight row (kBatchedRowsPerWarp rows for T > 1), kMatvecWarps warps per
+// block; tile = vectors per warp (1 for T == 1, else kMatmulRowsPerWarp;
+// grid.x their groups; grid.y, then z, the row blocks). cols % 8 == 0.
 Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
 // n rows of dim floats gathered from a table (grid.y: one row each).
 Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);

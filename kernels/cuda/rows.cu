@@ -43,84 +43,131 @@ __device__ __forceinline__ void Load8(const unsigned char* row, int c, float w[8
   }
 }
 
-// acc[t] = row . x_{t0+t} for t < nt, complete in lane 0.
-template <int DT, int NT>
-__device__ __forceinline__ void RowDots(const unsigned char* r, const float* x, int cols, int t0, int nt, int lane,
-                                        float acc[NT]) {
+// acc[r][t] = row r . x_{t0+t} for r < R, t < nt, complete in lane 0. Each
+// (row, vector) sum takes the same products in the same order whatever R and
+// NT are, so a batched row has the bits of a single one. R rows a warp reuse
+// each vector chunk from registers: at NT = 8 vectors, reading them for one
+// row per weight chunk would move 16 bytes of x from L1 per byte of weights.
+template <int DT, int NT, int R>
+__device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], const float* x, int cols, int t0, int nt,
+                                        int lane, float (&acc)[R][NT]) {
   const int chunks = cols / 8;
 #pragma unroll
-  for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+  for (int k = 0; k < R; k++)
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[k][t] = 0.0f;
 #pragma unroll 4
   for (int c = lane; c < chunks; c += 32) {
-    float wv[8];
-    Load8<DT>(r, c, wv);
+    float wv[R][8];
+#pragma unroll
+    for (int k = 0; k < R; k++) Load8<DT>(r[k], c, wv[k]);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
       if (t < nt) {
         const float4* xv = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * cols) + 2 * c;
         const float4 a = xv[0], b = xv[1];
-        acc[t] += wv[0] * a.x;
-        acc[t] += wv[1] * a.y;
-        acc[t] += wv[2] * a.z;
-        acc[t] += wv[3] * a.w;
-        acc[t] += wv[4] * b.x;
-        acc[t] += wv[5] * b.y;
-        acc[t] += wv[6] * b.z;
-        acc[t] += wv[7] * b.w;
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+          acc[k][t] += wv[k][0] * a.x;
+          acc[k][t] += wv[k][1] * a.y;
+          acc[k][t] += wv[k][2] * a.z;
+          acc[k][t] += wv[k][3] * a.w;
+          acc[k][t] += wv[k][4] * b.x;
+          acc[k][t] += wv[k][5] * b.y;
+          acc[k][t] += wv[k][6] * b.z;
+          acc[k][t] += wv[k][7] * b.w;
+        }
       }
     }
   }
 #pragma unroll
-  for (int t = 0; t < NT; t++) acc[t] = WarpSum(acc[t]);
+  for (int k = 0; k < R; k++)
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[k][t] = WarpSum(acc[k][t]);
 }
 
-// Warp g of the launch takes row g of the stacked targets (row blocks along
-// y then z), grid.x's groups of NT vectors.
-template <int DT, int NT, int EPI>
+// Row g of the stacked targets: its matrix's index (the target) and its row there.
+struct StackedRow {
+  int target, row;
+};
+// tg.begin[i] by constant indices (see Pick).
+__device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
+  return i == 0 ? tg.begin[0] : i == 1 ? tg.begin[1] : i == 2 ? tg.begin[2] : tg.begin[3];
+}
+__device__ __forceinline__ StackedRow Locate(const RowsTargets& tg, int g) {
+  int i = 0;
+  while (i + 1 < tg.count && g >= Begin(tg, i + 1)) i++;
+  return {i, g - Begin(tg, i)};
+}
+// a[i] by constant indices: a run-time index into a kernel parameter would
+// copy the whole parameter to local memory.
+template <class T>
+__device__ __forceinline__ T Pick(const T (&a)[kMaxRowsTargets], int i) {
+  static_assert(kMaxRowsTargets == 3, "one select per target");
+  return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
+}
+
+// Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
+// blocks along y then z), grid.x's groups of NT vectors. A warp's rows past
+// the last read the last (in bounds) and store nothing.
+template <int DT, int NT, int R, int EPI>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
   const int64_t row_block = static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y;
-  const int g = static_cast<int>(row_block * (blockDim.x >> 5)) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (g >= tg.begin[tg.count]) return;
-  int i = 0;
-  while (i + 1 < tg.count && g >= tg.begin[i + 1]) i++;
-  const int row = g - tg.begin[i], rows = tg.begin[i + 1] - tg.begin[i];
+  const int first = static_cast<int>((row_block * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R);
+  const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
+  if (first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
-  const size_t at = static_cast<size_t>(row) * row_bytes;
-  float acc[NT];
-  RowDots<DT, NT>(static_cast<const unsigned char*>(tg.w[i]) + at, x, cols, t0, nt, lane, acc);
-  float up[NT];
-  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU))
-    RowDots<DT, NT>(static_cast<const unsigned char*>(tg.w[1]) + at, x, cols, t0, nt, lane, up);
+  StackedRow at[R];
+  const unsigned char* w[R];
+#pragma unroll
+  for (int k = 0; k < R; k++) {
+    at[k] = Locate(tg, min(first + k, total - 1));
+    w[k] = static_cast<const unsigned char*>(Pick(tg.w, at[k].target)) + static_cast<size_t>(at[k].row) * row_bytes;
+  }
+  float acc[R][NT];
+  RowDots<DT, NT, R>(w, x, cols, t0, nt, lane, acc);
+  float up[R][NT];
+  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
+    const unsigned char* up_w[R];  // the up matrix's same rows
+#pragma unroll
+    for (int k = 0; k < R; k++) up_w[k] = static_cast<const unsigned char*>(tg.w[1]) + static_cast<size_t>(at[k].row) * row_bytes;
+    RowDots<DT, NT, R>(up_w, x, cols, t0, nt, lane, up);
+  }
   if (lane != 0) return;
 #pragma unroll
-  for (int t = 0; t < NT; t++) {
-    if (t >= nt) break;
-    float* o = tg.out[i] + static_cast<size_t>(t0 + t) * rows + row;
-    if constexpr (EPI == static_cast<int>(RowsEpilogue::kAdd)) {
-      *o += acc[t];
-    } else if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
-      *o = ew::SwiGLU(acc[t], up[t]);
-    } else {
-      *o = acc[t];
+  for (int k = 0; k < R; k++) {
+    if (first + k >= total) break;
+    const int rows = Begin(tg, at[k].target + 1) - Begin(tg, at[k].target);
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+      if (t >= nt) break;
+      float* o = Pick(tg.out, at[k].target) + static_cast<size_t>(t0 + t) * rows + at[k].row;
+      if constexpr (EPI == static_cast<int>(RowsEpilogue::kAdd)) {
+        *o += acc[k][t];
+      } else if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
+        *o = ew::SwiGLU(acc[k][t], up[k][t]);
+      } else {
+        *o = acc[k][t];
+      }
     }
   }
 }
 
-template <int DT, int NT>
+template <int DT, int NT, int R>
 Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                       int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
   const dim3 grid = Grid(plan), block = Block(plan);
   switch (epilogue) {
     case RowsEpilogue::kStore:
-      RowsKernel<DT, NT, 0><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, 0><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
       return OkStatus();
     case RowsEpilogue::kAdd:
-      RowsKernel<DT, NT, 1><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, 1><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+add", ctx);
       return OkStatus();
     case RowsEpilogue::kSwiGLU:
-      RowsKernel<DT, NT, 2><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, 2><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+swiglu", ctx);
       return OkStatus();
   }
@@ -130,8 +177,8 @@ Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsT
 template <int DT>
 Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                    int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
-  if (plan.tile == 1) return LaunchEpilogue<DT, 1>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
-  return LaunchEpilogue<DT, kMatmulRowsPerWarp>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (plan.tile == 1) return LaunchEpilogue<DT, 1, 1>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
 }
 
 }  // namespace
