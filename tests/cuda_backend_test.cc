@@ -536,6 +536,36 @@ TEST(CudaDevice, ArgmaxRowsPickEachRowsLargest) {
   ASSERT_TRUE(k->status().ok()) << k->status().message();
 }
 
+// A backend made for device d runs on device d % count (a tensor-parallel
+// rank's, as the NCCL collective places ranks), its state there, and its
+// calls make that device current on whatever thread calls them.
+TEST(CudaDevice, ABackendRunsOnTheDeviceItIsGiven) {
+  REQUIRE_DEVICE();
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  const Encoded e(kernels::DType::kBF16, 16, 8);
+  const std::vector<float> want = ExactMatmul(e.w, x, 1);
+  for (int d : {0, 1, count, count + 1}) {
+    auto k = kernels::MakeBackend("cuda", d);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);  // another device current on this thread: the backend's calls move it
+    auto in = (*k)->AllocateState(8), out = (*k)->AllocateState(16);
+    cudaPointerAttributes at{};
+    ASSERT_EQ(cudaPointerGetAttributes(&at, in->data()), cudaSuccess);
+    EXPECT_EQ(at.device, d % count) << "device " << d << " of " << count;
+    (*k)->Upload(in->data(), x.data(), x.size());
+    (*k)->Matmul(out->data(), in->data(), e.w);
+    std::vector<float> got(16);
+    (*k)->Download(got.data(), out->data(), got.size());
+    ExpectClose(got, want, 1e-5, "a product on device " + std::to_string(d % count));
+    ASSERT_TRUE((*k)->status().ok()) << (*k)->status().message();
+  }
+  auto negative = kernels::MakeBackend("cuda", -1);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("device -1"), std::string::npos) << negative.status().message();
+}
+
 // The steps between the products on the device: embedding rows, residual
 // adds, an expert's weighted share and the averaging fault's division.
 TEST(CudaDevice, EmbedAddAxpyAndDivideMatchTheHost) {
