@@ -7,6 +7,10 @@
 #                                              non-system shared library they need into DIR (to carry)
 #   scripts/device-check.sh --prebuilt DIR     there: check with the binaries of DIR (no build)
 #
+# --prepare also builds the scored change's base (DIR/base: verity and its
+# CUDA plugin at $base_rev, session 18's main: the seam before the fused
+# launches), which step 4d scores this build against on the GPU.
+#
 # Steps, each printing one summary line: build; the GPU unit tests
 # (CudaDevice.*, none may be skipped); verity parity --backend cuda against
 # the CPU reference on stories260K (f32, bf16 and q8_0, worst of the depths);
@@ -17,7 +21,7 @@
 # device's peak and measured memory bandwidth; a 7-8B-shaped synthetic model
 # (Llama-2-7B's shapes, written in the background) in bf16 and q8_0 and its
 # 2048-token prefill against the measured tensor-core throughput; a ledger
-# A/A and one scored change (q8_0 over bf16) on the GPU; the NCCL collective (--tp-backend nccl: golden text, parity,
+# A/A and one scored change (this build over the base) on the GPU; the NCCL collective (--tp-backend nccl: golden text, parity,
 # the tp=2 refusal on one GPU, benches with fast and cuda kernels). The last line is
 # `device-check: <n> steps, <k> failed, <s>s verdict=PASS|FAIL`.
 set -euo pipefail
@@ -32,6 +36,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
 tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_checks_test)
+base_rev=4a97c71  # the scored change's base (step 4d)
 start=$SECONDS
 steps=0 failed=0
 work=$(mktemp -d /tmp/device-check.XXXXXX)
@@ -68,6 +73,16 @@ if [[ $mode == prepare ]]; then
   { ldd "$dir"/verity "$dir"/libverity_*.so "$dir"/cuda_* 2>/dev/null || true; } | awk '/=> \// {print $3}' | sort -u |
     { grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' || true; } |
     xargs -r -I{} cp -L {} "$dir/lib/"
+  # The scored change's base, built in its own worktree (ccache shares most objects).
+  wt=$root/.verity/worktrees/device-base-$base_rev
+  [[ -d $wt ]] || git -C "$root" worktree add --detach "$wt" "$base_rev" >"$work/base-worktree.log" 2>&1
+  if cmake -S "$wt" -B "$wt/build-cuda" -DCMAKE_BUILD_TYPE=Release -DVERITY_CUDA=ON >"$work/base-configure.log" 2>&1 &&
+      nice -n 19 cmake --build "$wt/build-cuda" -j"$(nproc)" --target verity verity_cuda >"$work/base-build.log" 2>&1; then
+    mkdir -p "$dir/base" && cp "$wt/build-cuda/cli/verity" "$wt"/build-cuda/cli/libverity_cuda.so "$dir/base/"
+    summary prepare-base ok "verity at $base_rev in $dir/base (step 4d's base)"
+  else
+    grep -E "error|Error" "$work/base-build.log" | head -10; summary prepare-base FAIL "see $work/base-build.log"
+  fi
   summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir (carry it; run --prebuilt $dir there)"
   finish
   exit $?
@@ -274,21 +289,26 @@ print("verdict=%s gain=%+.2f%% ci=[%+.2f%%, %+.2f%%] rounds=%s" % (j["verdict"],
   [[ $line == verdict=none* ]] && summary ledger-aa ok "1B bf16 decode, the same command as base and head: $line" ||
     { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
 fi
-# 4d. One scored change on the GPU box: the same 1B decode in q8_0 instead
-# of bf16 (half the bytes a token: predicted +50%; the ledger's verdict and
-# gain, its parity gate run on q8_0). Any verdict is a result; none is a FAIL.
-if [[ -f $synth ]]; then
-  base="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
-  head="$bin bench --model $synth --backend cuda --dtype q8_0 --steps 64 --min-seconds 1"
-  "$bin" submit --ledger "$work/gpu-ledger.db" --title "1B decode: q8_0 weights instead of bf16" --predict 50 \
-    --base-cmd "$base" --head-cmd "$head" --parity-cmd "$bin parity --model $m --backend cuda --dtype q8_0 --json" --json \
-    >"$work/scored.json" 2>"$work/scored.err" || true
+# 4d. One scored change on the GPU box: this build against $base_rev
+# (DIR/base), the 1B bf16 decode: the fused launches (17 -> 8 a layer) and the
+# split decode attention, predicted +30%. Any verdict is a result; none is a
+# FAIL. Without DIR/base (a build run) it is skipped by name.
+if [[ -f $synth && -x ${dir}/base/verity ]]; then
+  base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  "$bin" submit --ledger "$work/gpu-ledger.db" --title "fused launches and split decode attention (vs $base_rev)" \
+    --predict 30 --max-rounds 12 --base-cmd "$base" --head-cmd "$head" \
+    --parity-cmd "$bin parity --model $m --backend cuda --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
   line=$(python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
-print("verdict=%s gain=%+.2f%% ci=[%+.2f%%, %+.2f%%] predicted +50%%" % (j["verdict"], 100 * j["gain"], 100 * j["ci"][0], 100 * j["ci"][1]))' \
+pct = lambda v: "n/a" if v is None else "%+.2f%%" % (100 * v)
+ci = j.get("ci") or [None, None]
+print("verdict=%s gain=%s ci=[%s, %s] predicted +30%% %s" % (j["verdict"], pct(j.get("gain")), pct(ci[0]), pct(ci[1]), j.get("note", "")))' \
     "$work/scored.json" 2>/dev/null || true)
-  [[ $line == verdict=* ]] && summary ledger-scored ok "1B decode, q8_0 over bf16: $line" ||
+  [[ $line == verdict=* && $line != verdict=failed* ]] && summary ledger-scored ok "1B bf16 decode, this build over $base_rev: $line" ||
     { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
+elif [[ -f $synth ]]; then
+  summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"
 fi
 rm -f "$synth"
 

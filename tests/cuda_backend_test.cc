@@ -434,18 +434,20 @@ TEST(CudaDevice, FusedProductsGiveTheSeparateCallsBits) {
       k->Backend::MatmulSharedRows(x->data(), n, sep, 3);
       k->MatmulSharedRows(x->data(), n, fused, 3);
       EXPECT_EQ(get(*a, N * dim), get(*a2, N * dim)) << what << ": q in one launch";
+      EXPECT_EQ(get(*b, N * kv), get(*b2, N * kv)) << what << ": k in one launch";
       EXPECT_EQ(get(*c, N * kv), get(*c2, N * kv)) << what << ": v in one launch";
       if (n == 1) {
         k->MatmulShared(x->data(), 1, fused, 3);
         EXPECT_EQ(get(*b, N * kv), get(*b2, N * kv)) << what << ": k of a decode step's MatmulShared";
       }
+      const bool independent = n > 1;  // a decode step's own form at n = 1
       auto g = state(N * ffn, 6), u = state(N * ffn, 7), g2 = state(N * ffn, 6), u2 = state(N * ffn, 7);
-      k->Backend::MatmulSwiGLU(x->data(), n, true, {g->data(), &w1.w}, {u->data(), &w3.w});
-      k->MatmulSwiGLU(x->data(), n, true, {g2->data(), &w1.w}, {u2->data(), &w3.w});
+      k->Backend::MatmulSwiGLU(x->data(), n, independent, {g->data(), &w1.w}, {u->data(), &w3.w});
+      k->MatmulSwiGLU(x->data(), n, independent, {g2->data(), &w1.w}, {u2->data(), &w3.w});
       EXPECT_EQ(get(*g, N * ffn), get(*g2, N * ffn)) << what << ": gate/up with SwiGLU";
       auto r = state(N * dim, 8), r2 = state(N * dim, 8), scratch = state(N * dim, 9);
-      k->Backend::MatmulAddInPlace(r->data(), scratch->data(), h->data(), w2.w, n, true);
-      k->MatmulAddInPlace(r2->data(), scratch->data(), h->data(), w2.w, n, true);
+      k->Backend::MatmulAddInPlace(r->data(), scratch->data(), h->data(), w2.w, n, independent);
+      k->MatmulAddInPlace(r2->data(), scratch->data(), h->data(), w2.w, n, independent);
       EXPECT_EQ(get(*r, N * dim), get(*r2, N * dim)) << what << ": down projection with its residual add";
     }
   }
@@ -465,29 +467,29 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   std::vector<float> inv_freq(hs / 2);
   for (int i = 0; i < hs / 2; i++) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hs);
   const size_t slot_floats = static_cast<size_t>(seq) * kw;
-  auto fill = [&](size_t floats, uint32_t seed) {
-    auto s = k->AllocateState(floats);
-    const std::vector<float> v = Random(floats, seed);
-    k->Upload(s->data(), v.data(), floats);
-    return s;
+  // One set of buffers (a recorded step's signature holds its pointers, so
+  // the same step replays), given fresh inputs before every run.
+  auto q = k->AllocateState(static_cast<size_t>(n) * qw), key = k->AllocateState(static_cast<size_t>(n) * kw);
+  auto value = k->AllocateState(static_cast<size_t>(n) * kw), att = k->AllocateState(static_cast<size_t>(n) * qw);
+  auto kc = k->AllocateState(slots * slot_floats), vc = k->AllocateState(slots * slot_floats);
+  std::vector<float> scores(static_cast<size_t>(heads) * seq);
+  const kernels::AttendArgs a{att->data(), q->data(), key->data(), value->data(), kc->data(), vc->data(),
+                              kw, slot_floats, scores.data(), inv_freq.data(), false, heads, kv_heads, hs, seq};
+  auto fill = [&](kernels::StateBuffer& s, uint32_t seed) {
+    const std::vector<float> v = Random(s.floats(), seed);
+    k->Upload(s.data(), v.data(), v.size());
   };
   auto get = [&](kernels::StateBuffer& s) {
     std::vector<float> v(s.floats());
     k->Download(v.data(), s.data(), v.size());
     return v;
   };
-  // One run: fresh inputs and caches, then `step` (the call under test).
   struct Run {
     std::vector<float> q, att, keys, values;
   };
-  std::vector<float> scores(static_cast<size_t>(heads) * seq);
   auto run = [&](auto step) {
-    auto q = fill(static_cast<size_t>(n) * qw, 1), key = fill(static_cast<size_t>(n) * kw, 2);
-    auto value = fill(static_cast<size_t>(n) * kw, 3), att = fill(static_cast<size_t>(n) * qw, 4);
-    auto kc = fill(slots * slot_floats, 5), vc = fill(slots * slot_floats, 6);
-    const kernels::AttendArgs a{att->data(), q->data(), key->data(), value->data(), kc->data(), vc->data(),
-                                kw, slot_floats, scores.data(), inv_freq.data(), false, heads, kv_heads, hs, seq};
-    step(a);
+    fill(*q, 1), fill(*key, 2), fill(*value, 3), fill(*att, 4), fill(*kc, 5), fill(*vc, 6);
+    step();
     return Run{get(*q), get(*att), get(*kc), get(*vc)};
   };
   auto same = [](const Run& x, const Run& y, const std::string& what) {
@@ -496,11 +498,13 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
     EXPECT_EQ(x.values, y.values) << what << ": value cache";
     EXPECT_EQ(x.att, y.att) << what << ": attention";
   };
-  // A decoded position (one row, slot 0), three times: as issued, recorded, replayed.
+  // A decoded position (one row, slot 0), four times: as issued (twice: the
+  // first run grows the attention scratch, which starts the signatures over),
+  // recorded, replayed.
   const int pos = 300;
-  const Run separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendBlock(a, pos, 1); });
-  for (int i = 0; i < 3; i++) {
-    const Run fused = run([&](const kernels::AttendArgs& a) {
+  const Run separate = run([&] { k->Backend::AttendBlock(a, pos, 1); });
+  for (int i = 0; i < 4; i++) {
+    const Run fused = run([&] {
       k->BeginDecodeStep(7, pos);
       k->AttendBlock(a, pos, 1);
       k->EndDecodeStep();
@@ -509,10 +513,18 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   }
   // A batched step: three rows in slots 2, 0, 1 at their own positions.
   const int rpos[n] = {0, 599, 257}, rslot[n] = {2, 0, 1};
-  const Run rows_separate = run([&](const kernels::AttendArgs& a) { k->Backend::AttendRows(a, rpos, rslot, n); });
-  const Run rows_fused = run([&](const kernels::AttendArgs& a) { k->AttendRows(a, rpos, rslot, n); });
+  const Run rows_separate = run([&] { k->Backend::AttendRows(a, rpos, rslot, n); });
+  const Run rows_fused = run([&] { k->AttendRows(a, rpos, rslot, n); });
   same(rows_separate, rows_fused, "batched rows");
   ASSERT_TRUE(k->status().ok()) << k->status().message();
+  // The backend's closing line: the decode steps did replay a recorded graph.
+  q.reset(), key.reset(), value.reset(), att.reset(), kc.reset(), vc.reset();
+  testing::internal::CaptureStderr();
+  k.reset();
+  const std::string said = testing::internal::GetCapturedStderr();
+  std::printf("cuda device: %s", said.c_str());
+  EXPECT_NE(said.find("(1 recorded)"), std::string::npos) << said;
+  EXPECT_EQ(said.find(" 0 decode steps launched as recorded graphs"), std::string::npos) << said;
 }
 
 // A batched step's greedy picks on the device: one block a row, each row's

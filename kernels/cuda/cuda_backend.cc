@@ -49,14 +49,16 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), device_(o.device_) {}
   ~DeviceBuffer() { Release(); }
 
-  // Ensures at least `bytes` are allocated (the old contents are not kept;
-  // cudaFree waits for the work that may still read them).
+  // Ensures at least `bytes` are allocated on the current device (the old
+  // contents are not kept; cudaFree waits for the work that may still read them).
   Status Reserve(size_t bytes, const std::string& ctx) {
     if (bytes <= bytes_) return OkStatus();
     Release();
+    VERITY_CUDA_CALL(cudaGetDevice(&device_), ctx);
     VERITY_CUDA_CALL(cudaMalloc(&p_, bytes), ctx + " (" + std::to_string(bytes) + " bytes)");
     bytes_ = bytes;
     return OkStatus();
@@ -66,13 +68,23 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  // Freed on the device it came from: a tensor-parallel rank's state may be
+  // freed on a thread where another rank's device is current.
   void Release() {
-    if (p_) VERITY_CUDA_CALL_LOG(cudaFree(p_), "freeing a device buffer");
+    if (p_) {
+      int current = -1;
+      VERITY_CUDA_CALL_LOG(cudaGetDevice(&current), "freeing a device buffer");
+      const bool moved = current >= 0 && current != device_;
+      if (moved) VERITY_CUDA_CALL_LOG(cudaSetDevice(device_), "freeing a device buffer");
+      VERITY_CUDA_CALL_LOG(cudaFree(p_), "freeing a device buffer");
+      if (moved) VERITY_CUDA_CALL_LOG(cudaSetDevice(current), "freeing a device buffer");
+    }
     p_ = nullptr;
     bytes_ = 0;
   }
   void* p_ = nullptr;
   size_t bytes_ = 0;
+  int device_ = 0;
 };
 
 // Forward state kept in device memory: data() is a device pointer, which only
@@ -126,6 +138,21 @@ enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOp
               kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
 int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
 
+// What one call writes (a fused call: up to three buffers), filled with NaN
+// when it or an earlier call failed.
+struct Outputs {
+  Outputs(float* out, size_t floats) { Add(out, floats); }
+  Outputs() = default;
+  void Add(float* out, size_t floats) {
+    p[count] = out;
+    n[count] = floats;
+    count++;
+  }
+  float* p[kMaxRowsTargets] = {};
+  size_t n[kMaxRowsTargets] = {};
+  int count = 0;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
@@ -164,6 +191,7 @@ class CudaBackend final : public Backend {
   // which nothing computes on, so the forward still ends in a named error.
   std::unique_ptr<StateBuffer> AllocateState(size_t floats) override {
     Use();
+    if (!error_.ok()) return Backend::AllocateState(floats);  // a failed backend computes on nothing
     const std::string ctx = "state of " + std::to_string(floats) + " floats";
     const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
     DeviceBuffer buf;
@@ -266,6 +294,7 @@ class CudaBackend final : public Backend {
   // across the step's layers), one rotate-and-cache launch, one attention
   // launch for every row (each row's the bits of its own decode step).
   void AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n) override {
+    if (n < 1) return;
     FlushStep();  // runs at once: nothing kept may run after it
     const int* dpos = RowIndices(pos, slot, n);
     if (!dpos) return PoisonOnDevice(a.out, static_cast<size_t>(n) * a.q_width());
@@ -284,7 +313,7 @@ class CudaBackend final : public Backend {
   void Attention(const AttentionArgs& a) override {
     const int* pos_at = Recording() ? StepPos() : nullptr;
     Issue({kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
-           a.head_size},
+           a.head_size, a.seq_len},
           a.out, static_cast<size_t>(a.n_heads) * a.head_size, [=, this] { return AttentionImpl(a, 1, pos_at); },
           [=, this] {
             return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
@@ -451,8 +480,8 @@ class CudaBackend final : public Backend {
   // Makes this backend's device the calling thread's (CUDA's current device
   // is per thread; tensor-parallel ranks on several devices are made on one
   // thread and serve on their own). Every call that reaches CUDA passes here
-  // first. Already there (always, with one device), nothing is set, so no
-  // call is made inside a graph capture.
+  // first. Already there (always, with one device), nothing is set: inside a
+  // graph capture only cudaGetDevice runs, which capture allows.
   void Use() {
     Status s = [&]() -> Status {
       int current = -1;
@@ -467,12 +496,17 @@ class CudaBackend final : public Backend {
   // fills the call's output on the device with NaN.
   template <class F, class W>
   void Guarded(float* out, size_t n, F f, W where) {
+    Guarded(Outputs(out, n), f, where);
+  }
+  template <class F, class W>
+  void Guarded(const Outputs& outs, F f, W where) {
     Use();
     if (error_.ok()) {
       Status s = f();
       if (!s.ok()) Fail(std::move(s), where);
     }
-    if (!error_.ok()) PoisonOnDevice(out, n);
+    if (!error_.ok())
+      for (int i = 0; i < outs.count; i++) PoisonOnDevice(outs.p[i], outs.n[i]);
   }
   template <class W>
   void Fail(Status s, W where) {
@@ -495,11 +529,15 @@ class CudaBackend final : public Backend {
   }
   template <class F, class W>
   void Issue(const int64_t* sig, size_t sig_size, float* out, size_t n, F f, W where) {
-    if (!Recording()) return Guarded(out, n, f, where);
-    steps_.Keep(sig, sig_size, [this, out, n, f, where, layer = layer_] {
+    Issue(sig, sig_size, Outputs(out, n), f, where);
+  }
+  template <class F, class W>
+  void Issue(const int64_t* sig, size_t sig_size, const Outputs& outs, F f, W where) {
+    if (!Recording()) return Guarded(outs, f, where);
+    steps_.Keep(sig, sig_size, [this, outs, f, where, layer = layer_] {
       const int issued_in = layer_;
       layer_ = layer;
-      Guarded(out, n, f, where);
+      Guarded(outs, f, where);
       layer_ = issued_in;
     });
   }
@@ -528,7 +566,9 @@ class CudaBackend final : public Backend {
                                 static_cast<int64_t>(t[0].w->dtype), t[0].w->cols};
     for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
     const Weights& w0 = *t[0].w;
-    Issue(sig, t[0].out, static_cast<size_t>(n) * w0.rows, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
+    Outputs outs;
+    for (const MatmulTarget& m : t) outs.Add(m.out, static_cast<size_t>(n) * m.w->rows);
+    Issue(sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
           [=, this] { return MatmulCtx(w0, n) + " fused x" + std::to_string(t.size()); });
   }
   Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
@@ -572,9 +612,13 @@ class CudaBackend final : public Backend {
     const RopeCacheArgs r{a.q, a.key, a.value, a.key_cache, a.value_cache, a.pos_stride,
                           static_cast<int64_t>(a.slot_stride), rope_[a.inv_freq].buf.as<const float>(), dpos, dslot,
                           a.q_width(), a.kv_width(), a.head_size, a.interleaved};
-    Issue({kOpRopeCache, Id(r.q), Id(r.key), Id(r.value), Id(r.key_cache), Id(r.value_cache), r.pos_stride,
-           r.slot_stride, Id(r.table), Id(dpos), Id(dslot), r.q_width, r.kv_width, r.head_size, r.interleaved, n},
-          r.q, static_cast<size_t>(n) * r.q_width, [=, this]() -> Status {
+    const int64_t sig[] = {kOpRopeCache, Id(r.q), Id(r.key), Id(r.value), Id(r.key_cache), Id(r.value_cache),
+                           r.pos_stride, r.slot_stride, Id(r.table), Id(dpos), Id(dslot), r.q_width, r.kv_width,
+                           r.head_size, r.interleaved, n};
+    // On a failure q and key are NaN (the cache rows' place is known only on the device).
+    Outputs outs(r.q, static_cast<size_t>(n) * r.q_width);
+    outs.Add(r.key, static_cast<size_t>(n) * r.kv_width);
+    Issue(sig, std::size(sig), outs, [=, this]() -> Status {
             VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                                     Plan({kPlanRopeCache, n, r.q_width, r.kv_width, r.head_size, 0},
                                          [&] { return PlanRopeCache(n, r.q_width, r.kv_width, r.head_size, limits_); }));
