@@ -314,6 +314,40 @@ TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
   ExpectClose(dout.Get(), want, 1e-4, "attention prefill block");
 }
 
+// A prefill block's attention as products (the backend's GemmAttention:
+// scores by strided batched GEMMs per KV head, the causal softmax, the values
+// by GEMMs), against run.c's attention row by row: GQA, a block from position
+// 0, one over an earlier past, and a block of 512 (the device's prefill pass).
+TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
+  REQUIRE_DEVICE();
+  auto k = kernels::MakeBackend("cuda").value();
+  const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs, qw = heads * hs;
+  for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
+    const int n = pos0 + T;
+    std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T), kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
+                       v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
+                       want(q.size());
+    for (int t = 0; t < T; t++) {
+      kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(), pos0 + t,
+                               heads, kv_heads, hs, n};
+      for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+    }
+    auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
+         dout = k->AllocateState(q.size());
+    k->Upload(dq->data(), q.data(), q.size());
+    k->Upload(dk->data(), kc.data(), kc.size());
+    k->Upload(dv->data(), v.data(), v.size());
+    const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(), pos0,
+                                   heads, kv_heads, hs, n};
+    k->AttentionBlock(a, T);
+    std::vector<float> got(q.size());
+    k->Download(got.data(), dout->data(), got.size());
+    ASSERT_TRUE(k->status().ok()) << k->status().message();
+    ExpectClose(got, want, 1e-5, "prefill attention as GEMMs, " + std::to_string(T) + " rows from position " +
+                                     std::to_string(pos0));
+  }
+}
+
 TEST(CudaDevice, ABadLaunchIsAnErrorNamingTheKernel) {
   REQUIRE_DEVICE();
   cu::LaunchPlan bad = cu::PlanSwiGLU(1, kLim).value();

@@ -75,6 +75,11 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
       Ok(PlanRmsnorm(rows, s.dim, kLimits));
       Ok(PlanRope(rows, s.dim, hs, kLimits));
       Ok(PlanRope(rows, s.kv_heads * hs, hs, kLimits));
+      if (rows >= 16) {
+        const LaunchPlan sm = Ok(PlanCausalSoftmax(s.heads, rows, int64_t{rows} + 4096, kLimits));
+        EXPECT_EQ(sm.grid.x, static_cast<uint32_t>(rows));
+        EXPECT_EQ(sm.grid.y, static_cast<uint32_t>(s.heads));
+      }
       LaunchPlan rc = Ok(PlanRopeCache(rows, s.dim, s.kv_heads * hs, hs, kLimits));
       // One thread per q pair, key pair and value float: the grid covers them all (or loops).
       EXPECT_GE(int64_t{rc.grid.x} * rc.block.x,
@@ -154,6 +159,7 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   ExpectError(PlanAttention(6, 4, 8, 1, 5, kLimits), "heads must be a multiple of kv_heads");
   ExpectError(PlanAttention(8, 4, 8, 4, 2, kLimits), "positions must be >= queries");
   ExpectError(PlanRope(1, 10, 4, kLimits), "head_size must be even and divide size");
+  ExpectError(PlanCausalSoftmax(8, 16, 15, kLimits), "heads, T >= 1 and n >= T required");
   ExpectError(PlanRopeCache(1, 64, 24, 16, kLimits), "head_size must be even and divide q_width and kv_width");
   ExpectError(PlanRopeCache(0, 64, 32, 16, kLimits), "rows, q_width, kv_width >= 1 and head_size >= 2 required");
   ExpectError(PlanMoeTopK(1, 4, 5, kLimits), "1 <= k <= experts");

@@ -129,10 +129,13 @@ constexpr int kDevicePrefillBlock = 512;
 // bf16 products of at least this many vectors (a prefill block, never a
 // decode step or a batched one) run as a tensor-core GEMM.
 constexpr int kGemmMinRows = 16;
+// A prefill block's attention runs as GEMMs (GemmAttention) while its scores,
+// every head's [T x positions] in f32, fit this; past it, the tiled kernel.
+constexpr size_t kGemmAttentionMaxScoreBytes = size_t{1} << 30;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
                 kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache,
-                kPlanDecodeAttention, kPlanQ8ToBF16 };
+                kPlanDecodeAttention, kPlanQ8ToBF16, kPlanCausalSoftmax };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
@@ -858,6 +861,8 @@ class CudaBackend final : public Backend {
   // recorded and eager steps launch alike and give the same bits.
   Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
     if (rows == 1 && a.head_size <= kDecodeMaxHeadSize) return DecodeAttention(a, pos_at);
+    const size_t score_bytes = static_cast<size_t>(a.n_heads) * rows * (int64_t{a.pos} + rows) * sizeof(float);
+    if (rows >= kGemmMinRows && score_bytes <= kGemmAttentionMaxScoreBytes) return GemmAttention(a, rows);
     // The plan depends on the context only up to one tile (the last row's); a
     // decoded row always takes the full tile's, so recorded and eager steps
     // reduce alike.
@@ -870,6 +875,39 @@ class CudaBackend final : public Backend {
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
                           a.n_kv_heads, a.head_size, pos_at};
     return LaunchAttention(*plan, d, stream_, "attention");
+  }
+
+  // A prefill block's attention as products (docs/cuda.md): per KV head, its
+  // query heads' scores S_h = Q_h K^T / sqrt(head_size) in one strided
+  // batched GEMM, the causal softmax of every row, then O_h = P_h V. cuBLAS
+  // is column-major: a row-major [r x ld] matrix is its transpose, so
+  // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T. The
+  // pedantic handle: f32 products, no TF32.
+  Status GemmAttention(const AttentionArgs& a, int T) {
+    const int64_t n = int64_t{a.pos} + T;  // positions the last row attends to
+    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs;
+    VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(a.n_heads) * T * n * sizeof(float), "attention scores"));
+    float* scores = scores_.as<float>();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs)), one = 1.0f, zero = 0.0f;
+    const long long tn = static_cast<long long>(T) * n;
+    for (int g = 0; g < a.n_kv_heads; g++) {
+      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), T, hs, &scale,
+                                                   a.key_cache + static_cast<int64_t>(g) * hs, static_cast<int>(a.pos_stride), 0,
+                                                   a.q + static_cast<int64_t>(g) * group * hs, qw, hs, &zero,
+                                                   scores + g * group * tn, static_cast<int>(n), tn, group),
+                         "attention scores gemm");
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, a.n_heads, T, n, 0, 0},
+                                                         [&] { return PlanCausalSoftmax(a.n_heads, T, n, limits_); }));
+    VERITY_RETURN_IF_ERROR(LaunchCausalSoftmax(*plan, scores, n, T, a.pos, stream_, "causal_softmax"));
+    for (int g = 0; g < a.n_kv_heads; g++) {
+      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, static_cast<int>(n), &one,
+                                                   a.value_cache + static_cast<int64_t>(g) * hs, static_cast<int>(a.pos_stride), 0,
+                                                   scores + g * group * tn, static_cast<int>(n), tn, &zero,
+                                                   a.out + static_cast<int64_t>(g) * group * hs, qw, hs, group),
+                         "attention values gemm");
+    }
+    return OkStatus();
   }
 
   // Decode attention split over the context. The capacity is seq_len (the
@@ -981,6 +1019,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer w_bf16_;         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
+  DeviceBuffer scores_;         // a prefill block's attention scores (GemmAttention)
   DeviceBuffer row_indices_;    // a batched step's positions and slots (AttendRows)
   std::vector<int> rows_uploaded_;  // what row_indices_ holds
   // Recorded decode steps: the step's token and position on the device, the

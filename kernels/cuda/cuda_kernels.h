@@ -95,6 +95,11 @@ Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& 
 // blocks (n % 8 == 0; out 16-byte aligned; plan: PlanElementwise("q8_0_to_bf16", n / 8)).
 Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
                         const std::string& ctx);
+// Row t of head h of scores [heads][T][n] (query position pos0 + t): softmax
+// over positions 0 .. pos0 + t, run.c's arithmetic (max, expf, sum, divide),
+// and zero past them, so a product with the values adds nothing there.
+Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, cudaStream_t stream,
+                           const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);

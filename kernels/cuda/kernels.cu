@@ -404,6 +404,26 @@ __global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chu
   }
 }
 
+// Block (t, h): row t of head h. Each thread keeps its own positions across
+// the three passes, so no pass needs a barrier beyond the reductions'.
+__global__ void CausalSoftmaxKernel(float* scores, int64_t n, int T, int64_t pos0) {
+  extern __shared__ float red[];
+  const int t = blockIdx.x, h = blockIdx.y;
+  float* row = scores + (static_cast<int64_t>(h) * T + t) * n;
+  const int64_t len = pos0 + t + 1;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, row[j]);
+  mx = BlockReduce<true>(mx, red);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    row[j] = expf(ew::Sub(row[j], mx));
+    sum += row[j];
+  }
+  sum = BlockReduce<false>(sum, red);
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) row[j] /= sum;
+  for (int64_t j = len + threadIdx.x; j < n; j += blockDim.x) row[j] = 0.0f;
+}
+
 __global__ void SwiGLUKernel(float* hb, const float* hb2, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -590,6 +610,13 @@ Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, in
   if (n % 8 != 0) return Status::Error("cuda: " + ctx + ": q8_0 to bf16 of " + std::to_string(n) + " weights (not a multiple of 8)");
   Q8_0ToBF16Kernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(reinterpret_cast<uint4*>(out),
                                                                             static_cast<const unsigned char*>(w), n / 8);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, cudaStream_t stream,
+                           const std::string& ctx) {
+  CausalSoftmaxKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(scores, n, T, pos0);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }

@@ -122,6 +122,16 @@ Result<LaunchPlan> PlanElementwise(const char* name, int64_t n, const DeviceLimi
   return Checked(std::move(p), lim);
 }
 
+Result<LaunchPlan> PlanCausalSoftmax(int heads, int T, int64_t n, const DeviceLimits& lim) {
+  LaunchPlan p = Named("causal_softmax", "heads=" + Str(heads) + " T=" + Str(T) + " n=" + Str(n));
+  if (heads < 1 || T < 1 || n < T) return PlanError(p, "heads, T >= 1 and n >= T required");
+  p.block.x = static_cast<uint32_t>(ReductionThreads(n, lim));
+  p.grid.x = GridDim(T);
+  p.grid.y = GridDim(heads);
+  p.shared_bytes = (p.block.x / lim.warp_size) * sizeof(float);  // one partial per warp
+  return Checked(std::move(p), lim);
+}
+
 Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim) {
   LaunchPlan p = Named("rmsnorm", "rows=" + Str(rows) + " size=" + Str(size));
   if (rows < 1 || size < 1) return PlanError(p, "rows and size must be >= 1");

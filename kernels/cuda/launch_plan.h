@@ -127,6 +127,9 @@ LaneShape DecodeAttentionLaneShape(int head_size);
 // Floats of partial results a PlanDecodeAttention launch writes: per row, head
 // and chunk, the chunk's max score, its sum of weights and head_size accumulated values.
 int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size);
+// The causal softmax of a prefill block's scores [heads][T][n] (the GEMM
+// attention): one block a (query row, head), grid (T, heads).
+Result<LaunchPlan> PlanCausalSoftmax(int heads, int T, int64_t n, const DeviceLimits& lim);
 // hb[i] = silu(hb[i]) * hb2[i] for n values.
 Result<LaunchPlan> PlanSwiGLU(int64_t n, const DeviceLimits& lim);
 // Top-k of n_experts router logits and their softmax weights, for `rows` tokens.
