@@ -4,12 +4,8 @@
 // (a block's token rows, MoE router logits on their way to the host's
 // routing); no call waits for the device except Download.
 //
-// Weights, norm weights and RoPE tables are uploaded once, on first use, into
-// caches keyed by the host pointer (a backend serves one Transformer, whose
-// Model outlives it and whose weights do not change after loading). A weight
-// hit must agree in dtype and cover the view's bytes, else the matrix is
-// uploaded again. The device view handed to the kernels is the host view with
-// `data` replaced by the device pointer.
+// Weights, norm weights, the embedding table and RoPE tables are uploaded
+// once, on first use (model_copies.h); the kernels get the device pointers.
 //
 // State (activations, KV caches, logits) is device memory from AllocateState;
 // the engine hands the calls pointers into it and reads it only through
@@ -34,8 +30,10 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/model_copies.h"
 #include "kernels/cuda/rope_cache.h"
 #include "kernels/cuda/rows.h"
 #include "kernels/cuda/step_recorder.h"
@@ -43,75 +41,6 @@
 namespace verity::kernels::cuda {
 namespace {
 
-// A grow-only device allocation, freed (checked) when destroyed.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), device_(o.device_) {}
-  ~DeviceBuffer() { Release(); }
-
-  // Ensures at least `bytes` are allocated on the current device (the old
-  // contents are not kept; cudaFree waits for the work that may still read them).
-  Status Reserve(size_t bytes, const std::string& ctx) {
-    if (bytes <= bytes_) return OkStatus();
-    Release();
-    VERITY_CUDA_CALL(cudaGetDevice(&device_), ctx);
-    VERITY_CUDA_CALL(cudaMalloc(&p_, bytes), ctx + " (" + std::to_string(bytes) + " bytes)");
-    bytes_ = bytes;
-    return OkStatus();
-  }
-  template <class T>
-  T* as() const { return static_cast<T*>(p_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  // Freed on the device it came from: a tensor-parallel rank's state may be
-  // freed on a thread where another rank's device is current.
-  void Release() {
-    if (p_) {
-      int current = -1;
-      VERITY_CUDA_CALL_LOG(cudaGetDevice(&current), "freeing a device buffer");
-      const bool moved = current >= 0 && current != device_;
-      if (moved) VERITY_CUDA_CALL_LOG(cudaSetDevice(device_), "freeing a device buffer");
-      VERITY_CUDA_CALL_LOG(cudaFree(p_), "freeing a device buffer");
-      if (moved) VERITY_CUDA_CALL_LOG(cudaSetDevice(current), "freeing a device buffer");
-    }
-    p_ = nullptr;
-    bytes_ = 0;
-  }
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-  int device_ = 0;
-};
-
-// Forward state kept in device memory: data() is a device pointer, which only
-// this backend's calls take.
-class DeviceState final : public StateBuffer {
- public:
-  DeviceState(DeviceBuffer buf, size_t floats) : buf_(std::move(buf)), floats_(floats) {}
-  float* data() override { return buf_.as<float>(); }
-  size_t floats() const override { return floats_; }
-
- private:
-  DeviceBuffer buf_;
-  size_t floats_;
-};
-
-struct DeviceMatrix {
-  DeviceBuffer buf;
-  DType dtype = DType::kF32;
-  size_t bytes = 0;
-};
-
-// cos and sin of every pair at positions [0, positions), from one model's
-// inverse-frequency table.
-struct RopeTable {
-  DeviceBuffer buf;
-  int positions = 0;
-};
 
 // A launch plan's identity: which planner, and the shape it was given.
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
@@ -160,7 +89,8 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
               cudaStream_t stream)
-      : device_(device), limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream) {}
+      : device_(device), limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream),
+        copies_(stream, [this] { DropGraphs(); }) {}
   ~CudaBackend() override {
     Use();
     // Proof that the recorded steps ran, and how many did not.
@@ -379,7 +309,7 @@ class CudaBackend final : public Backend {
       // The token was uploaded with the position (BeginDecodeStep).
       const int* token = StepToken();
       return Issue({kOpEmbedAt, Id(x), Id(table), rows, dim}, x, static_cast<size_t>(dim), [=, this]() -> Status {
-        VERITY_ASSIGN_OR_RETURN(const float* dtable, DeviceFloats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+        VERITY_ASSIGN_OR_RETURN(const float* dtable, copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
         VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanEmbed, 0, dim, 1, 0, 0}, [&] { return PlanEmbed(dim, 1, limits_); }));
         return LaunchEmbed(*plan, x, dtable, token, dim, 1, stream_, "embed");
       }, [=, this] { return Ctx("embedding of 1 row"); });
@@ -392,7 +322,7 @@ class CudaBackend final : public Backend {
     int32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof eps_bits);
     Issue({kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, eps_bits}, out, static_cast<size_t>(n) * dim, [=, this]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const float* dw, DeviceFloats(weight, dim, "rmsnorm weight"));
+      VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(weight, dim, "rmsnorm weight"));
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
       return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
     }, [=, this] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
@@ -546,9 +476,10 @@ class CudaBackend final : public Backend {
   }
   // RoPE of a recorded step's row: the table's row at the position read on the device.
   void RopeAt(float* vec, int size, int head_size, const float* inv_freq, bool interleaved) {
-    Status grown = EnsureRopeTable(inv_freq, head_size, steps_.pos() + 1);
-    if (!grown.ok()) return Fail(std::move(grown), [&] { return Ctx("rope table"); });
-    const float* table = rope_[inv_freq].buf.as<const float>();
+    Use();
+    Result<const float*> grown = copies_.RopeTable(inv_freq, head_size, steps_.pos() + 1);
+    if (!grown.ok()) return Fail(grown.status(), [&] { return Ctx("rope table"); });
+    const float* table = *grown;
     const int* pos = StepPos();
     Issue({kOpRopeAt, Id(vec), Id(table), size, head_size, interleaved}, vec, static_cast<size_t>(size), [=, this]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
@@ -580,7 +511,7 @@ class CudaBackend final : public Backend {
     tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
     bool vectorized = true;
     for (size_t i = 0; i < t.size(); i++) {
-      VERITY_ASSIGN_OR_RETURN(tg.w[i], DeviceWeights(*t[i].w));
+      VERITY_ASSIGN_OR_RETURN(tg.w[i], copies_.Weights(*t[i].w));
       vectorized = vectorized && VectorizedRows(w0.dtype, tg.w[i], x, w0.cols);
       tg.out[i] = t[i].out;
     }
@@ -610,10 +541,11 @@ class CudaBackend final : public Backend {
   // dslot[t], or the caches given); dpos and dslot are device ints.
   // `max_pos`: the largest position, which the RoPE table must cover.
   void RopeCache(const AttendArgs& a, int n, const int* dpos, const int* dslot, int max_pos) {
-    Status grown = EnsureRopeTable(a.inv_freq, a.head_size, max_pos + 1);
-    if (!grown.ok()) return Fail(std::move(grown), [&] { return Ctx("rope table"); });
+    Use();
+    Result<const float*> table = copies_.RopeTable(a.inv_freq, a.head_size, max_pos + 1);
+    if (!table.ok()) return Fail(table.status(), [&] { return Ctx("rope table"); });
     const RopeCacheArgs r{a.q, a.key, a.value, a.key_cache, a.value_cache, a.pos_stride,
-                          static_cast<int64_t>(a.slot_stride), rope_[a.inv_freq].buf.as<const float>(), dpos, dslot,
+                          static_cast<int64_t>(a.slot_stride), *table, dpos, dslot,
                           a.q_width(), a.kv_width(), a.head_size, a.interleaved};
     const int64_t sig[] = {kOpRopeCache, Id(r.q), Id(r.key), Id(r.value), Id(r.key_cache), Id(r.value_cache),
                            r.pos_stride, r.slot_stride, Id(r.table), Id(dpos), Id(dslot), r.q_width, r.kv_width,
@@ -687,14 +619,6 @@ class CudaBackend final : public Backend {
     }();
     (void)ignored;  // the first error is already recorded; a device that cannot even memset has no output to read
   }
-  // An upload on the backend's stream, so the kernels queued after it read
-  // it (a plain cudaMemcpy runs on the legacy stream, which this non-blocking
-  // stream does not wait for). Pageable memory is staged before the call
-  // returns, so `src` may go at once.
-  Status CopyToDevice(void* dst, const void* src, size_t bytes, const std::string& ctx) {
-    VERITY_CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), ctx);
-    return OkStatus();
-  }
   Status ZeroBytes(void* p, size_t bytes, const std::string& ctx) {
     VERITY_CUDA_CALL(cudaMemsetAsync(p, 0, bytes, stream_), ctx + " zeroing");
     return OkStatus();
@@ -743,43 +667,9 @@ class CudaBackend final : public Backend {
                std::to_string(T) + " dtype=" + DTypeName(w.dtype));
   }
 
-  // The device copy of `w`, uploaded on first use (see the file comment).
-  Result<const void*> DeviceWeights(const Weights& w) {
-    DeviceMatrix& m = weights_[w.data];
-    if (m.buf.bytes() == 0 || m.dtype != w.dtype || m.bytes < w.bytes()) {
-      if (m.buf.bytes() != 0) DropGraphs();  // it may move: no graph may read the old copy
-      m.bytes = 0;
-      VERITY_RETURN_IF_ERROR(m.buf.Reserve(w.bytes(), "weight upload"));
-      // q8_0 rows interleave their blocks in groups for the CPU's int8 dot
-      // (kernels.h); the device kernels read plain blocks by offset.
-      const void* host = w.data;
-      std::vector<unsigned char> plain;
-      if (w.dtype == DType::kQ8_0) {
-        plain.resize(w.bytes());
-        kernels::UnpackQ8_0Rows(w, plain.data());
-        host = plain.data();
-      }
-      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, w.bytes(), "weight upload"));
-      m.dtype = w.dtype;
-      m.bytes = w.bytes();
-    }
-    return static_cast<const void*>(m.buf.as<void>());
-  }
-  // `n` floats the model owns on the host (a norm's weights), uploaded once.
-  Result<const float*> DeviceFloats(const float* host, size_t n, const char* what) {
-    DeviceMatrix& m = floats_[host];
-    const size_t bytes = n * sizeof(float);
-    if (m.bytes < bytes) {
-      if (m.bytes != 0) DropGraphs();  // it may move: no graph may read the old copy
-      VERITY_RETURN_IF_ERROR(m.buf.Reserve(bytes, std::string(what) + " upload"));
-      VERITY_RETURN_IF_ERROR(CopyToDevice(m.buf.as<void>(), host, bytes, std::string(what) + " upload"));
-      m.bytes = bytes;
-    }
-    return m.buf.as<const float>();
-  }
 
   Status MatmulImpl(float* out, const float* x, const Weights& w, int T, bool rows) {
-    VERITY_ASSIGN_OR_RETURN(const void* dw, DeviceWeights(w));
+    VERITY_ASSIGN_OR_RETURN(const void* dw, copies_.Weights(w));
     // The 16-byte kernel for every bf16/q8_0 vector product it can take, so a
     // decode step's Matmul and a batched step's MatmulRows give the same bits.
     if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
@@ -955,49 +845,20 @@ class CudaBackend final : public Backend {
     return OkStatus();
   }
 
-  // The per-pair cosine and sine at `pos` from the model's inverse-frequency
-  // table, computed on the host with the reference's own arithmetic (so the
-  // device rotation is bit-exact with RopeReference) for a run of positions at
-  // a time and kept on the device.
-  // The table of `inv_freq` covers positions [0, positions): grown (doubling,
-  // 1024 at first) with the reference's own cosf/sinf on the host. Growing
-  // moves it, so the recorded graphs that read the old one are dropped.
-  Status EnsureRopeTable(const float* inv_freq, int head_size, int positions_needed) {
-    Use();
-    const int half = head_size / 2;
-    RopeTable& t = rope_[inv_freq];
-    if (positions_needed <= t.positions) return OkStatus();
-    DropGraphs();
-    const int positions = std::max({positions_needed, 2 * t.positions, 1024});
-    std::vector<float> cos_sin(static_cast<size_t>(positions) * half * 2);
-    for (int p = 0; p < positions; p++)
-      for (int i = 0; i < half; i++) {
-        const float val = static_cast<float>(p) * inv_freq[i];
-        cos_sin[(static_cast<size_t>(p) * half + i) * 2] = cosf(val);
-        cos_sin[(static_cast<size_t>(p) * half + i) * 2 + 1] = sinf(val);
-      }
-    t.positions = 0;
-    VERITY_RETURN_IF_ERROR(t.buf.Reserve(cos_sin.size() * sizeof(float), "rope table"));
-    VERITY_RETURN_IF_ERROR(CopyToDevice(t.buf.as<void>(), cos_sin.data(), cos_sin.size() * sizeof(float), "rope table"));
-    t.positions = positions;
-    return OkStatus();
-  }
 
   // Rows t < rows of `vec` (`size` floats each) at positions pos + t.
   Status RopeImpl(float* vec, int rows, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
-    const int half = head_size / 2;
-    VERITY_RETURN_IF_ERROR(EnsureRopeTable(inv_freq, head_size, pos + rows));
-    RopeTable& t = rope_[inv_freq];
+    VERITY_ASSIGN_OR_RETURN(const float* table, copies_.RopeTable(inv_freq, head_size, pos + rows));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, rows, size, head_size, 0},
                                                          [&] { return PlanRope(rows, size, head_size, limits_); }));
-    const float* row = t.buf.as<const float>() + static_cast<size_t>(pos) * half * 2;
+    const float* row = table + static_cast<size_t>(pos) * head_size;
     return LaunchRope(*plan, vec, row, rows, size, head_size, interleaved, stream_, "rope");
   }
 
   // The block's token ids go up (n ints) and its rows are gathered on the
-  // device from the table, uploaded whole on first use (DeviceFloats).
+  // device from the table, uploaded whole on first use (ModelCopies).
   Status EmbedImpl(float* x, const float* table, int rows, int dim, const int* tokens, int n) {
-    VERITY_ASSIGN_OR_RETURN(const float* dtable, DeviceFloats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+    VERITY_ASSIGN_OR_RETURN(const float* dtable, copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
     VERITY_RETURN_IF_ERROR(tokens_.Reserve(static_cast<size_t>(n) * sizeof(int), "embedding token ids"));
     VERITY_CUDA_CALL(cudaMemcpyAsync(tokens_.as<void>(), tokens, static_cast<size_t>(n) * sizeof(int),
                                      cudaMemcpyHostToDevice, stream_), "embedding token ids");
@@ -1011,8 +872,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   int layer_ = -1;
   Status error_;
-  std::unordered_map<const void*, DeviceMatrix> weights_, floats_;
-  std::unordered_map<const float*, RopeTable> rope_;
+  ModelCopies copies_;  // weights, norm weights, the embedding table, RoPE tables
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
   DeviceBuffer tokens_;         // a block's token ids
   DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)

@@ -1,0 +1,52 @@
+// The device copies of what the model owns on the host: weight matrices,
+// norm weights and the embedding table (uploaded once, on first use, keyed by
+// the host pointer), and RoPE's cosines and sines per position. A backend
+// serves one Transformer, whose Model outlives it and whose weights do not
+// change after loading. A copy that has to move (a hit of another dtype or
+// fewer bytes, a RoPE table that grows) tells the backend first (`moved`), so
+// no recorded graph reads the old one. Internal to kernels/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/kernels.h"
+
+namespace verity::kernels::cuda {
+
+class ModelCopies {
+ public:
+  // Uploads go on `stream` (the backend's: kernels queued after them read them).
+  ModelCopies(cudaStream_t stream, std::function<void()> moved) : stream_(stream), moved_(std::move(moved)) {}
+
+  // The device copy of `w`'s matrix. q8_0 comes as plain 36-byte blocks (the
+  // device kernels read blocks by offset; the CPU's rows interleave them).
+  Result<const void*> Weights(const kernels::Weights& w);
+  // `n` floats the model owns (a norm's weights, the embedding table).
+  Result<const float*> Floats(const float* host, size_t n, const char* what);
+  // cos and sin of every pair (head_size / 2 of them) at positions [0,
+  // positions), from the model's inverse-frequency table: position p's row
+  // at p * head_size floats. Computed on the host with the reference's own
+  // cosf/sinf (so the device rotation is bit-exact with RopeReference) and
+  // grown by doubling, 1024 positions at first.
+  Result<const float*> RopeTable(const float* inv_freq, int head_size, int positions);
+
+ private:
+  struct Copy {
+    DeviceBuffer buf;
+    DType dtype = DType::kF32;
+    size_t bytes = 0;    // valid bytes (a matrix, floats)
+    int positions = 0;   // positions covered (a RoPE table)
+  };
+  Status Upload(Copy& c, const void* host, size_t bytes, const char* what);
+
+  cudaStream_t stream_;
+  std::function<void()> moved_;
+  std::unordered_map<const void*, Copy> weights_, floats_, rope_;
+};
+
+}  // namespace verity::kernels::cuda
