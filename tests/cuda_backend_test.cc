@@ -318,33 +318,46 @@ TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
 // scores by strided batched GEMMs per KV head, the causal softmax, the values
 // by GEMMs), against run.c's attention row by row: GQA, a block from position
 // 0, one over an earlier past, and a block of 512 (the device's prefill pass).
+// In f32 (a block whose products were f32) and in TF32 (a block whose
+// products ran on tensor cores: its activations already rounded to bf16).
 TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
   REQUIRE_DEVICE();
-  auto k = kernels::MakeBackend("cuda").value();
-  const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs, qw = heads * hs;
-  for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
-    const int n = pos0 + T;
-    std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T), kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
-                       v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
-                       want(q.size());
-    for (int t = 0; t < T; t++) {
-      kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(), pos0 + t,
-                               heads, kv_heads, hs, n};
-      for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+  for (bool tf32 : {false, true}) {
+    auto k = kernels::MakeBackend("cuda").value();
+    if (tf32) {  // a bf16 block product first, as a prefill block's q/k/v are
+      const Encoded w(kernels::DType::kBF16, 64, 64);
+      auto x = k->AllocateState(16 * 64), y = k->AllocateState(16 * 64);
+      k->MatmulBatch(y->data(), x->data(), w.w, 16);
     }
-    auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
-         dout = k->AllocateState(q.size());
-    k->Upload(dq->data(), q.data(), q.size());
-    k->Upload(dk->data(), kc.data(), kc.size());
-    k->Upload(dv->data(), v.data(), v.size());
-    const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(), pos0,
-                                   heads, kv_heads, hs, n};
-    k->AttentionBlock(a, T);
-    std::vector<float> got(q.size());
-    k->Download(got.data(), dout->data(), got.size());
-    ASSERT_TRUE(k->status().ok()) << k->status().message();
-    ExpectClose(got, want, 1e-5, "prefill attention as GEMMs, " + std::to_string(T) + " rows from position " +
-                                     std::to_string(pos0));
+    const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs, qw = heads * hs;
+    for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
+      const int n = pos0 + T;
+      std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T), kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
+                         v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
+                         want(q.size());
+      for (int t = 0; t < T; t++) {
+        kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(), pos0 + t,
+                                 heads, kv_heads, hs, n};
+        for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+      }
+      auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
+           dout = k->AllocateState(q.size());
+      k->Upload(dq->data(), q.data(), q.size());
+      k->Upload(dk->data(), kc.data(), kc.size());
+      k->Upload(dv->data(), v.data(), v.size());
+      const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(), pos0,
+                                     heads, kv_heads, hs, n};
+      k->AttentionBlock(a, T);
+      std::vector<float> got(q.size());
+      k->Download(got.data(), dout->data(), got.size());
+      ASSERT_TRUE(k->status().ok()) << k->status().message();
+      // TF32 rounds q, k, the weights and v to 10 mantissa bits (2^-11
+      // relative): a score of 64 products moves by ~2^-11 of its size, a
+      // weight by as much, an output by ~1e-3 of 1 + |value|.
+      ExpectClose(got, want, tf32 ? 5e-3 : 1e-5,
+                  std::string(tf32 ? "TF32" : "f32") + " prefill attention as GEMMs, " + std::to_string(T) +
+                      " rows from position " + std::to_string(pos0));
+    }
   }
 }
 

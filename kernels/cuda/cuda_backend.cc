@@ -683,6 +683,8 @@ class CudaBackend final : public Backend {
       return OkStatus();
     }
     if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
+    // A block's products on tensor cores: its attention may take TF32 (AttentionGemm).
+    if (T >= kGemmMinRows) block_on_tensor_cores_ = w.dtype != DType::kF32;
     if (w.dtype == DType::kBF16 && T >= kGemmMinRows) return GemmBF16(out, x, dw, w.rows, w.cols, T);
     if (w.dtype == DType::kQ8_0 && T >= kGemmMinRows) return GemmQ8_0(out, x, dw, w.rows, w.cols, T);
     if (T == 1) {
@@ -771,32 +773,45 @@ class CudaBackend final : public Backend {
   // query heads' scores S_h = Q_h K^T / sqrt(head_size) in one strided
   // batched GEMM, the causal softmax of every row, then O_h = P_h V. cuBLAS
   // is column-major: a row-major [r x ld] matrix is its transpose, so
-  // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T. The
-  // pedantic handle: f32 products, no TF32.
+  // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T.
   Status GemmAttention(const AttentionArgs& a, int T) {
     const int64_t n = int64_t{a.pos} + T;  // positions the last row attends to
-    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs;
+    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs, ld = static_cast<int>(a.pos_stride);
     VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(a.n_heads) * T * n * sizeof(float), "attention scores"));
     float* scores = scores_.as<float>();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs)), one = 1.0f, zero = 0.0f;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const long long tn = static_cast<long long>(T) * n;
-    for (int g = 0; g < a.n_kv_heads; g++) {
-      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), T, hs, &scale,
-                                                   a.key_cache + static_cast<int64_t>(g) * hs, static_cast<int>(a.pos_stride), 0,
-                                                   a.q + static_cast<int64_t>(g) * group * hs, qw, hs, &zero,
-                                                   scores + g * group * tn, static_cast<int>(n), tn, group),
-                         "attention scores gemm");
-    }
+    for (int g = 0; g < a.n_kv_heads; g++)
+      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, static_cast<int>(n), T, hs, scale, a.key_cache + int64_t{g} * hs,
+                                           ld, 0, a.q + int64_t{g} * group * hs, qw, hs, scores + g * group * tn,
+                                           static_cast<int>(n), tn, group, "attention scores gemm"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, a.n_heads, T, n, 0, 0},
                                                          [&] { return PlanCausalSoftmax(a.n_heads, T, n, limits_); }));
     VERITY_RETURN_IF_ERROR(LaunchCausalSoftmax(*plan, scores, n, T, a.pos, stream_, "causal_softmax"));
-    for (int g = 0; g < a.n_kv_heads; g++) {
-      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, static_cast<int>(n), &one,
-                                                   a.value_cache + static_cast<int64_t>(g) * hs, static_cast<int>(a.pos_stride), 0,
-                                                   scores + g * group * tn, static_cast<int>(n), tn, &zero,
-                                                   a.out + static_cast<int64_t>(g) * group * hs, qw, hs, group),
-                         "attention values gemm");
+    for (int g = 0; g < a.n_kv_heads; g++)
+      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_N, hs, T, static_cast<int>(n), 1.0f, a.value_cache + int64_t{g} * hs,
+                                           ld, 0, scores + g * group * tn, static_cast<int>(n), tn,
+                                           a.out + int64_t{g} * group * hs, qw, hs, group, "attention values gemm"));
+    return OkStatus();
+  }
+  // C = alpha op(A) B for `batch` matrices (f32 in and out; A's stride 0: one
+  // KV head for its query heads). f32 products on the pedantic handle, unless
+  // the block's own products ran on tensor cores (its activations already in
+  // bf16: weights not f32): then TF32 tensor cores, whose input rounding
+  // (2^-11) is below the bf16 rounding those activations already took.
+  Status AttentionGemm(cublasOperation_t op_a, int m, int n, int k, float alpha, const float* A, int lda,
+                       long long stride_a, const float* B, int ldb, long long stride_b, float* C, int ldc,
+                       long long stride_c, int batch, const char* what) {
+    const float zero = 0.0f;
+    if (!block_on_tensor_cores_) {
+      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, lda, stride_a, B, ldb,
+                                                   stride_b, &zero, C, ldc, stride_c, batch), what);
+      return OkStatus();
     }
+    VERITY_CUBLAS_CALL(cublasGemmStridedBatchedEx(cublas_tc_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda,
+                                                  stride_a, B, CUDA_R_32F, ldb, stride_b, &zero, C, CUDA_R_32F, ldc,
+                                                  stride_c, batch, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                       what);
     return OkStatus();
   }
 
@@ -880,6 +895,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;           // the greedy pick (Argmax)
   DeviceBuffer scores_;         // a prefill block's attention scores (GemmAttention)
+  bool block_on_tensor_cores_ = false;  // the last prefill block's products were bf16/q8_0 GEMMs
   DeviceBuffer row_indices_;    // a batched step's positions and slots (AttendRows)
   std::vector<int> rows_uploaded_;  // what row_indices_ holds
   // Recorded decode steps: the step's token and position on the device, the
