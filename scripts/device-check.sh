@@ -276,17 +276,25 @@ else
 fi
 rm -rf "$synth7"
 
+# A submit's --json result in one line: its verdict, gain and bounds (n/a
+# where it has none, as a refused or failed change), rounds and note.
+verdict_line() {
+  python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+pct = lambda v: "n/a" if v is None else "%+.2f%%" % (100 * v)
+ci = j.get("ci") or [None, None]
+print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("gain")), pct(ci[0]), pct(ci[1]),
+                                                      j.get("rounds"), j.get("note") or ""))' "$1" 2>/dev/null || true
+}
+
 # 4c. The ledger on the GPU box: an A/A of the 1B bf16 decode (the same
 # command as base and head) must not find a change.
 if [[ -f $synth ]]; then
   cmd="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: 1B bf16 decode on the GPU" --predict 0 \
-    --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --json" --json \
+    --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json \
     >"$work/aa.json" 2>"$work/aa.err" || true
-  line=$(python3 -c 'import json, sys
-j = json.load(open(sys.argv[1]))
-print("verdict=%s gain=%+.2f%% ci=[%+.2f%%, %+.2f%%] rounds=%s" % (j["verdict"], 100 * j["gain"], 100 * j["ci"][0], 100 * j["ci"][1], j.get("rounds")))' \
-    "$work/aa.json" 2>/dev/null || true)
+  line=$(verdict_line "$work/aa.json")
   [[ $line == verdict=none* ]] && summary ledger-aa ok "1B bf16 decode, the same command as base and head: $line" ||
     { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
 fi
@@ -298,15 +306,11 @@ if [[ -f $synth && -x ${dir}/base/verity ]]; then
   base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   "$bin" submit --ledger "$work/gpu-ledger.db" --title "fused launches and split decode attention (vs $base_rev)" \
-    --predict 30 --max-rounds 12 --base-cmd "$base" --head-cmd "$head" \
-    --parity-cmd "$bin parity --model $m --backend cuda --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
-  line=$(python3 -c 'import json, sys
-j = json.load(open(sys.argv[1]))
-pct = lambda v: "n/a" if v is None else "%+.2f%%" % (100 * v)
-ci = j.get("ci") or [None, None]
-print("verdict=%s gain=%s ci=[%s, %s] predicted +30%% %s" % (j["verdict"], pct(j.get("gain")), pct(ci[0]), pct(ci[1]), j.get("note", "")))' \
-    "$work/scored.json" 2>/dev/null || true)
-  [[ $line == verdict=* && $line != verdict=failed* ]] && summary ledger-scored ok "1B bf16 decode, this build over $base_rev: $line" ||
+    --predict 30 --base-cmd "$base" --head-cmd "$head" \
+    --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
+  line=$(verdict_line "$work/scored.json")
+  [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]] &&
+    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +30%: $line" ||
     { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
 elif [[ -f $synth ]]; then
   summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"
