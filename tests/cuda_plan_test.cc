@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -282,6 +284,73 @@ TEST(CudaPlan, ElementwiseGridsAreCappedAndLoop) {
   LaunchPlan r = Ok(PlanRope(64, 8192, 128, kLimits));
   EXPECT_EQ(r.grid.x, 16u);  // 4096 pairs / 256 threads
   EXPECT_EQ(r.grid.y, 64u);
+}
+
+// Every (vector, row) of every stacked target is written by exactly one warp
+// of a PlanRows launch, walking the rows kernel's own mapping (work_map.h)
+// over the plan's whole grid: q/k/v stacked, a lone matrix, ragged stacks,
+// a decode step and batched steps of several sizes.
+TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
+  const std::vector<std::vector<int>> stacks = {{2048, 256, 256}, {5632}, {64}, {1, 7, 9}, {32000}, {100, 3}};
+  long outputs = 0;
+  for (const std::vector<int>& stack : stacks)
+    for (int T : {1, 5, 8, 13, 32}) {
+      std::vector<int> begin = {0};
+      for (int r : stack) begin.push_back(begin.back() + r);
+      const int count = static_cast<int>(stack.size()), total = begin.back();
+      const LaunchPlan p = Ok(PlanRows(DType::kBF16, total, 64, T, kLimits));
+      const int R = p.tile == 1 ? 1 : kBatchedRowsPerWarp, NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
+      std::vector<std::vector<int>> written(count);
+      for (int i = 0; i < count; i++) written[i].assign(static_cast<size_t>(T) * stack[i], 0);
+      auto begin_at = [&](int i) { return begin[i]; };
+      for (unsigned x = 0; x < p.grid.x; x++)
+        for (unsigned z = 0; z < p.grid.z; z++)
+          for (unsigned y = 0; y < p.grid.y; y++)
+            for (int warp = 0; warp < warps; warp++) {
+              const int64_t first = map::FirstRow(y, z, p.grid.y, warps, warp, R);
+              const int nt = std::min(NT, T - static_cast<int>(x) * NT);
+              for (int k = 0; k < R && first + k < total; k++) {
+                const map::StackedRow at = map::Locate(begin_at, count, static_cast<int>(first + k));
+                const int rows = begin[at.target + 1] - begin[at.target];
+                for (int t = 0; t < nt; t++) {
+                  const size_t o = map::OutputIndex(x, NT, t, rows, at.row);
+                  ASSERT_LT(o, written[at.target].size()) << "T=" << T << " row " << first + k;
+                  written[at.target][o]++;
+                }
+              }
+            }
+      for (int i = 0; i < count; i++)
+        for (size_t o = 0; o < written[i].size(); o++) {
+          ASSERT_EQ(written[i][o], 1) << "target " << i << " of " << count << ", T=" << T << ", output " << o;
+          outputs++;
+        }
+    }
+  std::printf("cuda plans: every one of %ld rows-kernel outputs written once\n", outputs);
+}
+
+// Every q value, key value and cached key and value of a row is written by
+// exactly one work item of the rotate-and-cache kernel (work_map.h), in both
+// RoPE layouts, for MHA and GQA widths.
+TEST(CudaPlan, RotateAndCacheCoversEveryValueOnce) {
+  for (auto [q_width, kv_width, hs] : {std::tuple{4096, 1024, 128}, {512, 512, 64}, {288, 96, 48}, {8, 8, 2}})
+    for (bool interleaved : {false, true}) {
+      std::vector<int> q(q_width), key(kv_width), cached_key(kv_width), cached_value(kv_width);
+      for (int p = 0; p < map::RopeCacheWorkItems(q_width, kv_width); p++) {
+        const map::RopeCacheItem item = map::RopeCacheWorkItem(p, q_width, kv_width);
+        int a = -1, b = -1;
+        if (item.kind == map::RopeCacheWork::kValue) {
+          cached_value.at(item.index)++;
+          continue;
+        }
+        map::RopePairOf(item.index, hs, interleaved, &a, &b);
+        std::vector<int>& row = item.kind == map::RopeCacheWork::kQPair ? q : key;
+        row.at(a)++, row.at(b)++;
+        if (item.kind == map::RopeCacheWork::kKeyPair) cached_key.at(a)++, cached_key.at(b)++;
+      }
+      for (const std::vector<int>* v : {&q, &key, &cached_key, &cached_value})
+        EXPECT_EQ(std::count(v->begin(), v->end(), 1), static_cast<long>(v->size()))
+            << q_width << "/" << kv_width << " head " << hs << (interleaved ? " interleaved" : " halves");
+    }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -12,16 +13,15 @@ namespace {
 // Rotates pair p of a row of heads (head_size values each) by the table row cs.
 __device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, int head_size, bool interleaved,
                                            int* a, int* b) {
-  const int half = head_size / 2, head = p / half, i = p % half;
-  ew::RopePairIndex(head * head_size, i, head_size, interleaved, a, b);
+  const int i = p % (head_size / 2);  // the pair within its head: its angle
+  map::RopePairOf(p, head_size, interleaved, a, b);
   ew::RopePair(&row[*a], &row[*b], cs[2 * i], cs[2 * i + 1]);
 }
 
 // Work item p of row blockIdx.y: a q pair, then a key pair (rotated and
 // cached), then a value float (cached).
 __global__ void RopeCacheKernel(RopeCacheArgs r) {
-  const int t = blockIdx.y, pos = r.pos[t];
-  const int q_pairs = r.q_width / 2, kv_pairs = r.kv_width / 2, work = q_pairs + kv_pairs + r.kv_width;
+  const int t = blockIdx.y, pos = r.pos[t], work = map::RopeCacheWorkItems(r.q_width, r.kv_width);
   const float* cs = r.table + static_cast<size_t>(pos) * r.head_size;
   float* q = r.q + static_cast<size_t>(t) * r.q_width;
   float* key = r.key + static_cast<size_t>(t) * r.kv_width;
@@ -29,15 +29,15 @@ __global__ void RopeCacheKernel(RopeCacheArgs r) {
   const int64_t at = pos * r.pos_stride + (r.slot ? r.slot[t] * r.slot_stride : 0);
   for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < work; p += gridDim.x * blockDim.x) {
     int a = 0, b = 0;
-    if (p < q_pairs) {
-      RotatePair(q, p, cs, r.head_size, r.interleaved, &a, &b);
-    } else if (p < q_pairs + kv_pairs) {
-      RotatePair(key, p - q_pairs, cs, r.head_size, r.interleaved, &a, &b);
+    const map::RopeCacheItem item = map::RopeCacheWorkItem(p, r.q_width, r.kv_width);
+    if (item.kind == map::RopeCacheWork::kQPair) {
+      RotatePair(q, item.index, cs, r.head_size, r.interleaved, &a, &b);
+    } else if (item.kind == map::RopeCacheWork::kKeyPair) {
+      RotatePair(key, item.index, cs, r.head_size, r.interleaved, &a, &b);
       r.key_cache[at + a] = key[a];
       r.key_cache[at + b] = key[b];
     } else {
-      const int i = p - q_pairs - kv_pairs;
-      r.value_cache[at + i] = value[i];
+      r.value_cache[at + item.index] = value[item.index];
     }
   }
 }

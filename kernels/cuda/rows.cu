@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rows.h"
+#include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -86,19 +87,6 @@ __device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], cons
     for (int t = 0; t < NT; t++) acc[k][t] = WarpSum(acc[k][t]);
 }
 
-// Row g of the stacked targets: its matrix's index (the target) and its row there.
-struct StackedRow {
-  int target, row;
-};
-// tg.begin[i] by constant indices (see Pick).
-__device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
-  return i == 0 ? tg.begin[0] : i == 1 ? tg.begin[1] : i == 2 ? tg.begin[2] : tg.begin[3];
-}
-__device__ __forceinline__ StackedRow Locate(const RowsTargets& tg, int g) {
-  int i = 0;
-  while (i + 1 < tg.count && g >= Begin(tg, i + 1)) i++;
-  return {i, g - Begin(tg, i)};
-}
 // a[i] by constant indices: a run-time index into a kernel parameter would
 // copy the whole parameter to local memory.
 template <class T>
@@ -106,22 +94,25 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxRowsTargets], int i) {
   static_assert(kMaxRowsTargets == 3, "one select per target");
   return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
 }
+// tg.begin[i] by constant indices (see Pick).
+__device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
+  return i == 0 ? tg.begin[0] : i == 1 ? tg.begin[1] : i == 2 ? tg.begin[2] : tg.begin[3];
+}
 
 // Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
 // blocks along y then z), grid.x's groups of NT vectors. A warp's rows past
 // the last read the last (in bounds) and store nothing.
 template <int DT, int NT, int R, int EPI>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
-  const int64_t row_block = static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y;
-  const int first = static_cast<int>((row_block * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R);
+  const int first = static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
   if (first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
-  StackedRow at[R];
+  map::StackedRow at[R];
   const unsigned char* w[R];
 #pragma unroll
   for (int k = 0; k < R; k++) {
-    at[k] = Locate(tg, min(first + k, total - 1));
+    at[k] = map::Locate([&](int i) { return Begin(tg, i); }, tg.count, min(first + k, total - 1));
     w[k] = static_cast<const unsigned char*>(Pick(tg.w, at[k].target)) + static_cast<size_t>(at[k].row) * row_bytes;
   }
   float acc[R][NT];
@@ -141,7 +132,7 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
 #pragma unroll
     for (int t = 0; t < NT; t++) {
       if (t >= nt) break;
-      float* o = Pick(tg.out, at[k].target) + static_cast<size_t>(t0 + t) * rows + at[k].row;
+      float* o = Pick(tg.out, at[k].target) + map::OutputIndex(blockIdx.x, NT, t, rows, at[k].row);
       if constexpr (EPI == static_cast<int>(RowsEpilogue::kAdd)) {
         *o += acc[k][t];
       } else if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
