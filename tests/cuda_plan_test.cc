@@ -328,6 +328,30 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
   std::printf("cuda plans: every one of %ld rows-kernel outputs written once\n", outputs);
 }
 
+// The split decode attention over a batched step's rows: each (row, head)
+// its own counter, each (row, head, chunk) its own partial, all inside the
+// scratch the plan asks for (DecodeAttentionPartialFloats) and the counters
+// the backend allocates (heads x rows).
+TEST(CudaPlan, SplitAttentionRowsNeverShareScratch) {
+  for (int rows : {1, 3, 32})
+    for (auto [heads, hs, capacity] : {std::tuple{32, 128, 4096}, {8, 64, 600}, {4, 8, 256}}) {
+      const LaunchPlan p = Ok(PlanDecodeAttentionRows(heads, heads / 2 > 0 ? heads / 2 : 1, hs, capacity, rows, kLimits));
+      const int64_t floats = DecodeAttentionPartialFloats(p, hs);
+      std::vector<int> partial(static_cast<size_t>(floats)), counter(static_cast<size_t>(heads) * rows);
+      for (unsigned z = 0; z < p.grid.z; z++)
+        for (unsigned h = 0; h < p.grid.x; h++) {
+          const int64_t head = map::RowHead(z, p.grid.x, h);
+          counter.at(static_cast<size_t>(head))++;
+          for (unsigned y = 0; y < p.grid.y; y++) {
+            const int64_t at = map::PartialsOf(head, p.grid.y, hs) + int64_t{y} * (hs + 2);
+            for (int i = 0; i < hs + 2; i++) partial.at(static_cast<size_t>(at + i))++;
+          }
+        }
+      EXPECT_EQ(std::count(partial.begin(), partial.end(), 1), floats) << rows << " rows, " << heads << " heads";
+      EXPECT_EQ(std::count(counter.begin(), counter.end(), 1), static_cast<long>(counter.size()));
+    }
+}
+
 // Every q value, key value and cached key and value of a row is written by
 // exactly one work item of the rotate-and-cache kernel (work_map.h), in both
 // RoPE layouts, for MHA and GQA widths.

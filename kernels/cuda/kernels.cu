@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -341,7 +342,7 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   const int hs = a.head_size, h = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
   const int64_t pos = a.row_pos ? a.row_pos[z] : (a.pos0_at ? *a.pos0_at : a.pos0);
   const int64_t n = pos + 1, chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
-  const int64_t head = static_cast<int64_t>(z) * gridDim.x + h;  // this row's head: its counter and partials
+  const int64_t head = map::RowHead(z, gridDim.x, h);  // this row's head: its counter and partials
   const int64_t cache = a.row_slot ? a.row_slot[z] * a.slot_stride : 0;
   float* out = a.out + z * a.row_stride + static_cast<int64_t>(h) * hs;
   if (chunks > static_cast<int64_t>(gridDim.y)) {
@@ -364,7 +365,7 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
     if (tid < hs) out[tid] = o / sum;
     return;
   }
-  float* base = s.partials + head * gridDim.y * (hs + 2);
+  float* base = s.partials + map::PartialsOf(head, gridDim.y, hs);
   float* part = base + static_cast<int64_t>(blockIdx.y) * (hs + 2);
   if (tid < hs) part[2 + tid] = o;
   if (tid == 0) part[0] = m, part[1] = sum;

@@ -60,4 +60,13 @@ VERITY_HD void RopePairOf(int pair, int head_size, bool interleaved, int* a, int
   ew::RopePairIndex((pair / half) * head_size, pair % half, head_size, interleaved, a, b);
 }
 
+// ---- The split decode attention (kernels.cu): block (h, y, z) is head h,
+// chunk y of row z. Row z's head h owns counter RowHead(...) and the partials
+// from PartialsOf(RowHead(...), grid_y, head_size); its chunk y's partial is
+// head_size + 2 floats on from there.
+VERITY_HD int64_t RowHead(unsigned z, unsigned grid_x, unsigned h) { return static_cast<int64_t>(z) * grid_x + h; }
+VERITY_HD int64_t PartialsOf(int64_t row_head, unsigned grid_y, int head_size) {
+  return row_head * grid_y * (head_size + 2);
+}
+
 }  // namespace verity::kernels::cuda::map
