@@ -860,7 +860,6 @@ class CudaBackend final : public Backend {
     return OkStatus();
   }
 
-
   // Rows t < rows of `vec` (`size` floats each) at positions pos + t.
   Status RopeImpl(float* vec, int rows, int size, int head_size, int pos, const float* inv_freq, bool interleaved) {
     VERITY_ASSIGN_OR_RETURN(const float* table, copies_.RopeTable(inv_freq, head_size, pos + rows));
