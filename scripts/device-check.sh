@@ -9,7 +9,7 @@
 #
 # --prepare also builds the scored change's base (DIR/base: verity and its
 # CUDA plugin at $base_rev, session 18's main: the seam before the fused
-# launches), which step 4d scores this build against on the GPU.
+# launches), which step 6b scores this build against on the GPU.
 #
 # Steps, each printing one summary line: build; the GPU unit tests
 # (CudaDevice.*, none may be skipped); verity parity --backend cuda against
@@ -36,7 +36,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
 tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_checks_test)
-base_rev=4a97c71  # the scored change's base (step 4d)
+base_rev=4a97c71  # the scored change's base (step 6b)
 start=$SECONDS
 steps=0 failed=0
 work=$(mktemp -d /tmp/device-check.XXXXXX)
@@ -79,7 +79,7 @@ if [[ $mode == prepare ]]; then
   if cmake -S "$wt" -B "$wt/build-cuda" -DCMAKE_BUILD_TYPE=Release -DVERITY_CUDA=ON >"$work/base-configure.log" 2>&1 &&
       nice -n 19 cmake --build "$wt/build-cuda" -j"$(nproc)" --target verity verity_cuda >"$work/base-build.log" 2>&1; then
     mkdir -p "$dir/base" && cp "$wt/build-cuda/cli/verity" "$wt"/build-cuda/cli/libverity_cuda.so "$dir/base/"
-    summary prepare-base ok "verity at $base_rev in $dir/base (step 4d's base)"
+    summary prepare-base ok "verity at $base_rev in $dir/base (step 6b's base)"
   else
     grep -E "error|Error" "$work/base-build.log" | head -10; summary prepare-base FAIL "see $work/base-build.log"
   fi
@@ -276,46 +276,6 @@ else
 fi
 rm -rf "$synth7"
 
-# A submit's --json result in one line: its verdict, gain and bounds (n/a
-# where it has none, as a refused or failed change), rounds and note.
-verdict_line() {
-  python3 -c 'import json, sys
-j = json.load(open(sys.argv[1]))
-pct = lambda v: "n/a" if v is None else "%+.2f%%" % (100 * v)
-ci = j.get("ci") or [None, None]
-print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("gain")), pct(ci[0]), pct(ci[1]),
-                                                      j.get("rounds"), j.get("note") or ""))' "$1" 2>/dev/null || true
-}
-
-# 4c. The ledger on the GPU box: an A/A of the 1B bf16 decode (the same
-# command as base and head) must not find a change.
-if [[ -f $synth ]]; then
-  cmd="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
-  "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: 1B bf16 decode on the GPU" --predict 0 \
-    --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json \
-    >"$work/aa.json" 2>"$work/aa.err" || true
-  line=$(verdict_line "$work/aa.json")
-  [[ $line == verdict=none* ]] && summary ledger-aa ok "1B bf16 decode, the same command as base and head: $line" ||
-    { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
-fi
-# 4d. One scored change on the GPU box: this build against $base_rev
-# (DIR/base), the 1B bf16 decode: the fused launches (17 -> 8 a layer) and the
-# split decode attention, predicted +30%. Any verdict is a result; none is a
-# FAIL. Without DIR/base (a build run) it is skipped by name.
-if [[ -f $synth && -x ${dir}/base/verity ]]; then
-  base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
-  head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
-  "$bin" submit --ledger "$work/gpu-ledger.db" --title "fused launches and split decode attention (vs $base_rev)" \
-    --predict 30 --base-cmd "$base" --head-cmd "$head" \
-    --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
-  line=$(verdict_line "$work/scored.json")
-  [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]] &&
-    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +30%: $line" ||
-    { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
-elif [[ -f $synth ]]; then
-  summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"
-fi
-rm -f "$synth"
 
 # 5. The NCCL collective (docs/tensor-parallel.md): --tp-backend nccl, its
 # ranks bootstrapped in-process. NCCL refuses two ranks of one communicator on
@@ -395,5 +355,49 @@ else
       { tail -8 "$work/mpi-nccl-tp2.err"; summary mpi-nccl-refuses-tp2-on-one-gpu FAIL "exit $rc without NCCL's named refusal"; }
   fi
 fi
+# 6. The ledger steps last: each submit loads the 1B model 20-60 times, so on
+# a device session's 10-minute call they are what a timeout cuts, after every
+# target's figure above is already printed.
+# A submit's --json result in one line: its verdict, gain and bounds (n/a
+# where it has none, as a refused or failed change), rounds and note.
+verdict_line() {
+  python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+pct = lambda v: "n/a" if v is None else "%+.2f%%" % (100 * v)
+ci = j.get("ci") or [None, None]
+print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("gain")), pct(ci[0]), pct(ci[1]),
+                                                      j.get("rounds"), j.get("note") or ""))' "$1" 2>/dev/null || true
+}
+
+# 6a. The ledger on the GPU box: an A/A of the 1B bf16 decode (the same
+# command as base and head) must not find a change.
+if [[ -f $synth ]]; then
+  cmd="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: 1B bf16 decode on the GPU" --predict 0 \
+    --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json \
+    >"$work/aa.json" 2>"$work/aa.err" || true
+  line=$(verdict_line "$work/aa.json")
+  [[ $line == verdict=none* ]] && summary ledger-aa ok "1B bf16 decode, the same command as base and head: $line" ||
+    { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
+fi
+# 6b. One scored change on the GPU box: this build against $base_rev
+# (DIR/base), the 1B bf16 decode: the fused launches (17 -> 8 a layer) and the
+# split decode attention, predicted +30%. Any verdict is a result; none is a
+# FAIL. Without DIR/base (a build run) it is skipped by name.
+if [[ -f $synth && -x ${dir}/base/verity ]]; then
+  base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
+  "$bin" submit --ledger "$work/gpu-ledger.db" --title "fused launches and split decode attention (vs $base_rev)" \
+    --predict 30 --base-cmd "$base" --head-cmd "$head" \
+    --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
+  line=$(verdict_line "$work/scored.json")
+  [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]] &&
+    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +30%: $line" ||
+    { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
+elif [[ -f $synth ]]; then
+  summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"
+fi
+rm -f "$synth"
+
 echo "device-check: logs in $work"
 finish
