@@ -67,16 +67,13 @@ class BatchedDecoder final : public SlotDecoder {
   }
 
   void Step(const int* slot, const int* token, const int* pos, int n, float* logits) override {
-    bool ok = Count(n) && Valid(slot, n);
-    for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
-    if (!ok) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
+    if (!ValidStep(slot, token, pos, n)) return static_cast<void>(Poisoned(logits, std::max(n, 0)));
     forward_->Step(slot, token, pos, n, logits);
     Checked(logits, n);
   }
 
   void StepGreedy(const int* slot, const int* token, const int* pos, int n, int* picks) override {
-    bool ok = Count(n) && Valid(slot, n);
-    for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
+    const bool ok = ValidStep(slot, token, pos, n);
     if (ok) forward_->StepGreedy(slot, token, pos, n, picks);
     if (!ok || !backend_->status().ok()) std::fill(picks, picks + std::max(n, 0), -1);
   }
@@ -133,6 +130,13 @@ class BatchedDecoder final : public SlotDecoder {
   bool Count(int n) {
     if (n >= 1 && n <= slots_) return true;
     return Fail(std::to_string(n) + " sequences in one call; between 1 and the " + Str(slots_) + " slots (--parallel)");
+  }
+  // A step's arguments: 1 .. slots() rows in distinct slots, each token and
+  // position in range; else the named error (status()).
+  bool ValidStep(const int* slot, const int* token, const int* pos, int n) {
+    bool ok = Count(n) && Valid(slot, n);
+    for (int i = 0; ok && i < n; i++) ok = Valid(slot[i], token + i, 1, pos[i]);
+    return ok;
   }
   // Slots in range and distinct (two rows of one slot in a step would race on its cache).
   bool Valid(const int* slot, int n) {

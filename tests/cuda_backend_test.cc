@@ -201,6 +201,23 @@ struct Encoded {
   }
 };
 
+// Backend state holding Random(s.floats(), seed); a backend's state brought
+// to the host (Download: the wait for every call queued before it).
+void FillRandom(kernels::Backend& k, kernels::StateBuffer& s, uint32_t seed) {
+  const std::vector<float> v = Random(s.floats(), seed);
+  k.Upload(s.data(), v.data(), v.size());
+}
+std::unique_ptr<kernels::StateBuffer> RandomState(kernels::Backend& k, size_t floats, uint32_t seed) {
+  auto s = k.AllocateState(floats);
+  FillRandom(k, *s, seed);
+  return s;
+}
+std::vector<float> Downloaded(kernels::Backend& k, kernels::StateBuffer& s) {
+  std::vector<float> v(s.floats());
+  k.Download(v.data(), s.data(), v.size());
+  return v;
+}
+
 TEST(CudaDevice, MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype) {
   REQUIRE_DEVICE();
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
@@ -461,17 +478,8 @@ TEST(CudaDevice, FusedProductsGiveTheSeparateCallsBits) {
     const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim), w2(t, dim, ffn);
     for (int n : {1, 5}) {
       const std::string what = std::string(kernels::DTypeName(t)) + " n=" + std::to_string(n);
-      auto state = [&](size_t floats, uint32_t seed) {
-        auto s = k->AllocateState(floats);
-        const std::vector<float> v = Random(floats, seed);
-        k->Upload(s->data(), v.data(), floats);
-        return s;
-      };
-      auto get = [&](kernels::StateBuffer& s, size_t floats) {
-        std::vector<float> v(floats);
-        k->Download(v.data(), s.data(), floats);
-        return v;
-      };
+      auto state = [&](size_t floats, uint32_t seed) { return RandomState(*k, floats, seed); };
+      auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
       const size_t N = n;
       auto x = state(N * dim, 1), h = state(N * ffn, 2);
       auto a = state(N * dim, 3), b = state(N * kv, 4), c = state(N * kv, 5);
@@ -480,22 +488,22 @@ TEST(CudaDevice, FusedProductsGiveTheSeparateCallsBits) {
       const Target fused[] = {{a2->data(), &wq.w}, {b2->data(), &wk.w}, {c2->data(), &wv.w}};
       k->Backend::MatmulSharedRows(x->data(), n, sep, 3);
       k->MatmulSharedRows(x->data(), n, fused, 3);
-      EXPECT_EQ(get(*a, N * dim), get(*a2, N * dim)) << what << ": q in one launch";
-      EXPECT_EQ(get(*b, N * kv), get(*b2, N * kv)) << what << ": k in one launch";
-      EXPECT_EQ(get(*c, N * kv), get(*c2, N * kv)) << what << ": v in one launch";
+      EXPECT_EQ(get(*a), get(*a2)) << what << ": q in one launch";
+      EXPECT_EQ(get(*b), get(*b2)) << what << ": k in one launch";
+      EXPECT_EQ(get(*c), get(*c2)) << what << ": v in one launch";
       if (n == 1) {
         k->MatmulShared(x->data(), 1, fused, 3);
-        EXPECT_EQ(get(*b, N * kv), get(*b2, N * kv)) << what << ": k of a decode step's MatmulShared";
+        EXPECT_EQ(get(*b), get(*b2)) << what << ": k of a decode step's MatmulShared";
       }
       const bool independent = n > 1;  // a decode step's own form at n = 1
       auto g = state(N * ffn, 6), u = state(N * ffn, 7), g2 = state(N * ffn, 6), u2 = state(N * ffn, 7);
       k->Backend::MatmulSwiGLU(x->data(), n, independent, {g->data(), &w1.w}, {u->data(), &w3.w});
       k->MatmulSwiGLU(x->data(), n, independent, {g2->data(), &w1.w}, {u2->data(), &w3.w});
-      EXPECT_EQ(get(*g, N * ffn), get(*g2, N * ffn)) << what << ": gate/up with SwiGLU";
+      EXPECT_EQ(get(*g), get(*g2)) << what << ": gate/up with SwiGLU";
       auto r = state(N * dim, 8), r2 = state(N * dim, 8), scratch = state(N * dim, 9);
       k->Backend::MatmulAddInPlace(r->data(), scratch->data(), h->data(), w2.w, n, independent);
       k->MatmulAddInPlace(r2->data(), scratch->data(), h->data(), w2.w, n, independent);
-      EXPECT_EQ(get(*r, N * dim), get(*r2, N * dim)) << what << ": down projection with its residual add";
+      EXPECT_EQ(get(*r), get(*r2)) << what << ": down projection with its residual add";
     }
   }
   ASSERT_TRUE(k->status().ok()) << k->status().message();
@@ -522,15 +530,8 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   std::vector<float> scores(static_cast<size_t>(heads) * seq);
   const kernels::AttendArgs a{att->data(), q->data(), key->data(), value->data(), kc->data(), vc->data(),
                               kw, slot_floats, scores.data(), inv_freq.data(), false, heads, kv_heads, hs, seq};
-  auto fill = [&](kernels::StateBuffer& s, uint32_t seed) {
-    const std::vector<float> v = Random(s.floats(), seed);
-    k->Upload(s.data(), v.data(), v.size());
-  };
-  auto get = [&](kernels::StateBuffer& s) {
-    std::vector<float> v(s.floats());
-    k->Download(v.data(), s.data(), v.size());
-    return v;
-  };
+  auto fill = [&](kernels::StateBuffer& s, uint32_t seed) { FillRandom(*k, s, seed); };
+  auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
   struct Run {
     std::vector<float> q, att, keys, values;
   };

@@ -5,7 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 
@@ -19,6 +21,15 @@ __device__ __forceinline__ float WarpSum(float v) {
 __device__ __forceinline__ float WarpMax(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(kFullMask, v, o));
   return v;
+}
+
+// Rotates pair `p` of a row of heads (head_size values each) by the cosine
+// and sine of its table row cs; *a and *b are the two values it turned.
+__device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, int head_size, bool interleaved, int* a,
+                                           int* b) {
+  const int i = p % (head_size / 2);  // the pair within its head: its angle
+  map::RopePairOf(p, head_size, interleaved, a, b);
+  ew::RopePair(&row[*a], &row[*b], cs[2 * i], cs[2 * i + 1]);
 }
 
 inline dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }

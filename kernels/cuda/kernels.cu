@@ -98,10 +98,8 @@ __global__ void RopeAtKernel(float* vec, const float* table, const int* pos, int
   const int half = head_size / 2, pairs = size / 2;
   const float* cs = table + static_cast<size_t>(*pos) * half * 2;
   for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
-    const int head = p / half, i = p % half;
     int a = 0, b = 0;
-    ew::RopePairIndex(head * head_size, i, head_size, interleaved, &a, &b);
-    ew::RopePair(&vec[a], &vec[b], cs[2 * i], cs[2 * i + 1]);
+    RotatePair(vec, p, cs, head_size, interleaved, &a, &b);
   }
 }
 
@@ -146,10 +144,8 @@ __global__ void RopeKernel(float* vec, const float* cos_sin, int size, int head_
   float* v = vec + static_cast<size_t>(row) * size;
   const float* cs = cos_sin + static_cast<size_t>(row) * half * 2;
   for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
-    const int head = p / half, i = p % half;
     int a = 0, b = 0;
-    ew::RopePairIndex(head * head_size, i, head_size, interleaved, &a, &b);
-    ew::RopePair(&v[a], &v[b], cs[2 * i], cs[2 * i + 1]);
+    RotatePair(v, p, cs, head_size, interleaved, &a, &b);
   }
 }
 

@@ -10,14 +10,6 @@
 namespace verity::kernels::cuda {
 namespace {
 
-// Rotates pair p of a row of heads (head_size values each) by the table row cs.
-__device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, int head_size, bool interleaved,
-                                           int* a, int* b) {
-  const int i = p % (head_size / 2);  // the pair within its head: its angle
-  map::RopePairOf(p, head_size, interleaved, a, b);
-  ew::RopePair(&row[*a], &row[*b], cs[2 * i], cs[2 * i + 1]);
-}
-
 // Work item p of row blockIdx.y: a q pair, then a key pair (rotated and
 // cached), then a value float (cached).
 __global__ void RopeCacheKernel(RopeCacheArgs r) {
