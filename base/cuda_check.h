@@ -13,10 +13,20 @@
 
 #include "base/status.h"
 
+// Clears the thread's last CUDA error (see CudaCallError); the one sanctioned
+// unchecked call, for an error already reported as a Status.
+#define VERITY_CUDA_CONSUME_LAST_ERROR() ((void)cudaGetLastError())
+
 namespace verity::cuda_check {
 
 // "cuda: <ctx>: <expr> failed: <name> (<description>) at <file>:<line>".
+// A failed runtime call also leaves its error as the thread's last error,
+// which the next launch check (cudaGetLastError) would report as its own: a
+// refused memset on one backend then failed an unrelated launch elsewhere in
+// the process (issue 42). The error is in the Status, so it is consumed here.
+// A sticky error (a kernel fault) stays: it has broken the whole context.
 inline Status CudaCallError(const char* expr, cudaError_t e, const std::string& ctx, const char* file, int line) {
+  VERITY_CUDA_CONSUME_LAST_ERROR();
   return Status::Error("cuda: " + ctx + ": " + expr + " failed: " + cudaGetErrorName(e) + " (" +
                        cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line));
 }

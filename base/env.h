@@ -68,6 +68,12 @@ struct MpiLauncher {
   std::string value;     // that variable's text
 };
 MpiLauncher MpiLauncherWorld();
+// VERITY_CUDA_PROFILE: "1" makes the CUDA backend time every call it runs on
+// the device (two events each), run every decode step as issued (no graphs),
+// and print a table of device time, calls and achieved GB/s per kind of call
+// when it closes (kernels/cuda/kernel_profile.h). Default: off. Speed only:
+// the results are the same bits (a recorded step gives the eager bits).
+bool CudaProfile();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

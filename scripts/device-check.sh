@@ -75,6 +75,9 @@ if [[ $mode == prepare ]]; then
     xargs -r -I{} cp -L {} "$dir/lib/"
   # The scored change's base, built in its own worktree (ccache shares most objects).
   wt=$root/.verity/worktrees/device-base-$base_rev
+  if [[ -n ${DEVICE_CHECK_NO_BASE:-} ]]; then
+    summary prepare-base ok "skipped: DEVICE_CHECK_NO_BASE is set (step 6b will say so)"
+  else
   [[ -d $wt ]] || git -C "$root" worktree add --detach "$wt" "$base_rev" >"$work/base-worktree.log" 2>&1
   if cmake -S "$wt" -B "$wt/build-cuda" -DCMAKE_BUILD_TYPE=Release -DVERITY_CUDA=ON >"$work/base-configure.log" 2>&1 &&
       nice -n 19 cmake --build "$wt/build-cuda" -j"$(nproc)" --target verity verity_cuda >"$work/base-build.log" 2>&1; then
@@ -82,6 +85,7 @@ if [[ $mode == prepare ]]; then
     summary prepare-base ok "verity at $base_rev in $dir/base (step 6b's base)"
   else
     grep -E "error|Error" "$work/base-build.log" | head -10; summary prepare-base FAIL "see $work/base-build.log"
+  fi
   fi
   summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir (carry it; run --prebuilt $dir there)"
   finish
@@ -121,7 +125,7 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   SlotStepsAreBatchInvariant Bf16PrefillGemmStatesItsParityCost
   SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits
   Q8_0PrefillGemmStatesItsParityCost ArgmaxRowsPickEachRowsLargest ABackendRunsOnTheDeviceItIsGiven
-  PrefillAttentionAsGemmsMatchesTheReference)
+  PrefillAttentionAsGemmsMatchesTheReference AFailedBackendLeavesTheProcessAsItFoundIt)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -134,6 +138,15 @@ if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$wor
     summary gpu-tests FAIL "$passed of $listed passed, $skipped skipped (a skip means no device); required but not passed: ${missing[*]:-none}"
 else
   tail -30 "$work/gpu.log"; summary gpu-tests FAIL "see $work/gpu.log"
+fi
+
+# 1b. The decode rows kernel's forms (kRowsForms) on the 7B and 1B products:
+# timings for the next tuning, and every form's bits those of form 0.
+if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.RowsForms' >"$work/rows-forms.log" 2>&1); then
+  grep '^cuda bench:' "$work/rows-forms.log" || true
+  summary rows-forms ok "$(grep -c '^cuda bench:' "$work/rows-forms.log") shapes timed, every form the bits of form 0"
+else
+  tail -20 "$work/rows-forms.log"; summary rows-forms FAIL "see $work/rows-forms.log"
 fi
 
 # The 7-8B-shaped synthetic model (Llama-2-7B's shapes: 6.7B parameters,
@@ -228,6 +241,19 @@ print(f"{sys.argv[4]}: {a:.1f} / {b:.1f} tok/s = {a / b:.2f}x (target {t:g}x: {'
 EOF
   then summary "$1" ok "$(cat "$work/$1.line")"; else summary "$1" FAIL "a bench it compares did not run"; fi
 }
+# profile NAME MODEL DTYPE BENCH FLAGS...: the bench again under
+# VERITY_CUDA_PROFILE=1 (every call timed on the device, steps as issued:
+# docs/cuda.md, "Profile"); its table goes into the log, the largest first.
+profile() {
+  if VERITY_CUDA_PROFILE=1 "$bin" bench --model "$2" --backend cuda --dtype "$3" --min-seconds 0 \
+      --output json "${@:4}" >"$work/profile-$1.json" 2>"$work/profile-$1.err" &&
+      grep -q '^verity: cuda profile: .* ms of device time' "$work/profile-$1.err"; then
+    grep '^verity: cuda profile:' "$work/profile-$1.err" | head -24 | sed "s/^verity: cuda profile:/profile $1:/"
+    summary "profile-$1" ok "$(grep -m1 -oE '[0-9.]+ ms of device time.*' "$work/profile-$1.err")"
+  else
+    tail -5 "$work/profile-$1.err"; summary "profile-$1" FAIL "see $work/profile-$1.err"
+  fi
+}
 before=$failed
 bench stories260K "$m" f32 64
 synth=$work/synth-1b.bin
@@ -243,6 +269,8 @@ elif "$bin" synth --out "$synth" --config '{"dim":2048,"hidden_dim":5632,"n_laye
   bench synth-1B-batch32 "$synth" bf16 64 --batch 32
   ratio "batch32-over-batch1" "$work/bench-synth-1B-batch32.json" "$work/bench-synth-1B.json" 15 \
     "1B bf16 aggregate decode, 32 sequences per step over 1"
+  profile synth-1B "$synth" bf16 --steps 64
+  profile synth-1B-batch32 "$synth" bf16 --steps 64 --batch 32
 else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"
 fi
@@ -270,6 +298,9 @@ print(f"7B bf16 prefill of 2048 tokens: {m['prefill_tok_s']:.0f} tok/s, {m['pref
 EOF
   then summary prefill-7B ok "$(cat "$work/prefill-7B.line")"
   else tail -5 "$work/prefill-7B.err"; summary prefill-7B FAIL "see $work/prefill-7B.err"; fi
+  profile synth-7B "$synth7" bf16 --steps 64
+  profile synth-7B-q8_0 "$synth7" q8_0 --steps 64
+  profile prefill-7B "$synth7" bf16 --prompt-tokens 2048 --gen-tokens 8
 else
   kill $synth7_pid 2>/dev/null || true
   tail -5 "$work/synth-7b.log"; summary synth-7B FAIL "verity synth did not finish in time"
@@ -371,7 +402,9 @@ print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("
 
 # 6a. The ledger on the GPU box: an A/A of the 1B bf16 decode (the same
 # command as base and head) must not find a change.
-if [[ -f $synth ]]; then
+if [[ -n ${DEVICE_CHECK_SKIP_LEDGER:-} ]]; then
+  summary ledger-aa ok "skipped: DEVICE_CHECK_SKIP_LEDGER is set"
+elif [[ -f $synth ]]; then
   cmd="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: 1B bf16 decode on the GPU" --predict 0 \
     --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json \
@@ -384,7 +417,9 @@ fi
 # (DIR/base), the 1B bf16 decode: the fused launches (17 -> 8 a layer) and the
 # split decode attention, predicted +30%. Any verdict is a result; none is a
 # FAIL. Without DIR/base (a build run) it is skipped by name.
-if [[ -f $synth && -x ${dir}/base/verity ]]; then
+if [[ -n ${DEVICE_CHECK_SKIP_LEDGER:-} ]]; then
+  summary ledger-scored ok "skipped: DEVICE_CHECK_SKIP_LEDGER is set"
+elif [[ -f $synth && -x ${dir}/base/verity ]]; then
   base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 1"
   "$bin" submit --ledger "$work/gpu-ledger.db" --title "fused launches and split decode attention (vs $base_rev)" \

@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/rows.h"
 #endif
 
 namespace verity {
@@ -435,6 +436,82 @@ TEST(CudaDevice, ForwardAgreesWithTheReferenceAndAFailureIsAnError) {
   EXPECT_TRUE(std::isnan(got[15]));  // later calls do not run on a failed backend
 }
 
+// A failed backend leaves the process as it found it (issue 42): after each
+// kind of failure a backend can have, unrelated device work runs (a plain
+// launch on the legacy stream, a fresh backend's product), no error is left
+// for the next launch check, no capture is open and the current device is the
+// one before. On 2026-12-04 the refused device memset of a failed backend's
+// host state left cudaErrorInvalidValue behind, and the next test's first
+// launch reported it as its own.
+void ExpectProcessClean(int device_before, const std::string& after) {
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << after << ": an error was left for the next launch check";
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
+  EXPECT_EQ(cudaStreamIsCapturing(cudaStreamLegacy, &capture), cudaSuccess) << after;
+  EXPECT_EQ(capture, cudaStreamCaptureStatusNone) << after << ": a capture is open";
+  int device = -1;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, device_before) << after << ": the current device moved";
+  const Encoded e(kernels::DType::kBF16, 64, 288);
+  const std::vector<float> x = Random(288, 3), want = ExactMatmul(e.w, x, 1);
+  Dev<unsigned char> dw(e.device);
+  Dev<float> dx(x), dout(64);
+  const Status launched = cu::LaunchRows(cu::PlanRows(kernels::DType::kBF16, 64, 288, 1, kLim).value(),
+                                         kernels::DType::kBF16, dout.p, dw.p, dx.p, 64, 288, 1, 0, "unrelated work");
+  ASSERT_TRUE(launched.ok()) << after << ": " << launched.message();
+  ExpectClose(dout.Get(), want, 1e-4, "a plain launch after " + after);
+  auto fresh = kernels::MakeBackend("cuda").value();
+  auto in = fresh->AllocateState(288), out = fresh->AllocateState(64);
+  fresh->Upload(in->data(), x.data(), x.size());
+  fresh->Matmul(out->data(), in->data(), e.w);
+  ExpectClose(Downloaded(*fresh, *out), want, 1e-4, "a fresh backend's product after " + after);
+  EXPECT_TRUE(fresh->status().ok()) << after << ": " << fresh->status().message();
+}
+
+TEST(CudaDevice, AFailedBackendLeavesTheProcessAsItFoundIt) {
+  REQUIRE_DEVICE();
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  // An attention the device cannot plan, then calls on the host state a
+  // failed backend hands out (the sequence that broke the next test).
+  {
+    auto k = kernels::MakeBackend("cuda").value();
+    k->BeginLayer(5);
+    auto q = k->AllocateState(48), cache = k->AllocateState(32), out = k->AllocateState(48);
+    std::vector<float> scores(24), host(48, 0.0f);
+    k->Attention({out->data(), q->data(), cache->data(), cache->data(), 32, scores.data(), 0, 6, 4, 8, 4});
+    ASSERT_FALSE(k->status().ok());
+    auto hb = k->AllocateState(16), hb2 = k->AllocateState(16);
+    k->SwiGLU(hb->data(), hb2->data(), 16);
+    std::vector<float> got(16, 0.0f);
+    k->Download(got.data(), hb->data(), 16);
+    EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[15])) << "a failed backend's host state is poisoned too";
+  }
+  ExpectProcessClean(device, "a refused plan and calls on a failed backend's host state");
+  // An allocation the device cannot hold (16 TiB).
+  {
+    auto k = kernels::MakeBackend("cuda").value();
+    auto huge = k->AllocateState(size_t{1} << 42);
+    ASSERT_FALSE(k->status().ok());
+    EXPECT_NE(k->status().message().find("state of"), std::string::npos) << k->status().message();
+  }
+  ExpectProcessClean(device, "an allocation refused");
+  // A failure inside a recorded decode step (its calls kept, then run as issued).
+  {
+    auto k = kernels::MakeBackend("cuda").value();
+    auto q = k->AllocateState(48), cache = k->AllocateState(32), out = k->AllocateState(48);
+    std::vector<float> scores(24), host(48, 0.0f);
+    for (int step = 0; step < 3; step++) {
+      k->BeginDecodeStep(1, 0);
+      k->Attention({out->data(), q->data(), cache->data(), cache->data(), 32, scores.data(), 0, 6, 4, 8, 4});
+      k->EndDecodeStep();
+    }
+    ASSERT_FALSE(k->status().ok());
+    k->Download(host.data(), out->data(), host.size());
+    EXPECT_TRUE(std::isnan(host[0]));
+  }
+  ExpectProcessClean(device, "a failure inside a recorded step");
+}
+
 // The 16-byte kernel (decode and batched decode): close to the exact product,
 // and row t of a batch of 13 is bit for bit the product of x_t alone.
 TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
@@ -546,9 +623,9 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
     EXPECT_EQ(x.values, y.values) << what << ": value cache";
     EXPECT_EQ(x.att, y.att) << what << ": attention";
   };
-  // A decoded position (one row, slot 0), four times: as issued (twice: the
-  // first run grows the attention scratch, which starts the signatures over),
-  // recorded, replayed.
+  // A decoded position (one row, slot 0), four times: as issued, recorded,
+  // replayed twice. The batched step below grows the attention scratch, which
+  // drops the graph; the closing line still counts it as recorded.
   const int pos = 300;
   const Run separate = run([&] { k->Backend::AttendBlock(a, pos, 1); });
   for (int i = 0; i < 4; i++) {
@@ -975,6 +1052,113 @@ TEST(CudaDevice, Q8_0PrefillGemmStatesItsParityCost) {
   PrefillParity(kernels::DType::kQ8_0,
                 "q8_0 prefill GEMM (weights and activations in bf16) vs the reference on q8_0 weights");
 }
+// ---- CudaBench: timings, not verdicts (run by name: scripts/device-check.sh's
+// profile step; never in the CudaDevice.* suite). Each prints a line; the only
+// failures are launches that fail or forms that disagree in their bits.
+
+// Weights of a rows-kernel product on the device as `copies` copies, so that a
+// run cycling through them streams from HBM, not from the 50 MB L2: bf16 of
+// small exponents, or q8_0 blocks of scale 1/64 and random quants.
+struct StreamedWeights {
+  Dev<unsigned char> bytes;
+  size_t each;
+  StreamedWeights(kernels::DType t, int rows, int cols, int copies)
+      : bytes(Fill(t, rows, cols, copies)), each(kernels::RowBytes(t, cols) * rows) {}
+  static std::vector<unsigned char> Fill(kernels::DType t, int rows, int cols, int copies) {
+    const size_t each = kernels::RowBytes(t, cols) * rows;
+    std::vector<unsigned char> h(each * copies);
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, state >> 33; };
+    if (t == kernels::DType::kBF16) {
+      for (size_t i = 0; i + 1 < h.size(); i += 2) {
+        const uint32_t r = static_cast<uint32_t>(next());
+        const uint16_t v = static_cast<uint16_t>(((r & 1) << 15) | ((120 + r % 8) << 7) | ((r >> 3) & 0x7f));
+        std::memcpy(&h[i], &v, 2);
+      }
+    } else {
+      const float scale = 1.0f / 64;
+      for (size_t b = 0; b + kernels::kQ8_0BlockBytes <= h.size(); b += kernels::kQ8_0BlockBytes) {
+        std::memcpy(&h[b], &scale, 4);
+        for (int i = 0; i < 32; i++) h[b + 4 + i] = static_cast<unsigned char>(next());
+      }
+    }
+    return h;
+  }
+  const void* copy(int i) const { return bytes.p + each * i; }
+};
+
+// Every decode-step form of the rows kernel (kRowsForms) on the 7B and 1B
+// products, bf16 and q8_0: device time a launch and the weights' GB/s, and
+// every form's output the bits of form 0.
+TEST(CudaBench, RowsForms) {
+  REQUIRE_DEVICE();
+  struct Shape {
+    const char* name;
+    int rows, cols;
+    cu::RowsEpilogue epi;
+  };
+  const Shape shapes[] = {{"7B qkv", 3 * 4096, 4096, cu::RowsEpilogue::kStore},
+                          {"7B o", 4096, 4096, cu::RowsEpilogue::kAdd},
+                          {"7B gate/up", 11008, 4096, cu::RowsEpilogue::kSwiGLU},
+                          {"7B down", 4096, 11008, cu::RowsEpilogue::kAdd},
+                          {"7B head", 32000, 4096, cu::RowsEpilogue::kStore},
+                          {"1B qkv", 2048 + 512, 2048, cu::RowsEpilogue::kStore},
+                          {"1B o", 2048, 2048, cu::RowsEpilogue::kAdd},
+                          {"1B gate/up", 5632, 2048, cu::RowsEpilogue::kSwiGLU},
+                          {"1B down", 2048, 5632, cu::RowsEpilogue::kAdd},
+                          {"1B head", 32000, 2048, cu::RowsEpilogue::kStore}};
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0})
+    for (const Shape& sh : shapes) {
+      const bool swiglu = sh.epi == cu::RowsEpilogue::kSwiGLU;
+      const size_t each = kernels::RowBytes(t, sh.cols) * sh.rows * (swiglu ? 2 : 1);
+      const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / each + 1)) * (swiglu ? 2 : 1);
+      const StreamedWeights w(t, sh.rows, sh.cols, copies);
+      const std::vector<float> x = Random(sh.cols, 5, 0.5f);
+      Dev<float> dx(x), out(sh.rows);
+      std::vector<float> first;
+      std::string line = std::string("cuda bench: rows ") + kernels::DTypeName(t) + " " + sh.name + " " +
+                         std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + ":";
+      for (int form = 0; form < cu::kRowsFormCount; form++) {
+        const cu::LaunchPlan plan = cu::PlanRows(t, sh.rows, sh.cols, 1, kLim, form).value();
+        auto launch = [&](int i) {
+          cu::RowsTargets tg;
+          tg.count = 1;
+          tg.begin[1] = sh.rows;
+          tg.w[0] = w.copy(swiglu ? 2 * (i % (copies / 2)) : i % copies);
+          if (swiglu) tg.w[1] = w.copy(2 * (i % (copies / 2)) + 1);
+          tg.out[0] = out.p;
+          return cu::LaunchRowsFused(plan, t, sh.epi == cu::RowsEpilogue::kAdd ? cu::RowsEpilogue::kStore : sh.epi, tg,
+                                     dx.p, sh.cols, 1, 0, "bench");
+        };
+        ASSERT_TRUE(launch(0).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<float> got = out.Get();
+        if (form == 0) first = got;
+        EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
+            << sh.name << " form " << form << " differs from form 0";
+        const int n = 40;
+        for (int i = 1; i <= 4; i++) ASSERT_TRUE(launch(i).ok());  // warm
+        ASSERT_EQ(cudaEventRecord(e0, 0), cudaSuccess);
+        for (int i = 0; i < n; i++) ASSERT_TRUE(launch(i).ok());
+        ASSERT_EQ(cudaEventRecord(e1, 0), cudaSuccess);
+        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        const double us = 1e3 * ms / n, gb_s = static_cast<double>(each) / (us * 1e-6) / 1e9;
+        char part[160];
+        std::snprintf(part, sizeof part, " | form %d (%d row/warp, unroll %d) %.2f us %.0f GB/s", form,
+                      cu::kRowsForms[form].rows_per_warp, cu::kRowsForms[form].unroll, us, gb_s);
+        line += part;
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
 #endif  // VERITY_HAVE_CUDA
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/q8_layout.h"
 #include "kernels/kernels.h"
 
 namespace verity::kernels::cuda {
@@ -66,6 +67,46 @@ TEST(CudaElementwise, Q8_0DequantizeMatchesDecodeRow) {
   UnpackQ8_0Rows({DType::kQ8_0, q.data(), 1, cols}, plain.data());
   for (int j = 0; j < cols; j++)
     ASSERT_EQ(Bits(ew::Q8_0Weight(plain.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), Bits(want[j])) << j;
+}
+
+// The device's q8_0 layout (q8_layout.h: quants, then scales): every weight
+// of several matrices, repacked from the plain blocks, reads back with the
+// bits DecodeRow gives (the reference's dequantization), and the 16-byte
+// chunks the rows kernel widens give each quant exactly, for every byte.
+TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
+  long checked = 0;
+  for (auto [rows, cols] : {std::pair{1, 32}, {3, 64}, {17, 288}, {64, 2048}}) {
+    const int64_t n = int64_t{rows} * cols;
+    const std::vector<float> src = Random(static_cast<size_t>(n), rows + cols, 3.0f);
+    std::vector<unsigned char> q(RowBytes(DType::kQ8_0, cols) * rows), plain(q.size());
+    EncodeF32(DType::kQ8_0, src.data(), rows, cols, q.data());
+    const Weights w{DType::kQ8_0, q.data(), rows, cols};
+    UnpackQ8_0Rows(w, plain.data());
+    std::vector<unsigned char> dev(static_cast<size_t>(q8::Bytes(n)));
+    ASSERT_EQ(dev.size(), plain.size()) << "the same bytes a weight";
+    q8::Repack(plain.data(), n, dev.data());
+    std::vector<float> want(cols);
+    for (int r = 0; r < rows; r++) {
+      DecodeRow(w, r, want.data());
+      for (int j = 0; j < cols; j++, checked++) {
+        const int64_t g = int64_t{r} * cols + j;
+        ASSERT_EQ(Bits(q8::Weight(dev.data(), n, g)), Bits(want[j])) << rows << "x" << cols << " row " << r << " col " << j;
+        // The rows kernel's form: the widened quant times the block's scale.
+        uint32_t word;
+        std::memcpy(&word, dev.data() + (g & ~int64_t{3}), 4);
+        float four[4];
+        q8::Widen4(word, four);
+        ASSERT_EQ(Bits(ew::Mul(q8::Scales(dev.data(), n)[g / 32], four[g & 3])), Bits(want[j])) << g;
+      }
+    }
+  }
+  for (uint32_t b = 0; b < 256; b++)
+    for (int at = 0; at < 4; at++) {
+      float four[4];
+      q8::Widen4(b << (8 * at), four);
+      ASSERT_EQ(four[at], static_cast<float>(static_cast<int8_t>(b))) << "byte " << b << " at " << at;
+    }
+  std::printf("cuda q8_0 layout: %ld weights read back exactly, every byte widened exactly\n", checked);
 }
 
 TEST(CudaElementwise, SwiGLUMatchesTheReference) {

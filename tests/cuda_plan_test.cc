@@ -294,12 +294,14 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
   const std::vector<std::vector<int>> stacks = {{2048, 256, 256}, {5632}, {64}, {1, 7, 9}, {32000}, {100, 3}};
   long outputs = 0;
   for (const std::vector<int>& stack : stacks)
-    for (int T : {1, 5, 8, 13, 32}) {
+    for (int T : {1, 5, 8, 13, 32})
+      for (int form = 0; form < (T == 1 ? kRowsFormCount : 1); form++) {
       std::vector<int> begin = {0};
       for (int r : stack) begin.push_back(begin.back() + r);
       const int count = static_cast<int>(stack.size()), total = begin.back();
-      const LaunchPlan p = Ok(PlanRows(DType::kBF16, total, 64, T, kLimits));
-      const int R = p.tile == 1 ? 1 : kBatchedRowsPerWarp, NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
+      const LaunchPlan p = Ok(PlanRows(DType::kBF16, total, 64, T, kLimits, form));
+      EXPECT_EQ(p.rows_per_warp, T == 1 ? kRowsForms[form].rows_per_warp : kBatchedRowsPerWarp);
+      const int R = p.rows_per_warp, NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
       std::vector<std::vector<int>> written(count);
       for (int i = 0; i < count; i++) written[i].assign(static_cast<size_t>(T) * stack[i], 0);
       auto begin_at = [&](int i) { return begin[i]; };
@@ -321,10 +323,11 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
             }
       for (int i = 0; i < count; i++)
         for (size_t o = 0; o < written[i].size(); o++) {
-          ASSERT_EQ(written[i][o], 1) << "target " << i << " of " << count << ", T=" << T << ", output " << o;
+          ASSERT_EQ(written[i][o], 1) << "target " << i << " of " << count << ", T=" << T << ", form " << form
+                                      << ", output " << o;
           outputs++;
         }
-    }
+      }
   std::printf("cuda plans: every one of %ld rows-kernel outputs written once\n", outputs);
 }
 

@@ -44,7 +44,13 @@ CommandResult Shell(const std::string& command) {
 }
 
 std::string VerityBin() { return VERITY_BIN; }
-std::string SourceDir() { return VERITY_SOURCE_DIR; }
+// $VERITY_SOURCE_DIR first: a test binary carried to another machine (the
+// GPU box's --prebuilt run) finds the models and sources where they are now,
+// not where it was built.
+std::string SourceDir() {
+  const char* env = std::getenv("VERITY_SOURCE_DIR");
+  return env && *env ? env : VERITY_SOURCE_DIR;
+}
 std::string Model(const std::string& name) { return SourceDir() + "/models/" + name; }
 
 std::string TempDir(const std::string& tag) {

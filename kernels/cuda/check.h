@@ -19,6 +19,7 @@ namespace verity::kernels::cuda {
 
 inline Status CublasCallError(const char* expr, cublasStatus_t e, const std::string& ctx, const char* file,
                               int line) {
+  VERITY_CUDA_CONSUME_LAST_ERROR();  // whatever runtime error cuBLAS left behind is this Status's (see CudaCallError)
   return Status::Error("cublas: " + ctx + ": " + expr + " failed: " + cublasGetStatusName(e) + " (" +
                        cublasGetStatusString(e) + ") at " + file + ":" + std::to_string(line));
 }

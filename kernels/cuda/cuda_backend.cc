@@ -18,6 +18,8 @@
 // (the stream's first synchronization), named as such.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,10 +30,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/env.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kernel_profile.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/model_copies.h"
 #include "kernels/cuda/rope_cache.h"
@@ -85,14 +89,41 @@ struct Outputs {
   int count = 0;
 };
 
+// What a failed backend hands out for state: host address space reserved,
+// not committed (MAP_NORESERVE), so a device allocation refused for its size
+// is not then made, and zeroed, in host memory. Only the NaN a failed call
+// writes into its outputs touches it.
+class UnbackedState final : public StateBuffer {
+ public:
+  explicit UnbackedState(size_t floats) : bytes_(std::max<size_t>(floats, 1) * sizeof(float)), floats_(floats) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    p_ = p == MAP_FAILED ? nullptr : static_cast<float*>(p);
+  }
+  ~UnbackedState() override {
+    if (p_) munmap(p_, bytes_);
+  }
+  UnbackedState(const UnbackedState&) = delete;
+  UnbackedState& operator=(const UnbackedState&) = delete;
+  float* data() override { return p_; }
+  size_t floats() const override { return floats_; }
+
+ private:
+  size_t bytes_;
+  float* p_ = nullptr;
+  size_t floats_;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
               cudaStream_t stream)
       : device_(device), limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream),
-        copies_(stream, [this] { DropGraphs(); }) {}
+        copies_(stream, [this] { DropGraphs(); }),
+        profile_(env::CudaProfile() ? std::make_unique<KernelProfile>(stream) : nullptr) {}
   ~CudaBackend() override {
     Use();
+    if (profile_) std::fputs(profile_->Table().c_str(), stderr);
+    profile_.reset();
     // Proof that the recorded steps ran, and how many did not.
     if (const std::string steps = steps_.Summary(); !steps.empty()) std::fprintf(stderr, "verity: cuda: %s\n", steps.c_str());
     steps_.DropGraphs();
@@ -120,11 +151,12 @@ class CudaBackend final : public Backend {
   bool state_on_host() const override { return false; }
 
   // The KV caches and activations live on the device, zeroed. A failed
-  // allocation is this backend's error (status()) and hands out host memory,
-  // which nothing computes on, so the forward still ends in a named error.
+  // allocation is this backend's error (status()) and hands out host address
+  // space that nothing computes on (UnbackedState), so the forward still ends
+  // in a named error.
   std::unique_ptr<StateBuffer> AllocateState(size_t floats) override {
     Use();
-    if (!error_.ok()) return Backend::AllocateState(floats);  // a failed backend computes on nothing
+    if (!error_.ok()) return std::make_unique<UnbackedState>(floats);  // a failed backend computes on nothing
     const std::string ctx = "state of " + std::to_string(floats) + " floats";
     const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
     DeviceBuffer buf;
@@ -132,7 +164,7 @@ class CudaBackend final : public Backend {
     if (s.ok()) s = ZeroBytes(buf.as<void>(), bytes, ctx);
     if (s.ok()) return std::make_unique<DeviceState>(std::move(buf), floats);
     Fail(std::move(s), [] { return std::string("allocating"); });
-    return Backend::AllocateState(floats);
+    return std::make_unique<UnbackedState>(floats);
   }
 
   // The one wait on the device: every call queued before it has run.
@@ -140,7 +172,9 @@ class CudaBackend final : public Backend {
     Use();
     FlushStep();
     if (error_.ok()) {
+      if (profile_) profile_->Begin();
       Status s = DownloadImpl(host, state, n);
+      if (profile_) profile_->End("download", static_cast<double>(n) * sizeof(float));
       if (!s.ok()) Fail(std::move(s), [&] { return Ctx("download of " + std::to_string(n) + " floats"); });
     }
     if (!error_.ok()) std::fill(host, host + n, std::numeric_limits<float>::quiet_NaN());
@@ -158,6 +192,7 @@ class CudaBackend final : public Backend {
     FlushStep();
     std::fill(out, out + rows, 0);
     if (!error_.ok()) return;
+    if (profile_) profile_->Begin();
     Status s = [&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanArgmax, 0, n, rows, 0, 0},
                                                            [&] { return PlanArgmaxRows(rows, n, limits_); }));
@@ -168,6 +203,7 @@ class CudaBackend final : public Backend {
       VERITY_CUDA_CALL(cudaStreamSynchronize(stream_), "waiting for the queued calls (a kernel faulted)");
       return OkStatus();
     }();
+    if (profile_) profile_->End("greedy picks of " + std::to_string(rows) + " rows", 4.0 * rows * n);
     if (!s.ok()) Fail(std::move(s), [&] { return Ctx("greedy picks of " + std::to_string(rows) + " rows of " + std::to_string(n) + " logits"); });
   }
   void Upload(float* state, const float* host, size_t n) override {
@@ -178,12 +214,12 @@ class CudaBackend final : public Backend {
   void Matmul(float* out, const float* x, const Weights& w) override {
     if (w.dtype == DType::kF32) steps_.Uncapturable();  // cuBLAS: not recorded
     Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
-          [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); });
+          [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); }, ProductBytes(w, 1));
   }
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (w.dtype == DType::kF32) steps_.Uncapturable();
     Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
-          [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); });
+          [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); }, ProductBytes(w, T));
   }
   // Independent vectors (batched decode): the 16-byte kernel reads the weights
   // once per 8 vectors and gives each row the bits of its own Matmul. f32 goes
@@ -191,7 +227,8 @@ class CudaBackend final : public Backend {
   void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
     if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
     Issue({kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
-          [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; });
+          [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; },
+          ProductBytes(w, n));
   }
   // ---- Fused steps (Backend's): one launch of the 16-byte kernel for the
   // q/k/v projections, the gate/up pair with its SwiGLU, a projection with its
@@ -237,8 +274,10 @@ class CudaBackend final : public Backend {
       for (int t = 0; t < n; t++) Attention(a.RowAttention(t, pos[t], slot[t] * a.slot_stride));
       return;
     }
+    double bytes = 0;
+    for (int t = 0; t < n; t++) bytes += AttentionBytes(pos[t] + 1, a.n_heads, a.n_kv_heads, a.head_size);
     Guarded(a.out, static_cast<size_t>(n) * a.q_width(), [&] { return DecodeAttentionRows(a, n, dpos, max_pos); },
-            [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); });
+            [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); }, bytes);
   }
   // Decode attention's launch depends on the model's seq_len, never the
   // position (AttentionImpl), so a recorded step (whose position is read on
@@ -251,7 +290,8 @@ class CudaBackend final : public Backend {
           [=, this] {
             return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
                        " head_size=" + std::to_string(a.head_size));
-          });
+          },
+          AttentionBytes(a.pos + 1, a.n_heads, a.n_kv_heads, a.head_size));
   }
   // A prompt block: one launch for all its rows (the table's rows pos0.. are
   // consecutive), one strided copy into the cache, one attention launch.
@@ -381,6 +421,7 @@ class CudaBackend final : public Backend {
       return OkStatus();
     }();
     if (!s.ok()) return Fail(std::move(s), [&] { return Ctx("decode step at position " + std::to_string(pos)); });
+    if (profile_) profile_->CountStep();
     steps_.Begin(pos);
   }
   void EndDecodeStep() override {
@@ -388,7 +429,8 @@ class CudaBackend final : public Backend {
     Use();
     const StepRecorder::Tape tape = steps_.Stop();
     cudaGraphExec_t graph = nullptr;
-    switch (steps_.Decide(error_.ok(), &graph)) {
+    // A profiled step runs as issued: each call timed on its own.
+    switch (steps_.Decide(error_.ok() && !profile_, &graph)) {
       case StepRecorder::Ending::kRunAsIssued:
         return Issued(tape);
       case StepRecorder::Ending::kLaunchGraph:
@@ -427,15 +469,18 @@ class CudaBackend final : public Backend {
   // Runs `f` unless an earlier call failed; on a failure records it, named by
   // `where()` (built only then: the context costs nothing per call), and
   // fills the call's output on the device with NaN.
+  // `bytes`: what the call moves at least, for the profile's GB/s (0: not counted).
   template <class F, class W>
-  void Guarded(float* out, size_t n, F f, W where) {
-    Guarded(Outputs(out, n), f, where);
+  void Guarded(float* out, size_t n, F f, W where, double bytes = 0) {
+    Guarded(Outputs(out, n), f, where, bytes);
   }
   template <class F, class W>
-  void Guarded(const Outputs& outs, F f, W where) {
+  void Guarded(const Outputs& outs, F f, W where, double bytes = 0) {
     Use();
     if (error_.ok()) {
+      if (profile_) profile_->Begin();
       Status s = f();
+      if (profile_) profile_->End(where(), bytes);
       if (!s.ok()) Fail(std::move(s), where);
     }
     if (!error_.ok())
@@ -453,26 +498,27 @@ class CudaBackend final : public Backend {
   // Runs a call now, or keeps it (and its signature) while a step is recorded.
   // The kept call runs with the layer it was issued in, for its errors.
   template <class F, class W>
-  void Issue(std::initializer_list<int64_t> sig, float* out, size_t n, F f, W where) {
-    Issue(sig.begin(), sig.size(), out, n, f, where);
+  void Issue(std::initializer_list<int64_t> sig, float* out, size_t n, F f, W where, double bytes = 0) {
+    Issue(sig.begin(), sig.size(), Outputs(out, n), f, where, bytes);
   }
   template <class F, class W>
-  void Issue(const std::vector<int64_t>& sig, float* out, size_t n, F f, W where) {
-    Issue(sig.data(), sig.size(), out, n, f, where);
-  }
-  template <class F, class W>
-  void Issue(const int64_t* sig, size_t sig_size, float* out, size_t n, F f, W where) {
-    Issue(sig, sig_size, Outputs(out, n), f, where);
-  }
-  template <class F, class W>
-  void Issue(const int64_t* sig, size_t sig_size, const Outputs& outs, F f, W where) {
-    if (!Recording()) return Guarded(outs, f, where);
-    steps_.Keep(sig, sig_size, [this, outs, f, where, layer = layer_] {
+  void Issue(const int64_t* sig, size_t sig_size, const Outputs& outs, F f, W where, double bytes = 0) {
+    if (!Recording()) return Guarded(outs, f, where, bytes);
+    steps_.Keep(sig, sig_size, [this, outs, f, where, bytes, layer = layer_] {
       const int issued_in = layer_;
       layer_ = layer;
-      Guarded(outs, f, where);
+      Guarded(outs, f, where, bytes);
       layer_ = issued_in;
     });
+  }
+  // The bytes a product must move: its weights, its input vectors and outputs.
+  static double ProductBytes(const Weights& w, int vectors) {
+    return static_cast<double>(RowBytes(w.dtype, w.cols)) * w.rows +
+           4.0 * vectors * (static_cast<double>(w.rows) + w.cols);
+  }
+  // A decoded row's attention: every cached key and value up to its position, q and the output.
+  static double AttentionBytes(int positions, int heads, int kv_heads, int head_size) {
+    return 8.0 * positions * kv_heads * head_size + 8.0 * heads * head_size;
   }
   // RoPE of a recorded step's row: the table's row at the position read on the device.
   void RopeAt(float* vec, int size, int head_size, const float* inv_freq, bool interleaved) {
@@ -502,8 +548,13 @@ class CudaBackend final : public Backend {
     const Weights& w0 = *t[0].w;
     Outputs outs;
     for (const MatmulTarget& m : t) outs.Add(m.out, static_cast<size_t>(n) * m.w->rows);
+    double bytes = 0;
+    for (const MatmulTarget& m : t) bytes += ProductBytes(*m.w, n);
     Issue(sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
-          [=, this] { return MatmulCtx(w0, n) + " fused x" + std::to_string(t.size()); });
+          [=, this] { return MatmulCtx(w0, n) + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
+  }
+  static const char* FusedName(RowsEpilogue epi) {
+    return epi == RowsEpilogue::kSwiGLU ? " fused swiglu" : epi == RowsEpilogue::kAdd ? " fused add" : " fused";
   }
   Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
     const Weights& w0 = *t[0].w;
@@ -595,7 +646,9 @@ class CudaBackend final : public Backend {
   // it) is a refused capture, not the backend's error: error_ (OK before) is
   // put back, and the step then runs as issued, where a real failure shows again.
   Status RunUnderCapture(const StepRecorder::Tape& tape) {
+    capturing_ = true;
     for (const auto& call : tape) call();
+    capturing_ = false;
     Status under_capture = OkStatus();
     std::swap(under_capture, error_);
     return under_capture;
@@ -611,13 +664,30 @@ class CudaBackend final : public Backend {
   // Graphs hold the buffers they were recorded with: dropped when one moves.
   void DropGraphs() { steps_.DropGraphs(); }
 
-  // All bits set is a NaN in every float.
+  // All bits set is a NaN in every float. A failed backend hands out host
+  // memory (AllocateState), which is filled on the host: a device memset of
+  // it is refused. Inside a capture every output is device state (made while
+  // the backend was healthy), and no pointer query is made there.
   void PoisonOnDevice(float* out, size_t n) {
+    if (out == nullptr) return;  // an UnbackedState too large to reserve
+    if (!capturing_ && OnHost(out)) {
+      std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+      return;
+    }
     const Status ignored = [&]() -> Status {
       VERITY_CUDA_CALL(cudaMemsetAsync(out, 0xff, n * sizeof(float), stream_), "poisoning an output");
       return OkStatus();
     }();
     (void)ignored;  // the first error is already recorded; a device that cannot even memset has no output to read
+  }
+  // Plain host memory (not allocated or registered with CUDA).
+  static bool OnHost(const void* p) {
+    cudaPointerAttributes attr{};
+    const Status asked = [&]() -> Status {
+      VERITY_CUDA_CALL(cudaPointerGetAttributes(&attr, p), "where an output lives");
+      return OkStatus();
+    }();
+    return asked.ok() && attr.type == cudaMemoryTypeUnregistered;
   }
   Status ZeroBytes(void* p, size_t bytes, const std::string& ctx) {
     VERITY_CUDA_CALL(cudaMemsetAsync(p, 0, bytes, stream_), ctx + " zeroing");
@@ -901,6 +971,8 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
+  bool capturing_ = false;      // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
   std::vector<float> router_;   // MoE router logits downloaded for routing
 };
 

@@ -86,19 +86,24 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
   return Checked(std::move(p), lim);
 }
 
-Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim) {
+Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form) {
   LaunchPlan p = Named((std::string("rows_") + DTypeName(dtype)).c_str(),
                        "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
   if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
   if (cols % 8 != 0) return PlanError(p, "cols must be a multiple of 8 (16-byte loads)");
   if (dtype == DType::kQ8_0 && cols % kQ8_0BlockSize != 0)
     return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
+  if (form < 0 || form >= kRowsFormCount || (form != 0 && T != 1))
+    return PlanError(p, "form " + Str(form) + " (0 to " + Str(kRowsFormCount - 1) + ", and only 0 for T > 1)");
   p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;
+  p.rows_per_warp = T == 1 ? kRowsForms[form].rows_per_warp : kBatchedRowsPerWarp;
+  p.unroll = T == 1 ? kRowsForms[form].unroll : 4;
+  if (form != 0) p.shape += " form=" + Str(form);
   p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
   // Vector groups along x, so the blocks that read the same weight rows are
   // launched side by side and all but the first read them from L2; row
   // blocks along y, and z where y's limit runs out.
-  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps * (T == 1 ? 1 : kBatchedRowsPerWarp));
+  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps * p.rows_per_warp);
   p.grid.x = GridDim(CeilDiv(T, p.tile));
   p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
   p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));

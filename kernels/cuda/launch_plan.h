@@ -43,7 +43,19 @@ struct LaunchPlan {
   Dim3 grid, block;
   size_t shared_bytes = 0;  // dynamic shared memory
   int tile = 0;             // kernel-specific: rows per block, positions per tile, ...
+  // The rows kernel's form (PlanRows): weight rows per warp, and chunks of
+  // its loop unrolled (16-byte loads a lane has in flight). Every form sums a
+  // row's products in the same order: the same bits.
+  int rows_per_warp = 1, unroll = 4;
 };
+
+// A decode step's (T = 1) rows-kernel forms: {rows per warp, unroll}. Form 0
+// is the default; CudaBench.RowsForms times them all.
+struct RowsForm {
+  int rows_per_warp, unroll;
+};
+inline constexpr RowsForm kRowsForms[] = {{1, 4}, {1, 8}, {1, 16}, {2, 8}};
+inline constexpr int kRowsFormCount = sizeof(kRowsForms) / sizeof(kRowsForms[0]);
 
 // Warps (one row each) per block of the matrix-vector kernels.
 inline constexpr int kMatvecWarps = 8;
@@ -81,7 +93,8 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
 // per weight row (kBatchedRowsPerWarp rows for T > 1), kMatvecWarps warps per
 // block; tile = vectors per warp (1 for T == 1, else kMatmulRowsPerWarp;
 // grid.x their groups; grid.y, then z, the row blocks). cols % 8 == 0.
-Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
+// `form` (T == 1 only): an index into kRowsForms.
+Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = 0);
 // n rows of dim floats gathered from a table (grid.y: one row each).
 Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);
 // An element-wise update of n floats (`name`: "add", "axpy", "divide").

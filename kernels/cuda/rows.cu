@@ -49,7 +49,7 @@ __device__ __forceinline__ void Load8(const unsigned char* row, int c, float w[8
 // NT are, so a batched row has the bits of a single one. R rows a warp reuse
 // each vector chunk from registers: at NT = 8 vectors, reading them for one
 // row per weight chunk would move 16 bytes of x from L1 per byte of weights.
-template <int DT, int NT, int R>
+template <int DT, int NT, int R, int U>
 __device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], const float* x, int cols, int t0, int nt,
                                         int lane, float (&acc)[R][NT]) {
   const int chunks = cols / 8;
@@ -57,7 +57,7 @@ __device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], cons
   for (int k = 0; k < R; k++)
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[k][t] = 0.0f;
-#pragma unroll 4
+#pragma unroll U
   for (int c = lane; c < chunks; c += 32) {
     float wv[R][8];
 #pragma unroll
@@ -102,7 +102,7 @@ __device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
 // Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
 // blocks along y then z), grid.x's groups of NT vectors. A warp's rows past
 // the last read the last (in bounds) and store nothing.
-template <int DT, int NT, int R, int EPI>
+template <int DT, int NT, int R, int U, int EPI>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
   const int first = static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
@@ -116,13 +116,13 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
     w[k] = static_cast<const unsigned char*>(Pick(tg.w, at[k].target)) + static_cast<size_t>(at[k].row) * row_bytes;
   }
   float acc[R][NT];
-  RowDots<DT, NT, R>(w, x, cols, t0, nt, lane, acc);
+  RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
   float up[R][NT];
   if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
     const unsigned char* up_w[R];  // the up matrix's same rows
 #pragma unroll
     for (int k = 0; k < R; k++) up_w[k] = static_cast<const unsigned char*>(tg.w[1]) + static_cast<size_t>(at[k].row) * row_bytes;
-    RowDots<DT, NT, R>(up_w, x, cols, t0, nt, lane, up);
+    RowDots<DT, NT, R, U>(up_w, x, cols, t0, nt, lane, up);
   }
   if (lane != 0) return;
 #pragma unroll
@@ -144,21 +144,21 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
   }
 }
 
-template <int DT, int NT, int R>
+template <int DT, int NT, int R, int U>
 Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                       int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
   const dim3 grid = Grid(plan), block = Block(plan);
   switch (epilogue) {
     case RowsEpilogue::kStore:
-      RowsKernel<DT, NT, R, 0><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, U, 0><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
       return OkStatus();
     case RowsEpilogue::kAdd:
-      RowsKernel<DT, NT, R, 1><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, U, 1><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+add", ctx);
       return OkStatus();
     case RowsEpilogue::kSwiGLU:
-      RowsKernel<DT, NT, R, 2><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
+      RowsKernel<DT, NT, R, U, 2><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+swiglu", ctx);
       return OkStatus();
   }
@@ -168,8 +168,17 @@ Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsT
 template <int DT>
 Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                    int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
-  if (plan.tile == 1) return LaunchEpilogue<DT, 1, 1>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
-  return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (plan.tile != 1)
+    return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  // A decode step's forms (kRowsForms): the same sums, other loads in flight.
+  static_assert(kRowsFormCount == 4, "one launch per form");
+  const int r = plan.rows_per_warp, u = plan.unroll;
+  if (r == 1 && u == 4) return LaunchEpilogue<DT, 1, 1, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (r == 1 && u == 8) return LaunchEpilogue<DT, 1, 1, 8>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (r == 1 && u == 16) return LaunchEpilogue<DT, 1, 1, 16>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (r == 2 && u == 8) return LaunchEpilogue<DT, 1, 2, 8>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  return Status::Error("cuda: " + ctx + ": rows: no kernel for " + std::to_string(r) + " rows a warp, unroll " +
+                       std::to_string(u));
 }
 
 }  // namespace

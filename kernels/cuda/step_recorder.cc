@@ -42,6 +42,7 @@ Status StepRecorder::Capture(cudaStream_t stream, const std::function<Status()>&
   Status made = CaptureImpl(stream, run_kept, graph);
   if (made.ok()) {
     graphs_.emplace(sig_, *graph);
+    recorded_++;
     return made;
   }
   uncapturable_.insert(sig_);
@@ -78,8 +79,8 @@ void StepRecorder::DropGraphs() {
 std::string StepRecorder::Summary() const {
   if (graphed_ + issued_ == 0) return "";
   char line[160];
-  std::snprintf(line, sizeof line, "%ld decode steps launched as recorded graphs (%zu recorded), %ld run as issued",
-                graphed_, graphs_.size(), issued_);
+  std::snprintf(line, sizeof line, "%ld decode steps launched as recorded graphs (%ld recorded), %ld run as issued",
+                graphed_, recorded_, issued_);
   return line;
 }
 

@@ -59,7 +59,9 @@ class StepRecorder {
   void CountIssued() { issued_++; }
   void CountGraphed() { graphed_++; }
   // "N decode steps launched as recorded graphs (G recorded), M run as
-  // issued", or "" when no step was recorded: proof that the graphs ran.
+  // issued", or "" when no step was recorded: proof that the graphs ran. G
+  // counts every capture made, dropped graphs included (a buffer that moved
+  // drops them; the steps they launched still ran as graphs).
   [[nodiscard]] std::string Summary() const;
 
  private:
@@ -71,7 +73,7 @@ class StepRecorder {
   Tape tape_;
   std::map<std::vector<int64_t>, cudaGraphExec_t> graphs_;
   std::set<std::vector<int64_t>> seen_, uncapturable_;
-  long graphed_ = 0, issued_ = 0;
+  long graphed_ = 0, issued_ = 0, recorded_ = 0;
 };
 
 }  // namespace verity::kernels::cuda
