@@ -74,6 +74,11 @@ MpiLauncher MpiLauncherWorld();
 // when it closes (kernels/cuda/kernel_profile.h). Default: off. Speed only:
 // the results are the same bits (a recorded step gives the eager bits).
 bool CudaProfile();
+// VERITY_CUDA_PDL: "0" launches the CUDA decode products without programmatic
+// dependent launch (docs/cuda.md, "Dependent launches"), to measure what it
+// gives. Default: on, where the device has it (sm_90 and later). Speed only:
+// the same bits either way.
+bool CudaDependentLaunch();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

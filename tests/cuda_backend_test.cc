@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/rows.h"
 #endif
 
@@ -189,7 +190,7 @@ std::vector<float> ExactMatmul(const kernels::Weights& w, const std::vector<floa
 }
 
 // A random [rows x cols] matrix stored as `t`: the host view, and the bytes
-// the backend uploads (q8_0 as plain blocks, which the kernels read by offset).
+// the backend uploads (q8_0 in the device layout of q8_layout.h: quants, then scales).
 struct Encoded {
   std::vector<unsigned char> host, device;
   kernels::Weights w;
@@ -198,7 +199,11 @@ struct Encoded {
     kernels::EncodeF32(t, wf.data(), rows, cols, host.data());
     w = {t, host.data(), rows, cols};
     device = host;
-    if (t == kernels::DType::kQ8_0) kernels::UnpackQ8_0Rows(w, device.data());
+    if (t == kernels::DType::kQ8_0) {  // plain blocks, then the device layout (q8_layout.h)
+      std::vector<unsigned char> plain(host.size());
+      kernels::UnpackQ8_0Rows(w, plain.data());
+      cu::q8::Repack(plain.data(), int64_t{rows} * cols, device.data());
+    }
   }
 };
 
@@ -1058,7 +1063,7 @@ TEST(CudaDevice, Q8_0PrefillGemmStatesItsParityCost) {
 
 // Weights of a rows-kernel product on the device as `copies` copies, so that a
 // run cycling through them streams from HBM, not from the 50 MB L2: bf16 of
-// small exponents, or q8_0 blocks of scale 1/64 and random quants.
+// small exponents, or q8_0 (device layout) of random quants and scales 1/64.
 struct StreamedWeights {
   Dev<unsigned char> bytes;
   size_t each;
@@ -1075,11 +1080,13 @@ struct StreamedWeights {
         const uint16_t v = static_cast<uint16_t>(((r & 1) << 15) | ((120 + r % 8) << 7) | ((r >> 3) & 0x7f));
         std::memcpy(&h[i], &v, 2);
       }
-    } else {
+    } else {  // each copy: its quants, then its scales (q8_layout.h)
       const float scale = 1.0f / 64;
-      for (size_t b = 0; b + kernels::kQ8_0BlockBytes <= h.size(); b += kernels::kQ8_0BlockBytes) {
-        std::memcpy(&h[b], &scale, 4);
-        for (int i = 0; i < 32; i++) h[b + 4 + i] = static_cast<unsigned char>(next());
+      const int64_t n = int64_t{rows} * cols;
+      for (int c = 0; c < copies; c++) {
+        unsigned char* at = h.data() + each * c;
+        for (int64_t i = 0; i < n; i++) at[i] = static_cast<unsigned char>(next());
+        for (int64_t b = 0; b < n / 32; b++) std::memcpy(at + n + 4 * b, &scale, 4);
       }
     }
     return h;

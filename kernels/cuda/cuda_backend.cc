@@ -569,8 +569,9 @@ class CudaBackend final : public Backend {
     for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
     if (!vectorized) return FusedSeparately(x, n, t, epi, scratch);
     const int rows = tg.begin[tg.count];
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRows, static_cast<int>(w0.dtype), rows, w0.cols, n, 0},
-                                                         [&] { return PlanRows(w0.dtype, rows, w0.cols, n, limits_); }));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanRows, static_cast<int>(w0.dtype), rows, w0.cols, n, 0},
+                                 [&] { return Dependent(PlanRows(w0.dtype, rows, w0.cols, n, limits_)); }));
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
   }
   // An unaligned matrix: the calls the fused one stands for.
@@ -716,6 +717,13 @@ class CudaBackend final : public Backend {
     }, [=, this] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
   }
 
+  // A rows plan launched as a dependent launch where the device has it
+  // (sm_90+) and VERITY_CUDA_PDL does not turn it off: its weight prefetch
+  // overlaps the kernel before it (docs/cuda.md, "Dependent launches").
+  Result<LaunchPlan> Dependent(Result<LaunchPlan> plan) const {
+    if (plan.ok()) plan->dependent_launch = limits_.compute_major >= 9 && env::CudaDependentLaunch();
+    return plan;
+  }
   // A validated plan, made once per shape: a decode step makes hundreds of
   // launches, and the planners build strings.
   template <class Make>
@@ -743,8 +751,9 @@ class CudaBackend final : public Backend {
     // The 16-byte kernel for every bf16/q8_0 vector product it can take, so a
     // decode step's Matmul and a batched step's MatmulRows give the same bits.
     if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
-                                                           [&] { return PlanRows(w.dtype, w.rows, w.cols, T, limits_); }));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
+                                   [&] { return Dependent(PlanRows(w.dtype, w.rows, w.cols, T, limits_)); }));
       return LaunchRows(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "rows");
     }
     if (rows) {  // an odd shape: one vector at a time keeps each row its own product
@@ -993,6 +1002,7 @@ Status DescribeDevice(int dev, DeviceLimits* lim, std::string* line) {
   }
   lim->max_shared_per_block = p.sharedMemPerBlock;
   lim->warp_size = p.warpSize;
+  lim->compute_major = p.major;
   // Double data rate: two transfers per clock over the whole bus.
   const double gb_s = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
   char buf[512];

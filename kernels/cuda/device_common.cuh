@@ -32,6 +32,30 @@ __device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, i
   ew::RopePair(&row[*a], &row[*b], cs[2 * i], cs[2 * i + 1]);
 }
 
+// Programmatic dependent launch (sm_90; docs/cuda.md, "Dependent launches").
+// A kernel launched with LaunchPlan::dependent_launch may start while the
+// kernel before it on the stream still runs: it must read nothing that kernel
+// writes, and write nothing, before GridDependencyWait, which returns once
+// that kernel has completed and its writes are visible. GridDependents lets
+// the next such kernel be scheduled once every block of this one has started
+// (it promises nothing about this kernel's writes). Both are no-ops for a
+// kernel launched without the attribute, and compile to nothing below sm_90.
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void GridDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Asks L2 for the line holding p (no register, no wait): a dependent
+// kernel's weights, fetched before GridDependencyWait.
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 inline dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }
 inline dim3 Block(const LaunchPlan& p) { return dim3(p.block.x, p.block.y, p.block.z); }
 

@@ -31,7 +31,8 @@ class KernelProfile {
   // A decode step began (the table's per-token column divides by these).
   void CountStep() { steps_++; }
   // Waits for the stream, reads every pair and returns the table:
-  // "verity: cuda profile: ..." lines, the largest share first.
+  // "verity: cuda profile: ..." lines, the largest share first; each kind's
+  // first call is shown apart and left out of its mean, share and per-step time.
   std::string Table();
 
  private:
@@ -40,9 +41,11 @@ class KernelProfile {
     std::string label;
     double bytes;
   };
+  // A kind's first call apart: it pays one-time costs (a weight's upload,
+  // cuBLAS loading its kernels) that would swamp the mean of the rest.
   struct Row {
     long calls = 0;
-    double ms = 0, bytes = 0;
+    double ms = 0, bytes = 0, first_ms = 0;
   };
   cudaEvent_t Event();
   void Resolve();  // reads the pending pairs (after a wait) and returns their events to the pool

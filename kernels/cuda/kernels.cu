@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
@@ -28,12 +29,14 @@ __device__ float BlockReduce(float v, float* red) {
   return r;
 }
 
-// Weight j of a row stored as DT (0: f32, 1: bf16, 2: q8_0).
+// Weight j of row `row` of a [rows x cols] matrix stored as DT (0: f32,
+// 1: bf16, 2: q8_0 in the device layout of q8_layout.h), rows row_bytes apart.
 template <int DT>
-__device__ __forceinline__ float WeightAt(const unsigned char* row, int j) {
-  if constexpr (DT == 0) return reinterpret_cast<const float*>(row)[j];
-  if constexpr (DT == 1) return ew::BF16ToF32(reinterpret_cast<const uint16_t*>(row)[j]);
-  return ew::Q8_0Weight(row + static_cast<size_t>(j / kQ8_0BlockSize) * kQ8_0BlockBytes, j % kQ8_0BlockSize);
+__device__ __forceinline__ float WeightAt(const unsigned char* w, size_t row_bytes, int rows, int cols, int row, int j) {
+  if constexpr (DT == 2) return q8::Weight(w, int64_t{rows} * cols, int64_t{row} * cols + j);
+  const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
+  if constexpr (DT == 0) return reinterpret_cast<const float*>(r)[j];
+  return ew::BF16ToF32(reinterpret_cast<const uint16_t*>(r)[j]);
 }
 
 // One warp per row: lanes stride over the columns, then a warp sum.
@@ -41,9 +44,8 @@ template <int DT>
 __global__ void MatvecKernel(float* out, const unsigned char* w, const float* x, int rows, int cols, size_t row_bytes) {
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= rows) return;
-  const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
   float sum = 0.0f;
-  for (int j = lane; j < cols; j += 32) sum += WeightAt<DT>(r, j) * x[j];
+  for (int j = lane; j < cols; j += 32) sum += WeightAt<DT>(w, row_bytes, rows, cols, row, j) * x[j];
   sum = WarpSum(sum);
   if (lane == 0) out[row] = sum;
 }
@@ -57,10 +59,9 @@ __global__ void MatmulBatchKernel(float* out, const unsigned char* w, const floa
   if (row >= rows) return;
   const int t0 = blockIdx.y * kMatmulRowsPerWarp;
   const int nt = min(kMatmulRowsPerWarp, T - t0);
-  const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
   float acc[kMatmulRowsPerWarp] = {};
   for (int j = lane; j < cols; j += 32) {
-    const float wj = WeightAt<DT>(r, j);
+    const float wj = WeightAt<DT>(w, row_bytes, rows, cols, row, j);
 #pragma unroll
     for (int t = 0; t < kMatmulRowsPerWarp; t++)
       if (t < nt) acc[t] += wj * x[static_cast<size_t>(t0 + t) * cols + j];
@@ -131,6 +132,7 @@ __global__ void ElementwiseKernel(int op, float* x, const float* y, float a, int
 }
 
 __global__ void RmsnormKernel(float* out, const float* x, const float* weight, int size, float eps) {
+  GridDependents();  // the product after it may start its weights' prefetch
   extern __shared__ float red[];
   const size_t base = static_cast<size_t>(blockIdx.x) * size;
   float ss = 0.0f;
@@ -333,6 +335,7 @@ struct L2Load {
 template <int VEC, int NV>
 __global__ void __launch_bounds__(kDecodeAttentionThreads)
     DecodeAttentionKernel(AttentionDeviceArgs a, DecodeAttentionScratch s, bool vec) {
+  GridDependents();  // the output projection after it may start its weights' prefetch
   extern __shared__ float smem[];
   __shared__ int last;
   const int hs = a.head_size, h = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
@@ -377,9 +380,9 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
 }
 
-// q8_0 plain blocks (f32 scale, 32 int8; 4-byte aligned) to bf16, 8 weights
-// a thread: weight j of a block is scale * q[j] rounded once in f32, as
-// ew::Q8_0Weight and the rows kernel compute it, then rounded to nearest even.
+// q8_0 in the device layout (q8_layout.h) to bf16, 8 weights a thread:
+// weight g is scale * q[g] rounded once in f32, as q8::Weight computes it,
+// then rounded to nearest even.
 __device__ __forceinline__ uint32_t PackBF16(float lo, float hi) {
   return static_cast<uint32_t>(ew::F32ToBF16(lo)) | (static_cast<uint32_t>(ew::F32ToBF16(hi)) << 16);
 }
@@ -389,13 +392,13 @@ __device__ __forceinline__ uint32_t Q8PairBF16(float scale, int q4, int k) {
   return PackBF16(a, b);
 }
 __global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chunks) {
+  const float* scales = q8::Scales(w, chunks * 8);
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    // Chunk c is weights 8 (c % 4) .. +7 of block c / 4.
-    const unsigned char* block = w + (c >> 2) * kQ8_0BlockBytes;
-    const float scale = *reinterpret_cast<const float*>(block);
-    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
-    const int lo = q[0], hi = q[1];
+    // Chunk c is weights 8c .. 8c+7, of block c / 4.
+    const float scale = scales[c >> 2];
+    const int2 q = reinterpret_cast<const int2*>(q8::Quants(w))[c];
+    const int lo = q.x, hi = q.y;
     out[c] = make_uint4(Q8PairBF16(scale, lo, 0), Q8PairBF16(scale, lo, 2), Q8PairBF16(scale, hi, 0),
                         Q8PairBF16(scale, hi, 2));
   }

@@ -31,6 +31,7 @@ struct DeviceLimits {
   int64_t max_grid_dim[3] = {2147483647, 65535, 65535};
   size_t max_shared_per_block = 48 * 1024;
   int warp_size = 32;
+  int compute_major = 0;  // the device's compute capability major (9: Hopper, dependent launches)
 };
 
 struct Dim3 {
@@ -47,6 +48,10 @@ struct LaunchPlan {
   // its loop unrolled (16-byte loads a lane has in flight). Every form sums a
   // row's products in the same order: the same bits.
   int rows_per_warp = 1, unroll = 4;
+  // Launched as a programmatic dependent launch (sm_90): the kernel's prologue
+  // (the rows kernel's weight prefetch) runs while the kernel before it on
+  // the stream finishes. Set by the backend, never by a planner.
+  bool dependent_launch = false;
 };
 
 // A decode step's (T = 1) rows-kernel forms: {rows per warp, unroll}. Form 0

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/q8_layout.h"
+
 namespace verity::kernels::cuda {
 
 // Pageable host memory is staged before cudaMemcpyAsync returns, so `host`
@@ -24,10 +26,13 @@ Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
   if (c.bytes == 0 || c.dtype != w.dtype || c.bytes < w.bytes()) {
     const void* host = w.data;
     std::vector<unsigned char> plain;
-    if (w.dtype == DType::kQ8_0) {
+    std::vector<unsigned char> repacked;
+    if (w.dtype == DType::kQ8_0) {  // plain blocks, then the device layout (q8_layout.h): the same bytes
       plain.resize(w.bytes());
       kernels::UnpackQ8_0Rows(w, plain.data());
-      host = plain.data();
+      repacked.resize(w.bytes());
+      q8::Repack(plain.data(), int64_t{w.rows} * w.cols, repacked.data());
+      host = repacked.data();
     }
     if (c.bytes != 0) moved_();  // rewritten or moved: no graph may read the old copy
     VERITY_RETURN_IF_ERROR(Upload(c, host, w.bytes(), "weight"));

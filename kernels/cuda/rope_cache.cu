@@ -13,6 +13,7 @@ namespace {
 // Work item p of row blockIdx.y: a q pair, then a key pair (rotated and
 // cached), then a value float (cached).
 __global__ void RopeCacheKernel(RopeCacheArgs r) {
+  GridDependents();  // lets a dependent launch after it be scheduled early
   const int t = blockIdx.y, pos = r.pos[t], work = map::RopeCacheWorkItems(r.q_width, r.kv_width);
   const float* cs = r.table + static_cast<size_t>(pos) * r.head_size;
   float* q = r.q + static_cast<size_t>(t) * r.q_width;

@@ -1,6 +1,6 @@
 // The 16-byte matrix-vector kernel (LaunchRows, cuda_kernels.h) and its fused
-// forms (rows.h). A warp per weight row: each lane reads 8 weights per
-// 16-byte load with four loads in flight, and carries NT vectors at once (1
+// forms (rows.h). A warp per weight row: each lane reads 16 bytes a load (4
+// f32, 8 bf16 or 16 q8_0 weights) with several loads in flight, and carries NT vectors at once (1
 // for a decode step, kMatmulRowsPerWarp for a batched one), so a batched
 // row is bit for bit the single one. RowDots is the one dot-product routine
 // every variant runs.
@@ -10,73 +10,92 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/rows.h"
 #include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
 namespace {
 
-// Chunk c (8 consecutive weights) of a row stored as DT (0: f32, 1: bf16, 2: q8_0).
+// Weights a 16-byte chunk holds: 4 f32, 8 bf16, 16 q8_0 quants (the device
+// layout of q8_layout.h; its scale, one per 32, lies apart).
 template <int DT>
-__device__ __forceinline__ void Load8(const unsigned char* row, int c, float w[8]) {
+inline constexpr int kChunkWeights = DT == 0 ? 4 : DT == 1 ? 8 : 16;
+
+// Chunk c of a row stored as DT (0: f32, 1: bf16, 2: q8_0 quants) as floats:
+// exact (a q8_0 quant as itself; the scale is applied to the chunk's sum).
+template <int DT>
+__device__ __forceinline__ void LoadChunk(const unsigned char* row, int c, float (&w)[kChunkWeights<DT>]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
+  const uint32_t u[4] = {v.x, v.y, v.z, v.w};
   if constexpr (DT == 0) {
-    const float4 a = reinterpret_cast<const float4*>(row)[2 * c], b = reinterpret_cast<const float4*>(row)[2 * c + 1];
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = __uint_as_float(u[i]);
   } else if constexpr (DT == 1) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + c);
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       w[2 * i] = ew::BF16ToF32(static_cast<uint16_t>(u[i] & 0xffffu));
       w[2 * i + 1] = ew::BF16ToF32(static_cast<uint16_t>(u[i] >> 16));
     }
   } else {
-    // Plain 36-byte blocks (4-byte aligned): chunk c is the (c % 4)-th 8 of block c / 4.
-    const unsigned char* block = row + static_cast<size_t>(c >> 2) * kQ8_0BlockBytes;
-    const float scale = *reinterpret_cast<const float*>(block);
-    const int* q = reinterpret_cast<const int*>(block + 4 + 8 * (c & 3));
-    const int lo = q[0], hi = q[1];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      w[i] = scale * static_cast<float>(static_cast<signed char>((lo >> (8 * i)) & 0xff));
-      w[4 + i] = scale * static_cast<float>(static_cast<signed char>((hi >> (8 * i)) & 0xff));
-    }
+    for (int i = 0; i < 4; i++) q8::Widen4(u[i], &w[4 * i]);
   }
 }
 
-// acc[r][t] = row r . x_{t0+t} for r < R, t < nt, complete in lane 0. Each
-// (row, vector) sum takes the same products in the same order whatever R and
-// NT are, so a batched row has the bits of a single one. R rows a warp reuse
-// each vector chunk from registers: at NT = 8 vectors, reading them for one
-// row per weight chunk would move 16 bytes of x from L1 per byte of weights.
+// Where a warp's row lies: its weights (q8_0: its quants) and, for q8_0, its
+// scales (one per 32 weights).
+struct RowRef {
+  const unsigned char* w;
+  const float* scales;
+};
+
+// acc[r][t] = row r . x_{t0+t} for r < R, t < nt, complete in lane 0. Lane l
+// takes chunks l, l + 32, ... in order, the warp sum adds the lanes: each
+// (row, vector) sum takes the same products in the same order whatever R, NT
+// and U are, so a batched row has the bits of a single one and every form
+// (kRowsForms) the bits of form 0. A q8_0 chunk's 16 products are summed,
+// then scaled and added (one scale per chunk). R rows a warp reuse each
+// vector chunk from registers: at NT = 8 vectors, reading them for one row
+// per weight chunk would move 16 bytes of x from L1 per byte of weights.
 template <int DT, int NT, int R, int U>
-__device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], const float* x, int cols, int t0, int nt,
-                                        int lane, float (&acc)[R][NT]) {
-  const int chunks = cols / 8;
+__device__ __forceinline__ void RowDots(const RowRef (&r)[R], const float* x, int cols, int t0, int nt, int lane,
+                                        float (&acc)[R][NT]) {
+  constexpr int K = kChunkWeights<DT>;
+  const int chunks = cols / K;
 #pragma unroll
   for (int k = 0; k < R; k++)
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[k][t] = 0.0f;
 #pragma unroll U
   for (int c = lane; c < chunks; c += 32) {
-    float wv[R][8];
+    float wv[R][K];
 #pragma unroll
-    for (int k = 0; k < R; k++) Load8<DT>(r[k], c, wv[k]);
+    for (int k = 0; k < R; k++) LoadChunk<DT>(r[k].w, c, wv[k]);
+    float scale[R];
+#pragma unroll
+    for (int k = 0; k < R; k++) scale[k] = DT == 2 ? r[k].scales[c >> 1] : 1.0f;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
       if (t < nt) {
-        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * cols) + 2 * c;
-        const float4 a = xv[0], b = xv[1];
+        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * cols) + (K / 4) * c;
+        float xs[K];
+#pragma unroll
+        for (int i = 0; i < K / 4; i++) {
+          const float4 a = xv[i];
+          xs[4 * i] = a.x, xs[4 * i + 1] = a.y, xs[4 * i + 2] = a.z, xs[4 * i + 3] = a.w;
+        }
 #pragma unroll
         for (int k = 0; k < R; k++) {
-          acc[k][t] += wv[k][0] * a.x;
-          acc[k][t] += wv[k][1] * a.y;
-          acc[k][t] += wv[k][2] * a.z;
-          acc[k][t] += wv[k][3] * a.w;
-          acc[k][t] += wv[k][4] * b.x;
-          acc[k][t] += wv[k][5] * b.y;
-          acc[k][t] += wv[k][6] * b.z;
-          acc[k][t] += wv[k][7] * b.w;
+          if constexpr (DT == 2) {
+            float part = 0.0f;
+#pragma unroll
+            for (int i = 0; i < K; i++) part = fmaf(wv[k][i], xs[i], part);
+            acc[k][t] = fmaf(scale[k], part, acc[k][t]);
+          } else {
+#pragma unroll
+            for (int i = 0; i < K; i++) acc[k][t] = fmaf(wv[k][i], xs[i], acc[k][t]);
+          }
         }
       }
     }
@@ -85,6 +104,19 @@ __device__ __forceinline__ void RowDots(const unsigned char* const (&r)[R], cons
   for (int k = 0; k < R; k++)
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[k][t] = WarpSum(acc[k][t]);
+}
+
+// The first kRowsPrefetchChunks chunks a lane will load of each row, asked
+// of L2 before the wait for the previous kernel (a dependent launch).
+inline constexpr int kRowsPrefetchChunks = 4;
+template <int DT, int R>
+__device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int cols, int lane) {
+  const int chunks = cols / kChunkWeights<DT>;
+#pragma unroll
+  for (int k = 0; k < R; k++)
+#pragma unroll
+    for (int i = 0; i < kRowsPrefetchChunks; i++)
+      if (lane + 32 * i < chunks) PrefetchL2(reinterpret_cast<const uint4*>(r[k].w) + lane + 32 * i);
 }
 
 // a[i] by constant indices: a run-time index into a kernel parameter would
@@ -99,31 +131,50 @@ __device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
   return i == 0 ? tg.begin[0] : i == 1 ? tg.begin[1] : i == 2 ? tg.begin[2] : tg.begin[3];
 }
 
+// Where row `row` of target `i` (of `rows` rows) lies: q8_0 quants row-major
+// at `cols` bytes a row, the scales after all n quants (q8_layout.h).
+template <int DT>
+__device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int cols, size_t row_bytes) {
+  const auto* b = static_cast<const unsigned char*>(base);
+  if constexpr (DT == 2)
+    return {b + static_cast<size_t>(row) * cols,
+            q8::Scales(base, int64_t{rows} * cols) + static_cast<size_t>(row) * (cols / kQ8_0BlockSize)};
+  return {b + static_cast<size_t>(row) * row_bytes, nullptr};
+}
+
 // Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
 // blocks along y then z), grid.x's groups of NT vectors. A warp's rows past
-// the last read the last (in bounds) and store nothing.
+// the last read the last (in bounds) and store nothing. Launched as a
+// dependent launch, the weights' first chunks are asked of L2 while the
+// kernel before (which wrote x and the residual) finishes.
 template <int DT, int NT, int R, int U, int EPI>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
+  GridDependents();
   const int first = static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
   if (first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
   map::StackedRow at[R];
-  const unsigned char* w[R];
+  RowRef w[R];
 #pragma unroll
   for (int k = 0; k < R; k++) {
     at[k] = map::Locate([&](int i) { return Begin(tg, i); }, tg.count, min(first + k, total - 1));
-    w[k] = static_cast<const unsigned char*>(Pick(tg.w, at[k].target)) + static_cast<size_t>(at[k].row) * row_bytes;
+    const int rows = Begin(tg, at[k].target + 1) - Begin(tg, at[k].target);
+    w[k] = RowOf<DT>(Pick(tg.w, at[k].target), at[k].row, rows, cols, row_bytes);
   }
+  RowRef up_w[R];  // the up matrix's same rows (SwiGLU)
+  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
+    const int rows = Begin(tg, 1);
+#pragma unroll
+    for (int k = 0; k < R; k++) up_w[k] = RowOf<DT>(tg.w[1], at[k].row, rows, cols, row_bytes);
+  }
+  PrefetchRows<DT, R>(w, cols, lane);
+  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) PrefetchRows<DT, R>(up_w, cols, lane);
+  GridDependencyWait();
   float acc[R][NT];
   RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
   float up[R][NT];
-  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) {
-    const unsigned char* up_w[R];  // the up matrix's same rows
-#pragma unroll
-    for (int k = 0; k < R; k++) up_w[k] = static_cast<const unsigned char*>(tg.w[1]) + static_cast<size_t>(at[k].row) * row_bytes;
-    RowDots<DT, NT, R, U>(up_w, x, cols, t0, nt, lane, up);
-  }
+  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) RowDots<DT, NT, R, U>(up_w, x, cols, t0, nt, lane, up);
   if (lane != 0) return;
 #pragma unroll
   for (int k = 0; k < R; k++) {
@@ -144,23 +195,36 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
   }
 }
 
+// One launch of the kernel `k` with the plan's dimensions, as a programmatic
+// dependent launch where the plan says so.
+template <class... Params, class... Args>
+Status LaunchRowsKernel(void (*k)(Params...), const LaunchPlan& plan, cudaStream_t stream, const std::string& name,
+                        const std::string& ctx, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = Grid(plan);
+  cfg.blockDim = Block(plan);
+  cfg.dynamicSmemBytes = plan.shared_bytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = plan.dependent_launch ? 1 : 0;
+  VERITY_CUDA_CALL(cudaLaunchKernelEx(&cfg, k, args...), ctx + ": launch of kernel " + name);
+  return OkStatus();
+}
+
 template <int DT, int NT, int R, int U>
 Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                       int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
-  const dim3 grid = Grid(plan), block = Block(plan);
   switch (epilogue) {
     case RowsEpilogue::kStore:
-      RowsKernel<DT, NT, R, U, 0><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
-      VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
-      return OkStatus();
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T, rb);
     case RowsEpilogue::kAdd:
-      RowsKernel<DT, NT, R, U, 1><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
-      VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+add", ctx);
-      return OkStatus();
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 1>, plan, stream, plan.kernel + "+add", ctx, tg, x, cols, T, rb);
     case RowsEpilogue::kSwiGLU:
-      RowsKernel<DT, NT, R, U, 2><<<grid, block, 0, stream>>>(tg, x, cols, T, rb);
-      VERITY_CUDA_LAUNCH_CHECK(plan.kernel + "+swiglu", ctx);
-      return OkStatus();
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 2>, plan, stream, plan.kernel + "+swiglu", ctx, tg, x, cols, T,
+                              rb);
   }
   return Status::Error("cuda: " + ctx + ": rows: unknown epilogue");
 }
@@ -184,10 +248,10 @@ Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTarg
 }  // namespace
 
 bool VectorizedRows(DType dtype, const void* w, const float* x, int cols) {
-  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       (dtype == DType::kQ8_0 ? reinterpret_cast<uintptr_t>(w) % 4 == 0
-                                              : reinterpret_cast<uintptr_t>(w) % 16 == 0);
-  return aligned && cols % 8 == 0;  // row starts then stay aligned: 32 (f32), 16 (bf16) or 36 (q8_0) bytes per 8 weights
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  // Row starts then stay 16-byte aligned: 32 (f32) or 16 (bf16) bytes per 8
+  // weights; q8_0 quants at cols bytes a row, and its scales (q8_layout.h).
+  return aligned && cols % (dtype == DType::kQ8_0 ? kQ8_0BlockSize : 8) == 0;
 }
 
 Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
@@ -197,7 +261,8 @@ Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogu
                          std::to_string(kMaxRowsTargets) + ")");
   if (epilogue == RowsEpilogue::kSwiGLU && (targets.count != 1 || targets.w[1] == nullptr))
     return Status::Error("cuda: " + ctx + ": rows+swiglu: one target and its up matrix");
-  const size_t rb = RowBytes(dtype, cols);
+  // A q8_0 row's quants are cols bytes apart (q8_layout.h).
+  const size_t rb = dtype == DType::kQ8_0 ? static_cast<size_t>(cols) : RowBytes(dtype, cols);
   switch (dtype) {
     case DType::kF32:
       return LaunchDType<0>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
