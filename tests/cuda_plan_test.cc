@@ -53,7 +53,8 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
         if (cols % 8 == 0)
           for (int T : {1, 8, 32}) {
             LaunchPlan r = Ok(PlanRows(t, rows, cols, T, kLimits));
-            const int per_warp = T == 1 ? 1 : kBatchedRowsPerWarp;
+            const int per_warp = T == 1 ? kRowsForms[DefaultRowsForm(t)].rows_per_warp : kBatchedRowsPerWarp;
+            EXPECT_EQ(r.rows_per_warp, per_warp) << s.name;
             EXPECT_GE(static_cast<int64_t>(r.grid.y) * r.grid.z * kMatvecWarps * per_warp, rows) << s.name;
             EXPECT_LT((static_cast<int64_t>(r.grid.y) * r.grid.z - 1) * kMatvecWarps * per_warp, rows) << s.name;
             EXPECT_GE(static_cast<int64_t>(r.grid.x) * r.tile, T) << s.name;

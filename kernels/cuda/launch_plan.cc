@@ -93,6 +93,7 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
   if (cols % 8 != 0) return PlanError(p, "cols must be a multiple of 8 (16-byte loads)");
   if (dtype == DType::kQ8_0 && cols % kQ8_0BlockSize != 0)
     return PlanError(p, "q8_0 needs cols to be a multiple of " + Str(kQ8_0BlockSize));
+  if (form == -1) form = T == 1 ? DefaultRowsForm(dtype) : 0;
   if (form < 0 || form >= kRowsFormCount || (form != 0 && T != 1))
     return PlanError(p, "form " + Str(form) + " (0 to " + Str(kRowsFormCount - 1) + ", and only 0 for T > 1)");
   p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;

@@ -61,6 +61,10 @@ struct RowsForm {
 };
 inline constexpr RowsForm kRowsForms[] = {{1, 4}, {1, 8}, {1, 16}, {2, 8}};
 inline constexpr int kRowsFormCount = sizeof(kRowsForms) / sizeof(kRowsForms[0]);
+// The form a decode step takes, as measured on an H200 (docs/cuda.md): q8_0's
+// 2 rows a warp (each chunk of x serves both rows: 1.3-1.4x form 0 on the 7B
+// products), the default elsewhere (no other form is faster on bf16).
+inline constexpr int DefaultRowsForm(DType dtype) { return dtype == DType::kQ8_0 ? 3 : 0; }
 
 // Warps (one row each) per block of the matrix-vector kernels.
 inline constexpr int kMatvecWarps = 8;
@@ -98,8 +102,8 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
 // per weight row (kBatchedRowsPerWarp rows for T > 1), kMatvecWarps warps per
 // block; tile = vectors per warp (1 for T == 1, else kMatmulRowsPerWarp;
 // grid.x their groups; grid.y, then z, the row blocks). cols % 8 == 0.
-// `form` (T == 1 only): an index into kRowsForms.
-Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = 0);
+// `form` (T == 1 only): an index into kRowsForms; -1: DefaultRowsForm(dtype).
+Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = -1);
 // n rows of dim floats gathered from a table (grid.y: one row each).
 Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);
 // An element-wise update of n floats (`name`: "add", "axpy", "divide").
