@@ -235,12 +235,13 @@ Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTarg
   if (plan.tile != 1)
     return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   // A decode step's forms (kRowsForms): the same sums, other loads in flight.
-  static_assert(kRowsFormCount == 4, "one launch per form");
+  static_assert(kRowsFormCount == 5, "one launch per form");
   const int r = plan.rows_per_warp, u = plan.unroll;
   if (r == 1 && u == 4) return LaunchEpilogue<DT, 1, 1, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   if (r == 1 && u == 8) return LaunchEpilogue<DT, 1, 1, 8>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   if (r == 1 && u == 16) return LaunchEpilogue<DT, 1, 1, 16>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   if (r == 2 && u == 8) return LaunchEpilogue<DT, 1, 2, 8>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+  if (r == 4 && u == 4) return LaunchEpilogue<DT, 1, 4, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   return Status::Error("cuda: " + ctx + ": rows: no kernel for " + std::to_string(r) + " rows a warp, unroll " +
                        std::to_string(u));
 }
