@@ -29,9 +29,10 @@ std::string LedgerKey();
 std::string LockDir();
 // VERITY_BOX_LABEL: a name added to this machine's box identity (the box
 // detail's "label"), so machines whose hardware and kernel read the same keep
-// their own boxes, frontiers and measurement locks; tests use it to play
-// several bench boxes on one machine. Default: empty, no label (the identity
-// as before).
+// their own boxes and frontiers; tests use it to play several bench boxes on
+// one machine. It does not split the machine: one measurement lock, and a
+// step counted under one label is not counted again under another (issue 41).
+// Default: empty, no label (the identity as before).
 std::string BoxLabel();
 // VERITY_CACHE_DIR: where measurements of this machine are cached (the
 // roofline, per box fingerprint). Default: $HOME/.cache/verity, or

@@ -66,11 +66,25 @@ size_t AppendControl(std::string_view s, size_t i, bool markdown_backslash, std:
   return u.length;
 }
 
+// The length of the well-formed multi-byte UTF-8 character at s[i], or 0.
+size_t MultiByte(std::string_view s, size_t i) {
+  if (static_cast<unsigned char>(s[i]) < 0x80) return 0;
+  const terminal::Utf8Char u = terminal::DecodeUtf8(s, i);
+  return u.length > 1 ? u.length : 0;
+}
+
 std::string Escaped(std::string_view s, bool link_text) {
   std::string o;
   o.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     if (const size_t n = AppendControl(s, i, true, o)) {
+      i += n;
+      continue;
+    }
+    // A multi-byte character is never markup: copied whole (issue 41, finding 7:
+    // its continuation bytes were escaped one by one, `José` -> `Jos\xc3\\xa9`).
+    if (const size_t n = MultiByte(s, i)) {
+      o.append(s.substr(i, n));
       i += n;
       continue;
     }
@@ -97,6 +111,11 @@ std::string Code(std::string_view s, bool in_table) {
   size_t run = 0, longest = 0;
   for (size_t i = 0; i < s.size();) {
     if (const size_t n = AppendControl(s, i, false, body)) {
+      i += n, run = 0;
+      continue;
+    }
+    if (const size_t n = MultiByte(s, i)) {
+      body.append(s.substr(i, n));
       i += n, run = 0;
       continue;
     }

@@ -24,8 +24,34 @@ Utf8Char DecodeUtf8(std::string_view s, size_t i) {
 }
 
 bool IsControl(char32_t c) {
-  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F ||
-         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069) || c == 0x2028 || c == 0x2029;
+  if (c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x2028 || c == 0x2029) return true;
+  // General category Cf (Unicode 15), and the characters that render as nothing.
+  static constexpr char32_t kRanges[][2] = {
+      {0x00AD, 0x00AD},   {0x034F, 0x034F},   {0x0600, 0x0605},   {0x061C, 0x061C},   {0x06DD, 0x06DD},
+      {0x070F, 0x070F},   {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x115F, 0x1160},   {0x17B4, 0x17B5},
+      {0x180B, 0x180F},   {0x200B, 0x200F},   {0x202A, 0x202E},   {0x2060, 0x206F},   {0x3164, 0x3164},
+      {0xFEFF, 0xFEFF},   {0xFFA0, 0xFFA0},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD}, {0x110CD, 0x110CD},
+      {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0000, 0xE0FFF}};
+  for (const auto& r : kRanges)
+    if (c >= r[0] && c <= r[1]) return true;
+  return false;
+}
+
+std::string FirstInvisible(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char u = DecodeUtf8(s, i);
+    char buf[64];
+    if (u.length == 0) {
+      std::snprintf(buf, sizeof buf, "byte 0x%02x (not UTF-8) at byte %zu", static_cast<unsigned char>(s[i]), i);
+      return buf;
+    }
+    if (IsControl(u.code)) {
+      std::snprintf(buf, sizeof buf, "U+%04X at byte %zu", static_cast<unsigned>(u.code), i);
+      return buf;
+    }
+    i += u.length;
+  }
+  return "";
 }
 
 std::string EscapeOf(char32_t c, bool raw_byte) {

@@ -26,9 +26,16 @@ struct Utf8Char {
 Utf8Char DecodeUtf8(std::string_view s, size_t i);
 
 // A code point no output may show raw: C0 (tab, LF and CR included), DEL, C1,
-// the bidi embeddings, overrides, isolates and marks, and the line and
-// paragraph separators.
+// the bidi embeddings, overrides, isolates and marks, the line and paragraph
+// separators, and (issue 41, finding 9) every other format character
+// (general category Cf: U+200B, U+2060, U+FEFF, the tags, ...) and the fillers
+// that render as nothing (U+034F, U+115F, U+1160, U+3164, U+FFA0, ...): a key
+// holding one printed exactly like its twin.
 bool IsControl(char32_t c);
+
+// "" when every character of `s` prints as itself (well-formed UTF-8, no
+// IsControl code point), else the first that does not, named ("U+2060 at byte 1").
+std::string FirstInvisible(std::string_view s);
 
 // The visible form of one control or undecodable byte ("\x1b", "\u202e").
 std::string EscapeOf(char32_t c, bool raw_byte);

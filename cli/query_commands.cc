@@ -92,6 +92,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     auto* sub = app.add_subcommand("frontier", "The current frontier per metric and box, with the gate and the "
                                                "ladder steps that do not count.");
     auto q = std::make_shared<Query>();
+    q->verify_first = "frontier";
     AddQueryOptions(sub, *q);
     reg.On(sub, [=] {
       return Run(
@@ -107,6 +108,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
                                             "with a permutation test), per metric, box and workload, with the "
                                             "changes recorded around each.");
     auto q = std::make_shared<Query>();
+    q->verify_first = "drift";
     auto metric = std::make_shared<std::string>(), box = std::make_shared<std::string>();
     auto opt = std::make_shared<ledger::DriftOptions>();
     AddQueryOptions(sub, *q);
@@ -152,6 +154,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
   {
     auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains; or `bisect`: every bisect session with its steps.");
     auto q = std::make_shared<Query>();
+    q->verify_first = "history";
     auto what = std::make_shared<std::string>("all");
     AddQueryOptions(sub, *q);
     sub->add_option("KIND", *what, "reverts | retractions | none | all | predictions | bisect")

@@ -329,7 +329,7 @@ Status Session::MeasureSpeed(int64_t run, const Built& step, const std::string& 
     return v;
   };
 
-  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt_.lock_dir, box_.fingerprint, [&](const std::string& w) { Say("  " + w); }));
+  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt_.lock_dir, box_.Machine(), [&](const std::string& w) { Say("  " + w); }));
   VERITY_RETURN_IF_ERROR(round(0, {"good", "step"}).status());
   std::vector<double> ratios;
   // The first plan, then (if its bounds straddle the threshold at its last

@@ -34,7 +34,7 @@ Result<NoiseProfile> Calibrate(Ledger& l, const CalibrateRequest& req, const Mea
     first = false;
     return s.value;
   };
-  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say));
+  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt.lock_dir, box.Machine(), say));
   say("calibrating box " + box.fingerprint.substr(0, 16) + ": warm-up, then " + std::to_string(req.rounds) +
       " A/A rounds (the same command as base and head)");
   for (int i = 0; i < 2; i++) VERITY_RETURN_IF_ERROR(take().status());

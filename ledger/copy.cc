@@ -11,8 +11,7 @@ namespace {
 // Creates the schema of `migrations` (rows of version, name, sha256, applied_at)
 // in `to` and records them as the source did.
 Status CopySchema(Db& to, const std::vector<Row>& migrations) {
-  VERITY_RETURN_IF_ERROR(to.Exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                                 "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)"));
+  VERITY_RETURN_IF_ERROR(to.Exec(kMigrationTableSql));
   for (const Row& m : migrations) {
     const Migration* known = FindMigration(static_cast<int>(AsInt(m[0])));
     if (!known) return Status::Error("copy: the source holds migration " + AsText(m[1]) + ", unknown to this verity");

@@ -56,6 +56,11 @@ class Db {
   Result<std::vector<TriggerDef>> ExpectedTriggers(const std::vector<std::string>& migrations) {
     return store_->ExpectedTriggers(migrations);
   }
+  Result<std::vector<TriggerDef>> SchemaObjects() { return store_->SchemaObjects(); }
+  Result<std::vector<TriggerDef>> ExpectedSchemaObjects(const std::vector<std::string>& migrations) {
+    return store_->ExpectedSchemaObjects(migrations);
+  }
+  Result<std::string> IntegrityProblem() { return store_->IntegrityProblem(); }
   bool is_postgres() const { return store_->is_postgres(); }
 
   // Inserts a row into `table` and seals it: the row as stored (declared

@@ -1,5 +1,7 @@
 #include "ledger/evidence.h"
 
+#include "base/terminal.h"
+
 #include "ledger/noise.h"
 
 #include <algorithm>
@@ -116,7 +118,8 @@ std::string Summary(const measure::ParityEvidence& e) {
 namespace {
 
 // Token identity: the outputs equal over the kind's floor of bytes (deep: deep_factor x it).
-std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode) {
+std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode,
+                          const measure::ParityEvidence* standard) {
   std::vector<std::string> why;
   if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
   if (!e.identity.identical) why.push_back(DifferenceText(e));
@@ -128,6 +131,11 @@ std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, c
   if (mode == "deep" && floor && IdentityBytes(e) < pol.deep_factor * floor->min_bytes)
     why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " + NumText(pol.deep_factor) +
                   "x the floor of " + std::to_string(floor->min_bytes));
+  // Deeper than the run's own standard evidence: 2x its bytes (issue 41, finding 4).
+  if (standard && standard->kind == e.kind && IdentityBytes(e) < pol.deep_factor * IdentityBytes(*standard))
+    why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " +
+                  NumText(pol.deep_factor) + "x the " + std::to_string(IdentityBytes(*standard)) +
+                  " of the standard run");
   std::string out;
   for (const auto& w : why) out += (out.empty() ? "" : "; ") + w;
   return out;
@@ -137,8 +145,19 @@ std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, c
 
 std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, const std::string& mode,
                         const measure::ParityEvidence* standard) {
-  if (e.kind == "tokens") return JudgeIdentity(pol, e, mode);
+  // Deep evidence deepens the run's standard evidence: of another kind, none
+  // of its depths, window or bytes can be compared with it (issue 41, finding 4).
+  std::string kind_gap;
+  if (standard && standard->kind != e.kind)
+    kind_gap = "deep evidence of kind '" + e.kind + "' does not deepen the run's standard evidence of kind '" +
+               standard->kind + "': confirm needs deep evidence of the same kind";
+  if (e.kind == "tokens") {
+    const std::string why = JudgeIdentity(pol, e, mode, standard);
+    if (kind_gap.empty()) return why;
+    return why.empty() ? kind_gap : why + "; " + kind_gap;
+  }
   std::vector<std::string> why;
+  if (!kind_gap.empty()) why.push_back(kind_gap);
   if (!e.nonfinite.empty()) {
     std::string where;
     for (const auto& n : e.nonfinite) where += (where.empty() ? "" : ", ") + n;
@@ -151,7 +170,7 @@ std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, con
                   NumText(pol.parity_min_top1) + ", mean KL <= " + NumText(pol.parity_max_mean_kl));
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
   if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
-  if (standard) {
+  if (standard && kind_gap.empty()) {
     const double f = pol.deep_factor;
     if (DistinctDepths(e) < f * DistinctDepths(*standard))
       why.push_back("deep evidence has " + std::to_string(DistinctDepths(e)) + " depths, needs " + NumText(f) +
@@ -357,6 +376,13 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     if (!want_build.empty() && s.build_id != want_build)
       return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
                            " (stale build: verify the artifact, not the transport)");
+    // A key prints as itself: a workload with a control or format character
+    // (U+2060 and its kind print as nothing) would name a frontier that reads
+    // exactly like its twin's (issue 41, finding 9).
+    if (const std::string bad = terminal::FirstInvisible(s.workload); !bad.empty())
+      return Status::Error("the " + side + " bench measured workload '" + terminal::Visible(s.workload) +
+                           "', which holds " + bad + ", a character that does not print as itself: a workload "
+                           "key must, so that no two frontiers read alike");
     // Both sides must measure one workload: a speed ratio across two models
     // (or thread counts, dtypes, lengths) says nothing about the change.
     if (!workload_seen) {
@@ -373,6 +399,7 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     if (it == seen.end()) {
       seen[side] = {s.build_id, s.artifact_sha256};
       (side == "base" ? m.base_artifact : m.head_artifact) = s.artifact_sha256;
+      (side == "base" ? m.base_build : m.head_build) = s.build_id;
       VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
         return d.InsertSealed("artifacts", {{"run_id", in.run_id},
                                             {"side", side},
@@ -463,10 +490,11 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
   if (warm.empty()) return m;
   m.attempt = attempt;
+  m.identity = IdentityOf({m.base_build, m.base_artifact, c.base_cmd}, {m.head_build, m.head_artifact, c.head_cmd});
   if (in.attempt_of) {
-    VERITY_ASSIGN_OR_RETURN(m.attempt, in.attempt_of(m.base_artifact, m.head_artifact));
+    VERITY_ASSIGN_OR_RETURN(m.attempt, in.attempt_of(m.identity));
     attempt = m.attempt;
-    if (attempt > 0) in.say("  attempt " + std::to_string(attempt) + " of this artifact pair: each look at alpha " + NumText(LookAlpha(plan, attempt), 3));
+    if (attempt > 0) in.say("  attempt " + std::to_string(attempt) + " of this change: each look at alpha " + NumText(LookAlpha(plan, attempt), 3));
   }
   // The workload is known now: the box's noise profile for it, if calibrated,
   // sets how many rounds the gate needs -- before any timed round is seen.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ledger/db.h"
+#include "ledger/identity.h"
 #include "ledger/ledger.h"
 #include "ledger/policy.h"
 #include "ledger/score.h"
@@ -73,7 +74,7 @@ struct RoundsInput {
   std::function<measure::Box()> read_box;  // re-read after every sample; a change fails the run
   // Once the warm-up names both artifacts: the attempt this run is of that
   // pair (policy v4: a resubmission continues its error budget). Empty: keep `attempt`.
-  std::function<Result<int>(const std::string& base_artifact, const std::string& head_artifact)> attempt_of;
+  std::function<Result<int>(const ChangeIdentity& id)> attempt_of;
 };
 struct Measured {
   MetricSeries primary;
@@ -82,6 +83,8 @@ struct Measured {
   bool head_on_device = false;       // a head sample was a `--backend cuda` bench
   std::string workload;              // what both sides measured (measure::BenchSample::workload)
   std::string base_artifact, head_artifact;  // what each side ran (the first sample's artifact_sha256)
+  std::string base_build, head_build;        // and the build ids those samples reported
+  ChangeIdentity identity;                   // what the run is (ledger/identity.h), once the warm-up named both
   int attempt = 0;                   // the attempt the looks were taken at
   SequentialPlan plan;               // the plan the rounds followed (the box's noise may raise min_rounds)
   std::string noise_note;            // what the box's noise profile decided, if it has one

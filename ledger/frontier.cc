@@ -5,18 +5,31 @@
 #include <set>
 #include <tuple>
 
+#include "ledger/identity.h"
+
 namespace verity::ledger {
 namespace {
 
-std::string Short(const std::string& sha) { return sha.substr(0, 12); }
+// A side's keys: its identity keys, or (events built without them) its artifact alone.
+std::vector<std::string> KeysOf(const std::vector<std::string>& keys, const std::string& artifact) {
+  if (!keys.empty() || artifact.empty()) return CountingKeys(keys);
+  return {"artifact " + artifact};
+}
+
+bool Has(const std::vector<std::string>& keys, const std::string& k) {
+  return std::find(keys.begin(), keys.end(), k) != keys.end();
+}
 
 // After a counted step of `e`: the frontier stands at its head (unknown when
 // it measured nothing), and the places it left are passed.
 void MoveTo(Ladder& L, const LadderEvent& e) {
-  for (const std::string* a : {static_cast<const std::string*>(&L.stands_at), &e.base_artifact})
-    if (!a->empty() && *a != e.head_artifact) L.passed.emplace(*a, e.run_id);
+  const auto base = KeysOf(e.base_keys, e.base_artifact), head = KeysOf(e.head_keys, e.head_artifact);
+  for (const std::vector<std::string>* keys : {static_cast<const std::vector<std::string>*>(&L.stands_keys), &base})
+    for (const std::string& k : *keys)
+      if (!Has(head, k)) L.passed.emplace(k, e.run_id);
   L.stands_at = e.head_artifact;
-  L.passed.erase(e.head_artifact);  // back where it stood (a revert): standing, not passed
+  L.stands_keys = head;
+  for (const std::string& k : head) L.passed.erase(k);  // back where it stood (a revert): standing, not passed
 }
 
 // A counted revert frees the head artifact of the run it undoes: that step no longer counts.
@@ -28,12 +41,23 @@ void Free(Ladder& L, int64_t undone_run) {
 }  // namespace
 
 std::optional<std::string> Ladder::StepRefusal(const std::string& base, const std::string& head) const {
-  if (auto it = counted_heads.find(head); !head.empty() && it != counted_heads.end())
-    return "head artifact " + Short(head) + " already counts in this frontier (run " + std::to_string(it->second) +
-           "): the same step measured again";
-  if (auto it = passed.find(base); !base.empty() && it != passed.end())
-    return "its base " + Short(base) + " is where this frontier stood before run " + std::to_string(it->second) +
-           " moved it: from there the gain would count that run's again";
+  return StepRefusal(KeysOf({}, base), KeysOf({}, head));
+}
+
+std::optional<std::string> Ladder::StepRefusal(const std::vector<std::string>& base,
+                                               const std::vector<std::string>& head, std::string* key) const {
+  for (const std::string& k : head)
+    if (auto it = counted_heads.find(k); it != counted_heads.end()) {
+      if (key) *key = k;
+      return "head " + KeyText(k) + " already counts in this frontier (run " + std::to_string(it->second) +
+             "): the same step measured again";
+    }
+  for (const std::string& k : base)
+    if (auto it = passed.find(k); it != passed.end()) {
+      if (key) *key = k;
+      return "its base " + KeyText(k) + " is where this frontier stood before run " + std::to_string(it->second) +
+             " moved it: from there the gain would count that run's again";
+    }
   return std::nullopt;
 }
 
@@ -53,9 +77,10 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
       s.why = why;
     };
     const bool is_gain = e.reason == "accepted" || e.reason == "confirmed";
+    std::string refusing_key;
     auto count_gain = [&] {
       gained.insert(e.change_id);
-      if (!e.head_artifact.empty()) L.counted_heads.emplace(e.head_artifact, e.run_id);
+      for (const std::string& k : KeysOf(e.head_keys, e.head_artifact)) L.counted_heads.emplace(k, e.run_id);
     };
     if (e.retracted) {
       s.why = "run retracted";
@@ -67,6 +92,7 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
         s.counted = true;
         s.why = e.reason == "seed" ? "seed" : "seed (earlier events retracted): this run's base";
         L.stands_at = e.base_artifact;
+        L.stands_keys = KeysOf(e.base_keys, e.base_artifact);
         if (e.reason != "seed" && e.ratio) {
           apply(*e.ratio, s.why + ", then its ratio");
           MoveTo(L, e);
@@ -81,10 +107,16 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
       s.why = "this change's gain already counts";
     } else if (e.kind == "reapply" && e.undoes_run && !factor.count(*e.undoes_run)) {
       s.why = "its revert no longer counts: the change's own factor is still in the ladder";
-    } else if (auto no = is_gain && e.ratio ? L.StepRefusal(e.base_artifact, e.head_artifact) : std::nullopt) {
+    } else if (auto no = is_gain && e.ratio ? L.StepRefusal(KeysOf(e.base_keys, e.base_artifact),
+                                                              KeysOf(e.head_keys, e.head_artifact), &refusing_key)
+                                            : std::nullopt) {
       s.why = "not a new step: " + *no;
       if (e.policy_version > 0 && e.policy_version < 4)
         s.why += " (scored under policy v" + std::to_string(e.policy_version) + ", which counted it; v4 does not)";
+      else if (e.policy_version > 0 && e.policy_version < 6 &&
+               (refusing_key.rfind("build ", 0) == 0 || refusing_key.find(" run by ") != std::string::npos))
+        s.why += " (scored under policy v" + std::to_string(e.policy_version) +
+                 ", which counted it; v6 counts a change by its build ids, and one artifact by its commands)";
     } else if (e.ratio) {
       // A reapply uses its revert up; a speed revert leaves the change no longer standing.
       if (e.undoes_run) factor.erase(*e.undoes_run);
@@ -142,6 +174,7 @@ struct RunFacts {
   std::optional<double> base_median;  // the latest score's that has one
   bool retracted = false;
   std::string base_artifact, head_artifact;  // the first recorded of each side
+  std::string base_build, head_build, base_cmd, head_cmd;
 };
 
 Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& where, const std::vector<Value>& args) {
@@ -157,8 +190,8 @@ Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& wher
       f.accepted_ratio = IsNull(r[3]) ? std::nullopt : std::optional<double>(AsDouble(r[3]) / AsDouble(r[2]));
     if (!IsNull(r[4])) f.base_median = AsDouble(r[4]);
   }
-  VERITY_ASSIGN_OR_RETURN(auto arts, db.Query("SELECT a.run_id, a.side, a.artifact_sha256 FROM artifacts a WHERE "
-                                              "a.run_id IN " + runs + " ORDER BY a.id", args));
+  VERITY_ASSIGN_OR_RETURN(auto arts, db.Query("SELECT a.run_id, a.side, a.artifact_sha256, a.build_id FROM artifacts a "
+                                              "WHERE a.run_id IN " + runs + " ORDER BY a.id", args));
   std::set<std::pair<int64_t, bool>> seen;  // (run, head side) whose first artifact is read
   for (const auto& r : arts) {  // ascending ids: the first one wins
     const int64_t run = AsInt(r[0]);
@@ -166,6 +199,15 @@ Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& wher
     if (!seen.insert({run, head}).second) continue;
     RunFacts& f = facts[run];
     (head ? f.head_artifact : f.base_artifact) = AsText(r[2]);  // NULL reads as "": measured nothing
+    (head ? f.head_build : f.base_build) = AsText(r[3]);
+  }
+  VERITY_ASSIGN_OR_RETURN(auto cmds, db.Query("SELECT r.id, c.base_cmd, c.head_cmd FROM runs r JOIN changes c ON "
+                                              "c.id = r.change_id WHERE r.id IN " + runs, args));
+  for (const auto& r : cmds) {
+    auto it = facts.find(AsInt(r[0]));
+    if (it == facts.end()) continue;
+    it->second.base_cmd = AsText(r[1]);
+    it->second.head_cmd = AsText(r[2]);
   }
   VERITY_ASSIGN_OR_RETURN(auto gone, db.Query("SELECT t.run_id FROM retractions t WHERE t.run_id IN " + runs, args));
   for (const auto& r : gone) facts[AsInt(r[0])].retracted = true;
@@ -196,6 +238,9 @@ LadderEvent EventOf(const Row& r, const std::map<int64_t, RunFacts>& facts) {
   e.at = AsText(r[9]);
   e.base_artifact = f.base_artifact;
   e.head_artifact = f.head_artifact;
+  const ChangeIdentity id = IdentityOf({f.base_build, f.base_artifact, f.base_cmd}, {f.head_build, f.head_artifact, f.head_cmd});
+  e.base_keys = id.base;
+  e.head_keys = id.head;
   e.policy_version = static_cast<int>(AsInt(r[11]));
   return e;
 }

@@ -28,6 +28,9 @@ struct LadderEvent {
   // What the run measured (artifacts.artifact_sha256; "" when it measured nothing)
   // and the policy it was scored under: a step is a move between two artifacts.
   std::string base_artifact, head_artifact;
+  // What the run is (ledger/identity.h): each side's keys. Empty: the
+  // artifacts alone name the sides ("artifact <sha>", as before policy v6).
+  std::vector<std::string> base_keys, head_keys;
   int policy_version = 0;
 };
 
@@ -48,7 +51,10 @@ struct Ladder {
   // Policy v4's identity rule. The artifact the frontier stands at now ("" =
   // unknown), the head artifacts whose step counts (-> the run), and the
   // artifacts it stood at and moved past (-> the run that moved it).
+  // Since policy v6 each is a key of ledger/identity.h ("artifact <sha>",
+  // "build <id>", ...): a place is every key its side had.
   std::string stands_at;
+  std::vector<std::string> stands_keys;
   std::map<std::string, int64_t> counted_heads, passed;
   // Returns true iff `run` is one of live_runs.
   bool IsLive(int64_t run) const;
@@ -56,6 +62,11 @@ struct Ladder {
   // frontier (its head already counts, or its base is a place the frontier has
   // moved past), or nullopt when it would be.
   std::optional<std::string> StepRefusal(const std::string& base, const std::string& head) const;
+  // The same for places named by their keys (ledger/identity.h): a head key
+  // that counts already, or a base key the frontier has moved past. `key`
+  // (if given) gets the key that refused.
+  std::optional<std::string> StepRefusal(const std::vector<std::string>& base, const std::vector<std::string>& head,
+                                         std::string* key = nullptr) const;
 };
 
 // Derives the ladder from events in recording order. Rules: the first counted

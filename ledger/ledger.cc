@@ -212,7 +212,7 @@ Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
 
 Status Ledger::InstallPolicy() {
   // Every version this verity knows is recorded once, in order; the newest scores.
-  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3(), PolicyV4(), PolicyV5()}) {
+  for (const Policy& p : {PolicyV1(), PolicyV2(), PolicyV3(), PolicyV4(), PolicyV5(), PolicyV6()}) {
     if (schema_version_ < SchemaFor(p)) continue;  // a test stopped the schema early
     VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(auto have, db_->Query("SELECT 1 FROM policy WHERE version = ?", {int64_t{p.version}}));

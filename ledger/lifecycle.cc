@@ -20,16 +20,10 @@ Result<std::string> LatestVerdict(Db& d, int64_t change_id) {
   return rows.empty() ? std::string() : AsText(rows[0][0]);
 }
 
-// Why the step run `run_id` measured is not a new step of `ladder` (policy v4), if it is not.
+// Why the step run `run_id` measured is not a new step of `ladder` (policy v4; v6 by identity), if it is not.
 Result<std::optional<std::string>> StepRefusalOfRun(Db& d, const Ladder& ladder, int64_t run_id) {
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT side, artifact_sha256 FROM artifacts WHERE run_id = ? ORDER BY id",
-                                             {run_id}));
-  std::string base, head;
-  for (const auto& r : rows) {
-    std::string& side = AsText(r[0]) == "base" ? base : head;
-    if (side.empty()) side = AsText(r[1]);
-  }
-  return ladder.StepRefusal(base, head);
+  VERITY_ASSIGN_OR_RETURN(const ChangeIdentity id, IdentityOfRun(d, run_id));
+  return ladder.StepRefusal(CountingKeys(id.base), CountingKeys(id.head));
 }
 
 // The --retract a reapply asked for (reapply_retractions), if it asked and the run is not retracted yet.

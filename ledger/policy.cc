@@ -116,6 +116,30 @@ Policy PolicyV5() {
   return p;
 }
 
+Policy PolicyV6() {
+  Policy p = PolicyV5();
+  p.version = 6;
+  p.step_rule =
+      "a frontier step is a move from one place to another on a workload (metric, box, workload); a place is named "
+      "by keys (docs/ledger.md, 'What a change is'): the build id each side reports when it names a source and the "
+      "two sides' differ, the artifact each side ran, and, when both sides ran one artifact, the command that ran "
+      "it; two places are one when they share a key. A place counts at most once per frontier: a run whose head "
+      "shares a key with a head that counts, or whose base shares one with a place the frontier stood at and moved "
+      "past, never moves it (recorded, refused, and says why); a rebuild of the same commits is the same step; a "
+      "revert that counts frees the head of the change it undoes; a revert counts only while its change counts on "
+      "the revert's own workload, checked when it is scored; a change from a base the frontier has never stood at "
+      "counts only if the frontier's value lies within its base samples widened by the gate (continuity: the "
+      "frontier never stands above the fastest head a counted run measured by more than the gate); a workload or "
+      "metric key holding a character that does not print as itself (Cc, Cf, fillers) is refused";
+  p.budget_rule =
+      "one error budget per change: a change's runs, and every run of a change of the same kind and metric that is "
+      "the same change (a base key shared and a head key shared: a resubmission, a rebuild of the same commits, one "
+      "artifact run by the same commands) are attempts of one change, numbered on; a run spends its attempt once a "
+      "timed round was taken (not only at its first look: a start aborted before it spends); a resubmission is "
+      "scored against the first prediction recorded for the change";
+  return p;
+}
+
 std::optional<ParityFloor> Policy::ParityFloorFor(const std::string& kind) const {
   for (const auto& f : parity_floors)
     if (f.kind == kind) return f;

@@ -1,6 +1,6 @@
 // The scoring policy. Its values live in the ledger (tables `policy` and
 // `policy_rules`, from v3 `policy_guard_floors`, from v4 `policy_counting`), versioned; every score records the version it was scored
-// under, and old scores keep theirs. PolicyV5() is what a ledger is given now.
+// under, and old scores keep theirs. PolicyV6() is what a ledger is given now.
 #pragma once
 
 #include <optional>
@@ -109,5 +109,8 @@ Policy PolicyV4();
 // engine's greedy output equal to the base's or a pinned file, byte for
 // byte) needs >= 256 bytes compared, deep evidence deep_factor x that.
 Policy PolicyV5();
+// v6 (issue 41): what a change is (ledger/identity.h) -- build ids, and one
+// artifact's commands -- for counting and the budget; a timed round spends it.
+Policy PolicyV6();
 
 }  // namespace verity::ledger

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "ledger/frontier.h"
 
@@ -30,40 +32,77 @@ Result<int> PriorAttempts(Db& d, int64_t change_id) {
 }
 
 namespace {
-// Two sides that ran one artifact name no move between artifacts: such runs
-// are grouped by their change alone.
-bool IsPair(const std::string& base, const std::string& head) { return !base.empty() && base != head; }
+
+// The identity (ledger/identity.h) of every run `filter` chooses: a SQL
+// condition on runs r joined to changes c, with `args`. Each side as its first
+// recorded artifact row says, with its change's command.
+Result<std::map<int64_t, ChangeIdentity>> IdentitiesOf(Db& d, const std::string& filter, const std::vector<Value>& args) {
+  const std::string runs = "(SELECT r.id FROM runs r JOIN changes c ON c.id = r.change_id WHERE " + filter + ")";
+  VERITY_ASSIGN_OR_RETURN(auto cmds, d.Query("SELECT r.id, c.base_cmd, c.head_cmd FROM runs r JOIN changes c ON "
+                                             "c.id = r.change_id WHERE " + filter, args));
+  std::map<int64_t, std::pair<SideRun, SideRun>> sides;
+  for (const auto& r : cmds) {
+    auto& s = sides[AsInt(r[0])];
+    s.first.command = AsText(r[1]);
+    s.second.command = AsText(r[2]);
+  }
+  VERITY_ASSIGN_OR_RETURN(auto arts, d.Query("SELECT a.run_id, a.side, a.build_id, a.artifact_sha256 FROM artifacts a "
+                                             "WHERE a.run_id IN " + runs + " ORDER BY a.id", args));
+  std::set<std::pair<int64_t, bool>> seen;
+  for (const auto& r : arts) {
+    const bool head = AsText(r[1]) != "base";
+    if (!seen.insert({AsInt(r[0]), head}).second) continue;
+    SideRun& side = head ? sides[AsInt(r[0])].second : sides[AsInt(r[0])].first;
+    side.build_id = AsText(r[2]);
+    side.artifact_sha256 = AsText(r[3]);
+  }
+  std::map<int64_t, ChangeIdentity> out;
+  for (const auto& [run, s] : sides) out[run] = IdentityOf(s.first, s.second);
+  return out;
+}
+
 }  // namespace
 
+Result<ChangeIdentity> IdentityOfRun(Db& d, int64_t run_id) {
+  VERITY_ASSIGN_OR_RETURN(auto ids, IdentitiesOf(d, "r.id = ?", {run_id}));
+  return ids.count(run_id) ? ids[run_id] : ChangeIdentity();
+}
+
 Result<int> SpentAttempts(Db& d, int64_t run_id, int64_t change_id, const std::string& kind, const std::string& metric,
-                          const std::string& base_artifact, const std::string& head_artifact) {
+                          const ChangeIdentity& id) {
+  // Runs that spent alpha: scored with a measurement, or a timed round taken
+  // (policy v6; v4 waited for the first look, so a run killed in round 9 of a
+  // start that looked bad was resubmitted at attempt 0: issue 41, finding 10).
   VERITY_ASSIGN_OR_RETURN(
-      auto rows,
-      d.Query("SELECT count(DISTINCT r.id) FROM runs r JOIN changes c ON c.id = r.change_id WHERE r.id != ? AND "
-              "(r.change_id = ? OR (? AND c.kind = ? AND c.metric = ? AND "
-              "  EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'base' AND a.artifact_sha256 = ?) AND "
-              "  EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'head' AND a.artifact_sha256 = ?))) AND "
-              "(EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.base_median IS NOT NULL) OR "
-              " COALESCE((SELECT max(x.round) FROM samples x WHERE x.run_id = r.id), 0) >= r.min_rounds)",
-              {run_id, change_id, int64_t{IsPair(base_artifact, head_artifact)}, kind, metric, base_artifact,
-               head_artifact}));
-  return static_cast<int>(AsInt(rows[0][0]));
+      auto ids,
+      IdentitiesOf(d, "r.id != ? AND (r.change_id = ? OR (c.kind = ? AND c.metric = ?)) AND "
+                      "(EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.base_median IS NOT NULL) OR "
+                      " COALESCE((SELECT max(x.round) FROM samples x WHERE x.run_id = r.id), 0) >= 1)",
+                   {run_id, change_id, kind, metric}));
+  VERITY_ASSIGN_OR_RETURN(auto own, d.Query("SELECT id FROM runs WHERE change_id = ?", {change_id}));
+  std::set<int64_t> mine;
+  for (const auto& r : own) mine.insert(AsInt(r[0]));
+  int n = 0;
+  for (const auto& [run, other] : ids)
+    if (mine.count(run) || SameChange(id, other)) n++;
+  return n;
 }
 
 Result<std::optional<PairPrediction>> FirstPredictionOfPair(Db& d, int64_t change_id, const std::string& metric,
-                                                           const std::string& base_artifact,
-                                                           const std::string& head_artifact) {
-  if (!IsPair(base_artifact, head_artifact)) return std::optional<PairPrediction>();
-  VERITY_ASSIGN_OR_RETURN(
-      auto rows,
-      d.Query("SELECT c.id, c.predict_pct FROM changes c WHERE c.kind = 'change' AND c.metric = ? AND c.id < ? AND "
-              "c.predict_pct IS NOT NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.change_id = c.id AND "
-              " EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'base' AND a.artifact_sha256 = ?) AND "
-              " EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = r.id AND a.side = 'head' AND a.artifact_sha256 = ?)) "
-              "ORDER BY c.id LIMIT 1",
-              {metric, change_id, base_artifact, head_artifact}));
-  if (rows.empty()) return std::optional<PairPrediction>();
-  return std::optional<PairPrediction>(PairPrediction{AsInt(rows[0][0]), AsDouble(rows[0][1])});
+                                                           const ChangeIdentity& id) {
+  if (!id.IsPair()) return std::optional<PairPrediction>();
+  VERITY_ASSIGN_OR_RETURN(auto ids, IdentitiesOf(d, "c.kind = 'change' AND c.metric = ? AND c.id < ? AND "
+                                                    "c.predict_pct IS NOT NULL",
+                                                 {metric, change_id}));
+  std::optional<int64_t> first;
+  for (const auto& [run, other] : ids)
+    if (SameChange(id, other)) {
+      VERITY_ASSIGN_OR_RETURN(auto c, d.Query("SELECT change_id FROM runs WHERE id = ?", {run}));
+      if (!c.empty() && (!first || AsInt(c[0][0]) < *first)) first = AsInt(c[0][0]);
+    }
+  if (!first) return std::optional<PairPrediction>();
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT predict_pct FROM changes WHERE id = ?", {*first}));
+  return std::optional<PairPrediction>(PairPrediction{*first, AsDouble(rows[0][0])});
 }
 
 namespace {

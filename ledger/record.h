@@ -7,6 +7,7 @@
 
 #include "ledger/db.h"
 #include "ledger/frontier.h"
+#include "ledger/identity.h"
 #include "ledger/ledger.h"
 #include "ledger/score.h"
 #include "measure/measure.h"
@@ -18,23 +19,25 @@ Result<int64_t> EnsureBox(Db& d, const measure::Box& box);
 // Returns how many measured attempts the change already has: the k-th
 // re-measurement spends less of the error budget than the first did.
 Result<int> PriorAttempts(Db& d, int64_t change_id);
-// Policy v4: the attempts already spent on the change this run measures --
-// its own runs, and the runs of any change of the same kind and metric that
-// measured the same base and head artifacts (a resubmission is a
-// re-measurement) -- each counted if it was scored with a measurement or took
-// a look (its timed rounds reached its min_rounds) before it failed. `run_id`
-// itself is excluded. Runs whose two sides ran one artifact are grouped by change only.
+// Policy v4 (v6: by identity): the attempts already spent on the change this
+// run measures -- its own runs, and the runs of any change of the same kind
+// and metric that is the same change (ledger/identity.h: the same builds, or
+// artifacts, or one artifact run by the same commands) -- each counted if it
+// was scored with a measurement or took a look (its timed rounds reached its
+// min_rounds) before it failed. `run_id` itself is excluded. A run that is no
+// pair (one artifact, one command) is grouped by its change only.
 Result<int> SpentAttempts(Db& d, int64_t run_id, int64_t change_id, const std::string& kind, const std::string& metric,
-                          const std::string& base_artifact, const std::string& head_artifact);
+                          const ChangeIdentity& id);
 // The earliest other change of kind 'change' and this metric, before `change_id`,
-// whose run measured this artifact pair: its id and prediction (percent), if any.
+// whose run is the same change as `id`: its id and prediction (percent), if any.
 struct PairPrediction {
   int64_t change_id = 0;
   double predict_pct = 0;
 };
 Result<std::optional<PairPrediction>> FirstPredictionOfPair(Db& d, int64_t change_id, const std::string& metric,
-                                                           const std::string& base_artifact,
-                                                           const std::string& head_artifact);
+                                                           const ChangeIdentity& id);
+// What run `run_id` is (ledger/identity.h), from its recorded artifacts and its change's commands.
+Result<ChangeIdentity> IdentityOfRun(Db& d, int64_t run_id);
 // Records the score row of `o`, its statistics and guards (from `sr` when speed was measured).
 Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
                    const std::optional<ScoreResult>& sr);

@@ -66,7 +66,25 @@ class Store {
   // The triggers the ledger holds, and those `migrations` (SQL, in order) create.
   virtual Result<std::vector<TriggerDef>> Triggers() = 0;
   virtual Result<std::vector<TriggerDef>> ExpectedTriggers(const std::vector<std::string>& migrations) = 0;
+  // Every schema object the store holds (tables, indexes, triggers, views: a
+  // reader's answers depend on each), and those the migration table and
+  // `migrations` create in an empty store: `name` is "<type> <name>",
+  // `definition` what the store can compare (SQLite: sqlite_master's SQL). A
+  // store that cannot replay its migrations returns two empty lists.
+  virtual Result<std::vector<TriggerDef>> SchemaObjects() { return std::vector<TriggerDef>(); }
+  virtual Result<std::vector<TriggerDef>> ExpectedSchemaObjects(const std::vector<std::string>& migrations) {
+    (void)migrations;
+    return std::vector<TriggerDef>();
+  }
+  // "" when the store's own consistency check passes (SQLite: PRAGMA
+  // integrity_check: every index holds exactly its table's rows), else what it says.
+  virtual Result<std::string> IntegrityProblem() { return std::string(); }
 };
+
+// The migration table, as every ledger creates it (before migration 1).
+inline constexpr const char* kMigrationTableSql =
+    "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, "
+    "applied_at TEXT NOT NULL)";
 
 // True for postgresql:// and postgres:// URLs: a PostgreSQL ledger.
 bool IsPostgresUrl(const std::string& where);

@@ -131,7 +131,39 @@ class SqliteStore : public Store {
     return TriggersOf(mem);
   }
 
+  Result<std::vector<TriggerDef>> SchemaObjects() override { return SchemaOf(*this); }
+  Result<std::vector<TriggerDef>> ExpectedSchemaObjects(const std::vector<std::string>& migrations) override {
+    SqliteStore mem;
+    VERITY_RETURN_IF_ERROR(mem.Open(":memory:", false));
+    VERITY_RETURN_IF_ERROR(mem.Exec(kMigrationTableSql));
+    for (const auto& sql : migrations) VERITY_RETURN_IF_ERROR(mem.Exec(sql));
+    return SchemaOf(mem);
+  }
+
+  Result<std::string> IntegrityProblem() override {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("PRAGMA integrity_check(10)", {}, nullptr));
+    std::string out;
+    for (const auto& r : rows) {
+      const std::string line = std::holds_alternative<std::string>(r[0]) ? std::get<std::string>(r[0]) : "?";
+      if (line == "ok") continue;
+      out += (out.empty() ? "" : "; ") + line;
+    }
+    return out;
+  }
+
  private:
+  // sqlite_master as stored, but sqlite_stat* (ANALYZE's statistics, which
+  // choose plans, never answers).
+  static Result<std::vector<TriggerDef>> SchemaOf(SqliteStore& s) {
+    VERITY_ASSIGN_OR_RETURN(auto rows, s.Run("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE "
+                                             "'sqlite_stat%' ORDER BY type, name", {}, nullptr));
+    std::vector<TriggerDef> out;
+    for (const auto& r : rows)
+      out.push_back({std::get<std::string>(r[0]) + " " + std::get<std::string>(r[1]), std::get<std::string>(r[2]),
+                     std::holds_alternative<std::string>(r[3]) ? std::get<std::string>(r[3]) : std::string()});
+    return out;
+  }
+
   static Result<std::vector<TriggerDef>> TriggersOf(SqliteStore& s) {
     VERITY_ASSIGN_OR_RETURN(auto rows, s.Run("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' "
                                              "ORDER BY rowid", {}, nullptr));

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/evidence.h"
 #include "ledger/record.h"
@@ -50,6 +51,42 @@ void RefuseStep(ScoreResult& r, const std::string& why) {
   r.note = why + "; measured " + r.note;
 }
 
+// Frontier continuity (policy v6, issue 41): a step from a base the frontier
+// has never stood at (main moved on by unsubmitted commits) counts only if the
+// run's own base samples are consistent with the frontier's value: it lies
+// within [lowest base sample x (1 - gate), highest x (1 + gate)]. Otherwise
+// the gain would be counted from somewhere the frontier is not (a base slower
+// than the frontier makes the frontier pass every head ever measured). Why,
+// in words, or "" when it is consistent.
+std::string ContinuityGap(const MetricSeries& primary, double frontier, double gate_frac) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Round& r : primary.rounds)
+    for (double b : {r.b1, r.b2}) lo = std::min(lo, b), hi = std::max(hi, b);
+  if (!(lo <= hi)) return "";
+  if (frontier >= lo * (1 - gate_frac) && frontier <= hi * (1 + gate_frac)) return "";
+  return "its base, a place this frontier has never stood at, measured " + NumText(lo) + " .. " + NumText(hi) +
+         ", and the frontier stands at " + NumText(frontier) + ", outside those samples widened by the gate " +
+         PctText(gate_frac) + ": a gain from there is not a step from where the frontier stands";
+}
+
+// Why the step `id` counts already on the frontier of another box of this
+// machine (a box of another VERITY_BOX_LABEL, same metric and workload), if it does.
+Result<std::optional<std::string>> CountsOnTheSameMachine(Db& d, const measure::Box& box, int64_t box_id,
+                                                          const FrontierKey& key, const ChangeIdentity& id) {
+  VERITY_ASSIGN_OR_RETURN(auto boxes, d.Query("SELECT id, fingerprint, detail FROM boxes WHERE id != ?", {box_id}));
+  for (const auto& b : boxes) {
+    if (measure::MachineFingerprint(AsText(b[2])) != box.Machine()) continue;
+    VERITY_ASSIGN_OR_RETURN(Ladder other, LoadLadder(d, FrontierKey{key.metric, AsInt(b[0]), key.workload}));
+    for (const std::string& k : CountingKeys(id.head))
+      if (auto it = other.counted_heads.find(k); it != other.counted_heads.end())
+        return std::optional<std::string>("head " + KeyText(k) + " already counts on box " + AsText(b[1]) +
+                                          ", the same machine under another label (run " +
+                                          std::to_string(it->second) + "): a label names a box, it does not make a "
+                                          "second machine");
+  }
+  return std::optional<std::string>();
+}
+
 }  // namespace
 
 std::string DtypeNameError(const std::string& dtype) {
@@ -69,6 +106,9 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
     if (*v && !std::isfinite(**v)) return Status::Error("prediction and claim must be finite percentages");
   if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
+  if (const std::string bad = terminal::FirstInvisible(req.metric); !bad.empty())
+    return Status::Error("the metric name '" + terminal::Visible(req.metric) + "' holds " + bad +
+                         ", a character that does not print as itself: a metric key must");
   if (auto unit = UnitOf(req.metric); !unit.ok()) return unit.status();
   if (!req.reference_dtype.empty())
     if (std::string bad = DtypeNameError(req.reference_dtype); !bad.empty())
@@ -282,7 +322,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
 
   // 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
   // ABBA rounds until the sequential rule decides.
-  auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.fingerprint, say);
+  auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.Machine(), say);
   if (!lock.ok()) return fail(lock.status().message());
   const bool v4 = pol.version >= 4;
   if (schema_version_ >= kInputsSchema)
@@ -290,8 +330,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box, nullptr};
   if (!ri.read_box) ri.read_box = measure::ThisBox;
   if (v4)
-    ri.attempt_of = [&](const std::string& base, const std::string& head) {
-      return SpentAttempts(d, run_id, change_id, c.kind, c.metric, base, head);
+    ri.attempt_of = [&](const ChangeIdentity& id) {
+      return SpentAttempts(d, run_id, change_id, c.kind, c.metric, id);
     };
   auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
   lock.value().reset();  // the lock covers the timings only
@@ -318,8 +358,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     // item) while we measured: the error budget we spent was for `attempt`.
     int attempt_now = 0;
     if (v4) {
-      VERITY_ASSIGN_OR_RETURN(attempt_now, SpentAttempts(d, run_id, change_id, c.kind, c.metric, measured->base_artifact,
-                                                         measured->head_artifact));
+      VERITY_ASSIGN_OR_RETURN(attempt_now, SpentAttempts(d, run_id, change_id, c.kind, c.metric, measured->identity));
     } else {
       VERITY_ASSIGN_OR_RETURN(attempt_now, PriorAttempts(d, change_id));
     }
@@ -354,8 +393,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     std::string prediction_note;
     if (v4 && kind == Kind::kChange) {
       // A resubmission is scored against the prediction made before the pair was first measured.
-      VERITY_ASSIGN_OR_RETURN(auto first, FirstPredictionOfPair(d, change_id, c.metric, measured->base_artifact,
-                                                                measured->head_artifact));
+      VERITY_ASSIGN_OR_RETURN(auto first, FirstPredictionOfPair(d, change_id, c.metric, measured->identity));
       if (first && (!c.predict_pct || first->predict_pct != *c.predict_pct)) {
         in.predict_frac = first->predict_pct / 100.0;
         prediction_note = "scored against change " + std::to_string(first->change_id) + "'s prediction " +
@@ -373,8 +411,19 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     if (revert_refusal) RefuseStep(r, *revert_refusal);
     const bool would_bank = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
     if (v4 && kind != Kind::kRevert && would_bank)
-      if (auto no = ladder.StepRefusal(measured->base_artifact, measured->head_artifact))
+      if (auto no = ladder.StepRefusal(CountingKeys(measured->identity.base), CountingKeys(measured->identity.head)))
         RefuseStep(r, "not a new frontier step: " + *no + "; recorded, nothing banked");
+    // One machine, many labels: a step that counts on another label's frontier
+    // of this machine (same metric and workload) counts already (finding 6).
+    if (pol.version >= 6 && kind != Kind::kRevert && (r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise)) {
+      VERITY_ASSIGN_OR_RETURN(auto twin, CountsOnTheSameMachine(d, box, box_id, key, measured->identity));
+      if (twin) RefuseStep(r, "not a new frontier step: " + *twin + "; recorded, nothing banked");
+    }
+    const bool still_banks = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
+    if (pol.version >= 6 && kind == Kind::kChange && still_banks && ladder.value && !ladder.stands_keys.empty() &&
+        !SharesKey(CountingKeys(measured->identity.base), ladder.stands_keys))
+      if (const std::string gap = ContinuityGap(measured->primary, *ladder.value, pol.gate_frac); !gap.empty())
+        RefuseStep(r, "not a frontier step: " + gap + "; recorded, nothing banked");
     FillFromScore(r, &o);
     if (!prediction_note.empty()) o.note += "; " + prediction_note;
     if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;

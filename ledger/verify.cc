@@ -74,6 +74,39 @@ Result<std::string> CheckTriggers(Db& d, int schema) {
   return std::string();
 }
 
+// "" when the ledger's schema is exactly what its migrations create -- every
+// table, index, trigger and view, by name and definition (a partial index
+// whose stored SQL lies, made with PRAGMA writable_schema, changes no sealed
+// cell and every answer read through it) -- and the store's own consistency
+// check passes (SQLite: integrity_check, which finds an index that does not
+// hold its table's rows); else the first object missing, redefined or extra.
+Result<std::string> CheckSchema(Db& d, int schema) {
+  std::vector<std::string> applied;
+  for (const Migration& m : EmbeddedMigrations())
+    if (m.version <= schema) applied.push_back(m.sql);
+  VERITY_ASSIGN_OR_RETURN(auto want, d.ExpectedSchemaObjects(applied));
+  VERITY_ASSIGN_OR_RETURN(auto have, d.SchemaObjects());
+  std::map<std::string, std::pair<std::string, std::string>> found;
+  for (const auto& t : have) found[t.name] = {t.table, t.definition};
+  for (const auto& t : want) {
+    const std::string rec = "schema: " + t.name + " on " + t.table;
+    auto it = found.find(t.name);
+    if (it == found.end()) return rec + ": missing (dropped)";
+    if (it->second != std::make_pair(t.table, t.definition))
+      return rec + ": its definition differs from the one the migrations create (redefined: stored SQL '" +
+             it->second.second + "')";
+    found.erase(it);
+  }
+  // A ledger no migration was applied to holds no record a reader trusts (an
+  // empty chain and the migration table are all `verify` needs to name its tip).
+  if (!found.empty() && schema > 0)
+    return "schema: " + found.begin()->first + " on " + found.begin()->second.first +
+           ": not one the migrations create (added behind the ledger's back)";
+  VERITY_ASSIGN_OR_RETURN(const std::string damage, d.IntegrityProblem());
+  if (!damage.empty()) return "schema: the store's integrity check fails: " + damage;
+  return std::string();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Ledger>> Ledger::OpenForVerify(const std::string& path) {
@@ -202,6 +235,8 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   if (!migrations.empty()) return broken(migrations);
   VERITY_ASSIGN_OR_RETURN(const std::string triggers, CheckTriggers(d, schema));
   if (!triggers.empty()) return broken(triggers);
+  VERITY_ASSIGN_OR_RETURN(const std::string objects, CheckSchema(d, schema));
+  if (!objects.empty()) return broken(objects);
   if (!key.empty() && r.plain_records > 0) {
     VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(keyings, r.plain_records, r.plain_tip));
     if (!named) {

@@ -107,7 +107,15 @@ Box ThisBox() {
   Box b;
   b.detail = d.dump();
   b.fingerprint = Sha256Hex(b.detail).substr(0, 16);
+  b.machine = MachineFingerprint(b.detail);
   return b;
+}
+
+std::string MachineFingerprint(const std::string& detail) {
+  nlohmann::json d = nlohmann::json::parse(detail, nullptr, false);
+  if (!d.is_object()) return "";
+  d.erase("label");
+  return Sha256Hex(d.dump()).substr(0, 16);
 }
 
 }  // namespace verity::measure

@@ -18,6 +18,9 @@ struct CommandOutput {
   bool timed_out = false;
   std::string out, err;
   double seconds = 0.0;
+  // Why the runner stopped the command other than by the timeout ("" = it did
+  // not): its stdout or stderr passed kMaxCommandOutput (issue 41, finding 12).
+  std::string stopped;
 };
 
 // `s` as one single-quoted shell word (safe inside sh -c command lines).
@@ -35,8 +38,15 @@ inline std::string OutputTail(const std::string& s, size_t max_chars) {
 // of that name on PATH (env::ExecutableSearchPath), else `name` unchanged.
 std::string ResolveOnPath(const std::string& name);
 
+// What RunCommand keeps of each of stdout and stderr: a command that prints
+// more is stopped and says so (`yes` grew to 280 MB in 2 s).
+inline constexpr size_t kMaxCommandOutput = size_t{16} << 20;
+
 // Runs `command` through `sh -c` in its own process group; kills the group
-// after `timeout_s`. `env` entries are added to the child's environment.
+// after `timeout_s` whether or not its pipes are still open (a command that
+// closes them and keeps running is waited for only until the deadline), when
+// either stream passes kMaxCommandOutput, and once the command has ended (so
+// nothing it started outlives it). `env` entries are added to the child's environment.
 CommandOutput RunCommand(const std::string& command, int timeout_s,
                          const std::map<std::string, std::string>& env = {});
 
@@ -145,8 +155,17 @@ Result<ParityEvidence> ParseParity(const CommandOutput& run, const std::string& 
 struct Box {
   std::string fingerprint;  // sha256 of `detail`
   std::string detail;       // canonical JSON
+  // The physical machine: the fingerprint of `detail` without its "label"
+  // (VERITY_BOX_LABEL names a box; it may not split one machine's
+  // measurement lock, nor count one step again on the machine: issue 41,
+  // finding 6). "" = the fingerprint (a Box made without it).
+  std::string machine;
+  const std::string& Machine() const { return machine.empty() ? fingerprint : machine; }
 };
 Box ThisBox();
+// The machine fingerprint of a box's detail (see Box::machine); "" when the
+// detail is not a JSON object.
+std::string MachineFingerprint(const std::string& detail);
 // The CPU part of a box's detail, from /proc/cpuinfo's text: "cpu" (the model
 // name), "cpu_id" (vendor, family, model, stepping; Arm's implementer, part,
 // variant), "cpu_cache" and "isa" (the SIMD extensions present, in a fixed

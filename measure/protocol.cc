@@ -9,6 +9,9 @@
 #include <set>
 #include <vector>
 
+#include <sstream>
+#include <cctype>
+
 #include "measure/measure.h"
 #include "measure/llama_bench.h"
 #include "measure/raw_report.h"
@@ -37,6 +40,7 @@ Result<nlohmann::json> ParseJsonObject(const CommandOutput& run, const std::stri
                                        bool require_zero_exit) {
   if (run.timed_out)
     return Status::Error(what + " timed out after " + std::to_string(static_cast<int>(run.seconds)) + "s");
+  if (!run.stopped.empty()) return Status::Error(what + " " + run.stopped);
   if (run.exit_code >= 126 || (require_zero_exit && run.exit_code != 0))
     return Status::Error(what + " exited with status " + std::to_string(run.exit_code) +
                          (run.err.empty() ? "" : ": " + Tail(run.err)));
@@ -118,6 +122,41 @@ std::string WorkloadOf(const nlohmann::json& j) {
          "+tg" + text("gen_tokens", "?") + batch + (device ? " cuda" : "");
 }
 
+// A word that names a weight dtype: f16/f32/f64/bf16/fp8/fp16/fp32, q<digit>...
+// (q8_0, q4_k), iq<digit>... (GGML's names), int4/int8.
+bool IsDtypeWord(const std::string& w) {
+  static const char* kPlain[] = {"f16", "f32", "f64", "bf16", "fp8", "fp16", "fp32", "int4", "int8", "i8"};
+  for (const char* p : kPlain)
+    if (w == p) return true;
+  const size_t digit = w.rfind("iq", 0) == 0 ? 2 : w.rfind("q", 0) == 0 ? 1 : std::string::npos;
+  return digit != std::string::npos && w.size() > digit && std::isdigit(static_cast<unsigned char>(w[digit]));
+}
+
+// The dtype a record measured, whatever its layout (issue 41, finding 3): its
+// "dtype" field when it has one; else f32 when it names a model (WorkloadOf's
+// default); else the one dtype word of its stated workload, so that
+// "stories260K.bin q8_0 1t pp256+tg256" is q8_0 with or without a model field.
+// A workload naming two different dtypes, or one disagreeing with the field,
+// reads "dtype?", which no evidence matches. "" only when nothing names one.
+std::string DtypeOf(const nlohmann::json& j, const std::string& workload) {
+  std::string field;
+  if (j.contains("dtype")) field = j["dtype"].is_string() ? j["dtype"].get<std::string>() : "dtype?";
+  else if (j.contains("model") && j["model"].is_string()) field = "f32";
+  const bool stated = j.contains("workload") && j["workload"].is_string();
+  if (!field.empty() && !stated) return field;  // the workload was built from these very fields
+  std::string named;
+  std::istringstream words(workload);
+  for (std::string w; words >> w;) {
+    if (!IsDtypeWord(w)) continue;
+    if (!named.empty() && named != w) return "dtype?";
+    named = w;
+  }
+  if (field.empty()) return named;
+  // A stated workload that names another dtype than the field: neither is trusted.
+  if (!named.empty() && named != field) return "dtype?";
+  return field;
+}
+
 }  // namespace
 
 Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
@@ -162,8 +201,7 @@ Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metr
   s.workload = WorkloadOf(j);
   s.raw_format = raw_format;
   if (j.contains("backend") && j["backend"].is_string()) s.backend = j["backend"].get<std::string>();
-  if (j.contains("model") && j["model"].is_string())
-    s.dtype = !j.contains("dtype") ? "f32" : j["dtype"].is_string() ? j["dtype"].get<std::string>() : "dtype?";
+  s.dtype = DtypeOf(j, s.workload);
   return s;
 }
 

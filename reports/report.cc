@@ -14,6 +14,7 @@
 #include <set>
 
 #include "base/markdown.h"
+#include "base/sha256.h"
 #include "ledger/drift.h"
 #include "ledger/format.h"
 #include "ledger/noise.h"
@@ -84,6 +85,21 @@ std::string FilePart(const std::string& name) {
   std::string out;
   for (char ch : name) out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ? ch : '-';
   return out;
+}
+
+// A chart's file name: its kind, then metric, box and workload as FilePart
+// and FileSuffix write them, and -- when any of them lost a byte to that
+// mapping or holds a `-` itself -- the first 12 hex digits of a hash of all
+// three, so that two charts never share a file (issue 41, finding 8:
+// workloads `m f32 1t` and `m-f32-1t` wrote one SVG).
+std::string ChartFile(const std::string& kind, const std::string& metric, const std::string& box,
+                      const std::string& workload) {
+  const std::string part_m = FilePart(metric), part_b = FilePart(box), suffix = FileSuffix(workload);
+  const bool exact = part_m == metric && part_b == box && suffix == (workload.empty() ? "" : "-" + workload) &&
+                     (metric + box + workload).find('-') == std::string::npos;
+  std::string file = kind + "-" + part_m + "-" + part_b + suffix;
+  if (!exact) file += "-" + Sha256Hex(metric + '\0' + box + '\0' + workload).substr(0, 12);
+  return file + ".svg";
 }
 
 std::string RunState(const RunView& r) { return r.StateName(); }
@@ -237,7 +253,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
         "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
         "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
-    const std::string file = "ladder-" + FilePart(l.metric) + "-" + FilePart(l.box) + FileSuffix(l.workload) + ".svg";
+    const std::string file = ChartFile("ladder", l.metric, l.box, l.workload);
     md += "\n### " + T(l.metric) + " on box " + Code(l.box) + WorkloadSuffix(l, false) + "\n\n";
     md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
@@ -446,7 +462,7 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + T(line.substr(line.find(": ") + 2)) + "\n";
   for (const auto& series : d.drift.series) {
     if (series.points.empty()) continue;
-    const std::string file = "series-" + FilePart(series.metric) + "-" + FilePart(series.box) + FileSuffix(series.workload) + ".svg";
+    const std::string file = ChartFile("series", series.metric, series.box, series.workload);
     md += "\n![" + Alt(series.metric) + " measured on main on " + Alt(series.box) +
           (series.workload.empty() ? "" : " · workload " + Alt(series.workload)) + "](" + file + ")\n";
     charts->emplace_back(file, SeriesSvg(BuildSeriesChart(series, d.drift.options)));

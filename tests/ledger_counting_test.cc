@@ -103,6 +103,108 @@ TEST(Counting, AResubmissionContinuesTheErrorBudget) {
   EXPECT_EQ(retry.j["attempt"], 1) << "the failed run took a look and spent its alpha: " << retry.cmd.out;
 }
 
+// Issue 41, finding 2: the same base and head commits rebuilt into other
+// artifacts (a build that is not byte-reproducible) are the same change: one
+// error budget, counted once. Before, 100 -> 120 -> 144 with no head ever
+// measured above 120.
+TEST(Counting, TheSameCommitsRebuiltCountOnce) {
+  Case c = Fresh("rebuilt");
+  auto bench = [&](const std::string& name, double mean, char art, const std::string& build) {
+    return BenchOf(c, name, mean, art, "--build " + build);
+  };
+  auto first = Submit(c.db, "x", 20, bench("b", 1000, 'b', "c1"), bench("h", 1200, 'c', "c2"), ParityOf('c'));
+  ASSERT_EQ(first.j["verdict"], "accepted") << first.cmd.out << first.cmd.err;
+  ASSERT_EQ(first.j["attempt"], 0);
+  const double after = Frontier(c.db);
+  auto again = Submit(c.db, "x, rebuilt", 20, bench("b2", 1000, 'd', "c1"), bench("h2", 1200, 'e', "c2"), ParityOf('e'));
+  ASSERT_EQ(again.cmd.exit_code, 0) << again.cmd.err;
+  EXPECT_NE(again.j["verdict"], "accepted") << again.cmd.out;
+  EXPECT_NE(Str(again.j, "note").find("head build c2 already counts"), std::string::npos) << again.cmd.out;
+  EXPECT_EQ(again.j["attempt"], 1) << "a rebuild continues the change's error budget: " << again.cmd.out;
+  EXPECT_NEAR(Frontier(c.db), after, 1e-9) << "the same commits were banked twice";
+  // A dirty build id names no source: two different working trees on one
+  // commit are told apart by their artifacts, as before.
+  auto dirty = Submit(c.db, "dirty", 5, bench("b3", 1200, 'e', "c2"), bench("h3", 1260, 'f', "c2-dirty"), ParityOf('f'));
+  EXPECT_EQ(dirty.j["verdict"], "accepted") << dirty.cmd.out;
+  EXPECT_EQ(dirty.j["attempt"], 0) << dirty.cmd.out;
+}
+
+// Issue 41, finding 2 (continuity): a step from a base the frontier has never
+// stood at counts only if its base samples are consistent with the frontier's
+// value. A base at 1000 under a frontier of 1200 would carry it to 1440,
+// above every head ever measured.
+TEST(Counting, AStepFromAnUnseenBaseMustStartWhereTheFrontierStands) {
+  Case c = Fresh("continuity");
+  auto bench = [&](const std::string& name, double mean, char art, const std::string& build) {
+    return BenchOf(c, name, mean, art, "--build " + build);
+  };
+  auto first = Submit(c.db, "x", 20, bench("b", 1000, 'b', "c1"), bench("h", 1200, 'c', "c2"), ParityOf('c'));
+  ASSERT_EQ(first.j["verdict"], "accepted") << first.cmd.out << first.cmd.err;
+  const double after = Frontier(c.db);
+  auto behind = Submit(c.db, "from a slow unseen base", 20, bench("b2", 1000, 'd', "c3"), bench("h2", 1200, 'e', "c4"),
+                       ParityOf('e'));
+  EXPECT_EQ(behind.j["verdict"], "refused") << behind.cmd.out << behind.cmd.err;
+  EXPECT_NE(Str(behind.j, "note").find("never stood at"), std::string::npos) << behind.cmd.out;
+  EXPECT_NEAR(Frontier(c.db), after, 1e-9);
+  // An unseen base that measures what the frontier says is a step (main moved on by unsubmitted commits).
+  auto onward = Submit(c.db, "from main moved on", 10, bench("b3", 1200, 'f', "c5"), bench("h3", 1320, 'g', "c6"),
+                       ParityOf('g'));
+  EXPECT_EQ(onward.j["verdict"], "accepted") << onward.cmd.out << onward.cmd.err;
+}
+
+// Issue 41, finding 5: base and head on one artifact (a run-time flag, one
+// interpreter running two scripts) are told apart by their commands: a
+// resubmission with another prediction is still held, on the same budget.
+TEST(Counting, OneArtifactRunTwoWaysIsOneChange) {
+  Case c = Fresh("one-artifact");
+  const std::string base = BenchOf(c, "b", 1000, 'a'), head = BenchOf(c, "h", 1070, 'a');
+  auto held = Submit(c.db, "flag", 1, base, head, ParityOf('a'));
+  ASSERT_EQ(held.j["verdict"], "held-surprise") << held.cmd.out << held.cmd.err;
+  auto again = Submit(c.db, "flag, predicted after the fact", 7, base, head, ParityOf('a'));
+  EXPECT_EQ(again.j["verdict"], "held-surprise") << again.cmd.out;
+  EXPECT_EQ(again.j["attempt"], 1) << again.cmd.out;
+  EXPECT_NE(Str(again.j, "note").find("scored against change 1's prediction"), std::string::npos) << again.cmd.out;
+}
+
+// Issue 41, finding 10: a run spends its attempt once a timed round is taken,
+// not only at its first look: a start that looked bad, ended before round 10
+// (here the head's bench crashes in round 5: warm-up 1, then 2 a round), and
+// resubmitted is attempt 1, at the smaller alpha.
+TEST(Counting, AnAbortedStartSpendsItsAttempt) {
+  Case c = Fresh("abort-budget");
+  const std::string base = BenchOf(c, "b", 1000, 'b');
+  auto aborted = Submit(c.db, "x", 2, base, BenchOf(c, "h", 1020, 'c', "--fail-after 9"), ParityOf('c'));
+  ASSERT_EQ(aborted.j["verdict"], "failed") << aborted.cmd.out << aborted.cmd.err;
+  auto rounds = LedgerSql(c.db, "SELECT max(round) FROM samples");
+  ASSERT_EQ(rounds.out, "4\n") << "the run must end before its first look (round 10)";
+  auto again = Submit(c.db, "x, started again", 2, base, BenchOf(c, "h2", 1020, 'c'), ParityOf('c'));
+  EXPECT_EQ(again.j["attempt"], 1) << "the aborted start took timed rounds: " << again.cmd.out;
+  EXPECT_NEAR(again.j["alpha"].get<double>(), 0.0025, 1e-12) << again.cmd.out;
+}
+
+// Issue 41, finding 6: VERITY_BOX_LABEL names a box, it does not make a second
+// machine: two labels on one machine share the measurement lock, and a step
+// that counts under one label is refused under the other.
+TEST(Counting, ALabelDoesNotSplitOneMachine) {
+  Case c = Fresh("labels");
+  const std::string base = BenchOf(c, "b", 1000, 'b'), head = BenchOf(c, "h", 1070, 'c');
+  auto as = [&](const std::string& label, const std::string& title) {
+    const std::string cmd = "VERITY_BOX_LABEL=" + label + " " + VerityBin() + " submit --json --ledger " + c.db +
+                            " --title " + Quote(title) + " --predict 7 --base-cmd " + Quote(base) + " --head-cmd " +
+                            Quote(head) + " --parity-cmd " + Quote(ParityOf('c'));
+    return Json(Shell(cmd));
+  };
+  auto a = as("lab-a", "x on a");
+  ASSERT_EQ(a["verdict"], "accepted") << a;
+  auto b = as("lab-b", "x on b");
+  EXPECT_NE(b["verdict"], "accepted") << b;
+  EXPECT_NE(Str(b, "note").find("the same machine under another label"), std::string::npos) << b;
+  auto locks = LedgerSql(c.db, "SELECT count(DISTINCT path) FROM run_box_locks");
+  EXPECT_EQ(locks.out, "1\n") << "two labels held two locks on one machine";
+  auto boxes = LedgerSql(c.db, "SELECT count(*) FROM boxes");
+  EXPECT_EQ(boxes.out, "2\n") << "each label is still its own box";
+}
+
 std::string Revert(const Case& c, int change, const std::string& tag, double head_mean, char head_art,
                    const std::string& extra = "", const std::string& prefix = "") {
   return VerityBin() + " revert --json --ledger " + c.db + " " + std::to_string(change) + " --reason " + tag +

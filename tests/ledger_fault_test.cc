@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
+
+#include "measure/measure.h"
 
 #include "tests/ledger_test_util.h"
 
@@ -148,6 +151,37 @@ TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
   EXPECT_EQ(waited, 1) << "one submission waited while the other measured: they ran at once";
   auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
   EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
+// Issue 41, finding 11: a bench that prints its record, closes stdout and
+// stderr and keeps running is stopped at the timeout (the runner waited for it
+// with a blocking waitpid, holding the box lock); what it printed is kept.
+TEST(Runner, ACommandThatClosesItsPipesIsStillStoppedAtTheTimeout) {
+  const std::string dir = TempDir("runner-closed"), marker = dir + "/still-running";
+  const auto r = measure::RunCommand("echo record; exec >&- 2>&-; sleep 120; touch " + marker, 1);
+  EXPECT_TRUE(r.timed_out) << "exit " << r.exit_code;
+  EXPECT_EQ(r.out, "record\n");
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // A command that ends leaves nothing of its own running: its group is ended with it.
+  const auto bg = measure::RunCommand("(exec >&- 2>&-; sleep 2; touch " + marker + ") & echo started", 60);
+  EXPECT_FALSE(bg.timed_out);
+  EXPECT_EQ(bg.out, "started\n");
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // past the background job's own sleep, not a verdict on speed
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the background job outlived its command";
+}
+
+// Issue 41, finding 12: output is capped (16 MiB a stream) with a named error,
+// not buffered until the OOM killer (`yes` grew to 280 MB in 2 s).
+TEST(Runner, OutputBeyondTheCapStopsTheCommandNamingIt) {
+  const auto r = measure::RunCommand("yes", 600);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.out.size(), measure::kMaxCommandOutput);
+  EXPECT_NE(r.stopped.find("16 MiB on stdout"), std::string::npos) << r.stopped;
+  auto parsed = measure::ParseBench(r, "decode_tok_s", "base bench command", "yes");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("more than 16 MiB"), std::string::npos) << parsed.status().message();
+  const auto e = measure::RunCommand("yes >&2", 600);
+  EXPECT_NE(e.stopped.find("16 MiB on stderr"), std::string::npos) << e.stopped;
 }
 
 }  // namespace

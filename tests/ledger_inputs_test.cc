@@ -195,6 +195,37 @@ TEST(ParityDtype, AQ8WorkloadOnF32EvidenceIsRejectedNamingBoth) {
   EXPECT_EQ(same.j["verdict"], "accepted") << NoteOf(same);
 }
 
+// Issue 41, finding 3: a record that states its workload as a string, with
+// no model field, still names its dtype; f32 evidence is refused on it.
+TEST(ParityDtype, AWorkloadStringAloneNamesTheDtype) {
+  const Case c = Fresh("inputs-dtype-workload");
+  const std::string w = " --workload " + Quote("stories260K.bin q8_0 1t pp256+tg256");
+  auto s = Submit(c.db, "q8 workload string on f32", 7, Bench(c.dir, "wb", 1000, 0.003, 9301, w),
+                  Bench(c.dir, "wh", 1070, 0.003, 9302, w), Parity("--dtype f32"));
+  ASSERT_TRUE(s.j.contains("verdict")) << s.cmd.out << s.cmd.err;
+  EXPECT_EQ(s.j["verdict"], "rejected-parity") << NoteOf(s);
+  EXPECT_NE(NoteOf(s).find("q8_0"), std::string::npos) << NoteOf(s);
+  // The parser, for each layout: the field, the model's default, the stated
+  // workload's one dtype word, and a disagreement that no evidence matches.
+  auto dtype = [](const std::string& fields) {
+    measure::CommandOutput out;
+    out.exit_code = 0;
+    out.out = "{\"schema\":\"verity.bench/1\",\"ok\":true,\"build\":{\"id\":\"b\",\"artifact_sha256\":\"" +
+              std::string(64, 'a') + "\"},\"metrics\":{\"decode_tok_s\":10}" + fields + "}";
+    auto b = measure::ParseBench(out, "decode_tok_s", "bench", "cmd");
+    EXPECT_TRUE(b.ok()) << fields << ": " << b.status().message();
+    return b.ok() ? b->dtype : std::string("error");
+  };
+  EXPECT_EQ(dtype(",\"workload\":\"stories260K.bin q8_0 1t pp256+tg256\""), "q8_0");
+  EXPECT_EQ(dtype(",\"workload\":\"m bf16 2t\",\"dtype\":\"bf16\""), "bf16");
+  EXPECT_EQ(dtype(",\"workload\":\"m q8_0 2t\",\"dtype\":\"f32\""), "dtype?");
+  EXPECT_EQ(dtype(",\"workload\":\"m q8_0 f32 2t\""), "dtype?");
+  EXPECT_EQ(dtype(",\"model\":\"m.bin\""), "f32");
+  EXPECT_EQ(dtype(",\"model\":\"m.bin\",\"dtype\":\"q8_0\",\"threads\":1"), "q8_0");
+  EXPECT_EQ(dtype(",\"workload\":\"ledger_bench\""), "");
+  EXPECT_EQ(dtype(""), "");
+}
+
 TEST(ParityDtype, AnIntendedMismatchIsDeclaredAndRecorded) {
   const Case c = Fresh("inputs-dtype-declared");
   auto s = DtypeRun(c, "q8 on declared f32", "q8_0", Parity("--dtype f32"), "--reference-dtype f32");

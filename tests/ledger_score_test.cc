@@ -198,6 +198,40 @@ TEST(ParityJudge, FloorModeNanAndDeepFactor) {
             std::string::npos);
 }
 
+// Issue 41, finding 4: confirm compares deep evidence with the run's standard
+// evidence of the same kind. Standard `logits` at 7 depths, deep a 512-byte
+// `tokens` record: refused, naming both kinds; deep `tokens` needs 2x the
+// standard `tokens` record's bytes.
+TEST(ParityJudge, DeepEvidenceMustBeOfTheStandardEvidencesKind) {
+  const Policy p = PolicyV5();
+  auto logits = Evidence(7, 8, 8, 512, "standard");
+  logits.kind = "logits";
+  ASSERT_EQ(JudgeParity(p, logits, "standard"), "");
+  auto tokens = [](long long bytes, const std::string& mode) {
+    measure::ParityEvidence e;
+    e.kind = "tokens";
+    e.mode = mode;
+    e.reported_ok = true;
+    e.worst_top1 = NAN;
+    e.worst_mean_kl = NAN;
+    e.identity.against = "base";
+    e.identity.identical = true;
+    e.identity.head_bytes = e.identity.base_bytes = bytes;
+    return e;
+  };
+  const std::string other = JudgeParity(p, tokens(512, "deep"), "deep", &logits);
+  EXPECT_NE(other.find("kind 'tokens'"), std::string::npos) << other;
+  EXPECT_NE(other.find("kind 'logits'"), std::string::npos) << other;
+  auto deep_logits = Evidence(14, 16, 16, 512, "deep");
+  deep_logits.kind = "logits";
+  EXPECT_EQ(JudgeParity(p, deep_logits, "deep", &logits), "");
+  const auto std_tokens = tokens(400, "standard");
+  ASSERT_EQ(JudgeParity(p, std_tokens, "standard"), "");
+  EXPECT_NE(JudgeParity(p, tokens(600, "deep"), "deep", &std_tokens).find("2x the 400"), std::string::npos);
+  EXPECT_EQ(JudgeParity(p, tokens(800, "deep"), "deep", &std_tokens), "");
+  EXPECT_NE(JudgeParity(p, deep_logits, "deep", &std_tokens).find("does not deepen"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace verity::ledger
 

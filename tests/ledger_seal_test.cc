@@ -688,5 +688,54 @@ TEST(SealReaders, UnknownSchemaMigrationRowIsANamedFail) {
   }
 }
 
+// Issue 41, finding 1: verify covers the whole schema. sqlite_master's SQL for
+// retractions_by_run made to lie (a partial index WHERE run_id<0, through
+// PRAGMA writable_schema) changes no sealed cell, yet the frontier read through
+// it ignores the retraction; an added index or view, and an index whose
+// b-tree lacks a row (PRAGMA integrity_check), are named too. Every reader
+// (show, frontier, history, drift, report) refuses such a ledger.
+TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
+  const std::string dir = TempDir("schema"), db = dir + "/l.db";
+  auto s = Submit(db, "t", 3.5, Bench(dir, "base", 1000, 0.005, 1), Bench(dir, "head", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
+  ASSERT_EQ(s.j.value("verdict", ""), "accepted") << s.cmd.out;
+  ASSERT_EQ(Shell(VerityBin() + " retract 1 --reason 'a stale build' --ledger " + db).exit_code, 0);
+  const auto honest = Verify(db);
+  ASSERT_EQ(honest.verdict, "PASS") << honest.cmd.out;
+  const std::string lie = "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
+                          "retractions(run_id) WHERE run_id<0' WHERE name = 'retractions_by_run'";
+  const std::string lying = dir + "/lying.db", added = dir + "/added.db", view = dir + "/view.db";
+  for (const auto& c : {lying, added, view}) ASSERT_EQ(Shell("cp " + db + " " + c).exit_code, 0);
+  Sql(lying, lie);
+  Sql(added, "CREATE INDEX scores_cheat ON scores(verdict) WHERE verdict = 'accepted'");
+  Sql(view, "CREATE VIEW verdicts AS SELECT verdict FROM scores");
+  for (const auto& [path, want] : {std::pair<std::string, std::string>{lying, "schema: index retractions_by_run"},
+                                   {added, "schema: index scores_cheat"},
+                                   {view, "schema: view verdicts"}}) {
+    auto v = Verify(path);
+    EXPECT_EQ(v.verdict, "FAIL") << path << "\n" << v.cmd.out;
+    EXPECT_EQ(v.tip, honest.tip) << "no sealed record changed";
+    EXPECT_NE(v.cmd.out.find("first broken record: " + want), std::string::npos) << v.cmd.out;
+  }
+  for (const std::string& cmd : std::vector<std::string>{" show 1", " frontier", " history all", " drift",
+                                                         " report --out " + dir + "/c.md"}) {
+    auto r = Shell(VerityBin() + cmd + " --ledger " + lying);
+    EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("ledger verify FAILs: schema: index retractions_by_run"), std::string::npos) << cmd << ": " << r.err;
+  }
+  // The definition restored, but a retraction written while it lied is missing
+  // from the index's b-tree: the text matches, integrity_check does not.
+  const std::string stale = dir + "/stale.db";
+  auto t = Submit(stale, "t", 3.5, Bench(dir, "base2", 1000, 0.005, 1), Bench(dir, "head2", 1035, 0.005, 2), Parity());
+  ASSERT_EQ(t.cmd.exit_code, 0) << t.cmd.err;
+  Sql(stale, lie);
+  ASSERT_EQ(Shell(VerityBin() + " retract 1 --reason 'a stale build' --ledger " + stale).exit_code, 0);
+  Sql(stale, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
+             "retractions(run_id)' WHERE name = 'retractions_by_run'");
+  auto v = Verify(stale);
+  EXPECT_EQ(v.verdict, "FAIL") << v.cmd.out;
+  EXPECT_NE(v.cmd.out.find("integrity check fails"), std::string::npos) << v.cmd.out;
+}
+
 }  // namespace
 }  // namespace verity::test

@@ -4,6 +4,8 @@
 // again as pg.Teams.*, on a PostgreSQL server (tests/ledger_test_util.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <map>
 #include <set>
 #include <string>
@@ -45,13 +47,18 @@ TEST(LedgerTeams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
     for (int k = 0; k < kEach; k++) {
       const int n = 100 * b + 10 * k;
       const std::string tag = box + "c" + std::to_string(k);
-      // Each box its own label (so its own fingerprint, frontier and lock);
-      // all of them race from an empty ledger, schema creation included.
+      // Each box its own label (so its own fingerprint and frontier; one
+      // machine's measurement lock since issue 41, so they meet in the parity
+      // command, before the lock); all of them race from an empty ledger,
+      // schema creation included.
       seq += "VERITY_BOX_LABEL=" + box + " VERITY_LOCK_DIR=" + c.dir + " " + VerityBin() + " submit --json --ledger " +
              c.db + " --title " + Quote(tag) + " --predict 3.5 --base-cmd " +
-             Quote(Meet(c.dir, kBoxes) + Bench(c.dir, tag + "b", 1000, 0.005, n + 1, "--sha " + Sha(n + 1))) +
-             " --head-cmd " + Quote(Bench(c.dir, tag + "h", 1035, 0.005, n + 2, "--sha " + Sha(n + 2))) +
-             " --parity-cmd " + Quote(Parity("--artifact " + Sha(n + 2))) + " >>" + out + ".out 2>>" + out +
+             // Each change steps from where its box's frontier stands (policy v6's
+             // continuity): the second from the first's head.
+             Quote(Bench(c.dir, tag + "b", 1000 * std::pow(1.035, k), 0.005, n + 1,
+                                              "--sha " + Sha(k == 0 ? n + 1 : n - 10 + 2))) +
+             " --head-cmd " + Quote(Bench(c.dir, tag + "h", 1035 * std::pow(1.035, k), 0.005, n + 2, "--sha " + Sha(n + 2))) +
+             " --parity-cmd " + Quote(Meet(c.dir, kBoxes) + Parity("--artifact " + Sha(n + 2))) + " >>" + out + ".out 2>>" + out +
              ".err; echo $? >>" + out + ".rc; ";
     }
     script += seq + ") & ";
@@ -66,7 +73,7 @@ TEST(LedgerTeams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
   EXPECT_EQ(Count(c.db, "SELECT count(*) FROM changes"), kBoxes * kEach);
   EXPECT_EQ(Count(c.db, "SELECT count(*) FROM scores"), kBoxes * kEach);
   EXPECT_EQ(Count(c.db, "SELECT count(*) FROM boxes"), kBoxes);
-  EXPECT_EQ(Count(c.db, "SELECT count(*) FROM policy"), 5) << "each policy version installed once";
+  EXPECT_EQ(Count(c.db, "SELECT count(*) FROM policy"), 6) << "each policy version installed once";
   auto v = Shell(VerityBin() + " ledger verify --ledger " + c.db);
   EXPECT_EQ(v.exit_code, 0) << v.out;
   EXPECT_NE(v.out.find("verdict=PASS"), std::string::npos) << v.out;
@@ -107,8 +114,9 @@ TEST(LedgerTeams, TwoBoxesConfirmingOneHeldChangeBankItOnce) {
   auto seed = Submit(c.db, "seed", 3.5, Bench(c.dir, "sb", 1000, 0.003, 1, "--sha " + Sha(1)),
                      Bench(c.dir, "sh", 1035, 0.003, 2, "--sha " + Sha(2)), Parity("--artifact " + Sha(2)));
   ASSERT_EQ(seed.j["verdict"], "accepted") << seed.cmd.out << seed.cmd.err;
-  auto held = Submit(c.db, "surprise", 1, Bench(c.dir, "hb", 1000, 0.003, 3, "--sha " + Sha(3)),
-                     Bench(c.dir, "hh", 1070, 0.003, 4, "--sha " + Sha(4)), meet + Parity("--artifact " + Sha(4)));
+  // From where the frontier stands (the seed's head), as policy v6's continuity asks.
+  auto held = Submit(c.db, "surprise", 1, Bench(c.dir, "hb", 1035, 0.003, 3, "--sha " + Sha(2)),
+                     Bench(c.dir, "hh", 1107.45, 0.003, 4, "--sha " + Sha(4)), meet + Parity("--artifact " + Sha(4)));
   ASSERT_EQ(held.j["verdict"], "held-surprise") << held.cmd.out << held.cmd.err;
   const double before = JsonOf(VerityBin() + " frontier --json" + L)["frontier"][0]["value"].get<double>();
   WriteFile(c.dir + "/meet", "");

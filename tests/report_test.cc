@@ -290,7 +290,7 @@ TEST(Report, EverySectionIsPopulated) {
   const std::string md = Generate(ScriptedLedger(dir), dir + "/r.md");
   for (const char* needle :
        {"## Policy", "**policy v1** (6 scores)", "**policy v2** (6 scores)", "**policy v3** (0 scores)", "**policy v4** (0 scores)",
-        "**policy v5** (current; 0 scores)", "parity floor, tokens: the engine's greedy output equal to the base's",
+        "**policy v5** (0 scores)", "**policy v6** (current; 0 scores)", "parity floor, tokens: the engine's greedy output equal to the base's",
         "step rule: a frontier step is a move from one artifact to another on a workload",
         "guard floors: a guard beyond the gate regresses only if also worse by more than _mb 4 MiB,",
         "gain rule: gain = median over ABBA rounds of (h1+h2)/(b1+b2)", "## Summary",
@@ -418,7 +418,7 @@ TEST(ReadModel, ShowAndFrontierOverTheScriptedLedger) {
 
   auto f = test::Shell(test::VerityBin() + " frontier --ledger " + db);
   ASSERT_EQ(f.exit_code, 0) << f.err;
-  EXPECT_NE(f.out.find("frontier: decode_tok_s on box b0x0f1ngerpr1nt = 1587.88 (gate 31.7576 under policy v5), set by "
+  EXPECT_NE(f.out.find("frontier: decode_tok_s on box b0x0f1ngerpr1nt = 1587.88 (gate 31.7576 under policy v6), set by "
                        "change 8 run 9 (accepted)"),
             std::string::npos)
       << f.out;
