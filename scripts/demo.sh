@@ -73,30 +73,35 @@ parity() { echo "$1 parity --model $model --backend fast --json"; }
 cbin=build-corruption-$corrupt/cli/verity
 sbin=build-corruption-$slow/cli/verity
 
-say "building two deliberately broken engines in the background"
-echo "   -DVERITY_CORRUPTION=$corrupt: wrong numbers (CUDA off, as the corruption suite builds it: reused when it ran)"
-echo "   -DVERITY_CORRUPTION=$slow: right numbers, every matmul and attention step run twice (configured as build/),"
+say "building the slow engine: -DVERITY_CORRUPTION=$slow (right numbers, every matmul and attention step run twice)"
+echo "   The story's engine before its fix; configured as build/, so ccache serves most objects."
+( cmake -S . -B build-corruption-$slow -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$slow &&
+  cmake --build build-corruption-$slow --target verity -j"$(nproc)" ) >"$out/slow-build.log" 2>&1 ||
+  { echo "demo: the slow engine's build failed, see $out/slow-build.log" >&2; exit 1; }
+
+say "building a deliberately broken engine in the background"
+echo "   -DVERITY_CORRUPTION=$corrupt: wrong numbers (CUDA off, as the corruption suite builds it),"
 echo "   rebuilt from a clean tree (ccache serves the objects), so step 1 is measured during a compile"
 ( cmake -S . -B build-corruption-$corrupt -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$corrupt -DVERITY_CUDA=OFF &&
-  cmake --build build-corruption-$corrupt --target verity -j"$(nproc)" &&
-  cmake -S . -B build-corruption-$slow -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$slow &&
-  cmake --build build-corruption-$slow --target verity --clean-first -j"$(nproc)" ) >"$out/background-build.log" 2>&1 &
+  cmake --build build-corruption-$corrupt --target verity --clean-first -j"$(nproc)" ) >"$out/background-build.log" 2>&1 &
 builder=$!
 
 say "1. a change that touches no code the bench runs, measured while that build shares the 2 cores (a bad measurement)"
-echo "   A README typo fix: base and head are the same binary (an A/A), predicted 0%."
-echo "   The first submission to an empty ledger seeds the frontier from its base."
+echo "   A README typo fix on the engine as it stands before the fix (the $slow build): base and head"
+echo "   are the same binary (an A/A), predicted 0%. The first submission to an empty ledger seeds the"
+echo "   frontier from its base, so the frontier stands at the slow engine."
 t1="README typo fixed (no code change)"
 step 1 "$t1" none $v submit --title "$t1" --author demo --predict 0 \
-  --base-cmd "$(bench $v)" --head-cmd "$(bench $v)" --parity-cmd "$(parity $v)"
+  --base-cmd "$(bench $sbin)" --head-cmd "$(bench $sbin)" --parity-cmd "$(parity $sbin)"
 aa_run=$(echo "$line" | field run)
 aa_change=$(echo "$line" | field change)
 
-wait $builder || { echo "demo: the background builds failed, see $out/background-build.log" >&2; exit 1; }
+wait $builder || { echo "demo: the background build failed, see $out/background-build.log" >&2; exit 1; }
 
 say "2. a fix: the slow engine ran every matmul and attention step twice; predicted +90%"
-echo "   Base: the $slow build (the same bits, twice the kernel work); head: main. The kernels are most"
-echo "   of a token, so on any CPU the gain is about +100%: far from the 2% gate and the 5x ceiling, and"
+echo "   Base: the $slow build, where the frontier stands (a step starts there: policy v6's continuity);"
+echo "   head: main. The kernels are most of a token, so on any CPU the gain is about +100%: far from"
+echo "   the 2% gate and the 5x ceiling, and"
 echo "   inside the band a prediction of +90% accepts (+45% to +180%)."
 t2="Fix: every matmul and attention step ran twice"
 step 2 "$t2" accepted $v submit --title "$t2" --author demo --predict 90 --claim 90 \
