@@ -481,6 +481,67 @@ TEST(StatsSim, ResubmissionsAndFailedRuns) {
   }
 }
 
+// Aborts and rebuilds (policy v6, issue 41's finding 10). A submitter who
+// watches the printed ratios kills every start whose rounds so far look no
+// better than the gate before its first look (round 10), and starts again --
+// after a rebuild of the same commits or as is: one change, one budget. Under
+// v4 a start that took no look spent nothing, so every restart was attempt 0
+// at full alpha and only the lucky-looking starts reached a look; under v6 a
+// start spends its attempt once its first timed round has begun. `starts`
+// bounds the submitter's patience.
+Rate SimulateAborts(const Scenario& s, int starts, bool abort_spends, int trials, uint64_t seed) {
+  const SequentialPlan plan;
+  Rng rng(seed);
+  Rate r;
+  r.trials = trials;
+  for (int i = 0; i < trials; i++) {
+    int attempt = 0;
+    for (int k = 0; k < starts; k++) {
+      Box box(s, rng, plan.max_rounds);
+      box.WarmUp();
+      std::vector<double> ratios;
+      Decision d = Decision::kContinue;
+      bool aborted = false;
+      while (d == Decision::kContinue && static_cast<int>(ratios.size()) < plan.max_rounds) {
+        ratios.push_back(box.Round());
+        const int n = static_cast<int>(ratios.size());
+        if (n < plan.min_rounds && n >= 3) {
+          std::vector<double> sorted = ratios;
+          std::sort(sorted.begin(), sorted.end());
+          if (sorted[sorted.size() / 2] < 1 + kGate) {  // looks no better than the gate: kill it
+            aborted = true;
+            break;
+          }
+        }
+        d = Decide(plan, ratios, kGate, attempt);
+      }
+      r.submissions += 1;
+      r.rounds += static_cast<double>(ratios.size());
+      if (d == Decision::kAbove) {
+        r.hits++;
+        break;
+      }
+      if (!aborted || abort_spends) attempt++;
+    }
+  }
+  return r;
+}
+
+TEST(StatsSim, AbortsAndRebuilds) {
+  PrintHeader();
+  uint64_t seed = 800;
+  for (double gain : {0.0, 0.01, 0.02}) {
+    Scenario v4{"aborted before each look unless ahead, v4 (an abort spends nothing)", gain, 0.01};
+    Rate old = SimulateAborts(v4, 30, false, 4000, ++seed);
+    PrintRow(v4, 29, old, true);
+    Scenario v6{"aborted before each look unless ahead, v6 (a timed round spends the attempt)", gain, 0.01};
+    Rate now = SimulateAborts(v6, 30, true, 4000, ++seed);
+    PrintRow(v6, 29, now, true);
+    EXPECT_LE(now.WilsonUpper(), 0.05) << v6.name << " " << gain << ": accepted " << now.hits << "/" << now.trials;
+    if (gain == kGate) EXPECT_GT(old.p(), now.p()) << "the v4 contrast no longer shows what an abort bought";
+  }
+}
+
 TEST(StatsSim, AttemptsThatCanStillDecide) {
   // Information: each attempt's per-look alpha and the first look with a bound.
   SequentialPlan p;
