@@ -114,11 +114,12 @@ const std::regex& TriggerPattern() {
   return re;
 }
 
-std::string PostgresTrigger(const AppendOnlyTrigger& t) {
+std::string PostgresTrigger(const AppendOnlyTrigger& t, const std::string& function_schema) {
   const std::string events = t.event == "DELETE" ? "DELETE OR TRUNCATE" : t.event;
-  return "CREATE FUNCTION " + t.name + "() RETURNS trigger LANGUAGE plpgsql AS $verity$" + PostgresTriggerBody(t) +
+  const std::string fn = (function_schema.empty() ? "" : function_schema + ".") + t.name;
+  return "CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $verity$" + PostgresTriggerBody(t) +
          "$verity$; CREATE TRIGGER " + t.name + " BEFORE " + events + " ON " + t.table +
-         " FOR EACH STATEMENT EXECUTE FUNCTION " + t.name + "();";
+         " FOR EACH STATEMENT EXECUTE FUNCTION " + fn + "();";
 }
 
 }  // namespace
@@ -140,14 +141,14 @@ int PostgresTriggerType(const AppendOnlyTrigger& t) {
   return 2 | (t.event == "DELETE" ? 8 | 32 : 16);
 }
 
-std::string ToPostgres(const std::string& sql) {
+std::string ToPostgres(const std::string& sql, const std::string& function_schema) {
   std::string s = Rewriter().Run(StripComments(sql));
   // Triggers last: their text has no word or placeholder the rewrite touches.
   std::string out;
   auto last = s.cbegin();
   for (std::sregex_iterator it(s.begin(), s.end(), TriggerPattern()), end; it != end; ++it) {
     out.append(last, (*it)[0].first);
-    out += PostgresTrigger({(*it)[1], (*it)[3], (*it)[2], (*it)[4]});
+    out += PostgresTrigger({(*it)[1], (*it)[3], (*it)[2], (*it)[4]}, function_schema);
     last = (*it)[0].second;
   }
   out.append(last, s.cend());

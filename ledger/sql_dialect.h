@@ -18,7 +18,10 @@ namespace verity::ledger::dialect {
 //   -> a PL/pgSQL function raising msg and a statement trigger calling it (the
 //   DELETE one also fires on TRUNCATE, which skips row triggers).
 // String literals and quoted identifiers pass through untouched.
-std::string ToPostgres(const std::string& sql);
+// `function_schema` (if given) qualifies the trigger functions: "pg_temp" when
+// verify replays the migrations in a temporary schema, where an unqualified
+// function is never looked up.
+std::string ToPostgres(const std::string& sql, const std::string& function_schema = "");
 
 // An append-only trigger of a migration, as SQLite declares it.
 struct AppendOnlyTrigger {
