@@ -25,7 +25,9 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "verifies on its own: note the tip, and pass it back with --expect-tip to detect that.\n"
         "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify, and with a key\n"
         "set every seal must be keyed (see `ledger start-keying`). Also checks that schema_migrations\n"
-        "holds exactly the migrations this verity knows and that every append-only trigger is there.");
+        "holds exactly the migrations this verity knows and that every append-only trigger is there.\n"
+        "On PostgreSQL the line also says whether amcheck checked every index, before verdict=:\n"
+        "amcheck=ran(N indexes) | failed | not-installed | not-permitted | not-run (verify failed before it).");
     verify->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
@@ -47,8 +49,10 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
                     static_cast<long long>(r->expected_tip_record), static_cast<long long>(r->records),
                     r->expected_tip_seal.c_str());
       }
-      std::printf("verify: records=%lld tip=%s verdict=%s\n", static_cast<long long>(r->records), r->tip.c_str(),
-                  r->ok ? "PASS" : "FAIL");
+      // PostgreSQL: whether amcheck checked every index (verify says what it ran).
+      const std::string ran = (*l)->db().IntegrityCheckRan();
+      std::printf("verify: records=%lld tip=%s%s verdict=%s\n", static_cast<long long>(r->records), r->tip.c_str(),
+                  ran.empty() ? "" : (" " + ran).c_str(), r->ok ? "PASS" : "FAIL");
       return r->ok ? 0 : 1;
     });
   }

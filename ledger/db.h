@@ -61,6 +61,7 @@ class Db {
     return store_->ExpectedSchemaObjects(migrations);
   }
   Result<std::string> IntegrityProblem() { return store_->IntegrityProblem(); }
+  std::string IntegrityCheckRan() const { return store_->IntegrityCheckRan(); }
   bool is_postgres() const { return store_->is_postgres(); }
 
   // Inserts a row into `table` and seals it: the row as stored (declared

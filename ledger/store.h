@@ -79,6 +79,9 @@ class Store {
   // "" when the store's own consistency check passes (SQLite: PRAGMA
   // integrity_check: every index holds exactly its table's rows), else what it says.
   virtual Result<std::string> IntegrityProblem() { return std::string(); }
+  // What IntegrityProblem ran, for verify's summary line ("" when the store
+  // has one check that always runs; PostgreSQL: "amcheck=ran(N)" and so on).
+  virtual std::string IntegrityCheckRan() const { return std::string(); }
 };
 
 // The migration table, as every ledger creates it (before migration 1).

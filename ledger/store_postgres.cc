@@ -71,6 +71,113 @@ std::string Trimmed(const char* m) {
   return s;
 }
 
+// Not a member of an extension: what an extension installs (amcheck's
+// functions, say) is the extension's, not the ledger's.
+std::string OwnObject(const std::string& catalog, const std::string& oid) {
+  return "NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = '" + catalog + "'::regclass AND e.objid = " + oid +
+         " AND e.deptype = 'e')";
+}
+
+// What a table is beyond its rows: columns (type, NOT NULL, default,
+// identity, generated, collation), constraints, row-level security,
+// persistence (a temporary table counts as permanent: verify's replay makes
+// them), inheritance, and FK triggers not enabled.
+const char* kTablesSql =
+    "SELECT 'table', c.relname::text, c.relname::text, 'kind=' || c.relkind::text || ' persistence=' || "
+    "CASE c.relpersistence WHEN 't' THEN 'p' ELSE c.relpersistence::text END || ' rls=' || c.relrowsecurity::text || "
+    "' force_rls=' || c.relforcerowsecurity::text || ' columns=(' || coalesce((SELECT string_agg(format('%I %s', "
+    "a.attname, format_type(a.atttypid, a.atttypmod)) || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END || "
+    "coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '') || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' "
+    "|| a.attidentity::text ELSE '' END || CASE WHEN a.attgenerated <> '' THEN ' GENERATED ' || a.attgenerated::text "
+    "ELSE '' END || CASE WHEN a.attcollation <> t.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text "
+    "ELSE '' END, ', ' ORDER BY a.attnum) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN "
+    "pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT "
+    "a.attisdropped), '') || ') constraints=(' || coalesce((SELECT string_agg(format('%I %s', o.conname, "
+    "pg_get_constraintdef(o.oid)), '; ' ORDER BY o.conname) FROM pg_constraint o WHERE o.conrelid = c.oid), '') || "
+    "') inherits=(' || coalesce((SELECT string_agg(i.inhparent::regclass::text, ', ' ORDER BY i.inhseqno) FROM "
+    "pg_inherits i WHERE i.inhrelid = c.oid), '') || ') children=' || (SELECT count(*) FROM pg_inherits i WHERE "
+    "i.inhparent = c.oid)::text || ' internal_triggers_not_enabled=' || (SELECT count(*) FROM pg_trigger g WHERE "
+    "g.tgrelid = c.oid AND g.tgisinternal AND g.tgenabled <> 'O')::text FROM pg_class c JOIN pg_namespace n ON n.oid "
+    "= c.relnamespace AND n.nspname = ?1 WHERE c.relkind IN ('r', 'p', 'f')";
+
+// Each reads one kind of object of the schema named ?1 as (kind, name,
+// table, definition): what a reader's answers depend on.
+std::vector<std::string> CatalogQueries() {
+  std::vector<std::string> q = {
+      kTablesSql,
+      // An index is its definition and whether the planner may use it.
+      "SELECT 'index', c.relname::text, t.relname::text, pg_get_indexdef(c.oid) || ' valid=' || i.indisvalid::text || "
+      "' ready=' || i.indisready::text || ' live=' || i.indislive::text FROM pg_index i JOIN pg_class c ON c.oid = "
+      "i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace AND "
+      "n.nspname = ?1 WHERE " + OwnObject("pg_class", "c.oid"),
+      "SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'materialized view' END, c.relname::text, c.relname::text, "
+      "pg_get_viewdef(c.oid) || ' options=' || coalesce(array_to_string(c.reloptions, ','), '') FROM pg_class c JOIN "
+      "pg_namespace n ON n.oid = c.relnamespace AND n.nspname = ?1 WHERE c.relkind IN ('v', 'm') AND " +
+          OwnObject("pg_class", "c.oid"),
+      "SELECT 'relation', c.relname::text, c.relname::text, 'kind=' || c.relkind::text FROM pg_class c JOIN "
+      "pg_namespace n ON n.oid = c.relnamespace AND n.nspname = ?1 WHERE c.relkind NOT IN ('r', 'p', 'f', 'i', 'I', "
+      "'v', 'm') AND " + OwnObject("pg_class", "c.oid"),
+      // A trigger is when it fires, what it calls, and whether it is enabled.
+      "SELECT 'trigger', g.tgname::text, c.relname::text, pg_get_triggerdef(g.oid) || ' enabled=' || g.tgenabled::text "
+      "FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace AND "
+      "n.nspname = ?1 WHERE NOT g.tgisinternal",
+      "SELECT 'rule', r.rulename::text, c.relname::text, pg_get_ruledef(r.oid) || ' enabled=' || r.ev_enabled::text "
+      "FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace AND "
+      "n.nspname = ?1 WHERE r.rulename <> '_RETURN'",
+      "SELECT 'policy', p.polname::text, c.relname::text, format('%s %s to %s using (%s) with check (%s)', CASE WHEN "
+      "p.polpermissive THEN 'permissive' ELSE 'restrictive' END, p.polcmd, p.polroles::regrole[]::text, "
+      "pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)) FROM pg_policy p JOIN pg_class c "
+      "ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = ?1",
+      // A function by its arguments (overloads are distinct objects); an
+      // aggregate, which pg_get_functiondef refuses, by its parts.
+      "SELECT CASE p.prokind WHEN 'a' THEN 'aggregate' WHEN 'p' THEN 'procedure' ELSE 'function' END, p.proname || "
+      "'(' || pg_get_function_identity_arguments(p.oid) || ')', '', CASE WHEN p.prokind = 'a' THEN (SELECT "
+      "format('transition %s state %s final %s', a.aggtransfn::regproc, format_type(a.aggtranstype, NULL), "
+      "a.aggfinalfn::regproc) FROM pg_aggregate a WHERE a.aggfnoid = p.oid) ELSE pg_get_functiondef(p.oid) END FROM "
+      "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = ?1 WHERE " + OwnObject("pg_proc", "p.oid"),
+      "SELECT 'operator', o.oprname || '(' || format_type(o.oprleft, NULL) || ', ' || format_type(o.oprright, NULL) || "
+      "')', '', 'function ' || o.oprcode::regproc::text FROM pg_operator o JOIN pg_namespace n ON n.oid = "
+      "o.oprnamespace AND n.nspname = ?1 WHERE " + OwnObject("pg_operator", "o.oid"),
+      // Types but a table's row type and the array type every type gets.
+      "SELECT 'type', t.typname::text, '', 'kind=' || t.typtype::text || ' base=' || format_type(t.typbasetype, NULL) "
+      "FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace AND n.nspname = ?1 WHERE t.typrelid = 0 AND NOT "
+      "EXISTS (SELECT 1 FROM pg_type e WHERE e.typarray = t.oid) AND " + OwnObject("pg_type", "t.oid")};
+  // Other objects a schema can hold, by name: none is the ledger's.
+  const char* named[][4] = {{"collation", "pg_collation", "collname", "collnamespace"},
+                            {"conversion", "pg_conversion", "conname", "connamespace"},
+                            {"operator class", "pg_opclass", "opcname", "opcnamespace"},
+                            {"operator family", "pg_opfamily", "opfname", "opfnamespace"},
+                            {"statistics", "pg_statistic_ext", "stxname", "stxnamespace"},
+                            {"text search configuration", "pg_ts_config", "cfgname", "cfgnamespace"},
+                            {"text search dictionary", "pg_ts_dict", "dictname", "dictnamespace"},
+                            {"text search parser", "pg_ts_parser", "prsname", "prsnamespace"},
+                            {"text search template", "pg_ts_template", "tmplname", "tmplnamespace"}};
+  for (const auto& k : named)
+    q.push_back(std::string("SELECT '") + k[0] + "', x." + k[2] + "::text, '', '' FROM " + k[1] +
+                " x JOIN pg_namespace n ON n.oid = x." + k[3] + " AND n.nspname = ?1 WHERE " + OwnObject(k[1], "x.oid"));
+  return q;
+}
+
+bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '"'; }
+
+// `def` without the schema qualifier `nsp.` (`nsp` as quote_ident writes it),
+// outside string literals: the ledger's schema and verify's pg_temp_N name
+// the same objects.
+std::string Unqualified(const std::string& def, const std::string& nsp) {
+  const std::string prefix = nsp + ".";
+  std::string out;
+  bool literal = false;
+  for (size_t i = 0; i < def.size();) {
+    if (def[i] == '\'') literal = !literal;  // a doubled '' toggles twice
+    if (!literal && def.compare(i, prefix.size(), prefix) == 0 && (i == 0 || !IsIdentChar(def[i - 1]))) {
+      i += prefix.size();
+      continue;
+    }
+    out += def[i++];
+  }
+  return out;
+}
+
 class PostgresStore : public Store {
  public:
   ~PostgresStore() override {
@@ -245,11 +352,109 @@ class PostgresStore : public Store {
     return out;
   }
 
+  // The live schema of the ledger's namespace, from the catalogs.
+  Result<std::vector<TriggerDef>> SchemaObjects() override {
+    VERITY_ASSIGN_OR_RETURN(auto nsp, Run("SELECT current_schema()::text, quote_ident(current_schema())::text", {}, nullptr));
+    return CatalogObjects(std::get<std::string>(nsp.at(0).at(0)), std::get<std::string>(nsp.at(0).at(1)));
+  }
+
+  // What the migration table and `migrations` create, read back from a
+  // replay on a second connection into pg_temp, rolled back: the ledger's
+  // own schema is never touched, and the server itself says what the
+  // migrations' SQL makes (as the store applies it: through the dialect).
+  Result<std::vector<TriggerDef>> ExpectedSchemaObjects(const std::vector<std::string>& migrations) override {
+    PostgresStore scratch;
+    VERITY_RETURN_IF_ERROR(scratch.Open(url_, false));
+    VERITY_RETURN_IF_ERROR(scratch.RequireTempPrivilege());
+    VERITY_RETURN_IF_ERROR(scratch.ExecPostgres("BEGIN READ WRITE", "BEGIN"));
+    scratch.in_txn_ = true;
+    auto objects = scratch.ReplayInTemp(migrations);
+    scratch.Rollback();
+    return objects;
+  }
+
+  // amcheck's bt_index_check (heapallindexed: every row is in the index)
+  // over each btree index of the ledger, when the extension is installed
+  // and this role may run it; integrity_check_ says which.
+  Result<std::string> IntegrityProblem() override {
+    VERITY_ASSIGN_OR_RETURN(
+        auto ext, Run("SELECT quote_ident(n.nspname)::text, has_function_privilege(p.oid, 'EXECUTE') FROM pg_extension x "
+                      "JOIN pg_namespace n ON n.oid = x.extnamespace JOIN pg_proc p ON p.pronamespace = n.oid AND "
+                      "p.proname = 'bt_index_check' AND p.pronargs = 2 WHERE x.extname = 'amcheck'",
+                      {}, nullptr));
+    if (ext.empty() || std::get<int64_t>(ext[0][1]) == 0) {
+      integrity_check_ = ext.empty() ? "amcheck=not-installed" : "amcheck=not-permitted";
+      return std::string();
+    }
+    VERITY_ASSIGN_OR_RETURN(
+        auto indexes, Run("SELECT c.oid::int8, c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                          "JOIN pg_am a ON a.oid = c.relam AND a.amname = 'btree' JOIN pg_namespace n ON n.oid = "
+                          "c.relnamespace AND n.nspname = current_schema() ORDER BY c.relname",
+                          {}, nullptr));
+    const std::string check = "SELECT " + std::get<std::string>(ext[0][0]) + ".bt_index_check($1::oid::regclass, true)";
+    for (const auto& ix : indexes) {
+      const std::string oid = std::to_string(std::get<int64_t>(ix[0]));
+      const char* params[] = {oid.c_str()};
+      PgResult r(PQexecParams(conn_, check.c_str(), 1, nullptr, params, nullptr, nullptr, 0));
+      if (PQresultStatus(r.get()) == PGRES_TUPLES_OK) continue;
+      integrity_check_ = "amcheck=failed";
+      const char* primary = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY);
+      return "amcheck's bt_index_check fails on index " + std::get<std::string>(ix[1]) + ": " +
+             Trimmed(primary ? primary : PQresultErrorMessage(r.get()));
+    }
+    integrity_check_ = "amcheck=ran(" + std::to_string(indexes.size()) + ")";
+    return std::string();
+  }
+
+  std::string IntegrityCheckRan() const override { return integrity_check_; }
+
  private:
   static std::string Definition(int64_t type, const std::string& enabled, const std::string& fn,
                                 const std::string& lang, const std::string& body) {
     return "tgtype=" + std::to_string(type) + " enabled=" + enabled + " function=" + fn + " language=" + lang +
            " body=" + body;
+  }
+
+  // Every object of schema `nsp`, `qualifier.` dropped from its definition
+  // (the server writes the session's temporary schema as pg_temp).
+  Result<std::vector<TriggerDef>> CatalogObjects(const std::string& nsp, const std::string& qualifier) {
+    static const std::vector<std::string> queries = CatalogQueries();
+    auto text = [](const Value& v) { return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : ""; };
+    std::vector<TriggerDef> out;
+    for (const std::string& sql : queries) {
+      VERITY_ASSIGN_OR_RETURN(auto rows, Run(sql, {nsp}, nullptr));
+      for (const auto& r : rows)
+        out.push_back({text(r[0]) + " " + text(r[1]), text(r[2]), Unqualified(text(r[3]), qualifier)});
+    }
+    return out;
+  }
+
+  // The migrations as the store applies them, into this connection's pg_temp.
+  Result<std::vector<TriggerDef>> ReplayInTemp(const std::vector<std::string>& migrations) {
+    VERITY_RETURN_IF_ERROR(ExecPostgres("SET LOCAL search_path = pg_temp", "SET LOCAL search_path"));
+    VERITY_RETURN_IF_ERROR(ExecPostgres(dialect::ToPostgres(kMigrationTableSql, "pg_temp"), kMigrationTableSql));
+    for (const auto& sql : migrations) VERITY_RETURN_IF_ERROR(ExecPostgres(dialect::ToPostgres(sql, "pg_temp"), sql));
+    VERITY_ASSIGN_OR_RETURN(auto nsp, Run("SELECT nspname::text FROM pg_namespace WHERE oid = pg_my_temp_schema()", {}, nullptr));
+    if (nsp.empty()) return Status::Error(name_ + ": the migrations' replay in pg_temp made no temporary schema");
+    return CatalogObjects(std::get<std::string>(nsp[0][0]), "pg_temp");
+  }
+
+  // Verify's replay needs TEMP on the database: without it, a named error
+  // (a ledger whose schema cannot be compared does not verify).
+  Status RequireTempPrivilege() {
+    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT has_database_privilege(current_database(), 'TEMP'), "
+                                           "current_user::text, current_database()::text", {}, nullptr));
+    if (std::get<int64_t>(rows.at(0)[0]) != 0) return OkStatus();
+    const std::string role = std::get<std::string>(rows[0][1]), db = std::get<std::string>(rows[0][2]);
+    return Status::Error(name_ + ": ledger verify compares the schema with what the migrations create by replaying "
+                         "them in a temporary schema (pg_temp), and role " + role + " lacks the TEMP privilege on "
+                         "database " + db + ": GRANT TEMP ON DATABASE " + db + " TO " + role);
+  }
+
+  // Runs PostgreSQL SQL as is (no dialect rewrite); `what` names it in errors.
+  Status ExecPostgres(const std::string& pg, const std::string& what) {
+    PgResult r(PQexec(conn_, pg.c_str()));
+    return Check(r.get(), what);
   }
 
   static std::string SqliteType(const std::string& pg) {
@@ -394,6 +599,7 @@ class PostgresStore : public Store {
   PGconn* conn_ = nullptr;
   std::string url_, name_;
   bool read_only_ = false, in_txn_ = false;
+  std::string integrity_check_ = "amcheck=not-run";  // what IntegrityProblem ran
   std::map<std::string, std::string> prepared_;  // SQLite text -> prepared statement name
 };
 

@@ -48,6 +48,11 @@ Result<std::string> CheckMigrationTable(Db& d, int& schema) {
   return std::string();
 }
 
+// "<name> on <table>", or the name alone for an object of no table (a function).
+std::string Named(const std::string& name, const std::string& table) {
+  return table.empty() ? name : name + " on " + table;
+}
+
 // "" when the ledger's triggers are exactly those its migrations create (the
 // append-only no_update/no_delete of every sealed table and of the chain), else
 // the first that is missing, redefined or extra. The expected set is what the
@@ -89,7 +94,7 @@ Result<std::string> CheckSchema(Db& d, int schema) {
   std::map<std::string, std::pair<std::string, std::string>> found;
   for (const auto& t : have) found[t.name] = {t.table, t.definition};
   for (const auto& t : want) {
-    const std::string rec = "schema: " + t.name + " on " + t.table;
+    const std::string rec = "schema: " + Named(t.name, t.table);
     auto it = found.find(t.name);
     if (it == found.end()) return rec + ": missing (dropped)";
     if (it->second != std::make_pair(t.table, t.definition))
@@ -100,7 +105,7 @@ Result<std::string> CheckSchema(Db& d, int schema) {
   // A ledger no migration was applied to holds no record a reader trusts (an
   // empty chain and the migration table are all `verify` needs to name its tip).
   if (!found.empty() && schema > 0)
-    return "schema: " + found.begin()->first + " on " + found.begin()->second.first +
+    return "schema: " + Named(found.begin()->first, found.begin()->second.first) +
            ": not one the migrations create (added behind the ledger's back)";
   VERITY_ASSIGN_OR_RETURN(const std::string damage, d.IntegrityProblem());
   if (!damage.empty()) return "schema: the store's integrity check fails: " + damage;

@@ -38,7 +38,9 @@ struct Verified {
 Verified Verify(const std::string& db, const std::string& extra = "", const std::string& env = "") {
   Verified v;
   v.cmd = Shell(env + VerityBin() + " ledger verify --ledger " + db + " " + extra);
-  static const std::regex kLine("^verify: records=(\\d+) tip=([0-9a-f]{64}|genesis) verdict=(PASS|FAIL)$");
+  // On PostgreSQL the line also says whether amcheck ran (amcheck=...).
+  static const std::regex kLine(
+      "^verify: records=(\\d+) tip=([0-9a-f]{64}|genesis)(?: amcheck=[a-z0-9()-]+)? verdict=(PASS|FAIL)$");
   int summaries = 0;
   std::string last;
   std::istringstream in(v.cmd.out);
