@@ -48,6 +48,16 @@ Result<std::string> CheckMigrationTable(Db& d, int& schema) {
   return std::string();
 }
 
+// The first name `objects` holds twice, or "": verify keys objects by name,
+// and a second object under an expected one's name would hide behind it
+// (PostgreSQL names a trigger, rule or policy per table).
+std::string Duplicate(const std::vector<TriggerDef>& objects) {
+  std::set<std::string> seen;
+  for (const auto& t : objects)
+    if (!seen.insert(t.name).second) return t.name;
+  return std::string();
+}
+
 // "<name> on <table>", or the name alone for an object of no table (a function).
 std::string Named(const std::string& name, const std::string& table) {
   return table.empty() ? name : name + " on " + table;
@@ -63,6 +73,8 @@ Result<std::string> CheckTriggers(Db& d, int schema) {
     if (m.version <= schema) applied.push_back(m.sql);
   VERITY_ASSIGN_OR_RETURN(auto want, d.ExpectedTriggers(applied));
   VERITY_ASSIGN_OR_RETURN(auto have, d.Triggers());
+  const std::string twice = Duplicate(have);
+  if (!twice.empty()) return "trigger " + twice + ": two triggers have this name (one hides behind the other)";
   std::map<std::string, std::pair<std::string, std::string>> found;
   for (const auto& t : have) found[t.name] = {t.table, t.definition};
   for (const auto& t : want) {
@@ -91,6 +103,8 @@ Result<std::string> CheckSchema(Db& d, int schema) {
     if (m.version <= schema) applied.push_back(m.sql);
   VERITY_ASSIGN_OR_RETURN(auto want, d.ExpectedSchemaObjects(applied));
   VERITY_ASSIGN_OR_RETURN(auto have, d.SchemaObjects());
+  const std::string twice = Duplicate(have);
+  if (!twice.empty()) return "schema: two objects are named " + twice + " (one hides behind the other)";
   std::map<std::string, std::pair<std::string, std::string>> found;
   for (const auto& t : have) found[t.name] = {t.table, t.definition};
   for (const auto& t : want) {
