@@ -270,6 +270,149 @@ TEST(PostgresStoreFaults, AServerRestartBetweenRoundsLosesNothing) {
               "verify PASS\n");
 }
 
+// The project ledger copied once (`ledger copy` verifies it) into a template
+// database; each case gets its own copy of that (CREATE DATABASE ... TEMPLATE:
+// a file copy on the server, far faster than another `ledger copy`).
+std::string ProjectLedgerCopy(const std::string& tag) {
+  static std::string tmpl;
+  const std::string server = PostgresServerUrl();
+  if (tmpl.empty()) {
+    const std::string into = FreshLedger(TempDir("schema"));
+    auto c = Shell(VerityBin() + " ledger copy --from " + SourceDir() + "/reports/ledger.db --to " + into);
+    EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+    tmpl = NameOf(into);
+  }
+  static int n = 0;
+  const std::string name = "s" + std::to_string(::getpid()) + "_" + tag + std::to_string(n++);
+  auto made = LedgerSql(server, "CREATE DATABASE " + name + " TEMPLATE " + tmpl);
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  static CreatedDatabases created;  // after Shell's own statics: destroyed before them
+  created.server = server;
+  created.names.push_back(name);
+  return DbUrl(server, name);
+}
+
+// Each edit of a PostgreSQL ledger's schema changes no sealed cell, and each
+// changes what a reader is told (an index the planner trusts that lies or may
+// not be used, a trigger that no longer fires, a rule eating inserts, a
+// row-level-security policy hiding retractions from every role but a
+// superuser, an object added beside the ledger's own): verify names it, and a
+// reader refuses the ledger.
+TEST(PostgresSchema, EveryObjectAReaderTrustsIsCompared) {
+  const std::string differs = ": its definition differs from the one the migrations create";
+  const std::string added = ": not one the migrations create";
+  const std::pair<std::string, std::string> edits[] = {
+      {"DROP INDEX retractions_by_run; CREATE INDEX retractions_by_run ON retractions (run_id) WHERE id < 0",
+       "schema: index retractions_by_run on retractions" + differs},
+      {"DROP INDEX samples_by_run; CREATE INDEX samples_by_run ON samples (id)", "schema: index samples_by_run on samples" + differs},
+      {"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'runs_by_change'::regclass",
+       "schema: index runs_by_change on runs" + differs},
+      {"UPDATE pg_index SET indisready = false WHERE indexrelid = 'scores_by_run'::regclass",
+       "schema: index scores_by_run on scores" + differs},
+      {"DO $$ DECLARE t text; BEGIN SELECT tgname INTO t FROM pg_trigger WHERE tgrelid = 'retractions'::regclass AND "
+       "tgisinternal LIMIT 1; EXECUTE format('ALTER TABLE retractions DISABLE TRIGGER %I', t); END $$",
+       "schema: table retractions on retractions" + differs},
+      {"CREATE OR REPLACE FUNCTION retractions_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$",
+       "trigger retractions_no_delete on retractions: differs"},
+      {"CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$; CREATE TRIGGER "
+       "samples_no_update BEFORE UPDATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION nothing()",
+       "trigger samples_no_update: two triggers have this name"},
+      {"CREATE RULE retractions_vanish AS ON INSERT TO retractions DO INSTEAD NOTHING",
+       "schema: rule retractions_vanish on retractions" + added},
+      {"CREATE VIEW open_retractions AS SELECT * FROM retractions WHERE false",
+       "schema: view open_retractions on open_retractions" + added},
+      {"ALTER TABLE retractions ENABLE ROW LEVEL SECURITY; ALTER TABLE retractions FORCE ROW LEVEL SECURITY; "
+       "CREATE POLICY hide_retractions ON retractions USING (false)",
+       "schema: table retractions on retractions" + differs},
+      {"CREATE POLICY hide_retractions ON retractions USING (false)", "schema: policy hide_retractions on retractions" + added},
+      {"CREATE FUNCTION run_is_retracted(bigint) RETURNS boolean LANGUAGE sql AS 'SELECT false'",
+       "schema: function run_is_retracted(bigint)" + added},
+      {"CREATE OPERATOR === (LEFTARG = text, RIGHTARG = text, FUNCTION = texteq)", "schema: operator ===(text, text)" + added},
+      {"CREATE TYPE verdict AS ENUM ('accepted')", "schema: type verdict" + added},
+      {"ALTER TABLE seal_chain ALTER COLUMN alg SET DEFAULT 'hmac-sha256'", "schema: table seal_chain on seal_chain" + differs},
+      {"ALTER TABLE changes DROP CONSTRAINT changes_kind_check", "schema: table changes on changes" + differs},
+      {"ALTER TABLE retractions SET UNLOGGED", "schema: table retractions on retractions" + differs},
+      // A child in another schema: its rows are read as the parent's.
+      {"CREATE SCHEMA elsewhere; CREATE TABLE elsewhere.more_retractions () INHERITS (retractions)",
+       "schema: table retractions on retractions" + differs}};
+  for (const auto& [sql, named] : edits) {
+    const std::string db = ProjectLedgerCopy("e");
+    auto e = LedgerSql(db, sql);
+    ASSERT_EQ(e.exit_code, 0) << sql << ": " << e.err;
+    auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
+    EXPECT_EQ(v.exit_code, 1) << sql << "\n" << v.out << v.err;
+    EXPECT_NE(v.out.find("first broken record: " + named), std::string::npos) << sql << "\n" << v.out << v.err;
+    EXPECT_NE(v.out.find("verdict=FAIL"), std::string::npos) << v.out;
+    auto f = Shell(VerityBin() + " frontier --ledger " + db);
+    EXPECT_EQ(f.exit_code, 1) << sql << "\n" << f.out << f.err;
+    EXPECT_NE(f.err.find("ledger verify FAILs: " + named), std::string::npos) << sql << "\n" << f.err;
+    EXPECT_NE(f.err.find("frontier refuses"), std::string::npos) << f.err;
+  }
+  std::printf("schema: %zu edits of a PostgreSQL ledger's schema, each named by verify and refused by frontier\n",
+              std::size(edits));
+}
+
+// An index that does not hold every row of its table, though its definition
+// says it does: built partial while one row was left out, then its predicate
+// erased from pg_index (PostgreSQL's writable_schema). The schema compares
+// equal; amcheck (bt_index_check, heapallindexed) names the index.
+TEST(PostgresSchema, AnIndexMissingARowIsNamedByAmcheck) {
+  const std::string db = ProjectLedgerCopy("a");
+  auto plain = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  EXPECT_NE(plain.out.find(" amcheck=not-installed verdict=PASS"), std::string::npos) << plain.out;
+  ASSERT_EQ(LedgerSql(db, "CREATE EXTENSION amcheck").exit_code, 0) << "amcheck ships with Debian's postgresql";
+  const std::string btrees =
+      LedgerSql(db, "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = "
+                    "c.relam WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace").out;
+  auto checked = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  EXPECT_NE(checked.out.find(" amcheck=ran(" + btrees.substr(0, btrees.find('\n')) + ") verdict=PASS"), std::string::npos)
+      << checked.out << "(" << btrees << " btree indexes)";
+  auto lie = LedgerSql(db, "CREATE INDEX partial ON samples (run_id) WHERE id <> 7; DROP INDEX samples_by_run; "
+                           "ALTER INDEX partial RENAME TO samples_by_run; UPDATE pg_index SET indpred = NULL WHERE "
+                           "indexrelid = 'samples_by_run'::regclass");
+  ASSERT_EQ(lie.exit_code, 0) << lie.err;
+  // A reader's query through the index misses the row.
+  const std::string count = "SELECT count(*) FROM samples WHERE run_id = (SELECT run_id FROM samples WHERE id = 7)";
+  EXPECT_NE(LedgerSql(db, "SET enable_seqscan = off; SET enable_bitmapscan = off; " + count).out,
+            LedgerSql(db, "SET enable_indexscan = off; SET enable_bitmapscan = off; " + count).out);
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + db);
+  EXPECT_EQ(v.exit_code, 1) << v.out << v.err;
+  EXPECT_NE(v.out.find("first broken record: schema: the store's integrity check fails: amcheck's bt_index_check fails "
+                       "on index samples_by_run: heap tuple"),
+            std::string::npos)
+      << v.out << v.err;
+  EXPECT_NE(v.out.find(" amcheck=failed verdict=FAIL"), std::string::npos) << v.out;
+  auto f = Shell(VerityBin() + " frontier --ledger " + db);
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_NE(f.err.find("amcheck's bt_index_check fails on index samples_by_run"), std::string::npos) << f.err;
+}
+
+// Verify replays the migrations in pg_temp: a role without TEMP on the
+// database gets a named error saying what to grant, from verify and from a
+// reader alike, never a PASS.
+TEST(PostgresSchema, VerifyWithoutTheTempPrivilegeIsANamedError) {
+  const std::string db = ProjectLedgerCopy("t"), role = "notemp_" + std::to_string(::getpid());
+  CreateSubmitter(db, role, false);
+  ASSERT_EQ(LedgerSql(db, "REVOKE TEMP ON DATABASE " + NameOf(db) + " FROM PUBLIC").exit_code, 0);
+  const std::string as = WithUser(db, role);
+  const std::string named = "role " + role + " lacks the TEMP privilege on database " + NameOf(db) +
+                            ": GRANT TEMP ON DATABASE " + NameOf(db) + " TO " + role;
+  auto v = Shell(VerityBin() + " ledger verify --ledger " + as);
+  EXPECT_EQ(v.exit_code, 1) << v.out << v.err;
+  EXPECT_NE(v.err.find(named), std::string::npos) << v.err;
+  EXPECT_EQ(v.out.find("verdict=PASS"), std::string::npos) << v.out;
+  auto f = Shell(VerityBin() + " frontier --ledger " + as);
+  EXPECT_EQ(f.exit_code, 1) << f.out;
+  EXPECT_NE(f.err.find(named), std::string::npos) << f.err;
+  // Granted, the same role verifies (amcheck is not there to run).
+  ASSERT_EQ(LedgerSql(db, "GRANT TEMP ON DATABASE " + NameOf(db) + " TO " + role).exit_code, 0);
+  auto ok = Shell(VerityBin() + " ledger verify --ledger " + as);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find(" amcheck=not-installed verdict=PASS"), std::string::npos) << ok.out;
+}
+
 // Every ledger benchmark, once, on a small ledger on the server (--pg): the
 // PostgreSQL figures come from the same code as SQLite's, and a benchmark
 // that errors there is a guard that did not run.
