@@ -172,28 +172,63 @@ std::string FloorsText(const ledger::Policy& p) {
   return s;
 }
 
-std::string PolicyText(const ledger::PolicyView& pv, bool current) {
+// One policy version's rules as (name, text), in the order a reader reads
+// them: the headline figures first, then the rules in words.
+std::vector<std::pair<std::string, std::string>> PolicyRules(const ledger::PolicyView& pv) {
   const ledger::Policy& p = pv.policy;
   std::string tiers;
   for (const auto& [t, lower] : p.tiers) tiers += (tiers.empty() ? "" : ", ") + std::string(TierName(t)) + " >= " + F("%g%%", 100 * lower);
-  std::string s = "- **policy v" + std::to_string(p.version) + "** (" + (current ? "current; " : "") +
-                  std::to_string(pv.scores) + " score" + (pv.scores == 1 ? "" : "s") + "): gate " +
-                  F("%g%%", 100 * p.gate_frac) + " of the frontier; tiers " + tiers + "; plausibility ceiling " +
-                  F("%.0fx", p.ceiling_ratio) + " the base; parity top-1 >= " + F("%.2f", p.parity_min_top1) +
-                  " and mean KL <= " + F("%.2f", p.parity_max_mean_kl) + " (worst depth); surprise beyond " +
-                  F("%.0fx", p.surprise_factor) + " the prediction";
-  if (!pv.has_rules) return s + "; no sequential rules recorded (scored with a 95% bootstrap interval).\n";
-  s += "; " + std::to_string(p.min_rounds) + ".." + std::to_string(p.max_rounds) + " ABBA rounds, a look every " +
-       std::to_string(p.look_every) + "; alpha " + F("%g", p.alpha) +
-       " per change, spent over looks and re-measurements; parity evidence of at least " +
-       std::to_string(p.parity_min_depths) + " depths with at least " + std::to_string(p.parity_min_positions) +
-       " positions each, deep evidence at least " + F("%gx", p.deep_factor) + " the standard.\n";
-  if (!p.gain_rule.empty()) s += "  - gain rule: " + p.gain_rule + ".\n";
-  if (!p.guard_floors.empty()) s += "  - guard floors: " + FloorsText(p) + ".\n";
-  if (!p.step_rule.empty()) s += "  - step rule: " + p.step_rule + ".\n";
-  if (!p.budget_rule.empty()) s += "  - budget rule: " + p.budget_rule + ".\n";
-  for (const auto& f : p.parity_floors) s += "  - parity floor, " + f.rule + ".\n";
+  std::vector<std::pair<std::string, std::string>> r = {
+      {"gate", F("%g%%", 100 * p.gate_frac) + " of the frontier"},
+      {"tiers", tiers},
+      {"plausibility ceiling", F("%.0fx", p.ceiling_ratio) + " the base"},
+      {"parity", "top-1 >= " + F("%.2f", p.parity_min_top1) + " and mean KL <= " + F("%.2f", p.parity_max_mean_kl) +
+                     " (worst depth)"},
+      {"surprise", "beyond " + F("%.0fx", p.surprise_factor) + " the prediction"}};
+  if (!pv.has_rules) {
+    r.push_back({"sequential rules", "none recorded (scored with a 95% bootstrap interval)"});
+    return r;
+  }
+  r.push_back({"rounds", std::to_string(p.min_rounds) + ".." + std::to_string(p.max_rounds) +
+                             " ABBA rounds, a look every " + std::to_string(p.look_every)});
+  r.push_back({"alpha", F("%g", p.alpha) + " per change, spent over looks and re-measurements"});
+  r.push_back({"parity evidence", "at least " + std::to_string(p.parity_min_depths) + " depths with at least " +
+                                      std::to_string(p.parity_min_positions) + " positions each, deep evidence at least " +
+                                      F("%gx", p.deep_factor) + " the standard"});
+  if (!p.gain_rule.empty()) r.push_back({"gain rule", p.gain_rule});
+  if (!p.guard_floors.empty()) r.push_back({"guard floors", FloorsText(p)});
+  if (!p.step_rule.empty()) r.push_back({"step rule", p.step_rule});
+  if (!p.budget_rule.empty()) r.push_back({"budget rule", p.budget_rule});
+  for (const auto& f : p.parity_floors) r.push_back({"parity floor, " + f.kind, f.rule.substr(f.rule.find(": ") + 2)});
+  return r;
+}
+
+std::string ScoresText(const ledger::PolicyView& pv) {
+  return std::to_string(pv.scores) + " score" + (pv.scores == 1 ? "" : "s");
+}
+
+// The policy in force, every rule stated.
+std::string CurrentPolicyText(const ledger::PolicyView& pv) {
+  std::string s = "- **policy v" + std::to_string(pv.policy.version) + "** (current; " + ScoresText(pv) + "):\n";
+  for (const auto& [name, text] : PolicyRules(pv)) s += "  - " + name + ": " + text + ".\n";
   return s;
+}
+
+// An older version as it differs from the one after it: its own text of
+// every rule that differs, and the rules the newer one added.
+std::string OlderPolicyText(const ledger::PolicyView& older, const ledger::PolicyView& newer) {
+  const auto mine = PolicyRules(older), theirs = PolicyRules(newer);
+  std::map<std::string, std::string> next(theirs.begin(), theirs.end()), own(mine.begin(), mine.end());
+  std::string s = "- **policy v" + std::to_string(older.policy.version) + "** (" + ScoresText(older) + "): as v" +
+                  std::to_string(newer.policy.version);
+  std::string diff;
+  for (const auto& [name, text] : mine) {
+    auto it = next.find(name);
+    if (it == next.end() || it->second != text) diff += "  - " + name + ": " + text + ".\n";
+  }
+  for (const auto& [name, text] : theirs)
+    if (!own.count(name)) diff += "  - " + name + ": none.\n";
+  return s + (diff.empty() ? ", the same rules.\n" : ", except:\n" + diff);
 }
 
 // The ladder steps of a run, across every (metric, box).
@@ -223,8 +258,10 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since " + Code(opt.since) + "; the summary and ladder cover everything.\n";
 
   // Policy.
-  md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs.\n\n";
-  for (size_t i = 0; i < d.policies.size(); i++) md += PolicyText(d.policies[i], i + 1 == d.policies.size());
+  md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs. "
+        "The rules in force, then each earlier version, newest first, as it differs from the one after it:\n\n";
+  md += CurrentPolicyText(current);
+  for (size_t i = d.policies.size() - 1; i-- > 0;) md += OlderPolicyText(d.policies[i], d.policies[i + 1]);
 
   // Summary.
   md += "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by | counted steps |\n| --- | --- | --- | --- | --- | --- |\n";
