@@ -47,12 +47,12 @@ std::string RunOk(const std::string& command) {
 // The synth in F32 GGUF, written by verity, in a fresh directory.
 std::string F32Gguf(const std::string& dir) {
   RunOk(VerityBin() + " synth --out " + dir + "/synth.bin --config '" + kSynthConfig + "'");
-  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/f32.gguf --dtype f32");
-  return dir + "/f32.gguf";
+  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/synth.gguf --dtype f32");
+  return dir + "/synth.gguf";
 }
 
 std::string Quantize(const std::string& f32, const std::string& type) {
-  const std::string out = f32.substr(0, f32.rfind('/')) + "/" + type + ".gguf";
+  const std::string out = f32.substr(0, f32.rfind('.')) + "." + type + ".gguf";  // synth.q4_0.gguf
   RunOk(std::string(LLAMA_PEER_BIN) + " quantize " + f32 + " " + out + " " + type);
   return out;
 }
@@ -141,6 +141,12 @@ TEST(Quants, EveryTensorOfLlamaCppsFilesIsBitIdenticalToGgufPy) {
   const std::string f32 = F32Gguf(test::TempDir("quants"));
   std::map<std::string, TypeTally> tally;
   for (const char* type : kFileTypes) CompareFile(Quantize(f32, type), &tally);
+  // stories260K's rows of 64 (172 in ffn_down) are too short for k-quants:
+  // llama.cpp falls back per tensor (to Q5_0, Q8_0, F16, ...), and those
+  // tensors must match too.
+  const std::string stories = test::TempDir("stories") + "/stories260K.gguf";
+  RunOk(VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + stories + " --dtype f32");
+  for (const char* type : {"q4_0", "q4_k_m"}) CompareFile(Quantize(stories, type), &tally);
   int tensors = 0;
   uint64_t values = 0;
   for (const auto& [type, t] : tally) {
@@ -153,7 +159,7 @@ TEST(Quants, EveryTensorOfLlamaCppsFilesIsBitIdenticalToGgufPy) {
   }
   for (const char* block : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
     EXPECT_GT(tally[block].tensors, 0) << block << " was not exercised by any file";
-  std::printf("dequant: %zu files, %zu types, %d tensors, %llu values compared with gguf-py\n", std::size(kFileTypes),
+  std::printf("dequant: %zu files, %zu types, %d tensors, %llu values compared with gguf-py\n", std::size(kFileTypes) + 2,
               tally.size(), tensors, static_cast<unsigned long long>(values));
 }
 
