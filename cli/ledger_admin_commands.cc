@@ -20,14 +20,17 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
     auto* verify = sub->add_subcommand(
         "verify",
         "Recompute every seal, read-only; exit 1 naming the first broken record. Ends with one line\n"
-        "`verify: records=N tip=<last seal, or genesis> verdict=PASS|FAIL`; exit 0 only on PASS.\n"
+        "`verify: records=N schema=compared(K) tip=<last seal, or genesis> CHECK verdict=PASS|FAIL`;\n"
+        "exit 0 only on PASS. K counts the tables, indexes, triggers and views compared with a replay\n"
+        "of the migrations (on FAIL, those compared before it stopped).\n"
         "Deleting the chain's last records together with their seals leaves a shorter chain that\n"
         "verifies on its own: note the tip, and pass it back with --expect-tip to detect that.\n"
         "Keyed seals (written with VERITY_LEDGER_KEY set) need the same key to verify, and with a key\n"
         "set every seal must be keyed (see `ledger start-keying`). Also checks that schema_migrations\n"
         "holds exactly the migrations this verity knows and that every append-only trigger is there.\n"
-        "On PostgreSQL the line also says whether amcheck checked every index, before verdict=:\n"
-        "amcheck=ran(N indexes) | failed | not-installed | not-permitted | not-run (verify failed before it).");
+        "CHECK says what the store's own consistency check did: on SQLite integrity_check=ran | failed |\n"
+        "not-run (verify failed before it); on PostgreSQL whether amcheck checked every index:\n"
+        "amcheck=ran(N indexes) | failed | not-installed | not-permitted | not-run.");
     verify->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
@@ -51,8 +54,9 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
       }
       // PostgreSQL: whether amcheck checked every index (verify says what it ran).
       const std::string ran = (*l)->db().IntegrityCheckRan();
-      std::printf("verify: records=%lld tip=%s%s verdict=%s\n", static_cast<long long>(r->records), r->tip.c_str(),
-                  ran.empty() ? "" : (" " + ran).c_str(), r->ok ? "PASS" : "FAIL");
+      std::printf("verify: records=%lld schema=compared(%lld) tip=%s%s verdict=%s\n", static_cast<long long>(r->records),
+                  static_cast<long long>(r->schema_objects), r->tip.c_str(), ran.empty() ? "" : (" " + ran).c_str(),
+                  r->ok ? "PASS" : "FAIL");
       return r->ok ? 0 : 1;
     });
   }

@@ -83,6 +83,7 @@ struct Outcome {
 struct VerifyReport {
   bool ok = false;
   int64_t records = 0;          // chain records verified (every one on PASS)
+  int64_t schema_objects = 0;   // tables, indexes, triggers, views compared with a replay of the migrations
   std::string first_broken;     // "table#row: why" when a record is broken
   std::string tip = "genesis";  // the chain's last seal as stored (64 hex), "genesis" when empty
   int64_t keyed = 0;            // records sealed with HMAC-SHA256 (VERITY_LEDGER_KEY)

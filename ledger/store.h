@@ -79,8 +79,8 @@ class Store {
   // "" when the store's own consistency check passes (SQLite: PRAGMA
   // integrity_check: every index holds exactly its table's rows), else what it says.
   virtual Result<std::string> IntegrityProblem() { return std::string(); }
-  // What IntegrityProblem ran, for verify's summary line ("" when the store
-  // has one check that always runs; PostgreSQL: "amcheck=ran(N)" and so on).
+  // What IntegrityProblem ran, for verify's summary line (SQLite:
+  // "integrity_check=ran|failed|not-run"; PostgreSQL: "amcheck=ran(N)" and so on).
   virtual std::string IntegrityCheckRan() const { return std::string(); }
 };
 

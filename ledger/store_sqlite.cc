@@ -148,8 +148,11 @@ class SqliteStore : public Store {
       if (line == "ok") continue;
       out += (out.empty() ? "" : "; ") + line;
     }
+    integrity_check_ = out.empty() ? "integrity_check=ran" : "integrity_check=failed";
     return out;
   }
+
+  std::string IntegrityCheckRan() const override { return integrity_check_; }
 
  private:
   // sqlite_master as stored, but sqlite_stat* (ANALYZE's statistics, which
@@ -275,6 +278,7 @@ class SqliteStore : public Store {
   sqlite3* db_ = nullptr;
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  std::string integrity_check_ = "integrity_check=not-run";  // what IntegrityProblem ran
   struct LastInsert {
     sqlite3_stmt* st = nullptr;
     std::vector<std::string> columns;

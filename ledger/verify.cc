@@ -97,7 +97,7 @@ Result<std::string> CheckTriggers(Db& d, int schema) {
 // cell and every answer read through it) -- and the store's own consistency
 // check passes (SQLite: integrity_check, which finds an index that does not
 // hold its table's rows); else the first object missing, redefined or extra.
-Result<std::string> CheckSchema(Db& d, int schema) {
+Result<std::string> CheckSchema(Db& d, int schema, int64_t& compared) {
   std::vector<std::string> applied;
   for (const Migration& m : EmbeddedMigrations())
     if (m.version <= schema) applied.push_back(m.sql);
@@ -115,6 +115,7 @@ Result<std::string> CheckSchema(Db& d, int schema) {
       return rec + ": its definition differs from the one the migrations create (redefined: stored SQL '" +
              it->second.second + "')";
     found.erase(it);
+    compared++;
   }
   // A ledger no migration was applied to holds no record a reader trusts (an
   // empty chain and the migration table are all `verify` needs to name its tip).
@@ -254,7 +255,7 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   if (!migrations.empty()) return broken(migrations);
   VERITY_ASSIGN_OR_RETURN(const std::string triggers, CheckTriggers(d, schema));
   if (!triggers.empty()) return broken(triggers);
-  VERITY_ASSIGN_OR_RETURN(const std::string objects, CheckSchema(d, schema));
+  VERITY_ASSIGN_OR_RETURN(const std::string objects, CheckSchema(d, schema, r.schema_objects));
   if (!objects.empty()) return broken(objects);
   if (!key.empty() && r.plain_records > 0) {
     VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(keyings, r.plain_records, r.plain_tip));

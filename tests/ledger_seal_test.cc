@@ -29,8 +29,8 @@ using ledger::Value;
 
 struct Verified {
   CommandResult cmd;
-  int64_t records = -1;
-  std::string tip, verdict;
+  int64_t records = -1, schema = -1;  // schema: objects compared with a replay of the migrations
+  std::string tip, check, verdict;    // check: the store's own ("integrity_check=ran", "amcheck=ran(55)")
 };
 
 // Runs `ledger verify` and parses its one summary line (asserted to be the last
@@ -38,9 +38,11 @@ struct Verified {
 Verified Verify(const std::string& db, const std::string& extra = "", const std::string& env = "") {
   Verified v;
   v.cmd = Shell(env + VerityBin() + " ledger verify --ledger " + db + " " + extra);
-  // On PostgreSQL the line also says whether amcheck ran (amcheck=...).
+  // The line says what the store's own check did (SQLite integrity_check=...,
+  // PostgreSQL amcheck=...).
   static const std::regex kLine(
-      "^verify: records=(\\d+) tip=([0-9a-f]{64}|genesis)(?: amcheck=[a-z0-9()-]+)? verdict=(PASS|FAIL)$");
+      "^verify: records=(\\d+) schema=compared\\((\\d+)\\) tip=([0-9a-f]{64}|genesis) "
+      "((?:integrity_check|amcheck)=[a-z0-9()-]+) verdict=(PASS|FAIL)$");
   int summaries = 0;
   std::string last;
   std::istringstream in(v.cmd.out);
@@ -50,13 +52,21 @@ Verified Verify(const std::string& db, const std::string& extra = "", const std:
     if (std::regex_match(line, m, kLine)) {
       summaries++;
       v.records = std::stoll(m[1]);
-      v.tip = m[2];
-      v.verdict = m[3];
+      v.schema = std::stoll(m[2]);
+      v.tip = m[3];
+      v.check = m[4];
+      v.verdict = m[5];
     }
   }
   EXPECT_EQ(summaries, 1) << "exactly one summary line:\n" << v.cmd.out << v.cmd.err;
   EXPECT_TRUE(std::regex_match(last, kLine)) << "the summary line comes last:\n" << v.cmd.out;
   EXPECT_EQ(v.cmd.exit_code, v.verdict == "PASS" ? 0 : 1) << "exit 0 only on PASS:\n" << v.cmd.out << v.cmd.err;
+  if (v.verdict == "PASS") {  // a PASS says that its checks ran
+    EXPECT_GT(v.schema, 0) << v.cmd.out;
+    EXPECT_TRUE(v.check == "integrity_check=ran" || v.check.rfind("amcheck=ran(", 0) == 0 ||
+                v.check == "amcheck=not-installed" || v.check == "amcheck=not-permitted")
+        << v.cmd.out;
+  }
   return v;
 }
 
@@ -704,6 +714,9 @@ TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
   ASSERT_EQ(Shell(VerityBin() + " retract 1 --reason 'a stale build' --ledger " + db).exit_code, 0);
   const auto honest = Verify(db);
   ASSERT_EQ(honest.verdict, "PASS") << honest.cmd.out;
+  EXPECT_EQ(std::to_string(honest.schema), Sql(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'"))
+      << "every object in the schema compared";
+  EXPECT_EQ(honest.check, "integrity_check=ran");
   const std::string lie = "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
                           "retractions(run_id) WHERE run_id<0' WHERE name = 'retractions_by_run'";
   const std::string lying = dir + "/lying.db", added = dir + "/added.db", view = dir + "/view.db";
@@ -737,6 +750,7 @@ TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
   auto v = Verify(stale);
   EXPECT_EQ(v.verdict, "FAIL") << v.cmd.out;
   EXPECT_NE(v.cmd.out.find("integrity check fails"), std::string::npos) << v.cmd.out;
+  EXPECT_EQ(v.check, "integrity_check=failed");
 }
 
 }  // namespace
