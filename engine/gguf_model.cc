@@ -86,8 +86,8 @@ Result<TensorDType> StoredTypeOf(const gguf::TensorInfo& t, const std::string& p
   // A block type formats/quants reads is checked like any other load, then
   // refused: the engine has no kernel for it yet and does not expand it to f32.
   if (quants::FindLayout(t.type)) {
-    VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, t.dims.empty() ? 1 : t.dims[0],
-                                               t.dims.empty() ? 1 : t.elements() / t.dims[0], t.bytes, where));
+    const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = row ? t.elements() / row : 0;
+    VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, row, rows, t.bytes, where));
     return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) +
                          ": verity dequantizes it (formats/quants) but has no kernel for it yet (it runs F32, F16, "
                          "BF16 and Q8_0)");

@@ -83,7 +83,7 @@ Result<std::vector<float>> VerityValues(const Parsed& p, const gguf::TensorInfo&
     return out;
   }
   // Any other type goes to formats/quants, which refuses what it does not read.
-  const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = t.elements() / row;
+  const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = row ? t.elements() / row : 0;
   VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, row, rows, t.bytes, where));
   const int64_t blocks = static_cast<int64_t>(t.elements()) / quants::FindLayout(t.type)->block_elems;
   VERITY_RETURN_IF_ERROR(quants::CheckScales(t.type, data, blocks, where));
