@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "formats/gguf.h"         // TensorTypeName
 #include "formats/safetensors.h"  // F16ToF32
 
 namespace verity::quants {
@@ -216,34 +217,8 @@ const Entry* FindEntry(uint32_t type) {
   return nullptr;
 }
 
-// ggml's name of a type id, for messages (the ids gguf.cc names too).
-std::string TypeName(uint32_t type) {
-  switch (type) {
-    case 0: return "F32";
-    case 1: return "F16";
-    case 9: return "Q8_1";
-    case 15: return "Q8_K";
-    case 16: return "IQ2_XXS";
-    case 17: return "IQ2_XS";
-    case 18: return "IQ3_XXS";
-    case 19: return "IQ1_S";
-    case 20: return "IQ4_NL";
-    case 21: return "IQ3_S";
-    case 22: return "IQ2_S";
-    case 23: return "IQ4_XS";
-    case 29: return "IQ1_M";
-    case 30: return "BF16";
-    case 34: return "TQ1_0";
-    case 35: return "TQ2_0";
-    case 39: return "MXFP4";
-    default:
-      if (const Entry* e = FindEntry(type)) return e->layout.name;
-      return "type " + std::to_string(type);
-  }
-}
-
 Status Refused(uint32_t type, const std::string& where) {
-  return Status::Error(where + " has type " + TypeName(type) + ", " + RefusalReason(type) +
+  return Status::Error(where + " has type " + gguf::TensorTypeName(type) + ", " + RefusalReason(type) +
                        ", which verity does not dequantize (it reads Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
                        "Q5_K and Q6_K)");
 }

@@ -9,7 +9,6 @@
 // f32 values (exact) less or plus a min, in llama.cpp's dequantize_row_* order.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 
