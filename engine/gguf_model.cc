@@ -23,6 +23,7 @@
 #include "formats/safetensors.h"
 #include "engine/weights.h"
 #include "formats/gguf.h"
+#include "formats/quants.h"
 
 namespace verity {
 namespace {
@@ -79,9 +80,20 @@ Result<TensorDType> StoredTypeOf(const gguf::TensorInfo& t, const std::string& p
     case gguf::kBF16: return TensorDType::kBF16;
     case gguf::kQ8_0: return TensorDType::kQ8_0;
     default:
-      return Status::Error(path + ": tensor " + t.name + " has type " + gguf::TensorTypeName(t.type) +
-                           ", which verity does not load (F32, F16, BF16 and Q8_0 only)");
+      break;
   }
+  const std::string where = path + ": tensor " + t.name;
+  // A block type formats/quants reads is checked like any other load, then
+  // refused: the engine has no kernel for it yet and does not expand it to f32.
+  if (quants::FindLayout(t.type)) {
+    const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = row ? t.elements() / row : 0;
+    VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, row, rows, t.bytes, where));
+    return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) +
+                         ": verity dequantizes it (formats/quants) but has no kernel for it yet (it runs F32, F16, "
+                         "BF16 and Q8_0)");
+  }
+  return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) + ", which verity does not load (" +
+                       (quants::RefusalReason(t.type)) + "; it runs F32, F16, BF16 and Q8_0)");
 }
 
 // metadata -> config. Keys the GGUF spec makes optional get the value the

@@ -29,7 +29,7 @@ tokenizer_flags() {
 }
 case "$target" in
   safetensors) sources=(formats/safetensors.cc) max_len=8192 ;;
-  gguf) sources=(formats/gguf.cc) max_len=16384 ;;
+  gguf) sources=(formats/gguf.cc formats/quants.cc formats/safetensors.cc) max_len=16384 ;;
   llama2c) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=16384 ;;
   hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
   llama_bench) sources=(measure/llama_bench.cc) max_len=8192 ;;

@@ -6,7 +6,8 @@
 //   llama_peer greedy   MODEL --prompt IDS --steps N    greedy ids, one line
 //   llama_peer argmax   MODEL --ids IDS                 argmax after each position, one line
 //   llama_peer logits   MODEL --ids IDS --out FILE      n_vocab f32 per position (as `verity logits`)
-//   llama_peer quantize IN OUT q8_0|f16|bf16            llama_model_quantize
+//   llama_peer quantize IN OUT TYPE                     llama_model_quantize; TYPE: f16, bf16, q8_0,
+//                                                   q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_m, q6_k
 //   llama_peer bench    MODEL --prompt-tokens P --gen-tokens G [--min-seconds S]   one JSON line
 //   llama_peer cpu-backend                          the CPU variant ggml loads here, e.g. libggml-cpu-zen4.so
 //   common: --threads T (default 1), --kv f32|f16 (default f32), --verbose
@@ -317,16 +318,31 @@ int LogitsMode(const Args& a) {
   return 0;
 }
 
+// The llama.cpp file types `quantize` writes, by the name llama-quantize uses
+// (lower case). A *_K_S/_M file mixes types per tensor by llama.cpp's rules.
+const std::pair<const char*, llama_ftype> kQuantTypes[] = {
+    {"f16", LLAMA_FTYPE_MOSTLY_F16},       {"bf16", LLAMA_FTYPE_MOSTLY_BF16},     {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},     {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},     {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+    {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},     {"q2_k", LLAMA_FTYPE_MOSTLY_Q2_K},     {"q3_k_m", LLAMA_FTYPE_MOSTLY_Q3_K_M},
+    {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K}};
+
+std::string QuantTypeNames() {
+  std::string s;
+  for (const auto& [name, ftype] : kQuantTypes) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
 int Quantize(const Args& a) {
-  if (a.positional.size() != 3) Die("quantize takes IN OUT TYPE (TYPE: q8_0, f16 or bf16)");
+  if (a.positional.size() != 3) Die("quantize takes IN OUT TYPE (TYPE: " + QuantTypeNames() + ")");
   const std::string& in = a.positional[0];
   const std::string& out = a.positional[1];
   const std::string& type = a.positional[2];
   llama_model_quantize_params qp = llama_model_quantize_default_params();
-  if (type == "q8_0") qp.ftype = LLAMA_FTYPE_MOSTLY_Q8_0;
-  else if (type == "f16") qp.ftype = LLAMA_FTYPE_MOSTLY_F16;
-  else if (type == "bf16") qp.ftype = LLAMA_FTYPE_MOSTLY_BF16;
-  else Die("quantize: TYPE " + type + ": expected q8_0, f16 or bf16");
+  bool known = false;
+  for (const auto& [name, ftype] : kQuantTypes)
+    if (type == name) qp.ftype = ftype, known = true;
+  if (!known) Die("quantize: TYPE " + type + ": expected one of " + QuantTypeNames());
   qp.nthread = CommonOptions(a).threads;
   if (llama_model_quantize(in.c_str(), out.c_str(), &qp) != 0) Die(in + ": llama_model_quantize to " + type + " failed");
   std::fprintf(stderr, "llama_peer: quantized %s -> %s (%s)\n", in.c_str(), out.c_str(), type.c_str());
