@@ -31,6 +31,7 @@
 // kind is reported once a history, and the summary counts kinds).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -129,14 +130,27 @@ std::string Bin() {
   return e && *e ? e : VerityBin();
 }
 
-// A violation's kind: its text without numbers, quoted names and details in
-// parentheses, so "attempt 1 ... 2 earlier runs" and "attempt 2 ... 3" are one.
+// A violation's kind: its text before any detail (after ": " or in parentheses), with quoted
+// names and numbers elided, so "attempt 1 ... 2 earlier runs" and "attempt 2
+// ... 3" are one kind (an apostrophe inside a word is not a quote).
 std::string KindOf(const std::string& what) {
+  const std::string head = what.substr(0, std::min(what.find(" ("), what.find(": ")));
   std::string out;
   bool quoted = false;
-  for (char ch : what.substr(0, what.find(" (")).substr(0, what.find(": "))) {
-    if (ch == '\'') quoted = !quoted;
-    else if (!quoted && !std::isdigit(static_cast<unsigned char>(ch)) && ch != '.') out += ch;
+  for (size_t i = 0; i < head.size(); i++) {
+    const char ch = head[i];
+    const bool word_start = i == 0 || head[i - 1] == ' ' || head[i - 1] == '`';
+    if (ch == '\'' && (quoted || word_start)) {
+      quoted = !quoted;
+      if (quoted) out += "'...'";
+    } else if (quoted) {
+      continue;
+    } else if (word_start && std::isdigit(static_cast<unsigned char>(ch))) {
+      out += 'N';
+      while (i + 1 < head.size() && head[i + 1] != ' ') i++;
+    } else {
+      out += ch;
+    }
   }
   return out;
 }
@@ -313,7 +327,11 @@ struct Checker {
       const std::string w = fr.value("workload", std::string());
       if (!Utf8(w, &cps)) Violation("a frontier's workload is not valid UTF-8: " + w);
       for (char32_t cp : cps)
-        if (Invisible(cp)) Violation("a frontier's workload holds U+" + std::to_string(cp) + ": " + w);
+        if (Invisible(cp)) {
+          char u[16];
+          std::snprintf(u, sizeof u, "U+%04X", static_cast<unsigned>(cp));
+          Violation("a frontier's workload holds " + std::string(u) + ": " + w);
+        }
       for (const auto& st : fr["steps"]) {
         if (!st.value("counted", false) || st["ratio"].is_null()) continue;
         const int64_t run = st["run"];
