@@ -72,6 +72,15 @@ struct Model {
   // zero columns up to the next multiple (exact: the extra units output 0).
   int ffn_dim = 0;
   const float* token_embedding = nullptr;  // [vocab x dim], f32: one row is looked up per token
+  // The embedding table when a GGUF file stores it block-quantized
+  // (token_embd Q4_K, ...): token_embedding is then null and each looked-up
+  // row is dequantized on its own (RankForward::Embed); with a shared
+  // classifier this view is the classifier too. Otherwise empty.
+  kernels::Weights embedding_blocks;
+  // The first matrix held as a llama.cpp block quantization, as refusals name
+  // it ("blk.0.attn_q.weight (Q4_K)"); empty when none. The CPU backends run
+  // them; CUDA and tensor parallelism refuse such a model by this name.
+  std::string first_block_tensor;
   std::vector<LayerWeights> layers;
   const float* rms_final = nullptr;  // [dim]
   // [vocab x dim]. With a shared classifier: the embedding table itself for
@@ -123,6 +132,11 @@ inline constexpr int kModelContext = INT32_MIN;
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32,
                                          int ctx = kModelContext);
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype = kernels::DType::kF32);
+
+// OK unless `model` holds block-quantized matrices (Model::first_block_tensor)
+// and `backend` has no kernels for them: an error naming the file, the tensor
+// and the backend (Transformer::Create, SlotDecoder::Create).
+Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend);
 
 // What a model costs in memory traffic and residence, for bandwidth figures.
 struct Footprint {
@@ -229,6 +243,8 @@ class Transformer : public Decoder {
   // The same, for contexts that come from files or flags: a KV cache larger
   // than this machine's memory, or an allocation that fails, is an error
   // naming the context, never an abort.
+  // Create refuses a model with block-quantized matrices
+  // (Model::first_block_tensor) on a backend without kernels for them.
   [[nodiscard]] static Result<std::unique_ptr<Transformer>> Create(const Model& model,
                                                                    std::unique_ptr<kernels::Backend> backend);
   // Runs one position; returns vocab_size logits (valid until the next call).

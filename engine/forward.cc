@@ -177,12 +177,28 @@ float* RankForward::StepRows(const int* slot, const int* token, const int* pos, 
 // The embeddings of the block's rows, then every layer.
 void RankForward::Layers(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
-  k_.Embed(x_->data(), m_.token_embedding, c.vocab_size, c.dim, tokens, n);
+  Embed(tokens, n);
   for (int l = 0; l < c.n_layers; l++) {
     k_.BeginLayer(l);
     Attention(l, n);
     FeedForward(l, n);
   }
+}
+
+void RankForward::Embed(const int* tokens, int n) {
+  const ModelConfig& c = m_.config;
+  if (m_.token_embedding) return k_.Embed(x_->data(), m_.token_embedding, c.vocab_size, c.dim, tokens, n);
+  // A block-quantized table (Model::embedding_blocks): only the looked-up
+  // rows are dequantized (exactly, so the embeddings are the f32 table's),
+  // then embedded as rows 0 .. n-1 of that small table.
+  const size_t dim = static_cast<size_t>(c.dim);
+  embed_rows_.resize(static_cast<size_t>(n) * dim);
+  embed_ids_.resize(static_cast<size_t>(n));
+  for (int t = 0; t < n; t++) {
+    kernels::DecodeRow(m_.embedding_blocks, tokens[t], embed_rows_.data() + t * dim);
+    embed_ids_[t] = t;
+  }
+  k_.Embed(x_->data(), embed_rows_.data(), n, c.dim, embed_ids_.data(), n);
 }
 
 void RankForward::Project(float* out, const float* x, const kernels::Weights& w, int n) {

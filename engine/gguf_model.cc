@@ -73,27 +73,38 @@ std::string DimsString(const std::vector<uint64_t>& d) {
   return s + "]";
 }
 
-Result<TensorDType> StoredTypeOf(const gguf::TensorInfo& t, const std::string& path) {
+// How a tensor is stored: a plain type, or a block quantization kept as its
+// blocks (StoredTensor::block), after the checks a load makes.
+struct StoredType {
+  TensorDType type = TensorDType::kF32;
+  const kernels::BlockFormat* block = nullptr;
+  size_t RowBytes(int64_t cols) const { return block ? block->RowBytes(static_cast<int>(cols)) : StoredRowBytes(type, cols); }
+};
+
+Result<StoredType> StoredTypeOf(const gguf::TensorInfo& t, const unsigned char* data, bool check_scales,
+                                const std::string& path) {
   switch (t.type) {
-    case gguf::kF32: return TensorDType::kF32;
-    case gguf::kF16: return TensorDType::kF16;
-    case gguf::kBF16: return TensorDType::kBF16;
-    case gguf::kQ8_0: return TensorDType::kQ8_0;
+    case gguf::kF32: return StoredType{TensorDType::kF32};
+    case gguf::kF16: return StoredType{TensorDType::kF16};
+    case gguf::kBF16: return StoredType{TensorDType::kBF16};
+    case gguf::kQ8_0: return StoredType{TensorDType::kQ8_0};
     default:
       break;
   }
   const std::string where = path + ": tensor " + t.name;
-  // A block type formats/quants reads is checked like any other load, then
-  // refused: the engine has no kernel for it yet and does not expand it to f32.
-  if (quants::FindLayout(t.type)) {
+  // A block type formats/quants reads: its row length and size, then every
+  // block's scales (cheap next to a load; a NaN or infinite scale would
+  // poison its block's weights), then kept as blocks.
+  if (const quants::Layout* l = quants::FindLayout(t.type)) {
     const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = row ? t.elements() / row : 0;
     VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, row, rows, t.bytes, where));
-    return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) +
-                         ": verity dequantizes it (formats/quants) but has no kernel for it yet (it runs F32, F16, "
-                         "BF16 and Q8_0)");
+    if (check_scales)
+      VERITY_RETURN_IF_ERROR(quants::CheckScales(t.type, data, static_cast<int64_t>(t.elements()) / l->block_elems, where));
+    return StoredType{TensorDType::kF32, BlockFormatOf(t.type)};
   }
   return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) + ", which verity does not load (" +
-                       (quants::RefusalReason(t.type)) + "; it runs F32, F16, BF16 and Q8_0)");
+                       (quants::RefusalReason(t.type)) +
+                       "; it runs F32, F16, BF16, Q8_0 and the block types Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K)");
 }
 
 // metadata -> config. Keys the GGUF spec makes optional get the value the
@@ -243,12 +254,14 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
     if (t->dims != want)
       return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) + ", the metadata implies " +
                            DimsString(want));
-    VERITY_ASSIGN_OR_RETURN(TensorDType type, StoredTypeOf(*t, path));
+    const unsigned char* data = file->data() + f.data_start + t->offset;
+    // A stacked experts tensor's scales are checked once, at its first expert.
+    VERITY_ASSIGN_OR_RETURN(StoredType type, StoredTypeOf(*t, data, at.expert <= 0, path));
     used.insert(at.name);
     const int64_t cols = e.shape.back(), rows = e.shape.size() == 2 ? e.shape[0] : 1;
-    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * StoredRowBytes(type, cols) : 0;
+    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * type.RowBytes(cols) : 0;
     const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
-    stored.push_back(StoredTensor{shown, type, file->data() + f.data_start + t->offset + slice, /*mapped=*/true});
+    stored.push_back(StoredTensor{shown, type.type, data + slice, /*mapped=*/true, type.block});
   }
   // Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
   // of the inverse frequencies, an F32 tensor of head_dim/2 values.
@@ -387,6 +400,9 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
   else if (dtype == "f16") matrix_type = gguf::kF16, file_type = 1;
   else if (dtype == "bf16") matrix_type = gguf::kBF16, file_type = 32;
   else if (dtype == "q8_0") matrix_type = gguf::kQ8_0, file_type = 7;
+  else if (dtype.size() >= 2 && dtype[0] == 'q' && dtype[1] >= '2' && dtype[1] <= '6')  // q4_0, q4_k_m, ...
+    return Status::Error("--dtype " + dtype + ": verity does not write llama.cpp's block quantizations yet (GGUF "
+                         "output takes f32, f16, bf16 or q8_0; llama.cpp's quantizer writes the others)");
   else return Status::Error("--dtype " + dtype + ": GGUF output takes f32, f16, bf16 or q8_0");
   using gguf::Value;
   std::vector<std::pair<std::string, Value>> kv = {
@@ -480,7 +496,7 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
       const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
       std::vector<float> v(static_cast<size_t>(rows * cols));
       if (slots[i].vec) {
-        std::memcpy(v.data(), *slots[i].vec, v.size() * 4);
+        ReadVector(model, slots[i].vec, static_cast<int64_t>(v.size()), v.data());
       } else {
         const kernels::Weights& w = *slots[i].mat;  // its stored rows/cols; a padded FFN width is dropped
         row.resize(static_cast<size_t>(w.cols));

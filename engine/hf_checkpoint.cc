@@ -114,7 +114,11 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
   for (size_t i = 0; i < expected.size(); i++) {
     const Slot& slot = slots[i];
     const auto& shape = expected[i].shape;
-    if (slot.vec) {
+    if (slot.vec == &m.token_embedding && stored(i).block) {
+      // Kept in its blocks; rows are dequantized as they are looked up.
+      VERITY_ASSIGN_OR_RETURN(m.embedding_blocks, place.Matrix(stored(i), static_cast<int>(shape[0]),
+                                                               static_cast<int>(shape[1])));
+    } else if (slot.vec) {
       VERITY_ASSIGN_OR_RETURN(*slot.vec, place.Vector(stored(i), Count(shape)));
     } else {
       const int rows = static_cast<int>(shape[0]), cols = static_cast<int>(shape[1]);
@@ -122,7 +126,9 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
                                                       slot.ffn_cols ? m.ffn_dim : cols));
     }
   }
-  if (m.config.shared_classifier) {
+  if (m.config.shared_classifier && !m.token_embedding) {
+    m.classifier = m.embedding_blocks;  // the blocks themselves, read once
+  } else if (m.config.shared_classifier) {
     // The embedding table itself for f32; a converted copy (the table stays f32 for lookups).
     StoredTensor shared{expected[0].name + " (shared classifier)", TensorDType::kF32,
                         reinterpret_cast<const unsigned char*>(m.token_embedding), /*mapped=*/false};
@@ -393,7 +399,7 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
       const int64_t n = Count(t.shape);
       tmp.resize(static_cast<size_t>(n));
       if (slots[i].vec) {
-        std::memcpy(tmp.data(), *slots[i].vec, static_cast<size_t>(n) * 4);
+        ReadVector(model, slots[i].vec, n, tmp.data());
       } else {
         // The stored shape's rows and columns, in f32 (a padded FFN width dropped).
         const kernels::Weights& w = *slots[i].mat;

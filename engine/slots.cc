@@ -192,6 +192,7 @@ class BatchedDecoder final : public SlotDecoder {
 Result<std::unique_ptr<SlotDecoder>> SlotDecoder::Create(const Model& model, std::unique_ptr<kernels::Backend> backend,
                                                          int slots) {
   if (slots < 1) return Status::Error("--parallel must be at least 1, got " + std::to_string(slots));
+  VERITY_RETURN_IF_ERROR(CheckBackendRunsModel(model, *backend));
   const ModelConfig& c = model.config;
   // Refused before allocation, as Transformer::Create does for one context.
   const double kv_bytes = static_cast<double>(slots) * FootprintOf(model).kv_cache_bytes;

@@ -17,7 +17,7 @@ namespace {
 using kernels::Weights;
 
 // Rows [r0, r1) of a row-major matrix: contiguous, so a view where it lies.
-Weights RowSlice(const Weights& w, int r0, int r1) { return {w.dtype, w.row(r0), r1 - r0, w.cols}; }
+Weights RowSlice(const Weights& w, int r0, int r1) { return {w.dtype, w.row(r0), r1 - r0, w.cols, w.block}; }
 
 // Columns [c0, c1): not contiguous, so copied once into `store`.
 Result<Weights> ColumnSlice(const Weights& w, int c0, int c1, std::vector<unsigned char>* store, const char* what) {
@@ -290,6 +290,12 @@ bool TpGroup::leader() const { return !local_.empty() && local_.front()->rank() 
 
 Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* ranks) {
   const ModelConfig& c = model.config;
+  // A shard's columns may cut a block (and the ranks have no block kernels
+  // planned): refused outright rather than split or expanded to f32.
+  if (!model.first_block_tensor.empty())
+    return Status::Error("--tp: " + model.source + ": tensor " + model.first_block_tensor +
+                         " is a llama.cpp block quantization; tensor parallelism does not shard block-quantized "
+                         "matrices yet (run without --tp, on the fast or reference backend)");
   if (model.ffn_dim != c.hidden_dim)
     return Status::Error("--tp: the FFN is padded to " + std::to_string(model.ffn_dim) + " units for q8_0 (hidden_dim " +
                          std::to_string(c.hidden_dim) + "); use f32 or bf16 weights");

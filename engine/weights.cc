@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/zeroed_buffer.h"
+#include "formats/quants.h"
 
 namespace verity {
 namespace {
@@ -70,7 +71,50 @@ void RepackGgufQ8_0(const unsigned char* src, int cols, unsigned char* dst) {
   kernels::EncodeQ8_0Blocks(blocks.data(), cols, dst);
 }
 
+// One row of block type T (whole blocks; the type and the row length were
+// checked at load, so Dequantize cannot fail here).
+template <uint32_t T>
+void DequantizeRow(const unsigned char* row, int cols, float* out) {
+  static const std::string where = "row";
+  (void)quants::Dequantize(T, row, cols / quants::FindLayout(T)->block_elems, out, where);
+}
+
+template <uint32_t T>
+kernels::BlockFormat FormatOf() {
+  const quants::Layout* l = quants::FindLayout(T);
+  return {l->name, static_cast<int>(l->block_elems), static_cast<int>(l->block_bytes), &DequantizeRow<T>};
+}
+
 }  // namespace
+
+const kernels::BlockFormat* BlockFormatOf(uint32_t type) {
+  using namespace quants;
+  static const kernels::BlockFormat formats[] = {FormatOf<kQ4_0>(), FormatOf<kQ4_1>(), FormatOf<kQ5_0>(),
+                                                 FormatOf<kQ5_1>(), FormatOf<kQ8_0>(), FormatOf<kQ2_K>(),
+                                                 FormatOf<kQ3_K>(), FormatOf<kQ4_K>(), FormatOf<kQ5_K>(),
+                                                 FormatOf<kQ6_K>()};
+  const quants::Layout* l = FindLayout(type);
+  if (!l) return nullptr;
+  for (const kernels::BlockFormat& f : formats)
+    if (std::string(f.name) == l->name) return &f;
+  return nullptr;
+}
+
+void ReadVector(const Model& m, const float* const* vec, int64_t count, float* out) {
+  if (*vec) {
+    std::memcpy(out, *vec, static_cast<size_t>(count) * 4);
+    return;
+  }
+  const kernels::Weights& w = m.embedding_blocks;
+  for (int r = 0; r < w.rows; r++) kernels::DecodeRow(w, r, out + static_cast<size_t>(r) * w.cols);
+}
+
+Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend) {
+  if (model.first_block_tensor.empty() || backend.runs_block_weights()) return OkStatus();
+  return Status::Error(model.source + ": tensor " + model.first_block_tensor +
+                       " is a llama.cpp block quantization, and the " + backend.name() +
+                       " backend has no kernels for block quantizations yet (use --backend fast or reference)");
+}
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -160,6 +204,9 @@ void WeightPlacer::Finish() {
 }
 
 Result<const float*> WeightPlacer::Vector(const StoredTensor& t, int64_t count) {
+  if (t.block)  // llama.cpp keeps norms in F32; a block-quantized one is not expanded
+    return Status::Error(where_ + ": tensor " + t.name + " is " + t.block->name +
+                         "; verity reads this vector only in F32, F16 or BF16");
   if (t.type == TensorDType::kF32 && Aligned(t.data, 4)) return reinterpret_cast<const float*>(t.data);
   float* dst = static_cast<float*>(m_.Allocate(static_cast<size_t>(count) * 4));
   ToF32(t.type, t.data, count, dst);  // an unaligned f32 source is copied byte for byte
@@ -168,8 +215,20 @@ Result<const float*> WeightPlacer::Vector(const StoredTensor& t, int64_t count) 
   return static_cast<const float*>(dst);
 }
 
+Result<kernels::Weights> WeightPlacer::BlockMatrix(const StoredTensor& t, int rows, int cols, int out_rows,
+                                                   int out_cols) {
+  if (out_rows != rows || out_cols != cols)
+    return Status::Error(where_ + ": tensor " + t.name + " is " + t.block->name + ", which cannot be padded to " +
+                         std::to_string(out_rows) + " x " + std::to_string(out_cols) +
+                         " for q8_0's FFN width; load it with --dtype f32");
+  if (t.mapped) Prefault(t.data, t.block->RowBytes(cols) * static_cast<size_t>(rows));
+  if (m_.first_block_tensor.empty()) m_.first_block_tensor = t.name + " (" + t.block->name + ")";
+  return kernels::Weights{kernels::DType::kBlock, t.data, rows, cols, t.block};
+}
+
 Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, int cols, int out_rows,
                                               int out_cols) {
+  if (t.block) return BlockMatrix(t, rows, cols, out_rows, out_cols);
   const kernels::DType dtype = m_.dtype;
   if (dtype == kernels::DType::kQ8_0 && out_cols % kernels::kQ8_0BlockSize != 0)
     return Status::Error(where_ + ": dtype q8_0 needs every matrix's columns to be a multiple of " +
@@ -245,9 +304,11 @@ Footprint FootprintOf(const Model& m, int kv_positions) {
       resident += l.w1.bytes() + l.w2.bytes() + l.w3.bytes();
     }
   }
-  const size_t embedding = static_cast<size_t>(c.vocab_size) * dim_bytes;
+  const bool blocks = m.token_embedding == nullptr;  // a block-quantized table (Model::embedding_blocks)
+  const size_t embedding = blocks ? m.embedding_blocks.bytes() : static_cast<size_t>(c.vocab_size) * dim_bytes;
+  const void* table = blocks ? m.embedding_blocks.data : m.token_embedding;
   per_token += norms + dim_bytes + m.classifier.bytes();
-  resident += norms + embedding + (m.classifier.data == m.token_embedding ? 0 : m.classifier.bytes());
+  resident += norms + embedding + (m.classifier.data == table ? 0 : m.classifier.bytes());
   f.weight_bytes_per_token = per_token;
   f.resident_weight_bytes = resident;
   const int positions = kv_positions > 0 ? kv_positions : c.seq_len;

@@ -21,7 +21,14 @@ struct StoredTensor {
   // The bytes lie in a file mapping: once converted, their pages are handed
   // back to the kernel (they are never read again).
   bool mapped = false;
+  // A llama.cpp block quantization (GGUF Q4_0 ... Q6_K; `type` is then
+  // unused): kept as its blocks, where they lie (WeightPlacer::Matrix).
+  const kernels::BlockFormat* block = nullptr;
 };
+
+// The kernels' view of ggml block type `type` (formats/quants' layout and
+// dequantization); nullptr for a type formats/quants does not read.
+const kernels::BlockFormat* BlockFormatOf(uint32_t type);
 
 // The FFN width a model of config `c` holds in `dtype` (see Model::ffn_dim).
 int FfnDim(const ModelConfig& c, kernels::DType dtype);
@@ -37,7 +44,8 @@ class WeightPlacer {
   // `count` f32 values (a norm or the embedding table).
   Result<const float*> Vector(const StoredTensor& t, int64_t count);
   // A stored [rows x cols] matrix in the model's dtype, zero-padded to
-  // [out_rows x out_cols] (>= rows, cols).
+  // [out_rows x out_cols] (>= rows, cols). A block-quantized one stays in its
+  // blocks where they lie (DType::kBlock), and cannot be padded.
   Result<kernels::Weights> Matrix(const StoredTensor& t, int rows, int cols, int out_rows, int out_cols);
   Result<kernels::Weights> Matrix(const StoredTensor& t, int rows, int cols) {
     return Matrix(t, rows, cols, rows, cols);
@@ -48,6 +56,7 @@ class WeightPlacer {
   void Finish();
 
  private:
+  Result<kernels::Weights> BlockMatrix(const StoredTensor& t, int rows, int cols, int out_rows, int out_cols);
   Model& m_;
   std::string where_;
   int copied_ = 0;  // unaligned tensors copied so far (the first few are named)
@@ -60,6 +69,11 @@ struct Slot {
   kernels::Weights* mat = nullptr;
   bool ffn_rows = false, ffn_cols = false;
 };
+
+// `count` f32 values of a vector slot (`vec`, a Slot::vec of m) into out: the
+// vector itself, or, for a block-quantized embedding table (token_embedding
+// null), its rows dequantized from Model::embedding_blocks.
+void ReadVector(const Model& m, const float* const* vec, int64_t count, float* out);
 
 // Every expected tensor's slot, in ExpectedTensors order. Layers and experts
 // must already be sized.

@@ -2,8 +2,9 @@
 // calls only these; "reference" is plain loops (the parity reference for every
 // other path), "fast" threads over rows and calls the SIMD kernels.
 //
-// Weight matrices are typed (f32, bf16 or q8_0) and seen through a
-// non-owning view, Weights; activations are always f32.
+// Weight matrices are typed (f32, bf16, q8_0, or a llama.cpp block
+// quantization as the file holds it) and seen through a non-owning view,
+// Weights; activations are always f32.
 #pragma once
 
 #include <cstddef>
@@ -24,16 +25,38 @@ namespace verity::kernels {
 //         matrix's cols must be a multiple of 32. Within a row, blocks sit in
 //         groups of 8 with their int8 interleaved (simd::PackRowQ8_0), so read
 //         rows through DecodeRow / UnpackQ8_0Rows, never by block offset.
-enum class DType { kF32, kBF16, kQ8_0 };
-// "f32", "bf16", "q8_0".
+//   block: one of llama.cpp's block quantizations (Q4_0 ... Q6_K), its
+//         blocks exactly as the GGUF file holds them; Weights::block says
+//         which. Never a model's dtype (no --dtype names it): a GGUF file's
+//         block tensors keep it whatever the other matrices become. The CPU
+//         backends dequantize a few rows at a time into f32 and run the f32
+//         arithmetic on them, so each output is bit for bit the f32 path's on
+//         the dequantized matrix (docs/gguf.md, "Block quantizations").
+enum class DType { kF32, kBF16, kQ8_0, kBlock };
+// "f32", "bf16", "q8_0", "block".
 const char* DTypeName(DType t);
-// The inverse of DTypeName; an error names the value and the accepted ones.
+// The inverse of DTypeName for the dtypes a model can be converted to (not
+// "block"); an error names the value and the accepted ones.
 Result<DType> DTypeFromName(const std::string& name);
+
+// A block quantization as the kernels see it: its block geometry and how a
+// row dequantizes. The engine supplies it (from formats/quants, which this
+// library does not link).
+struct BlockFormat {
+  const char* name = "";  // "Q4_K", as errors name the type
+  int block_elems = 0;    // weights per block (a row is whole blocks)
+  int block_bytes = 0;
+  // `cols` weights (whole blocks) of the row at `row` into out; exact (the
+  // dequantization is the format's, bit for bit).
+  void (*dequantize_row)(const unsigned char* row, int cols, float* out) = nullptr;
+  size_t RowBytes(int cols) const { return static_cast<size_t>(cols / block_elems) * block_bytes; }
+};
 
 inline constexpr int kQ8_0BlockSize = 32;  // weights per q8_0 block
 inline constexpr int kQ8_0BlockBytes = 36;  // sizeof(simd::BlockQ8_0)
 
 // Bytes of one row of `cols` weights stored as `t` (cols % 32 == 0 for q8_0).
+// Not for kBlock, whose rows depend on the format: Weights::row_bytes().
 size_t RowBytes(DType t, int cols);
 
 // A non-owning view of a row-major [rows x cols] weight matrix. Row i starts
@@ -42,8 +65,9 @@ struct Weights {
   DType dtype = DType::kF32;
   const void* data = nullptr;
   int rows = 0, cols = 0;
+  const BlockFormat* block = nullptr;  // kBlock: the format (static storage); else null
 
-  size_t row_bytes() const { return RowBytes(dtype, cols); }
+  size_t row_bytes() const { return dtype == DType::kBlock ? block->RowBytes(cols) : RowBytes(dtype, cols); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
   const unsigned char* row(int i) const { return static_cast<const unsigned char*>(data) + i * row_bytes(); }
 };
@@ -57,7 +81,8 @@ inline Weights F32Weights(const float* data, int rows, int cols) { return {DType
 void EncodeF32(DType t, const float* src, int rows, int cols, void* dst);
 // The same from bf16 values (raw uint16).
 void EncodeBF16(DType t, const uint16_t* src, int rows, int cols, void* dst);
-// Row `i` of `w` as f32 values (exact: bf16 and q8_0 dequantize exactly).
+// Row `i` of `w` as f32 values (exact: bf16, q8_0 and the block types
+// dequantize exactly).
 void DecodeRow(const Weights& w, int i, float* out);
 // One q8_0 row given as cols / 32 plain blocks (simd::BlockQ8_0: an f32
 // scale, 32 int8; e.g. a GGUF Q8_0 row with its scales widened) written in
@@ -162,6 +187,11 @@ class Backend {
   // backends do (one accumulator per row and vector); a GEMM library that
   // picks its split by shape does not promise it, which this default says.
   [[nodiscard]] virtual bool batch_rows_independent() const { return false; }
+  // Whether the products take DType::kBlock weights (llama.cpp's block
+  // quantizations). The CPU backends do; a backend without kernels for them
+  // (CUDA today) says false, and Transformer::Create and SlotDecoder::Create
+  // refuse a model that holds them, naming the tensor and the backend.
+  [[nodiscard]] virtual bool runs_block_weights() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
   // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1
   // (row t at a.pos + t). These defaults make the per-row calls, in the

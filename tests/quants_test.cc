@@ -209,7 +209,7 @@ void ExpectLoadRefused(const std::string& path, const std::vector<std::string>& 
   for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << "missing \"" << n << "\" in: " << r.err;
 }
 
-TEST(Quants, LlamaCppsQ4_K_MFileIsReadAndThenRefusedByTheEngineByName) {
+TEST(Quants, LlamaCppsQ4_K_MFileIsReadAndRunByTheEngine) {
   REQUIRE_PEER();
   const Q4KM q = MakeQ4KM();
   ASSERT_TRUE(q.victim);
@@ -218,8 +218,22 @@ TEST(Quants, LlamaCppsQ4_K_MFileIsReadAndThenRefusedByTheEngineByName) {
     auto v = VerityValues(q.p, t, q.path + ": tensor " + t.name);
     EXPECT_TRUE(v.ok()) << v.status().message();
   }
-  ExpectLoadRefused(q.path, {q.path + ": tensor token_embd.weight has type Q4_K: verity dequantizes it (formats/quants) "
-                                      "but has no kernel for it yet"});
+  // The engine runs it (its logits, and the refusals where it cannot:
+  // quant_engine_test).
+  auto r = Shell(VerityBin() + " generate --model " + q.path + " --tokenizer " + test::Model("tok512.bin") +
+                 " --steps 4 --backend fast");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A block's NaN scale is a load error naming the file, tensor, block and
+// value (quants::CheckScales at load), not NaN logits.
+TEST(Quants, ANaNScaleInLlamaCppsFileIsALoadErrorNamingTheBlock) {
+  REQUIRE_PEER();
+  const Q4KM q = MakeQ4KM();
+  ASSERT_TRUE(q.victim);
+  const size_t at = q.p.file.data_start + q.victim->offset + 144;  // block 1's d
+  const std::string path = PatchedCopy(q, "q4k-nan", [&](std::string& b) { b[at] = 0x00, b[at + 1] = 0x7e; });
+  ExpectLoadRefused(path, {path + ": tensor token_embd.weight: type Q4_K: block 1 has a scale of NaN"});
 }
 
 // The I-quants, the ternary types and MXFP4, patched into token_embd.weight's

@@ -15,6 +15,7 @@ const char* DTypeName(DType t) {
     case DType::kF32: return "f32";
     case DType::kBF16: return "bf16";
     case DType::kQ8_0: return "q8_0";
+    case DType::kBlock: return "block";
   }
   return "?";
 }
@@ -30,6 +31,7 @@ size_t RowBytes(DType t, int cols) {
     case DType::kF32: return static_cast<size_t>(cols) * 4;
     case DType::kBF16: return static_cast<size_t>(cols) * 2;
     case DType::kQ8_0: return static_cast<size_t>(cols / kQ8_0BlockSize) * kQ8_0BlockBytes;
+    case DType::kBlock: break;  // per format: Weights::row_bytes()
   }
   return 0;
 }
@@ -46,6 +48,7 @@ void EncodeF32(DType t, const float* src, int rows, int cols, void* dst) {
         simd::QuantizeRowQ8_0(src + static_cast<size_t>(i) * cols, cols,
                               static_cast<uint8_t*>(dst) + i * RowBytes(t, cols));
       return;
+    case DType::kBlock: break;  // verity does not quantize to the block types (yet)
   }
 }
 
@@ -69,6 +72,7 @@ void DecodeRow(const Weights& w, int i, float* out) {
     case DType::kF32: std::memcpy(out, r, static_cast<size_t>(w.cols) * 4); return;
     case DType::kBF16: simd::BF16ToF32Array(reinterpret_cast<const uint16_t*>(r), out, w.cols); return;
     case DType::kQ8_0: simd::DequantizeRowQ8_0(r, w.cols, out); return;  // scale * q[j], exactly
+    case DType::kBlock: w.block->dequantize_row(r, w.cols, out); return;
   }
 }
 

@@ -32,6 +32,25 @@ int RowGrain(long macs_per_row) {
   return static_cast<int>(std::max<long>(1, kParallelThreshold / 2 / std::max<long>(1, macs_per_row)));
 }
 
+// A block-quantized matrix (DType::kBlock) through the f32 kernels: rows
+// [begin, end) a tile at a time, each tile dequantized into this thread's
+// scratch and handed to `f32(tile, first_row, count)`. The f32 kernels keep
+// one accumulator per (row, vector), fed in column order whatever rows they
+// are given (simd.cc DotF32, MicroTile), so every output is bit for bit the
+// f32 path's on the matrix dequantized up front. Speed is not the aim yet:
+// the dequantization is formats/quants' scalar reference.
+template <class F>
+void BlockTiles(const Weights& w, int begin, int end, F&& f32) {
+  constexpr int kTile = 4;  // MatMulF32's weight tile (simd.cc kRows)
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(kTile) * w.cols);
+  for (int i = begin; i < end; i += kTile) {
+    const int count = std::min(kTile, end - i);
+    for (int k = 0; k < count; k++) w.block->dequantize_row(w.row(i + k), w.cols, scratch.data() + static_cast<size_t>(k) * w.cols);
+    f32(scratch.data(), i, count);
+  }
+}
+
 // Rows [begin, end) of out = W x, in the weights' own dtype (q8_0: against
 // x already quantized, `xq`).
 void MatVecRows(const Weights& w, const float* x, const simd::QuantizedX& xq, float* out, int begin, int end) {
@@ -39,6 +58,9 @@ void MatVecRows(const Weights& w, const float* x, const simd::QuantizedX& xq, fl
     case DType::kF32: simd::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
     case DType::kBF16: simd::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
     case DType::kQ8_0: simd::MatVecQ8_0(static_cast<const uint8_t*>(w.data), xq, out, begin, end); return;
+    case DType::kBlock:
+      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) { simd::MatVecF32(tile, x, out + i, w.cols, 0, r); });
+      return;
   }
 }
 
@@ -52,6 +74,11 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
       simd::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
     case DType::kQ8_0: simd::MatMulQ8_0(static_cast<const uint8_t*>(w.data), xq, out, T, w.rows, begin, end); return;
+    case DType::kBlock:
+      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
+        simd::MatMulF32(tile, x, out + i, T, w.cols, w.rows, 0, r);
+      });
+      return;
   }
 }
 
@@ -66,6 +93,11 @@ void IndependentRows(const Weights& w, const float* x, const simd::QuantizedX* x
       simd::MatRowsBF16(static_cast<const uint16_t*>(w.data), x, n, out, w.cols, w.rows, begin, end);
       return;
     case DType::kQ8_0: simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq, n, out, w.rows, begin, end); return;
+    case DType::kBlock:
+      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
+        simd::MatRowsF32(tile, x, n, out + i, w.cols, w.rows, 0, r);
+      });
+      return;
   }
 }
 
@@ -120,6 +152,7 @@ class Fast final : public Backend {
   // MatMul's tiles keep one accumulator per (row, vector), fed in column
   // order whatever the tile's shape (simd.cc MicroTile, Q8Tile).
   bool batch_rows_independent() const override { return true; }
+  bool runs_block_weights() const override { return true; }  // BlockTiles
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);

@@ -24,7 +24,8 @@ class Reference final : public Backend {
       }
       return;
     }
-    // bf16 and q8_0: each row dequantized (exactly), then the same f32 loop.
+    // bf16, q8_0 and the block types: each row dequantized (exactly), then
+    // the same f32 loop, so a block matrix gives what its f32 dequantization does.
     std::vector<float> row(static_cast<size_t>(n));
     for (int i = 0; i < d; i++) {
       DecodeRow(w, i, row.data());
@@ -39,6 +40,7 @@ class Reference final : public Backend {
   }
 
   bool batch_rows_independent() const override { return true; }  // MatmulBatch is Matmul per row
+  bool runs_block_weights() const override { return true; }       // through DecodeRow
 
   void Attention(const AttentionArgs& a) override {
     for (int h = 0; h < a.n_heads; h++) AttendOneHead(a, h);
