@@ -107,6 +107,16 @@ Result<StoredType> StoredTypeOf(const gguf::TensorInfo& t, const unsigned char* 
                        "; it runs F32, F16, BF16, Q8_0 and the block types Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K)");
 }
 
+// "Q4_K x25, Q6_K x5": the file's block-quantized tensors by type; empty when none.
+std::string BlockMix(const gguf::File& f) {
+  std::map<std::string, int> n;
+  for (const gguf::TensorInfo& t : f.tensors)
+    if (quants::FindLayout(t.type) && t.type != gguf::kQ8_0) n[gguf::TensorTypeName(t.type)]++;
+  std::string s;
+  for (const auto& [type, count] : n) s += (s.empty() ? "" : ", ") + type + " x" + std::to_string(count);
+  return s;
+}
+
 // metadata -> config. Keys the GGUF spec makes optional get the value the
 // spec (or llama.cpp) defines, said in a note; the rest are required.
 Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
@@ -279,6 +289,10 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
     if (!used.count(t.name))
       return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
                            DimsString(t.dims) + "); verity does not know what it is for");
+  if (std::string mix = BlockMix(f); !mix.empty())
+    notes.push_back(path + ": block-quantized tensors kept in their blocks (" + mix +
+                    "), each product dequantizing a few rows at a time into the f32 kernels (exact); --dtype applies "
+                    "to the other matrices");
   for (const std::string& n : notes) {
     model->notes.push_back(n);
     std::fprintf(stderr, "verity: note: %s\n", n.c_str());
