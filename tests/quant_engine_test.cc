@@ -134,44 +134,58 @@ std::vector<float> EngineLogits(const Model& m, const std::string& backend, cons
   return out;
 }
 
-// For each of the nine file types: verity on llama.cpp's block-quantized file
-// gives, on both CPU backends, the logits verity gives on the F32 file of the
-// same weights dequantized up front, bit for bit. This is the parity
-// statement of the row-at-a-time path: the blocks add no arithmetic of their
-// own, so the dequantization (quants_test: gguf-py's, bit for bit) is the
-// only thing between them.
+// verity on llama.cpp's `type` file of `f32` gives, on both CPU backends,
+// the logits it gives on the F32 file of the same weights dequantized up
+// front, bit for bit. Adds the file's block types to `seen`.
+void ExpectSameBits(const std::string& f32, const std::string& type, const std::vector<int>& ids,
+                    std::set<std::string>* seen) {
+  const std::string q = Quantize(f32, type), deq = f32.substr(0, f32.rfind('.')) + ".deq." + type + ".gguf";
+  const std::set<std::string> types = DequantizedCopy(q, deq);
+  seen->insert(types.begin(), types.end());
+  auto mq = LoadModel(q);
+  auto md = LoadModel(deq);
+  ASSERT_TRUE(mq.ok()) << mq.status().message();
+  ASSERT_TRUE(md.ok()) << md.status().message();
+  EXPECT_FALSE((*mq)->first_block_tensor.empty()) << q << " loaded without block weights";
+  EXPECT_TRUE((*md)->first_block_tensor.empty());
+  std::string line;
+  for (const char* backend : {"reference", "fast"}) {
+    const std::vector<float> a = EngineLogits(**mq, backend, ids), b = EngineLogits(**md, backend, ids);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    size_t differing = 0;
+    for (size_t i = 0; i < a.size(); i++) differing += std::memcmp(&a[i], &b[i], 4) != 0;
+    EXPECT_EQ(differing, 0u) << q << " on " << backend << ": " << differing << " of " << a.size() << " logits differ";
+    line += std::string(" ") + backend + " " + (differing ? "DIFFERS" : "identical") + " (" + std::to_string(a.size()) + " logits)";
+  }
+  std::string mix;
+  for (const std::string& t : types) mix += " " + t;
+  std::printf("bits %s [%s ]:%s\n", q.substr(q.rfind('/') + 1).c_str(), mix.c_str(), line.c_str());
+}
+
+// For each of the nine file types, and a model with a tied classifier (its
+// block-quantized token_embd is the classifier too): verity on llama.cpp's
+// block-quantized file gives, on both CPU backends, the logits verity gives
+// on the F32 file of the same weights dequantized up front, bit for bit. This
+// is the parity statement of the row-at-a-time path: the blocks add no
+// arithmetic of their own, so the dequantization (quants_test: gguf-py's, bit
+// for bit) is the only thing between them.
 TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-bits");
   const std::string f32 = F32Gguf(dir);
   const std::vector<int> ids = Ids(32);
   std::set<std::string> seen;
-  for (const char* type : {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}) {
-    const std::string q = Quantize(f32, type), deq = dir + "/deq." + type + ".gguf";
-    const std::set<std::string> types = DequantizedCopy(q, deq);
-    seen.insert(types.begin(), types.end());
-    auto mq = LoadModel(q);
-    auto md = LoadModel(deq);
-    ASSERT_TRUE(mq.ok()) << mq.status().message();
-    ASSERT_TRUE(md.ok()) << md.status().message();
-    EXPECT_FALSE((*mq)->first_block_tensor.empty()) << q << " loaded without block weights";
-    EXPECT_TRUE((*md)->first_block_tensor.empty());
-    std::string line;
-    for (const char* backend : {"reference", "fast"}) {
-      const std::vector<float> a = EngineLogits(**mq, backend, ids), b = EngineLogits(**md, backend, ids);
-      ASSERT_EQ(a.size(), b.size());
-      ASSERT_FALSE(a.empty());
-      size_t differing = 0;
-      for (size_t i = 0; i < a.size(); i++) differing += std::memcmp(&a[i], &b[i], 4) != 0;
-      EXPECT_EQ(differing, 0u) << type << " on " << backend << ": " << differing << " of " << a.size() << " logits differ";
-      line += std::string(" ") + backend + " " + (differing ? "DIFFERS" : "identical") + " (" + std::to_string(a.size()) + " logits)";
-    }
-    std::string mix;
-    for (const std::string& t : types) mix += " " + t;
-    std::printf("bits %s [%s ]:%s\n", type, mix.c_str(), line.c_str());
-  }
+  for (const char* type : {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"})
+    ExpectSameBits(f32, type, ids, &seen);
   for (const char* block : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
     EXPECT_TRUE(seen.count(block)) << block << " was not exercised by any file";
+  std::string tied = kSynthConfig;
+  const std::string unshared = "\"shared_classifier\":false";
+  tied.replace(tied.find(unshared), unshared.size(), "\"shared_classifier\":true");
+  RunOk(VerityBin() + " synth --out " + dir + "/tied.bin --config '" + tied + "'");
+  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/tied.bin --out " + dir + "/tied.gguf --dtype f32");
+  ExpectSameBits(dir + "/tied.gguf", "q4_k_m", ids, &seen);
 }
 
 // A backend without block kernels (as CUDA is today), named "no-blocks".
