@@ -492,6 +492,8 @@ Status LaunchMatvec(const LaunchPlan& plan, DType dtype, float* out, const void*
       MatvecKernel<2><<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(out, wb, x, rows, cols, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
       return OkStatus();
+    case DType::kBlock:  // never launched: a block-quantized model is refused (runs_block_weights)
+      break;
   }
   return Status::Error("cuda: " + ctx + ": matvec: unknown dtype");
 }
@@ -513,6 +515,8 @@ Status LaunchMatmulBatch(const LaunchPlan& plan, DType dtype, float* out, const 
       MatmulBatchKernel<2><<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(out, wb, x, rows, cols, T, rb);
       VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
       return OkStatus();
+    case DType::kBlock:  // never launched: a block-quantized model is refused (runs_block_weights)
+      break;
   }
   return Status::Error("cuda: " + ctx + ": matmul_batch: unknown dtype");
 }

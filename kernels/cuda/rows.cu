@@ -271,6 +271,8 @@ Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogu
       return LaunchDType<1>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
     case DType::kQ8_0:
       return LaunchDType<2>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
+    case DType::kBlock:  // never launched: a block-quantized model is refused (runs_block_weights)
+      break;
   }
   return Status::Error("cuda: " + ctx + ": rows: unknown dtype");
 }
