@@ -163,8 +163,9 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
   std::printf("bits %s [%s ]:%s\n", q.substr(q.rfind('/') + 1).c_str(), mix.c_str(), line.c_str());
 }
 
-// For each of the nine file types, and a model with a tied classifier (its
-// block-quantized token_embd is the classifier too): verity on llama.cpp's
+// For each of the nine file types, a model with a tied classifier (its
+// block-quantized token_embd is the classifier too) and an MoE (experts
+// sliced from stacked block tensors): verity on llama.cpp's
 // block-quantized file gives, on both CPU backends, the logits verity gives
 // on the F32 file of the same weights dequantized up front, bit for bit. This
 // is the parity statement of the row-at-a-time path: the blocks add no
@@ -186,6 +187,12 @@ TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
   RunOk(VerityBin() + " synth --out " + dir + "/tied.bin --config '" + tied + "'");
   RunOk(VerityBin() + " convert --to gguf --model " + dir + "/tied.bin --out " + dir + "/tied.gguf --dtype f32");
   ExpectSameBits(dir + "/tied.gguf", "q4_k_m", ids, &seen);
+  // A Mixtral-style MoE: each expert a slice of a stacked block tensor.
+  RunOk(VerityBin() + " synth --out " + dir + "/moe --config '" +
+        R"({"dim":256,"hidden_dim":512,"n_layers":2,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,)" +
+        R"("shared_classifier":false,"n_experts":4,"n_experts_per_tok":2})" + "'");
+  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/moe --out " + dir + "/moe.gguf --dtype f32");
+  ExpectSameBits(dir + "/moe.gguf", "q4_k_m", ids, &seen);
 }
 
 // A backend without block kernels (as CUDA is today), named "no-blocks".
