@@ -196,6 +196,22 @@ TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
   ExpectSameBits(dir + "/moe.gguf", "q4_k_m", ids, &seen);
 }
 
+// The parity gate on block files: the fast backend against the reference
+// backend on the same (block) weights, as for any dtype.
+TEST(QuantEngine, TheParityGatePassesOnBlockFiles) {
+  REQUIRE_PEER();
+  const std::string f32 = F32Gguf(test::TempDir("qe-parity"));
+  for (const char* type : {"q4_0", "q2_k", "q4_k_m", "q6_k"}) {
+    const std::string out = RunOk(VerityBin() + " parity --model " + Quantize(f32, type) +
+                                  " --reference-dtype same --depths 1,32,96 --window 4 2>&1");
+    const size_t at = out.find("parity: worst_top1=");
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::string summary = out.substr(at, out.find('\n', at) - at);
+    std::printf("parity gate %s: %s\n", type, summary.c_str());
+    EXPECT_NE(summary.find("verdict=PASS"), std::string::npos) << summary;
+  }
+}
+
 // A backend without block kernels (as CUDA is today), named "no-blocks".
 class NoBlockKernels final : public corruptions::ForwardingBackend {
  public:
@@ -304,7 +320,7 @@ std::string Describe(const Agreement& a) {
 // Q8_0 file shows against its F32 file (8-bit weights, measured in this run),
 // so each type's KL from llama.cpp must stay within twice that (twice: the
 // k-quants' Q8_K rounding is not Q8_0's, and 64 positions are a small
-// sample). Measured (docs/gguf.md): verity vs llama.cpp mean KL 0.9e-4 ..
+// sample). Measured on the synth (docs/gguf.md): verity vs llama.cpp mean KL 0.9e-4 ..
 // 2.0e-4 against a bound of 3.0e-4, worst 1.3e-4 .. 3.2e-4 against 4.9e-4.
 // Each type's own noise against F32 (printed beside it) is 3x (Q6_K) to 50x
 // (Q4_0) the bound; the bit-identity test is what pins a misread layout. The
