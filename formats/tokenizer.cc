@@ -9,10 +9,6 @@
 namespace verity {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -53,9 +49,9 @@ Result<std::unique_ptr<TextTokenizer>> LoadTokenizer(const std::string& path) {
     }
     return Status::Error(path + ": directory holds none of tokenizer.json, tokenizer.model, tokenizer.bin");
   }
-  if (EndsWith(path, ".json")) return LoadHfJson(path);
-  if (EndsWith(path, ".model")) return LoadSentencePiece(path);
-  if (EndsWith(path, ".bin")) return LoadLlama2c(path);
+  if (path.ends_with(".json")) return LoadHfJson(path);
+  if (path.ends_with(".model")) return LoadSentencePiece(path);
+  if (path.ends_with(".bin")) return LoadLlama2c(path);
   // No telling extension: look at the first bytes.
   VERITY_ASSIGN_OR_RETURN(auto bytes, ReadWholeFile(path, "tokenizer file"));
   size_t i = bytes.find_first_not_of(" \t\r\n");

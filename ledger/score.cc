@@ -12,9 +12,6 @@
 namespace verity::ledger {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 std::string BoundsText(const Bounds& b) {
   auto one = [](double r) { return std::isfinite(r) ? PctText(r - 1.0) : std::string("none"); };
   return "[" + one(b.low) + ", " + one(b.high) + "]";

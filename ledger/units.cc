@@ -5,10 +5,6 @@
 namespace verity::ledger {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Quantities that, before a bare "_s", would make the name read as a rate
 // ("<quantity> per second") rather than as seconds; the table has no rate for
 // them, so such a name is ambiguous and refused rather than guessed.
@@ -42,14 +38,14 @@ const std::vector<MetricUnit>& UnitTable() {
 Result<MetricUnit> UnitOf(const std::string& metric) {
   const MetricUnit* best = nullptr;
   for (const auto& u : UnitTable())
-    if (EndsWith(metric, u.suffix) && (!best || std::strlen(u.suffix) > std::strlen(best->suffix))) best = &u;
+    if (metric.ends_with(u.suffix) && (!best || std::strlen(u.suffix) > std::strlen(best->suffix))) best = &u;
   if (!best)
     return Status::Error("metric '" + metric + "': cannot tell whether higher or lower is better: its name ends in no "
                          "unit of the metric-unit table (" + Suffixes() + ")");
   if (std::strcmp(best->suffix, "_s") == 0) {
     const std::string stem = metric.substr(0, metric.size() - 2);
     for (const char* q : kQuantities)
-      if (EndsWith(stem, q))
+      if (stem.ends_with(q))
         return Status::Error("metric '" + metric + "': cannot tell whether higher or lower is better: ambiguous unit '" + std::string(q) +
                              "_s' (seconds, or " + std::string(q + 1) + " per second?); the metric-unit table's rates "
                              "are _tok_s, _per_s, _mb_s, _gb_s, _gflops, _tflops: rename it");
