@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/peer_test_util.h"
 #include "tests/test_util.h"
 
 namespace verity {
@@ -24,19 +25,10 @@ using test::VerityBin;
 const char* const kDtypes[] = {"f32", "f16", "bf16", "q8_0"};
 constexpr int kStories = 512;  // stories260K's vocabulary, and the synth's (so tok512.bin fits both)
 constexpr int kSteps = 200;
-// The synth's shape: issue 10's ~110M model in miniature (GQA, an unshared
-// classifier, every matrix whole q8_0 blocks), small enough for 2 cores.
-constexpr const char* kSynthConfig =
-    R"({"dim":256,"hidden_dim":768,"n_layers":4,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,"shared_classifier":false})";
+// The synth's shape (test::kPeerSynthConfig), small enough for 2 cores.
+constexpr const char* kSynthConfig = test::kPeerSynthConfig;
 constexpr int kSynthPositions = 128;
 
-// The harness, or a failure saying what is missing.
-#define REQUIRE_PEER()                                                                                         \
-  do {                                                                                                         \
-    if (std::string(LLAMA_PEER_BIN).empty())                                                                   \
-      FAIL() << "llama.cpp peer missing (" LLAMA_PEER_MISSING "): run scripts/setup.sh (npm ci in tests/npm), " \
-                "then reconfigure the build";                                                                  \
-  } while (0)
 
 std::string Peer() { return LLAMA_PEER_BIN; }
 

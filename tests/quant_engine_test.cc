@@ -18,6 +18,7 @@
 #include "engine/slots.h"
 #include "formats/gguf.h"
 #include "formats/quants.h"
+#include "tests/peer_test_util.h"
 #include "tests/test_util.h"
 
 namespace verity {
@@ -25,29 +26,15 @@ namespace {
 using test::Shell;
 using test::VerityBin;
 
-// quants_test's synth: every matrix row 256 or 768 weights, so the k-quant
-// files hold k-quants (stories260K's rows of 64 make llama.cpp fall back).
-constexpr const char* kSynthConfig =
-    R"({"dim":256,"hidden_dim":768,"n_layers":4,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,"shared_classifier":false})";
+// quants_test's synth (test::kPeerSynthConfig): every matrix row 256 or 768
+// weights, so the k-quant files hold k-quants.
+constexpr const char* kSynthConfig = test::kPeerSynthConfig;
 constexpr int kVocab = 512;
-
-#define REQUIRE_PEER()                                                                                         \
-  do {                                                                                                         \
-    if (std::string(LLAMA_PEER_BIN).empty())                                                                   \
-      FAIL() << "llama.cpp peer missing (" LLAMA_PEER_MISSING "): run scripts/setup.sh (npm ci in tests/npm), " \
-                "then reconfigure the build";                                                                  \
-  } while (0)
 
 std::string RunOk(const std::string& command) {
   auto r = Shell(command);
   EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.err;
   return r.exit_code == 0 ? r.out : std::string();
-}
-
-std::string F32Gguf(const std::string& dir) {
-  RunOk(VerityBin() + " synth --out " + dir + "/synth.bin --config '" + kSynthConfig + "'");
-  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/synth.gguf --dtype f32");
-  return dir + "/synth.gguf";
 }
 
 std::string Quantize(const std::string& f32, const std::string& type) {
@@ -175,7 +162,7 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
 TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-bits");
-  const std::string f32 = F32Gguf(dir);
+  const std::string f32 = test::PeerSynthF32Gguf(dir);
   const std::vector<int> ids = Ids(32);
   std::set<std::string> seen;
   for (const char* type : {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"})
@@ -200,7 +187,7 @@ TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
 // backend on the same (block) weights, as for any dtype.
 TEST(QuantEngine, TheParityGatePassesOnBlockFiles) {
   REQUIRE_PEER();
-  const std::string f32 = F32Gguf(test::TempDir("qe-parity"));
+  const std::string f32 = test::PeerSynthF32Gguf(test::TempDir("qe-parity"));
   for (const char* type : {"q4_0", "q2_k", "q4_k_m", "q6_k"}) {
     const std::string out = RunOk(VerityBin() + " parity --model " + Quantize(f32, type) +
                                   " --reference-dtype same --depths 1,32,96 --window 4 2>&1");
@@ -225,7 +212,7 @@ class NoBlockKernels final : public corruptions::ForwardingBackend {
 TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-refuse");
-  const std::string q = Quantize(F32Gguf(dir), "q4_k_m");
+  const std::string q = Quantize(test::PeerSynthF32Gguf(dir), "q4_k_m");
   auto m = LoadModel(q);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ((*m)->first_block_tensor, "token_embd.weight (Q4_K)");
@@ -352,14 +339,16 @@ void ExpectWithinNoise(const std::string& label, const std::string& f32, const s
     EXPECT_EQ(vs.rows, static_cast<int>(ids.size())) << type;
     EXPECT_LE(vs.mean_kl, mean_bound) << label << " " << type;
     EXPECT_LE(vs.worst_kl, worst_bound) << label << " " << type;
-    if (trained) EXPECT_GE(vs.top1, eight_bit.top1 - 2) << label << " " << type;
+    if (trained) {
+      EXPECT_GE(vs.top1, eight_bit.top1 - 2) << label << " " << type;
+    }
   }
 }
 
 TEST(QuantEngine, LlamaCppsQuantizedFilesAgreeWithLlamaCppWithinTheirOwnNoise) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-peer");
-  ExpectWithinNoise("synth", F32Gguf(dir), {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"}, Ids(64), false);
+  ExpectWithinNoise("synth", test::PeerSynthF32Gguf(dir), {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"}, Ids(64), false);
   // stories260K, a trained model, where top-1 means something: along
   // llama.cpp's own greedy text (F32). Its rows of 64 hold Q4_0 but no
   // k-quant: llama.cpp's q4_k_m falls back to Q5_0 and Q8_0.

@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "formats/quants.h"
 #include "formats/safetensors.h"
+#include "tests/peer_test_util.h"
 #include "tests/test_util.h"
 
 namespace verity {
@@ -21,34 +22,17 @@ namespace {
 using test::Shell;
 using test::VerityBin;
 
-// A model whose matrices have rows of 256 multiples (dim 256, FFN 768), so
-// llama.cpp's k-quant files hold k-quants: with stories260K's rows of 64 it
-// falls back to other types for every matrix. Its vocabulary (512) and
+// The files come from test::PeerSynthF32Gguf: rows of 256 multiples, so
+// llama.cpp's k-quant files hold k-quants. Its vocabulary (512) and
 // classifier are big enough for llama.cpp's rules to pick Q6_K, Q5_K, ...
-constexpr const char* kSynthConfig =
-    R"({"dim":256,"hidden_dim":768,"n_layers":4,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,"shared_classifier":false})";
 
 // llama_peer quantize's names; together their files hold all ten block types.
 const char* const kFileTypes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
-
-#define REQUIRE_PEER()                                                                                         \
-  do {                                                                                                         \
-    if (std::string(LLAMA_PEER_BIN).empty())                                                                   \
-      FAIL() << "llama.cpp peer missing (" LLAMA_PEER_MISSING "): run scripts/setup.sh (npm ci in tests/npm), " \
-                "then reconfigure the build";                                                                  \
-  } while (0)
 
 std::string RunOk(const std::string& command) {
   auto r = Shell(command);
   EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.err;
   return r.out;
-}
-
-// The synth in F32 GGUF, written by verity, in a fresh directory.
-std::string F32Gguf(const std::string& dir) {
-  RunOk(VerityBin() + " synth --out " + dir + "/synth.bin --config '" + kSynthConfig + "'");
-  RunOk(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/synth.gguf --dtype f32");
-  return dir + "/synth.gguf";
 }
 
 std::string Quantize(const std::string& f32, const std::string& type) {
@@ -138,7 +122,7 @@ void CompareFile(const std::string& path, std::map<std::string, TypeTally>* tall
 
 TEST(Quants, EveryTensorOfLlamaCppsFilesIsBitIdenticalToGgufPy) {
   REQUIRE_PEER();
-  const std::string f32 = F32Gguf(test::TempDir("quants"));
+  const std::string f32 = test::PeerSynthF32Gguf(test::TempDir("quants"));
   std::map<std::string, TypeTally> tally;
   for (const char* type : kFileTypes) CompareFile(Quantize(f32, type), &tally);
   // stories260K's rows of 64 (172 in ffn_down) are too short for k-quants:
@@ -186,7 +170,7 @@ struct Q4KM {
 Q4KM MakeQ4KM() {
   Q4KM q;
   q.dir = test::TempDir("q4km");
-  q.path = Quantize(F32Gguf(q.dir), "q4_k_m");
+  q.path = Quantize(test::PeerSynthF32Gguf(q.dir), "q4_k_m");
   q.p = Parse(q.path);
   q.victim = q.p.file.FindTensor("token_embd.weight");
   EXPECT_TRUE(q.victim && q.victim->type == quants::kQ4_K) << "llama.cpp's Q4_K_M token_embd.weight is not Q4_K";
