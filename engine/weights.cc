@@ -82,7 +82,7 @@ void DequantizeRow(const unsigned char* row, int cols, float* out) {
 template <uint32_t T>
 kernels::BlockFormat FormatOf() {
   const quants::Layout* l = quants::FindLayout(T);
-  return {l->name, static_cast<int>(l->block_elems), static_cast<int>(l->block_bytes), &DequantizeRow<T>};
+  return {l->name, l->type, static_cast<int>(l->block_elems), static_cast<int>(l->block_bytes), &DequantizeRow<T>};
 }
 
 }  // namespace

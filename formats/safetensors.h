@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/status.h"
 
 namespace verity {
@@ -65,8 +66,7 @@ std::string ShapeString(const std::vector<int64_t>& shape);
 void ToF32(TensorDType dtype, const unsigned char* src, int64_t count, float* dst);
 // f32 -> bf16 (round to nearest even), as the converter writes it.
 uint16_t F32ToBF16(float f);
-// IEEE half <-> f32; F32ToF16 rounds to nearest even (overflow to infinity).
-float F16ToF32(uint16_t h);
+// IEEE half <-> f32: F16ToF32 is base/half.h's; F32ToF16 rounds to nearest even (overflow to infinity).
 uint16_t F32ToF16(float f);
 
 }  // namespace verity

@@ -44,6 +44,7 @@ Result<DType> DTypeFromName(const std::string& name);
 // library does not link).
 struct BlockFormat {
   const char* name = "";  // "Q4_K", as errors name the type
+  uint32_t ggml_type = 0;  // its ggml id (GGUF numbering): the fast kernels' key (cpu/block_dot.h)
   int block_elems = 0;    // weights per block (a row is whole blocks)
   int block_bytes = 0;
   // `cols` weights (whole blocks) of the row at `row` into out; exact (the

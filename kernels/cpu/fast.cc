@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/backends.h"
+#include "kernels/cpu/block_dot.h"
 #include "corruptions/kernel_hooks.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
@@ -32,13 +33,12 @@ int RowGrain(long macs_per_row) {
   return static_cast<int>(std::max<long>(1, kParallelThreshold / 2 / std::max<long>(1, macs_per_row)));
 }
 
-// A block-quantized matrix (DType::kBlock) through the f32 kernels: rows
-// [begin, end) a tile at a time, each tile dequantized into this thread's
-// scratch and handed to `f32(tile, first_row, count)`. The f32 kernels keep
-// one accumulator per (row, vector), fed in column order whatever rows they
-// are given (simd.cc DotF32, MicroTile), so every output is bit for bit the
-// f32 path's on the matrix dequantized up front. Speed is not the aim yet:
-// the dequantization is formats/quants' scalar reference.
+// A block-quantized matrix (DType::kBlock) of a type with no kernel of its
+// own (none today: every type formats/quants reads has one in block_dot.h;
+// the fallback keeps a new type correct before it is fast) through the f32
+// kernels: rows [begin, end) a tile at a time, each tile dequantized into
+// this thread's scratch and handed to `f32(tile, first_row, count)`, so every
+// output is bit for bit the f32 path's on the matrix dequantized up front.
 template <class F>
 void BlockTiles(const Weights& w, int begin, int end, F&& f32) {
   constexpr int kTile = 4;  // MatMulF32's weight tile (simd.cc kRows)
@@ -51,21 +51,34 @@ void BlockTiles(const Weights& w, int begin, int end, F&& f32) {
   }
 }
 
-// Rows [begin, end) of out = W x, in the weights' own dtype (q8_0: against
-// x already quantized, `xq`).
-void MatVecRows(const Weights& w, const float* x, const simd::QuantizedX& xq, float* out, int begin, int end) {
+// A matrix whose blocks block_dot.h's kernels read.
+bool BlockKernel(const Weights& w) { return w.dtype == DType::kBlock && simd::HasBlockKernel(w.block->ggml_type); }
+
+// x quantized for the integer kernels, once per product and shared by every
+// row and thread: q8_0's form and the block types' (block_dot.h), each made
+// only when a matrix of the product needs it.
+struct XForms {
+  const simd::QuantizedX* q8;
+  const simd::BlockX* block;
+};
+
+// Rows [begin, end) of out = W x, in the weights' own dtype (q8_0 and the
+// block types: against x already quantized, `xq`).
+void MatVecRows(const Weights& w, const float* x, XForms xq, float* out, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32: simd::MatVecF32(static_cast<const float*>(w.data), x, out, w.cols, begin, end); return;
     case DType::kBF16: simd::MatVecBF16(static_cast<const uint16_t*>(w.data), x, out, w.cols, begin, end); return;
-    case DType::kQ8_0: simd::MatVecQ8_0(static_cast<const uint8_t*>(w.data), xq, out, begin, end); return;
+    case DType::kQ8_0: simd::MatVecQ8_0(static_cast<const uint8_t*>(w.data), *xq.q8, out, begin, end); return;
     case DType::kBlock:
+      if (BlockKernel(w))
+        return simd::MatVecBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), *xq.block, out, begin, end);
       BlockTiles(w, begin, end, [&](const float* tile, int i, int r) { simd::MatVecF32(tile, x, out + i, w.cols, 0, r); });
       return;
   }
 }
 
 // Rows [begin, end) of every out[t] = W x[t], t < T.
-void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, float* out, int T, int begin, int end) {
+void MatMulRows(const Weights& w, const float* x, XForms xq, float* out, int T, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32:
       simd::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
@@ -73,8 +86,11 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
     case DType::kBF16:
       simd::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
-    case DType::kQ8_0: simd::MatMulQ8_0(static_cast<const uint8_t*>(w.data), xq, out, T, w.rows, begin, end); return;
+    case DType::kQ8_0: simd::MatMulQ8_0(static_cast<const uint8_t*>(w.data), xq.q8, out, T, w.rows, begin, end); return;
     case DType::kBlock:
+      if (BlockKernel(w))
+        return simd::MatMulBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), xq.block, out, T, w.rows,
+                                 begin, end);
       BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
         simd::MatMulF32(tile, x, out + i, T, w.cols, w.rows, 0, r);
       });
@@ -83,8 +99,7 @@ void MatMulRows(const Weights& w, const float* x, const simd::QuantizedX* xq, fl
 }
 
 // Rows [begin, end) of every out[t] = W x[t], t < n, each bit for bit MatVecRows of x[t].
-void IndependentRows(const Weights& w, const float* x, const simd::QuantizedX* xq, float* out, int n, int begin,
-                     int end) {
+void IndependentRows(const Weights& w, const float* x, XForms xq, float* out, int n, int begin, int end) {
   switch (w.dtype) {
     case DType::kF32:
       simd::MatRowsF32(static_cast<const float*>(w.data), x, n, out, w.cols, w.rows, begin, end);
@@ -92,8 +107,11 @@ void IndependentRows(const Weights& w, const float* x, const simd::QuantizedX* x
     case DType::kBF16:
       simd::MatRowsBF16(static_cast<const uint16_t*>(w.data), x, n, out, w.cols, w.rows, begin, end);
       return;
-    case DType::kQ8_0: simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq, n, out, w.rows, begin, end); return;
+    case DType::kQ8_0: simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq.q8, n, out, w.rows, begin, end); return;
     case DType::kBlock:
+      if (BlockKernel(w))  // MatMulBlock's outputs are MatVecBlock's, vector by vector
+        return simd::MatMulBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), xq.block, out, n, w.rows,
+                                 begin, end);
       BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
         simd::MatRowsF32(tile, x, n, out + i, w.cols, w.rows, 0, r);
       });
@@ -129,21 +147,20 @@ class Fast final : public Backend {
   const char* name() const override { return "fast"; }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
-    // q8_0 quantizes x once here, for every row and thread.
-    if (w.dtype == DType::kQ8_0) simd::QuantizeX(x, w.cols, Quantized(1));
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, xq_[0], out, begin, end); },
+    // q8_0 and the block types quantize x once here, for every row and thread.
+    const MatmulTarget target{out, &w};
+    const XForms xq = Quantize(x, 1, &target, 1);
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, xq, out, begin, end); },
                       RowGrain(w.cols));
   }
 
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (T == 1) return Matmul(out, x, w);  // one vector: exactly the decode path
-    if (w.dtype == DType::kQ8_0) {
-      simd::QuantizedX* xq = Quantized(T);
-      for (int t = 0; t < T; t++) simd::QuantizeX(x + static_cast<size_t>(t) * w.cols, w.cols, xq + t);
-    }
+    const MatmulTarget target{out, &w};
+    const XForms xq = Quantize(x, T, &target, 1);
     // Chunks in whole tiles of 4 rows (the kernel's weight tile).
     const int grain = (RowGrain(static_cast<long>(w.cols) * T) + 3) / 4 * 4;
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, xq_.data(), out, T, begin, end); }, grain);
+    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, xq, out, T, begin, end); }, grain);
   }
 
   // Decode: the rows of every matrix as one job (one hand-off to the pool and
@@ -158,19 +175,15 @@ class Fast final : public Backend {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);
     const int cols = targets[0].w->cols;
     int rows = 0;
-    bool q8 = false;
-    for (int i = 0; i < count; i++) {
-      rows += targets[i].w->rows;
-      q8 = q8 || targets[i].w->dtype == DType::kQ8_0;
-    }
-    if (q8) simd::QuantizeX(x, cols, Quantized(1));
+    for (int i = 0; i < count; i++) rows += targets[i].w->rows;
+    const XForms xq = Quantize(x, 1, targets, count);
     pool_.ParallelFor(
         rows,
         [&](int begin, int end) {
           // [begin, end) of the matrices' rows laid end to end.
           for (int i = 0, first = 0; i < count && first < end; first += targets[i].w->rows, i++) {
             const int lo = std::max(begin, first), hi = std::min(end, first + targets[i].w->rows);
-            if (lo < hi) MatVecRows(*targets[i].w, x, xq_[0], targets[i].out, lo - first, hi - first);
+            if (lo < hi) MatVecRows(*targets[i].w, x, xq, targets[i].out, lo - first, hi - first);
           }
         },
         RowGrain(cols));
@@ -189,21 +202,14 @@ class Fast final : public Backend {
     if (!SameCols(targets, count)) return Backend::MatmulSharedRows(x, n, targets, count);
     const int cols = targets[0].w->cols;
     int rows = 0;
-    bool q8 = false;
-    for (int i = 0; i < count; i++) {
-      rows += targets[i].w->rows;
-      q8 = q8 || targets[i].w->dtype == DType::kQ8_0;
-    }
-    if (q8) {
-      simd::QuantizedX* xq = Quantized(n);
-      for (int t = 0; t < n; t++) simd::QuantizeX(x + static_cast<size_t>(t) * cols, cols, xq + t);
-    }
+    for (int i = 0; i < count; i++) rows += targets[i].w->rows;
+    const XForms xq = Quantize(x, n, targets, count);
     pool_.ParallelFor(
         rows,
         [&](int begin, int end) {
           for (int i = 0, first = 0; i < count && first < end; first += targets[i].w->rows, i++) {
             const int lo = std::max(begin, first), hi = std::min(end, first + targets[i].w->rows);
-            if (lo < hi) IndependentRows(*targets[i].w, x, xq_.data(), targets[i].out, n, lo - first, hi - first);
+            if (lo < hi) IndependentRows(*targets[i].w, x, xq, targets[i].out, n, lo - first, hi - first);
           }
         },
         RowGrain(static_cast<long>(cols) * n));
@@ -251,14 +257,32 @@ class Fast final : public Backend {
       if (targets[i].w->cols != targets[0].w->cols) return false;
     return true;
   }
-  // Room for n quantized vectors (kept between calls, so decode allocates nothing).
-  simd::QuantizedX* Quantized(int n) {
-    if (static_cast<int>(xq_.size()) < n) xq_.resize(static_cast<size_t>(n));
-    return xq_.data();
+  // The n vectors of x (targets[0].w->cols each) in the quantized forms the
+  // targets' matrices read; the buffers are kept between calls, so decode
+  // allocates nothing.
+  XForms Quantize(const float* x, int n, const MatmulTarget* targets, int count) {
+    bool q8 = false, block = false;
+    for (int i = 0; i < count; i++) {
+      q8 = q8 || targets[i].w->dtype == DType::kQ8_0;
+      block = block || BlockKernel(*targets[i].w);
+    }
+    const int cols = targets[0].w->cols;
+    const size_t want = static_cast<size_t>(n);
+    if (q8) {
+      if (xq_.size() < want) xq_.resize(want);
+      for (int t = 0; t < n; t++) simd::QuantizeX(x + static_cast<size_t>(t) * cols, cols, &xq_[static_cast<size_t>(t)]);
+    }
+    if (block) {
+      if (xb_.size() < want) xb_.resize(want);
+      for (int t = 0; t < n; t++)
+        simd::QuantizeBlockX(x + static_cast<size_t>(t) * cols, cols, &xb_[static_cast<size_t>(t)]);
+    }
+    return {xq_.data(), xb_.data()};
   }
 
   ThreadPool pool_;
   std::vector<simd::QuantizedX> xq_ = std::vector<simd::QuantizedX>(1);
+  std::vector<simd::BlockX> xb_ = std::vector<simd::BlockX>(1);
 };
 
 }  // namespace

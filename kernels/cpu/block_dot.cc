@@ -1,0 +1,579 @@
+// The block-quantized products of kernels/cpu/block_dot.h, written once
+// against Google Highway and compiled by foreach_target.h for every
+// instruction set (this file is re-included once per target), as simd.cc.
+//
+// Each type is a struct that decodes a block's scales (Decode) and hands its
+// weights to the dot, a vector of int16 at a time, already multiplied by
+// their sub-block's integer scale (Weights: emit(j, w) for weights j.. of the
+// block); DotRow multiplies them with x's int16 quants (pairwise into int32
+// lanes) and does the per-block f32 scaling. A vector holds at most 32 int16
+// (one 32-weight sub-block on AVX-512; half or a quarter of one below), so
+// a sub-block's scale is one broadcast, except for the k-quants whose scales
+// cover 16 weights (Q2_K, Q3_K, Q6_K), where a 32-lane vector takes two.
+//
+// Bounds (all int16 products fit int32 lanes): a weight times its scale is
+// at most 4096 in magnitude (Q6_K: 32 x 128), x's quants at most 32767, and
+// a lane sums 16 products per 256-weight block: 16 x 4096 x 32767 < 2^31.
+
+#ifndef VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
+#define VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu/block_dot.h"
+#include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/simd.h"
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
+#endif
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
+#endif  // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/block_dot.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace verity::kernels::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D16 = hn::CappedTag<int16_t, 32>;  // one 32-weight sub-block at most
+using V16 = hn::Vec<D16>;
+using DU8 = hn::Rebind<uint8_t, D16>;  // the quant bytes behind a V16
+using VU8 = hn::Vec<DU8>;
+using D32 = hn::Repartition<int32_t, D16>;
+using V32 = hn::Vec<D32>;
+using DF = hn::Repartition<float, D16>;
+using VF = hn::Vec<DF>;
+constexpr int kN = static_cast<int>(hn::MaxLanes(D16()));  // weights per emitted vector: 8, 16 or 32
+
+// A block's f16 scale: F16C's conversion where the target has it (AVX2 and
+// up; exact, as base/half.h's).
+HWY_INLINE float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return _cvtsh_ss(h);
+#else
+  return F16ToF32(h);
+#endif
+}
+
+// AVX-512 VNNI's vpdpwssd (one instruction for the pairwise multiply-add) on
+// AVX3_DL. Highway 1.0.3 compiles that target without "avx512vnni" (simd.cc
+// VERITY_Q8_ATTR says why): every function that inlines it carries it.
+#if HWY_TARGET == HWY_AVX3_DL
+#define VERITY_DOT_ATTR __attribute__((target("avx512vnni")))
+#else
+#define VERITY_DOT_ATTR
+#endif
+
+// sum + the pairwise products of a and b (lane l: a[2l] b[2l] + a[2l+1] b[2l+1]).
+VERITY_DOT_ATTR HWY_INLINE V32 MulPairsAdd(V16 a, V16 b, V32 sum) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return V32{_mm512_dpwssd_epi32(sum.raw, a.raw, b.raw)};
+#else
+  const D32 d32;
+  V32 unused = hn::Zero(d32);
+  return hn::RearrangeToOddPlusEven(hn::ReorderWidenMulAccumulate(d32, a, b, sum, unused), unused);
+#endif
+}
+
+// s + a * b rounded as the target's vector MulAdd rounds (simd.cc TailMulAdd):
+// the mins' chain, the same in every inlined copy.
+HWY_INLINE float Fma1(float a, float b, float s) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(hn::MulAdd(hn::Set(d1, a), hn::Set(d1, b), hn::Set(d1, s)));
+}
+
+HWY_INLINE V16 Widen(VU8 v) { return hn::PromoteTo(D16(), v); }
+HWY_INLINE VU8 Low4(VU8 v) { return hn::And(v, hn::Set(DU8(), 0xF)); }
+HWY_INLINE VU8 Bits2(VU8 v, int shift) { return hn::And(hn::ShiftRightSame(v, shift), hn::Set(DU8(), 3)); }
+HWY_INLINE VU8 Bit(VU8 v, int bit) { return hn::And(hn::ShiftRightSame(v, bit), hn::Set(DU8(), 1)); }
+
+// A k-quant block's sub-block scales (16, or 8 for Q4_K/Q5_K) as integers,
+// for the weight vectors to take theirs from. On AVX-512 they sit in one
+// register (made there from the block's bytes, without a trip through
+// memory) and a vector's scales are one vpermw; elsewhere a vector covers
+// one sub-block at most and its scale is a broadcast.
+struct ScaleTable {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  __m512i v;  // lanes 0..15
+  static HWY_INLINE ScaleTable Int8(const uint8_t* p) {
+    return {_mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+  }
+  static HWY_INLINE ScaleTable LowNibbles(const uint8_t* p) {
+    const __m128i bytes = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(0xF));
+    return {_mm512_castsi256_si512(_mm256_cvtepu8_epi16(bytes))};
+  }
+  static HWY_INLINE ScaleTable Bytes8(uint64_t w) {
+    return {_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(w))))};
+  }
+  static HWY_INLINE ScaleTable Int16(const int16_t* p) {
+    return {_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+  }
+  // Lane i: scale (j + i) / 16 (j a multiple of 32: two scales).
+  HWY_INLINE V16 Per16(int j) const {
+    const __m512i halves = _mm512_set_epi64(0x0001000100010001LL, 0x0001000100010001LL, 0x0001000100010001LL,
+                                            0x0001000100010001LL, 0, 0, 0, 0);
+    return V16{_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(j / 16)), halves), v)};
+  }
+  // Every lane: scale k.
+  HWY_INLINE V16 Per32(int k) const { return V16{_mm512_permutexvar_epi16(_mm512_set1_epi16(static_cast<short>(k)), v)}; }
+#else
+  int16_t s[16];
+  static HWY_INLINE ScaleTable Int8(const uint8_t* p) {
+    ScaleTable t;
+    for (int i = 0; i < 16; i++) t.s[i] = static_cast<int8_t>(p[i]);
+    return t;
+  }
+  static HWY_INLINE ScaleTable LowNibbles(const uint8_t* p) {
+    ScaleTable t;
+    for (int i = 0; i < 16; i++) t.s[i] = static_cast<int16_t>(p[i] & 0xF);
+    return t;
+  }
+  static HWY_INLINE ScaleTable Bytes8(uint64_t w) {
+    ScaleTable t{};
+    for (int i = 0; i < 8; i++) t.s[i] = static_cast<int16_t>((w >> (8 * i)) & 0xFF);
+    return t;
+  }
+  static HWY_INLINE ScaleTable Int16(const int16_t* p) {
+    ScaleTable t;
+    std::memcpy(t.s, p, sizeof(t.s));
+    return t;
+  }
+  HWY_INLINE V16 Per16(int j) const { return hn::Set(D16(), s[j / 16]); }  // kN <= 16: one scale
+  HWY_INLINE V16 Per32(int k) const { return hn::Set(D16(), s[k]); }
+#endif
+};
+
+// Weights j.. of a 32-weight block whose 16 bytes hold weight l < 16 in the
+// low nibble of byte l and weight l + 16 in its high nibble (Q4_0 ... Q5_1).
+HWY_INLINE VU8 Nibbles32(const uint8_t* qs, int j) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (kN > 16) {
+    const hn::Half<DU8> dh;
+    const auto v = hn::LoadU(dh, qs);
+    return hn::Combine(DU8(), hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, 0xF)));
+  }
+#endif
+  const VU8 v = hn::LoadU(DU8(), qs + j % 16);
+  return j < 16 ? Low4(v) : hn::ShiftRight<4>(v);
+}
+
+// Weights j.. of a Q5_0/Q5_1 block: fifth bits from bit j.. of qh (little-endian u32).
+HWY_INLINE V16 Fifth(const uint8_t* qh, int j) {
+  const D16 d;
+  uint8_t bits[8] = {static_cast<uint8_t>(qh[j / 8] >> (j % 8))};  // j % 8 != 0 only below 8 lanes
+  if constexpr (kN >= 8) std::memcpy(bits, qh + j / 8, kN / 8);
+  return hn::IfThenElseZero(hn::LoadMaskBits(d, bits), hn::Set(d, 16));
+}
+
+// ------------------------------------------------------------------ types
+// Each: kElems weights in kBytes bytes; Scales Decode(block); Weights(block,
+// scales, emit); and for types with mins, MinSum(scales, sum16): the integer
+// sum over sub-blocks of min x (sum of x's quants), added as min_mult x that.
+
+struct Q4_0 {
+  static constexpr int kElems = 32, kBytes = 18;
+  static constexpr bool kMins = false;
+  struct Scales { float d, min_mult; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
+    for (int j = 0; j < 32; j += kN) emit(j, hn::Sub(Widen(Nibbles32(b + 2, j)), hn::Set(D16(), 8)));
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
+};
+
+struct Q4_1 {
+  static constexpr int kElems = 32, kBytes = 20;
+  static constexpr bool kMins = true;
+  struct Scales { float d, min_mult; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
+    for (int j = 0; j < 32; j += kN) emit(j, Widen(Nibbles32(b + 4, j)));
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t*) {
+    return sum16[0] + sum16[1];
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kElems = 32, kBytes = 22;
+  static constexpr bool kMins = false;
+  struct Scales { float d, min_mult; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
+    for (int j = 0; j < 32; j += kN)
+      emit(j, hn::Sub(hn::Or(Widen(Nibbles32(b + 6, j)), Fifth(b + 2, j)), hn::Set(D16(), 16)));
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
+};
+
+struct Q5_1 {
+  static constexpr int kElems = 32, kBytes = 24;
+  static constexpr bool kMins = true;
+  struct Scales { float d, min_mult; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
+    for (int j = 0; j < 32; j += kN) emit(j, hn::Or(Widen(Nibbles32(b + 8, j)), Fifth(b + 4, j)));
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t*) {
+    return sum16[0] + sum16[1];
+  }
+};
+
+// Q2_K: 16 scale bytes (low nibble scale, high nibble min, per 16 weights),
+// 64 bytes of 2-bit quants, f16 d, f16 dmin. Weight 128h + 32s + l is bits
+// 2s..2s+1 of qs[32h + l].
+struct Q2_K {
+  static constexpr int kElems = 256, kBytes = 84;
+  static constexpr bool kMins = true;
+  struct Scales { float d, min_mult; ScaleTable sc; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 80), -Half(b + 82), ScaleTable::LowNibbles(b)}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
+    for (int h = 0; h < 2; h++)
+      for (int p = 0; p < 32; p += kN) {
+        const VU8 q = hn::LoadU(DU8(), b + 16 + 32 * h + p);
+        for (int sh = 0; sh < 4; sh++) {
+          const int j = 128 * h + 32 * sh + p;
+          emit(j, hn::Mul(Widen(Bits2(q, 2 * sh)), s.sc.Per16(j)));
+        }
+      }
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t* b) {
+    int32_t m = 0;
+    for (int i = 0; i < 16; i++) m += (b[i] >> 4) * sum16[i];
+    return m;
+  }
+};
+
+// Q3_K: 32 bytes hmask, 64 bytes of 2-bit quants (placed as Q2_K's), 12
+// bytes of 6-bit scales (offset by 32), f16 d. Weight e's third bit is bit
+// e / 32 of hmask[e % 32]; a clear bit subtracts 4.
+struct Q3_K {
+  static constexpr int kElems = 256, kBytes = 110;
+  static constexpr bool kMins = false;
+  struct Scales { float d, min_mult; ScaleTable sc; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) {
+    const uint8_t* sc = b + 96;
+    int16_t v[16];
+    for (int i = 0; i < 16; i++) {
+      const int low = (i < 8 ? sc[i] : sc[i - 8] >> 4) & 0xF;
+      const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+      v[i] = static_cast<int16_t>((low | (high << 4)) - 32);
+    }
+    return {Half(b + 108), 0.0f, ScaleTable::Int16(v)};
+  }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
+    for (int h = 0; h < 2; h++)
+      for (int p = 0; p < 32; p += kN) {
+        const VU8 q = hn::LoadU(DU8(), b + 32 + 32 * h + p), hm = hn::LoadU(DU8(), b + p);
+        for (int sh = 0; sh < 4; sh++) {
+          const int j = 128 * h + 32 * sh + p;
+          const VU8 v = hn::Or(Bits2(q, 2 * sh), hn::ShiftLeft<2>(Bit(hm, 4 * h + sh)));
+          emit(j, hn::Mul(hn::Sub(Widen(v), hn::Set(D16(), 4)), s.sc.Per16(j)));
+        }
+      }
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
+};
+
+// Q4_K and Q5_K's eight 6-bit scales and mins of 32-weight sub-blocks in 12
+// bytes s, as two words of 8 bytes (byte j: sub-block j). For j < 4 the
+// scale is the low 6 bits of s[j] and the min those of s[j + 4]; for j >= 4
+// the scale is the low nibble of s[j + 4] under the top 2 bits of s[j - 4],
+// the min its high nibble under the top 2 bits of s[j].
+struct KScales {
+  uint64_t scales, mins;
+};
+HWY_INLINE KScales DecodeKScales(const uint8_t* s) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  return {(a & 0x3f3f3f3fu) | (static_cast<uint64_t>(sc_hi) << 32),
+          (b & 0x3f3f3f3fu) | (static_cast<uint64_t>(mn_hi) << 32)};
+}
+// Sum over the 8 sub-blocks of min x (sum of x's quants over it).
+HWY_INLINE int32_t KMinSum(uint64_t mins, const int32_t* sum16) {
+  int32_t m = 0;
+  for (int j = 0; j < 8; j++) m += static_cast<int32_t>((mins >> (8 * j)) & 0xFF) * (sum16[2 * j] + sum16[2 * j + 1]);
+  return m;
+}
+
+// Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles: 32-byte group
+// g holds weights 64g + l (low nibbles) and 64g + 32 + l (high).
+struct Q4_K {
+  static constexpr int kElems = 256, kBytes = 144;
+  static constexpr bool kMins = true;
+  struct Scales { float d, min_mult; ScaleTable sc; uint64_t mins; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) {
+    const KScales k = DecodeKScales(b + 4);
+    return {Half(b), -Half(b + 2), ScaleTable::Bytes8(k.scales), k.mins};
+  }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
+    const D16 d;
+    for (int g = 0; g < 4; g++)
+      for (int p = 0; p < 32; p += kN) {
+        const VU8 q = hn::LoadU(DU8(), b + 16 + 32 * g + p);
+        emit(64 * g + p, hn::Mul(Widen(Low4(q)), s.sc.Per32(2 * g)));
+        emit(64 * g + 32 + p, hn::Mul(Widen(hn::ShiftRight<4>(q)), s.sc.Per32(2 * g + 1)));
+      }
+  }
+  static HWY_INLINE int32_t MinSum(const Scales& s, const int32_t* sum16, const uint8_t*) {
+    return KMinSum(s.mins, sum16);
+  }
+};
+
+// Q5_K: Q4_K with 32 bytes qh between the scales and the nibbles: weight e's
+// fifth bit is bit e / 32 of qh[e % 32].
+struct Q5_K {
+  static constexpr int kElems = 256, kBytes = 176;
+  static constexpr bool kMins = true;
+  using Scales = Q4_K::Scales;
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return Q4_K::Decode(b); }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
+    const D16 d;
+    for (int g = 0; g < 4; g++)
+      for (int p = 0; p < 32; p += kN) {
+        const VU8 q = hn::LoadU(DU8(), b + 48 + 32 * g + p), qh = hn::LoadU(DU8(), b + 16 + p);
+        const VU8 lo = hn::Or(Low4(q), hn::ShiftLeft<4>(Bit(qh, 2 * g)));
+        const VU8 hi = hn::Or(hn::ShiftRight<4>(q), hn::ShiftLeft<4>(Bit(qh, 2 * g + 1)));
+        emit(64 * g + p, hn::Mul(Widen(lo), s.sc.Per32(2 * g)));
+        emit(64 * g + 32 + p, hn::Mul(Widen(hi), s.sc.Per32(2 * g + 1)));
+      }
+  }
+  static HWY_INLINE int32_t MinSum(const Scales& s, const int32_t* sum16, const uint8_t*) {
+    return KMinSum(s.mins, sum16);
+  }
+};
+
+// Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales
+// of 16 weights, f16 d. In half h, weight 128h + 32k + l: the low (k < 2) or
+// high nibble of ql[64h + 32(k % 2) + l], bits 2k..2k+1 of qh[32h + l]; less 32.
+struct Q6_K {
+  static constexpr int kElems = 256, kBytes = 210;
+  static constexpr bool kMins = false;
+  struct Scales { float d, min_mult; ScaleTable sc; };
+  static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 208), 0.0f, ScaleTable::Int8(b + 192)}; }
+  template <class Emit>
+  static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
+    const V16 k32 = hn::Set(D16(), 32);
+    for (int h = 0; h < 2; h++)
+      for (int p = 0; p < 32; p += kN) {
+        const VU8 qa = hn::LoadU(DU8(), b + 64 * h + p), qb = hn::LoadU(DU8(), b + 64 * h + 32 + p);
+        const VU8 qh = hn::LoadU(DU8(), b + 128 + 32 * h + p);
+        const VU8 v[4] = {hn::Or(Low4(qa), hn::ShiftLeft<4>(Bits2(qh, 0))),
+                          hn::Or(Low4(qb), hn::ShiftLeft<4>(Bits2(qh, 2))),
+                          hn::Or(hn::ShiftRight<4>(qa), hn::ShiftLeft<4>(Bits2(qh, 4))),
+                          hn::Or(hn::ShiftRight<4>(qb), hn::ShiftLeft<4>(Bits2(qh, 6)))};
+        for (int k = 0; k < 4; k++) {
+          const int j = 128 * h + 32 * k + p;
+          emit(j, hn::Mul(hn::Sub(Widen(v[k]), k32), s.sc.Per16(j)));
+        }
+      }
+  }
+  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
+};
+
+// ------------------------------------------------------------------ dots
+// The dots of one row with TT vectors: out[t]. Per (row, vector) the same
+// operations in the same order whatever TT is.
+template <class T, int TT>
+VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX* const* xs, float* out) {
+  const D16 d16;
+  const D32 d32;
+  const DF df;
+  const int nb = xs[0]->cols / T::kElems;
+  // x's scale of block b: x has one per 256 values (then b, or b / 8 for a
+  // 32-weight type) or per 32.
+  const int xshift = xs[0]->block == T::kElems ? 0 : 3;
+  VF acc[TT];
+  float mins[TT];
+  for (int t = 0; t < TT; t++) {
+    acc[t] = hn::Zero(df);
+    mins[t] = 0.0f;
+  }
+  for (int b = 0; b < nb; b++) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * T::kBytes;
+    const int j0 = b * T::kElems;
+    const typename T::Scales s = T::Decode(blk);
+    // Two chains of integer sums per vector (alternate weight vectors), so
+    // the multiply-adds of a block do not wait on each other as much.
+    V32 sum[TT][2];
+    for (int t = 0; t < TT; t++) sum[t][0] = sum[t][1] = hn::Zero(d32);
+    T::Weights(blk, s, [&](int j, V16 w) VERITY_DOT_ATTR HWY_ATTR {
+      const int k = (j / kN) & 1;
+      for (int t = 0; t < TT; t++) sum[t][k] = MulPairsAdd(w, hn::LoadU(d16, xs[t]->q.data() + j0 + j), sum[t][k]);
+    });
+    for (int t = 0; t < TT; t++) {
+      const float xd = xs[t]->scale[static_cast<size_t>(b >> xshift)];
+      acc[t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(sum[t][0], sum[t][1])), hn::Set(df, s.d * xd), acc[t]);
+      if constexpr (T::kMins)
+        mins[t] = Fma1(s.min_mult * xd,
+                       static_cast<float>(T::MinSum(s, xs[t]->sum16.data() + j0 / 16, blk)), mins[t]);
+    }
+  }
+  for (int t = 0; t < TT; t++)
+    out[t] = xs[t]->finite ? hn::GetLane(hn::SumOfLanes(df, acc[t])) + mins[t]
+                           : std::numeric_limits<float>::quiet_NaN();
+}
+
+template <class T>
+VERITY_DOT_ATTR void MatVecT(const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {
+  const size_t row_bytes = static_cast<size_t>(x.cols / T::kElems) * T::kBytes;
+  const BlockX* xs[1] = {&x};
+  const StreamPrefetchHint prefetch = StreamPrefetch();
+  for (int i = row_begin; i < row_end; i++) {
+    const uint8_t* row = w + static_cast<size_t>(i) * row_bytes;
+    PrefetchRowAhead(prefetch, row, row_bytes);
+    DotRow<T, 1>(row, xs, out + i);
+  }
+}
+
+// Up to 64 vectors per pass over the rows, so a row (a few KB) stays in L1
+// while it meets them, 4 at a time (each weight vector unpacked once for 4).
+template <class T>
+VERITY_DOT_ATTR void MatMulT(const uint8_t* w, const BlockX* x, float* out, int T_, int ld_out, int row_begin, int row_end) {
+  if (T_ == 0) return;
+  constexpr int kTT = 4, kTokenBlock = 64;
+  const size_t row_bytes = static_cast<size_t>(x[0].cols / T::kElems) * T::kBytes, ld = static_cast<size_t>(ld_out);
+  for (int t0 = 0; t0 < T_; t0 += kTokenBlock) {
+    const int t1 = std::min(T_, t0 + kTokenBlock);
+    for (int i = row_begin; i < row_end; i++) {
+      const uint8_t* row = w + static_cast<size_t>(i) * row_bytes;
+      int t = t0;
+      for (; t + kTT <= t1; t += kTT) {
+        const BlockX* xs[kTT] = {&x[t], &x[t + 1], &x[t + 2], &x[t + 3]};
+        float res[kTT];
+        DotRow<T, kTT>(row, xs, res);
+        for (int k = 0; k < kTT; k++) out[(t + k) * ld + i] = res[k];
+      }
+      for (; t < t1; t++) {
+        const BlockX* xs[1] = {&x[t]};
+        DotRow<T, 1>(row, xs, out + t * ld + i);
+      }
+    }
+  }
+}
+
+// Calls f.template operator()<Type>() for the ggml type id; false if none.
+template <class F>
+HWY_INLINE bool ForType(uint32_t type, F&& f) {
+  switch (type) {
+    case 2: f(Q4_0{}); return true;
+    case 3: f(Q4_1{}); return true;
+    case 6: f(Q5_0{}); return true;
+    case 7: f(Q5_1{}); return true;
+    case 10: f(Q2_K{}); return true;
+    case 11: f(Q3_K{}); return true;
+    case 12: f(Q4_K{}); return true;
+    case 13: f(Q5_K{}); return true;
+    case 14: f(Q6_K{}); return true;
+    default: return false;
+  }
+}
+
+VERITY_DOT_ATTR void MatVecBlockImpl(uint32_t type, const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {
+  ForType(type, [&](auto t) VERITY_DOT_ATTR { MatVecT<decltype(t)>(w, x, out, row_begin, row_end); });
+}
+VERITY_DOT_ATTR void MatMulBlockImpl(uint32_t type, const uint8_t* w, const BlockX* x, float* out, int T, int ld_out, int row_begin,
+                     int row_end) {
+  ForType(type, [&](auto t) VERITY_DOT_ATTR { MatMulT<decltype(t)>(w, x, out, T, ld_out, row_begin, row_end); });
+}
+
+// x to int16 per block: scale = max|x| / 32767, q = round(x * (32767 / max|x|))
+// to nearest even. Returns false when x holds NaN or infinity.
+bool QuantizeBlockXImpl(const float* x, int cols, int block, int16_t* q, float* scale) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<int16_t, decltype(d)> di16;
+  const size_t N = hn::Lanes(d);
+  for (int b = 0; b < cols / block; b++) {
+    const float* v = x + static_cast<size_t>(b) * block;
+    auto m = hn::Zero(d);
+    size_t k = 0;
+    for (; k + N <= static_cast<size_t>(block); k += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, v + k)));
+    float amax = hn::GetLane(hn::MaxOfLanes(d, m));
+    for (; k < static_cast<size_t>(block); k++) amax = std::max(amax, std::fabs(v[k]));
+    for (int i = 0; i < block; i++)  // Max may drop a NaN; check every value
+      if (!std::isfinite(v[i])) return false;
+    scale[b] = amax / 32767.0f;
+    const float inv = amax == 0.0f ? 0.0f : 32767.0f / amax;
+    int16_t* out = q + static_cast<size_t>(b) * block;
+    for (k = 0; k + N <= static_cast<size_t>(block); k += N) {
+      hn::StoreU(hn::DemoteTo(di16, hn::NearestInt(hn::Mul(hn::LoadU(d, v + k), hn::Set(d, inv)))), di16, out + k);
+    }
+    for (; k < static_cast<size_t>(block); k++) out[k] = static_cast<int16_t>(std::nearbyint(v[k] * inv));
+  }
+  return true;
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace verity::kernels::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace verity::kernels::simd {
+
+HWY_EXPORT(MatVecBlockImpl);
+HWY_EXPORT(MatMulBlockImpl);
+HWY_EXPORT(QuantizeBlockXImpl);
+
+bool HasBlockKernel(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case 2: case 3: case 6: case 7: case 10: case 11: case 12: case 13: case 14: return true;
+    default: return false;
+  }
+}
+
+void QuantizeBlockX(const float* x, int cols, BlockX* out) {
+  out->cols = cols;
+  out->block = cols % 256 == 0 ? 256 : 32;
+  out->q.resize(static_cast<size_t>(cols));
+  out->scale.resize(static_cast<size_t>(cols / out->block));
+  out->sum16.resize(static_cast<size_t>(cols / 16));
+  out->finite = HWY_DYNAMIC_DISPATCH(QuantizeBlockXImpl)(x, cols, out->block, out->q.data(), out->scale.data());
+  if (!out->finite) return;
+  for (int i = 0; i < cols / 16; i++) {
+    int32_t s = 0;
+    for (int k = 0; k < 16; k++) s += out->q[static_cast<size_t>(i) * 16 + k];
+    out->sum16[static_cast<size_t>(i)] = s;
+  }
+}
+
+void MatVecBlock(uint32_t ggml_type, const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatVecBlockImpl)(ggml_type, w, x, out, row_begin, row_end);
+}
+
+void MatMulBlock(uint32_t ggml_type, const uint8_t* w, const BlockX* x, float* out, int T, int ld_out, int row_begin,
+                 int row_end) {
+  HWY_DYNAMIC_DISPATCH(MatMulBlockImpl)(ggml_type, w, x, out, T, ld_out, row_begin, row_end);
+}
+
+}  // namespace verity::kernels::simd
+#endif  // HWY_ONCE
