@@ -59,6 +59,13 @@ using V32 = hn::Vec<D32>;
 using DF = hn::Repartition<float, D16>;
 using VF = hn::Vec<DF>;
 constexpr int kN = static_cast<int>(hn::MaxLanes(D16()));  // weights per emitted vector: 8, 16 or 32
+// The mins' lanes (8 or 16 sub-block mins per block, 8 or fewer at a time).
+using DM = hn::CappedTag<int32_t, 8>;
+using VM = hn::Vec<DM>;
+using DMU8 = hn::Rebind<uint8_t, DM>;
+using DFM = hn::Rebind<float, DM>;
+using VFM = hn::Vec<DFM>;
+constexpr int kML = static_cast<int>(hn::MaxLanes(DM()));
 
 // A block's f16 scale: F16C's conversion where the target has it (AVX2 and
 // up; exact, as base/half.h's).
@@ -184,24 +191,34 @@ HWY_INLINE V16 Fifth(const uint8_t* qh, int j) {
 
 // ------------------------------------------------------------------ types
 // Each: kElems weights in kBytes bytes; Scales Decode(block); Weights(block,
-// scales, emit); and for types with mins, MinSum(scales, sum16): the integer
-// sum over sub-blocks of min x (sum of x's quants), added as min_mult x that.
+// scales, emit); and kMins, the mins per block (0, 1, 8 or 16), added as
+// min_mult x the integer sum over sub-blocks of min x (the sum of x's quants
+// over the sub-block): for one, MinSum(scales, sum16, block) gives that
+// sum; for 8 or 16, MinVec(scales, block, k) gives mins k.. as int32 lanes,
+// against x's sums per 32 (8) or per 16 (16).
 
-struct Q4_0 {
+// Types with fewer than 8 mins per block have no min vectors (never asked for).
+struct NoMinVec {
+  template <class S>
+  static HWY_INLINE VM MinVec(const S&, const uint8_t*, int) {
+    return hn::Zero(DM());
+  }
+};
+
+struct Q4_0 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 18;
-  static constexpr bool kMins = false;
+  static constexpr int kMins = 0;
   struct Scales { float d, min_mult; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
     for (int j = 0; j < 32; j += kN) emit(j, hn::Sub(Widen(Nibbles32(b + 2, j)), hn::Set(D16(), 8)));
   }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
 };
 
-struct Q4_1 {
+struct Q4_1 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 20;
-  static constexpr bool kMins = true;
+  static constexpr int kMins = 1;
   struct Scales { float d, min_mult; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
   template <class Emit>
@@ -213,9 +230,9 @@ struct Q4_1 {
   }
 };
 
-struct Q5_0 {
+struct Q5_0 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 22;
-  static constexpr bool kMins = false;
+  static constexpr int kMins = 0;
   struct Scales { float d, min_mult; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
   template <class Emit>
@@ -223,12 +240,11 @@ struct Q5_0 {
     for (int j = 0; j < 32; j += kN)
       emit(j, hn::Sub(hn::Or(Widen(Nibbles32(b + 6, j)), Fifth(b + 2, j)), hn::Set(D16(), 16)));
   }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
 };
 
-struct Q5_1 {
+struct Q5_1 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 24;
-  static constexpr bool kMins = true;
+  static constexpr int kMins = 1;
   struct Scales { float d, min_mult; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
   template <class Emit>
@@ -245,7 +261,7 @@ struct Q5_1 {
 // 2s..2s+1 of qs[32h + l].
 struct Q2_K {
   static constexpr int kElems = 256, kBytes = 84;
-  static constexpr bool kMins = true;
+  static constexpr int kMins = 16;
   struct Scales { float d, min_mult; ScaleTable sc; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 80), -Half(b + 82), ScaleTable::LowNibbles(b)}; }
   template <class Emit>
@@ -259,19 +275,17 @@ struct Q2_K {
         }
       }
   }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t* b) {
-    int32_t m = 0;
-    for (int i = 0; i < 16; i++) m += (b[i] >> 4) * sum16[i];
-    return m;
+  static HWY_INLINE VM MinVec(const Scales&, const uint8_t* b, int k) {
+    return hn::ShiftRight<4>(hn::PromoteTo(DM(), hn::LoadU(DMU8(), b + k)));
   }
 };
 
 // Q3_K: 32 bytes hmask, 64 bytes of 2-bit quants (placed as Q2_K's), 12
 // bytes of 6-bit scales (offset by 32), f16 d. Weight e's third bit is bit
 // e / 32 of hmask[e % 32]; a clear bit subtracts 4.
-struct Q3_K {
+struct Q3_K : NoMinVec {
   static constexpr int kElems = 256, kBytes = 110;
-  static constexpr bool kMins = false;
+  static constexpr int kMins = 0;
   struct Scales { float d, min_mult; ScaleTable sc; };
   static HWY_INLINE Scales Decode(const uint8_t* b) {
     const uint8_t* sc = b + 96;
@@ -295,7 +309,6 @@ struct Q3_K {
         }
       }
   }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
 };
 
 // Q4_K and Q5_K's eight 6-bit scales and mins of 32-weight sub-blocks in 12
@@ -316,18 +329,18 @@ HWY_INLINE KScales DecodeKScales(const uint8_t* s) {
   return {(a & 0x3f3f3f3fu) | (static_cast<uint64_t>(sc_hi) << 32),
           (b & 0x3f3f3f3fu) | (static_cast<uint64_t>(mn_hi) << 32)};
 }
-// Sum over the 8 sub-blocks of min x (sum of x's quants over it).
-HWY_INLINE int32_t KMinSum(uint64_t mins, const int32_t* sum16) {
-  int32_t m = 0;
-  for (int j = 0; j < 8; j++) m += static_cast<int32_t>((mins >> (8 * j)) & 0xFF) * (sum16[2 * j] + sum16[2 * j + 1]);
-  return m;
+// Mins k.. of a word of 8 (DecodeKScales).
+HWY_INLINE VM KMinVec(uint64_t mins, int k) {
+  uint8_t bytes[8];
+  std::memcpy(bytes, &mins, 8);
+  return hn::PromoteTo(DM(), hn::LoadU(DMU8(), bytes + k));
 }
 
 // Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles: 32-byte group
 // g holds weights 64g + l (low nibbles) and 64g + 32 + l (high).
 struct Q4_K {
   static constexpr int kElems = 256, kBytes = 144;
-  static constexpr bool kMins = true;
+  static constexpr int kMins = 8;
   struct Scales { float d, min_mult; ScaleTable sc; uint64_t mins; };
   static HWY_INLINE Scales Decode(const uint8_t* b) {
     const KScales k = DecodeKScales(b + 4);
@@ -343,16 +356,14 @@ struct Q4_K {
         emit(64 * g + 32 + p, hn::Mul(Widen(hn::ShiftRight<4>(q)), s.sc.Per32(2 * g + 1)));
       }
   }
-  static HWY_INLINE int32_t MinSum(const Scales& s, const int32_t* sum16, const uint8_t*) {
-    return KMinSum(s.mins, sum16);
-  }
+  static HWY_INLINE VM MinVec(const Scales& s, const uint8_t*, int k) { return KMinVec(s.mins, k); }
 };
 
 // Q5_K: Q4_K with 32 bytes qh between the scales and the nibbles: weight e's
 // fifth bit is bit e / 32 of qh[e % 32].
 struct Q5_K {
   static constexpr int kElems = 256, kBytes = 176;
-  static constexpr bool kMins = true;
+  static constexpr int kMins = 8;
   using Scales = Q4_K::Scales;
   static HWY_INLINE Scales Decode(const uint8_t* b) { return Q4_K::Decode(b); }
   template <class Emit>
@@ -367,17 +378,15 @@ struct Q5_K {
         emit(64 * g + 32 + p, hn::Mul(Widen(hi), s.sc.Per32(2 * g + 1)));
       }
   }
-  static HWY_INLINE int32_t MinSum(const Scales& s, const int32_t* sum16, const uint8_t*) {
-    return KMinSum(s.mins, sum16);
-  }
+  static HWY_INLINE VM MinVec(const Scales& s, const uint8_t*, int k) { return KMinVec(s.mins, k); }
 };
 
 // Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales
 // of 16 weights, f16 d. In half h, weight 128h + 32k + l: the low (k < 2) or
 // high nibble of ql[64h + 32(k % 2) + l], bits 2k..2k+1 of qh[32h + l]; less 32.
-struct Q6_K {
+struct Q6_K : NoMinVec {
   static constexpr int kElems = 256, kBytes = 210;
-  static constexpr bool kMins = false;
+  static constexpr int kMins = 0;
   struct Scales { float d, min_mult; ScaleTable sc; };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 208), 0.0f, ScaleTable::Int8(b + 192)}; }
   template <class Emit>
@@ -397,27 +406,81 @@ struct Q6_K {
         }
       }
   }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t*, const uint8_t*) { return 0; }
 };
 
 // ------------------------------------------------------------------ dots
-// The dots of one row with TT vectors: out[t]. Per (row, vector) the same
-// operations in the same order whatever TT is.
+// What a (row, vector) pair accumulates: the blocks' scaled integer sums in
+// f32 lanes, the mins of types with 8 or 16 per block in f32 lanes of their
+// own, and the mins of types with one per block in one f32 chain. Every
+// kernel below adds to it with the same operations in the same order, so a
+// (row, vector)'s result does not depend on which kernel computed it.
+struct Acc {
+  VF sums;
+  VFM mins[8 / kML];
+  float min1;
+};
+
+HWY_INLINE void Clear(Acc& a) {
+  a.sums = hn::Zero(DF());
+  for (VFM& m : a.mins) m = hn::Zero(DFM());
+  a.min1 = 0.0f;
+}
+
+// Block b (its weights from column j0) of a row with scale d, min multiplier
+// min_mult and mins `minf(k)` (mins k..k+kML times min_mult, f32 lanes),
+// whose integer sums with x are `sum`. The mins meet x's scaled sums
+// (BlockX::xsum16/32), so a block's mins cost one multiply-add per lane.
+template <class T, class MinF>
+HWY_INLINE void AddBlock(Acc& a, V32 sum, float d, float min_mult, MinF&& minf, const BlockX& x, int b, int j0,
+                         int xshift) {
+  const float xd = x.scale[static_cast<size_t>(b >> xshift)];
+  a.sums = hn::MulAdd(hn::ConvertTo(DF(), sum), hn::Mul(hn::Set(DF(), d), hn::Set(DF(), xd)), a.sums);
+  if constexpr (T::kMins == 1) {
+    const int32_t* s16 = x.sum16.data() + j0 / 16;
+    a.min1 = Fma1(min_mult * xd, static_cast<float>(s16[0] + s16[1]), a.min1);
+  }
+  if constexpr (T::kMins >= 8) {
+    const float* xs = T::kMins == 8 ? x.xsum32.data() + j0 / 32 : x.xsum16.data() + j0 / 16;
+    for (int k = 0; k < T::kMins; k += kML) {
+      VFM& m = a.mins[(k % 8) / kML];
+      m = hn::MulAdd(minf(k), hn::LoadU(DFM(), xs + k), m);
+    }
+  }
+}
+
+// Mins k.. of a block times its min multiplier, as AddBlock takes them.
+template <class T>
+HWY_INLINE VFM ScaledMins(const typename T::Scales& s, const uint8_t* blk, int k) {
+  return hn::Mul(hn::ConvertTo(DFM(), T::MinVec(s, blk, k)), hn::Set(DFM(), s.min_mult));
+}
+
+template <class T>
+HWY_INLINE float Finish(const Acc& a, const BlockX& x) {
+  float total = hn::GetLane(hn::SumOfLanes(DF(), a.sums)) + a.min1;
+  if constexpr (T::kMins >= 8) {
+    VFM m = a.mins[0];
+    for (int k = 1; k < 8 / kML; k++) m = hn::Add(m, a.mins[k]);
+    total += hn::GetLane(hn::SumOfLanes(DFM(), m));
+  }
+  return x.finite ? total : std::numeric_limits<float>::quiet_NaN();
+}
+
+// x's scale of block b is scale[b >> XShift]: x has one per 256 values (a
+// k-quant block, or 8 blocks of a 32-weight type) or one per 32.
+template <class T>
+HWY_INLINE int XShift(const BlockX& x) {
+  return x.block == T::kElems ? 0 : 3;
+}
+
+// The dots of one row with TT vectors, its blocks unpacked as they are read
+// (decode): out[t].
 template <class T, int TT>
 VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX* const* xs, float* out) {
   const D16 d16;
   const D32 d32;
-  const DF df;
-  const int nb = xs[0]->cols / T::kElems;
-  // x's scale of block b: x has one per 256 values (then b, or b / 8 for a
-  // 32-weight type) or per 32.
-  const int xshift = xs[0]->block == T::kElems ? 0 : 3;
-  VF acc[TT];
-  float mins[TT];
-  for (int t = 0; t < TT; t++) {
-    acc[t] = hn::Zero(df);
-    mins[t] = 0.0f;
-  }
+  const int nb = xs[0]->cols / T::kElems, xshift = XShift<T>(*xs[0]);
+  Acc acc[TT];
+  for (Acc& a : acc) Clear(a);
   for (int b = 0; b < nb; b++) {
     const uint8_t* blk = row + static_cast<size_t>(b) * T::kBytes;
     const int j0 = b * T::kElems;
@@ -430,17 +493,11 @@ VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX* const* 
       const int k = (j / kN) & 1;
       for (int t = 0; t < TT; t++) sum[t][k] = MulPairsAdd(w, hn::LoadU(d16, xs[t]->q.data() + j0 + j), sum[t][k]);
     });
-    for (int t = 0; t < TT; t++) {
-      const float xd = xs[t]->scale[static_cast<size_t>(b >> xshift)];
-      acc[t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(sum[t][0], sum[t][1])), hn::Set(df, s.d * xd), acc[t]);
-      if constexpr (T::kMins)
-        mins[t] = Fma1(s.min_mult * xd,
-                       static_cast<float>(T::MinSum(s, xs[t]->sum16.data() + j0 / 16, blk)), mins[t]);
-    }
+    for (int t = 0; t < TT; t++)
+      AddBlock<T>(acc[t], hn::Add(sum[t][0], sum[t][1]), s.d, s.min_mult,
+                  [&](auto k) HWY_ATTR { return ScaledMins<T>(s, blk, k); }, *xs[t], b, j0, xshift);
   }
-  for (int t = 0; t < TT; t++)
-    out[t] = xs[t]->finite ? hn::GetLane(hn::SumOfLanes(df, acc[t])) + mins[t]
-                           : std::numeric_limits<float>::quiet_NaN();
+  for (int t = 0; t < TT; t++) out[t] = Finish<T>(acc[t], *xs[t]);
 }
 
 template <class T>
@@ -455,27 +512,126 @@ VERITY_DOT_ATTR void MatVecT(const uint8_t* w, const BlockX& x, float* out, int 
   }
 }
 
-// Up to 64 vectors per pass over the rows, so a row (a few KB) stays in L1
-// while it meets them, 4 at a time (each weight vector unpacked once for 4).
+// Prefill: rows unpacked once into this thread's scratch, as DotRow's
+// emits see them (int16 times their sub-block's scale, in column order),
+// with each block's d, min multiplier and mins; then multiplied with many
+// vectors from L1/L2, R rows x TT vectors at a time, every weight and x
+// vector loaded once for the tile. The integer sums per block are exact and
+// everything after them is AddBlock and Finish, so each output is DotRow's.
 template <class T>
-VERITY_DOT_ATTR void MatMulT(const uint8_t* w, const BlockX* x, float* out, int T_, int ld_out, int row_begin, int row_end) {
+struct UnpackedRows {
+  int nb = 0, cols = 0;
+  std::vector<int16_t> w;      // rows x cols
+  std::vector<float> d, mult;  // rows x nb
+  std::vector<float> mins;     // rows x nb x kMins (kMins >= 8): ScaledMins
+  const int16_t* W(int r) const { return w.data() + static_cast<size_t>(r) * cols; }
+  float D(int r, int b) const { return d[static_cast<size_t>(r) * nb + b]; }
+  float Mult(int r, int b) const { return mult[static_cast<size_t>(r) * nb + b]; }
+  float* Mins(int r, int b) { return mins.data() + (static_cast<size_t>(r) * nb + b) * T::kMins; }
+  const float* Mins(int r, int b) const { return mins.data() + (static_cast<size_t>(r) * nb + b) * T::kMins; }
+};
+
+template <class T>
+VERITY_DOT_ATTR void Unpack(const uint8_t* w, size_t row_bytes, int first, int rows, int cols, UnpackedRows<T>* u) {
+  u->nb = cols / T::kElems;
+  u->cols = cols;
+  u->w.resize(static_cast<size_t>(rows) * cols);
+  u->d.resize(static_cast<size_t>(rows) * u->nb);
+  u->mult.resize(u->d.size());
+  u->mins.resize(u->d.size() * (T::kMins >= 8 ? T::kMins : 0));
+  for (int r = 0; r < rows; r++) {
+    const uint8_t* row = w + static_cast<size_t>(first + r) * row_bytes;
+    int16_t* out = u->w.data() + static_cast<size_t>(r) * cols;
+    for (int b = 0; b < u->nb; b++) {
+      const uint8_t* blk = row + static_cast<size_t>(b) * T::kBytes;
+      const int j0 = b * T::kElems;
+      const typename T::Scales s = T::Decode(blk);
+      u->d[static_cast<size_t>(r) * u->nb + b] = s.d;
+      u->mult[static_cast<size_t>(r) * u->nb + b] = s.min_mult;
+      T::Weights(blk, s, [&](int j, V16 v) HWY_ATTR { hn::StoreU(v, D16(), out + j0 + j); });
+      if constexpr (T::kMins >= 8)
+        for (int k = 0; k < T::kMins; k += kML)
+          hn::StoreU(ScaledMins<T>(s, blk, k), DFM(), u->Mins(r, b) + k);
+    }
+  }
+}
+
+template <class T, int R, int TT>
+VERITY_DOT_ATTR HWY_INLINE void DotUnpacked(const UnpackedRows<T>& u, int r0, const BlockX* const* xs, float* out,
+                                            size_t ld, int row, int t0) {
+  const D16 d16;
+  const D32 d32;
+  const int xshift = XShift<T>(*xs[0]);
+  Acc acc[R][TT];
+  for (auto& ar : acc)
+    for (Acc& a : ar) Clear(a);
+  const int16_t* w[R];
+  for (int r = 0; r < R; r++) w[r] = u.W(r0 + r);
+  for (int b = 0; b < u.nb; b++) {
+    const int j0 = b * T::kElems;
+    V32 sum[R][TT];
+    for (auto& sr : sum)
+      for (V32& v : sr) v = hn::Zero(d32);
+    for (int j = j0; j < j0 + T::kElems; j += kN) {
+      V16 xv[TT];
+      for (int t = 0; t < TT; t++) xv[t] = hn::LoadU(d16, xs[t]->q.data() + j);
+      for (int r = 0; r < R; r++) {
+        const V16 wv = hn::LoadU(d16, w[r] + j);
+        for (int t = 0; t < TT; t++) sum[r][t] = MulPairsAdd(wv, xv[t], sum[r][t]);
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      const float* mins = T::kMins >= 8 ? u.Mins(r0 + r, b) : nullptr;
+      for (int t = 0; t < TT; t++)
+        AddBlock<T>(acc[r][t], sum[r][t], u.D(r0 + r, b), u.Mult(r0 + r, b),
+                    [&](int k) HWY_ATTR { return hn::LoadU(DFM(), mins + k); }, *xs[t], b, j0, xshift);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < TT; t++) out[(t0 + t) * ld + row + r] = Finish<T>(acc[r][t], *xs[t]);
+}
+
+// Register tiles: 4 rows x 2 vectors where there are 32 vector registers, 2 x 2 below.
+#if HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_NEON
+constexpr int kTileRows = 4;
+#else
+constexpr int kTileRows = 2;
+#endif
+constexpr int kTileVectors = 2;
+
+template <class T, int R>
+VERITY_DOT_ATTR HWY_INLINE void TileRows(const UnpackedRows<T>& u, int r0, const BlockX* x, int t0, int t1,
+                                         float* out, size_t ld, int row) {
+  int t = t0;
+  for (; t + kTileVectors <= t1; t += kTileVectors) {
+    const BlockX* xs[kTileVectors] = {&x[t], &x[t + 1]};
+    DotUnpacked<T, R, kTileVectors>(u, r0, xs, out, ld, row, t);
+  }
+  for (; t < t1; t++) {
+    const BlockX* xs[1] = {&x[t]};
+    DotUnpacked<T, R, 1>(u, r0, xs, out, ld, row, t);
+  }
+}
+
+// Up to 64 vectors per pass (their quants, 2 bytes a value, stay in L2),
+// the rows unpacked kTileRows at a time per pass.
+template <class T>
+VERITY_DOT_ATTR void MatMulT(const uint8_t* w, const BlockX* x, float* out, int T_, int ld_out, int row_begin,
+                             int row_end) {
   if (T_ == 0) return;
-  constexpr int kTT = 4, kTokenBlock = 64;
-  const size_t row_bytes = static_cast<size_t>(x[0].cols / T::kElems) * T::kBytes, ld = static_cast<size_t>(ld_out);
+  constexpr int kTokenBlock = 64;
+  const int cols = x[0].cols;
+  const size_t row_bytes = static_cast<size_t>(cols / T::kElems) * T::kBytes, ld = static_cast<size_t>(ld_out);
+  thread_local UnpackedRows<T> u;
   for (int t0 = 0; t0 < T_; t0 += kTokenBlock) {
     const int t1 = std::min(T_, t0 + kTokenBlock);
-    for (int i = row_begin; i < row_end; i++) {
-      const uint8_t* row = w + static_cast<size_t>(i) * row_bytes;
-      int t = t0;
-      for (; t + kTT <= t1; t += kTT) {
-        const BlockX* xs[kTT] = {&x[t], &x[t + 1], &x[t + 2], &x[t + 3]};
-        float res[kTT];
-        DotRow<T, kTT>(row, xs, res);
-        for (int k = 0; k < kTT; k++) out[(t + k) * ld + i] = res[k];
-      }
-      for (; t < t1; t++) {
-        const BlockX* xs[1] = {&x[t]};
-        DotRow<T, 1>(row, xs, out + t * ld + i);
+    for (int i = row_begin; i < row_end; i += kTileRows) {
+      const int rows = std::min(kTileRows, row_end - i);
+      Unpack<T>(w, row_bytes, i, rows, cols, &u);
+      if (rows == kTileRows) {
+        TileRows<T, kTileRows>(u, 0, x, t0, t1, out, ld, i);
+      } else {
+        for (int r = 0; r < rows; r++) TileRows<T, 1>(u, r, x, t0, t1, out, ld, i + r);
       }
     }
   }
@@ -557,6 +713,9 @@ void QuantizeBlockX(const float* x, int cols, BlockX* out) {
   out->q.resize(static_cast<size_t>(cols));
   out->scale.resize(static_cast<size_t>(cols / out->block));
   out->sum16.resize(static_cast<size_t>(cols / 16));
+  out->sum32.resize(static_cast<size_t>(cols / 32));
+  out->xsum16.resize(out->sum16.size());
+  out->xsum32.resize(out->sum32.size());
   out->finite = HWY_DYNAMIC_DISPATCH(QuantizeBlockXImpl)(x, cols, out->block, out->q.data(), out->scale.data());
   if (!out->finite) return;
   for (int i = 0; i < cols / 16; i++) {
@@ -564,6 +723,12 @@ void QuantizeBlockX(const float* x, int cols, BlockX* out) {
     for (int k = 0; k < 16; k++) s += out->q[static_cast<size_t>(i) * 16 + k];
     out->sum16[static_cast<size_t>(i)] = s;
   }
+  for (int i = 0; i < cols / 32; i++)
+    out->sum32[static_cast<size_t>(i)] = out->sum16[static_cast<size_t>(2 * i)] + out->sum16[static_cast<size_t>(2 * i + 1)];
+  for (size_t i = 0; i < out->sum16.size(); i++)
+    out->xsum16[i] = out->scale[i * 16 / static_cast<size_t>(out->block)] * static_cast<float>(out->sum16[i]);
+  for (size_t i = 0; i < out->sum32.size(); i++)
+    out->xsum32[i] = out->scale[i * 32 / static_cast<size_t>(out->block)] * static_cast<float>(out->sum32[i]);
 }
 
 void MatVecBlock(uint32_t ggml_type, const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {

@@ -16,9 +16,10 @@
 // Arithmetic: within a block every product of integers is summed exactly in
 // int32 lanes, each lane's sum is converted to f32 and scaled once per block
 // (the block's d times x's scale) into f32 lanes; the mins (Q4_1, Q5_1,
-// Q2_K, Q4_K, Q5_K) are summed on integers per block (sub-block min times
-// the sum of x's quants over it) and scaled in one f32 chain per row. The
-// lanes are summed at the end of the row, so results depend on the target's
+// Q2_K, Q4_K, Q5_K) are each sub-block's min times its block's min scale
+// times the sum of x's quants over it times x's scale, in f32 lanes of their
+// own (one f32 chain per row for the one-min types). The lanes are summed at
+// the end of the row, so results depend on the target's
 // vector width (float rounding); for one target, MatMulBlock's output for a
 // (row, vector) is bit for bit MatVecBlock's.
 #pragma once
@@ -43,6 +44,8 @@ struct BlockX {
   std::vector<int16_t> q;       // cols values, column order
   std::vector<float> scale;     // per block of `block` values: max|x| / 32767
   std::vector<int32_t> sum16;   // per 16 values: the sum of their q (the mins' term)
+  std::vector<int32_t> sum32;   // per 32 values: the same
+  std::vector<float> xsum16, xsum32;  // those sums times their block's scale
 };
 // cols % 32 == 0.
 void QuantizeBlockX(const float* x, int cols, BlockX* out);
