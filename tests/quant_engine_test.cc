@@ -122,9 +122,45 @@ std::vector<float> EngineLogits(const Model& m, const std::string& backend, cons
   return out;
 }
 
-// verity on llama.cpp's `type` file of `f32` gives, on both CPU backends,
-// the logits it gives on the F32 file of the same weights dequantized up
-// front, bit for bit. Adds the file's block types to `seen`.
+// Top-1 agreement and KL(p || q) of the softmaxes, row by row.
+struct Agreement {
+  int rows = 0, top1 = 0;
+  double mean_kl = 0, worst_kl = 0;
+};
+
+Agreement Compare(const std::vector<float>& p, const std::vector<float>& q) {
+  Agreement a;
+  EXPECT_EQ(p.size(), q.size());
+  for (size_t r = 0; r + kVocab <= std::min(p.size(), q.size()); r += kVocab) {
+    auto soft = [&](const float* x, std::vector<double>* out) {
+      const double mx = *std::max_element(x, x + kVocab);
+      double z = 0;
+      for (int i = 0; i < kVocab; i++) z += std::exp(x[i] - mx);
+      for (int i = 0; i < kVocab; i++) (*out)[i] = x[i] - mx - std::log(z);  // log-probabilities
+    };
+    std::vector<double> lp(kVocab), lq(kVocab);
+    soft(&p[r], &lp), soft(&q[r], &lq);
+    double kl = 0;
+    for (int i = 0; i < kVocab; i++) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    a.rows++;
+    a.top1 += std::max_element(&p[r], &p[r] + kVocab) - &p[r] == std::max_element(&q[r], &q[r] + kVocab) - &q[r];
+    a.mean_kl += kl, a.worst_kl = std::max(a.worst_kl, kl);
+  }
+  if (a.rows) a.mean_kl /= a.rows;
+  return a;
+}
+
+std::string Describe(const Agreement& a) {
+  char s[160];
+  std::snprintf(s, sizeof s, "top-1 %d/%d, KL mean %.3g worst %.3g", a.top1, a.rows, a.mean_kl, a.worst_kl);
+  return s;
+}
+
+// verity on llama.cpp's `type` file of `f32` gives the logits it gives on
+// the F32 file of the same weights dequantized up front: bit for bit on the
+// reference backend; on the fast one (integer dots against x rounded to
+// int16, kernels/cpu/block_dot.h) within x's rounding: the same top-1 at
+// every position and KL below kFastKl. Adds the file's block types to `seen`.
 void ExpectSameBits(const std::string& f32, const std::string& type, const std::vector<int>& ids,
                     std::set<std::string>* seen) {
   const std::string q = Quantize(f32, type), deq = f32.substr(0, f32.rfind('.')) + ".deq." + type + ".gguf";
@@ -136,6 +172,10 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
   ASSERT_TRUE(md.ok()) << md.status().message();
   EXPECT_FALSE((*mq)->first_block_tensor.empty()) << q << " loaded without block weights";
   EXPECT_TRUE((*md)->first_block_tensor.empty());
+  // x rounded to int16 per 256 values moves a logit by ~1e-5 of its
+  // magnitude; the parity gate measures such runs at mean KL ~3e-9. 1e-6
+  // is 300 times that and 100 times below the q8_0 weights' own noise.
+  constexpr double kFastKl = 1e-6;
   std::string line;
   for (const char* backend : {"reference", "fast"}) {
     const std::vector<float> a = EngineLogits(**mq, backend, ids), b = EngineLogits(**md, backend, ids);
@@ -143,8 +183,15 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
     ASSERT_FALSE(a.empty());
     size_t differing = 0;
     for (size_t i = 0; i < a.size(); i++) differing += std::memcmp(&a[i], &b[i], 4) != 0;
-    EXPECT_EQ(differing, 0u) << q << " on " << backend << ": " << differing << " of " << a.size() << " logits differ";
-    line += std::string(" ") + backend + " " + (differing ? "DIFFERS" : "identical") + " (" + std::to_string(a.size()) + " logits)";
+    const Agreement ag = Compare(a, b);
+    if (std::string(backend) == "reference") {
+      EXPECT_EQ(differing, 0u) << q << " on " << backend << ": " << differing << " of " << a.size() << " logits differ";
+    } else {
+      EXPECT_EQ(ag.top1, ag.rows) << q << " on fast: " << Describe(ag);
+      EXPECT_LE(ag.worst_kl, kFastKl) << q << " on fast: " << Describe(ag);
+    }
+    line += std::string(" ") + backend + " " + (differing ? "differs" : "identical") + " (" + std::to_string(differing) +
+            " of " + std::to_string(a.size()) + " logits differ; " + Describe(ag) + ")";
   }
   std::string mix;
   for (const std::string& t : types) mix += " " + t;
@@ -154,12 +201,12 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
 // For each of the nine file types, a model with a tied classifier (its
 // block-quantized token_embd is the classifier too) and an MoE (experts
 // sliced from stacked block tensors): verity on llama.cpp's
-// block-quantized file gives, on both CPU backends, the logits verity gives
-// on the F32 file of the same weights dequantized up front, bit for bit. This
-// is the parity statement of the row-at-a-time path: the blocks add no
-// arithmetic of their own, so the dequantization (quants_test: gguf-py's, bit
-// for bit) is the only thing between them.
-TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32DequantizationBitForBit) {
+// block-quantized file gives the logits verity gives on the F32 file of the
+// same weights dequantized up front, bit for bit on the reference backend
+// (the blocks add no arithmetic of their own there, so the dequantization,
+// quants_test's gguf-py bit for bit, is all that lies between them) and
+// within x's int16 rounding on the fast one (ExpectSameBits).
+TEST(QuantEngine, BlockWeightsGiveTheLogitsOfTheirF32Dequantization) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-bits");
   const std::string f32 = test::PeerSynthF32Gguf(dir);
@@ -264,39 +311,6 @@ std::vector<float> VerityLogits(const std::string& gguf, const std::vector<int>&
   return ReadFloats(out);
 }
 
-// Top-1 agreement and KL(p || q) of the softmaxes, row by row.
-struct Agreement {
-  int rows = 0, top1 = 0;
-  double mean_kl = 0, worst_kl = 0;
-};
-
-Agreement Compare(const std::vector<float>& p, const std::vector<float>& q) {
-  Agreement a;
-  EXPECT_EQ(p.size(), q.size());
-  for (size_t r = 0; r + kVocab <= std::min(p.size(), q.size()); r += kVocab) {
-    auto soft = [&](const float* x, std::vector<double>* out) {
-      const double mx = *std::max_element(x, x + kVocab);
-      double z = 0;
-      for (int i = 0; i < kVocab; i++) z += std::exp(x[i] - mx);
-      for (int i = 0; i < kVocab; i++) (*out)[i] = x[i] - mx - std::log(z);  // log-probabilities
-    };
-    std::vector<double> lp(kVocab), lq(kVocab);
-    soft(&p[r], &lp), soft(&q[r], &lq);
-    double kl = 0;
-    for (int i = 0; i < kVocab; i++) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-    a.rows++;
-    a.top1 += std::max_element(&p[r], &p[r] + kVocab) - &p[r] == std::max_element(&q[r], &q[r] + kVocab) - &q[r];
-    a.mean_kl += kl, a.worst_kl = std::max(a.worst_kl, kl);
-  }
-  if (a.rows) a.mean_kl /= a.rows;
-  return a;
-}
-
-std::string Describe(const Agreement& a) {
-  char s[160];
-  std::snprintf(s, sizeof s, "top-1 %d/%d, KL mean %.3g worst %.3g", a.top1, a.rows, a.mean_kl, a.worst_kl);
-  return s;
-}
 
 // Teacher-forced logits on llama.cpp's own files, verity (fast backend)
 // against llama.cpp (1 thread), 64 positions of the synth. verity's weights

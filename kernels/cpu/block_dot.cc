@@ -572,6 +572,7 @@ VERITY_DOT_ATTR HWY_INLINE void DotUnpacked(const UnpackedRows<T>& u, int r0, co
     V32 sum[R][TT];
     for (auto& sr : sum)
       for (V32& v : sr) v = hn::Zero(d32);
+#pragma GCC unroll 8
     for (int j = j0; j < j0 + T::kElems; j += kN) {
       V16 xv[TT];
       for (int t = 0; t < TT; t++) xv[t] = hn::LoadU(d16, xs[t]->q.data() + j);
