@@ -601,7 +601,7 @@ int RunBench(BenchOptions o) {
     if (!group->leader()) return group->Serve(**model).ok() ? 0 : 1;  // rank 0 alone prints
   }
   if (!model.ok()) return Fail(model.status());
-  r.dtype = kernels::DTypeName((*model)->dtype);
+  r.dtype = WeightsDTypeName(**model);
   const ModelConfig& c = (*model)->config;
   if (o.prompt_tokens + o.gen_tokens > c.seq_len) {
     const std::string what = o.steps_given ? "--steps " + std::to_string(o.steps)

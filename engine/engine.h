@@ -81,6 +81,8 @@ struct Model {
   // it ("blk.0.attn_q.weight (Q4_K)"); empty when none. The CPU backends run
   // them; CUDA and tensor parallelism refuse such a model by this name.
   std::string first_block_tensor;
+  // Every block type the matrices hold ("Q4_K", "Q6_K"), sorted; empty when none.
+  std::vector<std::string> block_types;
   std::vector<LayerWeights> layers;
   const float* rms_final = nullptr;  // [dim]
   // [vocab x dim]. With a shared classifier: the embedding table itself for
@@ -132,6 +134,12 @@ inline constexpr int kModelContext = INT32_MIN;
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType dtype = kernels::DType::kF32,
                                          int ctx = kModelContext);
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype = kernels::DType::kF32);
+
+// The weights' dtype as bench and parity records name it: kernels::DTypeName
+// of Model::dtype, or for a model with block-quantized matrices "block_" and
+// their types, lower case ("block_q4_k_q6_k" for a Q4_K_M file), which is
+// what its matrices compute in (the quantizer's recipe name is not).
+std::string WeightsDTypeName(const Model& model);
 
 // OK unless `model` holds block-quantized matrices (Model::first_block_tensor)
 // and `backend` has no kernels for them: an error naming the file, the tensor

@@ -291,8 +291,8 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
                            DimsString(t.dims) + "); verity does not know what it is for");
   if (std::string mix = BlockMix(f); !mix.empty())
     notes.push_back(path + ": block-quantized tensors kept in their blocks (" + mix +
-                    "), each product dequantizing a few rows at a time into the f32 kernels (exact); --dtype applies "
-                    "to the other matrices");
+                    "): the fast backend multiplies them in place against x rounded to int16, the reference "
+                    "backend dequantizes rows exactly (docs/dtypes.md); --dtype applies to the other matrices");
   for (const std::string& n : notes) {
     model->notes.push_back(n);
     std::fprintf(stderr, "verity: note: %s\n", n.c_str());

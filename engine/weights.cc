@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +109,16 @@ void ReadVector(const Model& m, const float* const* vec, int64_t count, float* o
   }
   const kernels::Weights& w = m.embedding_blocks;
   for (int r = 0; r < w.rows; r++) kernels::DecodeRow(w, r, out + static_cast<size_t>(r) * w.cols);
+}
+
+std::string WeightsDTypeName(const Model& model) {
+  if (model.block_types.empty()) return kernels::DTypeName(model.dtype);
+  std::string name = "block";
+  for (const std::string& t : model.block_types) {
+    name += "_";
+    for (char c : t) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return name;
 }
 
 Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend) {
@@ -223,6 +235,9 @@ Result<kernels::Weights> WeightPlacer::BlockMatrix(const StoredTensor& t, int ro
                          " for q8_0's FFN width; load it with --dtype f32");
   if (t.mapped) Prefault(t.data, t.block->RowBytes(cols) * static_cast<size_t>(rows));
   if (m_.first_block_tensor.empty()) m_.first_block_tensor = t.name + " (" + t.block->name + ")";
+  const std::string type = t.block->name;
+  auto at = std::lower_bound(m_.block_types.begin(), m_.block_types.end(), type);
+  if (at == m_.block_types.end() || *at != type) m_.block_types.insert(at, type);
   return kernels::Weights{kernels::DType::kBlock, t.data, rows, cols, t.block};
 }
 

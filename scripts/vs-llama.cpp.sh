@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # verity against llama.cpp on the same GGUF file: decode and prefill tok/s,
 # every dtype both run (f32, bf16, q8_0), 1 and 2 threads, on issue 10's ~110M
-# synth and stories260K, as a markdown table of per-round ratios' medians.
+# synth and stories260K, and on the ~110M synth quantized by llama.cpp itself
+# to Q4_K_M, Q4_0 and Q6_K (its block types, which verity multiplies where
+# they lie), as a markdown table of per-round ratios' medians.
 #
 #   scripts/vs-llama.cpp.sh [ROUNDS]   (default 3)
-#   MIN_SECONDS=S (default 2): decode time per measurement; VERITY=path: another verity binary
+#   MIN_SECONDS=S (default 2): decode time per measurement; VERITY=path: another verity binary;
+#   ONLY="q4_k_m q4_0" (default all): measure only these dtypes
 #
 # A quick check that it runs: `MIN_SECONDS=0.1 scripts/vs-llama.cpp.sh 1`
 # (about 5 min on the busy 2-core box: every measurement prefills 512 tokens
@@ -18,7 +21,10 @@
 # - the same file: each model converted once by `verity convert --to gguf`
 #   (no tokenizer), and both engines load that file (verity with --dtype of
 #   the file's type, so f32 and bf16 are used in place and q8_0 repacked);
-#   f16 is left out because verity computes an F16 file in f32;
+#   f16 is left out because verity computes an F16 file in f32; the block
+#   files are the F32 one quantized by llama.cpp (`llama_peer quantize`,
+#   llama_model_quantize), verity keeping their blocks (record dtype
+#   block_<types>, e.g. block_q4_k_q6_k for Q4_K_M);
 # - the same protocol: `verity bench`'s, which llama_peer's bench copies: one
 #   process per measurement, warm-up (>= 8 decode tokens and 0.1 s), then
 #   whole generations from a fresh cache (the prompt BOS then (1 + 7919 p) mod
@@ -60,6 +66,9 @@ mkdir -p "$out" "$files" "$(dirname "$big")"
 # name|source|prompt|gen
 models=("110m|$big|512|32" "stories260K|$small|64|64")
 dtypes=(f32 bf16 q8_0)
+# llama.cpp's block types, on the ~110M synth only (stories260K's rows of 64
+# are too short for a k-quant).
+blocks=(q4_k_m q4_0 q6_k)
 threads=(1 2)
 for m in "${models[@]}"; do
   IFS='|' read -r name src _ _ <<< "$m"
@@ -72,6 +81,13 @@ for m in "${models[@]}"; do
     fi
   done
 done
+for d in "${blocks[@]}"; do
+  g=$files/110m-$d.gguf
+  if [ ! -f "$g" ] || [ "$files/110m-f32.gguf" -nt "$g" ]; then
+    "$peer" quantize "$files/110m-f32.gguf" "$g" "$d" > "$out/quantize.log" 2>&1 ||
+      { cat "$out/quantize.log" >&2; exit 1; }
+  fi
+done
 
 records=$out/records.jsonl
 : > "$records"
@@ -79,6 +95,7 @@ records=$out/records.jsonl
 measure() {
   local r=$1 engine=$2 config=$3 g=$4 d=$5 t=$6 p=$7 n=$8 rec
   if [ "$engine" = verity ]; then
+    case $d in f32|bf16|q8_0) ;; *) d=f32 ;; esac  # a block file: --dtype is its plain matrices'
     rec=$("$v" bench --model "$g" --dtype "$d" --threads "$t" --prompt-tokens "$p" --gen-tokens "$n" \
           --min-seconds "$min_seconds" --output json 2>/dev/null)
   else
@@ -91,7 +108,10 @@ for r in $(seq 1 "$rounds"); do
   [ $((r % 2)) -eq 0 ] && order=(llama.cpp verity)
   for m in "${models[@]}"; do
     IFS='|' read -r name _ p n <<< "$m"
-    for d in "${dtypes[@]}"; do
+    ds=("${dtypes[@]}")
+    [ "$name" = 110m ] && ds+=("${blocks[@]}")
+    for d in "${ds[@]}"; do
+      [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $d "* ]] || continue
       for t in "${threads[@]}"; do
         config="$name|$d|$t|pp$p+tg$n"
         for e in "${order[@]}"; do measure "$r" "$e" "$config" "$files/$name-$d.gguf" "$d" "$t" "$p" "$n"; done
@@ -119,7 +139,9 @@ for x in recs:
     rec, t = x["record"], int(threads)
     cpus = rec["affinity"]["cpus"] if x["engine"] == "verity" else rec["cpus"]
     ran = (f"pp{rec['prompt_tokens']}+tg{rec['gen_tokens']}", rec["threads"], len(cpus))
-    if ran != (workload, t, t) or (x["engine"] == "verity" and rec["dtype"] != dtype):
+    block = dtype not in ("f32", "bf16", "q8_0")  # llama.cpp's block file: verity names its types
+    wrong_dtype = not rec["dtype"].startswith("block_") if block else rec["dtype"] != dtype
+    if ran != (workload, t, t) or (x["engine"] == "verity" and wrong_dtype):
         sys.exit(f"vs-llama.cpp: {x['engine']} in round {x['round']} of {x['config']} ran {ran} "
                  f"(dtype {rec.get('dtype', dtype)}), not {workload} on {t} pinned threads")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")

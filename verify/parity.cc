@@ -279,7 +279,7 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareRows(ref, got, V, opt));
   if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = "file:" + opt.against;
-  rep.dtype = kernels::DTypeName(candidate_model.dtype);
+  rep.dtype = WeightsDTypeName(candidate_model);
   rep.has_reference_file = true;
   rep.reference_file = {file.path, file.sha256, file.generator, file.model_path, file.model_sha256};
   return rep;
@@ -344,8 +344,8 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   VERITY_ASSIGN_OR_RETURN(ParityReport rep, CompareLogits(ref, got, V, opt));
   if (opt.candidate) rep.candidate = opt.candidate_name;
   rep.reference = reference;
-  rep.dtype = kernels::DTypeName(candidate_model.dtype);
-  rep.reference_dtype = kernels::DTypeName(model.dtype);
+  rep.dtype = WeightsDTypeName(candidate_model);
+  rep.reference_dtype = WeightsDTypeName(model);
   return rep;
 }
 
