@@ -147,11 +147,17 @@ TEST_P(BlockDot, EveryTypeAgreesWithTheReferenceDequantization) {
         ASSERT_EQ(std::memcmp(&m, &out[r], 4), 0) << "MatMulBlock " << m << " MatVecBlock " << out[r];
       }
     }
-    // Rows are independent: a range writes only its rows.
-    std::vector<float> part(kRows, -1.0f);
-    kernels::simd::MatVecBlock(c.type, w.data(), xs[0], part.data(), 2, 5);
+    // Rows are independent: a range writes only its rows, and each the bits
+    // it has in any other range (threads split rows anywhere; the kernels
+    // finish rows 4 at a time).
+    std::vector<float> whole(kRows), part(kRows, -1.0f);
+    kernels::simd::MatVecBlock(c.type, w.data(), xs[0], whole.data(), 0, kRows);
+    kernels::simd::MatVecBlock(c.type, w.data(), xs[0], part.data(), 2, 7);
     EXPECT_EQ(part[1], -1.0f);
-    EXPECT_EQ(part[5], -1.0f);
+    for (int r = 2; r < 7; r++) EXPECT_EQ(std::memcmp(&part[r], &whole[r], 4), 0) << "row " << r;
+    std::vector<float> tile(static_cast<size_t>(kRows) * 2, -1.0f);
+    kernels::simd::MatMulBlock(c.type, w.data(), xs.data(), tile.data(), 2, kRows, 1, 6);
+    for (int r = 1; r < 6; r++) EXPECT_EQ(std::memcmp(&tile[r], &whole[r], 4), 0) << "MatMulBlock row " << r;
   }
 }
 

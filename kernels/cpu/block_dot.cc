@@ -107,6 +107,12 @@ HWY_INLINE float Fma1(float a, float b, float s) {
 }
 
 HWY_INLINE V16 Widen(VU8 v) { return hn::PromoteTo(D16(), v); }
+// kN quant bytes at p, one per int16 lane (a load that widens: the bit
+// fields are then cut out in 16-bit lanes, with no widening per field).
+HWY_INLINE V16 Bytes16(const uint8_t* p) { return Widen(hn::LoadU(DU8(), p)); }
+HWY_INLINE V16 Low4(V16 v) { return hn::And(v, hn::Set(D16(), 0xF)); }
+HWY_INLINE V16 Bits2(V16 v, int shift) { return hn::And(hn::ShiftRightSame(v, shift), hn::Set(D16(), 3)); }
+HWY_INLINE V16 Bit(V16 v, int bit) { return hn::And(hn::ShiftRightSame(v, bit), hn::Set(D16(), 1)); }
 HWY_INLINE VU8 Low4(VU8 v) { return hn::And(v, hn::Set(DU8(), 0xF)); }
 HWY_INLINE VU8 Bits2(VU8 v, int shift) { return hn::And(hn::ShiftRightSame(v, shift), hn::Set(DU8(), 3)); }
 HWY_INLINE VU8 Bit(VU8 v, int bit) { return hn::And(hn::ShiftRightSame(v, bit), hn::Set(DU8(), 1)); }
@@ -268,10 +274,10 @@ struct Q2_K {
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
     for (int h = 0; h < 2; h++)
       for (int p = 0; p < 32; p += kN) {
-        const VU8 q = hn::LoadU(DU8(), b + 16 + 32 * h + p);
+        const V16 q = Bytes16(b + 16 + 32 * h + p);
         for (int sh = 0; sh < 4; sh++) {
           const int j = 128 * h + 32 * sh + p;
-          emit(j, hn::Mul(Widen(Bits2(q, 2 * sh)), s.sc.Per16(j)));
+          emit(j, hn::Mul(Bits2(q, 2 * sh), s.sc.Per16(j)));
         }
       }
   }
@@ -301,11 +307,11 @@ struct Q3_K : NoMinVec {
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
     for (int h = 0; h < 2; h++)
       for (int p = 0; p < 32; p += kN) {
-        const VU8 q = hn::LoadU(DU8(), b + 32 + 32 * h + p), hm = hn::LoadU(DU8(), b + p);
+        const V16 q = Bytes16(b + 32 + 32 * h + p), hm = Bytes16(b + p);
         for (int sh = 0; sh < 4; sh++) {
           const int j = 128 * h + 32 * sh + p;
-          const VU8 v = hn::Or(Bits2(q, 2 * sh), hn::ShiftLeft<2>(Bit(hm, 4 * h + sh)));
-          emit(j, hn::Mul(hn::Sub(Widen(v), hn::Set(D16(), 4)), s.sc.Per16(j)));
+          const V16 v = hn::Or(Bits2(q, 2 * sh), hn::ShiftLeft<2>(Bit(hm, 4 * h + sh)));
+          emit(j, hn::Mul(hn::Sub(v, hn::Set(D16(), 4)), s.sc.Per16(j)));
         }
       }
   }
@@ -348,12 +354,11 @@ struct Q4_K {
   }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
-    const D16 d;
     for (int g = 0; g < 4; g++)
       for (int p = 0; p < 32; p += kN) {
-        const VU8 q = hn::LoadU(DU8(), b + 16 + 32 * g + p);
-        emit(64 * g + p, hn::Mul(Widen(Low4(q)), s.sc.Per32(2 * g)));
-        emit(64 * g + 32 + p, hn::Mul(Widen(hn::ShiftRight<4>(q)), s.sc.Per32(2 * g + 1)));
+        const V16 q = Bytes16(b + 16 + 32 * g + p);
+        emit(64 * g + p, hn::Mul(Low4(q), s.sc.Per32(2 * g)));
+        emit(64 * g + 32 + p, hn::Mul(hn::ShiftRight<4>(q), s.sc.Per32(2 * g + 1)));
       }
   }
   static HWY_INLINE VM MinVec(const Scales& s, const uint8_t*, int k) { return KMinVec(s.mins, k); }
@@ -368,14 +373,13 @@ struct Q5_K {
   static HWY_INLINE Scales Decode(const uint8_t* b) { return Q4_K::Decode(b); }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
-    const D16 d;
     for (int g = 0; g < 4; g++)
       for (int p = 0; p < 32; p += kN) {
-        const VU8 q = hn::LoadU(DU8(), b + 48 + 32 * g + p), qh = hn::LoadU(DU8(), b + 16 + p);
-        const VU8 lo = hn::Or(Low4(q), hn::ShiftLeft<4>(Bit(qh, 2 * g)));
-        const VU8 hi = hn::Or(hn::ShiftRight<4>(q), hn::ShiftLeft<4>(Bit(qh, 2 * g + 1)));
-        emit(64 * g + p, hn::Mul(Widen(lo), s.sc.Per32(2 * g)));
-        emit(64 * g + 32 + p, hn::Mul(Widen(hi), s.sc.Per32(2 * g + 1)));
+        const V16 q = Bytes16(b + 48 + 32 * g + p), qh = Bytes16(b + 16 + p);
+        const V16 lo = hn::Or(Low4(q), hn::ShiftLeft<4>(Bit(qh, 2 * g)));
+        const V16 hi = hn::Or(hn::ShiftRight<4>(q), hn::ShiftLeft<4>(Bit(qh, 2 * g + 1)));
+        emit(64 * g + p, hn::Mul(lo, s.sc.Per32(2 * g)));
+        emit(64 * g + 32 + p, hn::Mul(hi, s.sc.Per32(2 * g + 1)));
       }
   }
   static HWY_INLINE VM MinVec(const Scales& s, const uint8_t*, int k) { return KMinVec(s.mins, k); }
@@ -394,15 +398,15 @@ struct Q6_K : NoMinVec {
     const V16 k32 = hn::Set(D16(), 32);
     for (int h = 0; h < 2; h++)
       for (int p = 0; p < 32; p += kN) {
-        const VU8 qa = hn::LoadU(DU8(), b + 64 * h + p), qb = hn::LoadU(DU8(), b + 64 * h + 32 + p);
-        const VU8 qh = hn::LoadU(DU8(), b + 128 + 32 * h + p);
-        const VU8 v[4] = {hn::Or(Low4(qa), hn::ShiftLeft<4>(Bits2(qh, 0))),
+        const V16 qa = Bytes16(b + 64 * h + p), qb = Bytes16(b + 64 * h + 32 + p);
+        const V16 qh = Bytes16(b + 128 + 32 * h + p);
+        const V16 v[4] = {hn::Or(Low4(qa), hn::ShiftLeft<4>(Bits2(qh, 0))),
                           hn::Or(Low4(qb), hn::ShiftLeft<4>(Bits2(qh, 2))),
                           hn::Or(hn::ShiftRight<4>(qa), hn::ShiftLeft<4>(Bits2(qh, 4))),
                           hn::Or(hn::ShiftRight<4>(qb), hn::ShiftLeft<4>(Bits2(qh, 6)))};
         for (int k = 0; k < 4; k++) {
           const int j = 128 * h + 32 * k + p;
-          emit(j, hn::Mul(hn::Sub(Widen(v[k]), k32), s.sc.Per16(j)));
+          emit(j, hn::Mul(hn::Sub(v[k], k32), s.sc.Per16(j)));
         }
       }
   }
@@ -454,15 +458,74 @@ HWY_INLINE VFM ScaledMins(const typename T::Scales& s, const uint8_t* blk, int k
   return hn::Mul(hn::ConvertTo(DFM(), T::MinVec(s, blk, k)), hn::Set(DFM(), s.min_mult));
 }
 
+// The lanes of a row's accumulators, summed in one fixed tree whatever the
+// kernel: halves added down to 4 lanes (the mins' lanes added there), then
+// (l0 + l2) + (l1 + l3); Finish4 does 4 rows at once with the same
+// additions, so a row's result does not depend on how many were finished
+// with it. A row of a few blocks is short, so its reduction's latency shows:
+// 4 rows share one.
+using D4 = hn::CappedTag<float, 4>;
+using V4 = hn::Vec<D4>;
+
+template <class D>
+HWY_INLINE V4 To4(D d, hn::Vec<D> v) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return To4(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    return v;
+  }
+#else
+  (void)d;
+  return v;
+#endif
+}
+
 template <class T>
-HWY_INLINE float Finish(const Acc& a, const BlockX& x) {
-  float total = hn::GetLane(hn::SumOfLanes(DF(), a.sums)) + a.min1;
+HWY_INLINE V4 Lanes4(const Acc& a) {
+  V4 v = To4(DF(), a.sums);
   if constexpr (T::kMins >= 8) {
     VFM m = a.mins[0];
     for (int k = 1; k < 8 / kML; k++) m = hn::Add(m, a.mins[k]);
-    total += hn::GetLane(hn::SumOfLanes(DFM(), m));
+    v = hn::Add(v, To4(DFM(), m));
   }
-  return x.finite ? total : std::numeric_limits<float>::quiet_NaN();
+  return v;
+}
+
+HWY_INLINE float Result(float lanes, const Acc& a, const BlockX& x) {
+  return x.finite ? lanes + a.min1 : std::numeric_limits<float>::quiet_NaN();
+}
+
+template <class T>
+HWY_INLINE float Finish(const Acc& a, const BlockX& x) {
+  const V4 v = Lanes4<T>(a);
+#if HWY_TARGET != HWY_SCALAR
+  const V4 s = hn::Add(v, hn::Shuffle1032(v));  // l0 + l2, l1 + l3
+  return Result(hn::GetLane(s) + hn::GetLane(hn::Shuffle2301(s)), a, x);
+#else
+  return Result(hn::GetLane(v), a, x);
+#endif
+}
+
+// Rows a[0..3] (each against its x[r]) into out[0..3]: Finish's additions.
+template <class T>
+HWY_INLINE void Finish4(const Acc* a, const BlockX* const* x, float* out) {
+#if HWY_TARGET != HWY_SCALAR
+  const D4 d4;
+  const hn::Repartition<uint64_t, D4> d64;
+  const V4 r0 = Lanes4<T>(a[0]), r1 = Lanes4<T>(a[1]), r2 = Lanes4<T>(a[2]), r3 = Lanes4<T>(a[3]);
+  // (a0 + a2, b0 + b2, a1 + a3, b1 + b3), and the same for rows 2 and 3.
+  const V4 s01 = hn::Add(hn::InterleaveLower(d4, r0, r1), hn::InterleaveUpper(d4, r0, r1));
+  const V4 s23 = hn::Add(hn::InterleaveLower(d4, r2, r3), hn::InterleaveUpper(d4, r2, r3));
+  const V4 lo = hn::BitCast(d4, hn::InterleaveLower(d64, hn::BitCast(d64, s01), hn::BitCast(d64, s23)));
+  const V4 hi = hn::BitCast(d4, hn::InterleaveUpper(d64, hn::BitCast(d64, s01), hn::BitCast(d64, s23)));
+  alignas(16) float lanes[4];
+  hn::Store(hn::Add(lo, hi), d4, lanes);
+  for (int r = 0; r < 4; r++) out[r] = Result(lanes[r], a[r], *x[r]);
+#else
+  for (int r = 0; r < 4; r++) out[r] = Finish<T>(a[r], *x[r]);
+#endif
 }
 
 // x's scale of block b is scale[b >> XShift]: x has one per 256 values (a
@@ -472,43 +535,52 @@ HWY_INLINE int XShift(const BlockX& x) {
   return x.block == T::kElems ? 0 : 3;
 }
 
-// The dots of one row with TT vectors, its blocks unpacked as they are read
-// (decode): out[t].
-template <class T, int TT>
-VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX* const* xs, float* out) {
+// One row's accumulators against x, its blocks unpacked as they are read
+// (decode).
+template <class T>
+VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX& x, Acc& acc) {
   const D16 d16;
   const D32 d32;
-  const int nb = xs[0]->cols / T::kElems, xshift = XShift<T>(*xs[0]);
-  Acc acc[TT];
-  for (Acc& a : acc) Clear(a);
+  const int nb = x.cols / T::kElems, xshift = XShift<T>(x);
+  const int16_t* xq = x.q.data();
+  Clear(acc);
   for (int b = 0; b < nb; b++) {
     const uint8_t* blk = row + static_cast<size_t>(b) * T::kBytes;
     const int j0 = b * T::kElems;
     const typename T::Scales s = T::Decode(blk);
-    // Two chains of integer sums per vector (alternate weight vectors), so
-    // the multiply-adds of a block do not wait on each other as much.
-    V32 sum[TT][2];
-    for (int t = 0; t < TT; t++) sum[t][0] = sum[t][1] = hn::Zero(d32);
+    // Two chains of integer sums (alternate weight vectors), so the
+    // multiply-adds of a block do not wait on each other as much.
+    V32 sum[2] = {hn::Zero(d32), hn::Zero(d32)};
     T::Weights(blk, s, [&](int j, V16 w) VERITY_DOT_ATTR HWY_ATTR {
       const int k = (j / kN) & 1;
-      for (int t = 0; t < TT; t++) sum[t][k] = MulPairsAdd(w, hn::LoadU(d16, xs[t]->q.data() + j0 + j), sum[t][k]);
+      sum[k] = MulPairsAdd(w, hn::LoadU(d16, xq + j0 + j), sum[k]);
     });
-    for (int t = 0; t < TT; t++)
-      AddBlock<T>(acc[t], hn::Add(sum[t][0], sum[t][1]), s.d, s.min_mult,
-                  [&](auto k) HWY_ATTR { return ScaledMins<T>(s, blk, k); }, *xs[t], b, j0, xshift);
+    AddBlock<T>(acc, hn::Add(sum[0], sum[1]), s.d, s.min_mult,
+                [&](auto k) HWY_ATTR { return ScaledMins<T>(s, blk, k); }, x, b, j0, xshift);
   }
-  for (int t = 0; t < TT; t++) out[t] = Finish<T>(acc[t], *xs[t]);
 }
 
 template <class T>
 VERITY_DOT_ATTR void MatVecT(const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {
   const size_t row_bytes = static_cast<size_t>(x.cols / T::kElems) * T::kBytes;
-  const BlockX* xs[1] = {&x};
   const StreamPrefetchHint prefetch = StreamPrefetch();
-  for (int i = row_begin; i < row_end; i++) {
+  const BlockX* xs[4] = {&x, &x, &x, &x};
+  int i = row_begin;
+  for (; i + 4 <= row_end; i += 4) {
+    Acc acc[4];
+    for (int r = 0; r < 4; r++) {
+      const uint8_t* row = w + static_cast<size_t>(i + r) * row_bytes;
+      PrefetchRowAhead(prefetch, row, row_bytes);
+      DotRow<T>(row, x, acc[r]);
+    }
+    Finish4<T>(acc, xs, out + i);
+  }
+  for (; i < row_end; i++) {
     const uint8_t* row = w + static_cast<size_t>(i) * row_bytes;
     PrefetchRowAhead(prefetch, row, row_bytes);
-    DotRow<T, 1>(row, xs, out + i);
+    Acc acc;
+    DotRow<T>(row, x, acc);
+    out[i] = Finish<T>(acc, x);
   }
 }
 
@@ -588,8 +660,15 @@ VERITY_DOT_ATTR HWY_INLINE void DotUnpacked(const UnpackedRows<T>& u, int r0, co
                     [&](int k) HWY_ATTR { return hn::LoadU(DFM(), mins + k); }, *xs[t], b, j0, xshift);
     }
   }
-  for (int r = 0; r < R; r++)
-    for (int t = 0; t < TT; t++) out[(t0 + t) * ld + row + r] = Finish<T>(acc[r][t], *xs[t]);
+  for (int t = 0; t < TT; t++) {
+    if constexpr (R == 4) {
+      const Acc rows[4] = {acc[0][t], acc[1][t], acc[2][t], acc[3][t]};
+      const BlockX* x4[4] = {xs[t], xs[t], xs[t], xs[t]};
+      Finish4<T>(rows, x4, out + (t0 + t) * ld + row);
+    } else {
+      for (int r = 0; r < R; r++) out[(t0 + t) * ld + row + r] = Finish<T>(acc[r][t], *xs[t]);
+    }
+  }
 }
 
 // Register tiles: 4 rows x 2 vectors where there are 32 vector registers, 2 x 2 below.
