@@ -13,6 +13,9 @@
 # scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
+# MODEL=q4_k_m scores on the default ~110M synth quantized by llama.cpp itself
+# to Q4_K_M (`llama_peer quantize`: Q4_K and Q6_K blocks, which the kernels of
+# kernels/cpu/block_dot.h multiply where they lie), 2 threads as the default.
 #
 # The default workload runs 2 threads, whose speed moves with the box's free
 # bandwidth (a neighbour takes ~40% of it for tens of seconds at a time), so
@@ -50,6 +53,15 @@ case "${1:-}" in
     if [ "${MODEL:-}" != stories260K ] && [ ! -f "$model" ]; then
       mkdir -p "$(dirname "$model")"
       "$v" synth --out "$model" --config "$config"
+    fi
+    if [ "${MODEL:-}" = q4_k_m ]; then
+      quant=${model%.bin}.q4_k_m.gguf peer=build/tests/peer/llama_peer
+      [ -x "$peer" ] || cmake --build build --target llama_peer
+      if [ ! -f "$quant" ]; then
+        "$v" convert --to gguf --model "$model" --out "${model%.bin}.f32.gguf" --dtype f32
+        "$peer" quantize "${model%.bin}.f32.gguf" "$quant" q4_k_m
+      fi
+      model=$quant
     fi
     if [ "${MODEL:-}" = stories260K ]; then
       export VERITY_THREADS=${THREADS:-1}

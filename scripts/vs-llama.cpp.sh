@@ -139,9 +139,12 @@ for x in recs:
     rec, t = x["record"], int(threads)
     cpus = rec["affinity"]["cpus"] if x["engine"] == "verity" else rec["cpus"]
     ran = (f"pp{rec['prompt_tokens']}+tg{rec['gen_tokens']}", rec["threads"], len(cpus))
-    block = dtype not in ("f32", "bf16", "q8_0")  # llama.cpp's block file: verity names its types
-    wrong_dtype = not rec["dtype"].startswith("block_") if block else rec["dtype"] != dtype
-    if ran != (workload, t, t) or (x["engine"] == "verity" and wrong_dtype):
+    if x["engine"] == "verity":  # on llama.cpp's block files verity names their types
+        block = dtype not in ("f32", "bf16", "q8_0")
+        wrong_dtype = not rec["dtype"].startswith("block_") if block else rec["dtype"] != dtype
+    else:
+        wrong_dtype = False
+    if ran != (workload, t, t) or wrong_dtype:
         sys.exit(f"vs-llama.cpp: {x['engine']} in round {x['round']} of {x['config']} ran {ran} "
                  f"(dtype {rec.get('dtype', dtype)}), not {workload} on {t} pinned threads")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
