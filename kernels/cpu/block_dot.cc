@@ -114,8 +114,6 @@ HWY_INLINE V16 Low4(V16 v) { return hn::And(v, hn::Set(D16(), 0xF)); }
 HWY_INLINE V16 Bits2(V16 v, int shift) { return hn::And(hn::ShiftRightSame(v, shift), hn::Set(D16(), 3)); }
 HWY_INLINE V16 Bit(V16 v, int bit) { return hn::And(hn::ShiftRightSame(v, bit), hn::Set(D16(), 1)); }
 HWY_INLINE VU8 Low4(VU8 v) { return hn::And(v, hn::Set(DU8(), 0xF)); }
-HWY_INLINE VU8 Bits2(VU8 v, int shift) { return hn::And(hn::ShiftRightSame(v, shift), hn::Set(DU8(), 3)); }
-HWY_INLINE VU8 Bit(VU8 v, int bit) { return hn::And(hn::ShiftRightSame(v, bit), hn::Set(DU8(), 1)); }
 
 // A k-quant block's sub-block scales (16, or 8 for Q4_K/Q5_K) as integers,
 // for the weight vectors to take theirs from. On AVX-512 they sit in one
