@@ -197,8 +197,9 @@ HWY_INLINE V16 Fifth(const uint8_t* qh, int j) {
 // Each: kElems weights in kBytes bytes; Scales Decode(block); Weights(block,
 // scales, emit); and kMins, the mins per block (0, 1, 8 or 16), added as
 // min_mult x the integer sum over sub-blocks of min x (the sum of x's quants
-// over the sub-block): for one, MinSum(scales, sum16, block) gives that
-// sum; for 8 or 16, MinVec(scales, block, k) gives mins k.. as int32 lanes,
+// over the sub-block): for one, the min is the block's min_mult and meets
+// the sum of the block's 32 quants (AddBlock); for 8 or 16, MinVec(scales,
+// block, k) gives mins k.. as int32 lanes,
 // against x's sums per 32 (8) or per 16 (16).
 
 // Types with fewer than 8 mins per block have no min vectors (never asked for).
@@ -209,10 +210,15 @@ struct NoMinVec {
   }
 };
 
+// The 32-weight types' scales: d, and the min (Q4_1, Q5_1) or 0.
+struct Scales32 {
+  float d, min_mult;
+};
+
 struct Q4_0 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 18;
   static constexpr int kMins = 0;
-  struct Scales { float d, min_mult; };
+  using Scales = Scales32;
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
@@ -223,21 +229,18 @@ struct Q4_0 : NoMinVec {
 struct Q4_1 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 20;
   static constexpr int kMins = 1;
-  struct Scales { float d, min_mult; };
+  using Scales = Scales32;
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
     for (int j = 0; j < 32; j += kN) emit(j, Widen(Nibbles32(b + 4, j)));
-  }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t*) {
-    return sum16[0] + sum16[1];
   }
 };
 
 struct Q5_0 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 22;
   static constexpr int kMins = 0;
-  struct Scales { float d, min_mult; };
+  using Scales = Scales32;
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), 0.0f}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
@@ -249,14 +252,11 @@ struct Q5_0 : NoMinVec {
 struct Q5_1 : NoMinVec {
   static constexpr int kElems = 32, kBytes = 24;
   static constexpr int kMins = 1;
-  struct Scales { float d, min_mult; };
+  using Scales = Scales32;
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b), Half(b + 2)}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales&, Emit&& emit) {
     for (int j = 0; j < 32; j += kN) emit(j, hn::Or(Widen(Nibbles32(b + 8, j)), Fifth(b + 4, j)));
-  }
-  static HWY_INLINE int32_t MinSum(const Scales&, const int32_t* sum16, const uint8_t*) {
-    return sum16[0] + sum16[1];
   }
 };
 
