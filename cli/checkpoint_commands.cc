@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "verify/audit.h"
 #include "formats/gguf.h"
+#include "formats/quantize.h"
 
 namespace verity::cli {
 namespace {
@@ -148,8 +149,10 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--out", *out, "output directory (hf) or FILE.gguf")->required();
     sub->add_option("--to", *to, "hf or gguf")->capture_default_str()->check(CLI::IsMember({"hf", "gguf"}));
     sub->add_option("--shards", *shards, "hf: number of safetensors shards")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "matrices: f32 or bf16 (hf); f32, f16, bf16 or q8_0 (gguf)")
-        ->capture_default_str()->check(CLI::IsMember({"f32", "bf16", "f16", "q8_0"}));
+    sub->add_option("--dtype", *dtype,
+                    "matrices: f32 or bf16 (hf); f32, f16, bf16, q8_0, or a llama.cpp block file type (gguf: " +
+                        quants::FileTypeNames() + ")")
+        ->capture_default_str();
     sub->add_option("--tokenizer", *tok, "gguf: llama2.c tokenizer.bin to store as tokenizer.ggml.* keys");
     reg.On(sub, [=] {
       if (*to == "gguf") {

@@ -188,8 +188,10 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir, std::vector<std::string
 Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype);
 
 // Writes `model` as a llama-architecture GGUF v3 file (docs/gguf.md): the
-// llama.* metadata, general.alignment 32, matrices as `dtype` (f32, f16, bf16
-// or q8_0; norms stay F32), Hugging Face q/k rows permuted back into the
+// llama.* metadata, general.alignment 32, matrices as `dtype` (f32, f16, bf16,
+// q8_0, or one of llama.cpp's block file types, q4_0 ... q6_k, each matrix
+// taking the type llama.cpp's quantizer would give it: formats/quantize.h;
+// norms stay F32), Hugging Face q/k rows permuted back into the
 // interleaved layout llama.cpp expects. With `tokenizer` (a llama2.c
 // tokenizer.bin), also the tokenizer.ggml.* keys.
 Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,

@@ -13,6 +13,8 @@
 // with RopeStyle::kInterleaved and no permutation; a llama2.c model is written
 // unchanged; a Hugging Face model is written with that permutation.
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "engine/weights.h"
 #include "formats/gguf.h"
 #include "formats/quants.h"
+#include "formats/quantize.h"
 
 namespace verity {
 namespace {
@@ -373,26 +376,22 @@ std::vector<float> RopeFreqFactors(const ModelConfig& c) {
   return out;
 }
 
-// ggml's Q8_0 as llama.cpp quantizes: per block of 32, d = max|x| / 127,
-// q = round(x / d), d stored as f16.
-void QuantizeQ8_0(const float* x, int64_t n, std::string* out) {
-  for (int64_t b = 0; b < n / 32; b++) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = F32ToF16(d);
-    out->append(reinterpret_cast<const char*>(&dh), 2);
-    for (int j = 0; j < 32; j++) out->push_back(static_cast<char>(static_cast<int8_t>(std::lround(x[b * 32 + j] * id))));
+// A tensor's f32 values as `type`: the plain floats here, the block types
+// through formats/quantize.
+Status Encode(uint32_t type, const std::vector<float>& v, std::string* out, const std::string& where) {
+  switch (type) {
+    case gguf::kF32: out->append(reinterpret_cast<const char*>(v.data()), v.size() * 4); return OkStatus();
+    case gguf::kBF16: for (float x : v) { const uint16_t h = F32ToBF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } return OkStatus();
+    case gguf::kF16: for (float x : v) { const uint16_t h = F32ToF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } return OkStatus();
+    default: return quants::Quantize(type, v.data(), static_cast<int64_t>(v.size()), out, where);
   }
 }
 
-void Encode(uint32_t type, const std::vector<float>& v, std::string* out) {
-  switch (type) {
-    case gguf::kF32: out->append(reinterpret_cast<const char*>(v.data()), v.size() * 4); break;
-    case gguf::kBF16: for (float x : v) { const uint16_t h = F32ToBF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } break;
-    case gguf::kF16: for (float x : v) { const uint16_t h = F32ToF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } break;
-    default: QuantizeQ8_0(v.data(), static_cast<int64_t>(v.size()), out); break;
-  }
+// The tensor's blk index in its GGUF name ("blk.3.ffn_down.weight": 3); -1
+// outside the blocks.
+int LayerOf(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
 }
 
 // One GGUF tensor to write: the expected tensors (slots) it holds, one, or
@@ -413,11 +412,13 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
   if (dtype == "f32") matrix_type = gguf::kF32, file_type = 0;
   else if (dtype == "f16") matrix_type = gguf::kF16, file_type = 1;
   else if (dtype == "bf16") matrix_type = gguf::kBF16, file_type = 32;
-  else if (dtype == "q8_0") matrix_type = gguf::kQ8_0, file_type = 7;
-  else if (dtype.size() >= 2 && dtype[0] == 'q' && dtype[1] >= '2' && dtype[1] <= '6')  // q4_0, q4_k_m, ...
-    return Status::Error("--dtype " + dtype + ": verity does not write llama.cpp's block quantizations yet (GGUF "
-                         "output takes f32, f16, bf16 or q8_0; llama.cpp's quantizer writes the others)");
-  else return Status::Error("--dtype " + dtype + ": GGUF output takes f32, f16, bf16 or q8_0");
+  std::optional<quants::FileType> blocks;  // a llama.cpp file type: a type per matrix (quants::PlannedType)
+  if (matrix_type == 0 && dtype != "f32") {
+    auto ft = quants::FindFileType(dtype);
+    if (!ft.ok()) return Status::Error(ft.status().message() + "; GGUF output also takes f32, f16 and bf16");
+    blocks = *ft;
+    file_type = ft->ftype;
+  }
   using gguf::Value;
   std::vector<std::pair<std::string, Value>> kv = {
       {"general.architecture", Value::String("llama")},
@@ -472,11 +473,16 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     Planned p;
     p.spec.name = at.name;
     p.spec.dims = GgufDims(expected[i], c.n_experts, at.expert >= 0);
-    // Vectors stay F32 (as llama.cpp keeps them); a matrix whose rows are not
-    // whole Q8_0 blocks is written F32, as llama.cpp falls back too.
+    // Vectors stay F32 (as llama.cpp keeps them); in a block file (q8_0
+    // too) each matrix takes the type llama.cpp's quantizer gives it, F16
+    // where its rows are not whole blocks of any.
     const bool matrix = expected[i].shape.size() == 2;
-    p.spec.type = !matrix ? gguf::kF32
-                  : matrix_type == gguf::kQ8_0 && expected[i].shape[1] % 32 != 0 ? gguf::kF32 : matrix_type;
+    p.spec.type = matrix ? matrix_type : gguf::kF32;
+    if (matrix && blocks) {
+      quants::TensorSite site{at.name, LayerOf(at.name), c.n_layers, c.n_experts, c.shared_classifier,
+                              expected[i].shape[1]};
+      p.spec.type = quants::PlannedType(*blocks, site);
+    }
     p.parts.push_back(i);
     const bool q = at.name.find(".attn_q.") != std::string::npos, k = at.name.find(".attn_k.") != std::string::npos;
     p.permute = (q || k) && c.rope_style == RopeStyle::kHalves;
@@ -529,8 +535,7 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
       }
       all.insert(all.end(), v.begin(), v.end());
     }
-    Encode(p.spec.type, all, out);
-    return OkStatus();
+    return Encode(p.spec.type, all, out, path + ": tensor " + p.spec.name);
   });
 }
 

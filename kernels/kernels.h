@@ -28,10 +28,11 @@ namespace verity::kernels {
 //   block: one of llama.cpp's block quantizations (Q4_0 ... Q6_K), its
 //         blocks exactly as the GGUF file holds them; Weights::block says
 //         which. Never a model's dtype (no --dtype names it): a GGUF file's
-//         block tensors keep it whatever the other matrices become. The CPU
-//         backends dequantize a few rows at a time into f32 and run the f32
-//         arithmetic on them, so each output is bit for bit the f32 path's on
-//         the dequantized matrix (docs/gguf.md, "Block quantizations").
+//         block tensors keep it whatever the other matrices become. The
+//         reference backend dequantizes a few rows at a time into f32 (bit for
+//         bit the f32 path on the dequantized matrix); the fast backend runs
+//         integer dot products on the blocks where they lie (cpu/block_dot.h,
+//         docs/dtypes.md "Block quantizations on the CPU").
 enum class DType { kF32, kBF16, kQ8_0, kBlock };
 // "f32", "bf16", "q8_0", "block".
 const char* DTypeName(DType t);

@@ -43,6 +43,13 @@ std::string Quantize(const std::string& f32, const std::string& type) {
   return out;
 }
 
+// The same file type written by verity's own quantizer (formats/quantize.h).
+std::string VerityQuantize(const std::string& f32, const std::string& type) {
+  const std::string out = f32.substr(0, f32.rfind('.')) + ".verity." + type + ".gguf";
+  RunOk(VerityBin() + " convert --to gguf --model " + f32 + " --out " + out + " --dtype " + type);
+  return out;
+}
+
 // The same file with every block-quantized tensor replaced by its F32
 // dequantization (formats/quants, bit-exact to gguf-py: quants_test), written
 // here with the GGUF writer and no engine code: the "dequantized up front" model.
@@ -255,7 +262,8 @@ class NoBlockKernels final : public corruptions::ForwardingBackend {
 };
 
 // What cannot run the block types refuses them by name, before running:
-// a backend without their kernels (CUDA), tensor parallelism, and writing them.
+// a backend without their kernels (CUDA), tensor parallelism, and writing
+// the two types verity does not write.
 TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-refuse");
@@ -277,12 +285,14 @@ TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
                         "parallelism does not shard block-quantized matrices yet"),
             std::string::npos)
       << tp.err;
-  auto conv = Shell(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/x.gguf --dtype q4_k_m");
+  // verity writes the 4-, 5-, 6- and 8-bit types (quantize_test), not Q2_K or Q3_K.
+  auto conv = Shell(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/x.gguf --dtype q3_k_m");
   EXPECT_NE(conv.exit_code, 0);
-  // The command line names the value and the dtypes it writes (the writer
-  // itself refuses a block type by name too, for callers past the CLI).
-  EXPECT_NE(conv.err.find("--dtype: q4_k_m not in {f32,bf16,f16,q8_0}"), std::string::npos) << conv.err;
-  std::printf("refused by name: a backend without block kernels (Transformer, SlotDecoder), --tp 2, convert --dtype q4_k_m\n");
+  EXPECT_NE(conv.err.find("--dtype q3_k_m: not a block file type verity writes (q4_0, q4_1, q5_0, q5_1, q8_0, q4_k_s, "
+                          "q4_k_m, q5_k_s, q5_k_m, q6_k); Q2_K and Q3_K files are read but not written"),
+            std::string::npos)
+      << conv.err;
+  std::printf("refused by name: a backend without block kernels (Transformer, SlotDecoder), --tp 2, convert --dtype q3_k_m\n");
 }
 
 std::vector<float> ReadFloats(const std::string& path) {
@@ -335,12 +345,14 @@ std::vector<float> VerityLogits(const std::string& gguf, const std::vector<int>&
 // With `trained` (a model whose argmax means something), top-1 is bounded
 // too: verity may flip no more argmaxes than llama.cpp's own 8-bit rounding
 // does (its Q8_0 file against its F32), plus 2 near-ties.
+// `quantize` writes each file (llama.cpp's quantizer, or verity's).
 void ExpectWithinNoise(const std::string& label, const std::string& f32, const std::vector<const char*>& types,
-                       const std::vector<int>& ids, bool trained) {
+                       const std::vector<int>& ids, bool trained,
+                       std::string (*quantize)(const std::string&, const std::string&) = Quantize) {
   const std::vector<float> peer_f32 = PeerLogits(f32, ids, 1);
   Agreement eight_bit;  // llama.cpp's Q8_0 file against its F32 one: the 8-bit rounding
   for (const char* type : types) {
-    const std::string q = Quantize(f32, type);
+    const std::string q = quantize(f32, type);
     const std::vector<float> peer1 = PeerLogits(q, ids, 1), peer2 = PeerLogits(q, ids, 2), mine = VerityLogits(q, ids);
     const Agreement vs = Compare(peer1, mine), threads = Compare(peer1, peer2), noise = Compare(peer_f32, peer1);
     if (std::string(type) == "q8_0") eight_bit = noise;
@@ -373,6 +385,17 @@ TEST(QuantEngine, LlamaCppsQuantizedFilesAgreeWithLlamaCppWithinTheirOwnNoise) {
   for (int id; greedy >> id;) ids.push_back(id);
   ASSERT_EQ(ids.size(), 64u);
   ExpectWithinNoise("stories260K", stories, {"q8_0", "q4_0", "q4_k_m"}, ids, true);
+}
+
+// verity's own block files (verity convert --dtype): llama.cpp loads them
+// and its logits agree with verity's on them within the same bounds as on
+// its own files (the 8-bit rounding of its activations, measured on the
+// Q8_0 file verity wrote).
+TEST(QuantEngine, VerityWrittenFilesAgreeWithLlamaCpp) {
+  REQUIRE_PEER();
+  const std::string dir = test::TempDir("qe-written");
+  ExpectWithinNoise("verity-written synth", test::PeerSynthF32Gguf(dir), {"q8_0", "q4_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"},
+                    Ids(64), false, VerityQuantize);
 }
 
 }  // namespace

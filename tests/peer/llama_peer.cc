@@ -7,7 +7,7 @@
 //   llama_peer argmax   MODEL --ids IDS                 argmax after each position, one line
 //   llama_peer logits   MODEL --ids IDS --out FILE      n_vocab f32 per position (as `verity logits`)
 //   llama_peer quantize IN OUT TYPE                     llama_model_quantize; TYPE: f16, bf16, q8_0,
-//                                                   q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_m, q6_k
+//                                                   q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k
 //   llama_peer bench    MODEL --prompt-tokens P --gen-tokens G [--min-seconds S]   one JSON line
 //   llama_peer cpu-backend                          the CPU variant ggml loads here, e.g. libggml-cpu-zen4.so
 //   common: --threads T (default 1), --kv f32|f16 (default f32), --verbose
@@ -324,7 +324,7 @@ const std::pair<const char*, llama_ftype> kQuantTypes[] = {
     {"f16", LLAMA_FTYPE_MOSTLY_F16},       {"bf16", LLAMA_FTYPE_MOSTLY_BF16},     {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
     {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},     {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},     {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
     {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},     {"q2_k", LLAMA_FTYPE_MOSTLY_Q2_K},     {"q3_k_m", LLAMA_FTYPE_MOSTLY_Q3_K_M},
-    {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
     {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K}};
 
 std::string QuantTypeNames() {
