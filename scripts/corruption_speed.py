@@ -5,7 +5,7 @@ For every build under build-corruption-<name>, runs `verity bench` of main and o
 the corrupted build in ABBA rounds (main, corrupt, corrupt, main) and prints the
 median of the per-round ratios corrupt/main of decode_tok_s. Same model, same
 steps, same box, interleaved so that drift cancels within a round.
-usage: scripts/corruption_speed.py [--rounds N] [--steps N] [--model PATH]
+usage: scripts/corruption_speed.py [--rounds N] [--steps N] [--model PATH] [--only NAME]
 """
 import argparse, json, os, statistics, subprocess, sys
 
@@ -13,6 +13,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=8)
 ap.add_argument("--steps", type=int, default=512)
 ap.add_argument("--model", default="models/stories260K.bin")
+ap.add_argument("--only", help="one corruption build (its name), not every build-corruption-*")
 args = ap.parse_args()
 
 def bench(binary):
@@ -23,6 +24,8 @@ def bench(binary):
 main = "build/cli/verity"
 names = sorted(d[len("build-corruption-"):] for d in os.listdir(".")
                if d.startswith("build-corruption-") and os.path.isdir(d))
+if args.only:
+    names = [n for n in names if n == args.only]
 for name in names:
     corrupt = os.path.join("build-corruption-" + name, "cli", "verity")
     if not os.path.exists(corrupt):
