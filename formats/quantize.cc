@@ -323,7 +323,6 @@ bool Has(const std::string& name, const char* part) { return name.find(part) != 
 
 // The type before the row-length fallback.
 uint32_t Chosen(const FileType& ft, const TensorSite& t) {
-  const bool k_file = ft.base == kQ4_K || ft.base == kQ5_K || ft.base == kQ6_K;
   const bool m_file = Is(ft, "q4_k_m") || Is(ft, "q5_k_m");
   if (t.name == "output.weight" || (t.tied_embedding && t.name == "token_embd.weight"))
     return ft.base == kQ8_0 ? kQ8_0 : kQ6_K;
@@ -339,7 +338,7 @@ uint32_t Chosen(const FileType& ft, const TensorSite& t) {
     if (Is(ft, "q4_k_s") && t.layer < t.n_layers / 8) return kQ5_K;
     return ft.base;
   }
-  if (Has(t.name, ".attn_output.") && t.n_experts == 8 && k_file && ft.base == kQ4_K) return kQ5_K;
+  if (Has(t.name, ".attn_output.") && t.n_experts == 8 && ft.base == kQ4_K) return kQ5_K;
   return ft.base;
 }
 
