@@ -309,6 +309,7 @@ const FileType kFileTypes[] = {
     {"q5_k_m", 17, kQ5_K}, {"q6_k", 18, kQ6_K},
 };
 
+constexpr uint32_t kF32 = 0;
 constexpr uint32_t kF16 = 1;
 
 bool Is(const FileType& ft, const char* name) { return std::strcmp(ft.name, name) == 0; }
@@ -382,6 +383,9 @@ std::string FileTypeNames() {
 }
 
 uint32_t PlannedType(const FileType& ft, const TensorSite& site) {
+  // A MoE router stays F32, as llama.cpp's quantizer leaves it (the 8-expert
+  // synth of quantize_test found it: verity had written it in the base type).
+  if (Has(site.name, ".ffn_gate_inp.")) return kF32;
   uint32_t type = Chosen(ft, site);
   // llama.cpp's fallbacks for a row that is not whole super-blocks.
   if (site.row_length % kQKK != 0) {

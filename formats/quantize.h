@@ -55,7 +55,8 @@ struct TensorSite {
 // the first eighth; in 8-expert models attn_k and attn_v Q8_0 (and
 // attn_output Q5_K in Q4_K files). A row that is not whole blocks of the
 // chosen type falls back as llama.cpp's does (Q4_K to Q5_0, Q5_K to Q5_1,
-// Q6_K to Q8_0), then to F16. Returns a ggml id (F16 is 1).
+// Q6_K to Q8_0), then to F16. A MoE router (ffn_gate_inp) stays F32, as in
+// llama.cpp's files. Returns a ggml id (F32 is 0, F16 1).
 [[nodiscard]] uint32_t PlannedType(const FileType& ft, const TensorSite& site);
 
 }  // namespace verity::quants

@@ -132,8 +132,10 @@ void AddErrors(const Read& f32, const Read& q, Errors* e) {
     err += std::pow(double{f32.values[i]} - q.values[i], 2), ref += std::pow(double{f32.values[i]}, 2);
 }
 
-// On a 16-layer synth (so the *_M files' layer choice shows) and on
-// stories260K's rows of 64 (llama.cpp's fallbacks): verity's file and
+// On a 16-layer synth (so the *_M files' layer choice shows), an 8-expert
+// Mixtral-style synth (the rules llama.cpp keeps for 8 experts: attn_k and
+// attn_v Q8_0, attn_output Q5_K in Q4_K files) and stories260K's rows of 64
+// (llama.cpp's fallbacks): verity's file and
 // llama.cpp's, from the same F32 file, hold every tensor in the same type,
 // and per type verity's relative rms error is at most 1.03x llama.cpp's.
 TEST(Quantize, FilesHoldLlamaCppsTypesAtItsError) {
@@ -146,9 +148,13 @@ TEST(Quantize, FilesHoldLlamaCppsTypesAtItsError) {
   run(test::VerityBin() + " synth --out " + dir + "/s16.bin --config " +
       R"('{"dim":256,"hidden_dim":768,"n_layers":16,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,"shared_classifier":false}')");
   run(test::VerityBin() + " convert --to gguf --model " + dir + "/s16.bin --out " + dir + "/s16.gguf --dtype f32");
+  run(test::VerityBin() + " synth --out " + dir + "/moe8 --config " +
+      R"('{"dim":256,"hidden_dim":512,"n_layers":4,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,)" +
+      R"("shared_classifier":false,"n_experts":8,"n_experts_per_tok":2}')");
+  run(test::VerityBin() + " convert --to gguf --model " + dir + "/moe8 --out " + dir + "/moe8.gguf --dtype f32");
   run(test::VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + dir +
       "/stories.gguf --dtype f32");
-  for (const char* model : {"s16", "stories"}) {
+  for (const char* model : {"s16", "moe8", "stories"}) {
     const std::map<std::string, Read> f32 = ReadAll(dir + "/" + model + ".gguf");
     for (const char* ft : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k"}) {
       const std::string theirs = dir + "/" + model + ".llama." + ft + ".gguf", mine = dir + "/" + model + ".verity." + ft + ".gguf";
