@@ -12,6 +12,7 @@
 #include <set>
 
 #include "base/env.h"
+#include "base/strings.h"
 #include "base/terminal.h"
 #include "ledger/evidence.h"
 #include "ledger/format.h"
@@ -26,10 +27,6 @@ namespace {
 
 using measure::ShellQuote;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 std::string Short(const std::string& sha) { return sha.substr(0, 12); }
 Value Opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? Value(*v) : Value(); }
 
@@ -39,14 +36,14 @@ struct Commit {
 
 Result<std::string> Git(const std::string& repo, const std::string& args) {
   measure::CommandOutput o = measure::RunCommand("git -C " + ShellQuote(repo) + " " + args, 120);
-  if (o.exit_code != 0) return Status::Error("git " + args + " failed in " + repo + ": " + Trim(o.err));
+  if (o.exit_code != 0) return Status::Error("git " + args + " failed in " + repo + ": " + TrimRight(o.err));
   return o.out;
 }
 
 Result<std::string> ResolveCommit(const std::string& repo, const std::string& ref) {
   measure::CommandOutput o =
       measure::RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
-  const std::string sha = Trim(o.out);
+  const std::string sha = TrimRight(o.out);
   if (o.exit_code != 0 || sha.size() != 40) return Status::Error("ref '" + ref + "' is not a commit in " + repo);
   return sha;
 }
@@ -73,7 +70,7 @@ Result<std::vector<Commit>> FirstParentRange(const std::string& repo, const std:
   }
   if (out.empty()) return Status::Error("no first-parent commits between " + good_ref + " and " + bad_ref);
   VERITY_ASSIGN_OR_RETURN(std::string parent, Git(repo, "rev-parse " + out.front().sha + "^"));
-  if (Trim(parent) != good)
+  if (TrimRight(parent) != good)
     return Status::Error("--good " + good_ref + " (" + Short(good) + ") is not on the first-parent line of --bad " + bad_ref +
                          " (it was merged in from a side branch): give a good commit on that line");
   return out;
@@ -465,13 +462,13 @@ Status Session::Start() {
   thr_ = pct / 100.0;
   measure::CommandOutput top = measure::RunCommand("git -C " + ShellQuote(req_.repo) + " rev-parse --show-toplevel", 60);
   if (top.exit_code != 0) return Status::Error("--repo " + req_.repo + ": not a git repository");
-  repo_ = Trim(top.out);
+  repo_ = TrimRight(top.out);
   cache_ = req_.cache_dir.empty() ? env::WorktreeCache(repo_) : req_.cache_dir;
   VERITY_ASSIGN_OR_RETURN(std::string good, ResolveCommit(repo_, req_.good));
   VERITY_ASSIGN_OR_RETURN(std::string bad, ResolveCommit(repo_, req_.bad));
   VERITY_ASSIGN_OR_RETURN(auto range, FirstParentRange(repo_, good, bad, req_.good, req_.bad));
   VERITY_ASSIGN_OR_RETURN(std::string good_subject, Git(repo_, "log -1 --format=%s " + good));
-  commits_.push_back({good, Trim(good_subject)});
+  commits_.push_back({good, TrimRight(good_subject)});
   commits_.insert(commits_.end(), range.begin(), range.end());
   const int n = static_cast<int>(range.size());
   box_ = measure::ThisBox();

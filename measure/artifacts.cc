@@ -4,14 +4,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/strings.h"
 #include "measure/measure.h"
 
 namespace verity::measure {
 namespace {
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 // The last 4 KB of a file (a build log's end says why it failed).
 std::string ReadTail(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,7 +25,7 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   BuiltRef b;
   b.ref = ref;
   CommandOutput rev = RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
-  b.sha = Trim(rev.out);
+  b.sha = TrimRight(rev.out);
   if (rev.exit_code != 0 || b.sha.size() != 40)
     return Status::Error("ref '" + ref + "' is not a commit in " + repo);
   std::error_code ec;
@@ -40,12 +37,12 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
     CommandOutput wt = RunCommand("git -C " + ShellQuote(repo) + " worktree add --detach --force " + ShellQuote(b.worktree) + " " +
                                       b.sha,
                                   300);
-    if (wt.exit_code != 0) return Status::Error("git worktree add for " + ref + " failed: " + Trim(wt.err));
+    if (wt.exit_code != 0) return Status::Error("git worktree add for " + ref + " failed: " + TrimRight(wt.err));
   }
   // The worktree must still be exactly that commit, with nothing modified.
   CommandOutput head = RunCommand("git -C " + ShellQuote(b.worktree) + " rev-parse HEAD", 60);
   CommandOutput dirty = RunCommand("git -C " + ShellQuote(b.worktree) + " status --porcelain --untracked-files=no", 60);
-  if (Trim(head.out) != b.sha || !Trim(dirty.out).empty())
+  if (TrimRight(head.out) != b.sha || !TrimRight(dirty.out).empty())
     return Status::Error(b.worktree + ": cached worktree is not a clean checkout of " + b.sha + "; remove it and retry");
   progress("building " + ref + " (" + b.sha.substr(0, 12) + ")");
   const std::string log = b.worktree + "/build.log";

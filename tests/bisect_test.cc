@@ -8,6 +8,7 @@
 
 #include <map>
 
+#include "base/strings.h"
 #include "ledger/ledger.h"
 #include "tests/ledger_test_util.h"
 
@@ -75,10 +76,6 @@ command = "{artifact} parity --model {model} --backend fast --json --dtype {dtyp
 against_command = "{artifact} parity --model {model} --backend fast --json --dtype {dtype} --against {against}"
 )";
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // What commit i (1..n) changes; commit 0 is the good one (speed 1000, parity ok, builds).
 struct Edit {
@@ -112,7 +109,7 @@ Repo MakeRepo(const std::string& tag, int n, const std::map<int, Edit>& edits) {
   auto commit = [&](const std::string& subject) {
     auto c = Shell("cd " + r.repo + " && git add -A && git commit -qm " + Quote(subject) + " && git rev-parse HEAD");
     EXPECT_EQ(c.exit_code, 0) << c.err;
-    r.shas.push_back(Trim(c.out));
+    r.shas.push_back(TrimRight(c.out));
   };
   commit("good start");
   for (int i = 1; i <= n; i++) {

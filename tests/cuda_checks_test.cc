@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
 #include "tests/test_util.h"
 
 namespace verity {
@@ -74,9 +75,6 @@ std::string Before(const std::string& s, size_t pos) {
   return s.substr(0, pos);
 }
 
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 void ScanSource(const std::string& file, const std::string& source, Scan* out) {
   const std::string s = DropCheckMacroDefinitions(Strip(source));

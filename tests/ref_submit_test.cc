@@ -3,15 +3,12 @@
 // are the commits; a binary reporting another commit (stale) is refused.
 #include <gtest/gtest.h>
 
+#include "base/strings.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity::test {
 namespace {
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   const std::string dir = TempDir("refs");
@@ -21,8 +18,8 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
                      " && git config user.email t@example.com && git config user.name t && echo '# ref test' >> README.md"
                      " && git commit -qam 'docs only'");
   ASSERT_EQ(clone.exit_code, 0) << clone.err;
-  const std::string base_sha = Trim(Shell("git -C " + repo + " rev-parse HEAD~1").out);
-  const std::string head_sha = Trim(Shell("git -C " + repo + " rev-parse HEAD").out);
+  const std::string base_sha = TrimRight(Shell("git -C " + repo + " rev-parse HEAD~1").out);
+  const std::string head_sha = TrimRight(Shell("git -C " + repo + " rev-parse HEAD").out);
   const std::string submit = "cd " + repo + " && VERITY_WORKTREES=" + cache + " " + VerityBin() +
                              " submit --json --ledger " + db + " --title 'docs only' --predict 0 --base HEAD~1 --head HEAD"
                              " --model models/stories260K.bin --steps 64 --min-seconds 0.2";

@@ -8,14 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "base/strings.h"
 #include "measure/llama_bench.h"
 
 namespace {
+using verity::EndsWith;
 void Check(bool ok) {
   if (!ok) __builtin_trap();
-}
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 }  // namespace
 
