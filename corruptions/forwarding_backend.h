@@ -30,7 +30,7 @@ class ForwardingBackend : public kernels::Backend {
     inner_->MatmulSharedRows(x, n, targets, count);
   }
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
-  bool runs_block_weights() const override { return inner_->runs_block_weights(); }
+  bool runs_block_type(uint32_t t) const override { return inner_->runs_block_type(t); }
   void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
   // RopeBlock, WriteCacheBlock and AttentionBlock are not forwarded: their
   // defaults make the per-row calls through this wrapper, so a corruption

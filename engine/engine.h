@@ -78,11 +78,19 @@ struct Model {
   // classifier this view is the classifier too. Otherwise empty.
   kernels::Weights embedding_blocks;
   // The first matrix held as a llama.cpp block quantization, as refusals name
-  // it ("blk.0.attn_q.weight (Q4_K)"); empty when none. The CPU backends run
-  // them; CUDA and tensor parallelism refuse such a model by this name.
+  // it ("blk.0.attn_q.weight (Q4_K)"); empty when none. Tensor parallelism
+  // refuses such a model by this name (a backend: first_of_each_block_type).
   std::string first_block_tensor;
   // Every block type the matrices hold ("Q4_K", "Q6_K"), sorted; empty when none.
   std::vector<std::string> block_types;
+  // The first matrix of each block type, in load order, as a backend that
+  // runs some types and not others (CUDA) names the one it refuses.
+  struct BlockTensor {
+    uint32_t ggml_type;
+    std::string type;    // "Q6_K"
+    std::string tensor;  // "output.weight"
+  };
+  std::vector<BlockTensor> first_of_each_block_type;
   std::vector<LayerWeights> layers;
   const float* rms_final = nullptr;  // [dim]
   // [vocab x dim]. With a shared classifier: the embedding table itself for
@@ -141,9 +149,10 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
 // what its matrices compute in (the quantizer's recipe name is not).
 std::string WeightsDTypeName(const Model& model);
 
-// OK unless `model` holds block-quantized matrices (Model::first_block_tensor)
-// and `backend` has no kernels for them: an error naming the file, the tensor
-// and the backend (Transformer::Create, SlotDecoder::Create).
+// OK unless `model` holds a block type (Model::first_of_each_block_type)
+// that `backend` has no kernel for: an error naming the file, the first
+// tensor of that type, the type and the backend (Transformer::Create,
+// SlotDecoder::Create).
 Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend);
 
 // What a model costs in memory traffic and residence, for bandwidth figures.
@@ -253,8 +262,8 @@ class Transformer : public Decoder {
   // The same, for contexts that come from files or flags: a KV cache larger
   // than this machine's memory, or an allocation that fails, is an error
   // naming the context, never an abort.
-  // Create refuses a model with block-quantized matrices
-  // (Model::first_block_tensor) on a backend without kernels for them.
+  // Create refuses a model with block-quantized matrices of a type the
+  // backend has no kernel for (CheckBackendRunsModel).
   [[nodiscard]] static Result<std::unique_ptr<Transformer>> Create(const Model& model,
                                                                    std::unique_ptr<kernels::Backend> backend);
   // Runs one position; returns vocab_size logits (valid until the next call).

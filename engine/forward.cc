@@ -189,16 +189,15 @@ void RankForward::Embed(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
   if (m_.token_embedding) return k_.Embed(x_->data(), m_.token_embedding, c.vocab_size, c.dim, tokens, n);
   // A block-quantized table (Model::embedding_blocks): only the looked-up
-  // rows are dequantized (exactly, so the embeddings are the f32 table's),
-  // then embedded as rows 0 .. n-1 of that small table.
+  // rows are dequantized (exactly, so the embeddings are the f32 table's)
+  // and uploaded as x. Not handed to Embed as a small table: a device
+  // backend keeps one copy per host table (uploaded once, as a model's
+  // tables are), and a recorded step looks its token up in the model's
+  // table on the device; this buffer is neither.
   const size_t dim = static_cast<size_t>(c.dim);
   embed_rows_.resize(static_cast<size_t>(n) * dim);
-  embed_ids_.resize(static_cast<size_t>(n));
-  for (int t = 0; t < n; t++) {
-    kernels::DecodeRow(m_.embedding_blocks, tokens[t], embed_rows_.data() + t * dim);
-    embed_ids_[t] = t;
-  }
-  k_.Embed(x_->data(), embed_rows_.data(), n, c.dim, embed_ids_.data(), n);
+  for (int t = 0; t < n; t++) kernels::DecodeRow(m_.embedding_blocks, tokens[t], embed_rows_.data() + t * dim);
+  k_.Upload(x_->data(), embed_rows_.data(), embed_rows_.size());
 }
 
 void RankForward::Project(float* out, const float* x, const kernels::Weights& w, int n) {

@@ -105,7 +105,6 @@ class RankForward {
   // The embeddings of the block's rows into x_ (Backend::Embed).
   void Embed(const int* tokens, int n);
   std::vector<float> embed_rows_;  // a block-quantized table's looked-up rows, dequantized
-  std::vector<int> embed_ids_;     // 0 .. n-1: row t of embed_rows_
   // Block up to the logits, which it returns where the backend holds them
   // (nullptr without logits).
   const float* Run(const int* tokens, int n, int pos0, bool logits, int slot);

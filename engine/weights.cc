@@ -122,10 +122,12 @@ std::string WeightsDTypeName(const Model& model) {
 }
 
 Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend) {
-  if (model.first_block_tensor.empty() || backend.runs_block_weights()) return OkStatus();
-  return Status::Error(model.source + ": tensor " + model.first_block_tensor +
-                       " is a llama.cpp block quantization, and the " + backend.name() +
-                       " backend has no kernels for block quantizations yet (use --backend fast or reference)");
+  for (const Model::BlockTensor& b : model.first_of_each_block_type)
+    if (!backend.runs_block_type(b.ggml_type))
+      return Status::Error(model.source + ": tensor " + b.tensor + " (" + b.type +
+                           ") is a llama.cpp block quantization, and the " + backend.name() +
+                           " backend has no kernel for " + b.type + " (use --backend fast or reference)");
+  return OkStatus();
 }
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
@@ -237,7 +239,10 @@ Result<kernels::Weights> WeightPlacer::BlockMatrix(const StoredTensor& t, int ro
   if (m_.first_block_tensor.empty()) m_.first_block_tensor = t.name + " (" + t.block->name + ")";
   const std::string type = t.block->name;
   auto at = std::lower_bound(m_.block_types.begin(), m_.block_types.end(), type);
-  if (at == m_.block_types.end() || *at != type) m_.block_types.insert(at, type);
+  if (at == m_.block_types.end() || *at != type) {
+    m_.block_types.insert(at, type);
+    m_.first_of_each_block_type.push_back({t.block->ggml_type, type, t.name});
+  }
   return kernels::Weights{kernels::DType::kBlock, t.data, rows, cols, t.block};
 }
 

@@ -189,11 +189,15 @@ class Backend {
   // backends do (one accumulator per row and vector); a GEMM library that
   // picks its split by shape does not promise it, which this default says.
   [[nodiscard]] virtual bool batch_rows_independent() const { return false; }
-  // Whether the products take DType::kBlock weights (llama.cpp's block
-  // quantizations). The CPU backends do; a backend without kernels for them
-  // (CUDA today) says false, and Transformer::Create and SlotDecoder::Create
-  // refuse a model that holds them, naming the tensor and the backend.
-  [[nodiscard]] virtual bool runs_block_weights() const { return false; }
+  // Whether the products take DType::kBlock weights of the llama.cpp block
+  // type `ggml_type` (BlockFormat::ggml_type). The CPU backends take every
+  // type formats/quants reads; CUDA takes Q4_K and Q6_K. Transformer::Create
+  // and SlotDecoder::Create refuse a model holding a type its backend does
+  // not take, naming the tensor, the type and the backend.
+  [[nodiscard]] virtual bool runs_block_type(uint32_t ggml_type) const {
+    (void)ggml_type;
+    return false;
+  }
   virtual void Attention(const AttentionArgs& a) = 0;
   // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1
   // (row t at a.pos + t). These defaults make the per-row calls, in the

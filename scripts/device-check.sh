@@ -14,7 +14,8 @@
 #
 # Steps, each printing one summary line: build; the GPU unit tests
 # (CudaDevice.*, none may be skipped); verity parity --backend cuda against
-# the CPU reference on stories260K (f32, bf16 and q8_0, worst of the depths);
+# the CPU reference on stories260K (f32, bf16 and q8_0, worst of the depths)
+# and on a Q4_K_M synth (the Q4_K/Q6_K block kernels, same weights);
 # compute-sanitizer memcheck on a short generation (0 errors); the device
 # roofline (verity roofline --backend cuda: HBM read GB/s, bf16 TFLOP/s); verity bench
 # --backend cuda on stories260K and a ~1B-class synthetic model (bf16, q8_0,
@@ -171,6 +172,21 @@ for dt in f32 bf16 q8_0; do
   [[ $line == *verdict=PASS* ]] && summary "parity-$dt" ok "$line" ||
     { tail -15 "$work/parity-$dt.log"; summary "parity-$dt" FAIL "${line:-no summary line}"; }
 done
+
+# 2b. llama.cpp's Q4_K_M pair (Q4_K and Q6_K blocks, read where they lie:
+# kernels/cuda/block_rows.h) against the reference on the same blocks, on a
+# small synth (rows of 256, which stories260K's 64 are not) written as
+# Q4_K_M by verity's own quantizer.
+qsrc=$work/synth-q4km.bin qgguf=$work/synth-q4km.gguf
+if "$bin" synth --out "$qsrc" --config '{"dim":256,"hidden_dim":768,"n_layers":4,"n_heads":8,"n_kv_heads":4,"vocab_size":512,"seq_len":256,"shared_classifier":false}' >"$work/q4km.log" 2>&1 &&
+  "$bin" convert --to gguf --model "$qsrc" --out "$qgguf" --dtype q4_k_m >>"$work/q4km.log" 2>&1; then
+  "$bin" parity --model "$qgguf" --backend cuda --reference-dtype same --depths 1,32,96 >"$work/parity-q4_k_m.log" 2>&1 || true
+  line=$(grep -E '^parity: worst_top1=' "$work/parity-q4_k_m.log" | tail -1 || true)
+  [[ $line == *verdict=PASS* ]] && summary parity-q4_k_m ok "$line" ||
+    { tail -15 "$work/parity-q4_k_m.log"; summary parity-q4_k_m FAIL "${line:-no summary line}"; }
+else
+  tail -5 "$work/q4km.log"; summary parity-q4_k_m FAIL "writing the Q4_K_M synth failed: see $work/q4km.log"
+fi
 
 # 3. compute-sanitizer on a short generation.
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)

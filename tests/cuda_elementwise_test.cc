@@ -15,7 +15,11 @@
 
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/simd.h"
+#include "base/half.h"
+#include "formats/quantize.h"
+#include "formats/quants.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kquant_layout.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/kernels.h"
 
@@ -107,6 +111,62 @@ TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
       ASSERT_EQ(four[at], static_cast<float>(static_cast<int8_t>(b))) << "byte " << b << " at " << at;
     }
   std::printf("cuda q8_0 layout: %ld weights read back exactly, every byte widened exactly\n", checked);
+}
+
+// The device's Q4_K and Q6_K weights (kquant_layout.h, 8 a lane) have the
+// bits of formats/quants' dequantization (itself bit-exact to gguf-py's,
+// tests/quants_test.cc), for every weight of blocks of random bytes (every
+// scale, min and quant pattern; finite f16 scales, as loading requires) and
+// of blocks verity's quantizer writes from weights of several magnitudes.
+// A scale read from the wrong sub-block or a nibble from the wrong half fails.
+TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
+  std::mt19937 rng(43);
+  long checked = 0;
+  for (uint32_t type : {kq::kQ4_K, kq::kQ6_K}) {
+    const int bytes = kq::BlockBytes(type);
+    const quants::Layout* layout = quants::FindLayout(type);
+    ASSERT_NE(layout, nullptr);
+    ASSERT_EQ(layout->block_bytes, bytes);
+    ASSERT_EQ(layout->block_elems, kq::kBlockWeights);
+    std::vector<unsigned char> blocks;
+    const int random_blocks = 512;
+    blocks.resize(static_cast<size_t>(random_blocks) * bytes);
+    for (unsigned char& b : blocks) b = static_cast<unsigned char>(rng());
+    for (int b = 0; b < random_blocks; b++) {  // finite f16 scales (exponent below 31), some subnormal
+      unsigned char* block = blocks.data() + static_cast<size_t>(b) * bytes;
+      for (int at : type == kq::kQ4_K ? std::vector<int>{0, 2} : std::vector<int>{208}) {
+        block[at + 1] = static_cast<unsigned char>(block[at + 1] % 0x7c | (block[at + 1] & 0x80));
+        if (b % 16 == 0) block[at + 1] &= 0x83;  // exponent 0: a subnormal scale
+      }
+    }
+    for (float scale : {1e-3f, 0.05f, 1.0f, 40.0f}) {
+      const std::vector<float> src = Random(4 * kq::kBlockWeights, static_cast<uint32_t>(scale * 1000) + type, scale);
+      std::string out;
+      const Status st = quants::Quantize(type, src.data(), static_cast<int64_t>(src.size()), &out, "test");
+      ASSERT_TRUE(st.ok()) << st.message();
+      blocks.insert(blocks.end(), out.begin(), out.end());
+    }
+    const int64_t n_blocks = static_cast<int64_t>(blocks.size()) / bytes;
+    std::vector<float> want(static_cast<size_t>(n_blocks) * kq::kBlockWeights);
+    const Status st = quants::Dequantize(type, blocks.data(), n_blocks, want.data(), "test");
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int64_t b = 0; b < n_blocks; b++)
+      for (int j0 = 0; j0 < kq::kBlockWeights; j0 += kq::kLaneWeights) {
+        float got[kq::kLaneWeights];
+        kq::Weights8(type, blocks.data() + b * bytes, j0, got);
+        for (int i = 0; i < kq::kLaneWeights; i++, checked++)
+          ASSERT_EQ(Bits(got[i]), Bits(want[static_cast<size_t>(b) * kq::kBlockWeights + j0 + i]))
+              << layout->name << " block " << b << " weight " << j0 + i;
+      }
+  }
+  // Every f16 bit pattern below infinity converts as the CPU converts it.
+  for (uint32_t h = 0; h < 0x7c00; h++)
+    for (uint32_t sign : {0u, 0x8000u}) {
+      const unsigned char two[2] = {static_cast<unsigned char>(h), static_cast<unsigned char>((h | sign) >> 8)};
+      ASSERT_EQ(Bits(kq::HalfToFloat(kq::U16(two))), Bits(verity::F16ToF32(static_cast<uint16_t>(h | sign)))) << h;
+    }
+  std::printf("cuda k-quant weights: %ld Q4_K and Q6_K weights equal the CPU's dequantization, every finite f16 "
+              "scale converted exactly\n", checked);
 }
 
 TEST(CudaElementwise, SwiGLUMatchesTheReference) {

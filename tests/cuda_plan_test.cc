@@ -332,6 +332,38 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
   std::printf("cuda plans: every one of %ld rows-kernel outputs written once\n", outputs);
 }
 
+// The Q4_K / Q6_K products (block_rows.h): every (vector, row) written by
+// exactly one warp, walking the kernel's mapping over the whole grid, for a
+// decode step and batched steps, on the Q4_K_M shapes of the table; other
+// block types and rows that are not whole blocks refused by name.
+TEST(CudaPlan, BlockRowsKernelWritesEveryOutputOnce) {
+  long outputs = 0;
+  for (uint32_t type : {12u, 14u})
+    for (int rows : {1, 9, 768, 2048, 32000})
+      for (int T : {1, 5, 8, 13, 32}) {
+        const LaunchPlan p = Ok(PlanBlockRows(type, rows, 768, T, kLimits));
+        EXPECT_EQ(p.kernel, type == 12 ? "block_rows_q4_k" : "block_rows_q6_k");
+        EXPECT_EQ(p.tile, T == 1 ? 1 : kMatmulRowsPerWarp);
+        const int NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
+        std::vector<int> written(static_cast<size_t>(T) * rows, 0);
+        for (unsigned x = 0; x < p.grid.x; x++)
+          for (unsigned z = 0; z < p.grid.z; z++)
+            for (unsigned y = 0; y < p.grid.y; y++)
+              for (int warp = 0; warp < warps; warp++) {
+                const int64_t row = map::FirstRow(y, z, p.grid.y, warps, warp, 1);
+                if (row >= rows) continue;
+                for (int t = 0; t < std::min(NT, T - static_cast<int>(x) * NT); t++)
+                  written[map::OutputIndex(x, NT, t, rows, static_cast<int>(row))]++;
+              }
+        for (size_t o = 0; o < written.size(); o++, outputs++)
+          ASSERT_EQ(written[o], 1) << "type " << type << " rows " << rows << " T " << T << " output " << o;
+      }
+  ExpectError(PlanBlockRows(13, 64, 256, 1, kLimits), "kernel block_rows_type13 (rows=64 cols=256 T=1 dtype=block type13): no kernel for ggml block type 13 (Q4_K and Q6_K only)");
+  ExpectError(PlanBlockRows(12, 64, 288, 1, kLimits), "cols must be a multiple of 256 (whole blocks)");
+  ExpectError(PlanBlockRows(14, 0, 256, 1, kLimits), "rows, cols and T must be >= 1");
+  std::printf("cuda plans: every one of %ld block-rows outputs written once\n", outputs);
+}
+
 // The split decode attention over a batched step's rows: each (row, head)
 // its own counter, each (row, head, chunk) its own partial, all inside the
 // scratch the plan asks for (DecodeAttentionPartialFloats) and the counters

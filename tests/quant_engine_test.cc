@@ -253,12 +253,17 @@ TEST(QuantEngine, TheParityGatePassesOnBlockFiles) {
   }
 }
 
-// A backend without block kernels (as CUDA is today), named "no-blocks".
-class NoBlockKernels final : public corruptions::ForwardingBackend {
+// A backend with block kernels for one type at most (0: none), named
+// "no-blocks" or, as CUDA takes Q4_K and Q6_K and no other, "q4_k-only".
+class SomeBlockKernels final : public corruptions::ForwardingBackend {
  public:
-  NoBlockKernels() : ForwardingBackend(kernels::MakeBackend("reference").value()) {}
-  const char* name() const override { return "no-blocks"; }
-  bool runs_block_weights() const override { return false; }
+  explicit SomeBlockKernels(uint32_t takes = 0)
+      : ForwardingBackend(kernels::MakeBackend("reference").value()), takes_(takes) {}
+  const char* name() const override { return takes_ == 0 ? "no-blocks" : "q4_k-only"; }
+  bool runs_block_type(uint32_t t) const override { return t == takes_; }
+
+ private:
+  uint32_t takes_;
 };
 
 // What cannot run the block types refuses them by name, before running:
@@ -272,13 +277,24 @@ TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ((*m)->first_block_tensor, "token_embd.weight (Q4_K)");
   const std::string why = q + ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization, and the no-blocks "
-                          "backend has no kernels for block quantizations yet";
-  auto t = Transformer::Create(**m, std::make_unique<NoBlockKernels>());
+                          "backend has no kernel for Q4_K (use --backend fast or reference)";
+  auto t = Transformer::Create(**m, std::make_unique<SomeBlockKernels>());
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find(why), std::string::npos) << t.status().message();
-  auto s = SlotDecoder::Create(**m, std::make_unique<NoBlockKernels>(), 2);
+  auto s = SlotDecoder::Create(**m, std::make_unique<SomeBlockKernels>(), 2);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find(why), std::string::npos) << s.status().message();
+  // A backend that takes Q4_K and not Q6_K names the first Q6_K matrix.
+  ASSERT_EQ((*m)->first_of_each_block_type.size(), 2u);
+  const Model::BlockTensor& q6 = (*m)->first_of_each_block_type[1];
+  EXPECT_EQ(q6.type, "Q6_K");
+  auto partial = Transformer::Create(**m, std::make_unique<SomeBlockKernels>(12));  // Q4_K
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find(q + ": tensor " + q6.tensor + " (Q6_K) is a llama.cpp block quantization, "
+                                            "and the q4_k-only backend has no kernel for Q6_K"),
+            std::string::npos)
+      << partial.status().message();
+  EXPECT_FALSE(Transformer::Create(**m, std::make_unique<SomeBlockKernels>(14)).ok());  // Q6_K only: Q4_K refused
   auto tp = Shell(VerityBin() + " logits --model " + q + " --ids '1 2 3' --out " + dir + "/tp.bin --tp 2");
   EXPECT_NE(tp.exit_code, 0);
   EXPECT_NE(tp.err.find("--tp: " + q + ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization; tensor "
@@ -292,7 +308,8 @@ TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
                           "q4_k_m, q5_k_s, q5_k_m, q6_k); Q2_K and Q3_K files are read but not written"),
             std::string::npos)
       << conv.err;
-  std::printf("refused by name: a backend without block kernels (Transformer, SlotDecoder), --tp 2, convert --dtype q3_k_m\n");
+  std::printf("refused by name: a backend without block kernels (Transformer, SlotDecoder), one without Q6_K's (%s), "
+              "--tp 2, convert --dtype q3_k_m\n", q6.tensor.c_str());
 }
 
 std::vector<float> ReadFloats(const std::string& path) {

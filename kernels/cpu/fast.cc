@@ -169,7 +169,7 @@ class Fast final : public Backend {
   // MatMul's tiles keep one accumulator per (row, vector), fed in column
   // order whatever the tile's shape (simd.cc MicroTile, Q8Tile).
   bool batch_rows_independent() const override { return true; }
-  bool runs_block_weights() const override { return true; }  // block_dot.h (BlockTiles for a type without a kernel)
+  bool runs_block_type(uint32_t) const override { return true; }  // block_dot.h (BlockTiles for a type without a kernel)
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);

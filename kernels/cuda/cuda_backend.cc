@@ -31,11 +31,13 @@
 #include <vector>
 
 #include "base/env.h"
+#include "kernels/cuda/block_rows.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/kernel_profile.h"
+#include "kernels/cuda/kquant_layout.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/model_copies.h"
 #include "kernels/cuda/rope_cache.h"
@@ -68,7 +70,7 @@ constexpr size_t kGemmAttentionMaxScoreBytes = size_t{1} << 30;
 
 enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
                 kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache,
-                kPlanDecodeAttention, kPlanQ8ToBF16, kPlanCausalSoftmax };
+                kPlanDecodeAttention, kPlanQ8ToBF16, kPlanCausalSoftmax, kPlanBlockRows, kPlanBlockToBF16 };
 // What a recorded step's signature names each call by.
 enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
               kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
@@ -146,6 +148,8 @@ class CudaBackend final : public Backend {
   }
 
   const char* name() const override { return "cuda"; }
+  // llama.cpp's Q4_K and Q6_K (the Q4_K_M pair; block_rows.h); another block type is refused at load.
+  bool runs_block_type(uint32_t ggml_type) const override { return kq::Supported(ggml_type); }
   void BeginLayer(int layer) override { layer_ = layer; }
   Status status() const override { return error_; }
   bool state_on_host() const override { return false; }
@@ -513,7 +517,7 @@ class CudaBackend final : public Backend {
   }
   // The bytes a product must move: its weights, its input vectors and outputs.
   static double ProductBytes(const Weights& w, int vectors) {
-    return static_cast<double>(RowBytes(w.dtype, w.cols)) * w.rows +
+    return static_cast<double>(w.row_bytes()) * w.rows +
            4.0 * vectors * (static_cast<double>(w.rows) + w.cols);
   }
   // A decoded row's attention: every cached key and value up to its position, q and the output.
@@ -536,7 +540,8 @@ class CudaBackend final : public Backend {
   // Whether one RowsKernel launch can take these targets: 1 to 3 matrices of
   // one non-f32 dtype and width (alignment is checked at the launch).
   static bool Fusable(const MatmulTarget* t, int count) {
-    if (count < 1 || count > kMaxRowsTargets || t[0].w->dtype == DType::kF32) return false;
+    if (count < 1 || count > kMaxRowsTargets || t[0].w->dtype == DType::kF32 || t[0].w->dtype == DType::kBlock)
+      return false;  // f32: cuBLAS; llama.cpp's blocks: their own kernel (block_rows.h)
     for (int i = 1; i < count; i++)
       if (t[i].w->dtype != t[0].w->dtype || t[i].w->cols != t[0].w->cols) return false;
     return true;
@@ -748,6 +753,7 @@ class CudaBackend final : public Backend {
 
   Status MatmulImpl(float* out, const float* x, const Weights& w, int T, bool rows) {
     VERITY_ASSIGN_OR_RETURN(const void* dw, copies_.Weights(w));
+    if (w.dtype == DType::kBlock) return BlockMatmul(out, x, dw, w, T, rows);
     // The 16-byte kernel for every bf16/q8_0 vector product it can take, so a
     // decode step's Matmul and a batched step's MatmulRows give the same bits.
     if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
@@ -824,6 +830,31 @@ class CudaBackend final : public Backend {
                                                          [&] { return PlanElementwise("q8_0_to_bf16", n / 8, limits_); }));
     VERITY_RETURN_IF_ERROR(LaunchQ8_0ToBF16(*plan, w_bf16_.as<uint16_t>(), dw, n, stream_, "q8_0_to_bf16"));
     return GemmBF16(out, x, w_bf16_.as<void>(), rows, cols, T);
+  }
+
+  // A product with llama.cpp's Q4_K or Q6_K blocks, read where they lie
+  // (block_rows.h): the blocks kernel for decode and batched steps (batch
+  // invariant), and for a prefill block the weights expanded to bf16 (exact
+  // weights, rounded once) and GemmBF16, as GemmQ8_0.
+  Status BlockMatmul(float* out, const float* x, const void* dw, const Weights& w, int T, bool rows) {
+    const uint32_t type = w.block->ggml_type;
+    if (T < kGemmMinRows || rows) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              Plan({kPlanBlockRows, static_cast<int>(type), w.rows, w.cols, T, 0},
+                                   [&] { return PlanBlockRows(type, w.rows, w.cols, T, limits_); }));
+      return LaunchBlockRows(*plan, type, out, dw, x, w.rows, w.cols, T, stream_, "block_rows");
+    }
+    block_on_tensor_cores_ = true;
+    const int64_t n = int64_t{w.rows} * w.cols;
+    if (w_bf16_.bytes() < static_cast<size_t>(n) * sizeof(uint16_t)) {
+      DropGraphs();  // it moves: no graph may hold the old one
+      VERITY_RETURN_IF_ERROR(w_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "block weights in bf16"));
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanBlockToBF16, static_cast<int>(type), n / 8, 0, 0, 0},
+                                                         [&] { return PlanElementwise("block_to_bf16", n / 8, limits_); }));
+    VERITY_RETURN_IF_ERROR(LaunchBlockToBF16(*plan, type, w_bf16_.as<uint16_t>(), dw, w.rows, w.cols, stream_,
+                                             "block_to_bf16"));
+    return GemmBF16(out, x, w_bf16_.as<void>(), w.rows, w.cols, T);
   }
 
   // `pos_at`: the position is read there on the device (a recorded step).

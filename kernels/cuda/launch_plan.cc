@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/kquant_layout.h"
+
 namespace verity::kernels::cuda {
 namespace {
 
@@ -105,6 +107,22 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
   // launched side by side and all but the first read them from L2; row
   // blocks along y, and z where y's limit runs out.
   const int64_t row_blocks = CeilDiv(rows, kMatvecWarps * p.rows_per_warp);
+  p.grid.x = GridDim(CeilDiv(T, p.tile));
+  p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
+  p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanBlockRows(uint32_t block_type, int rows, int cols, int T, const DeviceLimits& lim) {
+  const std::string type = block_type == kq::kQ4_K ? "q4_k" : block_type == kq::kQ6_K ? "q6_k" : "type" + Str(block_type);
+  LaunchPlan p = Named(("block_rows_" + type).c_str(), "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) +
+                                                           " dtype=block " + type);
+  if (!kq::Supported(block_type)) return PlanError(p, "no kernel for ggml block type " + Str(block_type) + " (Q4_K and Q6_K only)");
+  if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
+  if (cols % kq::kBlockWeights != 0) return PlanError(p, "cols must be a multiple of " + Str(kq::kBlockWeights) + " (whole blocks)");
+  p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;
+  p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
+  const int64_t row_blocks = CeilDiv(rows, kMatvecWarps);
   p.grid.x = GridDim(CeilDiv(T, p.tile));
   p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
   p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));

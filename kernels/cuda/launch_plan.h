@@ -106,6 +106,12 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
 // grid.x their groups; grid.y, then z, the row blocks). cols % 8 == 0.
 // `form` (T == 1 only): an index into kRowsForms; -1: DefaultRowsForm(dtype).
 Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = -1);
+// out[T x rows] = x[T x cols] W^T for W in llama.cpp blocks of ggml type
+// `block_type` (Q4_K or Q6_K: kquant_layout.h; another is refused by id):
+// one warp per weight row, kMatvecWarps a block; tile = vectors per warp (1
+// for T == 1, else kMatmulRowsPerWarp; grid.x their groups; grid.y, then z,
+// the row blocks). cols % 256 == 0.
+Result<LaunchPlan> PlanBlockRows(uint32_t block_type, int rows, int cols, int T, const DeviceLimits& lim);
 // n rows of dim floats gathered from a table (grid.y: one row each).
 Result<LaunchPlan> PlanEmbed(int dim, int n, const DeviceLimits& lim);
 // An element-wise update of n floats (`name`: "add", "axpy", "divide").
