@@ -7,6 +7,7 @@
 
 #include "base/env.h"
 #include "base/terminal.h"
+#include "ledger/format.h"
 #include "measure/measure.h"
 #include "cli/commands.h"
 #include "cli/ref_flow.h"
@@ -42,18 +43,8 @@ void AddMeasureOptions(CLI::App* sub, MeasureOptions& m) {
 
 Result<std::unique_ptr<Ledger>> OpenLedger(const Common& c) { return Ledger::Open(c.path); }
 
-std::string Pct(const std::optional<double>& f) {
-  if (!f) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f%%", 100.0 * *f);
-  return b;
-}
-std::string Num(const std::optional<double>& v) {
-  if (!v) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", *v);
-  return b;
-}
+std::string Pct(const std::optional<double>& f) { return ledger::OrMissing(f, [](double x) { return ledger::PctText(x); }, "n/a"); }
+std::string Num(const std::optional<double>& v) { return ledger::OrMissing(v, [](double x) { return ledger::NumText(x, 6); }, "n/a"); }
 
 // Prints an outcome (one JSON object, or one summary line) and returns the exit code.
 int Report(const char* cmd, const Outcome& o, bool json) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ledger/format.h"
 #include "ledger/ledger.h"
 #include "ledger/stats.h"
 
@@ -21,11 +22,7 @@ double NormalUpperQuantile(double p) {
   return 0.5 * (lo + hi);
 }
 
-std::string Pct(double f) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f%%", 100.0 * f);
-  return b;
-}
+std::string Pct(double f) { return PctUnsignedText(f); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "base/terminal.h"
+#include "ledger/format.h"
 #include "ledger/score.h"
 #include "reports/report.h"
 
@@ -45,11 +46,7 @@ std::string N(double v) {  // a coordinate
   std::snprintf(b, sizeof b, "%.1f", v);
   return b;
 }
-std::string F(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+std::string F(const char* fmt, double v) { return ledger::FormatText(fmt, v); }
 // <text> at (x, y) (y is the baseline), with attributes such as text-anchor.
 std::string Text(double x, double y, const std::string& text, const std::string& attrs = "") {
   return "<text x=\"" + N(x) + "\" y=\"" + N(y) + "\"" + (attrs.empty() ? "" : " " + attrs) + ">" + MarkupText(text) +

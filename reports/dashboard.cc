@@ -12,6 +12,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "ledger/format.h"
 #include "ledger/read_model.h"
 #include "reports/embedded_assets.h"
 #include "reports/report.h"
@@ -27,13 +28,9 @@ using nlohmann::json;
 
 std::string Esc(const std::string& s) { return MarkupText(s); }
 
-std::string F(const char* fmt, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, fmt, v);
-  return b;
-}
-std::string Pct(const std::optional<double>& v) { return v ? F("%+.2f%%", 100.0 * *v) : "—"; }
-std::string Num(const std::optional<double>& v) { return v ? F("%.4g", *v) : "—"; }
+std::string F(const char* fmt, double v) { return ledger::FormatText(fmt, v); }
+std::string Pct(const std::optional<double>& v) { return ledger::OrMissing(v, [](double x) { return ledger::PctText(x); }, "—"); }
+std::string Num(const std::optional<double>& v) { return ledger::OrMissing(v, [](double x) { return ledger::NumText(x); }, "—"); }
 std::string Id(int64_t v) { return std::to_string(v); }
 json Opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 

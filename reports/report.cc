@@ -36,11 +36,7 @@ using ledger::TierName;
 using ledger::Verdict;
 using ledger::VerdictName;
 
-std::string F(const char* fmt, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, fmt, v);
-  return b;
-}
+std::string F(const char* fmt, double v) { return ledger::FormatText(fmt, v); }
 // A fraction as a signed percentage; "—" when absent.
 std::string Pct(const std::optional<double>& v) { return v ? ledger::PctText(*v) : "—"; }
 std::string PctOpt(const std::optional<double>& v) { return v ? F("%+.2f%%", *v) : "—"; }  // already percent
