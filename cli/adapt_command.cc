@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "measure/measure.h"
 #include "measure/text_adapter.h"
+#include "protocol/bench_record.h"
 
 namespace verity::cli {
 namespace {
@@ -50,23 +51,17 @@ int RunAdapt(const AdaptOptions& o) {
     return Fail(Status::Error(what + " exited " + std::to_string(out.exit_code) + ": " +
                               out.err.substr(out.err.size() > 400 ? out.err.size() - 400 : 0)));
   const std::string text = o.from == "stdout" ? out.out : o.from == "stderr" ? out.err : out.out + "\n" + out.err;
-  nlohmann::json values = nlohmann::json::object();
+  protocol::BenchRecord rec;
   for (const auto& m : metrics) {
-    if (values.contains(m.name)) return Fail(Status::Error("adapt: --metric " + m.name + " is given twice"));
+    if (rec.metrics.count(m.name)) return Fail(Status::Error("adapt: --metric " + m.name + " is given twice"));
     auto v = measure::ExtractMetric(text, m, what + "'s " + (o.from == "both" ? "stdout and stderr" : o.from));
     if (!v.ok()) return Fail(v.status());
-    values[m.name] = *v;
+    rec.metrics[m.name] = *v;
   }
-  const nlohmann::json rec = {
-      {"schema", "verity.bench/1"},
-      {"ok", true},
-      {"build",
-       {{"id", o.build_id.empty() ? "adapt:" + std::filesystem::path(artifact).filename().string() : o.build_id},
-        {"artifact_sha256", *sha}}},
-      {"metrics", values},
-      {"workload", o.workload.empty() ? WorkloadOf(o.command) : o.workload},
-      {"adapter", {{"kind", "regex"}, {"from", o.from}, {"artifact", artifact}}}};
-  std::printf("%s\n", JsonLine(rec).c_str());
+  rec.build = {o.build_id.empty() ? "adapt:" + std::filesystem::path(artifact).filename().string() : o.build_id, *sha};
+  rec.workload = o.workload.empty() ? WorkloadOf(o.command) : o.workload;
+  rec.extra["adapter"] = {{"kind", "regex"}, {"from", o.from}, {"artifact", artifact}};
+  std::printf("%s\n", JsonLine(protocol::ToJson(rec)).c_str());
   return 0;
 }
 

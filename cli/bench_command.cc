@@ -29,6 +29,7 @@
 #include "engine/slots.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
+#include "protocol/verity_bench.h"
 
 namespace verity::cli {
 namespace {
@@ -42,221 +43,9 @@ constexpr double kWarmupMinSeconds = 0.1;
 
 // ---- the record ------------------------------------------------------------
 
-// One bench result: what every --output format prints.
-struct BenchRecord {
-  std::string build_id, artifact_sha256;
-  std::string model, backend, dtype = "f32";
-  int threads = 1;  // compute threads (the reference backend runs on 1)
-  int prompt_tokens = 0, gen_tokens = 0, warmup_tokens = 0;
-  // Sequences decoded together (--batch): each decode step runs one position
-  // of each (a SlotDecoder step), and decode_tok_s counts them all. 1 in
-  // records written before it existed.
-  int batch = 1;
-  int generations = 0;      // timed generations run
-  double min_seconds = 0.0;
-  // metrics: the ledger guards every one of these, oriented by name
-  double decode_tok_s = 0.0, prefill_tok_s = 0.0, prefill_gflops = 0.0;
-  std::optional<double> peak_rss_mb;  // VmHWM in MiB; absent where /proc does not say
-  // memory: the model's resident weights and its Transformer's KV cache (MiB),
-  // and the bound they imply on what the model adds to the process's resident
-  // set (RssLimitMb); absent in records from before they were reported
-  std::optional<double> weights_mb, kv_cache_mb, rss_limit_mb;
-  // VmRSS just before the model was loaded (binary, libraries, allocator, the
-  // backend): peak_rss_mb less this is what the bound judges; absent in older records
-  std::optional<double> baseline_rss_mb;
-  // spread
-  double decode_mad_pct = 0.0;  // median absolute deviation of decode token times, % of the median
-  int samples = 0;              // decode token times behind decode_tok_s
-  // the same about each decode position's median over generations (null below 3 generations)
-  std::optional<double> decode_position_mad_pct;
-  // % of the timed window the compute threads spent ready but waiting for a
-  // CPU (other work on the box); null where the kernel does not say
-  std::optional<double> runqueue_wait_pct;
-  // roofline
-  double bytes_per_token = 0.0, achieved_gb_s = 0.0;
-  std::optional<double> read_gb_s, fraction;  // null: the box's roofline is not cached
-  // The KV cache a timed decoded token reads on average (its attended
-  // positions' keys and values, f32), and the traffic and fraction with it
-  // (null in records written before they existed; the fraction also without a roofline).
-  std::optional<double> kv_bytes_per_token, achieved_gb_s_with_kv, fraction_with_kv;
-  // placement
-  std::vector<int> cpus;   // the CPUs the process was confined to; empty = not pinned
-  bool per_thread = false; // each compute thread on its own CPU of `cpus`
-  std::string box;         // measure::ThisBox().fingerprint
-  // How the timed window's jobs were shared out (kernels::Backend::
-  // pool_counters, counted over the timed generations); null on one thread.
-  std::optional<kernels::Backend::PoolCounters> pool;
-  // Which variant of the fast kernels ran (null for the other backends, and in
-  // records written before it existed): the SIMD target and whether bf16/q8_0
-  // prefetched their weights ahead, and with which hint ("nta", "t0", "off";
-  // absent in records written before it existed). VERITY_STREAM_PREFETCH can
-  // force it.
-  std::optional<std::string> simd_target;
-  std::optional<bool> stream_prefetch;
-  std::optional<std::string> stream_prefetch_hint;
-};
-
-nlohmann::json KernelsJson(const BenchRecord& r) {
-  if (!r.simd_target) return nlohmann::json();
-  nlohmann::json k = {{"simd_target", *r.simd_target}, {"stream_prefetch", *r.stream_prefetch}};
-  if (r.stream_prefetch_hint) k["stream_prefetch_hint"] = *r.stream_prefetch_hint;
-  return k;
-}
-
-nlohmann::json PoolJson(const std::optional<kernels::Backend::PoolCounters>& p) {
-  if (!p) return nlohmann::json();
-  return {{"split_jobs", p->split_jobs},
-          {"caller_jobs", p->caller_jobs},
-          {"backoff_jobs", p->backoff_jobs},
-          {"stalls", p->stalls},
-          {"contended_windows", p->contended_windows}};
-}
-
-nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
-
-nlohmann::json ToJson(const BenchRecord& r) {
-  nlohmann::json metrics = {
-      {"decode_tok_s", r.decode_tok_s}, {"prefill_tok_s", r.prefill_tok_s}, {"prefill_gflops", r.prefill_gflops}};
-  if (r.peak_rss_mb) metrics["peak_rss_mb"] = *r.peak_rss_mb;
-  return {{"schema", "verity.bench/1"},
-          {"build", {{"id", r.build_id}, {"artifact_sha256", r.artifact_sha256}}},
-          {"metrics", metrics},
-          {"ok", true},
-          {"model", r.model},
-          {"backend", r.backend},
-          {"dtype", r.dtype},
-          {"threads", r.threads},
-          {"prompt_tokens", r.prompt_tokens},
-          {"gen_tokens", r.gen_tokens},
-          {"steps", r.prompt_tokens + r.gen_tokens},
-          {"batch", r.batch},
-          {"warmup_tokens", r.warmup_tokens},
-          {"generations", r.generations},
-          {"min_seconds", r.min_seconds},
-          {"spread",
-           {{"decode_mad_pct", r.decode_mad_pct},
-            {"decode_position_mad_pct", OptionalJson(r.decode_position_mad_pct)},
-            {"runqueue_wait_pct", OptionalJson(r.runqueue_wait_pct)},
-            {"samples", r.samples}}},
-          {"roofline",
-           {{"bytes_per_token", r.bytes_per_token},
-            {"achieved_gb_s", r.achieved_gb_s},
-            {"read_gb_s", OptionalJson(r.read_gb_s)},
-            {"fraction", OptionalJson(r.fraction)},
-            {"kv_bytes_per_token", OptionalJson(r.kv_bytes_per_token)},
-            {"achieved_gb_s_with_kv", OptionalJson(r.achieved_gb_s_with_kv)},
-            {"fraction_with_kv", OptionalJson(r.fraction_with_kv)}}},
-          {"memory",
-           {{"weights_mb", OptionalJson(r.weights_mb)},
-            {"kv_cache_mb", OptionalJson(r.kv_cache_mb)},
-            {"rss_limit_mb", OptionalJson(r.rss_limit_mb)},
-            {"baseline_rss_mb", OptionalJson(r.baseline_rss_mb)}}},
-          {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
-          {"pool", PoolJson(r.pool)},
-          {"kernels", KernelsJson(r)},
-          {"box", r.box}};
-}
-
-// The record back from its JSON (--from-json): every field ToJson writes.
-Result<BenchRecord> FromJson(const nlohmann::json& j, const std::string& what) {
-  auto fail = [&](const std::string& field, const char* want) {
-    return Status::Error(what + ": '" + field + "' is missing or not " + want);
-  };
-  auto at = [&](const nlohmann::json& o, const std::string& path) -> const nlohmann::json* {
-    const nlohmann::json* p = &o;
-    std::stringstream ss(path);
-    std::string key;
-    while (std::getline(ss, key, '.')) {
-      if (!p->is_object() || !p->contains(key)) return nullptr;
-      p = &(*p)[key];
-    }
-    return p;
-  };
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != "verity.bench/1")
-    return Status::Error(what + ": not a verity.bench/1 object");
-  BenchRecord r;
-  for (auto [path, dst] : {std::pair<const char*, std::string*>{"build.id", &r.build_id},
-                           {"build.artifact_sha256", &r.artifact_sha256}, {"model", &r.model},
-                           {"backend", &r.backend}, {"dtype", &r.dtype}, {"box", &r.box}}) {
-    const nlohmann::json* v = at(j, path);
-    if (!v || !v->is_string()) return fail(path, "a string");
-    *dst = v->get<std::string>();
-  }
-  for (auto [path, dst] : {std::pair<const char*, int*>{"threads", &r.threads}, {"prompt_tokens", &r.prompt_tokens},
-                           {"gen_tokens", &r.gen_tokens}, {"warmup_tokens", &r.warmup_tokens},
-                           {"generations", &r.generations}, {"spread.samples", &r.samples}}) {
-    const nlohmann::json* v = at(j, path);
-    if (!v || !v->is_number_integer()) return fail(path, "an integer");
-    *dst = v->get<int>();
-  }
-  if (const nlohmann::json* v = at(j, "batch")) {
-    if (!v->is_number_integer() || v->get<long long>() < 1) return fail("batch", "an integer >= 1");
-    r.batch = v->get<int>();
-  }
-  for (auto [path, dst] : {std::pair<const char*, double*>{"metrics.decode_tok_s", &r.decode_tok_s},
-                           {"metrics.prefill_tok_s", &r.prefill_tok_s}, {"metrics.prefill_gflops", &r.prefill_gflops},
-                           {"min_seconds", &r.min_seconds}, {"spread.decode_mad_pct", &r.decode_mad_pct},
-                           {"roofline.bytes_per_token", &r.bytes_per_token},
-                           {"roofline.achieved_gb_s", &r.achieved_gb_s}}) {
-    const nlohmann::json* v = at(j, path);
-    if (!v || !v->is_number()) return fail(path, "a number");
-    *dst = v->get<double>();
-  }
-  for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r.peak_rss_mb},
-                           {"roofline.read_gb_s", &r.read_gb_s}, {"roofline.fraction", &r.fraction},
-                           {"roofline.kv_bytes_per_token", &r.kv_bytes_per_token},
-                           {"roofline.achieved_gb_s_with_kv", &r.achieved_gb_s_with_kv},
-                           {"roofline.fraction_with_kv", &r.fraction_with_kv},
-                           {"spread.decode_position_mad_pct", &r.decode_position_mad_pct},
-                           {"spread.runqueue_wait_pct", &r.runqueue_wait_pct}, {"memory.weights_mb", &r.weights_mb},
-                           {"memory.kv_cache_mb", &r.kv_cache_mb}, {"memory.rss_limit_mb", &r.rss_limit_mb},
-                           {"memory.baseline_rss_mb", &r.baseline_rss_mb}}) {
-    const nlohmann::json* v = at(j, path);
-    if (v && !v->is_null() && !v->is_number()) return fail(path, "a number or null");
-    if (v && v->is_number()) *dst = v->get<double>();
-  }
-  const nlohmann::json* cpus = at(j, "affinity.cpus");
-  const nlohmann::json* per_thread = at(j, "affinity.per_thread");
-  if (!cpus || !cpus->is_array()) return fail("affinity.cpus", "an array");
-  for (const auto& c : *cpus) {
-    if (!c.is_number_integer()) return fail("affinity.cpus", "an array of integers");
-    r.cpus.push_back(c.get<int>());
-  }
-  if (!per_thread || !per_thread->is_boolean()) return fail("affinity.per_thread", "a boolean");
-  r.per_thread = per_thread->get<bool>();
-  // Absent in records written before it existed; null on one thread.
-  if (const nlohmann::json* pool = at(j, "pool"); pool && !pool->is_null()) {
-    if (!pool->is_object()) return fail("pool", "an object or null");
-    kernels::Backend::PoolCounters p;
-    for (auto [key, dst] : {std::pair<const char*, uint64_t*>{"split_jobs", &p.split_jobs}, {"caller_jobs", &p.caller_jobs},
-                            {"backoff_jobs", &p.backoff_jobs}, {"stalls", &p.stalls},
-                            {"contended_windows", &p.contended_windows}}) {
-      const nlohmann::json* v = at(*pool, key);
-      if (!v || !v->is_number_unsigned()) return fail(std::string("pool.") + key, "a non-negative integer");
-      *dst = v->get<uint64_t>();
-    }
-    r.pool = p;
-  }
-  if (const nlohmann::json* k = at(j, "kernels"); k && !k->is_null()) {
-    if (!k->is_object()) return fail("kernels", "an object or null");
-    const nlohmann::json* target = at(*k, "simd_target");
-    const nlohmann::json* prefetch = at(*k, "stream_prefetch");
-    if (!target || !target->is_string() || target->get<std::string>().empty())
-      return fail("kernels.simd_target", "a non-empty string");
-    if (!prefetch || !prefetch->is_boolean()) return fail("kernels.stream_prefetch", "a boolean");
-    r.simd_target = target->get<std::string>();
-    r.stream_prefetch = prefetch->get<bool>();
-    if (const nlohmann::json* hint = at(*k, "stream_prefetch_hint"); hint && !hint->is_null()) {
-      const std::string h = hint->is_string() ? hint->get<std::string>() : "";
-      if (h != "nta" && h != "t0" && h != "off") return fail("kernels.stream_prefetch_hint", "one of nta, t0, off");
-      if ((h != "off") != *r.stream_prefetch)
-        return fail("kernels.stream_prefetch_hint", *r.stream_prefetch ? "nta or t0 (stream_prefetch is true)"
-                                                                       : "off (stream_prefetch is false)");
-      r.stream_prefetch_hint = h;
-    }
-  }
-  return r;
-}
+// One bench result: what every --output format prints (protocol/verity_bench.h).
+using BenchRecord = protocol::VerityBenchRecord;
+using protocol::PoolCounts;
 
 // A number as JSON writes it (shortest round-trip form): csv holds exactly
 // the JSON's numbers.
@@ -290,7 +79,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
       "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint\n";
-  auto count = [&](uint64_t kernels::Backend::PoolCounters::*field) {
+  auto count = [&](uint64_t PoolCounts::*field) {
     return r.pool ? std::to_string((*r.pool).*field) : std::string();
   };
   std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
@@ -305,11 +94,11 @@ std::string PrintCsv(const BenchRecord& r) {
                     Num(r.achieved_gb_s_with_kv) + "," + Num(r.fraction_with_kv) + "," + CsvString(CpuList(r.cpus)) + "," +
                     (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
                     Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "," +
-                    count(&kernels::Backend::PoolCounters::split_jobs) + "," +
-                    count(&kernels::Backend::PoolCounters::caller_jobs) + "," +
-                    count(&kernels::Backend::PoolCounters::backoff_jobs) + "," +
-                    count(&kernels::Backend::PoolCounters::stalls) + "," +
-                    count(&kernels::Backend::PoolCounters::contended_windows) + "," +
+                    count(&PoolCounts::split_jobs) + "," +
+                    count(&PoolCounts::caller_jobs) + "," +
+                    count(&PoolCounts::backoff_jobs) + "," +
+                    count(&PoolCounts::stalls) + "," +
+                    count(&PoolCounts::contended_windows) + "," +
                     (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
                     (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," +
                     Num(r.baseline_rss_mb) + "," +
@@ -344,7 +133,7 @@ std::string Print(const BenchRecord& r, const std::string& output) {
   if (output == "csv") return PrintCsv(r);
   // json and jsonl print the same line for one record (jsonl exists so runs
   // can be appended into one file, one object per line).
-  return JsonLine(ToJson(r)) + "\n";
+  return JsonLine(protocol::ToJson(r)) + "\n";
 }
 
 // ---- what a token costs ----------------------------------------------------
@@ -539,7 +328,7 @@ int Reprint(const BenchOptions& o) {
   ss << f.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) return Fail(Status::Error("--from-json " + o.from_json + ": not JSON"));
-  auto r = FromJson(j, "--from-json " + o.from_json);
+  auto r = protocol::VerityBenchFromJson(j, "--from-json " + o.from_json);
   if (!r.ok()) return Fail(r.status());
   std::fputs(Print(r.value(), o.output).c_str(), stdout);
   return 0;
@@ -687,7 +476,7 @@ int RunBench(BenchOptions o) {
   const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
   const std::optional<double> wait_after = RunQueueWaitNs();
   if (const auto pool_after = pool_counters(); pool_before && pool_after) {
-    r.pool = kernels::Backend::PoolCounters{
+    r.pool = PoolCounts{
         pool_after->split_jobs - pool_before->split_jobs, pool_after->caller_jobs - pool_before->caller_jobs,
         pool_after->backoff_jobs - pool_before->backoff_jobs, pool_after->stalls - pool_before->stalls,
         pool_after->contended_windows - pool_before->contended_windows};

@@ -16,6 +16,7 @@
 #include "base/sha256.h"
 #include "cli/commands.h"
 #include "measure/measure.h"
+#include "protocol/parity_record.h"
 #include "verify/external_parity.h"
 
 namespace verity::cli {
@@ -48,10 +49,10 @@ Result<std::string> ReadWhole(const std::string& path, const std::string& what) 
 }
 
 // The build the evidence covers: the id given and the artifact's sha256 (as `verity adapt` states it).
-Result<nlohmann::json> BuildOf(const ExternalOptions& o) {
+Result<protocol::BuildIdentity> BuildOf(const ExternalOptions& o) {
   auto sha = Sha256File(o.artifact);
   if (!sha.ok()) return Status::Error("--artifact " + o.artifact + ": " + sha.status().message());
-  return nlohmann::json{{"id", o.build_id}, {"artifact_sha256", *sha}};
+  return protocol::BuildIdentity{o.build_id, *sha};
 }
 
 Status OneAgainst(const ExternalOptions& o, const std::string& file_flag, const std::string& file) {
@@ -76,17 +77,19 @@ int RunTokens(const ExternalOptions& o) {
                                : ReadWhole(o.golden, "parity-tokens: --golden");
   if (!base.ok()) return Fail(base.status());
   const OutputIdentity id = CompareOutputs(*head, *base);
-  nlohmann::json identity = {{"against", o.golden.empty() ? "base" : "golden"},
-                             {"head_bytes", id.head_bytes},
-                             {"base_bytes", id.base_bytes},
-                             {"identical", id.identical},
-                             {"first_diff", id.first_diff},
-                             {"head_sha256", Sha256Hex(*head)},
-                             {"base_sha256", Sha256Hex(*base)}};
-  if (!o.golden.empty()) identity["golden"] = o.golden;
-  if (!id.identical) identity["head_snippet"] = id.head_snippet, identity["base_snippet"] = id.base_snippet;
-  const nlohmann::json j = {{"schema", "verity.parity/1"}, {"kind", "tokens"},  {"mode", env::ParityDeep() ? "deep" : "standard"},
-                            {"build", *build},             {"identity", identity}, {"ok", id.identical}};
+  protocol::ParityRecord rec;
+  rec.kind = "tokens";
+  rec.mode = env::ParityDeep() ? "deep" : "standard";
+  rec.build_id = build->id, rec.artifact_sha256 = build->artifact_sha256;
+  rec.ok = id.identical;
+  auto& x = rec.identity;
+  x.against = o.golden.empty() ? "base" : "golden";
+  x.head_bytes = id.head_bytes, x.base_bytes = id.base_bytes, x.first_diff = id.first_diff;
+  x.identical = id.identical;
+  x.head_sha256 = Sha256Hex(*head), x.base_sha256 = Sha256Hex(*base);
+  x.golden = o.golden;
+  if (!id.identical) x.head_snippet = id.head_snippet, x.base_snippet = id.base_snippet;
+  const nlohmann::json j = protocol::ToJson(rec);
   const std::string against = o.golden.empty() ? "the base's output" : o.golden;
   std::string summary = "parity-tokens: " + std::to_string(id.head_bytes) + " bytes against " + against + ": ";
   summary += id.identical ? "identical" : "first differing byte at offset " + std::to_string(id.first_diff) +
@@ -129,14 +132,15 @@ int RunLogits(const ExternalOptions& o) {
   auto rep = CompareEngineLogits(o, *tokens, dir);
   std::filesystem::remove_all(dir, ec);
   if (!rep.ok()) return Fail(rep.status());
-  nlohmann::json j = rep->ToJson();
-  j["kind"] = "logits";
-  j["build"] = *build;
+  protocol::ParityRecord rec = rep->Record();
+  rec.kind = "logits";
+  rec.build_id = build->id, rec.artifact_sha256 = build->artifact_sha256;
   if (!o.reference.empty()) {
     auto sha = Sha256File(o.reference);
-    j["reference_path"] = o.reference;
-    j["reference_sha256"] = sha.ok() ? *sha : "";
+    rec.extra["reference_path"] = o.reference;
+    rec.extra["reference_sha256"] = sha.ok() ? *sha : "";
   }
+  const nlohmann::json j = protocol::ToJson(rec);
   char b[160];
   std::snprintf(b, sizeof b, "parity-logits: %d tokens, %zu depths, worst_top1=%.4f worst_mean_kl=%.3g", rep->tokens,
                 rep->depths.size(), rep->worst_top1, rep->worst_mean_kl);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "protocol/bench_record.h"
 
 namespace verity::cli {
 namespace {
@@ -203,16 +204,20 @@ int RunLoadgen(const LoadFlags& f) {
   const std::string metrics_after = MetricsText(probe);
   const int missing = f.duration > 0 ? 0 : f.requests - static_cast<int>(outcomes.size());
   const bool ok = failed == 0 && missing == 0;
-  json metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
-                  {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
-                  {"peak_rss_mb", PeakRssMb(metrics_after)}};
-  json rec = {{"schema", "verity.bench/1"}, {"ok", ok}, {"build", {{"id", served->build_id}, {"artifact_sha256", served->artifact}}},
-              {"workload", "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) + "+tg" + std::to_string(f.gen_tokens)},
-              {"metrics", metrics}, {"requests", f.requests}, {"completed", static_cast<int>(outcomes.size()) - failed},
-              {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
-              {"concurrency", f.concurrency}, {"prompt_tokens", f.prompt_tokens}, {"gen_tokens", f.gen_tokens},
-              {"wall_s", wall}, {"generated_tokens", tokens}, {"engine", EngineShare(metrics_before, metrics_after)}};
-  std::printf("%s\n", JsonLine(rec).c_str());
+  protocol::BenchRecord rec;
+  rec.ok = ok;
+  rec.build = {served->build_id, served->artifact};
+  rec.workload = "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) +
+                 "+tg" + std::to_string(f.gen_tokens);
+  rec.metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
+                 {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
+                 {"peak_rss_mb", PeakRssMb(metrics_after)}};
+  rec.prompt_tokens = f.prompt_tokens, rec.gen_tokens = f.gen_tokens;
+  rec.extra = {{"requests", f.requests}, {"completed", static_cast<int>(outcomes.size()) - failed},
+               {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
+               {"concurrency", f.concurrency}, {"wall_s", wall}, {"generated_tokens", tokens},
+               {"engine", EngineShare(metrics_before, metrics_after)}};
+  std::printf("%s\n", JsonLine(protocol::ToJson(rec)).c_str());
   std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n", static_cast<int>(outcomes.size()) - failed,
                f.requests, failed, missing, tokens / wall, first_error.empty() ? "" : "; first error: ", first_error.c_str());
   return ok ? 0 : 1;

@@ -4,6 +4,7 @@
 #include "base/build_info.h"
 #include "base/env.h"
 #include "cli/commands.h"
+#include "protocol/parity_record.h"
 #include "verify/parity.h"
 
 namespace verity::cli {
@@ -142,10 +143,10 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
     }
   }
   if (json) {
-    nlohmann::json j = r.ToJson();
+    protocol::ParityRecord rec = r.Record();
     // The binary that produced the evidence, exactly as `verity bench` names it.
-    j["build"] = {{"id", BuildId()}, {"artifact_sha256", ArtifactSha256()}};
-    std::printf("%s\n", j.dump().c_str());
+    rec.build_id = BuildId(), rec.artifact_sha256 = ArtifactSha256();
+    std::printf("%s\n", protocol::ToJson(rec).dump().c_str());
     std::fprintf(stderr, "%s\n", Summary(r).c_str());
   } else {
     PrintHuman(model_path, r);

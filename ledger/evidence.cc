@@ -123,7 +123,7 @@ std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, c
   std::vector<std::string> why;
   if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
   if (!e.identity.identical) why.push_back(DifferenceText(e));
-  else if (!e.reported_ok) why.push_back("the command reported ok:false");
+  else if (!e.ok) why.push_back("the command reported ok:false");
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
   // A difference already fails; how few bytes matched before it is no second reason.
   if (std::string gaps = FloorGaps(pol, e); !gaps.empty() && e.identity.identical) why.push_back("thin evidence: " + gaps);
@@ -164,7 +164,7 @@ std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, con
     why.push_back("non-finite values at " + where);
   }
   if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
-  if (!e.reported_ok) why.push_back("the command reported ok:false");
+  if (!e.ok) why.push_back("the command reported ok:false");
   if (!pol.ParityPasses(e.worst_top1, e.worst_mean_kl))
     why.push_back("worst top-1 " + NumText(e.worst_top1) + " / mean KL " + NumText(e.worst_mean_kl) + " outside top-1 >= " +
                   NumText(pol.parity_min_top1) + ", mean KL <= " + NumText(pol.parity_max_mean_kl));

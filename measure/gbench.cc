@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "protocol/bench_record.h"
+
 namespace verity::measure {
 
 std::string GbenchMetricName(const std::string& benchmark_name) {
@@ -38,7 +40,8 @@ Result<nlohmann::json> GbenchToBench(const nlohmann::json& report, const nlohman
   const auto& all = report["benchmarks"];
   bool aggregates = false;
   for (const auto& b : all) aggregates = aggregates || (b.value("run_type", "") == "aggregate");
-  nlohmann::json metrics = nlohmann::json::object();
+  protocol::BenchRecord rec;
+  rec.build = {build.value("id", ""), build.value("artifact_sha256", "")};
   int used = 0;
   for (const auto& b : all) {
     if (!b.is_object()) return Status::Error(what + ": a benchmarks entry is not an object");
@@ -53,25 +56,21 @@ Result<nlohmann::json> GbenchToBench(const nlohmann::json& report, const nlohman
     const double ns = b["real_time"].get<double>() * ns_per;
     if (!std::isfinite(ns) || ns <= 0.0) return Status::Error(where + ": real_time is not a positive finite number");
     const std::string metric = GbenchMetricName(name);
-    if (metrics.contains(metric)) return Status::Error(where + ": another benchmark also maps to metric " + metric);
-    metrics[metric] = ns;
+    if (rec.metrics.count(metric)) return Status::Error(where + ": another benchmark also maps to metric " + metric);
+    rec.metrics[metric] = ns;
     used++;
   }
   if (used == 0) return Status::Error(what + ": the report holds no benchmark results");
   nlohmann::json context = report.contains("context") && report["context"].is_object() ? report["context"]
                                                                                        : nlohmann::json::object();
-  return nlohmann::json{{"schema", "verity.bench/1"},
-                        {"build", build},
-                        {"ok", true},
-                        {"metrics", metrics},
-                        {"workload", workload},
-                        {"gbench",
-                         {{"binary", binary},
-                          {"binary_sha256", binary_sha256},
-                          {"benchmarks", used},
-                          {"aggregates", aggregates ? "median" : "none"},
-                          {"num_cpus", context.value("num_cpus", 0)},
-                          {"library_build_type", context.value("library_build_type", "")}}}};
+  rec.workload = workload;
+  rec.extra["gbench"] = {{"binary", binary},
+                         {"binary_sha256", binary_sha256},
+                         {"benchmarks", used},
+                         {"aggregates", aggregates ? "median" : "none"},
+                         {"num_cpus", context.value("num_cpus", 0)},
+                         {"library_build_type", context.value("library_build_type", "")}};
+  return protocol::ToJson(rec);
 }
 
 }  // namespace verity::measure

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "protocol/bench_record.h"
+#include "protocol/json_object.h"
+#include "protocol/parity_record.h"
 
 namespace verity::measure {
 
@@ -28,11 +31,7 @@ std::string ShellQuote(const std::string& s);
 
 // The last `max_chars` of a command's output for an error message ("..." in
 // front when cut), trailing newlines and spaces dropped.
-inline std::string OutputTail(const std::string& s, size_t max_chars) {
-  std::string t = s.size() > max_chars ? "..." + s.substr(s.size() - max_chars) : s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
-}
+inline std::string OutputTail(const std::string& s, size_t max_chars) { return protocol::Tail(s, max_chars); }
 
 // The file `name` runs: itself when it has a '/', else the first regular file
 // of that name on PATH (env::ExecutableSearchPath), else `name` unchanged.
@@ -80,15 +79,9 @@ struct BenchSample {
   std::string backend;
 };
 
-// The range every number a bench prints must lie in (metrics and
-// roofline.bytes_per_token). Inside it a round's sums (at most 2 x 1e15) and
-// any ratio of two of them (at most 1e27) are finite doubles, and so is a
-// frontier moved by hundreds of factors within the 5x ceiling; 1e308 + 1e308
-// is inf, and the seed and the frontier would read inf. Wide enough for the
-// units in use: nanoseconds of an hour-long benchmark (3.6e12), bytes of a
-// petabyte, tok/s of a model that makes one token a day.
-inline constexpr double kMinBenchValue = 1e-12;
-inline constexpr double kMaxBenchValue = 1e15;
+// The range every number a bench prints must lie in (protocol/bench_record.h).
+using protocol::kMaxBenchValue;
+using protocol::kMinBenchValue;
 
 // Parses the whole stdout as one verity.bench/1 object holding `metric`, or
 // as a raw Google Benchmark or hyperfine report printed by `command` (see
@@ -99,41 +92,11 @@ inline constexpr double kMaxBenchValue = 1e15;
 Result<BenchSample> ParseBench(const CommandOutput& run, const std::string& metric, const std::string& what,
                                const std::string& command = "");
 
-// One run of a parity command, per the verity.parity/1 protocol.
-struct ParityEvidence {
-  struct Depth {
-    int depth = 0;
-    double top1 = 0.0, mean_kl = 0.0, max_kl = 0.0;
-    int positions = 0;  // positions scored at this depth (0 = not reported)
-  };
-  std::vector<Depth> depths;
-  // Recomputed from depths, not trusted; NaN when any depth's value is non-finite.
-  double worst_top1 = 0.0, worst_mean_kl = 0.0;
-  std::string logits_sha256;     // over the scored windows, in depth order
-  std::string all_rows_sha256;   // over every logit row the run computed; "" = not reported
-  std::string mode;              // "standard" | "deep"; "" = not stated
-  int window = 0;                // positions requested per depth; 0 = not stated
-  int tokens = 0;                // compared token positions (the context); 0 = not stated
-  std::string build_id, artifact_sha256;  // the binary that produced it; "" = not reported
-  std::string dtype;             // the candidate's weight dtype ("dtype"); "" = not stated
-  // Where the output held NaN, infinity or null in place of a number
-  // (e.g. "depths[3].mean_kl"), then the producer's own "nonfinite" list
-  // (e.g. "candidate logits: position 445"). Any entry makes the evidence a FAIL.
-  std::vector<std::string> nonfinite;
-  bool reported_ok = false;
+// One run of a parity command: its verity.parity/1 record (protocol/
+// parity_record.h; `ok` is what the producer reported), and how it ran.
+struct ParityEvidence : protocol::ParityRecord {
   int exit_code = 0;
   std::string raw;  // the JSON as printed: stdout, byte for byte
-  // What the evidence is (the record's "kind"; absent: "verity"): "verity" and
-  // "logits" score depths of logits (top-1, KL); "tokens" compares an engine's
-  // greedy output byte for byte (`identity`; no depths, worst_* NaN).
-  std::string kind = "verity";
-  struct Identity {
-    std::string against;  // "base" | "golden"
-    long long head_bytes = 0, base_bytes = 0, first_diff = -1;
-    bool identical = false;
-    std::string head_snippet, base_snippet;
-  };
-  Identity identity;  // kind "tokens" only
 };
 
 // Parses the whole stdout as one verity.parity/1 object. A parity command may

@@ -10,6 +10,7 @@
 #include "base/sha256.h"
 #include "measure/gbench.h"
 #include "measure/llama_bench.h"
+#include "protocol/bench_record.h"
 
 namespace verity::measure {
 namespace {
@@ -42,7 +43,8 @@ Result<nlohmann::json> HyperfineToBench(const nlohmann::json& report, const nloh
                                         const std::string& workload, const std::string& what) {
   if (!report.is_object() || !report.contains("results") || !report["results"].is_array() || report["results"].empty())
     return Status::Error(what + ": no 'results' array with at least one result (not a hyperfine --export-json report)");
-  nlohmann::json metrics = nlohmann::json::object();
+  protocol::BenchRecord rec;
+  rec.build = {build.value("id", ""), build.value("artifact_sha256", "")};
   const auto& results = report["results"];
   for (size_t i = 0; i < results.size(); i++) {
     const auto& r = results[i];
@@ -76,13 +78,13 @@ Result<nlohmann::json> HyperfineToBench(const nlohmann::json& report, const nloh
     }
     const std::string metric = GbenchMetricName(command);
     if (metric == "_ns") return Status::Error(where + ".command '" + command + "' has no letter or digit to name a metric");
-    if (metrics.contains(metric))
+    if (rec.metrics.count(metric))
       return Status::Error(where + ".command '" + command + "': another result also maps to metric " + metric +
                            " (name the commands apart with hyperfine -n)");
-    metrics[metric] = seconds * 1e9;
+    rec.metrics[metric] = seconds * 1e9;
   }
-  return nlohmann::json{{"schema", "verity.bench/1"}, {"build", build},          {"ok", true},
-                        {"metrics", metrics},         {"workload", workload}};
+  rec.workload = workload;
+  return protocol::ToJson(rec);
 }
 
 Result<nlohmann::json> RawReportToBench(const nlohmann::json& report, const std::string& command,
@@ -124,16 +126,12 @@ Result<nlohmann::json> LlamaBenchToBench(const std::string& out, const std::stri
   std::string workload = "llama-bench";
   if (!rep.model.empty()) workload += " " + rep.model;
   if (rep.threads > 0) workload += " " + std::to_string(rep.threads) + "t";
-  nlohmann::json metrics = nlohmann::json::object();
-  for (const auto& [name, v] : rep.metrics) metrics[name] = v;
-  return nlohmann::json{{"schema", "verity.bench/1"},
-                        {"build",
-                         {{"id", "raw:llama-bench:" + rep.build_commit},
-                          {"artifact_sha256", Sha256Hex(command + "\n" + rep.build_commit)}}},
-                        {"ok", true},
-                        {"metrics", metrics},
-                        {"workload", workload},
-                        {"raw", {{"format", "llama-bench"}, {"identity", "command+build_commit"}}}};
+  protocol::BenchRecord rec;
+  rec.build = {"raw:llama-bench:" + rep.build_commit, Sha256Hex(command + "\n" + rep.build_commit)};
+  rec.metrics = {rep.metrics.begin(), rep.metrics.end()};
+  rec.workload = workload;
+  rec.extra["raw"] = {{"format", "llama-bench"}, {"identity", "command+build_commit"}};
+  return protocol::ToJson(rec);
 }
 
 }  // namespace verity::measure

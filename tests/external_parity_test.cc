@@ -83,7 +83,7 @@ measure::ParityEvidence Identity(long long bytes, bool identical, long long firs
   measure::ParityEvidence e;
   e.kind = "tokens";
   e.mode = "standard";
-  e.reported_ok = identical;
+  e.ok = identical;
   e.exit_code = identical ? 0 : 1;
   e.identity.against = "golden";
   e.identity.head_bytes = e.identity.base_bytes = bytes;

@@ -54,7 +54,7 @@ measure::ParityEvidence Evidence() {
   e.window = 8;
   e.tokens = 512;
   e.mode = "standard";
-  e.reported_ok = true;
+  e.ok = true;
   return e;
 }
 

@@ -170,7 +170,7 @@ measure::ParityEvidence Evidence(int depths, int window, int positions, int toke
   e.window = window;
   e.tokens = tokens;
   e.mode = mode;
-  e.reported_ok = true;
+  e.ok = true;
   return e;
 }
 
@@ -211,7 +211,7 @@ TEST(ParityJudge, DeepEvidenceMustBeOfTheStandardEvidencesKind) {
     measure::ParityEvidence e;
     e.kind = "tokens";
     e.mode = mode;
-    e.reported_ok = true;
+    e.ok = true;
     e.worst_top1 = NAN;
     e.worst_mean_kl = NAN;
     e.identity.against = "base";

@@ -47,7 +47,7 @@ TEST(ParityProtocol, ReadsBuildModeWindowPositionsAndAllRowsHash) {
   EXPECT_EQ(p->worst_top1, 0.975);
   EXPECT_EQ(p->worst_mean_kl, 0.004);
   EXPECT_TRUE(p->nonfinite.empty());
-  EXPECT_TRUE(p->reported_ok);
+  EXPECT_TRUE(p->ok);
 }
 
 TEST(ParityProtocol, MissingOptionalEvidenceIsEmptyNotAnError) {
@@ -173,7 +173,7 @@ TEST(ParityProtocol, AFailingExitStillCarriesItsEvidence) {
   auto p = Parse(j.dump(), 1);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->exit_code, 1);
-  EXPECT_FALSE(p->reported_ok);
+  EXPECT_FALSE(p->ok);
   EXPECT_EQ(p->build_id, "abc123");
 }
 
@@ -201,7 +201,7 @@ TEST(ParityProtocol, FakeParityDefaultsAreFullEvidence) {
   EXPECT_EQ(p->all_rows_sha256, std::string(64, 'c'));
   EXPECT_EQ(p->logits_sha256, std::string(64, 'b'));
   EXPECT_TRUE(p->nonfinite.empty());
-  EXPECT_TRUE(p->reported_ok);
+  EXPECT_TRUE(p->ok);
   auto deep = Fake("--deep-top1 0.5", true);
   ASSERT_TRUE(deep.ok()) << deep.status().message();
   EXPECT_EQ(deep->mode, "deep");
@@ -234,7 +234,7 @@ TEST(ParityProtocol, FakeParityFlagsScriptTheEvidence) {
   // --nan: a producer that dropped its NaN still says ok; the parser names it.
   auto nan = Fake("--nan");
   ASSERT_TRUE(nan.ok()) << nan.status().message();
-  EXPECT_TRUE(nan->reported_ok);
+  EXPECT_TRUE(nan->ok);
   EXPECT_EQ(nan->nonfinite, (std::vector<std::string>{"depths[1].mean_kl"}));
   EXPECT_TRUE(std::isnan(nan->worst_mean_kl));
   EXPECT_FALSE(Fake("--mode quick").ok());

@@ -349,32 +349,23 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   return rep;
 }
 
-nlohmann::json ParityReport::ToJson() const {
-  // NaN and infinity serialize as null, never as a number that could pass.
-  nlohmann::json ds = nlohmann::json::array();
+protocol::ParityRecord ParityReport::Record() const {
+  protocol::ParityRecord r;
   for (const auto& d : depths)
-    ds.push_back({{"depth", d.depth}, {"top1", d.top1}, {"mean_kl", d.mean_kl}, {"max_kl", d.max_kl},
-                  {"positions", d.positions}, {"worst_position", d.worst_position}, {"logits_sha256", d.sha256}});
-  nlohmann::json j = {{"schema", "verity.parity/1"},
-                      {"reference", reference},
-                      {"candidate", candidate},
-                      {"dtype", dtype},
-                      {"reference_dtype", reference_dtype},
-                      {"mode", mode},
-                      {"tokens", tokens},
-                      {"window", window},
-                      {"depths", ds},
-                      {"worst", {{"top1", worst_top1}, {"mean_kl", worst_mean_kl}}},
-                      {"max_abs_diff", max_abs_diff},
-                      {"logits_sha256", logits_sha256},
-                      {"all_rows_sha256", all_rows_sha256},
-                      {"nonfinite", nonfinite},
-                      {"ok", ok}};
-  j["thresholds"] = {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}};
-  if (max_abs_limit >= 0) j["thresholds"]["max_abs_diff"] = max_abs_limit;
-  if (has_bit_identity) j["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
+    r.depths.push_back({d.depth, d.top1, d.mean_kl, d.max_kl, d.positions, d.worst_position, d.sha256});
+  r.mode = mode, r.dtype = dtype, r.tokens = tokens, r.window = window;
+  r.worst_top1 = worst_top1, r.worst_mean_kl = worst_mean_kl;
+  r.logits_sha256 = logits_sha256, r.all_rows_sha256 = all_rows_sha256;
+  r.nonfinite = nonfinite;
+  r.ok = ok;
+  // verity parity's own detail: what was compared, by which thresholds.
+  nlohmann::json& x = r.extra;
+  x = {{"reference", reference}, {"candidate", candidate}, {"reference_dtype", reference_dtype},
+       {"max_abs_diff", max_abs_diff}, {"thresholds", {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}}}};
+  if (max_abs_limit >= 0) x["thresholds"]["max_abs_diff"] = max_abs_limit;
+  if (has_bit_identity) x["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
   if (has_reference_file) {
-    j["reference_file"] = {{"path", reference_file.path},
+    x["reference_file"] = {{"path", reference_file.path},
                            {"sha256", reference_file.sha256},
                            {"generator", reference_file.generator},
                            {"model_path", reference_file.model_path},
@@ -383,9 +374,11 @@ nlohmann::json ParityReport::ToJson() const {
     for (const auto& p : per_position)
       pp.push_back({{"position", p.position}, {"depth", p.depth}, {"kl", p.kl}, {"top1", p.ref_top1 == p.cand_top1},
                     {"reference_top1", p.ref_top1}, {"candidate_top1", p.cand_top1}});
-    j["per_position"] = pp;
+    x["per_position"] = pp;
   }
-  return j;
+  return r;
 }
+
+nlohmann::json ParityReport::ToJson() const { return protocol::ToJson(Record()); }
 
 }  // namespace verity

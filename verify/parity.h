@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "protocol/parity_record.h"
 
 namespace verity {
 
@@ -110,6 +111,9 @@ struct ParityReport {
   bool has_reference_file = false;
   ReferenceFileInfo reference_file;
   bool ok = false;
+  // The verity.parity/1 record (protocol/parity_record.h) of this report,
+  // without the build (the command that ran adds it), and its JSON.
+  protocol::ParityRecord Record() const;
   nlohmann::json ToJson() const;
 };
 
