@@ -28,8 +28,8 @@
 #include "base/sha256.h"
 #include "ledger/ledger.h"
 #include "ledger/migrations.h"
-#include "reports/dashboard.h"
-#include "reports/report.h"
+#include "render/dashboard.h"
+#include "render/report.h"
 
 namespace verity::ledger {
 namespace {

@@ -15,7 +15,7 @@
 #include "ledger/calibrate.h"
 #include "ledger/ledger.h"
 #include "ledger/read_model.h"
-#include "reports/pr_comment.h"
+#include "render/pr_comment.h"
 
 namespace verity::cli {
 namespace {
@@ -77,7 +77,7 @@ int VerdictExitCode(const Outcome& o) {
   }
 }
 
-// Writes the change's pull-request comment (reports/pr_comment.h) to `path`.
+// Writes the change's pull-request comment (render/pr_comment.h) to `path`.
 Status WritePrComment(Ledger& l, int64_t change, const std::string& path) {
   VERITY_ASSIGN_OR_RETURN(ledger::ChangeView v, ledger::LoadChangeView(l.db(), change));
   std::FILE* f = std::fopen(path.c_str(), "wb");

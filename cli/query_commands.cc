@@ -12,7 +12,7 @@
 #include "ledger/ledger.h"
 #include "ledger/predictions.h"
 #include "ledger/read_model.h"
-#include "reports/pr_comment.h"
+#include "render/pr_comment.h"
 
 namespace verity::cli {
 namespace {

@@ -1,10 +1,10 @@
-// verity report: thin wiring over reports/report.h.
+// verity report: thin wiring over render/report.h.
 #include <cstdio>
 
 #include "base/env.h"
 #include "cli/commands.h"
-#include "reports/dashboard.h"
-#include "reports/report.h"
+#include "render/dashboard.h"
+#include "render/report.h"
 
 namespace verity::cli {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
-#include "reports/pr_comment.h"
-#include "reports/report.h"
+#include "render/pr_comment.h"
+#include "render/report.h"
 #include "tests/test_util.h"
 
 namespace verity {
@@ -637,6 +637,39 @@ TEST(ProjectLedger, VerifiesAndRegeneratesTheCommittedChangelog) {
   ASSERT_FALSE(committed.empty()) << "reports/CHANGELOG.md is missing";
   EXPECT_EQ(test::ReadFile(dir + "/CHANGELOG.md"), committed)
       << "reports/CHANGELOG.md is not what reports/ledger.db generates: run scripts/project-ledger.sh report";
+}
+
+// reports/ is the project's data, never code: the ledger and the site
+// generated from it, each chart exactly what the ledger draws today.
+TEST(ProjectLedger, ReportsHoldsTheLedgerAndItsSiteAndNoCode) {
+  const std::string src = test::SourceDir() + "/reports";
+  const std::string dir = test::TempDir("project-site");
+  ASSERT_EQ(test::Shell("cp " + src + "/ledger.db " + dir + "/ledger.db").exit_code, 0) << "reports/ledger.db is missing";
+  auto r = test::Shell(test::VerityBin() + " report --ledger " + dir + "/ledger.db --out " + dir + "/CHANGELOG.md");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto generated = FilesOf(dir);
+  int charts = 0, entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(src)) {
+    const std::string name = e.path().filename().string();
+    entries++;
+    if (e.is_directory()) {
+      EXPECT_EQ(name, "dashboard") << "reports/" << name << "/ is not part of the site: code lives in render/";
+      continue;
+    }
+    if (name == "ledger.db" || name == "ledger.db-wal" || name == "ledger.db-shm" || name == "CHANGELOG.md") continue;
+    EXPECT_TRUE(name.size() > 4 && name.substr(name.size() - 4) == ".svg")
+        << "reports/" << name << " is neither the ledger nor the site it generates: code lives in render/";
+    auto it = generated.find(name);
+    EXPECT_TRUE(it != generated.end() && it->second == test::ReadFile(e.path().string()))
+        << "reports/" << name << " is not what reports/ledger.db draws: run scripts/project-ledger.sh report";
+    charts++;
+  }
+  for (const auto& [name, bytes] : generated)
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".svg")
+      EXPECT_TRUE(std::filesystem::exists(src + "/" + name)) << "reports/" << name << " is missing";
+  EXPECT_GT(charts, 0);
+  std::printf("reports/: %d entries, the ledger, its changelog, dashboard/ and %d charts, each what the ledger draws\n",
+              entries, charts);
 }
 
 TEST(ProjectLedger, TheCommittedDashboardIsWhatTheLedgerGenerates) {

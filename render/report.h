@@ -29,7 +29,7 @@ struct WrittenReport {
 // Renders the report and its charts and writes them. Errors name the file.
 Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& opt);
 
-// ---- charts (reports/chart.cc): static SVG 1.1, no scripts, deterministic ----
+// ---- charts (render/chart.cc): static SVG 1.1, no scripts, deterministic ----
 
 // How a measured attempt is drawn on the ladder.
 enum class Mark {
@@ -79,7 +79,7 @@ struct SeriesChart {
 };
 std::string SeriesSvg(const SeriesChart& chart);
 
-// The charts' data, which the SVGs and the HTML dashboard (reports/dashboard.h) both draw.
+// The charts' data, which the SVGs and the HTML dashboard (render/dashboard.h) both draw.
 // The ladder of one (metric, box, workload): one slot per run on it (a step,
 // or a score measured on its metric, box and workload), in recording order.
 LadderChart BuildLadderChart(const ledger::LedgerView& d, const ledger::LadderView& l, double gate_frac);

@@ -1,5 +1,5 @@
 // The dashboard's static files, embedded in the binary at build time
-// (reports/embed_assets.cmake): its own scripts and styles from reports/web/,
+// (render/embed_assets.cmake): its own scripts and styles from render/web/,
 // and uPlot's as npm installed it (tests/npm/node_modules/uplot/dist), so
 // `verity report --html` writes a site that needs nothing else, from anywhere.
 #pragma once

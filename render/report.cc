@@ -2,7 +2,7 @@
 // loaded in bulk by LoadLedgerView, then written section by section. No SQL
 // here: every number comes from the typed view, and the ladder is the derived
 // one (counted steps and why), never matched up by float values.
-#include "reports/report.h"
+#include "render/report.h"
 
 
 #include <cctype>

@@ -12,7 +12,7 @@
 #include "base/terminal.h"
 #include "ledger/format.h"
 #include "ledger/score.h"
-#include "reports/report.h"
+#include "render/report.h"
 
 namespace verity::reports {
 // Controls (which XML 1.0 forbids) and bytes that are not UTF-8 shown as

@@ -1,9 +1,9 @@
-// The HTML dashboard (reports/dashboard.h). The index page is a skeleton that
+// The HTML dashboard (render/dashboard.h). The index page is a skeleton that
 // web/dashboard.js fills from data.js; each change's page is written here,
 // whole, so that it reads without scripts except for its rounds chart. Every
 // string a submitter, a bench or a parity command wrote reaches the HTML
 // through Esc() or inside JSON (data, never markup).
-#include "reports/dashboard.h"
+#include "render/dashboard.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -14,8 +14,8 @@
 
 #include "ledger/format.h"
 #include "ledger/read_model.h"
-#include "reports/embedded_assets.h"
-#include "reports/report.h"
+#include "render/embedded_assets.h"
+#include "render/report.h"
 
 namespace verity::reports {
 namespace {

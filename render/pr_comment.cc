@@ -1,4 +1,4 @@
-#include "reports/pr_comment.h"
+#include "render/pr_comment.h"
 
 #include <cmath>
 #include <cstdio>
