@@ -1,12 +1,14 @@
-// The one `verity` binary: CLI11 subcommands wiring the libraries together.
-// Each Register* function adds one subcommand; the work lives in the libraries.
+// `verity`: both products in one binary, the engine's commands and the
+// ledger's. The work lives in the libraries; cli/engine/ and cli/ledger/ wire
+// them to subcommands, and `verity-ledger` (ledger_main.cc) is the second alone.
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
 #include <string>
 
 #include "base/build_info.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
+#include "cli/ledger/commands.h"
+#include "cli/registry.h"
 #include "kernels/cpu/simd.h"
 
 namespace {
@@ -24,38 +26,14 @@ std::string VersionLine() {
 int main(int argc, char** argv) {
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
-      "Engine: generate, logits, bench, adapt, roofline, synth, convert, audit, probe, preflight, parity, sweep, tokenize. Serving: serve, loadgen. Ledger: submit, show, frontier, history, remeasure,\n"
-      "confirm, revert, reapply, retract, ledger verify|migrate, report. Run `verity <command> --help`."};
+      "Engine: generate, logits, bench, synth, convert, audit, probe, preflight, parity, parity-tokens, parity-logits, sweep, tokenize. Serving: serve, loadgen.\n"
+      "Ledger: submit, show, frontier, history, remeasure, confirm, revert, reapply, retract, ledger verify|migrate, report, roofline, adapt, gbench.\n"
+      "Run `verity <command> --help`; `verity-ledger` has the ledger's commands alone."};
   app.require_subcommand(1);
   app.set_version_flag("--version", VersionLine,
                        "print the version, the commit built, the executable's sha256 and the SIMD target, and exit");
   verity::cli::Registry reg;
-  verity::cli::RegisterEngineCommands(app, reg);
-  verity::cli::RegisterBenchCommand(app, reg);
-  verity::cli::RegisterRooflineCommand(app, reg);
-  verity::cli::RegisterGbenchCommand(app, reg);
-  verity::cli::RegisterAdaptCommand(app, reg);
-  verity::cli::RegisterCheckpointCommands(app, reg);
-  verity::cli::RegisterTokenizeCommand(app, reg);
-  verity::cli::RegisterParityCommand(app, reg);
-  verity::cli::RegisterExternalParityCommands(app, reg);
-  verity::cli::RegisterLedgerCommands(app, reg);
-  verity::cli::RegisterQueryCommands(app, reg);
-  verity::cli::RegisterLedgerAdminCommands(app, reg);
-  verity::cli::RegisterReportCommand(app, reg);
-  verity::cli::RegisterServeCommand(app, reg);
-  verity::cli::RegisterLoadgenCommand(app, reg);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help (exit 0) prints as CLI11 does. Any other parse error is a usage
-    // error: one line naming the flag or value, and exit 2 (CLI11's own codes,
-    // 100-120, say nothing to a script beyond "not 0").
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    const auto subs = app.get_subcommands();
-    const std::string help = subs.empty() ? "verity --help" : "verity " + subs.front()->get_name() + " --help";
-    std::fprintf(stderr, "verity: error: %s (usage: `%s`)\n", e.what(), help.c_str());
-    return 2;
-  }
-  return reg.Run();
+  verity::cli::RegisterAllEngineCommands(app, reg);
+  verity::cli::RegisterAllLedgerCommands(app, reg, verity::cli::MeasureCudaRooflineRecord);
+  return verity::cli::ParseAndRun(app, reg, "verity", argc, argv);
 }

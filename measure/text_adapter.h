@@ -1,7 +1,7 @@
 // A bench adapter over plain text: an engine that prints its speed as a line
 // of text (llama2.c's run prints `achieved tok/s: 51.2` on stderr) is read
 // through a regular expression per metric, so its runs can be scored without
-// changing the engine. `verity adapt` (cli/adapt_command.cc) runs such a
+// changing the engine. `verity adapt` (cli/ledger/adapt_command.cc) runs such a
 // command and prints the verity.bench/1 record. docs/bench.md, "Text adapters".
 #pragma once
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "base/env.h"
-#include "cli/memory_bound.h"
+#include "cli/engine/memory_bound.h"
 #include "ledger/score.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"

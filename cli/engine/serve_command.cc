@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "engine/slots.h"
 #include "serve/server.h"
 #include "verify/audit.h"

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "base/env.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "engine/tp_forward.h"
 
 namespace verity::cli {

@@ -1,5 +1,8 @@
-// Subcommand registration. A subcommand's callback stores its exit code in the
-// registry; main returns it.
+// The engine's subcommands (verity_cli_engine): generate, logits, synth,
+// bench, roofline, convert, audit, probe, preflight, parity, parity-tokens,
+// parity-logits, sweep, tokenize, serve, loadgen; and what they share (the
+// tokenizer for a model, the tensor-parallel flags, a decoder's set-up).
+// Nothing here may use the ledger (cli/CMakeLists.txt refuses the link).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,34 +11,18 @@
 #include <string>
 
 #include "base/status.h"
+#include "cli/registry.h"
 #include "engine/engine.h"
 #include "engine/tp_forward.h"
 #include "formats/tokenizer.h"
+#include "measure/roofline.h"
 
 namespace verity::cli {
-
-class Registry {
- public:
-  // Runs `fn` when `sub` was chosen on the command line.
-  void On(CLI::App* sub, std::function<int()> fn) {
-    sub->callback([this, fn] { code_ = fn(); });
-  }
-  int Run() const { return code_; }
-
- private:
-  int code_ = 0;
-};
 
 // --ctx's help, the same on every command that runs a model.
 inline constexpr const char* kCtxHelp =
     "context: positions the KV cache holds, at most the model's max_position_embeddings (default: "
     "min(max_position_embeddings, 4096) for Hugging Face and GGUF models, seq_len for llama2.c files)";
-
-// Prints "verity: error: <message>" on stderr and returns exit code 1.
-int Fail(const Status& s);
-// One JSON object as one line. Recorded command output may hold any bytes:
-// invalid UTF-8 is printed as U+FFFD rather than aborting the program.
-std::string JsonLine(const nlohmann::json& j);
 
 // The tokenizer for `model` (generate's and serve's): a llama2.c one must
 // match its vocabulary exactly; any other may be smaller (checkpoints pad
@@ -71,23 +58,30 @@ int WithDecoder(const TpFlags& flags, const std::string& model_path, const std::
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 // bench (cli/bench_command.cc) and roofline (cli/roofline_command.cc).
 void RegisterBenchCommand(CLI::App& app, Registry& reg);
-void RegisterRooflineCommand(CLI::App& app, Registry& reg);
-void RegisterGbenchCommand(CLI::App& app, Registry& reg);
-void RegisterAdaptCommand(CLI::App& app, Registry& reg);
+// Device 0's roofline (HBM read bandwidth, bf16 tensor-core throughput) as
+// a roofline record: what `roofline --backend cuda` measures (the command
+// itself is the ledger's, cli/ledger/commands.h).
+Result<measure::Roofline> MeasureCudaRooflineRecord(int buffer_mb, int repetitions, const std::string& fingerprint);
 // parity-tokens and parity-logits (cli/external_parity_command.cc).
 void RegisterExternalParityCommands(CLI::App& app, Registry& reg);
-void RegisterLedgerCommands(CLI::App& app, Registry& reg);
-// show, frontier, history: printers over the ledger's read model.
-void RegisterQueryCommands(CLI::App& app, Registry& reg);
-// `ledger verify` (read-only, --expect-tip) and `ledger migrate`.
-void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg);
 void RegisterParityCommand(CLI::App& app, Registry& reg);
-void RegisterReportCommand(CLI::App& app, Registry& reg);
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg);
 // tokenize (cli/tokenize_command.cc): any tokenizer file, encode or --decode.
 void RegisterTokenizeCommand(CLI::App& app, Registry& reg);
 // verity serve (serve/: the OpenAI-compatible server) and verity loadgen (its load generator).
 void RegisterServeCommand(CLI::App& app, Registry& reg);
 void RegisterLoadgenCommand(CLI::App& app, Registry& reg);
+
+// All of the above, in the order `--help` lists them.
+inline void RegisterAllEngineCommands(CLI::App& app, Registry& reg) {
+  RegisterEngineCommands(app, reg);
+  RegisterBenchCommand(app, reg);
+  RegisterCheckpointCommands(app, reg);
+  RegisterTokenizeCommand(app, reg);
+  RegisterParityCommand(app, reg);
+  RegisterExternalParityCommands(app, reg);
+  RegisterServeCommand(app, reg);
+  RegisterLoadgenCommand(app, reg);
+}
 
 }  // namespace verity::cli

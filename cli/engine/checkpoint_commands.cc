@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "measure/measure.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "verify/audit.h"
 #include "formats/gguf.h"
 #include "formats/quantize.h"

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "protocol/bench_record.h"
 
 namespace verity::cli {

@@ -3,14 +3,14 @@
 // keeps the higher best per point, --replace starts over, --probe measures
 // without touching the cache (the bandwidth of this minute, to set beside a
 // run taken in the same minute on a shared box). --backend cuda measures the
-// GPU instead (device 0: HBM read bandwidth and bf16 tensor-core throughput,
-// kernels/cuda/device_roofline.h), cached as box "<fingerprint>-cuda0".
+// GPU instead, through the engine's measurement (cli/engine/device_roofline.cc:
+// `verity` passes it in, `verity-ledger` has none), cached as box
+// "<fingerprint>-cuda0".
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
-#include "cli/commands.h"
-#include "kernels/cuda/device_roofline.h"
+#include "cli/ledger/commands.h"
 #include "measure/box_lock.h"
 #include "measure/measure.h"
 #include "measure/roofline.h"
@@ -35,31 +35,7 @@ std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* u
   return s;
 }
 
-// Device 0 measured, in the roofline record: one point each ("threads" 1 is
-// the device), FMA throughput as its bf16 tensor-core GFLOP/s.
-Result<measure::Roofline> MeasureDevice(const RooflineFlags& f, const std::string& fingerprint) {
-  kernels::cuda::DeviceRooflineOptions o;
-  o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
-  o.repetitions = f.repetitions;
-  VERITY_ASSIGN_OR_RETURN(const kernels::cuda::DeviceMeasurement m, kernels::MeasureCudaRoofline(o));
-  if (m.read_gb_s.empty() || m.bf16_tflops.empty()) return Status::Error("roofline --backend cuda: nothing was timed");
-  std::vector<double> gflops;
-  for (double t : m.bf16_tflops) gflops.push_back(t * 1e3);
-  measure::Roofline r = measure::DeviceRooflineRecord(
-      fingerprint,
-      nlohmann::json{{"device", m.name}, {"uuid", m.uuid}, {"sm", std::to_string(m.sm_major) + "." + std::to_string(m.sm_minor)},
-                     {"sms", m.sms}, {"nominal_gb_s", m.nominal_gb_s}, {"gemm_n", m.gemm_n}}.dump(),
-      "cuda sm_" + std::to_string(m.sm_major) + std::to_string(m.sm_minor) + " (bf16 tensor cores)", m.buffer_bytes,
-      f.repetitions, m.read_gb_s, gflops);
-  std::fprintf(stderr, "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
-               "bf16 GEMM %dx%dx%d %.1f TFLOP/s best\n",
-               m.name.c_str(), r.read[0].best, m.read_gb_s.size(), static_cast<unsigned long long>(m.buffer_bytes >> 20),
-               m.nominal_gb_s > 0 ? 100.0 * r.read[0].best / m.nominal_gb_s : 0.0, m.nominal_gb_s, m.gemm_n, m.gemm_n, m.gemm_n,
-               r.fma[0].best / 1e3);
-  return r;
-}
-
-int RunRoofline(RooflineFlags f) {
+int RunRoofline(RooflineFlags f, const MeasureDeviceRoofline& measure_device) {
   if (f.buffer_mb == 0) f.buffer_mb = f.backend == "cuda" ? 4096 : 1024;
   if (f.buffer_mb < 1 || f.buffer_mb > 65536)
     return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
@@ -71,6 +47,9 @@ int RunRoofline(RooflineFlags f) {
   if (f.backend != "cpu" && f.backend != "cuda")
     return Fail(Status::Error("--backend " + f.backend + " is not cpu or cuda"));
   const bool device = f.backend == "cuda";
+  if (device && !measure_device)
+    return Fail(Status::Error("--backend cuda: verity-ledger measures this box's CPU and memory alone; a GPU's "
+                              "roofline is measured by `verity roofline --backend cuda` (the same cache)"));
   const std::string dir = env::CacheDir();
   const measure::Box box = measure::ThisBox();
   const std::string fingerprint = device ? measure::DeviceRooflineFingerprint(box.fingerprint) : box.fingerprint;
@@ -101,7 +80,7 @@ int RunRoofline(RooflineFlags f) {
     if (!lock.ok()) return Fail(lock.status());
     std::fprintf(stderr, "verity: measuring the roofline of %s %s (%d MiB read buffer, %d passes per point)...\n",
                  device ? "device 0 of box" : "box", box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
-    auto m = device ? MeasureDevice(f, fingerprint) : measure::MeasureRoofline(o);
+    auto m = device ? measure_device(f.buffer_mb, f.repetitions, fingerprint) : measure::MeasureRoofline(o);
     if (!m.ok()) return Fail(m.status());
     if (earlier)
       for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
@@ -148,7 +127,7 @@ int RunRoofline(RooflineFlags f) {
 
 }  // namespace
 
-void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
+void RegisterRooflineCommand(CLI::App& app, Registry& reg, MeasureDeviceRoofline measure_device) {
   auto* sub = app.add_subcommand(
       "roofline",
       "This box's read bandwidth (GB/s) and FMA throughput (GFLOP/s) at 1 thread and every core: measured once, "
@@ -169,7 +148,7 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg) {
   sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring (default 1024; 4096 with --backend cuda)");
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();
-  reg.On(sub, [=] { return RunRoofline(*f); });
+  reg.On(sub, [=] { return RunRoofline(*f, measure_device); });
 }
 
 }  // namespace verity::cli

@@ -8,7 +8,7 @@
 #include "base/build_info.h"
 #include "base/env.h"
 #include "base/sha256.h"
-#include "cli/commands.h"
+#include "cli/ledger/commands.h"
 #include "measure/gbench.h"
 #include "measure/measure.h"
 

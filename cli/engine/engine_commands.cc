@@ -9,20 +9,11 @@
 #include <sstream>
 
 #include "base/build_info.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "engine/engine.h"
 #include "formats/tokenizer.h"
 
 namespace verity::cli {
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "verity: error: %s\n", s.message().c_str());
-  return 1;
-}
-
-std::string JsonLine(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 // The tokenizer for `model`: a llama2.c one must match its vocabulary exactly;
 // any other may be smaller (checkpoints pad their embedding tables).

@@ -3,7 +3,7 @@
 
 #include "base/build_info.h"
 #include "base/env.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "protocol/parity_record.h"
 #include "verify/parity.h"
 

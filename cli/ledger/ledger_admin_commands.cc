@@ -5,7 +5,7 @@
 #include <string>
 
 #include "base/env.h"
-#include "cli/commands.h"
+#include "cli/ledger/commands.h"
 #include "ledger/copy.h"
 #include "ledger/ledger.h"
 

@@ -14,7 +14,7 @@
 
 #include "base/env.h"
 #include "base/sha256.h"
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "measure/measure.h"
 #include "protocol/parity_record.h"
 #include "verify/external_parity.h"

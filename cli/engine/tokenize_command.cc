@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/commands.h"
+#include "cli/engine/commands.h"
 #include "formats/tokenizer.h"
 
 namespace verity::cli {

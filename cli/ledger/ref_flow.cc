@@ -1,5 +1,5 @@
 // The ref flow's commands, built from the judged repository's project config.
-#include "cli/ref_flow.h"
+#include "cli/ledger/ref_flow.h"
 
 #include <cstdio>
 #include <filesystem>

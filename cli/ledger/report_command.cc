@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "base/env.h"
-#include "cli/commands.h"
+#include "cli/ledger/commands.h"
 #include "render/dashboard.h"
 #include "render/report.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/env.h"
-#include "cli/commands.h"
+#include "cli/ledger/commands.h"
 #include "ledger/bisect.h"
 #include "ledger/drift.h"
 #include "ledger/ledger.h"

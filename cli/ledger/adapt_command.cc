@@ -8,7 +8,7 @@
 
 #include "base/env.h"
 #include "base/sha256.h"
-#include "cli/commands.h"
+#include "cli/ledger/commands.h"
 #include "measure/measure.h"
 #include "measure/text_adapter.h"
 #include "protocol/bench_record.h"
