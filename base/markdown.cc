@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "base/terminal.h"
+#include "base/utf8.h"
 
 namespace verity::markdown {
 namespace {
@@ -50,7 +51,7 @@ std::string AsciiEscape(std::string_view s, size_t i, bool link_text) {
 // Appends the control or undecodable byte at s[i] the way `Text` shows it;
 // returns the bytes consumed, or 0 when s[i] starts ordinary text.
 size_t AppendControl(std::string_view s, size_t i, bool markdown_backslash, std::string& o) {
-  const terminal::Utf8Char u = terminal::DecodeUtf8(s, i);
+  const utf8::Char u = utf8::Decode(s, i);
   if (u.length == 0) {
     if (markdown_backslash) o += '\\';
     o += terminal::EscapeOf(static_cast<unsigned char>(s[i]), true);
@@ -69,7 +70,7 @@ size_t AppendControl(std::string_view s, size_t i, bool markdown_backslash, std:
 // The length of the well-formed multi-byte UTF-8 character at s[i], or 0.
 size_t MultiByte(std::string_view s, size_t i) {
   if (static_cast<unsigned char>(s[i]) < 0x80) return 0;
-  const terminal::Utf8Char u = terminal::DecodeUtf8(s, i);
+  const utf8::Char u = utf8::Decode(s, i);
   return u.length > 1 ? u.length : 0;
 }
 

@@ -2,26 +2,9 @@
 
 #include <cstdio>
 
-namespace verity::terminal {
+#include "base/utf8.h"
 
-Utf8Char DecodeUtf8(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return {c, 1};
-  size_t n = 0;
-  char32_t code = 0, min = 0;
-  if ((c & 0xE0) == 0xC0) n = 2, code = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) n = 3, code = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) n = 4, code = c & 0x07, min = 0x10000;
-  else return {};
-  if (i + n > s.size()) return {};
-  for (size_t k = 1; k < n; k++) {
-    if ((b(i + k) & 0xC0) != 0x80) return {};
-    code = (code << 6) | (b(i + k) & 0x3F);
-  }
-  if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {};
-  return {code, n};
-}
+namespace verity::terminal {
 
 bool IsControl(char32_t c) {
   if (c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x2028 || c == 0x2029) return true;
@@ -39,7 +22,7 @@ bool IsControl(char32_t c) {
 
 std::string FirstInvisible(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
-    const Utf8Char u = DecodeUtf8(s, i);
+    const utf8::Char u = utf8::Decode(s, i);
     char buf[64];
     if (u.length == 0) {
       std::snprintf(buf, sizeof buf, "byte 0x%02x (not UTF-8) at byte %zu", static_cast<unsigned char>(s[i]), i);
@@ -72,7 +55,7 @@ std::string Visible(std::string_view s) {
   std::string o;
   o.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    const Utf8Char u = DecodeUtf8(s, i);
+    const utf8::Char u = utf8::Decode(s, i);
     if (u.length == 0) {
       o += EscapeOf(static_cast<unsigned char>(s[i]), true);
       i++;

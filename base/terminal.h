@@ -16,15 +16,6 @@ namespace verity::terminal {
 // text, UTF-8 included, passes unchanged.
 std::string Visible(std::string_view s);
 
-// Decodes one UTF-8 character at s[i]: its code point and byte length, or
-// length 0 when the bytes there are not well-formed UTF-8 (overlong,
-// surrogate, truncated, beyond U+10FFFF).
-struct Utf8Char {
-  char32_t code = 0;
-  size_t length = 0;
-};
-Utf8Char DecodeUtf8(std::string_view s, size_t i);
-
 // A code point no output may show raw: C0 (tab, LF and CR included), DEL, C1,
 // the bidi embeddings, overrides, isolates and marks, the line and paragraph
 // separators, and (issue 41, finding 9) every other format character

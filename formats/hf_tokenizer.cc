@@ -14,6 +14,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "base/utf8.h"
 #include "formats/tokenizer.h"
 #include "formats/tokenizer_internal.h"
 
@@ -26,34 +27,8 @@ using nlohmann::json;
 // file must not make us allocate gigabytes for it.
 constexpr int64_t kMaxId = 1 << 21;  // 2M; the largest real vocabularies hold ~256K
 
-// --- small UTF-8 helpers ---------------------------------------------------
-
-size_t Utf8Len(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if ((lead >> 5) == 0x6) return 2;
-  if ((lead >> 4) == 0xE) return 3;
-  return 4;
-}
-
-std::string EncodeUtf8(uint32_t cp) {
-  std::string o;
-  if (cp < 0x80) {
-    o += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    o += static_cast<char>(0xC0 | (cp >> 6));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    o += static_cast<char>(0xE0 | (cp >> 12));
-    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    o += static_cast<char>(0xF0 | (cp >> 18));
-    o += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    o += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return o;
-}
+// UTF-8 itself: base/utf8.h.
+using utf8::LeadLength;
 
 void ReplaceAll(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
@@ -76,7 +51,7 @@ struct ByteLevelMap {
     uint32_t next = 256;
     for (int b = 0; b < 256; b++) {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-      to_char[b] = EncodeUtf8(printable ? static_cast<uint32_t>(b) : next++);
+      to_char[b] = utf8::Encode(printable ? static_cast<uint32_t>(b) : next++);
       to_byte[to_char[b]] = static_cast<unsigned char>(b);
     }
   }
@@ -113,7 +88,7 @@ std::string TrimEndJs(const std::string& s) {
     if (IsJsSpaceAt(s, i, &n)) {
       i += n;
     } else {
-      i += Utf8Len(static_cast<unsigned char>(s[i]));
+      i += LeadLength(static_cast<unsigned char>(s[i]));
       keep = std::min(i, s.size());
     }
   }
@@ -341,7 +316,7 @@ Status ParseDecoder(const Reader& r, const json& o, const std::string& at, std::
   } else if (type == "Strip") {
     s.kind = DecStep::kStrip;
     VERITY_ASSIGN_OR_RETURN(s.text, r.Str(o, "content", at));
-    if (s.text.empty() || Utf8Len(static_cast<unsigned char>(s.text[0])) != s.text.size())
+    if (s.text.empty() || LeadLength(static_cast<unsigned char>(s.text[0])) != s.text.size())
       return r.Err(at + ".content", "must be one character");
     VERITY_ASSIGN_OR_RETURN(s.start, r.Int(o, "start", at));
     VERITY_ASSIGN_OR_RETURN(s.stop, r.Int(o, "stop", at));
@@ -757,7 +732,7 @@ Status HfTokenizer::Bpe(const std::string& word, std::vector<int>* out) const {
   };
   std::vector<Sym> syms;
   for (size_t i = 0; i < word.size();) {
-    const size_t n = std::min(Utf8Len(static_cast<unsigned char>(word[i])), word.size() - i);
+    const size_t n = std::min(LeadLength(static_cast<unsigned char>(word[i])), word.size() - i);
     auto it = token_to_id_.find(word.substr(i, n));
     const int k = static_cast<int>(syms.size());
     syms.push_back({it == token_to_id_.end() ? -1 : it->second, i, i + n, k - 1, k + 1, true});
@@ -814,7 +789,7 @@ Status HfTokenizer::Bpe(const std::string& word, std::vector<int>* out) const {
 }
 
 Result<std::vector<int>> HfTokenizer::Encode(const std::string& text, bool add_special) const {
-  if (!IsValidUtf8(text)) return Status::Error("input text is not valid UTF-8");
+  if (!utf8::IsValid(text)) return Status::Error("input text is not valid UTF-8");
   auto sections = SplitAdded(text);
   for (size_t i = 0; i < sections.size(); i++) {
     if (sections[i].second < 0) continue;
@@ -873,10 +848,10 @@ std::vector<std::string> ByteFallbackDecode(const std::vector<std::string>& toke
       in_run = true;
       continue;
     }
-    if (in_run) next.push_back(Utf8Lossy(run)), run.clear(), in_run = false;
+    if (in_run) next.push_back(utf8::Lossy(run)), run.clear(), in_run = false;
     next.push_back(t);
   }
-  if (in_run) next.push_back(Utf8Lossy(run));
+  if (in_run) next.push_back(utf8::Lossy(run));
   return next;
 }
 
@@ -899,7 +874,7 @@ std::vector<std::string> ByteLevelDecode(const std::vector<std::string>& tokens)
     std::string mapped;
     bool all = true;
     for (size_t i = 0; i < t.size() && all;) {
-      const size_t n = std::min(Utf8Len(static_cast<unsigned char>(t[i])), t.size() - i);
+      const size_t n = std::min(LeadLength(static_cast<unsigned char>(t[i])), t.size() - i);
       auto it = ByteLevel().to_byte.find(t.substr(i, n));
       if (it == ByteLevel().to_byte.end()) {
         all = false;
@@ -910,7 +885,7 @@ std::vector<std::string> ByteLevelDecode(const std::vector<std::string>& tokens)
     }
     bytes += all ? mapped : t;
   }
-  return {Utf8Lossy(bytes)};
+  return {utf8::Lossy(bytes)};
 }
 
 // Metaspace: the replacement back to spaces; the first token loses the space

@@ -1,4 +1,4 @@
-// LoadTokenizer: which file is which, and the UTF-8 helpers every kind shares.
+// LoadTokenizer: which file is which (UTF-8 itself: base/utf8.h).
 #include "formats/tokenizer.h"
 
 #include <sys/stat.h>
@@ -59,56 +59,6 @@ Result<std::unique_ptr<TextTokenizer>> LoadTokenizer(const std::string& path) {
   // A ModelProto opens with field 1 (pieces), length-delimited: tag 0x0A.
   if (!bytes.empty() && bytes[0] == '\x0A') return ParseSentencePiece(bytes, path);
   return LoadLlama2c(path);
-}
-
-bool IsValidUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80) { i++; continue; }
-    if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c >= 0xE0 && c <= 0xEF) { n = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { n = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return false;
-    for (size_t k = 1; k <= n; k++) {
-      if (i + k >= s.size()) return false;
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-std::string Utf8Lossy(const std::string& s) {
-  static const std::string kReplacement = "\xEF\xBF\xBD";
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80) { out += static_cast<char>(c); i++; continue; }
-    if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c >= 0xE0 && c <= 0xEF) { n = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { n = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else { out += kReplacement; i++; continue; }
-    // The longest valid prefix is one maximal subpart: one U+FFFD for it.
-    size_t k = 1;
-    for (; k <= n && i + k < s.size(); k++) {
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xBF)) break;
-    }
-    if (k == n + 1) {
-      out.append(s, i, n + 1);
-    } else {
-      out += kReplacement;
-    }
-    i += k;
-  }
-  return out;
 }
 
 }  // namespace verity

@@ -47,10 +47,4 @@ class TextTokenizer {
 [[nodiscard]] Result<std::unique_ptr<TextTokenizer>> ParseSentencePiece(const std::string& model_proto,
                                                                         const std::string& where);
 
-// Returns true iff `s` is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF).
-bool IsValidUtf8(const std::string& s);
-// `bytes` with every ill-formed sequence replaced by U+FFFD, one per maximal
-// subpart (what Rust's from_utf8_lossy and the WHATWG decoder do).
-std::string Utf8Lossy(const std::string& bytes);
-
 }  // namespace verity

@@ -13,6 +13,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "base/utf8.h"
 #include "serve/jinja_ast.h"
 
 namespace verity::serve::jinja {
@@ -228,16 +229,7 @@ std::string Json(const Value& v, int indent = -1, int level = 0) {
 
 // Python's str is a sequence of code points: lengths, indices, slices and
 // iteration count those of the UTF-8 text, not its bytes.
-std::vector<std::string> CodePoints(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
-    while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) n++;
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
+std::vector<std::string> CodePoints(const std::string& s) { return utf8::SplitCodePoints(s); }
 
 // Python's str.isspace() code points (what strip() and split() drop).
 // What json.dumps refuses (a function, a namespace) anywhere in `v`, or "".

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/utf8.h"
+
 namespace verity::serve {
 
 TextCodec::TextCodec(const TextTokenizer& tok, const ModelConfig& config)
@@ -80,18 +82,6 @@ bool TextStream::Add(int token) {
   return stopped_;
 }
 
-namespace {
-// Bytes at the end of s[0, end) that begin a UTF-8 sequence not yet complete.
-size_t IncompleteTail(const std::string& s, size_t end) {
-  for (size_t k = 1; k <= 3 && k <= end; k++) {
-    const unsigned char b = static_cast<unsigned char>(s[end - k]);
-    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    return need > k ? k : 0;
-  }
-  return 0;
-}
-}  // namespace
 
 // Released text ends before any suffix that could still grow into a stop
 // string, and before a trailing U+FFFD (a character whose bytes are not all in).
@@ -101,7 +91,7 @@ size_t TextStream::Safe() const {
   static const std::string kReplacement = "\xEF\xBF\xBD";
   while (end >= kReplacement.size() && text_.compare(end - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
     end -= kReplacement.size();
-  end -= IncompleteTail(text_, end);
+  end -= utf8::IncompleteTail(text_, end);
   size_t hold = 0;
   for (const std::string& s : stop_)
     for (size_t k = std::min(s.size() - 1, end); k > hold; k--)
@@ -117,7 +107,7 @@ std::string TextStream::Take(bool final) {
   if (safe <= sent_) return std::string();
   std::string out = text_.substr(sent_, safe - sent_);
   sent_ = safe;
-  return final ? Utf8Lossy(out) : out;
+  return final ? utf8::Lossy(out) : out;
 }
 
 }  // namespace verity::serve

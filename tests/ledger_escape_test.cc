@@ -14,6 +14,7 @@
 
 #include "base/markdown.h"
 #include "base/terminal.h"
+#include "base/utf8.h"
 #include "tests/ledger_test_util.h"
 
 namespace verity {
@@ -124,7 +125,7 @@ TEST(Markdown, EscapesOnlyWhatGfmCouldReadAsMarkup) {
 // True when every byte of `s` belongs to a well-formed UTF-8 character.
 bool ValidUtf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
-    const terminal::Utf8Char u = terminal::DecodeUtf8(s, i);
+    const utf8::Char u = utf8::Decode(s, i);
     if (u.length == 0) return false;
     i += u.length;
   }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/utf8.h"
 #include "formats/llama2c_tokenizer.h"
 #include "formats/tokenizer.h"
 #include "formats/tokenizer_internal.h"
@@ -231,13 +232,13 @@ TEST(Regex, RewritesToEcmaScriptSemanticsAndMatches) {
 }
 
 TEST(Utf8, LossyReplacesEachMaximalSubpart) {
-  EXPECT_EQ(Utf8Lossy("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(Utf8Lossy("\xE2\x82"), "\xEF\xBF\xBD");               // truncated: one U+FFFD
-  EXPECT_EQ(Utf8Lossy("\xFF" "a"), "\xEF\xBF\xBD" "a");
-  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_TRUE(IsValidUtf8("a\xF0\x9F\x98\x80"));
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));
+  EXPECT_EQ(utf8::Lossy("ok \xC3\xA9"), "ok \xC3\xA9");
+  EXPECT_EQ(utf8::Lossy("\xE2\x82"), "\xEF\xBF\xBD");               // truncated: one U+FFFD
+  EXPECT_EQ(utf8::Lossy("\xFF" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(utf8::Lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_TRUE(utf8::IsValid("a\xF0\x9F\x98\x80"));
+  EXPECT_FALSE(utf8::IsValid("\xC0\xAF"));
+  EXPECT_FALSE(utf8::IsValid("\xF4\x90\x80\x80"));
 }
 
 // A small metaspace tokenizer.json; `patch` edits it before it is written.

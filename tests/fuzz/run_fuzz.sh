@@ -20,7 +20,7 @@ v="$build/cli/verity"
 # What each target compiles (besides tests/fuzz/<target>_fuzz.cc), the
 # compiler and linker flags it needs and its input size limit.
 tokenizers=(formats/tokenizer.cc formats/llama2c_tokenizer.cc formats/hf_tokenizer.cc
-            formats/sentencepiece_tokenizer.cc formats/regex.cc)
+            formats/sentencepiece_tokenizer.cc formats/regex.cc base/utf8.cc)
 flags=()
 tokenizer_flags() {
   local f
@@ -32,9 +32,9 @@ case "$target" in
   gguf) sources=(formats/gguf.cc formats/quants.cc formats/safetensors.cc) max_len=16384 ;;
   llama2c) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=16384 ;;
   hf_config) sources=(formats/checkpoint_config.cc formats/model_config.cc) max_len=4096 ;;
-  llama_bench) sources=(measure/llama_bench.cc) max_len=8192 ;;
-  text_adapter) sources=(measure/text_adapter.cc) max_len=8192 ;;
-  jinja) sources=(serve/jinja_parse.cc serve/jinja_render.cc) max_len=8192 ;;
+  llama_bench) sources=(measure/llama_bench.cc protocol/json_object.cc) max_len=8192 ;;
+  text_adapter) sources=(measure/text_adapter.cc protocol/json_object.cc) max_len=8192 ;;
+  jinja) sources=(serve/jinja_parse.cc serve/jinja_render.cc base/utf8.cc) max_len=8192 ;;
   project_config)
     sources=(measure/project_config.cc) max_len=4096
     f=$(pkg-config --cflags --libs tomlplusplus) || fail "(pkg-config found no tomlplusplus)"
