@@ -54,7 +54,7 @@ nlohmann::json Outcome::ToJson() const {
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"change", change},
                       {"run", run},
-                      {"verdict", verdict},
+                      {"verdict", VerdictName(verdict)},
                       {"tier", tier},
                       {"gain", opt(gain)},
                       {"ci", ci_low ? nlohmann::json::array({*ci_low, *ci_high}) : nlohmann::json(nullptr)},

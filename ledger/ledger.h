@@ -19,6 +19,7 @@
 #include "ledger/db.h"
 #include "ledger/frontier.h"
 #include "ledger/policy.h"
+#include "ledger/score.h"
 #include "measure/measure.h"
 
 namespace verity::ledger {
@@ -64,8 +65,7 @@ struct MeasureOptions {
 // The result of one measured attempt (a run).
 struct Outcome {
   int64_t change = 0, run = 0;
-  std::string verdict;  // VerdictName(): accepted | none | rejected-parity | rejected-implausible |
-                        // rejected-regression | held-surprise | unverified | refused | failed
+  Verdict verdict = Verdict::kFailed;  // stored and printed as VerdictName()
   std::string tier = "none";
   std::optional<double> gain, ci_low, ci_high;  // head vs its own base (median round ratio - 1) and its bounds
   std::optional<double> gate, frontier_before, frontier_after, base_median, head_median;
@@ -77,7 +77,7 @@ struct Outcome {
   std::string note;
   nlohmann::json ToJson() const;
   // Returns true iff the scoring completed (whatever the verdict).
-  bool completed() const { return verdict != "failed"; }
+  bool completed() const { return verdict != Verdict::kFailed; }
 };
 
 struct VerifyReport {

@@ -12,12 +12,17 @@
 namespace verity::ledger {
 namespace {
 
-// The latest verdict recorded for a change ("" if none).
-Result<std::string> LatestVerdict(Db& d, int64_t change_id) {
+// The latest verdict recorded for a change (nullopt if none).
+Result<std::optional<Verdict>> LatestVerdict(Db& d, int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT s.verdict FROM scores s JOIN runs r ON s.run_id = r.id "
                                              "WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
                                              {change_id}));
-  return rows.empty() ? std::string() : AsText(rows[0][0]);
+  if (rows.empty()) return std::optional<Verdict>();
+  const std::string name = AsText(rows[0][0]);
+  const std::optional<Verdict> v = VerdictFromName(name);
+  if (!v) return Status::Error("change " + std::to_string(change_id) + " has a score with verdict '" + name +
+                               "', which is no verdict of the ledger's");
+  return v;
 }
 
 // Why the step run `run_id` measured is not a new step of `ladder` (policy v4; v6 by identity), if it is not.
@@ -51,7 +56,7 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
                             "st.attempt FROM scores s JOIN runs r ON s.run_id = r.id LEFT JOIN score_stats st ON "
                             "st.score_id = s.id WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
                             {change_id}));
-  if (rows.empty() || AsText(rows[0][2]) != "held-surprise")
+  if (rows.empty() || VerdictFromName(AsText(rows[0][2])) != Verdict::kHeldSurprise)
     return Status::Error("confirm: change " + std::to_string(change_id) + " is not held (latest verdict: " +
                          (rows.empty() ? std::string("none recorded") : AsText(rows[0][2])) + ")");
   const Row& h = rows[0];
@@ -114,16 +119,16 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
       VERITY_ASSIGN_OR_RETURN(not_new, StepRefusalOfRun(*db_, before, run_id));
     }
     if (!po.passed) {
-      o.verdict = "rejected-parity";
+      o.verdict = Verdict::kRejectedParity;
       o.tier = "none";
       o.note = "deep parity failed on confirm: " + po.message;
     } else if (not_new) {
       // v4: the same step confirmed through another change (a resubmission) is not banked twice.
-      o.verdict = "refused";
+      o.verdict = Verdict::kRefused;
       o.tier = "none";
       o.note = "confirm: not a new frontier step: " + *not_new + "; deep parity passed (" + po.message + "), nothing banked";
     } else {
-      o.verdict = "accepted";
+      o.verdict = Verdict::kAccepted;
       o.note = "confirmed by deep parity: " + po.message;
       // A confirmed reapply, like an accepted one, counts only while its revert does.
       std::optional<int64_t> undoes;
@@ -199,10 +204,11 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
   if (req.reason.empty()) return Status::Error("reapply: a reason is required (why the revert was wrong)");
   if (!req.predict_pct)
     return Status::Error("reapply: a prediction is required: a reapply is scored like any change");
-  VERITY_ASSIGN_OR_RETURN(std::string verdict, LatestVerdict(*db_, revert_id));
-  if (verdict != "accepted")
+  VERITY_ASSIGN_OR_RETURN(const std::optional<Verdict> verdict, LatestVerdict(*db_, revert_id));
+  if (verdict != Verdict::kAccepted)
     return Status::Error("reapply: revert " + std::to_string(revert_id) + " was not accepted (latest verdict: " +
-                         (verdict.empty() ? std::string("none recorded") : verdict) + "): there is nothing to reapply");
+                         (verdict ? std::string(VerdictName(*verdict)) : std::string("none recorded")) +
+                         "): there is nothing to reapply");
   VERITY_ASSIGN_OR_RETURN(auto others, db_->Query("SELECT c.id FROM changes c WHERE c.kind = 'reapply' AND "
                                                   "c.target_change = ? AND (SELECT s.verdict FROM scores s JOIN runs r "
                                                   "ON s.run_id = r.id WHERE r.change_id = c.id ORDER BY s.id DESC "

@@ -132,7 +132,7 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
                    const std::optional<ScoreResult>& sr) {
   VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("scores", {{"run_id", run_id},
                                                                 {"policy_version", int64_t{policy_version}},
-                                                                {"verdict", o.verdict},
+                                                                {"verdict", VerdictName(o.verdict)},
                                                                 {"tier", o.tier},
                                                                 {"gain", Opt(o.gain)},
                                                                 {"ci_low", Opt(o.ci_low)},
@@ -192,7 +192,7 @@ Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const Fro
 }
 
 void FillFromScore(const ScoreResult& r, Outcome* o) {
-  o->verdict = VerdictName(r.verdict);
+  o->verdict = r.verdict;
   o->tier = TierName(r.tier);
   o->gain = r.gain;
   o->ci_low = Finite(r.ratio.low - 1.0);

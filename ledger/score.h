@@ -4,6 +4,7 @@
 // the submission sequence (submit.cc) gathers the inputs and records the result.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,17 @@ enum class Verdict {
 const char* VerdictName(Verdict v);
 // Returns the verdict named `name` (as VerdictName spells it), or nullopt when it is not one.
 std::optional<Verdict> VerdictFromName(const std::string& name);
+// A Verdict in JSON is its name, never the enum's number (nlohmann would
+// otherwise print 0 for accepted without a word).
+NLOHMANN_JSON_SERIALIZE_ENUM(Verdict, {{Verdict::kAccepted, "accepted"},
+                                       {Verdict::kNone, "none"},
+                                       {Verdict::kRejectedParity, "rejected-parity"},
+                                       {Verdict::kRejectedImplausible, "rejected-implausible"},
+                                       {Verdict::kRejectedRegression, "rejected-regression"},
+                                       {Verdict::kHeldSurprise, "held-surprise"},
+                                       {Verdict::kUnverified, "unverified"},
+                                       {Verdict::kRefused, "refused"},
+                                       {Verdict::kFailed, "failed"}})
 
 enum class Kind { kChange, kRevert, kReapply };
 const char* KindName(Kind k);

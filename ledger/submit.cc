@@ -255,20 +255,20 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
       return d.InsertSealed("run_failures", {{"run_id", run_id}, {"message", msg}, {"failed_at", NowUtc()}}).status();
     }));
-    o.verdict = VerdictName(Verdict::kFailed);
+    o.verdict = Verdict::kFailed;
     o.note = msg;
     say("run " + std::to_string(run_id) + " failed: " + msg);
     return o;
   };
   auto score_without_speed = [&](Verdict v, const std::string& note,
                                  std::function<Status()> also = nullptr) -> Result<Outcome> {
-    o.verdict = VerdictName(v);
+    o.verdict = v;
     o.note = note;
     VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
       if (also) VERITY_RETURN_IF_ERROR(also());
       return InsertScore(d, run_id, pol.version, o, c.metric, std::nullopt);
     }));
-    say("scored: " + o.verdict + ": " + o.note);
+    say(std::string("scored: ") + VerdictName(o.verdict) + ": " + o.note);
     return o;
   };
 
@@ -283,7 +283,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
         // It measured nothing: it acts on the ladder that counts the change.
         // Re-checked here: a concurrent revert may have taken the change out already.
         auto refuse = [&] {
-          o.verdict = VerdictName(Verdict::kRefused);
+          o.verdict = Verdict::kRefused;
           o.note = "revert: change " + std::to_string(*c.target_change) +
                    " no longer counts in this box's frontier (reverted or retracted while this revert ran); "
                    "nothing undone; the evidence was: " + o.note;
@@ -465,12 +465,12 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     return InsertScore(d, run_id, pol.version, o, c.metric, scored);
   }));
   if (!superseded.empty()) {
-    o.verdict = VerdictName(Verdict::kFailed);
+    o.verdict = Verdict::kFailed;
     o.note = superseded;
     say("run " + std::to_string(run_id) + " " + superseded);
     return o;
   }
-  say("scored: " + o.verdict + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " + o.note);
+  say(std::string("scored: ") + VerdictName(o.verdict) + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " + o.note);
   return o;
 }
 

@@ -123,7 +123,7 @@ TEST(GuardFloors, TheLedgerStoresV3AndOldScoresKeepV2) {
     ASSERT_TRUE(old.ok()) << old.status().message();
     EXPECT_EQ((*old)->CurrentPolicy()->version, 2);
     const Outcome o = submit(**old, "fast, +0.3 MiB, under v2", 13.3, 9101);
-    EXPECT_EQ(o.verdict, "rejected-regression") << o.note;
+    EXPECT_EQ(o.verdict, Verdict::kRejectedRegression) << o.note;
   }
   auto l = Ledger::Open(c.db, 10);  // v3's schema (0011 brings v4)
   ASSERT_TRUE(l.ok()) << l.status().message();
@@ -134,11 +134,11 @@ TEST(GuardFloors, TheLedgerStoresV3AndOldScoresKeepV2) {
   EXPECT_EQ(pol->FloorFor("peak_rss_mb")->amount, 4.0);
 
   const Outcome small = submit(**l, "fast, +0.3 MiB, under v3", 13.3, 9103);
-  EXPECT_EQ(small.verdict, "accepted") << small.note;
+  EXPECT_EQ(small.verdict, Verdict::kAccepted) << small.note;
   ASSERT_EQ(small.guards.size(), 1u);
   EXPECT_EQ(small.guards[0]["within_floor"], true) << small.guards;
   const Outcome big = submit(**l, "fast, +50 MiB, under v3", 63.0, 9105);
-  EXPECT_EQ(big.verdict, "rejected-regression") << big.note;
+  EXPECT_EQ(big.verdict, Verdict::kRejectedRegression) << big.note;
 
   auto old_score = (*l)->Show(1);
   ASSERT_TRUE(old_score.ok()) << old_score.status().message();

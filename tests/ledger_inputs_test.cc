@@ -74,7 +74,7 @@ TEST(MetricUnits, AmbiguousPerSecondNamesAreRefused) {
 }
 
 TEST(MetricUnits, EveryMetricTheEngineAndTheAdaptersEmitIsInTheTable) {
-  // verity bench's metrics (cli/bench_command.cc) and the gbench/hyperfine adapters' "<name>_ns".
+  // verity bench's metrics (protocol/verity_bench.h) and the gbench/hyperfine adapters' "<name>_ns".
   for (const char* name : {"decode_tok_s", "prefill_tok_s", "prefill_gflops", "peak_rss_mb"})
     EXPECT_TRUE(MetricDirection(name).has_value()) << name;
   EXPECT_EQ(MetricDirection(measure::GbenchMetricName("BM_matmul/256/threads:2")), std::optional<bool>(false));
@@ -272,7 +272,7 @@ TEST(BoxDuringARun, ABoxThatChangesUnderARunFailsIt) {
   opt.read_box = [&] { return FakeBox(++reads > 6 ? "other cpu" : "first cpu"); };
   auto o = (*l)->Submit(Plus7Request(c, "box changes"), opt);
   ASSERT_TRUE(o.ok()) << o.status().message();
-  EXPECT_EQ(o->verdict, "failed") << o->note;
+  EXPECT_EQ(o->verdict, ledger::Verdict::kFailed) << o->note;
   EXPECT_NE(o->note.find(FakeBox("first cpu").fingerprint), std::string::npos) << o->note;
   EXPECT_NE(o->note.find(FakeBox("other cpu").fingerprint), std::string::npos) << o->note;
   EXPECT_GT(reads, 6) << "the box was read only " << reads << " times";
@@ -287,7 +287,7 @@ TEST(BoxDuringARun, TheLockAMeasurementHeldIsRecordedWithItsHolder) {
   opt.read_box = [] { return FakeBox("steady cpu"); };
   auto o = (*l)->Submit(Plus7Request(c, "lock recorded"), opt);
   ASSERT_TRUE(o.ok()) << o.status().message();
-  EXPECT_EQ(o->verdict, "accepted") << o->note;
+  EXPECT_EQ(o->verdict, ledger::Verdict::kAccepted) << o->note;
   auto rows = (*l)->db().Query("SELECT path, holder_pid, holder_host FROM run_box_locks WHERE run_id = ?", {o->run});
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   ASSERT_EQ(rows->size(), 1u);

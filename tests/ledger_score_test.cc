@@ -6,6 +6,7 @@
 
 #include "ledger/evidence.h"
 #include "ledger/frontier.h"
+#include "ledger/ledger.h"
 #include "ledger/score.h"
 #include "tests/score_rounds.h"
 
@@ -22,6 +23,22 @@ ScoreInput Input(Kind kind, double ratio, std::optional<double> predict, int n =
   in.predict_frac = predict;
   in.plan = PlanFor(PolicyV2());
   return in;
+}
+
+// Every verdict has one spelling: stored (VerdictName), read back
+// (VerdictFromName) and in JSON (the Outcome a submit prints).
+TEST(Score, EveryVerdictIsSpelledOneWayEverywhere) {
+  int n = 0;
+  for (int i = 0; i <= static_cast<int>(Verdict::kFailed); i++) {
+    const Verdict v = static_cast<Verdict>(i);
+    EXPECT_EQ(nlohmann::json(v), nlohmann::json(VerdictName(v)));
+    EXPECT_EQ(VerdictFromName(VerdictName(v)), v);
+    Outcome o;
+    o.verdict = v;
+    EXPECT_EQ(o.ToJson()["verdict"], VerdictName(v));
+    n++;
+  }
+  EXPECT_EQ(n, 9);
 }
 
 TEST(Score, VerdictTable) {

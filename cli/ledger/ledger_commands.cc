@@ -52,7 +52,7 @@ int Report(const char* cmd, const Outcome& o, bool json) {
     std::printf("%s\n", JsonLine(o.ToJson()).c_str());
   } else {
     std::printf("%s: change=%lld run=%lld verdict=%s tier=%s gain=%s ci=[%s, %s] gate=%s frontier=%s->%s rounds=%d\n",
-                cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), o.verdict.c_str(),
+                cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), ledger::VerdictName(o.verdict),
                 o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(),
                 Num(o.gate).c_str(), Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
     if (!o.note.empty()) std::printf("  note: %s\n", terminal::Visible(o.note).c_str());
@@ -66,15 +66,18 @@ int Report(const char* cmd, const Outcome& o, bool json) {
 // changes, so `refused` here means no new frontier step (its base already
 // carries a counted gain): parked (3), rebasing decides it.
 int VerdictExitCode(const Outcome& o) {
-  const auto v = ledger::VerdictFromName(o.verdict);
-  if (!v || *v == ledger::Verdict::kFailed) return 1;
-  switch (*v) {
+  switch (o.verdict) {
     case ledger::Verdict::kAccepted: return 0;
     case ledger::Verdict::kNone:
     case ledger::Verdict::kHeldSurprise:
     case ledger::Verdict::kRefused: return 3;
-    default: return 4;  // rejected-parity, -implausible, -regression; unverified (correctness not shown)
+    case ledger::Verdict::kRejectedParity:
+    case ledger::Verdict::kRejectedImplausible:
+    case ledger::Verdict::kRejectedRegression:
+    case ledger::Verdict::kUnverified: return 4;  // correctness not shown, or a regression
+    case ledger::Verdict::kFailed: return 1;
   }
+  return 1;
 }
 
 // Writes the change's pull-request comment (render/pr_comment.h) to `path`.
