@@ -1,17 +1,12 @@
-// The typed read model: bulk loaders, and the JSON and text printers of
-// `show`, `frontier` and `history` over it. Ledger::Show, Frontier and
-// History are these printers; no printer runs SQL.
+// The typed read model's loaders: every view `show`, `frontier`, `history`,
+// the changelog and the dashboard print, read from the store in one snapshot
+// and one query per table (the printers: read_model_print.cc).
 #include "ledger/read_model.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <tuple>
 
-#include "base/terminal.h"
-#include "ledger/format.h"
 #include "ledger/ledger.h"
 #include "measure/measure.h"
 
@@ -193,164 +188,226 @@ void FillEvidence(ParityView* p, int exit_code, const Value& raw) {
 
 // Loads every change (only == nullopt) or one, with runs, artifacts, parity,
 // sample counts, scores (with statistics and guards), failures and retractions:
-// one query per table, whatever the number of rows.
-Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) {
-  VERITY_ASSIGN_OR_RETURN(const bool v3, HasV3Tables(d));
-  std::vector<Value> args;
-  if (only) args.push_back(*only);
-  // Restricts a table with a run_id column (alias x) to the runs of `only`.
-  const std::string by_run = only ? " JOIN runs r ON r.id = x.run_id WHERE r.change_id = ?" : "";
-
-  std::vector<ChangeView> out;
-  std::map<int64_t, size_t> change_at;
-  VERITY_ASSIGN_OR_RETURN(auto cs, d.Query(std::string("SELECT ") + kChangeCols + " FROM changes c" +
-                                               (only ? " WHERE c.id = ?" : "") + " ORDER BY c.id",
-                                           args));
-  for (const auto& r : cs) {
-    ChangeView v;
-    VERITY_ASSIGN_OR_RETURN(v.change, ParseChange(d, r));
-    change_at[v.change.id] = out.size();
-    out.push_back(std::move(v));
+// one query per table, whatever the number of rows. Each step reads one table
+// into the views the earlier steps made.
+class ChangesLoader {
+ public:
+  ChangesLoader(Db& d, std::optional<int64_t> only)
+      : d_(d), only_(only), by_run_(only ? " JOIN runs r ON r.id = x.run_id WHERE r.change_id = ?" : "") {
+    if (only) args_.push_back(*only);
   }
-  if (out.empty()) return out;
 
-  // Related: the changes that target each one.
-  if (only) {
-    VERITY_ASSIGN_OR_RETURN(auto rel, d.Query("SELECT id, kind, title, reason FROM changes WHERE target_change = ? ORDER BY id", args));
+  Result<std::vector<ChangeView>> Load() {
+    VERITY_ASSIGN_OR_RETURN(v3_, HasV3Tables(d_));
+    VERITY_RETURN_IF_ERROR(Changes());
+    if (out_.empty()) return std::move(out_);
+    VERITY_RETURN_IF_ERROR(Related());
+    VERITY_RETURN_IF_ERROR(AcceptedRegressions());
+    VERITY_RETURN_IF_ERROR(Runs());
+    VERITY_RETURN_IF_ERROR(WorkloadsAndNoise());
+    VERITY_RETURN_IF_ERROR(Artifacts());
+    VERITY_RETURN_IF_ERROR(Parity());
+    VERITY_RETURN_IF_ERROR(SampleCounts());
+    VERITY_RETURN_IF_ERROR(Scores());
+    VERITY_RETURN_IF_ERROR(Guards());
+    VERITY_RETURN_IF_ERROR(FailuresAndRetractions());
+    for (auto& c : out_)
+      for (auto& run : c.runs)
+        run.status = !run.scores.empty() ? RunStatus::kComplete : run.failure ? RunStatus::kFailed : RunStatus::kIncomplete;
+    return std::move(out_);
+  }
+
+ private:
+  Status Changes() {
+    VERITY_ASSIGN_OR_RETURN(auto cs, d_.Query(std::string("SELECT ") + kChangeCols + " FROM changes c" +
+                                                  (only_ ? " WHERE c.id = ?" : "") + " ORDER BY c.id",
+                                              args_));
+    for (const auto& r : cs) {
+      ChangeView v;
+      VERITY_ASSIGN_OR_RETURN(v.change, ParseChange(d_, r));
+      change_at_[v.change.id] = out_.size();
+      out_.push_back(std::move(v));
+    }
+    return OkStatus();
+  }
+
+  // The changes that target each one (reverts, reapplies).
+  Status Related() {
+    if (!only_) {
+      for (const auto& c : out_) {
+        if (!c.change.target_change) continue;
+        auto it = change_at_.find(*c.change.target_change);
+        if (it != change_at_.end())
+          out_[it->second].related.push_back(RelatedChange{c.change.id, c.change.kind, c.change.title, c.change.reason});
+      }
+      return OkStatus();
+    }
+    VERITY_ASSIGN_OR_RETURN(
+        auto rel, d_.Query("SELECT id, kind, title, reason FROM changes WHERE target_change = ? ORDER BY id", args_));
     for (const auto& r : rel) {
       RelatedChange x;
       x.id = AsInt(r[0]);
-      VERITY_ASSIGN_OR_RETURN(x.kind, Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(x.id) + " kind", r[1]));
+      VERITY_ASSIGN_OR_RETURN(x.kind,
+                              Named(KindFromName(AsText(r[1])), d_, "change " + std::to_string(x.id) + " kind", r[1]));
       x.title = AsText(r[2]);
       x.reason = OptS(r[3]);
-      out[0].related.push_back(x);
+      out_[0].related.push_back(x);
     }
-  } else {
-    for (const auto& c : out) {
-      if (!c.change.target_change) continue;
-      auto it = change_at.find(*c.change.target_change);
-      if (it != change_at.end())
-        out[it->second].related.push_back(RelatedChange{c.change.id, c.change.kind, c.change.title, c.change.reason});
-    }
+    return OkStatus();
   }
 
-  if (v3) {
-    VERITY_ASSIGN_OR_RETURN(auto ar, d.Query(std::string("SELECT change_id, metric FROM accepted_regressions") +
-                                                 (only ? " WHERE change_id = ?" : "") + " ORDER BY id",
-                                             args));
+  Status AcceptedRegressions() {
+    if (!v3_) return OkStatus();
+    VERITY_ASSIGN_OR_RETURN(auto ar, d_.Query(std::string("SELECT change_id, metric FROM accepted_regressions") +
+                                                  (only_ ? " WHERE change_id = ?" : "") + " ORDER BY id",
+                                              args_));
     for (const auto& r : ar)
-      if (auto it = change_at.find(AsInt(r[0])); it != change_at.end()) out[it->second].accept_regressions.push_back(AsText(r[1]));
+      if (auto it = change_at_.find(AsInt(r[0])); it != change_at_.end())
+        out_[it->second].accept_regressions.push_back(AsText(r[1]));
+    return OkStatus();
   }
 
   // Runs, and where each one lives.
-  std::map<int64_t, std::pair<size_t, size_t>> run_at;
-  VERITY_ASSIGN_OR_RETURN(auto rs, d.Query(std::string("SELECT r.id, r.change_id, r.purpose, r.box_id, b.fingerprint, "
-                                                       "r.started_at, r.policy_version, r.min_rounds, r.max_rounds, "
-                                                       "r.queue_id FROM runs r JOIN boxes b ON b.id = r.box_id") +
-                                               (only ? " WHERE r.change_id = ?" : "") + " ORDER BY r.id",
-                                           args));
-  for (const auto& r : rs) {
-    auto it = change_at.find(AsInt(r[1]));
-    if (it == change_at.end()) continue;
-    RunView v;
-    v.id = AsInt(r[0]);
-    v.change_id = AsInt(r[1]);
-    VERITY_ASSIGN_OR_RETURN(v.purpose, Named(PurposeFromName(AsText(r[2])), d, "run " + std::to_string(v.id) + " purpose", r[2]));
-    v.box_id = AsInt(r[3]);
-    v.box = AsText(r[4]);
-    v.started_at = AsText(r[5]);
-    v.policy_version = static_cast<int>(AsInt(r[6]));
-    v.min_rounds = static_cast<int>(AsInt(r[7]));
-    v.max_rounds = static_cast<int>(AsInt(r[8]));
-    v.queue_id = OptI(r[9]);
-    auto& runs = out[it->second].runs;
-    run_at[v.id] = {it->second, runs.size()};
-    runs.push_back(std::move(v));
+  Status Runs() {
+    VERITY_ASSIGN_OR_RETURN(auto rs, d_.Query(std::string("SELECT r.id, r.change_id, r.purpose, r.box_id, b.fingerprint, "
+                                                          "r.started_at, r.policy_version, r.min_rounds, r.max_rounds, "
+                                                          "r.queue_id FROM runs r JOIN boxes b ON b.id = r.box_id") +
+                                                  (only_ ? " WHERE r.change_id = ?" : "") + " ORDER BY r.id",
+                                              args_));
+    for (const auto& r : rs) {
+      auto it = change_at_.find(AsInt(r[1]));
+      if (it == change_at_.end()) continue;
+      RunView v;
+      v.id = AsInt(r[0]);
+      v.change_id = AsInt(r[1]);
+      VERITY_ASSIGN_OR_RETURN(
+          v.purpose, Named(PurposeFromName(AsText(r[2])), d_, "run " + std::to_string(v.id) + " purpose", r[2]));
+      v.box_id = AsInt(r[3]);
+      v.box = AsText(r[4]);
+      v.started_at = AsText(r[5]);
+      v.policy_version = static_cast<int>(AsInt(r[6]));
+      v.min_rounds = static_cast<int>(AsInt(r[7]));
+      v.max_rounds = static_cast<int>(AsInt(r[8]));
+      v.queue_id = OptI(r[9]);
+      auto& runs = out_[it->second].runs;
+      run_at_[v.id] = {it->second, runs.size()};
+      runs.push_back(std::move(v));
+    }
+    return OkStatus();
   }
-  auto run_of = [&](const Value& id) -> RunView* {
-    auto it = run_at.find(AsInt(id));
-    return it == run_at.end() ? nullptr : &out[it->second.first].runs[it->second.second];
-  };
+
+  RunView* RunOf(const Value& id) {
+    auto it = run_at_.find(AsInt(id));
+    return it == run_at_.end() ? nullptr : &out_[it->second.first].runs[it->second.second];
+  }
+
   // Workloads and noise profiles in two reads, not two per run (on a
   // PostgreSQL ledger of 10k runs those were 20k round trips).
-  VERITY_ASSIGN_OR_RETURN(auto wl, d.Query("SELECT x.run_id, x.workload FROM run_workloads x" + by_run, args));
-  for (const auto& r : wl)
-    if (RunView* run = run_of(r[0])) run->workload = AsText(r[1]);
-  VERITY_ASSIGN_OR_RETURN(const auto profiles, LoadNoiseProfiles(d));
-  std::map<std::tuple<std::string, std::string, std::string>, const NoiseProfile*> latest_noise;  // box, metric, workload
-  for (const auto& n : profiles) latest_noise[{n.box, n.metric, n.workload}] = &n;  // ascending ids: the last is latest
-  for (auto& cv : out)
-    for (auto& r : cv.runs) {
-      auto it = latest_noise.find({r.box, cv.change.metric, r.workload});
-      if (it != latest_noise.end() && it->second->recorded_at <= r.started_at) r.noise = *it->second;
-    }
-
-  VERITY_ASSIGN_OR_RETURN(auto arts, d.Query("SELECT x.run_id, x.side, x.build_id, x.artifact_sha256 FROM artifacts x" +
-                                                 by_run + " ORDER BY x.id",
-                                             args));
-  for (const auto& r : arts) {
-    RunView* run = run_of(r[0]);
-    if (!run) continue;
-    ArtifactView a;
-    VERITY_ASSIGN_OR_RETURN(a.side, Named(SideFromName(AsText(r[1])), d, "artifact side of run " + std::to_string(run->id), r[1]));
-    a.build_id = AsText(r[2]);
-    a.artifact_sha256 = AsText(r[3]);
-    run->artifacts.push_back(a);
+  Status WorkloadsAndNoise() {
+    VERITY_ASSIGN_OR_RETURN(auto wl, d_.Query("SELECT x.run_id, x.workload FROM run_workloads x" + by_run_, args_));
+    for (const auto& r : wl)
+      if (RunView* run = RunOf(r[0])) run->workload = AsText(r[1]);
+    VERITY_ASSIGN_OR_RETURN(const auto profiles, LoadNoiseProfiles(d_));
+    std::map<std::tuple<std::string, std::string, std::string>, const NoiseProfile*> latest;  // box, metric, workload
+    for (const auto& n : profiles) latest[{n.box, n.metric, n.workload}] = &n;  // ascending ids: the last is latest
+    for (auto& cv : out_)
+      for (auto& r : cv.runs) {
+        auto it = latest.find({r.box, cv.change.metric, r.workload});
+        if (it != latest.end() && it->second->recorded_at <= r.started_at) r.noise = *it->second;
+      }
+    return OkStatus();
   }
 
-  VERITY_ASSIGN_OR_RETURN(auto par, d.Query("SELECT x.run_id, x.id, x.side, x.mode, x.exit_code, x.passed, x.worst_top1, "
-                                            "x.worst_mean_kl, x.logits_sha256, x.message, x.seconds, x.raw_json "
-                                            "FROM parity_results x" + by_run + " ORDER BY x.id",
-                                            args));
-  for (const auto& r : par) {
-    RunView* run = run_of(r[0]);
-    if (!run) continue;
-    ParityView p;
-    p.id = AsInt(r[1]);
-    const std::string what = "parity result " + std::to_string(p.id);
-    VERITY_ASSIGN_OR_RETURN(p.side, Named(SideFromName(AsText(r[2])), d, what + " side", r[2]));
-    VERITY_ASSIGN_OR_RETURN(p.mode, Named(ParityModeFromName(AsText(r[3])), d, what + " mode", r[3]));
-    p.exit_code = static_cast<int>(AsInt(r[4]));
-    p.passed = AsInt(r[5]) != 0;
-    p.worst_top1 = OptD(r[6]);
-    p.worst_mean_kl = OptD(r[7]);
-    p.logits_sha256 = OptS(r[8]);
-    p.message = AsText(r[9]);
-    p.seconds = AsDouble(r[10]);
-    FillEvidence(&p, p.exit_code, r[11]);
-    run->parity.push_back(std::move(p));
+  Status Artifacts() {
+    VERITY_ASSIGN_OR_RETURN(auto arts, d_.Query("SELECT x.run_id, x.side, x.build_id, x.artifact_sha256 FROM artifacts x" +
+                                                    by_run_ + " ORDER BY x.id",
+                                                args_));
+    for (const auto& r : arts) {
+      RunView* run = RunOf(r[0]);
+      if (!run) continue;
+      ArtifactView a;
+      VERITY_ASSIGN_OR_RETURN(
+          a.side, Named(SideFromName(AsText(r[1])), d_, "artifact side of run " + std::to_string(run->id), r[1]));
+      a.build_id = AsText(r[2]);
+      a.artifact_sha256 = AsText(r[3]);
+      run->artifacts.push_back(a);
+    }
+    return OkStatus();
   }
 
-  VERITY_ASSIGN_OR_RETURN(auto cnt, d.Query(only ? "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM samples x JOIN runs r "
-                                                   "ON r.id = x.run_id WHERE r.change_id = ? GROUP BY x.run_id"
-                                                 : "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM samples x GROUP BY x.run_id",
-                                            args));
-  for (const auto& r : cnt)
-    if (RunView* run = run_of(r[0])) {
-      run->samples = AsInt(r[1]);
-      run->warmup_samples = AsInt(r[2]);
+  Status Parity() {
+    VERITY_ASSIGN_OR_RETURN(auto par,
+                            d_.Query("SELECT x.run_id, x.id, x.side, x.mode, x.exit_code, x.passed, x.worst_top1, "
+                                     "x.worst_mean_kl, x.logits_sha256, x.message, x.seconds, x.raw_json "
+                                     "FROM parity_results x" + by_run_ + " ORDER BY x.id",
+                                     args_));
+    for (const auto& r : par) {
+      RunView* run = RunOf(r[0]);
+      if (!run) continue;
+      ParityView p;
+      p.id = AsInt(r[1]);
+      const std::string what = "parity result " + std::to_string(p.id);
+      VERITY_ASSIGN_OR_RETURN(p.side, Named(SideFromName(AsText(r[2])), d_, what + " side", r[2]));
+      VERITY_ASSIGN_OR_RETURN(p.mode, Named(ParityModeFromName(AsText(r[3])), d_, what + " mode", r[3]));
+      p.exit_code = static_cast<int>(AsInt(r[4]));
+      p.passed = AsInt(r[5]) != 0;
+      p.worst_top1 = OptD(r[6]);
+      p.worst_mean_kl = OptD(r[7]);
+      p.logits_sha256 = OptS(r[8]);
+      p.message = AsText(r[9]);
+      p.seconds = AsDouble(r[10]);
+      FillEvidence(&p, p.exit_code, r[11]);
+      run->parity.push_back(std::move(p));
     }
+    return OkStatus();
+  }
 
-  std::map<int64_t, ScoreView*> score_at;  // filled after every score is in place
-  VERITY_ASSIGN_OR_RETURN(
-      auto sc, d.Query(std::string("SELECT x.id, x.run_id, x.policy_version, x.verdict, x.tier, x.gain, x.ci_low, x.ci_high, "
-                                   "x.gate, x.frontier_before, x.frontier_after, x.base_median, x.head_median, x.rounds, "
-                                   "x.surprise, x.note, x.scored_at, ") +
-                           (v3 ? "st.score_id, st.metric, st.attempt, st.alpha, st.ratio, st.ratio_low, st.ratio_high, "
-                                 "st.decision FROM scores x LEFT JOIN score_stats st ON st.score_id = x.id"
-                               : "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM scores x") +
-                           by_run + " ORDER BY x.id",
-                       args));
-  for (const auto& r : sc) {
-    RunView* run = run_of(r[1]);
-    if (!run) continue;
+  Status SampleCounts() {
+    VERITY_ASSIGN_OR_RETURN(
+        auto cnt, d_.Query(only_ ? "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM "
+                                   "samples x JOIN runs r ON r.id = x.run_id WHERE r.change_id = ? GROUP BY x.run_id"
+                                 : "SELECT x.run_id, count(*), sum(CASE WHEN x.round = 0 THEN 1 ELSE 0 END) FROM "
+                                   "samples x GROUP BY x.run_id",
+                           args_));
+    for (const auto& r : cnt)
+      if (RunView* run = RunOf(r[0])) {
+        run->samples = AsInt(r[1]);
+        run->warmup_samples = AsInt(r[2]);
+      }
+    return OkStatus();
+  }
+
+  Status Scores() {
+    VERITY_ASSIGN_OR_RETURN(
+        auto sc,
+        d_.Query(std::string("SELECT x.id, x.run_id, x.policy_version, x.verdict, x.tier, x.gain, x.ci_low, x.ci_high, "
+                             "x.gate, x.frontier_before, x.frontier_after, x.base_median, x.head_median, x.rounds, "
+                             "x.surprise, x.note, x.scored_at, ") +
+                     (v3_ ? "st.score_id, st.metric, st.attempt, st.alpha, st.ratio, st.ratio_low, st.ratio_high, "
+                            "st.decision FROM scores x LEFT JOIN score_stats st ON st.score_id = x.id"
+                          : "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM scores x") +
+                     by_run_ + " ORDER BY x.id",
+                 args_));
+    for (const auto& r : sc) {
+      RunView* run = RunOf(r[1]);
+      if (!run) continue;
+      VERITY_ASSIGN_OR_RETURN(ScoreView s, ParseScore(r, run->id));
+      run->scores.push_back(std::move(s));
+    }
+    for (auto& c : out_)  // every score is in place: the addresses hold
+      for (auto& run : c.runs)
+        for (auto& s : run.scores) score_at_[s.id] = &s;
+    return OkStatus();
+  }
+
+  Result<ScoreView> ParseScore(const Row& r, int64_t run_id) {
     ScoreView s;
     s.id = AsInt(r[0]);
-    s.run_id = run->id;
+    s.run_id = run_id;
     const std::string what = "score " + std::to_string(s.id);
     s.policy_version = static_cast<int>(AsInt(r[2]));
-    VERITY_ASSIGN_OR_RETURN(s.verdict, Named(VerdictFromName(AsText(r[3])), d, what + " verdict", r[3]));
-    VERITY_ASSIGN_OR_RETURN(s.tier, Named(TierFromName(AsText(r[4])), d, what + " tier", r[4]));
+    VERITY_ASSIGN_OR_RETURN(s.verdict, Named(VerdictFromName(AsText(r[3])), d_, what + " verdict", r[3]));
+    VERITY_ASSIGN_OR_RETURN(s.tier, Named(TierFromName(AsText(r[4])), d_, what + " tier", r[4]));
     s.gain = OptD(r[5]);
     s.ci_low = OptD(r[6]);
     s.ci_high = OptD(r[7]);
@@ -363,43 +420,40 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
     s.surprise = AsInt(r[14]) != 0;
     s.note = AsText(r[15]);
     s.scored_at = AsText(r[16]);
-    if (!IsNull(r[17])) {
-      ScoreStatsView st;
-      st.metric = AsText(r[18]);
-      st.attempt = static_cast<int>(AsInt(r[19]));
-      st.alpha = OptD(r[20]);
-      st.ratio = OptD(r[21]);
-      st.ratio_low = OptD(r[22]);
-      st.ratio_high = OptD(r[23]);
-      const std::string dec = AsText(r[24]);
-      if (dec != "none") {
-        std::optional<Decision> found;
-        for (Decision x : {Decision::kAbove, Decision::kBelow, Decision::kUnresolved, Decision::kContinue})
-          if (dec == DecisionName(x)) found = x;
-        VERITY_ASSIGN_OR_RETURN(st.decision, Named(found, d, what + " decision", r[24]));
-      }
-      s.stats = st;
+    if (IsNull(r[17])) return s;
+    ScoreStatsView st;
+    st.metric = AsText(r[18]);
+    st.attempt = static_cast<int>(AsInt(r[19]));
+    st.alpha = OptD(r[20]);
+    st.ratio = OptD(r[21]);
+    st.ratio_low = OptD(r[22]);
+    st.ratio_high = OptD(r[23]);
+    const std::string dec = AsText(r[24]);
+    if (dec != "none") {
+      std::optional<Decision> found;
+      for (Decision x : {Decision::kAbove, Decision::kBelow, Decision::kUnresolved, Decision::kContinue})
+        if (dec == DecisionName(x)) found = x;
+      VERITY_ASSIGN_OR_RETURN(st.decision, Named(found, d_, what + " decision", r[24]));
     }
-    run->scores.push_back(std::move(s));
+    s.stats = st;
+    return s;
   }
-  for (auto& c : out)
-    for (auto& run : c.runs)
-      for (auto& s : run.scores) score_at[s.id] = &s;
 
-  if (v3) {
-    VERITY_ASSIGN_OR_RETURN(const bool floors, HasTable(d, "score_guard_floors"));
-    VERITY_ASSIGN_OR_RETURN(auto gs, d.Query(std::string("SELECT g.score_id, g.metric, g.higher_is_better, g.ratio, "
-                                                         "g.ratio_low, g.ratio_high, g.regressed, g.declared, ") +
-                                                 (floors ? "f.base_median, f.head_median, f.amount, f.unit, f.beyond_gate "
-                                                           "FROM score_guards g LEFT JOIN score_guard_floors f ON "
-                                                           "f.guard_id = g.id"
-                                                         : "NULL, NULL, NULL, NULL, NULL FROM score_guards g") +
-                                                 (only ? " JOIN scores x ON x.id = g.score_id" + by_run : "") +
-                                                 " ORDER BY g.id",
-                                             args));
+  Status Guards() {
+    if (!v3_) return OkStatus();
+    VERITY_ASSIGN_OR_RETURN(const bool floors, HasTable(d_, "score_guard_floors"));
+    VERITY_ASSIGN_OR_RETURN(auto gs, d_.Query(std::string("SELECT g.score_id, g.metric, g.higher_is_better, g.ratio, "
+                                                          "g.ratio_low, g.ratio_high, g.regressed, g.declared, ") +
+                                                  (floors ? "f.base_median, f.head_median, f.amount, f.unit, "
+                                                            "f.beyond_gate FROM score_guards g LEFT JOIN "
+                                                            "score_guard_floors f ON f.guard_id = g.id"
+                                                          : "NULL, NULL, NULL, NULL, NULL FROM score_guards g") +
+                                                  (only_ ? " JOIN scores x ON x.id = g.score_id" + by_run_ : "") +
+                                                  " ORDER BY g.id",
+                                              args_));
     for (const auto& r : gs) {
-      auto it = score_at.find(AsInt(r[0]));
-      if (it == score_at.end()) continue;
+      auto it = score_at_.find(AsInt(r[0]));
+      if (it == score_at_.end()) continue;
       GuardView g;
       g.metric = AsText(r[1]);
       g.higher_is_better = AsInt(r[2]) != 0;
@@ -412,223 +466,38 @@ Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) 
         g.floor = GuardFloorView{AsDouble(r[8]), AsDouble(r[9]), AsDouble(r[10]), AsText(r[11]), AsInt(r[12]) != 0};
       it->second->guards.push_back(g);
     }
+    return OkStatus();
   }
 
-  VERITY_ASSIGN_OR_RETURN(auto fl, d.Query("SELECT x.run_id, x.message FROM run_failures x" + by_run + " ORDER BY x.id", args));
-  for (const auto& r : fl)
-    if (RunView* run = run_of(r[0]); run && !run->failure) run->failure = AsText(r[1]);
+  Status FailuresAndRetractions() {
+    VERITY_ASSIGN_OR_RETURN(auto fl,
+                            d_.Query("SELECT x.run_id, x.message FROM run_failures x" + by_run_ + " ORDER BY x.id", args_));
+    for (const auto& r : fl)
+      if (RunView* run = RunOf(r[0]); run && !run->failure) run->failure = AsText(r[1]);
+    VERITY_ASSIGN_OR_RETURN(auto rt,
+                            d_.Query("SELECT x.id, x.run_id, x.reason, x.replaced_by_run, x.by_change, x.retracted_at "
+                                     "FROM retractions x" + by_run_ + " ORDER BY x.id",
+                                     args_));
+    for (const auto& r : rt)
+      if (RunView* run = RunOf(r[1]); run && !run->retraction)
+        run->retraction = RetractionView{AsInt(r[0]), AsInt(r[1]), AsText(r[2]), AsText(r[5]), OptI(r[3]), OptI(r[4])};
+    return OkStatus();
+  }
 
-  VERITY_ASSIGN_OR_RETURN(auto rt, d.Query("SELECT x.id, x.run_id, x.reason, x.replaced_by_run, x.by_change, x.retracted_at "
-                                           "FROM retractions x" + by_run + " ORDER BY x.id",
-                                           args));
-  for (const auto& r : rt)
-    if (RunView* run = run_of(r[1]); run && !run->retraction)
-      run->retraction = RetractionView{AsInt(r[0]), AsInt(r[1]), AsText(r[2]), AsText(r[5]), OptI(r[3]), OptI(r[4])};
+  Db& d_;
+  const std::optional<int64_t> only_;
+  std::vector<Value> args_;
+  const std::string by_run_;  // restricts a table with a run_id column (alias x) to the runs of `only`
+  bool v3_ = false;
+  std::vector<ChangeView> out_;
+  std::map<int64_t, size_t> change_at_;
+  std::map<int64_t, std::pair<size_t, size_t>> run_at_;  // run id: change index, run index
+  std::map<int64_t, ScoreView*> score_at_;               // filled once every score is in place
+};
 
-  for (auto& c : out)
-    for (auto& run : c.runs)
-      run.status = !run.scores.empty() ? RunStatus::kComplete : run.failure ? RunStatus::kFailed : RunStatus::kIncomplete;
-  return out;
-}
-
-// ---- JSON ----
-
-template <class T>
-nlohmann::json J(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-nlohmann::json Nonempty(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
-nlohmann::json OptVerdict(const std::optional<Verdict>& v) { return v ? nlohmann::json(VerdictName(*v)) : nlohmann::json(nullptr); }
-std::optional<double> Minus1(const std::optional<double>& r) {
-  return r ? std::optional<double>(*r - 1.0) : std::nullopt;
-}
-
-nlohmann::json ToJson(const ChangeRow& c, const std::vector<std::string>& accept_regressions) {
-  return {{"id", c.id},
-          {"kind", KindName(c.kind)},
-          {"title", c.title},
-          {"author", c.author},
-          {"claim_pct", J(c.claim_pct)},
-          {"predict_pct", J(c.predict_pct)},
-          {"claim_bit_identical", int64_t{c.claim_bit_identical}},
-          {"metric", c.metric},
-          {"base_cmd", c.base_cmd},
-          {"head_cmd", c.head_cmd},
-          {"parity_cmd", J(c.parity_cmd)},
-          {"base_parity_cmd", J(c.base_parity_cmd)},
-          {"base_ref", J(c.base_ref)},
-          {"head_ref", J(c.head_ref)},
-          {"base_sha", J(c.base_sha)},
-          {"head_sha", J(c.head_sha)},
-          {"target_change", J(c.target_change)},
-          {"reason", J(c.reason)},
-          {"created_at", c.created_at},
-          {"accept_regressions", accept_regressions}};
-}
-
-nlohmann::json ToJson(const GuardView& g) {
-  nlohmann::json j = {{"metric", g.metric},
-                      {"higher_is_better", g.higher_is_better},
-                      {"gain", g.gain()},
-                      {"low", J(Minus1(g.ratio_low))},
-                      {"high", J(Minus1(g.ratio_high))},
-                      {"regressed", g.regressed},
-                      {"declared", g.declared}};
-  if (g.floor)
-    j.update({{"base_median", g.floor->base_median},
-              {"head_median", g.floor->head_median},
-              {"floor", g.floor->amount},
-              {"unit", g.floor->unit},
-              {"beyond_gate", g.floor->beyond_gate},
-              {"within_floor", g.within_floor()}});
-  return j;
-}
-
-nlohmann::json ToJson(const ScoreView& s) {
-  nlohmann::json guards = nlohmann::json::array();
-  for (const auto& g : s.guards) guards.push_back(ToJson(g));
-  const ScoreStatsView* st = s.stats ? &*s.stats : nullptr;
-  return {{"id", s.id},
-          {"verdict", VerdictName(s.verdict)},
-          {"tier", TierName(s.tier)},
-          {"gain", J(s.gain)},
-          {"ci_low", J(s.ci_low)},
-          {"ci_high", J(s.ci_high)},
-          {"gate", J(s.gate)},
-          {"frontier_before", J(s.frontier_before)},
-          {"frontier_after", J(s.frontier_after)},
-          {"base_median", J(s.base_median)},
-          {"head_median", J(s.head_median)},
-          {"rounds", s.rounds},
-          {"surprise", int64_t{s.surprise}},
-          {"policy_version", s.policy_version},
-          {"note", s.note},
-          {"scored_at", s.scored_at},
-          {"attempt", st ? nlohmann::json(st->attempt) : nlohmann::json(nullptr)},
-          {"alpha", st ? J(st->alpha) : nlohmann::json(nullptr)},
-          {"ratio", st ? J(st->ratio) : nlohmann::json(nullptr)},
-          {"ratio_low", st ? J(st->ratio_low) : nlohmann::json(nullptr)},
-          {"ratio_high", st ? J(st->ratio_high) : nlohmann::json(nullptr)},
-          {"decision", st ? nlohmann::json(ScoreDecisionName(st->decision)) : nlohmann::json(nullptr)},
-          {"guards", guards}};
-}
-
-nlohmann::json ToJson(const ParityView& p) {
-  return {{"side", SideName(p.side)},
-          {"mode", ParityModeName(p.mode)},
-          {"exit_code", p.exit_code},
-          {"passed", int64_t{p.passed}},
-          {"worst_top1", J(p.worst_top1)},
-          {"worst_mean_kl", J(p.worst_mean_kl)},
-          {"logits_sha256", J(p.logits_sha256)},
-          {"all_rows_sha256", p.has_evidence ? Nonempty(p.all_rows_sha256) : nlohmann::json(nullptr)},
-          {"message", p.message},
-          {"evidence", p.has_evidence},
-          {"build_id", p.has_evidence ? Nonempty(p.build_id) : nlohmann::json(nullptr)},
-          {"artifact_sha256", p.has_evidence ? Nonempty(p.artifact_sha256) : nlohmann::json(nullptr)},
-          {"stated_mode", p.has_evidence ? Nonempty(p.stated_mode) : nlohmann::json(nullptr)},
-          {"depths", p.has_evidence ? nlohmann::json(p.depths) : nlohmann::json(nullptr)},
-          {"window", p.has_evidence ? nlohmann::json(p.window) : nlohmann::json(nullptr)},
-          {"tokens", p.has_evidence ? nlohmann::json(p.tokens) : nlohmann::json(nullptr)}};
-}
-
-nlohmann::json ToJson(const RetractionView& t) {
-  return {{"reason", t.reason}, {"replaced_by_run", J(t.replaced_by_run)}, {"by_change", J(t.by_change)},
-          {"retracted_at", t.retracted_at}};
-}
-
-nlohmann::json ToJson(const RunView& r) {
-  nlohmann::json j = {{"run", r.id},
-                      {"purpose", PurposeName(r.purpose)},
-                      {"started_at", r.started_at},
-                      {"box", r.box},
-                      {"queue_id", J(r.queue_id)},
-                      {"min_rounds", r.min_rounds},
-                      {"max_rounds", r.max_rounds},
-                      {"policy_version", r.policy_version},
-                      {"samples", r.samples},
-                      {"warmup_samples", r.warmup_samples},
-                      {"status", RunStatusName(r.status)},
-                      {"workload", r.workload},
-                      {"noise", r.noise ? ToJson(*r.noise) : nlohmann::json(nullptr)},
-                      {"retraction", r.retraction ? ToJson(*r.retraction) : nlohmann::json(nullptr)}};
-  j["artifacts"] = nlohmann::json::array();
-  for (const auto& a : r.artifacts)
-    j["artifacts"].push_back({{"side", SideName(a.side)}, {"build_id", a.build_id}, {"artifact_sha256", a.artifact_sha256}});
-  j["parity"] = nlohmann::json::array();
-  for (const auto& p : r.parity) j["parity"].push_back(ToJson(p));
-  j["scores"] = nlohmann::json::array();
-  for (const auto& s : r.scores) j["scores"].push_back(ToJson(s));
-  if (r.status == RunStatus::kFailed) j["failure"] = r.failure.value_or("");
-  return j;
-}
-
-// ---- text ----
-
-std::string Pct(const std::optional<double>& f) { return f ? PctText(*f) : "n/a"; }
-std::string Num(const std::optional<double>& v) { return v ? NumText(*v, 6) : "n/a"; }
-std::string Ratio(const std::optional<double>& v) {
-  if (!v) return "none";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4f", *v);
-  return b;
-}
-std::string Or(const std::optional<std::string>& s, const char* dflt = "n/a") { return s ? *s : dflt; }
-std::string Id(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "n/a"; }
-// The shortest form that round-trips, as the JSON printer writes it (15.0, 3.5).
-std::string Plain(double v) { return nlohmann::json(v).dump(); }
-std::string V(const std::string& s) { return terminal::Visible(s); }
-std::string Prefix(const std::string& s, size_t n) { return s.empty() ? "(not stated)" : s.substr(0, n); }
-
-std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Line(const char* fmt, ...) {
-  char buf[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return std::string(buf) + "\n";
-}
-
-std::string GuardText(const GuardView& g) {
-  std::string s = g.metric + " " + Pct(g.gain()) + " [" + (g.ratio_low ? Pct(Minus1(g.ratio_low)) : "none") + ", " +
-                  (g.ratio_high ? Pct(Minus1(g.ratio_high)) : "none") + "]";
-  const std::string floor = FloorText(g);
-  if (g.within_floor()) return s + ": " + floor + (g.declared ? " (declared up front, not needed)" : "");
-  s += g.regressed ? ": regressed" : ": not regressed";
-  if (!floor.empty()) s += ", " + floor;
-  if (g.declared) s += g.regressed ? " (declared up front)" : " (declared up front, not needed)";
-  else if (g.regressed) s += " (undeclared)";
-  return s;
-}
+Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) { return ChangesLoader(d, only).Load(); }
 
 }  // namespace
-
-std::string BitIdentityText(const RunView& r) {
-  // The standard evidence of each side, as the gate judged it (a confirm's deep evidence is not the claim's).
-  const ParityView *head = nullptr, *base = nullptr;
-  for (const auto& p : r.parity)
-    if (p.mode == ParityMode::kStandard) (p.side == Side::kHead ? head : base) = &p;
-  const std::string h = head ? head->all_rows_sha256 : "", b = base ? base->all_rows_sha256 : "";
-  if (h.empty() || b.empty())
-    return std::string("bit identity claimed, not proved: no evidence hashing every logit row (all_rows_sha256) on the ") +
-           (h.empty() && b.empty() ? "head or base" : h.empty() ? "head" : "base") + " side";
-  if (h != b)
-    return "bit identity claimed, not proved: the logit rows differ (head " + h.substr(0, 16) + " vs base " + b.substr(0, 16) + ")";
-  return "bit identity proved: every logit row hashes to " + h.substr(0, 16) + " on both sides";
-}
-
-std::string FloorText(const GuardView& g) {
-  if (!g.floor) return "";
-  GuardResult r;
-  r.higher_is_better = g.higher_is_better;
-  r.base_median = g.floor->base_median;
-  r.head_median = g.floor->head_median;
-  r.floor = GuardFloor{"", g.floor->amount, g.floor->unit};
-  r.beyond_gate = g.floor->beyond_gate;
-  r.regressed = g.regressed;
-  return ledger::FloorText(r);
-}
 
 // ---- loaders ----
 
@@ -672,6 +541,144 @@ Result<FrontierView> LoadFrontierView(Ledger& l) {
   return f;
 }
 
+namespace {
+
+// Every revert and reapply with its runs and latest verdict; a revert is
+// reapplied only by a reapply that was accepted, not by any attempt.
+Result<std::vector<RevertEntry>> LoadReverts(Db& d) {
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.kind, c.title, c.target_change, c.reason, c.created_at "
+                                             "FROM changes c WHERE c.kind IN ('revert', 'reapply') ORDER BY c.id"));
+  VERITY_ASSIGN_OR_RETURN(auto runs, d.Query("SELECT r.change_id, r.id FROM runs r JOIN changes c ON c.id = r.change_id "
+                                             "WHERE c.kind IN ('revert', 'reapply') ORDER BY r.id"));
+  VERITY_ASSIGN_OR_RETURN(auto verdicts, d.Query("SELECT r.change_id, s.verdict, s.id FROM scores s JOIN runs r ON "
+                                                 "r.id = s.run_id JOIN changes c ON c.id = r.change_id WHERE c.kind "
+                                                 "IN ('revert', 'reapply') ORDER BY s.id"));
+  std::vector<RevertEntry> list;
+  std::map<int64_t, size_t> at;
+  for (const auto& r : rows) {
+    RevertEntry e;
+    e.id = AsInt(r[0]);
+    VERITY_ASSIGN_OR_RETURN(e.kind, Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(e.id) + " kind", r[1]));
+    e.title = AsText(r[2]);
+    e.target = OptI(r[3]);
+    e.reason = OptS(r[4]);
+    e.created_at = AsText(r[5]);
+    at[e.id] = list.size();
+    list.push_back(std::move(e));
+  }
+  for (const auto& r : runs)
+    if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].runs.push_back(AsInt(r[1]));
+  for (const auto& r : verdicts)
+    if (auto it = at.find(AsInt(r[0])); it != at.end()) {
+      VERITY_ASSIGN_OR_RETURN(Verdict v, Named(VerdictFromName(AsText(r[1])), d, "score " + std::to_string(AsInt(r[2])) + " verdict", r[1]));
+      list[it->second].verdict = v;
+    }
+  // A revert was found wrong only by a reapply that was accepted, not by any attempt.
+  for (const auto& e : list)
+    if (e.kind == Kind::kReapply && e.target && e.verdict == Verdict::kAccepted)
+      if (auto it = at.find(*e.target); it != at.end() && list[it->second].kind == Kind::kRevert &&
+                                        !list[it->second].reapplied_by)
+        list[it->second].reapplied_by = e.id;
+  return list;
+}
+
+// Every retracted run with the score it had.
+Result<std::vector<RetractionEntry>> LoadRetractions(Db& d) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows, d.Query("SELECT t.id, t.run_id, r.change_id, c.title, t.reason, t.replaced_by_run, t.by_change, "
+                         "t.retracted_at, s.verdict, s.gain, s.base_median, s.head_median FROM retractions t "
+                         "JOIN runs r ON r.id = t.run_id JOIN changes c ON c.id = r.change_id "
+                         "LEFT JOIN scores s ON s.id = (SELECT max(id) FROM scores WHERE run_id = t.run_id) ORDER BY t.id"));
+  std::vector<RetractionEntry> list;
+  for (const auto& r : rows) {
+    RetractionEntry e;
+    e.retraction = RetractionView{AsInt(r[0]), AsInt(r[1]), AsText(r[4]), AsText(r[7]), OptI(r[5]), OptI(r[6])};
+    e.change = AsInt(r[2]);
+    e.title = AsText(r[3]);
+    if (!IsNull(r[8])) {
+      VERITY_ASSIGN_OR_RETURN(e.verdict, Named(VerdictFromName(AsText(r[8])), d, "verdict of run " + std::to_string(AsInt(r[1])), r[8]));
+    }
+    e.gain = OptD(r[9]);
+    e.base_median = OptD(r[10]);
+    e.head_median = OptD(r[11]);
+    list.push_back(std::move(e));
+  }
+  return list;
+}
+
+// Every change ever parked, with each attempt and the frontier it faced.
+Result<std::vector<ParkedChange>> LoadParked(Db& d, bool v3) {
+  const std::string parked =
+      "SELECT DISTINCT r2.change_id FROM scores s2 JOIN runs r2 ON r2.id = s2.run_id JOIN changes c2 ON c2.id = "
+      "r2.change_id WHERE s2.verdict = 'none' AND c2.kind = 'change'";
+  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.title FROM changes c WHERE c.id IN (" + parked + ") ORDER BY c.id"));
+  VERITY_ASSIGN_OR_RETURN(
+      auto att, d.Query(std::string("SELECT r.change_id, r.id, r.purpose, s.verdict, s.tier, s.gain, s.frontier_before, "
+                                    "s.scored_at, s.id, ") +
+                            (v3 ? "st.attempt, st.alpha FROM scores s JOIN runs r ON r.id = s.run_id LEFT JOIN "
+                                  "score_stats st ON st.score_id = s.id"
+                                : "NULL, NULL FROM scores s JOIN runs r ON r.id = s.run_id") +
+                            " WHERE r.change_id IN (" + parked + ") ORDER BY s.id"));
+  VERITY_ASSIGN_OR_RETURN(auto queued, d.Query("SELECT q.change_id, count(*) FROM remeasure_queue q WHERE q.id NOT IN "
+                                               "(SELECT r.queue_id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
+                                               "r.queue_id IS NOT NULL) GROUP BY q.change_id"));
+  std::vector<ParkedChange> list;
+  std::map<int64_t, size_t> at;
+  for (const auto& r : rows) {
+    at[AsInt(r[0])] = list.size();
+    list.push_back(ParkedChange{AsInt(r[0]), AsText(r[1]), {}, false});
+  }
+  for (const auto& r : att) {
+    auto it = at.find(AsInt(r[0]));
+    if (it == at.end()) continue;
+    ParkedAttempt a;
+    a.run = AsInt(r[1]);
+    a.score = AsInt(r[8]);
+    const std::string what_s = "score " + std::to_string(a.score);
+    VERITY_ASSIGN_OR_RETURN(a.purpose, Named(PurposeFromName(AsText(r[2])), d, "run " + std::to_string(a.run) + " purpose", r[2]));
+    VERITY_ASSIGN_OR_RETURN(a.verdict, Named(VerdictFromName(AsText(r[3])), d, what_s + " verdict", r[3]));
+    VERITY_ASSIGN_OR_RETURN(a.tier, Named(TierFromName(AsText(r[4])), d, what_s + " tier", r[4]));
+    a.gain = OptD(r[5]);
+    a.frontier_before = OptD(r[6]);
+    a.scored_at = AsText(r[7]);
+    if (!IsNull(r[9])) a.attempt = static_cast<int>(AsInt(r[9]));
+    a.alpha = OptD(r[10]);
+    list[it->second].attempts.push_back(a);
+  }
+  for (const auto& r : queued)
+    if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].queued = AsInt(r[1]) > 0;
+  return list;
+}
+
+// Every score in order: the ledger's timeline.
+Result<std::vector<TimelineEntry>> LoadTimeline(Db& d) {
+  VERITY_ASSIGN_OR_RETURN(
+      auto rows, d.Query("SELECT s.scored_at, c.id, c.kind, c.title, r.id, r.purpose, s.verdict, s.tier, s.gain, "
+                         "s.frontier_before, s.frontier_after, s.id FROM scores s JOIN runs r ON r.id = s.run_id JOIN "
+                         "changes c ON c.id = r.change_id ORDER BY s.id"));
+  std::vector<TimelineEntry> list;
+  list.reserve(rows.size());
+  for (const auto& r : rows) {
+    TimelineEntry t;
+    const std::string what_s = "score " + std::to_string(AsInt(r[11]));
+    t.at = AsText(r[0]);
+    t.change = AsInt(r[1]);
+    VERITY_ASSIGN_OR_RETURN(t.kind, Named(KindFromName(AsText(r[2])), d, "change " + std::to_string(t.change) + " kind", r[2]));
+    t.title = AsText(r[3]);
+    t.run = AsInt(r[4]);
+    VERITY_ASSIGN_OR_RETURN(t.purpose, Named(PurposeFromName(AsText(r[5])), d, "run " + std::to_string(t.run) + " purpose", r[5]));
+    VERITY_ASSIGN_OR_RETURN(t.verdict, Named(VerdictFromName(AsText(r[6])), d, what_s + " verdict", r[6]));
+    VERITY_ASSIGN_OR_RETURN(t.tier, Named(TierFromName(AsText(r[7])), d, what_s + " tier", r[7]));
+    t.gain = OptD(r[8]);
+    t.frontier_before = OptD(r[9]);
+    t.frontier_after = OptD(r[10]);
+    list.push_back(std::move(t));
+  }
+  return list;
+}
+
+}  // namespace
+
 Result<HistoryView> LoadHistory(Db& d, const std::string& what) {
   if (what != "reverts" && what != "retractions" && what != "none" && what != "all")
     return Status::Error("history: unknown kind '" + what + "' (expected reverts, retractions, none or all)");
@@ -679,130 +686,16 @@ Result<HistoryView> LoadHistory(Db& d, const std::string& what) {
   VERITY_ASSIGN_OR_RETURN(const bool v3, HasV3Tables(d));
   HistoryView h;
   if (what == "reverts" || what == "all") {
-    VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.kind, c.title, c.target_change, c.reason, c.created_at "
-                                               "FROM changes c WHERE c.kind IN ('revert', 'reapply') ORDER BY c.id"));
-    VERITY_ASSIGN_OR_RETURN(auto runs, d.Query("SELECT r.change_id, r.id FROM runs r JOIN changes c ON c.id = r.change_id "
-                                               "WHERE c.kind IN ('revert', 'reapply') ORDER BY r.id"));
-    VERITY_ASSIGN_OR_RETURN(auto verdicts, d.Query("SELECT r.change_id, s.verdict, s.id FROM scores s JOIN runs r ON "
-                                                   "r.id = s.run_id JOIN changes c ON c.id = r.change_id WHERE c.kind "
-                                                   "IN ('revert', 'reapply') ORDER BY s.id"));
-    std::vector<RevertEntry> list;
-    std::map<int64_t, size_t> at;
-    for (const auto& r : rows) {
-      RevertEntry e;
-      e.id = AsInt(r[0]);
-      VERITY_ASSIGN_OR_RETURN(e.kind, Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(e.id) + " kind", r[1]));
-      e.title = AsText(r[2]);
-      e.target = OptI(r[3]);
-      e.reason = OptS(r[4]);
-      e.created_at = AsText(r[5]);
-      at[e.id] = list.size();
-      list.push_back(std::move(e));
-    }
-    for (const auto& r : runs)
-      if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].runs.push_back(AsInt(r[1]));
-    for (const auto& r : verdicts)
-      if (auto it = at.find(AsInt(r[0])); it != at.end()) {
-        VERITY_ASSIGN_OR_RETURN(Verdict v, Named(VerdictFromName(AsText(r[1])), d, "score " + std::to_string(AsInt(r[2])) + " verdict", r[1]));
-        list[it->second].verdict = v;
-      }
-    // A revert was found wrong only by a reapply that was accepted, not by any attempt.
-    for (const auto& e : list)
-      if (e.kind == Kind::kReapply && e.target && e.verdict == Verdict::kAccepted)
-        if (auto it = at.find(*e.target); it != at.end() && list[it->second].kind == Kind::kRevert &&
-                                          !list[it->second].reapplied_by)
-          list[it->second].reapplied_by = e.id;
-    h.reverts = std::move(list);
+    VERITY_ASSIGN_OR_RETURN(h.reverts, LoadReverts(d));
   }
   if (what == "retractions" || what == "all") {
-    VERITY_ASSIGN_OR_RETURN(
-        auto rows, d.Query("SELECT t.id, t.run_id, r.change_id, c.title, t.reason, t.replaced_by_run, t.by_change, "
-                           "t.retracted_at, s.verdict, s.gain, s.base_median, s.head_median FROM retractions t "
-                           "JOIN runs r ON r.id = t.run_id JOIN changes c ON c.id = r.change_id "
-                           "LEFT JOIN scores s ON s.id = (SELECT max(id) FROM scores WHERE run_id = t.run_id) ORDER BY t.id"));
-    std::vector<RetractionEntry> list;
-    for (const auto& r : rows) {
-      RetractionEntry e;
-      e.retraction = RetractionView{AsInt(r[0]), AsInt(r[1]), AsText(r[4]), AsText(r[7]), OptI(r[5]), OptI(r[6])};
-      e.change = AsInt(r[2]);
-      e.title = AsText(r[3]);
-      if (!IsNull(r[8])) {
-        VERITY_ASSIGN_OR_RETURN(e.verdict, Named(VerdictFromName(AsText(r[8])), d, "verdict of run " + std::to_string(AsInt(r[1])), r[8]));
-      }
-      e.gain = OptD(r[9]);
-      e.base_median = OptD(r[10]);
-      e.head_median = OptD(r[11]);
-      list.push_back(std::move(e));
-    }
-    h.retractions = std::move(list);
+    VERITY_ASSIGN_OR_RETURN(h.retractions, LoadRetractions(d));
   }
   if (what == "none" || what == "all") {
-    // Every change ever parked, with each attempt and the frontier it faced.
-    const std::string parked =
-        "SELECT DISTINCT r2.change_id FROM scores s2 JOIN runs r2 ON r2.id = s2.run_id JOIN changes c2 ON c2.id = "
-        "r2.change_id WHERE s2.verdict = 'none' AND c2.kind = 'change'";
-    VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.title FROM changes c WHERE c.id IN (" + parked + ") ORDER BY c.id"));
-    VERITY_ASSIGN_OR_RETURN(
-        auto att, d.Query(std::string("SELECT r.change_id, r.id, r.purpose, s.verdict, s.tier, s.gain, s.frontier_before, "
-                                      "s.scored_at, s.id, ") +
-                              (v3 ? "st.attempt, st.alpha FROM scores s JOIN runs r ON r.id = s.run_id LEFT JOIN "
-                                    "score_stats st ON st.score_id = s.id"
-                                  : "NULL, NULL FROM scores s JOIN runs r ON r.id = s.run_id") +
-                              " WHERE r.change_id IN (" + parked + ") ORDER BY s.id"));
-    VERITY_ASSIGN_OR_RETURN(auto queued, d.Query("SELECT q.change_id, count(*) FROM remeasure_queue q WHERE q.id NOT IN "
-                                                 "(SELECT r.queue_id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
-                                                 "r.queue_id IS NOT NULL) GROUP BY q.change_id"));
-    std::vector<ParkedChange> list;
-    std::map<int64_t, size_t> at;
-    for (const auto& r : rows) {
-      at[AsInt(r[0])] = list.size();
-      list.push_back(ParkedChange{AsInt(r[0]), AsText(r[1]), {}, false});
-    }
-    for (const auto& r : att) {
-      auto it = at.find(AsInt(r[0]));
-      if (it == at.end()) continue;
-      ParkedAttempt a;
-      a.run = AsInt(r[1]);
-      a.score = AsInt(r[8]);
-      const std::string what_s = "score " + std::to_string(a.score);
-      VERITY_ASSIGN_OR_RETURN(a.purpose, Named(PurposeFromName(AsText(r[2])), d, "run " + std::to_string(a.run) + " purpose", r[2]));
-      VERITY_ASSIGN_OR_RETURN(a.verdict, Named(VerdictFromName(AsText(r[3])), d, what_s + " verdict", r[3]));
-      VERITY_ASSIGN_OR_RETURN(a.tier, Named(TierFromName(AsText(r[4])), d, what_s + " tier", r[4]));
-      a.gain = OptD(r[5]);
-      a.frontier_before = OptD(r[6]);
-      a.scored_at = AsText(r[7]);
-      if (!IsNull(r[9])) a.attempt = static_cast<int>(AsInt(r[9]));
-      a.alpha = OptD(r[10]);
-      list[it->second].attempts.push_back(a);
-    }
-    for (const auto& r : queued)
-      if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].queued = AsInt(r[1]) > 0;
-    h.none = std::move(list);
+    VERITY_ASSIGN_OR_RETURN(h.none, LoadParked(d, v3));
   }
   if (what == "all") {
-    VERITY_ASSIGN_OR_RETURN(
-        auto rows, d.Query("SELECT s.scored_at, c.id, c.kind, c.title, r.id, r.purpose, s.verdict, s.tier, s.gain, "
-                           "s.frontier_before, s.frontier_after, s.id FROM scores s JOIN runs r ON r.id = s.run_id JOIN "
-                           "changes c ON c.id = r.change_id ORDER BY s.id"));
-    std::vector<TimelineEntry> list;
-    list.reserve(rows.size());
-    for (const auto& r : rows) {
-      TimelineEntry t;
-      const std::string what_s = "score " + std::to_string(AsInt(r[11]));
-      t.at = AsText(r[0]);
-      t.change = AsInt(r[1]);
-      VERITY_ASSIGN_OR_RETURN(t.kind, Named(KindFromName(AsText(r[2])), d, "change " + std::to_string(t.change) + " kind", r[2]));
-      t.title = AsText(r[3]);
-      t.run = AsInt(r[4]);
-      VERITY_ASSIGN_OR_RETURN(t.purpose, Named(PurposeFromName(AsText(r[5])), d, "run " + std::to_string(t.run) + " purpose", r[5]));
-      VERITY_ASSIGN_OR_RETURN(t.verdict, Named(VerdictFromName(AsText(r[6])), d, what_s + " verdict", r[6]));
-      VERITY_ASSIGN_OR_RETURN(t.tier, Named(TierFromName(AsText(r[7])), d, what_s + " tier", r[7]));
-      t.gain = OptD(r[8]);
-      t.frontier_before = OptD(r[9]);
-      t.frontier_after = OptD(r[10]);
-      list.push_back(std::move(t));
-    }
-    h.timeline = std::move(list);
+    VERITY_ASSIGN_OR_RETURN(h.timeline, LoadTimeline(d));
   }
   return h;
 }
@@ -901,291 +794,6 @@ Result<std::map<int64_t, std::vector<SampleView>>> LoadSamplesByRun(Db& d) {
                                         return OkStatus();
                                       }));
   return out;
-}
-
-// ---- JSON printers ----
-
-nlohmann::json ToJson(const ChangeView& c) {
-  nlohmann::json j;
-  j["change"] = ToJson(c.change, c.accept_regressions);
-  j["accept_regressions"] = c.accept_regressions;
-  j["runs"] = nlohmann::json::array();
-  for (const auto& r : c.runs) j["runs"].push_back(ToJson(r));
-  j["state"] = c.StateName();
-  j["related"] = nlohmann::json::array();
-  for (const auto& x : c.related)
-    j["related"].push_back({{"id", x.id}, {"kind", KindName(x.kind)}, {"title", x.title}, {"reason", J(x.reason)}});
-  return j;
-}
-
-nlohmann::json ToJson(const FrontierView& f) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& l : f.ladders) {
-    const LadderStep* last = l.last_counted();
-    if (!l.ladder.value || !last) continue;
-    nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : l.ladder.steps) {
-      nlohmann::json e;  // field by field, as the history timeline
-      e["event"] = s.event.event_id;
-      e["run"] = s.event.run_id;
-      e["change"] = s.event.change_id;
-      e["reason"] = s.event.reason;
-      e["ratio"] = J(s.event.ratio);
-      e["undoes_run"] = J(s.event.undoes_run);
-      e["retracted"] = s.event.retracted;
-      e["counted"] = s.counted;
-      e["why"] = s.why;
-      e["before"] = s.before;
-      e["after"] = s.after;
-      e["recorded"] = s.event.recorded;
-      e["at"] = s.event.at;
-      steps.push_back(std::move(e));
-    }
-    out.push_back({{"metric", l.metric},
-                   {"box", l.box},
-                   {"workload", l.workload},
-                   {"value", *l.ladder.value},
-                   {"gate", f.gate_frac * *l.ladder.value},
-                   {"policy_version", f.policy_version},
-                   {"event", last->event.event_id},
-                   {"run", last->event.run_id},
-                   {"change", last->event.change_id},
-                   {"reason", last->event.reason},
-                   {"at", last->event.at},
-                   {"counted_events", l.counted_events()},
-                   {"steps", std::move(steps)}});
-  }
-  return nlohmann::json{{"frontier", std::move(out)}};
-}
-
-nlohmann::json ToJson(const HistoryView& h) {
-  nlohmann::json j = nlohmann::json::object();
-  if (h.reverts) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : *h.reverts) {
-      nlohmann::json e = {{"id", r.id},
-                          {"kind", KindName(r.kind)},
-                          {"title", r.title},
-                          {"target", J(r.target)},
-                          {"reason", J(r.reason)},
-                          {"created_at", r.created_at},
-                          {"verdict", OptVerdict(r.verdict)},
-                          {"runs", r.runs}};
-      if (r.kind == Kind::kRevert) {
-        e["found_wrong"] = r.reapplied_by.has_value();
-        e["reapplied_by"] = J(r.reapplied_by);
-      }
-      list.push_back(std::move(e));
-    }
-    j["reverts"] = std::move(list);
-  }
-  if (h.retractions) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : *h.retractions)
-      list.push_back({{"id", r.retraction.id},
-                      {"run", r.retraction.run_id},
-                      {"change", r.change},
-                      {"title", r.title},
-                      {"reason", r.retraction.reason},
-                      {"replaced_by_run", J(r.retraction.replaced_by_run)},
-                      {"by_change", J(r.retraction.by_change)},
-                      {"retracted_at", r.retraction.retracted_at},
-                      {"verdict", OptVerdict(r.verdict)},
-                      {"gain", J(r.gain)},
-                      {"base_median", J(r.base_median)},
-                      {"head_median", J(r.head_median)}});
-    j["retractions"] = std::move(list);
-  }
-  if (h.none) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& c : *h.none) {
-      nlohmann::json atts = nlohmann::json::array();
-      for (const auto& a : c.attempts)
-        atts.push_back({{"run", a.run},
-                        {"purpose", PurposeName(a.purpose)},
-                        {"verdict", VerdictName(a.verdict)},
-                        {"tier", TierName(a.tier)},
-                        {"gain", J(a.gain)},
-                        {"frontier_before", J(a.frontier_before)},
-                        {"scored_at", a.scored_at},
-                        {"attempt", J(a.attempt)},
-                        {"alpha", J(a.alpha)}});
-      list.push_back({{"id", c.id}, {"title", c.title}, {"attempts", std::move(atts)}, {"queued", c.queued}});
-    }
-    j["none"] = std::move(list);
-  }
-  if (h.timeline) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& t : *h.timeline) {
-      // Field by field: an initializer list builds a two-element array per
-      // field first, and the timeline has one entry per score.
-      nlohmann::json e;
-      e["at"] = t.at;
-      e["change"] = t.change;
-      e["kind"] = KindName(t.kind);
-      e["title"] = t.title;
-      e["run"] = t.run;
-      e["purpose"] = PurposeName(t.purpose);
-      e["verdict"] = VerdictName(t.verdict);
-      e["tier"] = TierName(t.tier);
-      e["gain"] = J(t.gain);
-      e["frontier_before"] = J(t.frontier_before);
-      e["frontier_after"] = J(t.frontier_after);
-      list.push_back(std::move(e));
-    }
-    j["timeline"] = std::move(list);
-  }
-  return j;
-}
-
-// ---- text printers ----
-// Every string a submitter, a bench or a parity command wrote goes through V:
-// controls are shown visibly, never sent to the terminal (base/terminal.h).
-
-std::string ToText(const ChangeView& v) {
-  const ChangeRow& c = v.change;
-  std::string o;
-  o += Line("change %lld: %s [%s] by %s, recorded %s", static_cast<long long>(c.id), V(c.title).c_str(), KindName(c.kind),
-            V(c.author).c_str(), V(c.created_at).c_str());
-  if (c.target_change)
-    o += Line("  of change %lld; reason: %s", static_cast<long long>(*c.target_change), V(Or(c.reason)).c_str());
-  o += Line("  claim %s  prediction %s  bit identity %s", c.claim_pct ? (Plain(*c.claim_pct) + "%").c_str() : "n/a",
-            c.predict_pct ? (Plain(*c.predict_pct) + "%").c_str() : "n/a",
-            c.claim_bit_identical ? "claimed" : "not claimed");
-  if (!v.accept_regressions.empty()) {
-    std::string list;
-    for (const auto& m : v.accept_regressions) list += (list.empty() ? "" : ", ") + V(m);
-    o += Line("  declared regressions: %s", list.c_str());
-  }
-  o += Line("  state: %s", v.StateName().c_str());
-  for (const auto& r : v.runs) {
-    o += Line("  run %lld (%s, box %s, %s): %lld samples (%lld warm-up)", static_cast<long long>(r.id),
-              PurposeName(r.purpose), V(r.box).c_str(), RunStatusName(r.status), static_cast<long long>(r.samples),
-              static_cast<long long>(r.warmup_samples));
-    if (!r.workload.empty()) o += Line("    workload: %s", V(r.workload).c_str());
-    if (r.noise)
-      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id), V(r.noise->recorded_at).c_str(),
-                V(NoiseText(*r.noise)).c_str());
-    for (const auto& a : r.artifacts)
-      o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), V(a.build_id).c_str(), V(a.artifact_sha256).c_str());
-    for (const auto& p : r.parity) {
-      o += Line("    parity %s %s: %s", SideName(p.side), ParityModeName(p.mode), V(p.message).c_str());
-      if (p.has_evidence)
-        o += Line("      evidence: build %s, artifact %s, mode %s, %d depths, window %d", V(Prefix(p.build_id, 12)).c_str(),
-                  V(Prefix(p.artifact_sha256, 16)).c_str(), p.stated_mode.empty() ? "(not stated)" : V(p.stated_mode).c_str(),
-                  p.depths, p.window);
-      else
-        o += Line("      evidence: none recorded");
-    }
-    for (const auto& sc : r.scores) {
-      o += Line("    score: %s tier %s gain %s ci [%s, %s] gate %s frontier %s -> %s rounds %d (policy v%d)",
-                VerdictName(sc.verdict), TierName(sc.tier), Pct(sc.gain).c_str(), Pct(sc.ci_low).c_str(),
-                Pct(sc.ci_high).c_str(), Num(sc.gate).c_str(), Num(sc.frontier_before).c_str(),
-                Num(sc.frontier_after).c_str(), sc.rounds, sc.policy_version);
-      if (sc.stats)
-        o += Line("      decision: %s at attempt %d, alpha %s; median ratio %s, bounds [%s, %s]",
-                  ScoreDecisionName(sc.stats->decision).c_str(), sc.stats->attempt, Num(sc.stats->alpha).c_str(),
-                  Ratio(sc.stats->ratio).c_str(), Ratio(sc.stats->ratio_low).c_str(), Ratio(sc.stats->ratio_high).c_str());
-      for (const auto& g : sc.guards) o += Line("      guard %s", V(GuardText(g)).c_str());
-      if (!sc.note.empty()) o += Line("      note: %s", V(sc.note).c_str());
-    }
-    if (r.status == RunStatus::kFailed) o += Line("    failed: %s", V(r.failure.value_or("")).c_str());
-    if (r.retraction)
-      o += Line("    RETRACTED: %s%s", V(r.retraction->reason).c_str(),
-                r.retraction->replaced_by_run
-                    ? (" (replaced by run " + std::to_string(*r.retraction->replaced_by_run) + ")").c_str()
-                    : "");
-  }
-  for (const auto& x : v.related)
-    o += Line("  related: change %lld %s \"%s\" (%s)", static_cast<long long>(x.id), KindName(x.kind), V(x.title).c_str(),
-              V(Or(x.reason)).c_str());
-  return o;
-}
-
-std::string ToText(const FrontierView& f) {
-  std::string o;
-  size_t n = 0;
-  for (const auto& l : f.ladders) {
-    const LadderStep* last = l.last_counted();
-    if (!l.ladder.value || !last) continue;
-    n++;
-    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", V(l.metric).c_str(),
-              V(l.box).c_str(), l.workload.empty() ? "" : (" workload '" + V(l.workload) + "'").c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
-              static_cast<long long>(last->event.change_id), static_cast<long long>(last->event.run_id),
-              V(last->event.reason).c_str());
-    const int not_counted = static_cast<int>(l.ladder.steps.size()) - l.counted_events();
-    if (not_counted > 0)
-      for (const auto& s : l.ladder.steps)
-        if (!s.counted)
-          o += Line("  not counted: change %lld run %lld (%s): %s", static_cast<long long>(s.event.change_id),
-                    static_cast<long long>(s.event.run_id), V(s.event.reason).c_str(), V(s.why).c_str());
-  }
-  o += Line("frontier: %zu metric/box pair%s", n, n == 1 ? "" : "s");
-  return o;
-}
-
-std::string ToText(const HistoryView& h) {
-  std::string o;
-  if (h.reverts) {
-    o += Line("reverts and reapplies (%zu):", h.reverts->size());
-    for (const auto& r : *h.reverts) {
-      std::string line = "  change " + std::to_string(r.id) + " " + KindName(r.kind) + " of " + Id(r.target) + ": " +
-                         (r.verdict ? VerdictName(*r.verdict) : "n/a") + "; reason: " + V(Or(r.reason));
-      if (r.kind == Kind::kRevert)
-        line += "; later found wrong: " +
-                (r.reapplied_by ? "yes, reapplied by change " + std::to_string(*r.reapplied_by) : std::string("no"));
-      o += line + "\n";
-    }
-  }
-  if (h.retractions) {
-    o += Line("retractions (%zu):", h.retractions->size());
-    for (const auto& r : *h.retractions)
-      o += Line("  run %lld of change %lld \"%s\": gain %s (base %s, head %s); cause: %s%s",
-                static_cast<long long>(r.retraction.run_id), static_cast<long long>(r.change), V(r.title).c_str(),
-                Pct(r.gain).c_str(), Num(r.base_median).c_str(), Num(r.head_median).c_str(), V(r.retraction.reason).c_str(),
-                r.retraction.replaced_by_run ? ("; replaced by run " + std::to_string(*r.retraction.replaced_by_run)).c_str()
-                                             : "");
-  }
-  if (h.none) {
-    o += Line("parked changes (%zu):", h.none->size());
-    for (const auto& c : *h.none) {
-      o += Line("  change %lld \"%s\"%s", static_cast<long long>(c.id), V(c.title).c_str(),
-                c.queued ? " (queued for re-measure)" : "");
-      for (const auto& a : c.attempts) {
-        std::string line = "    run " + std::to_string(a.run) + " " + PurposeName(a.purpose) + ": " +
-                           VerdictName(a.verdict) + " " + TierName(a.tier) + " gain " + Pct(a.gain) +
-                           " against frontier " + Num(a.frontier_before);
-        if (a.attempt) line += " (attempt " + std::to_string(*a.attempt) + ", alpha " + Num(a.alpha) + ")";
-        o += line + "\n";
-      }
-    }
-  }
-  if (h.timeline) {
-    o += Line("timeline (%zu scores):", h.timeline->size());
-    for (const auto& t : *h.timeline)
-      o += Line("  %s change %lld %s \"%s\" run %lld (%s): %s %s gain %s frontier %s -> %s", V(t.at).c_str(),
-                static_cast<long long>(t.change), KindName(t.kind), V(t.title).c_str(), static_cast<long long>(t.run),
-                PurposeName(t.purpose), VerdictName(t.verdict), TierName(t.tier), Pct(t.gain).c_str(),
-                Num(t.frontier_before).c_str(), Num(t.frontier_after).c_str());
-  }
-  return o;
-}
-
-// ---- the Ledger's queries: printers over the read model ----
-
-Result<nlohmann::json> Ledger::Show(int64_t change_id) {
-  VERITY_ASSIGN_OR_RETURN(ChangeView v, LoadChangeView(*db_, change_id));
-  return ToJson(v);
-}
-
-Result<nlohmann::json> Ledger::Frontier() {
-  VERITY_ASSIGN_OR_RETURN(FrontierView f, LoadFrontierView(*this));
-  return ToJson(f);
-}
-
-Result<nlohmann::json> Ledger::History(const std::string& what) {
-  VERITY_ASSIGN_OR_RETURN(HistoryView h, LoadHistory(*db_, what));
-  return ToJson(h);
 }
 
 }  // namespace verity::ledger
