@@ -243,23 +243,28 @@ std::string Factor(const LadderStep& s) {
   return "—";
 }
 
-std::string Render(const LedgerView& d, const ReportOptions& opt, const std::string& ledger_name,
-                   std::vector<std::pair<std::string, std::string>>* charts) {
-  const ledger::PolicyView& current = d.policies.back();
-  std::string md;
-  md += "# verity changelog\n\n";
-  md += "Generated from ledger tip `" + d.tip + "` (" + std::to_string(d.records) + " sealed records).\n\n";
-  md += "Written from the ledger " + Code(ledger_name) + " alone; the same ledger always yields this same file. ";
-  md += "`verity ledger verify --expect-tip " + d.tip + "` checks that the ledger still holds every record it was generated from.\n";
-  if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since " + Code(opt.since) + "; the summary and ladder cover everything.\n";
+// What every section of the changelog reads.
+struct Page {
+  const LedgerView& d;
+  const ReportOptions& opt;
+  const ledger::PolicyView& current;
+  std::vector<std::pair<std::string, std::string>>* charts;  // (file, SVG) of each chart a section draws
+};
 
-  // Policy.
+// The policies: the rules in force in full, each older version as what it changed.
+void PolicySection(const Page& page, std::string& md) {
+  const ledger::PolicyView& current = page.current;
+  const LedgerView& d = page.d;
   md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs. "
         "The rules in force, then each earlier version, newest first, as it differs from the one after it:\n\n";
   md += CurrentPolicyText(current);
   for (size_t i = d.policies.size() - 1; i-- > 0;) md += OlderPolicyText(d.policies[i], d.policies[i + 1]);
+}
 
-  // Summary.
+// Each frontier, and how many runs ended in each verdict.
+void SummarySection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ledger::PolicyView& current = page.current;
   md += "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by | counted steps |\n| --- | --- | --- | --- | --- | --- |\n";
   bool any_frontier = false;
   for (const auto& l : d.ladders) {
@@ -280,8 +285,13 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   for (const auto& [v, n] : verdicts) md += "| " + v + " | " + std::to_string(n) + " |\n";
   md += "\n" + std::to_string(d.changes.size()) + " changes, " + std::to_string(runs) + " measured attempts, " +
         std::to_string(d.retractions.size()) + " retracted.\n";
+}
 
-  // Frontier ladder, one table and chart per (metric, box).
+// The frontier ladder: one table and chart per (metric, box, workload).
+void LadderSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ledger::PolicyView& current = page.current;
+  auto* charts = page.charts;
   md += "\n## Frontier ladder\n\nThe frontier is derived, never stored: the seed, then each counted step's factor. "
         "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
         "change's own factor is still in the ladder).\n";
@@ -308,8 +318,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     charts->emplace_back(file, LadderSvg(BuildLadderChart(d, l, current.policy.gate_frac)));
   }
   if (d.ladders.empty()) md += "\nNo frontier yet.\n";
+}
 
-  // Per change.
+// Each change: its claim, prediction, runs, parity and guards.
+void ChangesSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## Changes\n";
   for (const auto& c : d.changes) {
     if (!Included(c, opt.since)) continue;
@@ -359,8 +373,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       md += "\n";
     }
   }
+}
 
-  // The none catalog.
+// Every parked change with each attempt and the frontier it faced.
+void NoneCatalogSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## The `none` catalog\n\nEvery change that was parked (scored `none`), with each attempt and the frontier it was measured against.\n";
   bool any_none = false;
   for (const auto& c : d.changes) {
@@ -382,8 +400,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
     }
   }
   if (!any_none) md += "\nNo change has been parked.\n";
+}
 
-  // Correctness rejections.
+// Every run the parity gate rejected.
+void RejectionsSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## Correctness rejections\n\n";
   std::string rej;
   for (const auto& c : d.changes) {
@@ -401,8 +423,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   }
   md += rej.empty() ? "No change was rejected for correctness.\n"
                     : "| change | run | parity | speed |\n| --- | --- | --- | --- |\n" + rej;
+}
 
-  // Guard regressions.
+// Every guard metric that regressed beyond the gate.
+void GuardRegressionsSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## Guard regressions\n\nEvery other metric a bench reports is a guard: one that regressed beyond the gate "
         "rejects the change (`rejected-regression`) unless the submitter declared it up front.\n\n";
   std::string gr;
@@ -420,8 +446,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   }
   md += gr.empty() ? "No guard metric has regressed.\n"
                    : "| change | run | verdict | guard | change | bounds | declared |\n| --- | --- | --- | --- | --- | --- | --- |\n" + gr;
+}
 
-  // Unverified results.
+// Every run measured without evidence bound to its head.
+void UnverifiedSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## Unverified results\n\n";
   std::string uv;
   for (const auto& c : d.changes) {
@@ -434,8 +464,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += uv.empty() ? "No result was scored `unverified`.\n"
                    : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
                      "| change | run | gain | note |\n| --- | --- | --- | --- |\n" + uv;
+}
 
-  // Reverts and reapplies.
+// Every revert and reapply, its evidence, and whether it was later found wrong.
+void RevertsSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ReportOptions& opt = page.opt;
   md += "\n## Reverts and reapplies\n\n";
   std::string rv;
   for (const auto& c : d.changes) {
@@ -469,8 +503,11 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
                      "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+}
 
-  // Predictions: every scored change was predicted first.
+// Every scored change was predicted first: each author's record.
+void PredictionsSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
   const ledger::PredictionsView pv = ledger::PredictionRecord(d.changes);
   md += "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
         "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
@@ -487,8 +524,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       md += "| " + Id(e.change) + " " + T(e.title) + " | " + T(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
             ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
   }
+}
 
-  // Drift: what single comparisons miss.
+// Drift: the change points single comparisons miss, with a chart per series.
+void DriftSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  auto* charts = page.charts;
   md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
         "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
         std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
@@ -500,8 +541,12 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
           (series.workload.empty() ? "" : " · workload " + Alt(series.workload)) + "](" + file + ")\n";
     charts->emplace_back(file, SeriesSvg(BuildSeriesChart(series, d.drift.options)));
   }
+}
 
-  // Box noise: what an A/A measured on each box, and what it means for the gate.
+// Box noise: what an A/A measured on each box, and what it means for the gate.
+void NoiseSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
+  const ledger::PolicyView& current = page.current;
   md += "\n## Box noise\n\nEach `verity calibrate` runs the same bench command as base and head; submissions on "
         "that box and workload take their rounds from its latest profile, or are refused as unresolvable.\n\n";
   if (d.noise.empty()) {
@@ -516,8 +561,11 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
             " | " + std::to_string(p.outlier_rounds) + " | " + F("%+.3f%%", 100 * p.drift_per_round) + " | " +
             std::to_string(ledger::RoundsToResolve(p.sigma, current.policy.gate_frac, look_alpha)) + " |\n";
   }
+}
 
-  // Retractions.
+// Every retracted number: what produced it, what replaced it.
+void RetractionsSection(const Page& page, std::string& md) {
+  const LedgerView& d = page.d;
   md += "\n## Retracted numbers\n";
   if (d.retractions.empty()) md += "\nNothing has been retracted.\n";
   for (const auto& t : d.retractions) {
@@ -551,6 +599,31 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
       steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + T(l->metric) + " on " + Code(l->box);
     md += "- It no longer counts toward the frontier" + (steps.empty() ? std::string() : " (ladder " + steps + ": not counted)") + ".\n";
   }
+}
+
+std::string Render(const LedgerView& d, const ReportOptions& opt, const std::string& ledger_name,
+                   std::vector<std::pair<std::string, std::string>>* charts) {
+  const Page page{d, opt, d.policies.back(), charts};
+  std::string md;
+  md += "# verity changelog\n\n";
+  md += "Generated from ledger tip `" + d.tip + "` (" + std::to_string(d.records) + " sealed records).\n\n";
+  md += "Written from the ledger " + Code(ledger_name) + " alone; the same ledger always yields this same file. ";
+  md += "`verity ledger verify --expect-tip " + d.tip + "` checks that the ledger still holds every record it was generated from.\n";
+  if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since " + Code(opt.since) + "; the summary and ladder cover everything.\n";
+
+  PolicySection(page, md);
+  SummarySection(page, md);
+  LadderSection(page, md);
+  ChangesSection(page, md);
+  NoneCatalogSection(page, md);
+  RejectionsSection(page, md);
+  GuardRegressionsSection(page, md);
+  UnverifiedSection(page, md);
+  RevertsSection(page, md);
+  PredictionsSection(page, md);
+  DriftSection(page, md);
+  NoiseSection(page, md);
+  RetractionsSection(page, md);
   return md;
 }
 
