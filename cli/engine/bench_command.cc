@@ -334,211 +334,165 @@ int Reprint(const BenchOptions& o) {
   return 0;
 }
 
-int RunBench(BenchOptions o) {
-  Status s = CheckOptions(o);
-  if (!s.ok()) return Fail(s);
-  if (!o.from_json.empty()) return Reprint(o);
-  auto tp = ResolveTp(o.tp);
-  if (!tp.ok()) return Fail(tp.status());
-  o.tp = *tp;
+// The timed part of a bench: each prompt as one block, each decode position
+// alone, and what the box did meanwhile.
+struct Timings {
+  std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
+  double timed_ns = 0.0;
+  std::optional<double> wait_before, wait_after;  // the compute threads' run-queue wait (ns)
+  std::optional<kernels::Backend::PoolCounters> pool_before, pool_after;
+};
 
-  // --threads reaches the fast backend the way every other command's thread
-  // count does: through VERITY_THREADS, read by base/env when the backend is made.
-  if (o.threads_given) setenv("VERITY_THREADS", std::to_string(o.threads).c_str(), 1);
-  // (The CUDA backend drives its device from one host thread.)
-  const int compute_threads = o.backend == "fast" ? env::Threads() : 1;
-  // Tensor-parallel ranks each run their own kernels' threads: the process is
-  // not confined or pinned (the ranks' threads would share the CPUs chosen for one).
-  if (o.tp.on()) o.pin = false;
-
-  BenchRecord r;
-  r.build_id = BuildId();
-  r.artifact_sha256 = ArtifactSha256();
-  r.model = o.model;
-  r.threads = compute_threads * (o.tp.on() ? o.tp.tp : 1);
-  r.prompt_tokens = o.prompt_tokens;
-  r.gen_tokens = o.gen_tokens;
-  r.batch = o.batch;
-  r.min_seconds = o.min_seconds;
-  r.box = measure::ThisBox().fingerprint;
-
-  // Confine the process before the backend starts its pool, so its workers
-  // inherit the CPUs; each thread gets its own CPU after the first pass.
-  std::vector<int> cpus = o.pin ? measure::ChooseCpus(compute_threads) : std::vector<int>{};
-  if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
-  r.cpus = cpus;
-
-  auto kern = kernels::MakeBackend(o.backend);
-  if (!kern.ok()) return Fail(kern.status());
-  // The weights' dtype is part of the loaded model and named in the record: never substituted.
-  auto dtype = kernels::DTypeFromName(o.dtype);
-  if (!dtype.ok()) return Fail(dtype.status());
-  // With --tp the collectives (and their checks) come before any weight loads.
-  std::unique_ptr<TpGroup> group;
-  if (o.tp.on()) {
-    auto run = OpenTp(o.tp, o.backend);
-    if (!run.ok()) return Fail(run.status());
-    group = std::move(run->group);
+// Whichever decoder the bench runs: one sequence (a Transformer, or the
+// leader of tensor-parallel ranks) or --batch sequences (a SlotDecoder).
+struct BenchDecoder {
+  std::unique_ptr<Decoder> one;
+  std::unique_ptr<SlotDecoder> slots;
+  Status status() const { return slots ? slots->status() : one->status(); }
+  std::optional<kernels::Backend::PoolCounters> pool_counters() const {
+    return slots ? std::nullopt : one->pool_counters();
   }
-  // The process without the model (binary, libraries, allocator, the backend
-  // and its threads): what the model adds is judged against this.
-  r.baseline_rss_mb = StatusMiB("VmRSS");
-  auto model = LoadModel(o.model, *dtype, o.ctx);
-  if (group) {
-    Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
-    if (!agreed.ok()) return group->leader() ? Fail(agreed) : 1;
-    if (!group->leader()) return group->Serve(**model).ok() ? 0 : 1;  // rank 0 alone prints
-  }
-  if (!model.ok()) return Fail(model.status());
-  r.dtype = WeightsDTypeName(**model);
-  const ModelConfig& c = (*model)->config;
-  if (o.prompt_tokens + o.gen_tokens > c.seq_len) {
-    const std::string what = o.steps_given ? "--steps " + std::to_string(o.steps)
-                                           : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
-                                                 std::to_string(o.gen_tokens);
-    return Fail(Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
-                              " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ") set by --ctx"));
-  }
-  std::unique_ptr<Decoder> decoder;
-  std::unique_ptr<SlotDecoder> slots;  // --batch > 1
+  std::string backend_name() const { return slots ? slots->backend_name() : one->backend_name(); }
+};
+
+Result<BenchDecoder> MakeDecoder(const BenchOptions& o, const Model& model, std::unique_ptr<kernels::Backend> kern,
+                                 TpGroup* group) {
+  BenchDecoder d;
   if (o.batch > 1) {
-    auto made = SlotDecoder::Create(**model, std::move(kern.value()), o.batch);
-    if (!made.ok()) return Fail(made.status());
-    slots = std::move(made).value();
+    VERITY_ASSIGN_OR_RETURN(d.slots, SlotDecoder::Create(model, std::move(kern), o.batch));
   } else if (group) {
-    auto d = group->Start(**model);
-    if (!d.ok()) return Fail(d.status());
-    decoder = std::move(d).value();
+    VERITY_ASSIGN_OR_RETURN(d.one, group->Start(model));
   } else {
-    auto made = Transformer::Create(**model, std::move(kern.value()));
-    if (!made.ok()) return Fail(made.status());
-    decoder = std::move(made).value();
+    VERITY_ASSIGN_OR_RETURN(d.one, Transformer::Create(model, std::move(kern)));
   }
-  // What the timed loop asks of whichever decoder runs.
-  auto status = [&] { return slots ? slots->status() : decoder->status(); };
-  auto pool_counters = [&]() -> std::optional<kernels::Backend::PoolCounters> {
-    return slots ? std::nullopt : decoder->pool_counters();
-  };
-  r.backend = slots ? slots->backend_name() : decoder->backend_name();
-  if (o.backend == "fast") {
-    r.simd_target = kernels::SimdTargetName();
-    r.stream_prefetch = kernels::StreamPrefetchOn();
-    r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
-  }
-  Generation g = slots ? Generation(*slots, o.prompt_tokens, o.gen_tokens)
-                       : Generation(*decoder, o.prompt_tokens, o.gen_tokens);
+  return d;
+}
 
-  // Warm-up: whole generations of the bench's own positions, untimed, until
-  // enough decode positions and time have passed.
+// Warm-up: whole generations of the bench's own positions, untimed, until
+// enough decode positions and time have passed. The pool's threads exist
+// after the first prompt: each then gets its own CPU.
+void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r) {
   const auto warm_start = Clock::now();
   auto warm = [&] {
-    return r.warmup_tokens >= kWarmupMinTokens &&
+    return r->warmup_tokens >= kWarmupMinTokens &&
            std::chrono::duration<double>(Clock::now() - warm_start).count() >= kWarmupMinSeconds;
   };
   for (bool first = true; !warm(); first = false) {
     g.Prompt();
-    // The pool's threads exist now: give each its own CPU.
-    if (first && !cpus.empty()) r.per_thread = measure::PinEveryThread(cpus);
+    if (first && !cpus.empty()) r->per_thread = measure::PinEveryThread(cpus);
     for (int p = g.prompt(); p < g.positions() && !warm(); p++) {
       g.Step(p);
-      r.warmup_tokens++;
+      r->warmup_tokens++;
     }
   }
+}
 
-  // Timed generations, each from a fresh cache, until decode has run
-  // min_seconds. The prompt is timed as one block per generation, every
-  // decode position alone; both are summarized by medians.
-  std::vector<double> prefill_s, token_s;  // token_s[g * gen_tokens + i]: decode position i of generation g
+// Timed generations, each from a fresh cache, until decode has run
+// min_seconds. A failed device call makes every later logit NaN: the run
+// stops and says why, never timing it.
+Result<Timings> TimeGenerations(Generation& g, const BenchDecoder& d, double min_seconds, BenchRecord* r) {
+  Timings t;
   double decode_total = 0.0;
-  const std::optional<double> wait_before = RunQueueWaitNs();
-  const std::optional<kernels::Backend::PoolCounters> pool_before = pool_counters();
+  t.wait_before = RunQueueWaitNs();
+  t.pool_before = d.pool_counters();
   const auto timed_start = Clock::now();
   do {
     const auto a = Clock::now();
     g.Prompt();
-    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+    t.prefill_s.push_back(std::chrono::duration<double>(Clock::now() - a).count());
     for (int p = g.prompt(); p < g.positions(); p++) {
       const auto b = Clock::now();
       g.Step(p);
-      const double d = std::chrono::duration<double>(Clock::now() - b).count();
-      token_s.push_back(d);
-      decode_total += d;
+      const double s = std::chrono::duration<double>(Clock::now() - b).count();
+      t.token_s.push_back(s);
+      decode_total += s;
     }
-    r.generations++;
-    // A failed device call makes every later logit NaN: stop and say why, never time it.
-    if (Status st = status(); !st.ok()) return Fail(st);
-  } while (decode_total < o.min_seconds);
-  if (group) {
-    // The collective guard over every position the bench ran; a failure is no measurement.
-    Status guard = static_cast<TpDecoder&>(*decoder).Finish();
-    if (!guard.ok()) return Fail(guard);
-  }
-  const double timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
-  const std::optional<double> wait_after = RunQueueWaitNs();
-  if (const auto pool_after = pool_counters(); pool_before && pool_after) {
-    r.pool = PoolCounts{
-        pool_after->split_jobs - pool_before->split_jobs, pool_after->caller_jobs - pool_before->caller_jobs,
-        pool_after->backoff_jobs - pool_before->backoff_jobs, pool_after->stalls - pool_before->stalls,
-        pool_after->contended_windows - pool_before->contended_windows};
-  }
-  if (wait_before && wait_after && timed_ns > 0)
-    r.runqueue_wait_pct = std::max(0.0, 100.0 * (*wait_after - *wait_before) / (timed_ns * r.threads));
+    r->generations++;
+    VERITY_RETURN_IF_ERROR(d.status());
+  } while (decode_total < min_seconds);
+  t.timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
+  t.wait_after = RunQueueWaitNs();
+  t.pool_after = d.pool_counters();
+  return t;
+}
 
-  if (!o.dump_times.empty()) {
-    std::ofstream f(o.dump_times, std::ios::trunc);
-    f << nlohmann::json({{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
-                         {"prefill_s", prefill_s} /* seconds per whole prompt */, {"decode_s", token_s}})
-             .dump()
-      << "\n";
-    if (!f) return Fail(Status::Error("--dump-times " + o.dump_times + ": cannot write"));
+// What the box did during the timed window: the pool's sharing, the run-queue wait.
+void RecordContention(const Timings& t, BenchRecord* r) {
+  if (t.pool_before && t.pool_after) {
+    const auto &a = *t.pool_after, &b = *t.pool_before;
+    r->pool = PoolCounts{a.split_jobs - b.split_jobs, a.caller_jobs - b.caller_jobs, a.backoff_jobs - b.backoff_jobs,
+                         a.stalls - b.stalls, a.contended_windows - b.contended_windows};
   }
+  if (t.wait_before && t.wait_after && t.timed_ns > 0)
+    r->runqueue_wait_pct = std::max(0.0, 100.0 * (*t.wait_after - *t.wait_before) / (t.timed_ns * r->threads));
+}
 
-  const double token_median = std::max(Median(token_s), 1e-12);
+Status DumpTimes(const BenchOptions& o, const Timings& t) {
+  if (o.dump_times.empty()) return OkStatus();
+  std::ofstream f(o.dump_times, std::ios::trunc);
+  f << nlohmann::json({{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
+                       {"prefill_s", t.prefill_s} /* seconds per whole prompt */, {"decode_s", t.token_s}})
+           .dump()
+    << "\n";
+  if (!f) return Status::Error("--dump-times " + o.dump_times + ": cannot write");
+  return OkStatus();
+}
+
+// Speeds and their spread: decode tok/s is 1 / the median token time, so a
+// descheduled token moves it by one rank, not by its length.
+void RecordSpeeds(const Timings& t, const BenchOptions& o, const ModelConfig& c, BenchRecord* r) {
+  const double token_median = std::max(Median(t.token_s), 1e-12);
   std::vector<double> dev;
-  dev.reserve(token_s.size());
-  for (double d : token_s) dev.push_back(std::fabs(d - token_median));
-  r.decode_tok_s = o.batch / token_median;  // every sequence's position of a step
-  r.decode_mad_pct = 100.0 * Median(dev) / token_median;
-  r.samples = static_cast<int>(token_s.size());
+  dev.reserve(t.token_s.size());
+  for (double d : t.token_s) dev.push_back(std::fabs(d - token_median));
+  r->decode_tok_s = o.batch / token_median;  // every sequence's position of a step
+  r->decode_mad_pct = 100.0 * Median(dev) / token_median;
+  r->samples = static_cast<int>(t.token_s.size());
   // The same spread about each position's own median (attention grows with
   // the position, so the plain MAD also holds that trend): the noise alone.
-  if (r.generations >= 3) {
+  if (r->generations >= 3) {
     dev.clear();
     for (int i = 0; i < o.gen_tokens; i++) {
       std::vector<double> at;
-      for (int k = 0; k < r.generations; k++) at.push_back(token_s[static_cast<size_t>(k) * o.gen_tokens + i]);
+      for (int k = 0; k < r->generations; k++) at.push_back(t.token_s[static_cast<size_t>(k) * o.gen_tokens + i]);
       const double m = std::max(Median(at), 1e-12);
       for (double d : at) dev.push_back(std::fabs(d - m) / m);
     }
-    r.decode_position_mad_pct = 100.0 * Median(dev);
+    r->decode_position_mad_pct = 100.0 * Median(dev);
   }
-  const double prefill_median = std::max(Median(prefill_s), 1e-12);  // seconds per whole prompt
-  r.prefill_tok_s = static_cast<double>(o.prompt_tokens) * o.batch / prefill_median;
-  r.prefill_gflops = PrefillFlops(c, o.prompt_tokens) * o.batch / prefill_median / 1e9;
-  r.peak_rss_mb = StatusMiB("VmHWM");
-  const Footprint fp = FootprintOf(**model);
-  r.weights_mb = fp.resident_weight_bytes / 1048576.0;
-  r.kv_cache_mb = fp.kv_cache_bytes * o.batch / 1048576.0;  // one cache per sequence
-  r.rss_limit_mb = RssLimitMb(*r.weights_mb, *r.kv_cache_mb);
+  const double prefill_median = std::max(Median(t.prefill_s), 1e-12);  // seconds per whole prompt
+  r->prefill_tok_s = static_cast<double>(o.prompt_tokens) * o.batch / prefill_median;
+  r->prefill_gflops = PrefillFlops(c, o.prompt_tokens) * o.batch / prefill_median / 1e9;
+}
 
-  r.bytes_per_token = WeightBytesPerToken(**model);
+// Memory (resident set, weights, KV cache and their bound) and traffic: the
+// bytes a decoded token reads, against the roofline of the memory the
+// weights are read from (this box's at this thread count; GPU 0's for cuda).
+void RecordMemoryAndTraffic(const Model& model, const BenchOptions& o, BenchRecord* r) {
+  const ModelConfig& c = model.config;
+  r->peak_rss_mb = StatusMiB("VmHWM");
+  const Footprint fp = FootprintOf(model);
+  r->weights_mb = fp.resident_weight_bytes / 1048576.0;
+  r->kv_cache_mb = fp.kv_cache_bytes * o.batch / 1048576.0;  // one cache per sequence
+  r->rss_limit_mb = RssLimitMb(*r->weights_mb, *r->kv_cache_mb);
+  r->bytes_per_token = WeightBytesPerToken(model);
   // A step reads the weights once for its whole batch, and each sequence's own KV cache.
-  r.achieved_gb_s = r.bytes_per_token * r.decode_tok_s / o.batch / 1e9;
-  r.kv_bytes_per_token = KvBytesPerDecodedToken(c, o.prompt_tokens, o.gen_tokens);
-  r.achieved_gb_s_with_kv = r.achieved_gb_s + *r.kv_bytes_per_token * r.decode_tok_s / 1e9;
-  // The yardstick is the memory the weights are read from: this box's for the
-  // CPU backends (at this thread count), GPU 0's for cuda (`verity roofline
-  // --backend cuda`: one point, the device).
+  r->achieved_gb_s = r->bytes_per_token * r->decode_tok_s / o.batch / 1e9;
+  r->kv_bytes_per_token = KvBytesPerDecodedToken(c, o.prompt_tokens, o.gen_tokens);
+  r->achieved_gb_s_with_kv = r->achieved_gb_s + *r->kv_bytes_per_token * r->decode_tok_s / 1e9;
   const bool device = o.backend == "cuda";
-  auto roof = measure::CachedRoofline(env::CacheDir(), device ? measure::DeviceRooflineFingerprint(r.box) : r.box);
+  auto roof = measure::CachedRoofline(env::CacheDir(), device ? measure::DeviceRooflineFingerprint(r->box) : r->box);
   if (!roof.ok()) {
     std::fprintf(stderr, "verity: note: %s; read_gb_s is null\n", roof.status().message().c_str());
   } else if (roof->has_value()) {
-    r.read_gb_s = (*roof)->ReadGbS(device ? 1 : r.threads);
-    if (r.read_gb_s) r.fraction = r.achieved_gb_s / *r.read_gb_s;
-    if (r.read_gb_s) r.fraction_with_kv = *r.achieved_gb_s_with_kv / *r.read_gb_s;
+    r->read_gb_s = (*roof)->ReadGbS(device ? 1 : r->threads);
+    if (r->read_gb_s) r->fraction = r->achieved_gb_s / *r->read_gb_s;
+    if (r->read_gb_s) r->fraction_with_kv = *r->achieved_gb_s_with_kv / *r->read_gb_s;
   }
+}
 
+// The human summary on stderr (stdout holds the record alone).
+void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool device) {
   std::string placement = cpus.empty() ? std::string("not pinned")
                                        : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
   std::fprintf(stderr,
@@ -586,6 +540,100 @@ int RunBench(BenchOptions o) {
                  static_cast<unsigned long long>(r.pool->backoff_jobs), static_cast<unsigned long long>(r.pool->stalls),
                  static_cast<unsigned long long>(r.pool->contended_windows));
   }
+}
+
+// The record's header: what is measured, on what, by which build.
+BenchRecord StartRecord(const BenchOptions& o, int compute_threads) {
+  BenchRecord r;
+  r.build_id = BuildId();
+  r.artifact_sha256 = ArtifactSha256();
+  r.model = o.model;
+  r.threads = compute_threads * (o.tp.on() ? o.tp.tp : 1);
+  r.prompt_tokens = o.prompt_tokens;
+  r.gen_tokens = o.gen_tokens;
+  r.batch = o.batch;
+  r.min_seconds = o.min_seconds;
+  r.box = measure::ThisBox().fingerprint;
+  return r;
+}
+
+Status CheckContext(const BenchOptions& o, const ModelConfig& c) {
+  if (o.prompt_tokens + o.gen_tokens <= c.seq_len) return OkStatus();
+  const std::string what = o.steps_given ? "--steps " + std::to_string(o.steps)
+                                         : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
+                                               std::to_string(o.gen_tokens);
+  return Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
+                       " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ") set by --ctx");
+}
+
+int RunBench(BenchOptions o) {
+  Status s = CheckOptions(o);
+  if (!s.ok()) return Fail(s);
+  if (!o.from_json.empty()) return Reprint(o);
+  auto tp = ResolveTp(o.tp);
+  if (!tp.ok()) return Fail(tp.status());
+  o.tp = *tp;
+  // --threads reaches the fast backend the way every other command's thread
+  // count does: through VERITY_THREADS, read by base/env when the backend is made.
+  if (o.threads_given) setenv("VERITY_THREADS", std::to_string(o.threads).c_str(), 1);
+  // (The CUDA backend drives its device from one host thread.)
+  const int compute_threads = o.backend == "fast" ? env::Threads() : 1;
+  // Tensor-parallel ranks each run their own kernels' threads: the process is
+  // not confined or pinned (the ranks' threads would share the CPUs chosen for one).
+  if (o.tp.on()) o.pin = false;
+  BenchRecord r = StartRecord(o, compute_threads);
+  // Confine the process before the backend starts its pool, so its workers
+  // inherit the CPUs; each thread gets its own CPU after the first pass.
+  std::vector<int> cpus = o.pin ? measure::ChooseCpus(compute_threads) : std::vector<int>{};
+  if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
+  r.cpus = cpus;
+
+  auto kern = kernels::MakeBackend(o.backend);
+  if (!kern.ok()) return Fail(kern.status());
+  // The weights' dtype is part of the loaded model and named in the record: never substituted.
+  auto dtype = kernels::DTypeFromName(o.dtype);
+  if (!dtype.ok()) return Fail(dtype.status());
+  // With --tp the collectives (and their checks) come before any weight loads.
+  std::unique_ptr<TpGroup> group;
+  if (o.tp.on()) {
+    auto run = OpenTp(o.tp, o.backend);
+    if (!run.ok()) return Fail(run.status());
+    group = std::move(run->group);
+  }
+  // The process without the model (binary, libraries, allocator, the backend
+  // and its threads): what the model adds is judged against this.
+  r.baseline_rss_mb = StatusMiB("VmRSS");
+  auto model = LoadModel(o.model, *dtype, o.ctx);
+  if (group) {
+    Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
+    if (!agreed.ok()) return group->leader() ? Fail(agreed) : 1;
+    if (!group->leader()) return group->Serve(**model).ok() ? 0 : 1;  // rank 0 alone prints
+  }
+  if (!model.ok()) return Fail(model.status());
+  r.dtype = WeightsDTypeName(**model);
+  if (Status fits = CheckContext(o, (*model)->config); !fits.ok()) return Fail(fits);
+  auto d = MakeDecoder(o, **model, std::move(kern.value()), group.get());
+  if (!d.ok()) return Fail(d.status());
+  r.backend = d->backend_name();
+  if (o.backend == "fast") {
+    r.simd_target = kernels::SimdTargetName();
+    r.stream_prefetch = kernels::StreamPrefetchOn();
+    r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
+  }
+  Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
+                          : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
+  WarmUp(g, cpus, &r);
+  auto t = TimeGenerations(g, *d, o.min_seconds, &r);
+  if (!t.ok()) return Fail(t.status());
+  // The collective guard over every position the bench ran; a failure is no measurement.
+  if (group) {
+    if (Status guard = static_cast<TpDecoder&>(*d->one).Finish(); !guard.ok()) return Fail(guard);
+  }
+  RecordContention(*t, &r);
+  if (Status dumped = DumpTimes(o, *t); !dumped.ok()) return Fail(dumped);
+  RecordSpeeds(*t, o, (*model)->config, &r);
+  RecordMemoryAndTraffic(**model, o, &r);
+  PrintSummary(r, cpus, o.backend == "cuda");
   std::fputs(Print(r, o.output).c_str(), stdout);
   std::fflush(stdout);
   return 0;
