@@ -3,6 +3,7 @@
 // them to subcommands, and `verity-ledger` (ledger_main.cc) is the second alone.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "base/build_info.h"
@@ -24,6 +25,12 @@ std::string VersionLine() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A VERITY_SIMD_TARGET this build does not hold is a usage error (exit 2),
+  // said here: the cap itself is applied before main(), where nothing may exit.
+  if (const std::string cap = verity::kernels::simd::CapError(); !cap.empty()) {
+    std::fprintf(stderr, "verity: %s\n", cap.c_str());
+    return 2;
+  }
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
       "Engine: generate, logits, bench, synth, convert, audit, probe, preflight, parity, parity-tokens, parity-logits, sweep, tokenize. Serving: serve, loadgen.\n"

@@ -28,13 +28,7 @@
 #include "kernels/cpu/block_dot.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/simd.h"
-
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL 1
-#endif
+#include "kernels/cpu/simd_targets.h"  // before any Highway header
 #endif  // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
 
 #undef HWY_TARGET_INCLUDE

@@ -1,6 +1,7 @@
 #include "base/env.h"
 #include "base/plugin.h"
 #include "corruptions/kernel_hooks.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_roofline.h"
@@ -37,7 +38,10 @@ Result<cuda::DeviceMeasurement> MeasureCudaRoofline(const cuda::DeviceRooflineOp
 
 Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name, int device) {
   if (name == "reference") return MakeReference();
-  if (name == "fast") return corruptions::ActiveKernelHooks().WrapFast(MakeFast(env::Threads()));
+  if (name == "fast") {
+    if (const std::string cap = simd::CapError(); !cap.empty()) return Status::Error(cap);
+    return corruptions::ActiveKernelHooks().WrapFast(MakeFast(env::Threads()));
+  }
   if (name == "cuda") {
 #if defined(VERITY_HAVE_CUDA)
     return LoadCudaBackend(device);

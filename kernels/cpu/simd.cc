@@ -24,11 +24,7 @@
 #ifndef VERITY_KERNELS_CPU_SIMD_SHARED_
 #define VERITY_KERNELS_CPU_SIMD_SHARED_
 
-// Also compile for AVX3_DL (AVX-512 with VNNI: Ice Lake, Zen 4 and later),
-// whose vpdpbusd the q8_0 kernel uses; Highway leaves it out by default.
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL 1
-#endif
+#include "kernels/cpu/simd_targets.h"  // before any Highway header
 
 #include <algorithm>
 #include <cmath>
@@ -57,9 +53,6 @@ inline float* Scratch(size_t n) {
 }
 }  // namespace verity::kernels::simd::detail
 
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
 #endif  // VERITY_KERNELS_CPU_SIMD_SHARED_
 
 #undef HWY_TARGET_INCLUDE
@@ -960,52 +953,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace verity::kernels::simd {
 
-namespace {
-// The hint this CPU gets when VERITY_STREAM_PREFETCH does not say (see
-// kStreamAheadT0 for what each was measured to do where).
-StreamPrefetchHint DefaultHintForThisCpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("amd") == 0) return StreamPrefetchHint::kOff;  // measured to cost on an Intel Xeon
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return StreamPrefetchHint::kNonTemporal;
-  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
-  // Family 19h is Zen 3 (measured) and Zen 4 (not yet measured); 1Ah is Zen 5
-  // (measured); the older families keep the hint they always had.
-  return family == 0x19 ? StreamPrefetchHint::kT0 : StreamPrefetchHint::kNonTemporal;
-#else
-  return StreamPrefetchHint::kOff;  // never measured here
-#endif
-}
-}  // namespace
-
-StreamPrefetchHint StreamPrefetch() {
-  static const StreamPrefetchHint hint = [] {
-    const std::string v = env::StreamPrefetch();
-    if (v == "nta") return StreamPrefetchHint::kNonTemporal;
-    if (v == "t0") return StreamPrefetchHint::kT0;
-    if (v == "off") return StreamPrefetchHint::kOff;
-    if (!v.empty())
-      std::fprintf(stderr, "verity: note: VERITY_STREAM_PREFETCH=%s is none of nta, t0, off: ignored\n", v.c_str());
-    return DefaultHintForThisCpu();
-  }();
-  return hint;
-}
-
-bool StreamPrefetchOn() { return StreamPrefetch() != StreamPrefetchHint::kOff; }
-
-const char* StreamPrefetchName(StreamPrefetchHint h) {
-  switch (h) {
-    case StreamPrefetchHint::kNonTemporal:
-      return "nta";
-    case StreamPrefetchHint::kT0:
-      return "t0";
-    case StreamPrefetchHint::kOff:
-      return "off";
-  }
-  return "off";
-}
-
 HWY_EXPORT(TargetNameImpl);
 HWY_EXPORT(MatVecF32Impl);
 HWY_EXPORT(MatVecBF16Impl);
@@ -1027,6 +974,8 @@ HWY_EXPORT(DivideByImpl);
 HWY_EXPORT(WeightedSumImpl);
 
 uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
+
+const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
 void AttentionScores(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
                      long scores_stride) {
@@ -1167,82 +1116,6 @@ void QuantizeX(const float* x, int cols, QuantizedX* out) {
   for (int g = 0; g < ng; g++, q += kQ8Group * kQ8Block)
     for (int l = 0; l < kQ8Group; l++) ToGroup(plain.data() + (g * kQ8Group + l) * kQ8Block, l, q);
   std::memcpy(q, plain.data() + ng * kQ8Group * kQ8Block, static_cast<size_t>(nb - ng * kQ8Group) * kQ8Block * 2);
-}
-
-namespace {
-
-// The CPU's own targets among those compiled (Highway's bits: a lower bit is a
-// better target), read once before anything is forced.
-int64_t CpuTargets() {
-  static const int64_t cpu = [] {
-    hwy::SetSupportedTargetsForTest(0);
-    return hwy::SupportedTargets() & (HWY_TARGETS);
-  }();
-  return cpu;
-}
-
-// The compiled target named `name` ("AVX2", ...), or 0.
-int64_t TargetBit(const std::string& name) {
-  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) {
-    const int64_t t = bits & -bits;
-    if (name == hwy::TargetName(t)) return t;
-  }
-  return 0;
-}
-
-std::string CompiledTargetNames() {
-  std::string all;
-  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) all += std::string(all.empty() ? "" : ", ") + hwy::TargetName(bits & -bits);
-  return all;
-}
-
-// VERITY_SIMD_TARGET as a mask of the targets it allows: the named one and
-// every lesser one. A name this build does not hold is an error that ends the
-// process: kernels must never run on a target the user asked to avoid.
-int64_t CapMask() {
-  static const int64_t mask = [] {
-    const std::string name = env::SimdTarget();
-    if (name.empty()) return ~int64_t{0};
-    const int64_t bit = TargetBit(name);
-    if (bit == 0) {
-      std::fprintf(stderr, "verity: VERITY_SIMD_TARGET=%s: not a target of this build (one of %s)\n", name.c_str(),
-                   CompiledTargetNames().c_str());
-      std::exit(2);
-    }
-    return ~(bit - 1);
-  }();
-  return mask;
-}
-
-// Makes the dispatcher choose among the CPU's targets under the cap (only
-// `forced` when one is), at its next call.
-void ApplyTargets(int64_t forced) {
-  const int64_t allowed = CpuTargets() & CapMask();
-  hwy::SetSupportedTargetsForTest(forced != 0 ? forced : allowed);
-  hwy::GetChosenTarget().DeInit();
-}
-
-// Applied before main(), so the first kernel of any binary already honours it.
-const bool kCapApplied = (ApplyTargets(0), true);
-
-}  // namespace
-
-const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
-
-std::vector<std::string> AvailableTargets() {
-  std::vector<std::string> names;
-  const int64_t allowed = CpuTargets() & CapMask();
-  for (int64_t bits = allowed; bits != 0; bits &= bits - 1) names.emplace_back(hwy::TargetName(bits & -bits));
-  return names;
-}
-
-std::string TargetCap() { return env::SimdTarget(); }
-
-bool ForceTargetForTest(const std::string& name) {
-  const int64_t target = name.empty() ? 0 : TargetBit(name) & CpuTargets() & CapMask();
-  if (!name.empty() && target == 0) return false;
-  ApplyTargets(target);  // 0: the capped set again
-  return true;
 }
 
 }  // namespace verity::kernels::simd

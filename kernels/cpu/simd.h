@@ -155,9 +155,13 @@ const char* TargetName();
 // The instruction sets this binary holds kernels for that this CPU can run,
 // under VERITY_SIMD_TARGET's cap, best first (e.g. {"AVX3", "AVX2", "SSE4",
 // "EMU128"}). The cap is applied before main(): with VERITY_SIMD_TARGET=AVX2
-// no kernel of any binary dispatches above AVX2; a name this build does not
-// hold ends the process with exit 2, naming it and the valid ones.
+// no kernel of any binary dispatches above AVX2. A name this build does not
+// hold allows only the most basic target, and CapError says so.
 std::vector<std::string> AvailableTargets();
+// "" or, when VERITY_SIMD_TARGET names no target of this build, the error
+// naming it and the valid ones (`verity` exits 2 with it; the fast backend
+// refuses to be made).
+std::string CapError();
 // VERITY_SIMD_TARGET as given ("" when unset).
 std::string TargetCap();
 // Makes every later call dispatch to the named target (one of
