@@ -27,8 +27,8 @@ namespace verity::cuda_check {
 // A sticky error (a kernel fault) stays: it has broken the whole context.
 inline Status CudaCallError(const char* expr, cudaError_t e, const std::string& ctx, const char* file, int line) {
   VERITY_CUDA_CONSUME_LAST_ERROR();
-  return Status::Error("cuda: " + ctx + ": " + expr + " failed: " + cudaGetErrorName(e) + " (" +
-                       cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line));
+  return Status::Error("cuda: " + ctx + ": " + expr + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+                       ") at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace verity::cuda_check
@@ -38,18 +38,18 @@ inline Status CudaCallError(const char* expr, cudaError_t e, const std::string& 
 // parallel/nccl_check.h): `type` is the call's result type, `ok` its success
 // value, `error_fn(expr_text, result, ctx, file, line)` makes the Status.
 // Returns that Status from the enclosing function (Status or Result<T>):
-#define VERITY_CHECKED_CALL_RETURN(type, ok, error_fn, expr, ctx)              \
-  do {                                                                         \
-    const type verity_call_r = (expr);                                         \
+#define VERITY_CHECKED_CALL_RETURN(type, ok, error_fn, expr, ctx)                                \
+  do {                                                                                           \
+    const type verity_call_r = (expr);                                                           \
     if (verity_call_r != (ok)) return error_fn(#expr, verity_call_r, (ctx), __FILE__, __LINE__); \
   } while (0)
 // Prints it to stderr (for destructors, which cannot return it):
-#define VERITY_CHECKED_CALL_LOG(type, ok, error_fn, expr, ctx)                                          \
-  do {                                                                                                  \
-    const type verity_call_r = (expr);                                                                  \
-    if (verity_call_r != (ok))                                                                          \
-      std::fprintf(stderr, "verity: %s\n",                                                              \
-                   error_fn(#expr, verity_call_r, (ctx), __FILE__, __LINE__).message().c_str());        \
+#define VERITY_CHECKED_CALL_LOG(type, ok, error_fn, expr, ctx)                                   \
+  do {                                                                                           \
+    const type verity_call_r = (expr);                                                           \
+    if (verity_call_r != (ok))                                                                   \
+      std::fprintf(stderr, "verity: %s\n",                                                       \
+                   error_fn(#expr, verity_call_r, (ctx), __FILE__, __LINE__).message().c_str()); \
   } while (0)
 
 // Returns the error from the enclosing function (Status or Result<T>) when a

@@ -73,7 +73,8 @@ std::string StreamPrefetch() { return Get("VERITY_STREAM_PREFETCH"); }
 
 MpiLauncher MpiLauncherWorld() {
   MpiLauncher l;
-  for (auto [size, rank] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+  for (auto [size, rank] :
+       {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, std::pair{"PMI_SIZE", "PMI_RANK"}}) {
     l.value = Get(size);
     if (l.value.empty()) continue;
     l.variable = size;

@@ -23,20 +23,24 @@ bool StartsWww(std::string_view s, size_t i) {
 
 // Only `#`s and spaces from s[i] to the end: a heading's closing sequence if
 // the string ends a heading.
-bool TrailingHashes(std::string_view s, size_t i) {
-  return s.find_first_not_of("# \t", i) == std::string_view::npos;
-}
+bool TrailingHashes(std::string_view s, size_t i) { return s.find_first_not_of("# \t", i) == std::string_view::npos; }
 
 // The escape one ASCII character of Text needs at s[i] ("" = none).
 std::string AsciiEscape(std::string_view s, size_t i, bool link_text) {
   const char c = s[i], prev = i ? s[i - 1] : '\0', next = At(s, i + 1);
   switch (c) {
-    case '\\': case '`': case '*': case '~': case '|':
-      return std::string("\\") + c;
+    case '\\':
+    case '`':
+    case '*':
+    case '~':
+    case '|': return std::string("\\") + c;
     case '_': return Alnum(prev) && Alnum(next) ? "" : "\\_";
     case '#': return TrailingHashes(s, i) ? "\\#" : "";
     // A tag, comment, declaration or autolink starts `<` + letter, `/`, `!` or `?`.
-    case '<': return std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!' || next == '?' || next == '\0' ? "\\<" : "";
+    case '<':
+      return std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!' || next == '?' || next == '\0'
+                 ? "\\<"
+                 : "";
     // Outside link text a bracket links only as `](` or `][`; inside, one
     // unmatched bracket would undo the link around it.
     case '[': return link_text ? "\\[" : "";
@@ -132,7 +136,8 @@ std::string Code(std::string_view s, bool in_table) {
   const std::string fence(longest + 1, '`');
   // A space keeps a backtick at either end out of the fence; CommonMark strips
   // one space from each end when both have one.
-  const bool pad = body.empty() || body.front() == '`' || body.back() == '`' || (body.front() == ' ' && body.back() == ' ');
+  const bool pad =
+      body.empty() || body.front() == '`' || body.back() == '`' || (body.front() == ' ' && body.back() == ' ');
   return pad ? fence + " " + body + " " + fence : fence + body + fence;
 }
 

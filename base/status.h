@@ -54,17 +54,16 @@ class [[nodiscard]] Result {
 }  // namespace verity
 
 // Propagates a failed Status (or Result's status) to the caller.
-#define VERITY_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    auto _verity_st = (expr);                         \
+#define VERITY_RETURN_IF_ERROR(expr)                                       \
+  do {                                                                     \
+    auto _verity_st = (expr);                                              \
     if (!_verity_st.ok()) return ::verity::internal::ToStatus(_verity_st); \
   } while (0)
 
 #define VERITY_CONCAT_INNER(a, b) a##b
 #define VERITY_CONCAT(a, b) VERITY_CONCAT_INNER(a, b)
 // `VERITY_ASSIGN_OR_RETURN(auto x, MakeX());` binds the value or returns the error.
-#define VERITY_ASSIGN_OR_RETURN(lhs, expr) \
-  VERITY_ASSIGN_OR_RETURN_IMPL(VERITY_CONCAT(_verity_r, __LINE__), lhs, expr)
+#define VERITY_ASSIGN_OR_RETURN(lhs, expr) VERITY_ASSIGN_OR_RETURN_IMPL(VERITY_CONCAT(_verity_r, __LINE__), lhs, expr)
 #define VERITY_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
@@ -73,5 +72,7 @@ class [[nodiscard]] Result {
 namespace verity::internal {
 inline Status ToStatus(const Status& s) { return s; }
 template <class T>
-Status ToStatus(const Result<T>& r) { return r.status(); }
+Status ToStatus(const Result<T>& r) {
+  return r.status();
+}
 }  // namespace verity::internal

@@ -27,18 +27,19 @@ TEST(Utf8, EveryCodePointEncodesAndDecodesBackAndNoSurrogateIsValid) {
     for (size_t k = 1; k < e.size(); k++) ASSERT_EQ(IncompleteTail(e, k), k) << std::hex << static_cast<uint32_t>(cp);
     checked++;
   }
-  for (const char* bad : {"\xC0\xAF", "\xC1\xBF", "\xE0\x80\xAF", "\xF0\x80\x80\xAF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80",
-                          "\x80", "\xBF", "\xFE", "\xFF", "\xE2\x82", "\xF0\x9F\x98"})
+  for (const char* bad : {"\xC0\xAF", "\xC1\xBF", "\xE0\x80\xAF", "\xF0\x80\x80\xAF", "\xF4\x90\x80\x80",
+                          "\xF5\x80\x80\x80", "\x80", "\xBF", "\xFE", "\xFF", "\xE2\x82", "\xF0\x9F\x98"})
     EXPECT_FALSE(IsValid(bad)) << bad;
-  std::printf("utf8: %d code points encoded, decoded back and valid; surrogates, overlongs and strays refused\n", checked);
+  std::printf("utf8: %d code points encoded, decoded back and valid; surrogates, overlongs and strays refused\n",
+              checked);
 }
 
 // Byte strings that hit every branch: ASCII, leads of each length, the edge
 // second bytes, continuation bytes and bytes no character starts with.
 std::string RandomBytes(std::mt19937& g) {
-  static const unsigned char kBytes[] = {'a',  ' ',  0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2,
-                                         0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5,
-                                         0xF8, 0xFF, 0x00};
+  static const unsigned char kBytes[] = {'a',  ' ',  0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF,
+                                         0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE,
+                                         0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xF8, 0xFF, 0x00};
   std::string s(g() % 12, '\0');
   for (char& c : s) c = static_cast<char>(kBytes[g() % sizeof kBytes]);
   if (g() % 3 == 0) s += Encode(static_cast<char32_t>(g() % 0x110000));

@@ -20,7 +20,8 @@ const std::string& BigCheckpoint() {
     c.n_heads = 2;
     c.n_kv_heads = 1;
     c.vocab_size = 16;
-    c.seq_len = 16; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+    c.seq_len = 16;
+    c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
     c.shared_classifier = false;
     c.rope_theta = 10000.0f;
     c.norm_eps = 1e-5f;

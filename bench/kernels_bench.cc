@@ -135,8 +135,8 @@ void BM_MatVec(benchmark::State& state, Dtype t) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.copies * w.bytes_each);
-  state.counters["Gweights/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * w.copies * rows * cols * 1e-9,
-                                                    benchmark::Counter::kIsRate);
+  state.counters["Gweights/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * w.copies * rows * cols * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel(TargetName());
 }
 
@@ -159,8 +159,8 @@ void BM_MatMul(benchmark::State& state, Dtype t) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * rows * cols * state.iterations() * 1e-9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * T * rows * cols * state.iterations() * 1e-9, benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * w.bytes_each);
   state.SetLabel(TargetName());
 }
@@ -182,7 +182,9 @@ void BM_MatRows(benchmark::State& state, Dtype t) {
     for (int c = 0; c < w.copies; c++) {
       switch (t) {
         case Dtype::kF32: MatRowsF32(w.f32.get() + c * per_copy, x.data(), n, out.data(), cols, rows, 0, rows); break;
-        case Dtype::kBF16: MatRowsBF16(w.bf16.get() + c * per_copy, x.data(), n, out.data(), cols, rows, 0, rows); break;
+        case Dtype::kBF16:
+          MatRowsBF16(w.bf16.get() + c * per_copy, x.data(), n, out.data(), cols, rows, 0, rows);
+          break;
         case Dtype::kQ8:  // x quantized per product, as the engine does (counted in the time)
           for (int v = 0; v < n; v++) QuantizeX(x.data() + static_cast<size_t>(v) * cols, cols, &xq[v]);
           MatRowsQ8_0(w.q8.get() + c * w.bytes_each, xq.data(), n, out.data(), rows, 0, rows);
@@ -421,10 +423,8 @@ void BM_DecodeVsStream(benchmark::State& state) {
   std::vector<double> decode_gbs, read_gbs, fraction;
   for (auto _ : state) {
     const double d = Seconds([&] {
-      if (one_job)
-        DecodeTokenAsOneJob(pool, m, t, x.data());
-      else
-        DecodeToken(pool, m, t, x.data(), out.data());
+      if (one_job) DecodeTokenAsOneJob(pool, m, t, x.data());
+      else DecodeToken(pool, m, t, x.data(), out.data());
     });
     const double r = Seconds([&] {
       pool.ParallelFor(static_cast<int>(pieces), [&](int b, int e) {
@@ -439,7 +439,9 @@ void BM_DecodeVsStream(benchmark::State& state) {
   state.counters["decode_GB/s"] = Median(decode_gbs);
   state.counters["read_GB/s"] = Median(read_gbs);
   state.counters["fraction"] = Median(fraction);
-  state.SetLabel(std::string(t == Dtype::kF32 ? "f32" : t == Dtype::kBF16 ? "bf16" : "q8_0") +
+  state.SetLabel(std::string(t == Dtype::kF32    ? "f32"
+                             : t == Dtype::kBF16 ? "bf16"
+                                                 : "q8_0") +
                  (one_job ? ", one job per token" : ", one job per matrix"));
 }
 
@@ -453,7 +455,8 @@ void BM_Attention110M(benchmark::State& state) {
   const int group = heads / kv_heads;  // query heads per KV head, served together as in the engine
   const long stride = kv_heads * hs;
   const size_t layer_floats = static_cast<size_t>(count) * stride;
-  const std::vector<float> keys = RandomFloats(layer_floats * layers, 3), values = RandomFloats(layer_floats * layers, 4);
+  const std::vector<float> keys = RandomFloats(layer_floats * layers, 3),
+                           values = RandomFloats(layer_floats * layers, 4);
   const std::vector<float> q = RandomFloats(static_cast<size_t>(heads) * hs, 5);
   std::vector<float> scores(static_cast<size_t>(heads) * count), out(static_cast<size_t>(heads) * hs);
   double t_scores = 0, t_softmax = 0, t_values = 0;
@@ -526,7 +529,9 @@ void BM_ThreadsAB(benchmark::State& state) {
   const ThreadPool::Stats st = two.stats();
   state.counters["stalls"] = static_cast<double>(st.stalls);
   state.counters["solo"] = static_cast<double>(st.solo_jobs);
-  state.SetLabel(std::string(big ? "110M " : "stories260K ") + (t == Dtype::kF32 ? "f32" : t == Dtype::kBF16 ? "bf16" : "q8_0"));
+  state.SetLabel(std::string(big ? "110M " : "stories260K ") + (t == Dtype::kF32    ? "f32"
+                                                                : t == Dtype::kBF16 ? "bf16"
+                                                                                    : "q8_0"));
 }
 
 // What splitting costs: a ParallelFor of 8 near-empty chunks on a pool of
@@ -568,11 +573,14 @@ BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PoolOverhead)->Args({1, 50})->Args({2, 50})->Args({2, 0})->UseRealTime();
 BENCHMARK(BM_DecodeToken110M)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThreadsAB)
-    ->ArgsProduct({{0, 1}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}})
+    ->ArgsProduct({{0, 1},
+                   {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeVsStream)
-    ->ArgsProduct({{1, 2}, {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)}, {0, 1}})
+    ->ArgsProduct({{1, 2},
+                   {static_cast<int>(Dtype::kF32), static_cast<int>(Dtype::kBF16), static_cast<int>(Dtype::kQ8)},
+                   {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention110M)->Arg(64)->Arg(640)->Unit(benchmark::kMicrosecond);
@@ -580,9 +588,18 @@ BENCHMARK(BM_StreamReadThreads)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::
 BENCHMARK_CAPTURE(BM_MatVec, f32, Dtype::kF32)->Apply(Shapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, bf16, Dtype::kBF16)->Apply(Shapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatVec, q8_0, Dtype::kQ8)->Apply(Shapes)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_MatVecThreads, f32, Dtype::kF32)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_MatVecThreads, bf16, Dtype::kBF16)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_MatVecThreads, q8_0, Dtype::kQ8)->Apply(ThreadShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, f32, Dtype::kF32)
+    ->Apply(ThreadShapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, bf16, Dtype::kBF16)
+    ->Apply(ThreadShapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MatVecThreads, q8_0, Dtype::kQ8)
+    ->Apply(ThreadShapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MatRows, f32, Dtype::kF32)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatRows, bf16, Dtype::kBF16)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MatRows, q8_0, Dtype::kQ8)->Apply(MatRowsShapes)->Unit(benchmark::kMillisecond);

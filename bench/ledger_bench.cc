@@ -118,10 +118,12 @@ std::string EchoParity(const std::string& artifact) {
     depths += (d > 1 ? "," : "") + std::string("{\"depth\":") + std::to_string(d == 7 ? 512 : 73 * d) +
               ",\"positions\":8,\"top1\":1,\"mean_kl\":0,\"max_kl\":0}";
   return "echo '{\"schema\":\"verity.parity/1\",\"reference\":\"echo\",\"dtype\":\"f32\",\"mode\":\"standard\","
-         "\"tokens\":512,\"window\":8,\"depths\":[" + depths + "],\"worst\":{\"top1\":1,\"mean_kl\":0},"
-         "\"logits_sha256\":\"" + std::string(64, 'b') + "\",\"all_rows_sha256\":\"" + std::string(64, 'c') +
-         "\",\"nonfinite\":[],\"build\":{\"id\":\"x\",\"artifact_sha256\":\"" + artifact +
-         "\"},\"ok\":true}'";
+         "\"tokens\":512,\"window\":8,\"depths\":[" +
+         depths +
+         "],\"worst\":{\"top1\":1,\"mean_kl\":0},"
+         "\"logits_sha256\":\"" +
+         std::string(64, 'b') + "\",\"all_rows_sha256\":\"" + std::string(64, 'c') +
+         "\",\"nonfinite\":[],\"build\":{\"id\":\"x\",\"artifact_sha256\":\"" + artifact + "\"},\"ok\":true}'";
 }
 
 // A submission of base artifact `base` against head `head` (64 hex each).
@@ -179,16 +181,17 @@ BENCHMARK(BM_SubmitOverhead)->Unit(benchmark::kMillisecond)->Iterations(10);
 // Inserts a change with one run; returns the run id.
 Result<int64_t> AddRun(Db& d, int64_t box, const std::string& title, const std::string& kind,
                        std::optional<int64_t> target) {
-  VERITY_ASSIGN_OR_RETURN(int64_t change, d.InsertSealed("changes", {{"kind", kind},
-                                                                     {"title", title},
-                                                                     {"author", std::string("bench")},
-                                                                     {"predict_pct", 3.0},
-                                                                     {"claim_bit_identical", int64_t{0}},
-                                                                     {"metric", std::string("decode_tok_s")},
-                                                                     {"base_cmd", std::string("b")},
-                                                                     {"head_cmd", std::string("h")},
-                                                                     {"target_change", target ? Value(*target) : Value()},
-                                                                     {"created_at", NowUtc()}}));
+  VERITY_ASSIGN_OR_RETURN(int64_t change,
+                          d.InsertSealed("changes", {{"kind", kind},
+                                                     {"title", title},
+                                                     {"author", std::string("bench")},
+                                                     {"predict_pct", 3.0},
+                                                     {"claim_bit_identical", int64_t{0}},
+                                                     {"metric", std::string("decode_tok_s")},
+                                                     {"base_cmd", std::string("b")},
+                                                     {"head_cmd", std::string("h")},
+                                                     {"target_change", target ? Value(*target) : Value()},
+                                                     {"created_at", NowUtc()}}));
   return d.InsertSealed("runs", {{"change_id", change},
                                  {"purpose", std::string(kind == "change" ? "submit" : kind)},
                                  {"box_id", box},
@@ -226,7 +229,8 @@ Result<std::vector<int64_t>> Boxes(Db& d) {
   for (int b = 0; b < kBigBoxes; b++) {
     char name[32];
     std::snprintf(name, sizeof name, "benchbox-%02d", b);
-    VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("boxes", {{"fingerprint", std::string(name)}, {"detail", std::string("{}")}}));
+    VERITY_ASSIGN_OR_RETURN(
+        int64_t id, d.InsertSealed("boxes", {{"fingerprint", std::string(name)}, {"detail", std::string("{}")}}));
     ids.push_back(id);
   }
   return ids;
@@ -260,8 +264,8 @@ const std::string& BigLedger() {
   static const std::string path = [] {
     std::string schema;
     for (const auto& m : EmbeddedMigrations()) schema += m.sql;
-    const std::string name = "big-" + std::to_string(g_changes) + "-b" + std::to_string(kBigBoxes) + "s-" +
-                             Sha256Hex(schema).substr(0, 12);
+    const std::string name =
+        "big-" + std::to_string(g_changes) + "-b" + std::to_string(kBigBoxes) + "s-" + Sha256Hex(schema).substr(0, 12);
     const std::string db = LedgerAt(name);
     if (Exists(db)) return db;
     const std::string tmp = LedgerAt(name + "-building");
@@ -280,8 +284,9 @@ const std::string& BigLedger() {
           const int n = batch * 100 + i;
           const int64_t box = boxes[n % kBigBoxes];
           const bool revert = n % 50 == 49;
-          VERITY_ASSIGN_OR_RETURN(int64_t run, AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
-                                                      revert ? std::optional<int64_t>(n - 1) : std::nullopt));
+          VERITY_ASSIGN_OR_RETURN(int64_t run,
+                                  AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
+                                         revert ? std::optional<int64_t>(n - 1) : std::nullopt));
           // Half the boxes step up 3% halfway: drift finds change points
           // there and runs its full permutation tests, as on a real ledger.
           const bool stepped = (n % kBigBoxes) % 2 == 0 && n >= g_changes / 2;
@@ -313,9 +318,8 @@ const std::string& BigLedger() {
                                                            {"note", std::string("")},
                                                            {"scored_at", NowUtc()}}));
           if (n % 500 == 7)
-            VERITY_RETURN_IF_ERROR(d.InsertSealed("retractions", {{"run_id", run},
-                                                                  {"reason", std::string("bench")},
-                                                                  {"retracted_at", NowUtc()}}));
+            VERITY_RETURN_IF_ERROR(d.InsertSealed(
+                "retractions", {{"run_id", run}, {"reason", std::string("bench")}, {"retracted_at", NowUtc()}}));
           if (n % 100 < kBigBoxes)  // each box's frontier moves every 100 changes
             VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")},
                                                                       {"box_id", box},
@@ -422,7 +426,9 @@ void BM_ConcurrentSubmitters(benchmark::State& state) {
         if (!l.ok()) return void(errors[t] = l.status().message());
         MeasureOptions opt;
         opt.lock_dir = LockDir();
-        opt.read_box = [t] { return measure::Box{"bench-submitter-" + std::to_string(t), "{\"submitter\":" + std::to_string(t) + "}"}; };
+        opt.read_box = [t] {
+          return measure::Box{"bench-submitter-" + std::to_string(t), "{\"submitter\":" + std::to_string(t) + "}"};
+        };
         for (int k = 0; k < kEach && errors[t].empty(); k++) {
           // Each submission its own artifact pair: the same pair from two
           // submitters at once is one change measured twice (policy v4), and
@@ -438,7 +444,8 @@ void BM_ConcurrentSubmitters(benchmark::State& state) {
     state.PauseTiming();
     for (const auto& e : errors)
       if (!e.empty()) return state.SkipWithError(e.c_str());
-    if (Status s = CheckConcurrent(db, int64_t{kSubmitters} * kEach); !s.ok()) return state.SkipWithError(s.message().c_str());
+    if (Status s = CheckConcurrent(db, int64_t{kSubmitters} * kEach); !s.ok())
+      return state.SkipWithError(s.message().c_str());
     for (int t = 0; t < kSubmitters; t++) overhead += own[t], commands += cmds[t];
     state.ResumeTiming();
   }
@@ -469,7 +476,8 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--pg=", 0) == 0) {
       verity::ledger::g_pg = a.substr(5);
       if (!verity::ledger::IsPostgresUrl(verity::ledger::g_pg)) {
-        std::fprintf(stderr, "ledger_bench: --pg must be a postgresql:// URL, got '%s'\n", verity::ledger::g_pg.c_str());
+        std::fprintf(stderr, "ledger_bench: --pg must be a postgresql:// URL, got '%s'\n",
+                     verity::ledger::g_pg.c_str());
         return 2;
       }
     } else {

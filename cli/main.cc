@@ -16,9 +16,8 @@ namespace {
 // One line for a CI log: which release, which commit (with -dirty if the tree
 // had changes), which bytes, and which kernels this CPU gets.
 std::string VersionLine() {
-  std::string line = std::string("verity ") + verity::Version() + " build " + verity::BuildId() +
-                     " artifact-sha256 " + verity::ArtifactSha256() + " simd " +
-                     verity::kernels::simd::TargetName();
+  std::string line = std::string("verity ") + verity::Version() + " build " + verity::BuildId() + " artifact-sha256 " +
+                     verity::ArtifactSha256() + " simd " + verity::kernels::simd::TargetName();
   if (*verity::CorruptionName() != '\0') line += std::string(" corruption ") + verity::CorruptionName();
   return line;
 }
@@ -33,8 +32,10 @@ int main(int argc, char** argv) {
   }
   CLI::App app{
       "verity: an LLM inference engine and the ledger that keeps its performance claims honest.\n"
-      "Engine: generate, logits, bench, synth, convert, audit, probe, preflight, parity, parity-tokens, parity-logits, sweep, tokenize. Serving: serve, loadgen.\n"
-      "Ledger: submit, show, frontier, history, remeasure, confirm, revert, reapply, retract, ledger verify|migrate, report, roofline, adapt, gbench.\n"
+      "Engine: generate, logits, bench, synth, convert, audit, probe, preflight, parity, parity-tokens, parity-logits, "
+      "sweep, tokenize. Serving: serve, loadgen.\n"
+      "Ledger: submit, show, frontier, history, remeasure, confirm, revert, reapply, retract, ledger verify|migrate, "
+      "report, roofline, adapt, gbench.\n"
       "Run `verity <command> --help`; `verity-ledger` has the ledger's commands alone."};
   app.require_subcommand(1);
   app.set_version_flag("--version", VersionLine,

@@ -47,7 +47,8 @@ class KQuantScalesSwapped final : public ForwardingBackend {
       Copy& c = read_[w.data];
       const auto* src = static_cast<const unsigned char*>(w.data);
       c.bytes.assign(src, src + w.bytes());
-      for (size_t at = 0; at + kQ4_KBytes <= c.bytes.size(); at += kQ4_KBytes) std::swap(c.bytes[at + 4], c.bytes[at + 5]);
+      for (size_t at = 0; at + kQ4_KBytes <= c.bytes.size(); at += kQ4_KBytes)
+        std::swap(c.bytes[at + 4], c.bytes[at + 5]);
       c.view = w;
       c.view.data = c.bytes.data();
       return c.view;

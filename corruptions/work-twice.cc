@@ -11,7 +11,9 @@ namespace {
 class WorkTwice final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  void Matmul(float* out, const float* x, const kernels::Weights& w) override { Twice([&] { inner().Matmul(out, x, w); }); }
+  void Matmul(float* out, const float* x, const kernels::Weights& w) override {
+    Twice([&] { inner().Matmul(out, x, w); });
+  }
   void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
     Twice([&] { inner().MatmulBatch(out, x, w, T); });
   }
@@ -24,7 +26,9 @@ class WorkTwice final : public ForwardingBackend {
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
     Twice([&] { inner().MatmulSharedRows(x, n, targets, count); });
   }
-  void Attention(const kernels::AttentionArgs& a) override { Twice([&] { inner().Attention(a); }); }
+  void Attention(const kernels::AttentionArgs& a) override {
+    Twice([&] { inner().Attention(a); });
+  }
 
  private:
   template <class F>

@@ -40,7 +40,7 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
 }
 
 Result<std::unique_ptr<Transformer>> Transformer::Create(const Model& model,
-                                                          std::unique_ptr<kernels::Backend> backend) {
+                                                         std::unique_ptr<kernels::Backend> backend) {
   VERITY_RETURN_IF_ERROR(CheckBackendRunsModel(model, *backend));
   const ModelConfig& c = model.config;
   // The context decides the KV cache; one larger than this machine's memory is

@@ -49,15 +49,15 @@ struct ExpertWeights {
 
 // Norms are f32 vectors; every matrix is a typed view (Model::dtype).
 struct LayerWeights {
-  const float* rms_att = nullptr;  // [dim]
-  kernels::Weights wq;             // [q_dim x dim]    (rows = outputs)
-  kernels::Weights wk;             // [kv_dim x dim]
-  kernels::Weights wv;             // [kv_dim x dim]
-  kernels::Weights wo;             // [dim x q_dim]
-  const float* rms_ffn = nullptr;  // [dim]
-  kernels::Weights w1;             // [ffn x dim]   gate
-  kernels::Weights w2;             // [dim x ffn]   down
-  kernels::Weights w3;             // [ffn x dim]   up
+  const float* rms_att = nullptr;      // [dim]
+  kernels::Weights wq;                 // [q_dim x dim]    (rows = outputs)
+  kernels::Weights wk;                 // [kv_dim x dim]
+  kernels::Weights wv;                 // [kv_dim x dim]
+  kernels::Weights wo;                 // [dim x q_dim]
+  const float* rms_ffn = nullptr;      // [dim]
+  kernels::Weights w1;                 // [ffn x dim]   gate
+  kernels::Weights w2;                 // [dim x ffn]   down
+  kernels::Weights w3;                 // [ffn x dim]   up
   kernels::Weights router;             // MoE: [n_experts x dim]; then w1..w3 are unused
   std::vector<ExpertWeights> experts;  // MoE: n_experts entries
 };
@@ -175,7 +175,7 @@ enum class TensorKind { kEmbedding, kNorm, kAttention, kRouter, kExpert, kFfn, k
 const char* TensorKindName(TensorKind k);
 
 struct ExpectedTensor {
-  std::string name;             // Hugging Face name
+  std::string name;  // Hugging Face name
   std::vector<int64_t> shape;
   TensorKind kind;
 };

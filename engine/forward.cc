@@ -229,10 +229,20 @@ void RankForward::Attention(int l, int n) {
   // This layer's caches: of the block's slot (one sequence), of slot 0 (rows
   // of several sequences, each row in its own slot's).
   const size_t layer = static_cast<size_t>(l) * kv_layer_stride_, slot = one_sequence_ ? slot_[0] * kv_slot_floats_ : 0;
-  const kernels::AttendArgs a{att_->data(), q_->data(), key_->data(), val_->data(),
-                              key_cache_->data() + slot + layer, value_cache_->data() + slot + layer,
-                              kv_pos_stride_, kv_slot_floats_, scores_.data(), rope_inv_freq_.data(),
-                              c.rope_style == RopeStyle::kInterleaved, w_.n_heads, w_.n_kv_heads, head_size_,
+  const kernels::AttendArgs a{att_->data(),
+                              q_->data(),
+                              key_->data(),
+                              val_->data(),
+                              key_cache_->data() + slot + layer,
+                              value_cache_->data() + slot + layer,
+                              kv_pos_stride_,
+                              kv_slot_floats_,
+                              scores_.data(),
+                              rope_inv_freq_.data(),
+                              c.rope_style == RopeStyle::kInterleaved,
+                              w_.n_heads,
+                              w_.n_kv_heads,
+                              head_size_,
                               c.seq_len};
   if (one_sequence_) {
     k_.AttendBlock(a, pos_[0], n);  // a prompt block, or one decoded position
@@ -326,7 +336,8 @@ const float* Transformer::Checked() {
   // A failed backend already wrote NaN where it failed; the logits are made NaN
   // too, so a caller that ignores status() still cannot use a stale row.
   float* logits = forward_->logits();
-  if (!backend_->status().ok()) std::fill(logits, logits + model_.config.vocab_size, std::numeric_limits<float>::quiet_NaN());
+  if (!backend_->status().ok())
+    std::fill(logits, logits + model_.config.vocab_size, std::numeric_limits<float>::quiet_NaN());
   return logits;
 }
 

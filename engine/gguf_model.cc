@@ -47,11 +47,11 @@ GgufPlace PlaceOf(const std::string& hf) {
   const std::string layer = hf.substr(a, b - a), rest = hf.substr(b + 1);
   const std::string blk = "blk." + layer + ".";
   static const std::pair<const char*, const char*> dense[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},        {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},   {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},         {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
+      {"input_layernorm.weight", "attn_norm.weight"},    {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
   for (const auto& [from, to] : dense)
     if (rest == from) return {blk + to};
   // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
@@ -59,7 +59,9 @@ GgufPlace PlaceOf(const std::string& hf) {
   const size_t e0 = ex.size(), e1 = rest.find('.', e0);
   const int expert = std::stoi(rest.substr(e0, e1 - e0));
   const std::string w = rest.substr(e1 + 1);
-  return {blk + (w == "w1.weight" ? "ffn_gate_exps.weight" : w == "w2.weight" ? "ffn_down_exps.weight" : "ffn_up_exps.weight"),
+  return {blk + (w == "w1.weight"   ? "ffn_gate_exps.weight"
+                 : w == "w2.weight" ? "ffn_down_exps.weight"
+                                    : "ffn_up_exps.weight"),
           expert};
 }
 
@@ -81,7 +83,9 @@ std::string DimsString(const std::vector<uint64_t>& d) {
 struct StoredType {
   TensorDType type = TensorDType::kF32;
   const kernels::BlockFormat* block = nullptr;
-  size_t RowBytes(int64_t cols) const { return block ? block->RowBytes(static_cast<int>(cols)) : StoredRowBytes(type, cols); }
+  size_t RowBytes(int64_t cols) const {
+    return block ? block->RowBytes(static_cast<int>(cols)) : StoredRowBytes(type, cols);
+  }
 };
 
 Result<StoredType> StoredTypeOf(const gguf::TensorInfo& t, const unsigned char* data, bool check_scales,
@@ -91,8 +95,7 @@ Result<StoredType> StoredTypeOf(const gguf::TensorInfo& t, const unsigned char* 
     case gguf::kF16: return StoredType{TensorDType::kF16};
     case gguf::kBF16: return StoredType{TensorDType::kBF16};
     case gguf::kQ8_0: return StoredType{TensorDType::kQ8_0};
-    default:
-      break;
+    default: break;
   }
   const std::string where = path + ": tensor " + t.name;
   // A block type formats/quants reads: its row length and size, then every
@@ -102,7 +105,8 @@ Result<StoredType> StoredTypeOf(const gguf::TensorInfo& t, const unsigned char* 
     const uint64_t row = t.dims.empty() ? 1 : t.dims[0], rows = row ? t.elements() / row : 0;
     VERITY_RETURN_IF_ERROR(quants::CheckTensor(t.type, row, rows, t.bytes, where));
     if (check_scales)
-      VERITY_RETURN_IF_ERROR(quants::CheckScales(t.type, data, static_cast<int64_t>(t.elements()) / l->block_elems, where));
+      VERITY_RETURN_IF_ERROR(
+          quants::CheckScales(t.type, data, static_cast<int64_t>(t.elements()) / l->block_elems, where));
     return StoredType{TensorDType::kF32, BlockFormatOf(t.type)};
   }
   return Status::Error(where + " has type " + gguf::TensorTypeName(t.type) + ", which verity does not load (" +
@@ -140,7 +144,8 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   // The spec: absent head_count_kv means no grouped-query attention.
   c.n_kv_heads = c.n_heads;
-  if (f.Find("llama.attention.head_count_kv")) VERITY_RETURN_IF_ERROR(need("llama.attention.head_count_kv", &c.n_kv_heads));
+  if (f.Find("llama.attention.head_count_kv"))
+    VERITY_RETURN_IF_ERROR(need("llama.attention.head_count_kv", &c.n_kv_heads));
   VERITY_ASSIGN_OR_RETURN(double eps, gguf::GetFloat(f, "llama.attention.layer_norm_rms_epsilon", path));
   c.norm_eps = static_cast<float>(eps);
   if (f.Find("llama.rope.freq_base")) {
@@ -170,7 +175,8 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   } else if (c.dim % c.n_heads == 0) {
     c.head_dim = c.dim / c.n_heads;
   } else {
-    return Status::Error(path + ": llama.embedding_length is not divisible by llama.attention.head_count and "
+    return Status::Error(path +
+                         ": llama.embedding_length is not divisible by llama.attention.head_count and "
                          "llama.attention.key_length is absent");
   }
   for (const char* key : {"llama.attention.value_length", "llama.rope.dimension_count"}) {
@@ -193,13 +199,14 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
                            "\", which verity does not compute (none, linear)");
     }
   }
-  for (const char* key : {"llama.rope.scaling.attn_factor", "llama.rope.scaling.yarn_log_multiplier",
-                          "llama.rope.scaling.yarn_ext_factor", "llama.rope.scaling.yarn_attn_factor",
-                          "llama.rope.scaling.yarn_beta_fast", "llama.rope.scaling.yarn_beta_slow",
-                          "llama.attention.sliding_window", "llama.attention.logit_softcapping",
-                          "llama.final_logit_softcapping", "llama.embedding_scale", "llama.residual_scale",
-                          "llama.attention.scale", "llama.logit_scale"})
-    if (f.Find(key)) return Status::Error(path + ": key " + std::string(key) + " changes the math and verity does not compute it");
+  for (const char* key :
+       {"llama.rope.scaling.attn_factor", "llama.rope.scaling.yarn_log_multiplier",
+        "llama.rope.scaling.yarn_ext_factor", "llama.rope.scaling.yarn_attn_factor",
+        "llama.rope.scaling.yarn_beta_fast", "llama.rope.scaling.yarn_beta_slow", "llama.attention.sliding_window",
+        "llama.attention.logit_softcapping", "llama.final_logit_softcapping", "llama.embedding_scale",
+        "llama.residual_scale", "llama.attention.scale", "llama.logit_scale"})
+    if (f.Find(key))
+      return Status::Error(path + ": key " + std::string(key) + " changes the math and verity does not compute it");
   if (c.rope_scaling.type == RopeScalingType::kNone && f.Find("llama.rope.scaling.factor")) {
     VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
     if (factor != 1.0 && factor != 0.0)
@@ -221,7 +228,7 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
     if (std::find(c.eos_ids.begin(), c.eos_ids.end(), v) == c.eos_ids.end()) c.eos_ids.push_back(static_cast<int>(v));
   }
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
-  c.rope_style = RopeStyle::kInterleaved;  // see the top of this file
+  c.rope_style = RopeStyle::kInterleaved;                          // see the top of this file
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
 }
@@ -265,8 +272,8 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
       return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
     const std::vector<uint64_t> want = GgufDims(e, c.n_experts, at.expert >= 0);
     if (t->dims != want)
-      return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) + ", the metadata implies " +
-                           DimsString(want));
+      return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) +
+                           ", the metadata implies " + DimsString(want));
     const unsigned char* data = file->data() + f.data_start + t->offset;
     // A stacked experts tensor's scales are checked once, at its first expert.
     VERITY_ASSIGN_OR_RETURN(StoredType type, StoredTypeOf(*t, data, at.expert <= 0, path));
@@ -332,7 +339,7 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> Llama2cVocabKeys(const 
     for (char ch : piece) sp += ch == ' ' ? std::string("\xe2\x96\x81") : std::string(1, ch);
     int type = 1;  // normal
     if (sp == "<unk>") type = 2;
-    else if (sp == "<s>" || sp == "</s>") type = 3;  // control
+    else if (sp == "<s>" || sp == "</s>") type = 3;                                // control
     else if (sp.size() == 6 && sp.rfind("<0x", 0) == 0 && sp[5] == '>') type = 6;  // byte
     tokens.push_back(gguf::Value::String(sp));
     scores.push_back(gguf::Value::Float32(score));
@@ -369,7 +376,8 @@ std::vector<float> RopeFreqFactors(const ModelConfig& c) {
     } else if (wavelen > s.original_max_positions / s.low_freq_factor) {
       out.push_back(static_cast<float>(s.factor));
     } else {
-      const double smooth = (s.original_max_positions / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const double smooth =
+          (s.original_max_positions / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       out.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / s.factor + smooth)));
     }
   }
@@ -381,8 +389,18 @@ std::vector<float> RopeFreqFactors(const ModelConfig& c) {
 Status Encode(uint32_t type, const std::vector<float>& v, std::string* out, const std::string& where) {
   switch (type) {
     case gguf::kF32: out->append(reinterpret_cast<const char*>(v.data()), v.size() * 4); return OkStatus();
-    case gguf::kBF16: for (float x : v) { const uint16_t h = F32ToBF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } return OkStatus();
-    case gguf::kF16: for (float x : v) { const uint16_t h = F32ToF16(x); out->append(reinterpret_cast<const char*>(&h), 2); } return OkStatus();
+    case gguf::kBF16:
+      for (float x : v) {
+        const uint16_t h = F32ToBF16(x);
+        out->append(reinterpret_cast<const char*>(&h), 2);
+      }
+      return OkStatus();
+    case gguf::kF16:
+      for (float x : v) {
+        const uint16_t h = F32ToF16(x);
+        out->append(reinterpret_cast<const char*>(&h), 2);
+      }
+      return OkStatus();
     default: return quants::Quantize(type, v.data(), static_cast<int64_t>(v.size()), out, where);
   }
 }
@@ -479,8 +497,8 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     const bool matrix = expected[i].shape.size() == 2;
     p.spec.type = matrix ? matrix_type : gguf::kF32;
     if (matrix && blocks) {
-      quants::TensorSite site{at.name, LayerOf(at.name), c.n_layers, c.n_experts, c.shared_classifier,
-                              expected[i].shape[1]};
+      quants::TensorSite site{at.name,     LayerOf(at.name),    c.n_layers,
+                              c.n_experts, c.shared_classifier, expected[i].shape[1]};
       p.spec.type = quants::PlannedType(*blocks, site);
     }
     p.parts.push_back(i);

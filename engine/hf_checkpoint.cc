@@ -116,8 +116,8 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
     const auto& shape = expected[i].shape;
     if (slot.vec == &m.token_embedding && stored(i).block) {
       // Kept in its blocks; rows are dequantized as they are looked up.
-      VERITY_ASSIGN_OR_RETURN(m.embedding_blocks, place.Matrix(stored(i), static_cast<int>(shape[0]),
-                                                               static_cast<int>(shape[1])));
+      VERITY_ASSIGN_OR_RETURN(m.embedding_blocks,
+                              place.Matrix(stored(i), static_cast<int>(shape[0]), static_cast<int>(shape[1])));
     } else if (slot.vec) {
       VERITY_ASSIGN_OR_RETURN(*slot.vec, place.Vector(stored(i), Count(shape)));
     } else {
@@ -139,8 +139,8 @@ Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& e
       m.token_embedding = static_cast<const float*>(m.classifier.data);
   }
   if (m.ffn_dim != m.config.hidden_dim)
-    place.Note(m.source + ": q8_0: FFN width " + std::to_string(m.config.hidden_dim) +
-               " padded with zero weights to " + std::to_string(m.ffn_dim) + " (exact)");
+    place.Note(m.source + ": q8_0: FFN width " + std::to_string(m.config.hidden_dim) + " padded with zero weights to " +
+               std::to_string(m.ffn_dim) + " (exact)");
   place.Finish();
   return OkStatus();
 }
@@ -210,14 +210,13 @@ Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const std::map<std::st
     std::string key;
   };
   const std::string l0 = "model.layers.0.";
-  std::vector<Want> wants = {{"model.embed_tokens.weight", 0, c.vocab_size, "vocab_size"},
-                             {"model.embed_tokens.weight", 1, c.dim, "hidden_size"},
-                             {l0 + "self_attn.q_proj.weight", 0, static_cast<int64_t>(c.n_heads) * c.head_dim,
-                              "num_attention_heads x head_dim (" + std::to_string(c.n_heads) + " x " +
-                                  std::to_string(c.head_dim) + ")"},
-                             {l0 + "self_attn.k_proj.weight", 0, static_cast<int64_t>(c.n_kv_heads) * c.head_dim,
-                              "num_key_value_heads x head_dim (" + std::to_string(c.n_kv_heads) + " x " +
-                                  std::to_string(c.head_dim) + ")"}};
+  std::vector<Want> wants = {
+      {"model.embed_tokens.weight", 0, c.vocab_size, "vocab_size"},
+      {"model.embed_tokens.weight", 1, c.dim, "hidden_size"},
+      {l0 + "self_attn.q_proj.weight", 0, static_cast<int64_t>(c.n_heads) * c.head_dim,
+       "num_attention_heads x head_dim (" + std::to_string(c.n_heads) + " x " + std::to_string(c.head_dim) + ")"},
+      {l0 + "self_attn.k_proj.weight", 0, static_cast<int64_t>(c.n_kv_heads) * c.head_dim,
+       "num_key_value_heads x head_dim (" + std::to_string(c.n_kv_heads) + " x " + std::to_string(c.head_dim) + ")"}};
   if (c.n_experts > 0) {
     wants.push_back({l0 + "block_sparse_moe.gate.weight", 0, c.n_experts, "num_local_experts"});
     wants.push_back({l0 + "block_sparse_moe.experts.0.w1.weight", 0, c.hidden_dim, "intermediate_size"});
@@ -347,7 +346,8 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
   if (ec) return Status::Error(dir + ": cannot create directory");
   const auto expected = ExpectedTensors(c);
   if (static_cast<int>(expected.size()) < shards)
-    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(expected.size()) + " tensors");
+    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(expected.size()) +
+                         " tensors");
   Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them here
   const auto slots = Slots(mut);
   const bool permute = c.rope_style == RopeStyle::kInterleaved;  // llama2.c pairs -> HF halves
@@ -378,7 +378,8 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
     int64_t at = 0;
     for (size_t i : mine) {
       const int64_t bytes = Count(expected[i].shape) * esize;
-      header[expected[i].name] = {{"dtype", esize == 4 ? "F32" : "BF16"}, {"shape", expected[i].shape}, {"data_offsets", {at, at + bytes}}};
+      header[expected[i].name] = {
+          {"dtype", esize == 4 ? "F32" : "BF16"}, {"shape", expected[i].shape}, {"data_offsets", {at, at + bytes}}};
       at += bytes;
       weight_map[expected[i].name] = name;
     }

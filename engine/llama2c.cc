@@ -82,7 +82,8 @@ Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::D
     return StoredTensor{std::move(name), TensorDType::kF32, base + l * layer_floats * 4, /*mapped=*/true};
   };
   const int d = c.dim, kv = c.kv_dim(), hd = c.hidden_dim, ffn = model->ffn_dim;
-  VERITY_ASSIGN_OR_RETURN(model->token_embedding, place.Vector(tensor("token_embedding_table", embedding, 0, 0), lay.embedding));
+  VERITY_ASSIGN_OR_RETURN(model->token_embedding,
+                          place.Vector(tensor("token_embedding_table", embedding, 0, 0), lay.embedding));
   for (int64_t l = 0; l < L; l++) {
     LayerWeights w;
     const std::string at = "[layer " + std::to_string(l) + "]";
@@ -127,8 +128,10 @@ Status WriteSyntheticLlama2c(const ModelConfig& c, uint64_t seed, const std::str
     return Status::Error(path + ": a llama2.c file needs head_dim = dim / n_heads, got " + std::to_string(c.head_dim));
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
-  int32_t h[kLlama2cHeaderBytes / 4] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                            c.shared_classifier ? c.vocab_size : -c.vocab_size, c.max_positions};
+  int32_t h[kLlama2cHeaderBytes / 4] = {c.dim,          c.hidden_dim,
+                                        c.n_layers,     c.n_heads,
+                                        c.n_kv_heads,   c.shared_classifier ? c.vocab_size : -c.vocab_size,
+                                        c.max_positions};
   bool ok = std::fwrite(h, sizeof h, 1, f) == 1;
   std::mt19937_64 rng(seed);
   std::vector<float> buf;
@@ -163,8 +166,8 @@ Status WriteSyntheticLlama2c(const ModelConfig& c, uint64_t seed, const std::str
 Status ValidateIds(const std::vector<int>& ids, const ModelConfig& c, const std::string& what) {
   if (ids.empty()) return Status::Error(what + ": no token ids");
   if (static_cast<int64_t>(ids.size()) > c.seq_len)
-    return Status::Error(what + ": " + std::to_string(ids.size()) + " ids exceed the context seq_len=" +
-                         std::to_string(c.seq_len) + " (--ctx)");
+    return Status::Error(what + ": " + std::to_string(ids.size()) +
+                         " ids exceed the context seq_len=" + std::to_string(c.seq_len) + " (--ctx)");
   for (size_t i = 0; i < ids.size(); i++)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       return Status::Error(what + ": id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +

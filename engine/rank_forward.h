@@ -51,8 +51,8 @@ struct LayerSlice {
 
 // The widths of one rank's slices.
 struct RankWidths {
-  int n_heads = 0, n_kv_heads = 0;      // query heads, and the KV heads they attend through
-  int ffn = 0;                          // dense FFN units (rows of w1/w3)
+  int n_heads = 0, n_kv_heads = 0;       // query heads, and the KV heads they attend through
+  int ffn = 0;                           // dense FFN units (rows of w1/w3)
   int expert_begin = 0, expert_end = 0;  // MoE experts held, [begin, end)
 };
 
@@ -92,8 +92,7 @@ class RankForward {
   // rows, row t is bit for bit what that sequence's own Block of its rows
   // gives. Writes the logits of rows last[0..n_last) into n_last rows of
   // `logits`.
-  void PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last,
-                  float* logits);
+  void PromptRows(const int* slot, const int* token, const int* pos, int n, const int* last, int n_last, float* logits);
   // The last Block's logits (vocab_size floats on the host): the backend's
   // own buffer when its state is host memory, else a copy downloaded once.
   float* logits() { return k_.state_on_host() ? logits_->data() : host_logits_.data(); }
@@ -144,7 +143,7 @@ class RankForward {
   // slot_[t]; independent_ when the rows are different sequences (Step).
   std::vector<int> pos_, slot_;
   bool independent_ = false;
-  bool one_sequence_ = false;  // Block: every row of one slot, at consecutive positions
+  bool one_sequence_ = false;         // Block: every row of one slot, at consecutive positions
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
   // The backend's state (Backend::AllocateState), so a device keeps it where
   // it computes. [rows x width] each, row t for position pos0 + t: the
@@ -155,10 +154,10 @@ class RankForward {
   // and expert buffers (MoE).
   std::unique_ptr<kernels::StateBuffer> x_, xb_, q_, key_, val_, att_, out_, hb_, hb2_, logits_, rows_logits_;
   std::unique_ptr<kernels::StateBuffer> router_, moe_hb_, moe_hb2_, moe_out_;
-  AlignedVector<float> scores_;     // host scratch of a backend that scores attention on the host
-  std::vector<float> host_logits_;  // Block's logits downloaded from a backend whose state is not host memory
-  std::vector<int> chosen_;            // a position's experts, in routing order
-  std::vector<float> chosen_weight_;   // and their softmax weights
+  AlignedVector<float> scores_;       // host scratch of a backend that scores attention on the host
+  std::vector<float> host_logits_;    // Block's logits downloaded from a backend whose state is not host memory
+  std::vector<int> chosen_;           // a position's experts, in routing order
+  std::vector<float> chosen_weight_;  // and their softmax weights
   // Every slot's K and V caches, owned by the backend that attends over them
   // (Backend::AllocateState). Read every token, one head-width row per
   // position 1 KB apart on the ~110M synth: on 4 KB pages that is 4

@@ -38,9 +38,8 @@ int Sampler::Sample(float* logits) {
   candidates_.clear();
   for (int i = 0; i < n; i++)
     if (logits[i] >= cutoff) candidates_.emplace_back(logits[i], i);
-  std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(candidates_.begin(), candidates_.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   float cumulative = 0.0f;
   size_t last = candidates_.size() - 1;
   for (size_t i = 0; i < candidates_.size(); i++) {

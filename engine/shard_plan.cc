@@ -8,16 +8,14 @@ namespace verity {
 namespace {
 
 Status NotDivisible(const char* field, int value, int tp) {
-  return Status::Error(std::string(field) + "=" + std::to_string(value) + " is not divisible by tp=" +
-                       std::to_string(tp));
+  return Status::Error(std::string(field) + "=" + std::to_string(value) +
+                       " is not divisible by tp=" + std::to_string(tp));
 }
 
 // Band r of `n` indices split in `parts` equal bands (n % parts == 0).
 Band EqualBand(int n, int parts, int r) { return {r * (n / parts), (r + 1) * (n / parts)}; }
 
-std::string BandText(const Band& b) {
-  return "[" + std::to_string(b.begin) + "," + std::to_string(b.end) + ")";
-}
+std::string BandText(const Band& b) { return "[" + std::to_string(b.begin) + "," + std::to_string(b.end) + ")"; }
 
 // Counts, for every index along an axis of `n`, the ranks whose band (in
 // units of `unit` indices) holds it.
@@ -47,15 +45,16 @@ Status ExpectHolders(const std::vector<int>& count, int want, const std::string&
 Result<ShardPlan> PlanShards(const ModelConfig& c, int tp) {
   if (tp < 1) return Status::Error("tp=" + std::to_string(tp) + " must be at least 1");
   if (c.n_heads < 1 || c.n_kv_heads < 1 || c.head_dim < 1 || c.n_heads % c.n_kv_heads != 0)
-    return Status::Error("shard plan: config has n_heads=" + std::to_string(c.n_heads) + ", n_kv_heads=" +
-                         std::to_string(c.n_kv_heads) + ", head_dim=" + std::to_string(c.head_dim) +
+    return Status::Error("shard plan: config has n_heads=" + std::to_string(c.n_heads) +
+                         ", n_kv_heads=" + std::to_string(c.n_kv_heads) + ", head_dim=" + std::to_string(c.head_dim) +
                          " (need head_dim >= 1 and n_heads % n_kv_heads == 0)");
   if (c.n_heads % tp != 0) return NotDivisible("n_heads", c.n_heads, tp);
   if (c.n_kv_heads >= tp) {
     if (c.n_kv_heads % tp != 0) return NotDivisible("n_kv_heads", c.n_kv_heads, tp);
   } else if (tp % c.n_kv_heads != 0) {
-    return Status::Error("tp=" + std::to_string(tp) + " is not a multiple of n_kv_heads=" +
-                         std::to_string(c.n_kv_heads) + " (with fewer KV heads than ranks, each KV head is "
+    return Status::Error("tp=" + std::to_string(tp) +
+                         " is not a multiple of n_kv_heads=" + std::to_string(c.n_kv_heads) +
+                         " (with fewer KV heads than ranks, each KV head is "
                          "replicated on tp / n_kv_heads ranks)");
   }
   if (c.n_experts > 0) {
@@ -135,7 +134,8 @@ Status CheckPlanCoverage(const ModelConfig& c, const ShardPlan& plan, long* chec
       VERITY_RETURN_IF_ERROR(ExpectHolders(Holders(plan, c.hidden_dim, 1, &RankShard::ffn), 1, t, checks));
   }
   // The classifier (and embedding, norms, router) are replicated on every rank.
-  VERITY_RETURN_IF_ERROR(ExpectHolders(Holders(plan, c.vocab_size, 1, &RankShard::vocab), tp, "classifier row", checks));
+  VERITY_RETURN_IF_ERROR(
+      ExpectHolders(Holders(plan, c.vocab_size, 1, &RankShard::vocab), tp, "classifier row", checks));
   return OkStatus();
 }
 

@@ -29,12 +29,12 @@ struct Band {
 // vocabulary rows; RowsOf/ColsOf turn them into matrix rows.
 struct RankShard {
   int rank = 0, tp = 1;
-  Band q_heads;    // query heads: rows of wq, columns of wo
-  Band kv_heads;   // KV heads: rows of wk and wv (a replica when kv_replicated)
+  Band q_heads;   // query heads: rows of wq, columns of wo
+  Band kv_heads;  // KV heads: rows of wk and wv (a replica when kv_replicated)
   bool kv_replicated = false;
-  Band ffn;        // dense FFN units: rows of w1/w3, columns of w2 (whole for MoE)
-  Band experts;    // MoE experts held whole (empty for a dense model)
-  Band vocab;      // classifier rows: the whole vocabulary (replicated by design)
+  Band ffn;      // dense FFN units: rows of w1/w3, columns of w2 (whole for MoE)
+  Band experts;  // MoE experts held whole (empty for a dense model)
+  Band vocab;    // classifier rows: the whole vocabulary (replicated by design)
 };
 
 struct ShardPlan {

@@ -24,7 +24,10 @@ std::string Str(long v) { return std::to_string(v); }
 class BatchedDecoder final : public SlotDecoder {
  public:
   BatchedDecoder(const Model& m, std::unique_ptr<kernels::Backend> b, int slots)
-      : model_(m), backend_(std::move(b)), slots_(slots), forward_(WholeModelForward(m, *backend_, slots)),
+      : model_(m),
+        backend_(std::move(b)),
+        slots_(slots),
+        forward_(WholeModelForward(m, *backend_, slots)),
         busy_(slots, 0) {}
 
   int slots() const override { return slots_; }
@@ -182,7 +185,7 @@ class BatchedDecoder final : public SlotDecoder {
   std::unique_ptr<kernels::Backend> backend_;
   const int slots_;
   std::unique_ptr<RankForward> forward_;
-  std::vector<char> busy_;  // scratch of Valid: the slots seen in this step
+  std::vector<char> busy_;          // scratch of Valid: the slots seen in this step
   std::vector<float> wave_logits_;  // one PrefillMany pass's logits
   Status error_;
 };
@@ -207,7 +210,8 @@ Result<std::unique_ptr<SlotDecoder>> SlotDecoder::Create(const Model& model, std
   try {
     return std::unique_ptr<SlotDecoder>(new BatchedDecoder(model, std::move(backend), slots));
   } catch (const std::bad_alloc&) {
-    return Status::Error(model.source + ": " + what + ", which cannot be allocated; choose a smaller --parallel or --ctx");
+    return Status::Error(model.source + ": " + what +
+                         ", which cannot be allocated; choose a smaller --parallel or --ctx");
   }
 }
 

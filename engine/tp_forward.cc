@@ -81,8 +81,8 @@ class CollectiveReducer final : public Reducer {
   }
 
   bool MovedPastNorm(int layer) const {
-    return after_norm_ || (fault_.kind == FaultPlan::Kind::kMove && fault_.site == ReduceSite::kAttentionOut &&
-                           fault_.layer == layer);
+    return after_norm_ ||
+           (fault_.kind == FaultPlan::Kind::kMove && fault_.site == ReduceSite::kAttentionOut && fault_.layer == layer);
   }
   parallel::Collective& coll_;
   kernels::Backend& k_;
@@ -116,7 +116,8 @@ class TpRank {
       L.wq = RowSlice(w.wq, s_.q_heads.begin * hd, s_.q_heads.end * hd);
       L.wk = RowSlice(w.wk, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
       L.wv = RowSlice(w.wv, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
-      VERITY_ASSIGN_OR_RETURN(L.wo, ColumnSlice(w.wo, s_.q_heads.begin * hd, s_.q_heads.end * hd, &stores_[l].wo, "wo"));
+      VERITY_ASSIGN_OR_RETURN(L.wo,
+                              ColumnSlice(w.wo, s_.q_heads.begin * hd, s_.q_heads.end * hd, &stores_[l].wo, "wo"));
       if (c.n_experts == 0) {
         L.w1 = RowSlice(w.w1, s_.ffn.begin, s_.ffn.end);
         L.w3 = RowSlice(w.w3, s_.ffn.begin, s_.ffn.end);
@@ -208,11 +209,12 @@ class TpRank {
     positions_ += n;
     reduces_ += made;
     if (made != want && mismatches_++ == 0)
-      first_mismatch_ = "rank " + std::to_string(s_.rank) + " made " + std::to_string(made) + " all-reduces at " +
-                        (n == 1 ? "position " + std::to_string(pos0)
-                                : "the block of positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1)) +
-                        "; the model needs " + std::to_string(want) + " (2 per layer x " +
-                        std::to_string(m_.config.n_layers) + " layers)";
+      first_mismatch_ =
+          "rank " + std::to_string(s_.rank) + " made " + std::to_string(made) + " all-reduces at " +
+          (n == 1 ? "position " + std::to_string(pos0)
+                  : "the block of positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1)) +
+          "; the model needs " + std::to_string(want) + " (2 per layer x " + std::to_string(m_.config.n_layers) +
+          " layers)";
   }
 
   struct ColumnStores {
@@ -266,7 +268,8 @@ Result<std::unique_ptr<TpGroup>> TpGroup::Open(const TpOptions& o) {
       auto made = parallel::MakeNcclCollective(*g->local_[i], o.reduce_dtype);
       if (!made.ok()) {
         const std::string& m = made.status().message();
-        return m.rfind("--tp-backend", 0) == 0 ? made.status() : Status::Error("--tp-backend " + o.collective + ": " + m);
+        return m.rfind("--tp-backend", 0) == 0 ? made.status()
+                                               : Status::Error("--tp-backend " + o.collective + ": " + m);
       }
       g->nccl_[i] = std::move(made.value());
       return OkStatus();
@@ -274,7 +277,8 @@ Result<std::unique_ptr<TpGroup>> TpGroup::Open(const TpOptions& o) {
     for (size_t i = 0; i < g->local_.size(); i++) g->local_[i] = g->nccl_[i].get();
   }
   constexpr size_t kCheckElements = 4096;
-  VERITY_RETURN_IF_ERROR(on_every_rank([&](size_t i) { return parallel::CheckAllReduce(*g->local_[i], kCheckElements); }));
+  VERITY_RETURN_IF_ERROR(
+      on_every_rank([&](size_t i) { return parallel::CheckAllReduce(*g->local_[i], kCheckElements); }));
   if (g->leader())
     std::fprintf(stderr,
                  "tp all-reduce check: tp=%d %s: every rank contributed rank+1 and read tp(tp+1)/2 = %d in all %zu "
@@ -297,10 +301,11 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
                          " is a llama.cpp block quantization; tensor parallelism does not shard block-quantized "
                          "matrices yet (run without --tp, on the fast or reference backend)");
   if (model.ffn_dim != c.hidden_dim)
-    return Status::Error("--tp: the FFN is padded to " + std::to_string(model.ffn_dim) + " units for q8_0 (hidden_dim " +
-                         std::to_string(c.hidden_dim) + "); use f32 or bf16 weights");
+    return Status::Error("--tp: the FFN is padded to " + std::to_string(model.ffn_dim) +
+                         " units for q8_0 (hidden_dim " + std::to_string(c.hidden_dim) + "); use f32 or bf16 weights");
   if (c.vocab_size > (1 << 24))
-    return Status::Error("--tp: vocab_size=" + std::to_string(c.vocab_size) + " exceeds 2^24 (token ids travel as f32)");
+    return Status::Error("--tp: vocab_size=" + std::to_string(c.vocab_size) +
+                         " exceeds 2^24 (token ids travel as f32)");
   VERITY_ASSIGN_OR_RETURN(ShardPlan plan, PlanShards(c, opt_.tp));
   long checks = 0;
   Status cover = CheckPlanCoverage(c, plan, &checks);
@@ -310,8 +315,8 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
   VERITY_RETURN_IF_ERROR(cover);
   for (parallel::Collective* coll : local_) {
     // A device backend on the rank's own device (rank r on device r % count, as NCCL places it).
-    VERITY_ASSIGN_OR_RETURN(auto k, opt_.make_kernels ? opt_.make_kernels()
-                                                      : kernels::MakeBackend(opt_.kernels, coll->rank()));
+    VERITY_ASSIGN_OR_RETURN(auto k,
+                            opt_.make_kernels ? opt_.make_kernels() : kernels::MakeBackend(opt_.kernels, coll->rank()));
     RankShard shard = plan.ranks[coll->rank()];
     if (opt_.fault.kind == FaultPlan::Kind::kBandGap && shard.rank == 0 && c.n_experts == 0) shard.ffn.end -= 1;
     auto rank = std::make_unique<TpRank>(model, shard, *coll, std::move(k), opt_.fault);
@@ -322,7 +327,8 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
 }
 
 Result<std::unique_ptr<TpDecoder>> TpGroup::Start(const Model& model) {
-  if (!leader()) return Status::Error("--tp: Start is for rank 0; rank " + std::to_string(local_.front()->rank()) + " serves");
+  if (!leader())
+    return Status::Error("--tp: Start is for rank 0; rank " + std::to_string(local_.front()->rank()) + " serves");
   if (!ready_) return Status::Error("--tp: Start before the ranks agreed the model loaded (TpGroup::Agree)");
   if (started_) return Status::Error("--tp: the group has already started");
   Status built = Build(model, &ranks_);
@@ -375,7 +381,8 @@ Status TpGroup::Agree(const Status& local) {
   local_.front()->AllReduceSum(failed, 1);
   if (!local.ok()) return local;
   if (failed[0] != 0.0f)
-    return Status::Error("--tp: " + std::to_string(static_cast<int>(failed[0])) + " other rank(s) failed to load the model");
+    return Status::Error("--tp: " + std::to_string(static_cast<int>(failed[0])) +
+                         " other rank(s) failed to load the model");
   ready_ = true;
   return OkStatus();
 }
@@ -437,8 +444,10 @@ Status TpDecoder::Finish() {
                want, c.n_layers, c.n_experts ? ", MoE: attention out + expert sum" : "", rank0_.steps(),
                rank0_.positions(), rank0_.reduces(), bad, rank0_.group_steps(), bad == 0 ? "PASS" : "FAIL");
   if (bad != 0)
-    finish_status_ = Status::Error("tp collective guard: " + std::to_string(bad) + " rank-step(s) made the wrong "
-                                   "number of all-reduces; first: " + (first.empty() ? "(on a follower process)" : first));
+    finish_status_ = Status::Error("tp collective guard: " + std::to_string(bad) +
+                                   " rank-step(s) made the wrong "
+                                   "number of all-reduces; first: " +
+                                   (first.empty() ? "(on a follower process)" : first));
   return finish_status_;
 }
 

@@ -44,7 +44,7 @@ struct TpOptions {
   // inproc | mpi | nccl (in-process ranks, one GPU each) | mpi-nccl (one
   // process per rank under mpirun, NCCL between their GPUs, MPI to set it up)
   std::string collective = "inproc";
-  std::string kernels = "fast";       // the kernels::Backend each rank computes on
+  std::string kernels = "fast";  // the kernels::Backend each rank computes on
   // What the collective reduces in; anything but f32 is refused at Open.
   parallel::ReduceDType reduce_dtype = parallel::ReduceDType::kF32;
   FaultPlan fault;  // tests only
@@ -93,9 +93,9 @@ class TpGroup {
   void Stop();
   TpOptions opt_;
   std::unique_ptr<parallel::InProcGroup> inproc_;
-  std::unique_ptr<parallel::Collective> own_;          // mpi (also the bootstrap of mpi-nccl)
+  std::unique_ptr<parallel::Collective> own_;                // mpi (also the bootstrap of mpi-nccl)
   std::vector<std::unique_ptr<parallel::Collective>> nccl_;  // nccl, mpi-nccl: one per local rank
-  std::vector<parallel::Collective*> local_;           // the collective of each local rank
+  std::vector<parallel::Collective*> local_;                 // the collective of each local rank
   bool stopped_ = false, started_ = false, ready_ = false, build_failed_ = false;
   std::vector<std::thread> followers_;
   std::vector<std::unique_ptr<TpRank>> ranks_;

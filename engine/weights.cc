@@ -91,10 +91,9 @@ kernels::BlockFormat FormatOf() {
 
 const kernels::BlockFormat* BlockFormatOf(uint32_t type) {
   using namespace quants;
-  static const kernels::BlockFormat formats[] = {FormatOf<kQ4_0>(), FormatOf<kQ4_1>(), FormatOf<kQ5_0>(),
-                                                 FormatOf<kQ5_1>(), FormatOf<kQ8_0>(), FormatOf<kQ2_K>(),
-                                                 FormatOf<kQ3_K>(), FormatOf<kQ4_K>(), FormatOf<kQ5_K>(),
-                                                 FormatOf<kQ6_K>()};
+  static const kernels::BlockFormat formats[] = {
+      FormatOf<kQ4_0>(), FormatOf<kQ4_1>(), FormatOf<kQ5_0>(), FormatOf<kQ5_1>(), FormatOf<kQ8_0>(),
+      FormatOf<kQ2_K>(), FormatOf<kQ3_K>(), FormatOf<kQ4_K>(), FormatOf<kQ5_K>(), FormatOf<kQ6_K>()};
   const quants::Layout* l = FindLayout(type);
   if (!l) return nullptr;
   for (const kernels::BlockFormat& f : formats)
@@ -246,8 +245,7 @@ Result<kernels::Weights> WeightPlacer::BlockMatrix(const StoredTensor& t, int ro
   return kernels::Weights{kernels::DType::kBlock, t.data, rows, cols, t.block};
 }
 
-Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, int cols, int out_rows,
-                                              int out_cols) {
+Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, int cols, int out_rows, int out_cols) {
   if (t.block) return BlockMatrix(t, rows, cols, out_rows, out_cols);
   const kernels::DType dtype = m_.dtype;
   if (dtype == kernels::DType::kQ8_0 && out_cols % kernels::kQ8_0BlockSize != 0)
@@ -270,7 +268,7 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
 
   const size_t row_bytes = kernels::RowBytes(dtype, out_cols);
   unsigned char* dst = static_cast<unsigned char*>(m_.Allocate(row_bytes * out_rows));  // zeros: the padding
-  std::vector<float> f32(out_cols, 0.0f);  // one row, zero tail
+  std::vector<float> f32(out_cols, 0.0f);                                               // one row, zero tail
   // The source is never read again once copied or converted: hand its pages
   // back as we go, so the resident peak holds the copy and one chunk.
   const bool release = t.mapped;

@@ -15,7 +15,7 @@ namespace verity {
 
 // A tensor as a file (or memory) holds it.
 struct StoredTensor {
-  std::string name;                    // as errors and notes name it
+  std::string name;  // as errors and notes name it
   TensorDType type = TensorDType::kF32;
   const unsigned char* data = nullptr;
   // The bytes lie in a file mapping: once converted, their pages are handed

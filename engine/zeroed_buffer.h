@@ -28,12 +28,16 @@ struct CacheLineAllocator {
   CacheLineAllocator() = default;
   template <class U>
   CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: converting, as allocators must
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
   template <class U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
+  bool operator!=(const CacheLineAllocator<U>&) const {
+    return false;
+  }
 };
 template <class T>
 using AlignedVector = std::vector<T, CacheLineAllocator<T>>;

@@ -15,7 +15,7 @@ namespace verity {
 namespace {
 
 constexpr int kHeaderInts = 7;
-const char* kFieldNames[kHeaderInts] = {"dim", "hidden_dim", "n_layers", "n_heads",
+const char* kFieldNames[kHeaderInts] = {"dim",        "hidden_dim", "n_layers", "n_heads",
                                         "n_kv_heads", "vocab_size", "seq_len"};
 
 // The product of `factors`, or false when it overflows int64 (header fields
@@ -57,8 +57,7 @@ Result<Llama2cLayout> Llama2cLayoutOf(const ModelConfig& c, const std::string& w
 
 Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size, const std::string& path) {
   if (size < static_cast<size_t>(kLlama2cHeaderBytes))
-    return Status::Error(path + ": truncated header: " + std::to_string(size) +
-                         " bytes, a llama2.c header needs 28");
+    return Status::Error(path + ": truncated header: " + std::to_string(size) + " bytes, a llama2.c header needs 28");
   int32_t h[kHeaderInts];
   std::memcpy(h, bytes, sizeof h);
   for (int i = 0; i < kHeaderInts; i++)
@@ -75,7 +74,7 @@ Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size, 
   if (h[5] == INT32_MIN) return Status::Error(path + ": header field vocab_size is out of range");
   c.vocab_size = h[5] > 0 ? h[5] : -h[5];
   c.seq_len = c.max_positions = h[6];  // the context is the file's unless --ctx sets it (SetContext)
-  if (c.dim % c.n_heads != 0)  // the format has no head_dim: it is dim / n_heads
+  if (c.dim % c.n_heads != 0)          // the format has no head_dim: it is dim / n_heads
     return Status::Error(path + ": dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
                          std::to_string(c.n_heads) + ")");
   c.head_dim = c.dim / c.n_heads;
@@ -91,12 +90,12 @@ Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size, 
   const int64_t file_size = static_cast<int64_t>(size);
   const int64_t want = lay.ok() ? kLlama2cHeaderBytes + lay->total() * 4 : INT64_MAX;
   if (!lay.ok() || file_size != want)
-    return Status::Error(path + ": file is " + std::to_string(file_size) + " bytes but the header (dim=" +
-                         std::to_string(c.dim) + " hidden_dim=" + std::to_string(c.hidden_dim) +
-                         " n_layers=" + std::to_string(c.n_layers) + " n_heads=" + std::to_string(c.n_heads) +
-                         " n_kv_heads=" + std::to_string(c.n_kv_heads) + " vocab_size=" +
-                         std::to_string(h[5]) + " seq_len=" + std::to_string(c.seq_len) + ") implies " +
-                         (lay.ok() ? std::to_string(want) : std::string("more than 2^63")) +
+    return Status::Error(path + ": file is " + std::to_string(file_size) +
+                         " bytes but the header (dim=" + std::to_string(c.dim) +
+                         " hidden_dim=" + std::to_string(c.hidden_dim) + " n_layers=" + std::to_string(c.n_layers) +
+                         " n_heads=" + std::to_string(c.n_heads) + " n_kv_heads=" + std::to_string(c.n_kv_heads) +
+                         " vocab_size=" + std::to_string(h[5]) + " seq_len=" + std::to_string(c.seq_len) +
+                         ") implies " + (lay.ok() ? std::to_string(want) : std::string("more than 2^63")) +
                          (file_size < want ? " (truncated)" : " (trailing bytes)"));
   return c;
 }
@@ -106,14 +105,41 @@ namespace {
 // Keys verity reads, and keys a Llama/Mixtral config.json may carry that
 // change nothing it computes at inference (training, bookkeeping). Any other
 // key is reported in a note (docs/config-keys.md).
-const char* const kIgnoredKeys[] = {
-    "architectures", "torch_dtype", "transformers_version", "initializer_range", "use_cache", "attention_dropout",
-    "pretraining_tp", "pad_token_id", "_name_or_path", "router_aux_loss_coef", "router_jitter_noise",
-    "output_router_logits", "return_dict", "output_hidden_states", "output_attentions", "is_encoder_decoder",
-    "dtype", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "vocab_size", "max_position_embeddings", "head_dim", "rms_norm_eps", "rope_theta",
-    "rope_scaling", "tie_word_embeddings", "hidden_act", "num_local_experts", "num_experts_per_tok",
-    "bos_token_id", "eos_token_id"};
+const char* const kIgnoredKeys[] = {"architectures",
+                                    "torch_dtype",
+                                    "transformers_version",
+                                    "initializer_range",
+                                    "use_cache",
+                                    "attention_dropout",
+                                    "pretraining_tp",
+                                    "pad_token_id",
+                                    "_name_or_path",
+                                    "router_aux_loss_coef",
+                                    "router_jitter_noise",
+                                    "output_router_logits",
+                                    "return_dict",
+                                    "output_hidden_states",
+                                    "output_attentions",
+                                    "is_encoder_decoder",
+                                    "dtype",
+                                    "model_type",
+                                    "hidden_size",
+                                    "intermediate_size",
+                                    "num_hidden_layers",
+                                    "num_attention_heads",
+                                    "num_key_value_heads",
+                                    "vocab_size",
+                                    "max_position_embeddings",
+                                    "head_dim",
+                                    "rms_norm_eps",
+                                    "rope_theta",
+                                    "rope_scaling",
+                                    "tie_word_embeddings",
+                                    "hidden_act",
+                                    "num_local_experts",
+                                    "num_experts_per_tok",
+                                    "bos_token_id",
+                                    "eos_token_id"};
 // Keys a Llama/Mixtral config.json may carry that change the math in ways
 // verity does not compute: refused when they hold anything but their neutral value.
 struct Neutral {
@@ -124,14 +150,13 @@ struct Neutral {
 bool FalseOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
 bool Null(const nlohmann::json& v) { return v.is_null(); }
 bool OneOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
-const Neutral kNeutralOnly[] = {
-    {"attention_bias", FalseOrNull, "false"},        {"mlp_bias", FalseOrNull, "false"},
-    {"sliding_window", Null, "null"},                {"partial_rotary_factor", OneOrNull, "1"},
-    {"quantization_config", Null, "absent"},         {"attention_multiplier", Null, "absent"},
-    {"embedding_multiplier", Null, "absent"},        {"logits_scaling", Null, "absent"},
-    {"residual_multiplier", Null, "absent"},         {"qk_layernorm", FalseOrNull, "false"},
-    {"use_qk_norm", FalseOrNull, "false"},           {"no_rope_layers", Null, "absent"},
-    {"layer_types", Null, "absent"},                 {"rope_interleaved", FalseOrNull, "false"}};
+const Neutral kNeutralOnly[] = {{"attention_bias", FalseOrNull, "false"}, {"mlp_bias", FalseOrNull, "false"},
+                                {"sliding_window", Null, "null"},         {"partial_rotary_factor", OneOrNull, "1"},
+                                {"quantization_config", Null, "absent"},  {"attention_multiplier", Null, "absent"},
+                                {"embedding_multiplier", Null, "absent"}, {"logits_scaling", Null, "absent"},
+                                {"residual_multiplier", Null, "absent"},  {"qk_layernorm", FalseOrNull, "false"},
+                                {"use_qk_norm", FalseOrNull, "false"},    {"no_rope_layers", Null, "absent"},
+                                {"layer_types", Null, "absent"},          {"rope_interleaved", FalseOrNull, "false"}};
 
 // A token id or a list of them (eos_token_id may be either); null is none.
 }  // namespace
@@ -229,7 +254,8 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   };
   auto need_float = [&](const char* key, float* dst) -> Status {
     VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    if (!v.is_number() || !(v.get<double>() > 0)) return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
+    if (!v.is_number() || !(v.get<double>() > 0))
+      return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
     // Beyond float range the value would be read as inf (a RoPE without rotation, a norm that zeroes).
     if (v.get<double>() > FLT_MAX)
       return Status::Error(path + ": key '" + std::string(key) + "' is " + v.dump() + ", beyond float range");
@@ -242,8 +268,8 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
     return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
   for (const Neutral& n : kNeutralOnly)
     if (j.contains(n.key) && !n.ok(j[n.key]))
-      return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " + n.neutral +
-                           " (it changes the math)");
+      return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " +
+                           n.neutral + " (it changes the math)");
   VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
   VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
   VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
@@ -256,8 +282,9 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
     VERITY_RETURN_IF_ERROR(to_int("head_dim", j["head_dim"], &c.head_dim));
   } else {
     if (c.dim % c.n_heads != 0)
-      return Status::Error(path + ": hidden_size (" + std::to_string(c.dim) + ") is not divisible by num_attention_heads (" +
-                           std::to_string(c.n_heads) + ") and no head_dim is given");
+      return Status::Error(path + ": hidden_size (" + std::to_string(c.dim) +
+                           ") is not divisible by num_attention_heads (" + std::to_string(c.n_heads) +
+                           ") and no head_dim is given");
     c.head_dim = c.dim / c.n_heads;
   }
   VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
@@ -288,7 +315,7 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   if (j.contains("eos_token_id")) {
     VERITY_ASSIGN_OR_RETURN(c.eos_ids, ParseTokenIds(j["eos_token_id"], path, "eos_token_id"));
   }
-  c.rope_style = RopeStyle::kHalves;  // the Hugging Face convention
+  c.rope_style = RopeStyle::kHalves;                       // the Hugging Face convention
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;

@@ -37,8 +37,7 @@ struct Llama2cLayout {
 // tensors it implies. The config carries the format's RoPE theta and norm
 // epsilon (Llama2cFormat) and interleaved RoPE. Errors name `path` and the
 // field or the size.
-[[nodiscard]] Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size,
-                                                     const std::string& path);
+[[nodiscard]] Result<ModelConfig> ParseLlama2cHeader(const unsigned char* bytes, size_t size, const std::string& path);
 
 // Parses the text of a config.json (`path` names it in errors): every key
 // that changes the math is read or refused by name (docs/config-keys.md), MoE

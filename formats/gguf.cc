@@ -18,10 +18,17 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 // Size in bytes of a scalar value type; 0 for string, array and unknown.
 uint64_t ScalarSize(uint32_t t) {
   switch (static_cast<ValueType>(t)) {
-    case ValueType::kUint8: case ValueType::kInt8: case ValueType::kBool: return 1;
-    case ValueType::kUint16: case ValueType::kInt16: return 2;
-    case ValueType::kUint32: case ValueType::kInt32: case ValueType::kFloat32: return 4;
-    case ValueType::kUint64: case ValueType::kInt64: case ValueType::kFloat64: return 8;
+    case ValueType::kUint8:
+    case ValueType::kInt8:
+    case ValueType::kBool: return 1;
+    case ValueType::kUint16:
+    case ValueType::kInt16: return 2;
+    case ValueType::kUint32:
+    case ValueType::kInt32:
+    case ValueType::kFloat32: return 4;
+    case ValueType::kUint64:
+    case ValueType::kInt64:
+    case ValueType::kFloat64: return 8;
     default: return 0;
   }
 }
@@ -73,24 +80,60 @@ Result<Value> ReadScalar(Reader& r, ValueType t, const std::string& key) {
   v.type = t;
   const std::string field = "value of " + key;
   switch (t) {
-    case ValueType::kUint8: { VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint8_t>(field)); break; }
-    case ValueType::kInt8: { VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int8_t>(field)); break; }
-    case ValueType::kUint16: { VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint16_t>(field)); break; }
-    case ValueType::kInt16: { VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int16_t>(field)); break; }
-    case ValueType::kUint32: { VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint32_t>(field)); break; }
-    case ValueType::kInt32: { VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int32_t>(field)); break; }
-    case ValueType::kUint64: { VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint64_t>(field)); break; }
-    case ValueType::kInt64: { VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int64_t>(field)); break; }
-    case ValueType::kFloat32: { VERITY_ASSIGN_OR_RETURN(v.f, r.Read<float>(field)); break; }
-    case ValueType::kFloat64: { VERITY_ASSIGN_OR_RETURN(v.f, r.Read<double>(field)); break; }
+    case ValueType::kUint8: {
+      VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint8_t>(field));
+      break;
+    }
+    case ValueType::kInt8: {
+      VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int8_t>(field));
+      break;
+    }
+    case ValueType::kUint16: {
+      VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint16_t>(field));
+      break;
+    }
+    case ValueType::kInt16: {
+      VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int16_t>(field));
+      break;
+    }
+    case ValueType::kUint32: {
+      VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint32_t>(field));
+      break;
+    }
+    case ValueType::kInt32: {
+      VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int32_t>(field));
+      break;
+    }
+    case ValueType::kUint64: {
+      VERITY_ASSIGN_OR_RETURN(v.u, r.Read<uint64_t>(field));
+      break;
+    }
+    case ValueType::kInt64: {
+      VERITY_ASSIGN_OR_RETURN(v.i, r.Read<int64_t>(field));
+      break;
+    }
+    case ValueType::kFloat32: {
+      VERITY_ASSIGN_OR_RETURN(v.f, r.Read<float>(field));
+      break;
+    }
+    case ValueType::kFloat64: {
+      VERITY_ASSIGN_OR_RETURN(v.f, r.Read<double>(field));
+      break;
+    }
     case ValueType::kBool: {
       VERITY_ASSIGN_OR_RETURN(uint8_t b, r.Read<uint8_t>(field));
-      if (b > 1) return Status::Error(r.what() + ": key " + key + ": BOOL value " + std::to_string(b) + " is not 0 or 1");
+      if (b > 1)
+        return Status::Error(r.what() + ": key " + key + ": BOOL value " + std::to_string(b) + " is not 0 or 1");
       v.u = b;
       break;
     }
-    case ValueType::kString: { VERITY_ASSIGN_OR_RETURN(v.s, r.String(field)); break; }
-    default: return Status::Error(r.what() + ": key " + key + ": unknown value type " + std::to_string(static_cast<uint32_t>(t)));
+    case ValueType::kString: {
+      VERITY_ASSIGN_OR_RETURN(v.s, r.String(field));
+      break;
+    }
+    default:
+      return Status::Error(r.what() + ": key " + key + ": unknown value type " +
+                           std::to_string(static_cast<uint32_t>(t)));
   }
   return v;
 }
@@ -106,8 +149,9 @@ Result<Value> ReadArray(Reader& r, const std::string& key, int depth) {
   const uint64_t min_elem = ScalarSize(et) ? ScalarSize(et) : et == static_cast<uint32_t>(ValueType::kString) ? 8 : 12;
   if (n > r.left() / min_elem)
     return Status::Error(r.what() + ": key " + key + ": array of " + std::to_string(n) + " " + ValueTypeName(et) +
-                         " elements needs at least " + (n > UINT64_MAX / min_elem ? std::string("more") : std::to_string(n * min_elem)) +
-                         " bytes, " + std::to_string(r.left()) + " left");
+                         " elements needs at least " +
+                         (n > UINT64_MAX / min_elem ? std::string("more") : std::to_string(n * min_elem)) + " bytes, " +
+                         std::to_string(r.left()) + " left");
   Value v;
   v.type = ValueType::kArray;
   v.array_type = static_cast<ValueType>(et);
@@ -144,8 +188,10 @@ Status ReadTensorInfo(Reader& r, uint64_t k, TensorInfo* t) {
   for (uint32_t d = 0; d < n_dims; d++) {
     VERITY_ASSIGN_OR_RETURN(uint64_t n, r.Read<uint64_t>("dims of tensor " + t->name));
     // ggml holds dimensions as int64_t, and so must their product.
-    if (n > static_cast<uint64_t>(INT64_MAX) || !MulOk(elements, n, &elements) || elements > static_cast<uint64_t>(INT64_MAX))
-      return Status::Error(at + ": element count overflows (dimension " + std::to_string(d) + " is " + std::to_string(n) + ")");
+    if (n > static_cast<uint64_t>(INT64_MAX) || !MulOk(elements, n, &elements) ||
+        elements > static_cast<uint64_t>(INT64_MAX))
+      return Status::Error(at + ": element count overflows (dimension " + std::to_string(d) + " is " +
+                           std::to_string(n) + ")");
     t->dims.push_back(n);
   }
   VERITY_ASSIGN_OR_RETURN(t->type, r.Read<uint32_t>("type of tensor " + t->name));
@@ -186,17 +232,47 @@ Status CheckTensorData(const File& f, uint64_t file_size, const std::string& wha
 }  // namespace
 
 std::string ValueTypeName(uint32_t type) {
-  static const char* names[] = {"UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
-                                "BOOL", "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64"};
+  static const char* names[] = {"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
+                                "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
   return type < 13 ? names[type] : "type " + std::to_string(type);
 }
 
-Value Value::Uint32(uint32_t v) { Value x; x.type = ValueType::kUint32; x.u = v; return x; }
-Value Value::Int32(int32_t v) { Value x; x.type = ValueType::kInt32; x.i = v; return x; }
-Value Value::Uint64(uint64_t v) { Value x; x.type = ValueType::kUint64; x.u = v; return x; }
-Value Value::Float32(float v) { Value x; x.type = ValueType::kFloat32; x.f = v; return x; }
-Value Value::Bool(bool v) { Value x; x.type = ValueType::kBool; x.u = v; return x; }
-Value Value::String(std::string v) { Value x; x.type = ValueType::kString; x.s = std::move(v); return x; }
+Value Value::Uint32(uint32_t v) {
+  Value x;
+  x.type = ValueType::kUint32;
+  x.u = v;
+  return x;
+}
+Value Value::Int32(int32_t v) {
+  Value x;
+  x.type = ValueType::kInt32;
+  x.i = v;
+  return x;
+}
+Value Value::Uint64(uint64_t v) {
+  Value x;
+  x.type = ValueType::kUint64;
+  x.u = v;
+  return x;
+}
+Value Value::Float32(float v) {
+  Value x;
+  x.type = ValueType::kFloat32;
+  x.f = v;
+  return x;
+}
+Value Value::Bool(bool v) {
+  Value x;
+  x.type = ValueType::kBool;
+  x.u = v;
+  return x;
+}
+Value Value::String(std::string v) {
+  Value x;
+  x.type = ValueType::kString;
+  x.s = std::move(v);
+  return x;
+}
 Value Value::Array(ValueType element_type, std::vector<Value> items) {
   Value x;
   x.type = ValueType::kArray;
@@ -207,21 +283,30 @@ Value Value::Array(ValueType element_type, std::vector<Value> items) {
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::kUint8: case ValueType::kInt8: case ValueType::kUint16: case ValueType::kInt16:
-    case ValueType::kUint32: case ValueType::kInt32: case ValueType::kUint64: case ValueType::kInt64: return true;
+    case ValueType::kUint8:
+    case ValueType::kInt8:
+    case ValueType::kUint16:
+    case ValueType::kInt16:
+    case ValueType::kUint32:
+    case ValueType::kInt32:
+    case ValueType::kUint64:
+    case ValueType::kInt64: return true;
     default: return false;
   }
 }
 
 bool TypeTraits(uint32_t type, int64_t* block_elems, int64_t* block_bytes) {
   // ggml's type table (ggml.h enum ggml_type; block structs in ggml-common.h).
-  struct T { uint32_t id; int64_t elems, bytes; };
+  struct T {
+    uint32_t id;
+    int64_t elems, bytes;
+  };
   static const T table[] = {
-      {0, 1, 4},     {1, 1, 2},     {2, 32, 18},   {3, 32, 20},   {6, 32, 22},   {7, 32, 24},  {8, 32, 34},
-      {9, 32, 36},   {10, 256, 84}, {11, 256, 110}, {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292},
-      {16, 256, 66}, {17, 256, 74}, {18, 256, 98}, {19, 256, 50},  {20, 32, 18},  {21, 256, 110}, {22, 256, 82},
-      {23, 256, 136}, {24, 1, 1},   {25, 1, 2},    {26, 1, 4},    {27, 1, 8},    {28, 1, 8},   {29, 256, 56},
-      {30, 1, 2},    {34, 256, 54}, {35, 256, 66}, {39, 32, 17}};
+      {0, 1, 4},      {1, 1, 2},     {2, 32, 18},    {3, 32, 20},    {6, 32, 22},    {7, 32, 24},    {8, 32, 34},
+      {9, 32, 36},    {10, 256, 84}, {11, 256, 110}, {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292},
+      {16, 256, 66},  {17, 256, 74}, {18, 256, 98},  {19, 256, 50},  {20, 32, 18},   {21, 256, 110}, {22, 256, 82},
+      {23, 256, 136}, {24, 1, 1},    {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {29, 256, 56},
+      {30, 1, 2},     {34, 256, 54}, {35, 256, 66},  {39, 32, 17}};
   for (const T& t : table)
     if (t.id == type) {
       *block_elems = t.elems;
@@ -233,12 +318,11 @@ bool TypeTraits(uint32_t type, int64_t* block_elems, int64_t* block_bytes) {
 
 std::string TensorTypeName(uint32_t type) {
   static const std::map<uint32_t, const char*> names = {
-      {0, "F32"},      {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},    {6, "Q5_0"},    {7, "Q5_1"},
-      {8, "Q8_0"},     {9, "Q8_1"},     {10, "Q2_K"},    {11, "Q3_K"},   {12, "Q4_K"},   {13, "Q5_K"},
-      {14, "Q6_K"},    {15, "Q8_K"},    {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
-      {20, "IQ4_NL"},  {21, "IQ3_S"},   {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},     {25, "I16"},
-      {26, "I32"},     {27, "I64"},     {28, "F64"},     {29, "IQ1_M"},  {30, "BF16"},   {34, "TQ1_0"},
-      {35, "TQ2_0"},   {39, "MXFP4"}};
+      {0, "F32"},      {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},   {6, "Q5_0"},    {7, "Q5_1"},   {8, "Q8_0"},
+      {9, "Q8_1"},     {10, "Q2_K"},   {11, "Q3_K"},    {12, "Q4_K"},  {13, "Q5_K"},   {14, "Q6_K"},  {15, "Q8_K"},
+      {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"}, {22, "IQ2_S"},
+      {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},     {26, "I32"},   {27, "I64"},    {28, "F64"},   {29, "IQ1_M"},
+      {30, "BF16"},    {34, "TQ1_0"},  {35, "TQ2_0"},   {39, "MXFP4"}};
   auto it = names.find(type);
   return it != names.end() ? it->second : "type " + std::to_string(type);
 }
@@ -327,7 +411,8 @@ Result<std::string> GetString(const File& file, const std::string& key, const st
   const Value* v = file.Find(key);
   if (!v) return Status::Error(what + ": required key " + key + " is missing");
   if (v->type != ValueType::kString)
-    return Status::Error(what + ": key " + key + " must be a STRING, got " + ValueTypeName(static_cast<uint32_t>(v->type)));
+    return Status::Error(what + ": key " + key + " must be a STRING, got " +
+                         ValueTypeName(static_cast<uint32_t>(v->type)));
   return v->s;
 }
 
@@ -335,7 +420,8 @@ Result<int64_t> GetInt(const File& file, const std::string& key, int64_t min, in
   const Value* v = file.Find(key);
   if (!v) return Status::Error(what + ": required key " + key + " is missing");
   if (!v->is_integer())
-    return Status::Error(what + ": key " + key + " must be an integer, got " + ValueTypeName(static_cast<uint32_t>(v->type)));
+    return Status::Error(what + ": key " + key + " must be an integer, got " +
+                         ValueTypeName(static_cast<uint32_t>(v->type)));
   const bool is_signed = v->type == ValueType::kInt8 || v->type == ValueType::kInt16 || v->type == ValueType::kInt32 ||
                          v->type == ValueType::kInt64;
   const bool in_range = is_signed ? v->i >= min && v->i <= max
@@ -352,7 +438,8 @@ Result<double> GetFloat(const File& file, const std::string& key, const std::str
   const Value* v = file.Find(key);
   if (!v) return Status::Error(what + ": required key " + key + " is missing");
   if (v->type != ValueType::kFloat32 && v->type != ValueType::kFloat64)
-    return Status::Error(what + ": key " + key + " must be FLOAT32, got " + ValueTypeName(static_cast<uint32_t>(v->type)));
+    return Status::Error(what + ": key " + key + " must be FLOAT32, got " +
+                         ValueTypeName(static_cast<uint32_t>(v->type)));
   if (!std::isfinite(v->f)) return Status::Error(what + ": key " + key + " is not finite");
   return v->f;
 }
@@ -381,7 +468,8 @@ Result<std::optional<Vocab>> ReadVocab(const File& file, const std::string& what
     VERITY_ASSIGN_OR_RETURN(v.pre, GetString(file, "tokenizer.ggml.pre", what));
   }
   VERITY_ASSIGN_OR_RETURN(const Value* tokens, ArrayOf(file, "tokenizer.ggml.tokens", ValueType::kString, what));
-  if (!tokens) return Status::Error(what + ": required key tokenizer.ggml.tokens is missing (tokenizer.ggml.model is set)");
+  if (!tokens)
+    return Status::Error(what + ": required key tokenizer.ggml.tokens is missing (tokenizer.ggml.model is set)");
   if (tokens->items.empty()) return Status::Error(what + ": key tokenizer.ggml.tokens is empty");
   for (const Value& t : tokens->items) v.tokens.push_back(t.s);
   const size_t n = v.tokens.size();
@@ -439,15 +527,40 @@ class Out {
   void Raw(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
   void Val(const Value& v) {
     switch (v.type) {
-      case ValueType::kUint8: case ValueType::kBool: { uint8_t x = static_cast<uint8_t>(v.u); Raw(&x, 1); break; }
-      case ValueType::kInt8: { int8_t x = static_cast<int8_t>(v.i); Raw(&x, 1); break; }
-      case ValueType::kUint16: { uint16_t x = static_cast<uint16_t>(v.u); Raw(&x, 2); break; }
-      case ValueType::kInt16: { int16_t x = static_cast<int16_t>(v.i); Raw(&x, 2); break; }
+      case ValueType::kUint8:
+      case ValueType::kBool: {
+        uint8_t x = static_cast<uint8_t>(v.u);
+        Raw(&x, 1);
+        break;
+      }
+      case ValueType::kInt8: {
+        int8_t x = static_cast<int8_t>(v.i);
+        Raw(&x, 1);
+        break;
+      }
+      case ValueType::kUint16: {
+        uint16_t x = static_cast<uint16_t>(v.u);
+        Raw(&x, 2);
+        break;
+      }
+      case ValueType::kInt16: {
+        int16_t x = static_cast<int16_t>(v.i);
+        Raw(&x, 2);
+        break;
+      }
       case ValueType::kUint32: U32(static_cast<uint32_t>(v.u)); break;
-      case ValueType::kInt32: { int32_t x = static_cast<int32_t>(v.i); Raw(&x, 4); break; }
+      case ValueType::kInt32: {
+        int32_t x = static_cast<int32_t>(v.i);
+        Raw(&x, 4);
+        break;
+      }
       case ValueType::kUint64: U64(v.u); break;
       case ValueType::kInt64: Raw(&v.i, 8); break;
-      case ValueType::kFloat32: { float x = static_cast<float>(v.f); Raw(&x, 4); break; }
+      case ValueType::kFloat32: {
+        float x = static_cast<float>(v.f);
+        Raw(&x, 4);
+        break;
+      }
       case ValueType::kFloat64: Raw(&v.f, 8); break;
       case ValueType::kString: Str(v.s); break;
       case ValueType::kArray:

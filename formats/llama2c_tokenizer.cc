@@ -45,9 +45,8 @@ Result<Llama2cTokenizer> Llama2cTokenizer::Parse(const std::string& bytes, const
     if (!f.read(reinterpret_cast<char*>(&len), 4))
       return Status::Error(path + ": truncated tokenizer entry " + std::to_string(i) + " (length)");
     if (len < 0 || len > max_token_length)
-      return Status::Error(path + ": tokenizer entry " + std::to_string(i) + " has length " +
-                           std::to_string(len) + " outside [0, max_token_length=" +
-                           std::to_string(max_token_length) + "]");
+      return Status::Error(path + ": tokenizer entry " + std::to_string(i) + " has length " + std::to_string(len) +
+                           " outside [0, max_token_length=" + std::to_string(max_token_length) + "]");
     std::string s(static_cast<size_t>(len), '\0');
     if (len > 0 && !f.read(s.data(), len))
       return Status::Error(path + ": truncated tokenizer entry " + std::to_string(i) + " (bytes)");
@@ -60,8 +59,7 @@ Result<Llama2cTokenizer> Llama2cTokenizer::Parse(const std::string& bytes, const
                          " entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
   t.sorted_.resize(t.vocab_.size());
   for (size_t i = 0; i < t.sorted_.size(); i++) t.sorted_[i] = static_cast<int>(i);
-  std::stable_sort(t.sorted_.begin(), t.sorted_.end(),
-                   [&t](int a, int b) { return t.vocab_[a] < t.vocab_[b]; });
+  std::stable_sort(t.sorted_.begin(), t.sorted_.end(), [&t](int a, int b) { return t.vocab_[a] < t.vocab_[b]; });
   auto find = [&t](const char* wrapped, const char* bare, int fallback) {
     int id = t.Lookup(wrapped);
     if (id < 0) id = t.Lookup(bare);

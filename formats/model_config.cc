@@ -18,16 +18,20 @@ const char* RopeScalingName(RopeScalingType t) {
 }
 
 Status ValidateConfig(const ModelConfig& c, const std::string& where) {
-  const std::pair<const char*, int> fields[] = {{"dim", c.dim},         {"hidden_dim", c.hidden_dim},
-                                                {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-                                                {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
-                                                {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+  const std::pair<const char*, int> fields[] = {{"dim", c.dim},
+                                                {"hidden_dim", c.hidden_dim},
+                                                {"n_layers", c.n_layers},
+                                                {"n_heads", c.n_heads},
+                                                {"n_kv_heads", c.n_kv_heads},
+                                                {"head_dim", c.head_dim},
+                                                {"vocab_size", c.vocab_size},
+                                                {"seq_len", c.seq_len},
                                                 {"max_positions", c.max_positions}};
   for (const auto& [name, v] : fields)
     if (v <= 0) return Status::Error(where + ": " + name + " must be positive, got " + std::to_string(v));
   if (c.n_heads % c.n_kv_heads != 0)
-    return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) +
-                         ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
+    return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) + ") is not divisible by n_kv_heads (" +
+                         std::to_string(c.n_kv_heads) + ")");
   if (c.head_dim % 2 != 0)
     return Status::Error(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
   if (static_cast<int64_t>(c.n_heads) * c.head_dim > INT32_MAX)
@@ -35,20 +39,24 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   if (c.seq_len > c.max_positions)
     return Status::Error(where + ": context " + std::to_string(c.seq_len) + " exceeds max_positions " +
                          std::to_string(c.max_positions));
-  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta)) return Status::Error(where + ": rope_theta must be positive");
-  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps)) return Status::Error(where + ": norm epsilon must be positive");
+  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
+    return Status::Error(where + ": rope_theta must be positive");
+  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps))
+    return Status::Error(where + ": norm epsilon must be positive");
   const RopeScaling& s = c.rope_scaling;
   if (s.type != RopeScalingType::kNone && !(s.factor > 0.0 && std::isfinite(s.factor)))
     return Status::Error(where + ": rope_scaling factor must be a positive number");
   if (s.type == RopeScalingType::kLlama3 &&
       !(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && std::isfinite(s.high_freq_factor) &&
         s.original_max_positions > 0.0 && std::isfinite(s.original_max_positions)))
-    return Status::Error(where + ": rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor and a positive "
+    return Status::Error(where +
+                         ": rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor and a positive "
                          "original_max_position_embeddings");
   if (!c.rope_freq_factors.empty()) {
     if (static_cast<int>(c.rope_freq_factors.size()) != c.head_dim / 2)
       return Status::Error(where + ": " + std::to_string(c.rope_freq_factors.size()) +
-                           " RoPE frequency factors for head_dim " + std::to_string(c.head_dim) + " (needs head_dim/2)");
+                           " RoPE frequency factors for head_dim " + std::to_string(c.head_dim) +
+                           " (needs head_dim/2)");
     for (float f : c.rope_freq_factors)
       if (!(f > 0.0f) || !std::isfinite(f)) return Status::Error(where + ": a RoPE frequency factor is not positive");
   }

@@ -23,10 +23,10 @@ enum class RopeStyle { kInterleaved, kHalves };
 enum class RopeScalingType { kNone, kLinear, kLlama3 };
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
-  double factor = 1.0;                    // linear, llama3
-  double low_freq_factor = 0.0;           // llama3
-  double high_freq_factor = 0.0;          // llama3
-  double original_max_positions = 0.0;    // llama3: original_max_position_embeddings
+  double factor = 1.0;                  // linear, llama3
+  double low_freq_factor = 0.0;         // llama3
+  double high_freq_factor = 0.0;        // llama3
+  double original_max_positions = 0.0;  // llama3: original_max_position_embeddings
 };
 // "none", "linear" or "llama3".
 const char* RopeScalingName(RopeScalingType t);
@@ -37,10 +37,10 @@ struct ModelConfig {
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;    // per head: q has n_heads * head_dim rows, k and v n_kv_heads * head_dim
+  int head_dim = 0;  // per head: q has n_heads * head_dim rows, k and v n_kv_heads * head_dim
   int vocab_size = 0;
-  int seq_len = 0;        // context: the positions the KV cache holds (see SetContext)
-  int max_positions = 0;  // the positions the model was made for (max_position_embeddings; llama2.c seq_len)
+  int seq_len = 0;                 // context: the positions the KV cache holds (see SetContext)
+  int max_positions = 0;           // the positions the model was made for (max_position_embeddings; llama2.c seq_len)
   bool shared_classifier = false;  // classifier reuses the token embedding
   float rope_theta = 0.0f;
   RopeScaling rope_scaling;

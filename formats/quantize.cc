@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/half.h"           // F16ToF32
+#include "base/half.h"            // F16ToF32
 #include "formats/gguf.h"         // TensorTypeName
 #include "formats/quants.h"       // BlockType, FindLayout
 #include "formats/safetensors.h"  // F32ToF16
@@ -186,7 +186,8 @@ void FitAffine(const float* x, int n, int top, float* s_out, float* m_out) {
       const int c = Clamp(Nearest(static_cast<float>((x[j] - b) / s)), 0, top);
       err += std::pow(x[j] - (s * c + b), 2);
     }
-    if (err < best_err) best_err = static_cast<float>(err), *s_out = static_cast<float>(s), *m_out = static_cast<float>(-b);
+    if (err < best_err)
+      best_err = static_cast<float>(err), *s_out = static_cast<float>(s), *m_out = static_cast<float>(-b);
   }
 }
 
@@ -304,9 +305,8 @@ BlockFn Writer(uint32_t type) {
 
 // llama_ftype numbers (llama.h) of the file types written here.
 const FileType kFileTypes[] = {
-    {"q4_0", 2, kQ4_0},   {"q4_1", 3, kQ4_1},   {"q5_0", 8, kQ5_0},   {"q5_1", 9, kQ5_1},
-    {"q8_0", 7, kQ8_0},   {"q4_k_s", 14, kQ4_K}, {"q4_k_m", 15, kQ4_K}, {"q5_k_s", 16, kQ5_K},
-    {"q5_k_m", 17, kQ5_K}, {"q6_k", 18, kQ6_K},
+    {"q4_0", 2, kQ4_0},    {"q4_1", 3, kQ4_1},    {"q5_0", 8, kQ5_0},    {"q5_1", 9, kQ5_1},    {"q8_0", 7, kQ8_0},
+    {"q4_k_s", 14, kQ4_K}, {"q4_k_m", 15, kQ4_K}, {"q5_k_s", 16, kQ5_K}, {"q5_k_m", 17, kQ5_K}, {"q6_k", 18, kQ6_K},
 };
 
 constexpr uint32_t kF32 = 0;

@@ -39,12 +39,12 @@ std::string FileTypeNames();
 
 // Where a matrix sits in the model, as the type plan needs it.
 struct TensorSite {
-  std::string name;        // its GGUF name, "blk.3.ffn_down.weight"
-  int layer = -1;          // its blk index; -1 outside the blocks
+  std::string name;  // its GGUF name, "blk.3.ffn_down.weight"
+  int layer = -1;    // its blk index; -1 outside the blocks
   int n_layers = 0;
-  int n_experts = 0;       // the model's (0: dense)
+  int n_experts = 0;            // the model's (0: dense)
   bool tied_embedding = false;  // token_embd.weight is also the classifier
-  int64_t row_length = 0;  // innermost dimension
+  int64_t row_length = 0;       // innermost dimension
 };
 
 // The type llama.cpp's quantizer (no importance matrix) gives a matrix in

@@ -204,11 +204,11 @@ struct Entry {
 
 // ggml-common.h's block sizes; the static_asserts of ggml's structs agree.
 const Entry kEntries[] = {
-    {{kQ4_0, "Q4_0", 32, 18, 32}, Q4_0, {0, -1}},     {{kQ4_1, "Q4_1", 32, 20, 32}, Q4_1, {0, 2}},
-    {{kQ5_0, "Q5_0", 32, 22, 32}, Q5_0, {0, -1}},     {{kQ5_1, "Q5_1", 32, 24, 32}, Q5_1, {0, 2}},
-    {{kQ8_0, "Q8_0", 32, 34, 32}, Q8_0, {0, -1}},     {{kQ2_K, "Q2_K", 256, 84, 256}, Q2_K, {80, 82}},
+    {{kQ4_0, "Q4_0", 32, 18, 32}, Q4_0, {0, -1}},      {{kQ4_1, "Q4_1", 32, 20, 32}, Q4_1, {0, 2}},
+    {{kQ5_0, "Q5_0", 32, 22, 32}, Q5_0, {0, -1}},      {{kQ5_1, "Q5_1", 32, 24, 32}, Q5_1, {0, 2}},
+    {{kQ8_0, "Q8_0", 32, 34, 32}, Q8_0, {0, -1}},      {{kQ2_K, "Q2_K", 256, 84, 256}, Q2_K, {80, 82}},
     {{kQ3_K, "Q3_K", 256, 110, 256}, Q3_K, {108, -1}}, {{kQ4_K, "Q4_K", 256, 144, 256}, Q4_K, {0, 2}},
-    {{kQ5_K, "Q5_K", 256, 176, 256}, Q5_K, {0, 2}},   {{kQ6_K, "Q6_K", 256, 210, 256}, Q6_K, {208, -1}},
+    {{kQ5_K, "Q5_K", 256, 176, 256}, Q5_K, {0, 2}},    {{kQ6_K, "Q6_K", 256, 210, 256}, Q6_K, {208, -1}},
 };
 
 const Entry* FindEntry(uint32_t type) {
@@ -233,11 +233,20 @@ const Layout* FindLayout(uint32_t type) {
 std::string RefusalReason(uint32_t type) {
   if (FindEntry(type)) return "";
   switch (type) {
-    case 16: case 17: case 18: case 19: case 20: case 21: case 22: case 23: case 29:
-      return "an I-quant (lattice codebooks)";
-    case 34: case 35: return "a ternary type";
+    case 16:
+    case 17:
+    case 18:
+    case 19:
+    case 20:
+    case 21:
+    case 22:
+    case 23:
+    case 29: return "an I-quant (lattice codebooks)";
+    case 34:
+    case 35: return "a ternary type";
     case 39: return "MXFP4 (4-bit floats, e8m0 scales)";
-    case 9: case 15: return "an activation-only block type (never a weight in llama.cpp's files)";
+    case 9:
+    case 15: return "an activation-only block type (never a weight in llama.cpp's files)";
     default: return "not a block quantization";
   }
 }
@@ -247,14 +256,15 @@ Status CheckTensor(uint32_t type, uint64_t row_length, uint64_t rows, uint64_t b
   if (!l) return Refused(type, where);
   const uint64_t multiple = static_cast<uint64_t>(l->row_multiple);
   if (row_length % multiple != 0)
-    return Status::Error(where + ": type " + l->name + " needs rows that are a multiple of " + std::to_string(multiple) +
-                         " weights, but its row length (innermost dimension) is " + std::to_string(row_length));
+    return Status::Error(where + ": type " + l->name + " needs rows that are a multiple of " +
+                         std::to_string(multiple) + " weights, but its row length (innermost dimension) is " +
+                         std::to_string(row_length));
   const uint64_t blocks = row_length / static_cast<uint64_t>(l->block_elems);
   const uint64_t block_bytes = static_cast<uint64_t>(l->block_bytes);
   if (rows != 0 && (blocks > UINT64_MAX / block_bytes / rows || rows * blocks * block_bytes != bytes))
-    return Status::Error(where + ": type " + l->name + ": " + std::to_string(rows) + " rows x " + std::to_string(blocks) +
-                         " blocks x " + std::to_string(block_bytes) + " bytes is not its size, " + std::to_string(bytes) +
-                         " bytes");
+    return Status::Error(where + ": type " + l->name + ": " + std::to_string(rows) + " rows x " +
+                         std::to_string(blocks) + " blocks x " + std::to_string(block_bytes) +
+                         " bytes is not its size, " + std::to_string(bytes) + " bytes");
   if (rows == 0 && bytes != 0)
     return Status::Error(where + ": type " + l->name + ": 0 rows but " + std::to_string(bytes) + " bytes");
   return OkStatus();
@@ -271,7 +281,9 @@ Status CheckScales(uint32_t type, const unsigned char* data, int64_t n_blocks, c
       if (!std::isfinite(v))
         return Status::Error(where + ": type " + e->layout.name + ": block " + std::to_string(k) + " has a " +
                              (off == e->scale_offsets[0] ? "scale" : "min scale") + " of " +
-                             (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf"));
+                             (std::isnan(v) ? "NaN"
+                              : v > 0       ? "+inf"
+                                            : "-inf"));
     }
   }
   return OkStatus();

@@ -18,8 +18,16 @@ namespace verity::quants {
 
 // ggml type ids of the block types this file reads.
 enum BlockType : uint32_t {
-  kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
-  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
 };
 
 struct Layout {
@@ -51,8 +59,7 @@ struct Layout {
 // Checks every block's f16 scales (d, and dmin where the type has one) are
 // finite, as llama.cpp's ggml_validate_row_data does: a NaN or infinite scale
 // poisons its block's weights. The error names the block and the value.
-[[nodiscard]] Status CheckScales(uint32_t type, const unsigned char* data, int64_t n_blocks,
-                                 const std::string& where);
+[[nodiscard]] Status CheckScales(uint32_t type, const unsigned char* data, int64_t n_blocks, const std::string& where);
 
 // Dequantizes `n_blocks` consecutive blocks of `type` at `data` into
 // n_blocks x block_elems floats at `out`. Errors: no layout for `type`.

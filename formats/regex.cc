@@ -112,8 +112,8 @@ Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 Result<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(const std::string& text) const {
   std::vector<std::pair<size_t, size_t>> out;
   auto* code = static_cast<pcre2_code*>(code_);
-  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
-      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(pcre2_match_data_create_from_pattern(code, nullptr),
+                                                                    pcre2_match_data_free);
   if (!md) return Status::Error(where_ + ": out of memory for regex match data");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;

@@ -88,7 +88,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& prefix, cons
     if (e.end < e.begin) return Status::Error(what + ": tensor '" + name + "' data_offsets end before they begin");
     if (e.end - e.begin != count * TensorDTypeSize(e.dtype))
       return Status::Error(what + ": tensor '" + name + "' holds " + std::to_string(e.end - e.begin) +
-                           " bytes but dtype " + dt + " and its shape need " + std::to_string(count * TensorDTypeSize(e.dtype)));
+                           " bytes but dtype " + dt + " and its shape need " +
+                           std::to_string(count * TensorDTypeSize(e.dtype)));
     order.emplace_back(e.begin, name);
     h.tensors[name] = e;
   }
@@ -138,7 +139,8 @@ Result<SafetensorsIndex> ParseSafetensorsIndex(const std::string& text, const st
     return Status::Error(what + ": no weight_map object");
   SafetensorsIndex idx;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) return Status::Error(what + ": weight_map entry '" + it.key() + "' is not a file name");
+    if (!it.value().is_string())
+      return Status::Error(what + ": weight_map entry '" + it.key() + "' is not a file name");
     const std::string shard = it.value();
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
       return Status::Error(what + ": weight_map entry '" + it.key() + "' names '" + shard + "', not a plain file name");

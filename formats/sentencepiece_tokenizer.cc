@@ -161,7 +161,8 @@ Status CheckPieces(const std::string& b, const std::string& where) {
       uint32_t n, t;
       size_t pb = 0, ps = 0;
       if (!piece.Field(&n, &t, &pb, &ps))
-        return Status::Error(where + ": not a SentencePiece model (pieces[" + std::to_string(index) + "] is malformed)");
+        return Status::Error(where + ": not a SentencePiece model (pieces[" + std::to_string(index) +
+                             "] is malformed)");
       if (n == 1 && t == 2) {
         const std::string text = b.substr(pb, ps - pb);
         if (text.empty() || text.find('\0') != std::string::npos)

@@ -44,9 +44,9 @@ Result<DType> DTypeFromName(const std::string& name);
 // row dequantizes. The engine supplies it (from formats/quants, which this
 // library does not link).
 struct BlockFormat {
-  const char* name = "";  // "Q4_K", as errors name the type
+  const char* name = "";   // "Q4_K", as errors name the type
   uint32_t ggml_type = 0;  // its ggml id (GGUF numbering): the fast kernels' key (cpu/block_dot.h)
-  int block_elems = 0;    // weights per block (a row is whole blocks)
+  int block_elems = 0;     // weights per block (a row is whole blocks)
   int block_bytes = 0;
   // `cols` weights (whole blocks) of the row at `row` into out; exact (the
   // dequantization is the format's, bit for bit).
@@ -54,7 +54,7 @@ struct BlockFormat {
   size_t RowBytes(int cols) const { return static_cast<size_t>(cols / block_elems) * block_bytes; }
 };
 
-inline constexpr int kQ8_0BlockSize = 32;  // weights per q8_0 block
+inline constexpr int kQ8_0BlockSize = 32;   // weights per q8_0 block
 inline constexpr int kQ8_0BlockBytes = 36;  // sizeof(simd::BlockQ8_0)
 
 // Bytes of one row of `cols` weights stored as `t` (cols % 32 == 0 for q8_0).
@@ -104,8 +104,8 @@ struct AttentionArgs {
   const float* q;          // [n_heads * head_size] queries at `pos` (state)
   const float* key_cache;  // this layer's keys: position t starts at t * pos_stride
   const float* value_cache;
-  long pos_stride;         // floats between consecutive positions in the caches
-  float* scores;           // host scratch [n_heads * seq_len] for a backend that scores on the host
+  long pos_stride;  // floats between consecutive positions in the caches
+  float* scores;    // host scratch [n_heads * seq_len] for a backend that scores on the host
   int pos, n_heads, n_kv_heads, head_size, seq_len;
 };
 
@@ -114,25 +114,34 @@ struct AttentionArgs {
 // rotate q and key, write key and value into the cache, attend (the fused
 // Backend::AttendBlock and AttendRows).
 struct AttendArgs {
-  float* out;              // attention output rows (state), q_width floats apart
+  float* out;  // attention output rows (state), q_width floats apart
   float* q;
   float* key;
   const float* value;
-  float* key_cache;        // this layer's cache of the row's slot (AttendBlock) or of slot 0 (AttendRows)
+  float* key_cache;  // this layer's cache of the row's slot (AttendBlock) or of slot 0 (AttendRows)
   float* value_cache;
-  long pos_stride;         // floats between consecutive positions in the caches
-  size_t slot_stride;      // floats between consecutive slots' caches (AttendRows)
-  float* scores;           // host scratch, as AttentionArgs::scores
-  const float* inv_freq;   // RoPE: head_size / 2 inverse frequencies (host)
-  bool interleaved;        // RoPE pairs (2i, 2i+1), else (i, i + head_size/2)
+  long pos_stride;        // floats between consecutive positions in the caches
+  size_t slot_stride;     // floats between consecutive slots' caches (AttendRows)
+  float* scores;          // host scratch, as AttentionArgs::scores
+  const float* inv_freq;  // RoPE: head_size / 2 inverse frequencies (host)
+  bool interleaved;       // RoPE pairs (2i, 2i+1), else (i, i + head_size/2)
   int n_heads, n_kv_heads, head_size, seq_len;
   int q_width() const { return n_heads * head_size; }
   int kv_width() const { return n_kv_heads * head_size; }
   // Row t's Attention call: at `pos`, over the caches `cache_offset` floats on.
   AttentionArgs RowAttention(int t, int pos, size_t cache_offset) const {
     const size_t row = static_cast<size_t>(t) * q_width();
-    return AttentionArgs{out + row, q + row, key_cache + cache_offset, value_cache + cache_offset, pos_stride,
-                         scores, pos, n_heads, n_kv_heads, head_size, seq_len};
+    return AttentionArgs{out + row,
+                         q + row,
+                         key_cache + cache_offset,
+                         value_cache + cache_offset,
+                         pos_stride,
+                         scores,
+                         pos,
+                         n_heads,
+                         n_kv_heads,
+                         head_size,
+                         seq_len};
   }
 };
 
@@ -203,7 +212,8 @@ class Backend {
   // (row t at a.pos + t). These defaults make the per-row calls, in the
   // per-row order's results; a device backend does each as one launch.
   // Rotates row t (`width` floats, rows `width` apart) for position pos0 + t.
-  virtual void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved);
+  virtual void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq,
+                         bool interleaved);
   // Row t of `rows` (`width` floats each, rows `width` apart) into the cache
   // at float offset at0 + t * pos_stride.
   virtual void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n);

@@ -41,8 +41,8 @@ Result<std::string> Git(const std::string& repo, const std::string& args) {
 }
 
 Result<std::string> ResolveCommit(const std::string& repo, const std::string& ref) {
-  measure::CommandOutput o =
-      measure::RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
+  measure::CommandOutput o = measure::RunCommand(
+      "git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
   const std::string sha = TrimRight(o.out);
   if (o.exit_code != 0 || sha.size() != 40) return Status::Error("ref '" + ref + "' is not a commit in " + repo);
   return sha;
@@ -51,13 +51,15 @@ Result<std::string> ResolveCommit(const std::string& repo, const std::string& re
 // The first-parent commits in (good, bad], oldest first, with their subjects.
 Result<std::vector<Commit>> FirstParentRange(const std::string& repo, const std::string& good, const std::string& bad,
                                              const std::string& good_ref, const std::string& bad_ref) {
-  if (good == bad) return Status::Error("--good " + good_ref + " and --bad " + bad_ref + " are the same commit: nothing to bisect");
+  if (good == bad)
+    return Status::Error("--good " + good_ref + " and --bad " + bad_ref + " are the same commit: nothing to bisect");
   measure::CommandOutput anc =
       measure::RunCommand("git -C " + ShellQuote(repo) + " merge-base --is-ancestor " + good + " " + bad, 60);
   if (anc.exit_code != 0)
     return Status::Error("--good " + good_ref + " (" + Short(good) + ") is not an ancestor of --bad " + bad_ref + " (" +
                          Short(bad) + ")");
-  VERITY_ASSIGN_OR_RETURN(std::string log, Git(repo, "log --first-parent --reverse --format=%H%x09%s " + good + ".." + bad));
+  VERITY_ASSIGN_OR_RETURN(std::string log,
+                          Git(repo, "log --first-parent --reverse --format=%H%x09%s " + good + ".." + bad));
   std::vector<Commit> out;
   size_t at = 0;
   while (at < log.size()) {
@@ -71,8 +73,8 @@ Result<std::vector<Commit>> FirstParentRange(const std::string& repo, const std:
   if (out.empty()) return Status::Error("no first-parent commits between " + good_ref + " and " + bad_ref);
   VERITY_ASSIGN_OR_RETURN(std::string parent, Git(repo, "rev-parse " + out.front().sha + "^"));
   if (TrimRight(parent) != good)
-    return Status::Error("--good " + good_ref + " (" + Short(good) + ") is not on the first-parent line of --bad " + bad_ref +
-                         " (it was merged in from a side branch): give a good commit on that line");
+    return Status::Error("--good " + good_ref + " (" + Short(good) + ") is not on the first-parent line of --bad " +
+                         bad_ref + " (it was merged in from a side branch): give a good commit on that line");
   return out;
 }
 
@@ -146,8 +148,8 @@ Result<Session::Built> Session::Build(const std::string& sha) {
   auto it = built_.find(sha);
   if (it != built_.end()) return it->second;
   Result<Built> b = [&]() -> Result<Built> {
-    VERITY_ASSIGN_OR_RETURN(measure::BuiltRef ref,
-                            measure::BuildRef(repo_, sha, cache_, req_.recipe, [&](const std::string& s) { Say("  " + s); }));
+    VERITY_ASSIGN_OR_RETURN(measure::BuiltRef ref, measure::BuildRef(repo_, sha, cache_, req_.recipe,
+                                                                     [&](const std::string& s) { Say("  " + s); }));
     VERITY_ASSIGN_OR_RETURN(CommitCommands cmds, req_.commands(ref));
     return Built{ref, cmds};
   }();
@@ -158,23 +160,24 @@ Result<Session::Built> Session::Build(const std::string& sha) {
 Result<BisectStep> Session::Record(int64_t run, BisectStep s) {
   s.run = run;
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
-    VERITY_ASSIGN_OR_RETURN(s.id, d_.InsertSealed("bisect_steps", {{"session_id", session_},
-                                                                  {"run_id", run},
-                                                                  {"role", s.role},
-                                                                  {"search", s.search},
-                                                                  {"commit_sha", s.sha},
-                                                                  {"subject", s.subject},
-                                                                  {"verdict", s.verdict},
-                                                                  {"decided_by", s.decided_by},
-                                                                  {"workload", s.workload.empty() ? Value() : Value(s.workload)},
-                                                                  {"ratio", Opt(s.ratio)},
-                                                                  {"ci_low", Opt(s.ci_low)},
-                                                                  {"ci_high", Opt(s.ci_high)},
-                                                                  {"alpha", Opt(s.alpha)},
-                                                                  {"rounds", int64_t{s.rounds}},
-                                                                  {"remeasured", int64_t{s.remeasured}},
-                                                                  {"note", s.note},
-                                                                  {"decided_at", NowUtc()}}));
+    VERITY_ASSIGN_OR_RETURN(
+        s.id, d_.InsertSealed("bisect_steps", {{"session_id", session_},
+                                               {"run_id", run},
+                                               {"role", s.role},
+                                               {"search", s.search},
+                                               {"commit_sha", s.sha},
+                                               {"subject", s.subject},
+                                               {"verdict", s.verdict},
+                                               {"decided_by", s.decided_by},
+                                               {"workload", s.workload.empty() ? Value() : Value(s.workload)},
+                                               {"ratio", Opt(s.ratio)},
+                                               {"ci_low", Opt(s.ci_low)},
+                                               {"ci_high", Opt(s.ci_high)},
+                                               {"alpha", Opt(s.alpha)},
+                                               {"rounds", int64_t{s.rounds}},
+                                               {"remeasured", int64_t{s.remeasured}},
+                                               {"note", s.note},
+                                               {"decided_at", NowUtc()}}));
     return OkStatus();
   }));
   result_.steps.push_back(s);
@@ -198,20 +201,22 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
   s.search = search;
   s.sha = c.sha;
   s.subject = c.subject;
-  Say("bisect: testing " + Short(c.sha) + " " + c.subject + (mode == Mode::kSpeed ? " (parity, then speed vs good)" : " (parity)"));
+  Say("bisect: testing " + Short(c.sha) + " " + c.subject +
+      (mode == Mode::kSpeed ? " (parity, then speed vs good)" : " (parity)"));
   Result<Built> b = Build(c.sha);
   int64_t run = 0;
   const std::string bench = b.ok() ? b->cmds.bench_cmd : "", parity = b.ok() ? b->cmds.parity_cmd : "";
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
-    VERITY_ASSIGN_OR_RETURN(run, d_.InsertSealed("bisect_runs", {{"session_id", session_},
-                                                                {"purpose", std::string("bisect")},
-                                                                {"commit_sha", c.sha},
-                                                                {"against_sha", commits_[0].sha},
-                                                                {"bench_cmd", bench.empty() ? Value() : Value(bench)},
-                                                                {"parity_cmd", parity.empty() ? Value() : Value(parity)},
-                                                                {"min_rounds", int64_t{plan_.min_rounds}},
-                                                                {"max_rounds", int64_t{plan_.max_rounds}},
-                                                                {"started_at", NowUtc()}}));
+    VERITY_ASSIGN_OR_RETURN(run,
+                            d_.InsertSealed("bisect_runs", {{"session_id", session_},
+                                                            {"purpose", std::string("bisect")},
+                                                            {"commit_sha", c.sha},
+                                                            {"against_sha", commits_[0].sha},
+                                                            {"bench_cmd", bench.empty() ? Value() : Value(bench)},
+                                                            {"parity_cmd", parity.empty() ? Value() : Value(parity)},
+                                                            {"min_rounds", int64_t{plan_.min_rounds}},
+                                                            {"max_rounds", int64_t{plan_.max_rounds}},
+                                                            {"started_at", NowUtc()}}));
     return OkStatus();
   }));
   auto untestable = [&](const std::string& by, const std::string& why) {
@@ -221,7 +226,8 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
     return Record(run, s);
   };
   if (!b.ok()) return untestable("build", b.status().message());
-  if (parity.empty()) return untestable("parity", b->cmds.note.empty() ? "the build has no parity command" : b->cmds.note);
+  if (parity.empty())
+    return untestable("parity", b->cmds.note.empty() ? "the build has no parity command" : b->cmds.note);
 
   // 1. Parity: the gate comes first, as in a submission.
   measure::CommandOutput out = measure::RunCommand(parity, opt_.timeout_s);
@@ -238,20 +244,23 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
     const auto* e = ev.ok() ? &*ev : nullptr;
     auto num = [](double v) { return std::isfinite(v) ? Value(v) : Value(); };
-    return d_.InsertSealed("bisect_parity", {{"run_id", run},
-                                             {"exit_code", int64_t{out.exit_code}},
-                                             {"passed", int64_t{passed}},
-                                             {"worst_top1", e ? num(e->worst_top1) : Value()},
-                                             {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
-                                             {"artifact_sha256", e && !e->artifact_sha256.empty() ? Value(e->artifact_sha256) : Value()},
-                                             {"message", message},
-                                             {"raw_json", e ? Value(e->raw) : Value()}})
+    return d_
+        .InsertSealed("bisect_parity",
+                      {{"run_id", run},
+                       {"exit_code", int64_t{out.exit_code}},
+                       {"passed", int64_t{passed}},
+                       {"worst_top1", e ? num(e->worst_top1) : Value()},
+                       {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
+                       {"artifact_sha256", e && !e->artifact_sha256.empty() ? Value(e->artifact_sha256) : Value()},
+                       {"message", message},
+                       {"raw_json", e ? Value(e->raw) : Value()}})
         .status();
   }));
   // A command that printed no evidence could not run: nothing is known about the commit.
   if (!ev.ok()) return untestable("parity", "its parity command could not run: " + message);
   if (!ev->build_id.empty() && ev->build_id != c.sha)
-    return untestable("parity", "its parity evidence names build " + ev->build_id + ", not " + c.sha + " (stale build)");
+    return untestable("parity",
+                      "its parity evidence names build " + ev->build_id + ", not " + c.sha + " (stale build)");
   if (!passed) {
     s.verdict = "parity-fail";
     s.decided_by = "parity";
@@ -265,7 +274,8 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
     return Record(run, s);
   }
   // 2. Speed against good (whose build the session made first).
-  if (ev->artifact_sha256.empty()) s.note = "its parity evidence names no artifact (not bound to the benchmarked binary)";
+  if (ev->artifact_sha256.empty())
+    s.note = "its parity evidence names no artifact (not bound to the benchmarked binary)";
   Status m = MeasureSpeed(run, *b, ev->artifact_sha256, &s);
   if (!m.ok()) return untestable("build", m.message());
   return Record(run, s);
@@ -289,8 +299,8 @@ Status Session::MeasureSpeed(int64_t run, const Built& step, const std::string& 
                            " (stale build)");
     if (first) workload = x.workload;
     else if (x.workload != workload)
-      return Status::Error("the " + side + " bench measured workload '" + x.workload + "' but the first sample '" + workload +
-                           "': good and the step must bench the same model, dtype, threads and lengths");
+      return Status::Error("the " + side + " bench measured workload '" + x.workload + "' but the first sample '" +
+                           workload + "': good and the step must bench the same model, dtype, threads and lengths");
     first = false;
     auto [it, fresh] = artifact.emplace(side, x.artifact_sha256);
     if (!fresh && it->second != x.artifact_sha256)
@@ -326,7 +336,8 @@ Status Session::MeasureSpeed(int64_t run, const Built& step, const std::string& 
     return v;
   };
 
-  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt_.lock_dir, box_.Machine(), [&](const std::string& w) { Say("  " + w); }));
+  VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt_.lock_dir, box_.Machine(),
+                                                               [&](const std::string& w) { Say("  " + w); }));
   VERITY_RETURN_IF_ERROR(round(0, {"good", "step"}).status());
   std::vector<double> ratios;
   // The first plan, then (if its bounds straddle the threshold at its last
@@ -372,20 +383,21 @@ Status Session::MeasureSpeed(int64_t run, const Built& step, const std::string& 
   return OkStatus();
 }
 
-Result<std::pair<int, int>> Session::Search(int lo, int hi, const std::string& search, std::optional<int>* parity_fail) {
+Result<std::pair<int, int>> Session::Search(int lo, int hi, const std::string& search,
+                                            std::optional<int>* parity_fail) {
   for (;;) {
     std::vector<int> open;
     for (int i = lo + 1; i < hi; i++)
       if (!skipped_.count(i)) open.push_back(i);
     if (open.empty()) return std::make_pair(lo, hi);
     const double middle = 0.5 * (lo + hi);
-    const int mid = *std::min_element(open.begin(), open.end(), [&](int a, int b) {
-      return std::fabs(a - middle) < std::fabs(b - middle);
-    });
-    Say("bisect: " + std::to_string(hi - lo) + " candidates left (" + std::to_string(open.size()) + " testable), about " +
+    const int mid = *std::min_element(open.begin(), open.end(),
+                                      [&](int a, int b) { return std::fabs(a - middle) < std::fabs(b - middle); });
+    Say("bisect: " + std::to_string(hi - lo) + " candidates left (" + std::to_string(open.size()) +
+        " testable), about " +
         std::to_string(static_cast<int>(std::ceil(std::log2(static_cast<double>(open.size() + 1))))) + " steps to go");
-    VERITY_ASSIGN_OR_RETURN(BisectStep s, Step(commits_[mid], "step", search,
-                                               search == "speed" ? Mode::kSpeed : Mode::kParityOnly));
+    VERITY_ASSIGN_OR_RETURN(BisectStep s,
+                            Step(commits_[mid], "step", search, search == "speed" ? Mode::kSpeed : Mode::kParityOnly));
     if (s.verdict == "untestable") {
       skipped_.insert(mid);
     } else if (s.verdict == "parity-fail" && search == "speed") {
@@ -399,7 +411,8 @@ Result<std::pair<int, int>> Session::Search(int lo, int hi, const std::string& s
   }
 }
 
-Result<BisectResult> Session::Finish(const std::string& kind, std::vector<std::string> candidates, const std::string& summary) {
+Result<BisectResult> Session::Finish(const std::string& kind, std::vector<std::string> candidates,
+                                     const std::string& summary) {
   result_.kind = kind;
   result_.candidates = std::move(candidates);
   result_.summary = summary;
@@ -412,21 +425,23 @@ Result<BisectResult> Session::Finish(const std::string& kind, std::vector<std::s
     if (!s.workload.empty()) result_.workload = s.workload;
   nlohmann::json cands = result_.candidates;
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
-    return d_.InsertSealed("bisect_results", {{"session_id", session_},
-                                              {"kind", kind},
-                                              {"culprit_sha", result_.culprit ? Value(*result_.culprit) : Value()},
-                                              {"candidates", cands.dump()},
-                                              {"workload", result_.workload.empty() ? Value() : Value(result_.workload)},
-                                              {"steps", int64_t{result_.search_steps}},
-                                              {"skipped", int64_t{result_.skipped}},
-                                              {"summary", summary},
-                                              {"finished_at", NowUtc()}})
+    return d_
+        .InsertSealed("bisect_results", {{"session_id", session_},
+                                         {"kind", kind},
+                                         {"culprit_sha", result_.culprit ? Value(*result_.culprit) : Value()},
+                                         {"candidates", cands.dump()},
+                                         {"workload", result_.workload.empty() ? Value() : Value(result_.workload)},
+                                         {"steps", int64_t{result_.search_steps}},
+                                         {"skipped", int64_t{result_.skipped}},
+                                         {"summary", summary},
+                                         {"finished_at", NowUtc()}})
         .status();
   }));
   return result_;
 }
 
-Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::string& search, const std::string& preface) {
+Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::string& search,
+                                       const std::string& preface) {
   std::vector<std::string> cands;
   for (int i = left.first + 1; i <= left.second; i++) cands.push_back(commits_[i].sha);
   const std::string vs = " vs good " + Short(commits_[0].sha);
@@ -435,20 +450,23 @@ Result<BisectResult> Session::Conclude(std::pair<int, int> left, const std::stri
     for (int i = left.first + 1; i <= left.second; i++)
       list += (list.empty() ? "" : ", ") + Short(commits_[i].sha) + (skipped_.count(i) ? " (untestable)" : "");
     return Finish(search, cands,
-                  std::string("bisect: ") + (search == "speed" ? "the first bad commit" : "the first commit failing parity") +
-                      " is one of " + std::to_string(cands.size()) + ": " + list +
-                      " (skipped commits make it ambiguous)" + preface + vs + Counts());
+                  std::string("bisect: ") +
+                      (search == "speed" ? "the first bad commit" : "the first commit failing parity") + " is one of " +
+                      std::to_string(cands.size()) + ": " + list + " (skipped commits make it ambiguous)" + preface +
+                      vs + Counts());
   }
   const Commit& culprit = commits_[left.second];
   const BisectStep* evidence = nullptr;
   for (const auto& s : result_.steps)
     if (s.sha == culprit.sha && (s.verdict == "bad" || s.verdict == "parity-fail")) evidence = &s;
   if (search == "speed")
-    return Finish(search, cands, "bisect: first bad commit " + culprit.sha + " " + culprit.subject + ": " +
-                                     (evidence ? CiText(*evidence) : "") + vs + Counts());
+    return Finish(search, cands,
+                  "bisect: first bad commit " + culprit.sha + " " + culprit.subject + ": " +
+                      (evidence ? CiText(*evidence) : "") + vs + Counts());
   return Finish(search, cands,
-                "bisect: first commit failing parity " + culprit.sha + " " + culprit.subject + ": a correctness break, " +
-                    "not a speed one (" + (evidence ? evidence->note : "") + ")" + preface + vs + Counts());
+                "bisect: first commit failing parity " + culprit.sha + " " + culprit.subject +
+                    ": a correctness break, " + "not a speed one (" + (evidence ? evidence->note : "") + ")" + preface +
+                    vs + Counts());
 }
 
 Status Session::Start() {
@@ -458,9 +476,11 @@ Status Session::Start() {
   if (auto bad = RoundsRequestError(pol_, opt_)) return Status::Error(*bad);
   plan_ = PlanFor(pol_, opt_.min_rounds, opt_.max_rounds);
   const double pct = req_.threshold_pct.value_or(100.0 * pol_.gate_frac);
-  if (!(pct > 0 && pct < 100)) return Status::Error("--threshold " + NumText(pct) + ": must be a percentage in (0, 100)");
+  if (!(pct > 0 && pct < 100))
+    return Status::Error("--threshold " + NumText(pct) + ": must be a percentage in (0, 100)");
   thr_ = pct / 100.0;
-  measure::CommandOutput top = measure::RunCommand("git -C " + ShellQuote(req_.repo) + " rev-parse --show-toplevel", 60);
+  measure::CommandOutput top =
+      measure::RunCommand("git -C " + ShellQuote(req_.repo) + " rev-parse --show-toplevel", 60);
   if (top.exit_code != 0) return Status::Error("--repo " + req_.repo + ": not a git repository");
   repo_ = TrimRight(top.out);
   cache_ = req_.cache_dir.empty() ? env::WorktreeCache(repo_) : req_.cache_dir;
@@ -475,17 +495,17 @@ Status Session::Start() {
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(box_id_, EnsureBox(d_, box_));
     VERITY_ASSIGN_OR_RETURN(session_, d_.InsertSealed("bisect_sessions", {{"repo", repo_},
-                                                                         {"good_ref", req_.good},
-                                                                         {"good_sha", good},
-                                                                         {"bad_ref", req_.bad},
-                                                                         {"bad_sha", bad},
-                                                                         {"metric", req_.metric},
-                                                                         {"threshold_pct", pct},
-                                                                         {"commits", int64_t{n}},
-                                                                         {"box_id", box_id_},
-                                                                         {"policy_version", int64_t{pol_.version}},
-                                                                         {"bench_args", req_.bench_args},
-                                                                         {"started_at", NowUtc()}}));
+                                                                          {"good_ref", req_.good},
+                                                                          {"good_sha", good},
+                                                                          {"bad_ref", req_.bad},
+                                                                          {"bad_sha", bad},
+                                                                          {"metric", req_.metric},
+                                                                          {"threshold_pct", pct},
+                                                                          {"commits", int64_t{n}},
+                                                                          {"box_id", box_id_},
+                                                                          {"policy_version", int64_t{pol_.version}},
+                                                                          {"bench_args", req_.bench_args},
+                                                                          {"started_at", NowUtc()}}));
     return OkStatus();
   }));
   result_.session = session_;
@@ -493,9 +513,9 @@ Status Session::Start() {
   result_.bad_sha = bad;
   result_.metric = req_.metric;
   result_.threshold_pct = pct;
-  Say("bisect session " + std::to_string(session_) + ": " + std::to_string(n) + " first-parent commits in (" + req_.good +
-      " " + Short(good) + ", " + req_.bad + " " + Short(bad) + "], " + req_.metric + " threshold " + NumText(pct) +
-      "% slower than good");
+  Say("bisect session " + std::to_string(session_) + ": " + std::to_string(n) + " first-parent commits in (" +
+      req_.good + " " + Short(good) + ", " + req_.bad + " " + Short(bad) + "], " + req_.metric + " threshold " +
+      NumText(pct) + "% slower than good");
   return OkStatus();
 }
 
@@ -520,7 +540,8 @@ Result<BisectResult> Session::Run() {
   std::pair<int, int> left;
   std::string preface;
   if (b.verdict == "parity-fail") {
-    Say("bisect: --bad " + Short(bad) + " fails parity: searching for the first commit that fails parity (a correctness "
+    Say("bisect: --bad " + Short(bad) +
+        " fails parity: searching for the first commit that fails parity (a correctness "
         "break; no speed is measured)");
     search = "correctness";
     std::optional<int> unused;
@@ -537,7 +558,8 @@ Result<BisectResult> Session::Run() {
       search = "correctness";
       Say("bisect: " + Short(commits_[*parity_fail].sha) + " fails parity: the speed search stops, searching (good, " +
           Short(commits_[*parity_fail].sha) + "] for the first commit that fails parity");
-      preface = " (found while searching for a " + req_.metric + " regression, whose culprit is not named: bisect "
+      preface = " (found while searching for a " + req_.metric +
+                " regression, whose culprit is not named: bisect "
                 "again from a commit that passes parity)";
       VERITY_ASSIGN_OR_RETURN(left, Search(left.first, *parity_fail, search, &parity_fail));
     }
@@ -551,10 +573,21 @@ nlohmann::json BisectStep::ToJson() const {
   auto opt = [](const std::optional<double>& v) {
     return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
-  return {{"id", id},          {"run", run},         {"role", role},     {"search", search},
-          {"commit", sha},     {"subject", subject}, {"verdict", verdict}, {"decided_by", decided_by},
-          {"workload", workload}, {"ratio", opt(ratio)}, {"ci", {opt(ci_low), opt(ci_high)}}, {"alpha", opt(alpha)},
-          {"rounds", rounds},  {"remeasured", remeasured}, {"note", note}};
+  return {{"id", id},
+          {"run", run},
+          {"role", role},
+          {"search", search},
+          {"commit", sha},
+          {"subject", subject},
+          {"verdict", verdict},
+          {"decided_by", decided_by},
+          {"workload", workload},
+          {"ratio", opt(ratio)},
+          {"ci", {opt(ci_low), opt(ci_high)}},
+          {"alpha", opt(alpha)},
+          {"rounds", rounds},
+          {"remeasured", remeasured},
+          {"note", note}};
 }
 
 nlohmann::json BisectResult::ToJson() const {
@@ -578,7 +611,8 @@ nlohmann::json BisectResult::ToJson() const {
 
 Result<BisectHistory> LoadBisectHistory(Db& d) {
   BisectHistory h;
-  VERITY_ASSIGN_OR_RETURN(auto sessions, d.Query("SELECT id, good_sha, bad_sha, metric, threshold_pct FROM bisect_sessions ORDER BY id"));
+  VERITY_ASSIGN_OR_RETURN(
+      auto sessions, d.Query("SELECT id, good_sha, bad_sha, metric, threshold_pct FROM bisect_sessions ORDER BY id"));
   for (const auto& r : sessions) {
     BisectResult b;
     b.session = AsInt(r[0]);
@@ -586,10 +620,11 @@ Result<BisectHistory> LoadBisectHistory(Db& d) {
     b.bad_sha = AsText(r[2]);
     b.metric = AsText(r[3]);
     b.threshold_pct = AsDouble(r[4]);
-    VERITY_ASSIGN_OR_RETURN(auto steps, d.Query("SELECT id, run_id, role, search, commit_sha, subject, verdict, decided_by, "
-                                                "workload, ratio, ci_low, ci_high, alpha, rounds, remeasured, note "
-                                                "FROM bisect_steps WHERE session_id = ? ORDER BY id",
-                                                {b.session}));
+    VERITY_ASSIGN_OR_RETURN(auto steps,
+                            d.Query("SELECT id, run_id, role, search, commit_sha, subject, verdict, decided_by, "
+                                    "workload, ratio, ci_low, ci_high, alpha, rounds, remeasured, note "
+                                    "FROM bisect_steps WHERE session_id = ? ORDER BY id",
+                                    {b.session}));
     auto opt = [](const Value& v) { return IsNull(v) ? std::optional<double>() : std::optional<double>(AsDouble(v)); };
     for (const auto& s : steps) {
       BisectStep x;
@@ -615,9 +650,10 @@ Result<BisectHistory> LoadBisectHistory(Db& d) {
       }
       b.steps.push_back(x);
     }
-    VERITY_ASSIGN_OR_RETURN(auto res, d.Query("SELECT kind, culprit_sha, candidates, workload, summary FROM bisect_results "
-                                              "WHERE session_id = ? ORDER BY id DESC LIMIT 1",
-                                              {b.session}));
+    VERITY_ASSIGN_OR_RETURN(auto res,
+                            d.Query("SELECT kind, culprit_sha, candidates, workload, summary FROM bisect_results "
+                                    "WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+                                    {b.session}));
     if (res.empty()) {
       b.kind = "unfinished";
       b.summary = "unfinished (no result recorded: the session was interrupted)";
@@ -647,13 +683,14 @@ std::string ToText(const BisectHistory& h) {
   std::string out = "bisect sessions (" + std::to_string(h.sessions.size()) + "):\n";
   if (h.sessions.empty()) out += "  none recorded\n";
   for (const auto& b : h.sessions) {
-    out += "  session " + std::to_string(b.session) + ": " + terminal::Visible(b.metric) + " threshold " + NumText(b.threshold_pct) +
-           "%, good " + Short(b.good_sha) + ", bad " + Short(b.bad_sha) + ": " + b.kind + "\n    " + terminal::Visible(b.summary) + "\n";
+    out += "  session " + std::to_string(b.session) + ": " + terminal::Visible(b.metric) + " threshold " +
+           NumText(b.threshold_pct) + "%, good " + Short(b.good_sha) + ", bad " + Short(b.bad_sha) + ": " + b.kind +
+           "\n    " + terminal::Visible(b.summary) + "\n";
     for (const auto& s : b.steps) {
       // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `" " + string` chains here.
-      for (const std::string& p : {std::string("    "), s.role, std::string(" "), Short(s.sha), std::string(" "), terminal::Visible(s.subject),
-                                   std::string(": "), s.verdict, std::string(" ("), s.search, std::string(", by "),
-                                   s.decided_by, std::string(")")})
+      for (const std::string& p : {std::string("    "), s.role, std::string(" "), Short(s.sha), std::string(" "),
+                                   terminal::Visible(s.subject), std::string(": "), s.verdict, std::string(" ("),
+                                   s.search, std::string(", by "), s.decided_by, std::string(")")})
         out.append(p);
       if (s.ratio) {
         out.append(" ").append(CiText(s)).append(", ").append(std::to_string(s.rounds)).append(" rounds");

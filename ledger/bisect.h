@@ -27,13 +27,13 @@ struct CommitCommands {
 };
 
 struct BisectRequest {
-  std::string repo = ".";            // any path inside the git repository
-  std::string good, bad;             // refs
+  std::string repo = ".";  // any path inside the git repository
+  std::string good, bad;   // refs
   std::string metric = "decode_tok_s";
   std::optional<double> threshold_pct;  // default: the policy's gate (2%)
-  std::string cache_dir;             // the ref-build cache ("" = env::WorktreeCache's default for the repo)
-  std::string bench_args;            // recorded with the session: what every commit's bench ran
-  measure::BuildRecipe recipe;       // how each commit is built (the project config's [build])
+  std::string cache_dir;                // the ref-build cache ("" = env::WorktreeCache's default for the repo)
+  std::string bench_args;               // recorded with the session: what every commit's bench ran
+  measure::BuildRecipe recipe;          // how each commit is built (the project config's [build])
   // Builds the commands a commit's build is measured with (bench, parity).
   std::function<Result<CommitCommands>(const measure::BuiltRef&)> commands;
 };
@@ -41,10 +41,10 @@ struct BisectRequest {
 // One decided step (an endpoint check or a search step).
 struct BisectStep {
   int64_t id = 0, run = 0;
-  std::string role;      // endpoint | step
-  std::string search;    // speed | correctness
+  std::string role;    // endpoint | step
+  std::string search;  // speed | correctness
   std::string sha, subject;
-  std::string verdict;   // good | bad | untestable | parity-fail
+  std::string verdict;     // good | bad | untestable | parity-fail
   std::string decided_by;  // parity | bounds | median | build
   std::string workload;
   std::optional<double> ratio, ci_low, ci_high, alpha;  // ratio > 1: faster than good
@@ -56,15 +56,15 @@ struct BisectStep {
 
 struct BisectResult {
   int64_t session = 0;
-  std::string kind;      // speed | correctness | nothing
+  std::string kind;  // speed | correctness | nothing
   std::string good_sha, bad_sha, metric, workload;
   double threshold_pct = 0;
-  std::optional<std::string> culprit;     // the first bad commit, when skips leave exactly one candidate
+  std::optional<std::string> culprit;  // the first bad commit, when skips leave exactly one candidate
   std::string culprit_subject;
-  std::vector<std::string> candidates;    // the commits the answer may be (one when exact)
-  std::vector<BisectStep> steps;          // in the order decided, endpoints included
+  std::vector<std::string> candidates;  // the commits the answer may be (one when exact)
+  std::vector<BisectStep> steps;        // in the order decided, endpoints included
   int search_steps = 0, skipped = 0;
-  std::string summary;                    // the one line `verity bisect` prints
+  std::string summary;  // the one line `verity bisect` prints
   // Returns true iff the endpoints allowed a search (kind != nothing).
   bool searched() const { return kind != "nothing"; }
   nlohmann::json ToJson() const;

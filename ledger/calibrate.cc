@@ -10,7 +10,8 @@ namespace verity::ledger {
 
 Result<NoiseProfile> Calibrate(Ledger& l, const CalibrateRequest& req, const MeasureOptions& opt) {
   if (req.cmd.empty()) return Status::Error("calibrate: --cmd is required");
-  if (req.rounds < 5 || req.rounds > 200) return Status::Error("calibrate: --rounds " + std::to_string(req.rounds) + " is outside [5, 200]");
+  if (req.rounds < 5 || req.rounds > 200)
+    return Status::Error("calibrate: --rounds " + std::to_string(req.rounds) + " is outside [5, 200]");
   if (auto unit = UnitOf(req.metric); !unit.ok())
     return Status::Error("calibrate: --metric: " + unit.status().message());
   auto say = [&](const std::string& s) {

@@ -9,9 +9,9 @@
 namespace verity::ledger {
 
 struct CalibrateRequest {
-  std::string cmd;                      // a bench command (verity.bench/1), run as base and as head
+  std::string cmd;  // a bench command (verity.bench/1), run as base and as head
   std::string metric = "decode_tok_s";
-  int rounds = 20;                      // ABBA rounds after one warm-up round
+  int rounds = 20;  // ABBA rounds after one warm-up round
 };
 
 // Runs the warm-up and `rounds` ABBA rounds of cmd against itself under the

@@ -64,7 +64,8 @@ Result<CopyReport> CopyLedger(const std::string& from, const std::string& to) {
   VERITY_ASSIGN_OR_RETURN(auto dst, Db::Open(to));
   VERITY_ASSIGN_OR_RETURN(const bool taken, dst->HasTable("schema_migrations"));
   if (taken)
-    return Status::Error("copy: " + dst->path() + " already holds a ledger (it has schema_migrations); copy "
+    return Status::Error("copy: " + dst->path() +
+                         " already holds a ledger (it has schema_migrations); copy "
                          "writes only into a new file or an empty database");
   Db& s = src->db();
   VERITY_ASSIGN_OR_RETURN(auto migrations,

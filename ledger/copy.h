@@ -10,12 +10,12 @@
 namespace verity::ledger {
 
 struct CopyReport {
-  int64_t records = 0;     // sealed records copied (the chain's length)
-  int schema = 0;          // the schema version both now hold
-  std::string from_tip;    // the source's tip, verified before copying
-  std::string to_tip;      // the copy's tip, verified after
-  bool ok = false;         // the copy verifies, with the source's tip
-  std::string failure;     // why not, when !ok
+  int64_t records = 0;   // sealed records copied (the chain's length)
+  int schema = 0;        // the schema version both now hold
+  std::string from_tip;  // the source's tip, verified before copying
+  std::string to_tip;    // the copy's tip, verified after
+  bool ok = false;       // the copy verifies, with the source's tip
+  std::string failure;   // why not, when !ok
 };
 
 // Verifies `from` (refusing one that FAILs), creates in `to` (a new file, or an

@@ -98,7 +98,8 @@ std::string CanonicalRow(const std::vector<std::string>& names, const Row& row, 
 
 namespace {
 // What a chain link hashes: prev|table|row_id|content.
-std::string LinkText(const std::string& prev, const std::string& table, int64_t row_id, const std::string& content_sha) {
+std::string LinkText(const std::string& prev, const std::string& table, int64_t row_id,
+                     const std::string& content_sha) {
   std::string text;
   text.reserve(prev.size() + table.size() + content_sha.size() + 24);
   ((((text += prev) += '|') += table) += '|') += std::to_string(row_id);
@@ -112,8 +113,8 @@ std::string ChainSeal(const std::string& prev, const std::string& table, int64_t
   return Sha256Hex(LinkText(prev, table, row_id, content_sha));
 }
 
-std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table,
-                           int64_t row_id, const std::string& content_sha) {
+std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table, int64_t row_id,
+                           const std::string& content_sha) {
   return HmacSha256Hex(key, LinkText(prev, table, row_id, content_sha));
 }
 
@@ -129,11 +130,11 @@ Result<bool> Db::ChainHasAlg() {
 Status Db::LoadLastSeal() {
   VERITY_ASSIGN_OR_RETURN(const bool has_alg, ChainHasAlg());
   if (!seal_key_.empty() && !has_alg)
-    return Status::Error(path_ + ": VERITY_LEDGER_KEY is set but this ledger's schema predates keyed seals; "
-                                 "run `verity ledger migrate` first");
-  VERITY_ASSIGN_OR_RETURN(
-      auto last, Query(std::string("SELECT tbl, row_id, content_sha256, prev_seal, seal") + (has_alg ? ", alg" : "") +
-                       " FROM seal_chain ORDER BY seq DESC LIMIT 1"));
+    return Status::Error(path_ +
+                         ": VERITY_LEDGER_KEY is set but this ledger's schema predates keyed seals; "
+                         "run `verity ledger migrate` first");
+  VERITY_ASSIGN_OR_RETURN(auto last, Query(std::string("SELECT tbl, row_id, content_sha256, prev_seal, seal") +
+                                           (has_alg ? ", alg" : "") + " FROM seal_chain ORDER BY seq DESC LIMIT 1"));
   if (last.empty()) {
     last_seal_ = "genesis";
     return OkStatus();
@@ -143,9 +144,10 @@ Status Db::LoadLastSeal() {
   if (alg != kSealHmacSha256 && !seal_key_.empty() && !starting_keying_)
     // A keyed seal after plain ones would leave those forgeable by anyone
     // without the key, and verify under a key fails on them: refuse.
-    return Status::Error(path_ + ": the seal chain is plain (sha256) and VERITY_LEDGER_KEY is set; a keyed write "
-                                 "will not extend a plain chain. Unset the key, or start keying this ledger with "
-                                 "`verity ledger start-keying --by WHO --reason WHY` (a recorded, keyed act)");
+    return Status::Error(path_ +
+                         ": the seal chain is plain (sha256) and VERITY_LEDGER_KEY is set; a keyed write "
+                         "will not extend a plain chain. Unset the key, or start keying this ledger with "
+                         "`verity ledger start-keying --by WHO --reason WHY` (a recorded, keyed act)");
   if (alg == kSealHmacSha256) {
     // Extending a keyed chain needs its key: without it the new row could only be
     // sealed with plain SHA-256 (a downgrade verify rejects), and with another key
@@ -153,8 +155,9 @@ Status Db::LoadLastSeal() {
     if (seal_key_.empty())
       return Status::Error(path_ + ": the seal chain is keyed (hmac-sha256); set VERITY_LEDGER_KEY to write to it");
     if (KeyedChainSeal(seal_key_, AsText(e[3]), AsText(e[0]), AsInt(e[1]), AsText(e[2])) != AsText(e[4]))
-      return Status::Error(path_ + ": VERITY_LEDGER_KEY is not the key that sealed this ledger "
-                                   "(its last seal does not recompute); refusing to extend the chain");
+      return Status::Error(path_ +
+                           ": VERITY_LEDGER_KEY is not the key that sealed this ledger "
+                           "(its last seal does not recompute); refusing to extend the chain");
   }
   last_seal_ = AsText(e[4]);
   return OkStatus();
@@ -201,8 +204,8 @@ Result<int64_t> Db::InsertSealed(const std::string& table, const std::vector<std
   std::string content = Sha256Hex(CanonicalRow(table_cols.names, stored));
   if (!last_seal_) VERITY_RETURN_IF_ERROR(LoadLastSeal());
   const bool keyed = !seal_key_.empty();
-  std::string seal = keyed ? KeyedChainSeal(seal_key_, *last_seal_, table, id, content)
-                           : ChainSeal(*last_seal_, table, id, content);
+  std::string seal =
+      keyed ? KeyedChainSeal(seal_key_, *last_seal_, table, id, content) : ChainSeal(*last_seal_, table, id, content);
   VERITY_ASSIGN_OR_RETURN(const bool has_alg, ChainHasAlg());
   std::vector<std::pair<std::string, Value>> link;
   link.reserve(6);

@@ -127,8 +127,8 @@ std::string CanonicalRow(const std::vector<std::string>& names, const Row& row, 
 std::string ChainSeal(const std::string& prev, const std::string& table, int64_t row_id,
                       const std::string& content_sha);
 // Keyed seal = hmac_sha256(key, prev_seal "|" table "|" row_id "|" content_sha256).
-std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table,
-                           int64_t row_id, const std::string& content_sha);
+std::string KeyedChainSeal(const std::string& key, const std::string& prev, const std::string& table, int64_t row_id,
+                           const std::string& content_sha);
 
 // Accessors for query results; a NULL reads as 0 / "" / NaN-free defaults.
 int64_t AsInt(const Value& v);

@@ -245,17 +245,16 @@ struct SeriesRun {
 // recording order without keeping them (a million rows; joining them to their
 // runs per sample cost most of a report).
 Result<std::map<SeriesKey, std::vector<DriftPoint>>> LoadMainPoints(Db& d, const std::string& metric,
-                                                                   const std::string& box) {
+                                                                    const std::string& box) {
   std::map<int64_t, SeriesRun> runs;
   VERITY_ASSIGN_OR_RETURN(
-      auto rows,
-      d.Query("SELECT r.id, r.change_id, c.metric, b.fingerprint, COALESCE(w.workload, ''), "
-              " (SELECT sc.verdict FROM scores sc WHERE sc.run_id = r.id ORDER BY sc.id DESC LIMIT 1) "
-              "FROM runs r JOIN changes c ON c.id = r.change_id JOIN boxes b ON b.id = r.box_id "
-              "LEFT JOIN run_workloads w ON w.run_id = r.id "
-              "WHERE NOT EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = r.id) "
-              "AND (? = '' OR c.metric = ?) AND (? = '' OR b.fingerprint = ?)",
-              {metric, metric, box, box}));
+      auto rows, d.Query("SELECT r.id, r.change_id, c.metric, b.fingerprint, COALESCE(w.workload, ''), "
+                         " (SELECT sc.verdict FROM scores sc WHERE sc.run_id = r.id ORDER BY sc.id DESC LIMIT 1) "
+                         "FROM runs r JOIN changes c ON c.id = r.change_id JOIN boxes b ON b.id = r.box_id "
+                         "LEFT JOIN run_workloads w ON w.run_id = r.id "
+                         "WHERE NOT EXISTS (SELECT 1 FROM retractions t WHERE t.run_id = r.id) "
+                         "AND (? = '' OR c.metric = ?) AND (? = '' OR b.fingerprint = ?)",
+                         {metric, metric, box, box}));
   for (const auto& r : rows) {
     SeriesRun& run = runs[AsInt(r[0])];
     run.change = AsInt(r[1]);
@@ -263,20 +262,20 @@ Result<std::map<SeriesKey, std::vector<DriftPoint>>> LoadMainPoints(Db& d, const
     run.head_is_main = !IsNull(r[5]) && AsText(r[5]) == "accepted";
   }
   auto last = runs.end();
-  VERITY_RETURN_IF_ERROR(d.ForEachRow(
-      "SELECT run_id, side, value, taken_at FROM samples WHERE round > 0 ORDER BY id", {}, [&](const Row& s) {
-        const int64_t id = AsInt(s[0]);
-        if (last == runs.end() || last->first != id) last = runs.find(id);
-        if (last == runs.end()) return OkStatus();
-        SeriesRun& run = last->second;
-        const std::string* side = std::get_if<std::string>(&s[1]);
-        const bool head = side && *side == "head";
-        if (head && !run.head_is_main) return OkStatus();
-        std::vector<double>& vals = head ? run.head : run.base;
-        if (vals.empty()) (head ? run.head_at : run.base_at) = AsText(s[3]);
-        vals.push_back(AsDouble(s[2]));
-        return OkStatus();
-      }));
+  VERITY_RETURN_IF_ERROR(d.ForEachRow("SELECT run_id, side, value, taken_at FROM samples WHERE round > 0 ORDER BY id",
+                                      {}, [&](const Row& s) {
+                                        const int64_t id = AsInt(s[0]);
+                                        if (last == runs.end() || last->first != id) last = runs.find(id);
+                                        if (last == runs.end()) return OkStatus();
+                                        SeriesRun& run = last->second;
+                                        const std::string* side = std::get_if<std::string>(&s[1]);
+                                        const bool head = side && *side == "head";
+                                        if (head && !run.head_is_main) return OkStatus();
+                                        std::vector<double>& vals = head ? run.head : run.base;
+                                        if (vals.empty()) (head ? run.head_at : run.base_at) = AsText(s[3]);
+                                        vals.push_back(AsDouble(s[2]));
+                                        return OkStatus();
+                                      }));
   std::map<SeriesKey, std::vector<DriftPoint>> points;
   for (const auto& [id, run] : runs) {
     auto add = [&, id = id](const std::vector<double>& vals, const char* side, const std::string& at) {
@@ -316,9 +315,10 @@ Result<DriftView> LoadDrift(Db& d, const std::string& metric, const std::string&
     latest[AsText(t[1])] = s;
   }
   VERITY_ASSIGN_OR_RETURN(
-      auto changes, d.Query("SELECT c.id, c.title, (SELECT s.verdict FROM scores s JOIN runs r ON r.id = s.run_id "
-                            "WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1), "
-                            "(SELECT group_concat(r.id) FROM runs r WHERE r.change_id = c.id) FROM changes c ORDER BY c.id"));
+      auto changes,
+      d.Query("SELECT c.id, c.title, (SELECT s.verdict FROM scores s JOIN runs r ON r.id = s.run_id "
+              "WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1), "
+              "(SELECT group_concat(r.id) FROM runs r WHERE r.change_id = c.id) FROM changes c ORDER BY c.id"));
   for (auto& [key, pts] : points) {
     DriftSeries s;
     std::tie(s.metric, s.box, s.workload) = key;
@@ -375,7 +375,8 @@ Result<int64_t> RecordTriage(Db& d, const std::string& key, const std::string& s
   if (!found->regression) return Status::Error("triage: " + key + " is an improvement, not a regression");
   if (fixed_by_change) {
     VERITY_ASSIGN_OR_RETURN(auto runs, d.Query("SELECT max(r.id) FROM changes c LEFT JOIN runs r ON r.change_id = c.id "
-                                               "WHERE c.id = ?", {*fixed_by_change}));
+                                               "WHERE c.id = ?",
+                                               {*fixed_by_change}));
     if (runs.empty() || IsNull(runs[0][0]))
       return Status::Error("triage: --fixed-by " + std::to_string(*fixed_by_change) + " is not a measured change");
     if (AsInt(runs[0][0]) <= found->after.run)
@@ -384,12 +385,13 @@ Result<int64_t> RecordTriage(Db& d, const std::string& key, const std::string& s
   }
   int64_t id = 0;
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-    VERITY_ASSIGN_OR_RETURN(id, d.InsertSealed("triage", {{"key", key},
-                                                          {"state", state},
-                                                          {"by", by},
-                                                          {"reason", reason},
-                                                          {"fixed_by_change", fixed_by_change ? Value(*fixed_by_change) : Value()},
-                                                          {"at", NowUtc()}}));
+    VERITY_ASSIGN_OR_RETURN(
+        id, d.InsertSealed("triage", {{"key", key},
+                                      {"state", state},
+                                      {"by", by},
+                                      {"reason", reason},
+                                      {"fixed_by_change", fixed_by_change ? Value(*fixed_by_change) : Value()},
+                                      {"at", NowUtc()}}));
     return OkStatus();
   }));
   return id;
@@ -401,14 +403,19 @@ nlohmann::json ToJson(const DriftView& v) {
     nlohmann::json cps = nlohmann::json::array();
     for (const auto& c : s.changes) {
       nlohmann::json between = nlohmann::json::array();
-      for (const auto& b : c.changes) between.push_back({{"change", b.change}, {"title", b.title}, {"verdict", b.verdict}});
+      for (const auto& b : c.changes)
+        between.push_back({{"change", b.change}, {"title", b.title}, {"verdict", b.verdict}});
       auto point = [](const DriftPoint& p) {
         return nlohmann::json{{"run", p.run}, {"change", p.change}, {"side", p.side}, {"at", p.at}, {"value", p.value}};
       };
       nlohmann::json tri = nullptr;
       if (c.triage)
-        tri = {{"state", c.triage->state}, {"by", c.triage->by}, {"reason", c.triage->reason}, {"at", c.triage->at},
-               {"fixed_by_change", c.triage->fixed_by_change ? nlohmann::json(*c.triage->fixed_by_change) : nlohmann::json()}};
+        tri = {{"state", c.triage->state},
+               {"by", c.triage->by},
+               {"reason", c.triage->reason},
+               {"at", c.triage->at},
+               {"fixed_by_change",
+                c.triage->fixed_by_change ? nlohmann::json(*c.triage->fixed_by_change) : nlohmann::json()}};
       cps.push_back({{"key", c.key},
                      {"regression", c.regression},
                      {"open", c.open()},
@@ -451,11 +458,11 @@ std::string ToText(const DriftView& v) {
       }
       // Names and triage text are the submitters': shown with their controls visible.
       o += "drift: " + terminal::Visible(s.metric) + " on box " + terminal::Visible(s.box) +
-           (s.workload.empty() ? "" : " workload '" + terminal::Visible(s.workload) + "'") +
-           ": " + PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " +
-           NumText(c.point.after_median) + ", p " + NumText(c.point.p_value) + ") between run " +
-           std::to_string(c.before.run) + " " + c.before.side + " and run " + std::to_string(c.after.run) + " " +
-           c.after.side + "; changes recorded between: " + (between.empty() ? "none" : between) + "; " +
+           (s.workload.empty() ? "" : " workload '" + terminal::Visible(s.workload) + "'") + ": " +
+           PctText(c.point.step()) + " (" + NumText(c.point.before_median) + " -> " + NumText(c.point.after_median) +
+           ", p " + NumText(c.point.p_value) + ") between run " + std::to_string(c.before.run) + " " + c.before.side +
+           " and run " + std::to_string(c.after.run) + " " + c.after.side +
+           "; changes recorded between: " + (between.empty() ? "none" : between) + "; " +
            (c.regression ? "regression" : "improvement") +
            (c.triage ? ", " + c.triage->state + " by " + terminal::Visible(c.triage->by) + ": " +
                            terminal::Visible(c.triage->reason)

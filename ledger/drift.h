@@ -29,9 +29,9 @@ struct DriftOptions {
 };
 
 struct ChangePoint {
-  int index = 0;          // the first point after the change
+  int index = 0;  // the first point after the change
   double p_value = 1.0;
-  double statistic = 0;   // the split's scaled energy distance
+  double statistic = 0;                        // the split's scaled energy distance
   double before_median = 0, after_median = 0;  // of the final segments either side
   double step() const { return after_median / before_median - 1.0; }
 };
@@ -82,15 +82,15 @@ struct DriftChange {
   ChangePoint point;
   // "drift/<metric>/<box>/<workload>/<run before>-<run after>": what triage names it by.
   std::string key;
-  bool regression = false;             // the step goes the metric's worse way
-  std::optional<TriageState> triage;   // its latest triage record, if any
+  bool regression = false;            // the step goes the metric's worse way
+  std::optional<TriageState> triage;  // its latest triage record, if any
   bool open() const { return regression && (!triage || (triage->state != "wontfix" && triage->state != "fixed")); }
-  DriftPoint before, after;       // the points either side of the change
+  DriftPoint before, after;  // the points either side of the change
   struct Between {
     int64_t change = 0;
     std::string title, verdict;
   };
-  std::vector<Between> changes;   // changes with runs recorded between the two points
+  std::vector<Between> changes;  // changes with runs recorded between the two points
 };
 
 struct DriftSeries {

@@ -21,7 +21,9 @@ namespace {
 std::string Short(const std::string& sha) { return sha.empty() ? "(not stated)" : sha.substr(0, 16); }
 
 // A depth inside the compared context: 1..tokens (1.. when tokens is not stated).
-bool InContext(const measure::ParityEvidence& e, int depth) { return depth >= 1 && (e.tokens <= 0 || depth <= e.tokens); }
+bool InContext(const measure::ParityEvidence& e, int depth) {
+  return depth >= 1 && (e.tokens <= 0 || depth <= e.tokens);
+}
 
 // Distinct depths inside the context: a repeated entry, or one outside the
 // context, is not more evidence.
@@ -42,8 +44,7 @@ std::vector<std::string> DepthGaps(const measure::ParityEvidence& e) {
     const std::string at = "depth " + std::to_string(d.depth);
     if (!InContext(e, d.depth))
       gaps.push_back(at + " is outside 1.." + (e.tokens > 0 ? std::to_string(e.tokens) : std::string("tokens")));
-    else if (!seen.insert(d.depth).second)
-      gaps.push_back(at + " appears twice");
+    else if (!seen.insert(d.depth).second) gaps.push_back(at + " appears twice");
     if (e.window > 0 && d.positions > e.window)
       gaps.push_back(at + " scores " + std::to_string(d.positions) + " positions, more than the window " +
                      std::to_string(e.window));
@@ -70,7 +71,8 @@ std::string FloorGaps(const Policy& pol, const measure::ParityEvidence& e) {
   std::vector<std::string> gaps = DepthGaps(e);
   const int distinct = DistinctDepths(e);
   if (distinct < floor->min_depths)
-    gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " + std::to_string(floor->min_depths));
+    gaps.push_back(std::to_string(distinct) + " depths, the policy needs at least " +
+                   std::to_string(floor->min_depths));
   int deepest = 0;
   for (const auto& d : e.depths) deepest = std::max(deepest, d.depth);
   if (e.tokens <= 0) gaps.push_back("no context length (tokens) stated, so the deepest depth cannot be checked");
@@ -106,11 +108,13 @@ std::string Summary(const measure::ParityEvidence& e) {
   if (e.kind == "tokens")
     return "token identity: " + std::to_string(e.identity.head_bytes) + " bytes against the " + e.identity.against +
            "'s " + std::to_string(e.identity.base_bytes) + ", " +
-           (e.identity.identical ? std::string("identical") : "first difference at byte " + std::to_string(e.identity.first_diff)) +
+           (e.identity.identical ? std::string("identical")
+                                 : "first difference at byte " + std::to_string(e.identity.first_diff)) +
            " (" + (e.mode.empty() ? "mode not stated" : e.mode) + "), exit " + std::to_string(e.exit_code);
-  return std::string(e.kind == "logits" ? "logits file: " : "") + "worst top-1 " + NumText(e.worst_top1) + ", worst mean KL " + NumText(e.worst_mean_kl) + " over " +
-         std::to_string(e.depths.size()) + " depths (" + (e.mode.empty() ? "mode not stated" : e.mode) + ", window " +
-         std::to_string(e.window) + "), exit " + std::to_string(e.exit_code);
+  return std::string(e.kind == "logits" ? "logits file: " : "") + "worst top-1 " + NumText(e.worst_top1) +
+         ", worst mean KL " + NumText(e.worst_mean_kl) + " over " + std::to_string(e.depths.size()) + " depths (" +
+         (e.mode.empty() ? "mode not stated" : e.mode) + ", window " + std::to_string(e.window) + "), exit " +
+         std::to_string(e.exit_code);
 }
 
 }  // namespace
@@ -126,11 +130,12 @@ std::string JudgeIdentity(const Policy& pol, const measure::ParityEvidence& e, c
   else if (!e.ok) why.push_back("the command reported ok:false");
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
   // A difference already fails; how few bytes matched before it is no second reason.
-  if (std::string gaps = FloorGaps(pol, e); !gaps.empty() && e.identity.identical) why.push_back("thin evidence: " + gaps);
+  if (std::string gaps = FloorGaps(pol, e); !gaps.empty() && e.identity.identical)
+    why.push_back("thin evidence: " + gaps);
   const auto floor = pol.ParityFloorFor(e.kind);
   if (mode == "deep" && floor && IdentityBytes(e) < pol.deep_factor * floor->min_bytes)
-    why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " + NumText(pol.deep_factor) +
-                  "x the floor of " + std::to_string(floor->min_bytes));
+    why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " +
+                  NumText(pol.deep_factor) + "x the floor of " + std::to_string(floor->min_bytes));
   // Deeper than the run's own standard evidence: 2x its bytes (issue 41, finding 4).
   if (standard && standard->kind == e.kind && IdentityBytes(e) < pol.deep_factor * IdentityBytes(*standard))
     why.push_back("deep evidence compares " + std::to_string(IdentityBytes(e)) + " bytes, needs " +
@@ -166,8 +171,9 @@ std::string JudgeParity(const Policy& pol, const measure::ParityEvidence& e, con
   if (e.exit_code != 0) why.push_back("exit " + std::to_string(e.exit_code));
   if (!e.ok) why.push_back("the command reported ok:false");
   if (!pol.ParityPasses(e.worst_top1, e.worst_mean_kl))
-    why.push_back("worst top-1 " + NumText(e.worst_top1) + " / mean KL " + NumText(e.worst_mean_kl) + " outside top-1 >= " +
-                  NumText(pol.parity_min_top1) + ", mean KL <= " + NumText(pol.parity_max_mean_kl));
+    why.push_back("worst top-1 " + NumText(e.worst_top1) + " / mean KL " + NumText(e.worst_mean_kl) +
+                  " outside top-1 >= " + NumText(pol.parity_min_top1) +
+                  ", mean KL <= " + NumText(pol.parity_max_mean_kl));
   if (e.mode != mode) why.push_back("mode '" + e.mode + "' stated, '" + mode + "' required");
   if (std::string gaps = FloorGaps(pol, e); !gaps.empty()) why.push_back("thin evidence: " + gaps);
   if (standard && kind_gap.empty()) {
@@ -203,17 +209,18 @@ Result<ParityOutcome> RunParityCommand(Db& d, const Policy& pol, int64_t run_id,
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
     const auto* e = po.evidence ? &*po.evidence : nullptr;
     auto num = [](double v) { return std::isfinite(v) ? Value(v) : Value(); };
-    return d.InsertSealed("parity_results", {{"run_id", run_id},
-                                             {"side", side},
-                                             {"mode", std::string(deep ? "deep" : "standard")},
-                                             {"exit_code", int64_t{out.exit_code}},
-                                             {"passed", int64_t{po.passed}},
-                                             {"worst_top1", e ? num(e->worst_top1) : Value()},
-                                             {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
-                                             {"logits_sha256", e ? Value(e->logits_sha256) : Value()},
-                                             {"message", po.message},
-                                             {"seconds", out.seconds},
-                                             {"raw_json", e ? Value(e->raw) : Value()}})
+    return d
+        .InsertSealed("parity_results", {{"run_id", run_id},
+                                         {"side", side},
+                                         {"mode", std::string(deep ? "deep" : "standard")},
+                                         {"exit_code", int64_t{out.exit_code}},
+                                         {"passed", int64_t{po.passed}},
+                                         {"worst_top1", e ? num(e->worst_top1) : Value()},
+                                         {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
+                                         {"logits_sha256", e ? Value(e->logits_sha256) : Value()},
+                                         {"message", po.message},
+                                         {"seconds", out.seconds},
+                                         {"raw_json", e ? Value(e->raw) : Value()}})
         .status();
   }));
   return po;
@@ -262,8 +269,9 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
   }
   if (c.parity_cmd.empty()) {
     if (kind == Kind::kRevert)
-      return stop(Verdict::kRejectedParity, "a revert's head (main without the change) must pass the parity gate; "
-                                            "no parity command was given");
+      return stop(Verdict::kRejectedParity,
+                  "a revert's head (main without the change) must pass the parity gate; "
+                  "no parity command was given");
     g.verified = false;
     in.say("no parity command: the result is unverified and cannot move the frontier");
     return g;
@@ -271,7 +279,8 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
   VERITY_ASSIGN_OR_RETURN(auto hp, run("head", c.parity_cmd));
   in.say("  " + hp.message);
   if (!hp.passed)
-    return stop(Verdict::kRejectedParity, "parity gate failed: " + hp.message + "; the head's speed was never measured");
+    return stop(Verdict::kRejectedParity,
+                "parity gate failed: " + hp.message + "; the head's speed was never measured");
   g.head_artifact = hp.evidence->artifact_sha256;
   g.head_dtype = hp.evidence->dtype;
   if (g.head_artifact.empty()) {
@@ -279,24 +288,27 @@ Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kin
     in.say("  the parity evidence names no build: unverified, cannot move the frontier");
   }
   if (main_fails && !g.verified)
-    return stop(Verdict::kRefused, "main fails parity, but the evidence that main without the change passes names "
-                                   "no artifact: refused, nothing measured");
+    return stop(Verdict::kRefused,
+                "main fails parity, but the evidence that main without the change passes names "
+                "no artifact: refused, nothing measured");
   if (main_fails)
     return stop(Verdict::kAccepted, "parity evidence that main is wrong: " + main_fails->message +
                                         "; main without the change passes: " + hp.message);
   if (!c.claim_bit_identical) return g;
   if (c.base_parity_cmd.empty())
-    return stop(Verdict::kRejectedParity, "bit identity claimed but no base parity command to compare every logit "
-                                          "row against; the head's speed was never measured");
+    return stop(Verdict::kRejectedParity,
+                "bit identity claimed but no base parity command to compare every logit "
+                "row against; the head's speed was never measured");
   VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
   if (!bp.evidence)
     return stop(Verdict::kRejectedParity, "bit identity claimed but the base gave no evidence: " + bp.message);
   const std::string& h = hp.evidence->all_rows_sha256;
   const std::string& b = bp.evidence->all_rows_sha256;
   if (h.empty() || b.empty())
-    return stop(Verdict::kRejectedParity, "bit identity claimed but the evidence does not hash every logit row "
-                                          "(all_rows_sha256 missing on the " + std::string(h.empty() ? "head" : "base") +
-                                          " side); the head's speed was never measured");
+    return stop(Verdict::kRejectedParity,
+                "bit identity claimed but the evidence does not hash every logit row "
+                "(all_rows_sha256 missing on the " +
+                    std::string(h.empty() ? "head" : "base") + " side); the head's speed was never measured");
   if (h != b)
     return stop(Verdict::kRejectedParity, "bit identity claimed but the logit rows differ: head " + Short(h) +
                                               " vs base " + Short(b) + "; the head's speed was never measured");
@@ -339,8 +351,8 @@ Status CheckBox(const RoundsInput& in, const std::string& side, int round) {
   const measure::Box now = in.read_box();
   if (now.fingerprint == in.box.fingerprint) return OkStatus();
   return Status::Error("the box changed during the run: fingerprint " + in.box.fingerprint + " when it started, " +
-                       now.fingerprint + " after the " + side + " sample of round " + std::to_string(round) +
-                       " (now " + now.detail + ", was " + in.box.detail + "); its timings are not comparable");
+                       now.fingerprint + " after the " + side + " sample of round " + std::to_string(round) + " (now " +
+                       now.detail + ", was " + in.box.detail + "); its timings are not comparable");
 }
 
 // Builds the series of `metric` from full rounds (each b, h, h, b).
@@ -349,7 +361,8 @@ MetricSeries SeriesOf(const std::string& metric, const std::vector<std::vector<T
   s.metric = metric;
   s.higher_is_better = HigherIsBetter(metric);
   for (const auto& t : rounds)
-    s.rounds.push_back({t[0].metrics.at(metric), t[1].metrics.at(metric), t[2].metrics.at(metric), t[3].metrics.at(metric)});
+    s.rounds.push_back(
+        {t[0].metrics.at(metric), t[1].metrics.at(metric), t[2].metrics.at(metric), t[3].metrics.at(metric)});
   return s;
 }
 
@@ -381,7 +394,8 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     // exactly like its twin's (issue 41, finding 9).
     if (const std::string bad = terminal::FirstInvisible(s.workload); !bad.empty())
       return Status::Error("the " + side + " bench measured workload '" + terminal::Visible(s.workload) +
-                           "', which holds " + bad + ", a character that does not print as itself: a workload "
+                           "', which holds " + bad +
+                           ", a character that does not print as itself: a workload "
                            "key must, so that no two frontiers read alike");
     // Both sides must measure one workload: a speed ratio across two models
     // (or thread counts, dtypes, lengths) says nothing about the change.
@@ -392,8 +406,9 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
         return d.InsertSealed("run_workloads", {{"run_id", in.run_id}, {"workload", s.workload}}).status();
       }));
     } else if (s.workload != m.workload) {
-      return Status::Error("the " + side + " bench measured workload '" + s.workload + "' but the run's first sample measured '" +
-                           m.workload + "': base and head must bench the same model, dtype, threads and lengths");
+      return Status::Error("the " + side + " bench measured workload '" + s.workload +
+                           "' but the run's first sample measured '" + m.workload +
+                           "': base and head must bench the same model, dtype, threads and lengths");
     }
     auto it = seen.find(side);
     if (it == seen.end()) {
@@ -401,10 +416,11 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
       (side == "base" ? m.base_artifact : m.head_artifact) = s.artifact_sha256;
       (side == "base" ? m.base_build : m.head_build) = s.build_id;
       VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-        return d.InsertSealed("artifacts", {{"run_id", in.run_id},
-                                            {"side", side},
-                                            {"build_id", s.build_id},
-                                            {"artifact_sha256", s.artifact_sha256}})
+        return d
+            .InsertSealed("artifacts", {{"run_id", in.run_id},
+                                        {"side", side},
+                                        {"build_id", s.build_id},
+                                        {"artifact_sha256", s.artifact_sha256}})
             .status();
       }));
       const std::string& bound = side == "base" ? gate.base_artifact : gate.head_artifact;
@@ -431,8 +447,8 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
           return std::optional<Taken>();
         }
         if (*evidence_dtype != s.dtype) {
-          m.dtype_note = "the " + side + " parity evidence is for dtype '" + *evidence_dtype + "', the bench measured '" +
-                         s.dtype + "': declared with --reference-dtype";
+          m.dtype_note = "the " + side + " parity evidence is for dtype '" + *evidence_dtype +
+                         "', the bench measured '" + s.dtype + "': declared with --reference-dtype";
           in.say("  " + m.dtype_note);
         }
       }
@@ -484,9 +500,8 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     return ts;
   };
 
-  in.say("measuring on box " + in.box.fingerprint.substr(0, 16) + ": warm-up, then " +
-         std::to_string(plan.min_rounds) + ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " +
-         std::to_string(plan.look_every));
+  in.say("measuring on box " + in.box.fingerprint.substr(0, 16) + ": warm-up, then " + std::to_string(plan.min_rounds) +
+         ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " + std::to_string(plan.look_every));
   VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
   if (warm.empty()) return m;
   m.attempt = attempt;
@@ -494,7 +509,9 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   if (in.attempt_of) {
     VERITY_ASSIGN_OR_RETURN(m.attempt, in.attempt_of(m.identity));
     attempt = m.attempt;
-    if (attempt > 0) in.say("  attempt " + std::to_string(attempt) + " of this change: each look at alpha " + NumText(LookAlpha(plan, attempt), 3));
+    if (attempt > 0)
+      in.say("  attempt " + std::to_string(attempt) + " of this change: each look at alpha " +
+             NumText(LookAlpha(plan, attempt), 3));
   }
   // The workload is known now: the box's noise profile for it, if calibrated,
   // sets how many rounds the gate needs -- before any timed round is seen.
@@ -502,8 +519,8 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
   VERITY_ASSIGN_OR_RETURN(auto noise, LatestNoise(d, in.box_id, c.metric, m.workload));
   if (noise) {
     const int needed = RoundsToResolve(noise->sigma, gate_frac, LookAlpha(plan, attempt));
-    m.noise_note = "box noise profile " + std::to_string(noise->id) + " (" + noise->recorded_at + "): " +
-                   NoiseText(*noise) + "; about " + std::to_string(needed) + " rounds resolve the gate";
+    m.noise_note = "box noise profile " + std::to_string(noise->id) + " (" + noise->recorded_at +
+                   "): " + NoiseText(*noise) + "; about " + std::to_string(needed) + " rounds resolve the gate";
     in.say(m.noise_note);
     if (needed > plan.max_rounds) {
       m.too_noisy = true;

@@ -53,10 +53,10 @@ struct GateInput {
   Say say;
 };
 struct GateResult {
-  bool stop = false;               // decided without speed (verdict, note)
+  bool stop = false;  // decided without speed (verdict, note)
   Verdict verdict = Verdict::kNone;
   std::string note;
-  bool verified = true;            // the evidence names the artifacts it came from
+  bool verified = true;                      // the evidence names the artifacts it came from
   std::string head_artifact, base_artifact;  // what the parity evidence ran ("" = not stated)
   // The dtype each side's evidence states, when that side has evidence ("" = not stated).
   std::optional<std::string> head_dtype, base_dtype;
@@ -78,18 +78,18 @@ struct RoundsInput {
 };
 struct Measured {
   MetricSeries primary;
-  std::vector<MetricSeries> guards;  // every other metric both sides reported in every sample
+  std::vector<MetricSeries> guards;            // every other metric both sides reported in every sample
   std::optional<double> head_bytes_per_token;  // the largest the head stated (roofline.bytes_per_token)
-  bool head_on_device = false;       // a head sample was a `--backend cuda` bench
-  std::string workload;              // what both sides measured (measure::BenchSample::workload)
-  std::string base_artifact, head_artifact;  // what each side ran (the first sample's artifact_sha256)
-  std::string base_build, head_build;        // and the build ids those samples reported
-  ChangeIdentity identity;                   // what the run is (ledger/identity.h), once the warm-up named both
-  int attempt = 0;                   // the attempt the looks were taken at
-  SequentialPlan plan;               // the plan the rounds followed (the box's noise may raise min_rounds)
-  std::string noise_note;            // what the box's noise profile decided, if it has one
-  bool too_noisy = false;            // the profile says no plan within max_rounds resolves the gate
-  bool mismatch = false;             // a bench ran another artifact than the parity evidence
+  bool head_on_device = false;                 // a head sample was a `--backend cuda` bench
+  std::string workload;                        // what both sides measured (measure::BenchSample::workload)
+  std::string base_artifact, head_artifact;    // what each side ran (the first sample's artifact_sha256)
+  std::string base_build, head_build;          // and the build ids those samples reported
+  ChangeIdentity identity;                     // what the run is (ledger/identity.h), once the warm-up named both
+  int attempt = 0;                             // the attempt the looks were taken at
+  SequentialPlan plan;                         // the plan the rounds followed (the box's noise may raise min_rounds)
+  std::string noise_note;                      // what the box's noise profile decided, if it has one
+  bool too_noisy = false;                      // the profile says no plan within max_rounds resolves the gate
+  bool mismatch = false;                       // a bench ran another artifact than the parity evidence
   std::string mismatch_note;
   // A side printed a raw Google Benchmark or hyperfine report, which names no
   // build: no parity evidence binds to it, so the run cannot be verified.

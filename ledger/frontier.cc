@@ -108,7 +108,7 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
     } else if (e.kind == "reapply" && e.undoes_run && !factor.count(*e.undoes_run)) {
       s.why = "its revert no longer counts: the change's own factor is still in the ladder";
     } else if (auto no = is_gain && e.ratio ? L.StepRefusal(KeysOf(e.base_keys, e.base_artifact),
-                                                              KeysOf(e.head_keys, e.head_artifact), &refusing_key)
+                                                            KeysOf(e.head_keys, e.head_artifact), &refusing_key)
                                             : std::nullopt) {
       s.why = "not a new step: " + *no;
       if (e.policy_version > 0 && e.policy_version < 4)
@@ -142,9 +142,7 @@ Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
   return L;
 }
 
-bool Ladder::IsLive(int64_t run) const {
-  return std::find(live_runs.begin(), live_runs.end(), run) != live_runs.end();
-}
+bool Ladder::IsLive(int64_t run) const { return std::find(live_runs.begin(), live_runs.end(), run) != live_runs.end(); }
 
 namespace {
 
@@ -178,12 +176,15 @@ struct RunFacts {
 };
 
 Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& where, const std::vector<Value>& args) {
-  const std::string runs = "(SELECT f.run_id FROM frontier_events f LEFT JOIN frontier_event_workloads w ON "
-                           "w.event_id = f.id " + where + ")";
+  const std::string runs =
+      "(SELECT f.run_id FROM frontier_events f LEFT JOIN frontier_event_workloads w ON "
+      "w.event_id = f.id " +
+      where + ")";
   std::map<int64_t, RunFacts> facts;
   VERITY_ASSIGN_OR_RETURN(auto scores, db.Query("SELECT s.run_id, s.verdict, s.frontier_before, s.frontier_after, "
-                                                "s.base_median FROM scores s WHERE s.run_id IN " + runs +
-                                                " ORDER BY s.id", args));
+                                                "s.base_median FROM scores s WHERE s.run_id IN " +
+                                                    runs + " ORDER BY s.id",
+                                                args));
   for (const auto& r : scores) {  // ascending ids: the last one wins
     RunFacts& f = facts[AsInt(r[0])];
     if (AsText(r[1]) == "accepted" && !IsNull(r[2]) && AsDouble(r[2]) > 0)
@@ -191,9 +192,11 @@ Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& wher
     if (!IsNull(r[4])) f.base_median = AsDouble(r[4]);
   }
   VERITY_ASSIGN_OR_RETURN(auto arts, db.Query("SELECT a.run_id, a.side, a.artifact_sha256, a.build_id FROM artifacts a "
-                                              "WHERE a.run_id IN " + runs + " ORDER BY a.id", args));
+                                              "WHERE a.run_id IN " +
+                                                  runs + " ORDER BY a.id",
+                                              args));
   std::set<std::pair<int64_t, bool>> seen;  // (run, head side) whose first artifact is read
-  for (const auto& r : arts) {  // ascending ids: the first one wins
+  for (const auto& r : arts) {              // ascending ids: the first one wins
     const int64_t run = AsInt(r[0]);
     const bool head = AsText(r[1]) != "base";
     if (!seen.insert({run, head}).second) continue;
@@ -202,7 +205,9 @@ Result<std::map<int64_t, RunFacts>> LoadRunFacts(Db& db, const std::string& wher
     (head ? f.head_build : f.base_build) = AsText(r[3]);
   }
   VERITY_ASSIGN_OR_RETURN(auto cmds, db.Query("SELECT r.id, c.base_cmd, c.head_cmd FROM runs r JOIN changes c ON "
-                                              "c.id = r.change_id WHERE r.id IN " + runs, args));
+                                              "c.id = r.change_id WHERE r.id IN " +
+                                                  runs,
+                                              args));
   for (const auto& r : cmds) {
     auto it = facts.find(AsInt(r[0]));
     if (it == facts.end()) continue;
@@ -238,7 +243,8 @@ LadderEvent EventOf(const Row& r, const std::map<int64_t, RunFacts>& facts) {
   e.at = AsText(r[9]);
   e.base_artifact = f.base_artifact;
   e.head_artifact = f.head_artifact;
-  const ChangeIdentity id = IdentityOf({f.base_build, f.base_artifact, f.base_cmd}, {f.head_build, f.head_artifact, f.head_cmd});
+  const ChangeIdentity id =
+      IdentityOf({f.base_build, f.base_artifact, f.base_cmd}, {f.head_build, f.head_artifact, f.head_cmd});
   e.base_keys = id.base;
   e.head_keys = id.head;
   e.policy_version = static_cast<int>(AsInt(r[11]));
@@ -276,12 +282,13 @@ Result<std::string> WorkloadOfRun(Db& db, int64_t run_id) {
 }
 
 Result<std::optional<std::string>> FrontierWorkloadOfChange(Db& db, int64_t change_id, const std::string& metric,
-                                                             int64_t box_id) {
+                                                            int64_t box_id) {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, db.Query("SELECT COALESCE((SELECT w.workload FROM frontier_event_workloads w WHERE w.event_id = f.id), "
-                          "'') FROM frontier_events f JOIN runs r ON r.id = f.run_id WHERE r.change_id = ? AND "
-                          "f.metric = ? AND f.box_id = ? AND f.reason != 'seed' ORDER BY f.id DESC LIMIT 1",
-                          {change_id, metric, box_id}));
+      auto rows,
+      db.Query("SELECT COALESCE((SELECT w.workload FROM frontier_event_workloads w WHERE w.event_id = f.id), "
+               "'') FROM frontier_events f JOIN runs r ON r.id = f.run_id WHERE r.change_id = ? AND "
+               "f.metric = ? AND f.box_id = ? AND f.reason != 'seed' ORDER BY f.id DESC LIMIT 1",
+               {change_id, metric, box_id}));
   if (rows.empty()) return std::optional<std::string>();
   return std::optional<std::string>(AsText(rows[0][0]));
 }

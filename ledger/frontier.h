@@ -17,12 +17,12 @@ namespace verity::ledger {
 
 struct LadderEvent {
   int64_t event_id = 0, run_id = 0, change_id = 0;
-  std::string kind;     // the change's kind: change | revert | reapply
-  std::string reason;   // seed | accepted | confirmed | revert
-  double recorded = 0;  // frontier_events.value, as computed when recorded (history, not the frontier)
-  std::optional<double> ratio;         // factor this event applies
-  std::optional<int64_t> undoes_run;   // parity revert: the change run it cancels; reapply: the revert run
-  std::optional<double> base_median;   // the run's base, to seed from when every earlier event is gone
+  std::string kind;                   // the change's kind: change | revert | reapply
+  std::string reason;                 // seed | accepted | confirmed | revert
+  double recorded = 0;                // frontier_events.value, as computed when recorded (history, not the frontier)
+  std::optional<double> ratio;        // factor this event applies
+  std::optional<int64_t> undoes_run;  // parity revert: the change run it cancels; reapply: the revert run
+  std::optional<double> base_median;  // the run's base, to seed from when every earlier event is gone
   bool retracted = false;
   std::string at;
   // What the run measured (artifacts.artifact_sha256; "" when it measured nothing)
@@ -43,8 +43,8 @@ struct LadderStep {
 
 struct Ladder {
   std::vector<LadderStep> steps;
-  std::optional<double> value;   // the current frontier; nullopt when nothing counts
-  int64_t last_event = 0;        // the last counted event (0 = none)
+  std::optional<double> value;  // the current frontier; nullopt when nothing counts
+  int64_t last_event = 0;       // the last counted event (0 = none)
   // Runs whose factor is in the frontier now: counted, and not since undone
   // by a parity revert or replaced by a reapply.
   std::vector<int64_t> live_runs;
@@ -105,6 +105,6 @@ Result<std::string> WorkloadOfRun(Db& db, int64_t run_id);
 // (metric, box), if it has any (a parity revert, which measures nothing,
 // undoes the change on the ladder that counted it).
 Result<std::optional<std::string>> FrontierWorkloadOfChange(Db& db, int64_t change_id, const std::string& metric,
-                                                             int64_t box_id);
+                                                            int64_t box_id);
 
 }  // namespace verity::ledger

@@ -13,8 +13,8 @@ namespace verity::ledger {
 
 const std::vector<std::string>& SealedTables() {
   static const std::vector<std::string> kTables = {
-      "policy", "boxes",           "changes",         "runs",       "artifacts",  "parity_results",
-      "samples", "scores",         "run_failures",    "frontier_events", "remeasure_queue", "retractions",
+      "policy", "boxes", "changes", "runs", "artifacts", "parity_results", "samples", "scores", "run_failures",
+      "frontier_events", "remeasure_queue", "retractions",
       // schema 3 (policy v2, derived ladder, guards)
       "policy_rules", "frontier_moves", "metric_samples", "score_stats", "score_guards", "accepted_regressions",
       // schema 5 (a frontier per workload)
@@ -41,12 +41,13 @@ const std::vector<std::string>& SealedTables() {
 std::string NowUtc() {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
-  int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  int ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
   return buf;
 }
 
@@ -94,13 +95,15 @@ Result<Ledger::Keying> Ledger::StartKeying(const std::string& path, const std::s
                                                : "keying already started (a keyed seal_keyings record names the " +
                                                      std::to_string(r.plain_records) + " plain records)"));
   if (!r.needs_keying)
-    return Status::Error(path + ": ledger verify FAILs: " + r.first_broken + "; refusing to key a ledger that does not verify");
+    return Status::Error(path + ": ledger verify FAILs: " + r.first_broken +
+                         "; refusing to key a ledger that does not verify");
   Db& d = *l->db_;
   Keying k{r.plain_records, r.plain_tip, ""};
   VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
     // Re-read under the write lock: another writer may have sealed since.
-    VERITY_ASSIGN_OR_RETURN(auto now, d.Query("SELECT count(*), (SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1) "
-                                              "FROM seal_chain"));
+    VERITY_ASSIGN_OR_RETURN(auto now,
+                            d.Query("SELECT count(*), (SELECT seal FROM seal_chain ORDER BY seq DESC LIMIT 1) "
+                                    "FROM seal_chain"));
     if (AsInt(now[0][0]) != r.records || AsText(now[0][1]) != r.tip)
       return Status::Error(path + ": the chain grew while it was being verified; run `ledger start-keying` again");
     d.set_starting_keying(true);
@@ -124,11 +127,13 @@ Status Ledger::Migrate(int up_to_version) {
   // once would otherwise race to create it.
   if (!has_migrations)
     VERITY_RETURN_IF_ERROR(d.Transaction([&] {
-      return d.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                    "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)");
+      return d.Exec(
+          "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+          "sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)");
     }));
   const auto& all = EmbeddedMigrations();
-  VERITY_ASSIGN_OR_RETURN(auto applied, d.Query("SELECT version, name, sha256 FROM schema_migrations ORDER BY version"));
+  VERITY_ASSIGN_OR_RETURN(auto applied,
+                          d.Query("SELECT version, name, sha256 FROM schema_migrations ORDER BY version"));
   const int known = all.empty() ? 0 : all.back().version;
   for (const auto& row : applied) {
     const int v = static_cast<int>(AsInt(row[0]));
@@ -137,8 +142,8 @@ Status Ledger::Migrate(int up_to_version) {
                            ", in schema_migrations) is newer than this verity knows (" + std::to_string(known) +
                            "); use a newer verity, this one will not write to it");
     if (!FindMigration(v))
-      return Status::Error(d.path() + ": schema_migrations holds version " + std::to_string(v) + " (" +
-                           AsText(row[1]) + "), which is no migration this verity knows: the migration table was "
+      return Status::Error(d.path() + ": schema_migrations holds version " + std::to_string(v) + " (" + AsText(row[1]) +
+                           "), which is no migration this verity knows: the migration table was "
                            "edited; `verity ledger verify` names what else differs");
     for (const auto& m : all)
       if (m.version == v && Sha256Hex(m.sql) != AsText(row[2]))
@@ -151,7 +156,8 @@ Status Ledger::Migrate(int up_to_version) {
     // Re-check inside the write lock: another process may have just applied it.
     bool applied_here = false;
     VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(auto have, d.Query("SELECT 1 FROM schema_migrations WHERE version = ?", {int64_t{m.version}}));
+      VERITY_ASSIGN_OR_RETURN(auto have,
+                              d.Query("SELECT 1 FROM schema_migrations WHERE version = ?", {int64_t{m.version}}));
       if (!have.empty()) return OkStatus();
       VERITY_RETURN_IF_ERROR(d.Exec(m.sql));
       VERITY_RETURN_IF_ERROR(d.Query("INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
@@ -169,9 +175,9 @@ namespace {
 // The schema that first holds what a policy version records.
 int SchemaFor(const Policy& p) {
   if (!p.parity_floors.empty()) return 14;  // policy_parity_kinds
-  if (!p.step_rule.empty()) return 11;     // policy_counting
-  if (!p.guard_floors.empty()) return 10;  // policy_guard_floors
-  return p.look_every != 0 ? 3 : 1;        // policy_rules
+  if (!p.step_rule.empty()) return 11;      // policy_counting
+  if (!p.guard_floors.empty()) return 10;   // policy_guard_floors
+  return p.look_every != 0 ? 3 : 1;         // policy_rules
 }
 
 Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
@@ -188,11 +194,10 @@ Status InsertPolicyRules(Db& d, const Policy& p, const std::string& now) {
                                                          {"created_at", now}})
                              .status());
   for (const GuardFloor& f : p.guard_floors)
-    VERITY_RETURN_IF_ERROR(d.InsertSealed("policy_guard_floors", {{"version", int64_t{p.version}},
-                                                                  {"suffix", f.suffix},
-                                                                  {"amount", f.amount},
-                                                                  {"unit", f.unit}})
-                               .status());
+    VERITY_RETURN_IF_ERROR(
+        d.InsertSealed("policy_guard_floors",
+                       {{"version", int64_t{p.version}}, {"suffix", f.suffix}, {"amount", f.amount}, {"unit", f.unit}})
+            .status());
   if (p.step_rule.empty()) return OkStatus();
   VERITY_RETURN_IF_ERROR(
       d.InsertSealed("policy_counting",
@@ -274,11 +279,12 @@ Status LoadParityFloors(Db& d, Policy* p) {
                                              "policy_parity_kinds WHERE version = ? ORDER BY id",
                                              {int64_t{p->version}}));
   for (const auto& r : rows) {
-    ParityFloor f{AsText(r[0]), static_cast<int>(AsInt(r[1])), static_cast<int>(AsInt(r[2])), AsInt(r[3]), AsText(r[4])};
+    ParityFloor f{AsText(r[0]), static_cast<int>(AsInt(r[1])), static_cast<int>(AsInt(r[2])), AsInt(r[3]),
+                  AsText(r[4])};
     if (f.kind.empty() || f.min_depths < 0 || f.min_positions < 0 || f.min_bytes < 0 ||
         (f.min_depths == 0 && f.min_bytes == 0))
-      return Status::Error(d.path() + ": policy v" + std::to_string(p->version) + " states an unusable parity floor for '" +
-                           f.kind + "'");
+      return Status::Error(d.path() + ": policy v" + std::to_string(p->version) +
+                           " states an unusable parity floor for '" + f.kind + "'");
     p->parity_floors.push_back(std::move(f));
   }
   return OkStatus();
@@ -286,10 +292,11 @@ Status LoadParityFloors(Db& d, Policy* p) {
 
 Result<Policy> Ledger::CurrentPolicy() {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, db_->Query("SELECT p.version, p.gate_frac, p.tiers, p.ceiling_ratio, p.parity_min_top1, "
-                            "p.parity_max_mean_kl, p.surprise_factor, r.min_rounds, r.max_rounds, r.look_every, "
-                            "r.alpha, r.parity_min_depths, r.parity_min_positions, r.deep_factor, r.gain_rule "
-                            "FROM policy p JOIN policy_rules r ON r.version = p.version ORDER BY p.version DESC LIMIT 1"));
+      auto rows,
+      db_->Query("SELECT p.version, p.gate_frac, p.tiers, p.ceiling_ratio, p.parity_min_top1, "
+                 "p.parity_max_mean_kl, p.surprise_factor, r.min_rounds, r.max_rounds, r.look_every, "
+                 "r.alpha, r.parity_min_depths, r.parity_min_positions, r.deep_factor, r.gain_rule "
+                 "FROM policy p JOIN policy_rules r ON r.version = p.version ORDER BY p.version DESC LIMIT 1"));
   if (rows.empty()) return Status::Error(db_->path() + ": no policy with rules recorded");
   const Row& r = rows[0];
   Policy p;
@@ -298,7 +305,8 @@ Result<Policy> Ledger::CurrentPolicy() {
   try {
     for (const auto& t : nlohmann::json::parse(AsText(r[2]))) {
       auto tier = TierFromName(t[0].get<std::string>());
-      if (!tier) return Status::Error(db_->path() + ": policy v" + std::to_string(p.version) + " names an unknown tier");
+      if (!tier)
+        return Status::Error(db_->path() + ": policy v" + std::to_string(p.version) + " names an unknown tier");
       p.tiers.emplace_back(*tier, t[1].get<double>());
     }
   } catch (const std::exception&) {
@@ -342,11 +350,12 @@ Status Ledger::RetractInTransaction(int64_t run, const std::string& reason, std:
     VERITY_ASSIGN_OR_RETURN(auto rb, db_->Query("SELECT 1 FROM runs WHERE id = ?", {*replaced_by}));
     if (rb.empty()) return Status::Error("retract: replacing run " + std::to_string(*replaced_by) + " does not exist");
   }
-  return db_->InsertSealed("retractions", {{"run_id", run},
-                                           {"reason", reason},
-                                           {"replaced_by_run", replaced_by ? Value(*replaced_by) : Value()},
-                                           {"by_change", by_change ? Value(*by_change) : Value()},
-                                           {"retracted_at", NowUtc()}})
+  return db_
+      ->InsertSealed("retractions", {{"run_id", run},
+                                     {"reason", reason},
+                                     {"replaced_by_run", replaced_by ? Value(*replaced_by) : Value()},
+                                     {"by_change", by_change ? Value(*by_change) : Value()},
+                                     {"retracted_at", NowUtc()}})
       .status();
 }
 

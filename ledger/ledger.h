@@ -32,11 +32,11 @@ struct ChangeRequest {
   std::optional<double> predict_pct;  // percent; required for kind == change
   bool claim_bit_identical = false;
   std::string metric = "decode_tok_s";
-  std::string base_cmd, head_cmd;     // bench-protocol commands, run with sh -c
-  std::string parity_cmd;             // parity-protocol command for the head ("" = unverified)
-  std::string base_parity_cmd;        // needed when bit identity is claimed
+  std::string base_cmd, head_cmd;                      // bench-protocol commands, run with sh -c
+  std::string parity_cmd;                              // parity-protocol command for the head ("" = unverified)
+  std::string base_parity_cmd;                         // needed when bit identity is claimed
   std::string base_ref, head_ref, base_sha, head_sha;  // ref submissions only
-  std::optional<int64_t> target_change;  // revert: the change; reapply: the revert
+  std::optional<int64_t> target_change;                // revert: the change; reapply: the revert
   std::string reason;
   std::vector<std::string> accept_regressions;  // guard metrics the submitter declares may regress
   // Metrics every bench record must carry (a project config's workload
@@ -52,11 +52,11 @@ struct ChangeRequest {
 std::string DtypeNameError(const std::string& dtype);
 
 struct MeasureOptions {
-  int min_rounds = 0;   // 0 = the policy's floor; a request below the floor is refused
-  int max_rounds = 0;   // 0 = the policy's
-  int timeout_s = 600;  // per command run
-  std::string lock_dir = "/tmp";  // where the per-box measurement lock lives
-  std::string cache_dir;          // where `verity roofline` cached this box's bandwidth ("" = none)
+  int min_rounds = 0;                                // 0 = the policy's floor; a request below the floor is refused
+  int max_rounds = 0;                                // 0 = the policy's
+  int timeout_s = 600;                               // per command run
+  std::string lock_dir = "/tmp";                     // where the per-box measurement lock lives
+  std::string cache_dir;                             // where `verity roofline` cached this box's bandwidth ("" = none)
   std::function<void(const std::string&)> progress;  // one line per event, may be empty
   // Reads the box's fingerprint (empty = measure::ThisBox); tests give a box that changes.
   std::function<measure::Box()> read_box;
@@ -70,7 +70,7 @@ struct Outcome {
   std::optional<double> gain, ci_low, ci_high;  // head vs its own base (median round ratio - 1) and its bounds
   std::optional<double> gate, frontier_before, frontier_after, base_median, head_median;
   int rounds = 0;
-  int attempt = 0;           // 0 = first measurement of the change, k = k-th re-measurement
+  int attempt = 0;              // 0 = first measurement of the change, k = k-th re-measurement
   std::optional<double> alpha;  // one-sided level of each bound
   bool surprise = false;
   nlohmann::json guards = nlohmann::json::array();  // [{metric, gain, low, high, regressed, declared}]
@@ -173,7 +173,8 @@ class Ledger {
                            int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
   Status QueueParked(int64_t frontier_event, const FrontierKey& key);
   // Whether a seal_keyings row among `keyings` (sealed with the key) names exactly these plain records.
-  Result<bool> PlainRecordsNamed(const std::vector<int64_t>& keyings, int64_t plain_records, const std::string& plain_tip);
+  Result<bool> PlainRecordsNamed(const std::vector<int64_t>& keyings, int64_t plain_records,
+                                 const std::string& plain_tip);
 
   std::unique_ptr<Db> db_;
   int schema_version_ = 0;

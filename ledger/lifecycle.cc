@@ -20,8 +20,9 @@ Result<std::optional<Verdict>> LatestVerdict(Db& d, int64_t change_id) {
   if (rows.empty()) return std::optional<Verdict>();
   const std::string name = AsText(rows[0][0]);
   const std::optional<Verdict> v = VerdictFromName(name);
-  if (!v) return Status::Error("change " + std::to_string(change_id) + " has a score with verdict '" + name +
-                               "', which is no verdict of the ledger's");
+  if (!v)
+    return Status::Error("change " + std::to_string(change_id) + " has a score with verdict '" + name +
+                         "', which is no verdict of the ledger's");
   return v;
 }
 
@@ -67,9 +68,11 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
   };
   // Deep evidence is judged against the run's own standard evidence.
   VERITY_ASSIGN_OR_RETURN(auto standard, RecordedParity(*db_, run_id, "head", "standard"));
-  if (!standard) return Status::Error("confirm: run " + std::to_string(run_id) + " has no standard parity evidence to deepen");
+  if (!standard)
+    return Status::Error("confirm: run " + std::to_string(run_id) + " has no standard parity evidence to deepen");
   say("deep parity (VERITY_PARITY_MODE=deep): " + c.parity_cmd);
-  VERITY_ASSIGN_OR_RETURN(auto po, RunParityCommand(*db_, pol, run_id, "head", c.parity_cmd, true, opt.timeout_s, &*standard));
+  VERITY_ASSIGN_OR_RETURN(auto po,
+                          RunParityCommand(*db_, pol, run_id, "head", c.parity_cmd, true, opt.timeout_s, &*standard));
   say("  " + po.message);
   if (po.passed && po.evidence->artifact_sha256 != standard->artifact_sha256) {
     po.passed = false;
@@ -97,8 +100,8 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
   if (!IsNull(h[11])) {
     stats.emplace();
     stats->decision = Decision::kAbove;
-    stats->ratio = Bounds{oriented, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]), IsNull(h[13]) ? INFINITY : AsDouble(h[13]),
-                          AsDouble(h[14]), o.rounds};
+    stats->ratio = Bounds{oriented, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]),
+                          IsNull(h[13]) ? INFINITY : AsDouble(h[13]), AsDouble(h[14]), o.rounds};
   }
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
     // Still held? A concurrent confirm may have banked it while deep parity ran.
@@ -126,7 +129,8 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
       // v4: the same step confirmed through another change (a resubmission) is not banked twice.
       o.verdict = Verdict::kRefused;
       o.tier = "none";
-      o.note = "confirm: not a new frontier step: " + *not_new + "; deep parity passed (" + po.message + "), nothing banked";
+      o.note =
+          "confirm: not a new frontier step: " + *not_new + "; deep parity passed (" + po.message + "), nothing banked";
     } else {
       o.verdict = Verdict::kAccepted;
       o.note = "confirmed by deep parity: " + po.message;
@@ -135,9 +139,9 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
       if (c.kind == "reapply") {
         VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, key, false));
       }
-      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed",
-                                                              before.value.value_or(*o.base_median) * ratio, ratio,
-                                                              undoes));
+      VERITY_ASSIGN_OR_RETURN(
+          int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed", before.value.value_or(*o.base_median) * ratio,
+                                          ratio, undoes));
       // A held reapply's --retract applies only now that it is accepted.
       VERITY_ASSIGN_OR_RETURN(auto pending, PendingRetractionOf(*db_, change_id));
       if (pending) VERITY_RETURN_IF_ERROR(RetractInTransaction(pending->run, pending->reason, std::nullopt, change_id));
@@ -170,23 +174,27 @@ Result<Outcome> Ledger::Revert(int64_t change_id, ChangeRequest req, const Measu
     return Status::Error("revert: " + std::to_string(change_id) + " is a revert; reapply it instead");
   if (req.reason.empty()) return Status::Error("revert: a reason is required");
   if (req.parity_cmd.empty())
-    return Status::Error("revert: a parity command for main without the change is required (its head passes the "
-                         "parity gate like any change's)");
+    return Status::Error(
+        "revert: a parity command for main without the change is required (its head passes the "
+        "parity gate like any change's)");
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
   // Only a change whose gain is in this box's frontier can be reverted: a
   // revert of anything else would bank a gain with no prediction.
-  VERITY_ASSIGN_OR_RETURN(auto box, db_->Query("SELECT id FROM boxes WHERE fingerprint = ?", {measure::ThisBox().fingerprint}));
+  VERITY_ASSIGN_OR_RETURN(auto box,
+                          db_->Query("SELECT id FROM boxes WHERE fingerprint = ?", {measure::ThisBox().fingerprint}));
   std::optional<int64_t> live;
   if (!box.empty()) {
     const int64_t box_id = AsInt(box[0][0]);
     VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(*db_, change_id, target.metric, box_id));
     if (workload) {
-      VERITY_ASSIGN_OR_RETURN(live, FrontierRunOf(*db_, change_id, FrontierKey{target.metric, box_id, *workload}, true));
+      VERITY_ASSIGN_OR_RETURN(live,
+                              FrontierRunOf(*db_, change_id, FrontierKey{target.metric, box_id, *workload}, true));
     }
   }
   if (!live)
-    return Status::Error("revert: change " + std::to_string(change_id) + " does not count in this box's frontier (never "
+    return Status::Error("revert: change " + std::to_string(change_id) +
+                         " does not count in this box's frontier (never "
                          "accepted here, retracted, or already reverted): submit a change with a prediction instead");
   req.kind = "revert";
   req.target_change = change_id;
@@ -202,8 +210,7 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
   VERITY_ASSIGN_OR_RETURN(ChangeRequest rev, LoadChange(revert_id));
   if (rev.kind != "revert") return Status::Error("reapply: " + std::to_string(revert_id) + " is not a revert");
   if (req.reason.empty()) return Status::Error("reapply: a reason is required (why the revert was wrong)");
-  if (!req.predict_pct)
-    return Status::Error("reapply: a prediction is required: a reapply is scored like any change");
+  if (!req.predict_pct) return Status::Error("reapply: a prediction is required: a reapply is scored like any change");
   VERITY_ASSIGN_OR_RETURN(const std::optional<Verdict> verdict, LatestVerdict(*db_, revert_id));
   if (verdict != Verdict::kAccepted)
     return Status::Error("reapply: revert " + std::to_string(revert_id) + " was not accepted (latest verdict: " +
@@ -238,8 +245,9 @@ Result<Outcome> Ledger::Reapply(int64_t revert_id, ChangeRequest req, std::optio
   if (retract_run) {
     pending = PendingRetraction{*retract_run, "reapply " + std::to_string(id) + ": " + req.reason};
     VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
-      return db_->InsertSealed("reapply_retractions",
-                               {{"change_id", id}, {"run_id", *retract_run}, {"reason", pending->reason}})
+      return db_
+          ->InsertSealed("reapply_retractions",
+                         {{"change_id", id}, {"run_id", *retract_run}, {"reason", pending->reason}})
           .status();
     }));
   }

@@ -104,10 +104,10 @@ NoiseProfile FromRow(const Row& r) {
 
 Result<std::optional<NoiseProfile>> LatestNoise(Db& d, int64_t box_id, const std::string& metric,
                                                 const std::string& workload) {
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query(std::string(kSelect) +
-                                                 "WHERE n.box_id = ? AND n.metric = ? AND n.workload = ? "
-                                                 "ORDER BY n.id DESC LIMIT 1",
-                                             {box_id, metric, workload}));
+  VERITY_ASSIGN_OR_RETURN(auto rows,
+                          d.Query(std::string(kSelect) + "WHERE n.box_id = ? AND n.metric = ? AND n.workload = ? "
+                                                         "ORDER BY n.id DESC LIMIT 1",
+                                  {box_id, metric, workload}));
   if (rows.empty()) return std::optional<NoiseProfile>();
   return std::optional<NoiseProfile>(FromRow(rows[0]));
 }
@@ -120,12 +120,18 @@ Result<std::vector<NoiseProfile>> LoadNoiseProfiles(Db& d) {
 }
 
 nlohmann::json ToJson(const NoiseProfile& p) {
-  return {{"id", p.id},           {"box", p.box},
-          {"metric", p.metric},   {"workload", p.workload},
-          {"cmd", p.cmd},         {"rounds", p.rounds},
-          {"ratios", p.ratios},   {"round_mad", p.round_mad},
-          {"sigma", p.sigma},     {"outlier_rounds", p.outlier_rounds},
-          {"drift_per_round", p.drift_per_round}, {"recorded_at", p.recorded_at}};
+  return {{"id", p.id},
+          {"box", p.box},
+          {"metric", p.metric},
+          {"workload", p.workload},
+          {"cmd", p.cmd},
+          {"rounds", p.rounds},
+          {"ratios", p.ratios},
+          {"round_mad", p.round_mad},
+          {"sigma", p.sigma},
+          {"outlier_rounds", p.outlier_rounds},
+          {"drift_per_round", p.drift_per_round},
+          {"recorded_at", p.recorded_at}};
 }
 
 std::string NoiseText(const NoiseProfile& p) {

@@ -105,10 +105,12 @@ Policy PolicyV5() {
                              std::to_string(p.parity_min_positions) + " positions each";
   p.parity_floors = {
       {"verity", p.parity_min_depths, p.parity_min_positions, 0,
-       "verity: a verity.parity/1 record of the artifact, at least " + depths + ", the deepest at the last context position"},
+       "verity: a verity.parity/1 record of the artifact, at least " + depths +
+           ", the deepest at the last context position"},
       {"logits", p.parity_min_depths, p.parity_min_positions, 0,
        "logits: the engine's raw f32 logits for a teacher-forced sequence against the base's or a reference file, at "
-       "least " + depths + ", the deepest at the last position, the same top-1 and KL thresholds"},
+       "least " +
+           depths + ", the deepest at the last position, the same top-1 and KL thresholds"},
       {"tokens", 0, 0, kTokenIdentityBytes,
        "tokens: the engine's greedy output equal to the base's or a pinned golden file byte for byte, over at least " +
            std::to_string(kTokenIdentityBytes) + " bytes (deep: " + std::to_string(2 * kTokenIdentityBytes) +
@@ -144,7 +146,8 @@ std::optional<ParityFloor> Policy::ParityFloorFor(const std::string& kind) const
   for (const auto& f : parity_floors)
     if (f.kind == kind) return f;
   // Before v5 the only evidence was verity's own, floored by the rules row.
-  if (parity_floors.empty() && kind == "verity") return ParityFloor{"verity", parity_min_depths, parity_min_positions, 0, ""};
+  if (parity_floors.empty() && kind == "verity")
+    return ParityFloor{"verity", parity_min_depths, parity_min_positions, 0, ""};
   return std::nullopt;
 }
 

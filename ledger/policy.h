@@ -1,6 +1,6 @@
 // The scoring policy. Its values live in the ledger (tables `policy` and
-// `policy_rules`, from v3 `policy_guard_floors`, from v4 `policy_counting`), versioned; every score records the version it was scored
-// under, and old scores keep theirs. PolicyV6() is what a ledger is given now.
+// `policy_rules`, from v3 `policy_guard_floors`, from v4 `policy_counting`), versioned; every score records the version
+// it was scored under, and old scores keep theirs. PolicyV6() is what a ledger is given now.
 #pragma once
 
 #include <optional>
@@ -38,18 +38,18 @@ struct ParityFloor {
 
 struct Policy {
   int version = 0;
-  double gate_frac = 0.0;                       // gate = gate_frac x frontier (absolute); as a ratio: 1 + gate_frac
-  std::vector<std::pair<Tier, double>> tiers;   // lower bound (fraction), ascending
-  double ceiling_ratio = 0.0;                   // head/base above this: implausible
+  double gate_frac = 0.0;                      // gate = gate_frac x frontier (absolute); as a ratio: 1 + gate_frac
+  std::vector<std::pair<Tier, double>> tiers;  // lower bound (fraction), ascending
+  double ceiling_ratio = 0.0;                  // head/base above this: implausible
   double parity_min_top1 = 0.0;
   double parity_max_mean_kl = 0.0;
   double surprise_factor = 0.0;
   // Rules added in v2 (policy_rules). A v1 policy has look_every == 0.
   int min_rounds = 5, max_rounds = 20, look_every = 0;
-  double alpha = 0.0;                 // one-sided error budget per change
-  int parity_min_depths = 0;          // evidence floor: depths ...
-  int parity_min_positions = 0;       // ... and scored positions per depth
-  double deep_factor = 0.0;           // deep evidence >= this x standard depths and window
+  double alpha = 0.0;            // one-sided error budget per change
+  int parity_min_depths = 0;     // evidence floor: depths ...
+  int parity_min_positions = 0;  // ... and scored positions per depth
+  double deep_factor = 0.0;      // deep evidence >= this x standard depths and window
   std::string gain_rule;
   // The physical ceiling (v2; constants of the version, not stored): a decode
   // rate above ceiling_tolerance x the box's best measured read bandwidth for

@@ -71,12 +71,20 @@ PredictionsView PredictionRecord(const std::vector<ChangeView>& changes) {
 nlohmann::json ToJson(const PredictionsView& v) {
   nlohmann::json entries = nlohmann::json::array(), authors = nlohmann::json::array();
   for (const auto& e : v.entries)
-    entries.push_back({{"change", e.change}, {"run", e.run}, {"author", e.author}, {"title", e.title},
-                       {"verdict", e.verdict}, {"predicted", e.predicted}, {"measured", e.measured},
+    entries.push_back({{"change", e.change},
+                       {"run", e.run},
+                       {"author", e.author},
+                       {"title", e.title},
+                       {"verdict", e.verdict},
+                       {"predicted", e.predicted},
+                       {"measured", e.measured},
                        {"surprise", e.surprise}});
   for (const auto& a : v.authors)
-    authors.push_back({{"author", a.author}, {"changes", a.changes}, {"bias", a.bias},
-                       {"median_abs_error", a.median_abs_error}, {"within_2x", a.within_2x},
+    authors.push_back({{"author", a.author},
+                       {"changes", a.changes},
+                       {"bias", a.bias},
+                       {"median_abs_error", a.median_abs_error},
+                       {"within_2x", a.within_2x},
                        {"surprises", a.surprises}});
   return {{"predictions", entries}, {"authors", authors}, {"examined", v.entries.size()}};
 }
@@ -89,13 +97,13 @@ std::string ToText(const PredictionsView& v) {
   };
   std::string o;
   for (const auto& a : v.authors)
-    o += "predictions: " + terminal::Visible(a.author) + ": " + std::to_string(a.changes) + " scored, bias " + PctText(a.bias) +
-         " (measured - predicted), median |error| " + unsigned_pct(a.median_abs_error) + ", within 2x " +
-         std::to_string(a.within_2x) + " of " + std::to_string(a.changes) + ", surprises " +
+    o += "predictions: " + terminal::Visible(a.author) + ": " + std::to_string(a.changes) + " scored, bias " +
+         PctText(a.bias) + " (measured - predicted), median |error| " + unsigned_pct(a.median_abs_error) +
+         ", within 2x " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) + ", surprises " +
          std::to_string(a.surprises) + "\n";
   return o + "predictions: " + std::to_string(v.entries.size()) + " predicted change" +
-         (v.entries.size() == 1 ? "" : "s") + " with a measured gain, " + std::to_string(v.authors.size()) +
-         " author" + (v.authors.size() == 1 ? "" : "s") + "\n";
+         (v.entries.size() == 1 ? "" : "s") + " with a measured gain, " + std::to_string(v.authors.size()) + " author" +
+         (v.authors.size() == 1 ? "" : "s") + "\n";
 }
 
 }  // namespace verity::ledger

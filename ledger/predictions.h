@@ -16,9 +16,9 @@ namespace verity::ledger {
 struct PredictionEntry {
   int64_t change = 0, run = 0;
   std::string author, title, verdict;
-  double predicted = 0;  // fraction of the frontier, as predicted
-  double measured = 0;   // the score's gain (fraction of the frontier it was measured against)
-  bool surprise = false; // the ledger held it (or flagged it) as far from its prediction
+  double predicted = 0;   // fraction of the frontier, as predicted
+  double measured = 0;    // the score's gain (fraction of the frontier it was measured against)
+  bool surprise = false;  // the ledger held it (or flagged it) as far from its prediction
 };
 
 // Per author: bias = mean(measured - predicted); the median absolute error;

@@ -115,15 +115,11 @@ Result<E> Named(std::optional<E> e, Db& d, const std::string& what, const Value&
   return *e;
 }
 
-Result<bool> HasTable(Db& d, const char* name) {
-  return d.HasTable(name);
-}
+Result<bool> HasTable(Db& d, const char* name) { return d.HasTable(name); }
 
 // Whether the schema has the issue-9 tables (score_stats, score_guards, ...): a
 // ledger opened at an older schema version has none.
-Result<bool> HasV3Tables(Db& d) {
-  return d.HasTable("score_stats");
-}
+Result<bool> HasV3Tables(Db& d) { return d.HasTable("score_stats"); }
 
 // A read transaction: every query of one load sees the same snapshot (WAL), so
 // a writer committing meanwhile cannot tear a view (or its tip from its rows).
@@ -144,7 +140,8 @@ class ReadSnapshot {
 Result<ChangeRow> ParseChange(Db& d, const Row& r) {
   ChangeRow c;
   c.id = AsInt(r[0]);
-  VERITY_ASSIGN_OR_RETURN(c.kind, Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(c.id) + " kind", r[1]));
+  VERITY_ASSIGN_OR_RETURN(c.kind,
+                          Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(c.id) + " kind", r[1]));
   c.title = AsText(r[2]);
   c.author = AsText(r[3]);
   c.claim_pct = OptD(r[4]);
@@ -213,7 +210,9 @@ class ChangesLoader {
     VERITY_RETURN_IF_ERROR(FailuresAndRetractions());
     for (auto& c : out_)
       for (auto& run : c.runs)
-        run.status = !run.scores.empty() ? RunStatus::kComplete : run.failure ? RunStatus::kFailed : RunStatus::kIncomplete;
+        run.status = !run.scores.empty() ? RunStatus::kComplete
+                     : run.failure       ? RunStatus::kFailed
+                                         : RunStatus::kIncomplete;
     return std::move(out_);
   }
 
@@ -238,7 +237,8 @@ class ChangesLoader {
         if (!c.change.target_change) continue;
         auto it = change_at_.find(*c.change.target_change);
         if (it != change_at_.end())
-          out_[it->second].related.push_back(RelatedChange{c.change.id, c.change.kind, c.change.title, c.change.reason});
+          out_[it->second].related.push_back(
+              RelatedChange{c.change.id, c.change.kind, c.change.title, c.change.reason});
       }
       return OkStatus();
     }
@@ -269,11 +269,12 @@ class ChangesLoader {
 
   // Runs, and where each one lives.
   Status Runs() {
-    VERITY_ASSIGN_OR_RETURN(auto rs, d_.Query(std::string("SELECT r.id, r.change_id, r.purpose, r.box_id, b.fingerprint, "
-                                                          "r.started_at, r.policy_version, r.min_rounds, r.max_rounds, "
-                                                          "r.queue_id FROM runs r JOIN boxes b ON b.id = r.box_id") +
-                                                  (only_ ? " WHERE r.change_id = ?" : "") + " ORDER BY r.id",
-                                              args_));
+    VERITY_ASSIGN_OR_RETURN(auto rs,
+                            d_.Query(std::string("SELECT r.id, r.change_id, r.purpose, r.box_id, b.fingerprint, "
+                                                 "r.started_at, r.policy_version, r.min_rounds, r.max_rounds, "
+                                                 "r.queue_id FROM runs r JOIN boxes b ON b.id = r.box_id") +
+                                         (only_ ? " WHERE r.change_id = ?" : "") + " ORDER BY r.id",
+                                     args_));
     for (const auto& r : rs) {
       auto it = change_at_.find(AsInt(r[1]));
       if (it == change_at_.end()) continue;
@@ -319,9 +320,10 @@ class ChangesLoader {
   }
 
   Status Artifacts() {
-    VERITY_ASSIGN_OR_RETURN(auto arts, d_.Query("SELECT x.run_id, x.side, x.build_id, x.artifact_sha256 FROM artifacts x" +
-                                                    by_run_ + " ORDER BY x.id",
-                                                args_));
+    VERITY_ASSIGN_OR_RETURN(
+        auto arts,
+        d_.Query("SELECT x.run_id, x.side, x.build_id, x.artifact_sha256 FROM artifacts x" + by_run_ + " ORDER BY x.id",
+                 args_));
     for (const auto& r : arts) {
       RunView* run = RunOf(r[0]);
       if (!run) continue;
@@ -339,7 +341,8 @@ class ChangesLoader {
     VERITY_ASSIGN_OR_RETURN(auto par,
                             d_.Query("SELECT x.run_id, x.id, x.side, x.mode, x.exit_code, x.passed, x.worst_top1, "
                                      "x.worst_mean_kl, x.logits_sha256, x.message, x.seconds, x.raw_json "
-                                     "FROM parity_results x" + by_run_ + " ORDER BY x.id",
+                                     "FROM parity_results x" +
+                                         by_run_ + " ORDER BY x.id",
                                      args_));
     for (const auto& r : par) {
       RunView* run = RunOf(r[0]);
@@ -442,15 +445,15 @@ class ChangesLoader {
   Status Guards() {
     if (!v3_) return OkStatus();
     VERITY_ASSIGN_OR_RETURN(const bool floors, HasTable(d_, "score_guard_floors"));
-    VERITY_ASSIGN_OR_RETURN(auto gs, d_.Query(std::string("SELECT g.score_id, g.metric, g.higher_is_better, g.ratio, "
-                                                          "g.ratio_low, g.ratio_high, g.regressed, g.declared, ") +
-                                                  (floors ? "f.base_median, f.head_median, f.amount, f.unit, "
-                                                            "f.beyond_gate FROM score_guards g LEFT JOIN "
-                                                            "score_guard_floors f ON f.guard_id = g.id"
-                                                          : "NULL, NULL, NULL, NULL, NULL FROM score_guards g") +
-                                                  (only_ ? " JOIN scores x ON x.id = g.score_id" + by_run_ : "") +
-                                                  " ORDER BY g.id",
-                                              args_));
+    VERITY_ASSIGN_OR_RETURN(
+        auto gs, d_.Query(std::string("SELECT g.score_id, g.metric, g.higher_is_better, g.ratio, "
+                                      "g.ratio_low, g.ratio_high, g.regressed, g.declared, ") +
+                              (floors ? "f.base_median, f.head_median, f.amount, f.unit, "
+                                        "f.beyond_gate FROM score_guards g LEFT JOIN "
+                                        "score_guard_floors f ON f.guard_id = g.id"
+                                      : "NULL, NULL, NULL, NULL, NULL FROM score_guards g") +
+                              (only_ ? " JOIN scores x ON x.id = g.score_id" + by_run_ : "") + " ORDER BY g.id",
+                          args_));
     for (const auto& r : gs) {
       auto it = score_at_.find(AsInt(r[0]));
       if (it == score_at_.end()) continue;
@@ -470,13 +473,14 @@ class ChangesLoader {
   }
 
   Status FailuresAndRetractions() {
-    VERITY_ASSIGN_OR_RETURN(auto fl,
-                            d_.Query("SELECT x.run_id, x.message FROM run_failures x" + by_run_ + " ORDER BY x.id", args_));
+    VERITY_ASSIGN_OR_RETURN(
+        auto fl, d_.Query("SELECT x.run_id, x.message FROM run_failures x" + by_run_ + " ORDER BY x.id", args_));
     for (const auto& r : fl)
       if (RunView* run = RunOf(r[0]); run && !run->failure) run->failure = AsText(r[1]);
     VERITY_ASSIGN_OR_RETURN(auto rt,
                             d_.Query("SELECT x.id, x.run_id, x.reason, x.replaced_by_run, x.by_change, x.retracted_at "
-                                     "FROM retractions x" + by_run_ + " ORDER BY x.id",
+                                     "FROM retractions x" +
+                                         by_run_ + " ORDER BY x.id",
                                      args_));
     for (const auto& r : rt)
       if (RunView* run = RunOf(r[1]); run && !run->retraction)
@@ -495,7 +499,9 @@ class ChangesLoader {
   std::map<int64_t, ScoreView*> score_at_;               // filled once every score is in place
 };
 
-Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) { return ChangesLoader(d, only).Load(); }
+Result<std::vector<ChangeView>> LoadChanges(Db& d, std::optional<int64_t> only) {
+  return ChangesLoader(d, only).Load();
+}
 
 }  // namespace
 
@@ -548,8 +554,9 @@ namespace {
 Result<std::vector<RevertEntry>> LoadReverts(Db& d) {
   VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.kind, c.title, c.target_change, c.reason, c.created_at "
                                              "FROM changes c WHERE c.kind IN ('revert', 'reapply') ORDER BY c.id"));
-  VERITY_ASSIGN_OR_RETURN(auto runs, d.Query("SELECT r.change_id, r.id FROM runs r JOIN changes c ON c.id = r.change_id "
-                                             "WHERE c.kind IN ('revert', 'reapply') ORDER BY r.id"));
+  VERITY_ASSIGN_OR_RETURN(auto runs,
+                          d.Query("SELECT r.change_id, r.id FROM runs r JOIN changes c ON c.id = r.change_id "
+                                  "WHERE c.kind IN ('revert', 'reapply') ORDER BY r.id"));
   VERITY_ASSIGN_OR_RETURN(auto verdicts, d.Query("SELECT r.change_id, s.verdict, s.id FROM scores s JOIN runs r ON "
                                                  "r.id = s.run_id JOIN changes c ON c.id = r.change_id WHERE c.kind "
                                                  "IN ('revert', 'reapply') ORDER BY s.id"));
@@ -558,7 +565,8 @@ Result<std::vector<RevertEntry>> LoadReverts(Db& d) {
   for (const auto& r : rows) {
     RevertEntry e;
     e.id = AsInt(r[0]);
-    VERITY_ASSIGN_OR_RETURN(e.kind, Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(e.id) + " kind", r[1]));
+    VERITY_ASSIGN_OR_RETURN(e.kind,
+                            Named(KindFromName(AsText(r[1])), d, "change " + std::to_string(e.id) + " kind", r[1]));
     e.title = AsText(r[2]);
     e.target = OptI(r[3]);
     e.reason = OptS(r[4]);
@@ -570,14 +578,15 @@ Result<std::vector<RevertEntry>> LoadReverts(Db& d) {
     if (auto it = at.find(AsInt(r[0])); it != at.end()) list[it->second].runs.push_back(AsInt(r[1]));
   for (const auto& r : verdicts)
     if (auto it = at.find(AsInt(r[0])); it != at.end()) {
-      VERITY_ASSIGN_OR_RETURN(Verdict v, Named(VerdictFromName(AsText(r[1])), d, "score " + std::to_string(AsInt(r[2])) + " verdict", r[1]));
+      VERITY_ASSIGN_OR_RETURN(Verdict v, Named(VerdictFromName(AsText(r[1])), d,
+                                               "score " + std::to_string(AsInt(r[2])) + " verdict", r[1]));
       list[it->second].verdict = v;
     }
   // A revert was found wrong only by a reapply that was accepted, not by any attempt.
   for (const auto& e : list)
     if (e.kind == Kind::kReapply && e.target && e.verdict == Verdict::kAccepted)
-      if (auto it = at.find(*e.target); it != at.end() && list[it->second].kind == Kind::kRevert &&
-                                        !list[it->second].reapplied_by)
+      if (auto it = at.find(*e.target);
+          it != at.end() && list[it->second].kind == Kind::kRevert && !list[it->second].reapplied_by)
         list[it->second].reapplied_by = e.id;
   return list;
 }
@@ -585,10 +594,11 @@ Result<std::vector<RevertEntry>> LoadReverts(Db& d) {
 // Every retracted run with the score it had.
 Result<std::vector<RetractionEntry>> LoadRetractions(Db& d) {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, d.Query("SELECT t.id, t.run_id, r.change_id, c.title, t.reason, t.replaced_by_run, t.by_change, "
-                         "t.retracted_at, s.verdict, s.gain, s.base_median, s.head_median FROM retractions t "
-                         "JOIN runs r ON r.id = t.run_id JOIN changes c ON c.id = r.change_id "
-                         "LEFT JOIN scores s ON s.id = (SELECT max(id) FROM scores WHERE run_id = t.run_id) ORDER BY t.id"));
+      auto rows,
+      d.Query("SELECT t.id, t.run_id, r.change_id, c.title, t.reason, t.replaced_by_run, t.by_change, "
+              "t.retracted_at, s.verdict, s.gain, s.base_median, s.head_median FROM retractions t "
+              "JOIN runs r ON r.id = t.run_id JOIN changes c ON c.id = r.change_id "
+              "LEFT JOIN scores s ON s.id = (SELECT max(id) FROM scores WHERE run_id = t.run_id) ORDER BY t.id"));
   std::vector<RetractionEntry> list;
   for (const auto& r : rows) {
     RetractionEntry e;
@@ -596,7 +606,8 @@ Result<std::vector<RetractionEntry>> LoadRetractions(Db& d) {
     e.change = AsInt(r[2]);
     e.title = AsText(r[3]);
     if (!IsNull(r[8])) {
-      VERITY_ASSIGN_OR_RETURN(e.verdict, Named(VerdictFromName(AsText(r[8])), d, "verdict of run " + std::to_string(AsInt(r[1])), r[8]));
+      VERITY_ASSIGN_OR_RETURN(
+          e.verdict, Named(VerdictFromName(AsText(r[8])), d, "verdict of run " + std::to_string(AsInt(r[1])), r[8]));
     }
     e.gain = OptD(r[9]);
     e.base_median = OptD(r[10]);
@@ -611,14 +622,16 @@ Result<std::vector<ParkedChange>> LoadParked(Db& d, bool v3) {
   const std::string parked =
       "SELECT DISTINCT r2.change_id FROM scores s2 JOIN runs r2 ON r2.id = s2.run_id JOIN changes c2 ON c2.id = "
       "r2.change_id WHERE s2.verdict = 'none' AND c2.kind = 'change'";
-  VERITY_ASSIGN_OR_RETURN(auto rows, d.Query("SELECT c.id, c.title FROM changes c WHERE c.id IN (" + parked + ") ORDER BY c.id"));
+  VERITY_ASSIGN_OR_RETURN(auto rows,
+                          d.Query("SELECT c.id, c.title FROM changes c WHERE c.id IN (" + parked + ") ORDER BY c.id"));
   VERITY_ASSIGN_OR_RETURN(
-      auto att, d.Query(std::string("SELECT r.change_id, r.id, r.purpose, s.verdict, s.tier, s.gain, s.frontier_before, "
-                                    "s.scored_at, s.id, ") +
-                            (v3 ? "st.attempt, st.alpha FROM scores s JOIN runs r ON r.id = s.run_id LEFT JOIN "
-                                  "score_stats st ON st.score_id = s.id"
-                                : "NULL, NULL FROM scores s JOIN runs r ON r.id = s.run_id") +
-                            " WHERE r.change_id IN (" + parked + ") ORDER BY s.id"));
+      auto att,
+      d.Query(std::string("SELECT r.change_id, r.id, r.purpose, s.verdict, s.tier, s.gain, s.frontier_before, "
+                          "s.scored_at, s.id, ") +
+              (v3 ? "st.attempt, st.alpha FROM scores s JOIN runs r ON r.id = s.run_id LEFT JOIN "
+                    "score_stats st ON st.score_id = s.id"
+                  : "NULL, NULL FROM scores s JOIN runs r ON r.id = s.run_id") +
+              " WHERE r.change_id IN (" + parked + ") ORDER BY s.id"));
   VERITY_ASSIGN_OR_RETURN(auto queued, d.Query("SELECT q.change_id, count(*) FROM remeasure_queue q WHERE q.id NOT IN "
                                                "(SELECT r.queue_id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
                                                "r.queue_id IS NOT NULL) GROUP BY q.change_id"));
@@ -635,7 +648,8 @@ Result<std::vector<ParkedChange>> LoadParked(Db& d, bool v3) {
     a.run = AsInt(r[1]);
     a.score = AsInt(r[8]);
     const std::string what_s = "score " + std::to_string(a.score);
-    VERITY_ASSIGN_OR_RETURN(a.purpose, Named(PurposeFromName(AsText(r[2])), d, "run " + std::to_string(a.run) + " purpose", r[2]));
+    VERITY_ASSIGN_OR_RETURN(a.purpose,
+                            Named(PurposeFromName(AsText(r[2])), d, "run " + std::to_string(a.run) + " purpose", r[2]));
     VERITY_ASSIGN_OR_RETURN(a.verdict, Named(VerdictFromName(AsText(r[3])), d, what_s + " verdict", r[3]));
     VERITY_ASSIGN_OR_RETURN(a.tier, Named(TierFromName(AsText(r[4])), d, what_s + " tier", r[4]));
     a.gain = OptD(r[5]);
@@ -663,10 +677,12 @@ Result<std::vector<TimelineEntry>> LoadTimeline(Db& d) {
     const std::string what_s = "score " + std::to_string(AsInt(r[11]));
     t.at = AsText(r[0]);
     t.change = AsInt(r[1]);
-    VERITY_ASSIGN_OR_RETURN(t.kind, Named(KindFromName(AsText(r[2])), d, "change " + std::to_string(t.change) + " kind", r[2]));
+    VERITY_ASSIGN_OR_RETURN(t.kind,
+                            Named(KindFromName(AsText(r[2])), d, "change " + std::to_string(t.change) + " kind", r[2]));
     t.title = AsText(r[3]);
     t.run = AsInt(r[4]);
-    VERITY_ASSIGN_OR_RETURN(t.purpose, Named(PurposeFromName(AsText(r[5])), d, "run " + std::to_string(t.run) + " purpose", r[5]));
+    VERITY_ASSIGN_OR_RETURN(t.purpose,
+                            Named(PurposeFromName(AsText(r[5])), d, "run " + std::to_string(t.run) + " purpose", r[5]));
     VERITY_ASSIGN_OR_RETURN(t.verdict, Named(VerdictFromName(AsText(r[6])), d, what_s + " verdict", r[6]));
     VERITY_ASSIGN_OR_RETURN(t.tier, Named(TierFromName(AsText(r[7])), d, what_s + " tier", r[7]));
     t.gain = OptD(r[8]);
@@ -780,19 +796,18 @@ Result<std::map<int64_t, std::vector<SampleView>>> LoadSamplesByRun(Db& d) {
   std::map<int64_t, std::vector<SampleView>> out;
   std::vector<SampleView>* run = nullptr;  // the last row's run: a run's samples are mostly together
   int64_t run_id = 0;
-  VERITY_RETURN_IF_ERROR(d.ForEachRow("SELECT run_id, round, ord, side, value FROM samples ORDER BY id", {},
-                                      [&](const Row& r) -> Status {
-                                        SampleView s;
-                                        s.round = static_cast<int>(AsInt(r[1]));
-                                        s.ord = static_cast<int>(AsInt(r[2]));
-                                        const std::string* side = std::get_if<std::string>(&r[3]);
-                                        VERITY_ASSIGN_OR_RETURN(s.side, Named(side ? SideFromName(*side) : std::nullopt,
-                                                                              d, "samples.side", r[3]));
-                                        s.value = AsDouble(r[4]);
-                                        if (!run || AsInt(r[0]) != run_id) run = &out[run_id = AsInt(r[0])];
-                                        run->push_back(s);
-                                        return OkStatus();
-                                      }));
+  VERITY_RETURN_IF_ERROR(
+      d.ForEachRow("SELECT run_id, round, ord, side, value FROM samples ORDER BY id", {}, [&](const Row& r) -> Status {
+        SampleView s;
+        s.round = static_cast<int>(AsInt(r[1]));
+        s.ord = static_cast<int>(AsInt(r[2]));
+        const std::string* side = std::get_if<std::string>(&r[3]);
+        VERITY_ASSIGN_OR_RETURN(s.side, Named(side ? SideFromName(*side) : std::nullopt, d, "samples.side", r[3]));
+        s.value = AsDouble(r[4]);
+        if (!run || AsInt(r[0]) != run_id) run = &out[run_id = AsInt(r[0])];
+        run->push_back(s);
+        return OkStatus();
+      }));
   return out;
 }
 

@@ -81,7 +81,7 @@ struct ParityView {
   std::string build_id, artifact_sha256;  // the binary that produced it ("" = not reported)
   std::string stated_mode;                // the mode the evidence states ("" = not stated)
   std::string all_rows_sha256;            // over every logit row: what the bit-identity gate compares ("" = not stated)
-  int depths = 0, window = 0, tokens = 0; // depths scored, positions per depth requested, context length
+  int depths = 0, window = 0, tokens = 0;  // depths scored, positions per depth requested, context length
 };
 
 // A guard metric of a score (score_guards), oriented so that a ratio > 1 is better.
@@ -90,7 +90,7 @@ struct GuardFloorView {
   double base_median = 0.0, head_median = 0.0;  // the metric's own unit
   double amount = 0.0;                          // the floor
   std::string unit;
-  bool beyond_gate = false;                     // v2's test held
+  bool beyond_gate = false;  // v2's test held
 };
 
 struct GuardView {
@@ -99,7 +99,7 @@ struct GuardView {
   double ratio = 1.0;
   std::optional<double> ratio_low, ratio_high;  // nullopt: no bound at this n
   bool regressed = false, declared = false;
-  std::optional<GuardFloorView> floor;          // absent for scores before policy v3
+  std::optional<GuardFloorView> floor;  // absent for scores before policy v3
   double gain() const { return ratio - 1.0; }
   bool within_floor() const { return floor && floor->beyond_gate && !regressed; }
 };
@@ -110,10 +110,10 @@ std::string FloorText(const GuardView& g);
 // The statistics behind a score (score_stats; policy v2 and later).
 struct ScoreStatsView {
   std::string metric;
-  int attempt = 0;                           // 0 = first measurement, k = k-th re-measurement
-  std::optional<double> alpha;               // one-sided level of each bound at the deciding look
+  int attempt = 0;              // 0 = first measurement, k = k-th re-measurement
+  std::optional<double> alpha;  // one-sided level of each bound at the deciding look
   std::optional<double> ratio, ratio_low, ratio_high;
-  std::optional<Decision> decision;          // nullopt: "none", no speed was measured
+  std::optional<Decision> decision;  // nullopt: "none", no speed was measured
 };
 
 // A `scores` row with its statistics and guards.
@@ -150,8 +150,8 @@ struct RunView {
   int64_t samples = 0, warmup_samples = 0;
   std::vector<ScoreView> scores;  // in recording order; the last one is the run's verdict
   std::optional<RetractionView> retraction;
-  std::string workload;                // what its benches measured ("" = unnamed)
-  std::optional<NoiseProfile> noise;   // the box's latest noise profile for it when the run started
+  std::string workload;               // what its benches measured ("" = unnamed)
+  std::optional<NoiseProfile> noise;  // the box's latest noise profile for it when the run started
 
   const ScoreView* latest() const { return scores.empty() ? nullptr : &scores.back(); }
   bool retracted() const { return retraction.has_value(); }
@@ -178,8 +178,8 @@ struct ChangeView {
 struct LadderView {
   std::string metric, box;  // box fingerprint
   int64_t box_id = 0;
-  std::string workload;     // "" = unnamed (recorded before workloads, or a bench that names no model)
-  Ladder ladder;            // LoadLadder: steps in recording order, value, last counted event
+  std::string workload;  // "" = unnamed (recorded before workloads, or a bench that names no model)
+  Ladder ladder;         // LoadLadder: steps in recording order, value, last counted event
   const LadderStep* last_counted() const;
   int counted_events() const;
 };
@@ -197,8 +197,8 @@ struct RevertEntry {
   std::string title, created_at;
   std::optional<int64_t> target;
   std::optional<std::string> reason;
-  std::optional<Verdict> verdict;            // the latest score's (nullopt: never scored)
-  std::optional<int64_t> reapplied_by;       // revert only: the first reapply of it (found wrong)
+  std::optional<Verdict> verdict;       // the latest score's (nullopt: never scored)
+  std::optional<int64_t> reapplied_by;  // revert only: the first reapply of it (found wrong)
   std::vector<int64_t> runs;
 };
 // history retractions: the retracted number, kept.
@@ -255,11 +255,11 @@ struct PolicyView {
 
 // Everything a changelog shows.
 struct LedgerView {
-  std::string tip = "genesis";  // the seal chain's last seal (Ledger::Tip)
-  int64_t records = 0;          // seal_chain rows
-  std::vector<PolicyView> policies;   // ascending version; the last is current
-  std::vector<ChangeView> changes;    // by id
-  std::vector<LadderView> ladders;    // by metric, then box id
+  std::string tip = "genesis";              // the seal chain's last seal (Ledger::Tip)
+  int64_t records = 0;                      // seal_chain rows
+  std::vector<PolicyView> policies;         // ascending version; the last is current
+  std::vector<ChangeView> changes;          // by id
+  std::vector<LadderView> ladders;          // by metric, then box id
   std::vector<RetractionView> retractions;  // by id
   DriftView drift;                          // change points of main's speed (default options)
   std::vector<NoiseProfile> noise;          // every box noise profile, in recording order

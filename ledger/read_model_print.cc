@@ -20,7 +20,9 @@ nlohmann::json J(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 nlohmann::json Nonempty(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
-nlohmann::json OptVerdict(const std::optional<Verdict>& v) { return v ? nlohmann::json(VerdictName(*v)) : nlohmann::json(nullptr); }
+nlohmann::json OptVerdict(const std::optional<Verdict>& v) {
+  return v ? nlohmann::json(VerdictName(*v)) : nlohmann::json(nullptr);
+}
 std::optional<double> Minus1(const std::optional<double>& r) {
   return r ? std::optional<double>(*r - 1.0) : std::nullopt;
 }
@@ -115,7 +117,9 @@ nlohmann::json ToJson(const ParityView& p) {
 }
 
 nlohmann::json ToJson(const RetractionView& t) {
-  return {{"reason", t.reason}, {"replaced_by_run", J(t.replaced_by_run)}, {"by_change", J(t.by_change)},
+  return {{"reason", t.reason},
+          {"replaced_by_run", J(t.replaced_by_run)},
+          {"by_change", J(t.by_change)},
           {"retracted_at", t.retracted_at}};
 }
 
@@ -136,7 +140,8 @@ nlohmann::json ToJson(const RunView& r) {
                       {"retraction", r.retraction ? ToJson(*r.retraction) : nlohmann::json(nullptr)}};
   j["artifacts"] = nlohmann::json::array();
   for (const auto& a : r.artifacts)
-    j["artifacts"].push_back({{"side", SideName(a.side)}, {"build_id", a.build_id}, {"artifact_sha256", a.artifact_sha256}});
+    j["artifacts"].push_back(
+        {{"side", SideName(a.side)}, {"build_id", a.build_id}, {"artifact_sha256", a.artifact_sha256}});
   j["parity"] = nlohmann::json::array();
   for (const auto& p : r.parity) j["parity"].push_back(ToJson(p));
   j["scores"] = nlohmann::json::array();
@@ -193,10 +198,15 @@ std::string BitIdentityText(const RunView& r) {
     if (p.mode == ParityMode::kStandard) (p.side == Side::kHead ? head : base) = &p;
   const std::string h = head ? head->all_rows_sha256 : "", b = base ? base->all_rows_sha256 : "";
   if (h.empty() || b.empty())
-    return std::string("bit identity claimed, not proved: no evidence hashing every logit row (all_rows_sha256) on the ") +
-           (h.empty() && b.empty() ? "head or base" : h.empty() ? "head" : "base") + " side";
+    return std::string(
+               "bit identity claimed, not proved: no evidence hashing every logit row (all_rows_sha256) on the ") +
+           (h.empty() && b.empty() ? "head or base"
+            : h.empty()            ? "head"
+                                   : "base") +
+           " side";
   if (h != b)
-    return "bit identity claimed, not proved: the logit rows differ (head " + h.substr(0, 16) + " vs base " + b.substr(0, 16) + ")";
+    return "bit identity claimed, not proved: the logit rows differ (head " + h.substr(0, 16) + " vs base " +
+           b.substr(0, 16) + ")";
   return "bit identity proved: every logit row hashes to " + h.substr(0, 16) + " on both sides";
 }
 
@@ -354,8 +364,8 @@ nlohmann::json ToJson(const HistoryView& h) {
 std::string ToText(const ChangeView& v) {
   const ChangeRow& c = v.change;
   std::string o;
-  o += Line("change %lld: %s [%s] by %s, recorded %s", static_cast<long long>(c.id), V(c.title).c_str(), KindName(c.kind),
-            V(c.author).c_str(), V(c.created_at).c_str());
+  o += Line("change %lld: %s [%s] by %s, recorded %s", static_cast<long long>(c.id), V(c.title).c_str(),
+            KindName(c.kind), V(c.author).c_str(), V(c.created_at).c_str());
   if (c.target_change)
     o += Line("  of change %lld; reason: %s", static_cast<long long>(*c.target_change), V(Or(c.reason)).c_str());
   o += Line("  claim %s  prediction %s  bit identity %s", c.claim_pct ? (Plain(*c.claim_pct) + "%").c_str() : "n/a",
@@ -373,18 +383,18 @@ std::string ToText(const ChangeView& v) {
               static_cast<long long>(r.warmup_samples));
     if (!r.workload.empty()) o += Line("    workload: %s", V(r.workload).c_str());
     if (r.noise)
-      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id), V(r.noise->recorded_at).c_str(),
-                V(NoiseText(*r.noise)).c_str());
+      o += Line("    box noise: profile %lld (%s): %s", static_cast<long long>(r.noise->id),
+                V(r.noise->recorded_at).c_str(), V(NoiseText(*r.noise)).c_str());
     for (const auto& a : r.artifacts)
-      o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), V(a.build_id).c_str(), V(a.artifact_sha256).c_str());
+      o += Line("    artifact %s: build %s, sha256 %.16s", SideName(a.side), V(a.build_id).c_str(),
+                V(a.artifact_sha256).c_str());
     for (const auto& p : r.parity) {
       o += Line("    parity %s %s: %s", SideName(p.side), ParityModeName(p.mode), V(p.message).c_str());
       if (p.has_evidence)
-        o += Line("      evidence: build %s, artifact %s, mode %s, %d depths, window %d", V(Prefix(p.build_id, 12)).c_str(),
-                  V(Prefix(p.artifact_sha256, 16)).c_str(), p.stated_mode.empty() ? "(not stated)" : V(p.stated_mode).c_str(),
-                  p.depths, p.window);
-      else
-        o += Line("      evidence: none recorded");
+        o += Line("      evidence: build %s, artifact %s, mode %s, %d depths, window %d",
+                  V(Prefix(p.build_id, 12)).c_str(), V(Prefix(p.artifact_sha256, 16)).c_str(),
+                  p.stated_mode.empty() ? "(not stated)" : V(p.stated_mode).c_str(), p.depths, p.window);
+      else o += Line("      evidence: none recorded");
     }
     for (const auto& sc : r.scores) {
       o += Line("    score: %s tier %s gain %s ci [%s, %s] gate %s frontier %s -> %s rounds %d (policy v%d)",
@@ -394,7 +404,8 @@ std::string ToText(const ChangeView& v) {
       if (sc.stats)
         o += Line("      decision: %s at attempt %d, alpha %s; median ratio %s, bounds [%s, %s]",
                   ScoreDecisionName(sc.stats->decision).c_str(), sc.stats->attempt, Num(sc.stats->alpha).c_str(),
-                  Ratio(sc.stats->ratio).c_str(), Ratio(sc.stats->ratio_low).c_str(), Ratio(sc.stats->ratio_high).c_str());
+                  Ratio(sc.stats->ratio).c_str(), Ratio(sc.stats->ratio_low).c_str(),
+                  Ratio(sc.stats->ratio_high).c_str());
       for (const auto& g : sc.guards) o += Line("      guard %s", V(GuardText(g)).c_str());
       if (!sc.note.empty()) o += Line("      note: %s", V(sc.note).c_str());
     }
@@ -406,8 +417,8 @@ std::string ToText(const ChangeView& v) {
                     : "");
   }
   for (const auto& x : v.related)
-    o += Line("  related: change %lld %s \"%s\" (%s)", static_cast<long long>(x.id), KindName(x.kind), V(x.title).c_str(),
-              V(Or(x.reason)).c_str());
+    o += Line("  related: change %lld %s \"%s\" (%s)", static_cast<long long>(x.id), KindName(x.kind),
+              V(x.title).c_str(), V(Or(x.reason)).c_str());
   return o;
 }
 
@@ -418,8 +429,10 @@ std::string ToText(const FrontierView& f) {
     const LadderStep* last = l.last_counted();
     if (!l.ladder.value || !last) continue;
     n++;
-    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)", V(l.metric).c_str(),
-              V(l.box).c_str(), l.workload.empty() ? "" : (" workload '" + V(l.workload) + "'").c_str(), Num(*l.ladder.value).c_str(), Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
+    o += Line("frontier: %s on box %s%s = %s (gate %s under policy v%d), set by change %lld run %lld (%s)",
+              V(l.metric).c_str(), V(l.box).c_str(),
+              l.workload.empty() ? "" : (" workload '" + V(l.workload) + "'").c_str(), Num(*l.ladder.value).c_str(),
+              Num(f.gate_frac * *l.ladder.value).c_str(), f.policy_version,
               static_cast<long long>(last->event.change_id), static_cast<long long>(last->event.run_id),
               V(last->event.reason).c_str());
     const int not_counted = static_cast<int>(l.ladder.steps.size()) - l.counted_events();
@@ -449,11 +462,12 @@ std::string ToText(const HistoryView& h) {
   if (h.retractions) {
     o += Line("retractions (%zu):", h.retractions->size());
     for (const auto& r : *h.retractions)
-      o += Line("  run %lld of change %lld \"%s\": gain %s (base %s, head %s); cause: %s%s",
-                static_cast<long long>(r.retraction.run_id), static_cast<long long>(r.change), V(r.title).c_str(),
-                Pct(r.gain).c_str(), Num(r.base_median).c_str(), Num(r.head_median).c_str(), V(r.retraction.reason).c_str(),
-                r.retraction.replaced_by_run ? ("; replaced by run " + std::to_string(*r.retraction.replaced_by_run)).c_str()
-                                             : "");
+      o += Line(
+          "  run %lld of change %lld \"%s\": gain %s (base %s, head %s); cause: %s%s",
+          static_cast<long long>(r.retraction.run_id), static_cast<long long>(r.change), V(r.title).c_str(),
+          Pct(r.gain).c_str(), Num(r.base_median).c_str(), Num(r.head_median).c_str(), V(r.retraction.reason).c_str(),
+          r.retraction.replaced_by_run ? ("; replaced by run " + std::to_string(*r.retraction.replaced_by_run)).c_str()
+                                       : "");
   }
   if (h.none) {
     o += Line("parked changes (%zu):", h.none->size());

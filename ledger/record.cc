@@ -36,10 +36,13 @@ namespace {
 // The identity (ledger/identity.h) of every run `filter` chooses: a SQL
 // condition on runs r joined to changes c, with `args`. Each side as its first
 // recorded artifact row says, with its change's command.
-Result<std::map<int64_t, ChangeIdentity>> IdentitiesOf(Db& d, const std::string& filter, const std::vector<Value>& args) {
+Result<std::map<int64_t, ChangeIdentity>> IdentitiesOf(Db& d, const std::string& filter,
+                                                       const std::vector<Value>& args) {
   const std::string runs = "(SELECT r.id FROM runs r JOIN changes c ON c.id = r.change_id WHERE " + filter + ")";
   VERITY_ASSIGN_OR_RETURN(auto cmds, d.Query("SELECT r.id, c.base_cmd, c.head_cmd FROM runs r JOIN changes c ON "
-                                             "c.id = r.change_id WHERE " + filter, args));
+                                             "c.id = r.change_id WHERE " +
+                                                 filter,
+                                             args));
   std::map<int64_t, std::pair<SideRun, SideRun>> sides;
   for (const auto& r : cmds) {
     auto& s = sides[AsInt(r[0])];
@@ -47,7 +50,9 @@ Result<std::map<int64_t, ChangeIdentity>> IdentitiesOf(Db& d, const std::string&
     s.second.command = AsText(r[2]);
   }
   VERITY_ASSIGN_OR_RETURN(auto arts, d.Query("SELECT a.run_id, a.side, a.build_id, a.artifact_sha256 FROM artifacts a "
-                                             "WHERE a.run_id IN " + runs + " ORDER BY a.id", args));
+                                             "WHERE a.run_id IN " +
+                                                 runs + " ORDER BY a.id",
+                                             args));
   std::set<std::pair<int64_t, bool>> seen;
   for (const auto& r : arts) {
     const bool head = AsText(r[1]) != "base";
@@ -74,11 +79,11 @@ Result<int> SpentAttempts(Db& d, int64_t run_id, int64_t change_id, const std::s
   // (policy v6; v4 waited for the first look, so a run killed in round 9 of a
   // start that looked bad was resubmitted at attempt 0: issue 41, finding 10).
   VERITY_ASSIGN_OR_RETURN(
-      auto ids,
-      IdentitiesOf(d, "r.id != ? AND (r.change_id = ? OR (c.kind = ? AND c.metric = ?)) AND "
-                      "(EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.base_median IS NOT NULL) OR "
-                      " COALESCE((SELECT max(x.round) FROM samples x WHERE x.run_id = r.id), 0) >= 1)",
-                   {run_id, change_id, kind, metric}));
+      auto ids, IdentitiesOf(d,
+                             "r.id != ? AND (r.change_id = ? OR (c.kind = ? AND c.metric = ?)) AND "
+                             "(EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.base_median IS NOT NULL) OR "
+                             " COALESCE((SELECT max(x.round) FROM samples x WHERE x.run_id = r.id), 0) >= 1)",
+                             {run_id, change_id, kind, metric}));
   VERITY_ASSIGN_OR_RETURN(auto own, d.Query("SELECT id FROM runs WHERE change_id = ?", {change_id}));
   std::set<int64_t> mine;
   for (const auto& r : own) mine.insert(AsInt(r[0]));
@@ -89,10 +94,11 @@ Result<int> SpentAttempts(Db& d, int64_t run_id, int64_t change_id, const std::s
 }
 
 Result<std::optional<PairPrediction>> FirstPredictionOfPair(Db& d, int64_t change_id, const std::string& metric,
-                                                           const ChangeIdentity& id) {
+                                                            const ChangeIdentity& id) {
   if (!id.IsPair()) return std::optional<PairPrediction>();
-  VERITY_ASSIGN_OR_RETURN(auto ids, IdentitiesOf(d, "c.kind = 'change' AND c.metric = ? AND c.id < ? AND "
-                                                    "c.predict_pct IS NOT NULL",
+  VERITY_ASSIGN_OR_RETURN(auto ids, IdentitiesOf(d,
+                                                 "c.kind = 'change' AND c.metric = ? AND c.id < ? AND "
+                                                 "c.predict_pct IS NOT NULL",
                                                  {metric, change_id}));
   std::optional<int64_t> first;
   for (const auto& [run, other] : ids)
@@ -117,12 +123,13 @@ Status InsertGuard(Db& d, int64_t score_id, const GuardResult& g) {
                                                                       {"regressed", int64_t{g.regressed}},
                                                                       {"declared", int64_t{g.declared}}}));
   if (!g.floor) return OkStatus();
-  return d.InsertSealed("score_guard_floors", {{"guard_id", id},
-                                               {"base_median", g.base_median},
-                                               {"head_median", g.head_median},
-                                               {"amount", g.floor->amount},
-                                               {"unit", g.floor->unit},
-                                               {"beyond_gate", int64_t{g.beyond_gate}}})
+  return d
+      .InsertSealed("score_guard_floors", {{"guard_id", id},
+                                           {"base_median", g.base_median},
+                                           {"head_median", g.head_median},
+                                           {"amount", g.floor->amount},
+                                           {"unit", g.floor->unit},
+                                           {"beyond_gate", int64_t{g.beyond_gate}}})
       .status();
 }
 }  // namespace
@@ -147,34 +154,33 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
                                                                 {"note", o.note},
                                                                 {"scored_at", NowUtc()}}));
   const char* decision = "none";
-  if (sr) decision = sr->decision == Decision::kAbove ? "above" : sr->decision == Decision::kBelow ? "below" : "unresolved";
-  VERITY_RETURN_IF_ERROR(d.InsertSealed(
-      "score_stats", {{"score_id", id},
-                      {"metric", metric},
-                      {"attempt", int64_t{o.attempt}},
-                      {"alpha", Opt(o.alpha)},
-                      {"ratio", sr ? Opt(sr->ratio.estimate) : Value()},
-                      {"ratio_low", sr ? Opt(sr->ratio.low) : Value()},
-                      {"ratio_high", sr ? Opt(sr->ratio.high) : Value()},
-                      {"decision", std::string(decision)}}));
+  if (sr)
+    decision = sr->decision == Decision::kAbove ? "above" : sr->decision == Decision::kBelow ? "below" : "unresolved";
+  VERITY_RETURN_IF_ERROR(d.InsertSealed("score_stats", {{"score_id", id},
+                                                        {"metric", metric},
+                                                        {"attempt", int64_t{o.attempt}},
+                                                        {"alpha", Opt(o.alpha)},
+                                                        {"ratio", sr ? Opt(sr->ratio.estimate) : Value()},
+                                                        {"ratio_low", sr ? Opt(sr->ratio.low) : Value()},
+                                                        {"ratio_high", sr ? Opt(sr->ratio.high) : Value()},
+                                                        {"decision", std::string(decision)}}));
   if (sr)
     for (const auto& g : sr->guards) VERITY_RETURN_IF_ERROR(InsertGuard(d, id, g));
   return OkStatus();
 }
 
 // Inserts a frontier event with how it moves the ladder; returns its id.
-Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id,
-                                    const std::string& reason, double value_now, std::optional<double> ratio,
-                                    std::optional<int64_t> undoes_run) {
+Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id, const std::string& reason,
+                                    double value_now, std::optional<double> ratio, std::optional<int64_t> undoes_run) {
   VERITY_ASSIGN_OR_RETURN(int64_t ev, d.InsertSealed("frontier_events", {{"metric", key.metric},
                                                                          {"box_id", key.box_id},
                                                                          {"value", value_now},
                                                                          {"run_id", run_id},
                                                                          {"reason", reason},
                                                                          {"at", NowUtc()}}));
-  VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_moves", {{"event_id", ev},
-                                                           {"ratio", Opt(ratio)},
-                                                           {"undoes_run", undoes_run ? Value(*undoes_run) : Value()}}));
+  VERITY_RETURN_IF_ERROR(d.InsertSealed(
+      "frontier_moves",
+      {{"event_id", ev}, {"ratio", Opt(ratio)}, {"undoes_run", undoes_run ? Value(*undoes_run) : Value()}}));
   VERITY_RETURN_IF_ERROR(
       d.InsertSealed("frontier_event_workloads", {{"event_id", ev}, {"workload", key.workload}}).status());
   return ev;
@@ -207,12 +213,13 @@ void FillFromScore(const ScoreResult& r, Outcome* o) {
   o->note = r.note;
   o->guards = nlohmann::json::array();
   for (const auto& g : r.guards)
-    o->guards.push_back({{"metric", g.metric},
-                         {"gain", g.bounds.estimate - 1.0},
-                         {"low", std::isfinite(g.bounds.low) ? nlohmann::json(g.bounds.low - 1.0) : nlohmann::json()},
-                         {"high", std::isfinite(g.bounds.high) ? nlohmann::json(g.bounds.high - 1.0) : nlohmann::json()},
-                         {"regressed", g.regressed},
-                         {"declared", g.declared}});
+    o->guards.push_back(
+        {{"metric", g.metric},
+         {"gain", g.bounds.estimate - 1.0},
+         {"low", std::isfinite(g.bounds.low) ? nlohmann::json(g.bounds.low - 1.0) : nlohmann::json()},
+         {"high", std::isfinite(g.bounds.high) ? nlohmann::json(g.bounds.high - 1.0) : nlohmann::json()},
+         {"regressed", g.regressed},
+         {"declared", g.declared}});
   // From v3 on: the size behind the verdict, in the metric's unit.
   for (size_t i = 0; i < r.guards.size(); i++) {
     const GuardResult& g = r.guards[i];

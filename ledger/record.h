@@ -35,16 +35,15 @@ struct PairPrediction {
   double predict_pct = 0;
 };
 Result<std::optional<PairPrediction>> FirstPredictionOfPair(Db& d, int64_t change_id, const std::string& metric,
-                                                           const ChangeIdentity& id);
+                                                            const ChangeIdentity& id);
 // What run `run_id` is (ledger/identity.h), from its recorded artifacts and its change's commands.
 Result<ChangeIdentity> IdentityOfRun(Db& d, int64_t run_id);
 // Records the score row of `o`, its statistics and guards (from `sr` when speed was measured).
 Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, const std::string& metric,
                    const std::optional<ScoreResult>& sr);
 // Inserts a frontier event with how it moves the ladder; returns its id.
-Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id,
-                                    const std::string& reason, double value_now, std::optional<double> ratio,
-                                    std::optional<int64_t> undoes_run);
+Result<int64_t> InsertFrontierEvent(Db& d, const FrontierKey& key, int64_t run_id, const std::string& reason,
+                                    double value_now, std::optional<double> ratio, std::optional<int64_t> undoes_run);
 // The run of `change_id` whose factor is live in the ladder now (or, with
 // `live_only` false, whose frontier event was recorded last), if any.
 Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const FrontierKey& key, bool live_only);

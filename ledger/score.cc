@@ -64,7 +64,8 @@ std::string FloorText(const GuardResult& g) {
   if (!g.floor) return "";
   const std::string by = AmountText(g.worse_by(), g.floor->unit, true);
   if (g.within_floor()) return "within floor " + AmountText(g.floor->amount, g.floor->unit, false) + " (" + by + ")";
-  if (g.regressed && g.floor->amount > 0.0) return "beyond floor " + AmountText(g.floor->amount, g.floor->unit, false) + " (" + by + ")";
+  if (g.regressed && g.floor->amount > 0.0)
+    return "beyond floor " + AmountText(g.floor->amount, g.floor->unit, false) + " (" + by + ")";
   return "";
 }
 
@@ -171,17 +172,18 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     }
   const std::string regression_note =
       "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
-  const std::string unverified_note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+  const std::string unverified_note =
+      "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
   const bool decode = in.primary.metric == "decode_tok_s";
-  const bool applies = decode && in.read_bytes_per_s && in.head_bytes_per_token &&
-                       *in.head_bytes_per_token >= p.ceiling_min_bytes;
+  const bool applies =
+      decode && in.read_bytes_per_s && in.head_bytes_per_token && *in.head_bytes_per_token >= p.ceiling_min_bytes;
   const double limit = applies ? p.ceiling_tolerance * *in.read_bytes_per_s / *in.head_bytes_per_token : INFINITY;
   if (r.head_median > limit) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
-             " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) +
-             " GB/s, above " + in.ceiling_of + " measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) +
-             " GB/s (x" + NumText(p.ceiling_tolerance, 3) + " for measurement error)";
+             " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) + " GB/s, above " +
+             in.ceiling_of + " measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) + " GB/s (x" +
+             NumText(p.ceiling_tolerance, 3) + " for measurement error)";
   } else if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head is " + NumText(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
@@ -223,7 +225,8 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
     }
   }
   for (const auto& g : r.guards)
-    if (g.regressed && g.declared) r.note += "; declared regression on " + g.metric + " " + PctText(g.bounds.estimate - 1.0);
+    if (g.regressed && g.declared)
+      r.note += "; declared regression on " + g.metric + " " + PctText(g.bounds.estimate - 1.0);
   for (const auto& g : r.guards)
     if (g.within_floor()) r.note += "; guard " + g.metric + " " + PctText(g.bounds.estimate - 1.0) + " " + FloorText(g);
   if (r.surprise && r.verdict != Verdict::kHeldSurprise) r.note += "; surprise vs prediction";

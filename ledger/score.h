@@ -15,15 +15,15 @@
 namespace verity::ledger {
 
 enum class Verdict {
-  kAccepted,            // significantly above the gate, evidence bound: moves the frontier
-  kNone,                // not shown above the gate: parked, re-measured when the frontier moves
-  kRejectedParity,      // correctness gate failed or evidence too thin / not bound; speed never measured
-  kRejectedImplausible, // head/base above the plausibility ceiling
-  kRejectedRegression,  // a guard metric regressed beyond the gate, undeclared
-  kHeldSurprise,        // far from the prediction: held until deep parity confirms
-  kUnverified,          // would be accepted, but no parity evidence bound to the head artifact
-  kRefused,             // a revert (or reapply) without the evidence it needs
-  kFailed,              // the run could not complete (a command failed)
+  kAccepted,             // significantly above the gate, evidence bound: moves the frontier
+  kNone,                 // not shown above the gate: parked, re-measured when the frontier moves
+  kRejectedParity,       // correctness gate failed or evidence too thin / not bound; speed never measured
+  kRejectedImplausible,  // head/base above the plausibility ceiling
+  kRejectedRegression,   // a guard metric regressed beyond the gate, undeclared
+  kHeldSurprise,         // far from the prediction: held until deep parity confirms
+  kUnverified,           // would be accepted, but no parity evidence bound to the head artifact
+  kRefused,              // a revert (or reapply) without the evidence it needs
+  kFailed,               // the run could not complete (a command failed)
 };
 // The verdict's name as stored: "accepted", "none", "rejected-parity", ...
 const char* VerdictName(Verdict v);
@@ -96,8 +96,8 @@ struct GuardResult {
   Bounds bounds;
   double base_median = 0.0, head_median = 0.0;  // over the scored rounds, in the metric's own unit
   std::optional<GuardFloor> floor;              // the policy's floor for its unit (v3 on)
-  bool beyond_gate = false;   // significantly worse by at least the gate (v2's whole test)
-  bool regressed = false;     // beyond the gate and, from v3 on, worse by more than the floor
+  bool beyond_gate = false;                     // significantly worse by at least the gate (v2's whole test)
+  bool regressed = false;                       // beyond the gate and, from v3 on, worse by more than the floor
   bool declared = false;
   // How much worse the head is than the base, in the metric's unit (> 0: worse).
   double worse_by() const { return higher_is_better ? base_median - head_median : head_median - base_median; }
@@ -109,14 +109,14 @@ struct ScoreResult {
   Verdict verdict = Verdict::kNone;
   Tier tier = Tier::kNone;
   Decision decision = Decision::kUnresolved;
-  Bounds ratio;                   // median per-round ratio and its bounds at the deciding look
-  double gain = 0.0;              // ratio.estimate - 1: the head against its own base
+  Bounds ratio;       // median per-round ratio and its bounds at the deciding look
+  double gain = 0.0;  // ratio.estimate - 1: the head against its own base
   double base_median = 0.0, head_median = 0.0;
   double frontier_before = 0.0, frontier_after = 0.0;
-  double gate = 0.0;              // absolute: gate_frac x frontier_before
-  bool seeds_frontier = false;    // the frontier was empty: frontier_before is this run's base
-  bool moves_frontier = false;    // frontier_after = frontier_before x factor
-  double factor = 1.0;            // the frontier's factor in metric units: the ratio, or 1/ratio when lower is better
+  double gate = 0.0;            // absolute: gate_frac x frontier_before
+  bool seeds_frontier = false;  // the frontier was empty: frontier_before is this run's base
+  bool moves_frontier = false;  // frontier_after = frontier_before x factor
+  double factor = 1.0;          // the frontier's factor in metric units: the ratio, or 1/ratio when lower is better
   bool surprise = false;
   std::vector<GuardResult> guards;
   std::string note;

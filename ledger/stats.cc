@@ -141,7 +141,8 @@ std::optional<std::string> CheckRequestedRounds(const SequentialPlan& policy, in
     return "a maximum of " + std::to_string(max_rounds) + " rounds is below the policy floor of " +
            std::to_string(policy.max_rounds) + " rounds (more are allowed, fewer never)";
   if (max_rounds < min_rounds)
-    return "a maximum of " + std::to_string(max_rounds) + " rounds is below the minimum of " + std::to_string(min_rounds);
+    return "a maximum of " + std::to_string(max_rounds) + " rounds is below the minimum of " +
+           std::to_string(min_rounds);
   return std::nullopt;
 }
 

@@ -21,8 +21,8 @@ namespace verity::ledger {
 namespace {
 
 // pg_type OIDs of the result types the ledger reads.
-constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26, kFloat4 = 700,
-              kFloat8 = 701, kNumeric = 1700;
+constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26, kFloat4 = 700, kFloat8 = 701,
+              kNumeric = 1700;
 // pg_advisory_xact_lock's key for "one writer at a time" ("veri", 1).
 constexpr const char* kWriterLock = "SELECT pg_advisory_xact_lock(1986359913, 1)";
 // How long a lost connection is retried at a transaction boundary (a restart).
@@ -34,7 +34,9 @@ struct ResultDeleter {
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
 void IgnoreNotice(void*, const char*) {}
-bool IsNullValue(const Value& v) { return std::holds_alternative<std::monostate>(v); }  // "already exists, skipping" and the like
+bool IsNullValue(const Value& v) {
+  return std::holds_alternative<std::monostate>(v);
+}  // "already exists, skipping" and the like
 
 // PostgreSQL text cannot hold a NUL byte, and a ledger keeps every byte a
 // command printed: in the database \0 is kept as \x01\x02 and \x01 as \x01\x01
@@ -109,14 +111,16 @@ std::vector<std::string> CatalogQueries() {
       "SELECT 'index', c.relname::text, t.relname::text, pg_get_indexdef(c.oid) || ' valid=' || i.indisvalid::text || "
       "' ready=' || i.indisready::text || ' live=' || i.indislive::text FROM pg_index i JOIN pg_class c ON c.oid = "
       "i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace AND "
-      "n.nspname = ?1 WHERE " + OwnObject("pg_class", "c.oid"),
+      "n.nspname = ?1 WHERE " +
+          OwnObject("pg_class", "c.oid"),
       "SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'materialized view' END, c.relname::text, c.relname::text, "
       "pg_get_viewdef(c.oid) || ' options=' || coalesce(array_to_string(c.reloptions, ','), '') FROM pg_class c JOIN "
       "pg_namespace n ON n.oid = c.relnamespace AND n.nspname = ?1 WHERE c.relkind IN ('v', 'm') AND " +
           OwnObject("pg_class", "c.oid"),
       "SELECT 'relation', c.relname::text, c.relname::text, 'kind=' || c.relkind::text FROM pg_class c JOIN "
       "pg_namespace n ON n.oid = c.relnamespace AND n.nspname = ?1 WHERE c.relkind NOT IN ('r', 'p', 'f', 'i', 'I', "
-      "'v', 'm') AND " + OwnObject("pg_class", "c.oid"),
+      "'v', 'm') AND " +
+          OwnObject("pg_class", "c.oid"),
       // A trigger is when it fires, what it calls, and whether it is enabled.
       "SELECT 'trigger', g.tgname::text, c.relname::text, pg_get_triggerdef(g.oid) || ' enabled=' || g.tgenabled::text "
       "FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace AND "
@@ -134,14 +138,17 @@ std::vector<std::string> CatalogQueries() {
       "'(' || pg_get_function_identity_arguments(p.oid) || ')', '', CASE WHEN p.prokind = 'a' THEN (SELECT "
       "format('transition %s state %s final %s', a.aggtransfn::regproc, format_type(a.aggtranstype, NULL), "
       "a.aggfinalfn::regproc) FROM pg_aggregate a WHERE a.aggfnoid = p.oid) ELSE pg_get_functiondef(p.oid) END FROM "
-      "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = ?1 WHERE " + OwnObject("pg_proc", "p.oid"),
+      "pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname = ?1 WHERE " +
+          OwnObject("pg_proc", "p.oid"),
       "SELECT 'operator', o.oprname || '(' || format_type(o.oprleft, NULL) || ', ' || format_type(o.oprright, NULL) || "
       "')', '', 'function ' || o.oprcode::regproc::text FROM pg_operator o JOIN pg_namespace n ON n.oid = "
-      "o.oprnamespace AND n.nspname = ?1 WHERE " + OwnObject("pg_operator", "o.oid"),
+      "o.oprnamespace AND n.nspname = ?1 WHERE " +
+          OwnObject("pg_operator", "o.oid"),
       // Types but a table's row type and the array type every type gets.
       "SELECT 'type', t.typname::text, '', 'kind=' || t.typtype::text || ' base=' || format_type(t.typbasetype, NULL) "
       "FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace AND n.nspname = ?1 WHERE t.typrelid = 0 AND NOT "
-      "EXISTS (SELECT 1 FROM pg_type e WHERE e.typarray = t.oid) AND " + OwnObject("pg_type", "t.oid")};
+      "EXISTS (SELECT 1 FROM pg_type e WHERE e.typarray = t.oid) AND " +
+          OwnObject("pg_type", "t.oid")};
   // Other objects a schema can hold, by name: none is the ledger's.
   const char* named[][4] = {{"collation", "pg_collation", "collname", "collnamespace"},
                             {"conversion", "pg_conversion", "conname", "connamespace"},
@@ -154,7 +161,8 @@ std::vector<std::string> CatalogQueries() {
                             {"text search template", "pg_ts_template", "tmplname", "tmplnamespace"}};
   for (const auto& k : named)
     q.push_back(std::string("SELECT '") + k[0] + "', x." + k[2] + "::text, '', '' FROM " + k[1] +
-                " x JOIN pg_namespace n ON n.oid = x." + k[3] + " AND n.nspname = ?1 WHERE " + OwnObject(k[1], "x.oid"));
+                " x JOIN pg_namespace n ON n.oid = x." + k[3] + " AND n.nspname = ?1 WHERE " +
+                OwnObject(k[1], "x.oid"));
   return q;
 }
 
@@ -214,7 +222,8 @@ class PostgresStore : public Store {
     PgResult res;
     VERITY_RETURN_IF_ERROR(Retrying([&]() -> Status {
       VERITY_ASSIGN_OR_RETURN(const std::string stmt, Prepared(sql));
-      res.reset(PQexecPrepared(conn_, stmt.c_str(), static_cast<int>(params.size()), params.data(), nullptr, nullptr, 0));
+      res.reset(
+          PQexecPrepared(conn_, stmt.c_str(), static_cast<int>(params.size()), params.data(), nullptr, nullptr, 0));
       return Check(res.get(), sql);
     }));
     return res;
@@ -268,8 +277,9 @@ class PostgresStore : public Store {
     Status s = Check(r.get(), "COMMIT");
     in_txn_ = false;
     if (!s.ok() && PQstatus(conn_) != CONNECTION_OK)
-      return Status::Error(s.message() + " (the connection was lost at COMMIT: whether the server kept this "
-                                         "transaction is unknown; `verity ledger verify` shows what it holds)");
+      return Status::Error(s.message() +
+                           " (the connection was lost at COMMIT: whether the server kept this "
+                           "transaction is unknown; `verity ledger verify` shows what it holds)");
     return s;
   }
 
@@ -300,8 +310,9 @@ class PostgresStore : public Store {
       id = "?";
       args.insert(args.begin(), *given);
     }
-    VERITY_ASSIGN_OR_RETURN(auto rows, Run("INSERT INTO " + table + " (" + names + ") VALUES (" + id + marks +
-                                               ") RETURNING " + key, args, nullptr));
+    VERITY_ASSIGN_OR_RETURN(
+        auto rows,
+        Run("INSERT INTO " + table + " (" + names + ") VALUES (" + id + marks + ") RETURNING " + key, args, nullptr));
     return std::get<int64_t>(rows.at(0).at(0));
   }
 
@@ -313,9 +324,10 @@ class PostgresStore : public Store {
   }
 
   Result<std::vector<Column>> Columns(const std::string& table) override {
-    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT column_name, data_type FROM information_schema.columns WHERE "
-                                           "table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
-                                           {table}, nullptr));
+    VERITY_ASSIGN_OR_RETURN(auto rows,
+                            Run("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                                "table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+                                {table}, nullptr));
     std::vector<Column> out;
     for (const auto& r : rows) out.push_back({std::get<std::string>(r[0]), SqliteType(std::get<std::string>(r[1]))});
     return out;
@@ -330,11 +342,12 @@ class PostgresStore : public Store {
 
   Result<std::vector<TriggerDef>> Triggers() override {
     VERITY_ASSIGN_OR_RETURN(
-        auto rows, Run("SELECT t.tgname::text, c.relname::text, t.tgtype::int8, t.tgenabled::text, p.proname::text, "
-                       "l.lanname::text, p.prosrc FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN "
-                       "pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language "
-                       "l ON l.oid = p.prolang WHERE NOT t.tgisinternal AND n.nspname = current_schema() ORDER BY t.oid",
-                       {}, nullptr));
+        auto rows,
+        Run("SELECT t.tgname::text, c.relname::text, t.tgtype::int8, t.tgenabled::text, p.proname::text, "
+            "l.lanname::text, p.prosrc FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN "
+            "pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language "
+            "l ON l.oid = p.prolang WHERE NOT t.tgisinternal AND n.nspname = current_schema() ORDER BY t.oid",
+            {}, nullptr));
     std::vector<TriggerDef> out;
     for (const auto& r : rows)
       out.push_back({std::get<std::string>(r[0]), std::get<std::string>(r[1]),
@@ -347,14 +360,16 @@ class PostgresStore : public Store {
     std::vector<TriggerDef> out;
     for (const auto& sql : migrations)
       for (const auto& t : dialect::TriggersIn(sql))
-        out.push_back({t.name, t.table,
-                       Definition(dialect::PostgresTriggerType(t), "O", t.name, "plpgsql", dialect::PostgresTriggerBody(t))});
+        out.push_back(
+            {t.name, t.table,
+             Definition(dialect::PostgresTriggerType(t), "O", t.name, "plpgsql", dialect::PostgresTriggerBody(t))});
     return out;
   }
 
   // The live schema of the ledger's namespace, from the catalogs.
   Result<std::vector<TriggerDef>> SchemaObjects() override {
-    VERITY_ASSIGN_OR_RETURN(auto nsp, Run("SELECT current_schema()::text, quote_ident(current_schema())::text", {}, nullptr));
+    VERITY_ASSIGN_OR_RETURN(auto nsp,
+                            Run("SELECT current_schema()::text, quote_ident(current_schema())::text", {}, nullptr));
     return CatalogObjects(std::get<std::string>(nsp.at(0).at(0)), std::get<std::string>(nsp.at(0).at(1)));
   }
 
@@ -378,10 +393,11 @@ class PostgresStore : public Store {
   // and this role may run it; integrity_check_ says which.
   Result<std::string> IntegrityProblem() override {
     VERITY_ASSIGN_OR_RETURN(
-        auto ext, Run("SELECT quote_ident(n.nspname)::text, has_function_privilege(p.oid, 'EXECUTE') FROM pg_extension x "
-                      "JOIN pg_namespace n ON n.oid = x.extnamespace JOIN pg_proc p ON p.pronamespace = n.oid AND "
-                      "p.proname = 'bt_index_check' AND p.pronargs = 2 WHERE x.extname = 'amcheck'",
-                      {}, nullptr));
+        auto ext,
+        Run("SELECT quote_ident(n.nspname)::text, has_function_privilege(p.oid, 'EXECUTE') FROM pg_extension x "
+            "JOIN pg_namespace n ON n.oid = x.extnamespace JOIN pg_proc p ON p.pronamespace = n.oid AND "
+            "p.proname = 'bt_index_check' AND p.pronargs = 2 WHERE x.extname = 'amcheck'",
+            {}, nullptr));
     if (ext.empty() || std::get<int64_t>(ext[0][1]) == 0) {
       integrity_check_ = ext.empty() ? "amcheck=not-installed" : "amcheck=not-permitted";
       return std::string();
@@ -434,7 +450,8 @@ class PostgresStore : public Store {
     VERITY_RETURN_IF_ERROR(ExecPostgres("SET LOCAL search_path = pg_temp", "SET LOCAL search_path"));
     VERITY_RETURN_IF_ERROR(ExecPostgres(dialect::ToPostgres(kMigrationTableSql, "pg_temp"), kMigrationTableSql));
     for (const auto& sql : migrations) VERITY_RETURN_IF_ERROR(ExecPostgres(dialect::ToPostgres(sql, "pg_temp"), sql));
-    VERITY_ASSIGN_OR_RETURN(auto nsp, Run("SELECT nspname::text FROM pg_namespace WHERE oid = pg_my_temp_schema()", {}, nullptr));
+    VERITY_ASSIGN_OR_RETURN(auto nsp,
+                            Run("SELECT nspname::text FROM pg_namespace WHERE oid = pg_my_temp_schema()", {}, nullptr));
     if (nsp.empty()) return Status::Error(name_ + ": the migrations' replay in pg_temp made no temporary schema");
     return CatalogObjects(std::get<std::string>(nsp[0][0]), "pg_temp");
   }
@@ -443,12 +460,17 @@ class PostgresStore : public Store {
   // (a ledger whose schema cannot be compared does not verify).
   Status RequireTempPrivilege() {
     VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT has_database_privilege(current_database(), 'TEMP'), "
-                                           "current_user::text, current_database()::text", {}, nullptr));
+                                           "current_user::text, current_database()::text",
+                                           {}, nullptr));
     if (std::get<int64_t>(rows.at(0)[0]) != 0) return OkStatus();
     const std::string role = std::get<std::string>(rows[0][1]), db = std::get<std::string>(rows[0][2]);
-    return Status::Error(name_ + ": ledger verify compares the schema with what the migrations create by replaying "
-                         "them in a temporary schema (pg_temp), and role " + role + " lacks the TEMP privilege on "
-                         "database " + db + ": GRANT TEMP ON DATABASE " + db + " TO " + role);
+    return Status::Error(name_ +
+                         ": ledger verify compares the schema with what the migrations create by replaying "
+                         "them in a temporary schema (pg_temp), and role " +
+                         role +
+                         " lacks the TEMP privilege on "
+                         "database " +
+                         db + ": GRANT TEMP ON DATABASE " + db + " TO " + role);
   }
 
   // Runs PostgreSQL SQL as is (no dialect rewrite); `what` names it in errors.
@@ -487,7 +509,8 @@ class PostgresStore : public Store {
   // The database must keep bytes as given and sort text by bytes, as SQLite does.
   Status CheckDatabase() {
     VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT pg_encoding_to_char(encoding)::text, datcollate::text FROM "
-                                           "pg_database WHERE datname = current_database()", {}, nullptr));
+                                           "pg_database WHERE datname = current_database()",
+                                           {}, nullptr));
     const std::string enc = std::get<std::string>(rows.at(0)[0]), coll = std::get<std::string>(rows.at(0)[1]);
     if (enc == "SQL_ASCII" && (coll == "C" || coll == "POSIX")) return OkStatus();
     return Status::Error(name_ + ": this database has encoding " + enc + " and collation " + coll +
@@ -600,7 +623,7 @@ class PostgresStore : public Store {
   std::string url_, name_;
   bool read_only_ = false, in_txn_ = false;
   std::string integrity_check_ = "amcheck=not-run";  // what IntegrityProblem ran
-  std::map<std::string, std::string> prepared_;  // SQLite text -> prepared statement name
+  std::map<std::string, std::string> prepared_;      // SQLite text -> prepared statement name
 };
 
 }  // namespace

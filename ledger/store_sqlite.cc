@@ -25,14 +25,15 @@ class SqliteStore : public Store {
     (void)no_memstatus;
     path_ = path;
     if (read_only) {
-      struct stat st{};
+      struct stat st {};
       if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such ledger file");
       if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a ledger file (not a regular file)");
     }
     // NOMUTEX: a connection belongs to one Ledger, used by one thread at a
     // time (concurrent submitters each open their own); SQLite's per-call
     // locking of it was a twentieth of a sealed insert.
-    const int flags = SQLITE_OPEN_NOMUTEX | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    const int flags =
+        SQLITE_OPEN_NOMUTEX | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
       return Status::Error(path + (read_only ? ": cannot open ledger read-only: " : ": cannot open ledger: ") +
                            (db_ ? sqlite3_errmsg(db_) : "out of memory"));
@@ -108,12 +109,14 @@ class SqliteStore : public Store {
   }
 
   Result<bool> HasTable(const std::string& table) override {
-    VERITY_ASSIGN_OR_RETURN(auto rows, Run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", {table}, nullptr));
+    VERITY_ASSIGN_OR_RETURN(auto rows,
+                            Run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", {table}, nullptr));
     return !rows.empty();
   }
 
   Result<std::vector<Column>> Columns(const std::string& table) override {
-    VERITY_ASSIGN_OR_RETURN(auto info, Run("SELECT name, upper(type) FROM pragma_table_info(?) ORDER BY cid", {table}, nullptr));
+    VERITY_ASSIGN_OR_RETURN(auto info,
+                            Run("SELECT name, upper(type) FROM pragma_table_info(?) ORDER BY cid", {table}, nullptr));
     std::vector<Column> out;
     for (const auto& c : info) out.push_back({std::get<std::string>(c[0]), std::get<std::string>(c[1])});
     return out;
@@ -159,7 +162,8 @@ class SqliteStore : public Store {
   // choose plans, never answers).
   static Result<std::vector<TriggerDef>> SchemaOf(SqliteStore& s) {
     VERITY_ASSIGN_OR_RETURN(auto rows, s.Run("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE "
-                                             "'sqlite_stat%' ORDER BY type, name", {}, nullptr));
+                                             "'sqlite_stat%' ORDER BY type, name",
+                                             {}, nullptr));
     std::vector<TriggerDef> out;
     for (const auto& r : rows)
       out.push_back({std::get<std::string>(r[0]) + " " + std::get<std::string>(r[1]), std::get<std::string>(r[2]),
@@ -169,7 +173,8 @@ class SqliteStore : public Store {
 
   static Result<std::vector<TriggerDef>> TriggersOf(SqliteStore& s) {
     VERITY_ASSIGN_OR_RETURN(auto rows, s.Run("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' "
-                                             "ORDER BY rowid", {}, nullptr));
+                                             "ORDER BY rowid",
+                                             {}, nullptr));
     std::vector<TriggerDef> out;
     for (const auto& r : rows)
       out.push_back({std::get<std::string>(r[0]), std::get<std::string>(r[1]),
@@ -180,7 +185,8 @@ class SqliteStore : public Store {
   // The INSERT of these column names into `table`. A table's inserts mostly
   // name the same columns each time: that statement is kept per table and
   // reused when they do, without writing its SQL again.
-  Result<sqlite3_stmt*> InsertStatement(const std::string& table, const std::vector<std::pair<std::string, Value>>& cols) {
+  Result<sqlite3_stmt*> InsertStatement(const std::string& table,
+                                        const std::vector<std::pair<std::string, Value>>& cols) {
     LastInsert& last = last_insert_[table];
     bool same = last.st && last.columns.size() == cols.size();
     for (size_t i = 0; same && i < cols.size(); i++) same = last.columns[i] == cols[i].first;
@@ -259,7 +265,11 @@ class SqliteStore : public Store {
     for (int c = 0; c < n; c++) {
       const int type = sqlite3_column_type(st, c);
       if (cls)
-        *cls += type == SQLITE_NULL ? 'n' : type == SQLITE_INTEGER ? 'i' : type == SQLITE_FLOAT ? 'r' : type == SQLITE_BLOB ? 'b' : 't';
+        *cls += type == SQLITE_NULL      ? 'n'
+                : type == SQLITE_INTEGER ? 'i'
+                : type == SQLITE_FLOAT   ? 'r'
+                : type == SQLITE_BLOB    ? 'b'
+                                         : 't';
       switch (type) {
         case SQLITE_NULL: r[c] = std::monostate{}; break;
         case SQLITE_INTEGER: r[c] = static_cast<int64_t>(sqlite3_column_int64(st, c)); break;

@@ -33,11 +33,12 @@ constexpr int kInputsSchema = 13;
 // Records which box lock the run's measurement holds, and who holds it.
 Status RecordLock(Db& d, int64_t run_id, const measure::BoxLock& lock) {
   return d.Transaction([&]() -> Status {
-    return d.InsertSealed("run_box_locks", {{"run_id", run_id},
-                                            {"path", lock.path()},
-                                            {"holder_pid", int64_t{lock.holder_pid()}},
-                                            {"holder_host", lock.holder_host()},
-                                            {"acquired_at", NowUtc()}})
+    return d
+        .InsertSealed("run_box_locks", {{"run_id", run_id},
+                                        {"path", lock.path()},
+                                        {"holder_pid", int64_t{lock.holder_pid()}},
+                                        {"holder_host", lock.holder_host()},
+                                        {"acquired_at", NowUtc()}})
         .status();
   });
 }
@@ -80,8 +81,8 @@ Result<std::optional<std::string>> CountsOnTheSameMachine(Db& d, const measure::
     for (const std::string& k : CountingKeys(id.head))
       if (auto it = other.counted_heads.find(k); it != other.counted_heads.end())
         return std::optional<std::string>("head " + KeyText(k) + " already counts on box " + AsText(b[1]) +
-                                          ", the same machine under another label (run " +
-                                          std::to_string(it->second) + "): a label names a box, it does not make a "
+                                          ", the same machine under another label (run " + std::to_string(it->second) +
+                                          "): a label names a box, it does not make a "
                                           "second machine");
   }
   return std::optional<std::string>();
@@ -100,11 +101,13 @@ std::string DtypeNameError(const std::string& dtype) {
 Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
   if (req.title.empty()) return Status::Error("a change needs a title");
   if (req.kind != "revert" && !req.predict_pct)
-    return Status::Error("a " + req.kind + " needs a prediction: it is scored against the submitter's prediction, "
+    return Status::Error("a " + req.kind +
+                         " needs a prediction: it is scored against the submitter's prediction, "
                          "recorded before anything is measured");
   for (auto* v : {&req.predict_pct, &req.claim_pct})
     if (*v && !std::isfinite(**v)) return Status::Error("prediction and claim must be finite percentages");
-  if (req.base_cmd.empty() || req.head_cmd.empty()) return Status::Error("a change needs a base and a head bench command");
+  if (req.base_cmd.empty() || req.head_cmd.empty())
+    return Status::Error("a change needs a base and a head bench command");
   if (req.metric.empty()) return Status::Error("the scored metric name must not be empty");
   if (const std::string bad = terminal::FirstInvisible(req.metric); !bad.empty())
     return Status::Error("the metric name '" + terminal::Visible(req.metric) + "' holds " + bad +
@@ -149,10 +152,11 @@ Result<int64_t> Ledger::InsertChange(const ChangeRequest& req) {
 
 Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, db_->Query("SELECT kind, title, author, claim_pct, predict_pct, claim_bit_identical, metric, base_cmd, "
-                            "head_cmd, parity_cmd, base_parity_cmd, base_ref, head_ref, base_sha, head_sha, "
-                            "target_change, reason FROM changes WHERE id = ?",
-                            {change_id}));
+      auto rows,
+      db_->Query("SELECT kind, title, author, claim_pct, predict_pct, claim_bit_identical, metric, base_cmd, "
+                 "head_cmd, parity_cmd, base_parity_cmd, base_ref, head_ref, base_sha, head_sha, "
+                 "target_change, reason FROM changes WHERE id = ?",
+                 {change_id}));
   if (rows.empty()) return Status::Error("change " + std::to_string(change_id) + " does not exist in " + db_->path());
   const Row& r = rows[0];
   ChangeRequest c;
@@ -173,11 +177,12 @@ Result<ChangeRequest> Ledger::LoadChange(int64_t change_id) {
   c.head_sha = AsText(r[14]);
   if (!IsNull(r[15])) c.target_change = AsInt(r[15]);
   c.reason = AsText(r[16]);
-  VERITY_ASSIGN_OR_RETURN(auto acc, db_->Query("SELECT metric FROM accepted_regressions WHERE change_id = ? ORDER BY id",
-                                               {change_id}));
+  VERITY_ASSIGN_OR_RETURN(
+      auto acc, db_->Query("SELECT metric FROM accepted_regressions WHERE change_id = ? ORDER BY id", {change_id}));
   for (const auto& a : acc) c.accept_regressions.push_back(AsText(a[0]));
   if (schema_version_ >= kInputsSchema) {
-    VERITY_ASSIGN_OR_RETURN(auto dt, db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
+    VERITY_ASSIGN_OR_RETURN(auto dt,
+                            db_->Query("SELECT dtype FROM change_reference_dtypes WHERE change_id = ?", {change_id}));
     if (!dt.empty()) c.reference_dtype = AsText(dt[0][0]);
   }
   return c;
@@ -187,15 +192,16 @@ Status Ledger::QueueParked(int64_t frontier_event, const FrontierKey& key) {
   // Parked changes of this ladder: last scored `none` on this workload, not queued already.
   VERITY_ASSIGN_OR_RETURN(
       auto parked,
-      db_->Query("SELECT c.id FROM changes c WHERE c.kind = 'change' AND c.metric = ? AND "
-                 "(SELECT s.verdict FROM scores s JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id "
-                 " ORDER BY s.id DESC LIMIT 1) = 'none' AND "
-                 "(SELECT COALESCE((SELECT w.workload FROM run_workloads w WHERE w.run_id = s.run_id), '') FROM scores s "
-                 " JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1) = ? AND "
-                 "NOT EXISTS (SELECT 1 FROM remeasure_queue q "
-                 " WHERE q.change_id = c.id AND NOT EXISTS (SELECT 1 FROM runs r2 JOIN scores s2 ON s2.run_id = r2.id "
-                 " WHERE r2.queue_id = q.id)) ORDER BY c.id",
-                 {key.metric, key.workload}));
+      db_->Query(
+          "SELECT c.id FROM changes c WHERE c.kind = 'change' AND c.metric = ? AND "
+          "(SELECT s.verdict FROM scores s JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id "
+          " ORDER BY s.id DESC LIMIT 1) = 'none' AND "
+          "(SELECT COALESCE((SELECT w.workload FROM run_workloads w WHERE w.run_id = s.run_id), '') FROM scores s "
+          " JOIN runs r ON s.run_id = r.id WHERE r.change_id = c.id ORDER BY s.id DESC LIMIT 1) = ? AND "
+          "NOT EXISTS (SELECT 1 FROM remeasure_queue q "
+          " WHERE q.change_id = c.id AND NOT EXISTS (SELECT 1 FROM runs r2 JOIN scores s2 ON s2.run_id = r2.id "
+          " WHERE r2.queue_id = q.id)) ORDER BY c.id",
+          {key.metric, key.workload}));
   for (const auto& p : parked)
     VERITY_RETURN_IF_ERROR(db_->InsertSealed(
         "remeasure_queue", {{"change_id", p[0]}, {"frontier_event_id", frontier_event}, {"queued_at", NowUtc()}}));
@@ -207,8 +213,8 @@ Result<Outcome> Ledger::Submit(const ChangeRequest& req, const MeasureOptions& o
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   if (auto bad = RoundsRequestError(pol, opt)) return Status::Error(*bad);
   VERITY_ASSIGN_OR_RETURN(int64_t id, InsertChange(req));
-  if (opt.progress) opt.progress("change " + std::to_string(id) + " recorded with prediction " +
-                                 PctText(*req.predict_pct / 100.0));
+  if (opt.progress)
+    opt.progress("change " + std::to_string(id) + " recorded with prediction " + PctText(*req.predict_pct / 100.0));
   return Measure(id, req, "submit", std::nullopt, opt);
 }
 
@@ -246,7 +252,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
     return OkStatus();
   }));
   VERITY_ASSIGN_OR_RETURN(int attempt, PriorAttempts(d, change_id));
-  VERITY_ASSIGN_OR_RETURN(int64_t run_id, StartRun(change_id, purpose, queue_id, box_id, pol, plan.min_rounds, plan.max_rounds));
+  VERITY_ASSIGN_OR_RETURN(int64_t run_id,
+                          StartRun(change_id, purpose, queue_id, box_id, pol, plan.min_rounds, plan.max_rounds));
   Outcome o;
   o.change = change_id;
   o.run = run_id;
@@ -286,7 +293,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
           o.verdict = Verdict::kRefused;
           o.note = "revert: change " + std::to_string(*c.target_change) +
                    " no longer counts in this box's frontier (reverted or retracted while this revert ran); "
-                   "nothing undone; the evidence was: " + o.note;
+                   "nothing undone; the evidence was: " +
+                   o.note;
           return OkStatus();
         };
         VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(d, *c.target_change, c.metric, box_id));
@@ -295,8 +303,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
         VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(d, *c.target_change, key, true));
         if (!undone) return refuse();
         VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(d, key));
-        VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, "revert", before.value.value_or(0),
-                                                                std::nullopt, undone));
+        VERITY_ASSIGN_OR_RETURN(
+            int64_t ev, InsertFrontierEvent(d, key, run_id, "revert", before.value.value_or(0), std::nullopt, undone));
         VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
         o.frontier_before = before.value;
         o.frontier_after = after.value;
@@ -330,9 +338,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box, nullptr};
   if (!ri.read_box) ri.read_box = measure::ThisBox;
   if (v4)
-    ri.attempt_of = [&](const ChangeIdentity& id) {
-      return SpentAttempts(d, run_id, change_id, c.kind, c.metric, id);
-    };
+    ri.attempt_of = [&](const ChangeIdentity& id) { return SpentAttempts(d, run_id, change_id, c.kind, c.metric, id); };
   auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
   lock.value().reset();  // the lock covers the timings only
   if (!measured.ok()) return fail(measured.status().message());
@@ -380,7 +386,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       VERITY_ASSIGN_OR_RETURN(auto live, FrontierRunOf(d, *c.target_change, key, true));
       if (!live)
         revert_refusal = "revert: change " + std::to_string(*c.target_change) + " does not count on workload '" +
-                         key.workload + "' (what this revert's benches measured) now: never accepted there, retracted, "
+                         key.workload +
+                         "' (what this revert's benches measured) now: never accepted there, retracted, "
                          "or already reverted; nothing banked";
     }
     ScoreInput in;
@@ -397,8 +404,7 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       if (first && (!c.predict_pct || first->predict_pct != *c.predict_pct)) {
         in.predict_frac = first->predict_pct / 100.0;
         prediction_note = "scored against change " + std::to_string(first->change_id) + "'s prediction " +
-                          PctText(first->predict_pct / 100.0) +
-                          ", made before this artifact pair was first measured";
+                          PctText(first->predict_pct / 100.0) + ", made before this artifact pair was first measured";
       }
     }
     in.attempt = attempt;
@@ -415,7 +421,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
         RefuseStep(r, "not a new frontier step: " + *no + "; recorded, nothing banked");
     // One machine, many labels: a step that counts on another label's frontier
     // of this machine (same metric and workload) counts already (finding 6).
-    if (pol.version >= 6 && kind != Kind::kRevert && (r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise)) {
+    if (pol.version >= 6 && kind != Kind::kRevert &&
+        (r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise)) {
       VERITY_ASSIGN_OR_RETURN(auto twin, CountsOnTheSameMachine(d, box, box_id, key, measured->identity));
       if (twin) RefuseStep(r, "not a new frontier step: " + *twin + "; recorded, nothing banked");
     }
@@ -436,8 +443,8 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       VERITY_RETURN_IF_ERROR(
           InsertFrontierEvent(d, key, run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
       say("empty frontier for " + c.metric + " on this box" +
-          (key.workload.empty() ? std::string() : " and workload '" + key.workload + "'") +
-          ": seeded from the base, " + NumText(r.base_median));
+          (key.workload.empty() ? std::string() : " and workload '" + key.workload + "'") + ": seeded from the base, " +
+          NumText(r.base_median));
     }
     if (r.moves_frontier) {
       // A reapply names the revert run it replaces; the ladder counts it only
@@ -449,15 +456,17 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
       } else if (kind == Kind::kRevert) {
         VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, key, true));
       }
-      VERITY_ASSIGN_OR_RETURN(int64_t ev, InsertFrontierEvent(d, key, run_id, kind == Kind::kRevert ? "revert" : "accepted",
-                                                              r.frontier_after, r.factor, undoes));
+      VERITY_ASSIGN_OR_RETURN(int64_t ev,
+                              InsertFrontierEvent(d, key, run_id, kind == Kind::kRevert ? "revert" : "accepted",
+                                                  r.frontier_after, r.factor, undoes));
       // --retract applies only now that the reapply is accepted (a held one: on confirm).
       if (retraction)
         VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
       VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
       if (after.last_event != ev)
-        o.note += "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
-                  "already in the frontier";
+        o.note +=
+            "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
+            "already in the frontier";
       o.frontier_after = after.value;
       VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
     }

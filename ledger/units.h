@@ -15,10 +15,10 @@ namespace verity::ledger {
 enum class UnitKind { kRate, kTime, kMemory };
 
 struct MetricUnit {
-  const char* suffix;    // "_tok_s", "_ms", "_mb", ...
+  const char* suffix;  // "_tok_s", "_ms", "_mb", ...
   UnitKind kind;
-  bool higher_is_better; // rates: higher; times and memory: lower
-  const char* unit;      // how an amount is written: "tok/s", "ms", "MiB"
+  bool higher_is_better;  // rates: higher; times and memory: lower
+  const char* unit;       // how an amount is written: "tok/s", "ms", "MiB"
 };
 
 // Every suffix the ledger knows, rates first.

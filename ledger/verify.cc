@@ -133,7 +133,8 @@ Result<std::unique_ptr<Ledger>> Ledger::OpenForVerify(const std::string& path) {
   VERITY_ASSIGN_OR_RETURN(auto db, Db::OpenReadOnly(path));
   VERITY_ASSIGN_OR_RETURN(const bool has_migrations, db->HasTable("schema_migrations"));
   VERITY_ASSIGN_OR_RETURN(const bool has_chain, db->HasTable("seal_chain"));
-  if (!has_migrations || !has_chain) return Status::Error(path + ": not a verity ledger (no schema_migrations or seal_chain table)");
+  if (!has_migrations || !has_chain)
+    return Status::Error(path + ": not a verity ledger (no schema_migrations or seal_chain table)");
   VERITY_ASSIGN_OR_RETURN(auto version, db->Query("SELECT max(version) FROM schema_migrations"));
   std::unique_ptr<Ledger> l(new Ledger(std::move(db)));
   l->schema_version_ = version.empty() ? 0 : static_cast<int>(AsInt(version[0][0]));
@@ -183,8 +184,8 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   std::string needs_key;            // the first keyed record, when there is no key to check it
   int64_t verified_before_key = 0;  // records fully verified before it
   int64_t matches = 0;
-  std::string first_plain;        // the first plain record
-  std::vector<int64_t> keyings;   // seal_keyings rows sealed with the key
+  std::string first_plain;       // the first plain record
+  std::vector<int64_t> keyings;  // seal_keyings rows sealed with the key
   for (const auto& e : chain) {
     const int64_t seq = AsInt(e[0]);
     const std::string tbl = AsText(e[1]);
@@ -195,7 +196,8 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
     if (!sealed_once.insert({tbl, row_id}).second) return broken(rec + ": record sealed twice");
     if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
     std::vector<std::string> classes;
-    VERITY_ASSIGN_OR_RETURN(auto rows, d.QueryStored("SELECT * FROM " + tbl + " WHERE " + keys[tbl] + " = ?", {row_id}, classes));
+    VERITY_ASSIGN_OR_RETURN(auto rows,
+                            d.QueryStored("SELECT * FROM " + tbl + " WHERE " + keys[tbl] + " = ?", {row_id}, classes));
     if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");
     const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0], classes[0]));
     if (content != AsText(e[3])) return broken(rec + ": stored values differ from what was sealed");
@@ -203,8 +205,9 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
       // Once keyed, always keyed: a plain seal after a keyed one is what a forger
       // without the key would have to write.
       if (r.keyed > 0)
-        return broken(rec + ": sealed with plain sha256 after keyed (hmac-sha256) seals: the chain was extended "
-                            "without the key");
+        return broken(rec +
+                      ": sealed with plain sha256 after keyed (hmac-sha256) seals: the chain was extended "
+                      "without the key");
       if (ChainSeal(prev, tbl, row_id, content) != AsText(e[5])) return broken(rec + ": seal does not recompute");
       if (r.plain_records++ == 0) first_plain = rec;
       r.plain_tip = AsText(e[5]);
@@ -239,12 +242,12 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
     // is not hashed within the default work_mem).
     VERITY_ASSIGN_OR_RETURN(auto count, d.Query("SELECT count(*) FROM " + t));
     if (AsInt(count[0][0]) == sealed_rows[t]) continue;
-    VERITY_ASSIGN_OR_RETURN(
-        auto extra, d.Query("SELECT min(" + keys[t] + ") FROM " + t + " WHERE " + keys[t] +
-                                " NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
-                            {t}));
+    VERITY_ASSIGN_OR_RETURN(auto extra, d.Query("SELECT min(" + keys[t] + ") FROM " + t + " WHERE " + keys[t] +
+                                                    " NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
+                                                {t}));
     if (!extra.empty() && !IsNull(extra[0][0]))
-      return broken(t + "#" + std::to_string(AsInt(extra[0][0])) + ": record was never sealed (added behind the ledger's back)");
+      return broken(t + "#" + std::to_string(AsInt(extra[0][0])) +
+                    ": record was never sealed (added behind the ledger's back)");
   }
   if (!needs_key.empty()) {
     r.records = verified_before_key;
@@ -261,9 +264,11 @@ Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
     VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(keyings, r.plain_records, r.plain_tip));
     if (!named) {
       r.needs_keying = true;
-      return broken(first_plain + ": sealed with plain sha256 while VERITY_LEDGER_KEY is set, and no keyed "
-                    "`ledger start-keying` record names the " + std::to_string(r.plain_records) +
-                    " plain records (up to tip " + r.plain_tip + "): under a key every seal is keyed");
+      return broken(first_plain +
+                    ": sealed with plain sha256 while VERITY_LEDGER_KEY is set, and no keyed "
+                    "`ledger start-keying` record names the " +
+                    std::to_string(r.plain_records) + " plain records (up to tip " + r.plain_tip +
+                    "): under a key every seal is keyed");
     }
   }
   if (matches > 1)

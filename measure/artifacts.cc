@@ -24,26 +24,26 @@ Result<BuiltRef> BuildRef(const std::string& repo, const std::string& ref, const
   namespace fs = std::filesystem;
   BuiltRef b;
   b.ref = ref;
-  CommandOutput rev = RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
+  CommandOutput rev =
+      RunCommand("git -C " + ShellQuote(repo) + " rev-parse --verify --quiet " + ShellQuote(ref + "^{commit}"), 60);
   b.sha = TrimRight(rev.out);
-  if (rev.exit_code != 0 || b.sha.size() != 40)
-    return Status::Error("ref '" + ref + "' is not a commit in " + repo);
+  if (rev.exit_code != 0 || b.sha.size() != 40) return Status::Error("ref '" + ref + "' is not a commit in " + repo);
   std::error_code ec;
   fs::create_directories(cache_dir, ec);
   if (ec) return Status::Error(cache_dir + ": cannot create the worktree cache");
   b.worktree = (fs::absolute(cache_dir) / b.sha).string();
   if (!fs::exists(b.worktree + "/.git")) {
     progress("checking out " + ref + " (" + b.sha.substr(0, 12) + ") into " + b.worktree);
-    CommandOutput wt = RunCommand("git -C " + ShellQuote(repo) + " worktree add --detach --force " + ShellQuote(b.worktree) + " " +
-                                      b.sha,
-                                  300);
+    CommandOutput wt = RunCommand(
+        "git -C " + ShellQuote(repo) + " worktree add --detach --force " + ShellQuote(b.worktree) + " " + b.sha, 300);
     if (wt.exit_code != 0) return Status::Error("git worktree add for " + ref + " failed: " + TrimRight(wt.err));
   }
   // The worktree must still be exactly that commit, with nothing modified.
   CommandOutput head = RunCommand("git -C " + ShellQuote(b.worktree) + " rev-parse HEAD", 60);
   CommandOutput dirty = RunCommand("git -C " + ShellQuote(b.worktree) + " status --porcelain --untracked-files=no", 60);
   if (TrimRight(head.out) != b.sha || !TrimRight(dirty.out).empty())
-    return Status::Error(b.worktree + ": cached worktree is not a clean checkout of " + b.sha + "; remove it and retry");
+    return Status::Error(b.worktree + ": cached worktree is not a clean checkout of " + b.sha +
+                         "; remove it and retry");
   progress("building " + ref + " (" + b.sha.substr(0, 12) + ")");
   const std::string log = b.worktree + "/build.log";
   std::string script = "cd " + ShellQuote(b.worktree) + " && { :";

@@ -55,11 +55,11 @@ std::string CpuinfoField(const std::string& cpuinfo, const std::string& key) {
 // The instruction-set extensions a kernel may choose between, in this order
 // (cpuinfo's names). Only these, not every flag: the rest (mitigations,
 // hypervisor bits) change with the kernel, which the fingerprint names anyway.
-const char* const kIsaFlags[] = {"sse4_2",      "avx",         "avx2",        "fma",        "f16c",
-                                 "bmi2",        "avx512f",     "avx512dq",    "avx512bw",   "avx512vl",
-                                 "avx512_vnni", "avx512vbmi",  "avx512_vbmi2", "avx512_bf16", "avx512_fp16",
-                                 "avx_vnni",    "avx_vnni_int8", "amx_tile",  "amx_int8",   "amx_bf16",
-                                 "asimd",       "sve",         "sve2",        "i8mm",       "bf16"};
+const char* const kIsaFlags[] = {"sse4_2",      "avx",           "avx2",         "fma",         "f16c",
+                                 "bmi2",        "avx512f",       "avx512dq",     "avx512bw",    "avx512vl",
+                                 "avx512_vnni", "avx512vbmi",    "avx512_vbmi2", "avx512_bf16", "avx512_fp16",
+                                 "avx_vnni",    "avx_vnni_int8", "amx_tile",     "amx_int8",    "amx_bf16",
+                                 "asimd",       "sve",           "sve2",         "i8mm",        "bf16"};
 
 }  // namespace
 
@@ -74,7 +74,8 @@ nlohmann::json CpuIdentity(const std::string& cpuinfo) {
   std::string model = CpuinfoField(first, "model name");
   d["cpu"] = model.empty() ? "unknown" : model;
   std::string id;
-  for (const char* key : {"vendor_id", "cpu family", "model", "stepping", "CPU implementer", "CPU part", "CPU variant"}) {
+  for (const char* key :
+       {"vendor_id", "cpu family", "model", "stepping", "CPU implementer", "CPU part", "CPU variant"}) {
     const std::string v = CpuinfoField(first, key);
     if (!v.empty()) AppendWord(&id, std::string(key) + " " + v);
   }

@@ -35,8 +35,7 @@ std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
-CommandOutput RunCommand(const std::string& command, int timeout_s,
-                         const std::map<std::string, std::string>& env) {
+CommandOutput RunCommand(const std::string& command, int timeout_s, const std::map<std::string, std::string>& env) {
   CommandOutput r;
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
@@ -91,7 +90,8 @@ CommandOutput RunCommand(const std::string& command, int timeout_s,
         if (sinks[i]->size() > kMaxCommandOutput) {
           sinks[i]->resize(kMaxCommandOutput);
           r.stopped = std::string("printed more than ") + std::to_string(kMaxCommandOutput >> 20) + " MiB on " +
-                      (i == 0 ? "stdout" : "stderr") + ": stopped (its process group killed); a bench or parity "
+                      (i == 0 ? "stdout" : "stderr") +
+                      ": stopped (its process group killed); a bench or parity "
                       "command prints one JSON record";
           kill(-pid, SIGKILL);
           break;

@@ -32,9 +32,9 @@ Result<double> NsPer(const std::string& unit, const std::string& where) {
 
 }  // namespace
 
-Result<nlohmann::json> GbenchToBench(const nlohmann::json& report, const nlohmann::json& build, const std::string& binary,
-                                     const std::string& binary_sha256, const std::string& workload,
-                                     const std::string& what) {
+Result<nlohmann::json> GbenchToBench(const nlohmann::json& report, const nlohmann::json& build,
+                                     const std::string& binary, const std::string& binary_sha256,
+                                     const std::string& workload, const std::string& what) {
   if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array())
     return Status::Error(what + ": no 'benchmarks' array (not a --benchmark_format=json report)");
   const auto& all = report["benchmarks"];
@@ -61,8 +61,8 @@ Result<nlohmann::json> GbenchToBench(const nlohmann::json& report, const nlohman
     used++;
   }
   if (used == 0) return Status::Error(what + ": the report holds no benchmark results");
-  nlohmann::json context = report.contains("context") && report["context"].is_object() ? report["context"]
-                                                                                       : nlohmann::json::object();
+  nlohmann::json context =
+      report.contains("context") && report["context"].is_object() ? report["context"] : nlohmann::json::object();
   rec.workload = workload;
   rec.extra["gbench"] = {{"binary", binary},
                          {"binary_sha256", binary_sha256},

@@ -126,7 +126,8 @@ Result<LlamaBenchReport> ParseLlamaBench(const std::string& out, const std::stri
     if (prompt == 0 && gen == 0) return Status::Error(where + " has n_prompt 0 and n_gen 0: a test of nothing");
     const std::string metric = MetricOf(prompt, gen, depth);
     if (rep.metrics.count(metric))
-      return Status::Error(where + " is a second " + metric + " test (two thread counts or batch sizes?): run one "
+      return Status::Error(where + " is a second " + metric +
+                           " test (two thread counts or batch sizes?): run one "
                            "configuration per bench command");
     VERITY_ASSIGN_OR_RETURN(rep.metrics[metric], Rate(r, where));
   }

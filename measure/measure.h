@@ -17,7 +17,7 @@
 namespace verity::measure {
 
 struct CommandOutput {
-  int exit_code = -1;      // 128+signal when killed
+  int exit_code = -1;  // 128+signal when killed
   bool timed_out = false;
   std::string out, err;
   double seconds = 0.0;
@@ -46,8 +46,7 @@ inline constexpr size_t kMaxCommandOutput = size_t{16} << 20;
 // closes them and keeps running is waited for only until the deadline), when
 // either stream passes kMaxCommandOutput, and once the command has ended (so
 // nothing it started outlives it). `env` entries are added to the child's environment.
-CommandOutput RunCommand(const std::string& command, int timeout_s,
-                         const std::map<std::string, std::string>& env = {});
+CommandOutput RunCommand(const std::string& command, int timeout_s, const std::map<std::string, std::string>& env = {});
 
 // One run of a bench command, per the verity.bench/1 protocol.
 struct BenchSample {
@@ -152,10 +151,10 @@ struct BuildRecipe {
 
 // A git ref built into a cached worktree: verify the artifact, not the transport.
 struct BuiltRef {
-  std::string ref, sha;    // as given, and the commit it resolved to
-  std::string worktree;    // <cache>/<sha>
-  std::string binary;      // <worktree>/<recipe.artifact>: the build's artifact
-  bool has_parity = false; // a verity binary that knows `verity parity`
+  std::string ref, sha;             // as given, and the commit it resolved to
+  std::string worktree;             // <cache>/<sha>
+  std::string binary;               // <worktree>/<recipe.artifact>: the build's artifact
+  bool has_parity = false;          // a verity binary that knows `verity parity`
   bool has_parity_against = false;  // ... and its --against reads reference logits files (an independent reference's)
 };
 

@@ -58,8 +58,9 @@ class Reader {
     if (!n->is_integer()) return Err(n, where, std::string("expected an integer, got ") + TypeName(*n));
     const long long v = n->value<int64_t>().value_or(0);
     if (v < lo || v > hi)
-      return Err(n, where, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
-                               std::to_string(v));
+      return Err(n, where,
+                 "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
+                     std::to_string(v));
     return v;
   }
 
@@ -68,7 +69,8 @@ class Reader {
     if (n == nullptr) return 0.0;
     const std::string where = Join(path, key);
     if (!n->is_number()) return Err(n, where, std::string("expected a number, got ") + TypeName(*n));
-    const double v = n->is_integer() ? static_cast<double>(n->value<int64_t>().value_or(0)) : n->value<double>().value_or(0);
+    const double v =
+        n->is_integer() ? static_cast<double>(n->value<int64_t>().value_or(0)) : n->value<double>().value_or(0);
     if (!(v >= lo && v <= hi))
       return Err(n, where, "expected a number from " + Str(lo) + " to " + Str(hi) + ", got " + Str(v));
     return v;
@@ -96,7 +98,8 @@ class Reader {
     return out;
   }
 
-  Result<const toml::table*> Table(const toml::table& t, const std::string& path, const char* key, bool required) const {
+  Result<const toml::table*> Table(const toml::table& t, const std::string& path, const char* key,
+                                   bool required) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       if (required) return Err(nullptr, path.empty() ? key : path + "." + key, "required table, missing");
@@ -149,8 +152,8 @@ Status ReadBuild(const Reader& r, const toml::table& root, ProjectConfig* c) {
   c->build_timeout_s = static_cast<int>(timeout);
   VERITY_ASSIGN_OR_RETURN(c->artifact, r.String(*b, "build", "artifact", true));
   if (c->artifact[0] == '/' || c->artifact.find("..") != std::string::npos)
-    return r.Err(b->get("artifact"), "build.artifact", "must be a path inside the worktree (relative, no '..'), got '" +
-                                                           c->artifact + "'");
+    return r.Err(b->get("artifact"), "build.artifact",
+                 "must be a path inside the worktree (relative, no '..'), got '" + c->artifact + "'");
   return OkStatus();
 }
 
@@ -169,7 +172,8 @@ Status ReadWorkloads(const Reader& r, const toml::table& root, ProjectConfig* c)
     VERITY_ASSIGN_OR_RETURN(w.metric, r.String(t, path, "metric", true));
     VERITY_ASSIGN_OR_RETURN(w.guards, r.Strings(t, path, "guards", false));
     for (const std::string& g : w.guards)
-      if (g == w.metric) return r.Err(t.get("guards"), path + ".guards", "'" + g + "' is the workload's metric, not a guard");
+      if (g == w.metric)
+        return r.Err(t.get("guards"), path + ".guards", "'" + g + "' is the workload's metric, not a guard");
     VERITY_ASSIGN_OR_RETURN(w.model, r.String(t, path, "model", false));
     VERITY_ASSIGN_OR_RETURN(w.dtype, r.String(t, path, "dtype", false));
     VERITY_ASSIGN_OR_RETURN(long long steps, r.Integer(t, path, "steps", 1, 1000000));
@@ -223,9 +227,11 @@ Status ReadParity(const Reader& r, const toml::table& root, ProjectConfig* c) {
   ParityConfig pc;
   VERITY_ASSIGN_OR_RETURN(pc.kind, r.String(*p, "parity", "kind", true));
   if (pc.kind != "verity" && pc.kind != "tokens" && pc.kind != "logits")
-    return r.Err(p->get("kind"), "parity.kind", "'" + pc.kind + "' is not a parity evidence kind verity reads (known: "
-                                                "verity, a verity.parity/1 record; tokens, an engine's greedy output "
-                                                "byte for byte; logits, an engine's raw f32 logits file)");
+    return r.Err(p->get("kind"), "parity.kind",
+                 "'" + pc.kind +
+                     "' is not a parity evidence kind verity reads (known: "
+                     "verity, a verity.parity/1 record; tokens, an engine's greedy output "
+                     "byte for byte; logits, an engine's raw f32 logits file)");
   VERITY_ASSIGN_OR_RETURN(pc.command, r.String(*p, "parity", "command", true));
   if (pc.kind == "verity") VERITY_RETURN_IF_ERROR(ReadVerityParity(r, *p, &pc));
   if (pc.kind == "tokens") VERITY_RETURN_IF_ERROR(ReadTokensParity(r, *p, &pc));
@@ -237,8 +243,9 @@ Status ReadParity(const Reader& r, const toml::table& root, ProjectConfig* c) {
 }  // namespace
 
 const std::vector<std::string>& TemplateVariables() {
-  static const std::vector<std::string> v = {"artifact",    "worktree", "model",   "dtype",  "steps",     "threads",
-                                             "min_seconds", "verity",   "config_dir", "against", "tokens", "logits_out"};
+  static const std::vector<std::string> v = {"artifact",   "worktree", "model",       "dtype",
+                                             "steps",      "threads",  "min_seconds", "verity",
+                                             "config_dir", "against",  "tokens",      "logits_out"};
   return v;
 }
 
@@ -258,7 +265,8 @@ Result<std::string> ExpandTemplate(const std::string& tmpl, const std::map<std::
       continue;
     }
     const size_t end = tmpl.find('}', i);
-    if (end == std::string::npos) return Status::Error(what + ": a '{' that never closes (write '{{' for a literal brace)");
+    if (end == std::string::npos)
+      return Status::Error(what + ": a '{' that never closes (write '{{' for a literal brace)");
     const std::string name = tmpl.substr(i + 1, end - i - 1);
     auto it = vars.find(name);
     if (it == vars.end()) {
@@ -287,8 +295,8 @@ Result<ProjectConfig> ParseProjectConfig(const std::string& text, const std::str
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    return Status::Error(source + ":" + std::to_string(e.source().begin.line) + ": not valid TOML: " +
-                         std::string(e.description()));
+    return Status::Error(source + ":" + std::to_string(e.source().begin.line) +
+                         ": not valid TOML: " + std::string(e.description()));
   }
   Reader r(source);
   ProjectConfig c;

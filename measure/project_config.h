@@ -22,7 +22,7 @@ struct WorkloadConfig {
   std::string metric;               // the record's metric the ledger scores
   std::vector<std::string> guards;  // metrics every record of this workload must carry (the ledger guards them)
   // The variables' defaults, as the file gives them ("" / 0: not given).
-  std::string model;                // relative to the repository unless absolute
+  std::string model;  // relative to the repository unless absolute
   std::string dtype;
   int steps = 0, threads = 0;
   double min_seconds = 0.0;
@@ -68,7 +68,8 @@ const std::vector<std::string>& TemplateVariables();
 // `tmpl` with each {name} replaced by vars[name]; "{{" and "}}" are literal
 // braces. An unknown or missing name, or an unmatched brace, is an error
 // naming `what` and the name.
-[[nodiscard]] Result<std::string> ExpandTemplate(const std::string& tmpl, const std::map<std::string, std::string>& vars,
+[[nodiscard]] Result<std::string> ExpandTemplate(const std::string& tmpl,
+                                                 const std::map<std::string, std::string>& vars,
                                                  const std::string& what);
 
 // Parses and checks a config; `source` names it in errors.

@@ -32,7 +32,8 @@ std::string RawReportFormat(const nlohmann::json& j) {
   if (j.contains("context") && j.contains("benchmarks")) return "gbench";
   if (j.contains("results") && j["results"].is_array() && !j["results"].empty()) {
     for (const auto& r : j["results"])
-      if (!r.is_object() || !r.contains("command") || !r.contains("mean") || !r.contains("median") || !r.contains("times"))
+      if (!r.is_object() || !r.contains("command") || !r.contains("mean") || !r.contains("median") ||
+          !r.contains("times"))
         return "";
     return "hyperfine";
   }
@@ -49,7 +50,8 @@ Result<nlohmann::json> HyperfineToBench(const nlohmann::json& report, const nloh
   for (size_t i = 0; i < results.size(); i++) {
     const auto& r = results[i];
     const std::string where = what + ": results[" + std::to_string(i) + "]";
-    if (!r.is_object() || !r.contains("command") || !r["command"].is_string() || r["command"].get<std::string>().empty())
+    if (!r.is_object() || !r.contains("command") || !r["command"].is_string() ||
+        r["command"].get<std::string>().empty())
       return Status::Error(where + ".command is missing or not a non-empty string");
     const std::string command = r["command"];
     if (!r.contains("times") || !r["times"].is_array())
@@ -58,8 +60,10 @@ Result<nlohmann::json> HyperfineToBench(const nlohmann::json& report, const nloh
     for (size_t k = 0; k < r["times"].size(); k++) {
       const auto& t = r["times"][k];
       if (!IsPositiveTime(t))
-        return Status::Error(where + ".times[" + std::to_string(k) + "] is " + t.dump() + ", not a positive finite "
-                             "number of seconds (command '" + command + "'; hyperfine -N avoids the shell correction)");
+        return Status::Error(where + ".times[" + std::to_string(k) + "] is " + t.dump() +
+                             ", not a positive finite "
+                             "number of seconds (command '" +
+                             command + "'; hyperfine -N avoids the shell correction)");
       times.push_back(t.get<double>());
     }
     if (r.contains("exit_codes") && r["exit_codes"].is_array())
@@ -73,11 +77,13 @@ Result<nlohmann::json> HyperfineToBench(const nlohmann::json& report, const nloh
     } else if (r.contains("median") && IsPositiveTime(r["median"])) {
       seconds = r["median"].get<double>();
     } else {
-      return Status::Error(where + ".median is " + (r.contains("median") ? r["median"].dump() : std::string("missing")) +
+      return Status::Error(where + ".median is " +
+                           (r.contains("median") ? r["median"].dump() : std::string("missing")) +
                            " and times is empty: no positive time for '" + command + "'");
     }
     const std::string metric = GbenchMetricName(command);
-    if (metric == "_ns") return Status::Error(where + ".command '" + command + "' has no letter or digit to name a metric");
+    if (metric == "_ns")
+      return Status::Error(where + ".command '" + command + "' has no letter or digit to name a metric");
     if (rec.metrics.count(metric))
       return Status::Error(where + ".command '" + command + "': another result also maps to metric " + metric +
                            " (name the commands apart with hyperfine -n)");

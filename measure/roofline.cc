@@ -127,14 +127,23 @@ constexpr int kChains = 12;
 constexpr float kMul = 0.999999f, kAdd = 1e-6f;
 
 #ifdef VERITY_ROOFLINE_X86
-#define VERITY_FMA_CHAINS(T, SET1, OP)                                                                \
-  T m = SET1(kMul), c = SET1(kAdd);                                                                  \
-  T a0 = SET1(0.1f), a1 = SET1(0.2f), a2 = SET1(0.3f), a3 = SET1(0.4f), a4 = SET1(0.5f), a5 = SET1(0.6f); \
+#define VERITY_FMA_CHAINS(T, SET1, OP)                                                                      \
+  T m = SET1(kMul), c = SET1(kAdd);                                                                         \
+  T a0 = SET1(0.1f), a1 = SET1(0.2f), a2 = SET1(0.3f), a3 = SET1(0.4f), a4 = SET1(0.5f), a5 = SET1(0.6f);   \
   T a6 = SET1(0.7f), a7 = SET1(0.8f), a8 = SET1(0.9f), a9 = SET1(1.0f), a10 = SET1(1.1f), a11 = SET1(1.2f); \
-  for (int64_t i = 0; i < iters; i++) {                                                              \
-    a0 = OP(a0, m, c); a1 = OP(a1, m, c); a2 = OP(a2, m, c); a3 = OP(a3, m, c);                     \
-    a4 = OP(a4, m, c); a5 = OP(a5, m, c); a6 = OP(a6, m, c); a7 = OP(a7, m, c);                     \
-    a8 = OP(a8, m, c); a9 = OP(a9, m, c); a10 = OP(a10, m, c); a11 = OP(a11, m, c);                 \
+  for (int64_t i = 0; i < iters; i++) {                                                                     \
+    a0 = OP(a0, m, c);                                                                                      \
+    a1 = OP(a1, m, c);                                                                                      \
+    a2 = OP(a2, m, c);                                                                                      \
+    a3 = OP(a3, m, c);                                                                                      \
+    a4 = OP(a4, m, c);                                                                                      \
+    a5 = OP(a5, m, c);                                                                                      \
+    a6 = OP(a6, m, c);                                                                                      \
+    a7 = OP(a7, m, c);                                                                                      \
+    a8 = OP(a8, m, c);                                                                                      \
+    a9 = OP(a9, m, c);                                                                                      \
+    a10 = OP(a10, m, c);                                                                                    \
+    a11 = OP(a11, m, c);                                                                                    \
   }
 
 __attribute__((target("avx512f"))) float FmaAvx512(int64_t iters) {
@@ -292,10 +301,12 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   if (o.repetitions < 1) return Status::Error("roofline: repetitions must be at least 1");
   const uint64_t kGrain = 1 << 16;  // every thread's slice is a multiple of this
   if (o.buffer_bytes < kGrain * 16)
-    return Status::Error("roofline: buffer of " + std::to_string(o.buffer_bytes) + " bytes is too small (at least 1 MiB)");
+    return Status::Error("roofline: buffer of " + std::to_string(o.buffer_bytes) +
+                         " bytes is too small (at least 1 MiB)");
   std::vector<int> threads = o.threads.empty() ? DefaultRooflineThreads() : o.threads;
   for (int t : threads)
-    if (t < 1 || t > 1024) return Status::Error("roofline: thread count " + std::to_string(t) + " is outside [1, 1024]");
+    if (t < 1 || t > 1024)
+      return Status::Error("roofline: thread count " + std::to_string(t) + " is outside [1, 1024]");
   std::sort(threads.begin(), threads.end());
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
   const int max_threads = threads.back();
@@ -375,14 +386,10 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
 std::string RooflineJson(const Roofline& r, int indent) {
   nlohmann::json detail = nlohmann::json::parse(r.box_detail.empty() ? "{}" : r.box_detail, nullptr, false);
   if (detail.is_discarded()) detail = r.box_detail;
-  nlohmann::json j = {{"schema", "verity.roofline/1"},
-                      {"box", {{"fingerprint", r.fingerprint}, {"detail", detail}}},
-                      {"measured_at", r.measured_at},
-                      {"isa", r.isa},
-                      {"buffer_bytes", r.buffer_bytes},
-                      {"repetitions", r.repetitions},
-                      {"read_gb_s", PointsJson(r.read)},
-                      {"fma_gflops", PointsJson(r.fma)}};
+  nlohmann::json j = {{"schema", "verity.roofline/1"},   {"box", {{"fingerprint", r.fingerprint}, {"detail", detail}}},
+                      {"measured_at", r.measured_at},    {"isa", r.isa},
+                      {"buffer_bytes", r.buffer_bytes},  {"repetitions", r.repetitions},
+                      {"read_gb_s", PointsJson(r.read)}, {"fma_gflops", PointsJson(r.fma)}};
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -392,7 +399,8 @@ Result<Roofline> ParseRoofline(const std::string& text, const std::string& what)
   if (!j.contains("schema") || j["schema"] != "verity.roofline/1")
     return Status::Error(what + ": schema is not verity.roofline/1");
   auto str = [&](const nlohmann::json& o, const char* key, std::string* out) -> Status {
-    if (!o.contains(key) || !o[key].is_string()) return Status::Error(what + ": '" + key + "' is missing or not a string");
+    if (!o.contains(key) || !o[key].is_string())
+      return Status::Error(what + ": '" + key + "' is missing or not a string");
     *out = o[key].get<std::string>();
     return OkStatus();
   };
@@ -487,7 +495,8 @@ Result<std::optional<Roofline>> CachedRoofline(const std::string& cache_dir, con
   // A device entry is refreshed with --backend cuda.
   const bool device = fingerprint.size() > kDeviceSuffix.size() &&
                       std::string_view(fingerprint).substr(fingerprint.size() - kDeviceSuffix.size()) == kDeviceSuffix;
-  const std::string hint = device ? " (run `verity roofline --backend cuda --refresh`)" : " (run `verity roofline --refresh`)";
+  const std::string hint =
+      device ? " (run `verity roofline --backend cuda --refresh`)" : " (run `verity roofline --refresh`)";
   if (!f) return Status::Error("roofline cache " + path + ": cannot be read" + hint);
   auto r = ParseRoofline(ss.str(), "roofline cache " + path);
   if (!r.ok()) return Status::Error(r.status().message() + hint);

@@ -23,10 +23,10 @@ struct RooflinePoint {
 // Schema "verity.roofline/1". Bandwidth in GB/s (1e9 bytes per second), FMA
 // throughput in GFLOP/s (one fused multiply-add counts as 2 flops).
 struct Roofline {
-  std::string fingerprint;  // measure::ThisBox().fingerprint when measured
-  std::string box_detail;   // measure::ThisBox().detail (canonical JSON)
-  std::string measured_at;  // UTC, ISO 8601
-  std::string isa;          // the instruction set the loops ran on: avx512f, avx2, sse2, generic
+  std::string fingerprint;    // measure::ThisBox().fingerprint when measured
+  std::string box_detail;     // measure::ThisBox().detail (canonical JSON)
+  std::string measured_at;    // UTC, ISO 8601
+  std::string isa;            // the instruction set the loops ran on: avx512f, avx2, sse2, generic
   uint64_t buffer_bytes = 0;  // the read buffer, shared by all threads of a point
   int repetitions = 0;
   std::vector<RooflinePoint> read;  // streaming read bandwidth, GB/s, ascending threads
@@ -40,7 +40,7 @@ struct Roofline {
 
 struct RooflineOptions {
   uint64_t buffer_bytes = uint64_t{1} << 30;  // 1 GiB: far beyond any cache
-  int repetitions = 20;  // short passes: the best of many finds a quiet moment on a shared box
+  int repetitions = 20;                       // short passes: the best of many finds a quiet moment on a shared box
   // Thread counts to measure; empty = 1, the powers of two below the number of
   // usable CPUs, and that number.
   std::vector<int> threads;

@@ -26,7 +26,8 @@ Result<TextMetric> ParseTextMetric(const std::string& spec) {
   if (eq == std::string::npos)
     return Status::Error("--metric '" + spec + "': expected NAME=REGEX, e.g. decode_tok_s='achieved tok/s: ([0-9.]+)'");
   TextMetric m{spec.substr(0, eq), spec.substr(eq + 1)};
-  if (!ValidName(m.name)) return Status::Error("--metric '" + spec + "': '" + m.name + "' is not a metric name (letters, digits, _)");
+  if (!ValidName(m.name))
+    return Status::Error("--metric '" + spec + "': '" + m.name + "' is not a metric name (letters, digits, _)");
   try {
     const std::regex re(m.pattern, std::regex::ECMAScript);
     if (re.mark_count() < 1)

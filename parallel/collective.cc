@@ -142,8 +142,8 @@ Status CheckAllReduce(Collective& c, size_t n) {
                          std::to_string(r) + " read " + std::to_string(x[bad]) + " at element " + std::to_string(bad) +
                          ", expected tp(tp+1)/2 = " + std::to_string(want));
   if (failed[0] != 0.0f)
-    return Status::Error("all-reduce check (" + std::string(c.name()) + ", tp=" + std::to_string(p) + "): " +
-                         std::to_string(static_cast<int>(failed[0])) + " rank(s) read a wrong sum");
+    return Status::Error("all-reduce check (" + std::string(c.name()) + ", tp=" + std::to_string(p) +
+                         "): " + std::to_string(static_cast<int>(failed[0])) + " rank(s) read a wrong sum");
   return OkStatus();
 }
 

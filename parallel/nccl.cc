@@ -73,8 +73,8 @@ class NcclCollective : public Collective {
 
  private:
   std::string Where(const std::string& what) const {
-    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " on device " +
-           std::to_string(device_) + ", " + what;
+    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " on device " + std::to_string(device_) +
+           ", " + what;
   }
 
   Status Reduce(float* x, size_t n) {

@@ -13,7 +13,7 @@ Result<std::unique_ptr<Collective>> MakeNcclCollective(Collective& bootstrap, Re
   auto sym = plugin::Symbol(nccl::kPluginFile, nccl::kPluginSymbol);
   if (!sym.ok()) return Status::Error("--tp-backend nccl: " + sym.status().message());
   Result<std::unique_ptr<Collective>> made = Status::Error("--tp-backend nccl: the plugin returned nothing");
-  reinterpret_cast<nccl::PluginFn>(*sym)(&bootstrap, dtype, &made);
+  reinterpret_cast<nccl::PluginFn> (*sym)(&bootstrap, dtype, &made);
   return made;
 }
 

@@ -7,8 +7,9 @@ bool HaveMpi() { return false; }
 
 Result<std::unique_ptr<Collective>> MakeMpiCollective(int, ReduceDType dtype) {
   VERITY_RETURN_IF_ERROR(CheckReduceDType("mpi", dtype));
-  return Status::Error("--tp-backend mpi: this verity was built without MPI (install libopenmpi-dev and "
-                       "openmpi-bin, scripts/setup.sh, and reconfigure)");
+  return Status::Error(
+      "--tp-backend mpi: this verity was built without MPI (install libopenmpi-dev and "
+      "openmpi-bin, scripts/setup.sh, and reconfigure)");
 }
 
 }  // namespace verity::parallel

@@ -77,8 +77,10 @@ nlohmann::json ToJson(const BenchRecord& r) {
   if (!r.workload.empty()) j["workload"] = r.workload;
   for (auto [key, v] : {std::pair{"model", &r.model}, {"dtype", &r.dtype}, {"backend", &r.backend}})
     if (*v) j[key] = **v;
-  for (auto [key, v] : {std::pair{"threads", &r.threads}, {"prompt_tokens", &r.prompt_tokens},
-                        {"gen_tokens", &r.gen_tokens}, {"batch", &r.batch}})
+  for (auto [key, v] : {std::pair{"threads", &r.threads},
+                        {"prompt_tokens", &r.prompt_tokens},
+                        {"gen_tokens", &r.gen_tokens},
+                        {"batch", &r.batch}})
     if (*v) j[key] = **v;
   if (r.bytes_per_token) {
     if (!j.contains("roofline") || !j["roofline"].is_object()) j["roofline"] = nlohmann::json::object();
@@ -92,8 +94,7 @@ Result<BenchRecord> BenchRecordFromJson(const nlohmann::json& j, const std::stri
   BenchRecord r;
   VERITY_ASSIGN_OR_RETURN(r.build, ReadBuild(j, what));
   r.ok = j.contains("ok") && j["ok"] == true;
-  if (!j.contains("metrics") || !j["metrics"].is_object())
-    return Status::Error(what + " printed no metrics object");
+  if (!j.contains("metrics") || !j["metrics"].is_object()) return Status::Error(what + " printed no metrics object");
   for (const auto& [name, m] : j["metrics"].items()) {
     VERITY_RETURN_IF_ERROR(CheckBenchValue(m, "metric '" + name + "'", what));
     r.metrics[name] = m.get<double>();
@@ -129,8 +130,8 @@ std::string WorkloadKey(const nlohmann::json& j) {
   const bool device = j.contains("backend") && j["backend"] == "cuda";
   // So is a batched one (--batch): its tok/s count every sequence of a step.
   const std::string batch = j.contains("batch") && text("batch", "1") != "1" ? " x" + text("batch", "1") : "";
-  return model + " " + text("dtype", "f32") + " " + text("threads", "?") + "t pp" + text("prompt_tokens", "?") +
-         "+tg" + text("gen_tokens", "?") + batch + (device ? " cuda" : "");
+  return model + " " + text("dtype", "f32") + " " + text("threads", "?") + "t pp" + text("prompt_tokens", "?") + "+tg" +
+         text("gen_tokens", "?") + batch + (device ? " cuda" : "");
 }
 
 std::string DtypeKey(const nlohmann::json& j, const std::string& workload) {

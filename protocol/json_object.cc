@@ -40,7 +40,8 @@ Result<nlohmann::json> ParseObjectText(const std::string& text, const std::strin
     return Status::Error(what + " did not print one JSON object on stdout: '" + Tail(text) + "'");
   }
   if (!duplicate.empty())
-    return Status::Error(what + " printed key \"" + duplicate + "\" twice in one object: a record whose keys repeat "
+    return Status::Error(what + " printed key \"" + duplicate +
+                         "\" twice in one object: a record whose keys repeat "
                          "is ambiguous (which value counts?), refused");
   if (!j.is_object()) return Status::Error(what + " printed JSON that is not an object");
   return j;

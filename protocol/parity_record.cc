@@ -16,8 +16,8 @@ using nlohmann::json;
 json DepthsJson(const std::vector<ParityRecord::Depth>& depths) {
   json ds = json::array();
   for (const auto& d : depths) {
-    json x = {{"depth", d.depth}, {"top1", d.top1}, {"mean_kl", d.mean_kl}, {"max_kl", d.max_kl},
-              {"positions", d.positions}};
+    json x = {
+        {"depth", d.depth}, {"top1", d.top1}, {"mean_kl", d.mean_kl}, {"max_kl", d.max_kl}, {"positions", d.positions}};
     if (d.worst_position) x["worst_position"] = *d.worst_position;
     if (!d.logits_sha256.empty()) x["logits_sha256"] = d.logits_sha256;
     ds.push_back(std::move(x));
@@ -26,10 +26,15 @@ json DepthsJson(const std::vector<ParityRecord::Depth>& depths) {
 }
 
 json IdentityJson(const ParityRecord::Identity& id) {
-  json x = {{"against", id.against},       {"head_bytes", id.head_bytes}, {"base_bytes", id.base_bytes},
-            {"identical", id.identical},   {"first_diff", id.first_diff}};
-  for (auto [key, v] : {std::pair{"head_sha256", &id.head_sha256}, {"base_sha256", &id.base_sha256},
-                        {"golden", &id.golden}, {"head_snippet", &id.head_snippet},
+  json x = {{"against", id.against},
+            {"head_bytes", id.head_bytes},
+            {"base_bytes", id.base_bytes},
+            {"identical", id.identical},
+            {"first_diff", id.first_diff}};
+  for (auto [key, v] : {std::pair{"head_sha256", &id.head_sha256},
+                        {"base_sha256", &id.base_sha256},
+                        {"golden", &id.golden},
+                        {"head_snippet", &id.head_snippet},
                         {"base_snippet", &id.base_snippet}})
     if (!v->empty()) x[key] = *v;
   return x;
@@ -157,8 +162,11 @@ Status ReadIdentity(const json& j, const std::string& what, ParityRecord* p) {
   if (x.identical != (x.first_diff < 0) || (x.identical && x.head_bytes != x.base_bytes))
     return Status::Error(what + " printed an identity whose identical, first_diff and byte counts disagree");
   // Descriptive only: kept when they are strings.
-  for (auto [key, dst] : {std::pair{"head_snippet", &x.head_snippet}, {"base_snippet", &x.base_snippet},
-                          {"head_sha256", &x.head_sha256}, {"base_sha256", &x.base_sha256}, {"golden", &x.golden}})
+  for (auto [key, dst] : {std::pair{"head_snippet", &x.head_snippet},
+                          {"base_snippet", &x.base_snippet},
+                          {"head_sha256", &x.head_sha256},
+                          {"base_sha256", &x.base_sha256},
+                          {"golden", &x.golden}})
     if (id.contains(key) && id[key].is_string()) *dst = id[key];
   p->worst_top1 = p->worst_mean_kl = NAN;  // no logits were compared
   return OkStatus();
@@ -189,9 +197,9 @@ Status ReadDepths(const json& j, const std::string& what, ParityRecord* p) {
   return OkStatus();
 }
 
-constexpr const char* kKnownKeys[] = {"schema", "kind",      "depths", "worst", "logits_sha256", "all_rows_sha256",
-                                      "mode",   "window",    "tokens", "build", "dtype",         "nonfinite",
-                                      "ok",     "identity"};
+constexpr const char* kKnownKeys[] = {"schema",          "kind",      "depths", "worst",   "logits_sha256",
+                                      "all_rows_sha256", "mode",      "window", "tokens",  "build",
+                                      "dtype",           "nonfinite", "ok",     "identity"};
 
 }  // namespace
 
@@ -224,7 +232,8 @@ Result<ParityRecord> ParityRecordFromJson(const json& j, const std::string& what
   ParityRecord p;
   if (j.contains("kind")) {
     if (j["kind"] != "verity" && j["kind"] != "logits" && j["kind"] != "tokens")
-      return Status::Error(what + " printed kind " + j["kind"].dump() + " (expected \"verity\", \"logits\" or \"tokens\")");
+      return Status::Error(what + " printed kind " + j["kind"].dump() +
+                           " (expected \"verity\", \"logits\" or \"tokens\")");
     p.kind = j["kind"];
   }
   if (p.kind == "tokens") {

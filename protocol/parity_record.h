@@ -22,9 +22,9 @@ struct ParityRecord {
   struct Depth {
     int depth = 0;
     double top1 = 0.0, mean_kl = 0.0, max_kl = 0.0;  // NaN is printed as null, and read back as NaN
-    int positions = 0;                    // positions scored at this depth (0 = not reported)
-    std::optional<int> worst_position;    // where max_kl was met (written by verity; not read)
-    std::string logits_sha256;            // over this depth's window ("" = not reported; not read)
+    int positions = 0;                               // positions scored at this depth (0 = not reported)
+    std::optional<int> worst_position;               // where max_kl was met (written by verity; not read)
+    std::string logits_sha256;                       // over this depth's window ("" = not reported; not read)
   };
   // What the evidence is ("kind"; absent: "verity").
   std::string kind = "verity";
@@ -32,13 +32,13 @@ struct ParityRecord {
   // The worst over depths. The reader recomputes them rather than trust the
   // record; NaN when any depth's value is non-finite.
   double worst_top1 = 0.0, worst_mean_kl = 0.0;
-  std::string logits_sha256;     // over the scored windows, in depth order
-  std::string all_rows_sha256;   // over every logit row the run computed; "" = not reported
-  std::string mode;              // "standard" | "deep"; "" = not stated
-  int window = 0;                // positions requested per depth; 0 = not stated
-  int tokens = 0;                // compared token positions (the context); 0 = not stated
+  std::string logits_sha256;              // over the scored windows, in depth order
+  std::string all_rows_sha256;            // over every logit row the run computed; "" = not reported
+  std::string mode;                       // "standard" | "deep"; "" = not stated
+  int window = 0;                         // positions requested per depth; 0 = not stated
+  int tokens = 0;                         // compared token positions (the context); 0 = not stated
   std::string build_id, artifact_sha256;  // the binary that produced it; "" = not reported
-  std::string dtype;             // the candidate's weight dtype; "" = not stated
+  std::string dtype;                      // the candidate's weight dtype; "" = not stated
   // Where the output held NaN, infinity or null in place of a number (the
   // reader adds e.g. "depths[3].mean_kl"), then the producer's own list (e.g.
   // "candidate logits: position 445"). Any entry makes the evidence a FAIL.
@@ -46,8 +46,8 @@ struct ParityRecord {
   // The producer's own verdict. The ledger judges again (exit code, these
   // numbers, its thresholds); this alone passes nothing.
   bool ok = false;
-  struct Identity {                        // kind "tokens" only
-    std::string against;                   // "base" | "golden"
+  struct Identity {       // kind "tokens" only
+    std::string against;  // "base" | "golden"
     long long head_bytes = 0, base_bytes = 0, first_diff = -1;
     bool identical = false;
     std::string head_snippet, base_snippet;  // around first_diff; "" when identical

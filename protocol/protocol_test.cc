@@ -126,7 +126,8 @@ TEST(BenchRecord, MalformedRecordsAreRefusedNamingTheField) {
     std::string says;
   };
   const Case cases[] = {
-      {[](nlohmann::json& j) { j["schema"] = "verity.bench/2"; }, "printed schema 'verity.bench/2', expected verity.bench/1"},
+      {[](nlohmann::json& j) { j["schema"] = "verity.bench/2"; },
+       "printed schema 'verity.bench/2', expected verity.bench/1"},
       {[](nlohmann::json& j) { j.erase("schema"); }, "without a \"schema\" field"},
       {[](nlohmann::json& j) { j["build"].erase("artifact_sha256"); }, "no build.id / build.artifact_sha256"},
       {[](nlohmann::json& j) { j["build"]["id"] = 7; }, "no build.id / build.artifact_sha256"},
@@ -135,7 +136,9 @@ TEST(BenchRecord, MalformedRecordsAreRefusedNamingTheField) {
       {[](nlohmann::json& j) { j["metrics"]["x"] = nullptr; }, "metric 'x' is not a positive finite number"},
       {[](nlohmann::json& j) { j["metrics"]["x"] = "12"; }, "metric 'x' is not a positive finite number"},
       {[](nlohmann::json& j) { j["metrics"]["x"] = 1e300; }, "metric 'x' is 1e+300, outside the ledger's range"},
-      {[](nlohmann::json& j) { j["roofline"] = {{"bytes_per_token", -1}}; },
+      {[](nlohmann::json& j) {
+         j["roofline"] = {{"bytes_per_token", -1}};
+       },
        "roofline.bytes_per_token is not a positive finite number"},
   };
   int refused = 0;
@@ -165,8 +168,8 @@ VerityBenchRecord RandomVerityBench(std::mt19937& g) {
     if (g() % 2) *v = InRange(g);
   };
   for (auto* v : {&r.peak_rss_mb, &r.weights_mb, &r.kv_cache_mb, &r.rss_limit_mb, &r.baseline_rss_mb,
-                  &r.decode_position_mad_pct, &r.runqueue_wait_pct, &r.read_gb_s, &r.fraction,
-                  &r.kv_bytes_per_token, &r.achieved_gb_s_with_kv, &r.fraction_with_kv})
+                  &r.decode_position_mad_pct, &r.runqueue_wait_pct, &r.read_gb_s, &r.fraction, &r.kv_bytes_per_token,
+                  &r.achieved_gb_s_with_kv, &r.fraction_with_kv})
     maybe(v);
   r.decode_mad_pct = 1.5, r.samples = static_cast<int>(g() % 10000);
   r.bytes_per_token = InRange(g), r.achieved_gb_s = InRange(g);
@@ -208,7 +211,8 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
   r.simd_target = "AVX2", r.stream_prefetch = true, r.stream_prefetch_hint = "nta";
   const nlohmann::json good = ToJson(r);
   for (auto [path, value, says] :
-       {std::tuple<const char*, nlohmann::json, const char*>{"/affinity/cpus", "0,1", "'affinity.cpus' is missing or not an array"},
+       {std::tuple<const char*, nlohmann::json, const char*>{"/affinity/cpus", "0,1",
+                                                             "'affinity.cpus' is missing or not an array"},
         {"/spread/samples", 1.5, "'spread.samples' is missing or not an integer"},
         {"/kernels/stream_prefetch_hint", "off", "'kernels.stream_prefetch_hint' is missing or not nta or t0"},
         {"/pool", 3, "'pool' is missing or not an object or null"},

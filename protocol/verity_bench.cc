@@ -31,8 +31,8 @@ BenchRecord Envelope(const VerityBenchRecord& r) {
   BenchRecord e;
   e.build = {r.build_id, r.artifact_sha256};
   e.ok = true;
-  e.metrics = {{"decode_tok_s", r.decode_tok_s}, {"prefill_tok_s", r.prefill_tok_s},
-               {"prefill_gflops", r.prefill_gflops}};
+  e.metrics = {
+      {"decode_tok_s", r.decode_tok_s}, {"prefill_tok_s", r.prefill_tok_s}, {"prefill_gflops", r.prefill_gflops}};
   if (r.peak_rss_mb) e.metrics["peak_rss_mb"] = *r.peak_rss_mb;
   e.model = r.model, e.backend = r.backend, e.dtype = r.dtype;
   e.threads = r.threads, e.prompt_tokens = r.prompt_tokens, e.gen_tokens = r.gen_tokens, e.batch = r.batch;
@@ -90,8 +90,11 @@ class DetailReader {
 
   Status Strings(VerityBenchRecord* r) const {
     for (auto [path, dst] : {std::pair<const char*, std::string*>{"build.id", &r->build_id},
-                             {"build.artifact_sha256", &r->artifact_sha256}, {"model", &r->model},
-                             {"backend", &r->backend}, {"dtype", &r->dtype}, {"box", &r->box}}) {
+                             {"build.artifact_sha256", &r->artifact_sha256},
+                             {"model", &r->model},
+                             {"backend", &r->backend},
+                             {"dtype", &r->dtype},
+                             {"box", &r->box}}) {
       const nlohmann::json* v = At(path);
       if (!v || !v->is_string()) return Fail(path, "a string");
       *dst = v->get<std::string>();
@@ -99,9 +102,12 @@ class DetailReader {
     return OkStatus();
   }
   Status Integers(VerityBenchRecord* r) const {
-    for (auto [path, dst] : {std::pair<const char*, int*>{"threads", &r->threads}, {"prompt_tokens", &r->prompt_tokens},
-                             {"gen_tokens", &r->gen_tokens}, {"warmup_tokens", &r->warmup_tokens},
-                             {"generations", &r->generations}, {"spread.samples", &r->samples}}) {
+    for (auto [path, dst] : {std::pair<const char*, int*>{"threads", &r->threads},
+                             {"prompt_tokens", &r->prompt_tokens},
+                             {"gen_tokens", &r->gen_tokens},
+                             {"warmup_tokens", &r->warmup_tokens},
+                             {"generations", &r->generations},
+                             {"spread.samples", &r->samples}}) {
       const nlohmann::json* v = At(path);
       if (!v || !v->is_number_integer()) return Fail(path, "an integer");
       *dst = v->get<int>();
@@ -113,25 +119,29 @@ class DetailReader {
     return OkStatus();
   }
   Status Numbers(VerityBenchRecord* r) const {
-    for (auto [path, dst] :
-         {std::pair<const char*, double*>{"metrics.decode_tok_s", &r->decode_tok_s},
-          {"metrics.prefill_tok_s", &r->prefill_tok_s}, {"metrics.prefill_gflops", &r->prefill_gflops},
-          {"min_seconds", &r->min_seconds}, {"spread.decode_mad_pct", &r->decode_mad_pct},
-          {"roofline.bytes_per_token", &r->bytes_per_token}, {"roofline.achieved_gb_s", &r->achieved_gb_s}}) {
+    for (auto [path, dst] : {std::pair<const char*, double*>{"metrics.decode_tok_s", &r->decode_tok_s},
+                             {"metrics.prefill_tok_s", &r->prefill_tok_s},
+                             {"metrics.prefill_gflops", &r->prefill_gflops},
+                             {"min_seconds", &r->min_seconds},
+                             {"spread.decode_mad_pct", &r->decode_mad_pct},
+                             {"roofline.bytes_per_token", &r->bytes_per_token},
+                             {"roofline.achieved_gb_s", &r->achieved_gb_s}}) {
       const nlohmann::json* v = At(path);
       if (!v || !v->is_number()) return Fail(path, "a number");
       *dst = v->get<double>();
     }
-    for (auto [path, dst] :
-         {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r->peak_rss_mb},
-          {"roofline.read_gb_s", &r->read_gb_s}, {"roofline.fraction", &r->fraction},
-          {"roofline.kv_bytes_per_token", &r->kv_bytes_per_token},
-          {"roofline.achieved_gb_s_with_kv", &r->achieved_gb_s_with_kv},
-          {"roofline.fraction_with_kv", &r->fraction_with_kv},
-          {"spread.decode_position_mad_pct", &r->decode_position_mad_pct},
-          {"spread.runqueue_wait_pct", &r->runqueue_wait_pct}, {"memory.weights_mb", &r->weights_mb},
-          {"memory.kv_cache_mb", &r->kv_cache_mb}, {"memory.rss_limit_mb", &r->rss_limit_mb},
-          {"memory.baseline_rss_mb", &r->baseline_rss_mb}}) {
+    for (auto [path, dst] : {std::pair<const char*, std::optional<double>*>{"metrics.peak_rss_mb", &r->peak_rss_mb},
+                             {"roofline.read_gb_s", &r->read_gb_s},
+                             {"roofline.fraction", &r->fraction},
+                             {"roofline.kv_bytes_per_token", &r->kv_bytes_per_token},
+                             {"roofline.achieved_gb_s_with_kv", &r->achieved_gb_s_with_kv},
+                             {"roofline.fraction_with_kv", &r->fraction_with_kv},
+                             {"spread.decode_position_mad_pct", &r->decode_position_mad_pct},
+                             {"spread.runqueue_wait_pct", &r->runqueue_wait_pct},
+                             {"memory.weights_mb", &r->weights_mb},
+                             {"memory.kv_cache_mb", &r->kv_cache_mb},
+                             {"memory.rss_limit_mb", &r->rss_limit_mb},
+                             {"memory.baseline_rss_mb", &r->baseline_rss_mb}}) {
       const nlohmann::json* v = At(path);
       if (v && !v->is_null() && !v->is_number()) return Fail(path, "a number or null");
       if (v && v->is_number()) *dst = v->get<double>();
@@ -157,8 +167,10 @@ class DetailReader {
     if (!pool->is_object()) return Fail("pool", "an object or null");
     PoolCounts p;
     for (auto [key, dst] : {std::pair<const char*, uint64_t*>{"split_jobs", &p.split_jobs},
-                            {"caller_jobs", &p.caller_jobs}, {"backoff_jobs", &p.backoff_jobs},
-                            {"stalls", &p.stalls}, {"contended_windows", &p.contended_windows}}) {
+                            {"caller_jobs", &p.caller_jobs},
+                            {"backoff_jobs", &p.backoff_jobs},
+                            {"stalls", &p.stalls},
+                            {"contended_windows", &p.contended_windows}}) {
       const nlohmann::json* v = At(*pool, key);
       if (!v || !v->is_number_unsigned()) return Fail(std::string("pool.") + key, "a non-negative integer");
       *dst = v->get<uint64_t>();

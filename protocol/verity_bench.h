@@ -59,9 +59,9 @@ struct VerityBenchRecord {
   // fraction also without a roofline).
   std::optional<double> kv_bytes_per_token, achieved_gb_s_with_kv, fraction_with_kv;
   // placement
-  std::vector<int> cpus;    // the CPUs the process was confined to; empty = not pinned
-  bool per_thread = false;  // each compute thread on its own CPU of `cpus`
-  std::string box;          // the box's fingerprint
+  std::vector<int> cpus;           // the CPUs the process was confined to; empty = not pinned
+  bool per_thread = false;         // each compute thread on its own CPU of `cpus`
+  std::string box;                 // the box's fingerprint
   std::optional<PoolCounts> pool;  // null on one thread
   // Which variant of the fast kernels ran (null for the other backends, and
   // in records written before it existed): the SIMD target and whether

@@ -32,9 +32,9 @@ std::string MarkupText(const std::string& raw) {
 
 namespace {
 
-constexpr double kW = 760, kH = 440;                         // the canvas
-constexpr double kLeft = 86, kRight = kW - 24, kTop = 62;    // the plot area ...
-constexpr double kBottom = kH - 112;                         // ... above the labels and the legend
+constexpr double kW = 760, kH = 440;                       // the canvas
+constexpr double kLeft = 86, kRight = kW - 24, kTop = 62;  // the plot area ...
+constexpr double kBottom = kH - 112;                       // ... above the labels and the legend
 constexpr const char* kBlue = "#1f6feb";
 constexpr const char* kAmber = "#bf6a02";
 constexpr const char* kRed = "#cf222e";
@@ -122,7 +122,9 @@ std::string YAxis(const std::vector<double>& ys, const std::string& metric, Fram
 }
 
 // The x position of slot i of n, each slot as wide as the plot allows.
-double SlotX(size_t i, size_t n) { return kLeft + (kRight - kLeft) * (static_cast<double>(i) + 0.5) / std::max<size_t>(n, 1); }
+double SlotX(size_t i, size_t n) {
+  return kLeft + (kRight - kLeft) * (static_cast<double>(i) + 0.5) / std::max<size_t>(n, 1);
+}
 
 // Labels under the slots; with many slots, every k-th.
 std::string XLabels(const std::vector<std::string>& labels, const std::string& axis_title) {
@@ -139,14 +141,13 @@ std::string XLabels(const std::vector<std::string>& labels, const std::string& a
 
 std::string Glyph(Mark m, double x, double y, const char* colour) {
   switch (m) {
-    case Mark::kAccepted:
-      return "<circle cx=\"" + N(x) + "\" cy=\"" + N(y) + "\" r=\"5\" fill=\"" + colour + "\"/>\n";
+    case Mark::kAccepted: return "<circle cx=\"" + N(x) + "\" cy=\"" + N(y) + "\" r=\"5\" fill=\"" + colour + "\"/>\n";
     case Mark::kParked:
       return "<circle cx=\"" + N(x) + "\" cy=\"" + N(y) + "\" r=\"5\" fill=\"#ffffff\" stroke=\"" + colour +
              "\" stroke-width=\"1.8\"/>\n";
     case Mark::kNotBanked:
-      return "<rect x=\"" + N(x - 4.5) + "\" y=\"" + N(y - 4.5) + "\" width=\"9\" height=\"9\" fill=\"#ffffff\" stroke=\"" +
-             colour + "\" stroke-width=\"1.8\"/>\n";
+      return "<rect x=\"" + N(x - 4.5) + "\" y=\"" + N(y - 4.5) +
+             "\" width=\"9\" height=\"9\" fill=\"#ffffff\" stroke=\"" + colour + "\" stroke-width=\"1.8\"/>\n";
     case Mark::kRejectedParity:
       return Line(x - 5, y - 5, x + 5, y + 5, "stroke=\"" + std::string(colour) + "\" stroke-width=\"2.2\"") +
              Line(x - 5, y + 5, x + 5, y - 5, "stroke=\"" + std::string(colour) + "\" stroke-width=\"2.2\"");
@@ -191,9 +192,9 @@ std::string MetricUnit(const std::string& metric) {
   };
   // Longest suffixes first: "_tok_s" and "_gb_s" also end in "_s".
   static const std::pair<const char*, const char*> kUnits[] = {
-      {"_tok_s", "tok/s"}, {"_per_s", "1/s"},  {"_gb_s", "GB/s"}, {"_gflops", "GFLOP/s"}, {"_tflops", "TFLOP/s"},
-      {"_mb", "MiB"},      {"_gb", "GiB"},     {"_bytes", "bytes"}, {"_ms", "ms"},        {"_us", "us"},
-      {"_ns", "ns"},       {"_seconds", "s"},  {"_s", "s"}};
+      {"_tok_s", "tok/s"}, {"_per_s", "1/s"}, {"_gb_s", "GB/s"},   {"_gflops", "GFLOP/s"}, {"_tflops", "TFLOP/s"},
+      {"_mb", "MiB"},      {"_gb", "GiB"},    {"_bytes", "bytes"}, {"_ms", "ms"},          {"_us", "us"},
+      {"_ns", "ns"},       {"_seconds", "s"}, {"_s", "s"}};
   for (const auto& [suffix, unit] : kUnits)
     if (ends(suffix)) return unit;
   return "";
@@ -275,20 +276,28 @@ std::string LadderSvg(const LadderChart& c) {
       const double w = 6.2 * static_cast<double>(s.note.size());
       const double tx = std::clamp(x, kLeft + w / 2 + 2, kRight - w / 2 - 2);
       // On the better side: the frontier line reaches an accepted marker from the worse side.
-      svg += Text(tx, higher ? y - 9 : y + 18, s.note, std::string("text-anchor=\"middle\" font-size=\"11\" fill=\"") +
-                                         (s.retracted ? kGrey : "#444444") + "\"");
+      svg += Text(
+          tx, higher ? y - 9 : y + 18, s.note,
+          std::string("text-anchor=\"middle\" font-size=\"11\" fill=\"") + (s.retracted ? kGrey : "#444444") + "\"");
     }
   }
   svg += XLabels(labels, "attempts in recording order (change id)");
 
   Legend legend(kH - 46);
-  legend.Add([](double x, double y) { return Line(x, y - 4, x + 22, y - 4, "stroke=\"" + std::string(kBlue) + "\" stroke-width=\"2.2\""); },
-             22, "frontier");
-  legend.Add([](double x, double y) { return "<rect x=\"" + N(x) + "\" y=\"" + N(y - 11) + "\" width=\"22\" height=\"12\" fill=\"" +
-                                              kGreen + "\" fill-opacity=\"0.16\"/>\n"; },
-             22, "gate band: " + F("%g%%", 100 * c.gate_frac) + " of the frontier, " + (higher ? "above" : "below") + " it");
+  legend.Add(
+      [](double x, double y) {
+        return Line(x, y - 4, x + 22, y - 4, "stroke=\"" + std::string(kBlue) + "\" stroke-width=\"2.2\"");
+      },
+      22, "frontier");
+  legend.Add(
+      [](double x, double y) {
+        return "<rect x=\"" + N(x) + "\" y=\"" + N(y - 11) + "\" width=\"22\" height=\"12\" fill=\"" + kGreen +
+               "\" fill-opacity=\"0.16\"/>\n";
+      },
+      22, "gate band: " + F("%g%%", 100 * c.gate_frac) + " of the frontier, " + (higher ? "above" : "below") + " it");
   legend.Add([](double x, double y) { return Glyph(Mark::kAccepted, x + 5, y - 4, kBlue); }, 10, "accepted");
-  legend.Add([](double x, double y) { return Glyph(Mark::kParked, x + 5, y - 4, kBlue); }, 10, "parked (none) or refused");
+  legend.Add([](double x, double y) { return Glyph(Mark::kParked, x + 5, y - 4, kBlue); }, 10,
+             "parked (none) or refused");
   legend.Add([](double x, double y) { return Glyph(Mark::kNotBanked, x + 5, y - 4, kAmber); }, 10,
              "above the gate, not banked");
   legend.Add([](double x, double y) { return Glyph(Mark::kRejectedParity, x + 5, y - 4, kRed); }, 10,
@@ -320,7 +329,8 @@ std::string SeriesSvg(const SeriesChart& c) {
   for (size_t k = 0; k < c.breaks.size(); k++) {
     const auto& b = c.breaks[k];
     const double x = SlotX(b.index, n) - half;
-    svg += Line(x, kTop, x, kBottom, "stroke=\"" + std::string(kRed) + "\" stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
+    svg +=
+        Line(x, kTop, x, kBottom, "stroke=\"" + std::string(kRed) + "\" stroke-width=\"1.6\" stroke-dasharray=\"6 4\"");
     const double step = b.after / b.before - 1.0;
     svg += Text(x + 5, kTop + 14 + 15 * static_cast<double>(k % 2),
                 F("%+.2f%% step", 100 * step) + " (" + F("%.4g", b.before) + " to " + F("%.4g", b.after) + ")",
@@ -336,7 +346,8 @@ std::string SeriesSvg(const SeriesChart& c) {
   svg += XLabels(labels, "measurements of main in recording order (run)");
   const double r1 = kH - 46;
   double x = kLeft;
-  svg += "<circle cx=\"" + N(x + 6) + "\" cy=\"" + N(r1 - 4) + "\" r=\"3.8\" fill=\"#57606a\"/>\n" + Text(x + 16, r1, "base of a run");
+  svg += "<circle cx=\"" + N(x + 6) + "\" cy=\"" + N(r1 - 4) + "\" r=\"3.8\" fill=\"#57606a\"/>\n" +
+         Text(x + 16, r1, "base of a run");
   x += 120;
   svg += "<circle cx=\"" + N(x + 6) + "\" cy=\"" + N(r1 - 4) + "\" r=\"3.8\" fill=\"" + kBlue + "\"/>\n" +
          Text(x + 16, r1, "head of an accepted change");
@@ -344,11 +355,13 @@ std::string SeriesSvg(const SeriesChart& c) {
   svg += Line(x, r1 - 4, x + 22, r1 - 4, "stroke=\"" + std::string(kGreen) + "\" stroke-width=\"2.5\"") +
          Text(x + 28, r1, "segment median");
   x += 134;
-  svg += Line(x + 6, r1 - 13, x + 6, r1 + 3, "stroke=\"" + std::string(kRed) + "\" stroke-width=\"1.6\" stroke-dasharray=\"4 3\"") +
+  svg += Line(x + 6, r1 - 13, x + 6, r1 + 3,
+              "stroke=\"" + std::string(kRed) + "\" stroke-width=\"1.6\" stroke-dasharray=\"4 3\"") +
          Text(x + 16, r1, "change point");
   const std::string points = std::to_string(n) + " point" + (n == 1 ? "" : "s");
   const std::string summary =
-      !c.breaks.empty() ? std::to_string(c.breaks.size()) + " change point" + (c.breaks.size() == 1 ? "" : "s") + " in " + points
+      !c.breaks.empty()
+          ? std::to_string(c.breaks.size()) + " change point" + (c.breaks.size() == 1 ? "" : "s") + " in " + points
       : static_cast<int>(n) < c.min_points
           ? points + ": too few to test for a change point (it takes " + std::to_string(c.min_points) + ")"
           : "no change point in " + points;

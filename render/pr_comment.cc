@@ -40,7 +40,8 @@ std::string Next(Verdict v, ledger::Kind kind, int64_t change) {
     return "Rebase onto the current main (which carries the counted gain) and push again: a change is scored "
            "against the frontier's latest base, so no gain is counted twice.";
   switch (v) {
-    case Verdict::kAccepted: return "Nothing: merge it. The frontier (the best so far) moved, and the gate rises with it.";
+    case Verdict::kAccepted:
+      return "Nothing: merge it. The frontier (the best so far) moved, and the gate rises with it.";
     case Verdict::kNone:
       return "Nothing is lost: the change stays parked, and `verity remeasure` scores it again when the frontier "
              "moves. To decide it now, resubmit with more rounds (`--max-rounds`), or merge it as a change that "
@@ -55,10 +56,10 @@ std::string Next(Verdict v, ledger::Kind kind, int64_t change) {
       return "Fix the regressed guard, or, if the trade is intended, resubmit declaring it with "
              "`--accept-regression METRIC` (the changelog shows the declaration).";
     case Verdict::kHeldSurprise:
-      return "Run `verity confirm " + id + "`: it runs the head's parity in deep mode (2x the depths and the window, "
+      return "Run `verity confirm " + id +
+             "`: it runs the head's parity in deep mode (2x the depths and the window, "
              "the same build) and banks the change if that passes. Or find out why the gain is not the one predicted.";
-    case Verdict::kUnverified:
-      return "Resubmit with a `--parity-cmd` whose evidence names the benchmarked build.";
+    case Verdict::kUnverified: return "Resubmit with a `--parity-cmd` whose evidence names the benchmarked build.";
     case Verdict::kRefused: return "Give the revert the evidence its note asks for, then resubmit.";
     case Verdict::kFailed: return "Read the failure above, fix the command, and resubmit.";
   }
@@ -81,7 +82,8 @@ std::string PredictionLine(const ledger::ChangeRow& c, const ledger::ScoreView& 
   std::snprintf(b, sizeof b, "%+.2f%%", *c.predict_pct);
   std::string o = b;
   // Policy v4 scores a resubmitted artifact pair against its first prediction; the note names it.
-  if (s.note.find("scored against change") != std::string::npos) o += " as submitted (scored against an earlier one: see the note)";
+  if (s.note.find("scored against change") != std::string::npos)
+    o += " as submitted (scored against an earlier one: see the note)";
   if (!s.gain) return o + " (no speed measured to compare)";
   if (*c.predict_pct == 0.0)
     return o + (s.surprise ? ": **a surprise** (no gain was predicted, and this one reaches the gate)"
@@ -94,9 +96,9 @@ std::string GuardRow(const ledger::GuardView& g) {
   std::string result = g.regressed ? "**regressed**" : g.declared ? "declared up front" : "not regressed";
   const std::string floor = ledger::FloorText(g);
   if (!floor.empty()) result += " (" + floor + ")";
-  const std::string bounds = g.ratio_low && g.ratio_high
-                                 ? "[" + ledger::PctText(*g.ratio_low - 1) + ", " + ledger::PctText(*g.ratio_high - 1) + "]"
-                                 : "n/a";
+  const std::string bounds = g.ratio_low && g.ratio_high ? "[" + ledger::PctText(*g.ratio_low - 1) + ", " +
+                                                               ledger::PctText(*g.ratio_high - 1) + "]"
+                                                         : "n/a";
   return "| " + markdown::Code(g.metric, true) + " | " + (g.higher_is_better ? "higher" : "lower") + " | " +
          ledger::PctText(g.gain()) + " | " + bounds + " | " + result + " |\n";
 }
@@ -108,8 +110,9 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
   if (s.tier != ledger::Tier::kNone) o += std::string(" (tier ") + ledger::TierName(s.tier) + ")";
   o += std::string(": ") + Meaning(s.verdict, c.kind) + ".\n\n";
   o += "| | |\n| --- | --- |\n";
-  o += "| metric | " + markdown::Code(c.metric, true) + (r.workload.empty() ? "" : " on " + markdown::Text(r.workload)) +
-       ", box " + markdown::Code(Short(r.box), true) + " |\n";
+  o += "| metric | " + markdown::Code(c.metric, true) +
+       (r.workload.empty() ? "" : " on " + markdown::Text(r.workload)) + ", box " + markdown::Code(Short(r.box), true) +
+       " |\n";
   if (s.gain) {
     std::string gain = "**" + Pct(s.gain) + "**, bounds [" + Pct(s.ci_low) + ", " + Pct(s.ci_high) + "]";
     if (s.stats && s.stats->alpha) gain += " at one-sided alpha " + ledger::NumText(*s.stats->alpha, 3);
@@ -126,20 +129,23 @@ std::string ScoredRun(const ledger::ChangeView& v, const ledger::RunView& r, con
   if (r.parity.empty()) o += "| parity | no evidence recorded |\n";
   for (const auto& p : r.parity) o += "| parity | " + ParityLine(p) + " |\n";
   for (const auto& a : r.artifacts)
-    o += std::string("| ") + ledger::SideName(a.side) + " artifact | build " + markdown::Code(Short(a.build_id, 40), true) +
-         ", sha256 " + markdown::Code(Short(a.artifact_sha256, 16), true) + " |\n";
+    o += std::string("| ") + ledger::SideName(a.side) + " artifact | build " +
+         markdown::Code(Short(a.build_id, 40), true) + ", sha256 " +
+         markdown::Code(Short(a.artifact_sha256, 16), true) + " |\n";
   o += "| frontier | " + Num(s.frontier_before) + " -> " + Num(s.frontier_after) +
        (s.verdict == Verdict::kAccepted ? " (moved)" : " (unchanged)") + " |\n";
   if (r.retracted())
-    o += "| **retracted** | " + markdown::Text(r.retraction->reason) + " (" + markdown::Text(r.retraction->retracted_at) +
-         ") |\n";
+    o += "| **retracted** | " + markdown::Text(r.retraction->reason) + " (" +
+         markdown::Text(r.retraction->retracted_at) + ") |\n";
   if (!s.guards.empty()) {
     o += "\n| guard | better | change | bounds | result |\n| --- | --- | --- | --- | --- |\n";
     for (const auto& g : s.guards) o += GuardRow(g);
   }
   if (!s.note.empty()) o += "\n> " + markdown::Text(s.note) + "\n";
-  o += "\n**Next:** " + (r.retracted() ? std::string("Nothing: the run was retracted, so its verdict no longer counts.")
-                                         : Next(s.verdict, c.kind, c.id)) + "\n";
+  o += "\n**Next:** " +
+       (r.retracted() ? std::string("Nothing: the run was retracted, so its verdict no longer counts.")
+                      : Next(s.verdict, c.kind, c.id)) +
+       "\n";
   return o;
 }
 
@@ -161,7 +167,8 @@ std::string PrComment(const ledger::ChangeView& v) {
   const ledger::ScoreView* s = r.latest();
   if (s == nullptr) {
     o += "**" + r.StateName() + "**: the run recorded no score";
-    if (!r.failure) return o + " (it has not finished, or it was interrupted).\n\n**Next:** Resubmit once it is not running.\n";
+    if (!r.failure)
+      return o + " (it has not finished, or it was interrupted).\n\n**Next:** Resubmit once it is not running.\n";
     o += " (" + markdown::Text(*r.failure) + ")";
     return o + ".\n\n**Next:** " + Next(Verdict::kFailed, c.kind, c.id) + "\n";
   }

@@ -4,7 +4,6 @@
 // one (counted steps and why), never matched up by float values.
 #include "render/report.h"
 
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -124,7 +123,8 @@ std::string EvidenceText(const ledger::ParityView& p, bool in_table) {
   return ", evidence from build " +
          markdown::Code(p.build_id.empty() ? std::string("not stated") : p.build_id.substr(0, 12), in_table) +
          ", artifact " +
-         markdown::Code(p.artifact_sha256.empty() ? std::string("not stated") : p.artifact_sha256.substr(0, 16), in_table) +
+         markdown::Code(p.artifact_sha256.empty() ? std::string("not stated") : p.artifact_sha256.substr(0, 16),
+                        in_table) +
          ", mode " + (p.stated_mode.empty() ? std::string("not stated") : T(p.stated_mode)) + ", " +
          std::to_string(p.depths) + " depths, window " + std::to_string(p.window);
 }
@@ -160,7 +160,8 @@ bool Included(const ChangeView& c, const std::string& since) {
 std::string FloorsText(const ledger::Policy& p) {
   std::string sized, gate_only;
   for (const auto& f : p.guard_floors) {
-    if (f.amount > 0.0) sized += (sized.empty() ? "" : ", ") + f.suffix + " " + ledger::AmountText(f.amount, f.unit, false);
+    if (f.amount > 0.0)
+      sized += (sized.empty() ? "" : ", ") + f.suffix + " " + ledger::AmountText(f.amount, f.unit, false);
     else gate_only += (gate_only.empty() ? "" : ", ") + f.suffix;
   }
   std::string s = "a guard beyond the gate regresses only if also worse by more than " + (sized.empty() ? "0" : sized);
@@ -173,7 +174,8 @@ std::string FloorsText(const ledger::Policy& p) {
 std::vector<std::pair<std::string, std::string>> PolicyRules(const ledger::PolicyView& pv) {
   const ledger::Policy& p = pv.policy;
   std::string tiers;
-  for (const auto& [t, lower] : p.tiers) tiers += (tiers.empty() ? "" : ", ") + std::string(TierName(t)) + " >= " + F("%g%%", 100 * lower);
+  for (const auto& [t, lower] : p.tiers)
+    tiers += (tiers.empty() ? "" : ", ") + std::string(TierName(t)) + " >= " + F("%g%%", 100 * lower);
   std::vector<std::pair<std::string, std::string>> r = {
       {"gate", F("%g%%", 100 * p.gate_frac) + " of the frontier"},
       {"tiers", tiers},
@@ -189,8 +191,9 @@ std::vector<std::pair<std::string, std::string>> PolicyRules(const ledger::Polic
                              " ABBA rounds, a look every " + std::to_string(p.look_every)});
   r.push_back({"alpha", F("%g", p.alpha) + " per change, spent over looks and re-measurements"});
   r.push_back({"parity evidence", "at least " + std::to_string(p.parity_min_depths) + " depths with at least " +
-                                      std::to_string(p.parity_min_positions) + " positions each, deep evidence at least " +
-                                      F("%gx", p.deep_factor) + " the standard"});
+                                      std::to_string(p.parity_min_positions) +
+                                      " positions each, deep evidence at least " + F("%gx", p.deep_factor) +
+                                      " the standard"});
   if (!p.gain_rule.empty()) r.push_back({"gain rule", p.gain_rule});
   if (!p.guard_floors.empty()) r.push_back({"guard floors", FloorsText(p)});
   if (!p.step_rule.empty()) r.push_back({"step rule", p.step_rule});
@@ -255,8 +258,9 @@ struct Page {
 void PolicySection(const Page& page, std::string& md) {
   const ledger::PolicyView& current = page.current;
   const LedgerView& d = page.d;
-  md += "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs. "
-        "The rules in force, then each earlier version, newest first, as it differs from the one after it:\n\n";
+  md +=
+      "\n## Policy\n\nEvery score records the policy version it was scored under; old scores keep theirs. "
+      "The rules in force, then each earlier version, newest first, as it differs from the one after it:\n\n";
   md += CurrentPolicyText(current);
   for (size_t i = d.policies.size() - 1; i-- > 0;) md += OlderPolicyText(d.policies[i], d.policies[i + 1]);
 }
@@ -265,7 +269,9 @@ void PolicySection(const Page& page, std::string& md) {
 void SummarySection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ledger::PolicyView& current = page.current;
-  md += "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by | counted steps |\n| --- | --- | --- | --- | --- | --- |\n";
+  md +=
+      "\n## Summary\n\n| metric | box | frontier | gate (absolute) | set by | counted steps |\n| --- | --- | --- | --- "
+      "| --- | --- |\n";
   bool any_frontier = false;
   for (const auto& l : d.ladders) {
     const LadderStep* last = l.last_counted();
@@ -292,13 +298,16 @@ void LadderSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ledger::PolicyView& current = page.current;
   auto* charts = page.charts;
-  md += "\n## Frontier ladder\n\nThe frontier is derived, never stored: the seed, then each counted step's factor. "
-        "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
-        "change's own factor is still in the ladder).\n";
+  md +=
+      "\n## Frontier ladder\n\nThe frontier is derived, never stored: the seed, then each counted step's factor. "
+      "A retracted run never counts; a reapply whose revert no longer counts is recorded but not counted (the "
+      "change's own factor is still in the ladder).\n";
   for (const auto& l : d.ladders) {
     const std::string file = ChartFile("ladder", l.metric, l.box, l.workload);
     md += "\n### " + T(l.metric) + " on box " + Code(l.box) + WorkloadSuffix(l, false) + "\n\n";
-    md += "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    md +=
+        "| step | change | run | event | factor | tier | counted | frontier | why |\n| --- | --- | --- | --- | --- | "
+        "--- | --- | --- | --- |\n";
     for (size_t i = 0; i < l.ladder.steps.size(); i++) {
       const LadderStep& s = l.ladder.steps[i];
       const ChangeView* c = d.FindChange(s.event.change_id);
@@ -309,12 +318,12 @@ void LadderSection(const Page& page, std::string& md) {
                                    : seeds    ? Num(s.after)
                                               : Num(s.before) + " → " + Num(s.after);
       md += "| " + std::to_string(i) + " | " + Id(s.event.change_id) + " " + T(c ? c->change.title : "?") + " | " +
-            Id(s.event.run_id) + " | " + T(s.event.reason) + (s.event.retracted ? " (retracted)" : "") + " | " + Factor(s) +
-            " | " + (sc && !seed ? TierName(sc->tier) : "—") + " | " + (s.counted ? "yes" : "**no**") + " | " + frontier +
-            " | " + T(s.why) + " |\n";
+            Id(s.event.run_id) + " | " + T(s.event.reason) + (s.event.retracted ? " (retracted)" : "") + " | " +
+            Factor(s) + " | " + (sc && !seed ? TierName(sc->tier) : "—") + " | " + (s.counted ? "yes" : "**no**") +
+            " | " + frontier + " | " + T(s.why) + " |\n";
     }
-    md += "\n![Frontier ladder of " + Alt(l.metric) + " on " + Alt(l.box) + (l.workload.empty() ? "" : " · workload " + Alt(l.workload)) +
-          "](" + file + ")\n";
+    md += "\n![Frontier ladder of " + Alt(l.metric) + " on " + Alt(l.box) +
+          (l.workload.empty() ? "" : " · workload " + Alt(l.workload)) + "](" + file + ")\n";
     charts->emplace_back(file, LadderSvg(BuildLadderChart(d, l, current.policy.gate_frac)));
   }
   if (d.ladders.empty()) md += "\nNo frontier yet.\n";
@@ -329,8 +338,9 @@ void ChangesSection(const Page& page, std::string& md) {
     if (!Included(c, opt.since)) continue;
     const ledger::ChangeRow& ch = c.change;
     md += "\n### Change " + Id(ch.id) + ": " + T(ch.title) + "\n\n";
-    md += "- kind: " + std::string(KindName(ch.kind)) + (ch.target_change ? " of change " + Id(*ch.target_change) : "") +
-          "; author: " + T(ch.author) + "; recorded " + T(ch.created_at) + "\n";
+    md += "- kind: " + std::string(KindName(ch.kind)) +
+          (ch.target_change ? " of change " + Id(*ch.target_change) : "") + "; author: " + T(ch.author) +
+          "; recorded " + T(ch.created_at) + "\n";
     if (ch.reason && !ch.reason->empty()) md += "- reason: " + T(*ch.reason) + "\n";
     md += "- claim " + PctOpt(ch.claim_pct) + ", prediction " + PctOpt(ch.predict_pct) +
           (ch.claim_bit_identical ? ", bit identity claimed" : "") + "\n";
@@ -343,18 +353,22 @@ void ChangesSection(const Page& page, std::string& md) {
           for (const auto& x : s->guards)
             if (x.metric == metric) g = &x, run = r.id;
       md += "- declared regression: " + T(metric) +
-            (g ? " " + F("%+.1f%%", 100.0 * g->gain()) + " (run " + Id(run) + (g->regressed ? ", regressed" : ", held") + ")"
+            (g ? " " + F("%+.1f%%", 100.0 * g->gain()) + " (run " + Id(run) +
+                     (g->regressed ? ", regressed" : ", held") + ")"
                : std::string(" (not measured)")) +
             "\n";
     }
-    md += "\n| run | purpose | verdict | tier | measured gain | interval | decision | rounds | samples | frontier before | box |\n";
+    md +=
+        "\n| run | purpose | verdict | tier | measured gain | interval | decision | rounds | samples | frontier before "
+        "| box |\n";
     md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (const auto& r : c.runs) {
       const ScoreView* s = r.latest();
       md += "| " + Id(r.id) + (r.retracted() ? " (retracted)" : "") + " | " + ledger::PurposeName(r.purpose) + " | " +
             RunState(r) + " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " +
-            (s ? Bounds(*s) : "—") + " | " + (s ? DecisionText(*s) : "—") + " | " + (s ? std::to_string(s->rounds) : "—") +
-            " | " + std::to_string(r.samples) + " | " + (s ? Num(s->frontier_before) : "—") + " | " + CellCode(r.box) + " |\n";
+            (s ? Bounds(*s) : "—") + " | " + (s ? DecisionText(*s) : "—") + " | " +
+            (s ? std::to_string(s->rounds) : "—") + " | " + std::to_string(r.samples) + " | " +
+            (s ? Num(s->frontier_before) : "—") + " | " + CellCode(r.box) + " |\n";
     }
     for (const auto& r : c.runs) {
       md += "\nRun " + Id(r.id) + " parity: " + ParitySummary(c, r, false) + ".";
@@ -368,7 +382,8 @@ void ChangesSection(const Page& page, std::string& md) {
       if (r.failure) md += " Failed: " + T(*r.failure) + ".";
       for (const auto& [l, i] : StepsOfRun(d, r.id)) {
         const LadderStep& st = l->ladder.steps[i];
-        if (!st.counted) md += " Ladder step " + std::to_string(i) + " (" + T(st.event.reason) + ") not counted: " + T(st.why) + ".";
+        if (!st.counted)
+          md += " Ladder step " + std::to_string(i) + " (" + T(st.event.reason) + ") not counted: " + T(st.why) + ".";
       }
       md += "\n";
     }
@@ -379,7 +394,9 @@ void ChangesSection(const Page& page, std::string& md) {
 void NoneCatalogSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ReportOptions& opt = page.opt;
-  md += "\n## The `none` catalog\n\nEvery change that was parked (scored `none`), with each attempt and the frontier it was measured against.\n";
+  md +=
+      "\n## The `none` catalog\n\nEvery change that was parked (scored `none`), with each attempt and the frontier it "
+      "was measured against.\n";
   bool any_none = false;
   for (const auto& c : d.changes) {
     if (c.change.kind != Kind::kChange || !Included(c, opt.since)) continue;
@@ -394,9 +411,9 @@ void NoneCatalogSection(const Page& page, std::string& md) {
     int attempt = 1;
     for (const auto& r : c.runs) {
       const ScoreView* s = r.latest();
-      md += "| " + std::to_string(attempt++) + " | " + Id(r.id) + " | " + ledger::PurposeName(r.purpose) + " | " + RunState(r) +
-            " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " + (s ? DecisionText(*s) : "—") +
-            " | " + (s ? Num(s->frontier_before) : "—") + " |\n";
+      md += "| " + std::to_string(attempt++) + " | " + Id(r.id) + " | " + ledger::PurposeName(r.purpose) + " | " +
+            RunState(r) + " | " + (s ? TierName(s->tier) : "—") + " | " + (s ? Pct(s->gain) : "—") + " | " +
+            (s ? DecisionText(*s) : "—") + " | " + (s ? Num(s->frontier_before) : "—") + " |\n";
     }
   }
   if (!any_none) md += "\nNo change has been parked.\n";
@@ -429,8 +446,9 @@ void RejectionsSection(const Page& page, std::string& md) {
 void GuardRegressionsSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ReportOptions& opt = page.opt;
-  md += "\n## Guard regressions\n\nEvery other metric a bench reports is a guard: one that regressed beyond the gate "
-        "rejects the change (`rejected-regression`) unless the submitter declared it up front.\n\n";
+  md +=
+      "\n## Guard regressions\n\nEvery other metric a bench reports is a guard: one that regressed beyond the gate "
+      "rejects the change (`rejected-regression`) unless the submitter declared it up front.\n\n";
   std::string gr;
   for (const auto& c : d.changes) {
     if (!Included(c, opt.since)) continue;
@@ -440,12 +458,14 @@ void GuardRegressionsSection(const Page& page, std::string& md) {
       for (const auto& g : s->guards)
         if (g.regressed)
           gr += "| " + Id(c.change.id) + " " + T(c.change.title) + " | " + Id(r.id) + " | " + VerdictName(s->verdict) +
-                " | " + T(g.metric) + " | " + Pct(g.gain()) + " | " + Ratio(g.ratio_low) + " .. " + Ratio(g.ratio_high) +
-                " | " + (g.declared ? "yes" : "no") + " |\n";
+                " | " + T(g.metric) + " | " + Pct(g.gain()) + " | " + Ratio(g.ratio_low) + " .. " +
+                Ratio(g.ratio_high) + " | " + (g.declared ? "yes" : "no") + " |\n";
     }
   }
   md += gr.empty() ? "No guard metric has regressed.\n"
-                   : "| change | run | verdict | guard | change | bounds | declared |\n| --- | --- | --- | --- | --- | --- | --- |\n" + gr;
+                   : "| change | run | verdict | guard | change | bounds | declared |\n| --- | --- | --- | --- | --- | "
+                     "--- | --- |\n" +
+                         gr;
 }
 
 // Every run measured without evidence bound to its head.
@@ -461,9 +481,11 @@ void UnverifiedSection(const Page& page, std::string& md) {
         uv += "| " + Id(c.change.id) + " " + T(c.change.title) + " | " + Id(r.id) + " | " + Pct(s->gain) + " | " +
               T(s->note) + " |\n";
   }
-  md += uv.empty() ? "No result was scored `unverified`.\n"
-                   : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
-                     "| change | run | gain | note |\n| --- | --- | --- | --- |\n" + uv;
+  md += uv.empty()
+            ? "No result was scored `unverified`.\n"
+            : "Measured without parity evidence bound to the head's artifact: shown, never moved the frontier.\n\n"
+              "| change | run | gain | note |\n| --- | --- | --- | --- |\n" +
+                  uv;
 }
 
 // Every revert and reapply, its evidence, and whether it was later found wrong.
@@ -478,13 +500,15 @@ void RevertsSection(const Page& page, std::string& md) {
     for (const auto& r : c.runs) {
       verdict = RunState(r);
       if (const ScoreView* s = r.latest()) {
-        evidence = !s->gain ? "" : "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
-                                       ", run " + Id(r.id) + (r.retracted() ? ", retracted" : "") + ")";
+        evidence = !s->gain ? ""
+                            : "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
+                                  ", run " + Id(r.id) + (r.retracted() ? ", retracted" : "") + ")";
         if (!s->note.empty()) evidence += (evidence.empty() ? "" : "; ") + T(s->note);
       }
       for (const auto& [l, i] : StepsOfRun(d, r.id)) {
         const LadderStep& st = l->ladder.steps[i];
-        ladder = st.counted ? "counted (step " + std::to_string(i) + ")" : "not counted (step " + std::to_string(i) + "): " + T(st.why);
+        ladder = st.counted ? "counted (step " + std::to_string(i) + ")"
+                            : "not counted (step " + std::to_string(i) + "): " + T(st.why);
       }
     }
     std::string wrong = "—";
@@ -497,32 +521,36 @@ void RevertsSection(const Page& page, std::string& md) {
         }
     }
     rv += "| " + Id(c.change.id) + " | " + KindName(c.change.kind) + " | " +
-          (c.change.target_change ? Id(*c.change.target_change) : "—") + " | " + T(c.change.reason.value_or("")) + " | " +
-          verdict + " | " + evidence + " | " + ladder + " | " + wrong + " |\n";
+          (c.change.target_change ? Id(*c.change.target_change) : "—") + " | " + T(c.change.reason.value_or("")) +
+          " | " + verdict + " | " + evidence + " | " + ladder + " | " + wrong + " |\n";
   }
   md += rv.empty() ? "No reverts.\n"
                    : "| change | kind | of | reason | verdict | evidence | ladder | later found wrong |\n"
-                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" + rv;
+                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+                         rv;
 }
 
 // Every scored change was predicted first: each author's record.
 void PredictionsSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ledger::PredictionsView pv = ledger::PredictionRecord(d.changes);
-  md += "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
-        "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
+  md +=
+      "\n## Predictions\n\nEvery change is predicted before it is measured. Per author: bias (mean of measured "
+      "minus predicted), median absolute error, and how many landed within 2x of the prediction.\n\n";
   if (pv.authors.empty()) {
     md += "No predicted change has a measured gain yet.\n";
   } else {
-    md += "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- |\n";
+    md +=
+        "| author | scored | bias | median abs. error | within 2x | surprises |\n| --- | --- | --- | --- | --- | --- "
+        "|\n";
     for (const auto& a : pv.authors)
       md += "| " + T(a.author) + " | " + std::to_string(a.changes) + " | " + ledger::PctText(a.bias) + " | " +
-            F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " + std::to_string(a.changes) +
-            " | " + std::to_string(a.surprises) + " |\n";
+            F("%.2f%%", 100.0 * a.median_abs_error) + " | " + std::to_string(a.within_2x) + " of " +
+            std::to_string(a.changes) + " | " + std::to_string(a.surprises) + " |\n";
     md += "\n| change | author | predicted | measured | verdict | surprise |\n| --- | --- | --- | --- | --- | --- |\n";
     for (const auto& e : pv.entries)
-      md += "| " + Id(e.change) + " " + T(e.title) + " | " + T(e.author) + " | " + ledger::PctText(e.predicted) + " | " +
-            ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
+      md += "| " + Id(e.change) + " " + T(e.title) + " | " + T(e.author) + " | " + ledger::PctText(e.predicted) +
+            " | " + ledger::PctText(e.measured) + " | " + e.verdict + " | " + (e.surprise ? "yes" : "no") + " |\n";
   }
 }
 
@@ -530,9 +558,10 @@ void PredictionsSection(const Page& page, std::string& md) {
 void DriftSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   auto* charts = page.charts;
-  md += "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
-        "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
-        std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
+  md +=
+      "\n## Drift\n\nChange points in main's measured speed over history (bases, and heads of accepted changes; "
+      "retracted runs excluded), per metric, box and workload: E-divisive means, each split tested by " +
+      std::to_string(d.drift.options.permutations) + " permutations at alpha " + Num(d.drift.options.alpha) + ".\n\n";
   for (const auto& line : SplitLines(ToText(d.drift))) md += "- " + T(line.substr(line.find(": ") + 2)) + "\n";
   for (const auto& series : d.drift.series) {
     if (series.points.empty()) continue;
@@ -547,18 +576,22 @@ void DriftSection(const Page& page, std::string& md) {
 void NoiseSection(const Page& page, std::string& md) {
   const LedgerView& d = page.d;
   const ledger::PolicyView& current = page.current;
-  md += "\n## Box noise\n\nEach `verity calibrate` runs the same bench command as base and head; submissions on "
-        "that box and workload take their rounds from its latest profile, or are refused as unresolvable.\n\n";
+  md +=
+      "\n## Box noise\n\nEach `verity calibrate` runs the same bench command as base and head; submissions on "
+      "that box and workload take their rounds from its latest profile, or are refused as unresolvable.\n\n";
   if (d.noise.empty()) {
     md += "No box has been calibrated.\n";
   } else {
-    md += "| profile | box | workload | metric | rounds | per-round sigma | MAD | outliers | drift / round | rounds to resolve the gate |\n"
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    md +=
+        "| profile | box | workload | metric | rounds | per-round sigma | MAD | outliers | drift / round | rounds to "
+        "resolve the gate |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     const double look_alpha = ledger::LookAlpha(ledger::PlanFor(current.policy), 0);
     for (const auto& p : d.noise)
-      md += "| " + Id(p.id) + " | " + CellCode(p.box) + " | " + T(p.workload.empty() ? "—" : p.workload) + " | " + T(p.metric) +
-            " | " + std::to_string(p.rounds) + " | " + F("%.2f%%", 100 * p.sigma) + " | " + F("%.2f%%", 100 * p.round_mad) +
-            " | " + std::to_string(p.outlier_rounds) + " | " + F("%+.3f%%", 100 * p.drift_per_round) + " | " +
+      md += "| " + Id(p.id) + " | " + CellCode(p.box) + " | " + T(p.workload.empty() ? "—" : p.workload) + " | " +
+            T(p.metric) + " | " + std::to_string(p.rounds) + " | " + F("%.2f%%", 100 * p.sigma) + " | " +
+            F("%.2f%%", 100 * p.round_mad) + " | " + std::to_string(p.outlier_rounds) + " | " +
+            F("%+.3f%%", 100 * p.drift_per_round) + " | " +
             std::to_string(ledger::RoundsToResolve(p.sigma, current.policy.gate_frac, look_alpha)) + " |\n";
   }
 }
@@ -573,11 +606,13 @@ void RetractionsSection(const Page& page, std::string& md) {
     if (!r) continue;
     const ChangeView* c = d.FindChange(r->change_id);
     const ScoreView* s = r->latest();
-    md += "\n### Note on a retracted number: run " + Id(r->id) + " (change " + Id(c->change.id) + ", " + T(c->change.title) + ")\n\n";
-    md += "- The number: " + (s ? "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) +
-                                      "), base median " + Num(s->base_median) + ", head median " + Num(s->head_median) +
-                                      ", verdict " + VerdictName(s->verdict)
-                                : std::string("unscored")) + ".\n";
+    md += "\n### Note on a retracted number: run " + Id(r->id) + " (change " + Id(c->change.id) + ", " +
+          T(c->change.title) + ")\n\n";
+    md += "- The number: " +
+          (s ? "gain " + Pct(s->gain) + " (interval " + Pct(s->ci_low) + " .. " + Pct(s->ci_high) + "), base median " +
+                   Num(s->base_median) + ", head median " + Num(s->head_median) + ", verdict " + VerdictName(s->verdict)
+             : std::string("unscored")) +
+          ".\n";
     md += "- What produced it: " + T(t.reason) + ".\n";
     std::string repl = "nothing yet";
     if (t.replaced_by_run) {
@@ -590,14 +625,17 @@ void RetractionsSection(const Page& page, std::string& md) {
       if (const ChangeView* rc = d.FindChange(*t.by_change)) {
         repl = "change " + Id(rc->change.id) + " (" + KindName(rc->change.kind) + ", \"" + T(rc->change.title) + "\")";
         for (const auto& x : rc->runs)
-          if (const ScoreView* ns = x.latest()) repl += ": run " + Id(x.id) + " " + VerdictName(ns->verdict) + ", gain " + Pct(ns->gain);
+          if (const ScoreView* ns = x.latest())
+            repl += ": run " + Id(x.id) + " " + VerdictName(ns->verdict) + ", gain " + Pct(ns->gain);
       }
     }
     md += "- What replaced it: " + repl + ".\n";
     std::string steps;
     for (const auto& [l, i] : StepsOfRun(d, r->id))
-      steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + T(l->metric) + " on " + Code(l->box);
-    md += "- It no longer counts toward the frontier" + (steps.empty() ? std::string() : " (ladder " + steps + ": not counted)") + ".\n";
+      steps += (steps.empty() ? "" : ", ") + std::string("step ") + std::to_string(i) + " of " + T(l->metric) + " on " +
+               Code(l->box);
+    md += "- It no longer counts toward the frontier" +
+          (steps.empty() ? std::string() : " (ladder " + steps + ": not counted)") + ".\n";
   }
 }
 
@@ -608,8 +646,11 @@ std::string Render(const LedgerView& d, const ReportOptions& opt, const std::str
   md += "# verity changelog\n\n";
   md += "Generated from ledger tip `" + d.tip + "` (" + std::to_string(d.records) + " sealed records).\n\n";
   md += "Written from the ledger " + Code(ledger_name) + " alone; the same ledger always yields this same file. ";
-  md += "`verity ledger verify --expect-tip " + d.tip + "` checks that the ledger still holds every record it was generated from.\n";
-  if (!opt.since.empty()) md += "\nPer-change sections are limited to changes since " + Code(opt.since) + "; the summary and ladder cover everything.\n";
+  md += "`verity ledger verify --expect-tip " + d.tip +
+        "` checks that the ledger still holds every record it was generated from.\n";
+  if (!opt.since.empty())
+    md += "\nPer-change sections are limited to changes since " + Code(opt.since) +
+          "; the summary and ladder cover everything.\n";
 
   PolicySection(page, md);
   SummarySection(page, md);
@@ -669,9 +710,9 @@ LadderChart BuildLadderChart(const ledger::LedgerView& d, const ledger::LadderVi
         // The measured gain applied to the frontier it was scored against: its height against the band is its verdict.
         const std::optional<double> base = s->frontier_before ? s->frontier_before : faced ? faced : s->base_median;
         if (base) slot.value = *base * (higher ? 1.0 + *s->gain : 1.0 / (1.0 + *s->gain));
-        slot.mark = s->verdict == Verdict::kAccepted                                    ? Mark::kAccepted
+        slot.mark = s->verdict == Verdict::kAccepted                                  ? Mark::kAccepted
                     : s->verdict == Verdict::kNone || s->verdict == Verdict::kRefused ? Mark::kParked
-                                                                                        : Mark::kNotBanked;
+                                                                                      : Mark::kNotBanked;
         slot.note = F("%+.1f%%", 100.0 * *s->gain);
       }
     }
@@ -687,7 +728,8 @@ SeriesChart BuildSeriesChart(const ledger::DriftSeries& series, const ledger::Dr
   chart.subtitle = "box " + series.box + (series.workload.empty() ? "" : " · workload " + series.workload);
   chart.metric = series.metric;
   for (const auto& p : series.points) chart.points.push_back({p.value, "r" + Id(p.run), p.side == "head", p.run});
-  for (const auto& c : series.changes) chart.breaks.push_back({c.point.index, c.point.before_median, c.point.after_median});
+  for (const auto& c : series.changes)
+    chart.breaks.push_back({c.point.index, c.point.before_median, c.point.after_median});
   chart.min_points = 2 * options.min_segment;
   return chart;
 }
@@ -699,7 +741,8 @@ Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& o
   const std::string md = Render(d, opt, std::filesystem::path(ledger.db().path()).filename().string(), &charts);
   namespace fs = std::filesystem;
   const fs::path out(opt.out);
-  const fs::path chart_dir = opt.charts_dir.empty() ? (out.has_parent_path() ? out.parent_path() : fs::path(".")) : fs::path(opt.charts_dir);
+  const fs::path chart_dir =
+      opt.charts_dir.empty() ? (out.has_parent_path() ? out.parent_path() : fs::path(".")) : fs::path(opt.charts_dir);
   std::error_code ec;
   fs::create_directories(chart_dir, ec);
   if (ec) return Status::Error(chart_dir.string() + ": cannot create charts directory");
@@ -710,7 +753,8 @@ Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& o
     const fs::path rel = fs::relative(chart_dir, out.has_parent_path() ? out.parent_path() : fs::path("."), ec);
     for (const auto& [name, svg] : charts) {
       const std::string from = "](" + name + ")", to = "](" + (rel / name).generic_string() + ")";
-      for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size())) text.replace(p, from.size(), to);
+      for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size()))
+        text.replace(p, from.size(), to);
     }
   }
   for (const auto& [name, svg] : charts) {

@@ -33,27 +33,27 @@ Result<WrittenReport> WriteReport(ledger::Ledger& ledger, const ReportOptions& o
 
 // How a measured attempt is drawn on the ladder.
 enum class Mark {
-  kAccepted,        // filled circle: accepted (or confirmed), banked
-  kParked,          // hollow circle: scored `none` (parked), or a revert refused
-  kNotBanked,       // hollow square: above the gate but not banked (unverified, held, a guard or plausibility rejection)
+  kAccepted,   // filled circle: accepted (or confirmed), banked
+  kParked,     // hollow circle: scored `none` (parked), or a revert refused
+  kNotBanked,  // hollow square: above the gate but not banked (unverified, held, a guard or plausibility rejection)
   kRejectedParity,  // cross at the frontier it faced: its speed was never measured
 };
 
 // One measured attempt (one run) on a ladder, in recording order.
 struct LadderSlot {
-  std::string label;                // "#3": the change id
-  std::optional<double> frontier;   // the derived frontier after this run (nullopt: not seeded yet)
+  std::string label;                  // "#3": the change id
+  std::optional<double> frontier;     // the derived frontier after this run (nullopt: not seeded yet)
   std::optional<double> seeded_from;  // the run seeded the frontier from this value (its base)
-  std::optional<double> value;      // where the marker sits; nullopt: no marker
+  std::optional<double> value;        // where the marker sits; nullopt: no marker
   Mark mark = Mark::kParked;
-  bool retracted = false;           // drawn grey
-  std::string note;                 // beside the marker, e.g. "+7.0%"
-  int64_t change = 0, run = 0;      // what the marker stands for
+  bool retracted = false;       // drawn grey
+  std::string note;             // beside the marker, e.g. "+7.0%"
+  int64_t change = 0, run = 0;  // what the marker stands for
 };
 
 struct LadderChart {
   std::string title, subtitle, metric;  // the metric names its unit and direction (MetricUnit)
-  double gate_frac = 0.0;     // the policy's gate, shaded on the better side of the frontier
+  double gate_frac = 0.0;               // the policy's gate, shaded on the better side of the frontier
   std::vector<LadderSlot> slots;
 };
 // The frontier as a step line over the attempts, the gate band shaded on its

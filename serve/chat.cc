@@ -26,7 +26,8 @@ class ChatMl final : public ChatTemplate {
     std::string s;
     for (const ChatMessage& m : messages) {
       // Dropping it would change the conversation unannounced.
-      if (!m.name.empty()) return Status::Error("a message's name: the chatml format verity renders has no place for one");
+      if (!m.name.empty())
+        return Status::Error("a message's name: the chatml format verity renders has no place for one");
       s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     }
     return s + "<|im_start|>assistant\n";
@@ -68,7 +69,8 @@ class ModelTemplate final : public ChatTemplate {
 
 // tokenizer_config.json, or a null json when the directory has none.
 Result<nlohmann::json> TokenizerConfig(const std::string& path, std::string* file) {
-  const std::string dir = IsDir(path) ? path : path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
+  const std::string dir =
+      IsDir(path) ? path : path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
   *file = (dir.empty() ? std::string(".") : dir) + "/tokenizer_config.json";
   std::ifstream in(*file, std::ios::binary);
   if (!in) return nlohmann::json();
@@ -92,7 +94,8 @@ Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& pat
   if (j.is_null()) return std::unique_ptr<ChatTemplate>();
   auto src = j.find("chat_template");
   if (src == j.end() || src->is_null()) return std::unique_ptr<ChatTemplate>();
-  if (!src->is_string()) return Status::Error(file + ": chat_template is not a string (named templates are not rendered)");
+  if (!src->is_string())
+    return Status::Error(file + ": chat_template is not a string (named templates are not rendered)");
   auto t = jinja::Template::Parse(src->get<std::string>());
   if (!t.ok())
     return Status::Error(file + ": chat_template is Jinja verity does not render exactly (" + t.status().message() +
@@ -106,7 +109,8 @@ Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& pat
       return jinja::Value::Str(v["content"].get<std::string>());
     return Status::Error(file + ": " + name + " is neither a string nor an object with a string content");
   };
-  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+  for (const char* name :
+       {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     auto v = j.find(name);
     if (v == j.end() || v->is_null()) continue;
     VERITY_ASSIGN_OR_RETURN(tokens[name], text_of(*v, name));
@@ -115,7 +119,8 @@ Result<std::unique_ptr<ChatTemplate>> ModelChatTemplateOf(const std::string& pat
     if (!extra->is_array()) return Status::Error(file + ": additional_special_tokens is not a list");
     jinja::List list;
     for (size_t i = 0; i < extra->size(); i++) {
-      VERITY_ASSIGN_OR_RETURN(jinja::Value t, text_of((*extra)[i], "additional_special_tokens[" + std::to_string(i) + "]"));
+      VERITY_ASSIGN_OR_RETURN(jinja::Value t,
+                              text_of((*extra)[i], "additional_special_tokens[" + std::to_string(i) + "]"));
       list.push_back(std::move(t));
     }
     tokens["additional_special_tokens"] = jinja::Value::MakeList(std::move(list));

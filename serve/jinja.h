@@ -37,24 +37,52 @@ struct Value {
   bool b = false;
   long long i = 0;
   double f = 0.0;
-  std::string s;  // kString; kFunction: the global function's name
+  std::string s;               // kString; kFunction: the global function's name
   std::shared_ptr<List> list;  // kList
   bool tuple = false;          // kList: a Python tuple (dict.items()' pairs), which prints in ( )
   std::shared_ptr<Dict> dict;  // kDict and kNamespace (a namespace's attributes are assignable)
 
   static Value None() { return Of(Kind::kNone); }
-  static Value Bool(bool v) { Value x = Of(Kind::kBool); x.b = v; return x; }
-  static Value Int(long long v) { Value x = Of(Kind::kInt); x.i = v; return x; }
-  static Value Float(double v) { Value x = Of(Kind::kFloat); x.f = v; return x; }
-  static Value Str(std::string v) { Value x = Of(Kind::kString); x.s = std::move(v); return x; }
-  static Value MakeList(List v = {}) { Value x = Of(Kind::kList); x.list = std::make_shared<List>(std::move(v)); return x; }
-  static Value MakeDict(Dict v = {}) { Value x = Of(Kind::kDict); x.dict = std::make_shared<Dict>(std::move(v)); return x; }
+  static Value Bool(bool v) {
+    Value x = Of(Kind::kBool);
+    x.b = v;
+    return x;
+  }
+  static Value Int(long long v) {
+    Value x = Of(Kind::kInt);
+    x.i = v;
+    return x;
+  }
+  static Value Float(double v) {
+    Value x = Of(Kind::kFloat);
+    x.f = v;
+    return x;
+  }
+  static Value Str(std::string v) {
+    Value x = Of(Kind::kString);
+    x.s = std::move(v);
+    return x;
+  }
+  static Value MakeList(List v = {}) {
+    Value x = Of(Kind::kList);
+    x.list = std::make_shared<List>(std::move(v));
+    return x;
+  }
+  static Value MakeDict(Dict v = {}) {
+    Value x = Of(Kind::kDict);
+    x.dict = std::make_shared<Dict>(std::move(v));
+    return x;
+  }
 
   // The value at `key` of a dict or namespace, or nullptr.
   const Value* Find(const std::string& key) const;
 
  private:
-  static Value Of(Kind k) { Value x; x.kind = k; return x; }
+  static Value Of(Kind k) {
+    Value x;
+    x.kind = k;
+    return x;
+  }
 };
 
 class Template {

@@ -26,17 +26,17 @@ struct Expr {
     kBinary,   // args[0] name args[1]: + - * / // % ~ == != < > <= >= in (negated: not in)
     kAnd,
     kOr,
-    kCond,     // args[0] if args[1] else args[2] (args[2] null: undefined)
-    kList,     // [args...]
-    kDict,     // {keys[i]: args[i]}
+    kCond,  // args[0] if args[1] else args[2] (args[2] null: undefined)
+    kList,  // [args...]
+    kDict,  // {keys[i]: args[i]}
   };
   Op op = Op::kLiteral;
   Value literal;
   std::string name;
   std::vector<std::unique_ptr<Expr>> args;
-  std::vector<std::string> keys;                                     // kDict; kCall's keyword names (args after the positional ones)
-  int positional = 0;                                                // kCall: how many of args[1..] are positional
-  bool negated = false;                                              // kTest: is not; kBinary in: not in
+  std::vector<std::string> keys;  // kDict; kCall's keyword names (args after the positional ones)
+  int positional = 0;             // kCall: how many of args[1..] are positional
+  bool negated = false;           // kTest: is not; kBinary in: not in
   int line = 0;
 };
 
@@ -48,9 +48,9 @@ struct Template::Node {
   enum class Kind { kBody, kText, kOutput, kIf, kFor, kSet, kSetBlock };
   Kind kind = Kind::kBody;
   int line = 0;
-  std::string text;                               // kText
-  std::unique_ptr<Expr> expr;                     // kOutput, kSet's value, kFor's iterable
-  std::vector<std::unique_ptr<Node>> children;    // kBody
+  std::string text;                             // kText
+  std::unique_ptr<Expr> expr;                   // kOutput, kSet's value, kFor's iterable
+  std::vector<std::unique_ptr<Node>> children;  // kBody
   // kIf: conditions[i] guards bodies[i]; a last body without a condition is the else.
   std::vector<std::unique_ptr<Expr>> conditions;  // kFor: [filter] when it has one (for x in xs if cond)
   std::vector<std::unique_ptr<Node>> bodies;      // kIf's branches; kFor: [body] or [body, else]

@@ -115,7 +115,8 @@ Result<std::vector<Segment>> Segments(const std::string& source) {
     if (mod == '-' || (mod == '+' && type == '%')) inner++;
     const char* close = type == '{' ? "}}" : type == '%' ? "%}" : "#}";
     size_t end = type == '#' ? src.find(close, inner) : TagEnd(src, inner, close);
-    if (end == std::string::npos) return SyntaxError(line, std::string("a tag opened with '{") + type + "' never closes");
+    if (end == std::string::npos)
+      return SyntaxError(line, std::string("a tag opened with '{") + type + "' never closes");
     const bool right_strip = end > inner && src[end - 1] == '-';
     const bool right_keep = type == '%' && end > inner && src[end - 1] == '+';
     std::string body = src.substr(inner, end - inner - (right_strip || right_keep ? 1 : 0));
@@ -187,7 +188,8 @@ Result<std::vector<Token>> Tokens(const std::string& s, int line) {
         out.push_back(t);
       } else {
         Token t{Token::Kind::kInt, s.substr(i, j - i)};
-        if (t.text.size() > 1 && t.text[0] == '0') return SyntaxError(line, "the integer " + t.text + " has a leading zero");
+        if (t.text.size() > 1 && t.text[0] == '0')
+          return SyntaxError(line, "the integer " + t.text + " has a leading zero");
         if (t.text.size() > 18) return SyntaxError(line, "the integer " + t.text + " is too large");
         t.i = std::strtoll(t.text.c_str(), nullptr, 10);
         out.push_back(t);
@@ -244,12 +246,13 @@ struct FilterArgs {
 };
 const std::map<std::string, FilterArgs>& KnownFilters() {
   static const std::map<std::string, FilterArgs> f = {
-      {"trim", {0, ""}},    {"length", {0, ""}},  {"count", {0, ""}},  {"upper", {0, ""}},   {"lower", {0, ""}},
-      {"capitalize", {0, ""}}, {"title", {0, ""}}, {"first", {0, ""}},  {"last", {0, ""}},    {"join", {1, ""}},
-      {"default", {2, ""}}, {"d", {2, ""}},       {"string", {0, ""}}, {"int", {0, ""}},     {"float", {0, ""}},
-      {"tojson", {0, "indent"}}, {"items", {0, ""}}, {"replace", {2, ""}}, {"list", {0, ""}},
-      {"reverse", {0, ""}}, {"select", {2, ""}}, {"reject", {2, ""}}, {"selectattr", {3, ""}},
-      {"rejectattr", {3, ""}}, {"map", {0, "attribute"}}};
+      {"trim", {0, ""}},        {"length", {0, ""}},     {"count", {0, ""}},      {"upper", {0, ""}},
+      {"lower", {0, ""}},       {"capitalize", {0, ""}}, {"title", {0, ""}},      {"first", {0, ""}},
+      {"last", {0, ""}},        {"join", {1, ""}},       {"default", {2, ""}},    {"d", {2, ""}},
+      {"string", {0, ""}},      {"int", {0, ""}},        {"float", {0, ""}},      {"tojson", {0, "indent"}},
+      {"items", {0, ""}},       {"replace", {2, ""}},    {"list", {0, ""}},       {"reverse", {0, ""}},
+      {"select", {2, ""}},      {"reject", {2, ""}},     {"selectattr", {3, ""}}, {"rejectattr", {3, ""}},
+      {"map", {0, "attribute"}}};
   return f;
 }
 // The filters whose first (select, reject) or second (selectattr,
@@ -265,14 +268,15 @@ const std::set<std::string>& ComparisonTests() {
   return t;
 }
 const std::set<std::string>& KnownTests() {
-  static const std::set<std::string> t = {"defined", "undefined", "none",    "string", "number", "integer", "float",
-                                          "boolean", "mapping",   "iterable", "sequence", "true", "false",  "even",
-                                          "odd"};
+  static const std::set<std::string> t = {"defined",  "undefined", "none",    "string",  "number",
+                                          "integer",  "float",     "boolean", "mapping", "iterable",
+                                          "sequence", "true",      "false",   "even",    "odd"};
   return t;
 }
 const std::set<std::string>& KnownMethods() {
-  static const std::set<std::string> m = {"strip", "lstrip",  "rstrip", "upper",  "lower", "startswith", "endswith",
-                                          "split", "replace", "title",  "capitalize", "items", "keys", "values", "get"};
+  static const std::set<std::string> m = {"strip",      "lstrip",   "rstrip", "upper",   "lower",
+                                          "startswith", "endswith", "split",  "replace", "title",
+                                          "capitalize", "items",    "keys",   "values",  "get"};
   return m;
 }
 const std::set<std::string>& KnownFunctions() {
@@ -307,7 +311,8 @@ class ExprParser {
   }
   Status Error(const std::string& what) const {
     const Token& at = Peek();
-    return SyntaxError(line_, what + (at.kind == Token::Kind::kEnd ? " at the end of the tag" : " near '" + at.text + "'"));
+    return SyntaxError(line_,
+                       what + (at.kind == Token::Kind::kEnd ? " at the end of the tag" : " near '" + at.text + "'"));
   }
 
  private:
@@ -576,7 +581,8 @@ class ExprParser {
       return SyntaxError(line_, "the function " + callee->name + "() is not supported");
     if (callee->op == Expr::Op::kAttr && !KnownMethods().count(callee->name))
       return SyntaxError(line_, "the method ." + callee->name + "() is not supported");
-    if (callee->op != Expr::Op::kVar && callee->op != Expr::Op::kAttr) return Error("only functions and methods can be called");
+    if (callee->op != Expr::Op::kVar && callee->op != Expr::Op::kAttr)
+      return Error("only functions and methods can be called");
     auto e = Node(Expr::Op::kCall, callee->name);
     e->args.push_back(std::move(callee));
     VERITY_RETURN_IF_ERROR(Arguments(e.get()));
@@ -612,7 +618,8 @@ class ExprParser {
           const bool with_arg = ComparisonTests().count(tn) > 0;
           if (!with_arg && !KnownTests().count(tn)) return SyntaxError(line_, "the test '" + tn + "' is not supported");
           if (with_arg != (e->positional == t + 2))
-            return SyntaxError(line_, "the test '" + tn + "' in " + name + (with_arg ? " needs" : " takes no") + " argument");
+            return SyntaxError(line_,
+                               "the test '" + tn + "' in " + name + (with_arg ? " needs" : " takes no") + " argument");
         }
         a = std::move(e);
       } else if (IsName("is")) {
@@ -697,7 +704,8 @@ class BodyParser {
       VERITY_ASSIGN_OR_RETURN(NodePtr n, Statement(kw));
       body->children.push_back(std::move(n));
     }
-    if (!until.empty()) return SyntaxError(s_.empty() ? 1 : s_.back().line, "the template ends inside an unclosed block");
+    if (!until.empty())
+      return SyntaxError(s_.empty() ? 1 : s_.back().line, "the template ends inside an unclosed block");
     return body;
   }
 
@@ -735,7 +743,7 @@ class BodyParser {
       }
       i_++;
       VERITY_ASSIGN_OR_RETURN(NodePtr body, Body(kw == "else" ? std::set<std::string>{"endif"}
-                                                               : std::set<std::string>{"elif", "else", "endif"}));
+                                                              : std::set<std::string>{"elif", "else", "endif"}));
       n->bodies.push_back(std::move(body));
       if (i_ >= s_.size()) return SyntaxError(n->line, "an if without endif");
       if (Keyword(s_[i_]) == "endif") break;
@@ -808,7 +816,8 @@ class BodyParser {
   }
 
   Status EndTag(const char* kw) {
-    if (i_ >= s_.size() || Keyword(s_[i_]) != kw) return SyntaxError(i_ < s_.size() ? s_[i_].line : 0, std::string("expected ") + kw);
+    if (i_ >= s_.size() || Keyword(s_[i_]) != kw)
+      return SyntaxError(i_ < s_.size() ? s_[i_].line : 0, std::string("expected ") + kw);
     VERITY_ASSIGN_OR_RETURN(ExprParser p, TagTokens());
     if (!p.AtEnd()) return p.Error(std::string("unexpected text after '") + kw + "'");
     i_++;

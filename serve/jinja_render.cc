@@ -70,7 +70,9 @@ Value Pair(const std::string& k, const Value& v) {
 }
 
 bool IsNumber(const Value& v) { return v.kind == Kind::kInt || v.kind == Kind::kFloat || v.kind == Kind::kBool; }
-double AsDouble(const Value& v) { return v.kind == Kind::kFloat ? v.f : v.kind == Kind::kBool ? v.b : static_cast<double>(v.i); }
+double AsDouble(const Value& v) {
+  return v.kind == Kind::kFloat ? v.f : v.kind == Kind::kBool ? v.b : static_cast<double>(v.i);
+}
 long long AsInt(const Value& v) { return v.kind == Kind::kBool ? v.b : v.i; }
 
 std::string Repr(const Value& v);
@@ -245,9 +247,9 @@ std::string JsonError(const Value& v) {
 }
 
 bool PySpace(const std::string& cp) {
-  static const char* const kSpaces[] = {" ",  "\t", "\n", "\v", "\f", "\r", "\x1c", "\x1d", "\x1e", "\x1f",
-                                        "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003",
-                                        "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a",
+  static const char* const kSpaces[] = {" ",      "\t",     "\n",     "\v",     "\f",     "\r",     "\x1c",   "\x1d",
+                                        "\x1e",   "\x1f",   "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002",
+                                        "\u2003", "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a",
                                         "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
   for (const char* sp : kSpaces)
     if (cp == sp) return true;
@@ -293,7 +295,9 @@ std::string Title(const std::string& s) {
   bool prev_alpha = false;
   for (char c : s) {
     const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-    out += static_cast<char>(alpha ? (prev_alpha ? std::tolower(static_cast<unsigned char>(c)) : std::toupper(static_cast<unsigned char>(c))) : c);
+    out += static_cast<char>(
+        alpha ? (prev_alpha ? std::tolower(static_cast<unsigned char>(c)) : std::toupper(static_cast<unsigned char>(c)))
+              : c);
     prev_alpha = alpha;
   }
   return out;
@@ -306,7 +310,9 @@ std::string TitleFilter(const std::string& s) {
   for (char c : s) {
     const bool sep = PySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
     if (sep) out += c;
-    else out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+    else
+      out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c))
+                                     : std::tolower(static_cast<unsigned char>(c)));
     start = sep;
   }
   return out;
@@ -584,13 +590,13 @@ class Renderer {
     if (obj.kind == Kind::kList || obj.kind == Kind::kString) {
       if (key.kind != Kind::kInt) return Value();  // e.g. a method name used without a call
       const std::vector<std::string> cps = obj.kind == Kind::kString ? CodePoints(obj.s) : std::vector<std::string>();
-      const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
+      const long long n =
+          obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
       const long long i = key.i < 0 ? key.i + n : key.i;
       if (i < 0 || i >= n) return Value();
       return obj.kind == Kind::kList ? (*obj.list)[i] : Value::Str(cps[i]);
     }
-    if (obj.kind == Kind::kUndefined)
-      return RenderError(e, "'" + Str(key) + "' of an undefined value");
+    if (obj.kind == Kind::kUndefined) return RenderError(e, "'" + Str(key) + "' of an undefined value");
     return Value();
   }
 
@@ -609,7 +615,8 @@ class Renderer {
     if (obj.kind != Kind::kList && obj.kind != Kind::kString)
       return RenderError(e, std::string("cannot slice a value of type ") + TypeName(obj));
     const std::vector<std::string> cps = obj.kind == Kind::kString ? CodePoints(obj.s) : std::vector<std::string>();
-    const long long n = obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
+    const long long n =
+        obj.kind == Kind::kList ? static_cast<long long>(obj.list->size()) : static_cast<long long>(cps.size());
     const long long step = part[2];
     // Python's slice.indices.
     auto clamp = [&](long long v, bool is_given, long long dflt) {
@@ -644,7 +651,8 @@ class Renderer {
     const size_t positional = static_cast<size_t>(e.positional);
     if (callee.op == Expr::Op::kVar) {
       if (callee.name == "raise_exception")
-        return RenderError(e, "the template refused the conversation: " + (args.empty() ? std::string() : Str(args[0])));
+        return RenderError(e,
+                           "the template refused the conversation: " + (args.empty() ? std::string() : Str(args[0])));
       if (callee.name == "namespace") {
         Value ns = Value::MakeDict();
         ns.kind = Kind::kNamespace;
@@ -652,7 +660,8 @@ class Renderer {
         return ns;
       }
       if (callee.name == "strftime_now") {  // transformers': the server's local date and time
-        if (args.size() != 1 || args[0].kind != Kind::kString) return RenderError(e, "strftime_now() takes one format string");
+        if (args.size() != 1 || args[0].kind != Kind::kString)
+          return RenderError(e, "strftime_now() takes one format string");
         const std::time_t now = std::time(nullptr);
         std::tm tm{};
         localtime_r(&now, &tm);
@@ -692,7 +701,8 @@ class Renderer {
         return Value::Str(Strip(s, m != "rstrip", m != "lstrip", str_arg(0)));
       }
       if (m == "upper" || m == "lower" || m == "title" || m == "capitalize") {
-        if (!Ascii(s)) return RenderError(e, "." + m + "() of text beyond ASCII is not implemented (Python's Unicode case tables)");
+        if (!Ascii(s))
+          return RenderError(e, "." + m + "() of text beyond ASCII is not implemented (Python's Unicode case tables)");
         return Value::Str(m == "upper" ? Upper(s) : m == "lower" ? Lower(s) : m == "title" ? Title(s) : Capitalize(s));
       }
       if (m == "startswith" || m == "endswith") {
@@ -784,7 +794,9 @@ class Renderer {
     if (f == "trim" || f == "upper" || f == "lower" || f == "capitalize" || f == "title") {
       const std::string text = Str(v);  // Jinja2's soft_str: none|trim is "None"
       if (f == "trim") return Value::Str(Strip(text, true, true));
-      if (!Ascii(text)) return RenderError(e, "the filter " + f + " of text beyond ASCII is not implemented (Python's Unicode case tables)");
+      if (!Ascii(text))
+        return RenderError(
+            e, "the filter " + f + " of text beyond ASCII is not implemented (Python's Unicode case tables)");
       if (f == "upper") return Value::Str(Upper(text));
       if (f == "lower") return Value::Str(Lower(text));
       if (f == "capitalize") return Value::Str(Capitalize(text));
@@ -813,7 +825,8 @@ class Renderer {
       std::string out;
       for (size_t i = 0; i < v.list->size(); i++) {
         out += (i ? sep : "") + Str((*v.list)[i]);
-        if (out.size() > kMaxOutput) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
+        if (out.size() > kMaxOutput)
+          return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
       }
       return Value::Str(out);
     }
@@ -860,7 +873,8 @@ class Renderer {
       return Value::MakeList(std::move(out));
     }
     if (f == "int") {  // int(value), else int(float(value)), else 0
-      if (v.kind == Kind::kFloat) return std::isfinite(v.f) && std::fabs(v.f) < 9e18 ? Value::Int(static_cast<long long>(v.f)) : Value::Int(0);
+      if (v.kind == Kind::kFloat)
+        return std::isfinite(v.f) && std::fabs(v.f) < 9e18 ? Value::Int(static_cast<long long>(v.f)) : Value::Int(0);
       if (IsNumber(v)) return Value::Int(AsInt(v));
       if (v.kind == Kind::kString) {
         const std::string t = Strip(v.s, true, true);
@@ -869,7 +883,8 @@ class Renderer {
         const long long x = std::strtoll(t.c_str(), &end, 10);
         if (!t.empty() && *end == '\0' && errno == 0) return Value::Int(x);
         const double d = std::strtod(t.c_str(), &end);
-        if (!t.empty() && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9e18) return Value::Int(static_cast<long long>(d));
+        if (!t.empty() && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9e18)
+          return Value::Int(static_cast<long long>(d));
       }
       return Value::Int(0);
     }
@@ -894,9 +909,12 @@ class Renderer {
     for (;;) {
       const size_t dot = path.s.find('.', i);
       const std::string part = path.s.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
-      const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
       if (x.kind == Kind::kUndefined) return Value();
-      VERITY_ASSIGN_OR_RETURN(x, Member(e, x, index && part.size() < 18 ? Value::Int(std::atoll(part.c_str())) : Value::Str(part)));
+      VERITY_ASSIGN_OR_RETURN(
+          x, Member(e, x, index && part.size() < 18 ? Value::Int(std::atoll(part.c_str())) : Value::Str(part)));
       if (dot == std::string::npos) return x;
       i = dot + 1;
     }
@@ -990,7 +1008,8 @@ class Renderer {
     if (op == "in") {
       bool found = false;
       if (b.kind == Kind::kString && a.kind == Kind::kString) found = b.s.find(a.s) != std::string::npos;
-      else if (b.kind == Kind::kList) found = std::any_of(b.list->begin(), b.list->end(), [&](const Value& x) { return Equal(a, x); });
+      else if (b.kind == Kind::kList)
+        found = std::any_of(b.list->begin(), b.list->end(), [&](const Value& x) { return Equal(a, x); });
       else if (b.kind == Kind::kDict) found = a.kind == Kind::kString && b.Find(a.s) != nullptr;
       else if (b.kind == Kind::kUndefined) found = false;
       else return RenderError(e, std::string("'in' needs a string, list or dict on its right, not ") + TypeName(b));

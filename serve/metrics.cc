@@ -56,7 +56,9 @@ std::string Histogram::Render(const std::string& name) const {
     cum += counts_[i];
     o << name << "_bucket{le=\"" << Num(bounds_[i]) << "\"} " << cum << "\n";
   }
-  o << name << "_bucket{le=\"+Inf\"} " << count_ << "\n" << name << "_sum " << Num(sum_) << "\n" << name << "_count " << count_ << "\n";
+  o << name << "_bucket{le=\"+Inf\"} " << count_ << "\n"
+    << name << "_sum " << Num(sum_) << "\n"
+    << name << "_count " << count_ << "\n";
   return o.str();
 }
 
@@ -121,7 +123,8 @@ std::string Metrics::Render() const {
   using std::to_string;
   Single(o, "verity_prompt_tokens_total", "counter", "Prompt tokens prefilled.", to_string(prompt_tokens_));
   Single(o, "verity_generated_tokens_total", "counter", "Tokens generated.", to_string(generated_tokens_));
-  Head(o, "verity_time_to_first_token_seconds", "histogram", "From a request's arrival in the queue to its first token.");
+  Head(o, "verity_time_to_first_token_seconds", "histogram",
+       "From a request's arrival in the queue to its first token.");
   o << ttft_.Render("verity_time_to_first_token_seconds");
   Head(o, "verity_inter_token_seconds", "histogram", "Between consecutive tokens of one request.");
   o << itl_.Render("verity_inter_token_seconds");
@@ -144,7 +147,8 @@ std::string Metrics::Render() const {
   Single(o, "verity_kv_slots_in_use", "gauge", "KV-cache slots holding a sequence.", to_string(slots_used_));
   Single(o, "verity_kv_slots", "gauge", "KV-cache slots (--parallel).", to_string(slots_));
   Single(o, "verity_probe_passes_total", "counter", "Coherence probe rounds that passed.", to_string(probe_passes_));
-  Single(o, "verity_probe_failures_total", "counter", "Coherence probe rounds that failed.", to_string(probe_failures_));
+  Single(o, "verity_probe_failures_total", "counter", "Coherence probe rounds that failed.",
+         to_string(probe_failures_));
   Single(o, "verity_healthy", "gauge", "1 while the last probe round passed.", to_string(healthy_));
   const auto [rss, hwm] = Rss();
   Single(o, "process_resident_memory_bytes", "gauge", "Resident memory (VmRSS).", Num(rss));

@@ -9,19 +9,36 @@ namespace {
 
 using json = nlohmann::json;
 
-ApiError Bad(const std::string& param, const std::string& message) { return {400, "invalid_request_error", message, param, ""}; }
+ApiError Bad(const std::string& param, const std::string& message) {
+  return {400, "invalid_request_error", message, param, ""};
+}
 
 // Fields the API defines that verity honours, and those it accepts only at
 // the value that changes nothing.
 const std::set<std::string>& Known(bool chat) {
   static const std::set<std::string> completions = {
-      "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "logprobs", "stream",
-      "stream_options", "n", "echo", "best_of", "presence_penalty", "frequency_penalty", "logit_bias", "user",
-      "suffix", "ignore_eos"};
-  static const std::set<std::string> chats = {
-      "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop",
-      "logprobs", "top_logprobs", "stream", "stream_options", "n", "presence_penalty", "frequency_penalty",
-      "logit_bias", "user", "ignore_eos"};
+      "model",      "prompt", "max_tokens", "temperature",      "top_p",
+      "seed",       "stop",   "logprobs",   "stream",           "stream_options",
+      "n",          "echo",   "best_of",    "presence_penalty", "frequency_penalty",
+      "logit_bias", "user",   "suffix",     "ignore_eos"};
+  static const std::set<std::string> chats = {"model",
+                                              "messages",
+                                              "max_tokens",
+                                              "max_completion_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "seed",
+                                              "stop",
+                                              "logprobs",
+                                              "top_logprobs",
+                                              "stream",
+                                              "stream_options",
+                                              "n",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "logit_bias",
+                                              "user",
+                                              "ignore_eos"};
   return chat ? chats : completions;
 }
 
@@ -30,8 +47,14 @@ std::optional<ApiError> CheckNoOps(const json& j) {
   struct NoOp {
     const char* field;
     json neutral;
-  } no_ops[] = {{"n", 1}, {"echo", false}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-                {"logit_bias", json::object()}, {"suffix", nullptr}, {"top_logprobs", 0}};
+  } no_ops[] = {{"n", 1},
+                {"echo", false},
+                {"best_of", 1},
+                {"presence_penalty", 0},
+                {"frequency_penalty", 0},
+                {"logit_bias", json::object()},
+                {"suffix", nullptr},
+                {"top_logprobs", 0}};
   for (const NoOp& n : no_ops) {
     auto it = j.find(n.field);
     if (it == j.end() || it->is_null() || *it == n.neutral) continue;
@@ -71,7 +94,8 @@ std::optional<ApiError> Integer(const json& j, const char* f, long long lo, long
   const bool past = it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(hi);
   const long long v = past ? hi : it->get<long long>();
   if (past || v < lo || v > hi)
-    return Bad(f, std::string(f) + "=" + it->dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return Bad(
+        f, std::string(f) + "=" + it->dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   *out = v;
   if (present) *present = true;
   return std::nullopt;
@@ -109,9 +133,12 @@ std::optional<ApiError> Prompt(const json& j, const ServedModel& m, std::vector<
   }
   if (!it->is_array() || it->empty()) return Bad("prompt", "prompt must be a string or a non-empty array of token ids");
   for (const json& v : *it) {
-    if (!v.is_number_integer()) return Bad("prompt", "prompt: one prompt per request (a string or an array of token ids), got " + v.dump() + " in the array");
+    if (!v.is_number_integer())
+      return Bad("prompt", "prompt: one prompt per request (a string or an array of token ids), got " + v.dump() +
+                               " in the array");
     const long long id = v.get<long long>();
-    if (id < 0 || id >= m.vocab) return Bad("prompt", "prompt: token id " + v.dump() + " is outside [0, " + std::to_string(m.vocab) + ")");
+    if (id < 0 || id >= m.vocab)
+      return Bad("prompt", "prompt: token id " + v.dump() + " is outside [0, " + std::to_string(m.vocab) + ")");
     ids->push_back(static_cast<int>(id));
   }
   return std::nullopt;
@@ -128,13 +155,15 @@ std::optional<ApiError> Messages(const json& j, const ServedModel& m, std::vecto
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!e.is_object()) return Bad(where, where + " must be an object");
     for (auto f = e.begin(); f != e.end(); ++f)
-      if (f.key() != "role" && f.key() != "content" && f.key() != "name") return Bad(where + "." + f.key(), where + ": unknown field '" + f.key() + "'");
+      if (f.key() != "role" && f.key() != "content" && f.key() != "name")
+        return Bad(where + "." + f.key(), where + ": unknown field '" + f.key() + "'");
     auto role = e.find("role"), content = e.find("content");
     if (role == e.end() || !role->is_string()) return Bad(where + ".role", where + ".role must be a string");
     const std::string r = role->get<std::string>();
     if (r != "system" && r != "user" && r != "assistant")
       return Bad(where + ".role", where + ".role '" + r + "' is not system, user or assistant");
-    if (content == e.end() || !content->is_string()) return Bad(where + ".content", where + ".content must be a string");
+    if (content == e.end() || !content->is_string())
+      return Bad(where + ".content", where + ".content must be a string");
     std::string name;
     if (auto n = e.find("name"); n != e.end()) {
       if (!n->is_string() || n->get<std::string>().empty())
@@ -160,7 +189,9 @@ std::optional<ApiError> Parse(const json& j, bool chat, const ServedModel& m, Co
   if (model == j.end() || !model->is_string()) return Bad("model", "model must be a string naming the served model");
   r->model = model->get<std::string>();
   if (r->model != m.id)
-    return ApiError{404, "invalid_request_error", "The model '" + r->model + "' does not exist; this server serves '" + m.id + "'", "model", "model_not_found"};
+    return ApiError{404, "invalid_request_error",
+                    "The model '" + r->model + "' does not exist; this server serves '" + m.id + "'", "model",
+                    "model_not_found"};
   if (auto e = chat ? Messages(j, m, &r->prompt, &r->stop) : Prompt(j, m, &r->prompt)) return e;
   if (auto e = Number(j, "temperature", 0, 2, &r->temperature)) return e;
   if (auto e = Number(j, "top_p", 0, 1, &r->top_p)) return e;
@@ -169,7 +200,8 @@ std::optional<ApiError> Parse(const json& j, bool chat, const ServedModel& m, Co
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("stream_options", "stream_options must be an object");
     for (auto f = it->begin(); f != it->end(); ++f)
-      if (f.key() != "include_usage") return Bad("stream_options." + f.key(), "stream_options: unknown field '" + f.key() + "'");
+      if (f.key() != "include_usage")
+        return Bad("stream_options." + f.key(), "stream_options: unknown field '" + f.key() + "'");
     if (auto e = Bool(*it, "include_usage", &r->include_usage)) return e;
   }
   if (auto e = Stops(j, &r->stop)) return e;
@@ -193,8 +225,9 @@ std::optional<ApiError> Parse(const json& j, bool chat, const ServedModel& m, Co
 std::optional<ApiError> Length(const json& j, bool chat, const ServedModel& m, CompletionRequest* r) {
   const int n_prompt = static_cast<int>(r->prompt.size());
   if (n_prompt >= m.context)
-    return Bad(chat ? "messages" : "prompt", "the prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
-                                                 std::to_string(m.context) + " (at least one must be left to generate)");
+    return Bad(chat ? "messages" : "prompt", "the prompt is " + std::to_string(n_prompt) +
+                                                 " tokens; the context holds " + std::to_string(m.context) +
+                                                 " (at least one must be left to generate)");
   const char* f = chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   long long mt = -1;
   bool given = false;

@@ -121,8 +121,13 @@ void Scheduler::Start(std::vector<std::shared_ptr<Job>> jobs) {
     const JobParams& p = job->params;
     const int slot = free_slots_.back();
     free_slots_.pop_back();
-    Running r{job, slot, static_cast<int>(p.prompt.size()), 0, 0,
-              Sampler(d_.model().config.vocab_size, p.temperature, p.top_p, p.seed), std::chrono::steady_clock::now()};
+    Running r{job,
+              slot,
+              static_cast<int>(p.prompt.size()),
+              0,
+              0,
+              Sampler(d_.model().config.vocab_size, p.temperature, p.top_p, p.seed),
+              std::chrono::steady_clock::now()};
     if (job->cancelled()) {
       Finish(r, FinishReason::kCancelled);
       continue;
@@ -218,10 +223,8 @@ bool Scheduler::Advance(Running& r, float* logits) {
   const int token = r.sampler.Sample(logits);
   TokenEvent e = p.logprobs >= 0 ? LogProbs(raw.data(), vocab, token, p.logprobs) : TokenEvent{};
   const auto now = std::chrono::steady_clock::now();
-  if (r.generated == 0)
-    metrics_.FirstToken(std::chrono::duration<double>(now - r.job->queued_at).count());
-  else
-    metrics_.InterToken(std::chrono::duration<double>(now - r.last).count());
+  if (r.generated == 0) metrics_.FirstToken(std::chrono::duration<double>(now - r.job->queued_at).count());
+  else metrics_.InterToken(std::chrono::duration<double>(now - r.last).count());
   r.last = now;
   if (codec_.Ends(token) && !p.ignore_eos) {
     Finish(r, FinishReason::kEos);

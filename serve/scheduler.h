@@ -116,7 +116,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<Running> running_;  // touched by the loop thread only
   std::vector<int> free_slots_;   // likewise
-  int active_ = 0;  // jobs queued or running (probes too)
+  int active_ = 0;                // jobs queued or running (probes too)
   bool draining_ = false, stopping_ = false;
   std::vector<float> logits_;  // one row per slot: a step's or a prefill's
   std::thread thread_;

@@ -133,8 +133,8 @@ json RoundJson(const ProbeRound& r) {
   json probes = json::array();
   for (const ProbeOutcome& o : r.probes)
     probes.push_back({{"prompt", o.prompt}, {"expected", o.expect}, {"actual", o.got}, {"pass", o.pass}});
-  json j = {{"unix_ms", r.unix_ms}, {"pass", r.pass}, {"passed", r.passed()}, {"total", r.probes.size()},
-            {"probes", probes}};
+  json j = {
+      {"unix_ms", r.unix_ms}, {"pass", r.pass}, {"passed", r.passed()}, {"total", r.probes.size()}, {"probes", probes}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
 }
@@ -142,9 +142,14 @@ json RoundJson(const ProbeRound& r) {
 }  // namespace
 
 Server::Server(ServerOptions options, const ServedModel& served, Scheduler& scheduler, Prober& prober, Metrics& metrics)
-    : opt_(std::move(options)), served_(served), scheduler_(scheduler), prober_(prober), metrics_(metrics),
+    : opt_(std::move(options)),
+      served_(served),
+      scheduler_(scheduler),
+      prober_(prober),
+      metrics_(metrics),
       http_(std::make_unique<httplib::Server>()),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
       artifact_sha256_(ArtifactSha256()) {
   Routes();
 }
@@ -167,8 +172,11 @@ Status Server::Bind() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd = sock;
   });
-  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
-  if (port_ < 0) return Status::Error("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot bind (in use, or not an address of this machine)");
+  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host)
+                         : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port_ < 0)
+    return Status::Error("--host " + opt_.host + " --port " + std::to_string(opt_.port) +
+                         ": cannot bind (in use, or not an address of this machine)");
   // Debian's libcpp-httplib listens with a backlog of 5: a burst of more
   // connections loses SYNs, and each client waits out a 1 s retransmit
   // (seen as TTFT p99 ~1024 ms at 8 clients). Listening again raises it.
@@ -194,8 +202,10 @@ void Server::Routes() {
   // /metrics stay open to the monitor.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
-    SendError(res, {401, "invalid_request_error", "Incorrect API key provided (Authorization: Bearer KEY)", "", "invalid_api_key"});
+    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, {401, "invalid_request_error", "Incorrect API key provided (Authorization: Bearer KEY)", "",
+                    "invalid_api_key"});
     res.set_header("Connection", "close");  // the body was never read: nothing more can be parsed on this connection
     metrics_.Request(EndpointLabel(req.path), 401);
     return httplib::Server::HandlerResponse::Handled;
@@ -213,23 +223,31 @@ void Server::Routes() {
   });
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string msg = res.status == 413 ? "the body exceeds " + std::to_string(opt_.max_body_bytes) + " bytes"
+    const std::string msg = res.status == 413   ? "the body exceeds " + std::to_string(opt_.max_body_bytes) + " bytes"
                             : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                                 : "HTTP " + std::to_string(res.status);
     SendError(res, {res.status, "invalid_request_error", msg, "", ""});
     metrics_.Request(EndpointLabel(req.path), res.status);
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, {{"object", "list"},
-                        {"data", json::array({{{"id", served_.id}, {"object", "model"}, {"created", created_}, {"owned_by", "verity"},
-                                                            {"meta", {{"vocab_size", served_.vocab}, {"context_length", served_.context}}}}})}});
+    SendJson(
+        res, 200,
+        {{"object", "list"},
+         {"data", json::array({{{"id", served_.id},
+                                {"object", "model"},
+                                {"created", created_},
+                                {"owned_by", "verity"},
+                                {"meta", {{"vocab_size", served_.vocab}, {"context_length", served_.context}}}}})}});
     metrics_.Request("/v1/models", 200);
   });
   http_->Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
     const ProbeRound last = prober_.last();
     const bool ok = prober_.healthy();
-    json body = {{"status", ok ? "ok" : "unhealthy"}, {"model", served_.id}, {"last_probe", RoundJson(last)},
-                 {"build", {{"id", BuildId()}, {"artifact_sha256", artifact_sha256_}, {"corruption", CorruptionName()}}}};
+    json body = {
+        {"status", ok ? "ok" : "unhealthy"},
+        {"model", served_.id},
+        {"last_probe", RoundJson(last)},
+        {"build", {{"id", BuildId()}, {"artifact_sha256", artifact_sha256_}, {"corruption", CorruptionName()}}}};
     if (req.has_param("history")) {
       json h = json::array();
       for (const ProbeRound& r : prober_.history()) h.push_back(RoundJson(r));
@@ -242,7 +260,9 @@ void Server::Routes() {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
     metrics_.Request("/metrics", 200);
   });
-  auto peer = [](const httplib::Request& req) { return Peer{req.remote_addr, req.local_addr, req.remote_port, req.local_port}; };
+  auto peer = [](const httplib::Request& req) {
+    return Peer{req.remote_addr, req.local_addr, req.remote_port, req.local_port};
+  };
   http_->Post("/v1/completions", [this, peer](const httplib::Request& req, httplib::Response& res) {
     Completion(false, req.body, peer(req), &res);
   });
@@ -262,7 +282,8 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
   }
   auto r = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(std::move(parsed)));
   if (r->stream && r->logprobs >= 0) {
-    SendError(res, {400, "invalid_request_error", "logprobs with stream is not supported by verity serve", "logprobs", ""});
+    SendError(res,
+              {400, "invalid_request_error", "logprobs with stream is not supported by verity serve", "logprobs", ""});
     metrics_.Request(endpoint, 400);
     return;
   }
@@ -270,7 +291,10 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
   const auto admitted = scheduler_.Submit(job);
   if (admitted != Scheduler::Admission::kQueued) {
     res.set_header("Retry-After", "1");
-    SendError(res, {503, "server_error", admitted == Scheduler::Admission::kFull ? "the queue is full; retry later" : "the server is shutting down", "", ""});
+    SendError(res, {503, "server_error",
+                    admitted == Scheduler::Admission::kFull ? "the queue is full; retry later"
+                                                            : "the server is shutting down",
+                    "", ""});
     metrics_.Request(endpoint, 503);
     return;
   }

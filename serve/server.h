@@ -20,8 +20,8 @@ namespace verity::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;              // 0: any free port (port() says which)
-  std::string api_key;          // empty: no key asked for
+  int port = 8080;      // 0: any free port (port() says which)
+  std::string api_key;  // empty: no key asked for
   size_t max_body_bytes = 1 << 20;
   int io_timeout_s = 30;        // a client that sends or reads nothing this long is dropped
   int request_timeout_s = 600;  // a request that has not finished by then is cancelled (504)

@@ -68,10 +68,8 @@ bool TextStream::Add(int token) {
   if (stopped_) return true;
   const int prev = ids_.empty() ? prompt_.back() : ids_.back();
   ids_.push_back(token);
-  if (dynamic_cast<const Llama2cTokenizer*>(&codec_.tokenizer()))
-    text_ += codec_.TokenText(prev, token);
-  else
-    text_ = Decoded();
+  if (dynamic_cast<const Llama2cTokenizer*>(&codec_.tokenizer())) text_ += codec_.TokenText(prev, token);
+  else text_ = Decoded();
   size_t cut = std::string::npos;
   for (const std::string& s : stop_)
     if (!s.empty()) cut = std::min(cut, text_.find(s));
@@ -81,7 +79,6 @@ bool TextStream::Add(int token) {
   }
   return stopped_;
 }
-
 
 // Released text ends before any suffix that could still grow into a stop
 // string, and before a trailing U+FFFD (a character whose bytes are not all in).

@@ -209,9 +209,10 @@ TEST(Bench, JsonHasTheProtocolFieldsAndOnlyTheFourMetrics) {
   EXPECT_TRUE(j["roofline"]["fraction"].is_null());
   // The timed positions 4..7 attend 5..8 positions: 6.5 on average.
   EXPECT_EQ(j["roofline"]["kv_bytes_per_token"].get<double>(), kStoriesKvBytesPerPosition * 6.5);
-  EXPECT_NEAR(j["roofline"]["achieved_gb_s_with_kv"].get<double>(),
-              (kStoriesF32BytesPerToken + kStoriesKvBytesPerPosition * 6.5) * j["metrics"]["decode_tok_s"].get<double>() / 1e9,
-              1e-9 * j["roofline"]["achieved_gb_s_with_kv"].get<double>());
+  EXPECT_NEAR(
+      j["roofline"]["achieved_gb_s_with_kv"].get<double>(),
+      (kStoriesF32BytesPerToken + kStoriesKvBytesPerPosition * 6.5) * j["metrics"]["decode_tok_s"].get<double>() / 1e9,
+      1e-9 * j["roofline"]["achieved_gb_s_with_kv"].get<double>());
   EXPECT_TRUE(j["roofline"]["fraction_with_kv"].is_null());
   EXPECT_EQ(j["box"], measure::ThisBox().fingerprint);
 }
@@ -298,7 +299,8 @@ TEST(Bench, ReportsTheMemoryBoundWithItsParts) {
   EXPECT_LT(baseline, peak) << "loading and running the model adds to the process";
   EXPECT_NE(r.err.find("verity: peak RSS "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" MiB before the model + "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(" added: within weights "), std::string::npos) << "the shipped model is within its bound: " << r.err;
+  EXPECT_NE(r.err.find(" added: within weights "), std::string::npos)
+      << "the shipped model is within its bound: " << r.err;
 }
 
 // The bound fires when the model adds more than its footprint: the numbers of
@@ -325,7 +327,8 @@ TEST(Bench, MemoryBoundFiresOnWhatTheModelAdds) {
 
 TEST(Bench, DumpTimesWritesEveryDecodePositionAndEachPrompt) {
   const std::string cache = test::TempDir("cache"), dir = test::TempDir("times");
-  auto r = Shell(Bench(cache, Stories() + " --prompt-tokens 3 --gen-tokens 5 --threads 1 --dump-times " + dir + "/t.json"));
+  auto r =
+      Shell(Bench(cache, Stories() + " --prompt-tokens 3 --gen-tokens 5 --threads 1 --dump-times " + dir + "/t.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   auto t = nlohmann::json::parse(test::ReadFile(dir + "/t.json"));
@@ -450,7 +453,8 @@ TEST(Bench, ReportsHowThePoolSharedTheJobs) {
   for (const char* key : {"split_jobs", "caller_jobs", "backoff_jobs", "stalls", "contended_windows"})
     ASSERT_TRUE(j["pool"][key].is_number_unsigned()) << key;
   const auto& pool = j["pool"];
-  EXPECT_GT(pool["split_jobs"].get<uint64_t>() + pool["caller_jobs"].get<uint64_t>(), 0u) << "the timed window ran jobs";
+  EXPECT_GT(pool["split_jobs"].get<uint64_t>() + pool["caller_jobs"].get<uint64_t>(), 0u)
+      << "the timed window ran jobs";
   EXPECT_LE(pool["backoff_jobs"].get<uint64_t>(), pool["caller_jobs"].get<uint64_t>());
   EXPECT_NE(two.err.find("verity: pool over the timed window: "), std::string::npos) << two.err;
 
@@ -521,7 +525,8 @@ TEST(Bench, NamesTheKernelVariantItRan) {
   EXPECT_NE(bad.err.find("kernels.stream_prefetch"), std::string::npos) << bad.err;
   // A hint that contradicts the flag, or is not a hint, is named too.
   for (const char* hint : {"\"sideways\"", "\"off\""}) {
-    auto k = nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
+    auto k =
+        nlohmann::json::parse(Shell(Bench(cache, Stories() + " --prompt-tokens 2 --gen-tokens 2 --threads 1")).out);
     k["kernels"]["stream_prefetch"] = true;
     k["kernels"]["stream_prefetch_hint"] = nlohmann::json::parse(hint);
     test::WriteFile(dir + "/bad-hint.json", k.dump() + "\n");
@@ -742,8 +747,7 @@ TEST(Roofline, MeasuresOnceThenReadsTheCacheAndRefreshReMeasures) {
   // The file holds the new figures (not a substring check: a fresh figure
   // such as 14.24242 holds the digits "4242" by chance, and CI once failed on it).
   auto file = nlohmann::json::parse(test::ReadFile(path));
-  for (const auto& p : file["read_gb_s"])
-    EXPECT_NE(p["best"].get<double>(), 4242.0) << "the cache file was replaced";
+  for (const auto& p : file["read_gb_s"]) EXPECT_NE(p["best"].get<double>(), 4242.0) << "the cache file was replaced";
 }
 
 // --probe measures this minute's bandwidth and leaves the cache alone: a
@@ -767,7 +771,8 @@ TEST(Roofline, ProbeMeasuresWithoutTouchingTheCache) {
   ASSERT_EQ(probe.exit_code, 0) << probe.err;
   EXPECT_NE(probe.out.find("a probe, not cached"), std::string::npos) << probe.out;
   // As the cached figure would print (a bare "4242" can occur in a fresh figure by chance).
-  EXPECT_EQ(probe.out.find("1 thread 4242.00 GB/s"), std::string::npos) << "a probe printed the cached figures:\n" << probe.out;
+  EXPECT_EQ(probe.out.find("1 thread 4242.00 GB/s"), std::string::npos) << "a probe printed the cached figures:\n"
+                                                                        << probe.out;
   EXPECT_EQ(test::ReadFile(path), before) << "a probe changed the cache";
 
   auto both = Shell(Roofline(cache, "--probe --refresh"));

@@ -76,7 +76,6 @@ command = "{artifact} parity --model {model} --backend fast --json --dtype {dtyp
 against_command = "{artifact} parity --model {model} --backend fast --json --dtype {dtype} --against {against}"
 )";
 
-
 // What commit i (1..n) changes; commit 0 is the good one (speed 1000, parity ok, builds).
 struct Edit {
   std::string speed, parity;
@@ -129,9 +128,9 @@ Repo MakeRepo(const std::string& tag, int n, const std::map<int, Edit>& edits) {
 }
 
 CommandResult RunBisect(const Repo& r, const std::string& extra = "") {
-  return Shell("VERITY_WORKTREES=" + r.cache + " VERITY_LOCK_DIR=" + r.dir + " " + VerityBin() +
-               " bisect --ledger " + r.db + " --repo " + r.repo + " --good " + r.shas.front() + " --bad " +
-               r.shas.back() + " --model " + r.model + " --steps 16 " + extra);
+  return Shell("VERITY_WORKTREES=" + r.cache + " VERITY_LOCK_DIR=" + r.dir + " " + VerityBin() + " bisect --ledger " +
+               r.db + " --repo " + r.repo + " --good " + r.shas.front() + " --bad " + r.shas.back() + " --model " +
+               r.model + " --steps 16 " + extra);
 }
 
 // Counts rows of a ledger table.
@@ -190,7 +189,8 @@ TEST(Bisect, NamesTheSlowCommitAmongEight) {
             std::string::npos)
       << j["summary"];
   EXPECT_NE(j["summary"].get<std::string>().find("3 steps, 0 skipped"), std::string::npos) << j["summary"];
-  EXPECT_NE(res.err.find("bisect step 3 (speed)"), std::string::npos) << "each step is said as it happens:\n" << res.err;
+  EXPECT_NE(res.err.find("bisect step 3 (speed)"), std::string::npos) << "each step is said as it happens:\n"
+                                                                      << res.err;
   ExpectRecorded(r, j);
   // Every commit was built once, into its own cached worktree.
   EXPECT_EQ(Shell("test -x " + r.cache + "/" + r.shas[5] + "/build/cli/verity").exit_code, 0);
@@ -251,7 +251,8 @@ TEST(Bisect, SkipsAnUnbuildableCommitAndSaysSo) {
   ASSERT_EQ(res.exit_code, 0) << res.err;
   EXPECT_NE(res.out.find("bisect: first bad commit " + r.shas[6]), std::string::npos) << res.out << res.err;
   EXPECT_NE(res.out.find(", 1 skipped"), std::string::npos) << res.out;
-  EXPECT_NE(res.err.find(r.shas[4].substr(0, 12) + " commit 4 breaks the build: untestable"), std::string::npos) << res.err;
+  EXPECT_NE(res.err.find(r.shas[4].substr(0, 12) + " commit 4 breaks the build: untestable"), std::string::npos)
+      << res.err;
   EXPECT_NE(res.err.find("skipped: building"), std::string::npos) << res.err;
 
   // Broken and slow at 4 (fixed at 5): the culprit is 4 or 5, and the answer says so.
@@ -282,8 +283,8 @@ TEST(Bisect, RefusesABadEndThatIsNotSlower) {
   EXPECT_EQ(h["bisect_sessions"][0]["steps"].size(), 2u) << "both endpoint checks are recorded";
 
   // A good end must be an ancestor on the bad end's first-parent line.
-  auto back = Shell("VERITY_WORKTREES=" + r.cache + " " + VerityBin() + " bisect --ledger " + r.db + " --repo " + r.repo +
-                    " --good " + r.shas.back() + " --bad " + r.shas.front() + " --model " + r.model);
+  auto back = Shell("VERITY_WORKTREES=" + r.cache + " " + VerityBin() + " bisect --ledger " + r.db + " --repo " +
+                    r.repo + " --good " + r.shas.back() + " --bad " + r.shas.front() + " --model " + r.model);
   EXPECT_EQ(back.exit_code, 1);
   EXPECT_NE(back.err.find("is not an ancestor of --bad"), std::string::npos) << back.err;
 }

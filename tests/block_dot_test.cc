@@ -33,17 +33,20 @@ struct TypeCase {
 
 // Every type; the 32-weight types also at a width that is not a multiple of
 // 256 (x then has a scale per 32) and at one that is (a scale per 256).
-const TypeCase kCases[] = {{2, 288}, {2, 512}, {3, 288}, {3, 512}, {6, 288}, {6, 512}, {7, 288}, {7, 512},
-                           {10, 768}, {11, 768}, {12, 768}, {13, 768}, {14, 768}};
+const TypeCase kCases[] = {{2, 288}, {2, 512},  {3, 288},  {3, 512},  {6, 288},  {6, 512}, {7, 288},
+                           {7, 512}, {10, 768}, {11, 768}, {12, 768}, {13, 768}, {14, 768}};
 
 // Byte offsets of a block's f16 scales (d, and dmin/m where the type has one).
 std::vector<int> HalfOffsets(uint32_t type) {
   switch (type) {
-    case 2: case 6: return {0};
-    case 3: case 7: return {0, 2};
+    case 2:
+    case 6: return {0};
+    case 3:
+    case 7: return {0, 2};
     case 10: return {80, 82};
     case 11: return {108};
-    case 12: case 13: return {0, 2};
+    case 12:
+    case 13: return {0, 2};
     case 14: return {208};
   }
   return {};
@@ -68,8 +71,8 @@ std::vector<uint8_t> RandomRows(uint32_t type, int rows, int cols, std::mt19937*
 std::vector<float> Dequantized(uint32_t type, const std::vector<uint8_t>& w, int rows, int cols) {
   const quants::Layout* l = quants::FindLayout(type);
   std::vector<float> out(static_cast<size_t>(rows) * cols);
-  const Status st = quants::Dequantize(type, w.data(), static_cast<int64_t>(rows) * cols / l->block_elems,
-                                       out.data(), "test");
+  const Status st =
+      quants::Dequantize(type, w.data(), static_cast<int64_t>(rows) * cols / l->block_elems, out.data(), "test");
   EXPECT_TRUE(st.ok()) << st.message();
   return out;
 }

@@ -54,7 +54,8 @@ void ExpectLoadFails(const std::string& dir, const std::string& needle) {
 
 TEST(Checkpoint, ExternallyConvertedShardsRunTheGoldenText) {
   const std::string dir = External("ext");
-  auto g = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") + " --steps 200 --temperature 0");
+  auto g = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") +
+                 " --steps 200 --temperature 0");
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(g.out, test::ReadFile(Model("stories260K.greedy200.txt")));
   auto a = Audit(dir);
@@ -66,15 +67,20 @@ TEST(Checkpoint, ExternallyConvertedShardsRunTheGoldenText) {
 
 TEST(Checkpoint, VerityConvertRoundTripsAndUsesHalvesRope) {
   const std::string dir = test::TempDir("conv") + "/hf";
-  ASSERT_EQ(Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + dir + " --shards 2").exit_code, 0);
-  auto g = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") + " --steps 200 --temperature 0");
+  ASSERT_EQ(
+      Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + dir + " --shards 2").exit_code,
+      0);
+  auto g = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") +
+                 " --steps 200 --temperature 0");
   EXPECT_EQ(g.out, test::ReadFile(Model("stories260K.greedy200.txt")));
   auto m = LoadModel(dir);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ((*m)->config.rope_style, RopeStyle::kHalves);
   // A bf16 conversion loads (and is checked by parity, not by the golden text).
   const std::string bf = test::TempDir("bf16") + "/hf";
-  ASSERT_EQ(Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + bf + " --dtype bf16").exit_code, 0);
+  ASSERT_EQ(
+      Shell(VerityBin() + " convert --model " + Model("stories260K.bin") + " --out " + bf + " --dtype bf16").exit_code,
+      0);
   EXPECT_EQ(Audit(bf).exit_code, 0);
   EXPECT_TRUE(LoadModel(bf).ok());
 }
@@ -83,7 +89,8 @@ TEST(Checkpoint, WithoutItsLastShardTheFinalNormIsFatal) {
   const std::string dir = External("noshard");
   fs::remove(dir + "/model-00003-of-00003.safetensors");
   ExpectAuditFails(dir, "FATAL model.norm.weight (norm)");
-  ExpectLoadFails(dir, "required tensor model.norm.weight (norm) is in model-00003-of-00003.safetensors, which is missing");
+  ExpectLoadFails(dir,
+                  "required tensor model.norm.weight (norm) is in model-00003-of-00003.safetensors, which is missing");
 }
 
 TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
@@ -95,15 +102,20 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
   }
   {
     const std::string dir = External("trunc");
-    fs::resize_file(dir + "/model-00001-of-00003.safetensors", fs::file_size(dir + "/model-00001-of-00003.safetensors") - 100);
+    fs::resize_file(dir + "/model-00001-of-00003.safetensors",
+                    fs::file_size(dir + "/model-00001-of-00003.safetensors") - 100);
     ExpectAuditFails(dir, "(truncated)");
     ExpectLoadFails(dir, "(truncated)");
   }
   {
     const std::string dir = External("shape", "--bad-shape model.layers.0.self_attn.k_proj.weight");
     // Checked against the config before anything is sized from it: the key and the tensor named.
-    ExpectAuditFails(dir, "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight has shape [64x32]");
-    ExpectLoadFails(dir, "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight has shape [64x32]");
+    ExpectAuditFails(dir,
+                     "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight "
+                     "has shape [64x32]");
+    ExpectLoadFails(dir,
+                    "num_key_value_heads x head_dim (4 x 8) is 32 but tensor model.layers.0.self_attn.k_proj.weight "
+                    "has shape [64x32]");
   }
   {
     const std::string dir = External("eps");
@@ -131,7 +143,9 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
     std::string cfg = test::ReadFile(dir + "/config.json");
     cfg.replace(cfg.find("\"float32\""), 9, "\"bfloat16\"");
     test::WriteFile(dir + "/config.json", cfg);
-    ExpectAuditFails(dir, "model.embed_tokens.weight: dtype F32 in model-00001-of-00003.safetensors, config torch_dtype implies BF16");
+    ExpectAuditFails(
+        dir,
+        "model.embed_tokens.weight: dtype F32 in model-00001-of-00003.safetensors, config torch_dtype implies BF16");
   }
   {
     const std::string dir = External("unreadable");
@@ -142,9 +156,10 @@ TEST(Checkpoint, EachWayOfBeingBrokenIsNamed) {
 
 std::string MoeDir(const std::string& tag) {
   const std::string dir = test::TempDir(tag) + "/moe";
-  auto r = Shell(VerityBin() + " synth --seed 5 --shards 1 --out " + dir +
-                 " --config '{\"dim\":64,\"hidden_dim\":96,\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,"
-                 "\"vocab_size\":320,\"seq_len\":64,\"shared_classifier\":false,\"n_experts\":4,\"n_experts_per_tok\":2}'");
+  auto r =
+      Shell(VerityBin() + " synth --seed 5 --shards 1 --out " + dir +
+            " --config '{\"dim\":64,\"hidden_dim\":96,\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,"
+            "\"vocab_size\":320,\"seq_len\":64,\"shared_classifier\":false,\"n_experts\":4,\"n_experts_per_tok\":2}'");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dir;
 }
@@ -176,7 +191,10 @@ TEST(Moe, MissingExpertsAreAllowedOnlyWhenDeclaredElsewhere) {
   EXPECT_NE(ok.out.find("ALLOWED model.layers.1.block_sparse_moe.experts.3.w2.weight"), std::string::npos);
   // ...and if and only if nothing else is missing: a router gone is fatal regardless.
   const std::string router = test::TempDir("moe-norouter") + "/d";
-  ASSERT_EQ(Shell(Tool("st_filter.py") + " " + dir + " " + router + " --drop 'experts\\.[0-9]+\\.|layers\\.1\\.block_sparse_moe\\.gate'").exit_code, 0);
+  ASSERT_EQ(Shell(Tool("st_filter.py") + " " + dir + " " + router +
+                  " --drop 'experts\\.[0-9]+\\.|layers\\.1\\.block_sparse_moe\\.gate'")
+                .exit_code,
+            0);
   auto bad = Audit(router, "--experts-elsewhere");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("FATAL model.layers.1.block_sparse_moe.gate.weight (router)"), std::string::npos) << bad.out;
@@ -190,16 +208,17 @@ TEST(Probe, ZeroedFinalNormLoadsCleanlyButFailsTheProbe) {
   auto good = Shell(VerityBin() + " probe --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin"));
   EXPECT_EQ(good.exit_code, 0) << good.out;
   EXPECT_EQ(LastLine(good.out), "probe: passed=3/3 verdict=PASS");
-  auto bad = Shell(VerityBin() + " probe --model " + dir + " --tokenizer " + Model("tok512.bin") + " --probes " + probes);
+  auto bad =
+      Shell(VerityBin() + " probe --model " + dir + " --tokenizer " + Model("tok512.bin") + " --probes " + probes);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_EQ(LastLine(bad.out), "probe: passed=0/3 verdict=FAIL");
   // Scheduled mode alerts on stderr, exits non-zero, restarts nothing.
-  auto sched = Shell(VerityBin() + " probe --model " + dir + " --tokenizer " + Model("tok512.bin") + " --probes " + probes +
-                     " --every 0 --count 3");
+  auto sched = Shell(VerityBin() + " probe --model " + dir + " --tokenizer " + Model("tok512.bin") + " --probes " +
+                     probes + " --every 0 --count 3");
   EXPECT_NE(sched.exit_code, 0);
   EXPECT_NE(sched.err.find("ALERT: coherence probe failed"), std::string::npos) << sched.err;
-  auto ok_sched = Shell(VerityBin() + " probe --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
-                        " --every 0 --count 2");
+  auto ok_sched = Shell(VerityBin() + " probe --model " + Model("stories260K.bin") + " --tokenizer " +
+                        Model("tok512.bin") + " --every 0 --count 2");
   EXPECT_EQ(ok_sched.exit_code, 0);
   EXPECT_NE(ok_sched.out.find("probe: round 1/2 passed=3/3"), std::string::npos);
 }

@@ -85,18 +85,21 @@ TEST(Config, TheContextIsTheUsersChoice) {
   ExpectNamedError(Generate(Model("stories260K.bin"), "--ctx 513"), {"--ctx 513 is outside [1, 512]"});
   // Prompt plus steps beyond the context: named errors on every command.
   ExpectNamedError(Generate(Model("stories260K.bin"), "--ctx 8"), {"--steps 16 is outside [1, seq_len=8]", "--ctx"});
-  ExpectNamedError(Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " +
-                         Model("tok512.bin") + " --ctx 12 --steps 12 --prompt 'Once upon a time, there was a "
-                         "little girl named Lily who'"),
-                   {"tokens do not fit the context seq_len=12 (--ctx)"});
+  ExpectNamedError(
+      Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
+            " --ctx 12 --steps 12 --prompt 'Once upon a time, there was a "
+            "little girl named Lily who'"),
+      {"tokens do not fit the context seq_len=12 (--ctx)"});
   const std::string out = test::TempDir("ctxl") + "/l.bin";
-  ExpectNamedError(Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 2 --ids '1 2 3' --out " + out),
-                   {"--ids: 3 ids exceed the context seq_len=2 (--ctx)"});
+  ExpectNamedError(
+      Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 2 --ids '1 2 3' --out " + out),
+      {"--ids: 3 ids exceed the context seq_len=2 (--ctx)"});
   ExpectNamedError(Shell(VerityBin() + " bench --model " + Model("stories260K.bin") + " --ctx 16 --steps 32"),
                    {"--steps 32 = 32 positions exceed the model's context (seq_len 16) set by --ctx"});
   // A smaller context changes nothing the model computes within it.
   auto full = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids '1 403 407' --out " + out);
-  auto small = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 3 --ids '1 403 407' --out " + out + "3");
+  auto small = Shell(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ctx 3 --ids '1 403 407' --out " +
+                     out + "3");
   ASSERT_EQ(full.exit_code, 0);
   ASSERT_EQ(small.exit_code, 0) << small.err;
   EXPECT_EQ(test::ReadFile(out), test::ReadFile(out + "3"));
@@ -112,31 +115,55 @@ TEST(Config, EveryKeyThatChangesTheMathIsReadOrRefusedByName) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {"attn-bias", [](auto& j) { j["attention_bias"] = true; }, "key 'attention_bias' is true; verity computes only false"},
+      {"attn-bias", [](auto& j) { j["attention_bias"] = true; },
+       "key 'attention_bias' is true; verity computes only false"},
       {"mlp-bias", [](auto& j) { j["mlp_bias"] = true; }, "key 'mlp_bias' is true; verity computes only false"},
       {"act", [](auto& j) { j["hidden_act"] = "gelu"; }, "hidden_act \"gelu\" is not supported"},
-      {"yarn", [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
+      {"yarn",
+       [](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+       },
        "rope_scaling type \"yarn\" is not supported (verity computes linear and llama3)"},
-      {"dynamic", [](auto& j) { j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; },
+      {"dynamic",
+       [](auto& j) {
+         j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+       },
        "rope_scaling type \"dynamic\" is not supported"},
-      {"llama3-part", [](auto& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; },
+      {"llama3-part",
+       [](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+       },
        "rope_scaling (llama3) needs a number 'low_freq_factor'"},
       {"llama3-order",
        [](auto& j) {
-         j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
-                              {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 64}};
+         j["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", 8.0},
+                              {"low_freq_factor", 4.0},
+                              {"high_freq_factor", 1.0},
+                              {"original_max_position_embeddings", 64}};
        },
        "rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor"},
-      {"linear-extra", [](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"beta_fast", 32}}; },
+      {"linear-extra",
+       [](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"beta_fast", 32}};
+       },
        "rope_scaling key 'beta_fast' is not part of linear scaling"},
-      {"window", [](auto& j) { j["sliding_window"] = 4096; }, "key 'sliding_window' is 4096; verity computes only null"},
+      {"window", [](auto& j) { j["sliding_window"] = 4096; },
+       "key 'sliding_window' is 4096; verity computes only null"},
       {"partial", [](auto& j) { j["partial_rotary_factor"] = 0.5; }, "key 'partial_rotary_factor' is 0.5"},
-      {"quant", [](auto& j) { j["quantization_config"] = {{"quant_method", "gptq"}}; }, "key 'quantization_config'"},
+      {"quant",
+       [](auto& j) {
+         j["quantization_config"] = {{"quant_method", "gptq"}};
+       },
+       "key 'quantization_config'"},
       {"theta", [](auto& j) { j.erase("rope_theta"); }, "required key 'rope_theta' is missing"},
       {"eps", [](auto& j) { j.erase("rms_norm_eps"); }, "required key 'rms_norm_eps' is missing"},
       {"tie", [](auto& j) { j["tie_word_embeddings"] = "yes"; }, "key 'tie_word_embeddings' must be true or false"},
       {"bos", [](auto& j) { j["bos_token_id"] = 512; }, "bos_token_id 512 is outside the vocabulary [0, 512)"},
-      {"eos", [](auto& j) { j["eos_token_id"] = nlohmann::json::array({2, "x"}); },
+      {"eos",
+       [](auto& j) {
+         j["eos_token_id"] = nlohmann::json::array({2, "x"});
+       },
        "key 'eos_token_id' must be a token id or a list of them"},
       {"head-dim", [](auto& j) { j["head_dim"] = 7; }, "head_dim 7 is odd"},
   };
@@ -173,14 +200,15 @@ TEST(Config, EveryKeyThatChangesTheMathIsReadOrRefusedByName) {
 TEST(Config, GenerationStopsAtTheModelsEos) {
   // stories260K greedy from BOS emits token 13 ('.'?) among its first ids;
   // declaring it an EOS ends generation right there.
-  auto ids = Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
-                   " --temperature 0 --steps 40 --format ids");
+  auto ids = Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " +
+                   Model("tok512.bin") + " --temperature 0 --steps 40 --format ids");
   ASSERT_EQ(ids.exit_code, 0);
   auto list = ParseIntList(ids.out, "ids", 0);
   ASSERT_TRUE(list.ok() && list->size() > 5);
   const int stop = (*list)[4];
   const std::string dir = StoriesDir("stop", [](auto&) {});
-  test::WriteFile(dir + "/generation_config.json", "{\"bos_token_id\": 1, \"eos_token_id\": [" + std::to_string(stop) + "]}");
+  test::WriteFile(dir + "/generation_config.json",
+                  "{\"bos_token_id\": 1, \"eos_token_id\": [" + std::to_string(stop) + "]}");
   auto cut = Shell(VerityBin() + " generate --model " + dir + " --tokenizer " + Model("tok512.bin") +
                    " --temperature 0 --steps 40 --format ids");
   ASSERT_EQ(cut.exit_code, 0) << cut.err;
@@ -237,7 +265,8 @@ TEST(Config, Llama3AndLlama2StyleModelsMatchTheIndependentReference) {
     auto cfg = nlohmann::json::parse(test::ReadFile(hf + "/config.json"));
     if (like == "llama3") {
       EXPECT_EQ(cfg["head_dim"], 32);
-      EXPECT_NE(cfg["hidden_size"].get<int>() / cfg["num_attention_heads"].get<int>(), 32) << "head_dim != hidden/heads";
+      EXPECT_NE(cfg["hidden_size"].get<int>() / cfg["num_attention_heads"].get<int>(), 32)
+          << "head_dim != hidden/heads";
       EXPECT_EQ(cfg["rope_theta"], 500000.0);
       EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "llama3");
       EXPECT_EQ(cfg["tie_word_embeddings"], true);

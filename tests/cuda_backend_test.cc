@@ -40,7 +40,8 @@ TEST(CudaBackend, WithoutADeviceTheCommandsExitOneWithAClearMessage) {
   if (made.ok()) GTEST_SKIP() << "a CUDA device is present: the CudaDevice tests cover it";
   const std::string why = made.status().message();
 #if defined(VERITY_HAVE_CUDA)
-  EXPECT_TRUE(why.find("no usable CUDA device") != std::string::npos || why.find("no CUDA device found") != std::string::npos)
+  EXPECT_TRUE(why.find("no usable CUDA device") != std::string::npos ||
+              why.find("no CUDA device found") != std::string::npos)
       << why;
 #else
   EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
@@ -49,8 +50,7 @@ TEST(CudaBackend, WithoutADeviceTheCommandsExitOneWithAClearMessage) {
   const std::string cmds[] = {
       " generate --model " + m + " --tokenizer " + test::Model("tok512.bin") + " --steps 8 --backend cuda",
       " logits --model " + m + " --ids 1,2,3 --out " + test::TempDir("cuda") + "/l.bin --backend cuda",
-      " bench --model " + m + " --steps 8 --backend cuda --min-seconds 0",
-      " parity --model " + m + " --backend cuda"};
+      " bench --model " + m + " --steps 8 --backend cuda --min-seconds 0", " parity --model " + m + " --backend cuda"};
   for (const std::string& c : cmds) {
     auto r = test::Shell(test::VerityBin() + c);
     EXPECT_EQ(r.exit_code, 1) << c << "\n" << r.err;  // 1: an error, never a signal
@@ -244,8 +244,9 @@ TEST(CudaDevice, MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype) {
       ASSERT_TRUE(cu::LaunchMatvec(*plan, t, dout.p, dw.p, dx.p, rows, cols, 0, "test").ok());
       std::vector<float> got = dout.Get();
       got.resize(rows);
-      ExpectClose(got, std::vector<float>(want.begin(), want.begin() + rows), 1e-4,
-                  std::string("matvec ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      ExpectClose(
+          got, std::vector<float>(want.begin(), want.begin() + rows), 1e-4,
+          std::string("matvec ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols));
       auto bplan = cu::PlanMatmulBatch(t, rows, cols, T, kLim);
       ASSERT_TRUE(bplan.ok());
       ASSERT_TRUE(cu::LaunchMatmulBatch(*bplan, t, dout.p, dw.p, dx.p, rows, cols, T, 0, "test").ok());
@@ -260,7 +261,8 @@ TEST(CudaDevice, RmsnormRopeSwiGLUArgmaxAndMoeMatchTheReference) {
   std::vector<float> x = Random(static_cast<size_t>(rows) * dim, 1), w = Random(dim, 2), want(x.size());
   for (int r = 0; r < rows; r++) kernels::Rmsnorm(&want[r * dim], &x[r * dim], w.data(), dim, 1e-5f);
   Dev<float> dx(x), dw(w), dout(x.size());
-  ASSERT_TRUE(cu::LaunchRmsnorm(cu::PlanRmsnorm(rows, dim, kLim).value(), dout.p, dx.p, dw.p, rows, dim, 1e-5f, 0, "t").ok());
+  ASSERT_TRUE(
+      cu::LaunchRmsnorm(cu::PlanRmsnorm(rows, dim, kLim).value(), dout.p, dx.p, dw.p, rows, dim, 1e-5f, 0, "t").ok());
   ExpectClose(dout.Get(), want, 1e-5, "rmsnorm");
   // RoPE, both layouts: the same table and unfused products: bit-exact.
   for (bool inter : {true, false}) {
@@ -298,7 +300,8 @@ TEST(CudaDevice, RmsnormRopeSwiGLUArgmaxAndMoeMatchTheReference) {
   router[3] = router[5];  // a tie
   Dev<float> dr(router), dwts(static_cast<size_t>(k) * tokens);
   Dev<int> dc(static_cast<size_t>(k) * tokens);
-  ASSERT_TRUE(cu::LaunchMoeTopK(cu::PlanMoeTopK(tokens, n, k, kLim).value(), dr.p, tokens, n, k, dc.p, dwts.p, 0, "t").ok());
+  ASSERT_TRUE(
+      cu::LaunchMoeTopK(cu::PlanMoeTopK(tokens, n, k, kLim).value(), dr.p, tokens, n, k, dc.p, dwts.p, 0, "t").ok());
   std::vector<int> chosen = dc.Get();
   std::vector<float> weights = dwts.Get(), want_w(weights.size());
   for (int t = 0; t < tokens; t++) {
@@ -316,7 +319,8 @@ TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
     std::vector<float> q = Random(heads * hs, n), k = Random(static_cast<size_t>(n) * kv_dim, n + 1, 0.3f),
                        v = Random(static_cast<size_t>(n) * kv_dim, n + 2), scores(static_cast<size_t>(heads) * n),
                        want(heads * hs);
-    kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(), n - 1, heads, kv_heads, hs, n};
+    kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(),
+                             n - 1,       heads,    kv_heads, hs,       n};
     for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
     Dev<float> dq(q), dk(k), dv(v), dout(heads * hs);
     cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, heads * hs, n - 1, 1, heads, kv_heads, hs};
@@ -331,8 +335,17 @@ TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
                      v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
                      want(q.size());
   for (int t = 0; t < T; t++) {
-    kernels::AttentionArgs a{&want[t * heads * hs], &q[t * heads * hs], k.data(), v.data(), kv_dim, scores.data(),
-                             pos0 + t, heads, kv_heads, hs, n};
+    kernels::AttentionArgs a{&want[t * heads * hs],
+                             &q[t * heads * hs],
+                             k.data(),
+                             v.data(),
+                             kv_dim,
+                             scores.data(),
+                             pos0 + t,
+                             heads,
+                             kv_heads,
+                             hs,
+                             n};
     for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
   }
   Dev<float> dq(q), dk(k), dv(v), dout(q.size());
@@ -359,12 +372,13 @@ TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
     const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs, qw = heads * hs;
     for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
       const int n = pos0 + T;
-      std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T), kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
+      std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T),
+                         kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
                          v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
                          want(q.size());
       for (int t = 0; t < T; t++) {
-        kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(), pos0 + t,
-                                 heads, kv_heads, hs, n};
+        kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(),
+                                 pos0 + t,      heads,      kv_heads,  hs,       n};
         for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
       }
       auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
@@ -372,8 +386,8 @@ TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
       k->Upload(dq->data(), q.data(), q.size());
       k->Upload(dk->data(), kc.data(), kc.size());
       k->Upload(dv->data(), v.data(), v.size());
-      const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(), pos0,
-                                     heads, kv_heads, hs, n};
+      const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(),
+                                     pos0,         heads,      kv_heads,   hs,         n};
       k->AttentionBlock(a, T);
       std::vector<float> got(q.size());
       k->Download(got.data(), dout->data(), got.size());
@@ -527,8 +541,8 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
   REQUIRE_DEVICE();
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
     for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {5632, 2048}}) {
-      const std::string what = std::string("rows ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" +
-                                std::to_string(cols);
+      const std::string what =
+          std::string("rows ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols);
       const Encoded e(t, rows, cols);
       const kernels::Weights& w = e.w;
       const std::vector<unsigned char>& device_bytes = e.device;
@@ -538,12 +552,14 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
       Dev<float> dx(x), dbatch(static_cast<size_t>(T) * rows), done(rows);
       ASSERT_TRUE(cu::VectorizedRows(t, dw.p, dx.p, cols)) << what;
       ASSERT_TRUE(cu::LaunchRows(cu::PlanRows(t, rows, cols, T, kLim).value(), t, dbatch.p, dw.p, dx.p, rows, cols, T,
-                                 0, "test").ok());
+                                 0, "test")
+                      .ok());
       const std::vector<float> batch = dbatch.Get();
       ExpectClose(batch, want, 1e-4, what);
       for (int v = 0; v < T; v++) {
         ASSERT_TRUE(cu::LaunchRows(cu::PlanRows(t, rows, cols, 1, kLim).value(), t, done.p, dw.p,
-                                   dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test").ok());
+                                   dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test")
+                        .ok());
         const std::vector<float> one = done.Get();
         EXPECT_EQ(std::memcmp(one.data(), batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
             << what << ": vector " << v << " alone differs from its row of the batch";
@@ -614,8 +630,9 @@ TEST(CudaDevice, RotateAndCacheGivesTheSeparateCallsBits) {
   auto value = k->AllocateState(static_cast<size_t>(n) * kw), att = k->AllocateState(static_cast<size_t>(n) * qw);
   auto kc = k->AllocateState(slots * slot_floats), vc = k->AllocateState(slots * slot_floats);
   std::vector<float> scores(static_cast<size_t>(heads) * seq);
-  const kernels::AttendArgs a{att->data(), q->data(), key->data(), value->data(), kc->data(), vc->data(),
-                              kw, slot_floats, scores.data(), inv_freq.data(), false, heads, kv_heads, hs, seq};
+  const kernels::AttendArgs a{att->data(), q->data(),     key->data(),     value->data(), kc->data(), vc->data(), kw,
+                              slot_floats, scores.data(), inv_freq.data(), false,         heads,      kv_heads,   hs,
+                              seq};
   auto fill = [&](kernels::StateBuffer& s, uint32_t seed) { FillRandom(*k, s, seed); };
   auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
   struct Run {
@@ -781,12 +798,13 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
       (*batched)->Step(slot.data(), token.data(), at.data(), slots, rows.data());
       ASSERT_TRUE((*batched)->status().ok()) << (*batched)->status().message();
       for (int i = 0; i < slots; i++)
-        EXPECT_EQ(std::memcmp(rows.data() + static_cast<size_t>(i) * V, alone[slot[i]].data() + static_cast<size_t>(k) * V,
-                              V * sizeof(float)), 0)
+        EXPECT_EQ(std::memcmp(rows.data() + static_cast<size_t>(i) * V,
+                              alone[slot[i]].data() + static_cast<size_t>(k) * V, V * sizeof(float)),
+                  0)
             << kernels::DTypeName(t) << " slot " << slot[i] << " step " << k << " differs from its decode alone";
     }
-    std::printf("cuda device: %s: %d slots x %d steps, every row its decode alone bit for bit\n",
-                kernels::DTypeName(t), slots, steps);
+    std::printf("cuda device: %s: %d slots x %d steps, every row its decode alone bit for bit\n", kernels::DTypeName(t),
+                slots, steps);
   }
 }
 
@@ -881,12 +899,12 @@ TEST(CudaDevice, SplitDecodeAttentionMatchesTheReferenceAtChunkEdges) {
   struct Case {
     int heads, kv_heads, hs, seq_len;
   };
-  for (const Case c : {Case{8, 8, 64, 4 * C + 17}, Case{8, 2, 64, 4 * C + 17}, Case{8, 8, 128, 3 * C},
-                       Case{8, 2, 128, 3 * C}, Case{4, 1, 256, 2 * C + 1}, Case{8, 4, 8, 3 * C}, Case{6, 3, 96, 3 * C},
-                       Case{8, 2, 64, 70001}}) {
-    const std::string what = "split decode attention heads=" + std::to_string(c.heads) + " kv_heads=" +
-                             std::to_string(c.kv_heads) + " head_size=" + std::to_string(c.hs) + " seq_len=" +
-                             std::to_string(c.seq_len);
+  for (const Case c :
+       {Case{8, 8, 64, 4 * C + 17}, Case{8, 2, 64, 4 * C + 17}, Case{8, 8, 128, 3 * C}, Case{8, 2, 128, 3 * C},
+        Case{4, 1, 256, 2 * C + 1}, Case{8, 4, 8, 3 * C}, Case{6, 3, 96, 3 * C}, Case{8, 2, 64, 70001}}) {
+    const std::string what = "split decode attention heads=" + std::to_string(c.heads) +
+                             " kv_heads=" + std::to_string(c.kv_heads) + " head_size=" + std::to_string(c.hs) +
+                             " seq_len=" + std::to_string(c.seq_len);
     const int kv_dim = c.kv_heads * c.hs, q_dim = c.heads * c.hs;
     const std::vector<float> k = Random(static_cast<size_t>(c.seq_len) * kv_dim, c.hs + 1, 0.3f),
                              v = Random(static_cast<size_t>(c.seq_len) * kv_dim, c.hs + 2);
@@ -905,8 +923,8 @@ TEST(CudaDevice, SplitDecodeAttentionMatchesTheReferenceAtChunkEdges) {
       launched++;
       const std::vector<float> q = Random(q_dim, pos + 7);
       std::vector<float> scores(static_cast<size_t>(c.heads) * c.seq_len), want(q_dim);
-      kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(), pos, c.heads, c.kv_heads,
-                               c.hs, c.seq_len};
+      kernels::AttentionArgs a{want.data(), q.data(), k.data(),   v.data(), kv_dim,   scores.data(),
+                               pos,         c.heads,  c.kv_heads, c.hs,     c.seq_len};
       for (int h = 0; h < c.heads; h++) kernels::AttendOneHead(a, h);
       Dev<float> dq(q);
       cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, q_dim, pos, 1, c.heads, c.kv_heads, c.hs};
@@ -922,12 +940,15 @@ TEST(CudaDevice, SplitDecodeAttentionMatchesTheReferenceAtChunkEdges) {
         ASSERT_TRUE(cu::LaunchDecodeAttention(*plan, d, scratch, 0, "t").ok());
         const std::vector<float> got = dout.Get();
         ASSERT_EQ(std::memcmp(got.data(), eager.data(), q_dim * sizeof(float)), 0)
-            << what << " pos=" << pos << ": launch " << again << " with the position on the device differs from the eager one";
+            << what << " pos=" << pos << ": launch " << again
+            << " with the position on the device differs from the eager one";
       }
       for (unsigned int n : counters.Get()) ASSERT_EQ(n, 0u) << what << " pos=" << pos << ": a counter was left set";
     }
-    std::printf("cuda device: %s: %zu values at %d positions, worst relative error %.3g, pos0_at and 4 relaunches bit-identical\n",
-                what.c_str(), worst.values, launched, worst.err);
+    std::printf(
+        "cuda device: %s: %zu values at %d positions, worst relative error %.3g, pos0_at and 4 relaunches "
+        "bit-identical\n",
+        what.c_str(), worst.values, launched, worst.err);
     EXPECT_LE(worst.err, 1e-4) << what;
   }
   // A position past the capacity launched for (the recorded step of a
@@ -977,8 +998,8 @@ TEST(CudaDevice, RecordedDecodeAttentionGivesTheEagerBits) {
   for (int pos : positions) {
     const std::vector<float> q = Random(q_dim, 100 + pos);
     auto args = [&](Side& s) {
-      return kernels::AttentionArgs{s.out->data(), s.q->data(), s.kc->data(), s.vc->data(), kv_dim, scores.data(), pos,
-                                    heads, kv_heads, hs, seq_len};
+      return kernels::AttentionArgs{s.out->data(), s.q->data(), s.kc->data(), s.vc->data(), kv_dim, scores.data(),
+                                    pos,           heads,       kv_heads,     hs,           seq_len};
     };
     rec.b->Upload(rec.q->data(), q.data(), q.size());
     eager.b->Upload(eager.q->data(), q.data(), q.size());
@@ -992,12 +1013,15 @@ TEST(CudaDevice, RecordedDecodeAttentionGivesTheEagerBits) {
     ASSERT_TRUE(eager.b->status().ok()) << eager.b->status().message();
     EXPECT_EQ(std::memcmp(a_bits.data(), b_bits.data(), q_dim * sizeof(float)), 0)
         << "position " << pos << ": the recorded step's attention differs from the eager one";
-    kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(), pos, heads, kv_heads, hs, seq_len};
+    kernels::AttentionArgs a{want.data(), q.data(), k.data(), v.data(), kv_dim, scores.data(),
+                             pos,         heads,    kv_heads, hs,       seq_len};
     for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
     worst.Add(a_bits, want, "recorded attention pos=" + std::to_string(pos));
   }
-  std::printf("cuda device: recorded decode attention (GQA 8/2, head_size 128, seq_len %d): %zu positions bit-identical "
-              "to eager, worst relative error %.3g\n", seq_len, positions.size(), worst.err);
+  std::printf(
+      "cuda device: recorded decode attention (GQA 8/2, head_size 128, seq_len %d): %zu positions bit-identical "
+      "to eager, worst relative error %.3g\n",
+      seq_len, positions.size(), worst.err);
   EXPECT_LE(worst.err, 1e-4);
 }
 
@@ -1042,7 +1066,8 @@ TEST(CudaDevice, Q8_0PrefillGemmStatesItsParityCost) {
         kernels::DecodeRow(e.w, i, row.data());
         for (int t = 0; t < T; t++) {
           double mag = 0;
-          for (int j = 0; j < cols; j++) mag += std::fabs(static_cast<double>(row[j]) * x[static_cast<size_t>(t) * cols + j]);
+          for (int j = 0; j < cols; j++)
+            mag += std::fabs(static_cast<double>(row[j]) * x[static_cast<size_t>(t) * cols + j]);
           const size_t at = static_cast<size_t>(t) * rows + i;
           ASSERT_TRUE(std::isfinite(got[at]));
           const double err = std::fabs(static_cast<double>(got[at]) - want[at]);
@@ -1050,9 +1075,10 @@ TEST(CudaDevice, Q8_0PrefillGemmStatesItsParityCost) {
           worst_plain = std::max(worst_plain, err / (1.0 + std::fabs(want[at])));
         }
       }
-      std::printf("cuda device: q8_0 prefill GEMM %dx%d T=%d (weights and activations in bf16) vs the exact product: "
-                  "worst error %.3g of sum|w x| (bound %.3g), %.3g relative to 1+|value|\n",
-                  rows, cols, T, worst, bound, worst_plain);
+      std::printf(
+          "cuda device: q8_0 prefill GEMM %dx%d T=%d (weights and activations in bf16) vs the exact product: "
+          "worst error %.3g of sum|w x| (bound %.3g), %.3g relative to 1+|value|\n",
+          rows, cols, T, worst, bound, worst_plain);
       EXPECT_LE(worst, bound);
       EXPECT_GT(worst, 1e-6) << "no bf16 rounding seen: the GEMM path did not run";
     }
@@ -1083,12 +1109,14 @@ TEST(CudaDevice, KQuantProductsMatchTheExactProductAndAreBatchInvariant) {
       Dev<unsigned char> dw(std::vector<unsigned char>(blocks.begin(), blocks.end()));
       Dev<float> dx(x), dbatch(static_cast<size_t>(T) * rows), done(rows);
       ASSERT_TRUE(cu::LaunchBlockRows(cu::PlanBlockRows(type, rows, cols, T, kLim).value(), type, dbatch.p, dw.p, dx.p,
-                                      rows, cols, T, 0, "test").ok());
+                                      rows, cols, T, 0, "test")
+                      .ok());
       const std::vector<float> batch = dbatch.Get();
       ExpectClose(batch, want, 1e-4, what);
       for (int v = 0; v < T; v++) {
         ASSERT_TRUE(cu::LaunchBlockRows(cu::PlanBlockRows(type, rows, cols, 1, kLim).value(), type, done.p, dw.p,
-                                        dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test").ok());
+                                        dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test")
+                        .ok());
         const std::vector<float> one = done.Get();
         EXPECT_EQ(std::memcmp(one.data(), batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
             << what << ": vector " << v << " alone differs from its row of the batch";
@@ -1117,7 +1145,8 @@ TEST(CudaDevice, KQuantProductsMatchTheExactProductAndAreBatchInvariant) {
           kernels::DecodeRow(w, i, row.data());
           for (int t = 0; t < n; t++) {
             double mag = 0;
-            for (int j = 0; j < cols; j++) mag += std::fabs(static_cast<double>(row[j]) * xn[static_cast<size_t>(t) * cols + j]);
+            for (int j = 0; j < cols; j++)
+              mag += std::fabs(static_cast<double>(row[j]) * xn[static_cast<size_t>(t) * cols + j]);
             const size_t at = static_cast<size_t>(t) * rows + i;
             worst = std::max(worst, std::fabs(static_cast<double>(got[at]) - wantn[at]) / mag);
           }
@@ -1180,16 +1209,12 @@ TEST(CudaBench, RowsForms) {
     int rows, cols;
     cu::RowsEpilogue epi;
   };
-  const Shape shapes[] = {{"7B qkv", 3 * 4096, 4096, cu::RowsEpilogue::kStore},
-                          {"7B o", 4096, 4096, cu::RowsEpilogue::kAdd},
-                          {"7B gate/up", 11008, 4096, cu::RowsEpilogue::kSwiGLU},
-                          {"7B down", 4096, 11008, cu::RowsEpilogue::kAdd},
-                          {"7B head", 32000, 4096, cu::RowsEpilogue::kStore},
-                          {"1B qkv", 2048 + 512, 2048, cu::RowsEpilogue::kStore},
-                          {"1B o", 2048, 2048, cu::RowsEpilogue::kAdd},
-                          {"1B gate/up", 5632, 2048, cu::RowsEpilogue::kSwiGLU},
-                          {"1B down", 2048, 5632, cu::RowsEpilogue::kAdd},
-                          {"1B head", 32000, 2048, cu::RowsEpilogue::kStore}};
+  const Shape shapes[] = {
+      {"7B qkv", 3 * 4096, 4096, cu::RowsEpilogue::kStore},   {"7B o", 4096, 4096, cu::RowsEpilogue::kAdd},
+      {"7B gate/up", 11008, 4096, cu::RowsEpilogue::kSwiGLU}, {"7B down", 4096, 11008, cu::RowsEpilogue::kAdd},
+      {"7B head", 32000, 4096, cu::RowsEpilogue::kStore},     {"1B qkv", 2048 + 512, 2048, cu::RowsEpilogue::kStore},
+      {"1B o", 2048, 2048, cu::RowsEpilogue::kAdd},           {"1B gate/up", 5632, 2048, cu::RowsEpilogue::kSwiGLU},
+      {"1B down", 2048, 5632, cu::RowsEpilogue::kAdd},        {"1B head", 32000, 2048, cu::RowsEpilogue::kStore}};
   cudaEvent_t e0, e1;
   ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);

@@ -67,7 +67,9 @@ std::string DropCheckMacroDefinitions(std::string s) {
   return s;
 }
 
-int LineOf(const std::string& s, size_t pos) { return 1 + static_cast<int>(std::count(s.begin(), s.begin() + pos, '\n')); }
+int LineOf(const std::string& s, size_t pos) {
+  return 1 + static_cast<int>(std::count(s.begin(), s.begin() + pos, '\n'));
+}
 
 // Returns the text before `pos`, trailing whitespace dropped.
 std::string Before(const std::string& s, size_t pos) {
@@ -75,13 +77,12 @@ std::string Before(const std::string& s, size_t pos) {
   return s.substr(0, pos);
 }
 
-
 void ScanSource(const std::string& file, const std::string& source, Scan* out) {
   const std::string s = DropCheckMacroDefinitions(Strip(source));
   // Functions that only format an error (they cannot fail) are not call sites.
-  static const std::set<std::string> kFormatters = {"cudaGetErrorString", "cudaGetErrorName", "cublasGetStatusString",
-                                                    "cublasGetStatusName", "ncclGetErrorString",
-                                                    "ncclGetLastError"};
+  static const std::set<std::string> kFormatters = {"cudaGetErrorString",    "cudaGetErrorName",
+                                                    "cublasGetStatusString", "cublasGetStatusName",
+                                                    "ncclGetErrorString",    "ncclGetLastError"};
   static const std::regex call(R"(\b(cuda|cublas|nccl)[A-Z]\w*\s*\()");
   for (auto it = std::sregex_iterator(s.begin(), s.end(), call); it != std::sregex_iterator(); ++it) {
     std::string name = it->str(0);
@@ -119,12 +120,12 @@ TEST(CudaChecks, ScannerFindsUncheckedCallsAndLaunches) {
   Scan bad;
   ScanSource("fixture.cu",
              "Status F() {\n"
-             "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n"     // bare call
-             "  const cudaError_t e = cudaGetLastError();\n"        // assigned, not checked by the macro
-             "  VERITY_CUBLAS_CALL(cudaMalloc(&p, n), ctx);\n"      // the wrong family's macro
+             "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n"  // bare call
+             "  const cudaError_t e = cudaGetLastError();\n"     // assigned, not checked by the macro
+             "  VERITY_CUBLAS_CALL(cudaMalloc(&p, n), ctx);\n"   // the wrong family's macro
              "  cublasSgemv(h, CUBLAS_OP_T, 1, 1, &a, w, 1, x, 1, &b, y, 1);\n"
              "  ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s);\n"
-             "  Kernel<<<grid, block, 0, s>>>(out, in);\n"          // launch without its check
+             "  Kernel<<<grid, block, 0, s>>>(out, in);\n"  // launch without its check
              "  return OkStatus();\n"
              "}\n",
              &bad);

@@ -94,7 +94,8 @@ TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
       DecodeRow(w, r, want.data());
       for (int j = 0; j < cols; j++, checked++) {
         const int64_t g = int64_t{r} * cols + j;
-        ASSERT_EQ(Bits(q8::Weight(dev.data(), n, g)), Bits(want[j])) << rows << "x" << cols << " row " << r << " col " << j;
+        ASSERT_EQ(Bits(q8::Weight(dev.data(), n, g)), Bits(want[j]))
+            << rows << "x" << cols << " row " << r << " col " << j;
         // The rows kernel's form: the widened quant times the block's scale.
         uint32_t word;
         std::memcpy(&word, dev.data() + (g & ~int64_t{3}), 4);
@@ -165,8 +166,10 @@ TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
       const unsigned char two[2] = {static_cast<unsigned char>(h), static_cast<unsigned char>((h | sign) >> 8)};
       ASSERT_EQ(Bits(kq::HalfToFloat(kq::U16(two))), Bits(verity::F16ToF32(static_cast<uint16_t>(h | sign)))) << h;
     }
-  std::printf("cuda k-quant weights: %ld Q4_K and Q6_K weights equal the CPU's dequantization, every finite f16 "
-              "scale converted exactly\n", checked);
+  std::printf(
+      "cuda k-quant weights: %ld Q4_K and Q6_K weights equal the CPU's dequantization, every finite f16 "
+      "scale converted exactly\n",
+      checked);
 }
 
 TEST(CudaElementwise, SwiGLUMatchesTheReference) {
@@ -208,8 +211,8 @@ TEST(CudaElementwise, RopeMatchesTheReferenceInBothLayouts) {
           RopeReference(want.data(), size, head_size, pos, inv_freq.data(), interleaved);
           RopeLikeTheKernel(got.data(), size, head_size, pos, theta, interleaved);
           for (int i = 0; i < size; i++)
-            ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "interleaved=" << interleaved << " hs=" << head_size
-                                                   << " pos=" << pos << " i=" << i;
+            ASSERT_EQ(Bits(got[i]), Bits(want[i]))
+                << "interleaved=" << interleaved << " hs=" << head_size << " pos=" << pos << " i=" << i;
           vectors++;
         }
   std::printf("cuda elementwise: %d RoPE vectors bit-exact\n", vectors);
@@ -303,7 +306,8 @@ std::vector<float> SplitAttention(const float* q, const float* k, const float* v
     }
   }
   for (int i = 0; i < hs; i++)
-    out[i] = chunks == 1 ? partials[2 + i] : ew::CombineChunks(partials.data(), chunks, hs, i, [](const float* x) { return *x; });
+    out[i] = chunks == 1 ? partials[2 + i]
+                         : ew::CombineChunks(partials.data(), chunks, hs, i, [](const float* x) { return *x; });
   return out;
 }
 
@@ -324,8 +328,8 @@ TEST(CudaElementwise, SplitAttentionCombineAgreesWithTheReference) {
       }
       cases++;
     }
-  std::printf("cuda elementwise: %d split attentions (chunks of 256, combined in order), worst abs error %.3g\n",
-              cases, worst);
+  std::printf("cuda elementwise: %d split attentions (chunks of 256, combined in order), worst abs error %.3g\n", cases,
+              worst);
   EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
 }
 

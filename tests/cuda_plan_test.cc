@@ -37,7 +37,7 @@ struct Shape {
   const char* name;
   int dim, hidden, heads, kv_heads, vocab;
 };
-const Shape kShapes[] = {{"stories260K", 64, 172, 8, 4, 512},      {"stories110M", 768, 2048, 12, 12, 32000},
+const Shape kShapes[] = {{"stories260K", 64, 172, 8, 4, 512},       {"stories110M", 768, 2048, 12, 12, 32000},
                          {"llama3-8B", 4096, 14336, 32, 8, 128256}, {"llama2-70B", 8192, 28672, 64, 8, 32000},
                          {"mixtral", 4096, 14336, 32, 8, 32000},    {"synth-1B", 2048, 5632, 32, 4, 32000}};
 // Contexts (positions attended) including past 64k and 1M.
@@ -85,8 +85,8 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
       }
       LaunchPlan rc = Ok(PlanRopeCache(rows, s.dim, s.kv_heads * hs, hs, kLimits));
       // One thread per q pair, key pair and value float: the grid covers them all (or loops).
-      EXPECT_GE(int64_t{rc.grid.x} * rc.block.x,
-                std::min<int64_t>(s.dim / 2 + s.kv_heads * hs / 2 + s.kv_heads * hs, kElementwiseMaxBlocks * rc.block.x));
+      EXPECT_GE(int64_t{rc.grid.x} * rc.block.x, std::min<int64_t>(s.dim / 2 + s.kv_heads * hs / 2 + s.kv_heads * hs,
+                                                                   kElementwiseMaxBlocks * rc.block.x));
       EXPECT_EQ(rc.grid.y, static_cast<uint32_t>(rows));
       Ok(PlanSwiGLU(static_cast<int64_t>(rows) * s.hidden, kLimits));
       plans += 4;
@@ -146,7 +146,8 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
   // More rows than grid.x can hold on a device with a small grid.
   DeviceLimits tiny_grid;
   tiny_grid.max_grid_dim[0] = 100;
-  ExpectError(PlanMatvec(DType::kF32, 32000, 64, tiny_grid), "kernel matvec_f32 (rows=32000 cols=64 dtype=f32): grid.x=4000");
+  ExpectError(PlanMatvec(DType::kF32, 32000, 64, tiny_grid),
+              "kernel matvec_f32 (rows=32000 cols=64 dtype=f32): grid.x=4000");
   // Shape errors.
   ExpectError(PlanMatvec(DType::kQ8_0, 64, 48, kLimits), "q8_0 needs cols to be a multiple of 32");
   {
@@ -155,7 +156,8 @@ TEST(CudaPlan, ShapesThatCannotFitNameKernelShapeAndLimit) {
     EXPECT_EQ(big.grid.y, 65535u);
     EXPECT_EQ(big.grid.z, 3u);  // 131072 row blocks of 8 rows
   }
-  ExpectError(PlanRows(DType::kBF16, 64, 172, 1, kLimits), "kernel rows_bf16 (rows=64 cols=172 T=1 dtype=bf16): cols must be a multiple of 8");
+  ExpectError(PlanRows(DType::kBF16, 64, 172, 1, kLimits),
+              "kernel rows_bf16 (rows=64 cols=172 T=1 dtype=bf16): cols must be a multiple of 8");
   ExpectError(PlanRows(DType::kQ8_0, 64, 48, 8, kLimits), "q8_0 needs cols to be a multiple of 32");
   ExpectError(PlanEmbed(0, 1, kLimits), "dim and n must be >= 1");
   ExpectError(PlanElementwise("add", 0, kLimits), "kernel add (n=0): n must be >= 1");
@@ -182,7 +184,8 @@ TEST(CudaPlan, DecodeAttentionGridIsFixedByTheCapacityNotThePosition) {
       LaunchPlan p = Ok(PlanDecodeAttention(s.heads, s.kv_heads, hs, capacity, kLimits));
       EXPECT_EQ(p.kernel, "attention_decode_split");
       EXPECT_EQ(p.grid.x, static_cast<uint32_t>(s.heads)) << s.name;
-      EXPECT_EQ(p.grid.y, static_cast<uint32_t>((capacity + kDecodeChunk - 1) / kDecodeChunk)) << s.name << " " << capacity;
+      EXPECT_EQ(p.grid.y, static_cast<uint32_t>((capacity + kDecodeChunk - 1) / kDecodeChunk))
+          << s.name << " " << capacity;
       EXPECT_EQ(p.block.x, static_cast<uint32_t>(kDecodeAttentionThreads));
       EXPECT_EQ(p.tile, kDecodeChunk);
       // Shared memory: one chunk of scores and the warps' sums, whatever the context.
@@ -202,7 +205,8 @@ TEST(CudaPlan, DecodeAttentionGridIsFixedByTheCapacityNotThePosition) {
   EXPECT_FALSE(PlanDecodeAttentionRows(32, 8, 128, 4096, 0, kLimits).ok());
   EXPECT_FALSE(PlanDecodeAttentionRows(32, 8, 128, 4096, 70000, kLimits).ok()) << "grid.z's limit";
   // 1M positions: 4096 chunks, the same block and shared memory as 256 positions.
-  const LaunchPlan a = Ok(PlanDecodeAttention(32, 8, 128, 256, kLimits)), b = Ok(PlanDecodeAttention(32, 8, 128, 1 << 20, kLimits));
+  const LaunchPlan a = Ok(PlanDecodeAttention(32, 8, 128, 256, kLimits)),
+                   b = Ok(PlanDecodeAttention(32, 8, 128, 1 << 20, kLimits));
   EXPECT_EQ(a.grid.y, 1u);
   EXPECT_EQ(b.grid.y, 4096u);
   EXPECT_EQ(a.shared_bytes, b.shared_bytes);
@@ -240,13 +244,15 @@ TEST(CudaPlan, DecodeAttentionFitsEveryHeadUpTo256) {
 }
 
 TEST(CudaPlan, DecodeAttentionRefusesByNameWhatItCannotTake) {
-  ExpectError(PlanDecodeAttention(8, 8, 257, 4096, kLimits),
-              "kernel attention_decode_split (heads=8 kv_heads=8 head_size=257 capacity=4096): head_size 257 exceeds 256");
+  ExpectError(
+      PlanDecodeAttention(8, 8, 257, 4096, kLimits),
+      "kernel attention_decode_split (heads=8 kv_heads=8 head_size=257 capacity=4096): head_size 257 exceeds 256");
   ExpectError(PlanDecodeAttention(6, 4, 64, 4096, kLimits), "heads must be a multiple of kv_heads");
   ExpectError(PlanDecodeAttention(8, 8, 64, 0, kLimits), "capacity must be >= 1");
   ExpectError(PlanDecodeAttention(0, 1, 64, 10, kLimits), "heads, kv_heads, head_size and capacity must be >= 1");
   // More chunks than grid.y holds: 65536 chunks of 256.
-  ExpectError(PlanDecodeAttention(8, 8, 64, int64_t{65536} * kDecodeChunk, kLimits), "grid.y=65536 is outside [1, 65535]");
+  ExpectError(PlanDecodeAttention(8, 8, 64, int64_t{65536} * kDecodeChunk, kLimits),
+              "grid.y=65536 is outside [1, 65535]");
   Ok(PlanDecodeAttention(8, 8, 64, int64_t{65535} * kDecodeChunk, kLimits));
   // A device with less shared memory than a chunk needs, or smaller blocks.
   DeviceLimits small;
@@ -297,37 +303,37 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
   for (const std::vector<int>& stack : stacks)
     for (int T : {1, 5, 8, 13, 32})
       for (int form = 0; form < (T == 1 ? kRowsFormCount : 1); form++) {
-      std::vector<int> begin = {0};
-      for (int r : stack) begin.push_back(begin.back() + r);
-      const int count = static_cast<int>(stack.size()), total = begin.back();
-      const LaunchPlan p = Ok(PlanRows(DType::kBF16, total, 64, T, kLimits, form));
-      EXPECT_EQ(p.rows_per_warp, T == 1 ? kRowsForms[form].rows_per_warp : kBatchedRowsPerWarp);
-      const int R = p.rows_per_warp, NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
-      std::vector<std::vector<int>> written(count);
-      for (int i = 0; i < count; i++) written[i].assign(static_cast<size_t>(T) * stack[i], 0);
-      auto begin_at = [&](int i) { return begin[i]; };
-      for (unsigned x = 0; x < p.grid.x; x++)
-        for (unsigned z = 0; z < p.grid.z; z++)
-          for (unsigned y = 0; y < p.grid.y; y++)
-            for (int warp = 0; warp < warps; warp++) {
-              const int64_t first = map::FirstRow(y, z, p.grid.y, warps, warp, R);
-              const int nt = std::min(NT, T - static_cast<int>(x) * NT);
-              for (int k = 0; k < R && first + k < total; k++) {
-                const map::StackedRow at = map::Locate(begin_at, count, static_cast<int>(first + k));
-                const int rows = begin[at.target + 1] - begin[at.target];
-                for (int t = 0; t < nt; t++) {
-                  const size_t o = map::OutputIndex(x, NT, t, rows, at.row);
-                  ASSERT_LT(o, written[at.target].size()) << "T=" << T << " row " << first + k;
-                  written[at.target][o]++;
+        std::vector<int> begin = {0};
+        for (int r : stack) begin.push_back(begin.back() + r);
+        const int count = static_cast<int>(stack.size()), total = begin.back();
+        const LaunchPlan p = Ok(PlanRows(DType::kBF16, total, 64, T, kLimits, form));
+        EXPECT_EQ(p.rows_per_warp, T == 1 ? kRowsForms[form].rows_per_warp : kBatchedRowsPerWarp);
+        const int R = p.rows_per_warp, NT = p.tile, warps = static_cast<int>(p.block.x) / 32;
+        std::vector<std::vector<int>> written(count);
+        for (int i = 0; i < count; i++) written[i].assign(static_cast<size_t>(T) * stack[i], 0);
+        auto begin_at = [&](int i) { return begin[i]; };
+        for (unsigned x = 0; x < p.grid.x; x++)
+          for (unsigned z = 0; z < p.grid.z; z++)
+            for (unsigned y = 0; y < p.grid.y; y++)
+              for (int warp = 0; warp < warps; warp++) {
+                const int64_t first = map::FirstRow(y, z, p.grid.y, warps, warp, R);
+                const int nt = std::min(NT, T - static_cast<int>(x) * NT);
+                for (int k = 0; k < R && first + k < total; k++) {
+                  const map::StackedRow at = map::Locate(begin_at, count, static_cast<int>(first + k));
+                  const int rows = begin[at.target + 1] - begin[at.target];
+                  for (int t = 0; t < nt; t++) {
+                    const size_t o = map::OutputIndex(x, NT, t, rows, at.row);
+                    ASSERT_LT(o, written[at.target].size()) << "T=" << T << " row " << first + k;
+                    written[at.target][o]++;
+                  }
                 }
               }
-            }
-      for (int i = 0; i < count; i++)
-        for (size_t o = 0; o < written[i].size(); o++) {
-          ASSERT_EQ(written[i][o], 1) << "target " << i << " of " << count << ", T=" << T << ", form " << form
-                                      << ", output " << o;
-          outputs++;
-        }
+        for (int i = 0; i < count; i++)
+          for (size_t o = 0; o < written[i].size(); o++) {
+            ASSERT_EQ(written[i][o], 1) << "target " << i << " of " << count << ", T=" << T << ", form " << form
+                                        << ", output " << o;
+            outputs++;
+          }
       }
   std::printf("cuda plans: every one of %ld rows-kernel outputs written once\n", outputs);
 }
@@ -358,7 +364,9 @@ TEST(CudaPlan, BlockRowsKernelWritesEveryOutputOnce) {
         for (size_t o = 0; o < written.size(); o++, outputs++)
           ASSERT_EQ(written[o], 1) << "type " << type << " rows " << rows << " T " << T << " output " << o;
       }
-  ExpectError(PlanBlockRows(13, 64, 256, 1, kLimits), "kernel block_rows_type13 (rows=64 cols=256 T=1 dtype=block type13): no kernel for ggml block type 13 (Q4_K and Q6_K only)");
+  ExpectError(PlanBlockRows(13, 64, 256, 1, kLimits),
+              "kernel block_rows_type13 (rows=64 cols=256 T=1 dtype=block type13): no kernel for ggml block type 13 "
+              "(Q4_K and Q6_K only)");
   ExpectError(PlanBlockRows(12, 64, 288, 1, kLimits), "cols must be a multiple of 256 (whole blocks)");
   ExpectError(PlanBlockRows(14, 0, 256, 1, kLimits), "rows, cols and T must be >= 1");
   std::printf("cuda plans: every one of %ld block-rows outputs written once\n", outputs);
@@ -371,7 +379,8 @@ TEST(CudaPlan, BlockRowsKernelWritesEveryOutputOnce) {
 TEST(CudaPlan, SplitAttentionRowsNeverShareScratch) {
   for (int rows : {1, 3, 32})
     for (auto [heads, hs, capacity] : {std::tuple{32, 128, 4096}, {8, 64, 600}, {4, 8, 256}}) {
-      const LaunchPlan p = Ok(PlanDecodeAttentionRows(heads, heads / 2 > 0 ? heads / 2 : 1, hs, capacity, rows, kLimits));
+      const LaunchPlan p =
+          Ok(PlanDecodeAttentionRows(heads, heads / 2 > 0 ? heads / 2 : 1, hs, capacity, rows, kLimits));
       const int64_t floats = DecodeAttentionPartialFloats(p, hs);
       std::vector<int> partial(static_cast<size_t>(floats)), counter(static_cast<size_t>(heads) * rows);
       for (unsigned z = 0; z < p.grid.z; z++)

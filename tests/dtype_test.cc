@@ -87,15 +87,16 @@ TEST(DType, EveryMatrixIsStoredInTheModelsDtypeAndTheFootprintSaysSo) {
     EXPECT_EQ(copied, t == DType::kF32) << DTypeName(t);
     EXPECT_EQ(padded, t == DType::kQ8_0) << DTypeName(t);
     const Footprint f = FootprintOf(**m);
-    // Matrices per token: 5 layers x (wq, wo: 64x64; wk, wv: 32x64; w1, w3: ffn x 64; w2: 64 x ffn) + classifier 512x64.
+    // Matrices per token: 5 layers x (wq, wo: 64x64; wk, wv: 32x64; w1, w3: ffn x 64; w2: 64 x ffn) + classifier
+    // 512x64.
     const size_t elems = 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * static_cast<size_t>(ffn) * 64) + 512 * 64;
     const size_t matrix_bytes = t == DType::kF32 ? elems * 4 : t == DType::kBF16 ? elems * 2 : elems / 32 * 36;
     const size_t norms = (2 * 5 + 1) * 64 * 4, embedding_row = 64 * 4;
     EXPECT_EQ(f.weight_bytes_per_token, matrix_bytes + norms + embedding_row) << DTypeName(t);
     // Resident: the f32 embedding table, plus for f32 nothing more (the classifier is that table).
     const size_t embedding = 512 * 64 * 4;
-    EXPECT_EQ(f.resident_weight_bytes,
-              matrix_bytes + norms + embedding - (t == DType::kF32 ? 512 * 64 * 4 : 0)) << DTypeName(t);
+    EXPECT_EQ(f.resident_weight_bytes, matrix_bytes + norms + embedding - (t == DType::kF32 ? 512 * 64 * 4 : 0))
+        << DTypeName(t);
     EXPECT_EQ(f.kv_cache_bytes, 2u * c.n_layers * c.seq_len * c.kv_dim() * 4);
     EXPECT_EQ(FootprintOf(**m, 100).kv_cache_bytes, 2u * c.n_layers * 100 * c.kv_dim() * 4);
     per_token[static_cast<int>(t)] = f.weight_bytes_per_token;
@@ -186,7 +187,8 @@ TEST(Mmap, Llama2cMatricesAreCopiedAlignedAndTheNormsStayMapped) {
   }
   EXPECT_EQ((*m)->classifier.data, (*m)->token_embedding) << "one resident table";
   ASSERT_FALSE((*m)->notes.empty());
-  EXPECT_NE((*m)->notes[0].find("is not 32-byte aligned in the file; copied once"), std::string::npos) << (*m)->notes[0];
+  EXPECT_NE((*m)->notes[0].find("is not 32-byte aligned in the file; copied once"), std::string::npos)
+      << (*m)->notes[0];
   // Converted dtypes own their matrices; the norms and the embedding stay in the file.
   auto q = LoadModel(Model("stories260K.bin"), DType::kQ8_0);
   ASSERT_TRUE(q.ok());
@@ -305,7 +307,8 @@ TEST(DType, StreamPrefetchChangesNoBit) {
   auto bad = Shell("VERITY_STREAM_PREFETCH=maybe " + VerityBin() + " logits --model " + Model("stories260K.bin") +
                    " --ids '1 403' --out " + test::TempDir("prefetch-bad") + "/l.f32 --backend fast --dtype q8_0");
   EXPECT_EQ(bad.exit_code, 0) << bad.err;
-  EXPECT_NE(bad.err.find("VERITY_STREAM_PREFETCH=maybe is none of nta, t0, off: ignored"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("VERITY_STREAM_PREFETCH=maybe is none of nta, t0, off: ignored"), std::string::npos)
+      << bad.err;
 }
 
 // --reference-dtype same runs the reference backend on the candidate's own

@@ -121,10 +121,14 @@ TEST(BadInput, SmallTokenizerVocabularyStaysInRange) {
   auto t = Tokenizer::Parse(file({"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "b", "c", "ab"}), "tok8.bin");
   ASSERT_TRUE(t.ok()) << t.status().message();
   // "x" and the two bytes of "\xC3\xA9" are not pieces, and ids 3 + byte would be past the 8 entries: <unk>.
-  EXPECT_EQ(t->Encode("abx\xC3\xA9" "c", true, true), (std::vector<int>{1, 3, 7, 0, 0, 0, 6, 2}));
+  EXPECT_EQ(t->Encode("abx\xC3\xA9"
+                      "c",
+                      true, true),
+            (std::vector<int>{1, 3, 7, 0, 0, 0, 6, 2}));
   auto two = Tokenizer::Parse(file({"<unk>", "<s>"}), "tok2.bin");
   ASSERT_FALSE(two.ok());
-  EXPECT_EQ(two.status().message(), "tok2.bin: tokenizer holds 2 entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
+  EXPECT_EQ(two.status().message(),
+            "tok2.bin: tokenizer holds 2 entries; the llama2.c format needs at least 3 (<unk>, <s>, </s>)");
 }
 
 TEST(BadInput, PromptAndStepsBeyondContext) {
@@ -167,8 +171,8 @@ TEST(BadInput, UnknownBackendAndSynthConfig) {
 TEST(BadInput, UnknownDtypeIsNamed) {
   const std::string want = "--dtype: dtype 'fp16' is not one of f32, bf16, q8_0";
   ExpectFails(Gen(Model("stories260K.bin"), Model("tok512.bin"), "--dtype fp16"), want);
-  ExpectFails(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids 1 --out " +
-                  test::TempDir("dt") + "/l.f32 --dtype fp16",
+  ExpectFails(VerityBin() + " logits --model " + Model("stories260K.bin") + " --ids 1 --out " + test::TempDir("dt") +
+                  "/l.f32 --dtype fp16",
               want);
   ExpectFails(VerityBin() + " parity --model " + Model("stories260K.bin") + " --dtype fp16", want);
 }
@@ -182,8 +186,9 @@ TEST(BadInput, Q8NeedsColumnsInWholeBlocksAndNamesTheTensor) {
   ASSERT_EQ(Shell(VerityBin() + " synth --out " + dir + "/m.bin --config " + cfg).exit_code, 0);
   ASSERT_EQ(Shell(VerityBin() + " synth --out " + dir + "/hf --config " + cfg).exit_code, 0);
   ExpectFails(Gen(dir + "/m.bin", Model("tok512.bin"), "--dtype q8_0"),
-              dir + "/m.bin: dtype q8_0 needs every matrix's columns to be a multiple of 32, but tensor "
-                    "wq[layer 0] has 48 (use f32 or bf16)");
+              dir +
+                  "/m.bin: dtype q8_0 needs every matrix's columns to be a multiple of 32, but tensor "
+                  "wq[layer 0] has 48 (use f32 or bf16)");
   ExpectFails(Gen(dir + "/hf", Model("tok512.bin"), "--dtype q8_0"),
               "tensor model.layers.0.self_attn.q_proj.weight has 48");
   // The same models run in the other dtypes.

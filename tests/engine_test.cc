@@ -18,8 +18,8 @@ using test::Shell;
 using test::VerityBin;
 
 std::string GenerateCmd(const std::string& extra) {
-  return VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " +
-         Model("tok512.bin") + " " + extra;
+  return VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") + " " +
+         extra;
 }
 
 TEST(Golden, Greedy200MatchesLlama2cOnBothBackends) {
@@ -141,7 +141,8 @@ TEST(Parity, FastMatchesReferenceOnSyntheticGqaUnsharedModel) {
   c.n_heads = 8;
   c.n_kv_heads = 2;
   c.vocab_size = 4096;
-  c.seq_len = 256; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+  c.seq_len = 256;
+  c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.shared_classifier = false;
   c.rope_theta = Llama2cFormat::kRopeTheta;
   c.norm_eps = Llama2cFormat::kNormEps;
@@ -226,7 +227,8 @@ TEST(Prefill, MatchesPerTokenForwardOnSyntheticMoeModel) {
   c.n_heads = 4;
   c.n_kv_heads = 2;
   c.vocab_size = 320;
-  c.seq_len = 320; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+  c.seq_len = 320;
+  c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
   c.rope_style = RopeStyle::kHalves;

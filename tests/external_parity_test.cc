@@ -60,8 +60,9 @@ TEST(ExternalParity, ParityTokensPassesEqualOutputAndRefusesADifferingByte) {
   auto differ = Shell(base + "--command " + Q("printf 'The cat sat on the hat.\\n'") + " --base-command " +
                       Q("cat " + Q(golden)));
   EXPECT_EQ(differ.exit_code, 1);
-  EXPECT_NE(differ.err.find("first differing byte at offset 19 (head ' sat on the hat.\\x0a', base ' sat on the mat.\\x0a')"),
-            std::string::npos)
+  EXPECT_NE(
+      differ.err.find("first differing byte at offset 19 (head ' sat on the hat.\\x0a', base ' sat on the mat.\\x0a')"),
+      std::string::npos)
       << differ.err;
   measure::CommandOutput out{differ.exit_code, false, differ.out, differ.err, 0.0};
   auto ev = measure::ParseParity(out, "head parity command");
@@ -123,7 +124,9 @@ std::vector<float> Logits(int T, int V, unsigned seed) {
   return v;
 }
 
-std::string Bytes(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
 
 struct LogitsCase {
   std::string dir, tokens, ref, engine;
@@ -167,12 +170,14 @@ TEST(ExternalParity, ALogitsFileOfTheWrongSizeIsANamedError) {
   auto cut = c.Run(rows.substr(0, rows.size() - 4));
   EXPECT_EQ(cut.exit_code, 1);
   EXPECT_NE(cut.err.find("candidate logits file"), std::string::npos) << cut.err;
-  EXPECT_NE(cut.err.find("4092 bytes, expected 64 rows x vocab_size 16 x 4 = 4096 bytes (truncated)"), std::string::npos)
+  EXPECT_NE(cut.err.find("4092 bytes, expected 64 rows x vocab_size 16 x 4 = 4096 bytes (truncated)"),
+            std::string::npos)
       << cut.err;
   EXPECT_TRUE(cut.out.empty()) << "no evidence is printed for a file that cannot be read";
   auto wide = c.Run(Bytes(Logits(LogitsCase::kT, 32, 1)));
   EXPECT_EQ(wide.exit_code, 1);
-  EXPECT_NE(wide.err.find("a vocab mismatch: it divides into 64 rows of 32 floats, not vocab_size 16"), std::string::npos)
+  EXPECT_NE(wide.err.find("a vocab mismatch: it divides into 64 rows of 32 floats, not vocab_size 16"),
+            std::string::npos)
       << wide.err;
 }
 
@@ -187,11 +192,14 @@ TEST(ExternalParity, SubmitJudgesTokenIdentityByTheFloorAndTheArtifact) {
   const std::string short_text = Write(c.dir, "short.txt", "Once upon a time.\n");
   const std::string long_text = Write(c.dir, "long.txt", std::string(300, 'a') + "\n");
   const std::string tokens = VerityBin() + " parity-tokens --artifact " + Q(engine) + " --build-id fake-build ";
-  auto gate = [&](const std::string& text) { return tokens + "--command " + Q("cat " + Q(text)) + " --golden " + Q(text); };
+  auto gate = [&](const std::string& text) {
+    return tokens + "--command " + Q("cat " + Q(text)) + " --golden " + Q(text);
+  };
   auto thin = test::Submit(c.db, "short greedy text", 0, test::Bench(c.dir, "b", 1000, 0.001, 1),
                            test::Bench(c.dir, "h", 1000, 0.001, 2), gate(short_text));
   EXPECT_EQ(thin.j["verdict"], "rejected-parity") << thin.cmd.out << thin.cmd.err;
-  EXPECT_NE(thin.cmd.out.find("thin evidence: 18 bytes compared equal, the policy needs at least 256"), std::string::npos)
+  EXPECT_NE(thin.cmd.out.find("thin evidence: 18 bytes compared equal, the policy needs at least 256"),
+            std::string::npos)
       << thin.cmd.out;
   auto other = test::Submit(c.db, "another artifact benched", 0, test::Bench(c.dir, "b2", 1000, 0.001, 3),
                             test::Bench(c.dir, "h2", 1000, 0.001, 4), gate(long_text));
@@ -200,8 +208,9 @@ TEST(ExternalParity, SubmitJudgesTokenIdentityByTheFloorAndTheArtifact) {
   auto bound = test::Submit(c.db, "the artifact benched", 0, test::Bench(c.dir, "b3", 1000, 0.001, 5, "--sha " + sha),
                             test::Bench(c.dir, "h3", 1000, 0.001, 6, "--sha " + sha), gate(long_text));
   EXPECT_EQ(bound.cmd.err.find("unverified"), std::string::npos) << bound.cmd.err;
-  EXPECT_NE(bound.cmd.err.find("token identity: 301 bytes against the golden's 301, identical (standard), exit 0: pass"),
-            std::string::npos)
+  EXPECT_NE(
+      bound.cmd.err.find("token identity: 301 bytes against the golden's 301, identical (standard), exit 0: pass"),
+      std::string::npos)
       << bound.cmd.err;
   EXPECT_EQ(bound.j["verdict"], "none") << bound.cmd.out << "\n" << bound.cmd.err;
 }
@@ -216,7 +225,8 @@ TEST(ExternalParity, TheRefFlowRunsTheLogitsKindFromAConfig) {
   const std::string other = Write(dir, "other.f32", Bytes(Logits(LogitsCase::kT, LogitsCase::kV, 2)));
   auto engine = [&](const std::string& logits) {
     return "#!/bin/sh\n# bench: a fixed speed; else: copy the logits to $2\n"
-           "[ \"$1\" = bench ] && { echo 'achieved tok/s: 1000' >&2; exit 0; }\ncp " + Q(logits) + " \"$2\"\n";
+           "[ \"$1\" = bench ] && { echo 'achieved tok/s: 1000' >&2; exit 0; }\ncp " +
+           Q(logits) + " \"$2\"\n";
   };
   auto commit = [&](const std::string& script, const std::string& msg) {
     Write(repo, "run.sh", script);
@@ -241,13 +251,14 @@ tokens = "ids.txt"
 vocab_size = 16
 )");
   auto submit = [&](const std::string& base, const std::string& head) {
-    return Shell("VERITY_WORKTREES=" + dir + "/wt VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --ledger " + dir +
-                 "/l.db --title t --predict 0 --config " + Q(config) + " --repo " + Q(repo) + " --base " + base +
+    return Shell("VERITY_WORKTREES=" + dir + "/wt VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --ledger " +
+                 dir + "/l.db --title t --predict 0 --config " + Q(config) + " --repo " + Q(repo) + " --base " + base +
                  " --head " + head);
   };
   auto same = submit(c1, c2);
-  EXPECT_NE(same.err.find("logits file: worst top-1 1, worst mean KL 0 over 7 depths (standard, window 8), exit 0: pass"),
-            std::string::npos)
+  EXPECT_NE(
+      same.err.find("logits file: worst top-1 1, worst mean KL 0 over 7 depths (standard, window 8), exit 0: pass"),
+      std::string::npos)
       << same.err;
   EXPECT_NE(same.out.find("verdict=none"), std::string::npos) << same.out << same.err;
   auto moved = submit(c2, c3);

@@ -29,10 +29,10 @@ nlohmann::json Report(const std::string& benchmarks) {
 TEST(Gbench, MetricsAreRealTimesInNanosecondsNamedByBenchmark) {
   EXPECT_EQ(measure::GbenchMetricName("BM_History/reverts"), "BM_History_reverts_ns");
   EXPECT_EQ(measure::GbenchMetricName("BM_X/iterations:10"), "BM_X_iterations_10_ns");
-  auto r = measure::GbenchToBench(
-      Report(R"({"name":"BM_A","run_type":"iteration","real_time":2.5,"time_unit":"ms"},)"
-             R"({"name":"BM_B/8","run_type":"iteration","real_time":40,"time_unit":"us"})"),
-      {{"id", "x"}, {"artifact_sha256", std::string(64, 'a')}}, "bin", std::string(64, 'b'), "gbench bin", "t");
+  auto r = measure::GbenchToBench(Report(R"({"name":"BM_A","run_type":"iteration","real_time":2.5,"time_unit":"ms"},)"
+                                         R"({"name":"BM_B/8","run_type":"iteration","real_time":40,"time_unit":"us"})"),
+                                  {{"id", "x"}, {"artifact_sha256", std::string(64, 'a')}}, "bin", std::string(64, 'b'),
+                                  "gbench bin", "t");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_DOUBLE_EQ((*r)["metrics"]["BM_A_ns"].get<double>(), 2.5e6);
   EXPECT_DOUBLE_EQ((*r)["metrics"]["BM_B_8_ns"].get<double>(), 4e4);
@@ -43,17 +43,20 @@ TEST(Gbench, MetricsAreRealTimesInNanosecondsNamedByBenchmark) {
 TEST(Gbench, MediansOfRepetitionsAndNamedErrors) {
   const nlohmann::json build = {{"id", "x"}, {"artifact_sha256", std::string(64, 'a')}};
   auto r = measure::GbenchToBench(
-      Report(R"({"name":"BM_A","run_type":"iteration","real_time":9,"time_unit":"ns"},)"
-             R"({"name":"BM_A_median","run_name":"BM_A","run_type":"aggregate","aggregate_name":"median","real_time":5,"time_unit":"ns"},)"
-             R"({"name":"BM_A_mean","run_name":"BM_A","run_type":"aggregate","aggregate_name":"mean","real_time":7,"time_unit":"ns"})"),
+      Report(
+          R"({"name":"BM_A","run_type":"iteration","real_time":9,"time_unit":"ns"},)"
+          R"({"name":"BM_A_median","run_name":"BM_A","run_type":"aggregate","aggregate_name":"median","real_time":5,"time_unit":"ns"},)"
+          R"({"name":"BM_A_mean","run_name":"BM_A","run_type":"aggregate","aggregate_name":"mean","real_time":7,"time_unit":"ns"})"),
       build, "bin", "", "w", "t");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_DOUBLE_EQ((*r)["metrics"]["BM_A_ns"].get<double>(), 5.0) << "the median aggregate, not an iteration or the mean";
+  EXPECT_DOUBLE_EQ((*r)["metrics"]["BM_A_ns"].get<double>(), 5.0)
+      << "the median aggregate, not an iteration or the mean";
   struct Bad {
     std::string report, names;
   } bad[] = {
       {R"({"name":"BM_A","real_time":1,"time_unit":"fortnights"})", "time_unit 'fortnights'"},
-      {R"({"name":"BM_A","real_time":0,"time_unit":"ns"})", "benchmark 'BM_A': real_time is not a positive finite number"},
+      {R"({"name":"BM_A","real_time":0,"time_unit":"ns"})",
+       "benchmark 'BM_A': real_time is not a positive finite number"},
       {R"({"name":"BM_A/1","real_time":1},{"name":"BM_A:1","real_time":1})", "also maps to metric BM_A_1_ns"},
       {"", "no benchmark results"},
   };
@@ -139,7 +142,6 @@ TEST(Gbench, AGbenchBinaryIsScoredWithALowerIsBetterTime) {
   EXPECT_EQ(k["frontier_after"], k["frontier_before"]) << slow.out;
 }
 
-
 // ---- raw reports: a bench command prints Google Benchmark's or hyperfine's own JSON ----
 
 // What a bench command's stdout parses to.
@@ -152,7 +154,8 @@ Result<measure::BenchSample> Parsed(const std::string& stdout_text, const std::s
 
 // A hyperfine report in its documented --export-json format, one result per command.
 std::string Hyperfine(const std::string& results) { return "{\"results\":[" + results + "]}"; }
-std::string HyperfineResult(const std::string& command, const std::string& times, const std::string& exits = "[0,0,0]") {
+std::string HyperfineResult(const std::string& command, const std::string& times,
+                            const std::string& exits = "[0,0,0]") {
   return "{\"command\":\"" + command + "\",\"mean\":0.01,\"stddev\":0.001,\"median\":0.01,\"user\":0.001," +
          "\"system\":0.0,\"min\":0.009,\"max\":0.011,\"times\":" + times + ",\"exit_codes\":" + exits + "}";
 }
@@ -167,9 +170,9 @@ TEST(RawReports, ShapesAreRecognised) {
 }
 
 TEST(RawReports, HyperfineMediansOfTimesInNanoseconds) {
-  auto s = Parsed(Hyperfine(HyperfineResult("sleep 0.01", "[0.012, 0.010, 0.011]") + "," +
-                            HyperfineResult("work", "[0.5, 0.3]")),
-                  "sleep_0_01_ns");
+  auto s = Parsed(
+      Hyperfine(HyperfineResult("sleep 0.01", "[0.012, 0.010, 0.011]") + "," + HyperfineResult("work", "[0.5, 0.3]")),
+      "sleep_0_01_ns");
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_DOUBLE_EQ(s->value, 0.011e9) << "the median of times, in ns";
   EXPECT_DOUBLE_EQ(s->metrics.at("work_ns"), 0.4e9);
@@ -200,7 +203,8 @@ TEST(RawReports, BadShapesNameTheField) {
       {Hyperfine(HyperfineResult("a b", "[0.01]") + "," + HyperfineResult("a_b", "[0.01]")), "a_b_ns",
        "results[1].command 'a_b': another result also maps to metric a_b_ns"},
       {Hyperfine(HyperfineResult("a", "[0.01]", "[0, 2]")), "a_ns", "results[0].exit_codes[1] is 2"},
-      {R"({"results":[{"command":7,"mean":1,"median":1,"times":[1]}]})", "a_ns", "results[0].command is missing or not"},
+      {R"({"results":[{"command":7,"mean":1,"median":1,"times":[1]}]})", "a_ns",
+       "results[0].command is missing or not"},
       {Hyperfine(HyperfineResult("a", "[0.01]")), "b_ns", "printed no metric 'b_ns'"},
   };
   size_t checked = 0;
@@ -221,9 +225,10 @@ TEST(RawReports, RawGbenchReportIsScoredLowerIsBetter) {
   const std::string dir = TempDir("raw-gbench"), db = dir + "/l.db";
   const std::string base = FixedGbench(dir, "base", 3e6, 5), head = FixedGbench(dir, "head", 1e6, 6);
   const std::string flags = " --benchmark_min_time=0.01 --benchmark_format=json";
-  auto r = Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db +
-                 " --title 'raw gbench, a third of the time' --predict 200 --metric BM_Work_manual_time_ns --base-cmd '" +
-                 base + flags + "' --head-cmd '" + head + flags + "' --parity-cmd '" + StoriesParity() + "'");
+  auto r =
+      Shell(std::string(VERITY_BIN) + " submit --json --ledger " + db +
+            " --title 'raw gbench, a third of the time' --predict 200 --metric BM_Work_manual_time_ns --base-cmd '" +
+            base + flags + "' --head-cmd '" + head + flags + "' --parity-cmd '" + StoriesParity() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["verdict"], "unverified") << "never accepted: nothing binds " << r.out;
@@ -240,7 +245,8 @@ TEST(RawReports, RawGbenchReportIsScoredLowerIsBetter) {
     EXPECT_EQ(a["artifact_sha256"], Sha256Of(FIXED_GBENCH)) << "the executable context.executable names";
   }
   const auto& score = run["scores"].back();
-  EXPECT_NE(score["note"].get<std::string>().find("no parity evidence binds to it"), std::string::npos) << score["note"];
+  EXPECT_NE(score["note"].get<std::string>().find("no parity evidence binds to it"), std::string::npos)
+      << score["note"];
   // The direction the ledger took: a time, lower is better (the guard records it).
   ASSERT_EQ(score["guards"].size(), 1u) << score;
   EXPECT_EQ(score["guards"][0]["metric"], "BM_Guard_manual_time_ns");

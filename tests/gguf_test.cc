@@ -27,20 +27,23 @@ std::string Convert(const std::string& in, const std::string& out, const std::st
 
 std::string Logits(const std::string& model, const std::string& flags = "") {
   const std::string out = test::TempDir("logits") + "/l.bin";
-  auto r = Shell(VerityBin() + " logits --model " + model + " --ids '1 403 407 261 135 2 9 77 300' --out " + out + " " + flags);
+  auto r = Shell(VerityBin() + " logits --model " + model + " --ids '1 403 407 261 135 2 9 77 300' --out " + out + " " +
+                 flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return test::ReadFile(out);
 }
 
 TEST(Gguf, Stories260KRoundTripsBitForBitAndGeneratesTheGoldenText) {
-  const std::string g = Convert(Model("stories260K.bin"), test::TempDir("rt") + "/s.gguf", "--tokenizer " + Model("tok512.bin"));
+  const std::string g =
+      Convert(Model("stories260K.bin"), test::TempDir("rt") + "/s.gguf", "--tokenizer " + Model("tok512.bin"));
   for (const char* backend : {"reference", "fast"}) {
     const std::string a = Logits(Model("stories260K.bin"), std::string("--backend ") + backend);
     const std::string b = Logits(g, std::string("--backend ") + backend);
     ASSERT_EQ(a.size(), 9u * 512 * 4);
     EXPECT_TRUE(a == b) << backend << ": GGUF f32 logits differ from the llama2.c file's";
   }
-  auto gen = Shell(VerityBin() + " generate --model " + g + " --tokenizer " + Model("tok512.bin") + " --steps 200 --temperature 0");
+  auto gen = Shell(VerityBin() + " generate --model " + g + " --tokenizer " + Model("tok512.bin") +
+                   " --steps 200 --temperature 0");
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   EXPECT_EQ(gen.out, test::ReadFile(Model("stories260K.greedy200.txt")));
   // f32 tensors are used in place, from the mapping (no copy, no note).
@@ -115,7 +118,8 @@ TEST(Gguf, Q8_0BlocksRepackExactlyAndEveryDtypeLoads) {
   EXPECT_NE(info.out.find("tensor blk.0.attn_q.weight [64, 64] Q8_0"), std::string::npos) << info.out;
   // Every dtype keeps parity on every load dtype it is meant for.
   for (const std::string dt : {"f16", "bf16", "q8_0"}) {
-    const std::string f = dt == "q8_0" ? q8 : Convert(Model("stories260K.bin"), dir + "/" + dt + ".gguf", "--dtype " + dt);
+    const std::string f =
+        dt == "q8_0" ? q8 : Convert(Model("stories260K.bin"), dir + "/" + dt + ".gguf", "--dtype " + dt);
     for (const std::string load : {"f32", "bf16"}) {
       auto p = Shell(VerityBin() + " parity --model " + f + " --dtype " + load);
       EXPECT_EQ(p.exit_code, 0) << dt << " as " << load << ": " << p.out << p.err;
@@ -135,8 +139,10 @@ TEST(Gguf, Q8_0BlocksRepackExactlyAndEveryDtypeLoads) {
 
 TEST(Gguf, MixtralStyleExpertsStackAndMatchTheHuggingFaceDirectory) {
   ModelConfig c;
-  c.dim = 64, c.hidden_dim = 96, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 80, c.seq_len = 32; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
-  c.rope_theta = 10000.0f, c.norm_eps = 1e-5f, c.rope_style = RopeStyle::kHalves, c.n_experts = 4, c.n_experts_per_tok = 2;
+  c.dim = 64, c.hidden_dim = 96, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 80, c.seq_len = 32;
+  c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+  c.rope_theta = 10000.0f, c.norm_eps = 1e-5f, c.rope_style = RopeStyle::kHalves, c.n_experts = 4,
+  c.n_experts_per_tok = 2;
   auto m = SyntheticModel(c, 7);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const std::string dir = test::TempDir("moe");
@@ -171,7 +177,8 @@ struct Small {
 
 Small MakeSmall() {
   ModelConfig c;
-  c.dim = 64, c.hidden_dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 64, c.seq_len = 32; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+  c.dim = 64, c.hidden_dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 64, c.seq_len = 32;
+  c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
   Small s;
   s.path = test::TempDir("small") + "/small.gguf";
@@ -188,7 +195,8 @@ Small MakeSmall() {
 
 // Rewrites `s` with edited metadata and tensor specs (tensor bytes copied by name).
 std::string Rewrite(const Small& s, const std::string& name,
-                    const std::function<void(std::vector<std::pair<std::string, gguf::Value>>&, std::vector<gguf::TensorSpec>&)>& edit) {
+                    const std::function<void(std::vector<std::pair<std::string, gguf::Value>>&,
+                                             std::vector<gguf::TensorSpec>&)>& edit) {
   auto kv = s.file.metadata;
   std::vector<gguf::TensorSpec> specs;
   for (const auto& t : s.file.tensors) specs.push_back({t.name, t.dims, t.type});
@@ -234,7 +242,8 @@ void ExpectRefused(const std::string& path, const std::vector<std::string>& need
   auto m = LoadModel(path);
   ASSERT_FALSE(m.ok()) << path << " loaded";
   for (const auto& n : needles) EXPECT_NE(m.status().message().find(n), std::string::npos) << m.status().message();
-  EXPECT_NE(m.status().message().find(path), std::string::npos) << "the error must name the file: " << m.status().message();
+  EXPECT_NE(m.status().message().find(path), std::string::npos)
+      << "the error must name the file: " << m.status().message();
   // The command line exits 1 with the same message, never a crash.
   auto r = Shell(VerityBin() + " generate --model " + path + " --tokenizer " + Model("tok512.bin") + " --steps 4");
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -251,7 +260,8 @@ void SetModel(std::vector<std::pair<std::string, gguf::Value>>* kv, const std::s
 TEST(Gguf, EveryMalformedFileIsANamedError) {
   const Small s = MakeSmall();
   int cases = 0;
-  ExpectRefused(Patched(s, "trunc-header", [](std::string& b) { b.resize(10); }), {"truncated", "tensor_count"}, &cases);
+  ExpectRefused(Patched(s, "trunc-header", [](std::string& b) { b.resize(10); }), {"truncated", "tensor_count"},
+                &cases);
   ExpectRefused(Patched(s, "tiny", [](std::string& b) { b.resize(3); }), {"truncated header"}, &cases);
   ExpectRefused(Patched(s, "magic", [](std::string& b) { b[3] = 'X'; }), {"bad magic \"GGUX\""}, &cases);
   ExpectRefused(Patched(s, "v1", [](std::string& b) { b[4] = 1; }), {"GGUF version 1 is not supported"}, &cases);
@@ -259,68 +269,116 @@ TEST(Gguf, EveryMalformedFileIsANamedError) {
   const std::string last = s.file.tensors.back().name;
   ExpectRefused(Patched(s, "past-end", [](std::string& b) { b.resize(b.size() - 40); }),
                 {"tensor " + last + ": data", "runs past the end of the file"}, &cases);
-  ExpectRefused(Patched(s, "misaligned", [&](std::string& b) { b[InfoField(s, "blk.0.attn_k.weight", "offset")] += 4; }),
-                {"tensor blk.0.attn_k.weight: data offset", "is not a multiple of the alignment 32"}, &cases);
-  ExpectRefused(Patched(s, "unknown-type", [&](std::string& b) { b[InfoField(s, "blk.1.attn_v.weight", "type")] = 99; }),
-                {"tensor blk.1.attn_v.weight: unknown tensor type 99"}, &cases);
+  ExpectRefused(
+      Patched(s, "misaligned", [&](std::string& b) { b[InfoField(s, "blk.0.attn_k.weight", "offset")] += 4; }),
+      {"tensor blk.0.attn_k.weight: data offset", "is not a multiple of the alignment 32"}, &cases);
+  ExpectRefused(
+      Patched(s, "unknown-type", [&](std::string& b) { b[InfoField(s, "blk.1.attn_v.weight", "type")] = 99; }),
+      {"tensor blk.1.attn_v.weight: unknown tensor type 99"}, &cases);
   ExpectRefused(Patched(s, "huge-kv", [](std::string& b) { b[16 + 7] = 0x10; }), {"metadata_kv_count"}, &cases);
-  ExpectRefused(Rewrite(s, "dup-tensor", [](auto&, auto& t) { t.push_back(t[3]); }), {"duplicate tensor " + s.file.tensors[3].name}, &cases);
-  ExpectRefused(Rewrite(s, "dup-key", [](auto& kv, auto&) { kv.push_back(kv[5]); }), {"duplicate key " + s.file.metadata[5].first}, &cases);
-  ExpectRefused(Rewrite(s, "q4k", [](auto&, auto& t) { for (auto& x : t) if (x.name == "blk.0.attn_q.weight") x.dims = {256, 16}, x.type = 12; }),
+  ExpectRefused(Rewrite(s, "dup-tensor", [](auto&, auto& t) { t.push_back(t[3]); }),
+                {"duplicate tensor " + s.file.tensors[3].name}, &cases);
+  ExpectRefused(Rewrite(s, "dup-key", [](auto& kv, auto&) { kv.push_back(kv[5]); }),
+                {"duplicate key " + s.file.metadata[5].first}, &cases);
+  ExpectRefused(Rewrite(s, "q4k",
+                        [](auto&, auto& t) {
+                          for (auto& x : t)
+                            if (x.name == "blk.0.attn_q.weight") x.dims = {256, 16}, x.type = 12;
+                        }),
                 {"tensor blk.0.attn_q.weight has dims [256, 16]"}, &cases);
   // A block-quantized matrix loads (quant_engine_test); a norm in one is refused (llama.cpp keeps norms F32).
-  ExpectRefused(Rewrite(s, "q4_0-norm", [](auto&, auto& t) { for (auto& x : t) if (x.name == "blk.0.attn_norm.weight") x.type = 2; }),
+  ExpectRefused(Rewrite(s, "q4_0-norm",
+                        [](auto&, auto& t) {
+                          for (auto& x : t)
+                            if (x.name == "blk.0.attn_norm.weight") x.type = 2;
+                        }),
                 {"tensor blk.0.attn_norm.weight is Q4_0; verity reads this vector only in F32, F16 or BF16"}, &cases);
   auto drop = [](const std::string& key) {
     return [key](std::vector<std::pair<std::string, gguf::Value>>& kv, std::vector<gguf::TensorSpec>&) {
       std::erase_if(kv, [&](const auto& e) { return e.first == key; });
     };
   };
-  ExpectRefused(Rewrite(s, "no-blocks", drop("llama.block_count")), {"required key llama.block_count is missing"}, &cases);
+  ExpectRefused(Rewrite(s, "no-blocks", drop("llama.block_count")), {"required key llama.block_count is missing"},
+                &cases);
   ExpectRefused(Rewrite(s, "no-eps", drop("llama.attention.layer_norm_rms_epsilon")),
                 {"required key llama.attention.layer_norm_rms_epsilon is missing"}, &cases);
-  ExpectRefused(Rewrite(s, "no-arch", drop("general.architecture")), {"required key general.architecture is missing"}, &cases);
-  ExpectRefused(Rewrite(s, "gpt2", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "general.architecture") e.second = gguf::Value::String("gpt2"); }),
+  ExpectRefused(Rewrite(s, "no-arch", drop("general.architecture")), {"required key general.architecture is missing"},
+                &cases);
+  ExpectRefused(Rewrite(s, "gpt2",
+                        [](auto& kv, auto&) {
+                          for (auto& e : kv)
+                            if (e.first == "general.architecture") e.second = gguf::Value::String("gpt2");
+                        }),
                 {"general.architecture is \"gpt2\"; verity loads only \"llama\""}, &cases);
-  ExpectRefused(Rewrite(s, "rope-dims", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "llama.rope.dimension_count") e.second = gguf::Value::Uint32(8); }),
+  ExpectRefused(Rewrite(s, "rope-dims",
+                        [](auto& kv, auto&) {
+                          for (auto& e : kv)
+                            if (e.first == "llama.rope.dimension_count") e.second = gguf::Value::Uint32(8);
+                        }),
                 {"key llama.rope.dimension_count is 8, but verity needs the head size 16"}, &cases);
-  ExpectRefused(Rewrite(s, "yarn", [](auto& kv, auto&) { kv.emplace_back("llama.rope.scaling.type", gguf::Value::String("yarn")); }),
-                {"key llama.rope.scaling.type is \"yarn\""}, &cases);
-  ExpectRefused(Rewrite(s, "no-attn-k", [](auto&, auto& t) { std::erase_if(t, [](const auto& x) { return x.name == "blk.1.attn_k.weight"; }); }),
-                {"required tensor blk.1.attn_k.weight (attention) is missing"}, &cases);
-  ExpectRefused(Rewrite(s, "extra", [](auto&, auto& t) { t.push_back({"blk.0.attn_q.bias", {64}, gguf::kF32}); }),
+  ExpectRefused(
+      Rewrite(s, "yarn",
+              [](auto& kv, auto&) { kv.emplace_back("llama.rope.scaling.type", gguf::Value::String("yarn")); }),
+      {"key llama.rope.scaling.type is \"yarn\""}, &cases);
+  ExpectRefused(
+      Rewrite(s, "no-attn-k",
+              [](auto&, auto& t) { std::erase_if(t, [](const auto& x) { return x.name == "blk.1.attn_k.weight"; }); }),
+      {"required tensor blk.1.attn_k.weight (attention) is missing"}, &cases);
+  ExpectRefused(Rewrite(s, "extra",
+                        [](auto&, auto& t) {
+                          t.push_back({"blk.0.attn_q.bias", {64}, gguf::kF32});
+                        }),
                 {"unexpected tensor blk.0.attn_q.bias"}, &cases);
-  ExpectRefused(Rewrite(s, "rope-freqs-size", [](auto&, auto& t) { t.push_back({"rope_freqs.weight", {5}, gguf::kF32}); }),
+  ExpectRefused(Rewrite(s, "rope-freqs-size",
+                        [](auto&, auto& t) {
+                          t.push_back({"rope_freqs.weight", {5}, gguf::kF32});
+                        }),
                 {"tensor rope_freqs.weight is F32 [5]; verity needs F32 [8] (head_dim / 2)"}, &cases);
-  ExpectRefused(Rewrite(s, "rope-freqs-zero", [](auto&, auto& t) { t.push_back({"rope_freqs.weight", {8}, gguf::kF32}); }),
+  ExpectRefused(Rewrite(s, "rope-freqs-zero",
+                        [](auto&, auto& t) {
+                          t.push_back({"rope_freqs.weight", {8}, gguf::kF32});
+                        }),
                 {"rope_freqs.weight: a RoPE frequency factor is not positive"}, &cases);
-  ExpectRefused(Rewrite(s, "align3", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "general.alignment") e.second = gguf::Value::Uint64(32); }),
+  ExpectRefused(Rewrite(s, "align3",
+                        [](auto& kv, auto&) {
+                          for (auto& e : kv)
+                            if (e.first == "general.alignment") e.second = gguf::Value::Uint64(32);
+                        }),
                 {"key general.alignment must be UINT32"}, &cases);
-  ExpectRefused(Rewrite(s, "bad-vocab", [](auto& kv, auto&) {
-                  SetModel(&kv, "llama");
-                  kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, {gguf::Value::String("a")}));
-                }),
+  ExpectRefused(Rewrite(s, "bad-vocab",
+                        [](auto& kv, auto&) {
+                          SetModel(&kv, "llama");
+                          kv.emplace_back("tokenizer.ggml.tokens",
+                                          gguf::Value::Array(gguf::ValueType::kString, {gguf::Value::String("a")}));
+                        }),
                 {"tokenizer.ggml.tokens has 1 tokens but llama.vocab_size is 64"}, &cases);
-  ExpectRefused(Rewrite(s, "bos", [](auto& kv, auto&) {
-                  std::vector<gguf::Value> toks(64, gguf::Value::String("t"));
-                  SetModel(&kv, "llama");
-                  kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, toks));
-                  kv.emplace_back("tokenizer.ggml.bos_token_id", gguf::Value::Uint32(64));
-                }),
+  ExpectRefused(Rewrite(s, "bos",
+                        [](auto& kv, auto&) {
+                          std::vector<gguf::Value> toks(64, gguf::Value::String("t"));
+                          SetModel(&kv, "llama");
+                          kv.emplace_back("tokenizer.ggml.tokens", gguf::Value::Array(gguf::ValueType::kString, toks));
+                          kv.emplace_back("tokenizer.ggml.bos_token_id", gguf::Value::Uint32(64));
+                        }),
                 {"key tokenizer.ggml.bos_token_id is 64, outside [0, 63]"}, &cases);
-  ExpectRefused(Rewrite(s, "layers", [](auto& kv, auto&) { for (auto& e : kv) if (e.first == "llama.block_count") e.second = gguf::Value::Uint32(1u << 30); }),
+  ExpectRefused(Rewrite(s, "layers",
+                        [](auto& kv, auto&) {
+                          for (auto& e : kv)
+                            if (e.first == "llama.block_count") e.second = gguf::Value::Uint32(1u << 30);
+                        }),
                 {"llama.block_count is 1073741824 but the file holds only 21 tensors"}, &cases);
-  ExpectRefused(Rewrite(s, "experts", [](auto& kv, auto&) {
-                  kv.emplace_back("llama.expert_count", gguf::Value::Uint32(1u << 30));
-                  kv.emplace_back("llama.expert_used_count", gguf::Value::Uint32(2));
-                }),
+  ExpectRefused(Rewrite(s, "experts",
+                        [](auto& kv, auto&) {
+                          kv.emplace_back("llama.expert_count", gguf::Value::Uint32(1u << 30));
+                          kv.emplace_back("llama.expert_used_count", gguf::Value::Uint32(2));
+                        }),
                 {"required tensor blk.0.ffn_gate_exps.weight (expert) is missing"}, &cases);
   std::printf("gguf malformed: %d cases refused with named errors\n", cases);
   EXPECT_EQ(cases, 28);
 }
 
 TEST(Gguf, VocabularyIsReadAsData) {
-  const std::string g = Convert(Model("stories260K.bin"), test::TempDir("voc") + "/s.gguf", "--tokenizer " + Model("tok512.bin"));
+  const std::string g =
+      Convert(Model("stories260K.bin"), test::TempDir("voc") + "/s.gguf", "--tokenizer " + Model("tok512.bin"));
   const std::string b = test::ReadFile(g);
   auto f = gguf::Parse(reinterpret_cast<const unsigned char*>(b.data()), b.size(), g);
   ASSERT_TRUE(f.ok());
@@ -372,7 +430,8 @@ std::string NodeModules() { return test::SourceDir() + "/tests/npm/node_modules/
 // number of differences, each also reported as a failure when `report`.
 int CrossCheck(const std::string& file, int* keys, int* tensors, const std::string& other = "", bool report = true) {
   auto ours = Shell(VerityBin() + " gguf-info --json " + file);
-  auto theirs = Shell("node " + test::SourceDir() + "/tests/conformance/gguf_check.mjs " + (other.empty() ? file : other));
+  auto theirs =
+      Shell("node " + test::SourceDir() + "/tests/conformance/gguf_check.mjs " + (other.empty() ? file : other));
   EXPECT_EQ(ours.exit_code, 0) << ours.err;
   EXPECT_EQ(theirs.exit_code, 0) << theirs.err;
   if (ours.exit_code != 0 || theirs.exit_code != 0) return 1;
@@ -381,7 +440,9 @@ int CrossCheck(const std::string& file, int* keys, int* tensors, const std::stri
   auto expect_eq = [&](const nlohmann::json& x, const nlohmann::json& y, const std::string& what) {
     if (x != y) {
       ++diffs;
-      if (report) ADD_FAILURE() << file << ": " << what << ": verity " << x.dump().substr(0, 200) << " vs @huggingface/gguf " << y.dump().substr(0, 200);
+      if (report)
+        ADD_FAILURE() << file << ": " << what << ": verity " << x.dump().substr(0, 200) << " vs @huggingface/gguf "
+                      << y.dump().substr(0, 200);
     }
   };
   for (const char* k : {"version", "alignment", "data_start"}) expect_eq(a[k], b[k], k);
@@ -410,7 +471,8 @@ int CrossCheck(const std::string& file, int* keys, int* tensors, const std::stri
 }
 
 TEST(Gguf, IndependentParserReadsOurFilesIdentically) {
-  ASSERT_TRUE(fs::exists(NodeModules())) << NodeModules() << " is missing: run scripts/setup.sh (npm ci --prefix tests/npm)";
+  ASSERT_TRUE(fs::exists(NodeModules())) << NodeModules()
+                                         << " is missing: run scripts/setup.sh (npm ci --prefix tests/npm)";
   const std::string dir = test::TempDir("xc");
   std::vector<std::string> files = {
       Convert(Model("stories260K.bin"), dir + "/f32.gguf", "--tokenizer " + Model("tok512.bin")),
@@ -418,7 +480,8 @@ TEST(Gguf, IndependentParserReadsOurFilesIdentically) {
       Convert(Model("stories260K.bin"), dir + "/bf16.gguf", "--dtype bf16"),
       Convert(Model("stories260K.bin"), dir + "/f16.gguf", "--dtype f16")};
   ModelConfig c;
-  c.dim = 32, c.hidden_dim = 64, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.vocab_size = 40, c.seq_len = 16; c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
+  c.dim = 32, c.hidden_dim = 64, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.vocab_size = 40, c.seq_len = 16;
+  c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 500000.0f, c.norm_eps = 1e-6f, c.n_experts = 3, c.n_experts_per_tok = 2;
   auto moe = SyntheticModel(c, 9);
   ASSERT_TRUE(moe.ok());

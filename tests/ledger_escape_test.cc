@@ -34,16 +34,16 @@ struct Strings {
 // Each hostile string opens what it tries to forge, so that any one left
 // unescaped shows up as an extra node.
 Strings Hostile() {
-  return {"fast\r\n\n### Change 99: forged\n\n| run | verdict |\n| --- | --- |\n| 1 | accepted |\n\n<!-- hides the rest #",
-          "slow <b>bold</b> [a link](http://evil.example) ![img](x.png) <http://evil.example> `code` *em* _em_ "
-          "~~del~~ **strong** &lt;b&gt; www.evil.example https://evil.example/x \\",
-          "parked\x1b[2K\r    score: accepted\b\b\xc2\x9b" "31m\xe2\x80\xae" "desrever\x9b\n    score: accepted tier xl |",
-          "mallory@evil.example <i>x</i>",
-          "why\r| forged | cell |\n- item\n> quote\n***",
-          // (a CR or LF in a workload key is refused since issue 41: the rows it forged are tried in titles)
-          "m|`x`<!-- [w](http://e.example) www.e.example *w*  | a | b |",
-          "gu<i>a</i>|rd_mb",
-          "b<b>|`]("};
+  return {
+      "fast\r\n\n### Change 99: forged\n\n| run | verdict |\n| --- | --- |\n| 1 | accepted |\n\n<!-- hides the rest #",
+      "slow <b>bold</b> [a link](http://evil.example) ![img](x.png) <http://evil.example> `code` *em* _em_ "
+      "~~del~~ **strong** &lt;b&gt; www.evil.example https://evil.example/x \\",
+      "parked\x1b[2K\r    score: accepted\b\b\xc2\x9b"
+      "31m\xe2\x80\xae"
+      "desrever\x9b\n    score: accepted tier xl |",
+      "mallory@evil.example <i>x</i>", "why\r| forged | cell |\n- item\n> quote\n***",
+      // (a CR or LF in a workload key is refused since issue 41: the rows it forged are tried in titles)
+      "m|`x`<!-- [w](http://e.example) www.e.example *w*  | a | b |", "gu<i>a</i>|rd_mb", "b<b>|`]("};
 }
 Strings Benign() {
   return {"fast kernels for the long prompt case, measured on the standard workload, nothing more",
@@ -62,7 +62,8 @@ void Build(const Case& c, const Strings& s) {
   const std::string W = " --workload " + Quote(s.workload), G = " --guard " + Quote(s.guard + "=100");
   auto bench = [&](const std::string& tag, double mean) { return Bench(c.dir, tag, mean, 0.002, 7, W + G); };
   const std::string who = " --author " + Quote(s.author);
-  auto a = test::Submit(c.db, s.accepted, 10, bench("a-b", 1000), bench("a-h", 1100), Parity("--build " + Quote(s.build)), who);
+  auto a = test::Submit(c.db, s.accepted, 10, bench("a-b", 1000), bench("a-h", 1100),
+                        Parity("--build " + Quote(s.build)), who);
   ASSERT_EQ(a.j["verdict"], "accepted") << a.cmd.out << a.cmd.err;
   auto b = test::Submit(c.db, s.rejected, 3, bench("b-b", 1000), bench("b-h", 1030), Parity("--top1 0.5"), who);
   ASSERT_EQ(b.j["verdict"], "rejected-parity") << b.cmd.out << b.cmd.err;
@@ -136,8 +137,8 @@ bool ValidUtf8(const std::string& s) {
 // copied a byte at a time, its continuation bytes escaped: `José` ->
 // `Jos\xc3\\xa9`, invalid UTF-8); only markup and invalid bytes are escaped.
 TEST(Markdown, KeepsUtf8) {
-  const std::string international[] = {"José Müller", "naïve café — “quotes”", "数据 日本語 한국어", "emoji 😀🚀",
-                                       "שלום עליכם", "مرحبا", "Ωμέγα"};
+  const std::string international[] = {
+      "José Müller", "naïve café — “quotes”", "数据 日本語 한국어", "emoji 😀🚀", "שלום עליכם", "مرحبا", "Ωμέγα"};
   for (const auto& t : international) {
     EXPECT_EQ(markdown::Text(t), t);
     EXPECT_EQ(markdown::LinkText(t), t);
@@ -148,7 +149,8 @@ TEST(Markdown, KeepsUtf8) {
   EXPECT_EQ(markdown::Code("é|`", true), "`` é\\|` ``");
   // Invalid bytes are still shown as escapes, and what comes out is UTF-8.
   EXPECT_EQ(markdown::Text("a\xff\xc3"), "a\\\\xff\\\\xc3");
-  for (const std::string hostile : {std::string("Jos\xc3\xa9\xff\xe2\x80\xae\xf0\x9f\x98"), std::string("\xe6\x95\xb0\xc0\xaf`|")})
+  for (const std::string hostile :
+       {std::string("Jos\xc3\xa9\xff\xe2\x80\xae\xf0\x9f\x98"), std::string("\xe6\x95\xb0\xc0\xaf`|")})
     for (const std::string& out : {markdown::Text(hostile), markdown::Code(hostile, true), markdown::LinkText(hostile)})
       EXPECT_TRUE(ValidUtf8(out)) << out;
 }
@@ -167,7 +169,8 @@ TEST(Escape, NoSubmittedStringBecomesMarkupInTheChangelog) {
   const auto h = Nodes(Report(hostile)), b = Nodes(Report(benign));
   ASSERT_GT(b.count("heading"), 0u) << "the renderer printed no XML";
   for (const auto& [name, count] : b) EXPECT_EQ(h.count(name) ? h.at(name) : 0, count) << "node <" << name << ">";
-  for (const auto& [name, count] : h) EXPECT_TRUE(b.count(name)) << count << " <" << name << "> nodes from submitted strings";
+  for (const auto& [name, count] : h)
+    EXPECT_TRUE(b.count(name)) << count << " <" << name << "> nodes from submitted strings";
 }
 
 // The bytes a terminal would act on: C0 but LF, DEL, C1 (raw or as UTF-8),
@@ -178,8 +181,9 @@ std::string RawControls(const std::string& s) {
     const unsigned char c = s[i], d = i + 1 < s.size() ? s[i + 1] : 0, e = i + 2 < s.size() ? s[i + 2] : 0;
     const bool c0 = (c < 0x20 && c != '\n') || c == 0x7f;
     const bool c1 = c == 0xc2 && d >= 0x80 && d <= 0x9f;
-    const bool bidi = (c == 0xe2 && d == 0x80 && ((e >= 0xaa && e <= 0xae) || e == 0x8e || e == 0x8f || e == 0xa8 || e == 0xa9)) ||
-                      (c == 0xe2 && d == 0x81 && e >= 0xa6 && e <= 0xa9) || (c == 0xd8 && d == 0x9c);
+    const bool bidi =
+        (c == 0xe2 && d == 0x80 && ((e >= 0xaa && e <= 0xae) || e == 0x8e || e == 0x8f || e == 0xa8 || e == 0xa9)) ||
+        (c == 0xe2 && d == 0x81 && e >= 0xa6 && e <= 0xa9) || (c == 0xd8 && d == 0x9c);
     const bool stray = c >= 0x80 && c <= 0xbf && (i == 0 || static_cast<unsigned char>(s[i - 1]) < 0x80);
     if (c0 || c1 || bidi || stray) found += " byte " + std::to_string(i) + "=" + std::to_string(c);
   }
@@ -215,7 +219,10 @@ TEST(Escape, ChartFilesOfTwoWorkloadsNeverCollide) {
 // by name, so no twin of a frontier can be made to bank a refused step again.
 TEST(Escape, InvisibleFormatCharactersAreShownAndRefusedInKeys) {
   EXPECT_EQ(terminal::Visible("m\xe2\x81\xa0 f32"), "m\\u2060 f32");
-  EXPECT_EQ(terminal::Visible("a\xe2\x80\x8b" "b\xef\xbb\xbf" "c\xc2\xad"), "a\\u200bb\\ufeffc\\u00ad");
+  EXPECT_EQ(terminal::Visible("a\xe2\x80\x8b"
+                              "b\xef\xbb\xbf"
+                              "c\xc2\xad"),
+            "a\\u200bb\\ufeffc\\u00ad");
   EXPECT_EQ(markdown::Text("m\xe2\x81\xa0"), "m\\\\u2060");
   EXPECT_EQ(terminal::FirstInvisible("stories260K.bin f32 1t"), "");
   EXPECT_EQ(terminal::FirstInvisible("m\xe2\x81\xa0"), "U+2060 at byte 1");
@@ -249,7 +256,8 @@ TEST(Escape, TerminalPrintersShowControlsVisibly) {
   // The parked change's title tries to draw its own score lines: only the real one starts a line.
   auto show = Shell(test::VerityBin() + " show 3" + L);
   EXPECT_EQ(Count(show.out, "\n    score: "), 1u) << show.out;
-  EXPECT_NE(show.out.find("parked\\e[2K\\r    score: accepted\\b\\b\\u009b31m\\u202edesrever\\x9b\\n"), std::string::npos)
+  EXPECT_NE(show.out.find("parked\\e[2K\\r    score: accepted\\b\\b\\u009b31m\\u202edesrever\\x9b\\n"),
+            std::string::npos)
       << show.out;
 }
 
@@ -260,9 +268,10 @@ TEST(Escape, BitIdentityWordingFollowsTheGate) {
   Case c = test::Fresh("escape-bits");
   const std::string windows(64, 'c');
   auto bits = [&](const std::string& tag, const std::string& head_rows, const std::string& base_rows) {
-    return test::Submit(c.db, tag, 3.5, Bench(c.dir, tag + "-b", 1000, 0.003, 5), Bench(c.dir, tag + "-h", 1035, 0.003, 6),
-                        Parity("--sha " + windows + " --all-sha " + head_rows),
-                        "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--sha " + windows + " --all-sha " + base_rows)));
+    return test::Submit(
+        c.db, tag, 3.5, Bench(c.dir, tag + "-b", 1000, 0.003, 5), Bench(c.dir, tag + "-h", 1035, 0.003, 6),
+        Parity("--sha " + windows + " --all-sha " + head_rows),
+        "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--sha " + windows + " --all-sha " + base_rows)));
   };
   auto differ = bits("differ", std::string(64, '1'), std::string(64, '2'));
   ASSERT_EQ(differ.j["verdict"], "rejected-parity") << differ.cmd.out << differ.cmd.err;
@@ -274,7 +283,8 @@ TEST(Escape, BitIdentityWordingFollowsTheGate) {
   const std::string first = md.substr(one, two - one), second = md.substr(two, end - two);
   EXPECT_EQ(first.find("bit identity proved"), std::string::npos) << first;
   EXPECT_NE(first.find("bit identity claimed, not proved"), std::string::npos) << first;
-  EXPECT_NE(second.find("bit identity proved: every logit row hashes to 3333333333333333 on both sides"), std::string::npos)
+  EXPECT_NE(second.find("bit identity proved: every logit row hashes to 3333333333333333 on both sides"),
+            std::string::npos)
       << second;
 }
 

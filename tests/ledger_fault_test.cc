@@ -46,9 +46,9 @@ TEST(Faults, ArtifactChangingBetweenRoundsFails) {
   const std::string dir = TempDir("art"), db = FreshLedger(dir);
   WriteFile(dir + "/sha", std::string(64, 'e'));
   // The head's artifact hash is read from a file that changes after the first runs.
-  const std::string head = "sh -c " + Quote(std::string(FAKE_BENCH) + " --mean 1000 --noise 0.01 --seed 3 --state " + dir +
-                                            "/h.state --sha $(cat " + dir + "/sha); echo " + std::string(64, 'f') + " > " +
-                                            dir + "/sha");
+  const std::string head =
+      "sh -c " + Quote(std::string(FAKE_BENCH) + " --mean 1000 --noise 0.01 --seed 3 --state " + dir +
+                       "/h.state --sha $(cat " + dir + "/sha); echo " + std::string(64, 'f') + " > " + dir + "/sha");
   auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 1 --base-cmd " +
                  Quote(Bench(dir, "base", 1000, 0.01, 1)) + " --head-cmd " + Quote(head) + " --parity-cmd " +
                  Quote(Parity("--artifact " + std::string(64, 'e'))));
@@ -81,7 +81,8 @@ TEST(Faults, TamperingIsNamedByVerify) {
   }
   const std::string copy = dir + "/deleted.db";
   ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + copy + "\"").exit_code, 0);
-  ASSERT_EQ(Shell("sqlite3 " + copy + " \"DROP TRIGGER samples_no_delete; DELETE FROM samples WHERE id = 3;\"").exit_code, 0);
+  ASSERT_EQ(
+      Shell("sqlite3 " + copy + " \"DROP TRIGGER samples_no_delete; DELETE FROM samples WHERE id = 3;\"").exit_code, 0);
   auto v = Shell(VerityBin() + " ledger verify --ledger " + copy);
   EXPECT_EQ(v.exit_code, 1);
   EXPECT_NE(v.out.find("samples#3"), std::string::npos) << v.out;
@@ -89,7 +90,9 @@ TEST(Faults, TamperingIsNamedByVerify) {
   // A row added without a seal (no trigger stands in the way of an INSERT).
   const std::string added = dir + "/added.db";
   ASSERT_EQ(Shell("sqlite3 " + db + " \".backup " + added + "\"").exit_code, 0);
-  ASSERT_EQ(Shell("sqlite3 " + added + " \"INSERT INTO triage VALUES (99, 'k', 'wontfix', 'x', 'y', NULL, 'z');\"").exit_code, 0);
+  ASSERT_EQ(
+      Shell("sqlite3 " + added + " \"INSERT INTO triage VALUES (99, 'k', 'wontfix', 'x', 'y', NULL, 'z');\"").exit_code,
+      0);
   auto a = Shell(VerityBin() + " ledger verify --ledger " + added);
   EXPECT_EQ(a.exit_code, 1);
   EXPECT_NE(a.out.find("triage#99: record was never sealed"), std::string::npos) << a.out;
@@ -108,7 +111,8 @@ TEST(Faults, SigkillDuringSubmissionLeavesASoundLedger) {
   // verdict; the samples are checked below).
   auto r = Shell(cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 600); do sleep 0.1; n=$(" +
                  (OnPostgres() ? "psql -X -qAt -c 'SELECT count(*) FROM samples' " : "sqlite3 ") + db +
-                 (OnPostgres() ? "" : " 'SELECT count(*) FROM samples'") + " 2>/dev/null || echo 0); [ \"${n:-0}\" -ge 6 ] && break; done;"
+                 (OnPostgres() ? "" : " 'SELECT count(*) FROM samples'") +
+                 " 2>/dev/null || echo 0); [ \"${n:-0}\" -ge 6 ] && break; done;"
                  " kill -9 $pid; wait $pid; echo killed");
   EXPECT_NE(r.out.find("killed"), std::string::npos);
   if (!OnPostgres()) {  // a PostgreSQL server rolls back a dead client's transaction itself
@@ -131,8 +135,8 @@ TEST(Faults, TwoSubmissionsAtOnceBothComplete) {
   auto cmd = [&](const std::string& tag, int seed) {
     return "VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " + tag +
            " --predict 3.5 --base-cmd " +
-           Quote(UntilOneWaitsForTheLock(dir, tag) + Bench(dir, tag + "base", 1000, 0.005, seed)) +
-           " --head-cmd " + Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
+           Quote(UntilOneWaitsForTheLock(dir, tag) + Bench(dir, tag + "base", 1000, 0.005, seed)) + " --head-cmd " +
+           Quote(Bench(dir, tag + "head", 1035, 0.005, seed + 1)) + " --parity-cmd " + Quote(Parity());
   };
   auto background = [&](const std::string& tag, int seed) {
     const std::string out = dir + "/" + tag;

@@ -90,7 +90,7 @@ TEST(GuardFloors, ARealMemoryRegressionStillBlocks) {
 
 TEST(GuardFloors, RatesAndTimesKeepTheGateAlone) {
   ScoreInput in = FastWithMemory(13.0, 13.0);
-  in.guards.push_back(Rounds("prefill_tok_s", 5000, 0.90));  // -10%, 500 tok/s
+  in.guards.push_back(Rounds("prefill_tok_s", 5000, 0.90));   // -10%, 500 tok/s
   in.guards.push_back(Rounds("kernel_ns", 50, 50.0 / 55.0));  // +5 ns on 50 ns
   const ScoreResult s = Score(PolicyV3(), in);
   EXPECT_EQ(s.verdict, Verdict::kRejectedRegression) << s.note;
@@ -151,7 +151,9 @@ TEST(GuardFloors, TheLedgerStoresV3AndOldScoresKeepV2) {
   EXPECT_EQ((*new_score)["runs"][0]["scores"][0]["policy_version"], 3);
 
   // What a reader sees: the v2 score as it was judged, the v3 ones with their floor.
-  const auto show = [&](int id) { return test::Shell(test::VerityBin() + " show --ledger " + c.db + " " + std::to_string(id)); };
+  const auto show = [&](int id) {
+    return test::Shell(test::VerityBin() + " show --ledger " + c.db + " " + std::to_string(id));
+  };
   const auto one = show(1), two = show(2), three = show(3);
   EXPECT_NE(one.out.find("(policy v2)"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("guard peak_rss_mb -2."), std::string::npos) << one.out;
@@ -174,9 +176,10 @@ TEST(GuardFloors, TheLedgerStoresV3AndOldScoresKeepV2) {
   auto report = test::Shell(test::VerityBin() + " report --ledger " + c.db + " --out " + c.dir + "/CHANGELOG.md");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string md = test::ReadFile(c.dir + "/CHANGELOG.md");
-  for (const char* needle : {"**policy v2** (1 score)", "**policy v3** (2 scores)",
-                             "guard floors: a guard beyond the gate regresses only if also worse by more than _mb 4 MiB",
-                             "): held, within floor 4 MiB (+0.", "): regressed, undeclared, beyond floor 4 MiB (+"})
+  for (const char* needle :
+       {"**policy v2** (1 score)", "**policy v3** (2 scores)",
+        "guard floors: a guard beyond the gate regresses only if also worse by more than _mb 4 MiB",
+        "): held, within floor 4 MiB (+0.", "): regressed, undeclared, beyond floor 4 MiB (+"})
     EXPECT_NE(md.find(needle), std::string::npos) << "missing: " << needle;
 
   auto v = (*l)->Verify();

@@ -58,14 +58,25 @@ std::string Sha(int n) {
 }
 
 // Titles a user might write, and some an attacker would.
-const char* const kTitles[] = {
-    "José's fix: naïve → café", "修复注意力的步长", "emoji 🚀 speed-up", "RTL שלום עולם مرحبا",
-    "markup *bold* `code` | pipe <b>x</b> [l](u) # h", "control \x1b" "[31mred\x1b" "[0m \x07" "bell",
-    "zero\u200bwidth \u2060joiner \u202eoverride\u202c \ufeffbom"};
+const char* const kTitles[] = {"José's fix: naïve → café",
+                               "修复注意力的步长",
+                               "emoji 🚀 speed-up",
+                               "RTL שלום עולם مرحبا",
+                               "markup *bold* `code` | pipe <b>x</b> [l](u) # h",
+                               "control \x1b"
+                               "[31mred\x1b"
+                               "[0m \x07"
+                               "bell",
+                               "zero\u200bwidth \u2060joiner \u202eoverride\u202c \ufeffbom"};
 // Workloads a bench may state: international ones are keys like any other;
 // ones holding control or format characters must be refused by name.
-const char* const kWorkloads[] = {"stories260K.bin café 1t", "stories260K.bin 1t\u2060", "stories260K.bin\u200b 1t",
-                                  "\ufeffstories260K.bin 1t", "stories260K.bin \x1b" "[2J 1t", "stories260K.bin \u202e1t"};
+const char* const kWorkloads[] = {"stories260K.bin café 1t",
+                                  "stories260K.bin 1t\u2060",
+                                  "stories260K.bin\u200b 1t",
+                                  "\ufeffstories260K.bin 1t",
+                                  "stories260K.bin \x1b"
+                                  "[2J 1t",
+                                  "stories260K.bin \u202e1t"};
 
 // Decodes UTF-8 strictly; false on any invalid byte sequence.
 bool Utf8(const std::string& s, std::vector<char32_t>* out = nullptr) {
@@ -90,8 +101,8 @@ bool Utf8(const std::string& s, std::vector<char32_t>* out = nullptr) {
 // Unicode general categories Cc and Cf (and the few other code points that
 // render as nothing): what a key may never hold.
 bool Invisible(char32_t c) {
-  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0xad || (c >= 0x600 && c <= 0x605) || c == 0x61c ||
-         c == 0x6dd || c == 0x70f || c == 0x180e || (c >= 0x200b && c <= 0x200f) || (c >= 0x202a && c <= 0x202e) ||
+  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0xad || (c >= 0x600 && c <= 0x605) || c == 0x61c || c == 0x6dd ||
+         c == 0x70f || c == 0x180e || (c >= 0x200b && c <= 0x200f) || (c >= 0x202a && c <= 0x202e) ||
          (c >= 0x2060 && c <= 0x206f) || c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) || c == 0x115f || c == 0x1160 ||
          c == 0x3164 || c == 0xffa0 || (c >= 0xe0000 && c <= 0xe007f);
 }
@@ -101,9 +112,9 @@ bool Invisible(char32_t c) {
 struct Side {
   std::string cmd;
   double speed = 0;
-  int commit = -1;      // the source it was built from (-1: none)
-  std::string sha;      // its artifact
-  std::string tag;      // its command's name, for the log
+  int commit = -1;  // the source it was built from (-1: none)
+  std::string sha;  // its artifact
+  std::string tag;  // its command's name, for the log
 };
 
 // A submission the model remembers, to resubmit.
@@ -173,11 +184,11 @@ struct Checker {
   std::map<int64_t, std::string> run_key;  // ledger run -> model's change key
   std::map<int, Sub> by_change;            // ledger change id -> its latest submission
   std::set<std::string> aa_keys, aa_accepted;
-  std::vector<AcceptedStep> accepted;              // accepted steps, newest last (for retract)
-  std::vector<int> reverts;                // accepted reverts' change ids (for reapply)
-  double fastest_head = 0;                 // the fastest head any run measured
-  int standing = 0;                        // the commit the model's frontier stands at
-  Side standing_side;                      // a build of it (reused as the next base)
+  std::vector<AcceptedStep> accepted;  // accepted steps, newest last (for retract)
+  std::vector<int> reverts;            // accepted reverts' change ids (for reapply)
+  double fastest_head = 0;             // the fastest head any run measured
+  int standing = 0;                    // the commit the model's frontier stands at
+  Side standing_side;                  // a build of it (reused as the next base)
   std::vector<Sub> subs;
   std::ostringstream log;
 
@@ -212,8 +223,8 @@ struct Checker {
     Side s = of;
     s.speed = speed;
     s.tag = "s" + std::to_string(next_tag++);
-    s.cmd = Bench(c.dir, s.tag, speed, kNoise, next_seed++,
-                  "--sha " + of.sha + " --build c" + std::to_string(of.commit));
+    s.cmd =
+        Bench(c.dir, s.tag, speed, kNoise, next_seed++, "--sha " + of.sha + " --build c" + std::to_string(of.commit));
     return s;
   }
   static std::string KeyOf(const Side& b, const Side& h) {
@@ -247,8 +258,8 @@ struct Checker {
   // else at least it); returns the verdict.
   std::string Outcome(Sub& s, const std::string& title, const nlohmann::json& j, bool aborts, bool exact = true) {
     const std::string verdict = j.is_object() ? j.value("verdict", std::string("(none)")) : "(none)";
-    log << "  " << steps << ". " << title << " [" << s.key << (s.label.empty() ? "" : " on " + s.label)
-        << "] predict " << s.predict << " -> " << verdict;
+    log << "  " << steps << ". " << title << " [" << s.key << (s.label.empty() ? "" : " on " + s.label) << "] predict "
+        << s.predict << " -> " << verdict;
     if (!j.is_object() || !j.contains("run") || !j["run"].is_number()) {  // refused before it measured
       log << "\n";
       return verdict;
@@ -369,9 +380,11 @@ struct Checker {
     // Determinism: read twice, and read from a copy (same file name: the
     // reports name their ledger), every reader writes the same bytes.
     const std::string n = std::to_string(copies++), copy = c.dir + "/copy" + n + "/ledger.db";
-    auto cp = Shell("mkdir -p " + c.dir + "/copy" + n + " && " + Bin() + " ledger copy --from " + c.db + " --to " + copy);
+    auto cp =
+        Shell("mkdir -p " + c.dir + "/copy" + n + " && " + Bin() + " ledger copy --from " + c.db + " --to " + copy);
     if (cp.exit_code != 0) return Violation("ledger copy failed: " + cp.err);
-    const std::string a = ReaderBytes(c.db, c.dir + "/read" + n + "a"), a2 = ReaderBytes(c.db, c.dir + "/read" + n + "b"),
+    const std::string a = ReaderBytes(c.db, c.dir + "/read" + n + "a"),
+                      a2 = ReaderBytes(c.db, c.dir + "/read" + n + "b"),
                       b = ReaderBytes(copy, c.dir + "/read" + n + "c");
     if (a != a2) Violation("two reads of one ledger differ");
     if (a != b) Violation("the copy's frontier, report or dashboard differs from the ledger's");
@@ -393,10 +406,12 @@ struct Checker {
     if (t.exit_code != 0) return Violation("could not tamper (" + sql + "): " + t.err);
     const std::string what = lie ? "a lying index" : "a rewritten verdict";
     if (Shell(Bin() + " ledger verify --ledger " + bad).exit_code == 0) Violation("verify passes " + what);
-    for (const std::string& reader : std::vector<std::string>{"frontier", "show 1", "history reverts", "drift", "report --out " + c.dir + "/t.md",
-                                     "report --html " + c.dir + "/t-html"}) {
+    for (const std::string& reader :
+         std::vector<std::string>{"frontier", "show 1", "history reverts", "drift", "report --out " + c.dir + "/t.md",
+                                  "report --html " + c.dir + "/t-html"}) {
       auto r = Shell(Bin() + " " + reader + " --ledger " + bad);
-      if (r.exit_code == 0) Violation("`verity " + reader + "` succeeds on a ledger with " + what + " that verify fails");
+      if (r.exit_code == 0)
+        Violation("`verity " + reader + "` succeeds on a ledger with " + what + " that verify fails");
     }
   }
 
@@ -560,7 +575,8 @@ struct Checker {
   void Step() {
     const int action = subs.empty() ? 0 : Pick(14);
     switch (action) {
-      case 0: case 1: NewChange(0); break;
+      case 0:
+      case 1: NewChange(0); break;
       case 2: NewChange(1); break;
       case 3: NewChange(2); break;
       case 4: {
@@ -597,7 +613,8 @@ std::vector<unsigned> Seeds() {
   std::stringstream in(spec);
   for (std::string part; std::getline(in, part, ',');) {
     const auto dash = part.find('-');
-    const unsigned a = std::stoul(part.substr(0, dash)), b = dash == std::string::npos ? a : std::stoul(part.substr(dash + 1));
+    const unsigned a = std::stoul(part.substr(0, dash)),
+                   b = dash == std::string::npos ? a : std::stoul(part.substr(dash + 1));
     for (unsigned s = a; s <= b; s++) out.push_back(s);
   }
   return out;

@@ -19,8 +19,8 @@ TEST(History, ScriptedStory) {
   // Its base bench runs whatever main's binary is now (policy v4: the step is from where the frontier stands).
   WriteFile(dir + "/main.sha", std::string(64, '0'));
   auto parked = Submit(db, "tiny tweak", 2, Bench(dir, "p-base", 1000, 0.003, 1, "--sha-file " + dir + "/main.sha"),
-                       std::string(FAKE_BENCH) + " --mean-file " + dir + "/parked.mean --noise 0.003 --seed 2 --state " +
-                           dir + "/p-head.state",
+                       std::string(FAKE_BENCH) + " --mean-file " + dir +
+                           "/parked.mean --noise 0.003 --seed 2 --state " + dir + "/p-head.state",
                        Parity());
   ASSERT_EQ(parked.cmd.exit_code, 0) << parked.cmd.err;
   EXPECT_EQ(parked.j["verdict"], "none");
@@ -58,11 +58,11 @@ TEST(History, ScriptedStory) {
   EXPECT_EQ(weak_j["verdict"], "refused");
 
   // A revert with (bad, as it later turns out) strong evidence.
-  auto strong = Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
-                      " --reason 'costs 5% on the long workload' --base-cmd " +
-                      Quote(Bench(dir, "r2-base", 1000, 0.003, 7)) + " --head-cmd " +
-                      Quote(Bench(dir, "r2-head", 1050, 0.003, 8, "--sha " + std::string(64, 'c'))) +
-                      " --parity-cmd " + Quote(Parity("--artifact " + std::string(64, 'c'))));
+  auto strong =
+      Shell(VerityBin() + " revert --json" + L + " " + std::to_string(big_id) +
+            " --reason 'costs 5% on the long workload' --base-cmd " + Quote(Bench(dir, "r2-base", 1000, 0.003, 7)) +
+            " --head-cmd " + Quote(Bench(dir, "r2-head", 1050, 0.003, 8, "--sha " + std::string(64, 'c'))) +
+            " --parity-cmd " + Quote(Parity("--artifact " + std::string(64, 'c'))));
   ASSERT_EQ(strong.exit_code, 0) << strong.err;
   auto strong_j = nlohmann::json::parse(strong.out);
   EXPECT_EQ(strong_j["verdict"], "accepted");
@@ -146,10 +146,10 @@ TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
   ASSERT_EQ(weak.exit_code, 0) << weak.err;
   EXPECT_EQ(nlohmann::json::parse(weak.out)["verdict"], "refused");
   // Main without the change failing parity is no revert at all.
-  auto broken = Shell(VerityBin() + " revert --json --ledger " + db + " " + id + " --reason 'main is wrong' --base-cmd " +
-                      Quote(Bench(dir, "xb", 1000, 0.003, 7)) + " --head-cmd " + Quote(Bench(dir, "xh", 1000, 0.003, 8)) +
-                      " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")) + " --parity-cmd " +
-                      Quote(Parity("--top1 0.5 --exit 1")));
+  auto broken = Shell(VerityBin() + " revert --json --ledger " + db + " " + id +
+                      " --reason 'main is wrong' --base-cmd " + Quote(Bench(dir, "xb", 1000, 0.003, 7)) +
+                      " --head-cmd " + Quote(Bench(dir, "xh", 1000, 0.003, 8)) + " --base-parity-cmd " +
+                      Quote(Parity("--top1 0.5 --exit 1")) + " --parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")));
   EXPECT_EQ(nlohmann::json::parse(broken.out)["verdict"], "rejected-parity") << broken.out;
   const double seed = c.j["frontier_before"].get<double>();
   // Main fails parity and main without the change passes: that is evidence
@@ -165,7 +165,8 @@ TEST(History, RevertOnParityEvidenceThatMainIsWrong) {
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_NEAR(j["frontier_after"].get<double>(), seed, 1e-6) << "the wrong change's gain must leave the frontier";
   // The change's factor is undone: it no longer counts, so it cannot be reverted again.
-  auto again = Shell(VerityBin() + " revert --ledger " + db + " " + id + " --reason again --base-cmd true --head-cmd true --parity-cmd " + Quote(Parity()));
+  auto again = Shell(VerityBin() + " revert --ledger " + db + " " + id +
+                     " --reason again --base-cmd true --head-cmd true --parity-cmd " + Quote(Parity()));
   EXPECT_NE(again.err.find("does not count in this box's frontier"), std::string::npos) << again.err;
 }
 

@@ -42,7 +42,8 @@ TEST(Noise, CalibrateThenSubmitUsesTheProfile) {
   auto cal = Shell(VerityBin() + " calibrate --ledger " + c.db + " --rounds 8 --cmd " + Quote(quiet));
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   EXPECT_NE(cal.out.find("calibrate: box "), std::string::npos) << cal.out;
-  EXPECT_NE(cal.out.find("workload 'm.bin f32 1t pp8+tg8' decode_tok_s: per-round sigma"), std::string::npos) << cal.out;
+  EXPECT_NE(cal.out.find("workload 'm.bin f32 1t pp8+tg8' decode_tok_s: per-round sigma"), std::string::npos)
+      << cal.out;
   auto r = Submit(c.db, "quiet box", 7, Bench(c.dir, "b", 1000, 0.002, 33, "--model m.bin"),
                   Bench(c.dir, "h", 1070, 0.002, 34, "--model m.bin"), Parity());
   ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;

@@ -39,10 +39,9 @@ CommandResult SubmitWithHook(const std::string& dir, const std::string& db, int 
                                   "/hook.n\n[ \"$n\" -eq " + std::to_string(n) + " ] && { " + action + "; } >" + dir +
                                   "/hook.out 2>&1\nexec \"$@\"\n");
   return Shell("VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db +
-               " --title hooked --predict 3.5 --base-cmd " +
-               Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " +
-               Quote("sh " + dir + "/hook.sh " + Bench(dir, "head", 1035, 0.005, 2)) + " --parity-cmd " +
-               Quote(Parity()));
+               " --title hooked --predict 3.5 --base-cmd " + Quote(Bench(dir, "base", 1000, 0.005, 1)) +
+               " --head-cmd " + Quote("sh " + dir + "/hook.sh " + Bench(dir, "head", 1035, 0.005, 2)) +
+               " --parity-cmd " + Quote(Parity()));
 }
 
 // Every sample of the scored run arrived: 2 warm-up, 4 a round.
@@ -68,8 +67,8 @@ TEST(PostgresStore, ProjectLedgerCopiesToPostgresAndBackWithTheSameTip) {
   ASSERT_EQ(from.exit_code, 0) << from.out << from.err;
   EXPECT_EQ(VerifiedTip(back), tip) << "and back in a file";
   // The readers see the same ledger on either store.
-  for (const std::string what : {"frontier --json", "history --json", "show --json 1", "show --json 40", "drift",
-                                  "history predictions"}) {
+  for (const std::string what :
+       {"frontier --json", "history --json", "show --json 1", "show --json 40", "drift", "history predictions"}) {
     auto a = Shell(VerityBin() + " " + what + " --ledger " + project);
     auto b = Shell(VerityBin() + " " + what + " --ledger " + pg);
     EXPECT_EQ(a.exit_code, 0) << what << a.err;
@@ -120,7 +119,8 @@ TEST(PostgresStore, TamperingAndDisabledTriggersAreNamedByVerify) {
   ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
   ASSERT_EQ(VerifiedTip(db).size(), 64u);
   // The triggers refuse even the server's superuser; TRUNCATE too.
-  for (const std::string sql : {"UPDATE samples SET value = 1", "DELETE FROM scores", "TRUNCATE run_failures CASCADE"}) {
+  for (const std::string sql :
+       {"UPDATE samples SET value = 1", "DELETE FROM scores", "TRUNCATE run_failures CASCADE"}) {
     auto r = LedgerSql(db, sql);
     EXPECT_NE(r.exit_code, 0) << sql;
     EXPECT_NE(r.err.find("is append-only"), std::string::npos) << sql << ": " << r.err;
@@ -138,7 +138,8 @@ TEST(PostgresStore, TamperingAndDisabledTriggersAreNamedByVerify) {
        "samples#3"},
       {"INSERT INTO triage (id, key, state, by, reason, at) VALUES (99, 'k', 'wontfix', 'x', 'y', 'z')",
        "triage#99: record was never sealed"},
-      {"CREATE OR REPLACE FUNCTION changes_no_update() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END; $$",
+      {"CREATE OR REPLACE FUNCTION changes_no_update() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END; "
+       "$$",
        "trigger changes_no_update on changes: differs"}};
   for (const auto& [sql, named] : edits) {
     const std::string copy = FreshLedger(dir);
@@ -161,18 +162,19 @@ TEST(PostgresStore, EveryByteRoundTripsAndSealsAsInSqlite) {
   const std::string dir = TempDir("bytes"), db = FreshLedger(dir), file = dir + "/copy.db";
   std::string every;
   for (int i = 0; i < 256; i++) every += static_cast<char>(i);
-  const std::vector<std::string> values = {every + every, std::string(3, '\0'), "\x01\x02\x01", "\x01", "x\0y\xff\xfe",
-                                           ""};
+  const std::vector<std::string> values = {every + every, std::string(3, '\0'), "\x01\x02\x01",
+                                           "\x01",        "x\0y\xff\xfe",       ""};
   {
     auto l = Ledger::Open(db);
     ASSERT_TRUE(l.ok()) << l.status().message();
     ledger::Db& d = (*l)->db();
-    ASSERT_TRUE(d.Transaction([&]() -> Status {
-                   for (size_t i = 0; i < values.size(); i++)
-                     VERITY_RETURN_IF_ERROR(
-                         d.InsertSealed("boxes", {{"fingerprint", "b" + std::to_string(i)}, {"detail", values[i]}}).status());
-                   return OkStatus();
-                 }).ok());
+    ASSERT_TRUE(
+        d.Transaction([&]() -> Status {
+           for (size_t i = 0; i < values.size(); i++)
+             VERITY_RETURN_IF_ERROR(
+                 d.InsertSealed("boxes", {{"fingerprint", "b" + std::to_string(i)}, {"detail", values[i]}}).status());
+           return OkStatus();
+         }).ok());
     for (size_t i = 0; i < values.size(); i++) {
       auto rows = d.Query("SELECT fingerprint, detail FROM boxes WHERE detail = ?", {values[i]});
       ASSERT_TRUE(rows.ok()) << rows.status().message();
@@ -206,11 +208,13 @@ TEST(PostgresStore, ASubmitterRoleWritesButCannotUpdateOrDelete) {
   ASSERT_EQ(Shell(VerityBin() + " ledger migrate --ledger " + db).exit_code, 0);  // the owner creates the schema
   CreateSubmitter(db, role, true);
   const std::string as = WithUser(db, role);
-  auto s = Submit(as, "by a submitter", 3.5, Bench(dir, "b", 1000, 0.005, 1), Bench(dir, "h", 1035, 0.005, 2), Parity());
+  auto s =
+      Submit(as, "by a submitter", 3.5, Bench(dir, "b", 1000, 0.005, 1), Bench(dir, "h", 1035, 0.005, 2), Parity());
   ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
   EXPECT_EQ(s.j["verdict"], "accepted");
-  for (const std::string sql : {"UPDATE scores SET gain = 1", "DELETE FROM samples", "TRUNCATE samples CASCADE",
-                                "ALTER TABLE samples DISABLE TRIGGER samples_no_update", "DROP TRIGGER samples_no_update ON samples"}) {
+  for (const std::string sql :
+       {"UPDATE scores SET gain = 1", "DELETE FROM samples", "TRUNCATE samples CASCADE",
+        "ALTER TABLE samples DISABLE TRIGGER samples_no_update", "DROP TRIGGER samples_no_update ON samples"}) {
     auto r = LedgerSql(as, sql);
     EXPECT_NE(r.exit_code, 0) << sql;
     EXPECT_TRUE(r.err.find("permission denied") != std::string::npos ||
@@ -224,8 +228,8 @@ TEST(PostgresStoreFaults, ASubmitterWithoutWritePrivilegesGetsAClearError) {
   const std::string dir = TempDir("reader"), db = FreshLedger(dir), role = "reader_" + std::to_string(::getpid());
   ASSERT_EQ(Shell(VerityBin() + " ledger migrate --ledger " + db).exit_code, 0);
   CreateSubmitter(db, role, false);
-  auto s = Submit(WithUser(db, role), "no rights", 3.5, Bench(dir, "b", 1000, 0.005, 1), Bench(dir, "h", 1035, 0.005, 2),
-                  Parity());
+  auto s = Submit(WithUser(db, role), "no rights", 3.5, Bench(dir, "b", 1000, 0.005, 1),
+                  Bench(dir, "h", 1035, 0.005, 2), Parity());
   EXPECT_EQ(s.cmd.exit_code, 1);
   EXPECT_NE(s.cmd.err.find("permission denied for table changes"), std::string::npos) << s.cmd.err;
   EXPECT_NE(s.cmd.err.find("needs SELECT and INSERT"), std::string::npos) << s.cmd.err;
@@ -239,7 +243,8 @@ TEST(PostgresStoreFaults, AConnectionDroppedMidSubmissionLosesNothing) {
   // Before the head's 6th bench (round 2), the server ends verity's session.
   auto r = SubmitWithHook(dir, db, 6,
                           "psql -X -qAt -c \"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-                          "application_name = 'verity' AND datname = '" + NameOf(db) + "'\" " + db);
+                          "application_name = 'verity' AND datname = '" +
+                              NameOf(db) + "'\" " + db);
   EXPECT_EQ(ReadFile(dir + "/hook.out"), "1\n") << "one verity session was terminated";
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "accepted");
@@ -262,12 +267,14 @@ TEST(PostgresStoreFaults, AServerRestartBetweenRoundsLosesNothing) {
   ASSERT_EQ(LedgerSql(server, "CREATE DATABASE restarted").exit_code, 0);
   const std::string db = DbUrl(server, "restarted");
   auto r = SubmitWithHook(dir, db, 6, script + " restart " + state);
-  EXPECT_NE(ReadFile(dir + "/hook.out").find("pg-test-cluster: restarted"), std::string::npos) << ReadFile(dir + "/hook.out");
+  EXPECT_NE(ReadFile(dir + "/hook.out").find("pg-test-cluster: restarted"), std::string::npos)
+      << ReadFile(dir + "/hook.out");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ExpectTheWholeRun(db, r);
   EXPECT_EQ(VerifiedTip(db).size(), 64u);
-  std::printf("faults: the server restarted before round 2: the submission reconnected, every sample recorded, "
-              "verify PASS\n");
+  std::printf(
+      "faults: the server restarted before round 2: the submission reconnected, every sample recorded, "
+      "verify PASS\n");
 }
 
 // The project ledger copied once (`ledger copy` verifies it) into a template
@@ -304,7 +311,8 @@ TEST(PostgresSchema, EveryObjectAReaderTrustsIsCompared) {
   const std::pair<std::string, std::string> edits[] = {
       {"DROP INDEX retractions_by_run; CREATE INDEX retractions_by_run ON retractions (run_id) WHERE id < 0",
        "schema: index retractions_by_run on retractions" + differs},
-      {"DROP INDEX samples_by_run; CREATE INDEX samples_by_run ON samples (id)", "schema: index samples_by_run on samples" + differs},
+      {"DROP INDEX samples_by_run; CREATE INDEX samples_by_run ON samples (id)",
+       "schema: index samples_by_run on samples" + differs},
       {"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'runs_by_change'::regclass",
        "schema: index runs_by_change on runs" + differs},
       {"UPDATE pg_index SET indisready = false WHERE indexrelid = 'scores_by_run'::regclass",
@@ -312,7 +320,8 @@ TEST(PostgresSchema, EveryObjectAReaderTrustsIsCompared) {
       {"DO $$ DECLARE t text; BEGIN SELECT tgname INTO t FROM pg_trigger WHERE tgrelid = 'retractions'::regclass AND "
        "tgisinternal LIMIT 1; EXECUTE format('ALTER TABLE retractions DISABLE TRIGGER %I', t); END $$",
        "schema: table retractions on retractions" + differs},
-      {"CREATE OR REPLACE FUNCTION retractions_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$",
+      {"CREATE OR REPLACE FUNCTION retractions_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; "
+       "END; $$",
        "trigger retractions_no_delete on retractions: differs"},
       {"CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$; CREATE TRIGGER "
        "samples_no_update BEFORE UPDATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION nothing()",
@@ -324,12 +333,15 @@ TEST(PostgresSchema, EveryObjectAReaderTrustsIsCompared) {
       {"ALTER TABLE retractions ENABLE ROW LEVEL SECURITY; ALTER TABLE retractions FORCE ROW LEVEL SECURITY; "
        "CREATE POLICY hide_retractions ON retractions USING (false)",
        "schema: table retractions on retractions" + differs},
-      {"CREATE POLICY hide_retractions ON retractions USING (false)", "schema: policy hide_retractions on retractions" + added},
+      {"CREATE POLICY hide_retractions ON retractions USING (false)",
+       "schema: policy hide_retractions on retractions" + added},
       {"CREATE FUNCTION run_is_retracted(bigint) RETURNS boolean LANGUAGE sql AS 'SELECT false'",
        "schema: function run_is_retracted(bigint)" + added},
-      {"CREATE OPERATOR === (LEFTARG = text, RIGHTARG = text, FUNCTION = texteq)", "schema: operator ===(text, text)" + added},
+      {"CREATE OPERATOR === (LEFTARG = text, RIGHTARG = text, FUNCTION = texteq)",
+       "schema: operator ===(text, text)" + added},
       {"CREATE TYPE verdict AS ENUM ('accepted')", "schema: type verdict" + added},
-      {"ALTER TABLE seal_chain ALTER COLUMN alg SET DEFAULT 'hmac-sha256'", "schema: table seal_chain on seal_chain" + differs},
+      {"ALTER TABLE seal_chain ALTER COLUMN alg SET DEFAULT 'hmac-sha256'",
+       "schema: table seal_chain on seal_chain" + differs},
       {"ALTER TABLE changes DROP CONSTRAINT changes_kind_check", "schema: table changes on changes" + differs},
       {"ALTER TABLE retractions SET UNLOGGED", "schema: table retractions on retractions" + differs},
       // A child in another schema: its rows are read as the parent's.
@@ -363,15 +375,19 @@ TEST(PostgresSchema, AnIndexMissingARowIsNamedByAmcheck) {
   EXPECT_NE(plain.out.find(" amcheck=not-installed verdict=PASS"), std::string::npos) << plain.out;
   ASSERT_EQ(LedgerSql(db, "CREATE EXTENSION amcheck").exit_code, 0) << "amcheck ships with Debian's postgresql";
   const std::string btrees =
-      LedgerSql(db, "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = "
-                    "c.relam WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace").out;
+      LedgerSql(db,
+                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = "
+                "c.relam WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace")
+          .out;
   auto checked = Shell(VerityBin() + " ledger verify --ledger " + db);
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
-  EXPECT_NE(checked.out.find(" amcheck=ran(" + btrees.substr(0, btrees.find('\n')) + ") verdict=PASS"), std::string::npos)
+  EXPECT_NE(checked.out.find(" amcheck=ran(" + btrees.substr(0, btrees.find('\n')) + ") verdict=PASS"),
+            std::string::npos)
       << checked.out << "(" << btrees << " btree indexes)";
-  auto lie = LedgerSql(db, "CREATE INDEX partial ON samples (run_id) WHERE id <> 7; DROP INDEX samples_by_run; "
-                           "ALTER INDEX partial RENAME TO samples_by_run; UPDATE pg_index SET indpred = NULL WHERE "
-                           "indexrelid = 'samples_by_run'::regclass");
+  auto lie = LedgerSql(db,
+                       "CREATE INDEX partial ON samples (run_id) WHERE id <> 7; DROP INDEX samples_by_run; "
+                       "ALTER INDEX partial RENAME TO samples_by_run; UPDATE pg_index SET indpred = NULL WHERE "
+                       "indexrelid = 'samples_by_run'::regclass");
   ASSERT_EQ(lie.exit_code, 0) << lie.err;
   // A reader's query through the index misses the row.
   const std::string count = "SELECT count(*) FROM samples WHERE run_id = (SELECT run_id FROM samples WHERE id = 7)";

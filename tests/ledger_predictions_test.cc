@@ -26,12 +26,12 @@ ChangeView Scored(int64_t id, const std::string& author, double predict_pct, std
 
 TEST(Predictions, BiasErrorAndShareWithin2xPerAuthor) {
   std::vector<ChangeView> cs = {
-      Scored(1, "ana", 10, 0.12, false, Verdict::kAccepted),  // within 2x, error 2 points
+      Scored(1, "ana", 10, 0.12, false, Verdict::kAccepted),      // within 2x, error 2 points
       Scored(2, "ana", 10, 0.30, false, Verdict::kHeldSurprise),  // 3x: outside, a surprise
-      Scored(3, "ana", 5, -0.01),                             // wrong sign: outside
-      Scored(4, "bo", 2, 0.02),                               // exact
-      Scored(5, "bo", 2, 0.50, true),                         // retracted: not counted
-      Scored(6, "bo", 2, std::nullopt),                       // never measured: not counted
+      Scored(3, "ana", 5, -0.01),                                 // wrong sign: outside
+      Scored(4, "bo", 2, 0.02),                                   // exact
+      Scored(5, "bo", 2, 0.50, true),                             // retracted: not counted
+      Scored(6, "bo", 2, std::nullopt),                           // never measured: not counted
   };
   PredictionsView v = PredictionRecord(cs);
   ASSERT_EQ(v.entries.size(), 4u);

@@ -107,7 +107,8 @@ TEST(Promises, DeepEvidenceMustBeDeeper) {
     auto held = Submit(c.db, "surprising", 1, Bench(c.dir, "b", 1000, 0.003, s), Bench(c.dir, "h", 1150, 0.003, s + 1),
                        Parity(d.args));
     ASSERT_EQ(held.j["verdict"], "held-surprise") << d.args << held.cmd.out << held.cmd.err;
-    auto conf = JsonOf(VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>()));
+    auto conf =
+        JsonOf(VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>()));
     EXPECT_EQ(conf["verdict"], "rejected-parity") << d.args;
     EXPECT_NE(conf["note"].get<std::string>().find(d.names), std::string::npos) << d.args << ": " << conf["note"];
     EXPECT_EQ(conf["frontier_after"], conf["frontier_before"]);
@@ -119,10 +120,11 @@ TEST(Promises, BitIdentityCoversEveryRow) {
   Case c = Fresh("rows");
   const std::string windows(64, 'c');
   const int s = Seed();
-  auto r = Submit(c.db, "same windows, other rows", 3.5, Bench(c.dir, "b", 1000, 0.003, s),
-                  Bench(c.dir, "h", 1035, 0.003, s + 1), Parity("--sha " + windows + " --all-sha " + std::string(64, '1')),
-                  "--claim-bit-identical --base-parity-cmd " +
-                      Quote(Parity("--sha " + windows + " --all-sha " + std::string(64, '2'))));
+  auto r =
+      Submit(c.db, "same windows, other rows", 3.5, Bench(c.dir, "b", 1000, 0.003, s),
+             Bench(c.dir, "h", 1035, 0.003, s + 1), Parity("--sha " + windows + " --all-sha " + std::string(64, '1')),
+             "--claim-bit-identical --base-parity-cmd " +
+                 Quote(Parity("--sha " + windows + " --all-sha " + std::string(64, '2'))));
   ASSERT_EQ(r.cmd.exit_code, 0) << r.cmd.err;
   EXPECT_EQ(r.j["verdict"], "rejected-parity") << r.cmd.out;
   EXPECT_NE(Note(r).find("logit rows differ"), std::string::npos) << Note(r);
@@ -138,7 +140,8 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
     const int s = Seed();
     return Shell(VerityBin() + " revert --json" + L + " " + id + " --reason r --base-cmd " +
                  Quote(Bench(c.dir, std::string("rb") + std::to_string(s), 1000, 0.003, s)) + " --head-cmd " +
-                 Quote(Bench(c.dir, std::string("rh") + std::to_string(s), std::stod(head_mean), 0.003, s + 1)) + parity);
+                 Quote(Bench(c.dir, std::string("rh") + std::to_string(s), std::stod(head_mean), 0.003, s + 1)) +
+                 parity);
   };
   auto no_parity = revert("1050", "");
   EXPECT_NE(no_parity.exit_code, 0);
@@ -174,7 +177,9 @@ TEST(Promises, RevertAndReapplyPassTheGates) {
   EXPECT_NE(surprising.out.find("\"verdict\":\"held-surprise\""), std::string::npos) << surprising.out;
   // Its revert's evidence retracted, the confirmed reapply must not count the change twice.
   const auto revert_j = nlohmann::json::parse(accepted.out);
-  ASSERT_EQ(Shell(VerityBin() + " retract" + L + " " + std::to_string(revert_j["run"].get<int>()) + " --reason stale").exit_code, 0);
+  ASSERT_EQ(Shell(VerityBin() + " retract" + L + " " + std::to_string(revert_j["run"].get<int>()) + " --reason stale")
+                .exit_code,
+            0);
   const double before = Frontier(c.db);
   EXPECT_NEAR(before, a.j["frontier_after"].get<double>(), 1e-6) << "the retracted revert left the ladder";
   auto conf = JsonOf(VerityBin() + " confirm --json" + L + " " +
@@ -264,8 +269,8 @@ TEST(Promises, RoundsFloorIsThePolicys) {
                       Parity(), "--min-rounds 2");
   EXPECT_NE(fewer.cmd.exit_code, 0);
   EXPECT_NE(fewer.cmd.err.find("below the policy floor of 10"), std::string::npos) << fewer.cmd.err;
-  auto more = Submit(c.db, "twelve rounds", 7, Bench(c.dir, "b2", 1000, 0.003, s), Bench(c.dir, "h2", 1070, 0.003, s + 1),
-                     Parity(), "--min-rounds 12 --max-rounds 40");
+  auto more = Submit(c.db, "twelve rounds", 7, Bench(c.dir, "b2", 1000, 0.003, s),
+                     Bench(c.dir, "h2", 1070, 0.003, s + 1), Parity(), "--min-rounds 12 --max-rounds 40");
   ASSERT_EQ(more.cmd.exit_code, 0) << more.cmd.err;
   EXPECT_GE(more.j["rounds"].get<int>(), 12);
   EXPECT_EQ(more.j["verdict"], "accepted");
@@ -275,13 +280,13 @@ TEST(Promises, RoundsFloorIsThePolicys) {
 TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
   const std::string dir = TempDir("lock"), db = dir + "/l.db";
   auto background = [&](const std::string& tag, int seed) {
-    return InBackground("VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " +
-                            tag + " --predict 7 --base-cmd " +
-                            Quote(UntilOneWaitsForTheLock(dir, tag) +
-                                  Bench(dir, tag + "b", 1000, 0.003, seed, "--sleep 0.03")) +
-                            " --head-cmd " + Quote(Bench(dir, tag + "h", 1070, 0.003, seed + 1, "--sleep 0.03")) +
-                            " --parity-cmd " + Quote(Parity()),
-                        dir, tag);
+    return InBackground(
+        "VERITY_LOCK_DIR=" + dir + " " + VerityBin() + " submit --json --ledger " + db + " --title " + tag +
+            " --predict 7 --base-cmd " +
+            Quote(UntilOneWaitsForTheLock(dir, tag) + Bench(dir, tag + "b", 1000, 0.003, seed, "--sleep 0.03")) +
+            " --head-cmd " + Quote(Bench(dir, tag + "h", 1070, 0.003, seed + 1, "--sleep 0.03")) + " --parity-cmd " +
+            Quote(Parity()),
+        dir, tag);
   };
   Shell(background("a", 1) + background("b", 3) + "wait");
   int waited = 0;
@@ -294,7 +299,8 @@ TEST(Promises, ConcurrentSubmissionsDoNotInterleaveTimings) {
   ASSERT_EQ(ranges.exit_code, 0) << ranges.err;
   std::vector<std::pair<std::string, std::string>> r;
   std::stringstream ss(ranges.out);
-  for (std::string line; std::getline(ss, line);) r.push_back({line.substr(0, line.find('|')), line.substr(line.find('|') + 1)});
+  for (std::string line; std::getline(ss, line);)
+    r.push_back({line.substr(0, line.find('|')), line.substr(line.find('|') + 1)});
   ASSERT_EQ(r.size(), 2u) << ranges.out;
   const bool disjoint = r[0].second < r[1].first || r[1].second < r[0].first;
   EXPECT_TRUE(disjoint) << "sample times overlap: " << ranges.out;
@@ -351,8 +357,9 @@ TEST(Promises, LowerIsBetterMovesTheFrontierDownAndUnknownMetricsAreRefused) {
   EXPECT_NEAR(r.j["gain"].get<double>(), 10.0 / 9.0 - 1, 0.01);
   EXPECT_LT(r.j["frontier_after"].get<double>(), r.j["frontier_before"].get<double>()) << "latency must go down";
   EXPECT_NEAR(Frontier(c.db), r.j["frontier_before"].get<double>() / (1 + r.j["gain"].get<double>()), 1e-6);
-  auto slower = Submit(c.db, "slower", 10, Bench(c.dir, "b2", 1000, 0.003, s, "--metric tokens_per_sec"),
-                       Bench(c.dir, "h2", 900, 0.003, s + 1, "--metric tokens_per_sec"), Parity(), "--metric tokens_per_sec");
+  auto slower =
+      Submit(c.db, "slower", 10, Bench(c.dir, "b2", 1000, 0.003, s, "--metric tokens_per_sec"),
+             Bench(c.dir, "h2", 900, 0.003, s + 1, "--metric tokens_per_sec"), Parity(), "--metric tokens_per_sec");
   EXPECT_NE(slower.cmd.exit_code, 0);
   EXPECT_NE(slower.cmd.err.find("cannot tell whether higher or lower is better"), std::string::npos) << slower.cmd.err;
   auto odd_guard = Submit(c.db, "odd guard", 7, Bench(c.dir, "b3", 1000, 0.003, s, "--guard accuracy=0.9"),
@@ -365,18 +372,19 @@ TEST(Promises, AGuardCannotBeDroppedFromSomeSamples) {
   Case c = Fresh("dropped");
   const int s = Seed();
   // The head reports prefill except on its third run.
-  const std::string head = "n=$(cat " + c.dir + "/n 2>/dev/null || echo 0); echo $((n+1)) > " + c.dir + "/n; if [ $n -eq 2 ]; then " +
-                           Bench(c.dir, "h", 1070, 0.003, s + 1) + "; else " +
+  const std::string head = "n=$(cat " + c.dir + "/n 2>/dev/null || echo 0); echo $((n+1)) > " + c.dir +
+                           "/n; if [ $n -eq 2 ]; then " + Bench(c.dir, "h", 1070, 0.003, s + 1) + "; else " +
                            Bench(c.dir, "h", 1070, 0.003, s + 1, "--guard prefill_tok_s=300") + "; fi";
-  auto r = Submit(c.db, "drops a guard", 7, Bench(c.dir, "b", 1000, 0.003, s, "--guard prefill_tok_s=500"), head, Parity());
+  auto r =
+      Submit(c.db, "drops a guard", 7, Bench(c.dir, "b", 1000, 0.003, s, "--guard prefill_tok_s=500"), head, Parity());
   EXPECT_EQ(r.j["verdict"], "failed") << r.cmd.out;
   EXPECT_NE(r.cmd.err.find("guard metric 'prefill_tok_s' is missing"), std::string::npos) << r.cmd.err;
 }
 
 TEST(Promises, RevertsCannotBankGainsTheyShouldNot) {
   Case c = Fresh("revert-holes");
-  auto rejected = Submit(c.db, "wrong", 5, Bench(c.dir, "xb", 1000, 0.003, Seed()), Bench(c.dir, "xh", 1050, 0.003, Seed()),
-                         Parity("--top1 0.5 --exit 1"));
+  auto rejected = Submit(c.db, "wrong", 5, Bench(c.dir, "xb", 1000, 0.003, Seed()),
+                         Bench(c.dir, "xh", 1050, 0.003, Seed()), Parity("--top1 0.5 --exit 1"));
   ASSERT_EQ(rejected.j["verdict"], "rejected-parity");
   auto side_channel = Shell(Rev(c, rejected.j["change"], "side", 1000, 1400, "--parity-cmd " + Quote(Parity())));
   EXPECT_NE(side_channel.exit_code, 0) << side_channel.out;
@@ -403,22 +411,27 @@ TEST(Promises, ParityRevertsNeedProofAndUndoOnce) {
   const int id = a.j["change"];
   const double seed = a.j["frontier_before"].get<double>();
   // Thin "failing" evidence from main proves nothing: speed decides (equal: refused).
-  auto thin = Json(Shell(Rev(c, id, "thin", 1000, 1000, "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " +
-                                                         Quote(Parity("--depths 1 --top1 0.5 --exit 1")))));
+  auto thin = Json(Shell(Rev(
+      c, id, "thin", 1000, 1000,
+      "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " + Quote(Parity("--depths 1 --top1 0.5 --exit 1")))));
   EXPECT_EQ(thin["verdict"], "refused") << thin;
   // Proof from main, but the head's evidence names no artifact: refused.
-  auto nobuild = Json(Shell(Rev(c, id, "nobuild", 1000, 1000, "--parity-cmd " + Quote(Parity("--no-build")) +
-                                                              " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")))));
+  auto nobuild = Json(Shell(Rev(
+      c, id, "nobuild", 1000, 1000,
+      "--parity-cmd " + Quote(Parity("--no-build")) + " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")))));
   EXPECT_EQ(nobuild["verdict"], "refused") << nobuild;
-  auto proof = Json(Shell(Rev(c, id, "proof", 1000, 1000, "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " +
-                                                          Quote(Parity("--top1 0.5 --exit 1")))));
+  auto proof = Json(
+      Shell(Rev(c, id, "proof", 1000, 1000,
+                "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1")))));
   ASSERT_EQ(proof["verdict"], "accepted") << proof;
   EXPECT_NEAR(Frontier(c.db), seed, 1e-6);
-  auto twice = Shell(Rev(c, id, "twice", 1000, 1000, "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " +
-                                                     Quote(Parity("--top1 0.5 --exit 1"))));
+  auto twice =
+      Shell(Rev(c, id, "twice", 1000, 1000,
+                "--parity-cmd " + Quote(Parity()) + " --base-parity-cmd " + Quote(Parity("--top1 0.5 --exit 1"))));
   EXPECT_NE(twice.exit_code, 0) << "the change's factor was already undone: " << twice.out;
   // A parity revert can be retracted like any run that moved the frontier.
-  auto r = Shell(VerityBin() + " retract --ledger " + c.db + " " + std::to_string(proof["run"].get<int>()) + " --reason wrong");
+  auto r = Shell(VerityBin() + " retract --ledger " + c.db + " " + std::to_string(proof["run"].get<int>()) +
+                 " --reason wrong");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NEAR(Frontier(c.db), a.j["frontier_after"].get<double>(), 1e-6);
 }
@@ -450,7 +463,8 @@ TEST(Promises, AReapplyCountsOnceAndRetractsOnlyAfterItsGate) {
   EXPECT_NE(twice.exit_code, 0);
   EXPECT_NE(twice.err.find("already reapplied"), std::string::npos) << twice.err;
   auto hist = JsonOf(VerityBin() + " history reverts --json" + L);
-  EXPECT_EQ(hist["reverts"][0]["reapplied_by"], once["change"]) << "found wrong by the accepted reapply, not the failed one";
+  EXPECT_EQ(hist["reverts"][0]["reapplied_by"], once["change"])
+      << "found wrong by the accepted reapply, not the failed one";
 }
 
 // Two confirms of one held surprise, both past the "still held?" read before
@@ -469,7 +483,8 @@ TEST(Promises, ConcurrentConfirmsBankOnce) {
                      barrier + Parity());
   ASSERT_EQ(held.j["verdict"], "held-surprise") << held.cmd.out;
   const double before = Frontier(c.db);
-  const std::string cmd = VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>());
+  const std::string cmd =
+      VerityBin() + " confirm --json --ledger " + c.db + " " + std::to_string(held.j["change"].get<int>());
   Shell(InBackground(cmd, c.dir, "c1") + InBackground(cmd, c.dir, "c2") + "wait");
   EXPECT_EQ(Shell("ls " + arrived + " | wc -l").out, "2\n") << "both confirms ran deep parity together";
   int accepted = 0, refused = 0;
@@ -478,8 +493,9 @@ TEST(Promises, ConcurrentConfirmsBankOnce) {
                       err = ReadFile(c.dir + "/" + tag + ".err");
     if (rc == "0\n" && out.find("\"verdict\":\"accepted\"") != std::string::npos) {
       accepted++;
-    } else if (rc == "1\n" && err.find("was scored again while deep parity ran (a concurrent confirm?); nothing banked") !=
-                                  std::string::npos) {
+    } else if (rc == "1\n" &&
+               err.find("was scored again while deep parity ran (a concurrent confirm?); nothing banked") !=
+                   std::string::npos) {
       refused++;
     } else {
       ADD_FAILURE() << tag << " neither banked nor lost the race: exit " << rc << out << err;
@@ -508,7 +524,8 @@ namespace {
 TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
   Case c = Fresh("roofline");
   const std::string cache = c.dir + "/cache";
-  auto roof = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
+  auto roof =
+      Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
   ASSERT_EQ(roof.exit_code, 0) << roof.err;
   const std::string file = nlohmann::json::parse(roof.out)["cache_file"];
   // Pretend this box reads 400 GB/s at most; 1070 tok/s x 500 MB = 535 GB/s (> 1.25 x 400).
@@ -517,13 +534,14 @@ TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
   WriteFile(file, j.dump());
   const int s = Seed();
   const std::string bytes = "--bytes-per-token 5e8";
-  auto withcache = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " submit --json --ledger " + c.db +
-                         " --title t --predict 7 --base-cmd " + Quote(Bench(c.dir, "b2", 1000, 0.003, s, bytes)) +
-                         " --head-cmd " + Quote(Bench(c.dir, "h2", 1070, 0.003, s + 1, bytes)) + " --parity-cmd " +
-                         Quote(Parity()));
+  auto withcache =
+      Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " submit --json --ledger " + c.db +
+            " --title t --predict 7 --base-cmd " + Quote(Bench(c.dir, "b2", 1000, 0.003, s, bytes)) + " --head-cmd " +
+            Quote(Bench(c.dir, "h2", 1070, 0.003, s + 1, bytes)) + " --parity-cmd " + Quote(Parity()));
   auto out = nlohmann::json::parse(withcache.out);
   EXPECT_EQ(out["verdict"], "rejected-implausible") << withcache.out << withcache.err;
-  EXPECT_NE(out["note"].get<std::string>().find("GB/s, above this box's measured read bandwidth of 400 GB/s"), std::string::npos)
+  EXPECT_NE(out["note"].get<std::string>().find("GB/s, above this box's measured read bandwidth of 400 GB/s"),
+            std::string::npos)
       << out["note"];
 }
 
@@ -532,7 +550,8 @@ TEST(Promises, DecodeAboveTheMeasuredBandwidthIsRejected) {
 TEST(Promises, ACudaHeadIsBoundedByTheDevicesRoofline) {
   Case c = Fresh("device-roofline");
   const std::string cache = c.dir + "/cache";
-  auto roof = Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
+  auto roof =
+      Shell("VERITY_CACHE_DIR=" + cache + " " + VerityBin() + " roofline --json --buffer-mb 16 --repetitions 1");
   ASSERT_EQ(roof.exit_code, 0) << roof.err;
   const std::string file = nlohmann::json::parse(roof.out)["cache_file"];
   // The CPU reads 400 GB/s at most (as above); GPU 0, 3000 GB/s; a device

@@ -140,7 +140,8 @@ LadderEvent Ev(int64_t id, int64_t run, int64_t change, const std::string& kind,
 TEST(Ladder, DerivedFromTheEventsThatCount) {
   // seed (run 1), +10% (run 1), +5% (run 2), +20% (run 3)
   std::vector<LadderEvent> ev = {Ev(1, 1, 1, "change", "seed", std::nullopt), Ev(2, 1, 1, "change", "accepted", 1.10),
-                                 Ev(3, 2, 2, "change", "accepted", 1.05, 1100), Ev(4, 3, 3, "change", "accepted", 1.20, 1155)};
+                                 Ev(3, 2, 2, "change", "accepted", 1.05, 1100),
+                                 Ev(4, 3, 3, "change", "accepted", 1.20, 1155)};
   EXPECT_NEAR(*DeriveLadder(ev).value, 1000 * 1.10 * 1.05 * 1.20, 1e-9);
   auto without = [&](int64_t run) {
     auto copy = ev;

@@ -9,7 +9,6 @@
 namespace verity::test {
 namespace {
 
-
 TEST(Scoring, KnownGainsLandInTheirTiers) {
   struct Want {
     const char* name;
@@ -53,8 +52,8 @@ TEST(Scoring, FailingParityIsRejectedAndTheHeadBenchNeverRuns) {
 
 TEST(Scoring, AbsentParityEvidenceIsRefusedNotGreen) {
   // The guard disabled: the parity command exits 0 but prints nothing, or fails to run.
-  for (const std::string& parity : {Parity("--silent"), std::string("true"), std::string("exit 0"),
-                                   std::string("/nonexistent/parity")}) {
+  for (const std::string& parity :
+       {Parity("--silent"), std::string("true"), std::string("exit 0"), std::string("/nonexistent/parity")}) {
     Case c = Fresh("silent");
     const std::string marker = c.dir + "/head-ran";
     auto s = Submit(c.db, "no evidence", 3, Bench(c.dir, "base", 1000, 0.005, 1),
@@ -75,7 +74,8 @@ TEST(Scoring, BitIdentityIsProvedByLogitsHashes) {
   Case c = Fresh("bits");
   std::string same(64, 'c'), other(64, 'd');
   auto ok = Submit(c.db, "same bits", 3.5, Bench(c.dir, "base", 1000, 0.005, 1), Bench(c.dir, "head", 1035, 0.005, 2),
-                   Parity("--all-sha " + same), "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--all-sha " + same)));
+                   Parity("--all-sha " + same),
+                   "--claim-bit-identical --base-parity-cmd " + Quote(Parity("--all-sha " + same)));
   EXPECT_EQ(ok.j["verdict"], "accepted") << ok.cmd.out << ok.cmd.err;
   auto bad = Submit(c.db, "different bits", 3.5, Bench(c.dir, "base2", 1000, 0.005, 3),
                     Bench(c.dir, "head2", 1035, 0.005, 4), Parity("--all-sha " + same),
@@ -130,20 +130,19 @@ TEST(Scoring, ExitByVerdictAndThePrComment) {
     int exit_code;
     const char* next;  // words of the comment's "Next:" line
   };
-  const Want wants[] = {{"+7%", 1070, 7, Parity(), "accepted", 0, "merge it"},
-                        {"+0.5%", 1005, 0.5, Parity(), "none", 3, "stays parked"},
-                        {"too good", 1150, 2, Parity(), "held-surprise", 3, "verity confirm"},
-                        {"broken", 1300, 10, Parity("--top1 0.6 --kl 0.4 --exit 1"), "rejected-parity", 4,
-                         "Fix correctness first"},
-                        {"no build named", 1070, 7, Parity("--no-build"), "unverified", 4, "--parity-cmd"},
-                        {"6x", 6000, 500, Parity(), "rejected-implausible", 4, "a bug report"}};
+  const Want wants[] = {
+      {"+7%", 1070, 7, Parity(), "accepted", 0, "merge it"},
+      {"+0.5%", 1005, 0.5, Parity(), "none", 3, "stays parked"},
+      {"too good", 1150, 2, Parity(), "held-surprise", 3, "verity confirm"},
+      {"broken", 1300, 10, Parity("--top1 0.6 --kl 0.4 --exit 1"), "rejected-parity", 4, "Fix correctness first"},
+      {"no build named", 1070, 7, Parity("--no-build"), "unverified", 4, "--parity-cmd"},
+      {"6x", 6000, 500, Parity(), "rejected-implausible", 4, "a bug report"}};
   int seed = 300;
   for (const auto& w : wants) {
     Case c = Fresh("exit");
     const std::string md = c.dir + "/comment.md";
     auto s = Submit(c.db, w.name, w.predict, Bench(c.dir, "base", 1000, 0.005, seed),
-                    Bench(c.dir, "head", w.head_mean, 0.005, seed + 1), w.parity,
-                    "--exit-by-verdict --markdown " + md);
+                    Bench(c.dir, "head", w.head_mean, 0.005, seed + 1), w.parity, "--exit-by-verdict --markdown " + md);
     seed += 2;
     EXPECT_EQ(s.j["verdict"], w.verdict) << w.name << ": " << s.cmd.out << s.cmd.err;
     EXPECT_EQ(s.cmd.exit_code, w.exit_code) << w.name << ": " << s.cmd.err;
@@ -164,7 +163,8 @@ TEST(Scoring, ExitByVerdictAndThePrComment) {
 
 TEST(Scoring, PredictionIsRequired) {
   Case c = Fresh("predict");
-  auto r = Shell(VerityBin() + " submit --ledger " + c.db + " --title t --base-cmd true --head-cmd true --parity-cmd true");
+  auto r =
+      Shell(VerityBin() + " submit --ledger " + c.db + " --title t --base-cmd true --head-cmd true --parity-cmd true");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--predict"), std::string::npos) << r.err;
 }

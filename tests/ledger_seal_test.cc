@@ -114,10 +114,22 @@ std::string NastyBytes() {
 // and the special values.
 TEST(SealNumber, IsPrintfsSeventeenDigitsByteForByte) {
   std::mt19937_64 rng(17);
-  std::vector<double> xs = {0.0, -0.0, 1.0, -1.0, 0.1, 1e16, 1e17, 123456789012345678.0, 9.999999999999999e22,
-                            5e-324, std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
-                            std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-                            std::nan(""), -std::nan("")};
+  std::vector<double> xs = {0.0,
+                            -0.0,
+                            1.0,
+                            -1.0,
+                            0.1,
+                            1e16,
+                            1e17,
+                            123456789012345678.0,
+                            9.999999999999999e22,
+                            5e-324,
+                            std::numeric_limits<double>::max(),
+                            std::numeric_limits<double>::min(),
+                            std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(),
+                            std::nan(""),
+                            -std::nan("")};
   for (int i = 0; i < 300000; i++) {
     const uint64_t bits = rng();
     double d;
@@ -146,15 +158,18 @@ TEST(SealBytes, AnyBytesRoundTripThroughInsertSealedAndVerify) {
     auto l = Ledger::Open(path);
     ASSERT_TRUE(l.ok()) << l.status().message();
     ledger::Db& d = (*l)->db();
-    ASSERT_TRUE(d.Transaction([&]() -> Status {
-                   VERITY_RETURN_IF_ERROR(d.InsertSealed("boxes", {{"fingerprint", std::string("nasty")}, {"detail", nasty}}));
-                   VERITY_RETURN_IF_ERROR(d.InsertSealed("boxes", {{"fingerprint", std::string("nuls")}, {"detail", nul_only}}));
-                   return d.InsertSealed("boxes", {{"fingerprint", std::string("empty")}, {"detail", std::string()}}).status();
-                 }).ok());
+    ASSERT_TRUE(
+        d.Transaction([&]() -> Status {
+           VERITY_RETURN_IF_ERROR(d.InsertSealed("boxes", {{"fingerprint", std::string("nasty")}, {"detail", nasty}}));
+           VERITY_RETURN_IF_ERROR(
+               d.InsertSealed("boxes", {{"fingerprint", std::string("nuls")}, {"detail", nul_only}}));
+           return d.InsertSealed("boxes", {{"fingerprint", std::string("empty")}, {"detail", std::string()}}).status();
+         }).ok());
     auto rows = d.Query("SELECT detail, length(CAST(detail AS BLOB)) FROM boxes ORDER BY id");
     ASSERT_TRUE(rows.ok()) << rows.status().message();
     ASSERT_EQ(rows->size(), 3u);
-    EXPECT_TRUE(AsText((*rows)[0][0]) == nasty) << "read back " << AsText((*rows)[0][0]).size() << " of " << nasty.size() << " bytes";
+    EXPECT_TRUE(AsText((*rows)[0][0]) == nasty)
+        << "read back " << AsText((*rows)[0][0]).size() << " of " << nasty.size() << " bytes";
     EXPECT_EQ(ledger::AsInt((*rows)[0][1]), static_cast<int64_t>(nasty.size())) << "stored in full";
     EXPECT_TRUE(AsText((*rows)[1][0]) == nul_only);
     EXPECT_EQ(AsText((*rows)[2][0]), "");
@@ -168,10 +183,12 @@ TEST(SealBytes, AnyBytesRoundTripThroughInsertSealedAndVerify) {
     EXPECT_TRUE(v->ok) << v->first_broken;
   }
   // The canonical text keeps every byte: strings that differ only past a NUL differ.
-  EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x\0y", 3))}), ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
+  EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x\0y", 3))}),
+            ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
   auto v = Verify(path);
   EXPECT_EQ(v.verdict, "PASS") << v.cmd.out << v.cmd.err;
-  EXPECT_EQ(std::to_string(v.records), Sql(path, "SELECT count(*) FROM seal_chain")) << "the policy rows and three boxes";
+  EXPECT_EQ(std::to_string(v.records), Sql(path, "SELECT count(*) FROM seal_chain"))
+      << "the policy rows and three boxes";
   EXPECT_EQ(Sql(path, "SELECT count(*) FROM seal_chain WHERE tbl = 'boxes'"), "3");
 }
 
@@ -186,13 +203,15 @@ TEST(SealBytes, SubmissionsWhoseCommandsPrintNulInvalidUtf8AndAHugeLineStillVeri
   const std::string dir0 = TempDir("nasty");
   const Case cases[] = {
       {"bench dies printing on stderr",
-       "printf 'crash\\000after-nul \\377\\376 ' >&2; " + huge + " >&2; printf ' tail\\000end\\377\\376\\n' >&2; exit 3",
+       "printf 'crash\\000after-nul \\377\\376 ' >&2; " + huge +
+           " >&2; printf ' tail\\000end\\377\\376\\n' >&2; exit 3",
        Parity(), "run_failures"},
       {"bench prints no JSON on stdout",
-       "printf 'not json \\000 \\377\\376 '; " + huge + "; printf ' tail\\000end\\377\\376\\n'", Parity(), "run_failures"},
-      {"parity prints garbage",
-       Bench(dir0, "head", 1000, 0.01, 2),
-       "printf 'parity garbage \\000 \\377\\376 '; " + huge + "; printf ' tail\\000end\\377\\376\\n'", "parity_results"},
+       "printf 'not json \\000 \\377\\376 '; " + huge + "; printf ' tail\\000end\\377\\376\\n'", Parity(),
+       "run_failures"},
+      {"parity prints garbage", Bench(dir0, "head", 1000, 0.01, 2),
+       "printf 'parity garbage \\000 \\377\\376 '; " + huge + "; printf ' tail\\000end\\377\\376\\n'",
+       "parity_results"},
   };
   for (const auto& c : cases) {
     const std::string dir = TempDir("nasty"), db = FreshLedger(dir);
@@ -230,7 +249,8 @@ void Truncate(const std::string& db, int n) {
       Sql(db, "SELECT group_concat(sql, '; ') FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_delete'");
   std::istringstream tin(triggers);
   for (std::string t; std::getline(tin, t);) sql += "DROP TRIGGER " + t + "; ";
-  auto last = Sql(db, "SELECT tbl || ' ' || row_id || ' ' || seq FROM seal_chain ORDER BY seq DESC LIMIT " + std::to_string(n));
+  auto last =
+      Sql(db, "SELECT tbl || ' ' || row_id || ' ' || seq FROM seal_chain ORDER BY seq DESC LIMIT " + std::to_string(n));
   std::istringstream lin(last);
   for (std::string tbl, row, seq; lin >> tbl >> row >> seq;)
     sql += "DELETE FROM " + tbl + " WHERE rowid = " + row + "; DELETE FROM seal_chain WHERE seq = " + seq + "; ";
@@ -257,7 +277,8 @@ TEST(SealTip, TruncationPassesAloneAndFailsAgainstTheNotedTip) {
   // The noted tip, whole or as a 16-char prefix, is found; so is a seal mid-chain.
   auto same = Verify(db, "--expect-tip " + before.tip);
   EXPECT_EQ(same.verdict, "PASS") << same.cmd.out;
-  EXPECT_NE(same.cmd.out.find("expected tip found: record " + std::to_string(before.records) + " of"), std::string::npos)
+  EXPECT_NE(same.cmd.out.find("expected tip found: record " + std::to_string(before.records) + " of"),
+            std::string::npos)
       << same.cmd.out;
   EXPECT_EQ(Verify(db, "--expect-tip " + before.tip.substr(0, 16)).verdict, "PASS");
   const std::string mid = Sql(db, "SELECT seal FROM seal_chain ORDER BY seq LIMIT 1 OFFSET 4");
@@ -296,9 +317,10 @@ TEST(SealTip, TruncationPassesAloneAndFailsAgainstTheNotedTip) {
 TEST(SealTip, EmptyChainTipIsGenesis) {
   const std::string dir = TempDir("gen"), db = dir + "/l.db";
   // Just the chain and the migrations table, nothing sealed yet.
-  Sql(db, "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, "
-          "applied_at TEXT NOT NULL); CREATE TABLE seal_chain (seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, row_id "
-          "INTEGER NOT NULL, content_sha256 TEXT NOT NULL, prev_seal TEXT NOT NULL, seal TEXT NOT NULL)");
+  Sql(db,
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, "
+      "applied_at TEXT NOT NULL); CREATE TABLE seal_chain (seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, row_id "
+      "INTEGER NOT NULL, content_sha256 TEXT NOT NULL, prev_seal TEXT NOT NULL, seal TEXT NOT NULL)");
   auto v = Verify(db, "--expect-tip genesis");
   EXPECT_EQ(v.verdict, "PASS") << v.cmd.out << v.cmd.err;
   EXPECT_EQ(v.records, 0);
@@ -331,8 +353,8 @@ TEST(SealKey, KeyedChainNeedsItsKeyToVerifyAndToExtend) {
   const std::string dir = TempDir("key"), db = dir + "/l.db";
   const std::string with_key = std::string("VERITY_LEDGER_KEY=") + kKey + " ";
   auto s = Shell(with_key + VerityBin() + " submit --json --ledger " + db + " --title keyed --predict 3.5 --base-cmd " +
-                 Quote(KeyBlindBench(dir, "base", 1000, 1)) + " --head-cmd " + Quote(KeyBlindBench(dir, "head", 1035, 2)) +
-                 " --parity-cmd " + Quote(Parity()));
+                 Quote(KeyBlindBench(dir, "base", 1000, 1)) + " --head-cmd " +
+                 Quote(KeyBlindBench(dir, "head", 1035, 2)) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
   EXPECT_EQ(Sql(db, "SELECT group_concat(DISTINCT alg) FROM seal_chain"), "hmac-sha256");
   // The key is nowhere in the database files.
@@ -358,8 +380,8 @@ TEST(SealKey, KeyedChainNeedsItsKeyToVerifyAndToExtend) {
   const std::string tip = ok.tip;
   auto submit = [&](const std::string& env) {
     return Shell(env + VerityBin() + " submit --ledger " + db + " --title more --predict 3.5 --base-cmd " +
-                 Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " + Quote(Bench(dir, "head", 1035, 0.005, 2)) +
-                 " --parity-cmd " + Quote(Parity()));
+                 Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " +
+                 Quote(Bench(dir, "head", 1035, 0.005, 2)) + " --parity-cmd " + Quote(Parity()));
   };
   auto unkeyed = submit("");
   EXPECT_NE(unkeyed.exit_code, 0);
@@ -388,7 +410,8 @@ TEST(SealKey, SilentlyKeyedOldLedgerVerifiesOnceKeyingIsRecorded) {
     d.set_seal_key(kKey);
     d.set_starting_keying(true);  // what every write under a key did before issue 24
     ASSERT_TRUE(d.Transaction([&]() -> Status {
-                   return d.InsertSealed("boxes", {{"fingerprint", std::string("k")}, {"detail", std::string("keyed")}}).status();
+                   return d.InsertSealed("boxes", {{"fingerprint", std::string("k")}, {"detail", std::string("keyed")}})
+                       .status();
                  }).ok());
   }
   const std::string with_key = std::string("VERITY_LEDGER_KEY=") + kKey + " ";
@@ -413,14 +436,17 @@ TEST(SealKey, SilentlyKeyedOldLedgerVerifiesOnceKeyingIsRecorded) {
 TEST(SealKey, PlainSealAfterKeyedOnesIsADowngrade) {
   const std::string path = TempDir("down") + "/l.db";
   // Keyed from genesis (its policy rows sealed with the key).
-  ASSERT_EQ(Shell(std::string("VERITY_LEDGER_KEY=") + kKey + " " + VerityBin() + " ledger migrate --ledger " + path).exit_code, 0);
+  ASSERT_EQ(Shell(std::string("VERITY_LEDGER_KEY=") + kKey + " " + VerityBin() + " ledger migrate --ledger " + path)
+                .exit_code,
+            0);
   auto l = Ledger::Open(path);
   ASSERT_TRUE(l.ok());
   ledger::Db& d = (*l)->db();
   d.set_seal_key(kKey);
-  ASSERT_TRUE(d.Transaction([&]() -> Status {
-                 return d.InsertSealed("boxes", {{"fingerprint", std::string("a")}, {"detail", std::string("keyed")}}).status();
-               }).ok());
+  ASSERT_TRUE(
+      d.Transaction([&]() -> Status {
+         return d.InsertSealed("boxes", {{"fingerprint", std::string("a")}, {"detail", std::string("keyed")}}).status();
+       }).ok());
   // The ledger refuses to write a plain seal after a keyed one...
   d.set_seal_key("");
   Status refused = d.Transaction([&]() -> Status {
@@ -433,9 +459,10 @@ TEST(SealKey, PlainSealAfterKeyedOnesIsADowngrade) {
   ASSERT_TRUE(last.ok());
   const std::string prev = AsText((*last)[0][0]);
   ASSERT_TRUE(d.Query("INSERT INTO boxes (id, fingerprint, detail) VALUES (7, 'c', 'forged')").ok());
-  const std::string content =
-      Sha256Hex(ledger::CanonicalRow({"id", "fingerprint", "detail"}, {Value(int64_t{7}), Value(std::string("c")), Value(std::string("forged"))}));
-  ASSERT_TRUE(d.Query("INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal, alg) VALUES (?, ?, ?, ?, ?, 'sha256')",
+  const std::string content = Sha256Hex(ledger::CanonicalRow(
+      {"id", "fingerprint", "detail"}, {Value(int64_t{7}), Value(std::string("c")), Value(std::string("forged"))}));
+  ASSERT_TRUE(d.Query("INSERT INTO seal_chain (tbl, row_id, content_sha256, prev_seal, seal, alg) VALUES (?, ?, ?, ?, "
+                      "?, 'sha256')",
                       {std::string("boxes"), int64_t{7}, content, prev, ledger::ChainSeal(prev, "boxes", 7, content)})
                   .ok());
   d.set_seal_key(kKey);
@@ -495,9 +522,10 @@ TEST(SealReadOnly, MigrateUpgradesASchema2LedgerAndItStillVerifies) {
   EXPECT_EQ(now.verdict, "PASS") << now.cmd.out << now.cmd.err;
   EXPECT_GE(now.records, old.records);
   // The old records are still the chain's first ones, every one read as sha256.
-  EXPECT_EQ(Sql(db, "SELECT seal FROM seal_chain ORDER BY seq LIMIT 1 OFFSET " + std::to_string(old.records - 1)), old.tip);
-  EXPECT_EQ(Sql(db, "SELECT count(*) FROM (SELECT alg FROM seal_chain ORDER BY seq LIMIT " + std::to_string(old.records) +
-                        ") WHERE alg = 'sha256'"),
+  EXPECT_EQ(Sql(db, "SELECT seal FROM seal_chain ORDER BY seq LIMIT 1 OFFSET " + std::to_string(old.records - 1)),
+            old.tip);
+  EXPECT_EQ(Sql(db, "SELECT count(*) FROM (SELECT alg FROM seal_chain ORDER BY seq LIMIT " +
+                        std::to_string(old.records) + ") WHERE alg = 'sha256'"),
             std::to_string(old.records));
 }
 
@@ -507,7 +535,8 @@ TEST(SealReadOnly, MigrateUpgradesASchema2LedgerAndItStillVerifies) {
 // `sql`, and puts the very same triggers back.
 void Tamper(const std::string& db, const std::string& sql) {
   const std::string triggers = Sql(db, "SELECT group_concat(sql, '; ') FROM sqlite_master WHERE type = 'trigger'");
-  const std::string drops = Sql(db, "SELECT group_concat('DROP TRIGGER ' || name, '; ') FROM sqlite_master WHERE type = 'trigger'");
+  const std::string drops =
+      Sql(db, "SELECT group_concat('DROP TRIGGER ' || name, '; ') FROM sqlite_master WHERE type = 'trigger'");
   auto r = Shell("sqlite3 " + db + " " + Quote(drops + "; " + sql + "; " + triggers + ";"));
   ASSERT_EQ(r.exit_code, 0) << sql << "\n" << r.err;
 }
@@ -534,9 +563,10 @@ void ResealPlain(const std::string& path) {
     for (const auto& c : *cols) names.push_back(AsText(c[0]));
     const std::string content = Sha256Hex(ledger::CanonicalRow(names, (*stored)[0]));
     const std::string seal = ledger::ChainSeal(prev, tbl, row, content);
-    ASSERT_TRUE(db.Query("UPDATE seal_chain SET content_sha256 = ?, prev_seal = ?, seal = ?, alg = 'sha256' WHERE seq = ?",
-                         {content, prev, seal, e[0]})
-                    .ok());
+    ASSERT_TRUE(
+        db.Query("UPDATE seal_chain SET content_sha256 = ?, prev_seal = ?, seal = ?, alg = 'sha256' WHERE seq = ?",
+                 {content, prev, seal, e[0]})
+            .ok());
     prev = seal;
   }
   ASSERT_TRUE(db.Exec(AsText((*trig)[0][0])).ok());
@@ -549,8 +579,8 @@ const std::string kWithKey = std::string("VERITY_LEDGER_KEY=") + kKey + " ";
 TEST(SealKeyMeans, PlainResealOfAKeyedLedgerFailsUnderTheKey) {
   const std::string dir = TempDir("reseal"), db = dir + "/l.db";
   auto s = Shell(kWithKey + VerityBin() + " submit --json --ledger " + db + " --title keyed --predict 3.5 --base-cmd " +
-                 Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " + Quote(Bench(dir, "head", 1035, 0.005, 2)) +
-                 " --parity-cmd " + Quote(Parity()));
+                 Quote(Bench(dir, "base", 1000, 0.005, 1)) + " --head-cmd " +
+                 Quote(Bench(dir, "head", 1035, 0.005, 2)) + " --parity-cmd " + Quote(Parity()));
   ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
   ASSERT_EQ(Verify(db, "", kWithKey).verdict, "PASS");
   Tamper(db, "UPDATE changes SET title = 'forged' WHERE id = 1");
@@ -563,7 +593,9 @@ TEST(SealKeyMeans, PlainResealOfAKeyedLedgerFailsUnderTheKey) {
       << v.cmd.out;
   // A ledger that was never keyed is a FAIL under a key as well: a key means every seal is keyed.
   const std::string plain = dir + "/plain.db";
-  ASSERT_EQ(Submit(plain, "p", 3.5, Bench(dir, "b2", 1000, 0.005, 1), Bench(dir, "h2", 1035, 0.005, 2), Parity()).cmd.exit_code, 0);
+  ASSERT_EQ(Submit(plain, "p", 3.5, Bench(dir, "b2", 1000, 0.005, 1), Bench(dir, "h2", 1035, 0.005, 2), Parity())
+                .cmd.exit_code,
+            0);
   EXPECT_EQ(Verify(plain).verdict, "PASS");
   EXPECT_EQ(Verify(plain, "", kWithKey).verdict, "FAIL");
 }
@@ -576,21 +608,24 @@ TEST(SealKeyMeans, KeyedWriteRefusesAPlainChainUntilKeyingIsStarted) {
   ASSERT_EQ(s.cmd.exit_code, 0) << s.cmd.err;
   auto plain = Verify(db);
   ASSERT_EQ(plain.verdict, "PASS");
-  const std::string retract = VerityBin() + " retract 1 --ledger " + db + " --reason " + Quote("measured on a busy box");
+  const std::string retract =
+      VerityBin() + " retract 1 --ledger " + db + " --reason " + Quote("measured on a busy box");
   auto refused = Shell(kWithKey + retract);
   EXPECT_NE(refused.exit_code, 0) << refused.out;
   EXPECT_NE(refused.err.find("seal chain is plain"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("verity ledger start-keying"), std::string::npos) << refused.err;
   EXPECT_EQ(Verify(db).tip, plain.tip) << "the refused write sealed nothing";
   // Starting needs the key, says what it covers, and is recorded.
-  const std::string start = VerityBin() + " ledger start-keying --ledger " + db + " --by ops --reason " + Quote("keying");
+  const std::string start =
+      VerityBin() + " ledger start-keying --ledger " + db + " --by ops --reason " + Quote("keying");
   auto nokey = Shell(start);
   EXPECT_NE(nokey.exit_code, 0);
   EXPECT_NE(nokey.err.find("VERITY_LEDGER_KEY"), std::string::npos) << nokey.err;
   auto started = Shell(kWithKey + start);
   ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
-  EXPECT_NE(started.out.find("start-keying: " + std::to_string(plain.records) + " plain records up to tip " + plain.tip),
-            std::string::npos)
+  EXPECT_NE(
+      started.out.find("start-keying: " + std::to_string(plain.records) + " plain records up to tip " + plain.tip),
+      std::string::npos)
       << started.out;
   EXPECT_EQ(Sql(db, "SELECT plain_records || ' ' || plain_tip || ' ' || by FROM seal_keyings"),
             std::to_string(plain.records) + " " + plain.tip + " ops");
@@ -635,7 +670,8 @@ TEST(SealTypes, TextRewrittenAsBlobIsABrokenRecord) {
   EXPECT_EQ(o.verdict, "FAIL") << o.cmd.out;
   EXPECT_NE(o.cmd.out.find("first broken record: changes#"), std::string::npos) << o.cmd.out;
   // The canonical text itself tells the classes apart.
-  EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x"))}, "b"), ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
+  EXPECT_NE(ledger::CanonicalRow({"a"}, {Value(std::string("x"))}, "b"),
+            ledger::CanonicalRow({"a"}, {Value(std::string("x"))}));
 }
 
 // Hole 10: a tampered record makes `report` and `show` refuse, naming it.
@@ -668,7 +704,8 @@ TEST(SealReaders, VerifyFailsWhenAnAppendOnlyTriggerIsDroppedOrDefused) {
   for (const auto& c : {all, one, defused}) ASSERT_EQ(Shell("cp " + db + " " + c).exit_code, 0);
   Sql(all, Sql(all, "SELECT group_concat('DROP TRIGGER ' || name, '; ') FROM sqlite_master WHERE type = 'trigger'"));
   Sql(one, "DROP TRIGGER scores_no_update");
-  Sql(defused, "DROP TRIGGER samples_no_delete; CREATE TRIGGER samples_no_delete BEFORE DELETE ON samples BEGIN SELECT 1; END");
+  Sql(defused,
+      "DROP TRIGGER samples_no_delete; CREATE TRIGGER samples_no_delete BEFORE DELETE ON samples BEGIN SELECT 1; END");
   for (const auto& [path, want] : {std::pair<std::string, std::string>{all, "trigger policy_no_update"},
                                    {one, "trigger scores_no_update"},
                                    {defused, "trigger samples_no_delete"}}) {
@@ -714,11 +751,13 @@ TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
   ASSERT_EQ(Shell(VerityBin() + " retract 1 --reason 'a stale build' --ledger " + db).exit_code, 0);
   const auto honest = Verify(db);
   ASSERT_EQ(honest.verdict, "PASS") << honest.cmd.out;
-  EXPECT_EQ(std::to_string(honest.schema), Sql(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'"))
+  EXPECT_EQ(std::to_string(honest.schema),
+            Sql(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'"))
       << "every object in the schema compared";
   EXPECT_EQ(honest.check, "integrity_check=ran");
-  const std::string lie = "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
-                          "retractions(run_id) WHERE run_id<0' WHERE name = 'retractions_by_run'";
+  const std::string lie =
+      "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
+      "retractions(run_id) WHERE run_id<0' WHERE name = 'retractions_by_run'";
   const std::string lying = dir + "/lying.db", added = dir + "/added.db", view = dir + "/view.db";
   for (const auto& c : {lying, added, view}) ASSERT_EQ(Shell("cp " + db + " " + c).exit_code, 0);
   Sql(lying, lie);
@@ -732,11 +771,12 @@ TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
     EXPECT_EQ(v.tip, honest.tip) << "no sealed record changed";
     EXPECT_NE(v.cmd.out.find("first broken record: " + want), std::string::npos) << v.cmd.out;
   }
-  for (const std::string& cmd : std::vector<std::string>{" show 1", " frontier", " history all", " drift",
-                                                         " report --out " + dir + "/c.md"}) {
+  for (const std::string& cmd :
+       std::vector<std::string>{" show 1", " frontier", " history all", " drift", " report --out " + dir + "/c.md"}) {
     auto r = Shell(VerityBin() + cmd + " --ledger " + lying);
     EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.out << r.err;
-    EXPECT_NE(r.err.find("ledger verify FAILs: schema: index retractions_by_run"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("ledger verify FAILs: schema: index retractions_by_run"), std::string::npos)
+        << cmd << ": " << r.err;
   }
   // The definition restored, but a retraction written while it lied is missing
   // from the index's b-tree: the text matches, integrity_check does not.
@@ -745,8 +785,9 @@ TEST(SealSchema, AnIndexWhoseStoredSqlLiesIsANamedFail) {
   ASSERT_EQ(t.cmd.exit_code, 0) << t.cmd.err;
   Sql(stale, lie);
   ASSERT_EQ(Shell(VerityBin() + " retract 1 --reason 'a stale build' --ledger " + stale).exit_code, 0);
-  Sql(stale, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
-             "retractions(run_id)' WHERE name = 'retractions_by_run'");
+  Sql(stale,
+      "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX retractions_by_run ON "
+      "retractions(run_id)' WHERE name = 'retractions_by_run'");
   auto v = Verify(stale);
   EXPECT_EQ(v.verdict, "FAIL") << v.cmd.out;
   EXPECT_NE(v.cmd.out.find("integrity check fails"), std::string::npos) << v.cmd.out;

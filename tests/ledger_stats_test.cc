@@ -49,19 +49,19 @@ TEST(StatsUnit, BinomialHalfCdfMatchesHandTable) {
 TEST(StatsUnit, SignTestRankMatchesHandTable) {
   // Hand-checked against the cumulative counts above: k is the largest with
   // P(Bin(n, 1/2) <= k-1) <= alpha.
-  EXPECT_EQ(SignTestRank(5, 0.025), 0);   // 2^-5 = 0.03125 > 0.025: no bound
+  EXPECT_EQ(SignTestRank(5, 0.025), 0);  // 2^-5 = 0.03125 > 0.025: no bound
   EXPECT_EQ(SignTestRank(5, 0.005), 0);
   EXPECT_EQ(SignTestRank(5, 0.05), 1);
-  EXPECT_EQ(SignTestRank(7, 0.005), 0);   // 2^-7 = 0.0078
-  EXPECT_EQ(SignTestRank(8, 0.005), 1);   // 2^-8 = 0.0039
-  EXPECT_EQ(SignTestRank(10, 0.005), 1);  // 1/1024 <= 0.005 < 11/1024
-  EXPECT_EQ(SignTestRank(10, 0.025), 2);  // 11/1024 = 0.0107 <= 0.025 < 56/1024
-  EXPECT_EQ(SignTestRank(15, 0.005), 3);  // 121/32768 = 0.0037 <= 0.005 < 576/32768
-  EXPECT_EQ(SignTestRank(15, 0.025), 4);  // 576/32768 = 0.0176 <= 0.025 < 1941/32768
-  EXPECT_EQ(SignTestRank(20, 0.005), 4);  // 1351/2^20 = 0.0013 <= 0.005 < 6196/2^20 = 0.0059
-  EXPECT_EQ(SignTestRank(20, 0.025), 6);  // 21700/2^20 = 0.0207 <= 0.025 < 60460/2^20
-  EXPECT_EQ(SignTestRank(30, 0.005), 8);  // 2804012/2^30 = 0.0026 <= 0.005 < 0.0081
-  EXPECT_EQ(SignTestRank(30, 0.025), 10); // 0.0214 <= 0.025 < 0.0494
+  EXPECT_EQ(SignTestRank(7, 0.005), 0);    // 2^-7 = 0.0078
+  EXPECT_EQ(SignTestRank(8, 0.005), 1);    // 2^-8 = 0.0039
+  EXPECT_EQ(SignTestRank(10, 0.005), 1);   // 1/1024 <= 0.005 < 11/1024
+  EXPECT_EQ(SignTestRank(10, 0.025), 2);   // 11/1024 = 0.0107 <= 0.025 < 56/1024
+  EXPECT_EQ(SignTestRank(15, 0.005), 3);   // 121/32768 = 0.0037 <= 0.005 < 576/32768
+  EXPECT_EQ(SignTestRank(15, 0.025), 4);   // 576/32768 = 0.0176 <= 0.025 < 1941/32768
+  EXPECT_EQ(SignTestRank(20, 0.005), 4);   // 1351/2^20 = 0.0013 <= 0.005 < 6196/2^20 = 0.0059
+  EXPECT_EQ(SignTestRank(20, 0.025), 6);   // 21700/2^20 = 0.0207 <= 0.025 < 60460/2^20
+  EXPECT_EQ(SignTestRank(30, 0.005), 8);   // 2804012/2^30 = 0.0026 <= 0.005 < 0.0081
+  EXPECT_EQ(SignTestRank(30, 0.025), 10);  // 0.0214 <= 0.025 < 0.0494
   // Exact boundaries count as <= alpha.
   EXPECT_EQ(SignTestRank(4, 1.0 / 16), 1);
   EXPECT_EQ(SignTestRank(10, 11.0 / 1024), 2);
@@ -346,8 +346,8 @@ void PrintHeader() {
 
 void PrintRow(const Scenario& s, int last_attempt, const Rate& r, bool upper) {
   char bound[64];
-  std::snprintf(bound, sizeof bound, "%s %s", upper ? "<=" : ">=",
-                Pct(upper ? r.WilsonUpper() : r.WilsonLower()).c_str());
+  std::snprintf(bound, sizeof bound, "%s %s",
+                upper ? "<=" : ">=", Pct(upper ? r.WilsonUpper() : r.WilsonLower()).c_str());
   std::printf("| %s | %+.1f%% | %s | %s | %s | %s | %d | %.1f |\n", s.name.c_str(), 100.0 * s.gain, Noise(s).c_str(),
               last_attempt == 0 ? "1" : ("1+" + std::to_string(last_attempt)).c_str(), Pct(r.p()).c_str(), bound,
               r.trials, r.mean_rounds());

@@ -26,9 +26,10 @@ std::string Sha(int n) {
 // processes have passed it once: every box is then open on the ledger together.
 std::string Meet(const std::string& dir, int n) {
   const std::string at = dir + "/arrived";
-  return "if [ ! -e " + dir + "/met ]; then mkdir -p " + at + "; mktemp -p " + at + " >/dev/null; for i in $(seq 6000); do "
-         "[ $(ls " + at + " | wc -l) -ge " + std::to_string(n) + " ] && break; sleep 0.01; done; touch " + dir +
-         "/met; fi; ";
+  return "if [ ! -e " + dir + "/met ]; then mkdir -p " + at + "; mktemp -p " + at +
+         " >/dev/null; for i in $(seq 6000); do "
+         "[ $(ls " +
+         at + " | wc -l) -ge " + std::to_string(n) + " ] && break; sleep 0.01; done; touch " + dir + "/met; fi; ";
 }
 
 int Count(const std::string& db, const std::string& sql) {
@@ -56,10 +57,11 @@ TEST(LedgerTeams, FourBoxesSubmitAtOnceAndKeepTheirOwnFrontiers) {
              // Each change steps from where its box's frontier stands (policy v6's
              // continuity): the second from the first's head.
              Quote(Bench(c.dir, tag + "b", 1000 * std::pow(1.035, k), 0.005, n + 1,
-                                              "--sha " + Sha(k == 0 ? n + 1 : n - 10 + 2))) +
-             " --head-cmd " + Quote(Bench(c.dir, tag + "h", 1035 * std::pow(1.035, k), 0.005, n + 2, "--sha " + Sha(n + 2))) +
-             " --parity-cmd " + Quote(Meet(c.dir, kBoxes) + Parity("--artifact " + Sha(n + 2))) + " >>" + out + ".out 2>>" + out +
-             ".err; echo $? >>" + out + ".rc; ";
+                         "--sha " + Sha(k == 0 ? n + 1 : n - 10 + 2))) +
+             " --head-cmd " +
+             Quote(Bench(c.dir, tag + "h", 1035 * std::pow(1.035, k), 0.005, n + 2, "--sha " + Sha(n + 2))) +
+             " --parity-cmd " + Quote(Meet(c.dir, kBoxes) + Parity("--artifact " + Sha(n + 2))) + " >>" + out +
+             ".out 2>>" + out + ".err; echo $? >>" + out + ".rc; ";
     }
     script += seq + ") & ";
   }
@@ -129,8 +131,8 @@ TEST(LedgerTeams, TwoBoxesConfirmingOneHeldChangeBankItOnce) {
   auto r = Shell(confirm("boxa") + confirm("boxb") + "wait");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string rc = ReadFile(c.dir + "/boxa.rc") + ReadFile(c.dir + "/boxb.rc");
-  EXPECT_TRUE(rc == "0\n1\n" || rc == "1\n0\n") << "exactly one confirm banks it: " << rc << ReadFile(c.dir + "/boxa.err")
-                                                 << ReadFile(c.dir + "/boxb.err");
+  EXPECT_TRUE(rc == "0\n1\n" || rc == "1\n0\n")
+      << "exactly one confirm banks it: " << rc << ReadFile(c.dir + "/boxa.err") << ReadFile(c.dir + "/boxb.err");
   const std::string errs = ReadFile(c.dir + "/boxa.err") + ReadFile(c.dir + "/boxb.err");
   EXPECT_NE(errs.find("was scored again while deep parity ran"), std::string::npos) << errs;
   EXPECT_EQ(Count(c.db, "SELECT count(*) FROM frontier_events WHERE reason = 'confirmed'"), 1);

@@ -44,7 +44,8 @@ inline std::string PostgresServerUrl() {
   if (trimmed.empty() || ping.exit_code != 0)
     ADD_FAILURE() << "the PostgreSQL test server is not reachable (" << state << "/url: '" << trimmed
                   << "'): the pg_cluster_start fixture starts it (ctest), or run scripts/pg-test-cluster.sh start "
-                  << state << "\n" << ping.err;
+                  << state << "\n"
+                  << ping.err;
   return trimmed;
 }
 
@@ -78,7 +79,8 @@ inline std::string FreshLedger(const std::string& dir) {
 
 // Runs one SQL statement on a test's ledger (sqlite3 or psql), rows as a|b|c lines.
 inline CommandResult LedgerSql(const std::string& db, const std::string& sql) {
-  if (db.rfind("postgresql://", 0) == 0) return Shell("psql -X -qAt -v ON_ERROR_STOP=1 -c " + measure::ShellQuote(sql) + " " + db);
+  if (db.rfind("postgresql://", 0) == 0)
+    return Shell("psql -X -qAt -v ON_ERROR_STOP=1 -c " + measure::ShellQuote(sql) + " " + db);
   return Shell("sqlite3 " + db + " " + measure::ShellQuote(sql));
 }
 
@@ -102,9 +104,9 @@ inline std::string Quote(const std::string& s) { return measure::ShellQuote(s); 
 // lock, however they are scheduled.
 inline std::string UntilOneWaitsForTheLock(const std::string& dir, const std::string& tag) {
   const std::string met = dir + "/" + tag + ".met";
-  return "[ -e " + met + " ] || { for i in $(seq 6000); do grep -qs 'waiting for the box lock' " + dir + "/a.err " + dir +
-         "/b.err && break; [ -e " + dir + "/a.rc ] || [ -e " + dir + "/b.rc ] && break; sleep 0.01; done; touch " + met +
-         "; }; ";
+  return "[ -e " + met + " ] || { for i in $(seq 6000); do grep -qs 'waiting for the box lock' " + dir + "/a.err " +
+         dir + "/b.err && break; [ -e " + dir + "/a.rc ] || [ -e " + dir +
+         "/b.rc ] && break; sleep 0.01; done; touch " + met + "; }; ";
 }
 
 struct Submitted {
@@ -119,8 +121,8 @@ inline Submitted Submit(const std::string& db, const std::string& title, double 
   std::snprintf(p, sizeof p, "%g", predict);
   Submitted s;
   s.cmd = Shell(VerityBin() + " submit --json --ledger " + db + " --title " + Quote(title) + " --predict " + p +
-                " --base-cmd " + Quote(base) + " --head-cmd " + Quote(head) + " --parity-cmd " + Quote(parity) +
-                " " + extra);
+                " --base-cmd " + Quote(base) + " --head-cmd " + Quote(head) + " --parity-cmd " + Quote(parity) + " " +
+                extra);
   try {
     s.j = nlohmann::json::parse(s.cmd.out);
   } catch (...) {

@@ -59,15 +59,16 @@ TEST(Migrations, EmbeddedInOrderAndAppliedOverOldData) {
       EXPECT_EQ((*old)->schema_version(), static_cast<int>(upto));
       Db& d = (*old)->db();
       ASSERT_TRUE(d.Transaction([&]() -> Status {
-                     return d.InsertSealed("changes", {{"kind", std::string("change")},
-                                                       {"title", std::string("old change")},
-                                                       {"author", std::string("t")},
-                                                       {"predict_pct", 1.0},
-                                                       {"claim_bit_identical", int64_t{0}},
-                                                       {"metric", std::string("decode_tok_s")},
-                                                       {"base_cmd", std::string("b")},
-                                                       {"head_cmd", std::string("h")},
-                                                       {"created_at", NowUtc()}})
+                     return d
+                         .InsertSealed("changes", {{"kind", std::string("change")},
+                                                   {"title", std::string("old change")},
+                                                   {"author", std::string("t")},
+                                                   {"predict_pct", 1.0},
+                                                   {"claim_bit_identical", int64_t{0}},
+                                                   {"metric", std::string("decode_tok_s")},
+                                                   {"base_cmd", std::string("b")},
+                                                   {"head_cmd", std::string("h")},
+                                                   {"created_at", NowUtc()}})
                          .status();
                    }).ok());
     }
@@ -155,8 +156,10 @@ TEST(StoreDialect, PlaceholdersTypesAndAggregatesAreRewrittenOutsideQuotes) {
   EXPECT_EQ(ToPostgres("SELECT ?1 + ?1, ?2"), "SELECT $1 + $1, $2");
   EXPECT_EQ(ToPostgres("SELECT (SELECT group_concat(r.id) FROM runs r WHERE r.x = ?) FROM c WHERE c.y = ?"),
             "SELECT (SELECT string_agg(CAST(r.id AS TEXT), ',') FROM runs r WHERE r.x = $1) FROM c WHERE c.y = $2");
-  EXPECT_EQ(ToPostgres("CREATE TABLE t (id INTEGER PRIMARY KEY, v REAL, by TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')"),
-            "CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, \"by\" TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')");
+  EXPECT_EQ(
+      ToPostgres("CREATE TABLE t (id INTEGER PRIMARY KEY, v REAL, by TEXT NOT NULL, note TEXT DEFAULT 'INTEGER by')"),
+      "CREATE TABLE t (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, \"by\" TEXT NOT NULL, note TEXT DEFAULT 'INTEGER "
+      "by')");
   EXPECT_EQ(ToPostgres("SELECT t.by FROM t ORDER BY t.id"), "SELECT t.\"by\" FROM t ORDER BY t.id");
 }
 
@@ -167,18 +170,21 @@ TEST(StoreDialect, EveryMigrationTriggerBecomesAPostgresTrigger) {
   for (const Migration& m : EmbeddedMigrations()) {
     const std::string sql = m.sql;
     size_t declared = 0;
-    for (size_t at = sql.find("CREATE TRIGGER"); at != std::string::npos; at = sql.find("CREATE TRIGGER", at + 1)) declared++;
+    for (size_t at = sql.find("CREATE TRIGGER"); at != std::string::npos; at = sql.find("CREATE TRIGGER", at + 1))
+      declared++;
     const auto found = dialect::TriggersIn(sql);
     EXPECT_EQ(found.size(), declared) << m.name;
     const std::string pg = dialect::ToPostgres(sql);
     EXPECT_EQ(pg.find("RAISE(ABORT"), std::string::npos) << m.name;
     for (const auto& t : found) {
-      EXPECT_NE(pg.find("CREATE FUNCTION " + t.name + "() RETURNS trigger LANGUAGE plpgsql"), std::string::npos) << t.name;
+      EXPECT_NE(pg.find("CREATE FUNCTION " + t.name + "() RETURNS trigger LANGUAGE plpgsql"), std::string::npos)
+          << t.name;
       EXPECT_EQ(t.name, t.table + (t.event == "UPDATE" ? "_no_update" : "_no_delete"));
     }
     triggers += static_cast<int>(found.size());
   }
-  std::printf("dialect: %d append-only triggers in %zu migrations become PL/pgSQL\n", triggers, EmbeddedMigrations().size());
+  std::printf("dialect: %d append-only triggers in %zu migrations become PL/pgSQL\n", triggers,
+              EmbeddedMigrations().size());
   EXPECT_GE(triggers, 2 * static_cast<int>(SealedTables().size()));
 }
 

@@ -36,8 +36,9 @@ std::string Clone(const std::string& dir) {
 test::CommandResult Submit(const std::string& dir, const std::string& repo, const std::string& commit,
                            const std::string& extra) {
   return Shell("VERITY_WORKTREES=" + dir + "/worktrees VERITY_LOCK_DIR=" + dir + " " + VerityBin() +
-               " submit --ledger " + dir + "/ledger.db --author test --title 'llama2.c " + commit + "' --predict 0 --config " +
-               Config() + " --repo " + repo + " --base " + commit + "^ --head " + commit + " " + extra);
+               " submit --ledger " + dir + "/ledger.db --author test --title 'llama2.c " + commit +
+               "' --predict 0 --config " + Config() + " --repo " + repo + " --base " + commit + "^ --head " + commit +
+               " " + extra);
 }
 
 // 32c1ff9's run.c prints byte-fallback tokens raw ("<0x0A>" for a newline):

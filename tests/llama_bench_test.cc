@@ -16,12 +16,14 @@ namespace {
 std::string Record(const std::string& commit, int prompt, int gen, const std::string& samples, int threads = 1,
                    const std::string& model = "/models/stories260K-f32.gguf") {
   return R"({"build_commit": ")" + commit + R"(", "build_number": 5501, "cpu_info": "AMD EPYC", "gpu_info": "",
- "backends": "CPU", "model_filename": ")" + model + R"(", "model_type": "llama ?B all F32",
+ "backends": "CPU", "model_filename": ")" +
+         model + R"(", "model_type": "llama ?B all F32",
  "model_size": 1043712, "model_n_params": 260096, "n_batch": 2048, "n_ubatch": 512, "n_threads": )" +
          std::to_string(threads) + R"(, "type_k": "f16", "type_v": "f16", "n_gpu_layers": 0, "n_prompt": )" +
          std::to_string(prompt) + R"(, "n_gen": )" + std::to_string(gen) + R"(, "n_depth": 0,
  "test_time": "2026-12-01T23:00:00Z", "avg_ns": 1000, "stddev_ns": 10, "avg_ts": 999.0, "stddev_ts": 5.0,
- "samples_ns": [1, 2, 3], "samples_ts": [)" + samples + "]}";
+ "samples_ns": [1, 2, 3], "samples_ts": [)" +
+         samples + "]}";
 }
 
 CommandOutput Printed(const std::string& out) {

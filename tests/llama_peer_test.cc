@@ -29,7 +29,6 @@ constexpr int kSteps = 200;
 constexpr const char* kSynthConfig = test::kPeerSynthConfig;
 constexpr int kSynthPositions = 128;
 
-
 std::string Peer() { return LLAMA_PEER_BIN; }
 
 std::vector<int> ParseIds(const std::string& text) {
@@ -57,7 +56,7 @@ std::string RunOk(const std::string& command) {
 
 std::string Convert(const std::string& in, const std::string& out, const std::string& dtype, bool tokenizer) {
   RunOk(VerityBin() + " convert --to gguf --model " + in + " --out " + out + " --dtype " + dtype +
-      (tokenizer ? " --tokenizer " + Model("tok512.bin") : ""));
+        (tokenizer ? " --tokenizer " + Model("tok512.bin") : ""));
   return out;
 }
 
@@ -66,7 +65,8 @@ std::string VerityDtype(const std::string& file_dtype) { return file_dtype == "f
 
 std::vector<int> VerityGreedy(const std::string& gguf, const std::string& dtype) {
   return ParseIds(RunOk(VerityBin() + " generate --model " + gguf + " --tokenizer " + Model("tok512.bin") +
-                      " --format ids --temperature 0 --steps " + std::to_string(kSteps) + " --dtype " + VerityDtype(dtype)));
+                        " --format ids --temperature 0 --steps " + std::to_string(kSteps) + " --dtype " +
+                        VerityDtype(dtype)));
 }
 
 std::vector<int> PeerGreedy(const std::string& gguf) {
@@ -83,7 +83,7 @@ std::vector<float> ReadFloats(const std::string& path) {
 std::vector<float> VerityLogits(const std::string& gguf, const std::string& dtype, const std::vector<int>& ids) {
   const std::string out = test::TempDir("vl") + "/l.bin";
   RunOk(VerityBin() + " logits --model " + gguf + " --dtype " + VerityDtype(dtype) + " --ids '" + JoinIds(ids) +
-      "' --out " + out);
+        "' --out " + out);
   return ReadFloats(out);
 }
 
@@ -103,7 +103,8 @@ float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<int> Argmax(const std::vector<float>& logits, int vocab) {
   std::vector<int> out;
   for (size_t r = 0; r + vocab <= logits.size(); r += vocab)
-    out.push_back(static_cast<int>(std::max_element(logits.begin() + r, logits.begin() + r + vocab) - logits.begin() - r));
+    out.push_back(
+        static_cast<int>(std::max_element(logits.begin() + r, logits.begin() + r + vocab) - logits.begin() - r));
   return out;
 }
 
@@ -218,7 +219,8 @@ std::vector<int> CompareGreedy(const std::string& gguf, const std::string& dtype
   const std::vector<int> theirs = PeerGreedy(gguf), ours = VerityGreedy(gguf, dtype);
   t->files++;
   if (theirs.size() != static_cast<size_t>(kSteps) || ours.size() != static_cast<size_t>(kSteps)) {
-    ADD_FAILURE() << gguf << ": llama.cpp gave " << theirs.size() << " ids, verity " << ours.size() << ", not " << kSteps;
+    ADD_FAILURE() << gguf << ": llama.cpp gave " << theirs.size() << " ids, verity " << ours.size() << ", not "
+                  << kSteps;
     return ours;
   }
   t->identical += ours == theirs;
@@ -228,7 +230,8 @@ std::vector<int> CompareGreedy(const std::string& gguf, const std::string& dtype
   const std::vector<float> mine = VerityLogits(gguf, dtype, seq), peer = PeerLogits(gguf, seq);
   const float diff = MaxAbsDiff(mine, peer);
   if (dtype == "f32") {
-    EXPECT_EQ(ours, theirs) << gguf << ": f32 greedy ids must be identical (" << Agreeing(ours, theirs) << "/" << kSteps << ")";
+    EXPECT_EQ(ours, theirs) << gguf << ": f32 greedy ids must be identical (" << Agreeing(ours, theirs) << "/" << kSteps
+                            << ")";
     EXPECT_LE(diff, LogitTolerance(dtype)) << gguf << ": f32 logits along the greedy sequence";
     t->worst_f32 = std::max(t->worst_f32, diff);
     t->f32_files++;
@@ -250,8 +253,8 @@ std::vector<int> CompareGreedy(const std::string& gguf, const std::string& dtype
     t->widest_tie = std::max(t->widest_tie, mine[i * kStories + picks[i]] - mine[i * kStories + theirs[i]]);
     flips++;
   }
-  EXPECT_LE(flips, kMaxNearTies) << gguf << ": verity's argmax differs from llama.cpp's id at " << flips << " of " << kSteps
-                                 << " positions";
+  EXPECT_LE(flips, kMaxNearTies) << gguf << ": verity's argmax differs from llama.cpp's id at " << flips << " of "
+                                 << kSteps << " positions";
   t->flips += flips;
   return ours;
 }
@@ -278,9 +281,10 @@ TEST(LlamaPeer, VerityGgufOfTheSynthGivesLlamaCppTheSameArgmax) {
   for (const char* dtype : kDtypes)
     for (bool tok : {true, false})
       CompareArgmax(Convert(synth, dir + "/y-" + dtype + (tok ? "-tok" : "") + ".gguf", dtype, tok), dtype, &t);
-  std::printf("llama.cpp peer (synth, verity's GGUF): %d files, teacher-forced argmax agree %d/%d (f32 %d/%d, logits "
-              "max |diff| %.3g; other dtypes within their tolerance, flips at near-ties)\n",
-              t.files, t.agree, t.total, t.f32_agree, t.f32_total, t.worst_f32);
+  std::printf(
+      "llama.cpp peer (synth, verity's GGUF): %d files, teacher-forced argmax agree %d/%d (f32 %d/%d, logits "
+      "max |diff| %.3g; other dtypes within their tolerance, flips at near-ties)\n",
+      t.files, t.agree, t.total, t.f32_agree, t.f32_total, t.worst_f32);
   EXPECT_EQ(t.files, 8);
 }
 
@@ -296,7 +300,7 @@ std::pair<std::string, int> TypesOf(const std::string& gguf, const std::string& 
 // llama_model_quantize's output is what was asked for (so a copy of the F32
 // input cannot pass for it): the file type and a matrix's type.
 void ExpectQuantized(const std::string& gguf, const std::string& dtype) {
-  const std::pair<std::string, int> want = dtype == "q8_0" ? std::pair<std::string, int>{"Q8_0", 7}
+  const std::pair<std::string, int> want = dtype == "q8_0"  ? std::pair<std::string, int>{"Q8_0", 7}
                                            : dtype == "f16" ? std::pair<std::string, int>{"F16", 1}
                                                             : std::pair<std::string, int>{"BF16", 32};
   EXPECT_EQ(TypesOf(gguf, "blk.0.attn_q.weight"), want) << gguf;
@@ -316,16 +320,19 @@ TEST(LlamaPeer, LlamaCppQuantizedStories260KLoadsInVerityWithTheSameGreedyIds) {
   for (const char* dtype : {"q8_0", "f16", "bf16"}) {
     // verity's own conversion to the same dtype, for the record (llama.cpp
     // keeps stories260K's 172-wide ffn_down F16 in Q8_0 where verity keeps F32).
-    const std::vector<int> own = VerityGreedy(Convert(Model("stories260K.bin"), dir + "/own-" + dtype + ".gguf", dtype, false), dtype);
+    const std::vector<int> own =
+        VerityGreedy(Convert(Model("stories260K.bin"), dir + "/own-" + dtype + ".gguf", dtype, false), dtype);
     for (bool tok : {true, false}) {
-      const std::string f32 = Convert(Model("stories260K.bin"), dir + "/s-f32" + (tok ? "-tok" : "") + ".gguf", "f32", tok);
+      const std::string f32 =
+          Convert(Model("stories260K.bin"), dir + "/s-f32" + (tok ? "-tok" : "") + ".gguf", "f32", tok);
       const std::string q = PeerQuantize(f32, dir + "/llama-" + dtype + (tok ? "-tok" : "") + ".gguf", dtype);
       own_agree += Agreeing(CompareGreedy(q, dtype, &t), own);
     }
   }
-  std::printf("llama.cpp peer (stories260K, llama.cpp's Q8_0/F16/BF16 files in verity, llama.cpp's %s): %s; "
-              "verity's ids on them agree with its own conversion's %d/%d\n",
-              PeerCpuBackend().c_str(), t.Summary().c_str(), own_agree, t.files * kSteps);
+  std::printf(
+      "llama.cpp peer (stories260K, llama.cpp's Q8_0/F16/BF16 files in verity, llama.cpp's %s): %s; "
+      "verity's ids on them agree with its own conversion's %d/%d\n",
+      PeerCpuBackend().c_str(), t.Summary().c_str(), own_agree, t.files * kSteps);
   EXPECT_EQ(t.files, 6);
 }
 
@@ -336,10 +343,12 @@ TEST(LlamaPeer, LlamaCppQuantizedSynthLoadsInVerityWithTheSameArgmax) {
   RunOk(VerityBin() + " synth --out " + synth + " --config '" + kSynthConfig + "'");
   const std::string f32 = Convert(synth, dir + "/y-f32.gguf", "f32", false);
   ArgmaxTally t;
-  for (const char* dtype : {"q8_0", "f16", "bf16"}) CompareArgmax(PeerQuantize(f32, dir + "/llama-" + dtype + ".gguf", dtype), dtype, &t);
-  std::printf("llama.cpp peer (synth, llama.cpp's Q8_0/F16/BF16 files in verity): %d files, teacher-forced argmax "
-              "agree %d/%d (logits within each dtype's tolerance)\n",
-              t.files, t.agree, t.total);
+  for (const char* dtype : {"q8_0", "f16", "bf16"})
+    CompareArgmax(PeerQuantize(f32, dir + "/llama-" + dtype + ".gguf", dtype), dtype, &t);
+  std::printf(
+      "llama.cpp peer (synth, llama.cpp's Q8_0/F16/BF16 files in verity): %d files, teacher-forced argmax "
+      "agree %d/%d (logits within each dtype's tolerance)\n",
+      t.files, t.agree, t.total);
   EXPECT_EQ(t.files, 3);
 }
 

@@ -42,18 +42,19 @@ class OffHostBackend final : public kernels::Backend {
   long misplaced() const { return misplaced_; }
   const std::string& first_misplaced() const { return first_misplaced_; }
   long downloads() const { return downloads_; }
-  long argmaxes() const { return argmaxes_; }  // greedy picks made on the backend
-  long rope_blocks() const { return blocks_; }  // RopeBlock calls: the block path was taken
+  long argmaxes() const { return argmaxes_; }              // greedy picks made on the backend
+  long rope_blocks() const { return blocks_; }             // RopeBlock calls: the block path was taken
   long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
   long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
   long replayed_steps() const { return replayed_steps_; }  // deferred steps that replayed a kept one
-  long attends() const { return attends_; }  // AttendBlock and AttendRows calls
+  long attends() const { return attends_; }                // AttendBlock and AttendRows calls
   long fused_products() const { return fused_products_; }  // MatmulSwiGLU and MatmulAddInPlace calls
 
   // The fused calls are counted (a device fuses them: an engine that stopped
   // making them would cost it launches) and made as the defaults make them,
   // so every separate call they stand for is still checked here.
-  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up) override {
+  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate,
+                    const MatmulTarget& up) override {
     fused_products_++;
     Backend::MatmulSwiGLU(x, n, independent, gate, up);
   }
@@ -132,42 +133,50 @@ class OffHostBackend final : public kernels::Backend {
   }
 
   void Matmul(float* out, const float* x, const kernels::Weights& w) override {
-    Do({1, Id(out), Id(x), Id(w.data), w.rows, w.cols}, [=, o = State(out, "Matmul out"), i = State(x, "Matmul x"), v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
+    Do({1, Id(out), Id(x), Id(w.data), w.rows, w.cols}, [=, o = State(out, "Matmul out"), i = State(x, "Matmul x"),
+                                                         v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
   }
   void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
-    Do({2, Id(out), Id(x), Id(w.data), w.rows, w.cols, T}, [=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
-      inner_->MatmulBatch(o, i, v, T);
-    });
+    Do({2, Id(out), Id(x), Id(w.data), w.rows, w.cols, T},
+       [=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
+         inner_->MatmulBatch(o, i, v, T);
+       });
   }
   void MatmulRows(float* out, const float* x, const kernels::Weights& w, int n) override {
-    Do({3, Id(out), Id(x), Id(w.data), w.rows, w.cols, n}, [=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
-      inner_->MatmulRows(o, i, v, n);
-    });
+    Do({3, Id(out), Id(x), Id(w.data), w.rows, w.cols, n},
+       [=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
+         inner_->MatmulRows(o, i, v, n);
+       });
   }
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
-    Do(SharedSig(4, x, T, targets, count), [=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
-      inner_->MatmulShared(i, T, t.Get().data(), count);
-    });
+    Do(SharedSig(4, x, T, targets, count),
+       [=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
+         inner_->MatmulShared(i, T, t.Get().data(), count);
+       });
   }
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
-    Do(SharedSig(5, x, n, targets, count), [=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
-      inner_->MatmulSharedRows(i, n, t.Get().data(), count);
-    });
+    Do(SharedSig(5, x, n, targets, count),
+       [=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
+         inner_->MatmulSharedRows(i, n, t.Get().data(), count);
+       });
   }
   void Attention(const kernels::AttentionArgs& a) override {
     // In a deferred step the position is read when the call runs (a device reads it from memory).
-    Do({6, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride}, [=, this, p = PlainArgs(a, "Attention")] {
-      kernels::AttentionArgs at = p;
-      if (deferred_) at.pos = step_pos_;
-      inner_->Attention(at);
-    });
+    Do({6, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride},
+       [=, this, p = PlainArgs(a, "Attention")] {
+         kernels::AttentionArgs at = p;
+         if (deferred_) at.pos = step_pos_;
+         inner_->Attention(at);
+       });
   }
-  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
+  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq,
+                 bool interleaved) override {
     blocks_++;
     if (n > 1) FlushForTheHost();  // a block runs at once, as on the device
-    Do({7, Id(vec), n, width, Id(inv_freq)}, [=, this, v = State(vec, "RopeBlock vec"), f = Host(inv_freq, "RopeBlock inv_freq")] {
-      inner_->RopeBlock(v, n, width, head_size, deferred_ ? step_pos_ : pos0, f, interleaved);
-    });
+    Do({7, Id(vec), n, width, Id(inv_freq)},
+       [=, this, v = State(vec, "RopeBlock vec"), f = Host(inv_freq, "RopeBlock inv_freq")] {
+         inner_->RopeBlock(v, n, width, head_size, deferred_ ? step_pos_ : pos0, f, interleaved);
+       });
   }
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
     if (n > 1) FlushForTheHost();
@@ -193,28 +202,33 @@ class OffHostBackend final : public kernels::Backend {
     });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    Do({9, Id(hb), Id(hb2), n}, [=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
+    Do({9, Id(hb), Id(hb2), n},
+       [=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
   }
   // The token ids are copied at the call, as a device backend uploads them.
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
     const int* ids = Host(tokens, "Embed tokens");
     if (n > 1) FlushForTheHost();
-    Do({18, Id(x), Id(table), dim, n}, [=, this, o = State(x, "Embed x"), t = Host(table, "Embed table"),
-                                          copy = std::vector<int>(ids, ids + n)] {
-      inner_->Embed(o, t, rows, dim, deferred_ ? &step_token_ : copy.data(), n);  // deferred: the step's token
-    });
+    Do({18, Id(x), Id(table), dim, n},
+       [=, this, o = State(x, "Embed x"), t = Host(table, "Embed table"), copy = std::vector<int>(ids, ids + n)] {
+         inner_->Embed(o, t, rows, dim, deferred_ ? &step_token_ : copy.data(), n);  // deferred: the step's token
+       });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    Do({11, Id(out), Id(x), Id(weight), dim, n}, [=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
-      inner_->RmsnormRows(o, i, w, dim, n, eps);
-    });
+    Do({11, Id(out), Id(x), Id(weight), dim, n},
+       [=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
+         inner_->RmsnormRows(o, i, w, dim, n, eps);
+       });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
-    Do({12, Id(x), Id(y), static_cast<int64_t>(count)}, [=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
+    Do({12, Id(x), Id(y), static_cast<int64_t>(count)},
+       [=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
   }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
     FlushForTheHost();
-    Do({13}, [=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] { inner_->WriteCache(c, at, r, width); });
+    Do({13}, [=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] {
+      inner_->WriteCache(c, at, r, width);
+    });
   }
   // The choices go to the host at once: everything deferred runs first.
   void RouteTopK(const float* logits, int n, int k, int* chosen, float* weight) override {
@@ -229,7 +243,8 @@ class OffHostBackend final : public kernels::Backend {
     Do({15, Id(y), Id(x), n}, [=, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
   }
   void DivideInPlace(float* x, float d, size_t count) override {
-    Do({16, Id(x), static_cast<int64_t>(count)}, [=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
+    Do({16, Id(x), static_cast<int64_t>(count)},
+       [=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
   }
 
  private:

@@ -19,8 +19,10 @@ nlohmann::json Full() {
     "depths": [{"depth": 256, "positions": 8, "top1": 1.0, "mean_kl": 0.001, "max_kl": 0.002},
                {"depth": 512, "positions": 8, "top1": 0.975, "mean_kl": 0.004, "max_kl": 0.03}],
     "worst": {"top1": 0.975, "mean_kl": 0.004},
-    "logits_sha256": ")" + std::string(64, 'b') + R"(", "all_rows_sha256": ")" + std::string(64, 'c') + R"(",
-    "nonfinite": [], "build": {"id": "abc123", "artifact_sha256": ")" + std::string(64, 'a') + R"("}, "ok": true})");
+    "logits_sha256": ")" + std::string(64, 'b') +
+                               R"(", "all_rows_sha256": ")" + std::string(64, 'c') + R"(",
+    "nonfinite": [], "build": {"id": "abc123", "artifact_sha256": ")" +
+                               std::string(64, 'a') + R"("}, "ok": true})");
 }
 
 Result<ParityEvidence> Parse(const std::string& out, int exit_code = 0) {

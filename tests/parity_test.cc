@@ -16,7 +16,9 @@ using test::Model;
 using test::Shell;
 using test::VerityBin;
 
-std::string Parity(const std::string& extra) { return VerityBin() + " parity --model " + Model("stories260K.bin") + " " + extra; }
+std::string Parity(const std::string& extra) {
+  return VerityBin() + " parity --model " + Model("stories260K.bin") + " " + extra;
+}
 
 std::string LastLine(const std::string& s) {
   std::string t = s;
@@ -90,8 +92,8 @@ TEST(Parity, BitIdentityIsProvedByBytes) {
 TEST(Parity, ALogitsFileFromAnotherImplementationIsTheReference) {
   const std::string dir = test::TempDir("against");
   // The reference's greedy ids, then its logits written by `verity logits` as another tool would.
-  auto ids = Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " + Model("tok512.bin") +
-                   " --steps 128 --temperature 0 --format ids --backend reference");
+  auto ids = Shell(VerityBin() + " generate --model " + Model("stories260K.bin") + " --tokenizer " +
+                   Model("tok512.bin") + " --steps 128 --temperature 0 --format ids --backend reference");
   ASSERT_EQ(ids.exit_code, 0);
   std::string all = "1 " + ids.out;
   all.pop_back();
@@ -248,8 +250,9 @@ TEST(Parity, ANanInTheReferenceFileFailsTheCommand) {
 
 TEST(Sweep, ANormalBuildStaysAtZeroAcrossEveryStructuralParameter) {
   const std::string dir = test::TempDir("sweep");
-  for (const char* args : {"--param layers --values 1,2,3,4,5,6", "--param heads --values 1,2,4", "--param kv_heads --values 1,2,4,8",
-                           "--param context --values 16,64,128", "--param experts --values 1,2,4"}) {
+  for (const char* args :
+       {"--param layers --values 1,2,3,4,5,6", "--param heads --values 1,2,4", "--param kv_heads --values 1,2,4,8",
+        "--param context --values 16,64,128", "--param experts --values 1,2,4"}) {
     auto r = Shell(VerityBin() + " sweep --dir " + dir + " " + args);
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out << r.err;
     EXPECT_NE(LastLine(r.out).find("threshold=none"), std::string::npos) << r.out;

@@ -31,9 +31,10 @@ inline std::string PeerSynthF32Gguf(const std::string& dir) {
 }  // namespace verity::test
 
 // The harness, or a failure saying what is missing.
-#define REQUIRE_PEER()                                                                                         \
-  do {                                                                                                         \
-    if (std::string(LLAMA_PEER_BIN).empty())                                                                   \
-      FAIL() << "llama.cpp peer missing (" LLAMA_PEER_MISSING "): run scripts/setup.sh (npm ci in tests/npm), " \
-                "then reconfigure the build";                                                                  \
+#define REQUIRE_PEER()                                            \
+  do {                                                            \
+    if (std::string(LLAMA_PEER_BIN).empty())                      \
+      FAIL() << "llama.cpp peer missing (" LLAMA_PEER_MISSING     \
+                "): run scripts/setup.sh (npm ci in tests/npm), " \
+                "then reconfigure the build";                     \
   } while (0)

@@ -54,14 +54,18 @@ TEST(ProjectConfig, AMinimalConfigHasItsOneWorkloadAsDefault) {
 
 // The external kinds read their own keys (docs/config.md).
 TEST(ProjectConfig, TokensAndLogitsKindsRead) {
-  auto t = ParseProjectConfig(std::string(kMinimal) + "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} -t 0\"\n"
-                                                      "golden = \"greedy.txt\"\n", "v.toml");
+  auto t = ParseProjectConfig(std::string(kMinimal) +
+                                  "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} -t 0\"\n"
+                                  "golden = \"greedy.txt\"\n",
+                              "v.toml");
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->parity->kind, "tokens");
   EXPECT_EQ(t->parity->golden, "greedy.txt");
-  auto l = ParseProjectConfig(std::string(kMinimal) + "[parity]\nkind = \"logits\"\n"
-                                                      "command = \"{verity} x {tokens} {logits_out} {config_dir}\"\n"
-                                                      "tokens = \"ids.txt\"\nvocab_size = 512\nreference = \"r.f32\"\n", "v.toml");
+  auto l = ParseProjectConfig(std::string(kMinimal) +
+                                  "[parity]\nkind = \"logits\"\n"
+                                  "command = \"{verity} x {tokens} {logits_out} {config_dir}\"\n"
+                                  "tokens = \"ids.txt\"\nvocab_size = 512\nreference = \"r.f32\"\n",
+                              "v.toml");
   ASSERT_TRUE(l.ok()) << l.status().message();
   EXPECT_EQ(l->parity->vocab_size, 512);
   EXPECT_EQ(l->parity->tokens, "ids.txt");
@@ -79,31 +83,39 @@ TEST(ProjectConfig, EveryMistakeIsANamedError) {
   };
   const Case cases[] = {
       {"not toml = = 1", "v.toml:1: not valid TOML"},
-      {"colour = \"red\"\n" + base, "v.toml:1: colour: unknown key (known here: build, default_workload, parity, workload)"},
+      {"colour = \"red\"\n" + base,
+       "v.toml:1: colour: unknown key (known here: build, default_workload, parity, workload)"},
       {base + "colour = \"red\"\n", "v.toml:9: workload.decode.colour: unknown key"},
       {base + "[parity]\nkind = \"verity\"\ncommand = \"x\"\nextra = 1\n", "parity.extra: unknown key"},
       {"[workload.a]\nbench = \"x\"\nmetric = \"m\"\n", "build: required table, missing"},
       {"[build]\ncommands = []\nartifact = \"a\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\n",
        "build.commands: must hold at least one entry"},
       {"[build]\ncommands = [\"make\", 3]\nartifact = \"a\"\n", "build.commands[1]: expected a non-empty string"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"/abs/run\"\n", "build.artifact: must be a path inside the worktree"},
+      {"[build]\ncommands = [\"make\"]\nartifact = \"/abs/run\"\n",
+       "build.artifact: must be a path inside the worktree"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"../run\"\n", "build.artifact: must be a path inside the worktree"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\ntimeout_s = \"long\"\n",
        "v.toml:4: build.timeout_s: expected an integer, got a string"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\ntimeout_s = 0\n", "build.timeout_s: expected an integer from 1"},
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\ntimeout_s = 0\n",
+       "build.timeout_s: expected an integer from 1"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n", "workload: required table, missing"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nmetric = \"m\"\n", "workload.a.bench: required, missing"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"{artifact} {modle}\"\nmetric = \"m\"\n",
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nmetric = \"m\"\n",
+       "workload.a.bench: required, missing"},
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"{artifact} {modle}\"\nmetric = "
+       "\"m\"\n",
        "workload.a.bench: workload.a.bench: {modle} is not a variable here"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"{artifact} {against}\"\nmetric = \"m\"\n",
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"{artifact} {against}\"\nmetric = "
+       "\"m\"\n",
        "{against} is not a variable here"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"{artifact\"\nmetric = \"m\"\n",
        "a '{' that never closes"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nsteps = 0\n",
        "workload.a.steps: expected an integer from 1 to 1000000, got 0"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nmin_seconds = 9000\n",
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nmin_seconds = "
+       "9000\n",
        "workload.a.min_seconds: expected a number from 0.01 to 600"},
-      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nguards = [\"m\"]\n",
+      {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nguards = "
+       "[\"m\"]\n",
        "'m' is the workload's metric, not a guard"},
       {"[build]\ncommands = [\"make\"]\nartifact = \"run\"\n[workload.a]\nbench = \"x\"\nmetric = \"m\"\nthreds = 2\n",
        "workload.a.threds: unknown key"},
@@ -116,8 +128,10 @@ TEST(ProjectConfig, EveryMistakeIsANamedError) {
       {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\nagainst_command = \"{against}\"\n",
        "parity.against_command: unknown key (known here: command, golden, kind)"},
       {base + "[parity]\nkind = \"verity\"\ncommand = \"x\"\ngolden = \"g.txt\"\n", "parity.golden: unknown key"},
-      {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\ngolden = 3\n", "parity.golden: expected a string, got an integer"},
-      {base + "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} {logits_out}\"\n", "{logits_out} is not a variable here"},
+      {base + "[parity]\nkind = \"tokens\"\ncommand = \"x\"\ngolden = 3\n",
+       "parity.golden: expected a string, got an integer"},
+      {base + "[parity]\nkind = \"tokens\"\ncommand = \"{artifact} {logits_out}\"\n",
+       "{logits_out} is not a variable here"},
       {base + "[parity]\nkind = \"tokens\"\n", "parity.command: required, missing"},
       {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {tokens}\"\ntokens = \"ids\"\nvocab_size = 512\n",
        "parity.command: must use {logits_out}"},
@@ -127,7 +141,8 @@ TEST(ProjectConfig, EveryMistakeIsANamedError) {
        "parity.vocab_size: required, missing"},
       {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\nvocab_size = 0\n",
        "parity.vocab_size: expected an integer from 1 to 10000000, got 0"},
-      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\nvocab_size = 9\ngolden = \"g\"\n",
+      {base + "[parity]\nkind = \"logits\"\ncommand = \"{artifact} {logits_out}\"\ntokens = \"ids\"\nvocab_size = "
+              "9\ngolden = \"g\"\n",
        "parity.golden: unknown key (known here: command, kind, reference, tokens, vocab_size)"},
       {base + "[parity]\nkind = \"verity\"\ncommand = \"x\"\nagainst_command = \"y\"\n",
        "parity.against_command: must use {against}"},

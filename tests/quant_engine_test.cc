@@ -79,7 +79,8 @@ std::set<std::string> DequantizedCopy(const std::string& path, const std::string
       return OkStatus();
     }
     std::vector<float> v(t.elements());
-    VERITY_RETURN_IF_ERROR(quants::Dequantize(t.type, data, static_cast<int64_t>(v.size()) / l->block_elems, v.data(), t.name));
+    VERITY_RETURN_IF_ERROR(
+        quants::Dequantize(t.type, data, static_cast<int64_t>(v.size()) / l->block_elems, v.data(), t.name));
     o->append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
     return OkStatus();
   });
@@ -197,8 +198,8 @@ void ExpectSameBits(const std::string& f32, const std::string& type, const std::
       EXPECT_EQ(ag.top1, ag.rows) << q << " on fast: " << Describe(ag);
       EXPECT_LE(ag.worst_kl, kFastKl) << q << " on fast: " << Describe(ag);
     }
-    line += std::string(" ") + backend + " " + (differing ? "differs" : "identical") + " (" + std::to_string(differing) +
-            " of " + std::to_string(a.size()) + " logits differ; " + Describe(ag) + ")";
+    line += std::string(" ") + backend + " " + (differing ? "differs" : "identical") + " (" +
+            std::to_string(differing) + " of " + std::to_string(a.size()) + " logits differ; " + Describe(ag) + ")";
   }
   std::string mix;
   for (const std::string& t : types) mix += " " + t;
@@ -276,7 +277,8 @@ TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
   auto m = LoadModel(q);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ((*m)->first_block_tensor, "token_embd.weight (Q4_K)");
-  const std::string why = q + ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization, and the no-blocks "
+  const std::string why = q +
+                          ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization, and the no-blocks "
                           "backend has no kernel for Q4_K (use --backend fast or reference)";
   auto t = Transformer::Create(**m, std::make_unique<SomeBlockKernels>());
   ASSERT_FALSE(t.ok());
@@ -290,26 +292,31 @@ TEST(QuantEngine, WhatCannotRunBlockTypesRefusesThemByName) {
   EXPECT_EQ(q6.type, "Q6_K");
   auto partial = Transformer::Create(**m, std::make_unique<SomeBlockKernels>(12));  // Q4_K
   ASSERT_FALSE(partial.ok());
-  EXPECT_NE(partial.status().message().find(q + ": tensor " + q6.tensor + " (Q6_K) is a llama.cpp block quantization, "
+  EXPECT_NE(partial.status().message().find(q + ": tensor " + q6.tensor +
+                                            " (Q6_K) is a llama.cpp block quantization, "
                                             "and the q4_k-only backend has no kernel for Q6_K"),
             std::string::npos)
       << partial.status().message();
   EXPECT_FALSE(Transformer::Create(**m, std::make_unique<SomeBlockKernels>(14)).ok());  // Q6_K only: Q4_K refused
   auto tp = Shell(VerityBin() + " logits --model " + q + " --ids '1 2 3' --out " + dir + "/tp.bin --tp 2");
   EXPECT_NE(tp.exit_code, 0);
-  EXPECT_NE(tp.err.find("--tp: " + q + ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization; tensor "
+  EXPECT_NE(tp.err.find("--tp: " + q +
+                        ": tensor token_embd.weight (Q4_K) is a llama.cpp block quantization; tensor "
                         "parallelism does not shard block-quantized matrices yet"),
             std::string::npos)
       << tp.err;
   // verity writes the 4-, 5-, 6- and 8-bit types (quantize_test), not Q2_K or Q3_K.
-  auto conv = Shell(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/x.gguf --dtype q3_k_m");
+  auto conv =
+      Shell(VerityBin() + " convert --to gguf --model " + dir + "/synth.bin --out " + dir + "/x.gguf --dtype q3_k_m");
   EXPECT_NE(conv.exit_code, 0);
   EXPECT_NE(conv.err.find("--dtype q3_k_m: not a block file type verity writes (q4_0, q4_1, q5_0, q5_1, q8_0, q4_k_s, "
                           "q4_k_m, q5_k_s, q5_k_m, q6_k); Q2_K and Q3_K files are read but not written"),
             std::string::npos)
       << conv.err;
-  std::printf("refused by name: a backend without block kernels (Transformer, SlotDecoder), one without Q6_K's (%s), "
-              "--tp 2, convert --dtype q3_k_m\n", q6.tensor.c_str());
+  std::printf(
+      "refused by name: a backend without block kernels (Transformer, SlotDecoder), one without Q6_K's (%s), "
+      "--tp 2, convert --dtype q3_k_m\n",
+      q6.tensor.c_str());
 }
 
 std::vector<float> ReadFloats(const std::string& path) {
@@ -337,7 +344,6 @@ std::vector<float> VerityLogits(const std::string& gguf, const std::vector<int>&
   RunOk(VerityBin() + " logits --backend fast --model " + gguf + " --ids '" + Join(ids) + "' --out " + out);
   return ReadFloats(out);
 }
-
 
 // Teacher-forced logits on llama.cpp's own files, verity (fast backend)
 // against llama.cpp (1 thread), 64 positions of the synth. verity's weights
@@ -375,10 +381,11 @@ void ExpectWithinNoise(const std::string& label, const std::string& f32, const s
     if (std::string(type) == "q8_0") eight_bit = noise;
     ASSERT_GT(eight_bit.rows, 0) << "q8_0 must come first";
     const double mean_bound = 2 * eight_bit.mean_kl, worst_bound = 2 * eight_bit.worst_kl;
-    std::printf("peer %s %s: verity vs llama.cpp %s (bounds %.3g, %.3g) | llama.cpp 1 vs 2 threads %s | llama.cpp %s "
-                "vs its F32 %s\n",
-                label.c_str(), type, Describe(vs).c_str(), mean_bound, worst_bound, Describe(threads).c_str(), type,
-                Describe(noise).c_str());
+    std::printf(
+        "peer %s %s: verity vs llama.cpp %s (bounds %.3g, %.3g) | llama.cpp 1 vs 2 threads %s | llama.cpp %s "
+        "vs its F32 %s\n",
+        label.c_str(), type, Describe(vs).c_str(), mean_bound, worst_bound, Describe(threads).c_str(), type,
+        Describe(noise).c_str());
     EXPECT_EQ(vs.rows, static_cast<int>(ids.size())) << type;
     EXPECT_LE(vs.mean_kl, mean_bound) << label << " " << type;
     EXPECT_LE(vs.worst_kl, worst_bound) << label << " " << type;
@@ -396,7 +403,8 @@ TEST(QuantEngine, LlamaCppsQuantizedFilesAgreeWithLlamaCppWithinTheirOwnNoise) {
   // llama.cpp's own greedy text (F32). Its rows of 64 hold Q4_0 but no
   // k-quant: llama.cpp's q4_k_m falls back to Q5_0 and Q8_0.
   const std::string stories = dir + "/stories260K.gguf";
-  RunOk(VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + stories + " --dtype f32");
+  RunOk(VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + stories +
+        " --dtype f32");
   std::vector<int> ids = {1};  // BOS, then the 63 ids llama.cpp generates after it
   std::istringstream greedy(RunOk(std::string(LLAMA_PEER_BIN) + " greedy " + stories + " --prompt 1 --steps 63"));
   for (int id; greedy >> id;) ids.push_back(id);
@@ -411,8 +419,8 @@ TEST(QuantEngine, LlamaCppsQuantizedFilesAgreeWithLlamaCppWithinTheirOwnNoise) {
 TEST(QuantEngine, VerityWrittenFilesAgreeWithLlamaCpp) {
   REQUIRE_PEER();
   const std::string dir = test::TempDir("qe-written");
-  ExpectWithinNoise("verity-written synth", test::PeerSynthF32Gguf(dir), {"q8_0", "q4_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"},
-                    Ids(64), false, VerityQuantize);
+  ExpectWithinNoise("verity-written synth", test::PeerSynthF32Gguf(dir),
+                    {"q8_0", "q4_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"}, Ids(64), false, VerityQuantize);
 }
 
 }  // namespace

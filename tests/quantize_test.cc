@@ -53,9 +53,9 @@ double RoundTripError(uint32_t type, const std::vector<float>& x) {
 // code in the wrong nibble, a scale on the wrong sub-block) fails them.
 TEST(Quantize, EveryWrittenTypeReadsBackWithinItsStep) {
   const std::vector<float> x = Weights(256 * 64, 7);
-  const std::map<uint32_t, double> bound = {{quants::kQ4_0, 0.16}, {quants::kQ4_1, 0.115}, {quants::kQ5_0, 0.08},
+  const std::map<uint32_t, double> bound = {{quants::kQ4_0, 0.16},  {quants::kQ4_1, 0.115}, {quants::kQ5_0, 0.08},
                                             {quants::kQ5_1, 0.056}, {quants::kQ8_0, 0.010}, {quants::kQ4_K, 0.108},
-                                            {quants::kQ5_K, 0.054},  {quants::kQ6_K, 0.029}};
+                                            {quants::kQ5_K, 0.054}, {quants::kQ6_K, 0.029}};
   for (const auto& [type, max] : bound) {
     ASSERT_TRUE(quants::CanQuantize(type));
     const double e = RoundTripError(type, x);
@@ -70,7 +70,8 @@ TEST(Quantize, EveryWrittenTypeReadsBackWithinItsStep) {
       ASSERT_TRUE(quants::Quantize(type, flat.data(), 256, &b, "flat").ok());
       std::vector<float> y(256);
       ASSERT_TRUE(quants::Dequantize(type, reinterpret_cast<const unsigned char*>(b.data()),
-                                     256 / quants::FindLayout(type)->block_elems, y.data(), "flat").ok());
+                                     256 / quants::FindLayout(type)->block_elems, y.data(), "flat")
+                      .ok());
       for (float v : y) EXPECT_NEAR(v, c, 1e-3) << gguf::TensorTypeName(type) << " on a block of " << c;
     }
   }
@@ -80,8 +81,9 @@ TEST(Quantize, BadInputIsRefusedByName) {
   std::vector<float> x(256, 0.1f);
   std::string out;
   Status s = quants::Quantize(quants::kQ3_K, x.data(), 256, &out, "f.gguf: tensor w");
-  EXPECT_EQ(s.message(), "f.gguf: tensor w: verity does not write Q3_K (it writes Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, "
-                         "Q5_K and Q6_K)");
+  EXPECT_EQ(s.message(),
+            "f.gguf: tensor w: verity does not write Q3_K (it writes Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, "
+            "Q5_K and Q6_K)");
   s = quants::Quantize(quants::kQ4_K, x.data(), 128, &out, "w");
   EXPECT_EQ(s.message(), "w: 128 weights are not whole Q4_K blocks of 256");
   x[5] = NAN;
@@ -90,7 +92,8 @@ TEST(Quantize, BadInputIsRefusedByName) {
   EXPECT_TRUE(out.empty());
   auto ft = quants::FindFileType("q4_k_x");
   ASSERT_FALSE(ft.ok());
-  EXPECT_NE(ft.status().message().find("--dtype q4_k_x: not a block file type verity writes (q4_0,"), std::string::npos);
+  EXPECT_NE(ft.status().message().find("--dtype q4_k_x: not a block file type verity writes (q4_0,"),
+            std::string::npos);
 }
 
 // Tensor name -> (type, f32 values) of a GGUF file, block types dequantized.
@@ -111,11 +114,13 @@ std::map<std::string, Read> ReadAll(const std::string& path) {
     const unsigned char* data = base + f->data_start + t.offset;
     if (const quants::Layout* l = quants::FindLayout(t.type)) {
       EXPECT_TRUE(quants::Dequantize(t.type, data, static_cast<int64_t>(r.values.size()) / l->block_elems,
-                                     r.values.data(), t.name).ok());
+                                     r.values.data(), t.name)
+                      .ok());
     } else if (t.type == gguf::kF32) {
       std::memcpy(r.values.data(), data, r.values.size() * 4);
     } else if (t.type == gguf::kF16) {  // the fallback for rows that are not whole blocks
-      for (size_t i = 0; i < r.values.size(); i++) r.values[i] = F16ToF32(static_cast<uint16_t>(data[2 * i] | data[2 * i + 1] << 8));
+      for (size_t i = 0; i < r.values.size(); i++)
+        r.values[i] = F16ToF32(static_cast<uint16_t>(data[2 * i] | data[2 * i + 1] << 8));
     } else {
       ADD_FAILURE() << path << ": " << t.name << " has type " << gguf::TensorTypeName(t.type);
     }
@@ -157,9 +162,11 @@ TEST(Quantize, FilesHoldLlamaCppsTypesAtItsError) {
   for (const char* model : {"s16", "moe8", "stories"}) {
     const std::map<std::string, Read> f32 = ReadAll(dir + "/" + model + ".gguf");
     for (const char* ft : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k"}) {
-      const std::string theirs = dir + "/" + model + ".llama." + ft + ".gguf", mine = dir + "/" + model + ".verity." + ft + ".gguf";
+      const std::string theirs = dir + "/" + model + ".llama." + ft + ".gguf",
+                        mine = dir + "/" + model + ".verity." + ft + ".gguf";
       run(std::string(LLAMA_PEER_BIN) + " quantize " + dir + "/" + model + ".gguf " + theirs + " " + ft);
-      run(test::VerityBin() + " convert --to gguf --model " + dir + "/" + model + ".gguf --out " + mine + " --dtype " + ft);
+      run(test::VerityBin() + " convert --to gguf --model " + dir + "/" + model + ".gguf --out " + mine + " --dtype " +
+          ft);
       const std::map<std::string, Read> a = ReadAll(theirs), b = ReadAll(mine);
       ASSERT_EQ(a.size(), f32.size());
       ASSERT_EQ(b.size(), f32.size());

@@ -60,8 +60,9 @@ Parsed Parse(const std::string& path) {
 Result<std::vector<float>> VerityValues(const Parsed& p, const gguf::TensorInfo& t, const std::string& where) {
   const auto* data = reinterpret_cast<const unsigned char*>(p.bytes.data()) + p.file.data_start + t.offset;
   std::vector<float> out(t.elements());
-  const TensorDType plain = t.type == gguf::kF32 ? TensorDType::kF32 : t.type == gguf::kF16 ? TensorDType::kF16
-                                                                                              : TensorDType::kBF16;
+  const TensorDType plain = t.type == gguf::kF32   ? TensorDType::kF32
+                            : t.type == gguf::kF16 ? TensorDType::kF16
+                                                   : TensorDType::kBF16;
   if (t.type == gguf::kF32 || t.type == gguf::kF16 || t.type == gguf::kBF16) {
     ToF32(plain, data, static_cast<int64_t>(t.elements()), out.data());
     return out;
@@ -129,22 +130,22 @@ TEST(Quants, EveryTensorOfLlamaCppsFilesIsBitIdenticalToGgufPy) {
   // llama.cpp falls back per tensor (to Q5_0, Q8_0, F16, ...), and those
   // tensors must match too.
   const std::string stories = test::TempDir("stories") + "/stories260K.gguf";
-  RunOk(VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + stories + " --dtype f32");
+  RunOk(VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + stories +
+        " --dtype f32");
   for (const char* type : {"q4_0", "q4_k_m"}) CompareFile(Quantize(stories, type), &tally);
   int tensors = 0;
   uint64_t values = 0;
   for (const auto& [type, t] : tally) {
-    std::printf("dequant %s: %d tensors, %llu values, %s\n", type.c_str(), t.tensors,
-                static_cast<unsigned long long>(t.values),
-                t.differing ? ("DIFFERING in " + std::to_string(t.differing) + " values").c_str()
-                            : "bit-identical to gguf-py");
+    std::printf(
+        "dequant %s: %d tensors, %llu values, %s\n", type.c_str(), t.tensors, static_cast<unsigned long long>(t.values),
+        t.differing ? ("DIFFERING in " + std::to_string(t.differing) + " values").c_str() : "bit-identical to gguf-py");
     EXPECT_EQ(t.differing, 0u) << type;
     tensors += t.tensors, values += t.values;
   }
   for (const char* block : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
     EXPECT_GT(tally[block].tensors, 0) << block << " was not exercised by any file";
-  std::printf("dequant: %zu files, %zu types, %d tensors, %llu values compared with gguf-py\n", std::size(kFileTypes) + 2,
-              tally.size(), tensors, static_cast<unsigned long long>(values));
+  std::printf("dequant: %zu files, %zu types, %d tensors, %llu values compared with gguf-py\n",
+              std::size(kFileTypes) + 2, tally.size(), tensors, static_cast<unsigned long long>(values));
 }
 
 // Byte offset of tensor `name`'s dims[0] in the header (the u64 after its
@@ -188,9 +189,11 @@ std::string PatchedCopy(const Q4KM& q, const std::string& tag, const std::functi
 
 // `verity generate` on `path` exits 1 with every needle in its error.
 void ExpectLoadRefused(const std::string& path, const std::vector<std::string>& needles) {
-  auto r = Shell(VerityBin() + " generate --model " + path + " --tokenizer " + test::Model("tok512.bin") + " --steps 2");
+  auto r =
+      Shell(VerityBin() + " generate --model " + path + " --tokenizer " + test::Model("tok512.bin") + " --steps 2");
   EXPECT_EQ(r.exit_code, 1) << path << "\n" << r.err;
-  for (const std::string& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << "missing \"" << n << "\" in: " << r.err;
+  for (const std::string& n : needles)
+    EXPECT_NE(r.err.find(n), std::string::npos) << "missing \"" << n << "\" in: " << r.err;
 }
 
 TEST(Quants, LlamaCppsQ4_K_MFileIsReadAndRunByTheEngine) {
@@ -240,7 +243,8 @@ TEST(Quants, IQuantsTernaryAndMxfp4AreRefusedByName) {
     ASSERT_FALSE(v.ok()) << name << " dequantized";
     EXPECT_NE(v.status().message().find(where + " has type " + name + ", "), std::string::npos) << v.status().message();
     EXPECT_NE(v.status().message().find(quants::RefusalReason(type)), std::string::npos) << v.status().message();
-    ExpectLoadRefused(path, {where + " has type " + name + ", which verity does not load (" + quants::RefusalReason(type)});
+    ExpectLoadRefused(path,
+                      {where + " has type " + name + ", which verity does not load (" + quants::RefusalReason(type)});
     refused++;
   }
   std::printf("refused by name: %d types (I-quants, TQ1_0, TQ2_0, MXFP4)\n", refused);
@@ -258,8 +262,10 @@ TEST(Quants, Q4_KRowThatIsNotAMultipleOf256IsNamed) {
     const uint64_t dims[2] = {q.victim->dims[0] / 2, q.victim->dims[1] * 2};
     std::memcpy(&b[dims_at], dims, 16);
   });
-  const std::string message = path + ": tensor token_embd.weight: type Q4_K stores blocks of 256 but the innermost "
-                              "dimension is " + std::to_string(q.victim->dims[0] / 2);
+  const std::string message = path +
+                              ": tensor token_embd.weight: type Q4_K stores blocks of 256 but the innermost "
+                              "dimension is " +
+                              std::to_string(q.victim->dims[0] / 2);
   const std::string bytes = test::ReadFile(path);
   auto f = gguf::Parse(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path);
   ASSERT_FALSE(f.ok());
@@ -267,8 +273,9 @@ TEST(Quants, Q4_KRowThatIsNotAMultipleOf256IsNamed) {
   ExpectLoadRefused(path, {message});
   // The dequantizer's own check says the same of such a tensor.
   const Status st = quants::CheckTensor(quants::kQ4_K, 128, 512, 512 / 2 * 144, "x.gguf: tensor t");
-  EXPECT_EQ(st.message(), "x.gguf: tensor t: type Q4_K needs rows that are a multiple of 256 weights, but its row "
-                          "length (innermost dimension) is 128");
+  EXPECT_EQ(st.message(),
+            "x.gguf: tensor t: type Q4_K needs rows that are a multiple of 256 weights, but its row "
+            "length (innermost dimension) is 128");
 }
 
 // A block's f16 scale that is NaN or infinite is named with the block, as
@@ -291,7 +298,7 @@ TEST(Quants, NonFiniteScalesAndWrongSizesAreNamed) {
 // The layouts agree with the GGUF reader's type table, and the bits per
 // weight are the published ones (4.5 for Q4_0, 4.5 for Q4_K, 6.5625 for Q6_K, ...).
 TEST(Quants, LayoutsAgreeWithTheReadersTypeTable) {
-  const std::map<uint32_t, double> bpw = {{2, 4.5}, {3, 5.0}, {6, 5.5}, {7, 6.0}, {8, 8.5},
+  const std::map<uint32_t, double> bpw = {{2, 4.5},    {3, 5.0},     {6, 5.5},  {7, 6.0},  {8, 8.5},
                                           {10, 2.625}, {11, 3.4375}, {12, 4.5}, {13, 5.5}, {14, 6.5625}};
   for (const auto& [type, bits] : bpw) {
     const quants::Layout* l = quants::FindLayout(type);
@@ -329,7 +336,8 @@ TEST(Quants, HandBuiltBlocksReadAsTheirLayoutSays) {
   const uint16_t one = 0x3c00;
   std::memcpy(q4k, &one, 2);  // d = 1, dmin = 0
   // Scales 1..4 in bytes 0..3's low 6 bits; 5..8 in bytes 8..11's low nibbles.
-  for (int j = 0; j < 4; j++) q4k[4 + j] = static_cast<unsigned char>(j + 1), q4k[12 + j] = static_cast<unsigned char>(j + 5);
+  for (int j = 0; j < 4; j++)
+    q4k[4 + j] = static_cast<unsigned char>(j + 1), q4k[12 + j] = static_cast<unsigned char>(j + 5);
   for (int i = 0; i < 128; i++) q4k[16 + i] = 0x21;  // low nibble 1, high nibble 2
   ASSERT_TRUE(quants::Dequantize(quants::kQ4_K, q4k, 1, y, "q4k").ok());
   for (int e = 0; e < 256; e++) {

@@ -9,19 +9,20 @@
 namespace verity::test {
 namespace {
 
-
 TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
   const std::string dir = TempDir("refs");
   const std::string repo = dir + "/repo", cache = dir + "/worktrees", db = dir + "/l.db";
   // A repository holding this project's committed tree, plus one docs-only commit.
-  auto clone = Shell("git clone -q " + SourceDir() + " " + repo + " && cd " + repo +
-                     " && git config user.email t@example.com && git config user.name t && echo '# ref test' >> README.md"
-                     " && git commit -qam 'docs only'");
+  auto clone =
+      Shell("git clone -q " + SourceDir() + " " + repo + " && cd " + repo +
+            " && git config user.email t@example.com && git config user.name t && echo '# ref test' >> README.md"
+            " && git commit -qam 'docs only'");
   ASSERT_EQ(clone.exit_code, 0) << clone.err;
   const std::string base_sha = TrimRight(Shell("git -C " + repo + " rev-parse HEAD~1").out);
   const std::string head_sha = TrimRight(Shell("git -C " + repo + " rev-parse HEAD").out);
   const std::string submit = "cd " + repo + " && VERITY_WORKTREES=" + cache + " " + VerityBin() +
-                             " submit --json --ledger " + db + " --title 'docs only' --predict 0 --base HEAD~1 --head HEAD"
+                             " submit --json --ledger " + db +
+                             " --title 'docs only' --predict 0 --base HEAD~1 --head HEAD"
                              " --model models/stories260K.bin --steps 64 --min-seconds 0.2";
   auto r = Shell(submit);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -49,7 +50,9 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
 
   // A stale artifact: the head's cached binary replaced by the base's (newer
   // than its objects, so the incremental build keeps it). It reports the base commit.
-  ASSERT_EQ(Shell("cp " + cache + "/" + base_sha + "/build/cli/verity " + cache + "/" + head_sha + "/build/cli/verity").exit_code, 0);
+  ASSERT_EQ(Shell("cp " + cache + "/" + base_sha + "/build/cli/verity " + cache + "/" + head_sha + "/build/cli/verity")
+                .exit_code,
+            0);
   auto stale = Shell(submit);
   EXPECT_EQ(stale.exit_code, 1);
   EXPECT_NE(stale.err.find("stale build"), std::string::npos) << stale.err;
@@ -60,11 +63,13 @@ TEST(RefSubmit, BuildsEachRefAndVerifiesTheArtifact) {
 // instead they would be ignored, so they are refused by name.
 TEST(RefSubmit, RefOnlyOptionsWithCommandsAreNamedErrors) {
   const std::string db = TempDir("ref-only") + "/l.db";
-  for (const std::string extra : {"--min-seconds 2", "--dtype f32", "--model models/stories260K.bin", "--steps 64",
-                                   "--repo .", "--against models/stories260K.ref-logits.bin", "--config verity.toml",
-                                   "--workload decode"}) {
-    auto r = Shell(VerityBin() + " submit --ledger " + db + " --title t --predict 0 --base-cmd true --head-cmd true"
-                   " --parity-cmd true " + extra);
+  for (const std::string extra :
+       {"--min-seconds 2", "--dtype f32", "--model models/stories260K.bin", "--steps 64", "--repo .",
+        "--against models/stories260K.ref-logits.bin", "--config verity.toml", "--workload decode"}) {
+    auto r = Shell(VerityBin() + " submit --ledger " + db +
+                   " --title t --predict 0 --base-cmd true --head-cmd true"
+                   " --parity-cmd true " +
+                   extra);
     EXPECT_EQ(r.exit_code, 1) << extra;
     const std::string flag = extra.substr(0, extra.find(' '));
     EXPECT_NE(r.err.find(flag + " goes with --base/--head refs"), std::string::npos) << r.err;

@@ -105,7 +105,8 @@ TEST(ReferenceLogits, PinnedFileIsWhatTheScriptWrites) {
   EXPECT_EQ(fresh->positions, pinned->positions);
   EXPECT_EQ(fresh->model_sha256, pinned->model_sha256);
   double worst = 0;
-  for (size_t i = 0; i < fresh->rows.size(); i++) worst = std::max(worst, std::fabs(double(fresh->rows[i]) - pinned->rows[i]));
+  for (size_t i = 0; i < fresh->rows.size(); i++)
+    worst = std::max(worst, std::fabs(double(fresh->rows[i]) - pinned->rows[i]));
   EXPECT_LE(worst, 1e-5) << "the regenerated rows drifted from the pinned ones";
   std::printf("regenerated reference logits: %zu rows, max |diff| %g, %s\n", fresh->positions.size(), worst,
               test::ReadFile(dir + "/ref.bin") == test::ReadFile(Pinned()) ? "byte-identical" : "not byte-identical");
@@ -151,7 +152,8 @@ TEST(ReferenceLogits, MismatchesAreNamedErrors) {
   };
   auto other = Shell(Against(synth("same-vocab.bin", 512), Pinned()));
   EXPECT_EQ(other.exit_code, 1);
-  EXPECT_NE(other.err.find(": model mismatch: computed from models/stories260K.bin (sha256 "), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find(": model mismatch: computed from models/stories260K.bin (sha256 "), std::string::npos)
+      << other.err;
   auto vocab = Shell(Against(synth("vocab300.bin", 300), Pinned()));
   EXPECT_EQ(vocab.exit_code, 1);
   EXPECT_NE(vocab.err.find("vocab mismatch: the file's rows hold vocab_size 512 logits, the model " + dir +
@@ -161,7 +163,8 @@ TEST(ReferenceLogits, MismatchesAreNamedErrors) {
   test::WriteFile(dir + "/ids.txt", "1 2 3");
   auto tokens = Shell(Against(Model("stories260K.bin"), Pinned(), "--tokens " + dir + "/ids.txt"));
   EXPECT_EQ(tokens.exit_code, 1);
-  EXPECT_NE(tokens.err.find("--tokens: tokens mismatch with " + Pinned() + " at index 1"), std::string::npos) << tokens.err;
+  EXPECT_NE(tokens.err.find("--tokens: tokens mismatch with " + Pinned() + " at index 1"), std::string::npos)
+      << tokens.err;
   auto missing = Shell(Against(Model("stories260K.bin"), Pinned(), "--depths 100"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("holds no reference row for position 92 (depth 100, window 8)"), std::string::npos)
@@ -180,20 +183,24 @@ TEST(ReferenceLogits, MismatchesAreNamedErrors) {
 TEST(ReferenceLogits, EveryCheckpointKindMatchesTheIndependentForward) {
   const std::string dir = test::TempDir("kinds");
   const std::string v = VerityBin();
-  ASSERT_EQ(Shell(v + " synth --out " + dir + "/l2c.bin --config '{\"dim\":48,\"hidden_dim\":64,\"n_layers\":2,"
-                      "\"n_heads\":6,\"n_kv_heads\":3,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":false}'")
+  ASSERT_EQ(Shell(v + " synth --out " + dir +
+                  "/l2c.bin --config '{\"dim\":48,\"hidden_dim\":64,\"n_layers\":2,"
+                  "\"n_heads\":6,\"n_kv_heads\":3,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":false}'")
                 .exit_code,
             0);
-  ASSERT_EQ(Shell(v + " synth --shards 3 --out " + dir + "/dense --config '{\"dim\":64,\"hidden_dim\":96,\"n_layers\":3,"
-                      "\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":300,\"seq_len\":96,\"shared_classifier\":true}'")
+  ASSERT_EQ(Shell(v + " synth --shards 3 --out " + dir +
+                  "/dense --config '{\"dim\":64,\"hidden_dim\":96,\"n_layers\":3,"
+                  "\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":300,\"seq_len\":96,\"shared_classifier\":true}'")
                 .exit_code,
             0);
-  ASSERT_EQ(Shell(v + " synth --dtype bf16 --out " + dir + "/moe --config '{\"dim\":32,\"hidden_dim\":48,\"n_layers\":2,"
-                      "\"n_heads\":4,\"n_kv_heads\":1,\"vocab_size\":200,\"seq_len\":64,\"shared_classifier\":false,"
-                      "\"n_experts\":4,\"n_experts_per_tok\":2}'")
+  ASSERT_EQ(Shell(v + " synth --dtype bf16 --out " + dir +
+                  "/moe --config '{\"dim\":32,\"hidden_dim\":48,\"n_layers\":2,"
+                  "\"n_heads\":4,\"n_kv_heads\":1,\"vocab_size\":200,\"seq_len\":64,\"shared_classifier\":false,"
+                  "\"n_experts\":4,\"n_experts_per_tok\":2}'")
                 .exit_code,
             0);
-  ASSERT_EQ(Shell(v + " convert --model " + Model("stories260K.bin") + " --out " + dir + "/stories-hf --dtype bf16 --shards 2")
+  ASSERT_EQ(Shell(v + " convert --model " + Model("stories260K.bin") + " --out " + dir +
+                  "/stories-hf --dtype bf16 --shards 2")
                 .exit_code,
             0);
   int checked = 0;

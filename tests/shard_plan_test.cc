@@ -124,9 +124,10 @@ TEST(ShardPlan, EveryRankEveryTpEveryShape) {
       EXPECT_TRUE(s.ok()) << s.message();
     }
   }
-  std::printf("shard plan: %ld checks over %zu shapes x tp 1..16 (and head-count divisors): %d plans, %d refusals; "
-              "CheckPlanCoverage made %ld more\n",
-              checks, shapes.size(), planned, refused, library_checks);
+  std::printf(
+      "shard plan: %ld checks over %zu shapes x tp 1..16 (and head-count divisors): %d plans, %d refusals; "
+      "CheckPlanCoverage made %ld more\n",
+      checks, shapes.size(), planned, refused, library_checks);
   EXPECT_GT(checks, 0);
   EXPECT_GT(library_checks, 0);
   EXPECT_GT(refused, 0);

@@ -75,7 +75,8 @@ struct Matrix {
   const uint16_t* BF16() const { return bf16.data() + 1; }
   const uint8_t* Q8() const { return q8_bytes.data() + 4; }
   std::vector<float> Row(int i) const {
-    return std::vector<float>(exact.begin() + static_cast<long>(i) * cols, exact.begin() + static_cast<long>(i + 1) * cols);
+    return std::vector<float>(exact.begin() + static_cast<long>(i) * cols,
+                              exact.begin() + static_cast<long>(i + 1) * cols);
   }
 };
 
@@ -212,7 +213,8 @@ TEST_P(SimdTest, MatMulMatchesMatVecPerVector) {
               }
               const Ref r = RefDot(m.Row(i), Seen(t, x + static_cast<size_t>(v) * cols, cols).data());
               const double tol = Tolerance(r, cols);
-              ASSERT_NEAR(got, r.sum, tol) << Name(t) << " " << rows << "x" << cols << " T " << T << " v " << v << " row " << i;
+              ASSERT_NEAR(got, r.sum, tol)
+                  << Name(t) << " " << rows << "x" << cols << " T " << T << " v " << v << " row " << i;
               ASSERT_NEAR(got, one[i], 2 * tol) << Name(t) << " MatMul vs MatVec, " << rows << "x" << cols << " T " << T
                                                 << " v " << v << " row " << i;
             }
@@ -272,7 +274,8 @@ TEST_P(SimdTest, MatMulFromSeveralThreadsAtOnce) {
     std::vector<std::thread> threads;
     for (int k = 0; k < 4; k++)
       threads.emplace_back([&, k] {
-        for (int rep = 0; rep < 50; rep++) MatMul(m, x.data(), parallel.data(), T, rows, k * rows / 4, (k + 1) * rows / 4);
+        for (int rep = 0; rep < 50; rep++)
+          MatMul(m, x.data(), parallel.data(), T, rows, k * rows / 4, (k + 1) * rows / 4);
       });
     for (auto& th : threads) th.join();
     EXPECT_EQ(serial, parallel) << Name(t);
@@ -286,7 +289,7 @@ TEST_P(SimdTest, QuantizeQ8RoundTripBounds) {
     std::vector<float> v = Random(n, static_cast<uint32_t>(magnitude * 7 + 1), -magnitude, magnitude);
     for (size_t k = 0; k < 32; k++) v[k] = 0.0f;            // an all-zero block
     for (size_t k = 32; k < 64; k++) v[k] = magnitude / 2;  // a constant block
-    v[70] = -3 * magnitude;                                  // a block whose max is negative
+    v[70] = -3 * magnitude;                                 // a block whose max is negative
     std::vector<BlockQ8_0> q(n / 32);
     QuantizeQ8_0(v.data(), q.data(), n);
     // Into an unaligned destination (no pointer argument needs alignment).

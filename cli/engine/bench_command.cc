@@ -79,30 +79,23 @@ std::string PrintCsv(const BenchRecord& r) {
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
       "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint\n";
-  auto count = [&](uint64_t PoolCounts::*field) {
-    return r.pool ? std::to_string((*r.pool).*field) : std::string();
-  };
-  std::string row = CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
-                    CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
-                    std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," +
-                    std::to_string(r.warmup_tokens) + "," + std::to_string(r.generations) + "," +
-                    Num(r.min_seconds) + "," + Num(r.decode_tok_s) + "," + Num(r.prefill_tok_s) + "," +
-                    Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) + "," + Num(r.decode_position_mad_pct) + "," +
-                    Num(r.runqueue_wait_pct) + "," +
-                    std::to_string(r.samples) + "," + Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," +
-                    Num(r.read_gb_s) + "," + Num(r.fraction) + "," + Num(r.kv_bytes_per_token) + "," +
-                    Num(r.achieved_gb_s_with_kv) + "," + Num(r.fraction_with_kv) + "," + CsvString(CpuList(r.cpus)) + "," +
-                    (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," + Num(r.weights_mb) + "," +
-                    Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "," +
-                    count(&PoolCounts::split_jobs) + "," +
-                    count(&PoolCounts::caller_jobs) + "," +
-                    count(&PoolCounts::backoff_jobs) + "," +
-                    count(&PoolCounts::stalls) + "," +
-                    count(&PoolCounts::contended_windows) + "," +
-                    (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
-                    (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," +
-                    Num(r.baseline_rss_mb) + "," +
-                    (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "\n";
+  auto count = [&](uint64_t PoolCounts::*field) { return r.pool ? std::to_string((*r.pool).*field) : std::string(); };
+  std::string row =
+      CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
+      CsvString(r.backend) + "," + CsvString(r.dtype) + "," + std::to_string(r.threads) + "," +
+      std::to_string(r.prompt_tokens) + "," + std::to_string(r.gen_tokens) + "," + std::to_string(r.warmup_tokens) +
+      "," + std::to_string(r.generations) + "," + Num(r.min_seconds) + "," + Num(r.decode_tok_s) + "," +
+      Num(r.prefill_tok_s) + "," + Num(r.prefill_gflops) + "," + Num(r.peak_rss_mb) + "," + Num(r.decode_mad_pct) +
+      "," + Num(r.decode_position_mad_pct) + "," + Num(r.runqueue_wait_pct) + "," + std::to_string(r.samples) + "," +
+      Num(r.bytes_per_token) + "," + Num(r.achieved_gb_s) + "," + Num(r.read_gb_s) + "," + Num(r.fraction) + "," +
+      Num(r.kv_bytes_per_token) + "," + Num(r.achieved_gb_s_with_kv) + "," + Num(r.fraction_with_kv) + "," +
+      CsvString(CpuList(r.cpus)) + "," + (r.per_thread ? "true" : "false") + "," + CsvString(r.box) + "," +
+      Num(r.weights_mb) + "," + Num(r.kv_cache_mb) + "," + Num(r.rss_limit_mb) + "," + count(&PoolCounts::split_jobs) +
+      "," + count(&PoolCounts::caller_jobs) + "," + count(&PoolCounts::backoff_jobs) + "," +
+      count(&PoolCounts::stalls) + "," + count(&PoolCounts::contended_windows) + "," +
+      (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
+      (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," + Num(r.baseline_rss_mb) + "," +
+      (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "\n";
   return header + row;
 }
 
@@ -117,10 +110,10 @@ std::string PrintMd(const BenchRecord& r) {
       "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   out += "| " + name + " | " + r.backend + " | " + r.dtype + " | " + std::to_string(r.threads) + " | pp" +
          std::to_string(r.prompt_tokens) + "+tg" + std::to_string(r.gen_tokens) +
-         (r.batch > 1 ? " x" + std::to_string(r.batch) : "") + " | " + Fixed(r.decode_tok_s, 2) +
-         " | " + Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " +
-         Fixed(r.prefill_gflops, 2) + " | " + Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) +
-         " | " + (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
+         (r.batch > 1 ? " x" + std::to_string(r.batch) : "") + " | " + Fixed(r.decode_tok_s, 2) + " | " +
+         Fixed(r.decode_mad_pct, 2) + "% | " + Fixed(r.prefill_tok_s, 2) + " | " + Fixed(r.prefill_gflops, 2) + " | " +
+         Fixed(r.bytes_per_token, 0) + " | " + Fixed(r.achieved_gb_s, 2) + " | " +
+         (r.read_gb_s ? Fixed(*r.read_gb_s, 2) : "n/a") + " | " +
          (r.fraction ? Fixed(*r.fraction * 100.0, 2) + "%" : "n/a") + " | " +
          (r.peak_rss_mb ? Fixed(*r.peak_rss_mb, 2) : "n/a") + " | " +
          (r.baseline_rss_mb ? Fixed(*r.baseline_rss_mb, 2) : "n/a") + " | " +
@@ -152,7 +145,8 @@ double KvBytesPerDecodedToken(const ModelConfig& c, int prompt_tokens, int gen_t
 
 [[maybe_unused]] double F32WeightBytesPerToken(const ModelConfig& c) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
-  const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
+  const double ffn =
+      c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
   const double layer = 2.0 * dim + 2.0 * c.q_dim() * dim + 2.0 * kv * dim + ffn;  // q and o: q_dim x dim
   return 4.0 * (c.n_layers * layer + dim + static_cast<double>(c.vocab_size) * dim + dim);
 }
@@ -165,8 +159,7 @@ template <class M>
 double WeightBytesPerToken(const M& m) {
   if constexpr (requires { FootprintOf(m).weight_bytes_per_token; })
     return static_cast<double>(FootprintOf(m).weight_bytes_per_token);
-  else
-    return F32WeightBytesPerToken(m.config);
+  else return F32WeightBytesPerToken(m.config);
 }
 
 // Flops of a prefill of positions [0, n): 2 per multiply-add of every layer
@@ -176,7 +169,8 @@ double WeightBytesPerToken(const M& m) {
 // weight row).
 double PrefillFlops(const ModelConfig& c, int n) {
   const double dim = c.dim, kv = c.kv_dim(), hidden = c.hidden_dim;
-  const double ffn = c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
+  const double ffn =
+      c.n_experts > 0 ? c.n_experts * dim + c.n_experts_per_tok * 3.0 * dim * hidden : 3.0 * dim * hidden;
   const double layers = 2.0 * c.n_layers * (2.0 * c.q_dim() * dim + 2.0 * kv * dim + ffn);
   const double classifier = 2.0 * static_cast<double>(c.vocab_size) * dim;
   const double positions_attended = static_cast<double>(n) * (n + 1) / 2.0;  // sum of (pos + 1)
@@ -230,7 +224,7 @@ struct BenchOptions {
   bool steps_given = false, prompt_given = false, gen_given = false, threads_given = false, pin = true, no_pin = false;
   double min_seconds = 0.5;
   int batch = 1;  // sequences per decode step (a SlotDecoder's slots)
-  TpFlags tp;  // --tp, --tp-backend: the bench drives rank 0 of tensor-parallel ranks
+  TpFlags tp;     // --tp, --tp-backend: the bench drives rank 0 of tensor-parallel ranks
 };
 
 // One generation: the prompt (BOS then fixed, model-independent ids) as one
@@ -268,12 +262,22 @@ class Generation {
 
  private:
   Generation(const ModelConfig& c, int prompt, int gen, int batch)
-      : c_(c), prompt_(prompt), gen_(gen), batch_(batch), greedy_(c_.vocab_size, 0.0f, 0.0f, 0), buf_(c_.vocab_size),
-        ids_(batch), token_(batch, 0), picks_(batch), slot_(batch), pos_(batch) {
+      : c_(c),
+        prompt_(prompt),
+        gen_(gen),
+        batch_(batch),
+        greedy_(c_.vocab_size, 0.0f, 0.0f, 0),
+        buf_(c_.vocab_size),
+        ids_(batch),
+        token_(batch, 0),
+        picks_(batch),
+        slot_(batch),
+        pos_(batch) {
     for (int b = 0; b < batch; b++) {
       slot_[b] = b;
       ids_[b].push_back(c_.bos_id >= 0 ? c_.bos_id : 0);  // the model's BOS (token 0 when it has none)
-      for (int p = 1; p < prompt_; p++) ids_[b].push_back(static_cast<int>((1 + 7919L * (p + 131L * b)) % c_.vocab_size));
+      for (int p = 1; p < prompt_; p++)
+        ids_[b].push_back(static_cast<int>((1 + 7919L * (p + 131L * b)) % c_.vocab_size));
     }
     if (batch > 1) rows_.resize(static_cast<size_t>(batch) * c_.vocab_size);
   }
@@ -300,7 +304,9 @@ Status CheckOptions(BenchOptions& o) {
   if (!o.from_json.empty()) return OkStatus();
   if (o.model.empty()) return Status::Error("--model is required (or --from-json FILE to re-print a result)");
   if (o.steps_given && (o.prompt_given || o.gen_given))
-    return Status::Error("--steps cannot be combined with --prompt-tokens or --gen-tokens (--steps N = N/2 prompt + the rest generated)");
+    return Status::Error(
+        "--steps cannot be combined with --prompt-tokens or --gen-tokens (--steps N = N/2 prompt + the rest "
+        "generated)");
   if (o.steps_given) {
     if (o.steps < 2) return Status::Error("--steps " + std::to_string(o.steps) + " is below 2");
     o.prompt_tokens = o.steps / 2;
@@ -313,9 +319,11 @@ Status CheckOptions(BenchOptions& o) {
     return Status::Error("--threads " + std::to_string(o.threads) + " is outside [1, 1024]");
   if (!std::isfinite(o.min_seconds) || o.min_seconds < 0.0 || o.min_seconds > 600.0)
     return Status::Error("--min-seconds " + Fixed(o.min_seconds, 3) + " is outside [0, 600]");
-  if (o.batch < 1 || o.batch > 1024) return Status::Error("--batch " + std::to_string(o.batch) + " is outside [1, 1024]");
+  if (o.batch < 1 || o.batch > 1024)
+    return Status::Error("--batch " + std::to_string(o.batch) + " is outside [1, 1024]");
   if (o.batch > 1 && o.tp.on())
-    return Status::Error("--batch " + std::to_string(o.batch) + " cannot be combined with --tp (batched decode runs on one rank)");
+    return Status::Error("--batch " + std::to_string(o.batch) +
+                         " cannot be combined with --tp (batched decode runs on one rank)");
   if (o.backend != "fast" && o.backend != "reference" && o.backend != "cuda")
     return Status::Error("--backend: unknown backend '" + o.backend + "' (expected reference, fast or cuda)");
   return OkStatus();
@@ -430,8 +438,10 @@ void RecordContention(const Timings& t, BenchRecord* r) {
 Status DumpTimes(const BenchOptions& o, const Timings& t) {
   if (o.dump_times.empty()) return OkStatus();
   std::ofstream f(o.dump_times, std::ios::trunc);
-  f << nlohmann::json({{"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
-                       {"prefill_s", t.prefill_s} /* seconds per whole prompt */, {"decode_s", t.token_s}})
+  f << nlohmann::json({{"prompt_tokens", o.prompt_tokens},
+                       {"gen_tokens", o.gen_tokens},
+                       {"prefill_s", t.prefill_s} /* seconds per whole prompt */,
+                       {"decode_s", t.token_s}})
            .dump()
     << "\n";
   if (!f) return Status::Error("--dump-times " + o.dump_times + ": cannot write");
@@ -493,35 +503,36 @@ void RecordMemoryAndTraffic(const Model& model, const BenchOptions& o, BenchReco
 
 // The human summary on stderr (stdout holds the record alone).
 void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool device) {
-  std::string placement = cpus.empty() ? std::string("not pinned")
-                                       : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
-  std::fprintf(stderr,
-               "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d%s, %d warm-up tokens, %d generation%s: decode "
-               "%.1f tok/s (MAD %.2f%% over %d tokens%s), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
-               r.backend.c_str(), r.dtype.c_str(), r.threads, r.threads == 1 ? "" : "s", placement.c_str(),
-               r.prompt_tokens, r.gen_tokens,
-               r.batch > 1 ? (" x " + std::to_string(r.batch) + " sequences per step").c_str() : "", r.warmup_tokens,
-               r.generations, r.generations == 1 ? "" : "s",
-               r.decode_tok_s, r.decode_mad_pct, r.samples,
-               r.decode_position_mad_pct
-                   ? (", " + Fixed(*r.decode_position_mad_pct, 2) + "% about each position's median").c_str()
-                   : "",
-               r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
-               r.fraction ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) +
-                             " GB/s").c_str()
-                          : device ? " (no device roofline: `verity roofline --backend cuda`)"
-                                   : " (no roofline for this thread count: `verity roofline`)");
+  std::string placement = cpus.empty()
+                              ? std::string("not pinned")
+                              : (r.per_thread ? "each thread pinned, cpus " : "confined to cpus ") + CpuList(cpus);
+  std::fprintf(
+      stderr,
+      "verity: bench %s backend, %s, %d thread%s (%s), pp%d+tg%d%s, %d warm-up tokens, %d generation%s: decode "
+      "%.1f tok/s (MAD %.2f%% over %d tokens%s), prefill %.1f tok/s (%.2f GFLOP/s), %.2f GB/s%s\n",
+      r.backend.c_str(), r.dtype.c_str(), r.threads, r.threads == 1 ? "" : "s", placement.c_str(), r.prompt_tokens,
+      r.gen_tokens, r.batch > 1 ? (" x " + std::to_string(r.batch) + " sequences per step").c_str() : "",
+      r.warmup_tokens, r.generations, r.generations == 1 ? "" : "s", r.decode_tok_s, r.decode_mad_pct, r.samples,
+      r.decode_position_mad_pct
+          ? (", " + Fixed(*r.decode_position_mad_pct, 2) + "% about each position's median").c_str()
+          : "",
+      r.prefill_tok_s, r.prefill_gflops, r.achieved_gb_s,
+      r.fraction
+          ? (" = " + Fixed(*r.fraction * 100.0, 1) + "% of the measured " + Fixed(*r.read_gb_s, 1) + " GB/s").c_str()
+      : device ? " (no device roofline: `verity roofline --backend cuda`)"
+               : " (no roofline for this thread count: `verity roofline`)");
   if (r.peak_rss_mb && r.baseline_rss_mb)
     std::fprintf(stderr, "verity: %s\n",
                  RssBound{*r.peak_rss_mb, *r.baseline_rss_mb, *r.weights_mb, *r.kv_cache_mb}.Line().c_str());
   std::fprintf(stderr, "verity: with the KV cache a decoded token reads here (%.2f MB on average): %.2f GB/s%s\n",
                *r.kv_bytes_per_token / 1e6, *r.achieved_gb_s_with_kv,
                r.fraction_with_kv ? (" = " + Fixed(*r.fraction_with_kv * 100.0, 1) + "% of the measured " +
-                                     Fixed(*r.read_gb_s, 1) + " GB/s").c_str()
+                                     Fixed(*r.read_gb_s, 1) + " GB/s")
+                                        .c_str()
                                   : "");
   if (r.simd_target)
     std::fprintf(stderr, "verity: fast kernels on %s, bf16/q8_0 weight prefetch %s\n", r.simd_target->c_str(),
-                 !r.stream_prefetch_hint    ? (*r.stream_prefetch ? "on" : "off")
+                 !r.stream_prefetch_hint            ? (*r.stream_prefetch ? "on" : "off")
                  : *r.stream_prefetch_hint == "nta" ? "non-temporal (8 KB ahead)"
                  : *r.stream_prefetch_hint == "t0"  ? "t0 (1 KB ahead)"
                                                     : "off");
@@ -563,7 +574,8 @@ Status CheckContext(const BenchOptions& o, const ModelConfig& c) {
                                          : "--prompt-tokens " + std::to_string(o.prompt_tokens) + " + --gen-tokens " +
                                                std::to_string(o.gen_tokens);
   return Status::Error(what + " = " + std::to_string(o.prompt_tokens + o.gen_tokens) +
-                       " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) + ") set by --ctx");
+                       " positions exceed the model's context (seq_len " + std::to_string(c.seq_len) +
+                       ") set by --ctx");
 }
 
 int RunBench(BenchOptions o) {
@@ -649,13 +661,15 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
   auto o = std::make_shared<BenchOptions>();
   sub->add_option("--model", o->model, "checkpoint: llama2.c .bin or Hugging Face directory (as generate)");
   auto* steps = sub->add_option("--steps", o->steps, "positions: first half prompt, second half generated (compat)");
-  auto* prompt = sub->add_option("--prompt-tokens", o->prompt_tokens, "prompt positions (BOS + fixed ids), timed as prefill")
-                     ->capture_default_str();
+  auto* prompt =
+      sub->add_option("--prompt-tokens", o->prompt_tokens, "prompt positions (BOS + fixed ids), timed as prefill")
+          ->capture_default_str();
   auto* gen = sub->add_option("--gen-tokens", o->gen_tokens, "greedy decode positions per generation, each timed")
                   ->capture_default_str();
   sub->add_option("--dtype", o->dtype, "weights: f32 | bf16 | q8_0 (converted at load; named in the output)")
       ->capture_default_str();
-  auto* threads = sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
+  auto* threads =
+      sub->add_option("--threads", o->threads, "compute threads (default: VERITY_THREADS, else every core)");
   sub->add_option("--backend", o->backend, "reference, fast or cuda")->capture_default_str();
   sub->add_option("--ctx", o->ctx, kCtxHelp);
   sub->add_option("--batch", o->batch,
@@ -669,7 +683,8 @@ void RegisterBenchCommand(CLI::App& app, Registry& reg) {
   AddTpFlags(sub, &o->tp);
   sub->add_option("--dump-times", o->dump_times,
                   "also write every timed position's seconds (prefill_s, decode_s in run order) as JSON to this file");
-  sub->add_option("--from-json", o->from_json, "re-print a saved verity.bench/1 JSON in --output's format (measures nothing)");
+  sub->add_option("--from-json", o->from_json,
+                  "re-print a saved verity.bench/1 JSON in --output's format (measures nothing)");
   reg.On(sub, [=] {
     BenchOptions opts = *o;
     opts.steps_given = steps->count() > 0;

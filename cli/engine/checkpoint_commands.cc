@@ -83,10 +83,17 @@ int RunProbeCommand(const std::string& model_path, const std::string& tok_path, 
 nlohmann::json GgufValueJson(const gguf::Value& v) {
   using T = gguf::ValueType;
   switch (v.type) {
-    case T::kInt8: case T::kInt16: case T::kInt32: case T::kInt64: return v.i;
-    case T::kUint8: case T::kUint16: case T::kUint32: case T::kUint64: return v.u;
+    case T::kInt8:
+    case T::kInt16:
+    case T::kInt32:
+    case T::kInt64: return v.i;
+    case T::kUint8:
+    case T::kUint16:
+    case T::kUint32:
+    case T::kUint64: return v.u;
     case T::kBool: return v.u != 0;
-    case T::kFloat32: case T::kFloat64: return v.f;
+    case T::kFloat32:
+    case T::kFloat64: return v.f;
     case T::kString: return v.s;
     case T::kArray: {
       nlohmann::json a = nlohmann::json::array();
@@ -112,9 +119,16 @@ int RunGgufInfo(const std::string& path, bool json) {
       meta[key] = e;
     }
     for (const auto& t : f->tensors)
-      tensors.push_back({{"name", t.name}, {"shape", t.dims}, {"type", t.type}, {"type_name", gguf::TensorTypeName(t.type)}, {"offset", t.offset}});
-    nlohmann::json j = {{"version", f->version}, {"alignment", f->alignment}, {"data_start", f->data_start},
-                        {"metadata", meta}, {"tensors", tensors}};
+      tensors.push_back({{"name", t.name},
+                         {"shape", t.dims},
+                         {"type", t.type},
+                         {"type_name", gguf::TensorTypeName(t.type)},
+                         {"offset", t.offset}});
+    nlohmann::json j = {{"version", f->version},
+                        {"alignment", f->alignment},
+                        {"data_start", f->data_start},
+                        {"metadata", meta},
+                        {"tensors", tensors}};
     std::printf("%s\n", JsonLine(j).c_str());
     return 0;
   }
@@ -122,15 +136,18 @@ int RunGgufInfo(const std::string& path, bool json) {
               f->metadata.size(), f->tensors.size(), f->alignment, static_cast<unsigned long long>(f->data_start));
   for (const auto& [key, v] : f->metadata) {
     std::string shown = v.type == gguf::ValueType::kArray
-                            ? "[" + std::to_string(v.items.size()) + " x " + gguf::ValueTypeName(static_cast<uint32_t>(v.array_type)) + "]"
+                            ? "[" + std::to_string(v.items.size()) + " x " +
+                                  gguf::ValueTypeName(static_cast<uint32_t>(v.array_type)) + "]"
                             : GgufValueJson(v).dump();
-    std::printf("  %s: %s = %s\n", key.c_str(), gguf::ValueTypeName(static_cast<uint32_t>(v.type)).c_str(), shown.c_str());
+    std::printf("  %s: %s = %s\n", key.c_str(), gguf::ValueTypeName(static_cast<uint32_t>(v.type)).c_str(),
+                shown.c_str());
   }
   for (const auto& t : f->tensors) {
     std::string dims;
     for (size_t i = 0; i < t.dims.size(); i++) dims += (i ? ", " : "") + std::to_string(t.dims[i]);
-    std::printf("  tensor %s [%s] %s at +%llu (%llu bytes)\n", t.name.c_str(), dims.c_str(), gguf::TensorTypeName(t.type).c_str(),
-                static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.bytes));
+    std::printf("  tensor %s [%s] %s at +%llu (%llu bytes)\n", t.name.c_str(), dims.c_str(),
+                gguf::TensorTypeName(t.type).c_str(), static_cast<unsigned long long>(t.offset),
+                static_cast<unsigned long long>(t.bytes));
   }
   return 0;
 }
@@ -139,13 +156,15 @@ int RunGgufInfo(const std::string& path, bool json) {
 
 void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
   {
-    auto* sub = app.add_subcommand("convert", "Write a checkpoint as a Hugging Face directory (--to hf: q/k rows "
-                                              "permuted into the rotate-half layout) or a llama GGUF file (--to gguf).");
+    auto* sub = app.add_subcommand("convert",
+                                   "Write a checkpoint as a Hugging Face directory (--to hf: q/k rows "
+                                   "permuted into the rotate-half layout) or a llama GGUF file (--to gguf).");
     auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
          dtype = std::make_shared<std::string>("f32"), to = std::make_shared<std::string>("hf"),
          tok = std::make_shared<std::string>();
     auto shards = std::make_shared<int>(1);
-    sub->add_option("--model", *model, "checkpoint: llama2.c .bin (--to hf), or any model verity loads (--to gguf)")->required();
+    sub->add_option("--model", *model, "checkpoint: llama2.c .bin (--to hf), or any model verity loads (--to gguf)")
+        ->required();
     sub->add_option("--out", *out, "output directory (hf) or FILE.gguf")->required();
     sub->add_option("--to", *to, "hf or gguf")->capture_default_str()->check(CLI::IsMember({"hf", "gguf"}));
     sub->add_option("--shards", *shards, "hf: number of safetensors shards")->capture_default_str();
@@ -160,10 +179,12 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
         if (!m.ok()) return Fail(m.status());
         Status s = WriteGgufCheckpoint(**m, *out, *dtype, *tok);
         if (!s.ok()) return Fail(s);
-        std::printf("convert: wrote %s (GGUF v3, %s%s)\n", out->c_str(), dtype->c_str(), tok->empty() ? "" : ", with tokenizer");
+        std::printf("convert: wrote %s (GGUF v3, %s%s)\n", out->c_str(), dtype->c_str(),
+                    tok->empty() ? "" : ", with tokenizer");
         return 0;
       }
-      if (*dtype != "f32" && *dtype != "bf16") return Fail(Status::Error("--dtype " + *dtype + ": --to hf takes f32 or bf16"));
+      if (*dtype != "f32" && *dtype != "bf16")
+        return Fail(Status::Error("--dtype " + *dtype + ": --to hf takes f32 or bf16"));
       if (!tok->empty()) return Fail(Status::Error("--tokenizer is for --to gguf"));
       auto m = LoadModel(*model);
       if (!m.ok()) return Fail(m.status());
@@ -171,22 +192,26 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
         return Fail(Status::Error("--model " + *model + ": already a Hugging Face directory"));
       Status s = WriteHfCheckpoint(**m, *out, *shards, *dtype);
       if (!s.ok()) return Fail(s);
-      std::printf("convert: wrote %s (%d shard%s, %s)\n", out->c_str(), *shards, *shards == 1 ? "" : "s", dtype->c_str());
+      std::printf("convert: wrote %s (%d shard%s, %s)\n", out->c_str(), *shards, *shards == 1 ? "" : "s",
+                  dtype->c_str());
       return 0;
     });
   }
   {
-    auto* sub = app.add_subcommand("gguf-info", "Print a GGUF file's metadata and tensor infos (after every check "
-                                                "the reader makes); --json for one JSON object.");
+    auto* sub = app.add_subcommand("gguf-info",
+                                   "Print a GGUF file's metadata and tensor infos (after every check "
+                                   "the reader makes); --json for one JSON object.");
     auto file = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
     sub->add_option("FILE", *file, "GGUF file")->required();
-    sub->add_flag("--json", *json, "one JSON object: version, alignment, data_start, metadata (type, subType, value), tensors");
+    sub->add_flag("--json", *json,
+                  "one JSON object: version, alignment, data_start, metadata (type, subType, value), tensors");
     reg.On(sub, [=] { return RunGgufInfo(*file, *json); });
   }
   {
-    auto* sub = app.add_subcommand("audit", "Map every tensor the config requires and every index entry to its shard "
-                                            "and check it. Always ends with one summary line; exit 0 only on PASS.");
+    auto* sub = app.add_subcommand("audit",
+                                   "Map every tensor the config requires and every index entry to its shard "
+                                   "and check it. Always ends with one summary line; exit 0 only on PASS.");
     auto dir = std::make_shared<std::string>();
     auto elsewhere = std::make_shared<bool>(false), json = std::make_shared<bool>(false);
     sub->add_option("DIR", *dir, "Hugging Face checkpoint directory")->required();
@@ -195,8 +220,12 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     reg.On(sub, [=] {
       AuditReport r = AuditCheckpoint(*dir, *elsewhere);
       if (*json) {
-        nlohmann::json j = {{"findings", r.findings}, {"tensors", r.tensors}, {"shards_ok", r.shards_ok},
-                            {"shards", r.shards_total}, {"missing", r.missing}, {"fatal", r.fatal},
+        nlohmann::json j = {{"findings", r.findings},
+                            {"tensors", r.tensors},
+                            {"shards_ok", r.shards_ok},
+                            {"shards", r.shards_total},
+                            {"missing", r.missing},
+                            {"fatal", r.fatal},
                             {"verdict", r.pass ? "PASS" : "FAIL"}};
         std::printf("%s\n", j.dump().c_str());
       } else {
@@ -207,9 +236,11 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("probe", "Ask known-answer prompts (greedy); ends with `probe: passed=K/N "
-                                            "verdict=...`. With --every/--count, alerts on failure and never restarts.");
-    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>(), probes = std::make_shared<std::string>();
+    auto* sub = app.add_subcommand("probe",
+                                   "Ask known-answer prompts (greedy); ends with `probe: passed=K/N "
+                                   "verdict=...`. With --every/--count, alerts on failure and never restarts.");
+    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>(),
+         probes = std::make_shared<std::string>();
     auto every = std::make_shared<int>(60), count = std::make_shared<int>(1);
     sub->add_option("--model", *model, "checkpoint file or directory")->required();
     sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
@@ -222,10 +253,12 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("preflight", "Run audit then probe as child processes; pass only when each exited 0 "
-                                                "AND printed its summary line with PASS.");
-    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>(), probes = std::make_shared<std::string>(),
-         audit_cmd = std::make_shared<std::string>(), probe_cmd = std::make_shared<std::string>();
+    auto* sub = app.add_subcommand("preflight",
+                                   "Run audit then probe as child processes; pass only when each exited 0 "
+                                   "AND printed its summary line with PASS.");
+    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>(),
+         probes = std::make_shared<std::string>(), audit_cmd = std::make_shared<std::string>(),
+         probe_cmd = std::make_shared<std::string>();
     auto elsewhere = std::make_shared<bool>(false);
     sub->add_option("--model", *model, "Hugging Face checkpoint directory")->required();
     sub->add_option("--tokenizer", *tok, "llama2.c tokenizer.bin")->required();
@@ -235,8 +268,11 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--probe-cmd", *probe_cmd, "override the probe command (to test this guard)")->group("");
     reg.On(sub, [=] {
       const std::string self = measure::ShellQuote(Self());
-      std::string a = audit_cmd->empty() ? self + " audit " + measure::ShellQuote(*model) + (*elsewhere ? " --experts-elsewhere" : "") : *audit_cmd;
-      std::string p = probe_cmd->empty() ? self + " probe --model " + measure::ShellQuote(*model) + " --tokenizer " + measure::ShellQuote(*tok) +
+      std::string a = audit_cmd->empty()
+                          ? self + " audit " + measure::ShellQuote(*model) + (*elsewhere ? " --experts-elsewhere" : "")
+                          : *audit_cmd;
+      std::string p = probe_cmd->empty() ? self + " probe --model " + measure::ShellQuote(*model) + " --tokenizer " +
+                                               measure::ShellQuote(*tok) +
                                                (probes->empty() ? "" : " --probes " + measure::ShellQuote(*probes))
                                          : *probe_cmd;
       struct Step {
@@ -249,10 +285,12 @@ void RegisterCheckpointCommands(CLI::App& app, Registry& reg) {
         measure::CommandOutput out = measure::RunCommand(s.cmd, 600);
         const std::string last = LastLine(out.out);
         const bool summary = last.rfind(s.prefix, 0) == 0;
-        const bool pass = out.exit_code == 0 && summary && last.size() >= 13 && last.substr(last.size() - 13) == " verdict=PASS";
+        const bool pass =
+            out.exit_code == 0 && summary && last.size() >= 13 && last.substr(last.size() - 13) == " verdict=PASS";
         std::printf("preflight: %s exited %d, summary: %s -> %s\n", s.name, out.exit_code,
                     summary ? last.c_str() : "(none printed)", pass ? "PASS" : "FAIL");
-        if (!pass && !summary) std::printf("preflight: %s printed no summary line: no %s is not a clean %s\n", s.name, s.name, s.name);
+        if (!pass && !summary)
+          std::printf("preflight: %s printed no summary line: no %s is not a clean %s\n", s.name, s.name, s.name);
         verdicts += std::string(" ") + s.name + "=" + (pass ? "PASS" : "FAIL");
         all = all && pass;
       }

@@ -52,8 +52,8 @@ Result<TpRun> OpenTp(const TpFlags& f, const std::string& kernels_name);
 // and print nothing: rank 0 alone prints). Returns body's exit code, or 1 when
 // set-up or the collective guard fails.
 // `ctx` sets the context (LoadModel; kModelContext: the format's default).
-int WithDecoder(const TpFlags& flags, const std::string& model_path, const std::string& kernels_name, kernels::DType dtype,
-                int ctx, const std::function<int(Decoder&, const Model&)>& body);
+int WithDecoder(const TpFlags& flags, const std::string& model_path, const std::string& kernels_name,
+                kernels::DType dtype, int ctx, const std::function<int(Decoder&, const Model&)>& body);
 
 void RegisterEngineCommands(CLI::App& app, Registry& reg);
 // bench (cli/bench_command.cc) and roofline (cli/roofline_command.cc).

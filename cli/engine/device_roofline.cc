@@ -21,15 +21,22 @@ Result<measure::Roofline> MeasureCudaRooflineRecord(int buffer_mb, int repetitio
   for (double t : m.bf16_tflops) gflops.push_back(t * 1e3);
   measure::Roofline r = measure::DeviceRooflineRecord(
       fingerprint,
-      nlohmann::json{{"device", m.name}, {"uuid", m.uuid}, {"sm", std::to_string(m.sm_major) + "." + std::to_string(m.sm_minor)},
-                     {"sms", m.sms}, {"nominal_gb_s", m.nominal_gb_s}, {"gemm_n", m.gemm_n}}.dump(),
+      nlohmann::json{{"device", m.name},
+                     {"uuid", m.uuid},
+                     {"sm", std::to_string(m.sm_major) + "." + std::to_string(m.sm_minor)},
+                     {"sms", m.sms},
+                     {"nominal_gb_s", m.nominal_gb_s},
+                     {"gemm_n", m.gemm_n}}
+          .dump(),
       "cuda sm_" + std::to_string(m.sm_major) + std::to_string(m.sm_minor) + " (bf16 tensor cores)", m.buffer_bytes,
       repetitions, m.read_gb_s, gflops);
-  std::fprintf(stderr, "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
+  std::fprintf(stderr,
+               "verity: %s: read %.1f GB/s best of %zu passes over %llu MiB = %.1f%% of its nominal %.1f GB/s; "
                "bf16 GEMM %dx%dx%d %.1f TFLOP/s best\n",
-               m.name.c_str(), r.read[0].best, m.read_gb_s.size(), static_cast<unsigned long long>(m.buffer_bytes >> 20),
-               m.nominal_gb_s > 0 ? 100.0 * r.read[0].best / m.nominal_gb_s : 0.0, m.nominal_gb_s, m.gemm_n, m.gemm_n, m.gemm_n,
-               r.fma[0].best / 1e3);
+               m.name.c_str(), r.read[0].best, m.read_gb_s.size(),
+               static_cast<unsigned long long>(m.buffer_bytes >> 20),
+               m.nominal_gb_s > 0 ? 100.0 * r.read[0].best / m.nominal_gb_s : 0.0, m.nominal_gb_s, m.gemm_n, m.gemm_n,
+               m.gemm_n, r.fma[0].best / 1e3);
   return r;
 }
 

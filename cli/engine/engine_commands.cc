@@ -40,8 +40,8 @@ Result<kernels::DType> ParseDType(const std::string& name) {
 }
 
 int RunGenerate(const std::string& model_path, const std::string& tok_path, const GenerateOptions& opt,
-                const std::string& format, const std::string& backend, const std::string& dtype_name,
-                const TpFlags& tp, int ctx) {
+                const std::string& format, const std::string& backend, const std::string& dtype_name, const TpFlags& tp,
+                int ctx) {
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) return Fail(dtype.status());
   return WithDecoder(tp, model_path, backend, *dtype, ctx, [&](Decoder& t, const Model& model) {
@@ -99,10 +99,10 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
   }
   if (!j.is_object()) return Status::Error("--config: expected a JSON object");
   ModelConfig c;
-  const std::pair<const char*, int*> keys[] = {{"dim", &c.dim},           {"hidden_dim", &c.hidden_dim},
-                                               {"n_layers", &c.n_layers}, {"n_heads", &c.n_heads},
-                                               {"n_kv_heads", &c.n_kv_heads}, {"vocab_size", &c.vocab_size},
-                                               {"seq_len", &c.seq_len}};
+  const std::pair<const char*, int*> keys[] = {
+      {"dim", &c.dim},         {"hidden_dim", &c.hidden_dim}, {"n_layers", &c.n_layers},
+      {"n_heads", &c.n_heads}, {"n_kv_heads", &c.n_kv_heads}, {"vocab_size", &c.vocab_size},
+      {"seq_len", &c.seq_len}};
   for (const auto& [name, dst] : keys) {
     if (!j.contains(name)) return Status::Error(std::string("--config: required key '") + name + "' is missing");
     if (!j[name].is_number_integer())
@@ -136,7 +136,8 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     return Status::Error("--config: dim (" + std::to_string(c.dim) + ") is not divisible by n_heads (" +
                          std::to_string(c.n_heads) + ") and no head_dim is given");
   }
-  for (const auto& [key, dst] : {std::pair<const char*, float*>{"rope_theta", &c.rope_theta}, {"norm_eps", &c.norm_eps}}) {
+  for (const auto& [key, dst] :
+       {std::pair<const char*, float*>{"rope_theta", &c.rope_theta}, {"norm_eps", &c.norm_eps}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_number()) return Status::Error(std::string("--config: key '") + key + "' must be a number");
     *dst = j[key].get<float>();
@@ -152,7 +153,8 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     if (!r.is_object() || !r.contains("rope_type") || !r["rope_type"].is_string())
       return Status::Error("--config: key 'rope_scaling' must be an object with a rope_type");
     auto num = [&](const char* k, double* dst) -> Status {
-      if (!r.contains(k) || !r[k].is_number()) return Status::Error(std::string("--config: rope_scaling needs a number '") + k + "'");
+      if (!r.contains(k) || !r[k].is_number())
+        return Status::Error(std::string("--config: rope_scaling needs a number '") + k + "'");
       *dst = r[k].get<double>();
       return OkStatus();
     };
@@ -178,7 +180,8 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     const nlohmann::json& e = j["eos_token_id"];
     c.eos_ids.clear();
     for (const auto& x : e.is_array() ? e : nlohmann::json::array({e})) {
-      if (!x.is_number_integer()) return Status::Error("--config: key 'eos_token_id' must be an integer or a list of them");
+      if (!x.is_number_integer())
+        return Status::Error("--config: key 'eos_token_id' must be an integer or a list of them");
       c.eos_ids.push_back(x.get<int>());
     }
   }
@@ -232,14 +235,17 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
                     "llama2.c tokenizer.bin, tokenizer.json or SentencePiece .model (default for a Hugging Face "
                     "directory: its own tokenizer.json / tokenizer.model)");
     sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
-    sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
+    sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")
+        ->capture_default_str();
     sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
     sub->add_option("--topp", opt->topp, "nucleus sampling p; 0 or 1 disables")->capture_default_str();
     sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
-    sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")->capture_default_str()
+    sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")
+        ->capture_default_str()
         ->check(CLI::IsMember({"text", "ids"}));
     sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")
+        ->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());
     auto ctx = std::make_shared<int>(kModelContext);
@@ -260,7 +266,8 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
     sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
     sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")
+        ->capture_default_str();
     auto tp = std::make_shared<TpFlags>();
     AddTpFlags(sub, tp.get());
     auto ctx = std::make_shared<int>(kModelContext);
@@ -268,8 +275,9 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
     reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *tp, *ctx); });
   }
   {
-    auto* sub = app.add_subcommand("synth", "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
-                                            "(Hugging Face safetensors, dense or MoE).");
+    auto* sub = app.add_subcommand("synth",
+                                   "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
+                                   "(Hugging Face safetensors, dense or MoE).");
     auto out = std::make_shared<std::string>(), config = std::make_shared<std::string>();
     auto seed = std::make_shared<uint64_t>(1);
     auto shards = std::make_shared<int>(1);
@@ -298,11 +306,13 @@ void RegisterEngineCommands(CLI::App& app, Registry& reg) {
       const bool file = out->size() > 4 && out->substr(out->size() - 4) == ".bin";
       Status s;
       if (file) {
-        if (c->n_experts > 0) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
+        if (c->n_experts > 0)
+          return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
         if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
             c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
             c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})
-          return Fail(Status::Error("--out " + *out + ": a llama2.c file fixes rope_theta, rope_scaling, norm_eps, the "
+          return Fail(Status::Error("--out " + *out +
+                                    ": a llama2.c file fixes rope_theta, rope_scaling, norm_eps, the "
                                     "context and BOS/EOS; write a directory for other values"));
         s = WriteSyntheticLlama2c(c.value(), *seed, *out);
       } else {

@@ -92,20 +92,23 @@ int RunTokens(const ExternalOptions& o) {
   const nlohmann::json j = protocol::ToJson(rec);
   const std::string against = o.golden.empty() ? "the base's output" : o.golden;
   std::string summary = "parity-tokens: " + std::to_string(id.head_bytes) + " bytes against " + against + ": ";
-  summary += id.identical ? "identical" : "first differing byte at offset " + std::to_string(id.first_diff) +
-                                              " (head '" + id.head_snippet + "', base '" + id.base_snippet + "')";
+  summary += id.identical ? "identical"
+                          : "first differing byte at offset " + std::to_string(id.first_diff) + " (head '" +
+                                id.head_snippet + "', base '" + id.base_snippet + "')";
   return Print(j, id.identical, summary);
 }
 
 // The engine writes its logits to a fresh file named by VERITY_LOGITS_OUT ({logits_out}).
 Result<std::string> EngineLogits(const std::string& cmd, const std::string& what, const std::string& dir) {
   const std::string out = dir + "/" + what + ".f32";
-  VERITY_RETURN_IF_ERROR(RunEngine(cmd, "parity-logits: the " + what + "'s command", {{"VERITY_LOGITS_OUT", out}}).status());
+  VERITY_RETURN_IF_ERROR(
+      RunEngine(cmd, "parity-logits: the " + what + "'s command", {{"VERITY_LOGITS_OUT", out}}).status());
   return out;
 }
 
 // Runs the head's command (and the base's, unless --reference) into `dir` and scores the files.
-Result<ParityReport> CompareEngineLogits(const ExternalOptions& o, const std::vector<int>& tokens, const std::string& dir) {
+Result<ParityReport> CompareEngineLogits(const ExternalOptions& o, const std::vector<int>& tokens,
+                                         const std::string& dir) {
   VERITY_ASSIGN_OR_RETURN(const std::string head, EngineLogits(o.command, "head", dir));
   std::string ref = o.reference;
   if (ref.empty()) {
@@ -127,7 +130,8 @@ int RunLogits(const ExternalOptions& o) {
   auto tokens = ReadTokensFile(o.tokens);
   if (!tokens.ok()) return Fail(tokens.status());
   std::error_code ec;
-  const std::string dir = (std::filesystem::temp_directory_path() / ("verity-logits-" + std::to_string(getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("verity-logits-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir, ec);
   auto rep = CompareEngineLogits(o, *tokens, dir);
   std::filesystem::remove_all(dir, ec);
@@ -159,18 +163,20 @@ void AddCommon(CLI::App* sub, ExternalOptions* o) {
 
 void RegisterExternalParityCommands(CLI::App& app, Registry& reg) {
   auto* t = app.add_subcommand(
-      "parity-tokens", "Token-identity parity for another engine: its greedy output (the command's stdout) must equal "
-                       "the base's, or --golden, byte for byte; prints a verity.parity/1 record (kind tokens) naming "
-                       "the first differing byte and both snippets. The ledger's policy sets the bytes it must cover.");
+      "parity-tokens",
+      "Token-identity parity for another engine: its greedy output (the command's stdout) must equal "
+      "the base's, or --golden, byte for byte; prints a verity.parity/1 record (kind tokens) naming "
+      "the first differing byte and both snippets. The ledger's policy sets the bytes it must cover.");
   auto to = std::make_shared<ExternalOptions>();
   AddCommon(t, to.get());
   t->add_option("--golden", to->golden, "a pinned output file the head's output must equal (instead of the base's)");
   reg.On(t, [=] { return RunTokens(*to); });
 
   auto* l = app.add_subcommand(
-      "parity-logits", "Logits parity for another engine: the command writes raw little-endian f32 logits, one row of "
-                       "--vocab per id of --tokens (teacher-forced), to $VERITY_LOGITS_OUT; they are scored against "
-                       "the base's file or --reference as `verity parity` scores (top-1 and KL at >= 7 depths).");
+      "parity-logits",
+      "Logits parity for another engine: the command writes raw little-endian f32 logits, one row of "
+      "--vocab per id of --tokens (teacher-forced), to $VERITY_LOGITS_OUT; they are scored against "
+      "the base's file or --reference as `verity parity` scores (top-1 and KL at >= 7 depths).");
   auto lo = std::make_shared<ExternalOptions>();
   AddCommon(l, lo.get());
   l->add_option("--tokens", lo->tokens, "the teacher-forced ids (whitespace-separated)")->required();

@@ -67,7 +67,8 @@ Result<Served> Discover(httplib::Client& c, const LoadFlags& f) {
   auto health = c.Get("/health");
   if (!health) return Status::Error(f.url + "/health: no answer");
   json h = json::parse(health->body, nullptr, false);
-  if (health->status != 200) return Status::Error(f.url + "/health: " + std::to_string(health->status) + " " + health->body);
+  if (health->status != 200)
+    return Status::Error(f.url + "/health: " + std::to_string(health->status) + " " + health->body);
   try {
     Served s;
     s.id = m.at("data").at(0).at("id");
@@ -84,9 +85,15 @@ Result<Served> Discover(httplib::Client& c, const LoadFlags& f) {
 json Body(const LoadFlags& f, const Served& s, int i) {
   json ids = json::array();
   for (int k = 0; k < f.prompt_tokens; k++)
-    ids.push_back(static_cast<int>((1 + 7919ull * (static_cast<uint64_t>(i) * f.prompt_tokens + k + f.seed)) % s.vocab));
-  return {{"model", s.id}, {"prompt", ids}, {"max_tokens", f.gen_tokens}, {"temperature", 0}, {"stream", true},
-          {"ignore_eos", true}, {"stream_options", {{"include_usage", true}}}};
+    ids.push_back(
+        static_cast<int>((1 + 7919ull * (static_cast<uint64_t>(i) * f.prompt_tokens + k + f.seed)) % s.vocab));
+  return {{"model", s.id},
+          {"prompt", ids},
+          {"max_tokens", f.gen_tokens},
+          {"temperature", 0},
+          {"stream", true},
+          {"ignore_eos", true},
+          {"stream_options", {{"include_usage", true}}}};
 }
 
 // Reads the event stream: the first chunk with text ends the wait for a
@@ -154,7 +161,9 @@ json EngineShare(const std::string& before, const std::string& after) {
   const double rows = delta("verity_decode_step_rows_total"), decode_s = delta("verity_decode_seconds_total"),
                prefill_s = delta("verity_prefill_seconds_total");
   auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  return {{"decode_rows", num(rows)}, {"decode_seconds", num(decode_s)}, {"prefill_seconds", num(prefill_s)},
+  return {{"decode_rows", num(rows)},
+          {"decode_seconds", num(decode_s)},
+          {"prefill_seconds", num(prefill_s)},
           {"decode_rows_per_s", num(decode_s > 0 ? rows / decode_s : NAN)}};
 }
 
@@ -207,19 +216,25 @@ int RunLoadgen(const LoadFlags& f) {
   protocol::BenchRecord rec;
   rec.ok = ok;
   rec.build = {served->build_id, served->artifact};
-  rec.workload = "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) +
-                 "+tg" + std::to_string(f.gen_tokens);
-  rec.metrics = {{"serve_tok_s", tokens / wall}, {"ttft_p50_ms", Percentile(ttft, 0.5)},
-                 {"ttft_p99_ms", Percentile(ttft, 0.99)}, {"itl_p99_ms", Percentile(gaps, 0.99)},
+  rec.workload = "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" +
+                 std::to_string(f.prompt_tokens) + "+tg" + std::to_string(f.gen_tokens);
+  rec.metrics = {{"serve_tok_s", tokens / wall},
+                 {"ttft_p50_ms", Percentile(ttft, 0.5)},
+                 {"ttft_p99_ms", Percentile(ttft, 0.99)},
+                 {"itl_p99_ms", Percentile(gaps, 0.99)},
                  {"peak_rss_mb", PeakRssMb(metrics_after)}};
   rec.prompt_tokens = f.prompt_tokens, rec.gen_tokens = f.gen_tokens;
-  rec.extra = {{"requests", f.requests}, {"completed", static_cast<int>(outcomes.size()) - failed},
+  rec.extra = {{"requests", f.requests},
+               {"completed", static_cast<int>(outcomes.size()) - failed},
                {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
-               {"concurrency", f.concurrency}, {"wall_s", wall}, {"generated_tokens", tokens},
+               {"concurrency", f.concurrency},
+               {"wall_s", wall},
+               {"generated_tokens", tokens},
                {"engine", EngineShare(metrics_before, metrics_after)}};
   std::printf("%s\n", JsonLine(protocol::ToJson(rec)).c_str());
-  std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n", static_cast<int>(outcomes.size()) - failed,
-               f.requests, failed, missing, tokens / wall, first_error.empty() ? "" : "; first error: ", first_error.c_str());
+  std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n",
+               static_cast<int>(outcomes.size()) - failed, f.requests, failed, missing, tokens / wall,
+               first_error.empty() ? "" : "; first error: ", first_error.c_str());
   return ok ? 0 : 1;
 }
 
@@ -227,17 +242,27 @@ int RunLoadgen(const LoadFlags& f) {
 
 void RegisterLoadgenCommand(CLI::App& app, Registry& reg) {
   auto f = std::make_shared<LoadFlags>();
-  auto* sub = app.add_subcommand("loadgen", "Closed-loop load on a loopback `verity serve`; prints a verity.bench/1 record "
-                                            "(serve_tok_s; TTFT, inter-chunk p99 and peak RSS as guards)");
+  auto* sub = app.add_subcommand("loadgen",
+                                 "Closed-loop load on a loopback `verity serve`; prints a verity.bench/1 record "
+                                 "(serve_tok_s; TTFT, inter-chunk p99 and peak RSS as guards)");
   sub->add_option("--url", f->url, "server base URL (loopback only)")->capture_default_str();
   sub->add_option("--api-key", f->api_key, "Authorization: Bearer KEY");
-  sub->add_option("--concurrency", f->concurrency, "clients, each sending its next request when the last finished")->capture_default_str()->check(CLI::Range(1, 1024));
+  sub->add_option("--concurrency", f->concurrency, "clients, each sending its next request when the last finished")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--requests", f->requests, "requests in all")->capture_default_str()->check(CLI::Range(1, 1000000));
-  sub->add_option("--prompt-tokens", f->prompt_tokens, "prompt ids per request")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request (past EOS)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--prompt-tokens", f->prompt_tokens, "prompt ids per request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--gen-tokens", f->gen_tokens, "tokens generated per request (past EOS)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--seed", f->seed, "varies the prompts")->capture_default_str();
-  sub->add_option("--max-seconds", f->max_seconds, "no request starts after this long")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
-  sub->add_option("--duration", f->duration, "instead of --requests: send requests for this many seconds (a soak)")->check(CLI::Range(1.0, 86400.0));
+  sub->add_option("--max-seconds", f->max_seconds, "no request starts after this long")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  sub->add_option("--duration", f->duration, "instead of --requests: send requests for this many seconds (a soak)")
+      ->check(CLI::Range(1.0, 86400.0));
   reg.On(sub, [f] {
     if (f->duration > 0) f->requests = 1000000000, f->max_seconds = f->duration;
     return RunLoadgen(*f);

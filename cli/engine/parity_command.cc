@@ -69,13 +69,14 @@ int FailTp(const Status& s, int tp) {
 }
 
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
-                     const std::string& tokens_file, const std::string& dtype_name,
-                     const std::string& reference_dtype, bool json, const TpFlags& tp_flags, int ctx) {
+                     const std::string& tokens_file, const std::string& dtype_name, const std::string& reference_dtype,
+                     bool json, const TpFlags& tp_flags, int ctx) {
   auto resolved = ResolveTp(tp_flags);
   if (!resolved.ok()) return FailTp(resolved.status(), tp_flags.tp);
   const TpFlags& tp = *resolved;
   if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
-    return Fail(Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
+    return Fail(
+        Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
   opt.deep = env::ParityDeep();
   if (!depths.empty()) {
     auto d = ParseIntList(depths, "--depths", 1);
@@ -93,8 +94,10 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
   if (!same_weights && reference_dtype != "f32")
     return Fail(Status::Error("--reference-dtype " + reference_dtype + ": expected f32 or same"));
   if (same_weights && opt.against != "reference")
-    return Fail(Status::Error("--reference-dtype same runs the reference backend on the candidate's weights; it "
-                              "cannot be combined with --against " + opt.against));
+    return Fail(
+        Status::Error("--reference-dtype same runs the reference backend on the candidate's weights; it "
+                      "cannot be combined with --against " +
+                      opt.against));
   // With --tp the collectives come first (before any weight loads), and the
   // reference is one rank on the same kernels and the same weights: only the
   // sharding differs (its thresholds leave no room for a dtype's rounding).
@@ -174,8 +177,7 @@ int RunSweepCommand(const std::string& param, const std::string& values_text, co
   if (r->threshold)
     std::printf("sweep: param=%s threshold=%d (first value with worst_mean_kl > %g or top-1 < 1) verdict=FAIL\n",
                 param.c_str(), r->threshold, kSweepZeroKl);
-  else
-    std::printf("sweep: param=%s threshold=none values=%zu verdict=PASS\n", param.c_str(), r->points.size());
+  else std::printf("sweep: param=%s threshold=none values=%zu verdict=PASS\n", param.c_str(), r->points.size());
   return r->threshold ? 1 : 0;
 }
 
@@ -183,9 +185,10 @@ int RunSweepCommand(const std::string& param, const std::string& values_text, co
 
 void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto* sub = app.add_subcommand(
-      "parity", "Compare a candidate path with the reference on identical weights and token ids; the worst depth "
-                "decides (top-1 >= 0.95, mean KL <= 0.05). VERITY_PARITY_MODE=deep adds depths and windows "
-                "(at least 14 depths, window 16).");
+      "parity",
+      "Compare a candidate path with the reference on identical weights and token ids; the worst depth "
+      "decides (top-1 >= 0.95, mean KL <= 0.05). VERITY_PARITY_MODE=deep adds depths and windows "
+      "(at least 14 depths, window 16).");
   auto model = std::make_shared<std::string>(), depths = std::make_shared<std::string>(),
        tokens = std::make_shared<std::string>();
   auto opt = std::make_shared<ParityOptions>();
@@ -193,7 +196,9 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
   auto dtype = std::make_shared<std::string>("f32");
   auto reference_dtype = std::make_shared<std::string>("f32");
   sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
-  sub->add_option("--backend", opt->backend, "candidate kernels: fast | reference | cuda (with --tp: the ranks' kernels, against one rank on the same kernels)")
+  sub->add_option("--backend", opt->backend,
+                  "candidate kernels: fast | reference | cuda (with --tp: the ranks' kernels, against one rank on the "
+                  "same kernels)")
       ->capture_default_str();
   sub->add_option("--against", opt->against,
                   "reference | FILE: a reference logits file (docs/parity.md; its tokens and model are checked; "
@@ -204,7 +209,8 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                   "deep adds its 14)");
   sub->add_option("--window", opt->window, "positions scored per depth (default 8; deep max(2 x N, 16))");
   sub->add_option("--tokens", *tokens, "file of token ids (default: the reference's greedy text from BOS)");
-  sub->add_option("--bit-identical-to", opt->bit_identical_to, "raw f32 logits file the candidate must equal byte for byte");
+  sub->add_option("--bit-identical-to", opt->bit_identical_to,
+                  "raw f32 logits file the candidate must equal byte for byte");
   sub->add_option("--dump", opt->dump, "write the candidate's logits (raw f32, one row per token) to FILE");
   sub->add_option("--dtype", *dtype,
                   "candidate's weights: f32, bf16 or q8_0, converted at load (the reference keeps f32)")
@@ -219,13 +225,16 @@ void RegisterParityCommand(CLI::App& app, Registry& reg) {
                   "comparison judges the kernels alone, without the dtype's own rounding (docs/dtypes.md); with "
                   "--tp always same")
       ->capture_default_str();
-  reg.On(sub, [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *reference_dtype, *json, *tp, *ctx); });
+  reg.On(sub,
+         [=] { return RunParityCommand(*model, *opt, *depths, *tokens, *dtype, *reference_dtype, *json, *tp, *ctx); });
 
-  auto* sw = app.add_subcommand("sweep", "Run parity on synthetic models across one structural parameter and name "
-                                         "the first value where the metric leaves zero (exit 1 if any does).");
+  auto* sw = app.add_subcommand("sweep",
+                                "Run parity on synthetic models across one structural parameter and name "
+                                "the first value where the metric leaves zero (exit 1 if any does).");
   auto param = std::make_shared<std::string>(), values = std::make_shared<std::string>(),
        corruption = std::make_shared<std::string>(), dir = std::make_shared<std::string>("/tmp/verity-sweep");
-  sw->add_option("--param", *param, "layers | heads | kv_heads | context | experts (tp: not in this build)")->required();
+  sw->add_option("--param", *param, "layers | heads | kv_heads | context | experts (tp: not in this build)")
+      ->required();
   sw->add_option("--values", *values, "comma-separated values, e.g. 1,2,3,4,5,6")->required();
   sw->add_option("--corruption", *corruption, "assert this binary carries this deliberate corruption");
   sw->add_option("--dir", *dir, "where the synthetic models are written")->capture_default_str();

@@ -48,7 +48,8 @@ Status ChooseChat(const ServeFlags& f, std::unique_ptr<serve::ChatTemplate>* cha
   VERITY_ASSIGN_OR_RETURN(std::unique_ptr<serve::ChatTemplate> own, serve::ModelChatTemplateOf(f.model));
   if (own) {
     if (!f.chat_template.empty())
-      return Status::Error("--chat-template " + f.chat_template + ": the model has its own chat template "
+      return Status::Error("--chat-template " + f.chat_template +
+                           ": the model has its own chat template "
                            "(tokenizer_config.json), which is the one it was trained with");
     auto probe = own->Render({{"user", "Hello"}});
     if (!probe.ok())
@@ -95,7 +96,8 @@ std::thread DrainOnSignal(serve::Scheduler& s, serve::Server& server, double dra
   return std::thread([&s, &server, drain_s, set] {
     int sig = 0;
     sigwait(&set, &sig);
-    std::fprintf(stderr, "verity: serve: signal %d: draining %d request(s), at most %.0f s\n", sig, s.pending(), drain_s);
+    std::fprintf(stderr, "verity: serve: signal %d: draining %d request(s), at most %.0f s\n", sig, s.pending(),
+                 drain_s);
     s.Drain();
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_s);
     while (s.pending() > 0 && std::chrono::steady_clock::now() < until)
@@ -117,7 +119,8 @@ int RunServe(ServeFlags f) {
   signal(SIGPIPE, SIG_IGN);
   if (f.threads > 0) setenv("VERITY_THREADS", std::to_string(f.threads).c_str(), 1);
   if (f.probes.empty()) f.probes = DefaultProbesPath(f.model);
-  if (auto s = CheckRegularFile(f.probes, "--probes (the coherence probe: health is a correct answer)"); !s.ok()) return Fail(s);
+  if (auto s = CheckRegularFile(f.probes, "--probes (the coherence probe: health is a correct answer)"); !s.ok())
+    return Fail(s);
   if (!AuditPasses(f.model)) return 1;
   auto dtype = kernels::DTypeFromName(f.dtype);
   if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
@@ -147,7 +150,8 @@ int RunServe(ServeFlags f) {
   serve::Scheduler scheduler(**slots, codec, metrics, f.queue);
   serve::Prober prober(scheduler, codec, f.probes, metrics);
   if (!StartupProbePasses(prober)) {
-    std::fprintf(stderr, "verity: error: serve: the coherence probe failed before the port opened (%s): not serving\n", f.probes.c_str());
+    std::fprintf(stderr, "verity: error: serve: the coherence probe failed before the port opened (%s): not serving\n",
+                 f.probes.c_str());
     return 1;
   }
   // A keep-alive connection holds a handler thread while idle (up to 5 s): headroom for monitors and reconnects.
@@ -172,28 +176,44 @@ int RunServe(ServeFlags f) {
 
 void RegisterServeCommand(CLI::App& app, Registry& reg) {
   auto f = std::make_shared<ServeFlags>();
-  auto* sub = app.add_subcommand("serve", "OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, "
-                                          "/health, /metrics) whose health is the coherence probe's answer (docs/serve.md)");
+  auto* sub = app.add_subcommand("serve",
+                                 "OpenAI-compatible server (/v1/completions, /v1/chat/completions, /v1/models, "
+                                 "/health, /metrics) whose health is the coherence probe's answer (docs/serve.md)");
   sub->add_option("--model", f->model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
   sub->add_option("--tokenizer", f->tokenizer, "tokenizer file (default: found with the model)");
   sub->add_option("--host", f->server.host, "address to listen on")->capture_default_str();
-  sub->add_option("--port", f->server.port, "port (0: any free one, printed)")->capture_default_str()->check(CLI::Range(0, 65535));
+  sub->add_option("--port", f->server.port, "port (0: any free one, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--ctx", f->ctx, kCtxHelp);
-  sub->add_option("--parallel", f->parallel, "KV-cache slots: sequences decoded together")->capture_default_str()->check(CLI::Range(1, 256));
-  sub->add_option("--queue", f->queue, "requests that may wait for a slot; more get 503 + Retry-After")->capture_default_str()->check(CLI::Range(0, 4096));
+  sub->add_option("--parallel", f->parallel, "KV-cache slots: sequences decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--queue", f->queue, "requests that may wait for a slot; more get 503 + Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   sub->add_option("--dtype", f->dtype, "weights: f32, bf16 or q8_0")->capture_default_str();
   sub->add_option("--backend", f->backend, "reference, fast or cuda")->capture_default_str();
-  sub->add_option("--threads", f->threads, "compute threads (default: VERITY_THREADS, else every core)")->check(CLI::Range(1, 1024));
+  sub->add_option("--threads", f->threads, "compute threads (default: VERITY_THREADS, else every core)")
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--api-key", f->server.api_key, "require Authorization: Bearer KEY on /v1/");
   sub->add_option("--probes", f->probes, "probes JSON (default: beside the model); read again every round");
-  sub->add_option("--probe-every", f->probe_every, "seconds between probe rounds (0: at startup only)")->capture_default_str()->check(CLI::Range(0.0, 86400.0));
+  sub->add_option("--probe-every", f->probe_every, "seconds between probe rounds (0: at startup only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--chat-template", f->chat_template, "for a model without one: a format verity renders (chatml)");
   sub->add_flag("--no-chat", f->no_chat, "serve completions only (a model whose own template verity cannot render)");
   sub->add_option("--model-name", f->name, "the model id /v1/models lists (default: the file's stem)");
   sub->add_option("--max-body-bytes", f->server.max_body_bytes, "larger request bodies get 413")->capture_default_str();
-  sub->add_option("--timeout", f->server.request_timeout_s, "seconds a request may take (then 504)")->capture_default_str()->check(CLI::Range(1, 86400));
-  sub->add_option("--io-timeout", f->server.io_timeout_s, "seconds a silent client is kept")->capture_default_str()->check(CLI::Range(1, 3600));
-  sub->add_option("--drain", f->drain_s, "seconds SIGTERM waits for in-flight requests")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  sub->add_option("--timeout", f->server.request_timeout_s, "seconds a request may take (then 504)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  sub->add_option("--io-timeout", f->server.io_timeout_s, "seconds a silent client is kept")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  sub->add_option("--drain", f->drain_s, "seconds SIGTERM waits for in-flight requests")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   reg.On(sub, [f] { return RunServe(*f); });
 }
 

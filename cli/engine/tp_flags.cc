@@ -23,17 +23,20 @@ Result<TpFlags> ResolveTp(const TpFlags& f) {
   TpFlags r = f;
   const env::MpiLauncher l = env::MpiLauncherWorld();
   if (l.size < 0)
-    return Status::Error(l.variable + "='" + l.value + "' is not a process count (set by an MPI launcher, it decides "
+    return Status::Error(l.variable + "='" + l.value +
+                         "' is not a process count (set by an MPI launcher, it decides "
                          "--tp-backend)");
   if (l.size <= 1) {
     if (r.backend.empty()) r.backend = "inproc";
     return r;
   }
   const std::string n = std::to_string(l.size);
-  const std::string under = "running under an MPI launcher with " + n + " processes (" + l.variable + "=" + l.value + ")";
+  const std::string under =
+      "running under an MPI launcher with " + n + " processes (" + l.variable + "=" + l.value + ")";
   if (r.backend.empty()) {
     r.backend = "mpi";
-    if (l.rank == 0) std::fprintf(stderr, "verity: --tp-backend not given, %s: using --tp-backend mpi\n", under.c_str());
+    if (l.rank == 0)
+      std::fprintf(stderr, "verity: --tp-backend not given, %s: using --tp-backend mpi\n", under.c_str());
     return r;
   }
   if (r.backend == "inproc" || r.backend == "nccl")

@@ -40,8 +40,8 @@ int RunAdapt(const AdaptOptions& o) {
   const std::string artifact = o.artifact.empty() ? measure::ResolveOnPath(o.command[0]) : o.artifact;
   auto sha = Sha256File(artifact);
   if (!sha.ok())
-    return Fail(Status::Error("adapt: the artifact " + artifact + " (--artifact, default the command's program): " +
-                              sha.status().message()));
+    return Fail(Status::Error("adapt: the artifact " + artifact +
+                              " (--artifact, default the command's program): " + sha.status().message()));
   std::string cmd;
   for (size_t i = 0; i < o.command.size(); i++) cmd += (i ? " " : "") + measure::ShellQuote(o.command[i]);
   const std::string what = "adapt: " + o.command[0];
@@ -69,9 +69,10 @@ int RunAdapt(const AdaptOptions& o) {
 
 void RegisterAdaptCommand(CLI::App& app, Registry& reg) {
   auto* sub = app.add_subcommand(
-      "adapt", "Run another engine's benchmark command (`verity adapt --metric NAME=REGEX ... -- CMD [ARGS]`) and "
-               "print what its text says as one verity.bench/1 record: each REGEX's first group is NAME's value; the "
-               "record's artifact is the sha256 of the program run (or --artifact).");
+      "adapt",
+      "Run another engine's benchmark command (`verity adapt --metric NAME=REGEX ... -- CMD [ARGS]`) and "
+      "print what its text says as one verity.bench/1 record: each REGEX's first group is NAME's value; the "
+      "record's artifact is the sha256 of the program run (or --artifact).");
   auto o = std::make_shared<AdaptOptions>();
   sub->add_option("--metric", o->metrics,
                   "NAME=REGEX (ECMAScript): the metric and the expression whose first group is its number; it must "
@@ -82,8 +83,10 @@ void RegisterAdaptCommand(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"stdout", "stderr", "both"}))
       ->capture_default_str();
   sub->add_option("--artifact", o->artifact, "the file whose sha256 identifies the build (default: the program run)");
-  sub->add_option("--build-id", o->build_id, "the record's build.id (default: adapt:<artifact file name>), e.g. a commit");
-  sub->add_option("--workload", o->workload, "the record's workload (default: the command, paths reduced to file names)");
+  sub->add_option("--build-id", o->build_id,
+                  "the record's build.id (default: adapt:<artifact file name>), e.g. a commit");
+  sub->add_option("--workload", o->workload,
+                  "the record's workload (default: the command, paths reduced to file names)");
   sub->add_option("command", o->command, "the command and its arguments (after --)")->required();
   reg.On(sub, [=] { return RunAdapt(*o); });
 }

@@ -44,8 +44,9 @@ int RunGbench(const std::vector<std::string>& args) {
 
 void RegisterGbenchCommand(CLI::App& app, Registry& reg) {
   auto* sub = app.add_subcommand(
-      "gbench", "Run a Google Benchmark binary (`verity gbench -- BINARY [ARGS]`) and print its results as one "
-                "verity.bench/1 record: each benchmark's real time in ns as metric <name>_ns (lower is better).");
+      "gbench",
+      "Run a Google Benchmark binary (`verity gbench -- BINARY [ARGS]`) and print its results as one "
+      "verity.bench/1 record: each benchmark's real time in ns as metric <name>_ns (lower is better).");
   auto args = std::make_shared<std::vector<std::string>>();
   sub->add_option("command", *args, "the benchmark binary and its arguments (after --)")->required();
   reg.On(sub, [=] { return RunGbench(*args); });

@@ -12,7 +12,8 @@
 namespace verity::cli {
 
 void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("ledger", "Ledger maintenance: verify the seal chain, copy a ledger between stores, apply migrations.");
+  auto* sub = app.add_subcommand(
+      "ledger", "Ledger maintenance: verify the seal chain, copy a ledger between stores, apply migrations.");
   sub->require_subcommand(1);
   {
     auto path = std::make_shared<std::string>(env::LedgerPath());
@@ -31,7 +32,9 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "CHECK says what the store's own consistency check did: on SQLite integrity_check=ran | failed |\n"
         "not-run (verify failed before it); on PostgreSQL whether amcheck checked every index:\n"
         "amcheck=ran(N indexes) | failed | not-installed | not-permitted | not-run.");
-    verify->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
+    verify
+        ->add_option("--ledger", *path,
+                     "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER); must exist")
         ->capture_default_str();
     verify->add_option("--expect-tip", *expect_tip,
                        "a tip noted earlier: FAIL unless the chain contains this seal (the full 64 hex\n"
@@ -44,9 +47,10 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
       if (!r->first_broken.empty()) {
         std::printf("verify: first broken record: %s\n", r->first_broken.c_str());
       } else if (r->expected_tip_missing) {
-        std::printf("verify: expected tip %s is not in the chain (%lld records, tip now %s): records were removed "
-                    "from its end (truncated) or the chain was rewritten\n",
-                    expect_tip->c_str(), static_cast<long long>(r->records), r->tip.c_str());
+        std::printf(
+            "verify: expected tip %s is not in the chain (%lld records, tip now %s): records were removed "
+            "from its end (truncated) or the chain was rewritten\n",
+            expect_tip->c_str(), static_cast<long long>(r->records), r->tip.c_str());
       } else if (!expect_tip->empty()) {
         std::printf("verify: expected tip found: record %lld of %lld, seal %s\n",
                     static_cast<long long>(r->expected_tip_record), static_cast<long long>(r->records),
@@ -54,9 +58,9 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
       }
       // PostgreSQL: whether amcheck checked every index (verify says what it ran).
       const std::string ran = (*l)->db().IntegrityCheckRan();
-      std::printf("verify: records=%lld schema=compared(%lld) tip=%s%s verdict=%s\n", static_cast<long long>(r->records),
-                  static_cast<long long>(r->schema_objects), r->tip.c_str(), ran.empty() ? "" : (" " + ran).c_str(),
-                  r->ok ? "PASS" : "FAIL");
+      std::printf("verify: records=%lld schema=compared(%lld) tip=%s%s verdict=%s\n",
+                  static_cast<long long>(r->records), static_cast<long long>(r->schema_objects), r->tip.c_str(),
+                  ran.empty() ? "" : (" " + ran).c_str(), r->ok ? "PASS" : "FAIL");
       return r->ok ? 0 : 1;
     });
   }
@@ -68,15 +72,19 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
         "Start keying a ledger sealed plain: with VERITY_LEDGER_KEY set and the chain verifying, record\n"
         "(under the key) how many plain records precede it and their tip. Until then a write under a\n"
         "key refuses a plain chain and verify under a key fails on it; afterwards every seal is keyed.");
-    start->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    start
+        ->add_option("--ledger", *path,
+                     "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")
+        ->capture_default_str();
     start->add_option("--by", *by, "who starts keying it")->required();
     start->add_option("--reason", *reason, "why")->required();
     reg.On(start, [=] {
       auto k = ledger::Ledger::StartKeying(*path, *by, *reason);
       if (!k.ok()) return Fail(k.status());
-      std::printf("start-keying: %lld plain records up to tip %s are named by keyed seal %s; every later seal "
-                  "is keyed\n",
-                  static_cast<long long>(k->plain_records), k->plain_tip.c_str(), k->seal.c_str());
+      std::printf(
+          "start-keying: %lld plain records up to tip %s are named by keyed seal %s; every later seal "
+          "is keyed\n",
+          static_cast<long long>(k->plain_records), k->plain_tip.c_str(), k->seal.c_str());
       return 0;
     });
   }
@@ -102,11 +110,15 @@ void RegisterLedgerAdminCommands(CLI::App& app, Registry& reg) {
   {
     auto path = std::make_shared<std::string>(env::LedgerPath());
     auto* migrate = sub->add_subcommand("migrate", "Apply pending schema migrations (also done on every open).");
-    migrate->add_option("--ledger", *path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+    migrate
+        ->add_option("--ledger", *path,
+                     "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")
+        ->capture_default_str();
     reg.On(migrate, [=] {
       auto l = ledger::Ledger::Open(*path);
       if (!l.ok()) return Fail(l.status());
-      std::printf("migrate: schema version %d (%d applied now)\n", (*l)->schema_version(), (*l)->migrations_applied_now());
+      std::printf("migrate: schema version %d (%d applied now)\n", (*l)->schema_version(),
+                  (*l)->migrations_applied_now());
       return 0;
     });
   }

@@ -30,7 +30,8 @@ struct Common {
 };
 
 void AddCommon(CLI::App* sub, Common& c, bool with_json = true) {
-  sub->add_option("--ledger", c.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--ledger", c.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")
+      ->capture_default_str();
   if (with_json) sub->add_flag("--json", c.json, "print one JSON object on stdout");
 }
 
@@ -43,8 +44,14 @@ void AddMeasureOptions(CLI::App* sub, MeasureOptions& m) {
 
 Result<std::unique_ptr<Ledger>> OpenLedger(const Common& c) { return Ledger::Open(c.path); }
 
-std::string Pct(const std::optional<double>& f) { return ledger::OrMissing(f, [](double x) { return ledger::PctText(x); }, "n/a"); }
-std::string Num(const std::optional<double>& v) { return ledger::OrMissing(v, [](double x) { return ledger::NumText(x, 6); }, "n/a"); }
+std::string Pct(const std::optional<double>& f) {
+  return ledger::OrMissing(
+      f, [](double x) { return ledger::PctText(x); }, "n/a");
+}
+std::string Num(const std::optional<double>& v) {
+  return ledger::OrMissing(
+      v, [](double x) { return ledger::NumText(x, 6); }, "n/a");
+}
 
 // Prints an outcome (one JSON object, or one summary line) and returns the exit code.
 int Report(const char* cmd, const Outcome& o, bool json) {
@@ -53,11 +60,13 @@ int Report(const char* cmd, const Outcome& o, bool json) {
   } else {
     std::printf("%s: change=%lld run=%lld verdict=%s tier=%s gain=%s ci=[%s, %s] gate=%s frontier=%s->%s rounds=%d\n",
                 cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), ledger::VerdictName(o.verdict),
-                o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(),
-                Num(o.gate).c_str(), Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
+                o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(), Num(o.gate).c_str(),
+                Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
     if (!o.note.empty()) std::printf("  note: %s\n", terminal::Visible(o.note).c_str());
   }
-  if (!o.completed()) std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run), terminal::Visible(o.note).c_str());
+  if (!o.completed())
+    std::fprintf(stderr, "verity: error: run %lld failed: %s\n", static_cast<long long>(o.run),
+                 terminal::Visible(o.note).c_str());
   return o.completed() ? 0 : 1;
 }
 
@@ -101,8 +110,9 @@ MeasureOptions WithProgress(MeasureOptions m) {
 
 // submit: record a change with its prediction, gate it on parity, measure and score it.
 void RegisterSubmit(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("submit", "Record a change with its prediction, gate it on parity, measure it "
-                                           "against its base (ABBA, same box) and score it.");
+  auto* sub = app.add_subcommand("submit",
+                                 "Record a change with its prediction, gate it on parity, measure it "
+                                 "against its base (ABBA, same box) and score it.");
   auto c = std::make_shared<Common>();
   auto req = std::make_shared<ChangeRequest>();
   auto m = std::make_shared<MeasureOptions>();
@@ -110,8 +120,9 @@ void RegisterSubmit(CLI::App& app, Registry& reg) {
   AddCommon(sub, *c);
   sub->add_option("--title", req->title, "one-line title")->required();
   sub->add_option("--author", req->author, "who submits it")->capture_default_str();
-  auto* p = sub->add_option("--predict", *predict, "predicted gain in percent of the frontier (required), e.g. 3.5 or -1")
-                ->required();
+  auto* p =
+      sub->add_option("--predict", *predict, "predicted gain in percent of the frontier (required), e.g. 3.5 or -1")
+          ->required();
   (void)p;
   auto* cl = sub->add_option("--claim", *claim, "claimed gain in percent (what the author says in the PR)");
   sub->add_flag("--claim-bit-identical", req->claim_bit_identical,
@@ -123,8 +134,9 @@ void RegisterSubmit(CLI::App& app, Registry& reg) {
                   "own `verity parity --json`");
   sub->add_option("--base-parity-cmd", req->base_parity_cmd, "parity-protocol command for the base (bit identity)");
   auto refs = std::make_shared<RefOptions>();
-  sub->add_option("--base", refs->base, "git ref of the base (instead of --base-cmd): built into a cached worktree "
-                                        "as the repository's verity.toml says");
+  sub->add_option("--base", refs->base,
+                  "git ref of the base (instead of --base-cmd): built into a cached worktree "
+                  "as the repository's verity.toml says");
   sub->add_option("--head", refs->head, "git ref of the head (instead of --head-cmd)");
   AddRefFlowOptions(sub, *refs);
   auto* metric = sub->add_option("--metric", req->metric,
@@ -135,8 +147,7 @@ void RegisterSubmit(CLI::App& app, Registry& reg) {
   sub->add_option("--reference-dtype", req->reference_dtype,
                   "parity evidence of this dtype may stand for the bench workload's own (an intended mismatch, "
                   "recorded); without it the evidence's dtype must be the workload's")
-      ->check(CLI::Validator(
-          [](std::string& s) { return ledger::DtypeNameError(s); }, "DTYPE"));
+      ->check(CLI::Validator([](std::string& s) { return ledger::DtypeNameError(s); }, "DTYPE"));
   auto markdown = std::make_shared<std::string>();
   auto by_verdict = std::make_shared<bool>(false);
   sub->add_option("--markdown", *markdown,
@@ -167,10 +178,11 @@ void RegisterSubmit(CLI::App& app, Registry& reg) {
 
 // bisect: the first commit between a good and a bad ref that made the metric slower (or broke parity).
 void RegisterBisect(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("bisect", "Find the first commit between a good and a bad ref that made METRIC slower "
-                                           "than good by more than the threshold (or that broke parity): each commit "
-                                           "built once into the ref-build cache, gated on parity, measured ABBA "
-                                           "against good; every step recorded (`verity history bisect`).");
+  auto* sub = app.add_subcommand("bisect",
+                                 "Find the first commit between a good and a bad ref that made METRIC slower "
+                                 "than good by more than the threshold (or that broke parity): each commit "
+                                 "built once into the ref-build cache, gated on parity, measured ABBA "
+                                 "against good; every step recorded (`verity history bisect`).");
   auto c = std::make_shared<Common>();
   auto m = std::make_shared<MeasureOptions>();
   auto refs = std::make_shared<RefOptions>();
@@ -178,7 +190,8 @@ void RegisterBisect(CLI::App& app, Registry& reg) {
   auto threshold = std::make_shared<double>();
   AddCommon(sub, *c);
   sub->add_option("--good", req->good, "a ref whose METRIC is good (it must pass parity)")->required();
-  sub->add_option("--bad", req->bad, "a later ref on its first-parent line that is slower (or fails parity)")->required();
+  sub->add_option("--bad", req->bad, "a later ref on its first-parent line that is slower (or fails parity)")
+      ->required();
   auto* metric = sub->add_option("--metric", req->metric, "the metric searched (default: the workload's)");
   auto* th = sub->add_option("--threshold", *threshold,
                              "a commit is bad when slower than good by more than this many percent (default: the "
@@ -223,8 +236,9 @@ void RegisterConfirm(CLI::App& app, Registry& reg) {
 
 // calibrate: an A/A on this box, recorded as its noise profile.
 void RegisterCalibrate(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("calibrate", "Run an A/A (the same bench command as base and head) on this box "
-                                              "and record its noise profile; submissions use it to choose rounds.");
+  auto* sub = app.add_subcommand("calibrate",
+                                 "Run an A/A (the same bench command as base and head) on this box "
+                                 "and record its noise profile; submissions use it to choose rounds.");
   auto c = std::make_shared<Common>();
   auto m = std::make_shared<MeasureOptions>();
   auto req = std::make_shared<ledger::CalibrateRequest>();
@@ -239,8 +253,7 @@ void RegisterCalibrate(CLI::App& app, Registry& reg) {
     if (!p.ok()) return Fail(p.status());
     auto pol = (*l)->CurrentPolicy();
     if (!pol.ok()) return Fail(pol.status());
-    const int needed = ledger::RoundsToResolve(p->sigma, pol->gate_frac,
-                                               ledger::LookAlpha(ledger::PlanFor(*pol), 0));
+    const int needed = ledger::RoundsToResolve(p->sigma, pol->gate_frac, ledger::LookAlpha(ledger::PlanFor(*pol), 0));
     if (c->json) {
       nlohmann::json j = ledger::ToJson(*p);
       j["rounds_to_resolve_gate"] = needed;
@@ -248,8 +261,8 @@ void RegisterCalibrate(CLI::App& app, Registry& reg) {
     } else {
       std::printf("calibrate: box %s workload '%s' %s: %s; about %d rounds resolve the %.0f%% gate (profile %lld)\n",
                   p->box.substr(0, 16).c_str(), terminal::Visible(p->workload).c_str(),
-                  terminal::Visible(p->metric).c_str(), terminal::Visible(ledger::NoiseText(*p)).c_str(),
-                  needed, 100.0 * pol->gate_frac, static_cast<long long>(p->id));
+                  terminal::Visible(p->metric).c_str(), terminal::Visible(ledger::NoiseText(*p)).c_str(), needed,
+                  100.0 * pol->gate_frac, static_cast<long long>(p->id));
     }
     return 0;
   });
@@ -282,8 +295,9 @@ void RegisterRemeasure(CLI::App& app, Registry& reg) {
 
 // revert: undo a change, with evidence of its own or refused.
 void RegisterRevert(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("revert", "Revert a change: needs its own evidence (the change costs at least the "
-                                           "gate, or parity shows main is wrong); otherwise refused and recorded.");
+  auto* sub = app.add_subcommand("revert",
+                                 "Revert a change: needs its own evidence (the change costs at least the "
+                                 "gate, or parity shows main is wrong); otherwise refused and recorded.");
   auto c = std::make_shared<Common>();
   auto id = std::make_shared<int64_t>();
   auto req = std::make_shared<ChangeRequest>();
@@ -296,7 +310,8 @@ void RegisterRevert(CLI::App& app, Registry& reg) {
   sub->add_option("--base-cmd", req->base_cmd, "bench command for main (with the change)")->required();
   sub->add_option("--head-cmd", req->head_cmd, "bench command for main without the change")->required();
   sub->add_option("--parity-cmd", req->parity_cmd,
-                  "parity command for main without the change (the head: it must pass the gate)")->required();
+                  "parity command for main without the change (the head: it must pass the gate)")
+      ->required();
   sub->add_option("--base-parity-cmd", req->base_parity_cmd,
                   "parity command for main (a FAIL is evidence main is wrong: accepted without speed)");
   AddMeasureOptions(sub, *m);
@@ -344,7 +359,8 @@ void RegisterReapply(CLI::App& app, Registry& reg) {
 
 // retract: a run's number marked wrong, kept, out of the frontier.
 void RegisterRetract(CLI::App& app, Registry& reg) {
-  auto* sub = app.add_subcommand("retract", "Retract a run's number: kept, marked with its cause, out of the frontier.");
+  auto* sub =
+      app.add_subcommand("retract", "Retract a run's number: kept, marked with its cause, out of the frontier.");
   auto c = std::make_shared<Common>();
   auto run = std::make_shared<int64_t>(), by = std::make_shared<int64_t>();
   auto reason = std::make_shared<std::string>();

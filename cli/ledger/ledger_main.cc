@@ -17,12 +17,15 @@ int main(int argc, char** argv) {
       "Commands: submit, calibrate, show, frontier, history, remeasure, confirm, revert, reapply, retract, ledger "
       "verify|migrate|copy, report, roofline (this box's CPU), adapt, gbench. Run `verity-ledger <command> --help`."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", [] {
-    std::string line = std::string("verity-ledger ") + verity::Version() + " build " + verity::BuildId() +
-                       " artifact-sha256 " + verity::ArtifactSha256();
-    if (*verity::CorruptionName() != '\0') line += std::string(" corruption ") + verity::CorruptionName();
-    return line;
-  }, "print the version, the commit built and the executable's sha256, and exit");
+  app.set_version_flag(
+      "--version",
+      [] {
+        std::string line = std::string("verity-ledger ") + verity::Version() + " build " + verity::BuildId() +
+                           " artifact-sha256 " + verity::ArtifactSha256();
+        if (*verity::CorruptionName() != '\0') line += std::string(" corruption ") + verity::CorruptionName();
+        return line;
+      },
+      "print the version, the commit built and the executable's sha256, and exit");
   verity::cli::Registry reg;
   verity::cli::RegisterAllLedgerCommands(app, reg);
   return verity::cli::ParseAndRun(app, reg, "verity-ledger", argc, argv);

@@ -24,7 +24,8 @@ struct Query {
 };
 
 void AddQueryOptions(CLI::App* sub, Query& q) {
-  sub->add_option("--ledger", q.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")->capture_default_str();
+  sub->add_option("--ledger", q.path, "ledger: a file, or a postgresql:// URL (default ./verity.db, or VERITY_LEDGER)")
+      ->capture_default_str();
   sub->add_flag("--json", q.json, "print one JSON object on stdout");
 }
 
@@ -68,8 +69,9 @@ int RunView(const Query& q, Load load) {
 
 void RegisterQueryCommands(CLI::App& app, Registry& reg) {
   {
-    auto* sub = app.add_subcommand("show", "A change with every attempt: prediction, samples, parity evidence, scores "
-                                           "with their decision, bounds and guards.");
+    auto* sub = app.add_subcommand("show",
+                                   "A change with every attempt: prediction, samples, parity evidence, scores "
+                                   "with their decision, bounds and guards.");
     auto q = std::make_shared<Query>();
     q->verify_first = "show";
     auto id = std::make_shared<int64_t>();
@@ -89,8 +91,9 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("frontier", "The current frontier per metric and box, with the gate and the "
-                                               "ladder steps that do not count.");
+    auto* sub = app.add_subcommand("frontier",
+                                   "The current frontier per metric and box, with the gate and the "
+                                   "ladder steps that do not count.");
     auto q = std::make_shared<Query>();
     q->verify_first = "frontier";
     AddQueryOptions(sub, *q);
@@ -104,9 +107,10 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("drift", "Change points in main's measured speed over history (E-divisive means "
-                                            "with a permutation test), per metric, box and workload, with the "
-                                            "changes recorded around each.");
+    auto* sub = app.add_subcommand("drift",
+                                   "Change points in main's measured speed over history (E-divisive means "
+                                   "with a permutation test), per metric, box and workload, with the "
+                                   "changes recorded around each.");
     auto q = std::make_shared<Query>();
     q->verify_first = "drift";
     auto metric = std::make_shared<std::string>(), box = std::make_shared<std::string>();
@@ -128,8 +132,9 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("triage", "Record a regression's triage state (acknowledged, investigating, "
-                                             "wontfix, fixed) with who and why; each change is a sealed record.");
+    auto* sub = app.add_subcommand("triage",
+                                   "Record a regression's triage state (acknowledged, investigating, "
+                                   "wontfix, fixed) with who and why; each change is a sealed record.");
     auto q = std::make_shared<Query>();
     auto key = std::make_shared<std::string>(), state = std::make_shared<std::string>();
     auto by = std::make_shared<std::string>(), reason = std::make_shared<std::string>();
@@ -152,7 +157,10 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
     });
   }
   {
-    auto* sub = app.add_subcommand("history", "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's predicted vs measured gains; or `bisect`: every bisect session with its steps.");
+    auto* sub = app.add_subcommand(
+        "history",
+        "Reverts (and whether later found wrong), retractions, parked changes; or `predictions`: each author's "
+        "predicted vs measured gains; or `bisect`: every bisect session with its steps.");
     auto q = std::make_shared<Query>();
     q->verify_first = "history";
     auto what = std::make_shared<std::string>("all");
@@ -168,8 +176,7 @@ void RegisterQueryCommands(CLI::App& app, Registry& reg) {
           return ledger::PredictionRecord(changes);
         });
       }
-      if (*what == "bisect")
-        return RunView(*q, [](ledger::Ledger& l) { return ledger::LoadBisectHistory(l.db()); });
+      if (*what == "bisect") return RunView(*q, [](ledger::Ledger& l) { return ledger::LoadBisectHistory(l.db()); });
       return Run(
           *q, [&](ledger::Ledger& l) { return l.History(*what); },
           [&](ledger::Ledger& l) -> Result<std::string> {

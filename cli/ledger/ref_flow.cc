@@ -41,8 +41,9 @@ Result<measure::ProjectConfig> LoadConfig(const RefOptions& o, const std::string
   if (path.empty()) {
     path = top + "/verity.toml";
     if (!fs::is_regular_file(path))
-      return Status::Error(top + " has no verity.toml, which says how to build and measure its refs; write one or give "
-                                 "--config FILE (docs/config.md)");
+      return Status::Error(top +
+                           " has no verity.toml, which says how to build and measure its refs; write one or give "
+                           "--config FILE (docs/config.md)");
   }
   return measure::LoadProjectConfig(path);
 }
@@ -67,9 +68,9 @@ std::set<std::string> Used(const std::string& tmpl) {
 struct Plan {
   measure::ProjectConfig config;
   measure::WorkloadConfig workload;  // a copy: a Plan is copied into bisect's callback
-  std::string top;      // the repository checkout
-  Vars common;          // model, dtype, steps, threads, min_seconds (those given)
-  std::string against;  // reference logits for parity, "" = none
+  std::string top;                   // the repository checkout
+  Vars common;                       // model, dtype, steps, threads, min_seconds (those given)
+  std::string against;               // reference logits for parity, "" = none
   measure::BuildRecipe recipe;
   std::string verity;      // this verity, absolute: {verity}, and the external parity kinds' producer
   std::string config_dir;  // the config file's directory, absolute: {config_dir}
@@ -102,7 +103,8 @@ std::string Num(double v) {
 Result<std::string> ConfigFile(const Plan& p, const std::string& key, const std::string& value) {
   if (value.empty()) return std::string();
   const fs::path path = fs::path(value).is_absolute() ? fs::path(value) : fs::path(p.config_dir) / value;
-  if (!fs::is_regular_file(path)) return Status::Error(p.config.source + ": " + key + " " + value + ": not a file (" + path.string() + ")");
+  if (!fs::is_regular_file(path))
+    return Status::Error(p.config.source + ": " + key + " " + value + ": not a file (" + path.string() + ")");
   return path.lexically_normal().string();
 }
 
@@ -127,14 +129,15 @@ Result<Plan> MakePlan(const RefOptions& o) {
   const measure::WorkloadConfig& w = p.workload;
   std::error_code ec;
   // A --model is where the submitter is; the config's is in the repository.
-  std::string model = !o.model.empty() ? fs::absolute(o.model, ec).string()
-                      : w.model.empty() ? std::string()
+  std::string model = !o.model.empty()                  ? fs::absolute(o.model, ec).string()
+                      : w.model.empty()                 ? std::string()
                       : fs::path(w.model).is_absolute() ? w.model
-                                                         : (fs::path(p.top) / w.model).string();
+                                                        : (fs::path(p.top) / w.model).string();
   if (!model.empty()) {
     if (!fs::is_regular_file(model))
-      return Status::Error((o.model.empty() ? p.config.source + ": workload." + w.name + ".model " + w.model
-                                            : "--model " + o.model) + ": not a file");
+      return Status::Error(
+          (o.model.empty() ? p.config.source + ": workload." + w.name + ".model " + w.model : "--model " + o.model) +
+          ": not a file");
     p.common["model"] = measure::ShellQuote(model);
   }
   const std::string dtype = !o.dtype.empty() ? o.dtype : w.dtype;
@@ -163,9 +166,11 @@ Result<std::string> Command(const Plan& p, const measure::BuiltRef& b, const std
   v["worktree"] = measure::ShellQuote(b.worktree);
   v["verity"] = measure::ShellQuote(p.verity);
   v["config_dir"] = measure::ShellQuote(p.config_dir);
-  static const std::map<std::string, std::string> source = {
-      {"model", "--model or model"}, {"dtype", "--dtype or dtype"}, {"steps", "--steps or steps"},
-      {"threads", "threads"},        {"min_seconds", "--min-seconds or min_seconds"}};
+  static const std::map<std::string, std::string> source = {{"model", "--model or model"},
+                                                            {"dtype", "--dtype or dtype"},
+                                                            {"steps", "--steps or steps"},
+                                                            {"threads", "threads"},
+                                                            {"min_seconds", "--min-seconds or min_seconds"}};
   for (const std::string& name : Used(tmpl))
     if (!v.count(name) && source.count(name))
       return Status::Error(p.config.source + ": " + what + " uses {" + name + "}, but nothing gives it (" +
@@ -203,11 +208,14 @@ Result<std::string> ExternalParityCmd(const Plan& p, const RefOptions& o, const 
   const bool logits = pc.kind == "logits";
   const std::string pinned = logits ? p.reference : p.golden;
   if (pinned.empty() && base == nullptr)
-    return Status::Error(p.config.source + ": parity kind " + pc.kind + " compares with the base's output, and here "
-                         "there is no base; pin one with parity." + (logits ? "reference" : "golden"));
+    return Status::Error(p.config.source + ": parity kind " + pc.kind +
+                         " compares with the base's output, and here "
+                         "there is no base; pin one with parity." +
+                         (logits ? "reference" : "golden"));
   VERITY_ASSIGN_OR_RETURN(std::string head_cmd, EngineCommand(p, head));
   std::string cmd = measure::ShellQuote(p.verity) + (logits ? " parity-logits" : " parity-tokens") + " --artifact " +
-                    measure::ShellQuote(head.binary) + " --build-id " + measure::ShellQuote(head.sha) + " --command " + head_cmd;
+                    measure::ShellQuote(head.binary) + " --build-id " + measure::ShellQuote(head.sha) + " --command " +
+                    head_cmd;
   if (logits) cmd += " --tokens " + measure::ShellQuote(p.tokens) + " --vocab " + std::to_string(pc.vocab_size);
   if (!pinned.empty()) return cmd + (logits ? " --reference " : " --golden ") + measure::ShellQuote(pinned);
   VERITY_ASSIGN_OR_RETURN(std::string base_cmd, EngineCommand(p, *base));
@@ -229,19 +237,24 @@ Result<std::string> ParityCmdFor(const Plan& p, const RefOptions& o, const measu
     return Command(p, b, pc.against_command, "parity.against_command", {{"against", measure::ShellQuote(p.against)}});
   }
   if (!p.against.empty() && !o.against.empty())
-    return Status::Error("--against " + o.against + ": the build of " + b.ref + " cannot read reference logits (" +
-                         (pc.against_command.empty() ? "verity.toml has no parity.against_command" : "no `parity --against`") + ")");
+    return Status::Error(
+        "--against " + o.against + ": the build of " + b.ref + " cannot read reference logits (" +
+        (pc.against_command.empty() ? "verity.toml has no parity.against_command" : "no `parity --against`") + ")");
   if (!p.against.empty() && !pc.against_command.empty())
-    progress("parity: the build of " + b.ref + " predates reference logits files in `parity --against`; it is compared "
-             "with its own reference path (the pinned " + p.against + " is not used)");
+    progress("parity: the build of " + b.ref +
+             " predates reference logits files in `parity --against`; it is compared "
+             "with its own reference path (the pinned " +
+             p.against + " is not used)");
   return Command(p, b, pc.command, "parity.command");
 }
 
 }  // namespace
 
 void AddRefFlowOptions(CLI::App* sub, RefOptions& refs) {
-  sub->add_option("--config", refs.config, "with refs: the project config (default: the repository's verity.toml; docs/config.md)");
-  sub->add_option("--workload", refs.workload, "with refs: the config's workload to run (default: its default_workload)");
+  sub->add_option("--config", refs.config,
+                  "with refs: the project config (default: the repository's verity.toml; docs/config.md)");
+  sub->add_option("--workload", refs.workload,
+                  "with refs: the config's workload to run (default: its default_workload)");
   sub->add_option("--model", refs.model, "with refs: the model file (default: the workload's)");
   sub->add_option("--repo", refs.repo, "with refs: the git repository")->capture_default_str();
   sub->add_option("--steps", refs.steps, "with refs: {steps} (default: the workload's)")->check(CLI::Range(1, 1000000));
@@ -249,8 +262,9 @@ void AddRefFlowOptions(CLI::App* sub, RefOptions& refs) {
                   "with refs: {min_seconds}, e.g. `verity bench --min-seconds` (longer samples average out more of a "
                   "shared box's noise; default: the workload's)")
       ->check(CLI::Range(0.01, 600.0));
-  sub->add_option("--dtype", refs.dtype, "with refs: {dtype}, the weights' dtype both sides bench and parity run in "
-                                         "(default: the workload's)")
+  sub->add_option("--dtype", refs.dtype,
+                  "with refs: {dtype}, the weights' dtype both sides bench and parity run in "
+                  "(default: the workload's)")
       ->check(CLI::IsMember({"f32", "bf16", "q8_0"}));
   sub->add_option("--against", refs.against,
                   "with refs: parity against these reference logits (default: MODEL's .ref-logits.bin beside it, when "
@@ -259,7 +273,8 @@ void AddRefFlowOptions(CLI::App* sub, RefOptions& refs) {
 
 std::vector<std::string> RefOnlyFlagsGiven(CLI::App* sub) {
   std::vector<std::string> given;
-  for (const char* flag : {"--config", "--workload", "--model", "--steps", "--dtype", "--min-seconds", "--repo", "--against"})
+  for (const char* flag :
+       {"--config", "--workload", "--model", "--steps", "--dtype", "--min-seconds", "--repo", "--against"})
     if (const CLI::Option* opt = sub->get_option_no_throw(flag); opt && opt->count() > 0) given.push_back(flag);
   return given;
 }
@@ -279,12 +294,14 @@ Status PrepareRefs(const RefOptions& o, bool metric_given, ledger::ChangeRequest
   const bool by_ref = !o.base.empty() || !o.head.empty();
   if (!by_ref) {
     if (r->base_cmd.empty() || r->head_cmd.empty() || r->parity_cmd.empty())
-      return Status::Error("submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF (built and "
-                           "measured as the repository's verity.toml says)");
+      return Status::Error(
+          "submit needs --base-cmd, --head-cmd and --parity-cmd, or --base REF --head REF (built and "
+          "measured as the repository's verity.toml says)");
     // What only the ref flow builds into the commands would be ignored here.
     if (!o.given.empty())
-      return Status::Error(o.given.front() + " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
-                                             "those commands");
+      return Status::Error(o.given.front() +
+                           " goes with --base/--head refs; with --base-cmd/--head-cmd, put it in "
+                           "those commands");
     return OkStatus();
   }
   if (o.base.empty() || o.head.empty()) return Status::Error("--base and --head go together");

@@ -42,14 +42,16 @@ int RunRoofline(RooflineFlags f, const MeasureDeviceRoofline& measure_device) {
   if (f.repetitions < 1 || f.repetitions > 1000)
     return Fail(Status::Error("--repetitions " + std::to_string(f.repetitions) + " is outside [1, 1000]"));
   if (f.probe && (f.refresh || f.replace))
-    return Fail(Status::Error("--probe measures without touching the cache; it cannot be combined with --refresh or "
-                              "--replace"));
+    return Fail(
+        Status::Error("--probe measures without touching the cache; it cannot be combined with --refresh or "
+                      "--replace"));
   if (f.backend != "cpu" && f.backend != "cuda")
     return Fail(Status::Error("--backend " + f.backend + " is not cpu or cuda"));
   const bool device = f.backend == "cuda";
   if (device && !measure_device)
-    return Fail(Status::Error("--backend cuda: verity-ledger measures this box's CPU and memory alone; a GPU's "
-                              "roofline is measured by `verity roofline --backend cuda` (the same cache)"));
+    return Fail(
+        Status::Error("--backend cuda: verity-ledger measures this box's CPU and memory alone; a GPU's "
+                      "roofline is measured by `verity roofline --backend cuda` (the same cache)"));
   const std::string dir = env::CacheDir();
   const measure::Box box = measure::ThisBox();
   const std::string fingerprint = device ? measure::DeviceRooflineFingerprint(box.fingerprint) : box.fingerprint;
@@ -113,14 +115,16 @@ int RunRoofline(RooflineFlags f, const MeasureDeviceRoofline& measure_device) {
     std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() + " cores" : "? cores";
     if (device && d.is_object() && d.contains("device") && d["device"].is_string())  // a GPU: its name and SMs
       cpu = d["device"].get<std::string>(), cores = (d.contains("sms") ? d["sms"].dump() : "?") + " SMs";
-    std::printf("roofline of box %s (%s, %s), measured %s with %s loops over a %llu MiB buffer, %d passes per "
-                "point; %s\n",
-                r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
-                static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
-                f.probe ? "a probe, not cached"
-                        : (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
+    std::printf(
+        "roofline of box %s (%s, %s), measured %s with %s loops over a %llu MiB buffer, %d passes per "
+        "point; %s\n",
+        r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
+        static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
+        f.probe ? "a probe, not cached"
+                : (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
     std::printf("  read bandwidth: %s\n", Points(r->read, "GB/s").c_str());
-    std::printf("  %s: %s\n", device ? "bf16 tensor-core throughput" : "FMA throughput", Points(r->fma, "GFLOP/s").c_str());
+    std::printf("  %s: %s\n", device ? "bf16 tensor-core throughput" : "FMA throughput",
+                Points(r->fma, "GFLOP/s").c_str());
   }
   return 0;
 }
@@ -145,7 +149,8 @@ void RegisterRooflineCommand(CLI::App& app, Registry& reg, MeasureDeviceRoofline
                   "cpu: this box's memory and cores; cuda: GPU 0's memory (a streaming kernel) and bf16 tensor cores "
                   "(cuBLAS GEMMs), cached as box <fingerprint>-cuda0")
       ->capture_default_str();
-  sub->add_option("--buffer-mb", f->buffer_mb, "read buffer in MiB when measuring (default 1024; 4096 with --backend cuda)");
+  sub->add_option("--buffer-mb", f->buffer_mb,
+                  "read buffer in MiB when measuring (default 1024; 4096 with --backend cuda)");
   sub->add_option("--repetitions", f->repetitions, "timed passes per point when measuring (best and median reported)")
       ->capture_default_str();
   reg.On(sub, [=] { return RunRoofline(*f, measure_device); });

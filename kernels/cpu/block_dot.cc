@@ -29,7 +29,7 @@
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/simd_targets.h"  // before any Highway header
-#endif  // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
+#endif                                 // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/block_dot.cc"
@@ -137,7 +137,9 @@ struct ScaleTable {
     return V16{_mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(j / 16)), halves), v)};
   }
   // Every lane: scale k.
-  HWY_INLINE V16 Per32(int k) const { return V16{_mm512_permutexvar_epi16(_mm512_set1_epi16(static_cast<short>(k)), v)}; }
+  HWY_INLINE V16 Per32(int k) const {
+    return V16{_mm512_permutexvar_epi16(_mm512_set1_epi16(static_cast<short>(k)), v)};
+  }
 #else
   int16_t s[16];
   static HWY_INLINE ScaleTable Int8(const uint8_t* p) {
@@ -260,7 +262,10 @@ struct Q5_1 : NoMinVec {
 struct Q2_K {
   static constexpr int kElems = 256, kBytes = 84;
   static constexpr int kMins = 16;
-  struct Scales { float d, min_mult; ScaleTable sc; };
+  struct Scales {
+    float d, min_mult;
+    ScaleTable sc;
+  };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 80), -Half(b + 82), ScaleTable::LowNibbles(b)}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
@@ -284,7 +289,10 @@ struct Q2_K {
 struct Q3_K : NoMinVec {
   static constexpr int kElems = 256, kBytes = 110;
   static constexpr int kMins = 0;
-  struct Scales { float d, min_mult; ScaleTable sc; };
+  struct Scales {
+    float d, min_mult;
+    ScaleTable sc;
+  };
   static HWY_INLINE Scales Decode(const uint8_t* b) {
     const uint8_t* sc = b + 96;
     int16_t v[16];
@@ -339,7 +347,11 @@ HWY_INLINE VM KMinVec(uint64_t mins, int k) {
 struct Q4_K {
   static constexpr int kElems = 256, kBytes = 144;
   static constexpr int kMins = 8;
-  struct Scales { float d, min_mult; ScaleTable sc; uint64_t mins; };
+  struct Scales {
+    float d, min_mult;
+    ScaleTable sc;
+    uint64_t mins;
+  };
   static HWY_INLINE Scales Decode(const uint8_t* b) {
     const KScales k = DecodeKScales(b + 4);
     return {Half(b), -Half(b + 2), ScaleTable::Bytes8(k.scales), k.mins};
@@ -383,7 +395,10 @@ struct Q5_K {
 struct Q6_K : NoMinVec {
   static constexpr int kElems = 256, kBytes = 210;
   static constexpr int kMins = 0;
-  struct Scales { float d, min_mult; ScaleTable sc; };
+  struct Scales {
+    float d, min_mult;
+    ScaleTable sc;
+  };
   static HWY_INLINE Scales Decode(const uint8_t* b) { return {Half(b + 208), 0.0f, ScaleTable::Int8(b + 192)}; }
   template <class Emit>
   static HWY_INLINE void Weights(const uint8_t* b, const Scales& s, Emit&& emit) {
@@ -547,8 +562,9 @@ VERITY_DOT_ATTR HWY_INLINE void DotRow(const uint8_t* row, const BlockX& x, Acc&
       const int k = (j / kN) & 1;
       sum[k] = MulPairsAdd(w, hn::LoadU(d16, xq + j0 + j), sum[k]);
     });
-    AddBlock<T>(acc, hn::Add(sum[0], sum[1]), s.d, s.min_mult,
-                [&](auto k) HWY_ATTR { return ScaledMins<T>(s, blk, k); }, x, b, j0, xshift);
+    AddBlock<T>(
+        acc, hn::Add(sum[0], sum[1]), s.d, s.min_mult, [&](auto k) HWY_ATTR { return ScaledMins<T>(s, blk, k); }, x, b,
+        j0, xshift);
   }
 }
 
@@ -614,8 +630,7 @@ VERITY_DOT_ATTR void Unpack(const uint8_t* w, size_t row_bytes, int first, int r
       u->mult[static_cast<size_t>(r) * u->nb + b] = s.min_mult;
       T::Weights(blk, s, [&](int j, V16 v) HWY_ATTR { hn::StoreU(v, D16(), out + j0 + j); });
       if constexpr (T::kMins >= 8)
-        for (int k = 0; k < T::kMins; k += kML)
-          hn::StoreU(ScaledMins<T>(s, blk, k), DFM(), u->Mins(r, b) + k);
+        for (int k = 0; k < T::kMins; k += kML) hn::StoreU(ScaledMins<T>(s, blk, k), DFM(), u->Mins(r, b) + k);
     }
   }
 }
@@ -648,8 +663,9 @@ VERITY_DOT_ATTR HWY_INLINE void DotUnpacked(const UnpackedRows<T>& u, int r0, co
     for (int r = 0; r < R; r++) {
       const float* mins = T::kMins >= 8 ? u.Mins(r0 + r, b) : nullptr;
       for (int t = 0; t < TT; t++)
-        AddBlock<T>(acc[r][t], sum[r][t], u.D(r0 + r, b), u.Mult(r0 + r, b),
-                    [&](int k) HWY_ATTR { return hn::LoadU(DFM(), mins + k); }, *xs[t], b, j0, xshift);
+        AddBlock<T>(
+            acc[r][t], sum[r][t], u.D(r0 + r, b), u.Mult(r0 + r, b),
+            [&](int k) HWY_ATTR { return hn::LoadU(DFM(), mins + k); }, *xs[t], b, j0, xshift);
     }
   }
   for (int t = 0; t < TT; t++) {
@@ -672,8 +688,8 @@ constexpr int kTileRows = 2;
 constexpr int kTileVectors = 2;
 
 template <class T, int R>
-VERITY_DOT_ATTR HWY_INLINE void TileRows(const UnpackedRows<T>& u, int r0, const BlockX* x, int t0, int t1,
-                                         float* out, size_t ld, int row) {
+VERITY_DOT_ATTR HWY_INLINE void TileRows(const UnpackedRows<T>& u, int r0, const BlockX* x, int t0, int t1, float* out,
+                                         size_t ld, int row) {
   int t = t0;
   for (; t + kTileVectors <= t1; t += kTileVectors) {
     const BlockX* xs[kTileVectors] = {&x[t], &x[t + 1]};
@@ -727,11 +743,12 @@ HWY_INLINE bool ForType(uint32_t type, F&& f) {
   }
 }
 
-VERITY_DOT_ATTR void MatVecBlockImpl(uint32_t type, const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {
+VERITY_DOT_ATTR void MatVecBlockImpl(uint32_t type, const uint8_t* w, const BlockX& x, float* out, int row_begin,
+                                     int row_end) {
   ForType(type, [&](auto t) VERITY_DOT_ATTR { MatVecT<decltype(t)>(w, x, out, row_begin, row_end); });
 }
-VERITY_DOT_ATTR void MatMulBlockImpl(uint32_t type, const uint8_t* w, const BlockX* x, float* out, int T, int ld_out, int row_begin,
-                     int row_end) {
+VERITY_DOT_ATTR void MatMulBlockImpl(uint32_t type, const uint8_t* w, const BlockX* x, float* out, int T, int ld_out,
+                                     int row_begin, int row_end) {
   ForType(type, [&](auto t) VERITY_DOT_ATTR { MatMulT<decltype(t)>(w, x, out, T, ld_out, row_begin, row_end); });
 }
 
@@ -792,7 +809,15 @@ HWY_EXPORT(BlockXSumsImpl);
 
 bool HasBlockKernel(uint32_t ggml_type) {
   switch (ggml_type) {
-    case 2: case 3: case 6: case 7: case 10: case 11: case 12: case 13: case 14: return true;
+    case 2:
+    case 3:
+    case 6:
+    case 7:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14: return true;
     default: return false;
   }
 }
@@ -808,8 +833,9 @@ void QuantizeBlockX(const float* x, int cols, BlockX* out) {
   out->xsum32.resize(out->sum32.size());
   out->finite = HWY_DYNAMIC_DISPATCH(QuantizeBlockXImpl)(x, cols, out->block, out->q.data(), out->scale.data());
   if (!out->finite) return;
-  HWY_DYNAMIC_DISPATCH(BlockXSumsImpl)(out->q.data(), out->scale.data(), cols, out->block, out->sum16.data(),
-                                       out->sum32.data(), out->xsum16.data(), out->xsum32.data());
+  HWY_DYNAMIC_DISPATCH(BlockXSumsImpl)
+  (out->q.data(), out->scale.data(), cols, out->block, out->sum16.data(), out->sum32.data(), out->xsum16.data(),
+   out->xsum32.data());
 }
 
 void MatVecBlock(uint32_t ggml_type, const uint8_t* w, const BlockX& x, float* out, int row_begin, int row_end) {

@@ -39,12 +39,12 @@ bool HasBlockKernel(uint32_t ggml_type);
 // row and thread.
 struct BlockX {
   int cols = 0;
-  int block = 0;          // values per x scale: 256, or 32 when cols % 256 != 0
-  bool finite = true;     // false: x held NaN or infinity (every product is NaN)
-  std::vector<int16_t> q;       // cols values, column order
-  std::vector<float> scale;     // per block of `block` values: max|x| / 32767
-  std::vector<int32_t> sum16;   // per 16 values: the sum of their q (the mins' term)
-  std::vector<int32_t> sum32;   // per 32 values: the same
+  int block = 0;                      // values per x scale: 256, or 32 when cols % 256 != 0
+  bool finite = true;                 // false: x held NaN or infinity (every product is NaN)
+  std::vector<int16_t> q;             // cols values, column order
+  std::vector<float> scale;           // per block of `block` values: max|x| / 32767
+  std::vector<int32_t> sum16;         // per 16 values: the sum of their q (the mins' term)
+  std::vector<int32_t> sum32;         // per 32 values: the same
   std::vector<float> xsum16, xsum32;  // those sums times their block's scale
 };
 // cols % 32 == 0.

@@ -146,7 +146,6 @@ void SwiGLUReference(float* hb, const float* hb2, int n) {
   }
 }
 
-
 // ---- Backend's host defaults: the forward's state and its steps between the products.
 
 namespace {
@@ -219,7 +218,8 @@ void Backend::Axpy(float* y, float a, const float* x, int n) {
 
 void Backend::RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq,
                         bool interleaved) {
-  for (int t = 0; t < n; t++) Rope(vec + static_cast<size_t>(t) * width, width, head_size, pos0 + t, inv_freq, interleaved);
+  for (int t = 0; t < n; t++)
+    Rope(vec + static_cast<size_t>(t) * width, width, head_size, pos0 + t, inv_freq, interleaved);
 }
 
 void Backend::WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) {

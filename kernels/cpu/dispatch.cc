@@ -15,7 +15,7 @@ Result<std::unique_ptr<Backend>> LoadCudaBackend(int device) {
   auto sym = plugin::Symbol(cuda::kPluginFile, cuda::kPluginSymbol);
   if (!sym.ok()) return Status::Error("--backend cuda: " + sym.status().message());
   Result<std::unique_ptr<Backend>> made = Status::Error("--backend cuda: the plugin returned nothing");
-  reinterpret_cast<cuda::PluginFn>(*sym)(device, &made);
+  reinterpret_cast<cuda::PluginFn> (*sym)(device, &made);
   return made;
 }
 
@@ -27,12 +27,13 @@ Result<cuda::DeviceMeasurement> MeasureCudaRoofline(const cuda::DeviceRooflineOp
   auto sym = plugin::Symbol(cuda::kPluginFile, cuda::kRooflineSymbol);
   if (!sym.ok()) return Status::Error("roofline --backend cuda: " + sym.status().message());
   Result<cuda::DeviceMeasurement> measured = Status::Error("roofline --backend cuda: the plugin returned nothing");
-  reinterpret_cast<cuda::RooflineFn>(*sym)(&options, &measured);
+  reinterpret_cast<cuda::RooflineFn> (*sym)(&options, &measured);
   return measured;
 #else
   (void)options;
-  return Status::Error("roofline --backend cuda: this verity was built without CUDA (no CUDA toolkit found at "
-                       "configure time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
+  return Status::Error(
+      "roofline --backend cuda: this verity was built without CUDA (no CUDA toolkit found at "
+      "configure time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
 #endif
 }
 
@@ -47,8 +48,9 @@ Result<std::unique_ptr<Backend>> MakeBackend(const std::string& name, int device
     return LoadCudaBackend(device);
 #else
     (void)device;
-    return Status::Error("--backend cuda: this verity was built without CUDA (no CUDA toolkit found at configure "
-                         "time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
+    return Status::Error(
+        "--backend cuda: this verity was built without CUDA (no CUDA toolkit found at configure "
+        "time, or -DVERITY_CUDA=OFF); see docs/cuda.md");
 #endif
   }
   return Status::Error("--backend: unknown backend '" + name + "' (expected reference, fast or cuda)");

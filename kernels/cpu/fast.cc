@@ -46,7 +46,8 @@ void BlockTiles(const Weights& w, int begin, int end, F&& f32) {
   scratch.resize(static_cast<size_t>(kTile) * w.cols);
   for (int i = begin; i < end; i += kTile) {
     const int count = std::min(kTile, end - i);
-    for (int k = 0; k < count; k++) w.block->dequantize_row(w.row(i + k), w.cols, scratch.data() + static_cast<size_t>(k) * w.cols);
+    for (int k = 0; k < count; k++)
+      w.block->dequantize_row(w.row(i + k), w.cols, scratch.data() + static_cast<size_t>(k) * w.cols);
     f32(scratch.data(), i, count);
   }
 }
@@ -72,7 +73,8 @@ void MatVecRows(const Weights& w, const float* x, XForms xq, float* out, int beg
     case DType::kBlock:
       if (BlockKernel(w))
         return simd::MatVecBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), *xq.block, out, begin, end);
-      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) { simd::MatVecF32(tile, x, out + i, w.cols, 0, r); });
+      BlockTiles(w, begin, end,
+                 [&](const float* tile, int i, int r) { simd::MatVecF32(tile, x, out + i, w.cols, 0, r); });
       return;
   }
 }
@@ -80,9 +82,7 @@ void MatVecRows(const Weights& w, const float* x, XForms xq, float* out, int beg
 // Rows [begin, end) of every out[t] = W x[t], t < T.
 void MatMulRows(const Weights& w, const float* x, XForms xq, float* out, int T, int begin, int end) {
   switch (w.dtype) {
-    case DType::kF32:
-      simd::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end);
-      return;
+    case DType::kF32: simd::MatMulF32(static_cast<const float*>(w.data), x, out, T, w.cols, w.rows, begin, end); return;
     case DType::kBF16:
       simd::MatMulBF16(static_cast<const uint16_t*>(w.data), x, out, T, w.cols, w.rows, begin, end);
       return;
@@ -91,9 +91,8 @@ void MatMulRows(const Weights& w, const float* x, XForms xq, float* out, int T, 
       if (BlockKernel(w))
         return simd::MatMulBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), xq.block, out, T, w.rows,
                                  begin, end);
-      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
-        simd::MatMulF32(tile, x, out + i, T, w.cols, w.rows, 0, r);
-      });
+      BlockTiles(w, begin, end,
+                 [&](const float* tile, int i, int r) { simd::MatMulF32(tile, x, out + i, T, w.cols, w.rows, 0, r); });
       return;
   }
 }
@@ -107,14 +106,15 @@ void IndependentRows(const Weights& w, const float* x, XForms xq, float* out, in
     case DType::kBF16:
       simd::MatRowsBF16(static_cast<const uint16_t*>(w.data), x, n, out, w.cols, w.rows, begin, end);
       return;
-    case DType::kQ8_0: simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq.q8, n, out, w.rows, begin, end); return;
+    case DType::kQ8_0:
+      simd::MatRowsQ8_0(static_cast<const uint8_t*>(w.data), xq.q8, n, out, w.rows, begin, end);
+      return;
     case DType::kBlock:
       if (BlockKernel(w))  // MatMulBlock's outputs are MatVecBlock's, vector by vector
         return simd::MatMulBlock(w.block->ggml_type, static_cast<const uint8_t*>(w.data), xq.block, out, n, w.rows,
                                  begin, end);
-      BlockTiles(w, begin, end, [&](const float* tile, int i, int r) {
-        simd::MatRowsF32(tile, x, n, out + i, w.cols, w.rows, 0, r);
-      });
+      BlockTiles(w, begin, end,
+                 [&](const float* tile, int i, int r) { simd::MatRowsF32(tile, x, n, out + i, w.cols, w.rows, 0, r); });
       return;
   }
 }
@@ -134,7 +134,8 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   for (int g = 0; g < group; g++) {
     float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
     const float max_val = simd::MaxOf(att, n);
-    simd::DivideBy(att, n, simd::ExpShiftedSum(att, n, max_val, corruptions::ActiveKernelHooks().SoftmaxExtraMass(max_val)));
+    simd::DivideBy(att, n,
+                   simd::ExpShiftedSum(att, n, max_val, corruptions::ActiveKernelHooks().SoftmaxExtraMass(max_val)));
   }
   // The weighted sums of values, each head's outputs held in vector registers
   // across every position (each summed in position order).
@@ -150,8 +151,8 @@ class Fast final : public Backend {
     // q8_0 and the block types quantize x once here, for every row and thread.
     const MatmulTarget target{out, &w};
     const XForms xq = Quantize(x, 1, &target, 1);
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatVecRows(w, x, xq, out, begin, end); },
-                      RowGrain(w.cols));
+    pool_.ParallelFor(
+        w.rows, [&](int begin, int end) { MatVecRows(w, x, xq, out, begin, end); }, RowGrain(w.cols));
   }
 
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
@@ -160,7 +161,8 @@ class Fast final : public Backend {
     const XForms xq = Quantize(x, T, &target, 1);
     // Chunks in whole tiles of 4 rows (the kernel's weight tile).
     const int grain = (RowGrain(static_cast<long>(w.cols) * T) + 3) / 4 * 4;
-    pool_.ParallelFor(w.rows, [&](int begin, int end) { MatMulRows(w, x, xq, out, T, begin, end); }, grain);
+    pool_.ParallelFor(
+        w.rows, [&](int begin, int end) { MatMulRows(w, x, xq, out, T, begin, end); }, grain);
   }
 
   // Decode: the rows of every matrix as one job (one hand-off to the pool and
@@ -169,7 +171,9 @@ class Fast final : public Backend {
   // MatMul's tiles keep one accumulator per (row, vector), fed in column
   // order whatever the tile's shape (simd.cc MicroTile, Q8Tile).
   bool batch_rows_independent() const override { return true; }
-  bool runs_block_type(uint32_t) const override { return true; }  // block_dot.h (BlockTiles for a type without a kernel)
+  bool runs_block_type(uint32_t) const override {
+    return true;
+  }  // block_dot.h (BlockTiles for a type without a kernel)
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);

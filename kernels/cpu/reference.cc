@@ -39,8 +39,8 @@ class Reference final : public Backend {
     for (int t = 0; t < T; t++) Matmul(out + static_cast<size_t>(t) * w.rows, x + static_cast<size_t>(t) * w.cols, w);
   }
 
-  bool batch_rows_independent() const override { return true; }  // MatmulBatch is Matmul per row
-  bool runs_block_type(uint32_t) const override { return true; }       // through DecodeRow
+  bool batch_rows_independent() const override { return true; }   // MatmulBatch is Matmul per row
+  bool runs_block_type(uint32_t) const override { return true; }  // through DecodeRow
 
   void Attention(const AttentionArgs& a) override {
     for (int h = 0; h < a.n_heads; h++) AttendOneHead(a, h);

@@ -77,7 +77,7 @@ constexpr int kTileT = 4;  // 32 vector registers: 16 accumulators + 4 rows + x
 #else
 constexpr int kTileT = 3;  // 16 registers: 12 accumulators + 4 rows
 #endif
-constexpr int kTokenBlock = 64;  // input vectors per pass over a weight tile
+constexpr int kTokenBlock = 64;             // input vectors per pass over a weight tile
 using DQ = hn::CappedTag<float, kQ8Block>;  // at most 32 lanes per block chunk
 
 inline float Sum(DF d, VF v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
@@ -298,8 +298,8 @@ HWY_INLINE void DotsRowOf(int t, const W* HWY_RESTRICT w, const float* const* xs
 
 // DotsRows for the run-time row count r <= R.
 template <int R, class W, class Load>
-HWY_INLINE void DotsRowsOf(int r, const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out,
-                           Load load, const char* pf, size_t pf_lines) {
+HWY_INLINE void DotsRowsOf(int r, const W* const* rows, const float* HWY_RESTRICT x, size_t cols, float* out, Load load,
+                           const char* pf, size_t pf_lines) {
   if constexpr (R > 1) {
     if (r < R) return DotsRowsOf<R - 1>(r, rows, x, cols, out, load, pf, pf_lines);
   }
@@ -376,7 +376,7 @@ void MatRowsBF16Impl(const uint16_t* w, const float* x, int n, float* out, int c
 // stories260K (top-1 0.875 at one depth of the standard parity, mean KL 1e-3);
 // int16 keeps x's rounding (1/65534 of its block's max) far below the weights'.
 constexpr int kGroupBytes = kQ8Group * static_cast<int>(sizeof(BlockQ8_0));  // 288
-constexpr int kGroupQuants = kQ8Group * kQ8Block;                             // 256
+constexpr int kGroupQuants = kQ8Group * kQ8Block;                            // 256
 
 // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the order every target sums in.
 inline float Lanes8Sum(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
@@ -600,8 +600,8 @@ VERITY_Q8_ATTR void MatMulQ8_0Impl(const uint8_t* w, const QuantizedX* x, float*
 // dotted with the vectors 4 at a time while in L1; DotQ8Rows' result per
 // (row, vector) does not depend on how many vectors it takes, so each output
 // is MatVecQ8_0's.
-VERITY_Q8_ATTR void MatRowsQ8_0Impl(const uint8_t* w, const QuantizedX* x, int n, float* out, int ld_out,
-                                    int row_begin, int row_end) {
+VERITY_Q8_ATTR void MatRowsQ8_0Impl(const uint8_t* w, const QuantizedX* x, int n, float* out, int ld_out, int row_begin,
+                                    int row_end) {
   if (n == 0) return;
   const size_t row_bytes = static_cast<size_t>(x[0].cols / kQ8Block) * sizeof(BlockQ8_0);
   const size_t ld = static_cast<size_t>(ld_out);
@@ -719,8 +719,8 @@ float MaxOfImpl(const float* x, int count) {
 // out + g * out_stride) held in G * K vectors across every position; each
 // value vector is loaded once for the G heads.
 template <int K, int G, class D>
-HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, long w_stride, const float* HWY_RESTRICT v,
-                              long stride, int count, float* HWY_RESTRICT out, long out_stride) {
+HWY_INLINE void WeightedChunk(D d, const float* HWY_RESTRICT w, long w_stride, const float* HWY_RESTRICT v, long stride,
+                              int count, float* HWY_RESTRICT out, long out_stride) {
   const size_t N = hn::Lanes(d);
   hn::Vec<D> acc[G][K];
   for (int g = 0; g < G; g++)
@@ -762,10 +762,12 @@ void WeightedSumImpl(const float* w, long w_stride, int group, const float* valu
   const DF d;
   const hn::CappedTag<float, 8> d8;
   const hn::CappedTag<float, 4> d4;
-  const int N = static_cast<int>(hn::Lanes(d)), N8 = static_cast<int>(hn::Lanes(d8)), N4 = static_cast<int>(hn::Lanes(d4));
+  const int N = static_cast<int>(hn::Lanes(d)), N8 = static_cast<int>(hn::Lanes(d8)),
+            N4 = static_cast<int>(hn::Lanes(d4));
   const long o = n;  // head g's outputs start at out + g * n
   int i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) WeightedChunkAnyGroup<4>(d, w, w_stride, group, values + i, stride, count, out + i, o);
+  for (; i + 4 * N <= n; i += 4 * N)
+    WeightedChunkAnyGroup<4>(d, w, w_stride, group, values + i, stride, count, out + i, o);
   for (; i + N <= n; i += N) WeightedChunkAnyGroup<1>(d, w, w_stride, group, values + i, stride, count, out + i, o);
   for (; i + N8 <= n; i += N8) WeightedChunkAnyGroup<1>(d8, w, w_stride, group, values + i, stride, count, out + i, o);
   for (; i + N4 <= n; i += N4) WeightedChunkAnyGroup<1>(d4, w, w_stride, group, values + i, stride, count, out + i, o);
@@ -801,8 +803,7 @@ float ExpShiftedSumImpl(float* x, int count, float max, float extra) {
 // out[t*ld + r] for R rows (pointers wr[r], f32, cols each) and TT vectors
 // (x + t*cols).
 template <int R, int TT>
-HWY_INLINE void MicroTile(const float* const* wr, const float* HWY_RESTRICT x, size_t cols, float* out,
-                          size_t ld) {
+HWY_INLINE void MicroTile(const float* const* wr, const float* HWY_RESTRICT x, size_t cols, float* out, size_t ld) {
   const DF d;
   const size_t N = hn::Lanes(d);
   VF acc[R][TT];
@@ -847,8 +848,7 @@ struct RowBF16 {
   const float* Get(int row, size_t cols, float* dst) const { return WidenedRow(w + row * cols, cols, dst); }
 };
 template <class Rows>
-void MatMulImpl(const Rows& rows, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-                int row_end) {
+void MatMulImpl(const Rows& rows, const float* x, float* out, int T, int cols, int ld_out, int row_begin, int row_end) {
   const size_t n = static_cast<size_t>(cols), ld = static_cast<size_t>(ld_out);
   // Rows of the tile, as f32 (the weights themselves for f32, else converted).
   const size_t stride = (n + 15) & ~static_cast<size_t>(15);
@@ -942,7 +942,7 @@ void DequantizeQ8_0Impl(const BlockQ8_0* src, float* dst, size_t n) {
     const auto s = hn::Set(d, src[b].scale);
     for (size_t k = 0; k < static_cast<size_t>(kQ8Block); k += N)
       hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(di8, src[b].q + k))), s), d,
-                dst + b * kQ8Block + k);
+                 dst + b * kQ8Block + k);
   }
 }
 
@@ -1000,8 +1000,7 @@ void MatVecBF16(const uint16_t* w, const float* x, float* out, int cols, int row
 void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin, int row_end) {
   HWY_DYNAMIC_DISPATCH(MatVecQ8_0Impl)(w, x, out, row_begin, row_end);
 }
-void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-               int row_end) {
+void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin, int row_end) {
   HWY_DYNAMIC_DISPATCH(MatMulF32Impl)(w, x, out, T, cols, ld_out, row_begin, row_end);
 }
 void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,

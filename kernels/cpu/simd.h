@@ -53,9 +53,9 @@ void UnpackRowQ8_0(const uint8_t* row, int cols, BlockQ8_0* blocks);
 // weights' 1/254 (int8 activations flipped near-tie argmaxes on stories260K).
 struct QuantizedX {
   int cols = 0;
-  bool finite = true;          // false: x held NaN or infinity (every product is NaN)
-  std::vector<int16_t> q;      // laid out as PackRowQ8_0 lays out int8 (scales left out)
-  std::vector<float> scale;    // per block, in column order
+  bool finite = true;        // false: x held NaN or infinity (every product is NaN)
+  std::vector<int16_t> q;    // laid out as PackRowQ8_0 lays out int8 (scales left out)
+  std::vector<float> scale;  // per block, in column order
 };
 // cols % 32 == 0.
 void QuantizeX(const float* x, int cols, QuantizedX* out);
@@ -75,10 +75,8 @@ void MatVecQ8_0(const uint8_t* w, const QuantizedX& x, float* out, int row_begin
 // Cache-blocked: a tile of weight rows is loaded (and for bf16 converted to
 // f32) once per block of up to 64 vectors, then multiplied against them from
 // cache. Agrees with MatVec* of the same dtype per vector to float rounding.
-void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-               int row_end);
-void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin,
-                int row_end);
+void MatMulF32(const float* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin, int row_end);
+void MatMulBF16(const uint16_t* w, const float* x, float* out, int T, int cols, int ld_out, int row_begin, int row_end);
 // q8_0: the T vectors quantized (x[t] for t < T); each output is exactly what
 // MatVecQ8_0 computes for that vector (the same per-row function).
 void MatMulQ8_0(const uint8_t* w, const QuantizedX* x, float* out, int T, int ld_out, int row_begin, int row_end);

@@ -56,12 +56,9 @@ bool StreamPrefetchOn() { return StreamPrefetch() != StreamPrefetchHint::kOff; }
 
 const char* StreamPrefetchName(StreamPrefetchHint h) {
   switch (h) {
-    case StreamPrefetchHint::kNonTemporal:
-      return "nta";
-    case StreamPrefetchHint::kT0:
-      return "t0";
-    case StreamPrefetchHint::kOff:
-      return "off";
+    case StreamPrefetchHint::kNonTemporal: return "nta";
+    case StreamPrefetchHint::kT0: return "t0";
+    case StreamPrefetchHint::kOff: return "off";
   }
   return "off";
 }
@@ -89,7 +86,8 @@ int64_t TargetBit(const std::string& name) {
 
 std::string CompiledTargetNames() {
   std::string all;
-  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) all += std::string(all.empty() ? "" : ", ") + hwy::TargetName(bits & -bits);
+  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1)
+    all += std::string(all.empty() ? "" : ", ") + hwy::TargetName(bits & -bits);
   return all;
 }
 

@@ -214,8 +214,7 @@ int ThreadPool::RunChunks(uint32_t gen) {
     // The last chunk done wakes a caller that went to sleep waiting for it
     // (seq_cst pairs with the caller's store of caller_sleeping_ then load of
     // pending_: one of the two sees the other).
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-        caller_sleeping_.load(std::memory_order_seq_cst) != 0)
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeping_.load(std::memory_order_seq_cst) != 0)
       FutexWake(pending_, 1);
   }
 }

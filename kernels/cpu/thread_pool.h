@@ -76,16 +76,16 @@ class ThreadPool {
 
   // Counters for tests and diagnostics (relaxed; approximate while jobs run).
   struct Stats {
-    uint64_t jobs = 0;          // ParallelFor calls that were split
-    uint64_t inline_jobs = 0;   // ParallelFor calls run entirely on the caller
-    uint64_t worker_chunks = 0; // chunks run by workers (the rest by callers)
-    uint64_t wakes = 0;         // futex wake-ups issued for sleeping workers
-    uint64_t sleeps = 0;        // times a worker went to sleep
-    uint64_t asleep = 0;        // workers blocked on the futex now (or about to be)
-    uint64_t caller_sleeps = 0; // times a caller went to sleep waiting for a worker's chunk
-    uint64_t stalls = 0;        // split jobs slower than the caller alone, after a >= 200 us wait for a worker
-    uint64_t solo_jobs = 0;     // jobs run on the caller alone in a backoff
-    uint64_t contended = 0;     // windows in which a pool thread waited for a CPU > 5% of the time
+    uint64_t jobs = 0;           // ParallelFor calls that were split
+    uint64_t inline_jobs = 0;    // ParallelFor calls run entirely on the caller
+    uint64_t worker_chunks = 0;  // chunks run by workers (the rest by callers)
+    uint64_t wakes = 0;          // futex wake-ups issued for sleeping workers
+    uint64_t sleeps = 0;         // times a worker went to sleep
+    uint64_t asleep = 0;         // workers blocked on the futex now (or about to be)
+    uint64_t caller_sleeps = 0;  // times a caller went to sleep waiting for a worker's chunk
+    uint64_t stalls = 0;         // split jobs slower than the caller alone, after a >= 200 us wait for a worker
+    uint64_t solo_jobs = 0;      // jobs run on the caller alone in a backoff
+    uint64_t contended = 0;      // windows in which a pool thread waited for a CPU > 5% of the time
   };
   Stats stats() const;
 

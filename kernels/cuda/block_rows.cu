@@ -66,8 +66,8 @@ __global__ void BlockToBF16Kernel(uint4* out, const unsigned char* w, int cols, 
     const int64_t row = g / per_row;
     const int c = static_cast<int>(g % per_row) * kq::kLaneWeights;
     float v[kq::kLaneWeights];
-    kq::Weights8(TYPE, w + row * row_bytes + static_cast<size_t>(c / kq::kBlockWeights) * kBytes,
-                 c % kq::kBlockWeights, v);
+    kq::Weights8(TYPE, w + row * row_bytes + static_cast<size_t>(c / kq::kBlockWeights) * kBytes, c % kq::kBlockWeights,
+                 v);
     uint32_t p[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)

@@ -47,7 +47,6 @@
 namespace verity::kernels::cuda {
 namespace {
 
-
 // A launch plan's identity: which planner, and the shape it was given.
 using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
 struct PlanKeyHash {
@@ -68,12 +67,43 @@ constexpr int kGemmMinRows = 16;
 // every head's [T x positions] in f32, fit this; past it, the tiled kernel.
 constexpr size_t kGemmAttentionMaxScoreBytes = size_t{1} << 30;
 
-enum PlanKind { kPlanMatvec, kPlanBatch, kPlanRows, kPlanRmsnorm, kPlanRope, kPlanAttention, kPlanSwiGLU,
-                kPlanEmbed, kPlanAdd, kPlanAxpy, kPlanDivide, kPlanToBF16, kPlanKvWrite, kPlanArgmax, kPlanRopeCache,
-                kPlanDecodeAttention, kPlanQ8ToBF16, kPlanCausalSoftmax, kPlanBlockRows, kPlanBlockToBF16 };
+enum PlanKind {
+  kPlanMatvec,
+  kPlanBatch,
+  kPlanRows,
+  kPlanRmsnorm,
+  kPlanRope,
+  kPlanAttention,
+  kPlanSwiGLU,
+  kPlanEmbed,
+  kPlanAdd,
+  kPlanAxpy,
+  kPlanDivide,
+  kPlanToBF16,
+  kPlanKvWrite,
+  kPlanArgmax,
+  kPlanRopeCache,
+  kPlanDecodeAttention,
+  kPlanQ8ToBF16,
+  kPlanCausalSoftmax,
+  kPlanBlockRows,
+  kPlanBlockToBF16
+};
 // What a recorded step's signature names each call by.
-enum StepOp { kOpMatmul = 1, kOpRows, kOpAttention, kOpRopeAt, kOpCopyRowAt, kOpSwiGLU, kOpEmbedAt, kOpRmsnorm,
-              kOpZero, kOpElementwise, kOpFusedRows, kOpRopeCache };
+enum StepOp {
+  kOpMatmul = 1,
+  kOpRows,
+  kOpAttention,
+  kOpRopeAt,
+  kOpCopyRowAt,
+  kOpSwiGLU,
+  kOpEmbedAt,
+  kOpRmsnorm,
+  kOpZero,
+  kOpElementwise,
+  kOpFusedRows,
+  kOpRopeCache
+};
 int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 // What one call writes (a fused call: up to three buffers), filled with NaN
@@ -119,7 +149,11 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
               cudaStream_t stream)
-      : device_(device), limits_(limits), cublas_(handle), cublas_tc_(tensor_cores), stream_(stream),
+      : device_(device),
+        limits_(limits),
+        cublas_(handle),
+        cublas_tc_(tensor_cores),
+        stream_(stream),
         copies_(stream, [this] { DropGraphs(); }),
         profile_(env::CudaProfile() ? std::make_unique<KernelProfile>(stream) : nullptr) {}
   ~CudaBackend() override {
@@ -127,7 +161,8 @@ class CudaBackend final : public Backend {
     if (profile_) std::fputs(profile_->Table().c_str(), stderr);
     profile_.reset();
     // Proof that the recorded steps ran, and how many did not.
-    if (const std::string steps = steps_.Summary(); !steps.empty()) std::fprintf(stderr, "verity: cuda: %s\n", steps.c_str());
+    if (const std::string steps = steps_.Summary(); !steps.empty())
+      std::fprintf(stderr, "verity: cuda: %s\n", steps.c_str());
     steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
@@ -198,41 +233,52 @@ class CudaBackend final : public Backend {
     if (!error_.ok()) return;
     if (profile_) profile_->Begin();
     Status s = [&]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanArgmax, 0, n, rows, 0, 0},
-                                                           [&] { return PlanArgmaxRows(rows, n, limits_); }));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              Plan({kPlanArgmax, 0, n, rows, 0, 0}, [&] { return PlanArgmaxRows(rows, n, limits_); }));
       VERITY_RETURN_IF_ERROR(pick_.Reserve(static_cast<size_t>(rows) * sizeof(int), "greedy picks"));
       VERITY_RETURN_IF_ERROR(LaunchArgmax(*plan, state, n, pick_.as<int>(), stream_, "argmax"));
       VERITY_CUDA_CALL(cudaMemcpyAsync(out, pick_.as<void>(), static_cast<size_t>(rows) * sizeof(int),
-                                       cudaMemcpyDeviceToHost, stream_), "greedy picks");
+                                       cudaMemcpyDeviceToHost, stream_),
+                       "greedy picks");
       VERITY_CUDA_CALL(cudaStreamSynchronize(stream_), "waiting for the queued calls (a kernel faulted)");
       return OkStatus();
     }();
     if (profile_) profile_->End("greedy picks of " + std::to_string(rows) + " rows", 4.0 * rows * n);
-    if (!s.ok()) Fail(std::move(s), [&] { return Ctx("greedy picks of " + std::to_string(rows) + " rows of " + std::to_string(n) + " logits"); });
+    if (!s.ok())
+      Fail(std::move(s), [&] {
+        return Ctx("greedy picks of " + std::to_string(rows) + " rows of " + std::to_string(n) + " logits");
+      });
   }
   void Upload(float* state, const float* host, size_t n) override {
     FlushStep();
-    Guarded(state, n, [&] { return UploadImpl(state, host, n); }, [&] { return Ctx("upload of " + std::to_string(n) + " floats"); });
+    Guarded(
+        state, n, [&] { return UploadImpl(state, host, n); },
+        [&] { return Ctx("upload of " + std::to_string(n) + " floats"); });
   }
 
   void Matmul(float* out, const float* x, const Weights& w) override {
     if (w.dtype == DType::kF32) steps_.Uncapturable();  // cuBLAS: not recorded
-    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols}, out, static_cast<size_t>(w.rows),
-          [=, this] { return MatmulImpl(out, x, w, 1, false); }, [=, this] { return MatmulCtx(w, 1); }, ProductBytes(w, 1));
+    Issue(
+        {kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols}, out,
+        static_cast<size_t>(w.rows), [=, this] { return MatmulImpl(out, x, w, 1, false); },
+        [=, this] { return MatmulCtx(w, 1); }, ProductBytes(w, 1));
   }
   void MatmulBatch(float* out, const float* x, const Weights& w, int T) override {
     if (w.dtype == DType::kF32) steps_.Uncapturable();
-    Issue({kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, T}, out, static_cast<size_t>(w.rows) * T,
-          [=, this] { return MatmulImpl(out, x, w, T, false); }, [=, this] { return MatmulCtx(w, T); }, ProductBytes(w, T));
+    Issue(
+        {kOpMatmul, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, T}, out,
+        static_cast<size_t>(w.rows) * T, [=, this] { return MatmulImpl(out, x, w, T, false); },
+        [=, this] { return MatmulCtx(w, T); }, ProductBytes(w, T));
   }
   // Independent vectors (batched decode): the 16-byte kernel reads the weights
   // once per 8 vectors and gives each row the bits of its own Matmul. f32 goes
   // through cuBLAS's gemv one vector at a time (its gemm rounds otherwise).
   void MatmulRows(float* out, const float* x, const Weights& w, int n) override {
     if (w.dtype == DType::kF32) return Backend::MatmulRows(out, x, w, n);
-    Issue({kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out, static_cast<size_t>(w.rows) * n,
-          [=, this] { return MatmulImpl(out, x, w, n, true); }, [=, this] { return MatmulCtx(w, n) + " rows"; },
-          ProductBytes(w, n));
+    Issue(
+        {kOpRows, Id(out), Id(x), Id(w.data), static_cast<int64_t>(w.dtype), w.rows, w.cols, n}, out,
+        static_cast<size_t>(w.rows) * n, [=, this] { return MatmulImpl(out, x, w, n, true); },
+        [=, this] { return MatmulCtx(w, n) + " rows"; }, ProductBytes(w, n));
   }
   // ---- Fused steps (Backend's): one launch of the 16-byte kernel for the
   // q/k/v projections, the gate/up pair with its SwiGLU, a projection with its
@@ -246,7 +292,8 @@ class CudaBackend final : public Backend {
     if (!Fusable(targets, count)) return Backend::MatmulSharedRows(x, n, targets, count);
     Fused(x, n, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr);
   }
-  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up) override {
+  void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate,
+                    const MatmulTarget& up) override {
     const MatmulTarget both[] = {gate, up};
     if ((n != 1 && !independent) || !Fusable(both, 2) || gate.w->rows != up.w->rows)
       return Backend::MatmulSwiGLU(x, n, independent, gate, up);
@@ -280,71 +327,91 @@ class CudaBackend final : public Backend {
     }
     double bytes = 0;
     for (int t = 0; t < n; t++) bytes += AttentionBytes(pos[t] + 1, a.n_heads, a.n_kv_heads, a.head_size);
-    Guarded(a.out, static_cast<size_t>(n) * a.q_width(), [&] { return DecodeAttentionRows(a, n, dpos, max_pos); },
-            [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); }, bytes);
+    Guarded(
+        a.out, static_cast<size_t>(n) * a.q_width(), [&] { return DecodeAttentionRows(a, n, dpos, max_pos); },
+        [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); }, bytes);
   }
   // Decode attention's launch depends on the model's seq_len, never the
   // position (AttentionImpl), so a recorded step (whose position is read on
   // the device) and an eager one reduce alike: the same bits.
   void Attention(const AttentionArgs& a) override {
     const int* pos_at = Recording() ? StepPos() : nullptr;
-    Issue({kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
-           a.head_size, a.seq_len},
-          a.out, static_cast<size_t>(a.n_heads) * a.head_size, [=, this] { return AttentionImpl(a, 1, pos_at); },
-          [=, this] {
-            return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
-                       " head_size=" + std::to_string(a.head_size));
-          },
-          AttentionBytes(a.pos + 1, a.n_heads, a.n_kv_heads, a.head_size));
+    Issue(
+        {kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
+         a.head_size, a.seq_len},
+        a.out, static_cast<size_t>(a.n_heads) * a.head_size, [=, this] { return AttentionImpl(a, 1, pos_at); },
+        [=, this] {
+          return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
+                     " head_size=" + std::to_string(a.head_size));
+        },
+        AttentionBytes(a.pos + 1, a.n_heads, a.n_kv_heads, a.head_size));
   }
   // A prompt block: one launch for all its rows (the table's rows pos0.. are
   // consecutive), one strided copy into the cache, one attention launch.
-  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq, bool interleaved) override {
+  void RopeBlock(float* vec, int n, int width, int head_size, int pos0, const float* inv_freq,
+                 bool interleaved) override {
     if (n == 1 && Recording()) return RopeAt(vec, width, head_size, inv_freq, interleaved);
     FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(vec, static_cast<size_t>(n) * width,
-            [&] { return RopeImpl(vec, n, width, head_size, pos0, inv_freq, interleaved); },
-            [&] { return Ctx("rope block pos0=" + std::to_string(pos0) + " rows=" + std::to_string(n)); });
+    Guarded(
+        vec, static_cast<size_t>(n) * width,
+        [&] { return RopeImpl(vec, n, width, head_size, pos0, inv_freq, interleaved); },
+        [&] { return Ctx("rope block pos0=" + std::to_string(pos0) + " rows=" + std::to_string(n)); });
   }
   void WriteCacheBlock(float* cache, size_t at0, long pos_stride, const float* rows, int width, int n) override {
     if (n == 1 && Recording()) {
       // The row's place is read on the device: base + pos * pos_stride.
       float* base = cache + at0 - static_cast<int64_t>(steps_.pos()) * pos_stride;
       const int* pos = StepPos();
-      return Issue({kOpCopyRowAt, Id(base), pos_stride, Id(rows), width}, base, 0, [=, this]() -> Status {
-        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                                Plan({kPlanKvWrite, 0, width, 0, 0, 0}, [&] { return PlanElementwise("kv_write", width, limits_); }));
-        return LaunchCopyRowAt(*plan, base, pos_stride, pos, rows, width, stream_, "kv_write");
-      }, [=, this] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
+      return Issue(
+          {kOpCopyRowAt, Id(base), pos_stride, Id(rows), width}, base, 0,
+          [=, this]() -> Status {
+            VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanKvWrite, 0, width, 0, 0, 0}, [&] {
+                                      return PlanElementwise("kv_write", width, limits_);
+                                    }));
+            return LaunchCopyRowAt(*plan, base, pos_stride, pos, rows, width, stream_, "kv_write");
+          },
+          [=, this] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
     }
     FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(cache + at0, static_cast<size_t>(width), [&]() -> Status {
-      VERITY_CUDA_CALL(cudaMemcpy2DAsync(cache + at0, static_cast<size_t>(pos_stride) * sizeof(float), rows,
-                                         static_cast<size_t>(width) * sizeof(float), static_cast<size_t>(width) * sizeof(float),
-                                         static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream_), "kv cache block write");
-      return OkStatus();
-    }, [&] { return Ctx("KV cache write of " + std::to_string(n) + " rows"); });
+    Guarded(
+        cache + at0, static_cast<size_t>(width),
+        [&]() -> Status {
+          VERITY_CUDA_CALL(
+              cudaMemcpy2DAsync(cache + at0, static_cast<size_t>(pos_stride) * sizeof(float), rows,
+                                static_cast<size_t>(width) * sizeof(float), static_cast<size_t>(width) * sizeof(float),
+                                static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream_),
+              "kv cache block write");
+          return OkStatus();
+        },
+        [&] { return Ctx("KV cache write of " + std::to_string(n) + " rows"); });
   }
   void AttentionBlock(const AttentionArgs& a, int n) override {
     if (n == 1) return Attention(a);  // a decoded position: the decode launch, so a step's row has its bits
-    FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n, nullptr); }, [&] {
-      return Ctx("attention block pos0=" + std::to_string(a.pos) + " rows=" + std::to_string(n) + " heads=" +
-                 std::to_string(a.n_heads));
-    });
+    FlushStep();                      // runs at once: nothing kept may run after it
+    Guarded(
+        a.out, static_cast<size_t>(n) * a.n_heads * a.head_size, [&] { return AttentionImpl(a, n, nullptr); },
+        [&] {
+          return Ctx("attention block pos0=" + std::to_string(a.pos) + " rows=" + std::to_string(n) +
+                     " heads=" + std::to_string(a.n_heads));
+        });
   }
   // A GEMM on tensor cores wants rows: 512 positions per prefill pass.
   int prefill_block() const override { return kDevicePrefillBlock; }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, 1, size, head_size, pos, inv_freq, interleaved); },
-            [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
+    Guarded(
+        vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, 1, size, head_size, pos, inv_freq, interleaved); },
+        [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
-    Issue({kOpSwiGLU, Id(hb), Id(hb2), n}, hb, static_cast<size_t>(n), [=, this]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanSwiGLU, 0, n, 0, 0, 0}, [&] { return PlanSwiGLU(n, limits_); }));
-      return LaunchSwiGLU(*plan, hb, hb2, n, stream_, "swiglu");
-    }, [=, this] { return Ctx("swiglu n=" + std::to_string(n)); });
+    Issue(
+        {kOpSwiGLU, Id(hb), Id(hb2), n}, hb, static_cast<size_t>(n),
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                  Plan({kPlanSwiGLU, 0, n, 0, 0, 0}, [&] { return PlanSwiGLU(n, limits_); }));
+          return LaunchSwiGLU(*plan, hb, hb2, n, stream_, "swiglu");
+        },
+        [=, this] { return Ctx("swiglu n=" + std::to_string(n)); });
   }
 
   // ---- the steps between the products
@@ -352,24 +419,34 @@ class CudaBackend final : public Backend {
     if (n == 1 && Recording()) {
       // The token was uploaded with the position (BeginDecodeStep).
       const int* token = StepToken();
-      return Issue({kOpEmbedAt, Id(x), Id(table), rows, dim}, x, static_cast<size_t>(dim), [=, this]() -> Status {
-        VERITY_ASSIGN_OR_RETURN(const float* dtable, copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
-        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanEmbed, 0, dim, 1, 0, 0}, [&] { return PlanEmbed(dim, 1, limits_); }));
-        return LaunchEmbed(*plan, x, dtable, token, dim, 1, stream_, "embed");
-      }, [=, this] { return Ctx("embedding of 1 row"); });
+      return Issue(
+          {kOpEmbedAt, Id(x), Id(table), rows, dim}, x, static_cast<size_t>(dim),
+          [=, this]() -> Status {
+            VERITY_ASSIGN_OR_RETURN(const float* dtable,
+                                    copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+            VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                    Plan({kPlanEmbed, 0, dim, 1, 0, 0}, [&] { return PlanEmbed(dim, 1, limits_); }));
+            return LaunchEmbed(*plan, x, dtable, token, dim, 1, stream_, "embed");
+          },
+          [=, this] { return Ctx("embedding of 1 row"); });
     }
     FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(x, static_cast<size_t>(n) * dim, [&] { return EmbedImpl(x, table, rows, dim, tokens, n); },
-            [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
+    Guarded(
+        x, static_cast<size_t>(n) * dim, [&] { return EmbedImpl(x, table, rows, dim, tokens, n); },
+        [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
     int32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof eps_bits);
-    Issue({kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, eps_bits}, out, static_cast<size_t>(n) * dim, [=, this]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(weight, dim, "rmsnorm weight"));
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
-      return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
-    }, [=, this] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
+    Issue(
+        {kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, eps_bits}, out, static_cast<size_t>(n) * dim,
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(weight, dim, "rmsnorm weight"));
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                  Plan({kPlanRmsnorm, 0, n, dim, 0, 0}, [&] { return PlanRmsnorm(n, dim, limits_); }));
+          return LaunchRmsnorm(*plan, out, x, dw, n, dim, eps, stream_, "rmsnorm");
+        },
+        [=, this] { return Ctx("rmsnorm rows=" + std::to_string(n) + " dim=" + std::to_string(dim)); });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
     Elementwise(kPlanAdd, "add", ElementwiseOp::kAdd, x, y, 0.0f, count);
@@ -381,18 +458,23 @@ class CudaBackend final : public Backend {
     Elementwise(kPlanDivide, "divide", ElementwiseOp::kDivide, x, nullptr, d, count);
   }
   void Zero(float* y, int n) override {
-    Issue({kOpZero, Id(y), n}, y, static_cast<size_t>(n),
-          [=, this] { return ZeroBytes(y, static_cast<size_t>(n) * sizeof(float), "zero"); },
-          [=, this] { return Ctx("zero n=" + std::to_string(n)); });
+    Issue(
+        {kOpZero, Id(y), n}, y, static_cast<size_t>(n),
+        [=, this] { return ZeroBytes(y, static_cast<size_t>(n) * sizeof(float), "zero"); },
+        [=, this] { return Ctx("zero n=" + std::to_string(n)); });
   }
   // A device-to-device copy of the row into the cache, in stream order.
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
     FlushStep();  // runs at once: nothing kept may run after it
-    Guarded(cache + at, static_cast<size_t>(width), [&]() -> Status {
-      VERITY_CUDA_CALL(cudaMemcpyAsync(cache + at, row, static_cast<size_t>(width) * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, stream_), "kv cache write");
-      return OkStatus();
-    }, [&] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
+    Guarded(
+        cache + at, static_cast<size_t>(width),
+        [&]() -> Status {
+          VERITY_CUDA_CALL(cudaMemcpyAsync(cache + at, row, static_cast<size_t>(width) * sizeof(float),
+                                           cudaMemcpyDeviceToDevice, stream_),
+                           "kv cache write");
+          return OkStatus();
+        },
+        [&] { return Ctx("KV cache write of " + std::to_string(width) + " floats"); });
   }
   // The experts' weights live on the host side of the seam (the engine picks
   // matrices with them), so the router's n logits come down and are routed
@@ -435,16 +517,15 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t graph = nullptr;
     // A profiled step runs as issued: each call timed on its own.
     switch (steps_.Decide(error_.ok() && !profile_, &graph)) {
-      case StepRecorder::Ending::kRunAsIssued:
-        return Issued(tape);
-      case StepRecorder::Ending::kLaunchGraph:
-        return LaunchGraph(graph);
-      case StepRecorder::Ending::kCapture:
-        break;
+      case StepRecorder::Ending::kRunAsIssued: return Issued(tape);
+      case StepRecorder::Ending::kLaunchGraph: return LaunchGraph(graph);
+      case StepRecorder::Ending::kCapture: break;
     }
-    Status s = steps_.Capture(stream_, [&] { return RunUnderCapture(tape); }, &graph);
+    Status s = steps_.Capture(
+        stream_, [&] { return RunUnderCapture(tape); }, &graph);
     if (!s.ok()) {
-      std::fprintf(stderr, "verity: note: cuda: a decode step could not be recorded as a graph (%s); it runs as issued\n",
+      std::fprintf(stderr,
+                   "verity: note: cuda: a decode step could not be recorded as a graph (%s); it runs as issued\n",
                    s.message().c_str());
       return Issued(tape);
     }
@@ -517,8 +598,7 @@ class CudaBackend final : public Backend {
   }
   // The bytes a product must move: its weights, its input vectors and outputs.
   static double ProductBytes(const Weights& w, int vectors) {
-    return static_cast<double>(w.row_bytes()) * w.rows +
-           4.0 * vectors * (static_cast<double>(w.rows) + w.cols);
+    return static_cast<double>(w.row_bytes()) * w.rows + 4.0 * vectors * (static_cast<double>(w.rows) + w.cols);
   }
   // A decoded row's attention: every cached key and value up to its position, q and the output.
   static double AttentionBytes(int positions, int heads, int kv_heads, int head_size) {
@@ -531,11 +611,14 @@ class CudaBackend final : public Backend {
     if (!grown.ok()) return Fail(grown.status(), [&] { return Ctx("rope table"); });
     const float* table = *grown;
     const int* pos = StepPos();
-    Issue({kOpRopeAt, Id(vec), Id(table), size, head_size, interleaved}, vec, static_cast<size_t>(size), [=, this]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
-                                                           [&] { return PlanRope(1, size, head_size, limits_); }));
-      return LaunchRopeAt(*plan, vec, table, pos, size, head_size, interleaved, stream_, "rope");
-    }, [=, this] { return Ctx("rope size=" + std::to_string(size)); });
+    Issue(
+        {kOpRopeAt, Id(vec), Id(table), size, head_size, interleaved}, vec, static_cast<size_t>(size),
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanRope, 0, 1, size, head_size, 0},
+                                                               [&] { return PlanRope(1, size, head_size, limits_); }));
+          return LaunchRopeAt(*plan, vec, table, pos, size, head_size, interleaved, stream_, "rope");
+        },
+        [=, this] { return Ctx("rope size=" + std::to_string(size)); });
   }
   // Whether one RowsKernel launch can take these targets: 1 to 3 matrices of
   // one non-f32 dtype and width (alignment is checked at the launch).
@@ -547,16 +630,17 @@ class CudaBackend final : public Backend {
     return true;
   }
   void Fused(const float* x, int n, std::vector<MatmulTarget> t, RowsEpilogue epi, float* scratch) {
-    std::vector<int64_t> sig = {kOpFusedRows, static_cast<int64_t>(epi), Id(x), n, Id(scratch),
-                                static_cast<int64_t>(t[0].w->dtype), t[0].w->cols};
+    std::vector<int64_t> sig = {kOpFusedRows, static_cast<int64_t>(epi),           Id(x),       n,
+                                Id(scratch),  static_cast<int64_t>(t[0].w->dtype), t[0].w->cols};
     for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
     const Weights& w0 = *t[0].w;
     Outputs outs;
     for (const MatmulTarget& m : t) outs.Add(m.out, static_cast<size_t>(n) * m.w->rows);
     double bytes = 0;
     for (const MatmulTarget& m : t) bytes += ProductBytes(*m.w, n);
-    Issue(sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
-          [=, this] { return MatmulCtx(w0, n) + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
+    Issue(
+        sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
+        [=, this] { return MatmulCtx(w0, n) + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
   }
   static const char* FusedName(RowsEpilogue epi) {
     return epi == RowsEpilogue::kSwiGLU ? " fused swiglu" : epi == RowsEpilogue::kAdd ? " fused add" : " fused";
@@ -588,8 +672,9 @@ class CudaBackend final : public Backend {
     if (epi == RowsEpilogue::kStore) return OkStatus();
     const PlanKind kind = epi == RowsEpilogue::kAdd ? kPlanAdd : kPlanSwiGLU;
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kind, 0, static_cast<int64_t>(out0), 0, 0, 0}, [&] {
-      return epi == RowsEpilogue::kAdd ? PlanElementwise("add", out0, limits_) : PlanSwiGLU(out0, limits_);
-    }));
+                              return epi == RowsEpilogue::kAdd ? PlanElementwise("add", out0, limits_)
+                                                               : PlanSwiGLU(out0, limits_);
+                            }));
     if (epi == RowsEpilogue::kAdd)
       return LaunchElementwise(*plan, ElementwiseOp::kAdd, t[0].out, scratch, 0.0f, out0, stream_, "add");
     return LaunchSwiGLU(*plan, t[0].out, t[1].out, out0, stream_, "swiglu");
@@ -601,21 +686,25 @@ class CudaBackend final : public Backend {
     Use();
     Result<const float*> table = copies_.RopeTable(a.inv_freq, a.head_size, max_pos + 1);
     if (!table.ok()) return Fail(table.status(), [&] { return Ctx("rope table"); });
-    const RopeCacheArgs r{a.q, a.key, a.value, a.key_cache, a.value_cache, a.pos_stride,
-                          static_cast<int64_t>(a.slot_stride), *table, dpos, dslot,
-                          a.q_width(), a.kv_width(), a.head_size, a.interleaved};
-    const int64_t sig[] = {kOpRopeCache, Id(r.q), Id(r.key), Id(r.value), Id(r.key_cache), Id(r.value_cache),
-                           r.pos_stride, r.slot_stride, Id(r.table), Id(dpos), Id(dslot), r.q_width, r.kv_width,
-                           r.head_size, r.interleaved, n};
+    const RopeCacheArgs r{
+        a.q,    a.key, a.value, a.key_cache, a.value_cache, a.pos_stride, static_cast<int64_t>(a.slot_stride),
+        *table, dpos,  dslot,   a.q_width(), a.kv_width(),  a.head_size,  a.interleaved};
+    const int64_t sig[] = {kOpRopeCache,    Id(r.q),           Id(r.key),     Id(r.value),
+                           Id(r.key_cache), Id(r.value_cache), r.pos_stride,  r.slot_stride,
+                           Id(r.table),     Id(dpos),          Id(dslot),     r.q_width,
+                           r.kv_width,      r.head_size,       r.interleaved, n};
     // On a failure q and key are NaN (the cache rows' place is known only on the device).
     Outputs outs(r.q, static_cast<size_t>(n) * r.q_width);
     outs.Add(r.key, static_cast<size_t>(n) * r.kv_width);
-    Issue(sig, std::size(sig), outs, [=, this]() -> Status {
-            VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                                    Plan({kPlanRopeCache, n, r.q_width, r.kv_width, r.head_size, 0},
-                                         [&] { return PlanRopeCache(n, r.q_width, r.kv_width, r.head_size, limits_); }));
-            return LaunchRopeCache(*plan, r, stream_, "rope_cache");
-          }, [=, this] { return Ctx("rope and cache of " + std::to_string(n) + " rows"); });
+    Issue(
+        sig, std::size(sig), outs,
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                                  Plan({kPlanRopeCache, n, r.q_width, r.kv_width, r.head_size, 0},
+                                       [&] { return PlanRopeCache(n, r.q_width, r.kv_width, r.head_size, limits_); }));
+          return LaunchRopeCache(*plan, r, stream_, "rope_cache");
+        },
+        [=, this] { return Ctx("rope and cache of " + std::to_string(n) + " rows"); });
   }
   // Positions then slots of a batched step's rows on the device (uploaded
   // when they change); nullptr after a failure, which is recorded.
@@ -628,7 +717,8 @@ class CudaBackend final : public Backend {
       Status s = [&]() -> Status {
         VERITY_RETURN_IF_ERROR(row_indices_.Reserve(host.size() * sizeof(int), "batched rows' positions"));
         VERITY_CUDA_CALL(cudaMemcpyAsync(row_indices_.as<void>(), host.data(), host.size() * sizeof(int),
-                                         cudaMemcpyHostToDevice, stream_), "batched rows' positions");
+                                         cudaMemcpyHostToDevice, stream_),
+                         "batched rows' positions");
         return OkStatus();
       }();
       if (!s.ok()) {
@@ -715,11 +805,14 @@ class CudaBackend final : public Backend {
     if (n == 0) return;
     int32_t a_bits = 0;
     std::memcpy(&a_bits, &a, sizeof a_bits);
-    Issue({kOpElementwise, kind, Id(x), Id(y), a_bits, static_cast<int64_t>(n)}, x, n, [=, this]() -> Status {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                              Plan({kind, 0, static_cast<int64_t>(n), 0, 0, 0}, [&] { return PlanElementwise(name, n, limits_); }));
-      return LaunchElementwise(*plan, op, x, y, a, static_cast<int64_t>(n), stream_, name);
-    }, [=, this] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
+    Issue(
+        {kOpElementwise, kind, Id(x), Id(y), a_bits, static_cast<int64_t>(n)}, x, n,
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kind, 0, static_cast<int64_t>(n), 0, 0, 0},
+                                                               [&] { return PlanElementwise(name, n, limits_); }));
+          return LaunchElementwise(*plan, op, x, y, a, static_cast<int64_t>(n), stream_, name);
+        },
+        [=, this] { return Ctx(std::string(name) + " n=" + std::to_string(n)); });
   }
 
   // A rows plan launched as a dependent launch where the device has it
@@ -746,10 +839,9 @@ class CudaBackend final : public Backend {
     return (layer_ >= 0 ? "layer " + std::to_string(layer_) : std::string("classifier")) + " " + op;
   }
   std::string MatmulCtx(const Weights& w, int T) const {
-    return Ctx("matmul rows=" + std::to_string(w.rows) + " cols=" + std::to_string(w.cols) + " T=" +
-               std::to_string(T) + " dtype=" + DTypeName(w.dtype));
+    return Ctx("matmul rows=" + std::to_string(w.rows) + " cols=" + std::to_string(w.cols) + " T=" + std::to_string(T) +
+               " dtype=" + DTypeName(w.dtype));
   }
-
 
   Status MatmulImpl(float* out, const float* x, const Weights& w, int T, bool rows) {
     VERITY_ASSIGN_OR_RETURN(const void* dw, copies_.Weights(w));
@@ -764,7 +856,8 @@ class CudaBackend final : public Backend {
     }
     if (rows) {  // an odd shape: one vector at a time keeps each row its own product
       for (int t = 0; t < T; t++)
-        VERITY_RETURN_IF_ERROR(MatmulImpl(out + static_cast<size_t>(t) * w.rows, x + static_cast<size_t>(t) * w.cols, w, 1, false));
+        VERITY_RETURN_IF_ERROR(
+            MatmulImpl(out + static_cast<size_t>(t) * w.rows, x + static_cast<size_t>(t) * w.cols, w, 1, false));
       return OkStatus();
     }
     if (w.dtype == DType::kF32) return CublasF32(out, x, dw, w.rows, w.cols, T);
@@ -773,12 +866,14 @@ class CudaBackend final : public Backend {
     if (w.dtype == DType::kBF16 && T >= kGemmMinRows) return GemmBF16(out, x, dw, w.rows, w.cols, T);
     if (w.dtype == DType::kQ8_0 && T >= kGemmMinRows) return GemmQ8_0(out, x, dw, w.rows, w.cols, T);
     if (T == 1) {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
-                                                           [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              Plan({kPlanMatvec, static_cast<int>(w.dtype), w.rows, w.cols, 0, 0},
+                                   [&] { return PlanMatvec(w.dtype, w.rows, w.cols, limits_); }));
       return LaunchMatvec(*plan, w.dtype, out, dw, x, w.rows, w.cols, stream_, "matvec");
     }
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanBatch, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
-                                                         [&] { return PlanMatmulBatch(w.dtype, w.rows, w.cols, T, limits_); }));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanBatch, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
+                                 [&] { return PlanMatmulBatch(w.dtype, w.rows, w.cols, T, limits_); }));
     return LaunchMatmulBatch(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "matmul_batch");
   }
 
@@ -826,8 +921,9 @@ class CudaBackend final : public Backend {
       DropGraphs();  // it moves: no graph may hold the old one (none should: a decode step has no GEMM)
       VERITY_RETURN_IF_ERROR(w_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "q8_0 weights in bf16"));
     }
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanQ8ToBF16, 0, n / 8, 0, 0, 0},
-                                                         [&] { return PlanElementwise("q8_0_to_bf16", n / 8, limits_); }));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanQ8ToBF16, 0, n / 8, 0, 0, 0}, [&] {
+                              return PlanElementwise("q8_0_to_bf16", n / 8, limits_);
+                            }));
     VERITY_RETURN_IF_ERROR(LaunchQ8_0ToBF16(*plan, w_bf16_.as<uint16_t>(), dw, n, stream_, "q8_0_to_bf16"));
     return GemmBF16(out, x, w_bf16_.as<void>(), rows, cols, T);
   }
@@ -850,10 +946,11 @@ class CudaBackend final : public Backend {
       DropGraphs();  // it moves: no graph may hold the old one
       VERITY_RETURN_IF_ERROR(w_bf16_.Reserve(static_cast<size_t>(n) * sizeof(uint16_t), "block weights in bf16"));
     }
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanBlockToBF16, static_cast<int>(type), n / 8, 0, 0, 0},
-                                                         [&] { return PlanElementwise("block_to_bf16", n / 8, limits_); }));
-    VERITY_RETURN_IF_ERROR(LaunchBlockToBF16(*plan, type, w_bf16_.as<uint16_t>(), dw, w.rows, w.cols, stream_,
-                                             "block_to_bf16"));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanBlockToBF16, static_cast<int>(type), n / 8, 0, 0, 0},
+                                 [&] { return PlanElementwise("block_to_bf16", n / 8, limits_); }));
+    VERITY_RETURN_IF_ERROR(
+        LaunchBlockToBF16(*plan, type, w_bf16_.as<uint16_t>(), dw, w.rows, w.cols, stream_, "block_to_bf16"));
     return GemmBF16(out, x, w_bf16_.as<void>(), w.rows, w.cols, T);
   }
 
@@ -871,11 +968,12 @@ class CudaBackend final : public Backend {
     const int64_t n = int64_t{a.pos} + rows;
     const int64_t capped = rows == 1 ? kAttentionTile : std::min<int64_t>(n, std::max<int64_t>(kAttentionTile, rows));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, rows, capped, 0},
-                                 [&] { return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, rows, capped, limits_); }));
+                            Plan({kPlanAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, rows, capped, 0}, [&] {
+                              return PlanAttention(a.n_heads, a.n_kv_heads, a.head_size, rows, capped, limits_);
+                            }));
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
-    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, rows, a.n_heads,
-                          a.n_kv_heads, a.head_size, pos_at};
+    AttentionDeviceArgs d{a.out, a.q,  a.key_cache, a.value_cache, a.pos_stride, q_floats,
+                          a.pos, rows, a.n_heads,   a.n_kv_heads,  a.head_size,  pos_at};
     return LaunchAttention(*plan, d, stream_, "attention");
   }
 
@@ -886,22 +984,25 @@ class CudaBackend final : public Backend {
   // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T.
   Status GemmAttention(const AttentionArgs& a, int T) {
     const int64_t n = int64_t{a.pos} + T;  // positions the last row attends to
-    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs, ld = static_cast<int>(a.pos_stride);
+    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs,
+              ld = static_cast<int>(a.pos_stride);
     VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(a.n_heads) * T * n * sizeof(float), "attention scores"));
     float* scores = scores_.as<float>();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const long long tn = static_cast<long long>(T) * n;
     for (int g = 0; g < a.n_kv_heads; g++)
-      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, static_cast<int>(n), T, hs, scale, a.key_cache + int64_t{g} * hs,
-                                           ld, 0, a.q + int64_t{g} * group * hs, qw, hs, scores + g * group * tn,
-                                           static_cast<int>(n), tn, group, "attention scores gemm"));
+      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, static_cast<int>(n), T, hs, scale,
+                                           a.key_cache + int64_t{g} * hs, ld, 0, a.q + int64_t{g} * group * hs, qw, hs,
+                                           scores + g * group * tn, static_cast<int>(n), tn, group,
+                                           "attention scores gemm"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, a.n_heads, T, n, 0, 0},
                                                          [&] { return PlanCausalSoftmax(a.n_heads, T, n, limits_); }));
     VERITY_RETURN_IF_ERROR(LaunchCausalSoftmax(*plan, scores, n, T, a.pos, stream_, "causal_softmax"));
     for (int g = 0; g < a.n_kv_heads; g++)
-      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_N, hs, T, static_cast<int>(n), 1.0f, a.value_cache + int64_t{g} * hs,
-                                           ld, 0, scores + g * group * tn, static_cast<int>(n), tn,
-                                           a.out + int64_t{g} * group * hs, qw, hs, group, "attention values gemm"));
+      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_N, hs, T, static_cast<int>(n), 1.0f,
+                                           a.value_cache + int64_t{g} * hs, ld, 0, scores + g * group * tn,
+                                           static_cast<int>(n), tn, a.out + int64_t{g} * group * hs, qw, hs, group,
+                                           "attention values gemm"));
     return OkStatus();
   }
   // C = alpha op(A) B for `batch` matrices (f32 in and out; A's stride 0: one
@@ -914,8 +1015,9 @@ class CudaBackend final : public Backend {
                        long long stride_c, int batch, const char* what) {
     const float zero = 0.0f;
     if (!block_on_tensor_cores_) {
-      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, lda, stride_a, B, ldb,
-                                                   stride_b, &zero, C, ldc, stride_c, batch), what);
+      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, lda, stride_a, B,
+                                                   ldb, stride_b, &zero, C, ldc, stride_c, batch),
+                         what);
       return OkStatus();
     }
     VERITY_CUBLAS_CALL(cublasGemmStridedBatchedEx(cublas_tc_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda,
@@ -929,28 +1031,28 @@ class CudaBackend final : public Backend {
   // cache holds that many positions), or more for a caller that says less.
   Status DecodeAttention(const AttentionArgs& a, const int* pos_at) {
     const int64_t capacity = std::max<int64_t>(a.seq_len, int64_t{a.pos} + 1);
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, 0, 0},
-                                 [&] { return PlanDecodeAttention(a.n_heads, a.n_kv_heads, a.head_size, capacity, limits_); }));
+    VERITY_ASSIGN_OR_RETURN(
+        const LaunchPlan* plan,
+        Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, 0, 0},
+             [&] { return PlanDecodeAttention(a.n_heads, a.n_kv_heads, a.head_size, capacity, limits_); }));
     VERITY_RETURN_IF_ERROR(EnsureDecodeScratch(DecodeAttentionPartialFloats(*plan, a.head_size), a.n_heads));
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
-    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats, a.pos, 1, a.n_heads,
-                          a.n_kv_heads, a.head_size, pos_at};
+    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats,
+                          a.pos, 1,   a.n_heads,   a.n_kv_heads,  a.head_size,  pos_at};
     const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
     return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
   }
   // The split decode attention of n rows, row t at dpos[t] in slot dpos[n + t].
   Status DecodeAttentionRows(const AttendArgs& a, int n, const int* dpos, int max_pos) {
     const int64_t capacity = std::max<int64_t>(a.seq_len, int64_t{max_pos} + 1);
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, n, 1},
-                                 [&] {
-                                   return PlanDecodeAttentionRows(a.n_heads, a.n_kv_heads, a.head_size, capacity, n,
-                                                                  limits_);
-                                 }));
+    VERITY_ASSIGN_OR_RETURN(
+        const LaunchPlan* plan,
+        Plan({kPlanDecodeAttention, a.n_heads * 65536 + a.n_kv_heads, a.head_size, capacity, n, 1},
+             [&] { return PlanDecodeAttentionRows(a.n_heads, a.n_kv_heads, a.head_size, capacity, n, limits_); }));
     VERITY_RETURN_IF_ERROR(EnsureDecodeScratch(DecodeAttentionPartialFloats(*plan, a.head_size), a.n_heads * n));
-    AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, a.q_width(), 0, 1, a.n_heads,
-                          a.n_kv_heads, a.head_size, nullptr, dpos, dpos + n, static_cast<int64_t>(a.slot_stride)};
+    AttentionDeviceArgs d{a.out,       a.q,     a.key_cache, a.value_cache, a.pos_stride,
+                          a.q_width(), 0,       1,           a.n_heads,     a.n_kv_heads,
+                          a.head_size, nullptr, dpos,        dpos + n,      static_cast<int64_t>(a.slot_stride)};
     const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
     return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
   }
@@ -982,11 +1084,14 @@ class CudaBackend final : public Backend {
   // The block's token ids go up (n ints) and its rows are gathered on the
   // device from the table, uploaded whole on first use (ModelCopies).
   Status EmbedImpl(float* x, const float* table, int rows, int dim, const int* tokens, int n) {
-    VERITY_ASSIGN_OR_RETURN(const float* dtable, copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
+    VERITY_ASSIGN_OR_RETURN(const float* dtable,
+                            copies_.Floats(table, static_cast<size_t>(rows) * dim, "embedding table"));
     VERITY_RETURN_IF_ERROR(tokens_.Reserve(static_cast<size_t>(n) * sizeof(int), "embedding token ids"));
     VERITY_CUDA_CALL(cudaMemcpyAsync(tokens_.as<void>(), tokens, static_cast<size_t>(n) * sizeof(int),
-                                     cudaMemcpyHostToDevice, stream_), "embedding token ids");
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanEmbed, 0, dim, n, 0, 0}, [&] { return PlanEmbed(dim, n, limits_); }));
+                                     cudaMemcpyHostToDevice, stream_),
+                     "embedding token ids");
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                            Plan({kPlanEmbed, 0, dim, n, 0, 0}, [&] { return PlanEmbed(dim, n, limits_); }));
     return LaunchEmbed(*plan, x, dtable, tokens_.as<const int>(), dim, n, stream_, "embed");
   }
 
@@ -998,22 +1103,22 @@ class CudaBackend final : public Backend {
   Status error_;
   ModelCopies copies_;  // weights, norm weights, the embedding table, RoPE tables
   std::unordered_map<PlanKey, LaunchPlan, PlanKeyHash> plans_;
-  DeviceBuffer tokens_;         // a block's token ids
-  DeviceBuffer x_bf16_;         // a prefill block's activations in bf16 (GemmBF16)
-  DeviceBuffer w_bf16_;         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
+  DeviceBuffer tokens_;                         // a block's token ids
+  DeviceBuffer x_bf16_;                         // a prefill block's activations in bf16 (GemmBF16)
+  DeviceBuffer w_bf16_;                         // a q8_0 matrix dequantized to bf16 (GemmQ8_0)
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
-  DeviceBuffer pick_;           // the greedy pick (Argmax)
-  DeviceBuffer scores_;         // a prefill block's attention scores (GemmAttention)
-  bool block_on_tensor_cores_ = false;  // the last prefill block's products were bf16/q8_0 GEMMs
-  DeviceBuffer row_indices_;    // a batched step's positions and slots (AttendRows)
-  std::vector<int> rows_uploaded_;  // what row_indices_ holds
+  DeviceBuffer pick_;                           // the greedy pick (Argmax)
+  DeviceBuffer scores_;                         // a prefill block's attention scores (GemmAttention)
+  bool block_on_tensor_cores_ = false;          // the last prefill block's products were bf16/q8_0 GEMMs
+  DeviceBuffer row_indices_;                    // a batched step's positions and slots (AttendRows)
+  std::vector<int> rows_uploaded_;              // what row_indices_ holds
   // Recorded decode steps: the step's token and position on the device, the
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;      // the kept calls run under a stream capture (RunUnderCapture)
+  bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
   std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
-  std::vector<float> router_;   // MoE router logits downloaded for routing
+  std::vector<float> router_;               // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.
@@ -1022,7 +1127,8 @@ Status DescribeDevice(int dev, DeviceLimits* lim, std::string* line) {
   VERITY_CUDA_CALL(cudaGetDeviceProperties(&p, dev), "--backend cuda: device properties");
   int clock_khz = 0, bus_bits = 0;
   VERITY_CUDA_CALL(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev), "--backend cuda: memory clock");
-  VERITY_CUDA_CALL(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev), "--backend cuda: bus width");
+  VERITY_CUDA_CALL(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev),
+                   "--backend cuda: bus width");
   if (p.warpSize != 32)
     return Status::Error("--backend cuda: device " + std::string(p.name) + " has warp size " +
                          std::to_string(p.warpSize) + "; the kernels need 32");

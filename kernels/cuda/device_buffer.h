@@ -35,7 +35,9 @@ class DeviceBuffer {
     return OkStatus();
   }
   template <class T>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

@@ -52,9 +52,7 @@ __device__ __forceinline__ void GridDependents() {
 }
 // Asks L2 for the line holding p (no register, no wait): a dependent
 // kernel's weights, fetched before GridDependencyWait.
-__device__ __forceinline__ void PrefetchL2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+__device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 inline dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }
 inline dim3 Block(const LaunchPlan& p) { return dim3(p.block.x, p.block.y, p.block.z); }

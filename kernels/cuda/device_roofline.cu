@@ -51,7 +51,8 @@ __global__ void StreamRead(const int4* __restrict__ p, size_t n, unsigned int* s
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int acc = 0;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const int4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride), d = __ldg(p + i + 3 * stride);
+    const int4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
+               d = __ldg(p + i + 3 * stride);
     acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
   }
   for (; i < n; i += stride) {
@@ -105,7 +106,8 @@ Status MeasureRead(const DeviceRooflineOptions& o, DeviceMeasurement* m) {
   VERITY_CUDA_CALL(cudaMemGetInfo(&free_bytes, &total_bytes), ctx);
   const uint64_t bytes = std::min<uint64_t>(o.buffer_bytes, free_bytes / 2) / 16 * 16;
   if (bytes < (uint64_t{256} << 20))
-    return Status::Error(ctx + ": only " + std::to_string(free_bytes >> 20) + " MiB free on the device; at least 512 MiB must be free");
+    return Status::Error(ctx + ": only " + std::to_string(free_bytes >> 20) +
+                         " MiB free on the device; at least 512 MiB must be free");
   DeviceMemory buf, sink;
   VERITY_CUDA_CALL(cudaMalloc(&buf.p, bytes), ctx + " (" + std::to_string(bytes >> 20) + " MiB)");
   VERITY_CUDA_CALL(cudaMalloc(&sink.p, sizeof(unsigned int)), ctx);
@@ -152,10 +154,10 @@ Status MeasureGemm(const DeviceRooflineOptions& o, DeviceMeasurement* m) {
   m->gemm_n = dim;
   for (int r = -1; r < o.gemm_repetitions; r++) {  // the first one warms up (and picks cuBLAS's kernel), untimed
     VERITY_CUDA_CALL(cudaEventRecord(ev.start), ctx);
-    VERITY_CUBLAS_CALL(cublasGemmEx(blas.h, CUBLAS_OP_N, CUBLAS_OP_N, dim, dim, dim, &alpha, a.p, CUDA_R_16BF, dim, b.p,
-                                    CUDA_R_16BF, dim, &beta, c.p, CUDA_R_16BF, dim, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
-                       ctx);
+    VERITY_CUBLAS_CALL(
+        cublasGemmEx(blas.h, CUBLAS_OP_N, CUBLAS_OP_N, dim, dim, dim, &alpha, a.p, CUDA_R_16BF, dim, b.p, CUDA_R_16BF,
+                     dim, &beta, c.p, CUDA_R_16BF, dim, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        ctx);
     VERITY_CUDA_CALL(cudaEventRecord(ev.stop), ctx);
     float ms = 0;
     VERITY_RETURN_IF_ERROR(ElapsedMs(ev, &ms, ctx));
@@ -168,11 +170,14 @@ Status MeasureGemm(const DeviceRooflineOptions& o, DeviceMeasurement* m) {
 
 Result<DeviceMeasurement> MeasureDeviceRoofline(const DeviceRooflineOptions& options) {
   if (options.repetitions < 1 || options.gemm_repetitions < 1 || options.gemm_n < 256 || options.gemm_n % 256 != 0)
-    return Status::Error("roofline: --backend cuda needs >= 1 repetition of each loop and a GEMM size that is a "
-                         "multiple of 256 (got " + std::to_string(options.gemm_n) + ")");
+    return Status::Error(
+        "roofline: --backend cuda needs >= 1 repetition of each loop and a GEMM size that is a "
+        "multiple of 256 (got " +
+        std::to_string(options.gemm_n) + ")");
   if (options.buffer_bytes < (uint64_t{256} << 20))
-    return Status::Error("roofline: a " + std::to_string(options.buffer_bytes >> 20) +
-                         " MiB read buffer could sit in a GPU's cache; --buffer-mb must be at least 256 with --backend cuda");
+    return Status::Error(
+        "roofline: a " + std::to_string(options.buffer_bytes >> 20) +
+        " MiB read buffer could sit in a GPU's cache; --buffer-mb must be at least 256 with --backend cuda");
   int count = 0;
   VERITY_CUDA_CALL(cudaGetDeviceCount(&count), "roofline: no usable CUDA device");
   if (count == 0) return Status::Error("roofline: no CUDA device found (cudaGetDeviceCount: 0 devices)");

@@ -17,9 +17,9 @@ struct DeviceRooflineOptions {
   // 4 GiB: ~70x an H200's 60 MiB L2. Smaller when the device has less than
   // twice this free.
   uint64_t buffer_bytes = uint64_t{4} << 30;
-  int repetitions = 20;        // timed read passes (after one untimed)
-  int gemm_n = 8192;           // the GEMMs are n x n x n, bf16 in, f32 accumulate, bf16 out
-  int gemm_repetitions = 10;   // timed GEMMs (after one untimed)
+  int repetitions = 20;       // timed read passes (after one untimed)
+  int gemm_n = 8192;          // the GEMMs are n x n x n, bf16 in, f32 accumulate, bf16 out
+  int gemm_repetitions = 10;  // timed GEMMs (after one untimed)
 };
 
 struct DeviceMeasurement {
@@ -27,11 +27,11 @@ struct DeviceMeasurement {
   std::string uuid;                // the device's UUID, 32 hex digits: its identity across reboots
   int sm_major = 0, sm_minor = 0;  // compute capability
   int sms = 0;
-  double nominal_gb_s = 0;         // 2 x memory clock x bus width: the data sheet's figure
-  uint64_t buffer_bytes = 0;       // what the read passes streamed, each
+  double nominal_gb_s = 0;    // 2 x memory clock x bus width: the data sheet's figure
+  uint64_t buffer_bytes = 0;  // what the read passes streamed, each
   int gemm_n = 0;
-  std::vector<double> read_gb_s;   // one per timed pass, 1e9 bytes/s
-  std::vector<double> bf16_tflops; // one per timed GEMM, 2 n^3 / s / 1e12
+  std::vector<double> read_gb_s;    // one per timed pass, 1e9 bytes/s
+  std::vector<double> bf16_tflops;  // one per timed GEMM, 2 n^3 / s / 1e12
 };
 
 // Measures device 0 (a few seconds). Every CUDA and cuBLAS call is checked;

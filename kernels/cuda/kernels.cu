@@ -32,7 +32,8 @@ __device__ float BlockReduce(float v, float* red) {
 // Weight j of row `row` of a [rows x cols] matrix stored as DT (0: f32,
 // 1: bf16, 2: q8_0 in the device layout of q8_layout.h), rows row_bytes apart.
 template <int DT>
-__device__ __forceinline__ float WeightAt(const unsigned char* w, size_t row_bytes, int rows, int cols, int row, int j) {
+__device__ __forceinline__ float WeightAt(const unsigned char* w, size_t row_bytes, int rows, int cols, int row,
+                                          int j) {
   if constexpr (DT == 2) return q8::Weight(w, int64_t{rows} * cols, int64_t{row} * cols + j);
   const unsigned char* r = w + static_cast<size_t>(row) * row_bytes;
   if constexpr (DT == 0) return reinterpret_cast<const float*>(r)[j];
@@ -95,7 +96,8 @@ __global__ void EmbedKernel(float* x, const float* table, const int* tokens, int
 }
 
 // RopeKernel for one row whose table row is read on the device.
-__global__ void RopeAtKernel(float* vec, const float* table, const int* pos, int size, int head_size, bool interleaved) {
+__global__ void RopeAtKernel(float* vec, const float* table, const int* pos, int size, int head_size,
+                             bool interleaved) {
   const int half = head_size / 2, pairs = size / 2;
   const float* cs = table + static_cast<size_t>(*pos) * half * 2;
   for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
@@ -269,8 +271,8 @@ __device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const 
 // weighted values: each warp sums its positions, then the warps' sums meet
 // in wacc and are added in warp order.
 template <int VEC, int NV>
-__device__ float ChunkValues(const AttentionDeviceArgs& a, const float* values, const float* weights, int len,
-                             bool vec, float* wacc) {
+__device__ float ChunkValues(const AttentionDeviceArgs& a, const float* values, const float* weights, int len, bool vec,
+                             float* wacc) {
   constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
   const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[kN];
@@ -376,7 +378,8 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   }
   __syncthreads();
   if (!last) return;
-  if (tid == 0) atomicExch(&s.counters[head], 0u);  // every other chunk of the head has counted: zero for the next launch
+  if (tid == 0)
+    atomicExch(&s.counters[head], 0u);  // every other chunk of the head has counted: zero for the next launch
   if (tid < hs) out[tid] = ew::CombineChunks(base, chunks, hs, tid, L2Load());
 }
 
@@ -598,9 +601,9 @@ Status LaunchDecodeAttentionAs(const LaunchPlan& plan, const AttentionDeviceArgs
 Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, const DecodeAttentionScratch& s,
                              cudaStream_t stream, const std::string& ctx) {
   if (a.n_queries != 1 || a.head_size < 1 || a.head_size > kDecodeMaxHeadSize)
-    return Status::Error("cuda: " + ctx + ": kernel " + plan.kernel + " takes one query and head_size <= " +
-                         std::to_string(kDecodeMaxHeadSize) + ", not " + std::to_string(a.n_queries) + " and " +
-                         std::to_string(a.head_size));
+    return Status::Error("cuda: " + ctx + ": kernel " + plan.kernel +
+                         " takes one query and head_size <= " + std::to_string(kDecodeMaxHeadSize) + ", not " +
+                         std::to_string(a.n_queries) + " and " + std::to_string(a.head_size));
   // One instance per lane shape (vector loads for heads of 64, 128 and 256).
   const LaneShape shape = DecodeAttentionLaneShape(a.head_size);
   if (shape.vec == 2 && shape.nv == 1) return LaunchDecodeAttentionAs<2, 1>(plan, a, s, stream, ctx);
@@ -611,9 +614,10 @@ Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& 
 
 Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
                         const std::string& ctx) {
-  if (n % 8 != 0) return Status::Error("cuda: " + ctx + ": q8_0 to bf16 of " + std::to_string(n) + " weights (not a multiple of 8)");
+  if (n % 8 != 0)
+    return Status::Error("cuda: " + ctx + ": q8_0 to bf16 of " + std::to_string(n) + " weights (not a multiple of 8)");
   Q8_0ToBF16Kernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(reinterpret_cast<uint4*>(out),
-                                                                            static_cast<const unsigned char*>(w), n / 8);
+                                                                           static_cast<const unsigned char*>(w), n / 8);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }

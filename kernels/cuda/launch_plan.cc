@@ -58,7 +58,8 @@ Status Validate(const LaunchPlan& p, const DeviceLimits& lim) {
   if (threads % lim.warp_size != 0)
     return PlanError(p, Str(threads) + " threads per block are not a multiple of the warp size " + Str(lim.warp_size));
   if (p.shared_bytes > lim.max_shared_per_block)
-    return PlanError(p, Str(static_cast<int64_t>(p.shared_bytes)) + " bytes of shared memory exceed the per-block maximum " +
+    return PlanError(p, Str(static_cast<int64_t>(p.shared_bytes)) +
+                            " bytes of shared memory exceed the per-block maximum " +
                             Str(static_cast<int64_t>(lim.max_shared_per_block)));
   return OkStatus();
 }
@@ -114,12 +115,16 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
 }
 
 Result<LaunchPlan> PlanBlockRows(uint32_t block_type, int rows, int cols, int T, const DeviceLimits& lim) {
-  const std::string type = block_type == kq::kQ4_K ? "q4_k" : block_type == kq::kQ6_K ? "q6_k" : "type" + Str(block_type);
-  LaunchPlan p = Named(("block_rows_" + type).c_str(), "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) +
-                                                           " dtype=block " + type);
-  if (!kq::Supported(block_type)) return PlanError(p, "no kernel for ggml block type " + Str(block_type) + " (Q4_K and Q6_K only)");
+  const std::string type = block_type == kq::kQ4_K   ? "q4_k"
+                           : block_type == kq::kQ6_K ? "q6_k"
+                                                     : "type" + Str(block_type);
+  LaunchPlan p = Named(("block_rows_" + type).c_str(),
+                       "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=block " + type);
+  if (!kq::Supported(block_type))
+    return PlanError(p, "no kernel for ggml block type " + Str(block_type) + " (Q4_K and Q6_K only)");
   if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
-  if (cols % kq::kBlockWeights != 0) return PlanError(p, "cols must be a multiple of " + Str(kq::kBlockWeights) + " (whole blocks)");
+  if (cols % kq::kBlockWeights != 0)
+    return PlanError(p, "cols must be a multiple of " + Str(kq::kBlockWeights) + " (whole blocks)");
   p.tile = T == 1 ? 1 : kMatmulRowsPerWarp;
   p.block.x = static_cast<uint32_t>(kMatvecWarps * lim.warp_size);
   const int64_t row_blocks = CeilDiv(rows, kMatvecWarps);
@@ -168,8 +173,7 @@ Result<LaunchPlan> PlanRmsnorm(int rows, int size, const DeviceLimits& lim) {
 Result<LaunchPlan> PlanRope(int rows, int size, int head_size, const DeviceLimits& lim) {
   LaunchPlan p = Named("rope", "rows=" + Str(rows) + " size=" + Str(size) + " head_size=" + Str(head_size));
   if (rows < 1 || size < 1 || head_size < 2) return PlanError(p, "rows, size >= 1 and head_size >= 2 required");
-  if (head_size % 2 != 0 || size % head_size != 0)
-    return PlanError(p, "head_size must be even and divide size");
+  if (head_size % 2 != 0 || size % head_size != 0) return PlanError(p, "head_size must be even and divide size");
   const int64_t pairs = size / 2;
   p.block.x = kElementwiseThreads;
   p.grid.x = GridDim(std::min(CeilDiv(pairs, kElementwiseThreads), kElementwiseMaxBlocks));

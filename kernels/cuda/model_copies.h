@@ -39,8 +39,8 @@ class ModelCopies {
   struct Copy {
     DeviceBuffer buf;
     DType dtype = DType::kF32;
-    size_t bytes = 0;    // valid bytes (a matrix, floats)
-    int positions = 0;   // positions covered (a RoPE table)
+    size_t bytes = 0;   // valid bytes (a matrix, floats)
+    int positions = 0;  // positions covered (a RoPE table)
   };
   Status Upload(Copy& c, const void* host, size_t bytes, const char* what);
 

@@ -15,16 +15,16 @@
 namespace verity::kernels::cuda {
 
 struct RopeCacheArgs {
-  float* q;                 // rows of q_width floats (device state)
-  float* key;               // rows of kv_width floats
-  const float* value;       // rows of kv_width floats
-  float* key_cache;         // this layer's caches of slot 0
+  float* q;            // rows of q_width floats (device state)
+  float* key;          // rows of kv_width floats
+  const float* value;  // rows of kv_width floats
+  float* key_cache;    // this layer's caches of slot 0
   float* value_cache;
-  int64_t pos_stride;       // floats between positions in a cache
-  int64_t slot_stride;      // floats between slots' caches
-  const float* table;       // cos and sin per pair, head_size floats per position
-  const int* pos;           // row t's position pos[t] (device)
-  const int* slot;          // row t's slot slot[t] (device); nullptr: slot 0
+  int64_t pos_stride;   // floats between positions in a cache
+  int64_t slot_stride;  // floats between slots' caches
+  const float* table;   // cos and sin per pair, head_size floats per position
+  const int* pos;       // row t's position pos[t] (device)
+  const int* slot;      // row t's slot slot[t] (device); nullptr: slot 0
   int q_width, kv_width, head_size;
   bool interleaved;
 };

@@ -20,7 +20,9 @@ namespace {
 // Weights a 16-byte chunk holds: 4 f32, 8 bf16, 16 q8_0 quants (the device
 // layout of q8_layout.h; its scale, one per 32, lies apart).
 template <int DT>
-inline constexpr int kChunkWeights = DT == 0 ? 4 : DT == 1 ? 8 : 16;
+inline constexpr int kChunkWeights = DT == 0   ? 4
+                                     : DT == 1 ? 8
+                                               : 16;
 
 // Chunk c of a row stored as DT (0: f32, 1: bf16, 2: q8_0 quants) as floats:
 // exact (a q8_0 quant as itself; the scale is applied to the chunk's sum).
@@ -150,7 +152,8 @@ __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int
 template <int DT, int NT, int R, int U, int EPI>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
   GridDependents();
-  const int first = static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
+  const int first =
+      static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
   if (first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
@@ -233,7 +236,8 @@ template <int DT>
 Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                    int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
   if (plan.tile != 1)
-    return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
+    return LaunchEpilogue<DT, kMatmulRowsPerWarp, kBatchedRowsPerWarp, 4>(plan, epilogue, tg, x, cols, T, rb, stream,
+                                                                          ctx);
   // A decode step's forms (kRowsForms): the same sums, other loads in flight.
   static_assert(kRowsFormCount == 5, "one launch per form");
   const int r = plan.rows_per_warp, u = plan.unroll;
@@ -265,12 +269,9 @@ Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogu
   // A q8_0 row's quants are cols bytes apart (q8_layout.h).
   const size_t rb = dtype == DType::kQ8_0 ? static_cast<size_t>(cols) : RowBytes(dtype, cols);
   switch (dtype) {
-    case DType::kF32:
-      return LaunchDType<0>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
-    case DType::kBF16:
-      return LaunchDType<1>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
-    case DType::kQ8_0:
-      return LaunchDType<2>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
+    case DType::kF32: return LaunchDType<0>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
+    case DType::kBF16: return LaunchDType<1>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
+    case DType::kQ8_0: return LaunchDType<2>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
     case DType::kBlock:  // never launched: a block-quantized model is refused (runs_block_weights)
       break;
   }

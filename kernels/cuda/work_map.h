@@ -17,7 +17,8 @@ namespace verity::kernels::cuda::map {
 // weight rows each, row blocks along grid y then z, vector groups along x.
 
 // The first stacked row warp `warp` of the block at (y, z) takes.
-VERITY_HD int64_t FirstRow(unsigned block_y, unsigned block_z, unsigned grid_y, int warps, int warp, int rows_per_warp) {
+VERITY_HD int64_t FirstRow(unsigned block_y, unsigned block_z, unsigned grid_y, int warps, int warp,
+                           int rows_per_warp) {
   const int64_t row_block = static_cast<int64_t>(block_z) * grid_y + block_y;
   return (row_block * warps + warp) * rows_per_warp;
 }

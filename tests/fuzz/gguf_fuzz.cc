@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f.ok()) return 0;
   // Accepted files: every tensor's bytes inside the input, aligned.
   for (const auto& t : f->tensors) {
-    if (f->data_start > size || t.offset > size - f->data_start || t.bytes > size - f->data_start - t.offset) __builtin_trap();
+    if (f->data_start > size || t.offset > size - f->data_start || t.bytes > size - f->data_start - t.offset)
+      __builtin_trap();
     if ((f->data_start + t.offset) % f->alignment != 0) __builtin_trap();
     if (f->FindTensor(t.name) != &t) __builtin_trap();
   }

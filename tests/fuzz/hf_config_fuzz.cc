@@ -22,7 +22,8 @@ bool Same(const verity::ModelConfig& a, const verity::ModelConfig& b) {
          a.rope_style == b.rope_style && a.n_experts == b.n_experts && a.n_experts_per_tok == b.n_experts_per_tok &&
          a.head_dim == b.head_dim && a.max_positions == b.max_positions && a.bos_id == b.bos_id &&
          a.eos_ids == b.eos_ids && a.rope_scaling.type == b.rope_scaling.type &&
-         a.rope_scaling.factor == b.rope_scaling.factor && a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&
+         a.rope_scaling.factor == b.rope_scaling.factor &&
+         a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&
          a.rope_scaling.high_freq_factor == b.rope_scaling.high_freq_factor &&
          a.rope_scaling.original_max_positions == b.rope_scaling.original_max_positions;
 }

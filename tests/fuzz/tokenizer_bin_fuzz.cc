@@ -25,8 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const int vocab = t->vocab_size();
   Check(vocab > 0);
-  for (const char* text : {"", "Once upon a time", "  two  spaces\n\ttab", "caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80",
-                           "\x01\x7F\xFF\xC3", "<0x41><s></s>"}) {
+  for (const char* text :
+       {"", "Once upon a time", "  two  spaces\n\ttab", "caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80",
+        "\x01\x7F\xFF\xC3", "<0x41><s></s>"}) {
     for (bool bos : {false, true}) {
       const std::vector<int> ids = t->Encode(text, bos, /*eos=*/bos);
       int prev = 0;

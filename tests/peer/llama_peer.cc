@@ -7,7 +7,8 @@
 //   llama_peer argmax   MODEL --ids IDS                 argmax after each position, one line
 //   llama_peer logits   MODEL --ids IDS --out FILE      n_vocab f32 per position (as `verity logits`)
 //   llama_peer quantize IN OUT TYPE                     llama_model_quantize; TYPE: f16, bf16, q8_0,
-//                                                   q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k
+//                                                   q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_s,
+//                                                   q5_k_m, q6_k
 //   llama_peer bench    MODEL --prompt-tokens P --gen-tokens G [--min-seconds S]   one JSON line
 //   llama_peer cpu-backend                          the CPU variant ggml loads here, e.g. libggml-cpu-zen4.so
 //   common: --threads T (default 1), --kv f32|f16 (default f32), --verbose
@@ -65,9 +66,10 @@ struct Args {
 };
 
 Args ParseArgs(int argc, char** argv) {
-  static const char* kValued[] = {"--prompt", "--steps", "--ids", "--out", "--threads", "--kv",
-                                  "--prompt-tokens", "--gen-tokens", "--min-seconds"};
-  if (argc < 2) Die("usage: llama_peer greedy|argmax|logits|quantize|bench|cpu-backend MODEL [flags] (see the source's header)");
+  static const char* kValued[] = {"--prompt", "--steps",         "--ids",        "--out",        "--threads",
+                                  "--kv",     "--prompt-tokens", "--gen-tokens", "--min-seconds"};
+  if (argc < 2)
+    Die("usage: llama_peer greedy|argmax|logits|quantize|bench|cpu-backend MODEL [flags] (see the source's header)");
   Args a;
   a.mode = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -75,7 +77,8 @@ Args ParseArgs(int argc, char** argv) {
     if (s == "--verbose") {
       a.verbose = true;
     } else if (s.rfind("--", 0) == 0) {
-      if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return s == k; }) == std::end(kValued))
+      if (std::find_if(std::begin(kValued), std::end(kValued), [&](const char* k) { return s == k; }) ==
+          std::end(kValued))
         Die("unknown flag " + s);
       if (i + 1 >= argc) Die(s + " needs a value");
       a.flags[s] = argv[++i];
@@ -218,7 +221,8 @@ const float* LogitsAt(llama_context* ctx, int i) {
 
 void CheckIds(const std::vector<llama_token>& ids, int n_vocab, const std::string& what) {
   for (llama_token id : ids)
-    if (id >= n_vocab) Die(what + ": id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    if (id >= n_vocab)
+      Die(what + ": id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
 }
 
 void PrintIds(const std::vector<llama_token>& ids) {
@@ -254,7 +258,8 @@ int Greedy(const Args& a) {
   std::vector<llama_token> prompt = ParseIds(a.Required("--prompt"), "--prompt");
   const int steps = static_cast<int>(ParseLong(a.Required("--steps"), "--steps", 1, 1 << 20));
   const int n_prompt = static_cast<int>(prompt.size());
-  if (n_prompt > steps) Die("--prompt holds " + std::to_string(n_prompt) + " ids, more than --steps " + std::to_string(steps));
+  if (n_prompt > steps)
+    Die("--prompt holds " + std::to_string(n_prompt) + " ids, more than --steps " + std::to_string(steps));
   const int n_vocab = NVocab(model);
   CheckIds(prompt, n_vocab, "--prompt");
   ContextOptions o = CommonOptions(a);
@@ -324,8 +329,8 @@ const std::pair<const char*, llama_ftype> kQuantTypes[] = {
     {"f16", LLAMA_FTYPE_MOSTLY_F16},       {"bf16", LLAMA_FTYPE_MOSTLY_BF16},     {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
     {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},     {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},     {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
     {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},     {"q2_k", LLAMA_FTYPE_MOSTLY_Q2_K},     {"q3_k_m", LLAMA_FTYPE_MOSTLY_Q3_K_M},
-    {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
-    {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K}};
+    {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+    {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K}};
 
 std::string QuantTypeNames() {
   std::string s;
@@ -344,7 +349,8 @@ int Quantize(const Args& a) {
     if (type == name) qp.ftype = ftype, known = true;
   if (!known) Die("quantize: TYPE " + type + ": expected one of " + QuantTypeNames());
   qp.nthread = CommonOptions(a).threads;
-  if (llama_model_quantize(in.c_str(), out.c_str(), &qp) != 0) Die(in + ": llama_model_quantize to " + type + " failed");
+  if (llama_model_quantize(in.c_str(), out.c_str(), &qp) != 0)
+    Die(in + ": llama_model_quantize to " + type + " failed");
   std::fprintf(stderr, "llama_peer: quantized %s -> %s (%s)\n", in.c_str(), out.c_str(), type.c_str());
   return 0;
 }
@@ -374,9 +380,11 @@ Pool PinnedPool(llama_context* ctx, const std::vector<int>& cpus) {
   for (int c : cpus) CPU_SET(c, &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) Die("sched_setaffinity failed");
   ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
-  auto* make = reinterpret_cast<decltype(ggml_threadpool_new)*>(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new"));
+  auto* make =
+      reinterpret_cast<decltype(ggml_threadpool_new)*>(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new"));
   Pool p;
-  p.free = reinterpret_cast<decltype(ggml_threadpool_free)*>(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free"));
+  p.free =
+      reinterpret_cast<decltype(ggml_threadpool_free)*>(ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free"));
   if (!make || !p.free) Die("the CPU backend exports no ggml_threadpool_new/ggml_threadpool_free");
   ggml_threadpool_params tp = ggml_threadpool_params_default(static_cast<int>(cpus.size()));
   for (int c : cpus) {
@@ -436,7 +444,8 @@ int Bench(const Args& a) {
   r.prompt.push_back(FileBos(model));
   for (int i = 1; i < p; i++) r.prompt.push_back(static_cast<llama_token>((1 + 7919L * i) % r.n_vocab));
   int warm_tokens = 0;
-  for (auto start = Clock::now(); warm_tokens < 8 || Clock::now() - start < std::chrono::milliseconds(100); warm_tokens += g)
+  for (auto start = Clock::now(); warm_tokens < 8 || Clock::now() - start < std::chrono::milliseconds(100);
+       warm_tokens += g)
     Generation(r, nullptr, nullptr);
   std::vector<double> prefill_s, token_s;
   double decode_total = 0.0;
@@ -452,11 +461,12 @@ int Bench(const Args& a) {
     if (i) cpu_list += ',';
     cpu_list += std::to_string(cpus[i]);
   }
-  std::printf("{\"peer\":\"llama.cpp\",\"model\":\"%s\",\"threads\":%d,\"cpus\":[%s],\"prompt_tokens\":%d,\"gen_tokens\":%d,"
-              "\"generations\":%zu,\"warmup_tokens\":%d,\"cpu_backend\":\"%s\",\"kv\":\"%s\",\"decode_tok_s\":%.4f,"
-              "\"prefill_tok_s\":%.4f}\n",
-              path.c_str(), o.threads, cpu_list.c_str(), p, g, prefill_s.size(), warm_tokens, g_cpu_backend.c_str(),
-              o.kv == GGML_TYPE_F32 ? "f32" : "f16", 1.0 / verity::Median(token_s), p / verity::Median(prefill_s));
+  std::printf(
+      "{\"peer\":\"llama.cpp\",\"model\":\"%s\",\"threads\":%d,\"cpus\":[%s],\"prompt_tokens\":%d,\"gen_tokens\":%d,"
+      "\"generations\":%zu,\"warmup_tokens\":%d,\"cpu_backend\":\"%s\",\"kv\":\"%s\",\"decode_tok_s\":%.4f,"
+      "\"prefill_tok_s\":%.4f}\n",
+      path.c_str(), o.threads, cpu_list.c_str(), p, g, prefill_s.size(), warm_tokens, g_cpu_backend.c_str(),
+      o.kv == GGML_TYPE_F32 ? "f32" : "f16", 1.0 / verity::Median(token_s), p / verity::Median(prefill_s));
   llama_free(r.ctx);
   pool.free(pool.pool);
   llama_model_free(model);

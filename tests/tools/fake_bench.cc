@@ -27,7 +27,8 @@
 int main(int argc, char** argv) {
   double mean = 1000, noise = 0.01, sleep_s = 0, bytes_per_token = 0;
   unsigned long long seed = 1;
-  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload, dtype = "f32", backend, batch;
+  std::string state, metric = "decode_tok_s", build = "fake-build", sha(64, 'a'), touch, mode, model, stated_workload,
+                     dtype = "f32", backend, batch;
   long fail_after = -1;
   std::vector<std::pair<std::string, double>> guards;
   for (int i = 1; i < argc; i++) {
@@ -52,8 +53,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fake_bench: unreadable --sha-file\n");
         return 2;
       }
-    }
-    else if (a == "--touch") touch = next();
+    } else if (a == "--touch") touch = next();
     else if (a == "--fail-after") fail_after = std::atol(next().c_str());
     else if (a == "--sleep") sleep_s = std::atof(next().c_str());
     else if (a == "--bytes-per-token") bytes_per_token = std::atof(next().c_str());
@@ -70,8 +70,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       guards.emplace_back(g.substr(0, eq), std::atof(g.c_str() + eq + 1));
-    }
-    else if (a == "--garbage" || a == "--wrong-schema" || a == "--no-metric" || a == "--silent") mode = a;
+    } else if (a == "--garbage" || a == "--wrong-schema" || a == "--no-metric" || a == "--silent") mode = a;
     else {
       std::fprintf(stderr, "fake_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -110,15 +109,18 @@ int main(int argc, char** argv) {
   }
   std::string workload;
   if (!model.empty())
-    workload = ",\"model\":\"" + model + "\",\"dtype\":\"" + dtype + "\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
+    workload =
+        ",\"model\":\"" + model + "\",\"dtype\":\"" + dtype + "\",\"threads\":1,\"prompt_tokens\":8,\"gen_tokens\":8";
   if (!stated_workload.empty()) workload += ",\"workload\":" + nlohmann::json(stated_workload).dump();
   if (!backend.empty()) workload += ",\"backend\":" + nlohmann::json(backend).dump();
   if (!batch.empty()) workload += ",\"batch\":" + std::to_string(std::atoi(batch.c_str()));
   char roof[96] = "";
-  if (bytes_per_token > 0) std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
-  std::printf("{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
-              "\"metrics\":{\"%s\":%.6f%s}%s%s,\"ok\":true}\n",
-              build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str(), roof,
-              workload.c_str());
+  if (bytes_per_token > 0)
+    std::snprintf(roof, sizeof roof, ",\"roofline\":{\"bytes_per_token\":%.1f}", bytes_per_token);
+  std::printf(
+      "{\"schema\":\"verity.bench/1\",\"build\":{\"id\":\"%s\",\"artifact_sha256\":\"%s\"},"
+      "\"metrics\":{\"%s\":%.6f%s}%s%s,\"ok\":true}\n",
+      build.c_str(), sha.c_str(), mode == "--no-metric" ? "other_metric" : metric.c_str(), v, more.c_str(), roof,
+      workload.c_str());
   return 0;
 }

@@ -105,10 +105,11 @@ int main(int argc, char** argv) {
   const std::string build =
       a.no_build ? "" : ",\"build\":{\"id\":\"" + a.build + "\",\"artifact_sha256\":\"" + a.artifact + "\"}";
   const std::string dtype = a.dtype.empty() ? "" : ",\"dtype\":\"" + a.dtype + "\"";
-  std::printf("{\"schema\":\"verity.parity/1\",\"reference\":\"fake\"%s,\"mode\":\"%s\",\"tokens\":%d,\"window\":%d,"
-              "\"depths\":[%s],\"worst\":{\"top1\":%g,\"mean_kl\":%s},\"logits_sha256\":\"%s\","
-              "\"all_rows_sha256\":\"%s\",\"nonfinite\":[]%s,\"ok\":%s}\n",
-              dtype.c_str(), mode.c_str(), a.tokens, window, Depths(a, n, window, top1, kl).c_str(), top1,
-              Num(kl).c_str(), a.sha.c_str(), a.all_sha.c_str(), build.c_str(), ok ? "true" : "false");
+  std::printf(
+      "{\"schema\":\"verity.parity/1\",\"reference\":\"fake\"%s,\"mode\":\"%s\",\"tokens\":%d,\"window\":%d,"
+      "\"depths\":[%s],\"worst\":{\"top1\":%g,\"mean_kl\":%s},\"logits_sha256\":\"%s\","
+      "\"all_rows_sha256\":\"%s\",\"nonfinite\":[]%s,\"ok\":%s}\n",
+      dtype.c_str(), mode.c_str(), a.tokens, window, Depths(a, n, window, top1, kl).c_str(), top1, Num(kl).c_str(),
+      a.sha.c_str(), a.all_sha.c_str(), build.c_str(), ok ? "true" : "false");
   return a.code;
 }

@@ -38,9 +38,12 @@ long NextRun() {
 }
 
 void Register(const char* name, double seconds, benchmark::TimeUnit unit) {
-  benchmark::RegisterBenchmark(name, [seconds](benchmark::State& st) {
-    for (auto _ : st) st.SetIterationTime(seconds);
-  })->UseManualTime()->Unit(unit);
+  benchmark::RegisterBenchmark(name,
+                               [seconds](benchmark::State& st) {
+                                 for (auto _ : st) st.SetIterationTime(seconds);
+                               })
+      ->UseManualTime()
+      ->Unit(unit);
 }
 
 }  // namespace
