@@ -612,6 +612,12 @@ BENCHMARK_CAPTURE(BM_MatMul, q8_0, Dtype::kQ8)->Apply(MatMulShapes)->Unit(benchm
 
 int main(int argc, char** argv) {
   using namespace verity::kernels::simd;
+  // Numbers from a target nobody asked for are worse than none (the cap
+  // allows only the most basic target then): a usage error, as in verity.
+  if (const std::string cap = CapError(); !cap.empty()) {
+    std::fprintf(stderr, "verity_kernels_bench: %s\n", cap.c_str());
+    return 2;
+  }
   std::fprintf(stderr, "simd target: %s%s\n", TargetName(),
                TargetCap().empty() ? "" : (" (VERITY_SIMD_TARGET=" + TargetCap() + ")").c_str());
   benchmark::Initialize(&argc, argv);

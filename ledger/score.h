@@ -30,16 +30,17 @@ const char* VerdictName(Verdict v);
 // Returns the verdict named `name` (as VerdictName spells it), or nullopt when it is not one.
 std::optional<Verdict> VerdictFromName(const std::string& name);
 // A Verdict in JSON is its name, never the enum's number (nlohmann would
-// otherwise print 0 for accepted without a word).
-NLOHMANN_JSON_SERIALIZE_ENUM(Verdict, {{Verdict::kAccepted, "accepted"},
+// otherwise print 0 for accepted without a word). Failed is first: a name
+// read back that is no verdict becomes failed, never accepted.
+NLOHMANN_JSON_SERIALIZE_ENUM(Verdict, {{Verdict::kFailed, "failed"},
+                                       {Verdict::kAccepted, "accepted"},
                                        {Verdict::kNone, "none"},
                                        {Verdict::kRejectedParity, "rejected-parity"},
                                        {Verdict::kRejectedImplausible, "rejected-implausible"},
                                        {Verdict::kRejectedRegression, "rejected-regression"},
                                        {Verdict::kHeldSurprise, "held-surprise"},
                                        {Verdict::kUnverified, "unverified"},
-                                       {Verdict::kRefused, "refused"},
-                                       {Verdict::kFailed, "failed"}})
+                                       {Verdict::kRefused, "refused"}})
 
 enum class Kind { kChange, kRevert, kReapply };
 const char* KindName(Kind k);

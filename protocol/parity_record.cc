@@ -31,12 +31,11 @@ json IdentityJson(const ParityRecord::Identity& id) {
             {"base_bytes", id.base_bytes},
             {"identical", id.identical},
             {"first_diff", id.first_diff}};
-  for (auto [key, v] : {std::pair{"head_sha256", &id.head_sha256},
-                        {"base_sha256", &id.base_sha256},
-                        {"golden", &id.golden},
-                        {"head_snippet", &id.head_snippet},
-                        {"base_snippet", &id.base_snippet}})
+  for (auto [key, v] :
+       {std::pair{"head_sha256", &id.head_sha256}, {"base_sha256", &id.base_sha256}, {"golden", &id.golden}})
     if (!v->empty()) x[key] = *v;
+  // Where they differ, what each says there (empty when one output is).
+  if (!id.identical) x["head_snippet"] = id.head_snippet, x["base_snippet"] = id.base_snippet;
   return x;
 }
 

@@ -216,8 +216,6 @@ nlohmann::json ToJson(const VerityBenchRecord& r) {
 Result<VerityBenchRecord> VerityBenchFromJson(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kBenchSchema)
     return Status::Error(what + ": not a " + std::string(kBenchSchema) + " object");
-  // The envelope as the ledger would read it: a record this accepts, the ledger accepts.
-  VERITY_RETURN_IF_ERROR(BenchRecordFromJson(j, what).status());
   VerityBenchRecord r;
   const DetailReader read(j, what);
   VERITY_RETURN_IF_ERROR(read.Strings(&r));
@@ -226,6 +224,9 @@ Result<VerityBenchRecord> VerityBenchFromJson(const nlohmann::json& j, const std
   VERITY_RETURN_IF_ERROR(read.Affinity(&r));
   VERITY_RETURN_IF_ERROR(read.Pool(&r));
   VERITY_RETURN_IF_ERROR(read.Kernels(&r));
+  // Then the envelope as the ledger reads it (every number in its range): a
+  // record this accepts, the ledger accepts.
+  VERITY_RETURN_IF_ERROR(BenchRecordFromJson(j, what).status());
   return r;
 }
 

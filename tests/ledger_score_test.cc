@@ -39,6 +39,8 @@ TEST(Score, EveryVerdictIsSpelledOneWayEverywhere) {
     n++;
   }
   EXPECT_EQ(n, 9);
+  // A name that is no verdict reads as failed, never as accepted.
+  EXPECT_EQ(nlohmann::json("no-such-verdict").get<Verdict>(), Verdict::kFailed);
 }
 
 TEST(Score, VerdictTable) {

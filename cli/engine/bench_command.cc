@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -397,8 +398,11 @@ void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r) {
 
 // Timed generations, each from a fresh cache, until decode has run
 // min_seconds. A failed device call makes every later logit NaN: the run
-// stops and says why, never timing it.
-Result<Timings> TimeGenerations(Generation& g, const BenchDecoder& d, double min_seconds, BenchRecord* r) {
+// stops and says why, never timing it. `finish` (the tensor-parallel
+// collective guard, which stops the follower ranks) runs before the window
+// closes, as their last step is part of it.
+Result<Timings> TimeGenerations(Generation& g, const BenchDecoder& d, double min_seconds,
+                                const std::function<Status()>& finish, BenchRecord* r) {
   Timings t;
   double decode_total = 0.0;
   t.wait_before = RunQueueWaitNs();
@@ -418,6 +422,7 @@ Result<Timings> TimeGenerations(Generation& g, const BenchDecoder& d, double min
     r->generations++;
     VERITY_RETURN_IF_ERROR(d.status());
   } while (decode_total < min_seconds);
+  if (finish) VERITY_RETURN_IF_ERROR(finish());
   t.timed_ns = std::chrono::duration<double, std::nano>(Clock::now() - timed_start).count();
   t.wait_after = RunQueueWaitNs();
   t.pool_after = d.pool_counters();
@@ -635,12 +640,11 @@ int RunBench(BenchOptions o) {
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
   WarmUp(g, cpus, &r);
-  auto t = TimeGenerations(g, *d, o.min_seconds, &r);
-  if (!t.ok()) return Fail(t.status());
   // The collective guard over every position the bench ran; a failure is no measurement.
-  if (group) {
-    if (Status guard = static_cast<TpDecoder&>(*d->one).Finish(); !guard.ok()) return Fail(guard);
-  }
+  std::function<Status()> finish;
+  if (group) finish = [&] { return static_cast<TpDecoder&>(*d->one).Finish(); };
+  auto t = TimeGenerations(g, *d, o.min_seconds, finish, &r);
+  if (!t.ok()) return Fail(t.status());
   RecordContention(*t, &r);
   if (Status dumped = DumpTimes(o, *t); !dumped.ok()) return Fail(dumped);
   RecordSpeeds(*t, o, (*model)->config, &r);
