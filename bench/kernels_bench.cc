@@ -30,6 +30,7 @@
 #include "base/median.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/thread_pool.h"
+#include "probe/probe.h"
 
 namespace verity::kernels::simd {
 namespace {
@@ -200,15 +201,15 @@ void BM_MatRows(benchmark::State& state, Dtype t) {
   state.SetLabel(TargetName());
 }
 
-// The reference: simd::StreamRead over a 1 GiB buffer (the widest loads, 4
+// The reference: probe::StreamRead (the roofline's read loop) over a 1 GiB buffer (the widest loads, 4
 // accumulators), touching every byte once per iteration.
 void BM_StreamRead(benchmark::State& state) {
   const size_t bytes = size_t{1} << 30;
   Aligned<uint64_t> buf(bytes / 8);
   for (size_t i = 0; i < bytes / 8; i++) buf.get()[i] = i;
-  for (auto _ : state) benchmark::DoNotOptimize(StreamRead(buf.get(), bytes));
+  for (auto _ : state) benchmark::DoNotOptimize(probe::StreamRead(buf.get(), bytes));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
-  state.SetLabel(TargetName());
+  state.SetLabel(probe::ProbeTarget());
 }
 
 // The same over `threads` threads of a ThreadPool (16 MiB pieces claimed
@@ -222,7 +223,8 @@ void BM_StreamReadThreads(benchmark::State& state) {
   std::vector<uint64_t> sums(bytes / piece);
   for (auto _ : state) {
     pool.ParallelFor(static_cast<int>(bytes / piece), [&](int b, int e) {
-      for (int k = b; k < e; k++) sums[k] = StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
+      for (int k = b; k < e; k++)
+        sums[k] = probe::StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
     });
     benchmark::DoNotOptimize(sums.data());
   }
@@ -428,7 +430,8 @@ void BM_DecodeVsStream(benchmark::State& state) {
     });
     const double r = Seconds([&] {
       pool.ParallelFor(static_cast<int>(pieces), [&](int b, int e) {
-        for (int k = b; k < e; k++) sums[k] = StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
+        for (int k = b; k < e; k++)
+          sums[k] = probe::StreamRead(reinterpret_cast<const char*>(buf.get()) + k * piece, piece);
       });
     });
     benchmark::DoNotOptimize(sums.data());

@@ -1,9 +1,8 @@
 // The roofline: a streaming read over a buffer far larger than the caches and
 // a loop of independent FMAs, at 1 thread and at every core, each thread
-// pinned to its own CPU. The loops are written with intrinsics for each x86
-// instruction set (chosen at run time from what the CPU has) and in plain C++
-// elsewhere, so the figures are what this box can do, not what the compiler's
-// baseline target can.
+// pinned to its own CPU. The loops are probe/probe.h's, dispatched at run time
+// to the best instruction set the CPU has, so the figures are what this box
+// can do, not what the compiler's baseline target can.
 #include "measure/roofline.h"
 
 #include <sched.h>
@@ -28,192 +27,15 @@
 
 #include "base/huge_pages.h"
 #include "measure/measure.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define VERITY_ROOFLINE_X86 1
-#endif
+#include "probe/probe.h"
 
 namespace verity::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ---- the loops -------------------------------------------------------------
-
-// Each read loop XORs every 64-bit word of [p, p + bytes) into independent
-// accumulators (bytes is a multiple of 512) and returns the folded result, so
-// no load can be dropped.
-#ifdef VERITY_ROOFLINE_X86
-__attribute__((target("avx512f"))) uint64_t ReadAvx512(const char* p, size_t bytes) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (size_t i = 0; i < bytes; i += 512) {
-    const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
-    a0 = _mm512_xor_si512(a0, _mm512_load_si512(q + 0));
-    a1 = _mm512_xor_si512(a1, _mm512_load_si512(q + 1));
-    a2 = _mm512_xor_si512(a2, _mm512_load_si512(q + 2));
-    a3 = _mm512_xor_si512(a3, _mm512_load_si512(q + 3));
-    a4 = _mm512_xor_si512(a4, _mm512_load_si512(q + 4));
-    a5 = _mm512_xor_si512(a5, _mm512_load_si512(q + 5));
-    a6 = _mm512_xor_si512(a6, _mm512_load_si512(q + 6));
-    a7 = _mm512_xor_si512(a7, _mm512_load_si512(q + 7));
-  }
-  a0 = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3)),
-                        _mm512_xor_si512(_mm512_xor_si512(a4, a5), _mm512_xor_si512(a6, a7)));
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(reinterpret_cast<__m512i*>(lanes), a0);
-  uint64_t r = 0;
-  for (uint64_t v : lanes) r ^= v;
-  return r;
-}
-
-__attribute__((target("avx2"))) uint64_t ReadAvx2(const char* p, size_t bytes) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (size_t i = 0; i < bytes; i += 256) {
-    const __m256i* q = reinterpret_cast<const __m256i*>(p + i);
-    a0 = _mm256_xor_si256(a0, _mm256_load_si256(q + 0));
-    a1 = _mm256_xor_si256(a1, _mm256_load_si256(q + 1));
-    a2 = _mm256_xor_si256(a2, _mm256_load_si256(q + 2));
-    a3 = _mm256_xor_si256(a3, _mm256_load_si256(q + 3));
-    a4 = _mm256_xor_si256(a4, _mm256_load_si256(q + 4));
-    a5 = _mm256_xor_si256(a5, _mm256_load_si256(q + 5));
-    a6 = _mm256_xor_si256(a6, _mm256_load_si256(q + 6));
-    a7 = _mm256_xor_si256(a7, _mm256_load_si256(q + 7));
-  }
-  a0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)),
-                        _mm256_xor_si256(_mm256_xor_si256(a4, a5), _mm256_xor_si256(a6, a7)));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a0);
-  return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
-}
-
-uint64_t ReadSse2(const char* p, size_t bytes) {
-  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (size_t i = 0; i < bytes; i += 128) {
-    const __m128i* q = reinterpret_cast<const __m128i*>(p + i);
-    a0 = _mm_xor_si128(a0, _mm_load_si128(q + 0));
-    a1 = _mm_xor_si128(a1, _mm_load_si128(q + 1));
-    a2 = _mm_xor_si128(a2, _mm_load_si128(q + 2));
-    a3 = _mm_xor_si128(a3, _mm_load_si128(q + 3));
-    a4 = _mm_xor_si128(a4, _mm_load_si128(q + 4));
-    a5 = _mm_xor_si128(a5, _mm_load_si128(q + 5));
-    a6 = _mm_xor_si128(a6, _mm_load_si128(q + 6));
-    a7 = _mm_xor_si128(a7, _mm_load_si128(q + 7));
-  }
-  a0 = _mm_xor_si128(_mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3)),
-                     _mm_xor_si128(_mm_xor_si128(a4, a5), _mm_xor_si128(a6, a7)));
-  alignas(16) uint64_t lanes[2];
-  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), a0);
-  return lanes[0] ^ lanes[1];
-}
-#endif
-
-[[maybe_unused]] uint64_t ReadGeneric(const char* p, size_t bytes) {
-  uint64_t a[8] = {};
-  for (size_t i = 0; i < bytes; i += 64) {
-    const uint64_t* q = reinterpret_cast<const uint64_t*>(p + i);
-    for (int k = 0; k < 8; k++) a[k] ^= q[k];
-  }
-  uint64_t r = 0;
-  for (uint64_t v : a) r ^= v;
-  return r;
-}
-
-// Each FMA loop runs `iters` x 12 independent chains (enough to cover the FMA
-// latency times the FMA ports of current cores) of acc = acc * m + c, which
-// converges to c / (1 - m) without overflow or denormals. Returns a value
-// depending on every chain, and the flops done.
-constexpr int kChains = 12;
-constexpr float kMul = 0.999999f, kAdd = 1e-6f;
-
-#ifdef VERITY_ROOFLINE_X86
-#define VERITY_FMA_CHAINS(T, SET1, OP)                                                                      \
-  T m = SET1(kMul), c = SET1(kAdd);                                                                         \
-  T a0 = SET1(0.1f), a1 = SET1(0.2f), a2 = SET1(0.3f), a3 = SET1(0.4f), a4 = SET1(0.5f), a5 = SET1(0.6f);   \
-  T a6 = SET1(0.7f), a7 = SET1(0.8f), a8 = SET1(0.9f), a9 = SET1(1.0f), a10 = SET1(1.1f), a11 = SET1(1.2f); \
-  for (int64_t i = 0; i < iters; i++) {                                                                     \
-    a0 = OP(a0, m, c);                                                                                      \
-    a1 = OP(a1, m, c);                                                                                      \
-    a2 = OP(a2, m, c);                                                                                      \
-    a3 = OP(a3, m, c);                                                                                      \
-    a4 = OP(a4, m, c);                                                                                      \
-    a5 = OP(a5, m, c);                                                                                      \
-    a6 = OP(a6, m, c);                                                                                      \
-    a7 = OP(a7, m, c);                                                                                      \
-    a8 = OP(a8, m, c);                                                                                      \
-    a9 = OP(a9, m, c);                                                                                      \
-    a10 = OP(a10, m, c);                                                                                    \
-    a11 = OP(a11, m, c);                                                                                    \
-  }
-
-__attribute__((target("avx512f"))) float FmaAvx512(int64_t iters) {
-  VERITY_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps)
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, s);
-  float r = 0;
-  for (float v : lanes) r += v;
-  return r;
-}
-
-__attribute__((target("avx2,fma"))) float FmaAvx2(int64_t iters) {
-  VERITY_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps)
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  float r = 0;
-  for (float v : lanes) r += v;
-  return r;
-}
-
-// SSE2 has no fused multiply-add: a multiply and an add (still 2 flops).
-inline __m128 MulAdd128(__m128 a, __m128 m, __m128 c) { return _mm_add_ps(_mm_mul_ps(a, m), c); }
-float FmaSse2(int64_t iters) {
-  VERITY_FMA_CHAINS(__m128, _mm_set1_ps, MulAdd128)
-  __m128 s = _mm_add_ps(_mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)),
-                        _mm_add_ps(_mm_add_ps(a4, a5), _mm_add_ps(a6, a7)));
-  s = _mm_add_ps(s, _mm_add_ps(_mm_add_ps(a8, a9), _mm_add_ps(a10, a11)));
-  alignas(16) float lanes[4];
-  _mm_store_ps(lanes, s);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-#undef VERITY_FMA_CHAINS
-#endif
-
-[[maybe_unused]] float FmaGeneric(int64_t iters) {
-  float a[kChains][4];
-  for (int k = 0; k < kChains; k++)
-    for (int l = 0; l < 4; l++) a[k][l] = 0.1f * static_cast<float>(k + 1);
-  for (int64_t i = 0; i < iters; i++)
-    for (int k = 0; k < kChains; k++)
-      for (int l = 0; l < 4; l++) a[k][l] = std::fma(a[k][l], kMul, kAdd);
-  float r = 0;
-  for (auto& row : a)
-    for (float v : row) r += v;
-  return r;
-}
-
-struct Isa {
-  const char* name;
-  uint64_t (*read)(const char*, size_t);
-  float (*fma)(int64_t);
-  int lanes;  // floats per FMA vector
-};
-
-Isa BestIsa() {
-#ifdef VERITY_ROOFLINE_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"avx512f", ReadAvx512, FmaAvx512, 16};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", ReadAvx2, FmaAvx2, 8};
-  return {"sse2", ReadSse2, FmaSse2, 4};
-#else
-  return {"generic", ReadGeneric, FmaGeneric, 4};
-#endif
-}
+// The loops are probe/'s (Highway, dispatched to the best instruction set
+// the CPU runs): the kernel benchmarks measure with the same ones.
 
 std::atomic<uint64_t> g_sink{0};  // keeps every loop's result alive
 
@@ -315,12 +137,11 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   cpu_set_t original;
   const bool have_mask = sched_getaffinity(0, sizeof(original), &original) == 0;
 
-  const Isa isa = BestIsa();
   Roofline r;
   Box box = ThisBox();
   r.fingerprint = box.fingerprint;
   r.box_detail = box.detail;
-  r.isa = isa.name;
+  r.isa = probe::ProbeTarget();
   r.repetitions = o.repetitions;
   r.buffer_bytes = o.buffer_bytes / (kGrain * max_threads) * (kGrain * max_threads);
   if (r.buffer_bytes == 0) r.buffer_bytes = kGrain * max_threads;
@@ -348,7 +169,7 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
     std::vector<double> rates;
     for (int rep = 0; rep < o.repetitions; rep++) {
       const double s = RunTogether(t, placement(t), [&](int k) {
-        g_sink.fetch_xor(isa.read(base + k * slice, slice), std::memory_order_relaxed);
+        g_sink.fetch_xor(probe::StreamRead(base + k * slice, slice), std::memory_order_relaxed);
       });
       rates.push_back(static_cast<double>(r.buffer_bytes) / std::max(s, 1e-9) / 1e9);
     }
@@ -359,7 +180,7 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   int64_t iters = 1 << 16;
   for (;;) {
     auto t0 = Clock::now();
-    g_sink.fetch_xor(static_cast<uint64_t>(isa.fma(iters)), std::memory_order_relaxed);
+    g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s >= 0.01 || iters >= (int64_t{1} << 36)) {
       iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * 0.05 / std::max(s, 1e-9)));
@@ -367,12 +188,12 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
     }
     iters *= 4;
   }
-  const double flops_per_thread = static_cast<double>(iters) * kChains * isa.lanes * 2.0;
+  const double flops_per_thread = static_cast<double>(iters) * probe::kFmaChains * probe::FmaLanes() * 2.0;
   for (int t : threads) {
     std::vector<double> rates;
     for (int rep = 0; rep < o.repetitions; rep++) {
       const double s = RunTogether(t, placement(t), [&](int) {
-        g_sink.fetch_xor(static_cast<uint64_t>(isa.fma(iters)), std::memory_order_relaxed);
+        g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
       });
       rates.push_back(flops_per_thread * t / std::max(s, 1e-9) / 1e9);
     }

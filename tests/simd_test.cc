@@ -316,22 +316,6 @@ TEST_P(SimdTest, QuantizeQ8RoundTripBounds) {
   (void)rng;
 }
 
-TEST_P(SimdTest, StreamReadSumsEveryByte) {
-  std::vector<unsigned char> buf(4096 + 13);
-  for (size_t i = 0; i < buf.size(); i++) buf[i] = static_cast<unsigned char>(i * 37 + 1);
-  for (size_t bytes : {size_t{0}, size_t{7}, size_t{8}, size_t{100}, size_t{1029}, buf.size() - 1}) {
-    uint64_t expect = 0;
-    size_t words = bytes / 8;
-    for (size_t w = 0; w < words; w++) {
-      uint64_t v;
-      std::memcpy(&v, buf.data() + 1 + w * 8, 8);
-      expect += v;
-    }
-    for (size_t k = words * 8; k < bytes; k++) expect += buf[1 + k];
-    EXPECT_EQ(StreamRead(buf.data() + 1, bytes), expect) << bytes;
-  }
-}
-
 // q8_0's block sums are exact integers on every instruction set and their
 // scaled sum runs in one fixed order, so every target returns the same bits;
 // MatMul runs the same per-row function, so it matches MatVec bit for bit.

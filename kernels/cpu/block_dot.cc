@@ -28,8 +28,8 @@
 #include "kernels/cpu/block_dot.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/simd.h"
-#include "kernels/cpu/simd_targets.h"  // before any Highway header
-#endif                                 // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
+#include "base/simd_targets.h"  // before any Highway header
+#endif                          // VERITY_KERNELS_CPU_BLOCK_DOT_SHARED_
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/block_dot.cc"

@@ -24,7 +24,7 @@
 #ifndef VERITY_KERNELS_CPU_SIMD_SHARED_
 #define VERITY_KERNELS_CPU_SIMD_SHARED_
 
-#include "kernels/cpu/simd_targets.h"  // before any Highway header
+#include "base/simd_targets.h"  // before any Highway header
 
 #include <algorithm>
 #include <cmath>
@@ -616,27 +616,6 @@ VERITY_Q8_ATTR void MatRowsQ8_0Impl(const uint8_t* w, const QuantizedX* x, int n
 }
 #undef VERITY_Q8_ATTR
 
-// Sums every 64-bit word (and trailing byte) of a buffer with the widest loads
-// and 4 independent accumulators: the read-bandwidth probe.
-uint64_t StreamReadImpl(const void* data, size_t bytes) {
-  const hn::ScalableTag<uint64_t> d;
-  const size_t N = hn::Lanes(d), words = bytes / 8;
-  const uint64_t* p = static_cast<const uint64_t*>(data);
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 4 * N <= words; i += 4 * N) {
-    a0 = hn::Add(a0, hn::LoadU(d, p + i));
-    a1 = hn::Add(a1, hn::LoadU(d, p + i + N));
-    a2 = hn::Add(a2, hn::LoadU(d, p + i + 2 * N));
-    a3 = hn::Add(a3, hn::LoadU(d, p + i + 3 * N));
-  }
-  uint64_t s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < words; i++) s += p[i];
-  const unsigned char* tail = static_cast<const unsigned char*>(data);
-  for (size_t k = words * 8; k < bytes; k++) s += tail[k];
-  return s;
-}
-
 // ---------------------------------------------------------------- attention
 void DivideByImpl(float* x, int count, float divisor) {
   const DF d;
@@ -965,15 +944,12 @@ HWY_EXPORT(MatRowsBF16Impl);
 HWY_EXPORT(MatRowsQ8_0Impl);
 HWY_EXPORT(QuantizeQ8_0Impl);
 HWY_EXPORT(DequantizeQ8_0Impl);
-HWY_EXPORT(StreamReadImpl);
 HWY_EXPORT(QuantizeX16Impl);
 HWY_EXPORT(AttentionScoresImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
 HWY_EXPORT(MaxOfImpl);
 HWY_EXPORT(DivideByImpl);
 HWY_EXPORT(WeightedSumImpl);
-
-uint64_t StreamRead(const void* data, size_t bytes) { return HWY_DYNAMIC_DISPATCH(StreamReadImpl)(data, bytes); }
 
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 

@@ -131,10 +131,6 @@ void DequantizeQ8_0(const BlockQ8_0* src, float* dst, size_t n);  // n % 32 == 0
 void QuantizeRowQ8_0(const float* src, int cols, uint8_t* row);
 void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst);
 
-// Reads every byte of data once with the widest loads and returns a checksum
-// (so the reads cannot be elided): the read-bandwidth probe of a roofline.
-uint64_t StreamRead(const void* data, size_t bytes);
-
 // How bf16 and q8_0 matrix-vector products prefetch their weight rows ahead of
 // their loads: non-temporally 8 KB ahead (AMD Zen 5 and older), prefetcht0 1 KB
 // ahead (AMD family 19h: Zen 3; Zen 4 shares the family, unmeasured), or not

@@ -3,7 +3,7 @@
 // (VERITY_SIMD_TARGET's cap, applied before main() so the first kernel of any
 // binary honours it) and how weight streams are prefetched on this CPU
 // (VERITY_STREAM_PREFETCH, or what was measured per vendor and family).
-#include "kernels/cpu/simd_targets.h"  // before any Highway header
+#include "base/simd_targets.h"  // before any Highway header
 
 #include <cstdint>
 #include <cstdio>

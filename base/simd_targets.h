@@ -1,8 +1,10 @@
-// The instruction sets every Highway source of the CPU kernels is compiled
-// for (simd.cc, block_dot.cc) and the dispatch policy (simd_policy.cc) knows:
-// included before any Highway header, so HWY_TARGETS means one set in all.
-#ifndef VERITY_KERNELS_CPU_SIMD_TARGETS_H_
-#define VERITY_KERNELS_CPU_SIMD_TARGETS_H_
+// The instruction sets every Highway source is compiled for (the CPU kernels'
+// simd.cc and block_dot.cc, the machine probes in probe/) and the kernels'
+// dispatch policy (kernels/cpu/simd_policy.cc) knows: included before any
+// Highway header, so HWY_TARGETS means one set in all. Macros only: base
+// itself links no Highway.
+#ifndef VERITY_BASE_SIMD_TARGETS_H_
+#define VERITY_BASE_SIMD_TARGETS_H_
 
 // Also compile for AVX3_DL (AVX-512 with VNNI: Ice Lake, Zen 4 and later),
 // whose vpdpbusd the q8_0 and block kernels use; Highway leaves it out by default.
@@ -15,4 +17,4 @@
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
 
-#endif  // VERITY_KERNELS_CPU_SIMD_TARGETS_H_
+#endif  // VERITY_BASE_SIMD_TARGETS_H_
