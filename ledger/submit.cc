@@ -88,6 +88,310 @@ Result<std::optional<std::string>> CountsOnTheSameMachine(Db& d, const measure::
   return std::optional<std::string>();
 }
 
+// One measured attempt (a run), as Measure's steps share it: what it is
+// measured with, where its numbers go, and the outcome so far.
+struct MeasureRun {
+  Db& d;
+  const Policy& pol;
+  const SequentialPlan& plan;
+  const ChangeRequest& c;
+  const MeasureOptions& opt;
+  const measure::Box& box;
+  Kind kind;
+  int64_t change_id, box_id, run_id;
+  std::optional<int64_t> queue_id;
+  int attempt;
+  bool v4;  // policy v4 and later
+  Say say;
+  // The Ledger's own steps: queue the parked changes behind a frontier event,
+  // and a reapply's --retract (empty: none asked).
+  std::function<Status(int64_t, const FrontierKey&)> queue_parked = nullptr;
+  std::function<Status()> retract = nullptr;
+  Outcome o = {};
+};
+
+// Records the run as failed with `msg`: it ends without a score.
+Result<Outcome> Fail(MeasureRun& m, const std::string& msg) {
+  VERITY_RETURN_IF_ERROR(m.d.Transaction([&]() -> Status {
+    return m.d.InsertSealed("run_failures", {{"run_id", m.run_id}, {"message", msg}, {"failed_at", NowUtc()}}).status();
+  }));
+  m.o.verdict = Verdict::kFailed;
+  m.o.note = msg;
+  m.say("run " + std::to_string(m.run_id) + " failed: " + msg);
+  return m.o;
+}
+
+// Scores the run `v` without a speed measurement; `also` runs in the same transaction.
+Result<Outcome> ScoreWithoutSpeed(MeasureRun& m, Verdict v, const std::string& note,
+                                  std::function<Status()> also = nullptr) {
+  m.o.verdict = v;
+  m.o.note = note;
+  VERITY_RETURN_IF_ERROR(m.d.Transaction([&]() -> Status {
+    if (also) VERITY_RETURN_IF_ERROR(also());
+    return InsertScore(m.d, m.run_id, m.pol.version, m.o, m.c.metric, std::nullopt);
+  }));
+  m.say(std::string("scored: ") + VerdictName(m.o.verdict) + ": " + m.o.note);
+  return m.o;
+}
+
+// A revert accepted on parity evidence that main is wrong: the change's factor leaves the ladder.
+Status RevertOnEvidence(MeasureRun& m) {
+  const ChangeRequest& c = m.c;
+  Outcome& o = m.o;
+  // It measured nothing: it acts on the ladder that counts the change.
+  // Re-checked here: a concurrent revert may have taken the change out already.
+  auto refuse = [&] {
+    o.verdict = Verdict::kRefused;
+    o.note = "revert: change " + std::to_string(*c.target_change) +
+             " no longer counts in this box's frontier (reverted or retracted while this revert ran); "
+             "nothing undone; the evidence was: " +
+             o.note;
+    return OkStatus();
+  };
+  VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(m.d, *c.target_change, c.metric, m.box_id));
+  if (!workload) return refuse();
+  const FrontierKey key{c.metric, m.box_id, *workload};
+  VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(m.d, *c.target_change, key, true));
+  if (!undone) return refuse();
+  VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(m.d, key));
+  VERITY_ASSIGN_OR_RETURN(
+      int64_t ev, InsertFrontierEvent(m.d, key, m.run_id, "revert", before.value.value_or(0), std::nullopt, undone));
+  VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(m.d, key));
+  o.frontier_before = before.value;
+  o.frontier_after = after.value;
+  return m.queue_parked(ev, key);
+}
+
+// The measured read bandwidth of `fingerprint` (a box, or a box's GPU 0),
+// if `verity roofline` cached it: the physical ceiling.
+Result<std::optional<double>> ReadCeiling(const std::string& cache_dir, const std::string& fingerprint) {
+  std::optional<double> best;
+  if (cache_dir.empty()) return best;
+  VERITY_ASSIGN_OR_RETURN(auto roof, measure::CachedRoofline(cache_dir, fingerprint));
+  if (roof)
+    for (const auto& p : roof->read) best = std::max(best.value_or(0.0), p.best * 1e9);
+  return best;
+}
+
+RoundsInput RoundsInputOf(MeasureRun& m) {
+  RoundsInput ri{&m.d, m.run_id, m.box_id, m.opt.timeout_s, m.say, m.box, m.opt.read_box, nullptr};
+  if (!ri.read_box) ri.read_box = measure::ThisBox;
+  if (m.v4)
+    ri.attempt_of = [&m](const ChangeIdentity& id) {
+      return SpentAttempts(m.d, m.run_id, m.change_id, m.c.kind, m.c.metric, id);
+    };
+  return ri;
+}
+
+// Another process may have scored this change (or answered this queue
+// item) while we measured: the error budget we spent was for `attempt`.
+// True when it did, the run's failure (`superseded`) recorded.
+Result<bool> RecordIfSuperseded(MeasureRun& m, const ChangeIdentity& identity, std::string& superseded) {
+  int attempt_now = 0;
+  if (m.v4) {
+    VERITY_ASSIGN_OR_RETURN(attempt_now, SpentAttempts(m.d, m.run_id, m.change_id, m.c.kind, m.c.metric, identity));
+  } else {
+    VERITY_ASSIGN_OR_RETURN(attempt_now, PriorAttempts(m.d, m.change_id));
+  }
+  VERITY_ASSIGN_OR_RETURN(auto answered, m.d.Query("SELECT r.id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
+                                                   "r.queue_id = ? AND r.id != ? LIMIT 1",
+                                                   {m.queue_id ? Value(*m.queue_id) : Value(), m.run_id}));
+  if (attempt_now != m.attempt || !answered.empty()) {
+    superseded = "superseded: another run scored change " + std::to_string(m.change_id) +
+                 " (or the same artifact pair) while this one measured; its samples are kept, its score is not";
+    VERITY_RETURN_IF_ERROR(
+        m.d.InsertSealed("run_failures", {{"run_id", m.run_id}, {"message", superseded}, {"failed_at", NowUtc()}})
+            .status());
+    return true;
+  }
+  return false;
+}
+
+// A revert counts only where its change counts now, on the workload its
+// own benches measured: a concurrent revert may have taken it out already.
+// Why it does not, if it does not.
+Result<std::optional<std::string>> RevertRefusal(MeasureRun& m, const FrontierKey& key) {
+  std::optional<std::string> revert_refusal;
+  if (m.kind == Kind::kRevert) {
+    VERITY_ASSIGN_OR_RETURN(auto live, FrontierRunOf(m.d, *m.c.target_change, key, true));
+    if (!live)
+      revert_refusal = "revert: change " + std::to_string(*m.c.target_change) + " does not count on workload '" +
+                       key.workload +
+                       "' (what this revert's benches measured) now: never accepted there, retracted, "
+                       "or already reverted; nothing banked";
+  }
+  return revert_refusal;
+}
+
+// What the score is computed from; `prediction_note` says when the prediction
+// scored against is another change's.
+Result<ScoreInput> ScoreInputOf(MeasureRun& m, const GateResult& gate, const Measured& measured, const Ladder& ladder,
+                                std::optional<double> head_ceiling, std::string& prediction_note) {
+  const ChangeRequest& c = m.c;
+  ScoreInput in;
+  in.kind = m.kind;
+  in.primary = measured.primary;
+  in.guards = measured.guards;
+  in.declared_regressions = c.accept_regressions;
+  in.frontier = ladder.value;
+  if (c.predict_pct) in.predict_frac = *c.predict_pct / 100.0;
+  if (m.v4 && m.kind == Kind::kChange) {
+    // A resubmission is scored against the prediction made before the pair was first measured.
+    VERITY_ASSIGN_OR_RETURN(auto first, FirstPredictionOfPair(m.d, m.change_id, c.metric, measured.identity));
+    if (first && (!c.predict_pct || first->predict_pct != *c.predict_pct)) {
+      in.predict_frac = first->predict_pct / 100.0;
+      prediction_note = "scored against change " + std::to_string(first->change_id) + "'s prediction " +
+                        PctText(first->predict_pct / 100.0) + ", made before this artifact pair was first measured";
+    }
+  }
+  in.attempt = m.attempt;
+  in.verified = gate.verified && !measured.unbound;
+  in.plan = measured.plan;
+  in.read_bytes_per_s = head_ceiling;
+  if (measured.head_on_device) in.ceiling_of = "GPU 0's";
+  in.head_bytes_per_token = measured.head_bytes_per_token;
+  return in;
+}
+
+// Refuses a score that would bank what is no new step from where the frontier
+// stands: a step it counts already (v4), one another label of this machine
+// counts (v6), or one from a base it has never stood at (v6).
+Status RefuseCountedSteps(MeasureRun& m, const FrontierKey& key, const Ladder& ladder, const Measured& measured,
+                          ScoreResult& r) {
+  const Policy& pol = m.pol;
+  const Kind kind = m.kind;
+  const bool would_bank = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
+  if (m.v4 && kind != Kind::kRevert && would_bank)
+    if (auto no = ladder.StepRefusal(CountingKeys(measured.identity.base), CountingKeys(measured.identity.head)))
+      RefuseStep(r, "not a new frontier step: " + *no + "; recorded, nothing banked");
+  // One machine, many labels: a step that counts on another label's frontier
+  // of this machine (same metric and workload) counts already (finding 6).
+  if (pol.version >= 6 && kind != Kind::kRevert &&
+      (r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise)) {
+    VERITY_ASSIGN_OR_RETURN(auto twin, CountsOnTheSameMachine(m.d, m.box, m.box_id, key, measured.identity));
+    if (twin) RefuseStep(r, "not a new frontier step: " + *twin + "; recorded, nothing banked");
+  }
+  const bool still_banks = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
+  if (pol.version >= 6 && kind == Kind::kChange && still_banks && ladder.value && !ladder.stands_keys.empty() &&
+      !SharesKey(CountingKeys(measured.identity.base), ladder.stands_keys))
+    if (const std::string gap = ContinuityGap(measured.primary, *ladder.value, pol.gate_frac); !gap.empty())
+      RefuseStep(r, "not a frontier step: " + gap + "; recorded, nothing banked");
+  return OkStatus();
+}
+
+// An empty frontier is seeded from the run's base.
+Status SeedFrontier(MeasureRun& m, const FrontierKey& key, const ScoreResult& r) {
+  VERITY_RETURN_IF_ERROR(
+      InsertFrontierEvent(m.d, key, m.run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
+  m.say("empty frontier for " + m.c.metric + " on this box" +
+        (key.workload.empty() ? std::string() : " and workload '" + key.workload + "'") + ": seeded from the base, " +
+        NumText(r.base_median));
+  return OkStatus();
+}
+
+// Banks the step the score moves the frontier by.
+Status MoveFrontier(MeasureRun& m, const FrontierKey& key, const ScoreResult& r) {
+  const Kind kind = m.kind;
+  Outcome& o = m.o;
+  // A reapply names the revert run it replaces; the ladder counts it only
+  // while that revert counts (see DeriveLadder).
+  // A speed revert names the change run it takes out of the live runs.
+  std::optional<int64_t> undoes;
+  if (kind == Kind::kReapply) {
+    VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(m.d, *m.c.target_change, key, false));
+  } else if (kind == Kind::kRevert) {
+    VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(m.d, *m.c.target_change, key, true));
+  }
+  VERITY_ASSIGN_OR_RETURN(int64_t ev,
+                          InsertFrontierEvent(m.d, key, m.run_id, kind == Kind::kRevert ? "revert" : "accepted",
+                                              r.frontier_after, r.factor, undoes));
+  // --retract applies only now that the reapply is accepted (a held one: on confirm).
+  if (m.retract) VERITY_RETURN_IF_ERROR(m.retract());
+  VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(m.d, key));
+  if (after.last_event != ev)
+    o.note +=
+        "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
+        "already in the frontier";
+  o.frontier_after = after.value;
+  return m.queue_parked(ev, key);
+}
+
+// The score, against the frontier as derived now (the body of one transaction).
+Status RecordScore(MeasureRun& m, const GateResult& gate, const Measured& measured, std::optional<double> head_ceiling,
+                   std::string& superseded) {
+  VERITY_ASSIGN_OR_RETURN(const bool lost, RecordIfSuperseded(m, measured.identity, superseded));
+  if (lost) return OkStatus();
+  const FrontierKey key{m.c.metric, m.box_id, measured.workload};
+  VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(m.d, key));
+  VERITY_ASSIGN_OR_RETURN(const std::optional<std::string> revert_refusal, RevertRefusal(m, key));
+  std::string prediction_note;
+  VERITY_ASSIGN_OR_RETURN(const ScoreInput in, ScoreInputOf(m, gate, measured, ladder, head_ceiling, prediction_note));
+  ScoreResult r = Score(m.pol, in);
+  if (revert_refusal) RefuseStep(r, *revert_refusal);
+  VERITY_RETURN_IF_ERROR(RefuseCountedSteps(m, key, ladder, measured, r));
+  Outcome& o = m.o;
+  FillFromScore(r, &o);
+  if (!prediction_note.empty()) o.note += "; " + prediction_note;
+  if (!measured.noise_note.empty()) o.note += "; " + measured.noise_note;
+  if (measured.unbound) o.note += "; " + measured.unbound_note;
+  if (!measured.dtype_note.empty()) o.note += "; " + measured.dtype_note;
+  // Only a sound measurement of main seeds: not one the gate or the rules refused.
+  const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone || r.verdict == Verdict::kRefused ||
+                     r.verdict == Verdict::kHeldSurprise;
+  if (r.seeds_frontier && sound && in.verified && !revert_refusal) VERITY_RETURN_IF_ERROR(SeedFrontier(m, key, r));
+  if (r.moves_frontier) VERITY_RETURN_IF_ERROR(MoveFrontier(m, key, r));
+  const std::optional<ScoreResult> scored = r;
+  return InsertScore(m.d, m.run_id, m.pol.version, o, m.c.metric, scored);
+}
+
+// 3. The score, against the frontier as derived now, recorded in one transaction.
+Result<Outcome> ScoreRun(MeasureRun& m, const GateResult& gate, const Measured& measured,
+                         std::optional<double> head_ceiling) {
+  std::string superseded;
+  VERITY_RETURN_IF_ERROR(
+      m.d.Transaction([&]() -> Status { return RecordScore(m, gate, measured, head_ceiling, superseded); }));
+  Outcome& o = m.o;
+  if (!superseded.empty()) {
+    o.verdict = Verdict::kFailed;
+    o.note = superseded;
+    m.say("run " + std::to_string(m.run_id) + " " + superseded);
+    return o;
+  }
+  m.say(std::string("scored: ") + VerdictName(o.verdict) + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " +
+        o.note);
+  return o;
+}
+
+// 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
+// ABBA rounds until the sequential rule decides; then the score.
+Result<Outcome> MeasureSpeed(MeasureRun& m, const GateResult& gate, bool records_lock) {
+  auto box_ceiling = ReadCeiling(m.opt.cache_dir, m.box.fingerprint);
+  if (!box_ceiling.ok()) return Fail(m, box_ceiling.status().message());
+  const std::optional<double> read_bytes_per_s = *box_ceiling;
+
+  auto lock = measure::BoxLock::Acquire(m.opt.lock_dir, m.box.Machine(), m.say);
+  if (!lock.ok()) return Fail(m, lock.status().message());
+  if (records_lock)
+    if (Status held = RecordLock(m.d, m.run_id, **lock); !held.ok()) return Fail(m, held.message());
+  auto measured = TakeRounds(RoundsInputOf(m), m.c, gate, m.plan, m.pol.gate_frac, m.attempt);
+  lock.value().reset();  // the lock covers the timings only
+  if (!measured.ok()) return Fail(m, measured.status().message());
+  if (measured->mismatch) return ScoreWithoutSpeed(m, Verdict::kRejectedParity, measured->mismatch_note);
+  m.attempt = m.o.attempt = measured->attempt;
+  // Not `none`: an unresolvable measurement says nothing about the change.
+  if (measured->too_noisy) return ScoreWithoutSpeed(m, Verdict::kFailed, measured->noise_note);
+  m.o.rounds = static_cast<int>(measured->primary.rounds.size());
+  // A head benched with --backend cuda is bounded by GPU 0's bandwidth
+  // (`verity roofline --backend cuda`), read only then.
+  std::optional<double> head_ceiling = read_bytes_per_s;
+  if (measured->head_on_device) {
+    auto device = ReadCeiling(m.opt.cache_dir, measure::DeviceRooflineFingerprint(m.box.fingerprint));
+    if (!device.ok()) return Fail(m, device.status().message());
+    head_ceiling = *device;
+  }
+  return ScoreRun(m, gate, *measured, head_ceiling);
+}
+
 }  // namespace
 
 std::string DtypeNameError(const std::string& dtype) {
@@ -254,233 +558,37 @@ Result<Outcome> Ledger::Measure(int64_t change_id, const ChangeRequest& c, const
   VERITY_ASSIGN_OR_RETURN(int attempt, PriorAttempts(d, change_id));
   VERITY_ASSIGN_OR_RETURN(int64_t run_id,
                           StartRun(change_id, purpose, queue_id, box_id, pol, plan.min_rounds, plan.max_rounds));
-  Outcome o;
-  o.change = change_id;
-  o.run = run_id;
-  o.attempt = attempt;
-  auto fail = [&](const std::string& msg) -> Result<Outcome> {
-    VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-      return d.InsertSealed("run_failures", {{"run_id", run_id}, {"message", msg}, {"failed_at", NowUtc()}}).status();
-    }));
-    o.verdict = Verdict::kFailed;
-    o.note = msg;
-    say("run " + std::to_string(run_id) + " failed: " + msg);
-    return o;
-  };
-  auto score_without_speed = [&](Verdict v, const std::string& note,
-                                 std::function<Status()> also = nullptr) -> Result<Outcome> {
-    o.verdict = v;
-    o.note = note;
-    VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-      if (also) VERITY_RETURN_IF_ERROR(also());
-      return InsertScore(d, run_id, pol.version, o, c.metric, std::nullopt);
-    }));
-    say(std::string("scored: ") + VerdictName(o.verdict) + ": " + o.note);
-    return o;
-  };
+  MeasureRun m{.d = d,
+               .pol = pol,
+               .plan = plan,
+               .c = c,
+               .opt = opt,
+               .box = box,
+               .kind = kind,
+               .change_id = change_id,
+               .box_id = box_id,
+               .run_id = run_id,
+               .queue_id = queue_id,
+               .attempt = attempt,
+               .v4 = pol.version >= 4,
+               .say = say,
+               .queue_parked = [this](int64_t ev, const FrontierKey& key) { return QueueParked(ev, key); }};
+  if (retraction)
+    m.retract = [&] { return RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id); };
+  m.o.change = change_id;
+  m.o.run = run_id;
+  m.o.attempt = attempt;
 
   // 1. The correctness gate: the head's speed is never measured if it fails.
   GateInput gi{&d, &pol, run_id, opt.timeout_s, say};
   VERITY_ASSIGN_OR_RETURN(GateResult gate, RunGate(gi, c, kind));
   if (gate.stop) {
     std::function<Status()> also;
-    if (gate.verdict == Verdict::kAccepted && kind == Kind::kRevert) {
-      // A revert on parity evidence that main is wrong: the change's factor leaves the ladder.
-      also = [&]() -> Status {
-        // It measured nothing: it acts on the ladder that counts the change.
-        // Re-checked here: a concurrent revert may have taken the change out already.
-        auto refuse = [&] {
-          o.verdict = Verdict::kRefused;
-          o.note = "revert: change " + std::to_string(*c.target_change) +
-                   " no longer counts in this box's frontier (reverted or retracted while this revert ran); "
-                   "nothing undone; the evidence was: " +
-                   o.note;
-          return OkStatus();
-        };
-        VERITY_ASSIGN_OR_RETURN(auto workload, FrontierWorkloadOfChange(d, *c.target_change, c.metric, box_id));
-        if (!workload) return refuse();
-        const FrontierKey key{c.metric, box_id, *workload};
-        VERITY_ASSIGN_OR_RETURN(auto undone, FrontierRunOf(d, *c.target_change, key, true));
-        if (!undone) return refuse();
-        VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(d, key));
-        VERITY_ASSIGN_OR_RETURN(
-            int64_t ev, InsertFrontierEvent(d, key, run_id, "revert", before.value.value_or(0), std::nullopt, undone));
-        VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
-        o.frontier_before = before.value;
-        o.frontier_after = after.value;
-        return QueueParked(ev, key);
-      };
-    }
-    return score_without_speed(gate.verdict, gate.note, also);
+    if (gate.verdict == Verdict::kAccepted && kind == Kind::kRevert) also = [&m] { return RevertOnEvidence(m); };
+    return ScoreWithoutSpeed(m, gate.verdict, gate.note, also);
   }
-
-  // The measured read bandwidth of `fingerprint` (a box, or a box's GPU 0),
-  // if `verity roofline` cached it: the physical ceiling.
-  auto ceiling = [&](const std::string& fingerprint) -> Result<std::optional<double>> {
-    std::optional<double> best;
-    if (opt.cache_dir.empty()) return best;
-    VERITY_ASSIGN_OR_RETURN(auto roof, measure::CachedRoofline(opt.cache_dir, fingerprint));
-    if (roof)
-      for (const auto& p : roof->read) best = std::max(best.value_or(0.0), p.best * 1e9);
-    return best;
-  };
-  auto box_ceiling = ceiling(box.fingerprint);
-  if (!box_ceiling.ok()) return fail(box_ceiling.status().message());
-  const std::optional<double> read_bytes_per_s = *box_ceiling;
-
-  // 2. Speed, under the box lock: a warm-up round (recorded, not scored), then
-  // ABBA rounds until the sequential rule decides.
-  auto lock = measure::BoxLock::Acquire(opt.lock_dir, box.Machine(), say);
-  if (!lock.ok()) return fail(lock.status().message());
-  const bool v4 = pol.version >= 4;
-  if (schema_version_ >= kInputsSchema)
-    if (Status held = RecordLock(d, run_id, **lock); !held.ok()) return fail(held.message());
-  RoundsInput ri{&d, run_id, box_id, opt.timeout_s, say, box, opt.read_box, nullptr};
-  if (!ri.read_box) ri.read_box = measure::ThisBox;
-  if (v4)
-    ri.attempt_of = [&](const ChangeIdentity& id) { return SpentAttempts(d, run_id, change_id, c.kind, c.metric, id); };
-  auto measured = TakeRounds(ri, c, gate, plan, pol.gate_frac, attempt);
-  lock.value().reset();  // the lock covers the timings only
-  if (!measured.ok()) return fail(measured.status().message());
-  if (measured->mismatch) return score_without_speed(Verdict::kRejectedParity, measured->mismatch_note);
-  attempt = o.attempt = measured->attempt;
-  // Not `none`: an unresolvable measurement says nothing about the change.
-  if (measured->too_noisy) return score_without_speed(Verdict::kFailed, measured->noise_note);
-  o.rounds = static_cast<int>(measured->primary.rounds.size());
-  // A head benched with --backend cuda is bounded by GPU 0's bandwidth
-  // (`verity roofline --backend cuda`), read only then.
-  std::optional<double> head_ceiling = read_bytes_per_s;
-  if (measured->head_on_device) {
-    auto device = ceiling(measure::DeviceRooflineFingerprint(box.fingerprint));
-    if (!device.ok()) return fail(device.status().message());
-    head_ceiling = *device;
-  }
-
-  // 3. The score, against the frontier as derived now, recorded in one transaction.
-  std::optional<ScoreResult> scored;
-  std::string superseded;
-  VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-    // Another process may have scored this change (or answered this queue
-    // item) while we measured: the error budget we spent was for `attempt`.
-    int attempt_now = 0;
-    if (v4) {
-      VERITY_ASSIGN_OR_RETURN(attempt_now, SpentAttempts(d, run_id, change_id, c.kind, c.metric, measured->identity));
-    } else {
-      VERITY_ASSIGN_OR_RETURN(attempt_now, PriorAttempts(d, change_id));
-    }
-    VERITY_ASSIGN_OR_RETURN(auto answered, d.Query("SELECT r.id FROM runs r JOIN scores s ON s.run_id = r.id WHERE "
-                                                   "r.queue_id = ? AND r.id != ? LIMIT 1",
-                                                   {queue_id ? Value(*queue_id) : Value(), run_id}));
-    if (attempt_now != attempt || !answered.empty()) {
-      superseded = "superseded: another run scored change " + std::to_string(change_id) +
-                   " (or the same artifact pair) while this one measured; its samples are kept, its score is not";
-      return d.InsertSealed("run_failures", {{"run_id", run_id}, {"message", superseded}, {"failed_at", NowUtc()}})
-          .status();
-    }
-    const FrontierKey key{c.metric, box_id, measured->workload};
-    VERITY_ASSIGN_OR_RETURN(Ladder ladder, LoadLadder(d, key));
-    // A revert counts only where its change counts now, on the workload its
-    // own benches measured: a concurrent revert may have taken it out already.
-    std::optional<std::string> revert_refusal;
-    if (kind == Kind::kRevert) {
-      VERITY_ASSIGN_OR_RETURN(auto live, FrontierRunOf(d, *c.target_change, key, true));
-      if (!live)
-        revert_refusal = "revert: change " + std::to_string(*c.target_change) + " does not count on workload '" +
-                         key.workload +
-                         "' (what this revert's benches measured) now: never accepted there, retracted, "
-                         "or already reverted; nothing banked";
-    }
-    ScoreInput in;
-    in.kind = kind;
-    in.primary = measured->primary;
-    in.guards = measured->guards;
-    in.declared_regressions = c.accept_regressions;
-    in.frontier = ladder.value;
-    if (c.predict_pct) in.predict_frac = *c.predict_pct / 100.0;
-    std::string prediction_note;
-    if (v4 && kind == Kind::kChange) {
-      // A resubmission is scored against the prediction made before the pair was first measured.
-      VERITY_ASSIGN_OR_RETURN(auto first, FirstPredictionOfPair(d, change_id, c.metric, measured->identity));
-      if (first && (!c.predict_pct || first->predict_pct != *c.predict_pct)) {
-        in.predict_frac = first->predict_pct / 100.0;
-        prediction_note = "scored against change " + std::to_string(first->change_id) + "'s prediction " +
-                          PctText(first->predict_pct / 100.0) + ", made before this artifact pair was first measured";
-      }
-    }
-    in.attempt = attempt;
-    in.verified = gate.verified && !measured->unbound;
-    in.plan = measured->plan;
-    in.read_bytes_per_s = head_ceiling;
-    if (measured->head_on_device) in.ceiling_of = "GPU 0's";
-    in.head_bytes_per_token = measured->head_bytes_per_token;
-    ScoreResult r = Score(pol, in);
-    if (revert_refusal) RefuseStep(r, *revert_refusal);
-    const bool would_bank = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
-    if (v4 && kind != Kind::kRevert && would_bank)
-      if (auto no = ladder.StepRefusal(CountingKeys(measured->identity.base), CountingKeys(measured->identity.head)))
-        RefuseStep(r, "not a new frontier step: " + *no + "; recorded, nothing banked");
-    // One machine, many labels: a step that counts on another label's frontier
-    // of this machine (same metric and workload) counts already (finding 6).
-    if (pol.version >= 6 && kind != Kind::kRevert &&
-        (r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise)) {
-      VERITY_ASSIGN_OR_RETURN(auto twin, CountsOnTheSameMachine(d, box, box_id, key, measured->identity));
-      if (twin) RefuseStep(r, "not a new frontier step: " + *twin + "; recorded, nothing banked");
-    }
-    const bool still_banks = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kHeldSurprise;
-    if (pol.version >= 6 && kind == Kind::kChange && still_banks && ladder.value && !ladder.stands_keys.empty() &&
-        !SharesKey(CountingKeys(measured->identity.base), ladder.stands_keys))
-      if (const std::string gap = ContinuityGap(measured->primary, *ladder.value, pol.gate_frac); !gap.empty())
-        RefuseStep(r, "not a frontier step: " + gap + "; recorded, nothing banked");
-    FillFromScore(r, &o);
-    if (!prediction_note.empty()) o.note += "; " + prediction_note;
-    if (!measured->noise_note.empty()) o.note += "; " + measured->noise_note;
-    if (measured->unbound) o.note += "; " + measured->unbound_note;
-    if (!measured->dtype_note.empty()) o.note += "; " + measured->dtype_note;
-    // Only a sound measurement of main seeds: not one the gate or the rules refused.
-    const bool sound = r.verdict == Verdict::kAccepted || r.verdict == Verdict::kNone ||
-                       r.verdict == Verdict::kRefused || r.verdict == Verdict::kHeldSurprise;
-    if (r.seeds_frontier && sound && in.verified && !revert_refusal) {
-      VERITY_RETURN_IF_ERROR(
-          InsertFrontierEvent(d, key, run_id, "seed", r.base_median, std::nullopt, std::nullopt).status());
-      say("empty frontier for " + c.metric + " on this box" +
-          (key.workload.empty() ? std::string() : " and workload '" + key.workload + "'") + ": seeded from the base, " +
-          NumText(r.base_median));
-    }
-    if (r.moves_frontier) {
-      // A reapply names the revert run it replaces; the ladder counts it only
-      // while that revert counts (see DeriveLadder).
-      // A speed revert names the change run it takes out of the live runs.
-      std::optional<int64_t> undoes;
-      if (kind == Kind::kReapply) {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, key, false));
-      } else if (kind == Kind::kRevert) {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(d, *c.target_change, key, true));
-      }
-      VERITY_ASSIGN_OR_RETURN(int64_t ev,
-                              InsertFrontierEvent(d, key, run_id, kind == Kind::kRevert ? "revert" : "accepted",
-                                                  r.frontier_after, r.factor, undoes));
-      // --retract applies only now that the reapply is accepted (a held one: on confirm).
-      if (retraction)
-        VERITY_RETURN_IF_ERROR(RetractInTransaction(retraction->run, retraction->reason, std::nullopt, change_id));
-      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(d, key));
-      if (after.last_event != ev)
-        o.note +=
-            "; recorded but not counted: the revert it undoes no longer counts, so the change's own gain is "
-            "already in the frontier";
-      o.frontier_after = after.value;
-      VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
-    }
-    scored = r;
-    return InsertScore(d, run_id, pol.version, o, c.metric, scored);
-  }));
-  if (!superseded.empty()) {
-    o.verdict = Verdict::kFailed;
-    o.note = superseded;
-    say("run " + std::to_string(run_id) + " " + superseded);
-    return o;
-  }
-  say(std::string("scored: ") + VerdictName(o.verdict) + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " + o.note);
-  return o;
+  // 2. Speed, then 3. the score.
+  return MeasureSpeed(m, gate, schema_version_ >= kInputsSchema);
 }
 
 }  // namespace verity::ledger
