@@ -172,6 +172,8 @@ class Ledger {
   Result<int64_t> StartRun(int64_t change_id, const std::string& purpose, std::optional<int64_t> queue_id,
                            int64_t box_id, const Policy& pol, int min_rounds, int max_rounds);
   Status QueueParked(int64_t frontier_event, const FrontierKey& key);
+  // Confirm's banking of a step deep parity confirmed (in its transaction).
+  Status BankConfirmed(const ChangeRequest& c, const FrontierKey& key, const Ladder& before, double ratio, Outcome& o);
   // Whether a seal_keyings row among `keyings` (sealed with the key) names exactly these plain records.
   Result<bool> PlainRecordsNamed(const std::vector<int64_t>& keyings, int64_t plain_records,
                                  const std::string& plain_tip);

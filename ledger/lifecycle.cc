@@ -47,41 +47,49 @@ Result<std::optional<PendingRetract>> PendingRetractionOf(Db& d, int64_t reapply
   return std::optional<PendingRetract>(PendingRetract{AsInt(rows[0][0]), AsText(rows[0][1])});
 }
 
-}  // namespace
-
-Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
-  VERITY_ASSIGN_OR_RETURN(ChangeRequest c, LoadChange(change_id));
+// The latest score of a change, which confirm needs held: its score, run and
+// stats columns (the row Confirm reads).
+Result<Row> LatestHeldScore(Db& d, int64_t change_id) {
   VERITY_ASSIGN_OR_RETURN(
-      auto rows, db_->Query("SELECT s.id, s.run_id, s.verdict, s.tier, s.gain, s.ci_low, s.ci_high, s.base_median, "
-                            "s.head_median, s.rounds, r.box_id, st.ratio, st.ratio_low, st.ratio_high, st.alpha, "
-                            "st.attempt FROM scores s JOIN runs r ON s.run_id = r.id LEFT JOIN score_stats st ON "
-                            "st.score_id = s.id WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
-                            {change_id}));
+      auto rows, d.Query("SELECT s.id, s.run_id, s.verdict, s.tier, s.gain, s.ci_low, s.ci_high, s.base_median, "
+                         "s.head_median, s.rounds, r.box_id, st.ratio, st.ratio_low, st.ratio_high, st.alpha, "
+                         "st.attempt FROM scores s JOIN runs r ON s.run_id = r.id LEFT JOIN score_stats st ON "
+                         "st.score_id = s.id WHERE r.change_id = ? ORDER BY s.id DESC LIMIT 1",
+                         {change_id}));
   if (rows.empty() || VerdictFromName(AsText(rows[0][2])) != Verdict::kHeldSurprise)
     return Status::Error("confirm: change " + std::to_string(change_id) + " is not held (latest verdict: " +
                          (rows.empty() ? std::string("none recorded") : AsText(rows[0][2])) + ")");
-  const Row& h = rows[0];
-  const int64_t run_id = AsInt(h[1]), box_id = AsInt(h[10]);
-  VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
+  return rows[0];
+}
+
+// Runs the head's parity command in deep mode (VERITY_PARITY_MODE=deep); it
+// passes only on evidence from the artifact the run measured.
+Result<ParityOutcome> RunDeepParity(Db& d, const Policy& pol, const std::string& parity_cmd, int64_t run_id,
+                                    const MeasureOptions& opt) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
   // Deep evidence is judged against the run's own standard evidence.
-  VERITY_ASSIGN_OR_RETURN(auto standard, RecordedParity(*db_, run_id, "head", "standard"));
+  VERITY_ASSIGN_OR_RETURN(auto standard, RecordedParity(d, run_id, "head", "standard"));
   if (!standard)
     return Status::Error("confirm: run " + std::to_string(run_id) + " has no standard parity evidence to deepen");
-  say("deep parity (VERITY_PARITY_MODE=deep): " + c.parity_cmd);
+  say("deep parity (VERITY_PARITY_MODE=deep): " + parity_cmd);
   VERITY_ASSIGN_OR_RETURN(auto po,
-                          RunParityCommand(*db_, pol, run_id, "head", c.parity_cmd, true, opt.timeout_s, &*standard));
+                          RunParityCommand(d, pol, run_id, "head", parity_cmd, true, opt.timeout_s, &*standard));
   say("  " + po.message);
   if (po.passed && po.evidence->artifact_sha256 != standard->artifact_sha256) {
     po.passed = false;
     po.message += "; FAIL: the deep evidence came from artifact " + po.evidence->artifact_sha256.substr(0, 16) +
                   ", the measured head is " + standard->artifact_sha256.substr(0, 16);
   }
+  return po;
+}
+
+// The held score `h` (a LatestHeldScore row), as the confirm's outcome starts.
+Outcome HeldOutcome(int64_t change_id, const Row& h) {
   Outcome o;
   o.change = change_id;
-  o.run = run_id;
+  o.run = AsInt(h[1]);
   o.tier = AsText(h[3]);
   o.gain = AsDouble(h[4]);
   if (!IsNull(h[5])) o.ci_low = AsDouble(h[5]);
@@ -92,25 +100,48 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
   o.attempt = static_cast<int>(AsInt(h[15]));
   if (!IsNull(h[14])) o.alpha = AsDouble(h[14]);
   o.surprise = true;
-  // The factor banked is the run's own median ratio (old scores: head/base medians).
-  const double oriented = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
-  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
-  const double ratio = IsNull(h[11]) || HigherIsBetter(c.metric) ? oriented : 1.0 / oriented;
+  return o;
+}
+
+// The held score's ratio and its bounds, recorded again with the confirm (old scores have none).
+std::optional<ScoreResult> HeldStats(const Row& h, double oriented, int rounds) {
   std::optional<ScoreResult> stats;
   if (!IsNull(h[11])) {
     stats.emplace();
     stats->decision = Decision::kAbove;
     stats->ratio = Bounds{oriented, IsNull(h[12]) ? -INFINITY : AsDouble(h[12]),
-                          IsNull(h[13]) ? INFINITY : AsDouble(h[13]), AsDouble(h[14]), o.rounds};
+                          IsNull(h[13]) ? INFINITY : AsDouble(h[13]), AsDouble(h[14]), rounds};
   }
+  return stats;
+}
+
+// Still held? A concurrent confirm may have banked it while deep parity ran.
+Status StillHeld(Db& d, int64_t change_id, int64_t held_score) {
+  VERITY_ASSIGN_OR_RETURN(auto latest, d.Query("SELECT s.id FROM scores s JOIN runs r ON s.run_id = r.id WHERE "
+                                               "r.change_id = ? ORDER BY s.id DESC LIMIT 1",
+                                               {change_id}));
+  if (latest.empty() || AsInt(latest[0][0]) != held_score)
+    return Status::Error("confirm: change " + std::to_string(change_id) +
+                         " was scored again while deep parity ran (a concurrent confirm?); nothing banked");
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
+  VERITY_ASSIGN_OR_RETURN(ChangeRequest c, LoadChange(change_id));
+  VERITY_ASSIGN_OR_RETURN(const Row h, LatestHeldScore(*db_, change_id));
+  const int64_t run_id = AsInt(h[1]), box_id = AsInt(h[10]);
+  VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
+  VERITY_ASSIGN_OR_RETURN(const ParityOutcome po, RunDeepParity(*db_, pol, c.parity_cmd, run_id, opt));
+  Outcome o = HeldOutcome(change_id, h);
+  // The factor banked is the run's own median ratio (old scores: head/base medians).
+  const double oriented = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
+  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
+  const double ratio = IsNull(h[11]) || HigherIsBetter(c.metric) ? oriented : 1.0 / oriented;
+  const std::optional<ScoreResult> stats = HeldStats(h, oriented, o.rounds);
   VERITY_RETURN_IF_ERROR(db_->Transaction([&]() -> Status {
-    // Still held? A concurrent confirm may have banked it while deep parity ran.
-    VERITY_ASSIGN_OR_RETURN(auto latest, db_->Query("SELECT s.id FROM scores s JOIN runs r ON s.run_id = r.id WHERE "
-                                                    "r.change_id = ? ORDER BY s.id DESC LIMIT 1",
-                                                    {change_id}));
-    if (latest.empty() || AsInt(latest[0][0]) != AsInt(h[0]))
-      return Status::Error("confirm: change " + std::to_string(change_id) +
-                           " was scored again while deep parity ran (a concurrent confirm?); nothing banked");
+    VERITY_RETURN_IF_ERROR(StillHeld(*db_, change_id, AsInt(h[0])));
     VERITY_ASSIGN_OR_RETURN(std::string workload, WorkloadOfRun(*db_, run_id));
     const FrontierKey key{c.metric, box_id, workload};
     VERITY_ASSIGN_OR_RETURN(Ladder before, LoadLadder(*db_, key));
@@ -134,24 +165,32 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
     } else {
       o.verdict = Verdict::kAccepted;
       o.note = "confirmed by deep parity: " + po.message;
-      // A confirmed reapply, like an accepted one, counts only while its revert does.
-      std::optional<int64_t> undoes;
-      if (c.kind == "reapply") {
-        VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, key, false));
-      }
-      VERITY_ASSIGN_OR_RETURN(
-          int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed", before.value.value_or(*o.base_median) * ratio,
-                                          ratio, undoes));
-      // A held reapply's --retract applies only now that it is accepted.
-      VERITY_ASSIGN_OR_RETURN(auto pending, PendingRetractionOf(*db_, change_id));
-      if (pending) VERITY_RETURN_IF_ERROR(RetractInTransaction(pending->run, pending->reason, std::nullopt, change_id));
-      VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, key));
-      o.frontier_after = after.value;
-      VERITY_RETURN_IF_ERROR(QueueParked(ev, key));
+      VERITY_RETURN_IF_ERROR(BankConfirmed(c, key, before, ratio, o));
     }
     return InsertScore(*db_, run_id, pol.version, o, c.metric, stats);
   }));
   return o;
+}
+
+// Banks the confirmed step in the confirm's transaction: its frontier event, a
+// held reapply's --retract, and the parked changes queued behind it.
+Status Ledger::BankConfirmed(const ChangeRequest& c, const FrontierKey& key, const Ladder& before, double ratio,
+                             Outcome& o) {
+  const int64_t run_id = o.run, change_id = o.change;
+  // A confirmed reapply, like an accepted one, counts only while its revert does.
+  std::optional<int64_t> undoes;
+  if (c.kind == "reapply") {
+    VERITY_ASSIGN_OR_RETURN(undoes, FrontierRunOf(*db_, *c.target_change, key, false));
+  }
+  VERITY_ASSIGN_OR_RETURN(
+      int64_t ev, InsertFrontierEvent(*db_, key, run_id, "confirmed", before.value.value_or(*o.base_median) * ratio,
+                                      ratio, undoes));
+  // A held reapply's --retract applies only now that it is accepted.
+  VERITY_ASSIGN_OR_RETURN(auto pending, PendingRetractionOf(*db_, change_id));
+  if (pending) VERITY_RETURN_IF_ERROR(RetractInTransaction(pending->run, pending->reason, std::nullopt, change_id));
+  VERITY_ASSIGN_OR_RETURN(Ladder after, LoadLadder(*db_, key));
+  o.frontier_after = after.value;
+  return QueueParked(ev, key);
 }
 
 Result<std::vector<Outcome>> Ledger::Remeasure(const MeasureOptions& opt) {
