@@ -127,6 +127,139 @@ Result<std::string> CheckSchema(Db& d, int schema, int64_t& compared) {
   return std::string();
 }
 
+// The expected tip as a lower-cased seal prefix; "" when there is none to
+// look for ("genesis", an empty ledger's tip, is in every chain).
+Result<std::string> ExpectedTipPrefix(const std::string& expect_tip) {
+  std::string want;
+  if (!expect_tip.empty() && expect_tip != "genesis") {
+    auto w = NormalizeSealPrefix(expect_tip);
+    if (!w)
+      return Status::Error("--expect-tip '" + expect_tip +
+                           "' is not a seal: give the 64 hex chars `ledger verify` printed as tip=, or a prefix of "
+                           "at least 16 of them");
+    want = *w;
+  }
+  return want;
+}
+
+// What Verify knows walking the chain, record by record.
+struct ChainWalk {
+  const std::string& key;   // the seal key ("" = none)
+  const std::string& want;  // the expected tip's prefix ("" = none)
+  bool has_alg = false;     // schema 4 and later; older chains are all plain SHA-256
+  std::map<std::string, std::vector<std::string>> colnames = {};
+  std::map<std::string, std::string> keys = {};  // the column naming a row: SQLite's rowid
+  std::string prev = "genesis";
+  std::set<std::pair<std::string, int64_t>> sealed_once = {};
+  std::string needs_key = {};       // the first keyed record, when there is no key to check it
+  int64_t verified_before_key = 0;  // records fully verified before it
+  int64_t matches = 0;
+  std::string first_plain = {};       // the first plain record
+  std::vector<int64_t> keyings = {};  // seal_keyings rows sealed with the key
+};
+
+// The chain's records in order (with each seal's algorithm when it has the column).
+Result<std::vector<Row>> ReadChain(Db& d, ChainWalk& w) {
+  VERITY_ASSIGN_OR_RETURN(auto chain_cols, d.Columns("seal_chain"));
+  for (const Column& c : chain_cols) w.has_alg = w.has_alg || c.name == "alg";
+  return d.Query(std::string("SELECT seq, tbl, row_id, content_sha256, prev_seal, seal") + (w.has_alg ? ", alg" : "") +
+                 " FROM seal_chain ORDER BY seq");
+}
+
+// Every sealed table's column names and key column (tables this ledger has).
+Status ReadSealedTables(Db& d, ChainWalk& w) {
+  for (const auto& t : SealedTables()) {
+    VERITY_ASSIGN_OR_RETURN(auto info, d.Columns(t));
+    if (info.empty()) continue;  // a table of a later schema than this ledger's
+    for (const auto& c : info) w.colnames[t].push_back(c.name);
+    VERITY_ASSIGN_OR_RETURN(w.keys[t], d.KeyColumn(t));
+  }
+  return OkStatus();
+}
+
+// "" when the chain record `e` holds (its link, its record's content, its
+// seal), counted into `r`; else why it is broken.
+Result<std::string> CheckRecord(Db& d, ChainWalk& w, const Row& e, VerifyReport& r) {
+  const int64_t seq = AsInt(e[0]);
+  const std::string tbl = AsText(e[1]);
+  const int64_t row_id = AsInt(e[2]);
+  const std::string alg = w.has_alg ? AsText(e[6]) : std::string(kSealSha256);
+  const std::string rec = tbl + "#" + std::to_string(row_id) + " (chain seq " + std::to_string(seq) + ")";
+  if (!w.colnames.count(tbl)) return rec + ": names an unknown table";
+  if (!w.sealed_once.insert({tbl, row_id}).second) return rec + ": record sealed twice";
+  if (AsText(e[4]) != w.prev) return rec + ": chain link does not follow the previous seal";
+  std::vector<std::string> classes;
+  VERITY_ASSIGN_OR_RETURN(auto rows,
+                          d.QueryStored("SELECT * FROM " + tbl + " WHERE " + w.keys[tbl] + " = ?", {row_id}, classes));
+  if (rows.empty()) return rec + ": the sealed record is gone (deleted)";
+  const std::string content = Sha256Hex(CanonicalRow(w.colnames[tbl], rows[0], classes[0]));
+  if (content != AsText(e[3])) return rec + ": stored values differ from what was sealed";
+  if (alg == kSealSha256) {
+    // Once keyed, always keyed: a plain seal after a keyed one is what a forger
+    // without the key would have to write.
+    if (r.keyed > 0)
+      return rec +
+             ": sealed with plain sha256 after keyed (hmac-sha256) seals: the chain was extended "
+             "without the key";
+    if (ChainSeal(w.prev, tbl, row_id, content) != AsText(e[5])) return rec + ": seal does not recompute";
+    if (r.plain_records++ == 0) w.first_plain = rec;
+    r.plain_tip = AsText(e[5]);
+  } else if (alg == kSealHmacSha256) {
+    if (tbl == "seal_keyings") w.keyings.push_back(row_id);
+    if (r.keyed++ == 0 && w.key.empty()) {
+      w.needs_key = rec;
+      w.verified_before_key = r.records;
+    }
+    // Without the key only the content and the links can be checked; the
+    // verdict is FAIL below, after any plainer breakage is named.
+    if (!w.key.empty() && KeyedChainSeal(w.key, w.prev, tbl, row_id, content) != AsText(e[5]))
+      return rec + ": keyed seal does not recompute under VERITY_LEDGER_KEY (wrong key, or forged)";
+  } else {
+    return rec + ": unknown seal algorithm '" + alg + "'";
+  }
+  w.prev = AsText(e[5]);
+  r.records++;
+  if (!w.want.empty() && w.prev.compare(0, w.want.size(), w.want) == 0) {
+    w.matches++;
+    r.expected_tip_seal = w.prev;
+    r.expected_tip_record = r.records;
+  }
+  return std::string();
+}
+
+// The first row of a sealed table the chain does not name, or "".
+Result<std::string> UnsealedRecord(Db& d, ChainWalk& w) {
+  std::map<std::string, int64_t> sealed_rows;  // per table: distinct rows the chain names, each found above
+  for (const auto& [tbl, row_id] : w.sealed_once) sealed_rows[tbl]++;
+  for (const auto& t : SealedTables()) {
+    if (!w.colnames.count(t)) continue;
+    // As many rows as sealed ones means every row is sealed (each sealed one was
+    // found, once): only a table with more is searched for the row too many,
+    // which keeps verify linear on PostgreSQL too (its NOT IN over a big chain
+    // is not hashed within the default work_mem).
+    VERITY_ASSIGN_OR_RETURN(auto count, d.Query("SELECT count(*) FROM " + t));
+    if (AsInt(count[0][0]) == sealed_rows[t]) continue;
+    VERITY_ASSIGN_OR_RETURN(auto extra, d.Query("SELECT min(" + w.keys[t] + ") FROM " + t + " WHERE " + w.keys[t] +
+                                                    " NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
+                                                {t}));
+    if (!extra.empty() && !IsNull(extra[0][0]))
+      return t + "#" + std::to_string(AsInt(extra[0][0])) +
+             ": record was never sealed (added behind the ledger's back)";
+  }
+  return std::string();
+}
+
+// "" when the migration table, the triggers and the whole schema are what this
+// verity's migrations make (`compared` counts the objects), else the first difference.
+Result<std::string> SchemaProblem(Db& d, int64_t& compared) {
+  int schema = 0;
+  VERITY_ASSIGN_OR_RETURN(const std::string migrations, CheckMigrationTable(d, schema));
+  if (!migrations.empty()) return migrations;
+  VERITY_ASSIGN_OR_RETURN(const std::string triggers, CheckTriggers(d, schema));
+  if (!triggers.empty()) return triggers;
+  return CheckSchema(d, schema, compared);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Ledger>> Ledger::OpenForVerify(const std::string& path) {
@@ -149,132 +282,43 @@ Result<std::string> Ledger::Tip() {
 Result<VerifyReport> Ledger::Verify(const std::string& expect_tip) {
   VerifyReport r;
   Db& d = *db_;
-  // The expected tip: "genesis" (an empty ledger's tip) is in every chain.
-  std::string want;
-  if (!expect_tip.empty() && expect_tip != "genesis") {
-    auto w = NormalizeSealPrefix(expect_tip);
-    if (!w)
-      return Status::Error("--expect-tip '" + expect_tip +
-                           "' is not a seal: give the 64 hex chars `ledger verify` printed as tip=, or a prefix of "
-                           "at least 16 of them");
-    want = *w;
-  }
-  VERITY_ASSIGN_OR_RETURN(auto chain_cols, d.Columns("seal_chain"));
-  bool has_alg = false;  // schema 4 and later; older chains are all plain SHA-256
-  for (const Column& c : chain_cols) has_alg = has_alg || c.name == "alg";
-  VERITY_ASSIGN_OR_RETURN(auto chain, d.Query(std::string("SELECT seq, tbl, row_id, content_sha256, prev_seal, seal") +
-                                              (has_alg ? ", alg" : "") + " FROM seal_chain ORDER BY seq"));
+  VERITY_ASSIGN_OR_RETURN(const std::string want, ExpectedTipPrefix(expect_tip));
+  ChainWalk w{.key = d.seal_key(), .want = want};
+  VERITY_ASSIGN_OR_RETURN(auto chain, ReadChain(d, w));
   if (!chain.empty()) r.tip = AsText(chain.back()[5]);
-  std::map<std::string, std::vector<std::string>> colnames;
-  std::map<std::string, std::string> keys;  // the column naming a row: SQLite's rowid
-  for (const auto& t : SealedTables()) {
-    VERITY_ASSIGN_OR_RETURN(auto info, d.Columns(t));
-    if (info.empty()) continue;  // a table of a later schema than this ledger's
-    for (const auto& c : info) colnames[t].push_back(c.name);
-    VERITY_ASSIGN_OR_RETURN(keys[t], d.KeyColumn(t));
-  }
+  VERITY_RETURN_IF_ERROR(ReadSealedTables(d, w));
   auto broken = [&](const std::string& what) {
     r.ok = false;
     r.first_broken = what;
     return r;
   };
-  const std::string& key = d.seal_key();
-  std::string prev = "genesis";
-  std::set<std::pair<std::string, int64_t>> sealed_once;
-  std::string needs_key;            // the first keyed record, when there is no key to check it
-  int64_t verified_before_key = 0;  // records fully verified before it
-  int64_t matches = 0;
-  std::string first_plain;       // the first plain record
-  std::vector<int64_t> keyings;  // seal_keyings rows sealed with the key
   for (const auto& e : chain) {
-    const int64_t seq = AsInt(e[0]);
-    const std::string tbl = AsText(e[1]);
-    const int64_t row_id = AsInt(e[2]);
-    const std::string alg = has_alg ? AsText(e[6]) : std::string(kSealSha256);
-    const std::string rec = tbl + "#" + std::to_string(row_id) + " (chain seq " + std::to_string(seq) + ")";
-    if (!colnames.count(tbl)) return broken(rec + ": names an unknown table");
-    if (!sealed_once.insert({tbl, row_id}).second) return broken(rec + ": record sealed twice");
-    if (AsText(e[4]) != prev) return broken(rec + ": chain link does not follow the previous seal");
-    std::vector<std::string> classes;
-    VERITY_ASSIGN_OR_RETURN(auto rows,
-                            d.QueryStored("SELECT * FROM " + tbl + " WHERE " + keys[tbl] + " = ?", {row_id}, classes));
-    if (rows.empty()) return broken(rec + ": the sealed record is gone (deleted)");
-    const std::string content = Sha256Hex(CanonicalRow(colnames[tbl], rows[0], classes[0]));
-    if (content != AsText(e[3])) return broken(rec + ": stored values differ from what was sealed");
-    if (alg == kSealSha256) {
-      // Once keyed, always keyed: a plain seal after a keyed one is what a forger
-      // without the key would have to write.
-      if (r.keyed > 0)
-        return broken(rec +
-                      ": sealed with plain sha256 after keyed (hmac-sha256) seals: the chain was extended "
-                      "without the key");
-      if (ChainSeal(prev, tbl, row_id, content) != AsText(e[5])) return broken(rec + ": seal does not recompute");
-      if (r.plain_records++ == 0) first_plain = rec;
-      r.plain_tip = AsText(e[5]);
-    } else if (alg == kSealHmacSha256) {
-      if (tbl == "seal_keyings") keyings.push_back(row_id);
-      if (r.keyed++ == 0 && key.empty()) {
-        needs_key = rec;
-        verified_before_key = r.records;
-      }
-      // Without the key only the content and the links can be checked; the
-      // verdict is FAIL below, after any plainer breakage is named.
-      if (!key.empty() && KeyedChainSeal(key, prev, tbl, row_id, content) != AsText(e[5]))
-        return broken(rec + ": keyed seal does not recompute under VERITY_LEDGER_KEY (wrong key, or forged)");
-    } else {
-      return broken(rec + ": unknown seal algorithm '" + alg + "'");
-    }
-    prev = AsText(e[5]);
-    r.records++;
-    if (!want.empty() && prev.compare(0, want.size(), want) == 0) {
-      matches++;
-      r.expected_tip_seal = prev;
-      r.expected_tip_record = r.records;
-    }
+    VERITY_ASSIGN_OR_RETURN(const std::string bad, CheckRecord(d, w, e, r));
+    if (!bad.empty()) return broken(bad);
   }
-  std::map<std::string, int64_t> sealed_rows;  // per table: distinct rows the chain names, each found above
-  for (const auto& [tbl, row_id] : sealed_once) sealed_rows[tbl]++;
-  for (const auto& t : SealedTables()) {
-    if (!colnames.count(t)) continue;
-    // As many rows as sealed ones means every row is sealed (each sealed one was
-    // found, once): only a table with more is searched for the row too many,
-    // which keeps verify linear on PostgreSQL too (its NOT IN over a big chain
-    // is not hashed within the default work_mem).
-    VERITY_ASSIGN_OR_RETURN(auto count, d.Query("SELECT count(*) FROM " + t));
-    if (AsInt(count[0][0]) == sealed_rows[t]) continue;
-    VERITY_ASSIGN_OR_RETURN(auto extra, d.Query("SELECT min(" + keys[t] + ") FROM " + t + " WHERE " + keys[t] +
-                                                    " NOT IN (SELECT row_id FROM seal_chain WHERE tbl = ?)",
-                                                {t}));
-    if (!extra.empty() && !IsNull(extra[0][0]))
-      return broken(t + "#" + std::to_string(AsInt(extra[0][0])) +
-                    ": record was never sealed (added behind the ledger's back)");
+  VERITY_ASSIGN_OR_RETURN(const std::string unsealed, UnsealedRecord(d, w));
+  if (!unsealed.empty()) return broken(unsealed);
+  if (!w.needs_key.empty()) {
+    r.records = w.verified_before_key;
+    return broken(w.needs_key + ": sealed with a key (hmac-sha256): set VERITY_LEDGER_KEY to verify it");
   }
-  if (!needs_key.empty()) {
-    r.records = verified_before_key;
-    return broken(needs_key + ": sealed with a key (hmac-sha256): set VERITY_LEDGER_KEY to verify it");
-  }
-  int schema = 0;
-  VERITY_ASSIGN_OR_RETURN(const std::string migrations, CheckMigrationTable(d, schema));
-  if (!migrations.empty()) return broken(migrations);
-  VERITY_ASSIGN_OR_RETURN(const std::string triggers, CheckTriggers(d, schema));
-  if (!triggers.empty()) return broken(triggers);
-  VERITY_ASSIGN_OR_RETURN(const std::string objects, CheckSchema(d, schema, r.schema_objects));
-  if (!objects.empty()) return broken(objects);
-  if (!key.empty() && r.plain_records > 0) {
-    VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(keyings, r.plain_records, r.plain_tip));
+  VERITY_ASSIGN_OR_RETURN(const std::string schema, SchemaProblem(d, r.schema_objects));
+  if (!schema.empty()) return broken(schema);
+  if (!w.key.empty() && r.plain_records > 0) {
+    VERITY_ASSIGN_OR_RETURN(const bool named, PlainRecordsNamed(w.keyings, r.plain_records, r.plain_tip));
     if (!named) {
       r.needs_keying = true;
-      return broken(first_plain +
+      return broken(w.first_plain +
                     ": sealed with plain sha256 while VERITY_LEDGER_KEY is set, and no keyed "
                     "`ledger start-keying` record names the " +
                     std::to_string(r.plain_records) + " plain records (up to tip " + r.plain_tip +
                     "): under a key every seal is keyed");
     }
   }
-  if (matches > 1)
-    return Status::Error("--expect-tip " + expect_tip + " matches " + std::to_string(matches) +
+  if (w.matches > 1)
+    return Status::Error("--expect-tip " + expect_tip + " matches " + std::to_string(w.matches) +
                          " seals; give more of its hex digits");
-  if (!want.empty() && matches == 0) {
+  if (!want.empty() && w.matches == 0) {
     r.ok = false;
     r.expected_tip_missing = true;
     return r;
