@@ -173,6 +173,7 @@ Result<std::optional<double>> ReadCeiling(const std::string& cache_dir, const st
   return best;
 }
 
+// What TakeRounds measures with: under v4 a resubmission of a pair continues that pair's attempts.
 RoundsInput RoundsInputOf(MeasureRun& m) {
   RoundsInput ri{&m.d, m.run_id, m.box_id, m.opt.timeout_s, m.say, m.box, m.opt.read_box, nullptr};
   if (!ri.read_box) ri.read_box = measure::ThisBox;
