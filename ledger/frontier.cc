@@ -61,84 +61,117 @@ std::optional<std::string> Ladder::StepRefusal(const std::vector<std::string>& b
   return std::nullopt;
 }
 
-Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
-  Ladder L;
+namespace {
+
+// The ladder as the events replay into it.
+struct Replay {
+  explicit Replay(Ladder& ladder) : L(ladder) {}
+  Ladder& L;
   std::map<int64_t, double> factor;  // live run -> the factor it applied
   std::set<int64_t> gained;          // changes whose gain already counts
   std::optional<double> F;
+};
+
+// Counts step `s` of `e`: the frontier moves by `f`.
+void Apply(Replay& r, LadderStep& s, const LadderEvent& e, double f, const std::string& why) {
+  r.F = *r.F * f;
+  r.factor[e.run_id] = f;
+  s.counted = true;
+  s.why = why;
+}
+
+// The change's gain counts now, and its head can count no second time.
+void CountGain(Replay& r, const LadderEvent& e) {
+  r.gained.insert(e.change_id);
+  for (const std::string& k : KeysOf(e.head_keys, e.head_artifact)) r.L.counted_heads.emplace(k, e.run_id);
+}
+
+// The first event with a value seeds the empty frontier: a seed's recorded
+// value, else the run's base median (and then its ratio).
+void Seed(Replay& r, LadderStep& s, const LadderEvent& e, bool is_gain) {
+  const std::optional<double> seed = e.reason == "seed" ? std::optional<double>(e.recorded) : e.base_median;
+  if (seed) {
+    r.F = *seed;
+    r.factor[e.run_id] = 1.0;
+    s.counted = true;
+    s.why = e.reason == "seed" ? "seed" : "seed (earlier events retracted): this run's base";
+    r.L.stands_at = e.base_artifact;
+    r.L.stands_keys = KeysOf(e.base_keys, e.base_artifact);
+    if (e.reason != "seed" && e.ratio) {
+      Apply(r, s, e, *e.ratio, s.why + ", then its ratio");
+      MoveTo(r.L, e);
+    }
+    if (is_gain) CountGain(r, e);
+  } else {
+    s.why = "nothing to seed from";
+  }
+}
+
+// Why a step the ladder refused (`no`, on `refusing_key`) is not counted, and
+// which earlier policy counted it.
+std::string NotNewStepText(const LadderEvent& e, const std::string& no, const std::string& refusing_key) {
+  std::string why = "not a new step: " + no;
+  if (e.policy_version > 0 && e.policy_version < 4)
+    why += " (scored under policy v" + std::to_string(e.policy_version) + ", which counted it; v4 does not)";
+  else if (e.policy_version > 0 && e.policy_version < 6 &&
+           (refusing_key.rfind("build ", 0) == 0 || refusing_key.find(" run by ") != std::string::npos))
+    why += " (scored under policy v" + std::to_string(e.policy_version) +
+           ", which counted it; v6 counts a change by its build ids, and one artifact by its commands)";
+  return why;
+}
+
+// Replays one event into the ladder: counted, or why not.
+void Step(Replay& r, LadderStep& s, const LadderEvent& e) {
+  const bool is_gain = e.reason == "accepted" || e.reason == "confirmed";
+  std::string refusing_key;
+  if (e.retracted) {
+    s.why = "run retracted";
+  } else if (!r.F) {
+    Seed(r, s, e, is_gain);
+  } else if (e.reason == "seed") {
+    s.why = "frontier already seeded";
+  } else if (is_gain && r.gained.count(e.change_id)) {
+    s.why = "this change's gain already counts";
+  } else if (e.kind == "reapply" && e.undoes_run && !r.factor.count(*e.undoes_run)) {
+    s.why = "its revert no longer counts: the change's own factor is still in the ladder";
+  } else if (auto no = is_gain && e.ratio ? r.L.StepRefusal(KeysOf(e.base_keys, e.base_artifact),
+                                                            KeysOf(e.head_keys, e.head_artifact), &refusing_key)
+                                          : std::nullopt) {
+    s.why = NotNewStepText(e, *no, refusing_key);
+  } else if (e.ratio) {
+    // A reapply uses its revert up; a speed revert leaves the change no longer standing.
+    if (e.undoes_run) r.factor.erase(*e.undoes_run);
+    if (e.undoes_run && e.kind == "revert") Free(r.L, *e.undoes_run);
+    Apply(r, s, e, *e.ratio, e.reason);
+    MoveTo(r.L, e);
+    if (is_gain) CountGain(r, e);
+  } else if (e.undoes_run && r.factor.count(*e.undoes_run)) {
+    const double undone = r.factor[*e.undoes_run];
+    r.factor.erase(*e.undoes_run);  // undone once, never twice
+    Free(r.L, *e.undoes_run);
+    Apply(r, s, e, 1.0 / undone, "revert on parity evidence: undoes run " + std::to_string(*e.undoes_run));
+    MoveTo(r.L, e);
+  } else {
+    s.why = "nothing to undo";
+  }
+}
+
+}  // namespace
+
+Ladder DeriveLadder(const std::vector<LadderEvent>& events) {
+  Ladder L;
+  Replay r(L);
   for (const auto& e : events) {
     LadderStep s;
     s.event = e;
-    s.before = F.value_or(0.0);
-    auto apply = [&](double f, const std::string& why) {
-      F = *F * f;
-      factor[e.run_id] = f;
-      s.counted = true;
-      s.why = why;
-    };
-    const bool is_gain = e.reason == "accepted" || e.reason == "confirmed";
-    std::string refusing_key;
-    auto count_gain = [&] {
-      gained.insert(e.change_id);
-      for (const std::string& k : KeysOf(e.head_keys, e.head_artifact)) L.counted_heads.emplace(k, e.run_id);
-    };
-    if (e.retracted) {
-      s.why = "run retracted";
-    } else if (!F) {
-      const std::optional<double> seed = e.reason == "seed" ? std::optional<double>(e.recorded) : e.base_median;
-      if (seed) {
-        F = *seed;
-        factor[e.run_id] = 1.0;
-        s.counted = true;
-        s.why = e.reason == "seed" ? "seed" : "seed (earlier events retracted): this run's base";
-        L.stands_at = e.base_artifact;
-        L.stands_keys = KeysOf(e.base_keys, e.base_artifact);
-        if (e.reason != "seed" && e.ratio) {
-          apply(*e.ratio, s.why + ", then its ratio");
-          MoveTo(L, e);
-        }
-        if (is_gain) count_gain();
-      } else {
-        s.why = "nothing to seed from";
-      }
-    } else if (e.reason == "seed") {
-      s.why = "frontier already seeded";
-    } else if (is_gain && gained.count(e.change_id)) {
-      s.why = "this change's gain already counts";
-    } else if (e.kind == "reapply" && e.undoes_run && !factor.count(*e.undoes_run)) {
-      s.why = "its revert no longer counts: the change's own factor is still in the ladder";
-    } else if (auto no = is_gain && e.ratio ? L.StepRefusal(KeysOf(e.base_keys, e.base_artifact),
-                                                            KeysOf(e.head_keys, e.head_artifact), &refusing_key)
-                                            : std::nullopt) {
-      s.why = "not a new step: " + *no;
-      if (e.policy_version > 0 && e.policy_version < 4)
-        s.why += " (scored under policy v" + std::to_string(e.policy_version) + ", which counted it; v4 does not)";
-      else if (e.policy_version > 0 && e.policy_version < 6 &&
-               (refusing_key.rfind("build ", 0) == 0 || refusing_key.find(" run by ") != std::string::npos))
-        s.why += " (scored under policy v" + std::to_string(e.policy_version) +
-                 ", which counted it; v6 counts a change by its build ids, and one artifact by its commands)";
-    } else if (e.ratio) {
-      // A reapply uses its revert up; a speed revert leaves the change no longer standing.
-      if (e.undoes_run) factor.erase(*e.undoes_run);
-      if (e.undoes_run && e.kind == "revert") Free(L, *e.undoes_run);
-      apply(*e.ratio, e.reason);
-      MoveTo(L, e);
-      if (is_gain) count_gain();
-    } else if (e.undoes_run && factor.count(*e.undoes_run)) {
-      const double undone = factor[*e.undoes_run];
-      factor.erase(*e.undoes_run);  // undone once, never twice
-      Free(L, *e.undoes_run);
-      apply(1.0 / undone, "revert on parity evidence: undoes run " + std::to_string(*e.undoes_run));
-      MoveTo(L, e);
-    } else {
-      s.why = "nothing to undo";
-    }
-    s.after = F.value_or(0.0);
+    s.before = r.F.value_or(0.0);
+    Step(r, s, e);
+    s.after = r.F.value_or(0.0);
     if (s.counted) L.last_event = e.event_id;
     L.steps.push_back(s);
   }
-  L.value = F;
-  for (const auto& [run, f] : factor) L.live_runs.push_back(run);
+  L.value = r.F;
+  for (const auto& [run, f] : r.factor) L.live_runs.push_back(run);
   return L;
 }
 
