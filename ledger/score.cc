@@ -136,10 +136,20 @@ SequentialPlan PlanFor(const Policy& p, int min_rounds, int max_rounds) {
   return plan;
 }
 
-ScoreResult Score(const Policy& p, const ScoreInput& in) {
-  ScoreResult r;
+namespace {
+
+// What the verdict rules read, besides the policy, the input and the result so far.
+struct Findings {
+  std::string measured;   // the gain, its bounds, alpha and n, in words
+  bool above = false;     // the ratio is significantly above the gate
+  std::string regressed;  // the undeclared regressed guards, in words ("" = none)
+  std::string regression_note, unverified_note;
+};
+
+// The primary metric against the gate: the ratio and its bounds, the
+// medians, the frontier, the decision, the guards and the surprise.
+void MeasureAgainstGate(const Policy& p, const ScoreInput& in, double alpha, ScoreResult& r) {
   const std::vector<double> ratios = RoundRatios(in.primary);
-  const double alpha = LookAlpha(in.plan, in.attempt);
   r.ratio = MedianBounds(ratios, alpha);
   r.gain = r.ratio.estimate - 1.0;
   std::tie(r.base_median, r.head_median) = SideMedians(in.primary);
@@ -151,18 +161,10 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
   r.decision = r.ratio.low >= bar ? Decision::kAbove : r.ratio.high < bar ? Decision::kBelow : Decision::kUnresolved;
   r.guards = ScoreGuards(p, in, alpha);
   if (in.predict_frac && in.kind != Kind::kRevert) r.surprise = p.IsSurprise(*in.predict_frac, r.gain);
+}
 
-  const std::string measured = PctText(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + NumText(alpha) +
-                               ", n " + std::to_string(r.ratio.n) + ")";
-  const bool above = r.decision == Decision::kAbove;
-  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
-  r.factor = in.primary.higher_is_better ? r.ratio.estimate : 1.0 / r.ratio.estimate;
-  auto accept = [&] {
-    r.verdict = Verdict::kAccepted;
-    r.tier = p.TierFor(r.gain);
-    r.moves_frontier = true;
-    r.frontier_after = r.frontier_before * r.factor;
-  };
+// The undeclared regressed guards, each with its change and floor.
+std::string RegressedGuards(const ScoreResult& r) {
   std::string regressed;
   for (const auto& g : r.guards)
     if (g.regressed && !g.declared) {
@@ -170,66 +172,125 @@ ScoreResult Score(const Policy& p, const ScoreInput& in) {
       regressed += (regressed.empty() ? "" : ", ") + g.metric + " " + PctText(g.bounds.estimate - 1.0) +
                    (floor.empty() ? "" : " " + floor);
     }
-  const std::string regression_note =
-      "guard metric regressed beyond the gate: " + regressed + " (declare with --accept-regression METRIC)";
-  const std::string unverified_note =
-      "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+  return regressed;
+}
+
+// The fastest decode this box can physically do for the head (bandwidth /
+// bytes per token, with the policy's tolerance); infinite when no ceiling applies.
+double DecodeCeiling(const Policy& p, const ScoreInput& in) {
   const bool decode = in.primary.metric == "decode_tok_s";
   const bool applies =
       decode && in.read_bytes_per_s && in.head_bytes_per_token && *in.head_bytes_per_token >= p.ceiling_min_bytes;
-  const double limit = applies ? p.ceiling_tolerance * *in.read_bytes_per_s / *in.head_bytes_per_token : INFINITY;
+  return applies ? p.ceiling_tolerance * *in.read_bytes_per_s / *in.head_bytes_per_token : INFINITY;
+}
+
+// The head decodes faster than the box's read bandwidth allows, in words.
+std::string AboveBandwidthNote(const Policy& p, const ScoreInput& in, const ScoreResult& r) {
+  return "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
+         " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) + " GB/s, above " + in.ceiling_of +
+         " measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) + " GB/s (x" +
+         NumText(p.ceiling_tolerance, 3) + " for measurement error)";
+}
+
+// Accepted: the frontier moves by the factor.
+void Accept(const Policy& p, ScoreResult& r) {
+  r.verdict = Verdict::kAccepted;
+  r.tier = p.TierFor(r.gain);
+  r.moves_frontier = true;
+  r.frontier_after = r.frontier_before * r.factor;
+}
+
+// A revert: removing the change must gain beyond the gate, with no
+// undeclared regression and parity evidence bound to the head.
+void JudgeRevert(const Policy& p, const ScoreInput& in, const Findings& f, ScoreResult& r) {
+  if (f.above && !f.regressed.empty()) {
+    r.verdict = Verdict::kRejectedRegression;
+    r.note = f.regression_note;
+  } else if (f.above && !in.verified) {
+    r.verdict = Verdict::kUnverified;
+    r.note = f.unverified_note;
+  } else if (f.above) {
+    Accept(p, r);
+    r.note = "the change costs " + f.measured + ", beyond the gate of " + PctText(p.gate_frac);
+  } else {
+    r.verdict = Verdict::kRefused;
+    r.note = "evidence too weak: removing the change gains " + f.measured + "; the gate is " + PctText(p.gate_frac);
+  }
+}
+
+// A change (or reapply) shown above the gate: rejected for an undeclared
+// regression, unverified, held as a surprise, or accepted.
+void JudgeAboveGate(const Policy& p, const ScoreInput& in, const Findings& f, ScoreResult& r) {
+  if (!f.regressed.empty()) {
+    r.verdict = Verdict::kRejectedRegression;
+    r.note = f.regression_note;
+  } else if (!in.verified) {
+    r.verdict = Verdict::kUnverified;
+    r.tier = p.TierFor(r.gain);
+    r.note = f.unverified_note;
+  } else if (r.surprise) {
+    r.verdict = Verdict::kHeldSurprise;
+    r.tier = p.TierFor(r.gain);
+    r.note = "measured " + f.measured + " vs predicted " + PctText(in.predict_frac.value_or(0.0)) +
+             ": held until deep parity confirms it";
+  } else {
+    Accept(p, r);
+    r.note = "above the gate: " + f.measured;
+  }
+}
+
+// The verdict, rule by rule: physically implausible, implausibly large, a
+// revert's own rules, not shown above the gate, then above it.
+void Judge(const Policy& p, const ScoreInput& in, const Findings& f, ScoreResult& r) {
+  const double limit = DecodeCeiling(p, in);
   if (r.head_median > limit) {
     r.verdict = Verdict::kRejectedImplausible;
-    r.note = "head decodes " + NumText(r.head_median) + " tok/s x " + NumText(*in.head_bytes_per_token / 1e6) +
-             " MB/token = " + NumText(r.head_median * *in.head_bytes_per_token / 1e9) + " GB/s, above " +
-             in.ceiling_of + " measured read bandwidth of " + NumText(*in.read_bytes_per_s / 1e9) + " GB/s (x" +
-             NumText(p.ceiling_tolerance, 3) + " for measurement error)";
+    r.note = AboveBandwidthNote(p, in, r);
   } else if (r.ratio.estimate > p.ceiling_ratio) {
     r.verdict = Verdict::kRejectedImplausible;
     r.note = "head is " + NumText(r.ratio.estimate) + "x the base, above the plausibility ceiling of " +
              NumText(p.ceiling_ratio) + "x";
   } else if (in.kind == Kind::kRevert) {
-    if (above && !regressed.empty()) {
-      r.verdict = Verdict::kRejectedRegression;
-      r.note = regression_note;
-    } else if (above && !in.verified) {
-      r.verdict = Verdict::kUnverified;
-      r.note = unverified_note;
-    } else if (above) {
-      accept();
-      r.note = "the change costs " + measured + ", beyond the gate of " + PctText(p.gate_frac);
-    } else {
-      r.verdict = Verdict::kRefused;
-      r.note = "evidence too weak: removing the change gains " + measured + "; the gate is " + PctText(p.gate_frac);
-    }
-  } else if (!above) {
+    JudgeRevert(p, in, f, r);
+  } else if (!f.above) {
     r.verdict = Verdict::kNone;
-    r.note = (r.decision == Decision::kBelow ? "cannot reach the gate: " : "not shown above the gate: ") + measured +
+    r.note = (r.decision == Decision::kBelow ? "cannot reach the gate: " : "not shown above the gate: ") + f.measured +
              "; parked";
   } else {
-    if (!regressed.empty()) {
-      r.verdict = Verdict::kRejectedRegression;
-      r.note = regression_note;
-    } else if (!in.verified) {
-      r.verdict = Verdict::kUnverified;
-      r.tier = p.TierFor(r.gain);
-      r.note = unverified_note;
-    } else if (r.surprise) {
-      r.verdict = Verdict::kHeldSurprise;
-      r.tier = p.TierFor(r.gain);
-      r.note = "measured " + measured + " vs predicted " + PctText(in.predict_frac.value_or(0.0)) +
-               ": held until deep parity confirms it";
-    } else {
-      accept();
-      r.note = "above the gate: " + measured;
-    }
+    JudgeAboveGate(p, in, f, r);
   }
+}
+
+// What the note adds after the verdict: declared regressions, guards let
+// through by their floor, a surprise that did not hold the run.
+void AppendGuardNotes(ScoreResult& r) {
   for (const auto& g : r.guards)
     if (g.regressed && g.declared)
       r.note += "; declared regression on " + g.metric + " " + PctText(g.bounds.estimate - 1.0);
   for (const auto& g : r.guards)
     if (g.within_floor()) r.note += "; guard " + g.metric + " " + PctText(g.bounds.estimate - 1.0) + " " + FloorText(g);
   if (r.surprise && r.verdict != Verdict::kHeldSurprise) r.note += "; surprise vs prediction";
+}
+
+}  // namespace
+
+ScoreResult Score(const Policy& p, const ScoreInput& in) {
+  ScoreResult r;
+  const double alpha = LookAlpha(in.plan, in.attempt);
+  MeasureAgainstGate(p, in, alpha, r);
+
+  Findings f;
+  f.measured = PctText(r.gain) + " (bounds " + BoundsText(r.ratio) + " at alpha " + NumText(alpha) + ", n " +
+               std::to_string(r.ratio.n) + ")";
+  f.above = r.decision == Decision::kAbove;
+  // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
+  r.factor = in.primary.higher_is_better ? r.ratio.estimate : 1.0 / r.ratio.estimate;
+  f.regressed = RegressedGuards(r);
+  f.regression_note =
+      "guard metric regressed beyond the gate: " + f.regressed + " (declare with --accept-regression METRIC)";
+  f.unverified_note = "no parity evidence bound to the head's artifact: recorded, cannot move the frontier";
+  Judge(p, in, f, r);
+  AppendGuardNotes(r);
   return r;
 }
 
