@@ -239,87 +239,121 @@ Result<std::optional<measure::ParityEvidence>> RecordedParity(Db& d, int64_t run
   return std::optional<measure::ParityEvidence>(ev);
 }
 
-Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kind) {
+namespace {
+
+// The correctness gate while its parity commands run.
+struct Gate {
+  explicit Gate(const GateInput& input) : in(input), d(*input.d) {}
+  const GateInput& in;
+  Db& d;
   GateResult g;
-  Db& d = *in.d;
-  auto stop = [&](Verdict v, const std::string& note) {
+
+  // Decides without speed: the run stops with `v`, `note` saying why.
+  GateResult Stop(Verdict v, const std::string& note) {
     g.stop = true;
     g.verdict = v;
     g.note = note;
     return g;
-  };
-  auto run = [&](const std::string& side, const std::string& cmd) {
+  }
+  // Runs and records `side`'s parity command in standard mode.
+  Result<ParityOutcome> Run(const std::string& side, const std::string& cmd) {
     in.say((side == "head" ? "correctness gate: " : "parity of the base: ") + cmd);
     return RunParityCommand(d, *in.pol, in.run_id, side, cmd, false, in.timeout_s);
-  };
+  }
+};
+
+// A revert's base parity: the evidence that main is wrong, if it proves it.
+Result<std::optional<ParityOutcome>> MainFails(Gate& gate, const ChangeRequest& c) {
+  const GateInput& in = gate.in;
   std::optional<ParityOutcome> main_fails;
-  if (kind == Kind::kRevert && !c.base_parity_cmd.empty()) {
-    VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
-    in.say("  main: " + bp.message);
-    // Proof that main is wrong is complete evidence (the floor, standard mode)
-    // that breaks a threshold or holds a non-finite value; thin or malformed
-    // evidence proves nothing either way.
-    if (bp.evidence && !bp.passed) {
-      const auto& e = *bp.evidence;
-      const bool complete = FloorGaps(*in.pol, e).empty() && e.mode == "standard";
-      const bool wrong = ShowsWrong(*in.pol, e);
-      if (complete && wrong) main_fails = bp;
-      else in.say("  main's failing evidence is incomplete or breaks no threshold: not proof that main is wrong");
-    }
+  VERITY_ASSIGN_OR_RETURN(auto bp, gate.Run("base", c.base_parity_cmd));
+  in.say("  main: " + bp.message);
+  // Proof that main is wrong is complete evidence (the floor, standard mode)
+  // that breaks a threshold or holds a non-finite value; thin or malformed
+  // evidence proves nothing either way.
+  if (bp.evidence && !bp.passed) {
+    const auto& e = *bp.evidence;
+    const bool complete = FloorGaps(*in.pol, e).empty() && e.mode == "standard";
+    const bool wrong = ShowsWrong(*in.pol, e);
+    if (complete && wrong) main_fails = bp;
+    else in.say("  main's failing evidence is incomplete or breaks no threshold: not proof that main is wrong");
   }
-  if (c.parity_cmd.empty()) {
-    if (kind == Kind::kRevert)
-      return stop(Verdict::kRejectedParity,
-                  "a revert's head (main without the change) must pass the parity gate; "
-                  "no parity command was given");
-    g.verified = false;
-    in.say("no parity command: the result is unverified and cannot move the frontier");
-    return g;
-  }
-  VERITY_ASSIGN_OR_RETURN(auto hp, run("head", c.parity_cmd));
-  in.say("  " + hp.message);
-  if (!hp.passed)
-    return stop(Verdict::kRejectedParity,
-                "parity gate failed: " + hp.message + "; the head's speed was never measured");
+  return main_fails;
+}
+
+// The head's passing evidence binds the gate to the artifact it ran, when it names one.
+void BindHead(Gate& gate, const ParityOutcome& hp) {
+  GateResult& g = gate.g;
   g.head_artifact = hp.evidence->artifact_sha256;
   g.head_dtype = hp.evidence->dtype;
   if (g.head_artifact.empty()) {
     g.verified = false;
-    in.say("  the parity evidence names no build: unverified, cannot move the frontier");
+    gate.in.say("  the parity evidence names no build: unverified, cannot move the frontier");
   }
-  if (main_fails && !g.verified)
-    return stop(Verdict::kRefused,
-                "main fails parity, but the evidence that main without the change passes names "
-                "no artifact: refused, nothing measured");
-  if (main_fails)
-    return stop(Verdict::kAccepted, "parity evidence that main is wrong: " + main_fails->message +
-                                        "; main without the change passes: " + hp.message);
-  if (!c.claim_bit_identical) return g;
+}
+
+// A claim of bit identity: the base's evidence must hash every logit row to the head's hash.
+Result<GateResult> ProveBitIdentity(Gate& gate, const ChangeRequest& c, const ParityOutcome& hp) {
+  GateResult& g = gate.g;
   if (c.base_parity_cmd.empty())
-    return stop(Verdict::kRejectedParity,
-                "bit identity claimed but no base parity command to compare every logit "
-                "row against; the head's speed was never measured");
-  VERITY_ASSIGN_OR_RETURN(auto bp, run("base", c.base_parity_cmd));
+    return gate.Stop(Verdict::kRejectedParity,
+                     "bit identity claimed but no base parity command to compare every logit "
+                     "row against; the head's speed was never measured");
+  VERITY_ASSIGN_OR_RETURN(auto bp, gate.Run("base", c.base_parity_cmd));
   if (!bp.evidence)
-    return stop(Verdict::kRejectedParity, "bit identity claimed but the base gave no evidence: " + bp.message);
+    return gate.Stop(Verdict::kRejectedParity, "bit identity claimed but the base gave no evidence: " + bp.message);
   const std::string& h = hp.evidence->all_rows_sha256;
   const std::string& b = bp.evidence->all_rows_sha256;
   if (h.empty() || b.empty())
-    return stop(Verdict::kRejectedParity,
-                "bit identity claimed but the evidence does not hash every logit row "
-                "(all_rows_sha256 missing on the " +
-                    std::string(h.empty() ? "head" : "base") + " side); the head's speed was never measured");
+    return gate.Stop(Verdict::kRejectedParity,
+                     "bit identity claimed but the evidence does not hash every logit row "
+                     "(all_rows_sha256 missing on the " +
+                         std::string(h.empty() ? "head" : "base") + " side); the head's speed was never measured");
   if (h != b)
-    return stop(Verdict::kRejectedParity, "bit identity claimed but the logit rows differ: head " + Short(h) +
-                                              " vs base " + Short(b) + "; the head's speed was never measured");
+    return gate.Stop(Verdict::kRejectedParity, "bit identity claimed but the logit rows differ: head " + Short(h) +
+                                                   " vs base " + Short(b) + "; the head's speed was never measured");
   g.base_artifact = bp.evidence->artifact_sha256;
   g.base_dtype = bp.evidence->dtype;
   if (g.base_artifact.empty()) {
     g.verified = false;
-    in.say("  the base parity evidence names no build: bit identity unverified");
+    gate.in.say("  the base parity evidence names no build: bit identity unverified");
   }
-  in.say("  bit identity proved: every logit row hashes to " + Short(h) + " on both sides");
+  gate.in.say("  bit identity proved: every logit row hashes to " + Short(h) + " on both sides");
   return g;
+}
+
+}  // namespace
+
+Result<GateResult> RunGate(const GateInput& in, const ChangeRequest& c, Kind kind) {
+  Gate gate(in);
+  std::optional<ParityOutcome> main_fails;
+  if (kind == Kind::kRevert && !c.base_parity_cmd.empty()) {
+    VERITY_ASSIGN_OR_RETURN(main_fails, MainFails(gate, c));
+  }
+  if (c.parity_cmd.empty()) {
+    if (kind == Kind::kRevert)
+      return gate.Stop(Verdict::kRejectedParity,
+                       "a revert's head (main without the change) must pass the parity gate; "
+                       "no parity command was given");
+    gate.g.verified = false;
+    in.say("no parity command: the result is unverified and cannot move the frontier");
+    return gate.g;
+  }
+  VERITY_ASSIGN_OR_RETURN(auto hp, gate.Run("head", c.parity_cmd));
+  in.say("  " + hp.message);
+  if (!hp.passed)
+    return gate.Stop(Verdict::kRejectedParity,
+                     "parity gate failed: " + hp.message + "; the head's speed was never measured");
+  BindHead(gate, hp);
+  if (main_fails && !gate.g.verified)
+    return gate.Stop(Verdict::kRefused,
+                     "main fails parity, but the evidence that main without the change passes names "
+                     "no artifact: refused, nothing measured");
+  if (main_fails)
+    return gate.Stop(Verdict::kAccepted, "parity evidence that main is wrong: " + main_fails->message +
+                                             "; main without the change passes: " + hp.message);
+  if (!c.claim_bit_identical) return gate.g;
+  return ProveBitIdentity(gate, c, hp);
 }
 
 namespace {
