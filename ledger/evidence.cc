@@ -400,207 +400,272 @@ MetricSeries SeriesOf(const std::string& metric, const std::vector<std::vector<T
   return s;
 }
 
-}  // namespace
-
-Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const GateResult& gate,
-                            const SequentialPlan& plan, double gate_frac, int attempt) {
-  Db& d = *in.d;
+// A run's rounds while they are taken: what its samples have established.
+struct Measuring {
+  Measuring(const RoundsInput& input, const ChangeRequest& change, const GateResult& g)
+      : in(input), c(change), gate(g), d(*input.d) {}
+  const RoundsInput& in;
+  const ChangeRequest& c;
+  const GateResult& gate;
+  Db& d;
   Measured m;
   std::map<std::string, std::pair<std::string, std::string>> seen;  // side -> (build, sha)
   bool workload_seen = false;
   int round_now = 0;
-  // Runs one bench command; returns nullopt after setting m.mismatch.
-  auto take = [&](const std::string& side) -> Result<std::optional<Taken>> {
-    const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
-    measure::CommandOutput out = measure::RunCommand(cmd, in.timeout_s);
-    VERITY_RETURN_IF_ERROR(CheckBox(in, side, round_now));
-    VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command", cmd));
-    for (const std::string& g : c.required_guards)
-      if (!s.metrics.count(g))
-        return Status::Error(side + " bench command's record has no '" + g +
-                             "', a guard its workload requires (the project config's guards)");
-    const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
-    if (!want_build.empty() && s.build_id != want_build)
-      return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
-                           " (stale build: verify the artifact, not the transport)");
-    // A key prints as itself: a workload with a control or format character
-    // (U+2060 and its kind print as nothing) would name a frontier that reads
-    // exactly like its twin's (issue 41, finding 9).
-    if (const std::string bad = terminal::FirstInvisible(s.workload); !bad.empty())
-      return Status::Error("the " + side + " bench measured workload '" + terminal::Visible(s.workload) +
-                           "', which holds " + bad +
-                           ", a character that does not print as itself: a workload "
-                           "key must, so that no two frontiers read alike");
-    // Both sides must measure one workload: a speed ratio across two models
-    // (or thread counts, dtypes, lengths) says nothing about the change.
-    if (!workload_seen) {
-      workload_seen = true;
-      m.workload = s.workload;
-      VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-        return d.InsertSealed("run_workloads", {{"run_id", in.run_id}, {"workload", s.workload}}).status();
-      }));
-    } else if (s.workload != m.workload) {
-      return Status::Error("the " + side + " bench measured workload '" + s.workload +
-                           "' but the run's first sample measured '" + m.workload +
-                           "': base and head must bench the same model, dtype, threads and lengths");
-    }
-    auto it = seen.find(side);
-    if (it == seen.end()) {
-      seen[side] = {s.build_id, s.artifact_sha256};
-      (side == "base" ? m.base_artifact : m.head_artifact) = s.artifact_sha256;
-      (side == "base" ? m.base_build : m.head_build) = s.build_id;
-      VERITY_RETURN_IF_ERROR(d.Transaction([&]() -> Status {
-        return d
-            .InsertSealed("artifacts", {{"run_id", in.run_id},
-                                        {"side", side},
-                                        {"build_id", s.build_id},
-                                        {"artifact_sha256", s.artifact_sha256}})
-            .status();
-      }));
-      const std::string& bound = side == "base" ? gate.base_artifact : gate.head_artifact;
-      if (!s.raw_format.empty()) {
-        // Its identity is a hash of an executable or a command line, not of
-        // what any parity evidence ran: it never binds, however they compare.
-        if (!m.unbound)
-          m.unbound_note = "the " + side + " bench printed a raw " + s.raw_format + " report, which names no build (" +
-                           s.build_id + " " + Short(s.artifact_sha256) + "): no parity evidence binds to it";
-        m.unbound = true;
-        in.say("  " + m.unbound_note);
-      } else if (!bound.empty() && bound != s.artifact_sha256) {
-        m.mismatch = true;
-        m.mismatch_note = "the " + side + " parity evidence came from artifact " + Short(bound) + " but the " + side +
-                          " bench ran " + Short(s.artifact_sha256) + " (build " + s.build_id +
-                          "): the evidence does not cover what was benchmarked";
-        return std::optional<Taken>();
-      }
-      const auto& evidence_dtype = side == "base" ? gate.base_dtype : gate.head_dtype;
-      if (evidence_dtype && !s.dtype.empty()) {
-        if (auto gap = DtypeGap(side, *evidence_dtype, s.dtype, c.reference_dtype)) {
-          m.mismatch = true;
-          m.mismatch_note = *gap;
-          return std::optional<Taken>();
-        }
-        if (*evidence_dtype != s.dtype) {
-          m.dtype_note = "the " + side + " parity evidence is for dtype '" + *evidence_dtype +
-                         "', the bench measured '" + s.dtype + "': declared with --reference-dtype";
-          in.say("  " + m.dtype_note);
-        }
-      }
-    } else if (it->second.second != s.artifact_sha256 || it->second.first != s.build_id) {
-      return Status::Error(side + " artifact changed between rounds: " + Short(it->second.second) + " (" +
-                           it->second.first + ") then " + Short(s.artifact_sha256) + " (" + s.build_id + ")");
-    }
-    if (side == "head" && s.bytes_per_token)
-      m.head_bytes_per_token = std::max(m.head_bytes_per_token.value_or(0.0), *s.bytes_per_token);
-    if (side == "head" && s.backend == "cuda") m.head_on_device = true;
-    Taken t;
-    t.side = side;
-    t.value = s.value;
-    t.seconds = out.seconds;
-    t.metrics = s.metrics;
-    return std::optional<Taken>(t);
-  };
-  auto record = [&](int round, const std::vector<Taken>& ts) {
-    return d.Transaction([&]() -> Status {
-      for (const auto& t : ts) {
-        VERITY_ASSIGN_OR_RETURN(int64_t sid, d.InsertSealed("samples", {{"run_id", in.run_id},
-                                                                        {"round", int64_t{round}},
-                                                                        {"side", t.side},
-                                                                        {"ord", int64_t{t.ord}},
-                                                                        {"value", t.value},
-                                                                        {"seconds", t.seconds},
-                                                                        {"taken_at", t.at},
-                                                                        {"box_id", in.box_id}}));
-        for (const auto& [name, v] : t.metrics)
-          VERITY_RETURN_IF_ERROR(
-              d.InsertSealed("metric_samples", {{"sample_id", sid}, {"metric", name}, {"value", v}}).status());
-      }
-      return OkStatus();
-    });
-  };
-  // Runs and records one round; an empty result means a mismatch stopped it.
-  auto round = [&](int n, const std::vector<std::string>& order) -> Result<std::vector<Taken>> {
-    round_now = n;
-    std::vector<Taken> ts;
-    for (size_t i = 0; i < order.size(); i++) {
-      const std::string at = NowUtc();
-      VERITY_ASSIGN_OR_RETURN(auto t, take(order[i]));
-      if (!t) return std::vector<Taken>();
-      t->ord = static_cast<int>(i);
-      t->at = at;
-      ts.push_back(*t);
-    }
-    VERITY_RETURN_IF_ERROR(record(n, ts));
-    return ts;
-  };
+  std::vector<std::vector<Taken>> rounds;  // the full rounds (each b, h, h, b)
+};
 
-  in.say("measuring on box " + in.box.fingerprint.substr(0, 16) + ": warm-up, then " + std::to_string(plan.min_rounds) +
-         ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " + std::to_string(plan.look_every));
-  VERITY_ASSIGN_OR_RETURN(auto warm, round(0, {"base", "head"}));
-  if (warm.empty()) return m;
+// An error when a sample cannot stand in its run: a guard its workload
+// requires is missing, the build is stale, or its workload does not print as itself.
+Status CheckSample(const ChangeRequest& c, const std::string& side, const measure::BenchSample& s) {
+  for (const std::string& g : c.required_guards)
+    if (!s.metrics.count(g))
+      return Status::Error(side + " bench command's record has no '" + g +
+                           "', a guard its workload requires (the project config's guards)");
+  const std::string& want_build = side == "base" ? c.base_sha : c.head_sha;
+  if (!want_build.empty() && s.build_id != want_build)
+    return Status::Error(side + " binary reports build " + s.build_id + " but was built from " + want_build +
+                         " (stale build: verify the artifact, not the transport)");
+  // A key prints as itself: a workload with a control or format character
+  // (U+2060 and its kind print as nothing) would name a frontier that reads
+  // exactly like its twin's (issue 41, finding 9).
+  if (const std::string bad = terminal::FirstInvisible(s.workload); !bad.empty())
+    return Status::Error("the " + side + " bench measured workload '" + terminal::Visible(s.workload) +
+                         "', which holds " + bad +
+                         ", a character that does not print as itself: a workload "
+                         "key must, so that no two frontiers read alike");
+  return OkStatus();
+}
+
+// Both sides must measure one workload: a speed ratio across two models
+// (or thread counts, dtypes, lengths) says nothing about the change. The
+// run's first sample names it (recorded in run_workloads).
+Status CheckWorkload(Measuring& r, const std::string& side, const measure::BenchSample& s) {
+  Measured& m = r.m;
+  if (!r.workload_seen) {
+    r.workload_seen = true;
+    m.workload = s.workload;
+    VERITY_RETURN_IF_ERROR(r.d.Transaction([&]() -> Status {
+      return r.d.InsertSealed("run_workloads", {{"run_id", r.in.run_id}, {"workload", s.workload}}).status();
+    }));
+  } else if (s.workload != m.workload) {
+    return Status::Error("the " + side + " bench measured workload '" + s.workload +
+                         "' but the run's first sample measured '" + m.workload +
+                         "': base and head must bench the same model, dtype, threads and lengths");
+  }
+  return OkStatus();
+}
+
+// Whether the gate's parity evidence covers what `side`'s first sample ran:
+// a raw report binds to nothing (said, and the run unbound); another
+// artifact, or a dtype not declared, sets m.mismatch and returns false.
+bool CoveredByEvidence(Measuring& r, const std::string& side, const measure::BenchSample& s) {
+  Measured& m = r.m;
+  const std::string& bound = side == "base" ? r.gate.base_artifact : r.gate.head_artifact;
+  if (!s.raw_format.empty()) {
+    // Its identity is a hash of an executable or a command line, not of
+    // what any parity evidence ran: it never binds, however they compare.
+    if (!m.unbound)
+      m.unbound_note = "the " + side + " bench printed a raw " + s.raw_format + " report, which names no build (" +
+                       s.build_id + " " + Short(s.artifact_sha256) + "): no parity evidence binds to it";
+    m.unbound = true;
+    r.in.say("  " + m.unbound_note);
+  } else if (!bound.empty() && bound != s.artifact_sha256) {
+    m.mismatch = true;
+    m.mismatch_note = "the " + side + " parity evidence came from artifact " + Short(bound) + " but the " + side +
+                      " bench ran " + Short(s.artifact_sha256) + " (build " + s.build_id +
+                      "): the evidence does not cover what was benchmarked";
+    return false;
+  }
+  const auto& evidence_dtype = side == "base" ? r.gate.base_dtype : r.gate.head_dtype;
+  if (evidence_dtype && !s.dtype.empty()) {
+    if (auto gap = DtypeGap(side, *evidence_dtype, s.dtype, r.c.reference_dtype)) {
+      m.mismatch = true;
+      m.mismatch_note = *gap;
+      return false;
+    }
+    if (*evidence_dtype != s.dtype) {
+      m.dtype_note = "the " + side + " parity evidence is for dtype '" + *evidence_dtype + "', the bench measured '" +
+                     s.dtype + "': declared with --reference-dtype";
+      r.in.say("  " + m.dtype_note);
+    }
+  }
+  return true;
+}
+
+// `side`'s first sample names the artifact it ran: recorded, then checked
+// against the gate's evidence. False when the evidence does not cover it.
+Result<bool> FirstArtifact(Measuring& r, const std::string& side, const measure::BenchSample& s) {
+  Measured& m = r.m;
+  r.seen[side] = {s.build_id, s.artifact_sha256};
+  (side == "base" ? m.base_artifact : m.head_artifact) = s.artifact_sha256;
+  (side == "base" ? m.base_build : m.head_build) = s.build_id;
+  VERITY_RETURN_IF_ERROR(r.d.Transaction([&]() -> Status {
+    return r.d
+        .InsertSealed(
+            "artifacts",
+            {{"run_id", r.in.run_id}, {"side", side}, {"build_id", s.build_id}, {"artifact_sha256", s.artifact_sha256}})
+        .status();
+  }));
+  return CoveredByEvidence(r, side, s);
+}
+
+// Runs one bench command; returns nullopt after setting m.mismatch.
+Result<std::optional<Taken>> Take(Measuring& r, const std::string& side) {
+  const ChangeRequest& c = r.c;
+  Measured& m = r.m;
+  const std::string& cmd = side == "base" ? c.base_cmd : c.head_cmd;
+  measure::CommandOutput out = measure::RunCommand(cmd, r.in.timeout_s);
+  VERITY_RETURN_IF_ERROR(CheckBox(r.in, side, r.round_now));
+  VERITY_ASSIGN_OR_RETURN(auto s, measure::ParseBench(out, c.metric, side + " bench command", cmd));
+  VERITY_RETURN_IF_ERROR(CheckSample(c, side, s));
+  VERITY_RETURN_IF_ERROR(CheckWorkload(r, side, s));
+  auto it = r.seen.find(side);
+  if (it == r.seen.end()) {
+    VERITY_ASSIGN_OR_RETURN(const bool covered, FirstArtifact(r, side, s));
+    if (!covered) return std::optional<Taken>();
+  } else if (it->second.second != s.artifact_sha256 || it->second.first != s.build_id) {
+    return Status::Error(side + " artifact changed between rounds: " + Short(it->second.second) + " (" +
+                         it->second.first + ") then " + Short(s.artifact_sha256) + " (" + s.build_id + ")");
+  }
+  if (side == "head" && s.bytes_per_token)
+    m.head_bytes_per_token = std::max(m.head_bytes_per_token.value_or(0.0), *s.bytes_per_token);
+  if (side == "head" && s.backend == "cuda") m.head_on_device = true;
+  Taken t;
+  t.side = side;
+  t.value = s.value;
+  t.seconds = out.seconds;
+  t.metrics = s.metrics;
+  return std::optional<Taken>(t);
+}
+
+// Records one round's samples, each with every metric it reported, in one transaction.
+Status RecordRound(Measuring& r, int round, const std::vector<Taken>& ts) {
+  Db& d = r.d;
+  return d.Transaction([&]() -> Status {
+    for (const auto& t : ts) {
+      VERITY_ASSIGN_OR_RETURN(int64_t sid, d.InsertSealed("samples", {{"run_id", r.in.run_id},
+                                                                      {"round", int64_t{round}},
+                                                                      {"side", t.side},
+                                                                      {"ord", int64_t{t.ord}},
+                                                                      {"value", t.value},
+                                                                      {"seconds", t.seconds},
+                                                                      {"taken_at", t.at},
+                                                                      {"box_id", r.in.box_id}}));
+      for (const auto& [name, v] : t.metrics)
+        VERITY_RETURN_IF_ERROR(
+            d.InsertSealed("metric_samples", {{"sample_id", sid}, {"metric", name}, {"value", v}}).status());
+    }
+    return OkStatus();
+  });
+}
+
+// Runs and records one round; an empty result means a mismatch stopped it.
+Result<std::vector<Taken>> TakeRound(Measuring& r, int n, const std::vector<std::string>& order) {
+  r.round_now = n;
+  std::vector<Taken> ts;
+  for (size_t i = 0; i < order.size(); i++) {
+    const std::string at = NowUtc();
+    VERITY_ASSIGN_OR_RETURN(auto t, Take(r, order[i]));
+    if (!t) return std::vector<Taken>();
+    t->ord = static_cast<int>(i);
+    t->at = at;
+    ts.push_back(*t);
+  }
+  VERITY_RETURN_IF_ERROR(RecordRound(r, n, ts));
+  return ts;
+}
+
+// Once the warm-up named both artifacts: what the run is, and the attempt of
+// that pair its looks are taken at (m.attempt).
+Status IdentifyAttempt(Measuring& r, const SequentialPlan& plan, int attempt) {
+  Measured& m = r.m;
   m.attempt = attempt;
-  m.identity = IdentityOf({m.base_build, m.base_artifact, c.base_cmd}, {m.head_build, m.head_artifact, c.head_cmd});
-  if (in.attempt_of) {
-    VERITY_ASSIGN_OR_RETURN(m.attempt, in.attempt_of(m.identity));
+  m.identity = IdentityOf({m.base_build, m.base_artifact, r.c.base_cmd}, {m.head_build, m.head_artifact, r.c.head_cmd});
+  if (r.in.attempt_of) {
+    VERITY_ASSIGN_OR_RETURN(m.attempt, r.in.attempt_of(m.identity));
     attempt = m.attempt;
     if (attempt > 0)
-      in.say("  attempt " + std::to_string(attempt) + " of this change: each look at alpha " +
-             NumText(LookAlpha(plan, attempt), 3));
+      r.in.say("  attempt " + std::to_string(attempt) + " of this change: each look at alpha " +
+               NumText(LookAlpha(plan, attempt), 3));
   }
-  // The workload is known now: the box's noise profile for it, if calibrated,
-  // sets how many rounds the gate needs -- before any timed round is seen.
+  return OkStatus();
+}
+
+// The workload is known now: the box's noise profile for it, if calibrated,
+// sets how many rounds the gate needs -- before any timed round is seen.
+// Sets m.too_noisy when no plan within max_rounds resolves the gate.
+Status ApplyNoiseProfile(Measuring& r, const SequentialPlan& plan, double gate_frac) {
+  Measured& m = r.m;
   m.plan = plan;
-  VERITY_ASSIGN_OR_RETURN(auto noise, LatestNoise(d, in.box_id, c.metric, m.workload));
+  VERITY_ASSIGN_OR_RETURN(auto noise, LatestNoise(r.d, r.in.box_id, r.c.metric, m.workload));
   if (noise) {
-    const int needed = RoundsToResolve(noise->sigma, gate_frac, LookAlpha(plan, attempt));
+    const int needed = RoundsToResolve(noise->sigma, gate_frac, LookAlpha(plan, m.attempt));
     m.noise_note = "box noise profile " + std::to_string(noise->id) + " (" + noise->recorded_at +
                    "): " + NoiseText(*noise) + "; about " + std::to_string(needed) + " rounds resolve the gate";
-    in.say(m.noise_note);
+    r.in.say(m.noise_note);
     if (needed > plan.max_rounds) {
       m.too_noisy = true;
       m.noise_note = "this box is too noisy to resolve the " + PctText(gate_frac) + " gate within " +
                      std::to_string(plan.max_rounds) + " rounds: " + m.noise_note +
                      " (quiet the box, or allow more with --max-rounds " + std::to_string(needed) + ")";
-      return m;
+      return OkStatus();
     }
     m.plan.min_rounds = std::max(plan.min_rounds, needed);
   }
-  std::vector<std::vector<Taken>> rounds;
-  m.primary.metric = c.metric;
-  m.primary.higher_is_better = HigherIsBetter(c.metric);
+  return OkStatus();
+}
+
+// A timed round's line: the base and head means and the ratio, and at a
+// look the median's bounds and the decision.
+std::string RoundLine(const Measured& m, int n, const std::vector<Taken>& ts, const std::vector<double>& ratios,
+                      Decision dec) {
+  char line[200];
+  std::snprintf(line, sizeof line, "  round %2d/%d  base %.4g  head %.4g  ratio %.4f", n, m.plan.max_rounds,
+                0.5 * (ts[0].value + ts[3].value), 0.5 * (ts[1].value + ts[2].value), ratios.back());
+  std::string text = line;
+  if (IsLook(m.plan, n)) {
+    const Bounds b = MedianBounds(ratios, LookAlpha(m.plan, m.attempt));
+    auto pct = [](double r) {
+      char p[32];
+      std::snprintf(p, sizeof p, "%+.2f%%", 100 * (r - 1));
+      return std::isfinite(r) ? std::string(p) : std::string("none");
+    };
+    std::snprintf(line, sizeof line, "  look: median %s bounds [%s, %s] -> %s", pct(b.estimate).c_str(),
+                  pct(b.low).c_str(), pct(b.high).c_str(), DecisionName(dec));
+    text += line;
+  }
+  return text;
+}
+
+// ABBA rounds until the sequential rule decides or max_rounds are taken.
+// False when a mismatch stopped them.
+Result<bool> TimedRounds(Measuring& r, double gate_frac) {
+  Measured& m = r.m;
+  m.primary.metric = r.c.metric;
+  m.primary.higher_is_better = HigherIsBetter(r.c.metric);
   for (int n = 1; n <= m.plan.max_rounds; n++) {
-    VERITY_ASSIGN_OR_RETURN(auto ts, round(n, {"base", "head", "head", "base"}));
-    if (ts.empty()) return m;
-    rounds.push_back(ts);
+    VERITY_ASSIGN_OR_RETURN(auto ts, TakeRound(r, n, {"base", "head", "head", "base"}));
+    if (ts.empty()) return false;
+    r.rounds.push_back(ts);
     m.primary.rounds.push_back({ts[0].value, ts[1].value, ts[2].value, ts[3].value});
     const std::vector<double> ratios = RoundRatios(m.primary);
-    const Decision dec = Decide(m.plan, ratios, gate_frac, attempt);
-    char line[200];
-    std::snprintf(line, sizeof line, "  round %2d/%d  base %.4g  head %.4g  ratio %.4f", n, m.plan.max_rounds,
-                  0.5 * (ts[0].value + ts[3].value), 0.5 * (ts[1].value + ts[2].value), ratios.back());
-    std::string text = line;
-    if (IsLook(m.plan, n)) {
-      const Bounds b = MedianBounds(ratios, LookAlpha(m.plan, attempt));
-      auto pct = [](double r) {
-        char p[32];
-        std::snprintf(p, sizeof p, "%+.2f%%", 100 * (r - 1));
-        return std::isfinite(r) ? std::string(p) : std::string("none");
-      };
-      std::snprintf(line, sizeof line, "  look: median %s bounds [%s, %s] -> %s", pct(b.estimate).c_str(),
-                    pct(b.low).c_str(), pct(b.high).c_str(), DecisionName(dec));
-      text += line;
-    }
-    in.say(text);
+    const Decision dec = Decide(m.plan, ratios, gate_frac, m.attempt);
+    r.in.say(RoundLine(m, n, ts, ratios, dec));
     if (dec != Decision::kContinue) break;
   }
-  // Guards: every other metric any sample reported. A guard cannot be dodged
-  // by leaving it out of some samples, nor by a name whose direction is unknown.
+  return true;
+}
+
+// Guards: every other metric any sample reported. A guard cannot be dodged
+// by leaving it out of some samples, nor by a name whose direction is unknown.
+Status AddGuards(Measured& m, const std::string& metric, const std::vector<std::vector<Taken>>& rounds) {
   std::set<std::string> names;
   for (const auto& ts : rounds)
     for (const auto& t : ts)
       for (const auto& [name, v] : t.metrics) names.insert(name);
   for (const auto& name : names) {
-    if (name == c.metric) continue;
+    if (name == metric) continue;
     for (size_t r = 0; r < rounds.size(); r++)
       for (const auto& t : rounds[r])
         if (!t.metrics.count(name))
@@ -609,7 +674,25 @@ Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const
     if (auto unit = UnitOf(name); !unit.ok()) return Status::Error("guard " + unit.status().message());
     m.guards.push_back(SeriesOf(name, rounds));
   }
-  return m;
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<Measured> TakeRounds(const RoundsInput& in, const ChangeRequest& c, const GateResult& gate,
+                            const SequentialPlan& plan, double gate_frac, int attempt) {
+  Measuring r(in, c, gate);
+  in.say("measuring on box " + in.box.fingerprint.substr(0, 16) + ": warm-up, then " + std::to_string(plan.min_rounds) +
+         ".." + std::to_string(plan.max_rounds) + " ABBA rounds, looks every " + std::to_string(plan.look_every));
+  VERITY_ASSIGN_OR_RETURN(auto warm, TakeRound(r, 0, {"base", "head"}));
+  if (warm.empty()) return r.m;
+  VERITY_RETURN_IF_ERROR(IdentifyAttempt(r, plan, attempt));
+  VERITY_RETURN_IF_ERROR(ApplyNoiseProfile(r, plan, gate_frac));
+  if (r.m.too_noisy) return r.m;
+  VERITY_ASSIGN_OR_RETURN(const bool complete, TimedRounds(r, gate_frac));
+  if (!complete) return r.m;
+  VERITY_RETURN_IF_ERROR(AddGuards(r.m, c.metric, r.rounds));
+  return r.m;
 }
 
 }  // namespace verity::ledger
