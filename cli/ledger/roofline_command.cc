@@ -35,97 +35,143 @@ std::string Points(const std::vector<measure::RooflinePoint>& pts, const char* u
   return s;
 }
 
-int RunRoofline(RooflineFlags f, const MeasureDeviceRoofline& measure_device) {
+// Fills in the default buffer size and refuses flags out of range or at odds.
+Status CheckRooflineFlags(RooflineFlags& f, bool can_measure_device) {
   if (f.buffer_mb == 0) f.buffer_mb = f.backend == "cuda" ? 4096 : 1024;
   if (f.buffer_mb < 1 || f.buffer_mb > 65536)
-    return Fail(Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]"));
+    return Status::Error("--buffer-mb " + std::to_string(f.buffer_mb) + " is outside [1, 65536]");
   if (f.repetitions < 1 || f.repetitions > 1000)
-    return Fail(Status::Error("--repetitions " + std::to_string(f.repetitions) + " is outside [1, 1000]"));
+    return Status::Error("--repetitions " + std::to_string(f.repetitions) + " is outside [1, 1000]");
   if (f.probe && (f.refresh || f.replace))
-    return Fail(
-        Status::Error("--probe measures without touching the cache; it cannot be combined with --refresh or "
-                      "--replace"));
-  if (f.backend != "cpu" && f.backend != "cuda")
-    return Fail(Status::Error("--backend " + f.backend + " is not cpu or cuda"));
-  const bool device = f.backend == "cuda";
-  if (device && !measure_device)
-    return Fail(
-        Status::Error("--backend cuda: verity-ledger measures this box's CPU and memory alone; a GPU's "
-                      "roofline is measured by `verity roofline --backend cuda` (the same cache)"));
-  const std::string dir = env::CacheDir();
-  const measure::Box box = measure::ThisBox();
-  const std::string fingerprint = device ? measure::DeviceRooflineFingerprint(box.fingerprint) : box.fingerprint;
-  const std::string path = measure::RooflineCachePath(dir, fingerprint);
+    return Status::Error(
+        "--probe measures without touching the cache; it cannot be combined with --refresh or "
+        "--replace");
+  if (f.backend != "cpu" && f.backend != "cuda") return Status::Error("--backend " + f.backend + " is not cpu or cuda");
+  if (f.backend == "cuda" && !can_measure_device)
+    return Status::Error(
+        "--backend cuda: verity-ledger measures this box's CPU and memory alone; a GPU's "
+        "roofline is measured by `verity roofline --backend cuda` (the same cache)");
+  return OkStatus();
+}
+
+// What is measured and where its figures are cached.
+struct RooflineTarget {
+  bool device = false;  // GPU 0 rather than this box's CPU and memory
+  std::string dir;      // VERITY_CACHE_DIR
+  measure::Box box;
+  std::string fingerprint, path;  // the cache's box (the device's for a GPU) and its file
+};
+
+RooflineTarget ThisTarget(bool device) {
+  RooflineTarget t;
+  t.device = device;
+  t.dir = env::CacheDir();
+  t.box = measure::ThisBox();
+  t.fingerprint = device ? measure::DeviceRooflineFingerprint(t.box.fingerprint) : t.box.fingerprint;
+  t.path = measure::RooflineCachePath(t.dir, t.fingerprint);
+  return t;
+}
+
+// The cached roofline into `r`, if there is one; with --refresh a cache that
+// cannot be read is noted and left to be measured afresh.
+Status ReadCachedRoofline(const RooflineFlags& f, const RooflineTarget& t, std::optional<measure::Roofline>& r) {
+  auto cached = measure::CachedRoofline(t.dir, t.fingerprint);
+  if (cached.ok()) {
+    r = std::move(cached.value());
+  } else if (f.refresh) {  // a cache that cannot be read is replaced, not merged
+    std::fprintf(stderr, "verity: note: %s; measuring afresh\n", cached.status().message().c_str());
+  } else {
+    return cached.status();
+  }
+  return OkStatus();
+}
+
+// Measures (the box lock held by the caller), keeps the higher best of each
+// point over `earlier` (--refresh) and, unless probing, caches the result.
+Result<measure::Roofline> MeasureAndCache(const RooflineFlags& f, const RooflineTarget& t,
+                                          const MeasureDeviceRoofline& measure_device,
+                                          const std::optional<measure::Roofline>& earlier) {
+  measure::RooflineOptions o;
+  o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
+  o.repetitions = f.repetitions;
+  std::fprintf(stderr, "verity: measuring the roofline of %s %s (%d MiB read buffer, %d passes per point)...\n",
+               t.device ? "device 0 of box" : "box", t.box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
+  auto m = t.device ? measure_device(f.buffer_mb, f.repetitions, t.fingerprint) : measure::MeasureRoofline(o);
+  if (!m.ok()) return m.status();
+  if (earlier)
+    for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
+      std::fprintf(stderr, "verity: %s\n", line.c_str());
+  if (!f.probe) {
+    Status s = measure::SaveRoofline(t.dir, m.value());
+    if (!s.ok()) return s;
+    std::fprintf(stderr, "verity: cached in %s\n", t.path.c_str());
+  }
+  return m;
+}
+
+// A busy box shows as passes far slower than the best one. The best is what
+// is kept (the ledger's physical ceiling uses it), so say when to distrust it.
+void NoteBusyPasses(const measure::Roofline& r, bool device) {
+  for (const auto* pts : {&r.read, &r.fma})
+    for (const auto& p : *pts)
+      if (p.median < 0.8 * p.best)
+        std::fprintf(stderr,
+                     "verity: note: %s at %d thread%s: the median pass is %.0f%% below the best; the box looks busy "
+                     "(run `verity roofline%s --refresh` again when it is idle)\n",
+                     pts == &r.read ? "read bandwidth" : "FMA throughput", p.threads, p.threads == 1 ? "" : "s",
+                     100.0 * (1.0 - p.median / p.best), device ? " --backend cuda" : "");
+}
+
+void PrintRooflineJson(const measure::Roofline& r, const RooflineFlags& f, const RooflineTarget& t,
+                       const std::string& source) {
+  nlohmann::json j = nlohmann::json::parse(measure::RooflineJson(r));
+  j["source"] = source;
+  if (!f.probe) j["cache_file"] = t.path;
+  std::printf("%s\n", JsonLine(j).c_str());
+}
+
+void PrintRooflineText(const measure::Roofline& r, const RooflineFlags& f, const RooflineTarget& t,
+                       const std::string& source) {
+  nlohmann::json d = nlohmann::json::parse(r.box_detail.empty() ? "{}" : r.box_detail, nullptr, false);
+  std::string cpu = d.is_object() && d.contains("cpu") && d["cpu"].is_string() ? d["cpu"].get<std::string>() : "?";
+  std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() + " cores" : "? cores";
+  if (t.device && d.is_object() && d.contains("device") && d["device"].is_string())  // a GPU: its name and SMs
+    cpu = d["device"].get<std::string>(), cores = (d.contains("sms") ? d["sms"].dump() : "?") + " SMs";
+  std::printf(
+      "roofline of box %s (%s, %s), measured %s with %s loops over a %llu MiB buffer, %d passes per "
+      "point; %s\n",
+      r.fingerprint.c_str(), cpu.c_str(), cores.c_str(), r.measured_at.c_str(), r.isa.c_str(),
+      static_cast<unsigned long long>(r.buffer_bytes >> 20), r.repetitions,
+      f.probe ? "a probe, not cached"
+              : (std::string(source == "cache" ? "from the cache " : "cached in ") + t.path).c_str());
+  std::printf("  read bandwidth: %s\n", Points(r.read, "GB/s").c_str());
+  std::printf("  %s: %s\n", t.device ? "bf16 tensor-core throughput" : "FMA throughput",
+              Points(r.fma, "GFLOP/s").c_str());
+}
+
+int RunRoofline(RooflineFlags f, const MeasureDeviceRoofline& measure_device) {
+  if (Status s = CheckRooflineFlags(f, static_cast<bool>(measure_device)); !s.ok()) return Fail(s);
+  const RooflineTarget t = ThisTarget(f.backend == "cuda");
   std::optional<measure::Roofline> r, earlier;
   std::string source = "cache";
-  if (!f.replace && !f.probe) {
-    auto cached = measure::CachedRoofline(dir, fingerprint);
-    if (cached.ok()) {
-      r = std::move(cached.value());
-    } else if (f.refresh) {  // a cache that cannot be read is replaced, not merged
-      std::fprintf(stderr, "verity: note: %s; measuring afresh\n", cached.status().message().c_str());
-    } else {
-      return Fail(cached.status());
-    }
-  }
+  if (!f.replace && !f.probe)
+    if (Status s = ReadCachedRoofline(f, t, r); !s.ok()) return Fail(s);
   if (f.refresh) earlier = std::move(r), r.reset();
   if (!r) {
     source = f.probe ? "probe" : "measured";
-    measure::RooflineOptions o;
-    o.buffer_bytes = static_cast<uint64_t>(f.buffer_mb) << 20;
-    o.repetitions = f.repetitions;
     // The ledger's per-box measurement lock: a roofline measured while a
     // submission times its rounds would disturb both.
-    auto lock = measure::BoxLock::Acquire(env::LockDir(), box.fingerprint, [](const std::string& msg) {
+    auto lock = measure::BoxLock::Acquire(env::LockDir(), t.box.fingerprint, [](const std::string& msg) {
       std::fprintf(stderr, "verity: %s\n", msg.c_str());
     });
     if (!lock.ok()) return Fail(lock.status());
-    std::fprintf(stderr, "verity: measuring the roofline of %s %s (%d MiB read buffer, %d passes per point)...\n",
-                 device ? "device 0 of box" : "box", box.fingerprint.c_str(), f.buffer_mb, f.repetitions);
-    auto m = device ? measure_device(f.buffer_mb, f.repetitions, fingerprint) : measure::MeasureRoofline(o);
+    auto m = MeasureAndCache(f, t, measure_device, earlier);
     if (!m.ok()) return Fail(m.status());
-    if (earlier)
-      for (const std::string& line : measure::KeepHigherBests(*earlier, &m.value()))
-        std::fprintf(stderr, "verity: %s\n", line.c_str());
-    if (!f.probe) {
-      Status s = measure::SaveRoofline(dir, m.value());
-      if (!s.ok()) return Fail(s);
-      std::fprintf(stderr, "verity: cached in %s\n", path.c_str());
-    }
     r = std::move(m.value());
-    // A busy box shows as passes far slower than the best one. The best is what
-    // is kept (the ledger's physical ceiling uses it), so say when to distrust it.
-    for (const auto* pts : {&r->read, &r->fma})
-      for (const auto& p : *pts)
-        if (p.median < 0.8 * p.best)
-          std::fprintf(stderr,
-                       "verity: note: %s at %d thread%s: the median pass is %.0f%% below the best; the box looks busy "
-                       "(run `verity roofline%s --refresh` again when it is idle)\n",
-                       pts == &r->read ? "read bandwidth" : "FMA throughput", p.threads, p.threads == 1 ? "" : "s",
-                       100.0 * (1.0 - p.median / p.best), device ? " --backend cuda" : "");
+    NoteBusyPasses(*r, t.device);
   }
-  if (f.json) {
-    nlohmann::json j = nlohmann::json::parse(measure::RooflineJson(*r));
-    j["source"] = source;
-    if (!f.probe) j["cache_file"] = path;
-    std::printf("%s\n", JsonLine(j).c_str());
-  } else {
-    nlohmann::json d = nlohmann::json::parse(r->box_detail.empty() ? "{}" : r->box_detail, nullptr, false);
-    std::string cpu = d.is_object() && d.contains("cpu") && d["cpu"].is_string() ? d["cpu"].get<std::string>() : "?";
-    std::string cores = d.is_object() && d.contains("cores") ? d["cores"].dump() + " cores" : "? cores";
-    if (device && d.is_object() && d.contains("device") && d["device"].is_string())  // a GPU: its name and SMs
-      cpu = d["device"].get<std::string>(), cores = (d.contains("sms") ? d["sms"].dump() : "?") + " SMs";
-    std::printf(
-        "roofline of box %s (%s, %s), measured %s with %s loops over a %llu MiB buffer, %d passes per "
-        "point; %s\n",
-        r->fingerprint.c_str(), cpu.c_str(), cores.c_str(), r->measured_at.c_str(), r->isa.c_str(),
-        static_cast<unsigned long long>(r->buffer_bytes >> 20), r->repetitions,
-        f.probe ? "a probe, not cached"
-                : (std::string(source == "cache" ? "from the cache " : "cached in ") + path).c_str());
-    std::printf("  read bandwidth: %s\n", Points(r->read, "GB/s").c_str());
-    std::printf("  %s: %s\n", device ? "bf16 tensor-core throughput" : "FMA throughput",
-                Points(r->fma, "GFLOP/s").c_str());
-  }
+  if (f.json) PrintRooflineJson(*r, f, t, source);
+  else PrintRooflineText(*r, f, t, source);
   return 0;
 }
 
