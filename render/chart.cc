@@ -223,26 +223,35 @@ std::vector<double> NiceTicks(double lo, double hi, int max_ticks) {
   return out;
 }
 
-std::string LadderSvg(const LadderChart& c) {
-  const size_t n = c.slots.size();
-  const bool higher = ledger::HigherIsBetter(c.metric);
-  // The gate's edge: what the next attempt must clear, on the better side.
-  auto edge = [&](double f) { return higher ? f * (1 + c.gate_frac) : f / (1 + c.gate_frac); };
+namespace {
+
+using Corners = std::vector<std::pair<double, double>>;  // (x, frontier) corners of one drawn stretch
+
+// The gate's edge: what the next attempt must clear, on the better side.
+struct Gate {
+  bool higher = true;
+  double frac = 0.0;
+  double Edge(double f) const { return higher ? f * (1 + frac) : f / (1 + frac); }
+};
+
+// What the y axis must show: the frontier and its gate edge, the seeds and the markers.
+std::vector<double> LadderValues(const LadderChart& c, const Gate& gate) {
   std::vector<double> ys;
   for (const auto& s : c.slots) {
-    if (s.frontier) ys.insert(ys.end(), {*s.frontier, edge(*s.frontier)});
-    if (s.seeded_from) ys.insert(ys.end(), {*s.seeded_from, edge(*s.seeded_from)});
+    if (s.frontier) ys.insert(ys.end(), {*s.frontier, gate.Edge(*s.frontier)});
+    if (s.seeded_from) ys.insert(ys.end(), {*s.seeded_from, gate.Edge(*s.seeded_from)});
     if (s.value) ys.push_back(*s.value);
   }
-  Frame f;
-  std::string svg = Open(c.title, c.subtitle);
-  svg += YAxis(ys, c.metric, &f);
+  return ys;
+}
 
-  // The frontier's corners: it starts at the attempt that seeded it, moves at
-  // each attempt that moved it, and holds to the right edge.
+// The frontier's corners: it starts at the attempt that seeded it, moves at
+// each attempt that moved it, and holds to the right edge.
+std::vector<Corners> FrontierStretches(const LadderChart& c) {
+  const size_t n = c.slots.size();
   const double half = (kRight - kLeft) / std::max<size_t>(n, 1) / 2;
-  std::vector<std::vector<std::pair<double, double>>> stretches;  // (x, frontier) corners of each drawn stretch
-  std::vector<std::pair<double, double>> cur;
+  std::vector<Corners> stretches;
+  Corners cur;
   for (size_t i = 0; i < n; i++) {
     const LadderSlot& s = c.slots[i];
     const double x = SlotX(i, n);
@@ -254,20 +263,30 @@ std::string LadderSvg(const LadderChart& c) {
     if (*s.frontier != cur.back().second) cur.push_back({x, cur.back().second}), cur.push_back({x, *s.frontier});
   }
   if (!cur.empty()) cur.push_back({kRight, cur.back().second}), stretches.push_back(cur);
+  return stretches;
+}
+
+// Each stretch's gate band, then the frontier line over it.
+std::string FrontierPaths(const std::vector<Corners>& stretches, const Frame& f, const Gate& gate) {
+  std::string svg;
   for (const auto& r : stretches) {
     if (r.size() < 2) continue;
     std::string band, line;
     for (const auto& [x, v] : r) band += (band.empty() ? "M " : " L ") + N(x) + " " + N(f.Y(v));
-    for (auto it = r.rbegin(); it != r.rend(); ++it) band += " L " + N(it->first) + " " + N(f.Y(edge(it->second)));
+    for (auto it = r.rbegin(); it != r.rend(); ++it) band += " L " + N(it->first) + " " + N(f.Y(gate.Edge(it->second)));
     svg += "<path d=\"" + band + " Z\" fill=\"" + std::string(kGreen) + "\" fill-opacity=\"0.16\" stroke=\"none\"/>\n";
     for (size_t k = 0; k < r.size(); k++) line += (k ? " L " : "M ") + N(r[k].first) + " " + N(f.Y(r[k].second));
     svg += "<path d=\"" + line + "\" fill=\"none\" stroke=\"" + std::string(kBlue) + "\" stroke-width=\"2.2\"/>\n";
   }
-  // The markers, and beside each what it measured.
-  std::vector<std::string> labels;
+  return svg;
+}
+
+// The markers, and beside each what it measured.
+std::string LadderMarkers(const LadderChart& c, const Frame& f, bool higher) {
+  std::string svg;
+  const size_t n = c.slots.size();
   for (size_t i = 0; i < n; i++) {
     const LadderSlot& s = c.slots[i];
-    labels.push_back(s.label);
     if (!s.value) continue;
     const double x = SlotX(i, n), y = f.Y(*s.value);
     svg += Glyph(s.mark, x, y, s.retracted ? kGrey : MarkColour(s.mark));
@@ -281,8 +300,16 @@ std::string LadderSvg(const LadderChart& c) {
           std::string("text-anchor=\"middle\" font-size=\"11\" fill=\"") + (s.retracted ? kGrey : "#444444") + "\"");
     }
   }
-  svg += XLabels(labels, "attempts in recording order (change id)");
+  return svg;
+}
 
+std::vector<std::string> SlotLabels(const LadderChart& c) {
+  std::vector<std::string> labels;
+  for (const LadderSlot& s : c.slots) labels.push_back(s.label);
+  return labels;
+}
+
+std::string LadderLegend(const LadderChart& c, bool higher) {
   Legend legend(kH - 46);
   legend.Add(
       [](double x, double y) {
@@ -304,7 +331,20 @@ std::string LadderSvg(const LadderChart& c) {
              "failed parity (at the frontier it faced)");
   legend.Add([](double x, double y) { return Glyph(Mark::kAccepted, x + 5, y - 4, kGrey); }, 10, "retracted",
              "fill=\"#666666\"");
-  svg += legend.svg();
+  return legend.svg();
+}
+
+}  // namespace
+
+std::string LadderSvg(const LadderChart& c) {
+  const Gate gate{ledger::HigherIsBetter(c.metric), c.gate_frac};
+  Frame f;
+  std::string svg = Open(c.title, c.subtitle);
+  svg += YAxis(LadderValues(c, gate), c.metric, &f);
+  svg += FrontierPaths(FrontierStretches(c), f, gate);
+  svg += LadderMarkers(c, f, gate.higher);
+  svg += XLabels(SlotLabels(c), "attempts in recording order (change id)");
+  svg += LadderLegend(c, gate.higher);
   svg += "</svg>\n";
   return svg;
 }
