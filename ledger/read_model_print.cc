@@ -277,83 +277,95 @@ nlohmann::json ToJson(const FrontierView& f) {
   return nlohmann::json{{"frontier", std::move(out)}};
 }
 
+namespace {
+
+nlohmann::json RevertsJson(const std::vector<RevertEntry>& reverts) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : reverts) {
+    nlohmann::json e = {{"id", r.id},
+                        {"kind", KindName(r.kind)},
+                        {"title", r.title},
+                        {"target", J(r.target)},
+                        {"reason", J(r.reason)},
+                        {"created_at", r.created_at},
+                        {"verdict", OptVerdict(r.verdict)},
+                        {"runs", r.runs}};
+    if (r.kind == Kind::kRevert) {
+      e["found_wrong"] = r.reapplied_by.has_value();
+      e["reapplied_by"] = J(r.reapplied_by);
+    }
+    list.push_back(std::move(e));
+  }
+  return list;
+}
+
+nlohmann::json RetractionsJson(const std::vector<RetractionEntry>& retractions) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : retractions)
+    list.push_back({{"id", r.retraction.id},
+                    {"run", r.retraction.run_id},
+                    {"change", r.change},
+                    {"title", r.title},
+                    {"reason", r.retraction.reason},
+                    {"replaced_by_run", J(r.retraction.replaced_by_run)},
+                    {"by_change", J(r.retraction.by_change)},
+                    {"retracted_at", r.retraction.retracted_at},
+                    {"verdict", OptVerdict(r.verdict)},
+                    {"gain", J(r.gain)},
+                    {"base_median", J(r.base_median)},
+                    {"head_median", J(r.head_median)}});
+  return list;
+}
+
+nlohmann::json ParkedJson(const std::vector<ParkedChange>& none) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : none) {
+    nlohmann::json atts = nlohmann::json::array();
+    for (const auto& a : c.attempts)
+      atts.push_back({{"run", a.run},
+                      {"purpose", PurposeName(a.purpose)},
+                      {"verdict", VerdictName(a.verdict)},
+                      {"tier", TierName(a.tier)},
+                      {"gain", J(a.gain)},
+                      {"frontier_before", J(a.frontier_before)},
+                      {"scored_at", a.scored_at},
+                      {"attempt", J(a.attempt)},
+                      {"alpha", J(a.alpha)}});
+    list.push_back({{"id", c.id}, {"title", c.title}, {"attempts", std::move(atts)}, {"queued", c.queued}});
+  }
+  return list;
+}
+
+nlohmann::json TimelineJson(const std::vector<TimelineEntry>& timeline) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& t : timeline) {
+    // Field by field: an initializer list builds a two-element array per
+    // field first, and the timeline has one entry per score.
+    nlohmann::json e;
+    e["at"] = t.at;
+    e["change"] = t.change;
+    e["kind"] = KindName(t.kind);
+    e["title"] = t.title;
+    e["run"] = t.run;
+    e["purpose"] = PurposeName(t.purpose);
+    e["verdict"] = VerdictName(t.verdict);
+    e["tier"] = TierName(t.tier);
+    e["gain"] = J(t.gain);
+    e["frontier_before"] = J(t.frontier_before);
+    e["frontier_after"] = J(t.frontier_after);
+    list.push_back(std::move(e));
+  }
+  return list;
+}
+
+}  // namespace
+
 nlohmann::json ToJson(const HistoryView& h) {
   nlohmann::json j = nlohmann::json::object();
-  if (h.reverts) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : *h.reverts) {
-      nlohmann::json e = {{"id", r.id},
-                          {"kind", KindName(r.kind)},
-                          {"title", r.title},
-                          {"target", J(r.target)},
-                          {"reason", J(r.reason)},
-                          {"created_at", r.created_at},
-                          {"verdict", OptVerdict(r.verdict)},
-                          {"runs", r.runs}};
-      if (r.kind == Kind::kRevert) {
-        e["found_wrong"] = r.reapplied_by.has_value();
-        e["reapplied_by"] = J(r.reapplied_by);
-      }
-      list.push_back(std::move(e));
-    }
-    j["reverts"] = std::move(list);
-  }
-  if (h.retractions) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : *h.retractions)
-      list.push_back({{"id", r.retraction.id},
-                      {"run", r.retraction.run_id},
-                      {"change", r.change},
-                      {"title", r.title},
-                      {"reason", r.retraction.reason},
-                      {"replaced_by_run", J(r.retraction.replaced_by_run)},
-                      {"by_change", J(r.retraction.by_change)},
-                      {"retracted_at", r.retraction.retracted_at},
-                      {"verdict", OptVerdict(r.verdict)},
-                      {"gain", J(r.gain)},
-                      {"base_median", J(r.base_median)},
-                      {"head_median", J(r.head_median)}});
-    j["retractions"] = std::move(list);
-  }
-  if (h.none) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& c : *h.none) {
-      nlohmann::json atts = nlohmann::json::array();
-      for (const auto& a : c.attempts)
-        atts.push_back({{"run", a.run},
-                        {"purpose", PurposeName(a.purpose)},
-                        {"verdict", VerdictName(a.verdict)},
-                        {"tier", TierName(a.tier)},
-                        {"gain", J(a.gain)},
-                        {"frontier_before", J(a.frontier_before)},
-                        {"scored_at", a.scored_at},
-                        {"attempt", J(a.attempt)},
-                        {"alpha", J(a.alpha)}});
-      list.push_back({{"id", c.id}, {"title", c.title}, {"attempts", std::move(atts)}, {"queued", c.queued}});
-    }
-    j["none"] = std::move(list);
-  }
-  if (h.timeline) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& t : *h.timeline) {
-      // Field by field: an initializer list builds a two-element array per
-      // field first, and the timeline has one entry per score.
-      nlohmann::json e;
-      e["at"] = t.at;
-      e["change"] = t.change;
-      e["kind"] = KindName(t.kind);
-      e["title"] = t.title;
-      e["run"] = t.run;
-      e["purpose"] = PurposeName(t.purpose);
-      e["verdict"] = VerdictName(t.verdict);
-      e["tier"] = TierName(t.tier);
-      e["gain"] = J(t.gain);
-      e["frontier_before"] = J(t.frontier_before);
-      e["frontier_after"] = J(t.frontier_after);
-      list.push_back(std::move(e));
-    }
-    j["timeline"] = std::move(list);
-  }
+  if (h.reverts) j["reverts"] = RevertsJson(*h.reverts);
+  if (h.retractions) j["retractions"] = RetractionsJson(*h.retractions);
+  if (h.none) j["none"] = ParkedJson(*h.none);
+  if (h.timeline) j["timeline"] = TimelineJson(*h.timeline);
   return j;
 }
 
