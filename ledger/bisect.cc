@@ -118,9 +118,49 @@ class Session {
   }
   Result<Built> Build(const std::string& sha);
   Result<BisectStep> Step(const Commit& c, const std::string& role, const std::string& search, Mode mode);
+  // Records the step's run (its commands, "" when the build failed); its id.
+  Result<int64_t> RecordRun(const Commit& c, const std::string& bench, const std::string& parity);
+  // A step's parity run, judged at the policy's standard tier.
+  struct ParityOutcome {
+    explicit ParityOutcome(Result<measure::ParityEvidence> e) : ev(std::move(e)) {}
+    Result<measure::ParityEvidence> ev;
+    std::string message;  // the evidence and its judgement, or why there is none
+    bool passed = false;
+  };
+  // Runs the parity command, judges and records it.
+  Result<ParityOutcome> CheckParity(int64_t run, const std::string& parity);
+  Status RecordParity(int64_t run, const measure::CommandOutput& out, const ParityOutcome& p);
+  // Records the step as decided by `by` without (more) measuring.
+  Result<BisectStep> Settle(int64_t run, BisectStep s, const std::string& verdict, const std::string& by,
+                            const std::string& note);
   // The speed part of a step (parity passed): fills verdict and evidence.
   // `bound`: the artifact the step's parity evidence came from ("" = not stated).
   Status MeasureSpeed(int64_t run, const Built& step, const std::string& bound, BisectStep* s);
+  // What the samples of one speed step must agree on, checked as they come.
+  struct Sampler {
+    Sampler(const Built& g, const Built& st, const std::string& b, int64_t r) : good(g), step(st), bound(b), run(r) {}
+    const Built& good;
+    const Built& step;
+    const std::string& bound;
+    int64_t run = 0;
+    std::map<std::string, std::string> artifact;  // side -> artifact seen first
+    std::string workload;
+    bool first = true;
+  };
+  // One bench sample of `side` ("good" or "step") and its command's seconds.
+  Result<std::pair<measure::BenchSample, double>> TakeSample(Sampler& sm, const std::string& side);
+  // Round `n`: one sample per side in `order`, recorded together; their values.
+  Result<std::vector<double>> MeasureRound(Sampler& sm, int n, const std::vector<std::string>& order);
+  // The timed rounds of a speed step and where the sequential test left them.
+  struct SpeedRounds {
+    std::vector<double> ratios;
+    Decision dec = Decision::kContinue;
+    int attempt = 0;
+    SequentialPlan plan;  // the plan the last look was taken under
+  };
+  Result<SpeedRounds> TimeRounds(Sampler& sm, BisectStep* s);
+  // The step's verdict and evidence from its rounds.
+  void JudgeSpeed(const SpeedRounds& r, const std::string& workload, BisectStep* s) const;
   Result<BisectStep> Record(int64_t run, BisectStep s);
   Result<BisectResult> Finish(const std::string& kind, std::vector<std::string> candidates, const std::string& summary);
   // A binary search for the first commit in (lo, hi] that is bad under the
@@ -204,8 +244,34 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
   Say("bisect: testing " + Short(c.sha) + " " + c.subject +
       (mode == Mode::kSpeed ? " (parity, then speed vs good)" : " (parity)"));
   Result<Built> b = Build(c.sha);
-  int64_t run = 0;
   const std::string bench = b.ok() ? b->cmds.bench_cmd : "", parity = b.ok() ? b->cmds.parity_cmd : "";
+  VERITY_ASSIGN_OR_RETURN(const int64_t run, RecordRun(c, bench, parity));
+  auto untestable = [&](const std::string& by, const std::string& why) {
+    return Settle(run, s, "untestable", by, "skipped: " + why);
+  };
+  if (!b.ok()) return untestable("build", b.status().message());
+  if (parity.empty())
+    return untestable("parity", b->cmds.note.empty() ? "the build has no parity command" : b->cmds.note);
+
+  // 1. Parity: the gate comes first, as in a submission.
+  VERITY_ASSIGN_OR_RETURN(ParityOutcome p, CheckParity(run, parity));
+  // A command that printed no evidence could not run: nothing is known about the commit.
+  if (!p.ev.ok()) return untestable("parity", "its parity command could not run: " + p.message);
+  if (!p.ev->build_id.empty() && p.ev->build_id != c.sha)
+    return untestable("parity",
+                      "its parity evidence names build " + p.ev->build_id + ", not " + c.sha + " (stale build)");
+  if (!p.passed) return Settle(run, s, "parity-fail", "parity", p.message);
+  if (mode == Mode::kParityOnly) return Settle(run, s, "good", "parity", p.message);
+  // 2. Speed against good (whose build the session made first).
+  if (p.ev->artifact_sha256.empty())
+    s.note = "its parity evidence names no artifact (not bound to the benchmarked binary)";
+  Status m = MeasureSpeed(run, *b, p.ev->artifact_sha256, &s);
+  if (!m.ok()) return untestable("build", m.message());
+  return Record(run, s);
+}
+
+Result<int64_t> Session::RecordRun(const Commit& c, const std::string& bench, const std::string& parity) {
+  int64_t run = 0;
   VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
     VERITY_ASSIGN_OR_RETURN(run,
                             d_.InsertSealed("bisect_runs", {{"session_id", session_},
@@ -219,168 +285,156 @@ Result<BisectStep> Session::Step(const Commit& c, const std::string& role, const
                                                             {"started_at", NowUtc()}}));
     return OkStatus();
   }));
-  auto untestable = [&](const std::string& by, const std::string& why) {
-    s.verdict = "untestable";
-    s.decided_by = by;
-    s.note = "skipped: " + why;
-    return Record(run, s);
-  };
-  if (!b.ok()) return untestable("build", b.status().message());
-  if (parity.empty())
-    return untestable("parity", b->cmds.note.empty() ? "the build has no parity command" : b->cmds.note);
+  return run;
+}
 
-  // 1. Parity: the gate comes first, as in a submission.
+Result<Session::ParityOutcome> Session::CheckParity(int64_t run, const std::string& parity) {
   measure::CommandOutput out = measure::RunCommand(parity, opt_.timeout_s);
-  auto ev = measure::ParseParity(out, "parity command");
-  std::string message;
-  bool passed = false;
-  if (ev.ok()) {
-    const std::string why = JudgeParity(pol_, *ev, "standard");
-    passed = why.empty();
-    message = EvidenceSummary(*ev) + (passed ? ": pass" : ": FAIL (" + why + ")");
+  ParityOutcome p(measure::ParseParity(out, "parity command"));
+  if (p.ev.ok()) {
+    const std::string why = JudgeParity(pol_, *p.ev, "standard");
+    p.passed = why.empty();
+    p.message = EvidenceSummary(*p.ev) + (p.passed ? ": pass" : ": FAIL (" + why + ")");
   } else {
-    message = ev.status().message();
+    p.message = p.ev.status().message();
   }
-  VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
-    const auto* e = ev.ok() ? &*ev : nullptr;
+  VERITY_RETURN_IF_ERROR(RecordParity(run, out, p));
+  return p;
+}
+
+Status Session::RecordParity(int64_t run, const measure::CommandOutput& out, const ParityOutcome& p) {
+  return d_.Transaction([&]() -> Status {
+    const auto* e = p.ev.ok() ? &p.ev.value() : nullptr;
     auto num = [](double v) { return std::isfinite(v) ? Value(v) : Value(); };
     return d_
         .InsertSealed("bisect_parity",
                       {{"run_id", run},
                        {"exit_code", int64_t{out.exit_code}},
-                       {"passed", int64_t{passed}},
+                       {"passed", int64_t{p.passed}},
                        {"worst_top1", e ? num(e->worst_top1) : Value()},
                        {"worst_mean_kl", e ? num(e->worst_mean_kl) : Value()},
                        {"artifact_sha256", e && !e->artifact_sha256.empty() ? Value(e->artifact_sha256) : Value()},
-                       {"message", message},
+                       {"message", p.message},
                        {"raw_json", e ? Value(e->raw) : Value()}})
         .status();
-  }));
-  // A command that printed no evidence could not run: nothing is known about the commit.
-  if (!ev.ok()) return untestable("parity", "its parity command could not run: " + message);
-  if (!ev->build_id.empty() && ev->build_id != c.sha)
-    return untestable("parity",
-                      "its parity evidence names build " + ev->build_id + ", not " + c.sha + " (stale build)");
-  if (!passed) {
-    s.verdict = "parity-fail";
-    s.decided_by = "parity";
-    s.note = message;
-    return Record(run, s);
-  }
-  if (mode == Mode::kParityOnly) {
-    s.verdict = "good";
-    s.decided_by = "parity";
-    s.note = message;
-    return Record(run, s);
-  }
-  // 2. Speed against good (whose build the session made first).
-  if (ev->artifact_sha256.empty())
-    s.note = "its parity evidence names no artifact (not bound to the benchmarked binary)";
-  Status m = MeasureSpeed(run, *b, ev->artifact_sha256, &s);
-  if (!m.ok()) return untestable("build", m.message());
+  });
+}
+
+Result<BisectStep> Session::Settle(int64_t run, BisectStep s, const std::string& verdict, const std::string& by,
+                                   const std::string& note) {
+  s.verdict = verdict;
+  s.decided_by = by;
+  s.note = note;
   return Record(run, s);
 }
 
 Status Session::MeasureSpeed(int64_t run, const Built& step, const std::string& bound, BisectStep* s) {
   VERITY_ASSIGN_OR_RETURN(Built good, Build(commits_[0].sha));
-  const bool higher = HigherIsBetter(req_.metric);
-  std::map<std::string, std::string> artifact;  // side -> artifact seen first
-  std::string workload;
-  bool first = true;
-  auto take = [&](const std::string& side) -> Result<std::pair<measure::BenchSample, double>> {
-    const Built& b = side == "good" ? good : step;
-    measure::CommandOutput out = measure::RunCommand(b.cmds.bench_cmd, opt_.timeout_s);
-    VERITY_ASSIGN_OR_RETURN(auto x, measure::ParseBench(out, req_.metric, side + " bench command"));
-    if (side == "step" && !bound.empty() && x.artifact_sha256 != bound)
-      return Status::Error("its parity evidence came from artifact " + bound.substr(0, 16) + " but its bench ran " +
-                           x.artifact_sha256.substr(0, 16) + ": the evidence does not cover what was benchmarked");
-    if (x.build_id != b.ref.sha)
-      return Status::Error("the " + side + " binary reports build " + x.build_id + " but was built from " + b.ref.sha +
-                           " (stale build)");
-    if (first) workload = x.workload;
-    else if (x.workload != workload)
-      return Status::Error("the " + side + " bench measured workload '" + x.workload + "' but the first sample '" +
-                           workload + "': good and the step must bench the same model, dtype, threads and lengths");
-    first = false;
-    auto [it, fresh] = artifact.emplace(side, x.artifact_sha256);
-    if (!fresh && it->second != x.artifact_sha256)
-      return Status::Error("the " + side + " artifact changed between rounds");
-    return std::make_pair(x, out.seconds);
-  };
-  auto round = [&](int n, const std::vector<std::string>& order) -> Result<std::vector<double>> {
-    std::vector<std::pair<measure::BenchSample, double>> got;
-    std::vector<std::string> at;
-    for (const auto& side : order) {
-      at.push_back(NowUtc());
-      VERITY_ASSIGN_OR_RETURN(auto x, take(side));
-      got.push_back(x);
-    }
-    std::vector<double> v;
-    VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
-      for (size_t i = 0; i < got.size(); i++) {
-        const auto& x = got[i].first;
-        v.push_back(x.value);
-        VERITY_RETURN_IF_ERROR(d_.InsertSealed("bisect_samples", {{"run_id", run},
-                                                                  {"round", int64_t{n}},
-                                                                  {"side", order[i]},
-                                                                  {"ord", static_cast<int64_t>(i)},
-                                                                  {"value", x.value},
-                                                                  {"seconds", got[i].second},
-                                                                  {"build_id", x.build_id},
-                                                                  {"artifact_sha256", x.artifact_sha256},
-                                                                  {"taken_at", at[i]}})
-                                   .status());
-      }
-      return OkStatus();
-    }));
-    return v;
-  };
-
+  Sampler sm(good, step, bound, run);
   VERITY_ASSIGN_OR_RETURN(auto lock, measure::BoxLock::Acquire(opt_.lock_dir, box_.Machine(),
                                                                [&](const std::string& w) { Say("  " + w); }));
-  VERITY_RETURN_IF_ERROR(round(0, {"good", "step"}).status());
-  std::vector<double> ratios;
+  VERITY_RETURN_IF_ERROR(MeasureRound(sm, 0, {"good", "step"}).status());
+  VERITY_ASSIGN_OR_RETURN(const SpeedRounds r, TimeRounds(sm, s));
+  lock.reset();
+  JudgeSpeed(r, sm.workload, s);
+  return OkStatus();
+}
+
+Result<std::pair<measure::BenchSample, double>> Session::TakeSample(Sampler& sm, const std::string& side) {
+  const Built& b = side == "good" ? sm.good : sm.step;
+  measure::CommandOutput out = measure::RunCommand(b.cmds.bench_cmd, opt_.timeout_s);
+  VERITY_ASSIGN_OR_RETURN(auto x, measure::ParseBench(out, req_.metric, side + " bench command"));
+  if (side == "step" && !sm.bound.empty() && x.artifact_sha256 != sm.bound)
+    return Status::Error("its parity evidence came from artifact " + sm.bound.substr(0, 16) + " but its bench ran " +
+                         x.artifact_sha256.substr(0, 16) + ": the evidence does not cover what was benchmarked");
+  if (x.build_id != b.ref.sha)
+    return Status::Error("the " + side + " binary reports build " + x.build_id + " but was built from " + b.ref.sha +
+                         " (stale build)");
+  if (sm.first) sm.workload = x.workload;
+  else if (x.workload != sm.workload)
+    return Status::Error("the " + side + " bench measured workload '" + x.workload + "' but the first sample '" +
+                         sm.workload + "': good and the step must bench the same model, dtype, threads and lengths");
+  sm.first = false;
+  auto [it, fresh] = sm.artifact.emplace(side, x.artifact_sha256);
+  if (!fresh && it->second != x.artifact_sha256)
+    return Status::Error("the " + side + " artifact changed between rounds");
+  return std::make_pair(x, out.seconds);
+}
+
+Result<std::vector<double>> Session::MeasureRound(Sampler& sm, int n, const std::vector<std::string>& order) {
+  std::vector<std::pair<measure::BenchSample, double>> got;
+  std::vector<std::string> at;
+  for (const auto& side : order) {
+    at.push_back(NowUtc());
+    VERITY_ASSIGN_OR_RETURN(auto x, TakeSample(sm, side));
+    got.push_back(x);
+  }
+  std::vector<double> v;
+  VERITY_RETURN_IF_ERROR(d_.Transaction([&]() -> Status {
+    for (size_t i = 0; i < got.size(); i++) {
+      const auto& x = got[i].first;
+      v.push_back(x.value);
+      VERITY_RETURN_IF_ERROR(d_.InsertSealed("bisect_samples", {{"run_id", sm.run},
+                                                                {"round", int64_t{n}},
+                                                                {"side", order[i]},
+                                                                {"ord", static_cast<int64_t>(i)},
+                                                                {"value", x.value},
+                                                                {"seconds", got[i].second},
+                                                                {"build_id", x.build_id},
+                                                                {"artifact_sha256", x.artifact_sha256},
+                                                                {"taken_at", at[i]}})
+                                 .status());
+    }
+    return OkStatus();
+  }));
+  return v;
+}
+
+Result<Session::SpeedRounds> Session::TimeRounds(Sampler& sm, BisectStep* s) {
+  const bool higher = HigherIsBetter(req_.metric);
+  SpeedRounds r;
   // The first plan, then (if its bounds straddle the threshold at its last
   // look) one re-measurement: as many rounds again, at the re-measurement's
   // smaller alpha, as the ledger spends it for a change's second attempt.
   SequentialPlan second = plan_;
   second.min_rounds = plan_.max_rounds + plan_.look_every;
   second.max_rounds = 2 * plan_.max_rounds;
-  Decision dec = Decision::kContinue;
-  int attempt = 0;
   const SequentialPlan* plan = &plan_;
   for (int n = 1; n <= second.max_rounds; n++) {
-    VERITY_ASSIGN_OR_RETURN(auto v, round(n, {"good", "step", "step", "good"}));
-    ratios.push_back(RoundRatio(Round{v[0], v[1], v[2], v[3]}, higher));
-    dec = Decide(*plan, ratios, -thr_, attempt);
-    if (dec == Decision::kAbove || dec == Decision::kBelow) break;
-    if (dec == Decision::kUnresolved && attempt == 0) {
+    VERITY_ASSIGN_OR_RETURN(auto v, MeasureRound(sm, n, {"good", "step", "step", "good"}));
+    r.ratios.push_back(RoundRatio(Round{v[0], v[1], v[2], v[3]}, higher));
+    r.dec = Decide(*plan, r.ratios, -thr_, r.attempt);
+    if (r.dec == Decision::kAbove || r.dec == Decision::kBelow) break;
+    if (r.dec == Decision::kUnresolved && r.attempt == 0) {
       Say("  the bounds straddle the threshold after " + std::to_string(n) + " rounds: re-measuring once with up to " +
           std::to_string(second.max_rounds - n) + " more");
       plan = &second;
-      attempt = 1;
+      r.attempt = 1;
       s->remeasured = true;
-    } else if (dec == Decision::kUnresolved) {
+    } else if (r.dec == Decision::kUnresolved) {
       break;
     }
   }
-  lock.reset();
-  const double alpha = LookAlpha(*plan, attempt);
-  const Bounds bnd = MedianBounds(ratios, alpha);
+  r.plan = *plan;
+  return r;
+}
+
+void Session::JudgeSpeed(const SpeedRounds& r, const std::string& workload, BisectStep* s) const {
+  const double alpha = LookAlpha(r.plan, r.attempt);
+  const Bounds bnd = MedianBounds(r.ratios, alpha);
   s->workload = workload;
   s->ratio = bnd.estimate;
   s->ci_low = bnd.low;
   s->ci_high = bnd.high;
   s->alpha = alpha;
-  s->rounds = static_cast<int>(ratios.size());
-  if (dec == Decision::kAbove || dec == Decision::kBelow) {
+  s->rounds = static_cast<int>(r.ratios.size());
+  if (r.dec == Decision::kAbove || r.dec == Decision::kBelow) {
     s->decided_by = "bounds";
-    s->verdict = dec == Decision::kBelow ? "bad" : "good";
+    s->verdict = r.dec == Decision::kBelow ? "bad" : "good";
   } else {
     s->decided_by = "median";
     s->verdict = bnd.estimate < 1.0 - thr_ ? "bad" : "good";
   }
-  return OkStatus();
 }
 
 Result<std::pair<int, int>> Session::Search(int lo, int hi, const std::string& search,
