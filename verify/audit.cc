@@ -21,44 +21,55 @@ std::string AuditReport::Summary() const {
          " verdict=" + (pass ? "PASS" : "FAIL");
 }
 
-AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
-  AuditReport r;
-  auto fatal = [&](const std::string& line) {
-    r.findings.push_back("FATAL " + line);
-    r.fatal++;
-  };
-  auto cfg = ReadHfConfig(dir);
-  if (!cfg.ok()) {
-    fatal("config: " + cfg.status().message());
-    return r;
-  }
-  {
-    // How many tensors the config implies, counted (ExpectedTensors lists them
-    // only after the config has been checked against the headers).
-    const ModelConfig& c = cfg.value();
-    const int64_t per_layer = 6 + (c.n_experts > 0 ? 1 + 3 * static_cast<int64_t>(c.n_experts) : 3);
-    const int64_t count = 2 + static_cast<int64_t>(c.n_layers) * per_layer + (c.shared_classifier ? 0 : 1);
-    r.tensors = static_cast<int>(std::min<int64_t>(count, INT32_MAX));
-  }
-  // The dtype the config declares, when it declares one (torch_dtype).
-  std::string want_dtype;
-  {
-    std::ifstream cf(dir + "/config.json");
-    std::stringstream cs;
-    cs << cf.rdbuf();
-    auto j = nlohmann::json::parse(cs.str(), nullptr, false);
-    if (j.is_object() && j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
-      const std::string t = j["torch_dtype"];
-      want_dtype = t == "float32" ? "F32" : t == "float16" ? "F16" : t == "bfloat16" ? "BF16" : "";
-      if (want_dtype.empty()) fatal("config: torch_dtype \"" + t + "\" is not float32, float16 or bfloat16");
-    }
-  }
+namespace {
 
-  // The map from tensor to shard: the index, or a single model.safetensors.
+// One audit's state as its steps fill it in: the report, and the map from
+// tensor to shard with the shards' headers.
+struct Audit {
+  Audit(const std::string& dir, bool experts_elsewhere) : dir(dir), experts_elsewhere(experts_elsewhere) {}
+
+  const std::string& dir;
+  bool experts_elsewhere;
+  AuditReport r;
+  std::string want_dtype;  // the dtype the config declares, or "" when it declares none
   std::map<std::string, std::string> where;
   SafetensorsIndex index;
-  const std::string index_path = dir + "/model.safetensors.index.json";
   bool have_index = false;
+  std::map<std::string, Result<SafetensorsHeader>> shards;
+  std::set<std::string> wanted;
+  int64_t total = 0;
+
+  void Fatal(const std::string& line) {
+    r.findings.push_back("FATAL " + line);
+    r.fatal++;
+  }
+};
+
+// How many tensors the config implies, counted (ExpectedTensors lists them
+// only after the config has been checked against the headers).
+int CountImpliedTensors(const ModelConfig& c) {
+  const int64_t per_layer = 6 + (c.n_experts > 0 ? 1 + 3 * static_cast<int64_t>(c.n_experts) : 3);
+  const int64_t count = 2 + static_cast<int64_t>(c.n_layers) * per_layer + (c.shared_classifier ? 0 : 1);
+  return static_cast<int>(std::min<int64_t>(count, INT32_MAX));
+}
+
+// The dtype the config declares, when it declares one (torch_dtype).
+void ReadDeclaredDtype(Audit& a) {
+  std::ifstream cf(a.dir + "/config.json");
+  std::stringstream cs;
+  cs << cf.rdbuf();
+  auto j = nlohmann::json::parse(cs.str(), nullptr, false);
+  if (j.is_object() && j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+    const std::string t = j["torch_dtype"];
+    a.want_dtype = t == "float32" ? "F32" : t == "float16" ? "F16" : t == "bfloat16" ? "BF16" : "";
+    if (a.want_dtype.empty()) a.Fatal("config: torch_dtype \"" + t + "\" is not float32, float16 or bfloat16");
+  }
+}
+
+// The map from tensor to shard: the index, or a single model.safetensors.
+// False (with the finding) when there is neither, or it cannot be read.
+bool MapTensorsToShards(Audit& a) {
+  const std::string index_path = a.dir + "/model.safetensors.index.json";
   std::error_code ec;
   if (fs::exists(index_path, ec)) {
     std::ifstream f(index_path);
@@ -67,94 +78,123 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     auto idx = f ? ParseSafetensorsIndex(ss.str(), index_path)
                  : Result<SafetensorsIndex>(Status::Error(index_path + ": unreadable"));
     if (!idx.ok()) {
-      fatal("index: " + idx.status().message());
-      return r;
+      a.Fatal("index: " + idx.status().message());
+      return false;
     }
-    index = idx.value();
-    where = index.weight_map;
-    have_index = true;
-  } else if (fs::exists(dir + "/model.safetensors", ec)) {
-    auto h = ReadSafetensorsHeader(dir + "/model.safetensors");
+    a.index = idx.value();
+    a.where = a.index.weight_map;
+    a.have_index = true;
+  } else if (fs::exists(a.dir + "/model.safetensors", ec)) {
+    auto h = ReadSafetensorsHeader(a.dir + "/model.safetensors");
     if (!h.ok()) {
-      r.shards_total = 1;
-      fatal("shard model.safetensors: " + h.status().message());
-      return r;
+      a.r.shards_total = 1;
+      a.Fatal("shard model.safetensors: " + h.status().message());
+      return false;
     }
-    for (const auto& [name, e] : h->tensors) where[name] = "model.safetensors";
+    for (const auto& [name, e] : h->tensors) a.where[name] = "model.safetensors";
   } else {
-    fatal("index: " + index_path + " is missing (and there is no single model.safetensors)");
-    return r;
+    a.Fatal("index: " + index_path + " is missing (and there is no single model.safetensors)");
+    return false;
   }
+  return true;
+}
 
-  // The config's dimensions against the headers, before it sizes anything.
-  if (Status fit = CheckConfigAgainstCheckpoint(cfg.value(), where, dir); !fit.ok()) {
-    fatal("config: " + fit.message());
-    return r;
+// Every shard's header, read once; an unreadable one is a finding.
+void ReadShardHeaders(Audit& a) {
+  for (const auto& [name, shard] : a.where)
+    if (!a.shards.count(shard)) a.shards.emplace(shard, ReadSafetensorsHeader(a.dir + "/" + shard));
+  a.r.shards_total = static_cast<int>(a.shards.size());
+  for (const auto& [shard, h] : a.shards) {
+    if (h.ok()) a.r.shards_ok++;
+    else a.Fatal("shard " + shard + ": " + h.status().message());
   }
-  const auto expected = ExpectedTensors(cfg.value());
-  std::map<std::string, Result<SafetensorsHeader>> shards;
-  for (const auto& [name, shard] : where)
-    if (!shards.count(shard)) shards.emplace(shard, ReadSafetensorsHeader(dir + "/" + shard));
-  r.shards_total = static_cast<int>(shards.size());
-  for (const auto& [shard, h] : shards) {
-    if (h.ok()) r.shards_ok++;
-    else fatal("shard " + shard + ": " + h.status().message());
-  }
+}
 
-  std::set<std::string> wanted;
-  int64_t total = 0;
-  for (const auto& t : expected) {
-    wanted.insert(t.name);
-    auto it = where.find(t.name);
-    const bool expert = t.kind == TensorKind::kExpert;
-    auto missing = [&](const std::string& why) {
-      r.missing++;
-      if (expert && experts_elsewhere)
-        r.findings.push_back("ALLOWED " + t.name + " (routed expert): " + why + "; supplied elsewhere");
-      else fatal(t.name + " (" + TensorKindName(t.kind) + "): " + why);
-    };
-    if (it == where.end()) {
-      missing(have_index ? "missing from the index" : "missing from model.safetensors");
-      continue;
-    }
-    const auto& h = shards.at(it->second);
-    if (!h.ok()) {
-      missing("its shard " + it->second + " is unreadable");
-      continue;
-    }
-    auto e = h->tensors.find(t.name);
-    if (e == h->tensors.end()) {
-      missing("not in the header of its shard " + it->second);
-      continue;
-    }
-    if (e->second.shape != t.shape) {
-      fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " +
+// One tensor the config requires: mapped, its shard readable, in that shard's
+// header, with the shape and dtype the config implies; its bytes count
+// towards the total.
+void CheckExpectedTensor(Audit& a, const ExpectedTensor& t) {
+  a.wanted.insert(t.name);
+  auto it = a.where.find(t.name);
+  const bool expert = t.kind == TensorKind::kExpert;
+  auto missing = [&](const std::string& why) {
+    a.r.missing++;
+    if (expert && a.experts_elsewhere)
+      a.r.findings.push_back("ALLOWED " + t.name + " (routed expert): " + why + "; supplied elsewhere");
+    else a.Fatal(t.name + " (" + TensorKindName(t.kind) + "): " + why);
+  };
+  if (it == a.where.end()) {
+    missing(a.have_index ? "missing from the index" : "missing from model.safetensors");
+    return;
+  }
+  const auto& h = a.shards.at(it->second);
+  if (!h.ok()) {
+    missing("its shard " + it->second + " is unreadable");
+    return;
+  }
+  auto e = h->tensors.find(t.name);
+  if (e == h->tensors.end()) {
+    missing("not in the header of its shard " + it->second);
+    return;
+  }
+  if (e->second.shape != t.shape) {
+    a.Fatal(t.name + ": shape " + ShapeString(e->second.shape) + " in " + it->second + ", config implies " +
             ShapeString(t.shape));
-      continue;
-    }
-    if (!want_dtype.empty() && TensorDTypeName(e->second.dtype) != want_dtype) {
-      fatal(t.name + ": dtype " + TensorDTypeName(e->second.dtype) + " in " + it->second +
-            ", config torch_dtype implies " + want_dtype);
-      continue;
-    }
-    total += e->second.end - e->second.begin;
+    return;
   }
-  for (const auto& [name, shard] : where)
-    if (!wanted.count(name)) fatal(name + ": unexpected tensor (in " + shard + ")");
-  for (const auto& [shard, h] : shards)
+  if (!a.want_dtype.empty() && TensorDTypeName(e->second.dtype) != a.want_dtype) {
+    a.Fatal(t.name + ": dtype " + TensorDTypeName(e->second.dtype) + " in " + it->second +
+            ", config torch_dtype implies " + a.want_dtype);
+    return;
+  }
+  a.total += e->second.end - e->second.begin;
+}
+
+// Tensors the config does not imply, and header tensors the index omits.
+void CheckStrayTensors(Audit& a) {
+  for (const auto& [name, shard] : a.where)
+    if (!a.wanted.count(name)) a.Fatal(name + ": unexpected tensor (in " + shard + ")");
+  for (const auto& [shard, h] : a.shards)
     if (h.ok())
       for (const auto& [name, e] : h->tensors)
-        if (!where.count(name)) fatal(name + ": in shard " + shard + " but not in the index");
-  if (have_index) {
-    if (!index.has_total_size) {
-      fatal("index: metadata.total_size is missing");
-    } else if (r.fatal == 0 && r.missing == 0 && index.total_size != total) {
-      fatal("index: metadata.total_size " + std::to_string(index.total_size) + " disagrees with the tensors' " +
-            std::to_string(total) + " bytes");
-    }
+        if (!a.where.count(name)) a.Fatal(name + ": in shard " + shard + " but not in the index");
+}
+
+// The index's metadata.total_size against the tensors' bytes, once all is well.
+void CheckTotalSize(Audit& a) {
+  if (!a.have_index) return;
+  if (!a.index.has_total_size) {
+    a.Fatal("index: metadata.total_size is missing");
+  } else if (a.r.fatal == 0 && a.r.missing == 0 && a.index.total_size != a.total) {
+    a.Fatal("index: metadata.total_size " + std::to_string(a.index.total_size) + " disagrees with the tensors' " +
+            std::to_string(a.total) + " bytes");
   }
-  r.pass = r.fatal == 0;
-  return r;
+}
+
+}  // namespace
+
+AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
+  Audit a(dir, experts_elsewhere);
+  auto cfg = ReadHfConfig(dir);
+  if (!cfg.ok()) {
+    a.Fatal("config: " + cfg.status().message());
+    return a.r;
+  }
+  a.r.tensors = CountImpliedTensors(cfg.value());
+  ReadDeclaredDtype(a);
+  if (!MapTensorsToShards(a)) return a.r;
+  // The config's dimensions against the headers, before it sizes anything.
+  if (Status fit = CheckConfigAgainstCheckpoint(cfg.value(), a.where, dir); !fit.ok()) {
+    a.Fatal("config: " + fit.message());
+    return a.r;
+  }
+  const auto expected = ExpectedTensors(cfg.value());
+  ReadShardHeaders(a);
+  for (const auto& t : expected) CheckExpectedTensor(a, t);
+  CheckStrayTensors(a);
+  CheckTotalSize(a);
+  a.r.pass = a.r.fatal == 0;
+  return a.r;
 }
 
 Result<std::vector<Probe>> ReadProbes(const std::string& path) {
