@@ -124,56 +124,69 @@ std::string BlockMix(const gguf::File& f) {
   return s;
 }
 
-// metadata -> config. Keys the GGUF spec makes optional get the value the
-// spec (or llama.cpp) defines, said in a note; the rest are required.
-Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
-  VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
-  if (arch != "llama")
-    return Status::Error(path + ": general.architecture is \"" + arch + "\"; verity loads only \"llama\" GGUF files");
-  ModelConfig c;
-  auto need = [&](const char* key, int* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
-    *dst = static_cast<int>(v);
-    return OkStatus();
-  };
-  VERITY_RETURN_IF_ERROR(need("llama.embedding_length", &c.dim));
-  VERITY_RETURN_IF_ERROR(need("llama.feed_forward_length", &c.hidden_dim));
-  VERITY_RETURN_IF_ERROR(need("llama.block_count", &c.n_layers));
-  VERITY_RETURN_IF_ERROR(need("llama.attention.head_count", &c.n_heads));
-  VERITY_RETURN_IF_ERROR(need("llama.context_length", &c.max_positions));
-  c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
+// Required key `key`, a positive int, into *dst.
+Status ReadPositiveInt(const gguf::File& f, const char* key, const std::string& path, int* dst) {
+  VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
+  *dst = static_cast<int>(v);
+  return OkStatus();
+}
+
+// The transformer's sizes, the context and the norm epsilon.
+Status ReadDimensions(const gguf::File& f, const std::string& path, ModelConfig* c) {
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.embedding_length", path, &c->dim));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.feed_forward_length", path, &c->hidden_dim));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.block_count", path, &c->n_layers));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.head_count", path, &c->n_heads));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.context_length", path, &c->max_positions));
+  c->seq_len = std::min(c->max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   // The spec: absent head_count_kv means no grouped-query attention.
-  c.n_kv_heads = c.n_heads;
+  c->n_kv_heads = c->n_heads;
   if (f.Find("llama.attention.head_count_kv"))
-    VERITY_RETURN_IF_ERROR(need("llama.attention.head_count_kv", &c.n_kv_heads));
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.head_count_kv", path, &c->n_kv_heads));
   VERITY_ASSIGN_OR_RETURN(double eps, gguf::GetFloat(f, "llama.attention.layer_norm_rms_epsilon", path));
-  c.norm_eps = static_cast<float>(eps);
+  c->norm_eps = static_cast<float>(eps);
+  return OkStatus();
+}
+
+Status ReadRopeBase(const gguf::File& f, const std::string& path, std::vector<std::string>* notes, ModelConfig* c) {
   if (f.Find("llama.rope.freq_base")) {
     VERITY_ASSIGN_OR_RETURN(double theta, gguf::GetFloat(f, "llama.rope.freq_base", path));
-    c.rope_theta = static_cast<float>(theta);
+    c->rope_theta = static_cast<float>(theta);
   } else {
-    c.rope_theta = 10000.0f;  // llama.cpp's value when the key is absent (older Llama 2 files)
+    c->rope_theta = 10000.0f;  // llama.cpp's value when the key is absent (older Llama 2 files)
     notes->push_back(path + ": llama.rope.freq_base absent: RoPE base 10000 (llama.cpp's default)");
   }
+  return OkStatus();
+}
+
+Status ReadVocabSize(const gguf::File& f, const std::string& path, ModelConfig* c) {
   if (f.Find("llama.vocab_size")) {
-    VERITY_RETURN_IF_ERROR(need("llama.vocab_size", &c.vocab_size));
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.vocab_size", path, &c->vocab_size));
   } else if (const gguf::Value* tok = f.Find("tokenizer.ggml.tokens"); tok && tok->type == gguf::ValueType::kArray) {
-    c.vocab_size = static_cast<int>(std::min<size_t>(tok->items.size(), INT32_MAX));
+    c->vocab_size = static_cast<int>(std::min<size_t>(tok->items.size(), INT32_MAX));
   } else {
     return Status::Error(path + ": neither llama.vocab_size nor tokenizer.ggml.tokens gives the vocabulary size");
   }
+  return OkStatus();
+}
+
+Status ReadExperts(const gguf::File& f, const std::string& path, ModelConfig* c) {
   if (f.Find("llama.expert_count")) {
-    VERITY_RETURN_IF_ERROR(need("llama.expert_count", &c.n_experts));
-    VERITY_RETURN_IF_ERROR(need("llama.expert_used_count", &c.n_experts_per_tok));
-    if (c.n_experts_per_tok > c.n_experts)
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.expert_count", path, &c->n_experts));
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.expert_used_count", path, &c->n_experts_per_tok));
+    if (c->n_experts_per_tok > c->n_experts)
       return Status::Error(path + ": llama.expert_used_count exceeds llama.expert_count");
   }
-  // Head size: attention.key_length (llama.cpp's n_embd_head_k), else
-  // embedding_length / head_count. Values and the rotated part must match it.
+  return OkStatus();
+}
+
+// Head size: attention.key_length (llama.cpp's n_embd_head_k), else
+// embedding_length / head_count. Values and the rotated part must match it.
+Status ReadHeadSize(const gguf::File& f, const std::string& path, ModelConfig* c) {
   if (f.Find("llama.attention.key_length")) {
-    VERITY_RETURN_IF_ERROR(need("llama.attention.key_length", &c.head_dim));
-  } else if (c.dim % c.n_heads == 0) {
-    c.head_dim = c.dim / c.n_heads;
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.key_length", path, &c->head_dim));
+  } else if (c->dim % c->n_heads == 0) {
+    c->head_dim = c->dim / c->n_heads;
   } else {
     return Status::Error(path +
                          ": llama.embedding_length is not divisible by llama.attention.head_count and "
@@ -182,18 +195,23 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   for (const char* key : {"llama.attention.value_length", "llama.rope.dimension_count"}) {
     if (!f.Find(key)) continue;
     VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
-    if (v != c.head_dim)
+    if (v != c->head_dim)
       return Status::Error(path + ": key " + std::string(key) + " is " + std::to_string(v) +
-                           ", but verity needs the head size " + std::to_string(c.head_dim) +
+                           ", but verity needs the head size " + std::to_string(c->head_dim) +
                            " (values and RoPE over whole heads)");
   }
-  // RoPE scaling as llama.cpp stores it: type none or linear (with factor)
-  // here; Llama 3's scaling as the rope_freqs.weight tensor (LoadGgufModel).
+  return OkStatus();
+}
+
+// RoPE scaling as llama.cpp stores it: type none or linear (with factor)
+// here; Llama 3's scaling as the rope_freqs.weight tensor (LoadGgufModel).
+// Every other key that changes the math is refused.
+Status ReadRopeScaling(const gguf::File& f, const std::string& path, ModelConfig* c) {
   if (f.Find("llama.rope.scaling.type")) {
     VERITY_ASSIGN_OR_RETURN(std::string type, gguf::GetString(f, "llama.rope.scaling.type", path));
     if (type == "linear") {
-      c.rope_scaling.type = RopeScalingType::kLinear;
-      VERITY_ASSIGN_OR_RETURN(c.rope_scaling.factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
+      c->rope_scaling.type = RopeScalingType::kLinear;
+      VERITY_ASSIGN_OR_RETURN(c->rope_scaling.factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
     } else if (type != "none") {
       return Status::Error(path + ": key llama.rope.scaling.type is \"" + type +
                            "\", which verity does not compute (none, linear)");
@@ -207,30 +225,146 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
         "llama.residual_scale", "llama.attention.scale", "llama.logit_scale"})
     if (f.Find(key))
       return Status::Error(path + ": key " + std::string(key) + " changes the math and verity does not compute it");
-  if (c.rope_scaling.type == RopeScalingType::kNone && f.Find("llama.rope.scaling.factor")) {
+  if (c->rope_scaling.type == RopeScalingType::kNone && f.Find("llama.rope.scaling.factor")) {
     VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
     if (factor != 1.0 && factor != 0.0)
       return Status::Error(path + ": key llama.rope.scaling.factor is " + std::to_string(factor) +
                            " without llama.rope.scaling.type linear");
   }
-  // Special tokens (tokenizer.ggml.*; ReadVocab checks them against the vocabulary).
-  const int64_t last_id = c.vocab_size - 1;
+  return OkStatus();
+}
+
+// Special tokens (tokenizer.ggml.*; ReadVocab checks them against the vocabulary).
+Status ReadSpecialTokens(const gguf::File& f, const std::string& path, ModelConfig* c) {
+  const int64_t last_id = c->vocab_size - 1;
   if (f.Find("tokenizer.ggml.bos_token_id")) {
     VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.bos_token_id", 0, last_id, path));
-    c.bos_id = static_cast<int>(v);
+    c->bos_id = static_cast<int>(v);
   }
   if (f.Find("tokenizer.ggml.eos_token_id")) {
     VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.eos_token_id", 0, last_id, path));
-    c.eos_ids = {static_cast<int>(v)};
+    c->eos_ids = {static_cast<int>(v)};
   }
   if (f.Find("tokenizer.ggml.eot_token_id")) {  // llama.cpp also ends generation at end-of-turn
     VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, "tokenizer.ggml.eot_token_id", 0, last_id, path));
-    if (std::find(c.eos_ids.begin(), c.eos_ids.end(), v) == c.eos_ids.end()) c.eos_ids.push_back(static_cast<int>(v));
+    if (std::find(c->eos_ids.begin(), c->eos_ids.end(), v) == c->eos_ids.end())
+      c->eos_ids.push_back(static_cast<int>(v));
   }
+  return OkStatus();
+}
+
+// metadata -> config. Keys the GGUF spec makes optional get the value the
+// spec (or llama.cpp) defines, said in a note; the rest are required.
+Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
+  VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
+  if (arch != "llama")
+    return Status::Error(path + ": general.architecture is \"" + arch + "\"; verity loads only \"llama\" GGUF files");
+  ModelConfig c;
+  VERITY_RETURN_IF_ERROR(ReadDimensions(f, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadRopeBase(f, path, notes, &c));
+  VERITY_RETURN_IF_ERROR(ReadVocabSize(f, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadExperts(f, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadHeadSize(f, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
   c.rope_style = RopeStyle::kInterleaved;                          // see the top of this file
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
+}
+
+// tokenizer.ggml.tokens against llama.vocab_size, when the file has a vocabulary.
+Status CheckVocabulary(const gguf::File& f, const ModelConfig& c, const std::string& path) {
+  if (f.Find("tokenizer.ggml.model")) {  // checked here so a bad vocabulary is a load error
+    VERITY_ASSIGN_OR_RETURN(auto vocab, gguf::ReadVocab(f, path));
+    if (vocab && !vocab->tokens.empty() && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
+      return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
+                           " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
+  }
+  return OkStatus();
+}
+
+// Before anything is sized by the metadata: the counts must fit the tensors
+// the file holds (a lying block_count or expert_count is an error, not an
+// allocation of its size).
+Status CheckCountsFitTensors(const gguf::File& f, const ModelConfig& c, const std::string& path) {
+  if (static_cast<uint64_t>(c.n_layers) > f.tensors.size())
+    return Status::Error(path + ": llama.block_count is " + std::to_string(c.n_layers) + " but the file holds only " +
+                         std::to_string(f.tensors.size()) + " tensors");
+  if (c.n_experts > 0) {
+    const gguf::TensorInfo* g = f.FindTensor("blk.0.ffn_gate_exps.weight");
+    if (!g) return Status::Error(path + ": required tensor blk.0.ffn_gate_exps.weight (expert) is missing");
+    if (g->dims.size() != 3 || g->dims[2] != static_cast<uint64_t>(c.n_experts))
+      return Status::Error(path + ": llama.expert_count is " + std::to_string(c.n_experts) +
+                           " but tensor blk.0.ffn_gate_exps.weight has dims " + DimsString(g->dims));
+  }
+  return OkStatus();
+}
+
+// Where each expected tensor's bytes lie in the mapped file (`data_start`:
+// its data section), each checked for its dims and type; `used` collects the
+// GGUF names they come from.
+Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsigned char* data_start,
+                                               const std::vector<ExpectedTensor>& expected, const ModelConfig& c,
+                                               const std::string& path, std::set<std::string>* used) {
+  std::vector<StoredTensor> stored;
+  for (const ExpectedTensor& e : expected) {
+    const GgufPlace at = PlaceOf(e.name);
+    const gguf::TensorInfo* t = f.FindTensor(at.name);
+    if (!t)
+      return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
+    const std::vector<uint64_t> want = GgufDims(e, c.n_experts, at.expert >= 0);
+    if (t->dims != want)
+      return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) +
+                           ", the metadata implies " + DimsString(want));
+    const unsigned char* data = data_start + t->offset;
+    // A stacked experts tensor's scales are checked once, at its first expert.
+    VERITY_ASSIGN_OR_RETURN(StoredType type, StoredTypeOf(*t, data, at.expert <= 0, path));
+    used->insert(at.name);
+    const int64_t cols = e.shape.back(), rows = e.shape.size() == 2 ? e.shape[0] : 1;
+    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * type.RowBytes(cols) : 0;
+    const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
+    stored.push_back(StoredTensor{shown, type.type, data + slice, /*mapped=*/true, type.block});
+  }
+  return stored;
+}
+
+// Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
+// of the inverse frequencies, an F32 tensor of head_dim/2 values.
+Status ReadRopeFreqs(const gguf::File& f, const unsigned char* data_start, const std::string& path, ModelConfig* config,
+                     std::set<std::string>* used) {
+  if (const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight")) {
+    const uint64_t half = static_cast<uint64_t>(config->head_dim / 2);
+    if (t->type != gguf::kF32 || t->dims != std::vector<uint64_t>{half})
+      return Status::Error(path + ": tensor rope_freqs.weight is " + gguf::TensorTypeName(t->type) + " " +
+                           DimsString(t->dims) + "; verity needs F32 [" + std::to_string(half) + "] (head_dim / 2)");
+    config->rope_freq_factors.resize(half);
+    std::memcpy(config->rope_freq_factors.data(), data_start + t->offset, half * 4);
+    VERITY_RETURN_IF_ERROR(ValidateConfig(*config, path + ": rope_freqs.weight"));
+    used->insert(t->name);
+  }
+  return OkStatus();
+}
+
+Status CheckNoUnexpectedTensors(const gguf::File& f, const std::set<std::string>& used, const std::string& path) {
+  for (const gguf::TensorInfo& t : f.tensors)
+    if (!used.count(t.name))
+      return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
+                           DimsString(t.dims) + "); verity does not know what it is for");
+  return OkStatus();
+}
+
+// The load's notes (the config's and the block types kept), in the model and
+// on stderr.
+void ReportNotes(const gguf::File& f, const std::string& path, std::vector<std::string> notes, Model* model) {
+  if (std::string mix = BlockMix(f); !mix.empty())
+    notes.push_back(path + ": block-quantized tensors kept in their blocks (" + mix +
+                    "): the fast backend multiplies them in place against x rounded to int16, the reference "
+                    "backend dequantizes rows exactly (docs/dtypes.md); --dtype applies to the other matrices");
+  for (const std::string& n : notes) {
+    model->notes.push_back(n);
+    std::fprintf(stderr, "verity: note: %s\n", n.c_str());
+  }
 }
 
 }  // namespace
@@ -243,70 +377,15 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
   VERITY_ASSIGN_OR_RETURN(model->config, ConfigOf(f, path, &notes));
   const ModelConfig& c = model->config;
   model->source = path;
-  if (f.Find("tokenizer.ggml.model")) {  // checked here so a bad vocabulary is a load error
-    VERITY_ASSIGN_OR_RETURN(auto vocab, gguf::ReadVocab(f, path));
-    if (vocab && !vocab->tokens.empty() && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
-      return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
-                           " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
-  }
-  // Before anything is sized by the metadata: the counts must fit the tensors
-  // the file holds (a lying block_count or expert_count is an error, not an
-  // allocation of its size).
-  if (static_cast<uint64_t>(c.n_layers) > f.tensors.size())
-    return Status::Error(path + ": llama.block_count is " + std::to_string(c.n_layers) + " but the file holds only " +
-                         std::to_string(f.tensors.size()) + " tensors");
-  if (c.n_experts > 0) {
-    const gguf::TensorInfo* g = f.FindTensor("blk.0.ffn_gate_exps.weight");
-    if (!g) return Status::Error(path + ": required tensor blk.0.ffn_gate_exps.weight (expert) is missing");
-    if (g->dims.size() != 3 || g->dims[2] != static_cast<uint64_t>(c.n_experts))
-      return Status::Error(path + ": llama.expert_count is " + std::to_string(c.n_experts) +
-                           " but tensor blk.0.ffn_gate_exps.weight has dims " + DimsString(g->dims));
-  }
+  VERITY_RETURN_IF_ERROR(CheckVocabulary(f, c, path));
+  VERITY_RETURN_IF_ERROR(CheckCountsFitTensors(f, c, path));
+  const unsigned char* data_start = file->data() + f.data_start;
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
-  std::vector<StoredTensor> stored;
   std::set<std::string> used;
-  for (const ExpectedTensor& e : expected) {
-    const GgufPlace at = PlaceOf(e.name);
-    const gguf::TensorInfo* t = f.FindTensor(at.name);
-    if (!t)
-      return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
-    const std::vector<uint64_t> want = GgufDims(e, c.n_experts, at.expert >= 0);
-    if (t->dims != want)
-      return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) +
-                           ", the metadata implies " + DimsString(want));
-    const unsigned char* data = file->data() + f.data_start + t->offset;
-    // A stacked experts tensor's scales are checked once, at its first expert.
-    VERITY_ASSIGN_OR_RETURN(StoredType type, StoredTypeOf(*t, data, at.expert <= 0, path));
-    used.insert(at.name);
-    const int64_t cols = e.shape.back(), rows = e.shape.size() == 2 ? e.shape[0] : 1;
-    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * type.RowBytes(cols) : 0;
-    const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
-    stored.push_back(StoredTensor{shown, type.type, data + slice, /*mapped=*/true, type.block});
-  }
-  // Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
-  // of the inverse frequencies, an F32 tensor of head_dim/2 values.
-  if (const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight")) {
-    const uint64_t half = static_cast<uint64_t>(c.head_dim / 2);
-    if (t->type != gguf::kF32 || t->dims != std::vector<uint64_t>{half})
-      return Status::Error(path + ": tensor rope_freqs.weight is " + gguf::TensorTypeName(t->type) + " " +
-                           DimsString(t->dims) + "; verity needs F32 [" + std::to_string(half) + "] (head_dim / 2)");
-    model->config.rope_freq_factors.resize(half);
-    std::memcpy(model->config.rope_freq_factors.data(), file->data() + f.data_start + t->offset, half * 4);
-    VERITY_RETURN_IF_ERROR(ValidateConfig(model->config, path + ": rope_freqs.weight"));
-    used.insert(t->name);
-  }
-  for (const gguf::TensorInfo& t : f.tensors)
-    if (!used.count(t.name))
-      return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
-                           DimsString(t.dims) + "); verity does not know what it is for");
-  if (std::string mix = BlockMix(f); !mix.empty())
-    notes.push_back(path + ": block-quantized tensors kept in their blocks (" + mix +
-                    "): the fast backend multiplies them in place against x rounded to int16, the reference "
-                    "backend dequantizes rows exactly (docs/dtypes.md); --dtype applies to the other matrices");
-  for (const std::string& n : notes) {
-    model->notes.push_back(n);
-    std::fprintf(stderr, "verity: note: %s\n", n.c_str());
-  }
+  VERITY_ASSIGN_OR_RETURN(std::vector<StoredTensor> stored, PlaceTensors(f, data_start, expected, c, path, &used));
+  VERITY_RETURN_IF_ERROR(ReadRopeFreqs(f, data_start, path, &model->config, &used));
+  VERITY_RETURN_IF_ERROR(CheckNoUnexpectedTensors(f, used, path));
+  ReportNotes(f, path, std::move(notes), model.get());
   VERITY_RETURN_IF_ERROR(Bind(*model, dtype, expected, [&](size_t i) { return stored[i]; }));
   model->mappings.push_back(std::move(file));
   return model;
@@ -421,40 +500,48 @@ struct Planned {
   int heads = 0;
 };
 
-}  // namespace
-
-Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
-                           const std::string& tokenizer) {
-  const ModelConfig& c = model.config;
+// The types --dtype asks for: one for every matrix, or a llama.cpp file type.
+struct GgufTypes {
   uint32_t matrix_type = 0, file_type = 0;  // file_type: llama.cpp's llama_ftype
-  if (dtype == "f32") matrix_type = gguf::kF32, file_type = 0;
-  else if (dtype == "f16") matrix_type = gguf::kF16, file_type = 1;
-  else if (dtype == "bf16") matrix_type = gguf::kBF16, file_type = 32;
-  std::optional<quants::FileType> blocks;  // a llama.cpp file type: a type per matrix (quants::PlannedType)
-  if (matrix_type == 0 && dtype != "f32") {
+  std::optional<quants::FileType> blocks;   // a llama.cpp file type: a type per matrix (quants::PlannedType)
+};
+
+Result<GgufTypes> TypesOf(const std::string& dtype) {
+  GgufTypes t;
+  if (dtype == "f32") t.matrix_type = gguf::kF32, t.file_type = 0;
+  else if (dtype == "f16") t.matrix_type = gguf::kF16, t.file_type = 1;
+  else if (dtype == "bf16") t.matrix_type = gguf::kBF16, t.file_type = 32;
+  if (t.matrix_type == 0 && dtype != "f32") {
     auto ft = quants::FindFileType(dtype);
     if (!ft.ok()) return Status::Error(ft.status().message() + "; GGUF output also takes f32, f16 and bf16");
-    blocks = *ft;
-    file_type = ft->ftype;
+    t.blocks = *ft;
+    t.file_type = ft->ftype;
   }
+  return t;
+}
+
+using KeyValues = std::vector<std::pair<std::string, gguf::Value>>;
+
+// The llama architecture's metadata for the model's config.
+KeyValues ModelKeys(const Model& model, uint32_t file_type) {
+  const ModelConfig& c = model.config;
   using gguf::Value;
-  std::vector<std::pair<std::string, Value>> kv = {
-      {"general.architecture", Value::String("llama")},
-      {"general.name", Value::String(std::filesystem::path(model.source).filename().string())},
-      {"general.alignment", Value::Uint32(gguf::kDefaultAlignment)},
-      {"general.file_type", Value::Uint32(file_type)},
-      {"llama.context_length", Value::Uint32(c.max_positions)},
-      {"llama.embedding_length", Value::Uint32(c.dim)},
-      {"llama.block_count", Value::Uint32(c.n_layers)},
-      {"llama.feed_forward_length", Value::Uint32(c.hidden_dim)},
-      {"llama.rope.dimension_count", Value::Uint32(c.head_size())},
-      {"llama.attention.key_length", Value::Uint32(c.head_dim)},
-      {"llama.attention.value_length", Value::Uint32(c.head_dim)},
-      {"llama.attention.head_count", Value::Uint32(c.n_heads)},
-      {"llama.attention.head_count_kv", Value::Uint32(c.n_kv_heads)},
-      {"llama.attention.layer_norm_rms_epsilon", Value::Float32(c.norm_eps)},
-      {"llama.rope.freq_base", Value::Float32(c.rope_theta)},
-      {"llama.vocab_size", Value::Uint32(c.vocab_size)}};
+  KeyValues kv = {{"general.architecture", Value::String("llama")},
+                  {"general.name", Value::String(std::filesystem::path(model.source).filename().string())},
+                  {"general.alignment", Value::Uint32(gguf::kDefaultAlignment)},
+                  {"general.file_type", Value::Uint32(file_type)},
+                  {"llama.context_length", Value::Uint32(c.max_positions)},
+                  {"llama.embedding_length", Value::Uint32(c.dim)},
+                  {"llama.block_count", Value::Uint32(c.n_layers)},
+                  {"llama.feed_forward_length", Value::Uint32(c.hidden_dim)},
+                  {"llama.rope.dimension_count", Value::Uint32(c.head_size())},
+                  {"llama.attention.key_length", Value::Uint32(c.head_dim)},
+                  {"llama.attention.value_length", Value::Uint32(c.head_dim)},
+                  {"llama.attention.head_count", Value::Uint32(c.n_heads)},
+                  {"llama.attention.head_count_kv", Value::Uint32(c.n_kv_heads)},
+                  {"llama.attention.layer_norm_rms_epsilon", Value::Float32(c.norm_eps)},
+                  {"llama.rope.freq_base", Value::Float32(c.rope_theta)},
+                  {"llama.vocab_size", Value::Uint32(c.vocab_size)}};
   if (c.n_experts > 0) {
     kv.emplace_back("llama.expert_count", Value::Uint32(c.n_experts));
     kv.emplace_back("llama.expert_used_count", Value::Uint32(c.n_experts_per_tok));
@@ -463,22 +550,35 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     kv.emplace_back("llama.rope.scaling.type", Value::String("linear"));
     kv.emplace_back("llama.rope.scaling.factor", Value::Float32(static_cast<float>(c.rope_scaling.factor)));
   }
+  return kv;
+}
+
+// The vocabulary's keys: llama2.c's tokenizer.bin when given, else none and
+// the model's own special tokens.
+Status AddVocabKeys(const ModelConfig& c, const std::string& tokenizer, const std::string& path, KeyValues* kv) {
+  using gguf::Value;
   if (!tokenizer.empty()) {
     VERITY_ASSIGN_OR_RETURN(auto tok, Llama2cVocabKeys(tokenizer, c.vocab_size));
-    for (auto& e : tok) kv.push_back(std::move(e));
+    for (auto& e : tok) kv->push_back(std::move(e));
   } else {
     // No vocabulary, said the way llama.cpp's loader accepts (without the key
     // it refuses the file: "key not found in model: tokenizer.ggml.model").
-    kv.emplace_back("tokenizer.ggml.model", Value::String(gguf::kNoVocab));
+    kv->emplace_back("tokenizer.ggml.model", Value::String(gguf::kNoVocab));
     // The model's own special tokens; GGUF holds one EOS and one end-of-turn.
-    if (c.bos_id >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", Value::Uint32(c.bos_id));
-    if (!c.eos_ids.empty()) kv.emplace_back("tokenizer.ggml.eos_token_id", Value::Uint32(c.eos_ids[0]));
-    if (c.eos_ids.size() > 1) kv.emplace_back("tokenizer.ggml.eot_token_id", Value::Uint32(c.eos_ids[1]));
+    if (c.bos_id >= 0) kv->emplace_back("tokenizer.ggml.bos_token_id", Value::Uint32(c.bos_id));
+    if (!c.eos_ids.empty()) kv->emplace_back("tokenizer.ggml.eos_token_id", Value::Uint32(c.eos_ids[0]));
+    if (c.eos_ids.size() > 1) kv->emplace_back("tokenizer.ggml.eot_token_id", Value::Uint32(c.eos_ids[1]));
     if (c.eos_ids.size() > 2)
       return Status::Error(path + ": GGUF holds at most two end tokens (eos, eot); the model has " +
                            std::to_string(c.eos_ids.size()));
   }
-  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  return OkStatus();
+}
+
+// The GGUF tensors in writing order, each with its name, dims, type and the
+// expected tensors it holds.
+std::vector<Planned> PlanTensors(const ModelConfig& c, const std::vector<ExpectedTensor>& expected,
+                                 const GgufTypes& types) {
   std::vector<Planned> plan;
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < expected.size(); i++) {
@@ -495,11 +595,11 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     // too) each matrix takes the type llama.cpp's quantizer gives it, F16
     // where its rows are not whole blocks of any.
     const bool matrix = expected[i].shape.size() == 2;
-    p.spec.type = matrix ? matrix_type : gguf::kF32;
-    if (matrix && blocks) {
+    p.spec.type = matrix ? types.matrix_type : gguf::kF32;
+    if (matrix && types.blocks) {
       quants::TensorSite site{at.name,     LayerOf(at.name),    c.n_layers,
                               c.n_experts, c.shared_classifier, expected[i].shape[1]};
-      p.spec.type = quants::PlannedType(*blocks, site);
+      p.spec.type = quants::PlannedType(*types.blocks, site);
     }
     p.parts.push_back(i);
     const bool q = at.name.find(".attn_q.") != std::string::npos, k = at.name.find(".attn_k.") != std::string::npos;
@@ -508,6 +608,59 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     by_name[at.name] = plan.size();
     plan.push_back(std::move(p));
   }
+  return plan;
+}
+
+// An expected tensor's values as f32, [rows x cols], from its slot.
+std::vector<float> ReadSlotValues(const Model& model, const Slot& slot, const ExpectedTensor& t) {
+  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
+  std::vector<float> v(static_cast<size_t>(rows * cols)), row;
+  if (slot.vec) {
+    ReadVector(model, slot.vec, static_cast<int64_t>(v.size()), v.data());
+  } else {
+    const kernels::Weights& w = *slot.mat;  // its stored rows/cols; a padded FFN width is dropped
+    row.resize(static_cast<size_t>(w.cols));
+    for (int64_t r = 0; r < rows; r++) {
+      kernels::DecodeRow(w, static_cast<int>(r), row.data());
+      std::memcpy(&v[r * cols], row.data(), static_cast<size_t>(cols) * 4);
+    }
+  }
+  return v;
+}
+
+// Row h*hs + j*hs/2 + i -> h*hs + 2i + j (see the top of this file).
+void PermuteHalvesToPairs(int heads, int hs, int64_t cols, std::vector<float>* v) {
+  const std::vector<float> src = *v;
+  for (int h = 0; h < heads; h++)
+    for (int r = 0; r < hs; r++) {
+      const int64_t from = h * hs + r, to = h * hs + 2 * (r % (hs / 2)) + r / (hs / 2);
+      std::memcpy(&(*v)[to * cols], &src[from * cols], static_cast<size_t>(cols) * 4);
+    }
+}
+
+// One planned tensor's bytes: its parts read, q/k rows permuted, encoded.
+Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const std::vector<ExpectedTensor>& expected,
+                     const Planned& p, const std::string& path, std::string* out) {
+  const int hs = model.config.head_size();
+  std::vector<float> all;
+  for (size_t i : p.parts) {
+    std::vector<float> v = ReadSlotValues(model, slots[i], expected[i]);
+    if (p.permute) PermuteHalvesToPairs(p.heads, hs, expected[i].shape.back(), &v);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return Encode(p.spec.type, all, out, path + ": tensor " + p.spec.name);
+}
+
+}  // namespace
+
+Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
+                           const std::string& tokenizer) {
+  const ModelConfig& c = model.config;
+  VERITY_ASSIGN_OR_RETURN(const GgufTypes types, TypesOf(dtype));
+  KeyValues kv = ModelKeys(model, types.file_type);
+  VERITY_RETURN_IF_ERROR(AddVocabKeys(c, tokenizer, path, &kv));
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  const std::vector<Planned> plan = PlanTensors(c, expected, types);
   std::vector<gguf::TensorSpec> specs;
   for (const Planned& p : plan) specs.push_back(p.spec);
   // Llama 3 scaling (or GGUF factors read in) as llama.cpp stores it: rope_freqs.weight.
@@ -521,39 +674,12 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
   }
   Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them
   const std::vector<Slot> slots = Slots(mut);
-  const int hs = c.head_size();
   return gguf::Write(path, kv, specs, [&](size_t k, std::string* out) -> Status {
     if (k == plan.size()) {
       out->append(reinterpret_cast<const char*>(rope_freqs.data()), rope_freqs.size() * 4);
       return OkStatus();
     }
-    const Planned& p = plan[k];
-    std::vector<float> all, row;
-    for (size_t i : p.parts) {
-      const ExpectedTensor& t = expected[i];
-      const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
-      std::vector<float> v(static_cast<size_t>(rows * cols));
-      if (slots[i].vec) {
-        ReadVector(model, slots[i].vec, static_cast<int64_t>(v.size()), v.data());
-      } else {
-        const kernels::Weights& w = *slots[i].mat;  // its stored rows/cols; a padded FFN width is dropped
-        row.resize(static_cast<size_t>(w.cols));
-        for (int64_t r = 0; r < rows; r++) {
-          kernels::DecodeRow(w, static_cast<int>(r), row.data());
-          std::memcpy(&v[r * cols], row.data(), static_cast<size_t>(cols) * 4);
-        }
-      }
-      if (p.permute) {  // row h*hs + j*hs/2 + i -> h*hs + 2i + j (see the top of this file)
-        const std::vector<float> src = v;
-        for (int h = 0; h < p.heads; h++)
-          for (int r = 0; r < hs; r++) {
-            const int64_t from = h * hs + r, to = h * hs + 2 * (r % (hs / 2)) + r / (hs / 2);
-            std::memcpy(&v[to * cols], &src[from * cols], static_cast<size_t>(cols) * 4);
-          }
-      }
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    return Encode(p.spec.type, all, out, path + ": tensor " + p.spec.name);
+    return EncodePlanned(model, slots, expected, plan[k], path, out);
   });
 }
 
