@@ -233,10 +233,10 @@ Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const std::map<std::st
   return OkStatus();
 }
 
-Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype) {
-  std::vector<std::string> config_notes;
-  VERITY_ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(dir, &config_notes));
-  // Where each tensor lives: the index, or the single model.safetensors.
+namespace {
+
+// Where each tensor lives: the index, or the single model.safetensors.
+Result<std::map<std::string, std::string>> MapHfTensors(const std::string& dir) {
   std::map<std::string, std::string> where;
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (fs::exists(index_path)) {
@@ -249,22 +249,33 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
   } else {
     return Status::Error(dir + ": neither model.safetensors.index.json nor model.safetensors");
   }
-  VERITY_RETURN_IF_ERROR(CheckConfigAgainstCheckpoint(c, where, dir));
-  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
-  std::set<std::string> wanted;
+  return where;
+}
+
+// Every expected tensor mapped to a shard file that exists, and nothing else
+// mapped; `wanted` gets the expected names.
+Status CheckMappedNames(const std::string& dir, const std::vector<ExpectedTensor>& expected,
+                        const std::map<std::string, std::string>& where, std::set<std::string>* wanted) {
   for (const auto& t : expected) {
-    wanted.insert(t.name);
+    wanted->insert(t.name);
     if (!where.count(t.name))
       return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is missing");
   }
   for (const auto& [name, shard] : where)
-    if (!wanted.count(name)) return Status::Error(dir + ": unexpected tensor " + name + " (in " + shard + ")");
+    if (!wanted->count(name)) return Status::Error(dir + ": unexpected tensor " + name + " (in " + shard + ")");
   for (const auto& t : expected) {
     std::error_code fec;
-    if (!fs::is_regular_file(dir + "/" + where[t.name], fec))
+    if (!fs::is_regular_file(dir + "/" + where.at(t.name), fec))
       return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is in " +
-                           where[t.name] + ", which is missing");
+                           where.at(t.name) + ", which is missing");
   }
+  return OkStatus();
+}
+
+// Every shard's header, read once, holding only wanted tensors.
+Result<std::map<std::string, SafetensorsHeader>> ReadShardHeaders(const std::string& dir,
+                                                                  const std::map<std::string, std::string>& where,
+                                                                  const std::set<std::string>& wanted) {
   std::map<std::string, SafetensorsHeader> headers;
   for (const auto& [name, shard] : where) {
     if (headers.count(shard)) continue;
@@ -272,14 +283,14 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
     for (const auto& [n, e] : headers[shard].tensors)
       if (!wanted.count(n)) return Status::Error(dir + "/" + shard + ": unexpected tensor " + n);
   }
-  auto model = std::make_unique<Model>();
-  model->config = c;
-  model->source = dir;
-  for (const std::string& n : config_notes) {
-    model->notes.push_back(n);
-    std::fprintf(stderr, "verity: note: %s\n", n.c_str());
-  }
-  // Every shard mapped once; tensors stored in the model's dtype are used in place.
+  return headers;
+}
+
+// Every shard mapped once, kept by the model; tensors stored in the model's
+// dtype are used in place.
+Result<std::map<std::string, const MappedFile*>> MapShards(const std::string& dir,
+                                                           const std::map<std::string, SafetensorsHeader>& headers,
+                                                           Model* model) {
   std::map<std::string, const MappedFile*> maps;
   for (const auto& [shard, hdr] : headers) {
     VERITY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> f, MappedFile::Open(dir + "/" + shard));
@@ -288,9 +299,17 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
     maps[shard] = f.get();
     model->mappings.push_back(std::move(f));
   }
+  return maps;
+}
+
+// Each expected tensor in the header of the shard the index names, with the
+// shape the config implies.
+Status CheckShardShapes(const std::string& dir, const std::vector<ExpectedTensor>& expected,
+                        const std::map<std::string, std::string>& where,
+                        const std::map<std::string, SafetensorsHeader>& headers) {
   for (const auto& t : expected) {
-    const std::string& shard = where[t.name];
-    const auto& hdr = headers[shard];
+    const std::string& shard = where.at(t.name);
+    const auto& hdr = headers.at(shard);
     auto it = hdr.tensors.find(t.name);
     if (it == hdr.tensors.end())
       return Status::Error(dir + "/" + shard + ": the index places " + t.name + " here but the shard does not hold it");
@@ -299,6 +318,29 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
                            ", config implies " + ShapeString(t.shape));
     }
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DType dtype) {
+  std::vector<std::string> config_notes;
+  VERITY_ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(dir, &config_notes));
+  VERITY_ASSIGN_OR_RETURN(auto where, MapHfTensors(dir));
+  VERITY_RETURN_IF_ERROR(CheckConfigAgainstCheckpoint(c, where, dir));
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  std::set<std::string> wanted;
+  VERITY_RETURN_IF_ERROR(CheckMappedNames(dir, expected, where, &wanted));
+  VERITY_ASSIGN_OR_RETURN(auto headers, ReadShardHeaders(dir, where, wanted));
+  auto model = std::make_unique<Model>();
+  model->config = c;
+  model->source = dir;
+  for (const std::string& n : config_notes) {
+    model->notes.push_back(n);
+    std::fprintf(stderr, "verity: note: %s\n", n.c_str());
+  }
+  VERITY_ASSIGN_OR_RETURN(auto maps, MapShards(dir, headers, model.get()));
+  VERITY_RETURN_IF_ERROR(CheckShardShapes(dir, expected, where, headers));
   VERITY_RETURN_IF_ERROR(Bind(*model, dtype, expected, [&](size_t i) {
     const std::string& shard = where[expected[i].name];
     const SafetensorsHeader& hdr = headers[shard];
@@ -337,109 +379,137 @@ Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_
   return m;
 }
 
-Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype) {
-  const ModelConfig& c = model.config;
-  if (shards < 1) return Status::Error("--shards must be at least 1");
-  if (dtype != "f32" && dtype != "bf16") return Status::Error("--dtype must be f32 or bf16");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Error(dir + ": cannot create directory");
-  const auto expected = ExpectedTensors(c);
-  if (static_cast<int>(expected.size()) < shards)
-    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(expected.size()) +
-                         " tensors");
-  Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them here
-  const auto slots = Slots(mut);
-  const bool permute = c.rope_style == RopeStyle::kInterleaved;  // llama2.c pairs -> HF halves
-  const int hs = c.head_size();
-  const int esize = dtype == "f32" ? 4 : 2;
+namespace {
+
+// One checkpoint being written: what every shard needs, and how far the
+// shards have got through the tensors.
+struct HfWrite {
+  HfWrite(const Model& model, const std::string& dir) : model(model), dir(dir) {}
+
+  const Model& model;
+  const std::string& dir;
+  int shards = 1;
+  int esize = 4;  // bytes per stored element: 4 (f32) or 2 (bf16)
+  std::vector<ExpectedTensor> expected;
+  std::vector<Slot> slots;
+  bool permute = false;  // llama2.c pairs -> HF halves
+  int hs = 0;
   int64_t total_bytes = 0;
-  for (const auto& t : expected) total_bytes += Count(t.shape) * esize;
   nlohmann::json weight_map = nlohmann::json::object();
-  size_t next = 0;
+  size_t next = 0;  // the first tensor no shard holds yet
   int64_t written = 0;
-  for (int s = 0; s < shards; s++) {
-    char name[64];
-    if (shards == 1) std::snprintf(name, sizeof name, "model.safetensors");
-    else std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
-    // Contiguous tensors until this shard's share of the bytes; every shard gets at least one.
-    const int64_t target = total_bytes * (s + 1) / shards;
-    std::vector<size_t> mine;
-    while (next < expected.size() && (mine.empty() || written < target) &&
-           expected.size() - next > static_cast<size_t>(shards - s - 1)) {
-      mine.push_back(next);
-      written += Count(expected[next].shape) * esize;
-      next++;
-    }
-    if (s == shards - 1)
-      while (next < expected.size()) mine.push_back(next++);
-    nlohmann::json header = nlohmann::json::object();
-    header["__metadata__"] = {{"format", "pt"}};
-    int64_t at = 0;
-    for (size_t i : mine) {
-      const int64_t bytes = Count(expected[i].shape) * esize;
-      header[expected[i].name] = {
-          {"dtype", esize == 4 ? "F32" : "BF16"}, {"shape", expected[i].shape}, {"data_offsets", {at, at + bytes}}};
-      at += bytes;
-      weight_map[expected[i].name] = name;
-    }
-    std::string h = header.dump();
-    // Spaces pad the header (the format allows it) so the data starts on a
-    // 64-byte boundary: tensors whose sizes are multiples of 32 bytes are then
-    // 32-byte aligned and used in place (see WeightPlacer::Matrix).
-    while ((h.size() + 8) % 64) h += ' ';
-    std::ofstream f(dir + "/" + name, std::ios::binary | std::ios::trunc);
-    uint64_t len = h.size();
-    unsigned char lb[8];
-    for (int i = 0; i < 8; i++) lb[i] = static_cast<unsigned char>(len >> (8 * i));
-    f.write(reinterpret_cast<const char*>(lb), 8);
-    f.write(h.data(), static_cast<long>(h.size()));
-    std::vector<float> tmp, row;
-    for (size_t i : mine) {
-      const auto& t = expected[i];
-      const int64_t n = Count(t.shape);
-      tmp.resize(static_cast<size_t>(n));
-      if (slots[i].vec) {
-        ReadVector(model, slots[i].vec, n, tmp.data());
-      } else {
-        // The stored shape's rows and columns, in f32 (a padded FFN width dropped).
-        const kernels::Weights& w = *slots[i].mat;
-        row.resize(w.cols);
-        for (int64_t r = 0; r < t.shape[0]; r++) {
-          kernels::DecodeRow(w, static_cast<int>(r), row.data());
-          std::memcpy(&tmp[r * t.shape[1]], row.data(), static_cast<size_t>(t.shape[1]) * 4);
-        }
-      }
-      const bool is_q = t.name.find("q_proj") != std::string::npos, is_k = t.name.find("k_proj") != std::string::npos;
-      if (permute && (is_q || is_k)) {
-        const std::vector<float> src = tmp;
-        // Row 2i+j of each head moves to row j*hs/2+i: the same rotation, in halves.
-        const int64_t cols = t.shape[1];
-        for (int64_t head = 0; head < t.shape[0] / hs; head++)
-          for (int r = 0; r < hs; r++) {
-            const int64_t to = head * hs + (r % 2) * (hs / 2) + r / 2;
-            std::memcpy(&tmp[to * cols], src.data() + (head * hs + r) * cols, cols * sizeof(float));
-          }
-      }
-      if (esize == 4) {
-        f.write(reinterpret_cast<const char*>(tmp.data()), n * 4);
-      } else {
-        std::vector<uint16_t> half(static_cast<size_t>(n));
-        for (int64_t k = 0; k < n; k++) half[k] = F32ToBF16(tmp[k]);
-        f.write(reinterpret_cast<const char*>(half.data()), n * 2);
-      }
-    }
-    if (!f) return Status::Error(dir + "/" + name + ": write failed");
+};
+
+std::string ShardName(int s, int shards) {
+  char name[64];
+  if (shards == 1) std::snprintf(name, sizeof name, "model.safetensors");
+  else std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
+  return name;
+}
+
+// Contiguous tensors until this shard's share of the bytes; every shard gets at least one.
+std::vector<size_t> ShardTensors(HfWrite& w, int s) {
+  const int64_t target = w.total_bytes * (s + 1) / w.shards;
+  std::vector<size_t> mine;
+  while (w.next < w.expected.size() && (mine.empty() || w.written < target) &&
+         w.expected.size() - w.next > static_cast<size_t>(w.shards - s - 1)) {
+    mine.push_back(w.next);
+    w.written += Count(w.expected[w.next].shape) * w.esize;
+    w.next++;
   }
-  if (shards > 1) {
-    nlohmann::json idx = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-    std::ofstream f(dir + "/model.safetensors.index.json", std::ios::trunc);
-    f << idx.dump(2) << "\n";
-    if (!f) return Status::Error(dir + "/model.safetensors.index.json: write failed");
+  if (s == w.shards - 1)
+    while (w.next < w.expected.size()) mine.push_back(w.next++);
+  return mine;
+}
+
+// The shard's JSON header, padded; its tensors enter the weight map.
+std::string ShardHeader(HfWrite& w, const std::vector<size_t>& mine, const std::string& name) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  int64_t at = 0;
+  for (size_t i : mine) {
+    const int64_t bytes = Count(w.expected[i].shape) * w.esize;
+    header[w.expected[i].name] = {
+        {"dtype", w.esize == 4 ? "F32" : "BF16"}, {"shape", w.expected[i].shape}, {"data_offsets", {at, at + bytes}}};
+    at += bytes;
+    w.weight_map[w.expected[i].name] = name;
   }
-  if (!c.rope_freq_factors.empty())
-    return Status::Error(model.source + ": GGUF rope_freqs factors have no Hugging Face config form; not written");
-  // Special tokens in both files, as Hugging Face checkpoints carry them.
+  std::string h = header.dump();
+  // Spaces pad the header (the format allows it) so the data starts on a
+  // 64-byte boundary: tensors whose sizes are multiples of 32 bytes are then
+  // 32-byte aligned and used in place (see WeightPlacer::Matrix).
+  while ((h.size() + 8) % 64) h += ' ';
+  return h;
+}
+
+// Tensor i's values in f32, in the Hugging Face row layout.
+std::vector<float> HfTensorValues(const HfWrite& w, size_t i) {
+  const auto& t = w.expected[i];
+  const int64_t n = Count(t.shape);
+  std::vector<float> tmp(static_cast<size_t>(n)), row;
+  if (w.slots[i].vec) {
+    ReadVector(w.model, w.slots[i].vec, n, tmp.data());
+  } else {
+    // The stored shape's rows and columns, in f32 (a padded FFN width dropped).
+    const kernels::Weights& m = *w.slots[i].mat;
+    row.resize(m.cols);
+    for (int64_t r = 0; r < t.shape[0]; r++) {
+      kernels::DecodeRow(m, static_cast<int>(r), row.data());
+      std::memcpy(&tmp[r * t.shape[1]], row.data(), static_cast<size_t>(t.shape[1]) * 4);
+    }
+  }
+  const bool is_q = t.name.find("q_proj") != std::string::npos, is_k = t.name.find("k_proj") != std::string::npos;
+  if (w.permute && (is_q || is_k)) {
+    const std::vector<float> src = tmp;
+    const int hs = w.hs;
+    // Row 2i+j of each head moves to row j*hs/2+i: the same rotation, in halves.
+    const int64_t cols = t.shape[1];
+    for (int64_t head = 0; head < t.shape[0] / hs; head++)
+      for (int r = 0; r < hs; r++) {
+        const int64_t to = head * hs + (r % 2) * (hs / 2) + r / 2;
+        std::memcpy(&tmp[to * cols], src.data() + (head * hs + r) * cols, cols * sizeof(float));
+      }
+  }
+  return tmp;
+}
+
+// Shard s: the length, the header, then each of its tensors' data.
+Status WriteShard(HfWrite& w, int s) {
+  const std::string name = ShardName(s, w.shards);
+  const std::vector<size_t> mine = ShardTensors(w, s);
+  const std::string h = ShardHeader(w, mine, name);
+  std::ofstream f(w.dir + "/" + name, std::ios::binary | std::ios::trunc);
+  uint64_t len = h.size();
+  unsigned char lb[8];
+  for (int i = 0; i < 8; i++) lb[i] = static_cast<unsigned char>(len >> (8 * i));
+  f.write(reinterpret_cast<const char*>(lb), 8);
+  f.write(h.data(), static_cast<long>(h.size()));
+  for (size_t i : mine) {
+    const std::vector<float> tmp = HfTensorValues(w, i);
+    const int64_t n = Count(w.expected[i].shape);
+    if (w.esize == 4) {
+      f.write(reinterpret_cast<const char*>(tmp.data()), n * 4);
+    } else {
+      std::vector<uint16_t> half(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; k++) half[k] = F32ToBF16(tmp[k]);
+      f.write(reinterpret_cast<const char*>(half.data()), n * 2);
+    }
+  }
+  if (!f) return Status::Error(w.dir + "/" + name + ": write failed");
+  return OkStatus();
+}
+
+Status WriteIndex(const HfWrite& w) {
+  nlohmann::json idx = {{"metadata", {{"total_size", w.total_bytes}}}, {"weight_map", w.weight_map}};
+  std::ofstream f(w.dir + "/model.safetensors.index.json", std::ios::trunc);
+  f << idx.dump(2) << "\n";
+  if (!f) return Status::Error(w.dir + "/model.safetensors.index.json: write failed");
+  return OkStatus();
+}
+
+// config.json and generation_config.json; special tokens in both files, as
+// Hugging Face checkpoints carry them.
+Status WriteHfConfigs(const ModelConfig& c, const std::string& dir, const std::string& dtype) {
   nlohmann::json gen = {{"_from_model_config", true}};
   if (c.bos_id >= 0) gen["bos_token_id"] = c.bos_id;
   if (c.eos_ids.size() == 1) gen["eos_token_id"] = c.eos_ids[0];
@@ -453,6 +523,34 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
     if (!f) return Status::Error(dir + "/" + name + ": write failed");
   }
   return OkStatus();
+}
+
+}  // namespace
+
+Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards, const std::string& dtype) {
+  const ModelConfig& c = model.config;
+  if (shards < 1) return Status::Error("--shards must be at least 1");
+  if (dtype != "f32" && dtype != "bf16") return Status::Error("--dtype must be f32 or bf16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Error(dir + ": cannot create directory");
+  HfWrite w(model, dir);
+  w.shards = shards;
+  w.expected = ExpectedTensors(c);
+  if (static_cast<int>(w.expected.size()) < shards)
+    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(w.expected.size()) +
+                         " tensors");
+  Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them here
+  w.slots = Slots(mut);
+  w.permute = c.rope_style == RopeStyle::kInterleaved;  // llama2.c pairs -> HF halves
+  w.hs = c.head_size();
+  w.esize = dtype == "f32" ? 4 : 2;
+  for (const auto& t : w.expected) w.total_bytes += Count(t.shape) * w.esize;
+  for (int s = 0; s < shards; s++) VERITY_RETURN_IF_ERROR(WriteShard(w, s));
+  if (shards > 1) VERITY_RETURN_IF_ERROR(WriteIndex(w));
+  if (!c.rope_freq_factors.empty())
+    return Status::Error(model.source + ": GGUF rope_freqs factors have no Hugging Face config form; not written");
+  return WriteHfConfigs(c, dir, dtype);
 }
 
 }  // namespace verity
