@@ -37,6 +37,83 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, kernels::DType
 
 namespace {
 
+// Where each tensor's first layer starts in the mapping.
+struct Llama2cTensors {
+  const unsigned char *embedding, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *classifier;
+};
+
+// The tensors follow the header (byte 28, so f32-aligned in the mapping),
+// each one layer after another.
+Llama2cTensors LocateTensors(const unsigned char* data, const ModelConfig& c, const Llama2cLayout& lay) {
+  const unsigned char* p = data + kLlama2cHeaderBytes;
+  auto take = [&p](int64_t floats) {
+    const unsigned char* r = p;
+    p += floats * 4;
+    return r;
+  };
+  Llama2cTensors t;
+  t.embedding = take(lay.embedding);
+  t.rms_att = take(lay.rms_att);
+  t.wq = take(lay.wq);
+  t.wk = take(lay.wk);
+  t.wv = take(lay.wv);
+  t.wo = take(lay.wo);
+  t.rms_ffn = take(lay.rms_ffn);
+  t.w1 = take(lay.w1);
+  t.w2 = take(lay.w2);
+  t.w3 = take(lay.w3);
+  t.rms_final = take(lay.rms_final);
+  take(lay.rope_tables);  // unused legacy tables: never read
+  t.classifier = c.shared_classifier ? nullptr : take(lay.classifier);
+  return t;
+}
+
+// A tensor's f32 values in the mapping: layer l's, of one stored `layer_floats` floats a layer (0, 0: the whole).
+StoredTensor MappedF32(std::string name, const unsigned char* base, int64_t layer_floats, int64_t l) {
+  return StoredTensor{std::move(name), TensorDType::kF32, base + l * layer_floats * 4, /*mapped=*/true};
+}
+
+Status PlaceLayers(const Llama2cTensors& t, const Llama2cLayout& lay, WeightPlacer& place, Model* model) {
+  const ModelConfig& c = model->config;
+  const int64_t L = c.n_layers;
+  const int d = c.dim, kv = c.kv_dim(), hd = c.hidden_dim, ffn = model->ffn_dim;
+  for (int64_t l = 0; l < L; l++) {
+    LayerWeights w;
+    const std::string at = "[layer " + std::to_string(l) + "]";
+    VERITY_ASSIGN_OR_RETURN(w.rms_att,
+                            place.Vector(MappedF32("rms_att_weight" + at, t.rms_att, lay.rms_att / L, l), d));
+    VERITY_ASSIGN_OR_RETURN(w.wq, place.Matrix(MappedF32("wq" + at, t.wq, lay.wq / L, l), d, d));
+    VERITY_ASSIGN_OR_RETURN(w.wk, place.Matrix(MappedF32("wk" + at, t.wk, lay.wk / L, l), kv, d));
+    VERITY_ASSIGN_OR_RETURN(w.wv, place.Matrix(MappedF32("wv" + at, t.wv, lay.wv / L, l), kv, d));
+    VERITY_ASSIGN_OR_RETURN(w.wo, place.Matrix(MappedF32("wo" + at, t.wo, lay.wo / L, l), d, d));
+    VERITY_ASSIGN_OR_RETURN(w.rms_ffn,
+                            place.Vector(MappedF32("rms_ffn_weight" + at, t.rms_ffn, lay.rms_ffn / L, l), d));
+    VERITY_ASSIGN_OR_RETURN(w.w1, place.Matrix(MappedF32("w1" + at, t.w1, lay.w1 / L, l), hd, d, ffn, d));
+    VERITY_ASSIGN_OR_RETURN(w.w2, place.Matrix(MappedF32("w2" + at, t.w2, lay.w2 / L, l), d, hd, d, ffn));
+    VERITY_ASSIGN_OR_RETURN(w.w3, place.Matrix(MappedF32("w3" + at, t.w3, lay.w3 / L, l), hd, d, ffn, d));
+    model->layers.push_back(std::move(w));
+  }
+  return OkStatus();
+}
+
+Status PlaceClassifier(const Llama2cTensors& t, WeightPlacer& place, Model* model) {
+  const ModelConfig& c = model->config;
+  const int d = c.dim;
+  if (c.shared_classifier) {
+    // The embedding table itself for f32; a converted copy (the table stays f32 for lookups).
+    StoredTensor shared{"token_embedding_table (shared classifier)", TensorDType::kF32,
+                        reinterpret_cast<const unsigned char*>(model->token_embedding), /*mapped=*/false};
+    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(shared, c.vocab_size, d));
+    // A copy (the table was not aligned for the kernels) holds the same f32
+    // bytes: look rows up in it too, so the table is resident once.
+    if (model->classifier.dtype == kernels::DType::kF32 && model->classifier.data != model->token_embedding)
+      model->token_embedding = static_cast<const float*>(model->classifier.data);
+  } else {
+    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(MappedF32("wcls", t.classifier, 0, 0), c.vocab_size, d));
+  }
+  return OkStatus();
+}
+
 Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::DType dtype) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return LoadHfModel(path, dtype);
@@ -54,63 +131,14 @@ Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path, kernels::D
   model->source = path;
   model->dtype = dtype;
   model->ffn_dim = FfnDim(c, dtype);
-  // The tensors follow the header (byte 28, so f32-aligned in the mapping),
-  // each one layer after another.
-  const unsigned char* p = file->data() + kLlama2cHeaderBytes;
-  auto take = [&p](int64_t floats) {
-    const unsigned char* r = p;
-    p += floats * 4;
-    return r;
-  };
-  const int64_t L = c.n_layers;
-  const unsigned char* embedding = take(lay.embedding);
-  const unsigned char* rms_att = take(lay.rms_att);
-  const unsigned char* wq = take(lay.wq);
-  const unsigned char* wk = take(lay.wk);
-  const unsigned char* wv = take(lay.wv);
-  const unsigned char* wo = take(lay.wo);
-  const unsigned char* rms_ffn = take(lay.rms_ffn);
-  const unsigned char* w1 = take(lay.w1);
-  const unsigned char* w2 = take(lay.w2);
-  const unsigned char* w3 = take(lay.w3);
-  const unsigned char* rms_final = take(lay.rms_final);
-  take(lay.rope_tables);  // unused legacy tables: never read
-  const unsigned char* classifier = c.shared_classifier ? nullptr : take(lay.classifier);
-
+  const Llama2cTensors t = LocateTensors(file->data(), c, lay);
   WeightPlacer place(*model, path);
-  auto tensor = [](std::string name, const unsigned char* base, int64_t layer_floats, int64_t l) {
-    return StoredTensor{std::move(name), TensorDType::kF32, base + l * layer_floats * 4, /*mapped=*/true};
-  };
-  const int d = c.dim, kv = c.kv_dim(), hd = c.hidden_dim, ffn = model->ffn_dim;
+  const int d = c.dim, hd = c.hidden_dim, ffn = model->ffn_dim;
   VERITY_ASSIGN_OR_RETURN(model->token_embedding,
-                          place.Vector(tensor("token_embedding_table", embedding, 0, 0), lay.embedding));
-  for (int64_t l = 0; l < L; l++) {
-    LayerWeights w;
-    const std::string at = "[layer " + std::to_string(l) + "]";
-    VERITY_ASSIGN_OR_RETURN(w.rms_att, place.Vector(tensor("rms_att_weight" + at, rms_att, lay.rms_att / L, l), d));
-    VERITY_ASSIGN_OR_RETURN(w.wq, place.Matrix(tensor("wq" + at, wq, lay.wq / L, l), d, d));
-    VERITY_ASSIGN_OR_RETURN(w.wk, place.Matrix(tensor("wk" + at, wk, lay.wk / L, l), kv, d));
-    VERITY_ASSIGN_OR_RETURN(w.wv, place.Matrix(tensor("wv" + at, wv, lay.wv / L, l), kv, d));
-    VERITY_ASSIGN_OR_RETURN(w.wo, place.Matrix(tensor("wo" + at, wo, lay.wo / L, l), d, d));
-    VERITY_ASSIGN_OR_RETURN(w.rms_ffn, place.Vector(tensor("rms_ffn_weight" + at, rms_ffn, lay.rms_ffn / L, l), d));
-    VERITY_ASSIGN_OR_RETURN(w.w1, place.Matrix(tensor("w1" + at, w1, lay.w1 / L, l), hd, d, ffn, d));
-    VERITY_ASSIGN_OR_RETURN(w.w2, place.Matrix(tensor("w2" + at, w2, lay.w2 / L, l), d, hd, d, ffn));
-    VERITY_ASSIGN_OR_RETURN(w.w3, place.Matrix(tensor("w3" + at, w3, lay.w3 / L, l), hd, d, ffn, d));
-    model->layers.push_back(std::move(w));
-  }
-  VERITY_ASSIGN_OR_RETURN(model->rms_final, place.Vector(tensor("rms_final_weight", rms_final, 0, 0), d));
-  if (c.shared_classifier) {
-    // The embedding table itself for f32; a converted copy (the table stays f32 for lookups).
-    StoredTensor shared{"token_embedding_table (shared classifier)", TensorDType::kF32,
-                        reinterpret_cast<const unsigned char*>(model->token_embedding), /*mapped=*/false};
-    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(shared, c.vocab_size, d));
-    // A copy (the table was not aligned for the kernels) holds the same f32
-    // bytes: look rows up in it too, so the table is resident once.
-    if (model->classifier.dtype == kernels::DType::kF32 && model->classifier.data != model->token_embedding)
-      model->token_embedding = static_cast<const float*>(model->classifier.data);
-  } else {
-    VERITY_ASSIGN_OR_RETURN(model->classifier, place.Matrix(tensor("wcls", classifier, 0, 0), c.vocab_size, d));
-  }
+                          place.Vector(MappedF32("token_embedding_table", t.embedding, 0, 0), lay.embedding));
+  VERITY_RETURN_IF_ERROR(PlaceLayers(t, lay, place, model.get()));
+  VERITY_ASSIGN_OR_RETURN(model->rms_final, place.Vector(MappedF32("rms_final_weight", t.rms_final, 0, 0), d));
+  VERITY_RETURN_IF_ERROR(PlaceClassifier(t, place, model.get()));
   if (ffn != hd)
     place.Note(path + ": q8_0: FFN width " + std::to_string(hd) + " padded with zero weights to " +
                std::to_string(ffn) + " (exact)");
