@@ -90,7 +90,8 @@ int RunLogits(const std::string& model_path, const std::string& ids_text, const 
   });
 }
 
-Result<ModelConfig> ConfigFromJson(const std::string& text) {
+// --config's text as a JSON object.
+Result<nlohmann::json> ParseConfigObject(const std::string& text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -98,7 +99,12 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     return Status::Error(std::string("--config: not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return Status::Error("--config: expected a JSON object");
-  ModelConfig c;
+  return j;
+}
+
+// The keys every --config names (the llama2.c header's), and the expert pair.
+Status ReadRequiredKeys(const nlohmann::json& j, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   const std::pair<const char*, int*> keys[] = {
       {"dim", &c.dim},         {"hidden_dim", &c.hidden_dim}, {"n_layers", &c.n_layers},
       {"n_heads", &c.n_heads}, {"n_kv_heads", &c.n_kv_heads}, {"vocab_size", &c.vocab_size},
@@ -122,13 +128,23 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
     c.n_experts = j["n_experts"].get<int>();
     c.n_experts_per_tok = j["n_experts_per_tok"].get<int>();
   }
+  return OkStatus();
+}
+
+// The values a llama2.c file fixes, which the optional keys below may change.
+void SetLlama2cDefaults(ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   c.max_positions = c.seq_len;
   c.rope_theta = Llama2cFormat::kRopeTheta;
   c.norm_eps = Llama2cFormat::kNormEps;
   c.bos_id = Llama2cFormat::kBos;
   c.eos_ids = {Llama2cFormat::kEos};
   if (c.n_heads > 0 && c.dim % c.n_heads == 0) c.head_dim = c.dim / c.n_heads;
-  // Optional keys for Hugging Face directories (llama2.c files fix them).
+}
+
+// head_dim, rope_theta, norm_eps and max_position_embeddings, where given.
+Status ReadShapeKeys(const nlohmann::json& j, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   if (j.contains("head_dim")) {
     if (!j["head_dim"].is_number_integer()) return Status::Error("--config: key 'head_dim' must be an integer");
     c.head_dim = j["head_dim"].get<int>();
@@ -148,6 +164,12 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
       return Status::Error("--config: key 'max_position_embeddings' must be an integer >= seq_len");
     c.max_positions = j["max_position_embeddings"].get<int>();
   }
+  return OkStatus();
+}
+
+// The rope_scaling object (linear or llama3), where given.
+Status ReadRopeScalingKey(const nlohmann::json& j, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   if (j.contains("rope_scaling")) {
     const nlohmann::json& r = j["rope_scaling"];
     if (!r.is_object() || !r.contains("rope_type") || !r["rope_type"].is_string())
@@ -172,6 +194,12 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
       return Status::Error("--config: rope_scaling rope_type \"" + type + "\" is not supported (linear, llama3)");
     }
   }
+  return OkStatus();
+}
+
+// bos_token_id and eos_token_id (one id or a list), where given.
+Status ReadTokenIdKeys(const nlohmann::json& j, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   if (j.contains("bos_token_id")) {
     if (!j["bos_token_id"].is_number_integer()) return Status::Error("--config: key 'bos_token_id' must be an integer");
     c.bos_id = j["bos_token_id"].get<int>();
@@ -185,6 +213,18 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
       c.eos_ids.push_back(x.get<int>());
     }
   }
+  return OkStatus();
+}
+
+Result<ModelConfig> ConfigFromJson(const std::string& text) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseConfigObject(text));
+  ModelConfig c;
+  VERITY_RETURN_IF_ERROR(ReadRequiredKeys(j, &c));
+  SetLlama2cDefaults(&c);
+  // Optional keys for Hugging Face directories (llama2.c files fix them).
+  VERITY_RETURN_IF_ERROR(ReadShapeKeys(j, &c));
+  VERITY_RETURN_IF_ERROR(ReadRopeScalingKey(j, &c));
+  VERITY_RETURN_IF_ERROR(ReadTokenIdKeys(j, &c));
   return c;
 }
 
