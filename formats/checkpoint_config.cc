@@ -228,32 +228,30 @@ Result<nlohmann::json> ParseJsonObject(const std::string& text, const std::strin
   return j;
 }
 
-Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path, std::vector<std::string>* notes) {
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(text, path));
-  if (notes) {
-    for (const auto& [key, val] : j.items()) {
-      bool known = false;
-      for (const char* k : kIgnoredKeys) known |= key == k;
-      for (const Neutral& n : kNeutralOnly) known |= key == n.key;
-      if (!known) notes->push_back(path + ": key '" + key + "' is not one verity knows; ignored");
-    }
-  }
-  auto need = [&](const char* key) -> Result<nlohmann::json> {
+namespace {
+
+// config.json's required keys, read the one way each kind is: present, then
+// a positive integer or a positive number within float range.
+struct HfKeys {
+  const nlohmann::json& j;
+  const std::string& path;
+
+  Result<nlohmann::json> Need(const char* key) const {
     if (!j.contains(key)) return Status::Error(path + ": required key '" + std::string(key) + "' is missing");
     return j[key];
-  };
-  auto to_int = [&](const char* key, const nlohmann::json& v, int* dst) -> Status {
+  }
+  Status ToInt(const char* key, const nlohmann::json& v, int* dst) const {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
       return Status::Error(path + ": key '" + std::string(key) + "' must be a positive integer");
     *dst = v.get<int>();
     return OkStatus();
-  };
-  auto need_int = [&](const char* key, int* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
-    return to_int(key, v, dst);
-  };
-  auto need_float = [&](const char* key, float* dst) -> Status {
-    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, need(key));
+  }
+  Status NeedInt(const char* key, int* dst) const {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, Need(key));
+    return ToInt(key, v, dst);
+  }
+  Status NeedFloat(const char* key, float* dst) const {
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json v, Need(key));
     if (!v.is_number() || !(v.get<double>() > 0))
       return Status::Error(path + ": key '" + std::string(key) + "' must be a positive number");
     // Beyond float range the value would be read as inf (a RoPE without rotation, a norm that zeroes).
@@ -261,60 +259,111 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
       return Status::Error(path + ": key '" + std::string(key) + "' is " + v.dump() + ", beyond float range");
     *dst = static_cast<float>(v.get<double>());
     return OkStatus();
-  };
-  ModelConfig c;
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, need("model_type"));
+  }
+};
+
+// A note for each key that is neither read nor known to change nothing.
+void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vector<std::string>* notes) {
+  for (const auto& [key, val] : j.items()) {
+    bool known = false;
+    for (const char* k : kIgnoredKeys) known |= key == k;
+    for (const Neutral& n : kNeutralOnly) known |= key == n.key;
+    if (!known) notes->push_back(path + ": key '" + key + "' is not one verity knows; ignored");
+  }
+}
+
+// model_type: "llama" or "mixtral".
+Result<nlohmann::json> ReadModelType(const HfKeys& k) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
   if (!type.is_string() || (type != "llama" && type != "mixtral"))
-    return Status::Error(path + ": model_type must be \"llama\" or \"mixtral\"");
+    return Status::Error(k.path + ": model_type must be \"llama\" or \"mixtral\"");
+  return type;
+}
+
+// Refuses a key that changes the math unless it holds its neutral value.
+Status RefuseNonNeutral(const nlohmann::json& j, const std::string& path) {
   for (const Neutral& n : kNeutralOnly)
     if (j.contains(n.key) && !n.ok(j[n.key]))
       return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " +
                            n.neutral + " (it changes the math)");
-  VERITY_RETURN_IF_ERROR(need_int("hidden_size", &c.dim));
-  VERITY_RETURN_IF_ERROR(need_int("intermediate_size", &c.hidden_dim));
-  VERITY_RETURN_IF_ERROR(need_int("num_hidden_layers", &c.n_layers));
-  VERITY_RETURN_IF_ERROR(need_int("num_attention_heads", &c.n_heads));
-  VERITY_RETURN_IF_ERROR(need_int("num_key_value_heads", &c.n_kv_heads));
-  VERITY_RETURN_IF_ERROR(need_int("vocab_size", &c.vocab_size));
-  VERITY_RETURN_IF_ERROR(need_int("max_position_embeddings", &c.max_positions));
+  return OkStatus();
+}
+
+// The widths, counts and head_dim.
+Status ReadHfShape(const HfKeys& k, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
+  VERITY_RETURN_IF_ERROR(k.NeedInt("hidden_size", &c.dim));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("intermediate_size", &c.hidden_dim));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("num_hidden_layers", &c.n_layers));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("num_attention_heads", &c.n_heads));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("num_key_value_heads", &c.n_kv_heads));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("vocab_size", &c.vocab_size));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("max_position_embeddings", &c.max_positions));
   // head_dim: absent or null means hidden_size / num_attention_heads (LlamaConfig).
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    VERITY_RETURN_IF_ERROR(to_int("head_dim", j["head_dim"], &c.head_dim));
+  if (k.j.contains("head_dim") && !k.j["head_dim"].is_null()) {
+    VERITY_RETURN_IF_ERROR(k.ToInt("head_dim", k.j["head_dim"], &c.head_dim));
   } else {
     if (c.dim % c.n_heads != 0)
-      return Status::Error(path + ": hidden_size (" + std::to_string(c.dim) +
+      return Status::Error(k.path + ": hidden_size (" + std::to_string(c.dim) +
                            ") is not divisible by num_attention_heads (" + std::to_string(c.n_heads) +
                            ") and no head_dim is given");
     c.head_dim = c.dim / c.n_heads;
   }
-  VERITY_RETURN_IF_ERROR(need_float("rms_norm_eps", &c.norm_eps));
-  VERITY_RETURN_IF_ERROR(need_float("rope_theta", &c.rope_theta));
-  if (j.contains("rope_scaling")) {
-    VERITY_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(j["rope_scaling"], path));
+  return OkStatus();
+}
+
+// rms_norm_eps, rope_theta, rope_scaling, tie_word_embeddings, hidden_act and
+// (for mixtral) the expert counts.
+Status ReadHfMath(const HfKeys& k, const nlohmann::json& type, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
+  VERITY_RETURN_IF_ERROR(k.NeedFloat("rms_norm_eps", &c.norm_eps));
+  VERITY_RETURN_IF_ERROR(k.NeedFloat("rope_theta", &c.rope_theta));
+  if (k.j.contains("rope_scaling")) {
+    VERITY_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(k.j["rope_scaling"], k.path));
   }
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, need("tie_word_embeddings"));
-  if (!tie.is_boolean()) return Status::Error(path + ": key 'tie_word_embeddings' must be true or false");
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, k.Need("tie_word_embeddings"));
+  if (!tie.is_boolean()) return Status::Error(k.path + ": key 'tie_word_embeddings' must be true or false");
   c.shared_classifier = tie.get<bool>();
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, need("hidden_act"));
-  if (act != "silu") return Status::Error(path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, k.Need("hidden_act"));
+  if (act != "silu") return Status::Error(k.path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
   if (type == "mixtral") {
-    VERITY_RETURN_IF_ERROR(need_int("num_local_experts", &c.n_experts));
-    VERITY_RETURN_IF_ERROR(need_int("num_experts_per_tok", &c.n_experts_per_tok));
+    VERITY_RETURN_IF_ERROR(k.NeedInt("num_local_experts", &c.n_experts));
+    VERITY_RETURN_IF_ERROR(k.NeedInt("num_experts_per_tok", &c.n_experts_per_tok));
     if (c.n_experts_per_tok > c.n_experts)
-      return Status::Error(path + ": num_experts_per_tok exceeds num_local_experts");
+      return Status::Error(k.path + ": num_experts_per_tok exceeds num_local_experts");
   }
-  // BOS/EOS (ReadHfConfig lets generation_config.json override them).
-  // Absent: LlamaConfig's and MixtralConfig's defaults, 1 and 2.
+  return OkStatus();
+}
+
+// BOS/EOS (ReadHfConfig lets generation_config.json override them).
+// Absent: LlamaConfig's and MixtralConfig's defaults, 1 and 2.
+Status ReadHfTokenIds(const HfKeys& k, ModelConfig* cfg) {
+  ModelConfig& c = *cfg;
   c.bos_id = 1;
   c.eos_ids = {2};
-  if (j.contains("bos_token_id")) {
-    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(j["bos_token_id"], path, "bos_token_id"));
-    if (ids.size() > 1) return Status::Error(path + ": key 'bos_token_id' must be one token id");
+  if (k.j.contains("bos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(k.j["bos_token_id"], k.path, "bos_token_id"));
+    if (ids.size() > 1) return Status::Error(k.path + ": key 'bos_token_id' must be one token id");
     c.bos_id = ids.empty() ? -1 : ids[0];
   }
-  if (j.contains("eos_token_id")) {
-    VERITY_ASSIGN_OR_RETURN(c.eos_ids, ParseTokenIds(j["eos_token_id"], path, "eos_token_id"));
+  if (k.j.contains("eos_token_id")) {
+    VERITY_ASSIGN_OR_RETURN(c.eos_ids, ParseTokenIds(k.j["eos_token_id"], k.path, "eos_token_id"));
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path, std::vector<std::string>* notes) {
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(text, path));
+  if (notes) NoteUnknownKeys(j, path, notes);
+  const HfKeys keys{j, path};
+  ModelConfig c;
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json type, ReadModelType(keys));
+  VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path));
+  VERITY_RETURN_IF_ERROR(ReadHfShape(keys, &c));
+  VERITY_RETURN_IF_ERROR(ReadHfMath(keys, type, &c));
+  VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, &c));
   c.rope_style = RopeStyle::kHalves;                       // the Hugging Face convention
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
