@@ -139,6 +139,73 @@ json RoundJson(const ProbeRound& r) {
   return j;
 }
 
+// Where a completion's answer goes: its response, and its count in /metrics.
+struct Answer {
+  httplib::Response& res;
+  Metrics& metrics;
+  const std::string& endpoint;
+};
+
+// The request, or null once its refusal (not a valid request, or logprobs
+// asked of a stream) is sent and counted.
+std::shared_ptr<CompletionRequest> ParseOrRefuse(bool chat, const std::string& body, const ServedModel& served,
+                                                 const Answer& a) {
+  auto parsed = ParseCompletionRequest(body, chat, served, std::random_device{}());
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    SendError(a.res, *e);
+    a.metrics.Request(a.endpoint, e->status);
+    return nullptr;
+  }
+  auto r = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(std::move(parsed)));
+  if (r->stream && r->logprobs >= 0) {
+    SendError(a.res,
+              {400, "invalid_request_error", "logprobs with stream is not supported by verity serve", "logprobs", ""});
+    a.metrics.Request(a.endpoint, 400);
+    return nullptr;
+  }
+  return r;
+}
+
+// The request's job, queued; or null once the 503 of a full queue or a
+// draining server is sent and counted.
+std::shared_ptr<Job> QueueOrRefuse(const CompletionRequest& r, Scheduler& scheduler, const Answer& a) {
+  auto job = std::make_shared<Job>(ParamsOf(r));
+  const auto admitted = scheduler.Submit(job);
+  if (admitted != Scheduler::Admission::kQueued) {
+    a.res.set_header("Retry-After", "1");
+    SendError(a.res, {503, "server_error",
+                      admitted == Scheduler::Admission::kFull ? "the queue is full; retry later"
+                                                              : "the server is shutting down",
+                      "", ""});
+    a.metrics.Request(a.endpoint, 503);
+    return nullptr;
+  }
+  return job;
+}
+
+// A non-streamed answer: the whole text once the job finishes, or 499 when
+// the client (its socket `fd`) left first.
+void AnswerWhole(Job& job, Generation& gen, const CompletionHead& head, Clock::time_point deadline, int fd,
+                 const Answer& a) {
+  std::string text;
+  bool gone = false;
+  while (!(gone = LeftWhileWaiting(job, fd, deadline)) && gen.Next(deadline, &text)) {
+  }
+  if (gone) {
+    job.Cancel();
+    a.res.set_header("Connection", "close");
+    SendError(a.res, {kClientClosedRequest, "invalid_request_error", "the client closed its connection", "", ""});
+    a.metrics.Request(a.endpoint, kClientClosedRequest);
+    return;
+  }
+  if (gen.error()) {
+    SendError(a.res, *gen.error());
+  } else {
+    SendJson(a.res, 200, CompletionBody(head, text, gen.finish(), gen.usage(), gen.logprobs()));
+  }
+  a.metrics.Request(a.endpoint, a.res.status);
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options, const ServedModel& served, Scheduler& scheduler, Prober& prober, Metrics& metrics)
@@ -274,30 +341,11 @@ void Server::Routes() {
 void Server::Completion(bool chat, const std::string& body, const Peer& peer, void* response) {
   httplib::Response& res = *static_cast<httplib::Response*>(response);
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-  auto parsed = ParseCompletionRequest(body, chat, served_, std::random_device{}());
-  if (auto* e = std::get_if<ApiError>(&parsed)) {
-    SendError(res, *e);
-    metrics_.Request(endpoint, e->status);
-    return;
-  }
-  auto r = std::make_shared<CompletionRequest>(std::get<CompletionRequest>(std::move(parsed)));
-  if (r->stream && r->logprobs >= 0) {
-    SendError(res,
-              {400, "invalid_request_error", "logprobs with stream is not supported by verity serve", "logprobs", ""});
-    metrics_.Request(endpoint, 400);
-    return;
-  }
-  auto job = std::make_shared<Job>(ParamsOf(*r));
-  const auto admitted = scheduler_.Submit(job);
-  if (admitted != Scheduler::Admission::kQueued) {
-    res.set_header("Retry-After", "1");
-    SendError(res, {503, "server_error",
-                    admitted == Scheduler::Admission::kFull ? "the queue is full; retry later"
-                                                            : "the server is shutting down",
-                    "", ""});
-    metrics_.Request(endpoint, 503);
-    return;
-  }
+  const Answer answer{res, metrics_, endpoint};
+  const std::shared_ptr<CompletionRequest> r = ParseOrRefuse(chat, body, served_, answer);
+  if (!r) return;
+  const std::shared_ptr<Job> job = QueueOrRefuse(*r, scheduler_, answer);
+  if (!job) return;
   const CompletionHead head{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), served_.id, created_, chat};
   const auto deadline = Clock::now() + std::chrono::seconds(opt_.request_timeout_s);
   auto gen = std::make_shared<Generation>(*r, served_, job);
@@ -306,23 +354,7 @@ void Server::Completion(bool chat, const std::string& body, const Peer& peer, vo
     // seen by its socket's hang-up between tokens (a stream's failed write
     // does it for SSE): the job is cancelled and frees its slot within a step.
     const int fd = FindPeerSocket(peer.addr, peer.port, peer.local_addr, peer.local_port);
-    std::string text;
-    bool gone = false;
-    while (!(gone = LeftWhileWaiting(*job, fd, deadline)) && gen->Next(deadline, &text)) {
-    }
-    if (gone) {
-      job->Cancel();
-      res.set_header("Connection", "close");
-      SendError(res, {kClientClosedRequest, "invalid_request_error", "the client closed its connection", "", ""});
-      metrics_.Request(endpoint, kClientClosedRequest);
-      return;
-    }
-    if (gen->error()) {
-      SendError(res, *gen->error());
-    } else {
-      SendJson(res, 200, CompletionBody(head, text, gen->finish(), gen->usage(), gen->logprobs()));
-    }
-    metrics_.Request(endpoint, res.status);
+    AnswerWhole(*job, *gen, head, deadline, fd, answer);
     return;
   }
   // Server-sent events: a chunk per released piece of text, the finish, usage if asked, [DONE].
