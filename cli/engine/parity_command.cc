@@ -68,36 +68,100 @@ int FailTp(const Status& s, int tp) {
   return 1;
 }
 
+// The weights each side runs on, from --dtype and --reference-dtype.
+struct ParityWeights {
+  kernels::DType dtype;  // the candidate's
+  bool same_weights;     // the reference runs on the candidate's weights too
+};
+
+// The flags checked in the order their errors are reported (--backend,
+// --depths, --tokens-file, --dtype, --reference-dtype), into `opt`.
+Result<ParityWeights> ReadParityFlags(ParityOptions* opt, const std::string& depths, const std::string& tokens_file,
+                                      const std::string& dtype_name, const std::string& reference_dtype) {
+  if (opt->backend != "fast" && opt->backend != "reference" && opt->backend != "cuda")
+    return Status::Error("--backend " + opt->backend + ": not available in this build (have: fast, reference, cuda)");
+  opt->deep = env::ParityDeep();
+  if (!depths.empty()) {
+    auto d = ParseIntList(depths, "--depths", 1);
+    if (!d.ok()) return d.status();
+    opt->depths = d.value();
+  }
+  if (!tokens_file.empty()) {
+    auto t = ReadTokensFile(tokens_file);
+    if (!t.ok()) return t.status();
+    opt->tokens = t.value();
+  }
+  auto dtype = kernels::DTypeFromName(dtype_name);
+  if (!dtype.ok()) return Status::Error("--dtype: " + dtype.status().message());
+  const bool same_weights = reference_dtype == "same";
+  if (!same_weights && reference_dtype != "f32")
+    return Status::Error("--reference-dtype " + reference_dtype + ": expected f32 or same");
+  if (same_weights && opt->against != "reference")
+    return Status::Error(
+        "--reference-dtype same runs the reference backend on the candidate's weights; it "
+        "cannot be combined with --against " +
+        opt->against);
+  return ParityWeights{*dtype, same_weights};
+}
+
+// The reference runs on the f32 weights (or with --reference-dtype same on
+// the candidate's); the candidate on the --dtype ones.
+struct ParityModels {
+  Result<std::unique_ptr<Model>> model;  // the f32 weights
+  std::unique_ptr<Model> converted;      // the --dtype ones, unless those are f32
+  Status loaded;
+  const Model& candidate() { return converted ? *converted : **model; }
+};
+
+ParityModels LoadParityModels(const std::string& model_path, kernels::DType dtype, int ctx) {
+  auto model = LoadModel(model_path, kernels::DType::kF32, ctx);
+  std::unique_ptr<Model> converted;
+  Status loaded = model.ok() ? OkStatus() : model.status();
+  if (loaded.ok() && dtype != kernels::DType::kF32) {
+    auto m = LoadModel(model_path, dtype, ctx);
+    if (m.ok()) converted = std::move(m).value();
+    else loaded = m.status();
+  }
+  return ParityModels{std::move(model), std::move(converted), std::move(loaded)};
+}
+
+// On the leader of a tensor-parallel group, the candidate is the group
+// (started into `decoder` when parity asks for it), against one rank of the
+// same kernels, with the thresholds for sharding alone.
+void UseTpCandidate(ParityOptions* opt, TpGroup* group, std::unique_ptr<TpDecoder>* decoder, const TpFlags& tp,
+                    kernels::DType dtype) {
+  opt->candidate = [group, decoder](const Model& m) -> Result<Decoder*> {
+    VERITY_ASSIGN_OR_RETURN(*decoder, group->Start(m));
+    return static_cast<Decoder*>(decoder->get());
+  };
+  opt->candidate_name = opt->backend + " tp=" + std::to_string(tp.tp) + " " + tp.backend;
+  opt->reference_backend = opt->backend;
+  const bool q8 = dtype == kernels::DType::kQ8_0 && opt->backend != "reference";
+  opt->max_mean_kl = std::min(opt->max_mean_kl, q8 ? kTpQ8MaxMeanKl : kTpMaxMeanKl);
+  opt->max_abs_diff = q8 ? kTpQ8MaxAbsDiff : kTpMaxAbsDiff;
+}
+
+// The report: a JSON record (its summary line on stderr) or the human table.
+void PrintReport(const std::string& model_path, const ParityReport& r, bool json) {
+  if (json) {
+    protocol::ParityRecord rec = r.Record();
+    // The binary that produced the evidence, exactly as `verity bench` names it.
+    rec.build_id = BuildId(), rec.artifact_sha256 = ArtifactSha256();
+    std::printf("%s\n", protocol::ToJson(rec).dump().c_str());
+    std::fprintf(stderr, "%s\n", Summary(r).c_str());
+  } else {
+    PrintHuman(model_path, r);
+  }
+}
+
 int RunParityCommand(const std::string& model_path, ParityOptions opt, const std::string& depths,
                      const std::string& tokens_file, const std::string& dtype_name, const std::string& reference_dtype,
                      bool json, const TpFlags& tp_flags, int ctx) {
   auto resolved = ResolveTp(tp_flags);
   if (!resolved.ok()) return FailTp(resolved.status(), tp_flags.tp);
   const TpFlags& tp = *resolved;
-  if (opt.backend != "fast" && opt.backend != "reference" && opt.backend != "cuda")
-    return Fail(
-        Status::Error("--backend " + opt.backend + ": not available in this build (have: fast, reference, cuda)"));
-  opt.deep = env::ParityDeep();
-  if (!depths.empty()) {
-    auto d = ParseIntList(depths, "--depths", 1);
-    if (!d.ok()) return Fail(d.status());
-    opt.depths = d.value();
-  }
-  if (!tokens_file.empty()) {
-    auto t = ReadTokensFile(tokens_file);
-    if (!t.ok()) return Fail(t.status());
-    opt.tokens = t.value();
-  }
-  auto dtype = kernels::DTypeFromName(dtype_name);
-  if (!dtype.ok()) return Fail(Status::Error("--dtype: " + dtype.status().message()));
-  const bool same_weights = reference_dtype == "same";
-  if (!same_weights && reference_dtype != "f32")
-    return Fail(Status::Error("--reference-dtype " + reference_dtype + ": expected f32 or same"));
-  if (same_weights && opt.against != "reference")
-    return Fail(
-        Status::Error("--reference-dtype same runs the reference backend on the candidate's weights; it "
-                      "cannot be combined with --against " +
-                      opt.against));
+  auto weights = ReadParityFlags(&opt, depths, tokens_file, dtype_name, reference_dtype);
+  if (!weights.ok()) return Fail(weights.status());
   // With --tp the collectives come first (before any weight loads), and the
   // reference is one rank on the same kernels and the same weights: only the
   // sharding differs (its thresholds leave no room for a dtype's rounding).
@@ -108,34 +172,17 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
     if (!run.ok()) return FailTp(run.status(), tp.tp);
     group = std::move(run->group);
   }
-  // The reference runs on the f32 weights (or with --reference-dtype same on
-  // the candidate's); the candidate on the --dtype ones.
-  auto model = LoadModel(model_path, kernels::DType::kF32, ctx);
-  std::unique_ptr<Model> converted;
-  Status loaded = model.ok() ? OkStatus() : model.status();
-  if (loaded.ok() && *dtype != kernels::DType::kF32) {
-    auto m = LoadModel(model_path, *dtype, ctx);
-    if (m.ok()) converted = std::move(m).value();
-    else loaded = m.status();
-  }
+  ParityModels models = LoadParityModels(model_path, weights->dtype, ctx);
   if (group) {
-    Status agreed = group->Agree(loaded);
+    Status agreed = group->Agree(models.loaded);
     if (!agreed.ok()) return group->leader() ? FailTp(agreed, tp.tp) : 1;
-    if (!group->leader()) return group->Serve(converted ? *converted : **model).ok() ? 0 : 1;
-    opt.candidate = [&](const Model& m) -> Result<Decoder*> {
-      VERITY_ASSIGN_OR_RETURN(decoder, group->Start(m));
-      return static_cast<Decoder*>(decoder.get());
-    };
-    opt.candidate_name = opt.backend + " tp=" + std::to_string(tp.tp) + " " + tp.backend;
-    opt.reference_backend = opt.backend;
-    const bool q8 = *dtype == kernels::DType::kQ8_0 && opt.backend != "reference";
-    opt.max_mean_kl = std::min(opt.max_mean_kl, q8 ? kTpQ8MaxMeanKl : kTpMaxMeanKl);
-    opt.max_abs_diff = q8 ? kTpQ8MaxAbsDiff : kTpMaxAbsDiff;
-  } else if (!loaded.ok()) {
-    return Fail(loaded);
+    if (!group->leader()) return group->Serve(models.candidate()).ok() ? 0 : 1;
+    UseTpCandidate(&opt, group.get(), &decoder, tp, weights->dtype);
+  } else if (!models.loaded.ok()) {
+    return Fail(models.loaded);
   }
-  const Model& candidate = converted ? *converted : **model;
-  auto rep = RunParity(same_weights || group ? candidate : **model, candidate, opt);
+  const Model& candidate = models.candidate();
+  auto rep = RunParity(weights->same_weights || group ? candidate : **models.model, candidate, opt);
   if (!rep.ok()) return group ? FailTp(rep.status(), tp.tp) : Fail(rep.status());
   ParityReport& r = rep.value();
   if (decoder) {
@@ -145,15 +192,7 @@ int RunParityCommand(const std::string& model_path, ParityOptions opt, const std
       r.ok = false;
     }
   }
-  if (json) {
-    protocol::ParityRecord rec = r.Record();
-    // The binary that produced the evidence, exactly as `verity bench` names it.
-    rec.build_id = BuildId(), rec.artifact_sha256 = ArtifactSha256();
-    std::printf("%s\n", protocol::ToJson(rec).dump().c_str());
-    std::fprintf(stderr, "%s\n", Summary(r).c_str());
-  } else {
-    PrintHuman(model_path, r);
-  }
+  PrintReport(model_path, r, json);
   return r.ok ? 0 : 1;
 }
 
