@@ -152,6 +152,93 @@ struct Token {
   double f = 0.0;
 };
 
+// The name at s[*i] (letters, digits, underscores); *i moves past it.
+void LexName(const std::string& s, size_t* i, std::vector<Token>* out) {
+  size_t j = *i;
+  while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) j++;
+  out->push_back({Token::Kind::kName, s.substr(*i, j - *i)});
+  *i = j;
+}
+
+// The integer or float at s[*i] (a fraction, an exponent or both make a
+// float); *i moves past it.
+Status LexNumber(const std::string& s, size_t* i, int line, std::vector<Token>* out) {
+  size_t j = *i;
+  while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) j++;
+  auto digit = [&](size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
+  bool is_float = false;
+  if (j + 1 < s.size() && s[j] == '.' && digit(j + 1)) {  // a fraction
+    is_float = true;
+    j++;
+    while (digit(j)) j++;
+  }
+  if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent
+    const size_t k = j + 1 + (j + 1 < s.size() && (s[j + 1] == '+' || s[j + 1] == '-'));
+    if (digit(k)) {
+      is_float = true;
+      j = k;
+      while (digit(j)) j++;
+    }
+  }
+  if (is_float) {
+    Token t{Token::Kind::kFloat, s.substr(*i, j - *i)};
+    t.f = std::strtod(t.text.c_str(), nullptr);  // huge: inf, as Python's float()
+    out->push_back(t);
+  } else {
+    Token t{Token::Kind::kInt, s.substr(*i, j - *i)};
+    if (t.text.size() > 1 && t.text[0] == '0')
+      return SyntaxError(line, "the integer " + t.text + " has a leading zero");
+    if (t.text.size() > 18) return SyntaxError(line, "the integer " + t.text + " is too large");
+    t.i = std::strtoll(t.text.c_str(), nullptr, 10);
+    out->push_back(t);
+  }
+  *i = j;
+  return OkStatus();
+}
+
+// The string literal opened by the quote at s[*i], its escapes resolved;
+// *i moves past its closing quote.
+Status LexString(const std::string& s, size_t* i, int line, std::vector<Token>* out) {
+  const char c = s[*i];
+  std::string v;
+  size_t j = *i + 1;
+  for (; j < s.size() && s[j] != c; j++) {
+    if (s[j] != '\\' || j + 1 >= s.size()) {
+      v += s[j];
+      continue;
+    }
+    const char e = s[++j];
+    switch (e) {
+      case 'n': v += '\n'; break;
+      case 't': v += '\t'; break;
+      case 'r': v += '\r'; break;
+      case '\\': v += '\\'; break;
+      case '\'': v += '\''; break;
+      case '"': v += '"'; break;
+      case '\n': break;
+      default: return SyntaxError(line, std::string("the string escape \\") + e + " is not supported");
+    }
+  }
+  if (j >= s.size()) return SyntaxError(line, "a string literal never closes");
+  out->push_back({Token::Kind::kString, v});
+  *i = j + 1;
+  return OkStatus();
+}
+
+// The operator at s[*i] (two characters where they make one); *i moves past it.
+Status LexOperator(const std::string& s, size_t* i, int line, std::vector<Token>* out) {
+  const char c = s[*i];
+  static const char* two[] = {"==", "!=", "<=", ">=", "//", "**"};
+  std::string op(1, c);
+  for (const char* t : two)
+    if (s.compare(*i, 2, t) == 0) op = t;
+  if (op.size() == 1 && std::string("+-*/%~<>()[]{},.:|=").find(c) == std::string::npos)
+    return SyntaxError(line, std::string("unexpected character '") + c + "'");
+  out->push_back({Token::Kind::kOp, op});
+  *i += op.size();
+  return OkStatus();
+}
+
 Result<std::vector<Token>> Tokens(const std::string& s, int line) {
   std::vector<Token> out;
   size_t i = 0;
@@ -160,73 +247,13 @@ Result<std::vector<Token>> Tokens(const std::string& s, int line) {
     if (IsSpace(c)) {
       i++;
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      size_t j = i;
-      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) j++;
-      out.push_back({Token::Kind::kName, s.substr(i, j - i)});
-      i = j;
+      LexName(s, &i, &out);
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) j++;
-      auto digit = [&](size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
-      bool is_float = false;
-      if (j + 1 < s.size() && s[j] == '.' && digit(j + 1)) {  // a fraction
-        is_float = true;
-        j++;
-        while (digit(j)) j++;
-      }
-      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent
-        const size_t k = j + 1 + (j + 1 < s.size() && (s[j + 1] == '+' || s[j + 1] == '-'));
-        if (digit(k)) {
-          is_float = true;
-          j = k;
-          while (digit(j)) j++;
-        }
-      }
-      if (is_float) {
-        Token t{Token::Kind::kFloat, s.substr(i, j - i)};
-        t.f = std::strtod(t.text.c_str(), nullptr);  // huge: inf, as Python's float()
-        out.push_back(t);
-      } else {
-        Token t{Token::Kind::kInt, s.substr(i, j - i)};
-        if (t.text.size() > 1 && t.text[0] == '0')
-          return SyntaxError(line, "the integer " + t.text + " has a leading zero");
-        if (t.text.size() > 18) return SyntaxError(line, "the integer " + t.text + " is too large");
-        t.i = std::strtoll(t.text.c_str(), nullptr, 10);
-        out.push_back(t);
-      }
-      i = j;
+      VERITY_RETURN_IF_ERROR(LexNumber(s, &i, line, &out));
     } else if (c == '\'' || c == '"') {
-      std::string v;
-      size_t j = i + 1;
-      for (; j < s.size() && s[j] != c; j++) {
-        if (s[j] != '\\' || j + 1 >= s.size()) {
-          v += s[j];
-          continue;
-        }
-        const char e = s[++j];
-        switch (e) {
-          case 'n': v += '\n'; break;
-          case 't': v += '\t'; break;
-          case 'r': v += '\r'; break;
-          case '\\': v += '\\'; break;
-          case '\'': v += '\''; break;
-          case '"': v += '"'; break;
-          case '\n': break;
-          default: return SyntaxError(line, std::string("the string escape \\") + e + " is not supported");
-        }
-      }
-      if (j >= s.size()) return SyntaxError(line, "a string literal never closes");
-      out.push_back({Token::Kind::kString, v});
-      i = j + 1;
+      VERITY_RETURN_IF_ERROR(LexString(s, &i, line, &out));
     } else {
-      static const char* two[] = {"==", "!=", "<=", ">=", "//", "**"};
-      std::string op(1, c);
-      for (const char* t : two)
-        if (s.compare(i, 2, t) == 0) op = t;
-      if (op.size() == 1 && std::string("+-*/%~<>()[]{},.:|=").find(c) == std::string::npos)
-        return SyntaxError(line, std::string("unexpected character '") + c + "'");
-      out.push_back({Token::Kind::kOp, op});
-      i += op.size();
+      VERITY_RETURN_IF_ERROR(LexOperator(s, &i, line, &out));
     }
   }
   // Bounds the depth of any tree a tag parses to (a chain of n operators is n deep).
