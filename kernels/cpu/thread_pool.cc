@@ -250,6 +250,92 @@ void ThreadPool::MaybeResetBackoff(std::chrono::steady_clock::time_point now) {
   if (now.time_since_epoch().count() - last_backoff_end_ > backoff_ns_) backoff_ns_ = kBackoffMin.count();
 }
 
+void ThreadPool::PublishJob(int n, const std::function<void(int, int)>& fn, int max_chunks, int grain) {
+  // No chunk of the previous job is claimable (all were done), so the job
+  // fields may be rewritten before the new generation is published.
+  const uint32_t gen = epoch_.load(std::memory_order_relaxed) + 1;
+  job_ = &fn;
+  job_n_ = n;
+  chunk_ = ((n + max_chunks - 1) / max_chunks + grain - 1) / grain * grain;  // a multiple of grain
+  chunks_ = (n + chunk_ - 1) / chunk_;
+  pending_.store(static_cast<uint32_t>(chunks_), std::memory_order_relaxed);
+  claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(chunks_) << 16), std::memory_order_release);
+  epoch_.store(gen, std::memory_order_seq_cst);  // spinning workers start now
+}
+
+int ThreadPool::RunCallerChunks(int n, const std::function<void(int, int)>& fn,
+                                std::chrono::steady_clock::time_point start) {
+  // Sleeping workers are woken only for a job worth it: after the caller's own
+  // first chunk, when what is left would take it longer than a worker needs to
+  // wake (so small jobs never pay for a system call; spinning workers take
+  // chunks without being woken).
+  const bool some_asleep = sleeping_workers_.load(std::memory_order_seq_cst) > 0;
+  int mine = 0;
+  uint64_t cur = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
+    if (c >= count) break;
+    if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
+    const int begin = c * chunk_, end = std::min(n, begin + chunk_);
+    fn(begin, end);
+    pending_.fetch_sub(1, std::memory_order_seq_cst);
+    cur = claim_.load(std::memory_order_acquire);
+    if (mine++ == 0 && some_asleep) {
+      const int left = count - static_cast<int>(cur & 0xffffu);
+      if (left > 0 && (clock_.Now() - start) * left >= kWakeWorth) WakeWorkers();
+    }
+  }
+  return mine;
+}
+
+void ThreadPool::SampleCallerRunDelay(std::chrono::steady_clock::time_point start) {
+  // The calling thread samples its own waits for a CPU too (its window
+  // starts over when it calls into another pool, whose clock may differ).
+  struct CallerSample {
+    uint64_t pool = 0;
+    RunDelaySampler sampler;
+    int jobs = 0;
+  };
+  thread_local CallerSample t_caller;
+  if (t_caller.pool != id_) {
+    t_caller = CallerSample{id_, RunDelaySampler(), 0};
+    t_caller.sampler.Rebase(clock_, start);
+  }
+  if (++t_caller.jobs >= kSampleEvery) {
+    t_caller.jobs = 0;
+    if (t_caller.sampler.Contended(clock_, clock_.Now())) contended_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void ThreadPool::AwaitHelpers(std::chrono::steady_clock::time_point start, int mine) {
+  using Clock = std::chrono::steady_clock;
+  if (pending_.load(std::memory_order_acquire) == 0) {
+    if (mine < chunks_) MaybeResetBackoff(start);  // helped, and nobody waited
+  } else {
+    // A worker still holds a chunk. Normally it finishes within about a chunk;
+    // on a shared machine it may have been descheduled mid-chunk, and the
+    // caller waits out the other process's time slice (milliseconds, on a job
+    // of microseconds). When the job took longer than the caller alone would
+    // have (its own chunks' pace times all chunks), the helpers hurt: the
+    // next jobs run on the caller only, for a backoff that doubles while
+    // retries keep hurting (so a busy machine costs one slow job now and then,
+    // and 2 threads stay about as fast as 1) and resets once a backoff's
+    // length passes with helpers helping.
+    const Clock::time_point wait_start = clock_.Now();
+    WaitForChunks();
+    const Clock::time_point end = clock_.Now();
+    if (mine > 0) {
+      const auto alone = (wait_start - start) * chunks_ / mine;
+      if ((end - start) * 4 > alone * 5 && end - wait_start >= kStallWait) {
+        stalls_.fetch_add(1, std::memory_order_relaxed);
+        Backoff(end);
+      } else if ((end - start) * 10 < alone * 9) {
+        MaybeResetBackoff(end);
+      }
+    }
+  }
+}
+
 void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int grain) {
   if (n <= 0) return;
   grain = std::max(1, grain);
@@ -285,80 +371,13 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int, int)>& fn, int
     return;
   }
   jobs_.fetch_add(1, std::memory_order_relaxed);
-  // No chunk of the previous job is claimable (all were done), so the job
-  // fields may be rewritten before the new generation is published.
-  const uint32_t gen = epoch_.load(std::memory_order_relaxed) + 1;
-  job_ = &fn;
-  job_n_ = n;
-  chunk_ = ((n + max_chunks - 1) / max_chunks + grain - 1) / grain * grain;  // a multiple of grain
-  chunks_ = (n + chunk_ - 1) / chunk_;
-  pending_.store(static_cast<uint32_t>(chunks_), std::memory_order_relaxed);
-  claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(chunks_) << 16), std::memory_order_release);
-  epoch_.store(gen, std::memory_order_seq_cst);  // spinning workers start now
+  PublishJob(n, fn, max_chunks, grain);
 
   t_running = this;
-  // Sleeping workers are woken only for a job worth it: after the caller's own
-  // first chunk, when what is left would take it longer than a worker needs to
-  // wake (so small jobs never pay for a system call; spinning workers take
-  // chunks without being woken).
-  const bool some_asleep = sleeping_workers_.load(std::memory_order_seq_cst) > 0;
-  int mine = 0;
-  uint64_t cur = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    const int count = static_cast<int>((cur >> 16) & 0xffffu), c = static_cast<int>(cur & 0xffffu);
-    if (c >= count) break;
-    if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
-    const int begin = c * chunk_, end = std::min(n, begin + chunk_);
-    fn(begin, end);
-    pending_.fetch_sub(1, std::memory_order_seq_cst);
-    cur = claim_.load(std::memory_order_acquire);
-    if (mine++ == 0 && some_asleep) {
-      const int left = count - static_cast<int>(cur & 0xffffu);
-      if (left > 0 && (clock_.Now() - start) * left >= kWakeWorth) WakeWorkers();
-    }
-  }
+  const int mine = RunCallerChunks(n, fn, start);
   t_running = nullptr;
-  // The calling thread samples its own waits for a CPU too (its window
-  // starts over when it calls into another pool, whose clock may differ).
-  struct CallerSample {
-    uint64_t pool = 0;
-    RunDelaySampler sampler;
-    int jobs = 0;
-  };
-  thread_local CallerSample t_caller;
-  if (t_caller.pool != id_) {
-    t_caller = CallerSample{id_, RunDelaySampler(), 0};
-    t_caller.sampler.Rebase(clock_, start);
-  }
-  if (++t_caller.jobs >= kSampleEvery) {
-    t_caller.jobs = 0;
-    if (t_caller.sampler.Contended(clock_, clock_.Now())) contended_.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (pending_.load(std::memory_order_acquire) == 0) {
-    if (mine < chunks_) MaybeResetBackoff(start);  // helped, and nobody waited
-  } else {
-    // A worker still holds a chunk. Normally it finishes within about a chunk;
-    // on a shared machine it may have been descheduled mid-chunk, and the
-    // caller waits out the other process's time slice (milliseconds, on a job
-    // of microseconds). When the job took longer than the caller alone would
-    // have (its own chunks' pace times all chunks), the helpers hurt: the
-    // next jobs run on the caller only, for a backoff that doubles while
-    // retries keep hurting (so a busy machine costs one slow job now and then,
-    // and 2 threads stay about as fast as 1) and resets once a backoff's
-    // length passes with helpers helping.
-    const Clock::time_point wait_start = clock_.Now();
-    WaitForChunks();
-    const Clock::time_point end = clock_.Now();
-    if (mine > 0) {
-      const auto alone = (wait_start - start) * chunks_ / mine;
-      if ((end - start) * 4 > alone * 5 && end - wait_start >= kStallWait) {
-        stalls_.fetch_add(1, std::memory_order_relaxed);
-        Backoff(end);
-      } else if ((end - start) * 10 < alone * 9) {
-        MaybeResetBackoff(end);
-      }
-    }
-  }
+  SampleCallerRunDelay(start);
+  AwaitHelpers(start, mine);
   busy_.store(false, std::memory_order_release);
 }
 

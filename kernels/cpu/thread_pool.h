@@ -99,6 +99,17 @@ class ThreadPool {
   // Jobs run on the caller alone until now + the backoff, which doubles.
   void Backoff(std::chrono::steady_clock::time_point now);
   void MaybeResetBackoff(std::chrono::steady_clock::time_point now);
+  // ParallelFor's steps, all on the caller that holds busy_.
+  // Sets the job's fields, then publishes its generation to the workers.
+  void PublishJob(int n, const std::function<void(int, int)>& fn, int max_chunks, int grain);
+  // Claims and runs chunks until none are left to claim, waking sleeping
+  // workers after the first when worth it; returns how many it ran.
+  int RunCallerChunks(int n, const std::function<void(int, int)>& fn, std::chrono::steady_clock::time_point start);
+  // Every kSampleEvery split jobs, counts a window in which the caller waited for a CPU.
+  void SampleCallerRunDelay(std::chrono::steady_clock::time_point start);
+  // Waits for the chunks workers still hold; backs off when the helpers made
+  // the job slower than the caller alone, resets the backoff when they helped.
+  void AwaitHelpers(std::chrono::steady_clock::time_point start, int mine);
 
   std::vector<std::thread> workers_;
   const int spin_us_;
