@@ -259,113 +259,123 @@ Result<std::string> MergeLike(const std::string& like, const std::string& config
 
 }  // namespace
 
+namespace {
+
+// generate: text from a model, as llama2.c's run does.
+void RegisterGenerate(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand("generate", "Generate text from a model, as llama2.c's run does.");
+  auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>();
+  auto opt = std::make_shared<GenerateOptions>();
+  opt->steps = 256;
+  opt->temperature = 1.0f;
+  opt->topp = 0.9f;
+  opt->seed = 1;
+  auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
+  auto dtype = std::make_shared<std::string>("f32");
+  sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
+  sub->add_option("--tokenizer", *tok,
+                  "llama2.c tokenizer.bin, tokenizer.json or SentencePiece .model (default for a Hugging Face "
+                  "directory: its own tokenizer.json / tokenizer.model)");
+  sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
+  sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")->capture_default_str();
+  sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--topp", opt->topp, "nucleus sampling p; 0 or 1 disables")->capture_default_str();
+  sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
+  sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "ids"}));
+  sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
+  sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+  auto tp = std::make_shared<TpFlags>();
+  AddTpFlags(sub, tp.get());
+  auto ctx = std::make_shared<int>(kModelContext);
+  sub->add_option("--ctx", *ctx, kCtxHelp);
+  reg.On(sub, [=] {
+    std::error_code ec;
+    if (tok->empty() && !std::filesystem::is_directory(*model, ec))
+      return Fail(Status::Error("generate: --tokenizer is required for a llama2.c model (" + *model + ")"));
+    return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp, *ctx);
+  });
+}
+
+// logits: a teacher-forced forward's raw f32 logits.
+void RegisterLogits(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
+  auto model = std::make_shared<std::string>(), ids = std::make_shared<std::string>(),
+       out = std::make_shared<std::string>(), backend = std::make_shared<std::string>("reference"),
+       dtype = std::make_shared<std::string>("f32");
+  sub->add_option("--model", *model, "llama2.c checkpoint")->required();
+  sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
+  sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
+  sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
+  sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")->capture_default_str();
+  auto tp = std::make_shared<TpFlags>();
+  AddTpFlags(sub, tp.get());
+  auto ctx = std::make_shared<int>(kModelContext);
+  sub->add_option("--ctx", *ctx, kCtxHelp);
+  reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *tp, *ctx); });
+}
+
+// synth: a deterministic synthetic checkpoint, llama2.c file or Hugging Face directory.
+void RegisterSynth(CLI::App& app, Registry& reg) {
+  auto* sub = app.add_subcommand("synth",
+                                 "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
+                                 "(Hugging Face safetensors, dense or MoE).");
+  auto out = std::make_shared<std::string>(), config = std::make_shared<std::string>();
+  auto seed = std::make_shared<uint64_t>(1);
+  auto shards = std::make_shared<int>(1);
+  auto dtype = std::make_shared<std::string>("f32");
+  sub->add_option("--out", *out, "FILE.bin for llama2.c, otherwise a directory for Hugging Face")->required();
+  auto like = std::make_shared<std::string>();
+  sub->add_option("--config", *config,
+                  "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier "
+                  "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
+                  "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
+                  "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list)");
+  sub->add_option("--like", *like,
+                  "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
+                  "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
+                  "(head_dim = dim/heads, rope_theta 10000, untied)")
+      ->check(CLI::IsMember({"llama3", "llama2"}));
+  sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
+  sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
+  sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
+  reg.On(sub, [=] {
+    if (config->empty() && like->empty()) return Fail(Status::Error("synth: give --config, --like, or both"));
+    auto merged = MergeLike(*like, *config);
+    if (!merged.ok()) return Fail(merged.status());
+    auto c = ConfigFromJson(merged.value());
+    if (!c.ok()) return Fail(c.status());
+    const bool file = out->size() > 4 && out->substr(out->size() - 4) == ".bin";
+    Status s;
+    if (file) {
+      if (c->n_experts > 0)
+        return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
+      if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
+          c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
+          c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})
+        return Fail(Status::Error("--out " + *out +
+                                  ": a llama2.c file fixes rope_theta, rope_scaling, norm_eps, the "
+                                  "context and BOS/EOS; write a directory for other values"));
+      s = WriteSyntheticLlama2c(c.value(), *seed, *out);
+    } else {
+      c->rope_style = RopeStyle::kHalves;
+      auto m = SyntheticModel(c.value(), *seed);
+      if (!m.ok()) return Fail(m.status());
+      s = WriteHfCheckpoint(**m, *out, *shards, *dtype);
+    }
+    if (!s.ok()) return Fail(s);
+    std::fprintf(stderr, "verity: wrote %s\n", out->c_str());
+    return 0;
+  });
+}
+
+}  // namespace
+
 void RegisterEngineCommands(CLI::App& app, Registry& reg) {
-  {
-    auto* sub = app.add_subcommand("generate", "Generate text from a model, as llama2.c's run does.");
-    auto model = std::make_shared<std::string>(), tok = std::make_shared<std::string>();
-    auto opt = std::make_shared<GenerateOptions>();
-    opt->steps = 256;
-    opt->temperature = 1.0f;
-    opt->topp = 0.9f;
-    opt->seed = 1;
-    auto format = std::make_shared<std::string>("text"), backend = std::make_shared<std::string>("fast");
-    auto dtype = std::make_shared<std::string>("f32");
-    sub->add_option("--model", *model, "llama2.c .bin, GGUF file or Hugging Face directory")->required();
-    sub->add_option("--tokenizer", *tok,
-                    "llama2.c tokenizer.bin, tokenizer.json or SentencePiece .model (default for a Hugging Face "
-                    "directory: its own tokenizer.json / tokenizer.model)");
-    sub->add_option("--prompt", opt->prompt, "prompt text (default: empty, start from BOS)");
-    sub->add_option("--steps", opt->steps, "positions to run, including the prompt (llama2.c -n)")
-        ->capture_default_str();
-    sub->add_option("--temperature", opt->temperature, "0 = greedy")->capture_default_str();
-    sub->add_option("--topp", opt->topp, "nucleus sampling p; 0 or 1 disables")->capture_default_str();
-    sub->add_option("--seed", opt->seed, "sampler seed (same seed, same text)")->capture_default_str();
-    sub->add_option("--format", *format, "text (as llama2.c prints) or ids (token ids after BOS)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"text", "ids"}));
-    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")
-        ->capture_default_str();
-    auto tp = std::make_shared<TpFlags>();
-    AddTpFlags(sub, tp.get());
-    auto ctx = std::make_shared<int>(kModelContext);
-    sub->add_option("--ctx", *ctx, kCtxHelp);
-    reg.On(sub, [=] {
-      std::error_code ec;
-      if (tok->empty() && !std::filesystem::is_directory(*model, ec))
-        return Fail(Status::Error("generate: --tokenizer is required for a llama2.c model (" + *model + ")"));
-      return RunGenerate(*model, *tok, *opt, *format, *backend, *dtype, *tp, *ctx);
-    });
-  }
-  {
-    auto* sub = app.add_subcommand("logits", "Teacher-forced forward; writes raw little-endian f32 logits.");
-    auto model = std::make_shared<std::string>(), ids = std::make_shared<std::string>(),
-         out = std::make_shared<std::string>(), backend = std::make_shared<std::string>("reference"),
-         dtype = std::make_shared<std::string>("f32");
-    sub->add_option("--model", *model, "llama2.c checkpoint")->required();
-    sub->add_option("--ids", *ids, "token ids, e.g. \"1 403 407\"")->required();
-    sub->add_option("--out", *out, "output file: one row of vocab_size f32 per position")->required();
-    sub->add_option("--backend", *backend, "reference, fast or cuda")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "weights: f32, bf16 or q8_0 (matrices converted at load)")
-        ->capture_default_str();
-    auto tp = std::make_shared<TpFlags>();
-    AddTpFlags(sub, tp.get());
-    auto ctx = std::make_shared<int>(kModelContext);
-    sub->add_option("--ctx", *ctx, kCtxHelp);
-    reg.On(sub, [=] { return RunLogits(*model, *ids, *out, *backend, *dtype, *tp, *ctx); });
-  }
-  {
-    auto* sub = app.add_subcommand("synth",
-                                   "Write a deterministic synthetic checkpoint: FILE.bin (llama2.c) or DIR "
-                                   "(Hugging Face safetensors, dense or MoE).");
-    auto out = std::make_shared<std::string>(), config = std::make_shared<std::string>();
-    auto seed = std::make_shared<uint64_t>(1);
-    auto shards = std::make_shared<int>(1);
-    auto dtype = std::make_shared<std::string>("f32");
-    sub->add_option("--out", *out, "FILE.bin for llama2.c, otherwise a directory for Hugging Face")->required();
-    auto like = std::make_shared<std::string>();
-    sub->add_option("--config", *config,
-                    "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier "
-                    "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
-                    "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
-                    "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list)");
-    sub->add_option("--like", *like,
-                    "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
-                    "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
-                    "(head_dim = dim/heads, rope_theta 10000, untied)")
-        ->check(CLI::IsMember({"llama3", "llama2"}));
-    sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
-    sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
-    sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
-    reg.On(sub, [=] {
-      if (config->empty() && like->empty()) return Fail(Status::Error("synth: give --config, --like, or both"));
-      auto merged = MergeLike(*like, *config);
-      if (!merged.ok()) return Fail(merged.status());
-      auto c = ConfigFromJson(merged.value());
-      if (!c.ok()) return Fail(c.status());
-      const bool file = out->size() > 4 && out->substr(out->size() - 4) == ".bin";
-      Status s;
-      if (file) {
-        if (c->n_experts > 0)
-          return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
-        if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
-            c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
-            c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})
-          return Fail(Status::Error("--out " + *out +
-                                    ": a llama2.c file fixes rope_theta, rope_scaling, norm_eps, the "
-                                    "context and BOS/EOS; write a directory for other values"));
-        s = WriteSyntheticLlama2c(c.value(), *seed, *out);
-      } else {
-        c->rope_style = RopeStyle::kHalves;
-        auto m = SyntheticModel(c.value(), *seed);
-        if (!m.ok()) return Fail(m.status());
-        s = WriteHfCheckpoint(**m, *out, *shards, *dtype);
-      }
-      if (!s.ok()) return Fail(s);
-      std::fprintf(stderr, "verity: wrote %s\n", out->c_str());
-      return 0;
-    });
-  }
+  RegisterGenerate(app, reg);
+  RegisterLogits(app, reg);
+  RegisterSynth(app, reg);
 }
 
 }  // namespace verity::cli
