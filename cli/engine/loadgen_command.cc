@@ -173,16 +173,12 @@ Status CheckLoopback(const std::string& url) {
   return Status::Error("--url " + url + ": loadgen drives loopback servers only (http://127.0.0.1:PORT)");
 }
 
-int RunLoadgen(const LoadFlags& f) {
-  if (auto s = CheckLoopback(f.url); !s.ok()) return Fail(s);
-  httplib::Client probe(f.url);
-  auto served = Discover(probe, f);
-  if (!served.ok()) return Fail(served.status());
-  const std::string metrics_before = MetricsText(probe);
+// Runs f.concurrency closed-loop clients from t0: each sends its next request
+// when its last finished, until f.requests are sent or f.max_seconds have passed.
+std::vector<Outcome> SendRequests(const LoadFlags& f, const Served& served, Clock::time_point t0) {
   std::atomic<int> next{0};
   std::mutex mu;
   std::vector<Outcome> outcomes;
-  const auto t0 = Clock::now();
   const auto until = t0 + std::chrono::duration<double>(f.max_seconds);
   std::vector<std::thread> workers;
   for (int w = 0; w < f.concurrency; w++)
@@ -190,52 +186,83 @@ int RunLoadgen(const LoadFlags& f) {
       httplib::Client c(f.url);
       c.set_read_timeout(static_cast<time_t>(f.max_seconds) + 1, 0);
       for (int i; (i = next++) < f.requests && Clock::now() < until;) {
-        Outcome o = OneRequest(c, f, *served, i);
+        Outcome o = OneRequest(c, f, served, i);
         std::lock_guard<std::mutex> l(mu);
         outcomes.push_back(std::move(o));
       }
     });
   for (auto& t : workers) t.join();
-  const double wall = Seconds(Clock::now() - t0);
+  return outcomes;
+}
+
+// The run summed up: the latencies (ms) and tokens of the requests that
+// completed, the failures with the first error, and the requests never run.
+struct Tally {
   std::vector<double> ttft, gaps;
-  int tokens = 0, failed = 0;
+  int ran = 0, tokens = 0, failed = 0, missing = 0;
   std::string first_error;
+  double wall = 0;
+};
+
+Tally TallyOutcomes(const LoadFlags& f, const std::vector<Outcome>& outcomes, double wall) {
+  Tally t;
+  t.ran = static_cast<int>(outcomes.size());
+  t.wall = wall;
   for (const Outcome& o : outcomes) {
     if (!o.ok) {
-      failed++;
-      if (first_error.empty()) first_error = o.error;
+      t.failed++;
+      if (t.first_error.empty()) t.first_error = o.error;
       continue;
     }
-    tokens += o.tokens;
-    ttft.push_back(o.ttft_s * 1e3);
-    for (double g : o.gaps_s) gaps.push_back(g * 1e3);
+    t.tokens += o.tokens;
+    t.ttft.push_back(o.ttft_s * 1e3);
+    for (double g : o.gaps_s) t.gaps.push_back(g * 1e3);
   }
-  const std::string metrics_after = MetricsText(probe);
-  const int missing = f.duration > 0 ? 0 : f.requests - static_cast<int>(outcomes.size());
-  const bool ok = failed == 0 && missing == 0;
+  t.missing = f.duration > 0 ? 0 : f.requests - t.ran;
+  return t;
+}
+
+// The verity.bench/1 record of the run; the server's /metrics before and after
+// give its peak RSS and where its engine spent the time.
+protocol::BenchRecord LoadRecord(const LoadFlags& f, const Served& served, const Tally& t,
+                                 const std::string& metrics_before, const std::string& metrics_after) {
   protocol::BenchRecord rec;
-  rec.ok = ok;
-  rec.build = {served->build_id, served->artifact};
-  rec.workload = "serve " + served->id + " c" + std::to_string(f.concurrency) + " pp" +
-                 std::to_string(f.prompt_tokens) + "+tg" + std::to_string(f.gen_tokens);
-  rec.metrics = {{"serve_tok_s", tokens / wall},
-                 {"ttft_p50_ms", Percentile(ttft, 0.5)},
-                 {"ttft_p99_ms", Percentile(ttft, 0.99)},
-                 {"itl_p99_ms", Percentile(gaps, 0.99)},
+  rec.ok = t.failed == 0 && t.missing == 0;
+  rec.build = {served.build_id, served.artifact};
+  rec.workload = "serve " + served.id + " c" + std::to_string(f.concurrency) + " pp" + std::to_string(f.prompt_tokens) +
+                 "+tg" + std::to_string(f.gen_tokens);
+  rec.metrics = {{"serve_tok_s", t.tokens / t.wall},
+                 {"ttft_p50_ms", Percentile(t.ttft, 0.5)},
+                 {"ttft_p99_ms", Percentile(t.ttft, 0.99)},
+                 {"itl_p99_ms", Percentile(t.gaps, 0.99)},
                  {"peak_rss_mb", PeakRssMb(metrics_after)}};
   rec.prompt_tokens = f.prompt_tokens, rec.gen_tokens = f.gen_tokens;
   rec.extra = {{"requests", f.requests},
-               {"completed", static_cast<int>(outcomes.size()) - failed},
-               {"errors", {{"failed", failed}, {"not_run", missing}, {"first", first_error}}},
+               {"completed", t.ran - t.failed},
+               {"errors", {{"failed", t.failed}, {"not_run", t.missing}, {"first", t.first_error}}},
                {"concurrency", f.concurrency},
-               {"wall_s", wall},
-               {"generated_tokens", tokens},
+               {"wall_s", t.wall},
+               {"generated_tokens", t.tokens},
                {"engine", EngineShare(metrics_before, metrics_after)}};
+  return rec;
+}
+
+int RunLoadgen(const LoadFlags& f) {
+  if (auto s = CheckLoopback(f.url); !s.ok()) return Fail(s);
+  httplib::Client probe(f.url);
+  auto served = Discover(probe, f);
+  if (!served.ok()) return Fail(served.status());
+  const std::string metrics_before = MetricsText(probe);
+  const auto t0 = Clock::now();
+  const std::vector<Outcome> outcomes = SendRequests(f, *served, t0);
+  const Tally t = TallyOutcomes(f, outcomes, Seconds(Clock::now() - t0));
+  const std::string metrics_after = MetricsText(probe);
+  const protocol::BenchRecord rec = LoadRecord(f, *served, t, metrics_before, metrics_after);
   std::printf("%s\n", JsonLine(protocol::ToJson(rec)).c_str());
-  std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n",
-               static_cast<int>(outcomes.size()) - failed, f.requests, failed, missing, tokens / wall,
-               first_error.empty() ? "" : "; first error: ", first_error.c_str());
-  return ok ? 0 : 1;
+  std::fprintf(stderr, "loadgen: %d/%d requests ok, %d failed, %d not run, %.1f tok/s%s%s\n", t.ran - t.failed,
+               f.requests, t.failed, t.missing, t.tokens / t.wall,
+               t.first_error.empty() ? "" : "; first error: ", t.first_error.c_str());
+  return rec.ok ? 0 : 1;
 }
 
 }  // namespace
