@@ -257,6 +257,57 @@ void BM_Insert100kSamples(benchmark::State& state) {
 }
 BENCHMARK(BM_Insert100kSamples)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+// Change n of the big ledger: its run on box n % kBigBoxes (every 50th a
+// revert), 100 samples, parity, a score, and now and then a retraction and a
+// frontier event.
+Status AddBigChange(Db& d, const std::vector<int64_t>& boxes, int n, std::mt19937_64& rng) {
+  const int64_t box = boxes[n % kBigBoxes];
+  const bool revert = n % 50 == 49;
+  VERITY_ASSIGN_OR_RETURN(int64_t run, AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
+                                              revert ? std::optional<int64_t>(n - 1) : std::nullopt));
+  // Half the boxes step up 3% halfway: drift finds change points
+  // there and runs its full permutation tests, as on a real ledger.
+  const bool stepped = (n % kBigBoxes) % 2 == 0 && n >= g_changes / 2;
+  VERITY_RETURN_IF_ERROR(InsertSamples(d, run, box, 100, rng, stepped ? 1030.0 : 1000.0));
+  VERITY_RETURN_IF_ERROR(d.InsertSealed("parity_results", {{"run_id", run},
+                                                           {"side", std::string("head")},
+                                                           {"mode", std::string("standard")},
+                                                           {"exit_code", int64_t{0}},
+                                                           {"passed", int64_t{1}},
+                                                           {"worst_top1", 1.0},
+                                                           {"worst_mean_kl", 0.0},
+                                                           {"message", std::string("pass")},
+                                                           {"seconds", 0.1}}));
+  const char* verdict = n % 3 == 0 ? "none" : (revert ? "refused" : "accepted");
+  VERITY_RETURN_IF_ERROR(d.InsertSealed("scores", {{"run_id", run},
+                                                   {"policy_version", int64_t{1}},
+                                                   {"verdict", std::string(verdict)},
+                                                   {"tier", std::string(n % 3 == 0 ? "none" : "s")},
+                                                   {"gain", 0.03},
+                                                   {"ci_low", 0.02},
+                                                   {"ci_high", 0.04},
+                                                   {"gate", 20.0},
+                                                   {"frontier_before", 1000.0},
+                                                   {"frontier_after", 1030.0},
+                                                   {"base_median", 1000.0},
+                                                   {"head_median", 1030.0},
+                                                   {"rounds", int64_t{25}},
+                                                   {"surprise", int64_t{0}},
+                                                   {"note", std::string("")},
+                                                   {"scored_at", NowUtc()}}));
+  if (n % 500 == 7)
+    VERITY_RETURN_IF_ERROR(
+        d.InsertSealed("retractions", {{"run_id", run}, {"reason", std::string("bench")}, {"retracted_at", NowUtc()}}));
+  if (n % 100 < kBigBoxes)  // each box's frontier moves every 100 changes
+    VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")},
+                                                              {"box_id", box},
+                                                              {"value", 1000.0 + n},
+                                                              {"run_id", run},
+                                                              {"reason", std::string("accepted")},
+                                                              {"at", NowUtc()}}));
+  return OkStatus();
+}
+
 // --changes changes (10k) x 100 samples = 1M samples on 20 boxes (change n
 // measured on box n % 20; half of them 3% faster from the middle on), with scores, parity, reverts, retractions and
 // parked changes. Built once and cached between runs.
@@ -281,52 +332,7 @@ const std::string& BigLedger() {
     for (int batch = 0; batch < (g_changes + 99) / 100; batch++) {
       Status s = d.Transaction([&]() -> Status {
         for (int i = 0; i < 100; i++) {
-          const int n = batch * 100 + i;
-          const int64_t box = boxes[n % kBigBoxes];
-          const bool revert = n % 50 == 49;
-          VERITY_ASSIGN_OR_RETURN(int64_t run,
-                                  AddRun(d, box, "change " + std::to_string(n), revert ? "revert" : "change",
-                                         revert ? std::optional<int64_t>(n - 1) : std::nullopt));
-          // Half the boxes step up 3% halfway: drift finds change points
-          // there and runs its full permutation tests, as on a real ledger.
-          const bool stepped = (n % kBigBoxes) % 2 == 0 && n >= g_changes / 2;
-          VERITY_RETURN_IF_ERROR(InsertSamples(d, run, box, 100, rng, stepped ? 1030.0 : 1000.0));
-          VERITY_RETURN_IF_ERROR(d.InsertSealed("parity_results", {{"run_id", run},
-                                                                   {"side", std::string("head")},
-                                                                   {"mode", std::string("standard")},
-                                                                   {"exit_code", int64_t{0}},
-                                                                   {"passed", int64_t{1}},
-                                                                   {"worst_top1", 1.0},
-                                                                   {"worst_mean_kl", 0.0},
-                                                                   {"message", std::string("pass")},
-                                                                   {"seconds", 0.1}}));
-          const char* verdict = n % 3 == 0 ? "none" : (revert ? "refused" : "accepted");
-          VERITY_RETURN_IF_ERROR(d.InsertSealed("scores", {{"run_id", run},
-                                                           {"policy_version", int64_t{1}},
-                                                           {"verdict", std::string(verdict)},
-                                                           {"tier", std::string(n % 3 == 0 ? "none" : "s")},
-                                                           {"gain", 0.03},
-                                                           {"ci_low", 0.02},
-                                                           {"ci_high", 0.04},
-                                                           {"gate", 20.0},
-                                                           {"frontier_before", 1000.0},
-                                                           {"frontier_after", 1030.0},
-                                                           {"base_median", 1000.0},
-                                                           {"head_median", 1030.0},
-                                                           {"rounds", int64_t{25}},
-                                                           {"surprise", int64_t{0}},
-                                                           {"note", std::string("")},
-                                                           {"scored_at", NowUtc()}}));
-          if (n % 500 == 7)
-            VERITY_RETURN_IF_ERROR(d.InsertSealed(
-                "retractions", {{"run_id", run}, {"reason", std::string("bench")}, {"retracted_at", NowUtc()}}));
-          if (n % 100 < kBigBoxes)  // each box's frontier moves every 100 changes
-            VERITY_RETURN_IF_ERROR(d.InsertSealed("frontier_events", {{"metric", std::string("decode_tok_s")},
-                                                                      {"box_id", box},
-                                                                      {"value", 1000.0 + n},
-                                                                      {"run_id", run},
-                                                                      {"reason", std::string("accepted")},
-                                                                      {"at", NowUtc()}}));
+          VERITY_RETURN_IF_ERROR(AddBigChange(d, boxes, batch * 100 + i, rng));
         }
         return OkStatus();
       });

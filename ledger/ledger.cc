@@ -56,7 +56,7 @@ nlohmann::json Outcome::ToJson() const {
   nlohmann::json j = {{"change", change},
                       {"run", run},
                       {"verdict", VerdictName(verdict)},
-                      {"tier", tier},
+                      {"tier", TierName(tier)},
                       {"gain", opt(gain)},
                       {"ci", ci_low ? nlohmann::json::array({*ci_low, *ci_high}) : nlohmann::json(nullptr)},
                       {"gate", opt(gate)},

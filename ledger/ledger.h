@@ -65,8 +65,8 @@ struct MeasureOptions {
 // The result of one measured attempt (a run).
 struct Outcome {
   int64_t change = 0, run = 0;
-  Verdict verdict = Verdict::kFailed;  // stored and printed as VerdictName()
-  std::string tier = "none";
+  Verdict verdict = Verdict::kFailed;           // stored and printed as VerdictName()
+  Tier tier = Tier::kNone;                      // stored and printed as TierName()
   std::optional<double> gain, ci_low, ci_high;  // head vs its own base (median round ratio - 1) and its bounds
   std::optional<double> gate, frontier_before, frontier_after, base_median, head_median;
   int rounds = 0;

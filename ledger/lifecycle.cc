@@ -86,11 +86,14 @@ Result<ParityOutcome> RunDeepParity(Db& d, const Policy& pol, const std::string&
 }
 
 // The held score `h` (a LatestHeldScore row), as the confirm's outcome starts.
-Outcome HeldOutcome(int64_t change_id, const Row& h) {
+// A stored tier that names none is an error naming the score row.
+Result<Outcome> HeldOutcome(int64_t change_id, const Row& h) {
   Outcome o;
   o.change = change_id;
   o.run = AsInt(h[1]);
-  o.tier = AsText(h[3]);
+  const std::optional<Tier> tier = TierFromName(AsText(h[3]));
+  if (!tier) return Status::Error("score " + std::to_string(AsInt(h[0])) + ": unknown tier '" + AsText(h[3]) + "'");
+  o.tier = *tier;
   o.gain = AsDouble(h[4]);
   if (!IsNull(h[5])) o.ci_low = AsDouble(h[5]);
   if (!IsNull(h[6])) o.ci_high = AsDouble(h[6]);
@@ -134,7 +137,7 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
   const int64_t run_id = AsInt(h[1]), box_id = AsInt(h[10]);
   VERITY_ASSIGN_OR_RETURN(Policy pol, CurrentPolicy());
   VERITY_ASSIGN_OR_RETURN(const ParityOutcome po, RunDeepParity(*db_, pol, c.parity_cmd, run_id, opt));
-  Outcome o = HeldOutcome(change_id, h);
+  VERITY_ASSIGN_OR_RETURN(Outcome o, HeldOutcome(change_id, h));
   // The factor banked is the run's own median ratio (old scores: head/base medians).
   const double oriented = IsNull(h[11]) ? *o.head_median / *o.base_median : AsDouble(h[11]);
   // The frontier is in metric units: a lower-is-better metric moves down by the ratio.
@@ -154,12 +157,12 @@ Result<Outcome> Ledger::Confirm(int64_t change_id, const MeasureOptions& opt) {
     }
     if (!po.passed) {
       o.verdict = Verdict::kRejectedParity;
-      o.tier = "none";
+      o.tier = Tier::kNone;
       o.note = "deep parity failed on confirm: " + po.message;
     } else if (not_new) {
       // v4: the same step confirmed through another change (a resubmission) is not banked twice.
       o.verdict = Verdict::kRefused;
-      o.tier = "none";
+      o.tier = Tier::kNone;
       o.note =
           "confirm: not a new frontier step: " + *not_new + "; deep parity passed (" + po.message + "), nothing banked";
     } else {

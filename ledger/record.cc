@@ -140,7 +140,7 @@ Status InsertScore(Db& d, int64_t run_id, int policy_version, const Outcome& o, 
   VERITY_ASSIGN_OR_RETURN(int64_t id, d.InsertSealed("scores", {{"run_id", run_id},
                                                                 {"policy_version", int64_t{policy_version}},
                                                                 {"verdict", VerdictName(o.verdict)},
-                                                                {"tier", o.tier},
+                                                                {"tier", TierName(o.tier)},
                                                                 {"gain", Opt(o.gain)},
                                                                 {"ci_low", Opt(o.ci_low)},
                                                                 {"ci_high", Opt(o.ci_high)},
@@ -199,7 +199,7 @@ Result<std::optional<int64_t>> FrontierRunOf(Db& d, int64_t change_id, const Fro
 
 void FillFromScore(const ScoreResult& r, Outcome* o) {
   o->verdict = r.verdict;
-  o->tier = TierName(r.tier);
+  o->tier = r.tier;
   o->gain = r.gain;
   o->ci_low = Finite(r.ratio.low - 1.0);
   o->ci_high = Finite(r.ratio.high - 1.0);

@@ -41,6 +41,9 @@ NLOHMANN_JSON_SERIALIZE_ENUM(Verdict, {{Verdict::kFailed, "failed"},
                                        {Verdict::kHeldSurprise, "held-surprise"},
                                        {Verdict::kUnverified, "unverified"},
                                        {Verdict::kRefused, "refused"}})
+// A Tier in JSON is its name too ("none" first: an unknown name is no tier).
+NLOHMANN_JSON_SERIALIZE_ENUM(
+    Tier, {{Tier::kNone, "none"}, {Tier::kS, "s"}, {Tier::kM, "m"}, {Tier::kL, "l"}, {Tier::kXL, "xl"}})
 
 enum class Kind { kChange, kRevert, kReapply };
 const char* KindName(Kind k);

@@ -358,8 +358,8 @@ Result<Outcome> ScoreRun(MeasureRun& m, const GateResult& gate, const Measured& 
     m.say("run " + std::to_string(m.run_id) + " " + superseded);
     return o;
   }
-  m.say(std::string("scored: ") + VerdictName(o.verdict) + (o.tier != "none" ? " (" + o.tier + ")" : "") + ": " +
-        o.note);
+  m.say(std::string("scored: ") + VerdictName(o.verdict) +
+        (o.tier != Tier::kNone ? std::string(" (") + TierName(o.tier) + ")" : "") + ": " + o.note);
   return o;
 }
 

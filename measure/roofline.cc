@@ -119,21 +119,101 @@ std::vector<int> DefaultRooflineThreads() {
   return t;
 }
 
-Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
-  if (o.repetitions < 1) return Status::Error("roofline: repetitions must be at least 1");
-  const uint64_t kGrain = 1 << 16;  // every thread's slice is a multiple of this
-  if (o.buffer_bytes < kGrain * 16)
-    return Status::Error("roofline: buffer of " + std::to_string(o.buffer_bytes) +
-                         " bytes is too small (at least 1 MiB)");
+namespace {
+
+// The thread counts to measure at, sorted and distinct, each in [1, 1024].
+Result<std::vector<int>> RooflineThreads(const RooflineOptions& o) {
   std::vector<int> threads = o.threads.empty() ? DefaultRooflineThreads() : o.threads;
   for (int t : threads)
     if (t < 1 || t > 1024)
       return Status::Error("roofline: thread count " + std::to_string(t) + " is outside [1, 1024]");
   std::sort(threads.begin(), threads.end());
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
-  const int max_threads = threads.back();
+  return threads;
+}
 
-  const std::vector<int> cpus = AllowedCpus();
+// What one measurement shares: the points to take, where each thread runs,
+// the read buffer.
+struct Bench {
+  std::vector<int> threads;
+  int max_threads = 1;
+  std::vector<int> cpus;
+  int repetitions = 1;
+  uint64_t buffer_bytes = 0;
+  char* base = nullptr;
+
+  // Pins thread t of a point to its own CPU when there are enough of them.
+  std::vector<int> Placement(int t) const { return static_cast<int>(cpus.size()) >= t ? cpus : std::vector<int>{}; }
+};
+
+// Every page written once (by the threads that will read it at the widest
+// point), so reads hit real memory, not the shared zero page.
+void TouchEveryPage(const Bench& b) {
+  RunTogether(b.max_threads, b.Placement(b.max_threads), [&](int t) {
+    const uint64_t slice = b.buffer_bytes / b.max_threads;
+    std::memset(b.base + t * slice, 0x5a + t, slice);
+  });
+}
+
+std::vector<RooflinePoint> ReadPoints(const Bench& b) {
+  std::vector<RooflinePoint> points;
+  for (int t : b.threads) {
+    const uint64_t slice = b.buffer_bytes / t;
+    std::vector<double> rates;
+    for (int rep = 0; rep < b.repetitions; rep++) {
+      const double s = RunTogether(t, b.Placement(t), [&](int k) {
+        g_sink.fetch_xor(probe::StreamRead(b.base + k * slice, slice), std::memory_order_relaxed);
+      });
+      rates.push_back(static_cast<double>(b.buffer_bytes) / std::max(s, 1e-9) / 1e9);
+    }
+    points.push_back(Summarize(t, std::move(rates)));
+  }
+  return points;
+}
+
+// FMA steps for one pass of about 50 ms on one thread.
+int64_t FmaItersFor50Ms() {
+  int64_t iters = 1 << 16;
+  for (;;) {
+    auto t0 = Clock::now();
+    g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s >= 0.01 || iters >= (int64_t{1} << 36))
+      return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * 0.05 / std::max(s, 1e-9)));
+    iters *= 4;
+  }
+}
+
+std::vector<RooflinePoint> FmaPoints(const Bench& b) {
+  const int64_t iters = FmaItersFor50Ms();
+  const double flops_per_thread = static_cast<double>(iters) * probe::kFmaChains * probe::FmaLanes() * 2.0;
+  std::vector<RooflinePoint> points;
+  for (int t : b.threads) {
+    std::vector<double> rates;
+    for (int rep = 0; rep < b.repetitions; rep++) {
+      const double s = RunTogether(t, b.Placement(t), [&](int) {
+        g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
+      });
+      rates.push_back(flops_per_thread * t / std::max(s, 1e-9) / 1e9);
+    }
+    points.push_back(Summarize(t, std::move(rates)));
+  }
+  return points;
+}
+
+}  // namespace
+
+Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
+  if (o.repetitions < 1) return Status::Error("roofline: repetitions must be at least 1");
+  const uint64_t kGrain = 1 << 16;  // every thread's slice is a multiple of this
+  if (o.buffer_bytes < kGrain * 16)
+    return Status::Error("roofline: buffer of " + std::to_string(o.buffer_bytes) +
+                         " bytes is too small (at least 1 MiB)");
+  Bench b;
+  VERITY_ASSIGN_OR_RETURN(b.threads, RooflineThreads(o));
+  b.max_threads = b.threads.back();
+  b.cpus = AllowedCpus();
+  b.repetitions = o.repetitions;
   cpu_set_t original;
   const bool have_mask = sched_getaffinity(0, sizeof(original), &original) == 0;
 
@@ -143,8 +223,9 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   r.box_detail = box.detail;
   r.isa = probe::ProbeTarget();
   r.repetitions = o.repetitions;
-  r.buffer_bytes = o.buffer_bytes / (kGrain * max_threads) * (kGrain * max_threads);
-  if (r.buffer_bytes == 0) r.buffer_bytes = kGrain * max_threads;
+  r.buffer_bytes = o.buffer_bytes / (kGrain * b.max_threads) * (kGrain * b.max_threads);
+  if (r.buffer_bytes == 0) r.buffer_bytes = kGrain * b.max_threads;
+  b.buffer_bytes = r.buffer_bytes;
 
   // On huge pages where the kernel allows, as the engine streams its weights.
   std::unique_ptr<char, FreeDeleter> buf;
@@ -153,52 +234,10 @@ Result<Roofline> MeasureRoofline(const RooflineOptions& o) {
   } catch (const std::bad_alloc&) {
     return Status::Error("roofline: cannot allocate a read buffer of " + std::to_string(r.buffer_bytes) + " bytes");
   }
-  char* base = buf.get();
-
-  // Pins thread t of a point to its own CPU when there are enough of them.
-  auto placement = [&](int t) { return static_cast<int>(cpus.size()) >= t ? cpus : std::vector<int>{}; };
-  // Every page written once (by the threads that will read it at the widest
-  // point), so reads hit real memory, not the shared zero page.
-  RunTogether(max_threads, placement(max_threads), [&](int t) {
-    const uint64_t slice = r.buffer_bytes / max_threads;
-    std::memset(base + t * slice, 0x5a + t, slice);
-  });
-
-  for (int t : threads) {
-    const uint64_t slice = r.buffer_bytes / t;
-    std::vector<double> rates;
-    for (int rep = 0; rep < o.repetitions; rep++) {
-      const double s = RunTogether(t, placement(t), [&](int k) {
-        g_sink.fetch_xor(probe::StreamRead(base + k * slice, slice), std::memory_order_relaxed);
-      });
-      rates.push_back(static_cast<double>(r.buffer_bytes) / std::max(s, 1e-9) / 1e9);
-    }
-    r.read.push_back(Summarize(t, std::move(rates)));
-  }
-
-  // FMA: size one pass to about 50 ms on one thread.
-  int64_t iters = 1 << 16;
-  for (;;) {
-    auto t0 = Clock::now();
-    g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (s >= 0.01 || iters >= (int64_t{1} << 36)) {
-      iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * 0.05 / std::max(s, 1e-9)));
-      break;
-    }
-    iters *= 4;
-  }
-  const double flops_per_thread = static_cast<double>(iters) * probe::kFmaChains * probe::FmaLanes() * 2.0;
-  for (int t : threads) {
-    std::vector<double> rates;
-    for (int rep = 0; rep < o.repetitions; rep++) {
-      const double s = RunTogether(t, placement(t), [&](int) {
-        g_sink.fetch_xor(static_cast<uint64_t>(probe::FmaChains(iters)), std::memory_order_relaxed);
-      });
-      rates.push_back(flops_per_thread * t / std::max(s, 1e-9) / 1e9);
-    }
-    r.fma.push_back(Summarize(t, std::move(rates)));
-  }
+  b.base = buf.get();
+  TouchEveryPage(b);
+  r.read = ReadPoints(b);
+  r.fma = FmaPoints(b);
   if (have_mask) sched_setaffinity(0, sizeof(original), &original);  // the caller's placement back
   r.measured_at = UtcNow();
   return r;

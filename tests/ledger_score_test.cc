@@ -43,6 +43,20 @@ TEST(Score, EveryVerdictIsSpelledOneWayEverywhere) {
   EXPECT_EQ(nlohmann::json("no-such-verdict").get<Verdict>(), Verdict::kFailed);
 }
 
+TEST(Score, EveryTierIsSpelledOneWayEverywhere) {
+  int n = 0;
+  for (Tier t : {Tier::kNone, Tier::kS, Tier::kM, Tier::kL, Tier::kXL}) {
+    EXPECT_EQ(nlohmann::json(t), nlohmann::json(TierName(t)));
+    EXPECT_EQ(TierFromName(TierName(t)), t);
+    Outcome o;
+    o.tier = t;
+    EXPECT_EQ(o.ToJson()["tier"], TierName(t));
+    n++;
+  }
+  EXPECT_EQ(n, 5);
+  EXPECT_EQ(TierFromName("xxl"), std::nullopt);
+}
+
 TEST(Score, VerdictTable) {
   const Policy p = PolicyV2();
   struct Row {

@@ -60,8 +60,8 @@ int Report(const char* cmd, const Outcome& o, bool json) {
   } else {
     std::printf("%s: change=%lld run=%lld verdict=%s tier=%s gain=%s ci=[%s, %s] gate=%s frontier=%s->%s rounds=%d\n",
                 cmd, static_cast<long long>(o.change), static_cast<long long>(o.run), ledger::VerdictName(o.verdict),
-                o.tier.c_str(), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(), Num(o.gate).c_str(),
-                Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
+                ledger::TierName(o.tier), Pct(o.gain).c_str(), Pct(o.ci_low).c_str(), Pct(o.ci_high).c_str(),
+                Num(o.gate).c_str(), Num(o.frontier_before).c_str(), Num(o.frontier_after).c_str(), o.rounds);
     if (!o.note.empty()) std::printf("  note: %s\n", terminal::Visible(o.note).c_str());
   }
   if (!o.completed())
