@@ -12,7 +12,7 @@ v=$build/cli/verity
 fail() { echo "simd targets: FAIL: $*"; exit 1; }
 
 # The targets this host runs, best first: simd_test instantiates one suite per target.
-mapfile -t targets < <(env -u VERITY_SIMD_TARGET "$build/tests/simd_test" --gtest_list_tests |
+mapfile -t targets < <(env -u VERITY_SIMD_TARGET "$build/kernels/simd_test" --gtest_list_tests |
   sed -nE 's#^  DispatchesToTheForcedTarget/([A-Z0-9_]+)( .*)?$#\1#p')
 [ ${#targets[@]} -gt 0 ] || fail "simd_test listed no targets"
 
@@ -26,9 +26,9 @@ for t in "${targets[@]}"; do
   echo "== VERITY_SIMD_TARGET=$t"
   ok=1
   export VERITY_SIMD_TARGET=$t
-  out=$("$build/tests/simd_test" 2>&1) || { echo "$out" | tail -n 30; ok=0; }
+  out=$("$build/kernels/simd_test" 2>&1) || { echo "$out" | tail -n 30; ok=0; }
   grep -q "simd: dispatching to $t " <<<"$out" || { echo "simd_test did not dispatch to $t"; ok=0; }
-  "$build/tests/kernels_test" --gtest_filter='Kernels.*' >/tmp/simd_targets.$$ 2>&1 || { tail -n 30 /tmp/simd_targets.$$; ok=0; }
+  "$build/kernels/kernels_test" --gtest_filter='Kernels.*' >/tmp/simd_targets.$$ 2>&1 || { tail -n 30 /tmp/simd_targets.$$; ok=0; }
   "$build/tests/dtype_test" --gtest_filter='DType.*' >/tmp/simd_targets.$$ 2>&1 || { tail -n 30 /tmp/simd_targets.$$; ok=0; }
   ran=$(VERITY_THREADS=1 "$v" bench --model "$src/models/stories260K.bin" --steps 32 --min-seconds 0 2>/dev/null |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["kernels"]["simd_target"])')

@@ -19,6 +19,7 @@ std::string SourceDir();
 std::string Model(const std::string& name);  // SourceDir()/models/name
 // A fresh empty directory, removed when the test binary exits.
 std::string TempDir(const std::string& tag);
+std::string TempRootDir();  // where every TempDir and Shell's output lives (removed at exit)
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& bytes);
 

@@ -45,7 +45,7 @@ namespace verity::kernels {
 // Where a pool reads the time and each thread's run-queue wait. The stall,
 // backoff and contention rules decide on these readings alone (spinning is
 // bounded by the real clock whatever this says), so a test can replace them
-// and make those decisions deterministic (tests/kernels_test.cc).
+// and make those decisions deterministic (kernels/cpu/kernels_test.cc).
 class PoolClock {
  public:
   virtual ~PoolClock() = default;

@@ -6,7 +6,7 @@
 // fixes), so the numbers are the same on every run and every standard
 // library. The printed rows are the tables of docs/statistics.md; regenerate
 // them with
-//   build/tests/ledger_stats_test --gtest_filter='StatsSim*'
+//   build/ledger/ledger_stats_test --gtest_filter='StatsSim*'
 #include <gtest/gtest.h>
 
 #include <algorithm>
