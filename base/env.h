@@ -47,7 +47,7 @@ std::string PluginDir();
 std::string ExecutableSearchPath();
 // VERITY_STREAM_PREFETCH: "nta", "t0" or "off": how bf16 and q8_0 decode
 // prefetch their weight rows (non-temporally 8 KB ahead, prefetcht0 1 KB
-// ahead, or not; kernels/cpu/simd.cc). Default: empty, meaning the CPU
+// ahead, or not; kernels/cpu/prefetch.h). Default: empty, meaning the CPU
 // decides (t0 on AMD family 19h, nta on other AMD, off elsewhere: what was
 // measured to pay). Any other value is ignored with a note. Speed only: the
 // results are the same bits either way.

@@ -1,5 +1,5 @@
 // The instruction sets every Highway source is compiled for (the CPU kernels'
-// simd.cc and block_dot.cc, the machine probes in probe/) and the kernels'
+// simd*.cc and block_dot.cc, the machine probes in probe/) and the kernels'
 // dispatch policy (kernels/cpu/simd_policy.cc) knows: included before any
 // Highway header, so HWY_TARGETS means one set in all. Macros only: base
 // itself links no Highway.

@@ -1,6 +1,6 @@
 // The block-quantized products of kernels/cpu/block_dot.h, written once
 // against Google Highway and compiled by foreach_target.h for every
-// instruction set (this file is re-included once per target), as simd.cc.
+// instruction set (this file is re-included once per target), as the simd*.cc kernels.
 //
 // Each type is a struct that decodes a block's scales (Decode) and hands its
 // weights to the dot, a vector of int16 at a time, already multiplied by
@@ -74,7 +74,7 @@ HWY_INLINE float Half(const uint8_t* p) {
 }
 
 // AVX-512 VNNI's vpdpwssd (one instruction for the pairwise multiply-add) on
-// AVX3_DL. Highway 1.0.3 compiles that target without "avx512vnni" (simd.cc
+// AVX3_DL. Highway 1.0.3 compiles that target without "avx512vnni" (simd_q8.cc
 // VERITY_Q8_ATTR says why): every function that inlines it carries it.
 #if HWY_TARGET == HWY_AVX3_DL
 #define VERITY_DOT_ATTR __attribute__((target("avx512vnni")))
@@ -93,7 +93,7 @@ VERITY_DOT_ATTR HWY_INLINE V32 MulPairsAdd(V16 a, V16 b, V32 sum) {
 #endif
 }
 
-// s + a * b rounded as the target's vector MulAdd rounds (simd.cc TailMulAdd):
+// s + a * b rounded as the target's vector MulAdd rounds (simd-inl.h TailMulAdd):
 // the mins' chain, the same in every inlined copy.
 HWY_INLINE float Fma1(float a, float b, float s) {
   const hn::CappedTag<float, 1> d1;

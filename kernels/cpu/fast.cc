@@ -41,7 +41,7 @@ int RowGrain(long macs_per_row) {
 // output is bit for bit the f32 path's on the matrix dequantized up front.
 template <class F>
 void BlockTiles(const Weights& w, int begin, int end, F&& f32) {
-  constexpr int kTile = 4;  // MatMulF32's weight tile (simd.cc kRows)
+  constexpr int kTile = 4;  // MatMulF32's weight tile (simd_matmul.cc kRows)
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(kTile) * w.cols);
   for (int i = begin; i < end; i += kTile) {
@@ -169,7 +169,7 @@ class Fast final : public Backend {
   // one wait instead of `count`), x quantized once for q8_0. Each row is the
   // same kernel call on the same x as in Matmul, so the outputs are identical.
   // MatMul's tiles keep one accumulator per (row, vector), fed in column
-  // order whatever the tile's shape (simd.cc MicroTile, Q8Tile).
+  // order whatever the tile's shape (simd_matmul.cc MicroTile, simd_q8.cc Q8Tile).
   bool batch_rows_independent() const override { return true; }
   bool runs_block_type(uint32_t) const override {
     return true;

@@ -1,6 +1,6 @@
 // How the decode kernels prefetch their weight rows: the hint and distance
 // StreamPrefetch() (simd.h) chose for this CPU, and the measurements behind
-// them. Shared by simd.cc and block_dot.cc; no instruction here needs more
+// them. Shared by simd_matvec.cc, simd_q8.cc and block_dot.cc; no instruction here needs more
 // than the x86-64 baseline (prefetch hints are no-ops where unsupported).
 #pragma once
 

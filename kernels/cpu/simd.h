@@ -135,7 +135,7 @@ void DequantizeRowQ8_0(const uint8_t* row, int cols, float* dst);
 // their loads: non-temporally 8 KB ahead (AMD Zen 5 and older), prefetcht0 1 KB
 // ahead (AMD family 19h: Zen 3; Zen 4 shares the family, unmeasured), or not
 // at all (Intel, Arm), unless VERITY_STREAM_PREFETCH=nta|t0|off says
-// otherwise (simd.cc says what was measured). Decided once per process; it changes speed, never results.
+// otherwise (kernels/cpu/prefetch.h says what was measured). Decided once per process; it changes speed, never results.
 enum class StreamPrefetchHint { kOff, kNonTemporal, kT0 };
 StreamPrefetchHint StreamPrefetch();
 bool StreamPrefetchOn();  // StreamPrefetch() != kOff

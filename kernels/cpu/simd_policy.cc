@@ -1,4 +1,4 @@
-// The CPU kernels' dispatch policy, apart from the kernels (simd.cc,
+// The CPU kernels' dispatch policy, apart from the kernels (simd*.cc,
 // block_dot.cc): which of the compiled instruction sets may run
 // (VERITY_SIMD_TARGET's cap, applied before main() so the first kernel of any
 // binary honours it) and how weight streams are prefetched on this CPU
