@@ -8,6 +8,7 @@
 
 #include "base/env.h"
 #include "base/terminal.h"
+#include "ledger/format.h"
 #include "measure/measure.h"
 #include "measure/project_config.h"
 
@@ -91,12 +92,6 @@ Result<std::string> ResolveAgainst(const RefOptions& o, const std::string& model
   return fs::is_regular_file(pinned) ? pinned.string() : std::string();
 }
 
-std::string Num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-
 // A path the config gives (parity.golden, .tokens, .reference): relative to
 // the config file, which may live outside the judged repository (--config);
 // it must be a file.
@@ -146,7 +141,7 @@ Result<Plan> MakePlan(const RefOptions& o) {
   if (steps > 0) p.common["steps"] = std::to_string(steps);
   if (w.threads > 0) p.common["threads"] = std::to_string(w.threads);
   const double min_s = o.min_seconds > 0 ? o.min_seconds : w.min_seconds;
-  if (min_s > 0) p.common["min_seconds"] = Num(min_s);
+  if (min_s > 0) p.common["min_seconds"] = ledger::NumText(min_s, 6);  // %g
   VERITY_ASSIGN_OR_RETURN(p.against, ResolveAgainst(o, model));
   p.recipe.commands = p.config.build_commands;
   p.recipe.timeout_s = p.config.build_timeout_s > 0 ? p.config.build_timeout_s : env::CommandTimeoutSeconds();
