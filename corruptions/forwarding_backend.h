@@ -50,6 +50,7 @@ class ForwardingBackend : public kernels::Backend {
     inner_->RmsnormRows(out, x, weight, dim, n, eps);
   }
   void AddInPlace(float* x, const float* y, size_t count) override { inner_->AddInPlace(x, y, count); }
+  void AddBiasRows(float* x, const float* bias, int width, int n) override { inner_->AddBiasRows(x, bias, width, n); }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
     inner_->WriteCache(cache, at, row, width);
   }

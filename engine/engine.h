@@ -49,11 +49,15 @@ struct ExpertWeights {
 
 // Norms are f32 vectors; every matrix is a typed view (Model::dtype).
 struct LayerWeights {
-  const float* rms_att = nullptr;      // [dim]
-  kernels::Weights wq;                 // [q_dim x dim]    (rows = outputs)
-  kernels::Weights wk;                 // [kv_dim x dim]
-  kernels::Weights wv;                 // [kv_dim x dim]
-  kernels::Weights wo;                 // [dim x q_dim]
+  const float* rms_att = nullptr;  // [dim]
+  kernels::Weights wq;             // [q_dim x dim]    (rows = outputs)
+  kernels::Weights wk;             // [kv_dim x dim]
+  kernels::Weights wv;             // [kv_dim x dim]
+  kernels::Weights wo;             // [dim x q_dim]
+  // Qwen2 (ModelConfig::qkv_bias): added to q, k and v; null otherwise.
+  const float* bq = nullptr;           // [q_dim]
+  const float* bk = nullptr;           // [kv_dim]
+  const float* bv = nullptr;           // [kv_dim]
   const float* rms_ffn = nullptr;      // [dim]
   kernels::Weights w1;                 // [ffn x dim]   gate
   kernels::Weights w2;                 // [dim x ffn]   down
@@ -171,7 +175,7 @@ struct Footprint {
 Footprint FootprintOf(const Model& model, int kv_positions = 0);
 
 // What a tensor is for; decides whether its absence may be tolerated.
-enum class TensorKind { kEmbedding, kNorm, kAttention, kRouter, kExpert, kFfn, kHead };
+enum class TensorKind { kEmbedding, kNorm, kAttention, kBias, kRouter, kExpert, kFfn, kHead };
 const char* TensorKindName(TensorKind k);
 
 struct ExpectedTensor {

@@ -226,6 +226,11 @@ void RankForward::Attention(int l, int n) {
   // through, each a whole dot product over dim (no communication).
   const kernels::Backend::MatmulTarget qkv[] = {{q_->data(), &w.wq}, {key_->data(), &w.wk}, {val_->data(), &w.wv}};
   ProjectShared(xb_->data(), n, qkv, 3);
+  if (w.bq) {  // Qwen2: each head's bias travels with its rows
+    k_.AddBiasRows(q_->data(), w.bq, q_dim_, n);
+    k_.AddBiasRows(key_->data(), w.bk, kv_dim_, n);
+    k_.AddBiasRows(val_->data(), w.bv, kv_dim_, n);
+  }
   // This layer's caches: of the block's slot (one sequence), of slot 0 (rows
   // of several sequences, each row in its own slot's).
   const size_t layer = static_cast<size_t>(l) * kv_layer_stride_, slot = one_sequence_ ? slot_[0] * kv_slot_floats_ : 0;
@@ -309,7 +314,8 @@ void RankForward::Experts(const LayerWeights& w, const float* xb, float* out) {
 std::unique_ptr<RankForward> WholeModelForward(const Model& m, kernels::Backend& k, int slots) {
   const ModelConfig& c = m.config;
   std::vector<LayerSlice> layers;
-  for (const LayerWeights& w : m.layers) layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, &w});
+  for (const LayerWeights& w : m.layers)
+    layers.push_back({w.wq, w.wk, w.wv, w.wo, w.w1, w.w2, w.w3, w.bq, w.bk, w.bv, &w});
   const RankWidths whole{c.n_heads, c.n_kv_heads, m.ffn_dim, 0, c.n_experts};
   const KvCacheLayout kv = corruptions::ActiveEngineHooks().KvLayout(StandardKvCacheLayout(c), c, k.name());
   static NoReduce no_reduce;  // stateless

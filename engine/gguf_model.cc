@@ -1,5 +1,7 @@
-// llama-architecture GGUF files as verity models, and the converter that
-// writes them. The format itself (parsing, checks) is formats/gguf.
+// llama- and qwen2-architecture GGUF files as verity models, and the
+// converter that writes them. The format itself (parsing, checks) is
+// formats/gguf. qwen2 is llama's layout with attn_{q,k,v}.bias per block and
+// its keys under "qwen2." (GgufArchitecture).
 //
 // RoPE layout. llama.cpp runs the "llama" architecture with its NORM rope,
 // which rotates adjacent pairs (2i, 2i+1) of each head: the original Meta /
@@ -11,7 +13,9 @@
 // axes, so row h*hs + j*hs/2 + i (j in {0, 1}) becomes row h*hs + 2i + j.
 // Hence: a GGUF llama file holds q/k rows in the interleaved layout and loads
 // with RopeStyle::kInterleaved and no permutation; a llama2.c model is written
-// unchanged; a Hugging Face model is written with that permutation.
+// unchanged; a Hugging Face model is written with that permutation. llama.cpp
+// runs "qwen2" with its NEOX rope, which rotates halves: its files keep the
+// Hugging Face rows and load with RopeStyle::kHalves, unpermuted.
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -51,7 +55,9 @@ GgufPlace PlaceOf(const std::string& hf) {
       {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.v_proj.weight", "attn_v.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
+      {"mlp.down_proj.weight", "ffn_down.weight"},       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},          {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"}};
   for (const auto& [from, to] : dense)
     if (rest == from) return {blk + to};
   // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
@@ -124,75 +130,85 @@ std::string BlockMix(const gguf::File& f) {
   return s;
 }
 
+// The architecture a model is written as, and read from: "qwen2" for a model
+// with q/k/v biases, else "llama". llama.cpp names every hyperparameter key
+// after it ("qwen2.embedding_length"), the same keys otherwise.
+const char* GgufArchitecture(const ModelConfig& c) { return c.qkv_bias ? "qwen2" : "llama"; }
+struct ArchKeys {
+  std::string arch;
+  std::string operator()(const char* key) const { return arch + "." + key; }
+};
+
 // Required key `key`, a positive int, into *dst.
-Status ReadPositiveInt(const gguf::File& f, const char* key, const std::string& path, int* dst) {
+Status ReadPositiveInt(const gguf::File& f, const std::string& key, const std::string& path, int* dst) {
   VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
   *dst = static_cast<int>(v);
   return OkStatus();
 }
 
 // The transformer's sizes, the context and the norm epsilon.
-Status ReadDimensions(const gguf::File& f, const std::string& path, ModelConfig* c) {
-  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.embedding_length", path, &c->dim));
-  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.feed_forward_length", path, &c->hidden_dim));
-  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.block_count", path, &c->n_layers));
-  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.head_count", path, &c->n_heads));
-  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.context_length", path, &c->max_positions));
+Status ReadDimensions(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("embedding_length"), path, &c->dim));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("feed_forward_length"), path, &c->hidden_dim));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("block_count"), path, &c->n_layers));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("attention.head_count"), path, &c->n_heads));
+  VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("context_length"), path, &c->max_positions));
   c->seq_len = std::min(c->max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   // The spec: absent head_count_kv means no grouped-query attention.
   c->n_kv_heads = c->n_heads;
-  if (f.Find("llama.attention.head_count_kv"))
-    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.head_count_kv", path, &c->n_kv_heads));
-  VERITY_ASSIGN_OR_RETURN(double eps, gguf::GetFloat(f, "llama.attention.layer_norm_rms_epsilon", path));
+  if (f.Find(k("attention.head_count_kv")))
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("attention.head_count_kv"), path, &c->n_kv_heads));
+  VERITY_ASSIGN_OR_RETURN(double eps, gguf::GetFloat(f, k("attention.layer_norm_rms_epsilon"), path));
   c->norm_eps = static_cast<float>(eps);
   return OkStatus();
 }
 
-Status ReadRopeBase(const gguf::File& f, const std::string& path, std::vector<std::string>* notes, ModelConfig* c) {
-  if (f.Find("llama.rope.freq_base")) {
-    VERITY_ASSIGN_OR_RETURN(double theta, gguf::GetFloat(f, "llama.rope.freq_base", path));
+Status ReadRopeBase(const gguf::File& f, const ArchKeys& k, const std::string& path, std::vector<std::string>* notes,
+                    ModelConfig* c) {
+  if (f.Find(k("rope.freq_base"))) {
+    VERITY_ASSIGN_OR_RETURN(double theta, gguf::GetFloat(f, k("rope.freq_base"), path));
     c->rope_theta = static_cast<float>(theta);
   } else {
     c->rope_theta = 10000.0f;  // llama.cpp's value when the key is absent (older Llama 2 files)
-    notes->push_back(path + ": llama.rope.freq_base absent: RoPE base 10000 (llama.cpp's default)");
+    notes->push_back(path + ": " + k("rope.freq_base") + " absent: RoPE base 10000 (llama.cpp's default)");
   }
   return OkStatus();
 }
 
-Status ReadVocabSize(const gguf::File& f, const std::string& path, ModelConfig* c) {
-  if (f.Find("llama.vocab_size")) {
-    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.vocab_size", path, &c->vocab_size));
+Status ReadVocabSize(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  if (f.Find(k("vocab_size"))) {
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("vocab_size"), path, &c->vocab_size));
   } else if (const gguf::Value* tok = f.Find("tokenizer.ggml.tokens"); tok && tok->type == gguf::ValueType::kArray) {
     c->vocab_size = static_cast<int>(std::min<size_t>(tok->items.size(), INT32_MAX));
   } else {
-    return Status::Error(path + ": neither llama.vocab_size nor tokenizer.ggml.tokens gives the vocabulary size");
+    return Status::Error(path + ": neither " + k("vocab_size") +
+                         " nor tokenizer.ggml.tokens gives the vocabulary size");
   }
   return OkStatus();
 }
 
-Status ReadExperts(const gguf::File& f, const std::string& path, ModelConfig* c) {
-  if (f.Find("llama.expert_count")) {
-    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.expert_count", path, &c->n_experts));
-    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.expert_used_count", path, &c->n_experts_per_tok));
+Status ReadExperts(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  if (f.Find(k("expert_count"))) {
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("expert_count"), path, &c->n_experts));
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("expert_used_count"), path, &c->n_experts_per_tok));
     if (c->n_experts_per_tok > c->n_experts)
-      return Status::Error(path + ": llama.expert_used_count exceeds llama.expert_count");
+      return Status::Error(path + ": " + k("expert_used_count") + " exceeds " + k("expert_count"));
   }
   return OkStatus();
 }
 
 // Head size: attention.key_length (llama.cpp's n_embd_head_k), else
 // embedding_length / head_count. Values and the rotated part must match it.
-Status ReadHeadSize(const gguf::File& f, const std::string& path, ModelConfig* c) {
-  if (f.Find("llama.attention.key_length")) {
-    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, "llama.attention.key_length", path, &c->head_dim));
+Status ReadHeadSize(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  if (f.Find(k("attention.key_length"))) {
+    VERITY_RETURN_IF_ERROR(ReadPositiveInt(f, k("attention.key_length"), path, &c->head_dim));
   } else if (c->dim % c->n_heads == 0) {
     c->head_dim = c->dim / c->n_heads;
   } else {
-    return Status::Error(path +
-                         ": llama.embedding_length is not divisible by llama.attention.head_count and "
-                         "llama.attention.key_length is absent");
+    return Status::Error(path + ": " + k("embedding_length") + " is not divisible by " + k("attention.head_count") +
+                         " and " + k("attention.key_length") + " is absent");
   }
-  for (const char* key : {"llama.attention.value_length", "llama.rope.dimension_count"}) {
+  for (const std::string& key : {k("attention.value_length"), k("rope.dimension_count")}) {
     if (!f.Find(key)) continue;
     VERITY_ASSIGN_OR_RETURN(int64_t v, gguf::GetInt(f, key, 1, INT32_MAX, path));
     if (v != c->head_dim)
@@ -206,30 +222,28 @@ Status ReadHeadSize(const gguf::File& f, const std::string& path, ModelConfig* c
 // RoPE scaling as llama.cpp stores it: type none or linear (with factor)
 // here; Llama 3's scaling as the rope_freqs.weight tensor (LoadGgufModel).
 // Every other key that changes the math is refused.
-Status ReadRopeScaling(const gguf::File& f, const std::string& path, ModelConfig* c) {
-  if (f.Find("llama.rope.scaling.type")) {
-    VERITY_ASSIGN_OR_RETURN(std::string type, gguf::GetString(f, "llama.rope.scaling.type", path));
+Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  if (f.Find(k("rope.scaling.type"))) {
+    VERITY_ASSIGN_OR_RETURN(std::string type, gguf::GetString(f, k("rope.scaling.type"), path));
     if (type == "linear") {
       c->rope_scaling.type = RopeScalingType::kLinear;
-      VERITY_ASSIGN_OR_RETURN(c->rope_scaling.factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
+      VERITY_ASSIGN_OR_RETURN(c->rope_scaling.factor, gguf::GetFloat(f, k("rope.scaling.factor"), path));
     } else if (type != "none") {
-      return Status::Error(path + ": key llama.rope.scaling.type is \"" + type +
+      return Status::Error(path + ": key " + k("rope.scaling.type") + " is \"" + type +
                            "\", which verity does not compute (none, linear)");
     }
   }
-  for (const char* key :
-       {"llama.rope.scaling.attn_factor", "llama.rope.scaling.yarn_log_multiplier",
-        "llama.rope.scaling.yarn_ext_factor", "llama.rope.scaling.yarn_attn_factor",
-        "llama.rope.scaling.yarn_beta_fast", "llama.rope.scaling.yarn_beta_slow", "llama.attention.sliding_window",
-        "llama.attention.logit_softcapping", "llama.final_logit_softcapping", "llama.embedding_scale",
-        "llama.residual_scale", "llama.attention.scale", "llama.logit_scale"})
-    if (f.Find(key))
-      return Status::Error(path + ": key " + std::string(key) + " changes the math and verity does not compute it");
-  if (c->rope_scaling.type == RopeScalingType::kNone && f.Find("llama.rope.scaling.factor")) {
-    VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, "llama.rope.scaling.factor", path));
+  for (const std::string& key :
+       {k("rope.scaling.attn_factor"), k("rope.scaling.yarn_log_multiplier"), k("rope.scaling.yarn_ext_factor"),
+        k("rope.scaling.yarn_attn_factor"), k("rope.scaling.yarn_beta_fast"), k("rope.scaling.yarn_beta_slow"),
+        k("attention.sliding_window"), k("attention.logit_softcapping"), k("final_logit_softcapping"),
+        k("embedding_scale"), k("residual_scale"), k("attention.scale"), k("logit_scale")})
+    if (f.Find(key)) return Status::Error(path + ": key " + key + " changes the math and verity does not compute it");
+  if (c->rope_scaling.type == RopeScalingType::kNone && f.Find(k("rope.scaling.factor"))) {
+    VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, k("rope.scaling.factor"), path));
     if (factor != 1.0 && factor != 0.0)
-      return Status::Error(path + ": key llama.rope.scaling.factor is " + std::to_string(factor) +
-                           " without llama.rope.scaling.type linear");
+      return Status::Error(path + ": key " + k("rope.scaling.factor") + " is " + std::to_string(factor) + " without " +
+                           k("rope.scaling.type") + " linear");
   }
   return OkStatus();
 }
@@ -257,29 +271,34 @@ Status ReadSpecialTokens(const gguf::File& f, const std::string& path, ModelConf
 // spec (or llama.cpp) defines, said in a note; the rest are required.
 Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
   VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
-  if (arch != "llama")
-    return Status::Error(path + ": general.architecture is \"" + arch + "\"; verity loads only \"llama\" GGUF files");
+  if (arch != "llama" && arch != "qwen2")
+    return Status::Error(path + ": general.architecture is \"" + arch +
+                         "\"; verity loads only \"llama\" and \"qwen2\" GGUF files");
   ModelConfig c;
-  VERITY_RETURN_IF_ERROR(ReadDimensions(f, path, &c));
-  VERITY_RETURN_IF_ERROR(ReadRopeBase(f, path, notes, &c));
-  VERITY_RETURN_IF_ERROR(ReadVocabSize(f, path, &c));
-  VERITY_RETURN_IF_ERROR(ReadExperts(f, path, &c));
-  VERITY_RETURN_IF_ERROR(ReadHeadSize(f, path, &c));
-  VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, path, &c));
+  c.qkv_bias = arch == "qwen2";  // its attn_{q,k,v}.bias tensors are then required
+  const ArchKeys k{arch};
+  VERITY_RETURN_IF_ERROR(ReadDimensions(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadRopeBase(f, k, path, notes, &c));
+  VERITY_RETURN_IF_ERROR(ReadVocabSize(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadExperts(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadHeadSize(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
-  c.rope_style = RopeStyle::kInterleaved;                          // see the top of this file
+  // llama: NORM rope on interleaved rows (see the top of this file); qwen2:
+  // llama.cpp's NEOX rope, the Hugging Face halves, rows as converted.
+  c.rope_style = c.qkv_bias ? RopeStyle::kHalves : RopeStyle::kInterleaved;
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
 }
 
-// tokenizer.ggml.tokens against llama.vocab_size, when the file has a vocabulary.
-Status CheckVocabulary(const gguf::File& f, const ModelConfig& c, const std::string& path) {
+// tokenizer.ggml.tokens against <arch>.vocab_size, when the file has a vocabulary.
+Status CheckVocabulary(const gguf::File& f, const ArchKeys& k, const ModelConfig& c, const std::string& path) {
   if (f.Find("tokenizer.ggml.model")) {  // checked here so a bad vocabulary is a load error
     VERITY_ASSIGN_OR_RETURN(auto vocab, gguf::ReadVocab(f, path));
     if (vocab && !vocab->tokens.empty() && static_cast<int>(vocab->tokens.size()) != c.vocab_size)
       return Status::Error(path + ": tokenizer.ggml.tokens has " + std::to_string(vocab->tokens.size()) +
-                           " tokens but llama.vocab_size is " + std::to_string(c.vocab_size));
+                           " tokens but " + k("vocab_size") + " is " + std::to_string(c.vocab_size));
   }
   return OkStatus();
 }
@@ -287,15 +306,15 @@ Status CheckVocabulary(const gguf::File& f, const ModelConfig& c, const std::str
 // Before anything is sized by the metadata: the counts must fit the tensors
 // the file holds (a lying block_count or expert_count is an error, not an
 // allocation of its size).
-Status CheckCountsFitTensors(const gguf::File& f, const ModelConfig& c, const std::string& path) {
+Status CheckCountsFitTensors(const gguf::File& f, const ArchKeys& k, const ModelConfig& c, const std::string& path) {
   if (static_cast<uint64_t>(c.n_layers) > f.tensors.size())
-    return Status::Error(path + ": llama.block_count is " + std::to_string(c.n_layers) + " but the file holds only " +
-                         std::to_string(f.tensors.size()) + " tensors");
+    return Status::Error(path + ": " + k("block_count") + " is " + std::to_string(c.n_layers) +
+                         " but the file holds only " + std::to_string(f.tensors.size()) + " tensors");
   if (c.n_experts > 0) {
     const gguf::TensorInfo* g = f.FindTensor("blk.0.ffn_gate_exps.weight");
     if (!g) return Status::Error(path + ": required tensor blk.0.ffn_gate_exps.weight (expert) is missing");
     if (g->dims.size() != 3 || g->dims[2] != static_cast<uint64_t>(c.n_experts))
-      return Status::Error(path + ": llama.expert_count is " + std::to_string(c.n_experts) +
+      return Status::Error(path + ": " + k("expert_count") + " is " + std::to_string(c.n_experts) +
                            " but tensor blk.0.ffn_gate_exps.weight has dims " + DimsString(g->dims));
   }
   return OkStatus();
@@ -330,9 +349,11 @@ Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsign
 }
 
 // Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
-// of the inverse frequencies, an F32 tensor of head_dim/2 values.
+// of the inverse frequencies, an F32 tensor of head_dim/2 values. llama.cpp's
+// qwen2 reads none: there it is an unexpected tensor.
 Status ReadRopeFreqs(const gguf::File& f, const unsigned char* data_start, const std::string& path, ModelConfig* config,
                      std::set<std::string>* used) {
+  if (config->qkv_bias) return OkStatus();
   if (const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight")) {
     const uint64_t half = static_cast<uint64_t>(config->head_dim / 2);
     if (t->type != gguf::kF32 || t->dims != std::vector<uint64_t>{half})
@@ -377,8 +398,9 @@ Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::D
   VERITY_ASSIGN_OR_RETURN(model->config, ConfigOf(f, path, &notes));
   const ModelConfig& c = model->config;
   model->source = path;
-  VERITY_RETURN_IF_ERROR(CheckVocabulary(f, c, path));
-  VERITY_RETURN_IF_ERROR(CheckCountsFitTensors(f, c, path));
+  const ArchKeys k{GgufArchitecture(c)};
+  VERITY_RETURN_IF_ERROR(CheckVocabulary(f, k, c, path));
+  VERITY_RETURN_IF_ERROR(CheckCountsFitTensors(f, k, c, path));
   const unsigned char* data_start = file->data() + f.data_start;
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   std::set<std::string> used;
@@ -522,33 +544,35 @@ Result<GgufTypes> TypesOf(const std::string& dtype) {
 
 using KeyValues = std::vector<std::pair<std::string, gguf::Value>>;
 
-// The llama architecture's metadata for the model's config.
+// The architecture's metadata for the model's config (llama or qwen2: the
+// same keys under its name).
 KeyValues ModelKeys(const Model& model, uint32_t file_type) {
   const ModelConfig& c = model.config;
+  const ArchKeys k{GgufArchitecture(c)};
   using gguf::Value;
-  KeyValues kv = {{"general.architecture", Value::String("llama")},
+  KeyValues kv = {{"general.architecture", Value::String(k.arch)},
                   {"general.name", Value::String(std::filesystem::path(model.source).filename().string())},
                   {"general.alignment", Value::Uint32(gguf::kDefaultAlignment)},
                   {"general.file_type", Value::Uint32(file_type)},
-                  {"llama.context_length", Value::Uint32(c.max_positions)},
-                  {"llama.embedding_length", Value::Uint32(c.dim)},
-                  {"llama.block_count", Value::Uint32(c.n_layers)},
-                  {"llama.feed_forward_length", Value::Uint32(c.hidden_dim)},
-                  {"llama.rope.dimension_count", Value::Uint32(c.head_size())},
-                  {"llama.attention.key_length", Value::Uint32(c.head_dim)},
-                  {"llama.attention.value_length", Value::Uint32(c.head_dim)},
-                  {"llama.attention.head_count", Value::Uint32(c.n_heads)},
-                  {"llama.attention.head_count_kv", Value::Uint32(c.n_kv_heads)},
-                  {"llama.attention.layer_norm_rms_epsilon", Value::Float32(c.norm_eps)},
-                  {"llama.rope.freq_base", Value::Float32(c.rope_theta)},
-                  {"llama.vocab_size", Value::Uint32(c.vocab_size)}};
+                  {k("context_length"), Value::Uint32(c.max_positions)},
+                  {k("embedding_length"), Value::Uint32(c.dim)},
+                  {k("block_count"), Value::Uint32(c.n_layers)},
+                  {k("feed_forward_length"), Value::Uint32(c.hidden_dim)},
+                  {k("rope.dimension_count"), Value::Uint32(c.head_size())},
+                  {k("attention.key_length"), Value::Uint32(c.head_dim)},
+                  {k("attention.value_length"), Value::Uint32(c.head_dim)},
+                  {k("attention.head_count"), Value::Uint32(c.n_heads)},
+                  {k("attention.head_count_kv"), Value::Uint32(c.n_kv_heads)},
+                  {k("attention.layer_norm_rms_epsilon"), Value::Float32(c.norm_eps)},
+                  {k("rope.freq_base"), Value::Float32(c.rope_theta)},
+                  {k("vocab_size"), Value::Uint32(c.vocab_size)}};
   if (c.n_experts > 0) {
-    kv.emplace_back("llama.expert_count", Value::Uint32(c.n_experts));
-    kv.emplace_back("llama.expert_used_count", Value::Uint32(c.n_experts_per_tok));
+    kv.emplace_back(k("expert_count"), Value::Uint32(c.n_experts));
+    kv.emplace_back(k("expert_used_count"), Value::Uint32(c.n_experts_per_tok));
   }
   if (c.rope_scaling.type == RopeScalingType::kLinear) {
-    kv.emplace_back("llama.rope.scaling.type", Value::String("linear"));
-    kv.emplace_back("llama.rope.scaling.factor", Value::Float32(static_cast<float>(c.rope_scaling.factor)));
+    kv.emplace_back(k("rope.scaling.type"), Value::String("linear"));
+    kv.emplace_back(k("rope.scaling.factor"), Value::Float32(static_cast<float>(c.rope_scaling.factor)));
   }
   return kv;
 }
@@ -603,7 +627,8 @@ std::vector<Planned> PlanTensors(const ModelConfig& c, const std::vector<Expecte
     }
     p.parts.push_back(i);
     const bool q = at.name.find(".attn_q.") != std::string::npos, k = at.name.find(".attn_k.") != std::string::npos;
-    p.permute = (q || k) && c.rope_style == RopeStyle::kHalves;
+    // llama's NORM rope wants interleaved rows; qwen2's NEOX rope the halves.
+    p.permute = (q || k) && c.rope_style == RopeStyle::kHalves && !c.qkv_bias;
     p.heads = q ? c.n_heads : c.n_kv_heads;
     by_name[at.name] = plan.size();
     plan.push_back(std::move(p));
@@ -656,6 +681,12 @@ Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const s
 Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
                            const std::string& tokenizer) {
   const ModelConfig& c = model.config;
+  // qwen2 files rotate halves and hold no rope_freqs.weight (llama.cpp's
+  // qwen2 graph reads none).
+  if (c.qkv_bias && (c.rope_style != RopeStyle::kHalves || !RopeFreqFactors(c).empty()))
+    return Status::Error(
+        path + ": " + model.source +
+        ": a qwen2 model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
   VERITY_ASSIGN_OR_RETURN(const GgufTypes types, TypesOf(dtype));
   KeyValues kv = ModelKeys(model, types.file_type);
   VERITY_RETURN_IF_ERROR(AddVocabKeys(c, tokenizer, path, &kv));

@@ -24,6 +24,7 @@ const char* TensorKindName(TensorKind k) {
     case TensorKind::kEmbedding: return "embedding";
     case TensorKind::kNorm: return "norm";
     case TensorKind::kAttention: return "attention";
+    case TensorKind::kBias: return "bias";
     case TensorKind::kRouter: return "router";
     case TensorKind::kExpert: return "expert";
     case TensorKind::kFfn: return "ffn";
@@ -44,6 +45,11 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
     t.push_back({p + "self_attn.k_proj.weight", {kv, d}, TensorKind::kAttention});
     t.push_back({p + "self_attn.v_proj.weight", {kv, d}, TensorKind::kAttention});
     t.push_back({p + "self_attn.o_proj.weight", {d, q}, TensorKind::kAttention});
+    if (c.qkv_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {q}, TensorKind::kBias});
+      t.push_back({p + "self_attn.k_proj.bias", {kv}, TensorKind::kBias});
+      t.push_back({p + "self_attn.v_proj.bias", {kv}, TensorKind::kBias});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {d}, TensorKind::kNorm});
     if (c.n_experts > 0) {
       t.push_back({p + "block_sparse_moe.gate.weight", {c.n_experts, d}, TensorKind::kRouter});
@@ -74,6 +80,8 @@ std::vector<Slot> Slots(Model& m) {
   for (auto& L : m.layers) {
     vec(&L.rms_att);
     for (kernels::Weights* w : {&L.wq, &L.wk, &L.wv, &L.wo}) mat(w);
+    if (m.config.qkv_bias)
+      for (const float** b : {&L.bq, &L.bk, &L.bv}) vec(b);
     vec(&L.rms_ffn);
     if (m.config.n_experts > 0) {
       mat(&L.router);
@@ -463,7 +471,7 @@ std::vector<float> HfTensorValues(const HfWrite& w, size_t i) {
     const std::vector<float> src = tmp;
     const int hs = w.hs;
     // Row 2i+j of each head moves to row j*hs/2+i: the same rotation, in halves.
-    const int64_t cols = t.shape[1];
+    const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;  // a bias moves with its rows
     for (int64_t head = 0; head < t.shape[0] / hs; head++)
       for (int r = 0; r < hs; r++) {
         const int64_t to = head * hs + (r % 2) * (hs / 2) + r / 2;

@@ -46,6 +46,7 @@ class NoReduce final : public Reducer {
 // (row-parallel: their products are partial sums).
 struct LayerSlice {
   kernels::Weights wq, wk, wv, wo, w1, w2, w3;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // this rank's heads' q/k/v biases (Qwen2), or null
   const LayerWeights* full = nullptr;  // norms, router and experts (replicated; experts used in the band)
 };
 

@@ -170,6 +170,17 @@ TEST(StateSeam, AMoeTransformerRoutesThroughTheSeam) {
   ExpectTransformerAgrees(**m, "fast", "MoE 4 experts top-2");
 }
 
+// Qwen2's biases are model vectors added to state (Backend::AddBiasRows):
+// the same bits off the host, decode steps deferred and replayed.
+TEST(StateSeam, Qwen2BiasesAreAddedThroughTheSeam) {
+  ModelConfig c = Config(0);
+  c.qkv_bias = true;
+  auto m = SyntheticModel(c, 21);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectTransformerAgrees(**m, "fast", "qwen2 q/k/v biases");
+  ExpectTransformerAgrees(**m, "reference", "qwen2 q/k/v biases");
+}
+
 // Three slots: prompts prefilled together, then steps of all three.
 std::vector<float> RunSlots(SlotDecoder& d, int vocab) {
   std::vector<std::vector<int>> prompts = {Ids(9, vocab, 2), Ids(5, vocab, 3), Ids(12, vocab, 4)};

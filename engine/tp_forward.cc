@@ -116,6 +116,11 @@ class TpRank {
       L.wq = RowSlice(w.wq, s_.q_heads.begin * hd, s_.q_heads.end * hd);
       L.wk = RowSlice(w.wk, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
       L.wv = RowSlice(w.wv, s_.kv_heads.begin * hd, s_.kv_heads.end * hd);
+      if (w.bq) {  // biases shard with their heads' rows
+        L.bq = w.bq + static_cast<size_t>(s_.q_heads.begin) * hd;
+        L.bk = w.bk + static_cast<size_t>(s_.kv_heads.begin) * hd;
+        L.bv = w.bv + static_cast<size_t>(s_.kv_heads.begin) * hd;
+      }
       VERITY_ASSIGN_OR_RETURN(L.wo,
                               ColumnSlice(w.wo, s_.q_heads.begin * hd, s_.q_heads.end * hd, &stores_[l].wo, "wo"));
       if (c.n_experts == 0) {

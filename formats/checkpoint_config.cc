@@ -3,12 +3,14 @@
 // tests/fuzz/ link this file and model_config.cc alone.
 #include "formats/checkpoint_config.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <climits>
 #include <cstring>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace verity {
 
@@ -139,7 +141,8 @@ const char* const kIgnoredKeys[] = {"architectures",
                                     "num_local_experts",
                                     "num_experts_per_tok",
                                     "bos_token_id",
-                                    "eos_token_id"};
+                                    "eos_token_id",
+                                    "max_window_layers"};
 // Keys a Llama/Mixtral config.json may carry that change the math in ways
 // verity does not compute: refused when they hold anything but their neutral value.
 struct Neutral {
@@ -150,13 +153,21 @@ struct Neutral {
 bool FalseOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
 bool Null(const nlohmann::json& v) { return v.is_null(); }
 bool OneOrNull(const nlohmann::json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 1.0); }
-const Neutral kNeutralOnly[] = {{"attention_bias", FalseOrNull, "false"}, {"mlp_bias", FalseOrNull, "false"},
-                                {"sliding_window", Null, "null"},         {"partial_rotary_factor", OneOrNull, "1"},
-                                {"quantization_config", Null, "absent"},  {"attention_multiplier", Null, "absent"},
-                                {"embedding_multiplier", Null, "absent"}, {"logits_scaling", Null, "absent"},
-                                {"residual_multiplier", Null, "absent"},  {"qk_layernorm", FalseOrNull, "false"},
-                                {"use_qk_norm", FalseOrNull, "false"},    {"no_rope_layers", Null, "absent"},
-                                {"layer_types", Null, "absent"},          {"rope_interleaved", FalseOrNull, "false"}};
+const Neutral kNeutralOnly[] = {{"attention_bias", FalseOrNull, "false"},
+                                {"mlp_bias", FalseOrNull, "false"},
+                                {"sliding_window", Null, "null"},
+                                {"partial_rotary_factor", OneOrNull, "1"},
+                                {"quantization_config", Null, "absent"},
+                                {"attention_multiplier", Null, "absent"},
+                                {"embedding_multiplier", Null, "absent"},
+                                {"logits_scaling", Null, "absent"},
+                                {"residual_multiplier", Null, "absent"},
+                                {"qk_layernorm", FalseOrNull, "false"},
+                                {"use_qk_norm", FalseOrNull, "false"},
+                                {"no_rope_layers", Null, "absent"},
+                                {"layer_types", Null, "absent"},
+                                {"rope_interleaved", FalseOrNull, "false"},
+                                {"use_sliding_window", FalseOrNull, "false"}};
 
 // A token id or a list of them (eos_token_id may be either); null is none.
 }  // namespace
@@ -272,18 +283,36 @@ void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vect
   }
 }
 
-// model_type: "llama" or "mixtral".
+// model_type: "llama", "mixtral" or "qwen2".
 Result<nlohmann::json> ReadModelType(const HfKeys& k) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
-  if (!type.is_string() || (type != "llama" && type != "mixtral"))
-    return Status::Error(k.path + ": model_type must be \"llama\" or \"mixtral\"");
+  if (!type.is_string() || (type != "llama" && type != "mixtral" && type != "qwen2"))
+    return Status::Error(k.path + ": model_type must be \"llama\", \"mixtral\" or \"qwen2\"");
   return type;
 }
 
-// Refuses a key that changes the math unless it holds its neutral value.
-Status RefuseNonNeutral(const nlohmann::json& j, const std::string& path) {
+// Qwen2's window keys (Qwen2Config): `sliding_window` and `max_window_layers`
+// act only when `use_sliding_window` is true, which RefuseNonNeutral refuses;
+// Qwen2 checkpoints state a window (32768, 131072) with it false.
+// `layer_types`, where written, must be full attention throughout. Returns
+// the keys that are then inert, for the neutral-value check to pass over.
+Result<std::vector<std::string>> ReadQwen2Window(const HfKeys& k) {
+  if (k.j.contains("layer_types")) {
+    const nlohmann::json& t = k.j["layer_types"];
+    if (!t.is_array()) return Status::Error(k.path + ": key 'layer_types' must be a list");
+    for (const auto& x : t)
+      if (x != "full_attention")
+        return Status::Error(k.path + ": key 'layer_types' holds " + x.dump() +
+                             "; verity computes only \"full_attention\" layers");
+  }
+  return std::vector<std::string>{"sliding_window", "layer_types"};
+}
+
+// Refuses a key that changes the math unless it holds its neutral value
+// (or is one of `inert`: a key the model type says is not in use).
+Status RefuseNonNeutral(const nlohmann::json& j, const std::string& path, const std::vector<std::string>& inert) {
   for (const Neutral& n : kNeutralOnly)
-    if (j.contains(n.key) && !n.ok(j[n.key]))
+    if (j.contains(n.key) && !n.ok(j[n.key]) && std::find(inert.begin(), inert.end(), n.key) == inert.end())
       return Status::Error(path + ": key '" + n.key + "' is " + j[n.key].dump() + "; verity computes only " +
                            n.neutral + " (it changes the math)");
   return OkStatus();
@@ -360,7 +389,15 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   const HfKeys keys{j, path};
   ModelConfig c;
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, ReadModelType(keys));
-  VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path));
+  std::vector<std::string> inert;
+  if (type == "qwen2") {
+    VERITY_ASSIGN_OR_RETURN(inert, ReadQwen2Window(keys));
+    // Qwen2's q/k/v projections always carry a bias (its attention_bias key,
+    // if any, is not read by Qwen2Attention).
+    inert.push_back("attention_bias");
+    c.qkv_bias = true;
+  }
+  VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path, inert));
   VERITY_RETURN_IF_ERROR(ReadHfShape(keys, &c));
   VERITY_RETURN_IF_ERROR(ReadHfMath(keys, type, &c));
   VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, &c));
@@ -379,8 +416,10 @@ nlohmann::json IntegralOrDouble(double x) {
 }  // namespace
 
 std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
-  nlohmann::json cfg = {{"architectures", {c.n_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
-                        {"model_type", c.n_experts > 0 ? "mixtral" : "llama"},
+  const char* type = c.n_experts > 0 ? "mixtral" : c.qkv_bias ? "qwen2" : "llama";
+  const char* arch = c.n_experts > 0 ? "MixtralForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  nlohmann::json cfg = {{"architectures", {arch}},
+                        {"model_type", type},
                         {"hidden_size", c.dim},
                         {"intermediate_size", c.hidden_dim},
                         {"num_hidden_layers", c.n_layers},
@@ -394,6 +433,7 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
                         {"tie_word_embeddings", c.shared_classifier},
                         {"hidden_act", "silu"},
                         {"torch_dtype", torch_dtype}};
+  if (c.qkv_bias) cfg["use_sliding_window"] = false;
   if (c.n_experts > 0) {
     cfg["num_local_experts"] = c.n_experts;
     cfg["num_experts_per_tok"] = c.n_experts_per_tok;

@@ -41,7 +41,7 @@ struct Llama2cLayout {
 
 // Parses the text of a config.json (`path` names it in errors): every key
 // that changes the math is read or refused by name (docs/config-keys.md), MoE
-// keys required when model_type is "mixtral"; integers must be positive int32
+// keys required when model_type is "mixtral", q/k/v biases when "qwen2"; integers must be positive int32
 // values and floats positive and within float range. BOS/EOS are config.json's
 // (absent: 1 and 2, the spec's); the context is min(max_position_embeddings,
 // kDefaultContext). Keys verity does not know go to `notes` when given.

@@ -32,6 +32,8 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) + ") is not divisible by n_kv_heads (" +
                          std::to_string(c.n_kv_heads) + ")");
+  if (c.qkv_bias && c.n_experts > 0)
+    return Status::Error(where + ": q/k/v biases (qwen2) with experts is no family verity reads");
   if (c.head_dim % 2 != 0)
     return Status::Error(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
   if (static_cast<int64_t>(c.n_heads) * c.head_dim > INT32_MAX)

@@ -49,6 +49,9 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;
   float norm_eps = 0.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
+  // Qwen2: the q, k and v projections add a bias (the o projection and the
+  // FFN do not). Hugging Face names them self_attn.{q,k,v}_proj.bias.
+  bool qkv_bias = false;
   int n_experts = 0;          // Mixtral-style MoE when > 0
   int n_experts_per_tok = 0;  // top-k routed experts per token
   // Special tokens, from the model's files: BOS starts every prompt (none when

@@ -285,6 +285,9 @@ class Backend {
   virtual void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps);
   // x[i] += y[i] for i < count: a residual add.
   virtual void AddInPlace(float* x, const float* y, size_t count);
+  // Each of n rows of width `width`: x[t][i] += bias[i]. `bias` is a vector
+  // the model owns in host memory, as a norm's weight is (Qwen2's q/k/v biases).
+  virtual void AddBiasRows(float* x, const float* bias, int width, int n);
   // `width` floats of `row` into a KV cache at float offset `at`.
   virtual void WriteCache(float* cache, size_t at, const float* row, int width);
   // MoE routing: the k largest of n router logits (ties to the lower index)

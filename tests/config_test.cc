@@ -197,6 +197,40 @@ TEST(Config, EveryKeyThatChangesTheMathIsReadOrRefusedByName) {
   EXPECT_EQ(refused, static_cast<int>(cases.size()) + 1);
 }
 
+// Qwen2's keys (docs/config-keys.md, "Qwen2"): the window is refused only
+// when it is on, the stated window and Qwen2's attention_bias are inert, a
+// layer schedule other than full attention is refused by name.
+TEST(Config, Qwen2WindowKeysAreReadOrRefusedByName) {
+  const std::string root = test::TempDir("qwen2-keys");
+  ASSERT_EQ(Shell(VerityBin() + " synth --like qwen2 --out " + root + "/base").exit_code, 0);
+  const nlohmann::json base = nlohmann::json::parse(test::ReadFile(root + "/base/config.json"));
+  auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string dir = root + "/" + tag;
+    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
+    nlohmann::json j = base;
+    edit(j);
+    test::WriteFile(dir + "/config.json", j.dump(2));
+    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin");
+  };
+  auto on = with("on", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 64; });
+  ExpectNamedError(on, {"key 'use_sliding_window' is true; verity computes only false"});
+  auto types = with("types", [](auto& j) { j["layer_types"] = {"full_attention", "sliding_attention"}; });
+  ExpectNamedError(types, {"key 'layer_types' holds \"sliding_attention\""});
+  auto yarn = with("yarn", [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  ExpectNamedError(yarn, {"rope_scaling type \"yarn\" is not supported"});
+  // What Qwen2.5's own config.json states loads, without a note.
+  auto stated = with("stated", [](auto& j) {
+    j["sliding_window"] = 32768, j["max_window_layers"] = 21, j["attention_bias"] = true;
+    j["layer_types"] = {"full_attention", "full_attention"};
+  });
+  EXPECT_EQ(stated.exit_code, 0) << stated.err;
+  EXPECT_EQ(stated.err.find("not one verity knows"), std::string::npos) << stated.err;
+  // A llama has no window switch to turn off: its stated window is refused.
+  auto llama = with("llama-window", [](auto& j) { j["model_type"] = "llama", j["sliding_window"] = 4096; });
+  EXPECT_EQ(llama.exit_code, 1) << llama.err;
+  EXPECT_NE(llama.err.find("key 'sliding_window' is 4096"), std::string::npos) << llama.err;
+}
+
 TEST(Config, GenerationStopsAtTheModelsEos) {
   // stories260K greedy from BOS emits token 13 ('.'?) among its first ids;
   // declaring it an EOS ends generation right there.

@@ -288,6 +288,60 @@ TEST(LlamaPeer, VerityGgufOfTheSynthGivesLlamaCppTheSameArgmax) {
   EXPECT_EQ(t.files, 8);
 }
 
+// The worst over positions of KL(p || q) between two [positions x vocab]
+// rows of logits, and how many positions' argmax differ.
+std::pair<double, int> WorstKlAndFlips(const std::vector<float>& p, const std::vector<float>& q, int vocab) {
+  double worst = 0;
+  int flips = 0;
+  for (size_t r = 0; r + vocab <= std::min(p.size(), q.size()); r += vocab) {
+    const float *a = p.data() + r, *b = q.data() + r;
+    double ma = a[0], mb = b[0], sa = 0, sb = 0, kl = 0;
+    for (int i = 1; i < vocab; i++) ma = std::max<double>(ma, a[i]), mb = std::max<double>(mb, b[i]);
+    for (int i = 0; i < vocab; i++) sa += std::exp(a[i] - ma), sb += std::exp(b[i] - mb);
+    for (int i = 0; i < vocab; i++) {
+      const double la = a[i] - ma - std::log(sa), lb = b[i] - mb - std::log(sb);
+      kl += std::exp(la) * (la - lb);
+    }
+    worst = std::max(worst, kl);
+    flips += std::max_element(a, a + vocab) - a != std::max_element(b, b + vocab) - b;
+  }
+  return {worst, flips};
+}
+
+// Qwen2 (issue 44): one Hugging Face directory written as GGUF twice, by
+// verity's converter and by gguf-py (llama.cpp's own writer), run by
+// llama.cpp (architecture qwen2: q/k/v biases, NEOX rope) and by verity,
+// teacher-forced: per position KL <= 1e-5 and the same argmax; verity's
+// logits from either file are the Hugging Face directory's, bit for bit.
+TEST(LlamaPeer, Qwen2GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
+  REQUIRE_PEER();
+  const std::string dir = test::TempDir("peer-qwen2");
+  const std::string hf = dir + "/hf", ours = dir + "/verity.gguf", theirs = dir + "/gguf-py.gguf";
+  RunOk(VerityBin() + " synth --like qwen2 --seed 5 --out " + hf);
+  RunOk(VerityBin() + " convert --to gguf --model " + hf + " --out " + ours + " --dtype f32");
+  RunOk(std::string("/usr/bin/python3 ") + test::SourceDir() + "/tests/conformance/gguf_py_write_qwen2.py " +
+        GGUF_PY_DIR + " " + hf + " " + theirs);
+  constexpr int kVocab = 320;  // the qwen2 synth's
+  std::vector<int> ids = {256};
+  for (int p = 1; p < kSynthPositions; p++) ids.push_back(static_cast<int>((1 + 7919L * p) % kVocab));
+  const std::vector<float> from_hf = VerityLogits(hf, "f32", ids);
+  int files = 0;
+  for (const std::string& gguf : {ours, theirs}) {
+    const std::vector<float> mine = VerityLogits(gguf, "f32", ids), peer = PeerLogits(gguf, ids);
+    ASSERT_EQ(mine.size(), ids.size() * kVocab) << gguf;
+    ASSERT_EQ(peer.size(), mine.size()) << gguf;
+    EXPECT_EQ(std::memcmp(mine.data(), from_hf.data(), mine.size() * 4), 0) << gguf << ": not the directory's logits";
+    const auto [kl, flips] = WorstKlAndFlips(peer, mine, kVocab);
+    std::printf("  %s: llama.cpp vs verity, %zu positions: worst KL %.3g, argmax differs at %d, max |diff| %.3g\n",
+                gguf.c_str(), ids.size(), kl, flips, MaxAbsDiff(mine, peer));
+    EXPECT_LE(kl, 1e-5) << gguf;
+    EXPECT_EQ(flips, 0) << gguf;
+    files++;
+  }
+  std::printf("llama.cpp peer (qwen2 synth): %d GGUF files (verity's, gguf-py's) agree with llama.cpp\n", files);
+  EXPECT_EQ(files, 2);
+}
+
 // The GGUF type verity reads for `tensor` and general.file_type, from gguf-info.
 std::pair<std::string, int> TypesOf(const std::string& gguf, const std::string& tensor) {
   const auto j = nlohmann::json::parse(RunOk(VerityBin() + " gguf-info --json " + gguf));

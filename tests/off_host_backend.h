@@ -224,6 +224,10 @@ class OffHostBackend final : public kernels::Backend {
     Do({12, Id(x), Id(y), static_cast<int64_t>(count)},
        [=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
   }
+  void AddBiasRows(float* x, const float* bias, int width, int n) override {
+    Do({19, Id(x), Id(bias), width, n},
+       [=, a = State(x, "AddBiasRows x"), b = Host(bias, "AddBiasRows bias")] { inner_->AddBiasRows(a, b, width, n); });
+  }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
     FlushForTheHost();
     Do({13}, [=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] {

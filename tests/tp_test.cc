@@ -242,6 +242,18 @@ TEST(TpParity, FewerKvHeadsThanRanks) {
   ExpectParity("GQA 8 heads 2 KV heads", **m, {4, 8}, 64);
 }
 
+// Qwen2 (issue 44): each rank adds the q/k/v biases of the heads it holds,
+// also where KV heads are replicated (tp 4 and 8 over 2 KV heads).
+TEST(TpParity, Qwen2BiasesShardWithTheirHeads) {
+  ModelConfig c = Synth(64, 128, 8, 2, 0, 0);
+  c.qkv_bias = true;
+  c.rope_theta = 1e6f;
+  auto m = SyntheticModel(c, 13);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_NE((*m)->layers[0].bk, nullptr);
+  ExpectParity("qwen2 8 heads 2 KV heads", **m, {2, 4, 8}, 64);
+}
+
 // ---- batched prefill: one step, and one all-reduce per projection, per block ---
 
 // A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`

@@ -191,6 +191,11 @@ void Backend::AddInPlace(float* x, const float* y, size_t count) {
   for (size_t i = 0; i < count; i++) x[i] += y[i];
 }
 
+void Backend::AddBiasRows(float* x, const float* bias, int width, int n) {
+  for (int t = 0; t < n; t++, x += width)
+    for (int i = 0; i < width; i++) x[i] += bias[i];
+}
+
 void Backend::WriteCache(float* cache, size_t at, const float* row, int width) {
   std::memcpy(cache + at, row, width * sizeof(float));
 }

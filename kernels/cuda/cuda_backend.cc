@@ -102,7 +102,8 @@ enum StepOp {
   kOpZero,
   kOpElementwise,
   kOpFusedRows,
-  kOpRopeCache
+  kOpRopeCache,
+  kOpBiasRows
 };
 int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
 
@@ -450,6 +451,23 @@ class CudaBackend final : public Backend {
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
     Elementwise(kPlanAdd, "add", ElementwiseOp::kAdd, x, y, 0.0f, count);
+  }
+  // One add a row, the bias read from the model's device copy (recorded
+  // steps replay them like any elementwise launch).
+  void AddBiasRows(float* x, const float* bias, int width, int n) override {
+    for (int t = 0; t < n; t++) {
+      float* row = x + static_cast<size_t>(t) * width;
+      Issue(
+          {kOpBiasRows, Id(row), Id(bias), width}, row, static_cast<size_t>(width),
+          [=, this]() -> Status {
+            VERITY_ASSIGN_OR_RETURN(const float* db, copies_.Floats(bias, width, "bias"));
+            VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanAdd, 0, width, 0, 0, 0}, [&] {
+                                      return PlanElementwise("add", width, limits_);
+                                    }));
+            return LaunchElementwise(*plan, ElementwiseOp::kAdd, row, db, 0.0f, width, stream_, "bias");
+          },
+          [=, this] { return Ctx("bias rows=" + std::to_string(n) + " width=" + std::to_string(width)); });
+    }
   }
   void Axpy(float* y, float a, const float* x, int n) override {
     Elementwise(kPlanAxpy, "axpy", ElementwiseOp::kAxpy, y, x, a, static_cast<size_t>(n));

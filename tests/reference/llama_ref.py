@@ -54,6 +54,7 @@ class Config:
         self.n_experts = 0
         self.top_k = 0
         self.bos = 1
+        self.qkv_bias = False     # Qwen2: q, k and v projections add a bias
 
     def as_json(self):
         return {
@@ -63,7 +64,7 @@ class Config:
             "rope_scaling": self.rope_scaling, "rope_freq_factors": None if self.freq_factors is None
             else [float(f) for f in self.freq_factors], "rope_pairs": "interleaved" if self.interleaved else "halves",
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
-            "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k,
+            "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "qkv_bias": self.qkv_bias,
         }
 
 
@@ -217,10 +218,17 @@ def rope_scaling_from(cfg, path):
 def config_from_hf(cfg, path):
     """The math of a config.json; every key it cannot honour is refused by name."""
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mixtral"):
-        raise RefError("%s: model_type %r is not supported (llama, mixtral)" % (path, mt))
+    if mt not in ("llama", "mixtral", "qwen2"):
+        raise RefError("%s: model_type %r is not supported (llama, mixtral, qwen2)" % (path, mt))
+    qwen2 = mt == "qwen2"
+    # Qwen2 (Qwen2Config, Qwen2Attention): the window applies only with
+    # use_sliding_window; the q/k/v biases are always there.
+    if cfg.get("use_sliding_window") not in (None, False):
+        raise RefError("%s: key 'use_sliding_window' = %r changes the math and is not supported"
+                       % (path, cfg["use_sliding_window"]))
+    inert = ("sliding_window", "attention_bias") if qwen2 else ()
     for key, bad in UNSUPPORTED_IF:
-        if key in cfg and bad(cfg[key]):
+        if key in cfg and bad(cfg[key]) and key not in inert:
             raise RefError("%s: key '%s' = %r changes the math and is not supported" % (path, key, cfg[key]))
 
     def need_int(key):
@@ -244,6 +252,7 @@ def config_from_hf(cfg, path):
     c.tied = bool(cfg.get("tie_word_embeddings", False))
     c.rope_scaling = rope_scaling_from(cfg, path)
     c.interleaved = False
+    c.qkv_bias = qwen2
     if isinstance(cfg.get("bos_token_id"), int):
         c.bos = cfg["bos_token_id"]
     if mixtral:
@@ -302,6 +311,10 @@ def load_hf(d):
              "wq": get(p + "self_attn.q_proj.weight", (qd, D)), "wk": get(p + "self_attn.k_proj.weight", (kvd, D)),
              "wv": get(p + "self_attn.v_proj.weight", (kvd, D)), "wo": get(p + "self_attn.o_proj.weight", (D, qd)),
              "ffn_norm": get(p + "post_attention_layernorm.weight", (D,))}
+        if c.qkv_bias:
+            L["bq"] = get(p + "self_attn.q_proj.bias", (qd,))
+            L["bk"] = get(p + "self_attn.k_proj.bias", (kvd,))
+            L["bv"] = get(p + "self_attn.v_proj.bias", (kvd,))
         if c.n_experts:
             L["router"] = get(p + "block_sparse_moe.gate.weight", (c.n_experts, D))
             L["experts"] = [{"w1": get(p + "block_sparse_moe.experts.%d.w1.weight" % e, (F, D)),
@@ -608,9 +621,10 @@ class Reference:
         x = w["embed"][np.asarray(tokens)]
         for l, L in enumerate(w["layers"]):
             h = rmsnorm(x, L["attn_norm"], c.norm_eps)
-            q = rope((h @ L["wq"].T).reshape(T, H, hd), pos, self.inv, c.interleaved)
-            k = rope((h @ L["wk"].T).reshape(T, KV, hd), pos, self.inv, c.interleaved)
-            v = (h @ L["wv"].T).reshape(T, KV, hd)
+            bq, bk, bv = (L["bq"], L["bk"], L["bv"]) if c.qkv_bias else (0.0, 0.0, 0.0)
+            q = rope((h @ L["wq"].T + bq).reshape(T, H, hd), pos, self.inv, c.interleaved)
+            k = rope((h @ L["wk"].T + bk).reshape(T, KV, hd), pos, self.inv, c.interleaved)
+            v = (h @ L["wv"].T + bv).reshape(T, KV, hd)
             self.k[l] = np.concatenate([self.k[l], k])
             self.v[l] = np.concatenate([self.v[l], v])
             K, Vv = self.k[l], self.v[l]  # [p0 + T, KV, hd]

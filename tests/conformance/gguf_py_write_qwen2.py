@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Writes a Hugging Face Qwen2 directory (config.json, model.safetensors in
+F32 or BF16) as an F32 GGUF file with gguf-py's GGUFWriter, llama.cpp's own
+Python writer, in the layout llama.cpp's convert_hf_to_gguf.py gives Qwen2:
+architecture "qwen2", the blk.N.attn_{q,k,v}.bias tensors, q/k rows as
+Hugging Face stores them (llama.cpp runs qwen2 with its NEOX rope, which
+rotates halves), no output.weight when the embeddings are tied. So a GGUF
+that verity did not write, for tests/llama_peer_test.cc.
+
+    gguf_py_write_qwen2.py GGUF_PY_DIR HF_DIR OUT.gguf
+
+GGUF_PY_DIR is the gguf-py directory extracted from tests/npm's llama.cpp
+source bundle (tests/CMakeLists.txt). Run with /usr/bin/python3 (Debian's
+python3-numpy).
+"""
+import json
+import os
+import struct
+import sys
+
+
+def read_safetensors(path, np):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        raw = data[base + a:base + b]
+        if t["dtype"] == "F32":
+            arr = np.frombuffer(raw, dtype="<f4")
+        elif t["dtype"] == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise SystemExit("%s: tensor %s has dtype %s (F32 or BF16 only)" % (path, name, t["dtype"]))
+        out[name] = arr.reshape(t["shape"]).astype(np.float32)
+    return out
+
+
+def main() -> int:
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    gguf_py, hf, out = sys.argv[1:]
+    sys.path.insert(0, gguf_py)
+    import numpy as np
+    import gguf
+
+    with open(os.path.join(hf, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("model_type") != "qwen2":
+        raise SystemExit("%s: model_type is %r, not qwen2" % (hf, cfg.get("model_type")))
+    t = read_safetensors(os.path.join(hf, "model.safetensors"), np)
+    w = gguf.GGUFWriter(out, "qwen2")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(float(cfg["rope_theta"]))
+    w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+    w.add_file_type(0)  # all F32
+    w.add_tokenizer_model("no_vocab")
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(cfg["bos_token_id"])
+    if cfg.get("eos_token_id") is not None:
+        eos = cfg["eos_token_id"]
+        w.add_eos_token_id(eos[0] if isinstance(eos, list) else eos)
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.weight": "attn_k.weight",
+             "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight",
+             "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+             "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+    for name, arr in t.items():
+        if name == "model.embed_tokens.weight":
+            to = "token_embd.weight"
+        elif name == "model.norm.weight":
+            to = "output_norm.weight"
+        elif name == "lm_head.weight":
+            to = "output.weight"
+        else:
+            parts = name.split(".")  # model.layers.N.rest
+            to = "blk.%s.%s" % (parts[2], names[".".join(parts[3:])])
+        w.add_tensor(to, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
