@@ -763,14 +763,27 @@ class Renderer {
     return RenderError(e, std::string("a value of type ") + TypeName(self) + " has no method ." + m + "()");
   }
 
+  // A filter call (`x | f(args)`), dispatched by name to its family.
   Result<Value> Filter(const Expr& e, Scope& scope) {
     VERITY_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0], scope));
     VERITY_ASSIGN_OR_RETURN(std::vector<Value> args, Args(e, scope, 1));
     const std::string& f = e.name;
-    auto need_string = [&]() -> Status {
-      if (v.kind != Kind::kString) return RenderError(e, "the filter " + f + " takes a string, not " + TypeName(v));
-      return OkStatus();
+    auto is = [&f](std::initializer_list<const char*> names) {
+      for (const char* n : names)
+        if (f == n) return true;
+      return false;
     };
+    if (is({"string", "tojson", "default", "d"})) return ValueFilter(e, f, v, args);
+    if (is({"trim", "upper", "lower", "capitalize", "title", "replace"})) return TextFilter(e, f, v, args);
+    if (is({"length", "count", "first", "last", "join"})) return SequenceFilter(e, f, v, args);
+    if (is({"list", "reverse", "items", "map"})) return CollectionFilter(e, f, v, args);
+    if (is({"select", "reject", "selectattr", "rejectattr"})) return Select(e, v, args);
+    if (is({"int", "float"})) return NumberFilter(f, v);
+    return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // string, tojson, default.
+  Result<Value> ValueFilter(const Expr& e, const std::string& f, const Value& v, const std::vector<Value>& args) {
     if (f == "string") return Value::Str(Str(v));
     if (f == "tojson") {
       if (std::string bad = JsonError(v); !bad.empty()) return RenderError(e, "tojson: " + bad);
@@ -784,13 +797,11 @@ class Renderer {
       const bool use = v.kind == Kind::kUndefined || (boolean && !Truthy(v));
       return use ? (args.empty() ? Value::Str("") : args[0]) : v;
     }
-    if (f == "length" || f == "count") {
-      if (v.kind == Kind::kUndefined) return Value::Int(0);
-      if (v.kind == Kind::kString) return Value::Int(static_cast<long long>(CodePoints(v.s).size()));
-      if (v.kind == Kind::kList) return Value::Int(static_cast<long long>(v.list->size()));
-      if (v.kind == Kind::kDict) return Value::Int(static_cast<long long>(v.dict->size()));
-      return RenderError(e, std::string("the filter length takes a string, list or dict, not ") + TypeName(v));
-    }
+    return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // trim, upper, lower, capitalize, title, replace.
+  Result<Value> TextFilter(const Expr& e, const std::string& f, const Value& v, const std::vector<Value>& args) {
     if (f == "trim" || f == "upper" || f == "lower" || f == "capitalize" || f == "title") {
       const std::string text = Str(v);  // Jinja2's soft_str: none|trim is "None"
       if (f == "trim") return Value::Str(Strip(text, true, true));
@@ -803,12 +814,24 @@ class Renderer {
       return Value::Str(TitleFilter(text));
     }
     if (f == "replace") {
-      VERITY_RETURN_IF_ERROR(need_string());
+      if (v.kind != Kind::kString) return RenderError(e, "the filter " + f + " takes a string, not " + TypeName(v));
       if (args.size() != 2 || args[0].kind != Kind::kString || args[1].kind != Kind::kString)
         return RenderError(e, "the filter replace takes two strings");
       auto r = Replace(v.s, args[0].s, args[1].s, kMaxOutput);
       if (!r) return RenderError(e, "a value grew past " + std::to_string(kMaxOutput >> 20) + " MiB");
       return Value::Str(std::move(*r));
+    }
+    return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // length, first, last, join.
+  Result<Value> SequenceFilter(const Expr& e, const std::string& f, const Value& v, const std::vector<Value>& args) {
+    if (f == "length" || f == "count") {
+      if (v.kind == Kind::kUndefined) return Value::Int(0);
+      if (v.kind == Kind::kString) return Value::Int(static_cast<long long>(CodePoints(v.s).size()));
+      if (v.kind == Kind::kList) return Value::Int(static_cast<long long>(v.list->size()));
+      if (v.kind == Kind::kDict) return Value::Int(static_cast<long long>(v.dict->size()));
+      return RenderError(e, std::string("the filter length takes a string, list or dict, not ") + TypeName(v));
     }
     if (f == "first" || f == "last") {
       if (v.kind == Kind::kList) return v.list->empty() ? Value() : f == "first" ? v.list->front() : v.list->back();
@@ -830,6 +853,11 @@ class Renderer {
       }
       return Value::Str(out);
     }
+    return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // list, reverse, items, map.
+  Result<Value> CollectionFilter(const Expr& e, const std::string& f, const Value& v, const std::vector<Value>& args) {
     if (f == "list") {
       if (v.kind == Kind::kList) return Value::MakeList(*v.list);
       if (v.kind == Kind::kUndefined) return Value::MakeList();
@@ -862,7 +890,6 @@ class Renderer {
       for (const auto& [k, x] : *v.dict) out.push_back(Pair(k, x));
       return Value::MakeList(std::move(out));
     }
-    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") return Select(e, v, args);
     if (f == "map") {  // map(attribute=name)
       VERITY_ASSIGN_OR_RETURN(const List items, Items(e, v));
       List out;
@@ -872,6 +899,11 @@ class Renderer {
       }
       return Value::MakeList(std::move(out));
     }
+    return RenderError(e, "the filter " + f + " is not supported");
+  }
+
+  // int and float (`f` is one of them), as Jinja2 converts: a failed conversion is 0.
+  Result<Value> NumberFilter(const std::string& f, const Value& v) {
     if (f == "int") {  // int(value), else int(float(value)), else 0
       if (v.kind == Kind::kFloat)
         return std::isfinite(v.f) && std::fabs(v.f) < 9e18 ? Value::Int(static_cast<long long>(v.f)) : Value::Int(0);
@@ -888,17 +920,15 @@ class Renderer {
       }
       return Value::Int(0);
     }
-    if (f == "float") {  // float(value), else 0.0
-      if (IsNumber(v)) return Value::Float(AsDouble(v));
-      if (v.kind == Kind::kString) {
-        const std::string t = Strip(v.s, true, true);
-        char* end = nullptr;
-        const double d = std::strtod(t.c_str(), &end);
-        if (!t.empty() && *end == '\0') return Value::Float(d);
-      }
-      return Value::Float(0.0);
+    // float(value), else 0.0
+    if (IsNumber(v)) return Value::Float(AsDouble(v));
+    if (v.kind == Kind::kString) {
+      const std::string t = Strip(v.s, true, true);
+      char* end = nullptr;
+      const double d = std::strtod(t.c_str(), &end);
+      if (!t.empty() && *end == '\0') return Value::Float(d);
     }
-    return RenderError(e, "the filter " + f + " is not supported");
+    return Value::Float(0.0);
   }
 
   // Jinja2's attribute getter: "a.b.0" follows each part, a number an index.
