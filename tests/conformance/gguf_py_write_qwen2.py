@@ -57,6 +57,7 @@ def main() -> int:
     t = read_safetensors(os.path.join(hf, "model.safetensors"), np)
     w = gguf.GGUFWriter(out, "qwen2")
     w.add_context_length(cfg["max_position_embeddings"])
+    w.add_vocab_size(cfg["vocab_size"])  # no tokenizer.ggml.tokens to count
     w.add_embedding_length(cfg["hidden_size"])
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_feed_forward_length(cfg["intermediate_size"])
