@@ -687,6 +687,9 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
     return Status::Error(
         path + ": " + model.source +
         ": a qwen2 model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
+  if (c.sliding_window > 0)
+    return Status::Error(path + ": " + model.source + " has a sliding window (mistral, " +
+                         std::to_string(c.sliding_window) + "), which verity does not write to GGUF");
   VERITY_ASSIGN_OR_RETURN(const GgufTypes types, TypesOf(dtype));
   KeyValues kv = ModelKeys(model, types.file_type);
   VERITY_RETURN_IF_ERROR(AddVocabKeys(c, tokenizer, path, &kv));

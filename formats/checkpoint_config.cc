@@ -283,12 +283,20 @@ void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vect
   }
 }
 
-// model_type: "llama", "mixtral" or "qwen2".
+// model_type: "llama", "mistral", "mixtral" or "qwen2".
 Result<nlohmann::json> ReadModelType(const HfKeys& k) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
-  if (!type.is_string() || (type != "llama" && type != "mixtral" && type != "qwen2"))
-    return Status::Error(k.path + ": model_type must be \"llama\", \"mixtral\" or \"qwen2\"");
+  if (!type.is_string() || (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2"))
+    return Status::Error(k.path + ": model_type must be \"llama\", \"mistral\", \"mixtral\" or \"qwen2\"");
   return type;
+}
+
+// Mistral's sliding_window (MistralConfig): null, or the positions each
+// attends to (ModelConfig::sliding_window). Returns it as an inert key.
+Result<std::vector<std::string>> ReadMistralWindow(const HfKeys& k, ModelConfig* c) {
+  if (k.j.contains("sliding_window") && !k.j["sliding_window"].is_null())
+    VERITY_RETURN_IF_ERROR(k.ToInt("sliding_window", k.j["sliding_window"], &c->sliding_window));
+  return std::vector<std::string>{"sliding_window"};
 }
 
 // Qwen2's window keys (Qwen2Config): `sliding_window` and `max_window_layers`
@@ -396,6 +404,8 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
     // if any, is not read by Qwen2Attention).
     inert.push_back("attention_bias");
     c.qkv_bias = true;
+  } else if (type == "mistral") {
+    VERITY_ASSIGN_OR_RETURN(inert, ReadMistralWindow(keys, &c));
   }
   VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path, inert));
   VERITY_RETURN_IF_ERROR(ReadHfShape(keys, &c));
@@ -403,6 +413,7 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, &c));
   c.rope_style = RopeStyle::kHalves;                       // the Hugging Face convention
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
+  if (c.sliding_window > 0) c.seq_len = std::min(c.seq_len, c.sliding_window);
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
 }
@@ -416,8 +427,12 @@ nlohmann::json IntegralOrDouble(double x) {
 }  // namespace
 
 std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
-  const char* type = c.n_experts > 0 ? "mixtral" : c.qkv_bias ? "qwen2" : "llama";
-  const char* arch = c.n_experts > 0 ? "MixtralForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  const bool mistral = c.sliding_window > 0 && !c.qkv_bias && c.n_experts == 0;
+  const char* type = c.n_experts > 0 ? "mixtral" : c.qkv_bias ? "qwen2" : mistral ? "mistral" : "llama";
+  const char* arch = c.n_experts > 0 ? "MixtralForCausalLM"
+                     : c.qkv_bias    ? "Qwen2ForCausalLM"
+                     : mistral       ? "MistralForCausalLM"
+                                     : "LlamaForCausalLM";
   nlohmann::json cfg = {{"architectures", {arch}},
                         {"model_type", type},
                         {"hidden_size", c.dim},
@@ -434,6 +449,7 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
                         {"hidden_act", "silu"},
                         {"torch_dtype", torch_dtype}};
   if (c.qkv_bias) cfg["use_sliding_window"] = false;
+  if (mistral) cfg["sliding_window"] = c.sliding_window;
   if (c.n_experts > 0) {
     cfg["num_local_experts"] = c.n_experts;
     cfg["num_experts_per_tok"] = c.n_experts_per_tok;

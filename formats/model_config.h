@@ -52,6 +52,11 @@ struct ModelConfig {
   // Qwen2: the q, k and v projections add a bias (the o projection and the
   // FFN do not). Hugging Face names them self_attn.{q,k,v}_proj.bias.
   bool qkv_bias = false;
+  // Mistral's sliding_window: each position attends to itself and at most
+  // this many - 1 before it. verity computes full attention, the same thing
+  // while the context is no longer than the window, so the context is held
+  // to it (SetContext and ValidateConfig refuse more). 0: no window.
+  int sliding_window = 0;
   int n_experts = 0;          // Mixtral-style MoE when > 0
   int n_experts_per_tok = 0;  // top-k routed experts per token
   // Special tokens, from the model's files: BOS starts every prompt (none when

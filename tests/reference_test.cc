@@ -273,5 +273,44 @@ TEST(ReferenceLogits, Qwen2MatchesTheIndependentForward) {
   EXPECT_NE(llama.err.find("unexpected tensor model.layers.0.self_attn.k_proj.bias"), std::string::npos) << llama.err;
 }
 
+// Mistral (issue 44): a sliding window. verity computes full attention,
+// which is the window's own math while the context is no longer than it, so
+// the context is held to the window: the default context is the window, a
+// longer --ctx is refused naming it, and within it the model matches the
+// NumPy forward (which refuses positions past the window too). A window of
+// null is a llama's full attention over max_position_embeddings.
+TEST(ReferenceLogits, MistralMatchesTheIndependentForwardWithinItsWindow) {
+  const std::string dir = test::TempDir("mistral");
+  const std::string v = VerityBin(), model = dir + "/m", ref = dir + "/m.ref";
+  ASSERT_EQ(Shell(v + " synth --like mistral --out " + model).exit_code, 0);
+  const nlohmann::json cfg = nlohmann::json::parse(test::ReadFile(model + "/config.json"));
+  EXPECT_EQ(cfg["model_type"], "mistral");
+  EXPECT_EQ(cfg["sliding_window"], 128);
+  EXPECT_EQ(cfg["max_position_embeddings"], 512);
+  auto gen = Shell(std::string(kPython) + " " + RefScript() + " " + model + " --greedy 64 --out " + ref);
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  for (const char* backend : {"fast", "reference"}) {
+    auto r = Shell(Against(model, ref, std::string("--json --backend ") + backend));
+    ASSERT_EQ(r.exit_code, 0) << backend << "\n" << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["worst"]["top1"], 1.0) << backend;
+    EXPECT_LE(j["worst"]["mean_kl"].get<double>(), 1e-6) << backend;
+    std::printf("mistral (%s): matched the NumPy forward within its window: worst mean KL %.3g, top-1 1\n", backend,
+                j["worst"]["mean_kl"].get<double>());
+  }
+  auto longer = Shell(v + " logits --model " + model + " --ctx 256 --ids '1 2 3' --out " + dir + "/l.bin");
+  EXPECT_EQ(longer.exit_code, 1);
+  EXPECT_NE(longer.err.find("--ctx 256 exceeds the model's sliding_window 128"), std::string::npos) << longer.err;
+  auto past = Shell(std::string(kPython) + " " + RefScript() + " " + model + " --greedy 200 --out " + dir + "/p.ref");
+  EXPECT_EQ(past.exit_code, 1);
+  EXPECT_NE(past.err.find("exceed the sliding window of 128"), std::string::npos) << past.err;
+  // No window: the whole of max_position_embeddings is the default context.
+  nlohmann::json open = cfg;
+  open["sliding_window"] = nullptr;
+  test::WriteFile(model + "/config.json", open.dump(2));
+  auto full = Shell(v + " logits --model " + model + " --ctx 512 --ids '1 2 3' --out " + dir + "/l.bin");
+  EXPECT_EQ(full.exit_code, 0) << full.err;
+}
+
 }  // namespace
 }  // namespace verity

@@ -225,6 +225,12 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
   VERITY_RETURN_IF_ERROR(ReadShapeKeys(j, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeScalingKey(j, &c));
   VERITY_RETURN_IF_ERROR(ReadTokenIdKeys(j, &c));
+  if (j.contains("sliding_window")) {
+    if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() < 1 ||
+        j["sliding_window"].get<int64_t>() > INT32_MAX)
+      return Status::Error("--config: key 'sliding_window' must be a positive integer");
+    c.sliding_window = j["sliding_window"].get<int>();
+  }
   if (j.contains("qkv_bias")) {
     if (!j["qkv_bias"].is_boolean()) return Status::Error("--config: key 'qkv_bias' must be true or false");
     c.qkv_bias = j["qkv_bias"].get<bool>();
@@ -249,6 +255,13 @@ Result<std::string> MergeLike(const std::string& like, const std::string& config
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":160,"n_layers":2,"n_heads":4,"n_kv_heads":2,
       "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"shared_classifier":true,"rope_theta":1000000,
       "norm_eps":1e-6,"qkv_bias":true,"bos_token_id":256,"eos_token_id":257})");
+  } else if (like == "mistral") {
+    // Mistral 7B v0.1's traits: a sliding window (4096 there; 128 here, the
+    // context), GQA 4:1, rope_theta 10000, untied; max_position_embeddings
+    // past the window, as its config states (32768).
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":224,"n_layers":2,"n_heads":4,"n_kv_heads":1,
+      "vocab_size":320,"seq_len":128,"max_position_embeddings":512,"sliding_window":128,"shared_classifier":false,
+      "rope_theta":10000,"norm_eps":1e-5,"bos_token_id":1,"eos_token_id":2})");
   } else if (like == "llama2") {
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":172,"n_layers":2,"n_heads":4,"n_kv_heads":4,
       "vocab_size":320,"seq_len":256,"shared_classifier":false,"rope_theta":10000,"norm_eps":1e-5,
@@ -341,13 +354,14 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
                   "JSON: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier "
                   "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
                   "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
-                  "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list), qkv_bias (qwen2)");
+                  "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list), qkv_bias (qwen2), "
+                  "sliding_window (mistral)");
   sub->add_option("--like", *like,
                   "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
                   "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
                   "(head_dim = dim/heads, rope_theta 10000, untied) or qwen2 (q/k/v biases, rope_theta 1e6, tied "
-                  "embeddings, GQA)")
-      ->check(CLI::IsMember({"llama3", "llama2", "qwen2"}));
+                  "embeddings, GQA) or mistral (a sliding window of 128, the context; GQA 4:1, untied)")
+      ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "mistral"}));
   sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
   sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
   sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
@@ -363,6 +377,8 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
       if (c->n_experts > 0)
         return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
       if (c->qkv_bias) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold q/k/v biases"));
+      if (c->sliding_window)
+        return Fail(Status::Error("--out " + *out + ": llama2.c files cannot state a sliding window"));
       if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
           c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
           c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})

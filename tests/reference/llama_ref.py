@@ -55,6 +55,7 @@ class Config:
         self.top_k = 0
         self.bos = 1
         self.qkv_bias = False     # Qwen2: q, k and v projections add a bias
+        self.window = 0           # Mistral: each position attends to at most this many (0: all)
 
     def as_json(self):
         return {
@@ -65,6 +66,7 @@ class Config:
             else [float(f) for f in self.freq_factors], "rope_pairs": "interleaved" if self.interleaved else "halves",
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
             "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "qkv_bias": self.qkv_bias,
+            "sliding_window": self.window,
         }
 
 
@@ -218,15 +220,18 @@ def rope_scaling_from(cfg, path):
 def config_from_hf(cfg, path):
     """The math of a config.json; every key it cannot honour is refused by name."""
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mixtral", "qwen2"):
-        raise RefError("%s: model_type %r is not supported (llama, mixtral, qwen2)" % (path, mt))
+    if mt not in ("llama", "mistral", "mixtral", "qwen2"):
+        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2)" % (path, mt))
     qwen2 = mt == "qwen2"
     # Qwen2 (Qwen2Config, Qwen2Attention): the window applies only with
     # use_sliding_window; the q/k/v biases are always there.
     if cfg.get("use_sliding_window") not in (None, False):
         raise RefError("%s: key 'use_sliding_window' = %r changes the math and is not supported"
                        % (path, cfg["use_sliding_window"]))
-    inert = ("sliding_window", "attention_bias") if qwen2 else ()
+    # Mistral (MistralConfig): sliding_window is read; positions past it are
+    # refused (Reference.forward), since full attention equals the window's
+    # only up to its length.
+    inert = ("sliding_window", "attention_bias") if qwen2 else ("sliding_window",) if mt == "mistral" else ()
     for key, bad in UNSUPPORTED_IF:
         if key in cfg and bad(cfg[key]) and key not in inert:
             raise RefError("%s: key '%s' = %r changes the math and is not supported" % (path, key, cfg[key]))
@@ -253,6 +258,8 @@ def config_from_hf(cfg, path):
     c.rope_scaling = rope_scaling_from(cfg, path)
     c.interleaved = False
     c.qkv_bias = qwen2
+    if mt == "mistral" and cfg.get("sliding_window") is not None:
+        c.window = need_int("sliding_window")
     if isinstance(cfg.get("bos_token_id"), int):
         c.bos = cfg["bos_token_id"]
     if mixtral:
@@ -615,6 +622,9 @@ class Reference:
         T, p0 = len(tokens), self.k[0].shape[0]
         if p0 + T > c.seq_len:
             raise RefError("%d positions exceed the context of %d" % (p0 + T, c.seq_len))
+        if c.window and p0 + T > c.window:
+            raise RefError("%d positions exceed the sliding window of %d (this reference attends to every "
+                           "earlier position)" % (p0 + T, c.window))
         pos = np.arange(p0, p0 + T)
         H, KV, hd = c.n_heads, c.n_kv_heads, c.head_dim
         group = H // KV
