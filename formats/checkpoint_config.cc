@@ -10,6 +10,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
 namespace verity {
@@ -316,6 +317,20 @@ Result<std::vector<std::string>> ReadQwen2Window(const HfKeys& k) {
   return std::vector<std::string>{"sliding_window", "layer_types"};
 }
 
+// What the model type adds to Llama's keys: Qwen2's biases (always there;
+// its attention_bias key, if any, is not read by Qwen2Attention) and window
+// keys, Mistral's window. Returns the keys the type makes inert.
+Result<std::vector<std::string>> ReadFamilyKeys(const HfKeys& k, const nlohmann::json& type, ModelConfig* c) {
+  if (type == "qwen2") {
+    VERITY_ASSIGN_OR_RETURN(std::vector<std::string> inert, ReadQwen2Window(k));
+    inert.push_back("attention_bias");
+    c->qkv_bias = true;
+    return inert;
+  }
+  if (type == "mistral") return ReadMistralWindow(k, c);
+  return std::vector<std::string>{};
+}
+
 // Refuses a key that changes the math unless it holds its neutral value
 // (or is one of `inert`: a key the model type says is not in use).
 Status RefuseNonNeutral(const nlohmann::json& j, const std::string& path, const std::vector<std::string>& inert) {
@@ -397,16 +412,7 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   const HfKeys keys{j, path};
   ModelConfig c;
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, ReadModelType(keys));
-  std::vector<std::string> inert;
-  if (type == "qwen2") {
-    VERITY_ASSIGN_OR_RETURN(inert, ReadQwen2Window(keys));
-    // Qwen2's q/k/v projections always carry a bias (its attention_bias key,
-    // if any, is not read by Qwen2Attention).
-    inert.push_back("attention_bias");
-    c.qkv_bias = true;
-  } else if (type == "mistral") {
-    VERITY_ASSIGN_OR_RETURN(inert, ReadMistralWindow(keys, &c));
-  }
+  VERITY_ASSIGN_OR_RETURN(const std::vector<std::string> inert, ReadFamilyKeys(keys, type, &c));
   VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path, inert));
   VERITY_RETURN_IF_ERROR(ReadHfShape(keys, &c));
   VERITY_RETURN_IF_ERROR(ReadHfMath(keys, type, &c));
@@ -427,12 +433,12 @@ nlohmann::json IntegralOrDouble(double x) {
 }  // namespace
 
 std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
-  const bool mistral = c.sliding_window > 0 && !c.qkv_bias && c.n_experts == 0;
-  const char* type = c.n_experts > 0 ? "mixtral" : c.qkv_bias ? "qwen2" : mistral ? "mistral" : "llama";
-  const char* arch = c.n_experts > 0 ? "MixtralForCausalLM"
-                     : c.qkv_bias    ? "Qwen2ForCausalLM"
-                     : mistral       ? "MistralForCausalLM"
-                                     : "LlamaForCausalLM";
+  // The family its traits name (ValidateConfig allows at most one trait).
+  const bool mistral = c.sliding_window > 0;
+  const auto [type, arch] = c.n_experts > 0 ? std::pair{"mixtral", "MixtralForCausalLM"}
+                            : c.qkv_bias    ? std::pair{"qwen2", "Qwen2ForCausalLM"}
+                            : mistral       ? std::pair{"mistral", "MistralForCausalLM"}
+                                            : std::pair{"llama", "LlamaForCausalLM"};
   nlohmann::json cfg = {{"architectures", {arch}},
                         {"model_type", type},
                         {"hidden_size", c.dim},

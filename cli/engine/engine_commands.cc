@@ -216,6 +216,22 @@ Status ReadTokenIdKeys(const nlohmann::json& j, ModelConfig* cfg) {
   return OkStatus();
 }
 
+// The traits of other families, where given: sliding_window (mistral) and
+// qkv_bias (qwen2).
+Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
+  if (j.contains("sliding_window")) {
+    if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() < 1 ||
+        j["sliding_window"].get<int64_t>() > INT32_MAX)
+      return Status::Error("--config: key 'sliding_window' must be a positive integer");
+    c->sliding_window = j["sliding_window"].get<int>();
+  }
+  if (j.contains("qkv_bias")) {
+    if (!j["qkv_bias"].is_boolean()) return Status::Error("--config: key 'qkv_bias' must be true or false");
+    c->qkv_bias = j["qkv_bias"].get<bool>();
+  }
+  return OkStatus();
+}
+
 Result<ModelConfig> ConfigFromJson(const std::string& text) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json j, ParseConfigObject(text));
   ModelConfig c;
@@ -225,16 +241,7 @@ Result<ModelConfig> ConfigFromJson(const std::string& text) {
   VERITY_RETURN_IF_ERROR(ReadShapeKeys(j, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeScalingKey(j, &c));
   VERITY_RETURN_IF_ERROR(ReadTokenIdKeys(j, &c));
-  if (j.contains("sliding_window")) {
-    if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() < 1 ||
-        j["sliding_window"].get<int64_t>() > INT32_MAX)
-      return Status::Error("--config: key 'sliding_window' must be a positive integer");
-    c.sliding_window = j["sliding_window"].get<int>();
-  }
-  if (j.contains("qkv_bias")) {
-    if (!j["qkv_bias"].is_boolean()) return Status::Error("--config: key 'qkv_bias' must be true or false");
-    c.qkv_bias = j["qkv_bias"].get<bool>();
-  }
+  VERITY_RETURN_IF_ERROR(ReadFamilyKeys(j, &c));
   return c;
 }
 
