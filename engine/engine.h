@@ -55,9 +55,13 @@ struct LayerWeights {
   kernels::Weights wv;             // [kv_dim x dim]
   kernels::Weights wo;             // [dim x q_dim]
   // Qwen2 (ModelConfig::qkv_bias): added to q, k and v; null otherwise.
-  const float* bq = nullptr;           // [q_dim]
-  const float* bk = nullptr;           // [kv_dim]
-  const float* bv = nullptr;           // [kv_dim]
+  const float* bq = nullptr;  // [q_dim]
+  const float* bk = nullptr;  // [kv_dim]
+  const float* bv = nullptr;  // [kv_dim]
+  // Qwen3 (ModelConfig::qk_norm): each head's q, and k, RMS-normalised by
+  // these before RoPE; every head shares its vector. Null otherwise.
+  const float* q_norm = nullptr;       // [head_dim]
+  const float* k_norm = nullptr;       // [head_dim]
   const float* rms_ffn = nullptr;      // [dim]
   kernels::Weights w1;                 // [ffn x dim]   gate
   kernels::Weights w2;                 // [dim x ffn]   down

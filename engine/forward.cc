@@ -231,6 +231,10 @@ void RankForward::Attention(int l, int n) {
     k_.AddBiasRows(key_->data(), w.bk, kv_dim_, n);
     k_.AddBiasRows(val_->data(), w.bv, kv_dim_, n);
   }
+  if (w.full->q_norm) {  // Qwen3: each head's q and k normalised over head_dim, one weight for all heads
+    k_.RmsnormRows(q_->data(), q_->data(), w.full->q_norm, head_size_, n * w_.n_heads, c.norm_eps);
+    k_.RmsnormRows(key_->data(), key_->data(), w.full->k_norm, head_size_, n * w_.n_kv_heads, c.norm_eps);
+  }
   // This layer's caches: of the block's slot (one sequence), of slot 0 (rows
   // of several sequences, each row in its own slot's).
   const size_t layer = static_cast<size_t>(l) * kv_layer_stride_, slot = one_sequence_ ? slot_[0] * kv_slot_floats_ : 0;

@@ -1,7 +1,8 @@
-// llama- and qwen2-architecture GGUF files as verity models, and the
+// llama-, qwen2- and qwen3-architecture GGUF files as verity models, and the
 // converter that writes them. The format itself (parsing, checks) is
-// formats/gguf. qwen2 is llama's layout with attn_{q,k,v}.bias per block and
-// its keys under "qwen2." (GgufArchitecture).
+// formats/gguf. qwen2 is llama's layout with attn_{q,k,v}.bias per block,
+// qwen3 llama's with attn_{q,k}_norm per block, each with its keys under its
+// own name ("qwen2.", "qwen3."; GgufArchitecture).
 //
 // RoPE layout. llama.cpp runs the "llama" architecture with its NORM rope,
 // which rotates adjacent pairs (2i, 2i+1) of each head: the original Meta /
@@ -14,8 +15,9 @@
 // Hence: a GGUF llama file holds q/k rows in the interleaved layout and loads
 // with RopeStyle::kInterleaved and no permutation; a llama2.c model is written
 // unchanged; a Hugging Face model is written with that permutation. llama.cpp
-// runs "qwen2" with its NEOX rope, which rotates halves: its files keep the
-// Hugging Face rows and load with RopeStyle::kHalves, unpermuted.
+// runs "qwen2" and "qwen3" with its NEOX rope, which rotates halves: their
+// files keep the Hugging Face rows and load with RopeStyle::kHalves,
+// unpermuted.
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -57,7 +59,8 @@ GgufPlace PlaceOf(const std::string& hf) {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
       {"self_attn.q_proj.bias", "attn_q.bias"},          {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"}};
+      {"self_attn.v_proj.bias", "attn_v.bias"},          {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"}};
   for (const auto& [from, to] : dense)
     if (rest == from) return {blk + to};
   // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
@@ -131,9 +134,13 @@ std::string BlockMix(const gguf::File& f) {
 }
 
 // The architecture a model is written as, and read from: "qwen2" for a model
-// with q/k/v biases, else "llama". llama.cpp names every hyperparameter key
-// after it ("qwen2.embedding_length"), the same keys otherwise.
-const char* GgufArchitecture(const ModelConfig& c) { return c.qkv_bias ? "qwen2" : "llama"; }
+// with q/k/v biases, "qwen3" for one with q/k norms, else "llama". llama.cpp
+// names every hyperparameter key after it ("qwen2.embedding_length"), the
+// same keys otherwise.
+const char* GgufArchitecture(const ModelConfig& c) { return c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama"; }
+// llama.cpp rotates llama's rows in pairs (NORM) and the others' in halves
+// (NEOX); see the top of this file.
+bool NeoxArchitecture(const ModelConfig& c) { return std::string(GgufArchitecture(c)) != "llama"; }
 struct ArchKeys {
   std::string arch;
   std::string operator()(const char* key) const { return arch + "." + key; }
@@ -271,11 +278,12 @@ Status ReadSpecialTokens(const gguf::File& f, const std::string& path, ModelConf
 // spec (or llama.cpp) defines, said in a note; the rest are required.
 Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
   VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
-  if (arch != "llama" && arch != "qwen2")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
     return Status::Error(path + ": general.architecture is \"" + arch +
-                         "\"; verity loads only \"llama\" and \"qwen2\" GGUF files");
+                         "\"; verity loads only \"llama\", \"qwen2\" and \"qwen3\" GGUF files");
   ModelConfig c;
   c.qkv_bias = arch == "qwen2";  // its attn_{q,k,v}.bias tensors are then required
+  c.qk_norm = arch == "qwen3";   // its attn_{q,k}_norm tensors are then required
   const ArchKeys k{arch};
   VERITY_RETURN_IF_ERROR(ReadDimensions(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeBase(f, k, path, notes, &c));
@@ -285,9 +293,9 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
-  // llama: NORM rope on interleaved rows (see the top of this file); qwen2:
-  // llama.cpp's NEOX rope, the Hugging Face halves, rows as converted.
-  c.rope_style = c.qkv_bias ? RopeStyle::kHalves : RopeStyle::kInterleaved;
+  // llama: NORM rope on interleaved rows (see the top of this file); qwen2
+  // and qwen3: llama.cpp's NEOX rope, the Hugging Face halves, rows as converted.
+  c.rope_style = NeoxArchitecture(c) ? RopeStyle::kHalves : RopeStyle::kInterleaved;
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
 }
@@ -350,10 +358,10 @@ Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsign
 
 // Llama 3 RoPE scaling as llama.cpp's converter writes it: per-pair divisors
 // of the inverse frequencies, an F32 tensor of head_dim/2 values. llama.cpp's
-// qwen2 reads none: there it is an unexpected tensor.
+// qwen2 and qwen3 read none: there it is an unexpected tensor.
 Status ReadRopeFreqs(const gguf::File& f, const unsigned char* data_start, const std::string& path, ModelConfig* config,
                      std::set<std::string>* used) {
-  if (config->qkv_bias) return OkStatus();
+  if (NeoxArchitecture(*config)) return OkStatus();
   if (const gguf::TensorInfo* t = f.FindTensor("rope_freqs.weight")) {
     const uint64_t half = static_cast<uint64_t>(config->head_dim / 2);
     if (t->type != gguf::kF32 || t->dims != std::vector<uint64_t>{half})
@@ -544,8 +552,8 @@ Result<GgufTypes> TypesOf(const std::string& dtype) {
 
 using KeyValues = std::vector<std::pair<std::string, gguf::Value>>;
 
-// The architecture's metadata for the model's config (llama or qwen2: the
-// same keys under its name).
+// The architecture's metadata for the model's config (llama, qwen2 or qwen3:
+// the same keys under its name).
 KeyValues ModelKeys(const Model& model, uint32_t file_type) {
   const ModelConfig& c = model.config;
   const ArchKeys k{GgufArchitecture(c)};
@@ -627,8 +635,8 @@ std::vector<Planned> PlanTensors(const ModelConfig& c, const std::vector<Expecte
     }
     p.parts.push_back(i);
     const bool q = at.name.find(".attn_q.") != std::string::npos, k = at.name.find(".attn_k.") != std::string::npos;
-    // llama's NORM rope wants interleaved rows; qwen2's NEOX rope the halves.
-    p.permute = (q || k) && c.rope_style == RopeStyle::kHalves && !c.qkv_bias;
+    // llama's NORM rope wants interleaved rows; qwen2's and qwen3's NEOX rope the halves.
+    p.permute = (q || k) && c.rope_style == RopeStyle::kHalves && !NeoxArchitecture(c);
     p.heads = q ? c.n_heads : c.n_kv_heads;
     by_name[at.name] = plan.size();
     plan.push_back(std::move(p));
@@ -681,12 +689,11 @@ Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const s
 Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
                            const std::string& tokenizer) {
   const ModelConfig& c = model.config;
-  // qwen2 files rotate halves and hold no rope_freqs.weight (llama.cpp's
-  // qwen2 graph reads none).
-  if (c.qkv_bias && (c.rope_style != RopeStyle::kHalves || !RopeFreqFactors(c).empty()))
-    return Status::Error(
-        path + ": " + model.source +
-        ": a qwen2 model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
+  // qwen2 and qwen3 files rotate halves and hold no rope_freqs.weight
+  // (llama.cpp's graphs for them read none).
+  if (NeoxArchitecture(c) && (c.rope_style != RopeStyle::kHalves || !RopeFreqFactors(c).empty()))
+    return Status::Error(path + ": " + model.source + ": a " + GgufArchitecture(c) +
+                         " model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
   if (c.sliding_window > 0)
     return Status::Error(path + ": " + model.source + " has a sliding window (mistral, " +
                          std::to_string(c.sliding_window) + "), which verity does not write to GGUF");

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/strings.h"
 #include "formats/checkpoint_config.h"
 #include "engine/engine.h"
 #include "formats/safetensors.h"
@@ -50,6 +51,10 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
       t.push_back({p + "self_attn.k_proj.bias", {kv}, TensorKind::kBias});
       t.push_back({p + "self_attn.v_proj.bias", {kv}, TensorKind::kBias});
     }
+    if (c.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, TensorKind::kNorm});
+      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, TensorKind::kNorm});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {d}, TensorKind::kNorm});
     if (c.n_experts > 0) {
       t.push_back({p + "block_sparse_moe.gate.weight", {c.n_experts, d}, TensorKind::kRouter});
@@ -82,6 +87,8 @@ std::vector<Slot> Slots(Model& m) {
     for (kernels::Weights* w : {&L.wq, &L.wk, &L.wv, &L.wo}) mat(w);
     if (m.config.qkv_bias)
       for (const float** b : {&L.bq, &L.bk, &L.bv}) vec(b);
+    if (m.config.qk_norm)
+      for (const float** n : {&L.q_norm, &L.k_norm}) vec(n);
     vec(&L.rms_ffn);
     if (m.config.n_experts > 0) {
       mat(&L.router);
@@ -373,7 +380,11 @@ Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_
   for (const auto& t : expected) {
     offsets.push_back(off);
     const bool norm = t.kind == TensorKind::kNorm;
-    const double a = t.shape.size() == 2 && t.kind != TensorKind::kEmbedding ? std::sqrt(3.0 / t.shape[1]) : 1.0;
+    double a = t.shape.size() == 2 && t.kind != TensorKind::kEmbedding ? std::sqrt(3.0 / t.shape[1]) : 1.0;
+    // Where q/k norms follow (Qwen3), q and k come out 8x the unit scale, as
+    // a trained model's do: the norms remove it, a forward without them
+    // attends far too sharply (so skipping them shows).
+    if (config.qk_norm && (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight"))) a *= 8.0;
     for (int64_t i = 0; i < Count(t.shape); i++) {
       double u = (static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0 - 1.0;
       storage[off + i] = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
@@ -466,7 +477,9 @@ std::vector<float> HfTensorValues(const HfWrite& w, size_t i) {
       std::memcpy(&tmp[r * t.shape[1]], row.data(), static_cast<size_t>(t.shape[1]) * 4);
     }
   }
-  const bool is_q = t.name.find("q_proj") != std::string::npos, is_k = t.name.find("k_proj") != std::string::npos;
+  // q and k rows, their biases and Qwen3's per-head norms (one head's worth).
+  const bool is_q = t.name.find("q_proj") != std::string::npos || t.name.find("q_norm") != std::string::npos,
+             is_k = t.name.find("k_proj") != std::string::npos || t.name.find("k_norm") != std::string::npos;
   if (w.permute && (is_q || is_k)) {
     const std::vector<float> src = tmp;
     const int hs = w.hs;

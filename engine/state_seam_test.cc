@@ -181,6 +181,17 @@ TEST(StateSeam, Qwen2BiasesAreAddedThroughTheSeam) {
   ExpectTransformerAgrees(**m, "reference", "qwen2 q/k/v biases");
 }
 
+// Qwen3's q/k norms normalise state in place (Backend::RmsnormRows over
+// head_dim rows): the same bits off the host.
+TEST(StateSeam, Qwen3NormsAreAppliedThroughTheSeam) {
+  ModelConfig c = Config(0);
+  c.qk_norm = true;
+  auto m = SyntheticModel(c, 23);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectTransformerAgrees(**m, "fast", "qwen3 q/k norms");
+  ExpectTransformerAgrees(**m, "reference", "qwen3 q/k norms");
+}
+
 // Three slots: prompts prefilled together, then steps of all three.
 std::vector<float> RunSlots(SlotDecoder& d, int vocab) {
   std::vector<std::vector<int>> prompts = {Ids(9, vocab, 2), Ids(5, vocab, 3), Ids(12, vocab, 4)};

@@ -310,6 +310,7 @@ Footprint FootprintOf(const Model& m, int kv_positions) {
   for (const LayerWeights& l : m.layers) {
     norms += 2 * dim_bytes;
     if (l.bq) norms += static_cast<size_t>(c.q_dim() + 2 * c.kv_dim()) * 4;  // Qwen2's biases
+    if (l.q_norm) norms += static_cast<size_t>(2 * c.head_dim) * 4;          // Qwen3's q/k norms
     const size_t attn = l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
     per_token += attn;
     resident += attn;

@@ -284,12 +284,13 @@ void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vect
   }
 }
 
-// model_type: "llama", "mistral", "mixtral" or "qwen2".
+// model_type: "llama", "mistral", "mixtral", "qwen2" or "qwen3".
 Result<nlohmann::json> ReadModelType(const HfKeys& k) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
-  if (!type.is_string() || (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2"))
-    return Status::Error(k.path + ": model_type must be \"llama\", \"mistral\", \"mixtral\" or \"qwen2\"");
-  return type;
+  for (const char* known : {"llama", "mistral", "mixtral", "qwen2", "qwen3"})
+    if (type == known) return type;
+  return Status::Error(k.path + ": model_type " + type.dump() +
+                       " is not one verity runs (\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\")");
 }
 
 // Mistral's sliding_window (MistralConfig): null, or the positions each
@@ -300,7 +301,7 @@ Result<std::vector<std::string>> ReadMistralWindow(const HfKeys& k, ModelConfig*
   return std::vector<std::string>{"sliding_window"};
 }
 
-// Qwen2's window keys (Qwen2Config): `sliding_window` and `max_window_layers`
+// Qwen2's and Qwen3's window keys (Qwen2Config, Qwen3Config): `sliding_window` and `max_window_layers`
 // act only when `use_sliding_window` is true, which RefuseNonNeutral refuses;
 // Qwen2 checkpoints state a window (32768, 131072) with it false.
 // `layer_types`, where written, must be full attention throughout. Returns
@@ -319,13 +320,24 @@ Result<std::vector<std::string>> ReadQwen2Window(const HfKeys& k) {
 
 // What the model type adds to Llama's keys: Qwen2's biases (always there;
 // its attention_bias key, if any, is not read by Qwen2Attention) and window
-// keys, Mistral's window. Returns the keys the type makes inert.
+// keys; Qwen3's q/k norms (always there) and the same window keys, its
+// attention_bias read (true would add biases to q, k, v and o: refused as
+// non-neutral) and head_dim required (Qwen3Config defaults it to 128, not
+// hidden_size / num_attention_heads: a value the file should state);
+// Mistral's window. Returns the keys the type makes inert.
 Result<std::vector<std::string>> ReadFamilyKeys(const HfKeys& k, const nlohmann::json& type, ModelConfig* c) {
   if (type == "qwen2") {
     VERITY_ASSIGN_OR_RETURN(std::vector<std::string> inert, ReadQwen2Window(k));
     inert.push_back("attention_bias");
     c->qkv_bias = true;
     return inert;
+  }
+  if (type == "qwen3") {
+    if (!k.j.contains("head_dim") || k.j["head_dim"].is_null())
+      return Status::Error(k.path + ": model_type qwen3 needs key 'head_dim' (Qwen3Config defaults it to 128, " +
+                           "not hidden_size / num_attention_heads; verity does not guess it)");
+    c->qk_norm = true;
+    return ReadQwen2Window(k);
   }
   if (type == "mistral") return ReadMistralWindow(k, c);
   return std::vector<std::string>{};
@@ -437,6 +449,7 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
   const bool mistral = c.sliding_window > 0;
   const auto [type, arch] = c.n_experts > 0 ? std::pair{"mixtral", "MixtralForCausalLM"}
                             : c.qkv_bias    ? std::pair{"qwen2", "Qwen2ForCausalLM"}
+                            : c.qk_norm     ? std::pair{"qwen3", "Qwen3ForCausalLM"}
                             : mistral       ? std::pair{"mistral", "MistralForCausalLM"}
                                             : std::pair{"llama", "LlamaForCausalLM"};
   nlohmann::json cfg = {{"architectures", {arch}},
@@ -454,7 +467,8 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
                         {"tie_word_embeddings", c.shared_classifier},
                         {"hidden_act", "silu"},
                         {"torch_dtype", torch_dtype}};
-  if (c.qkv_bias) cfg["use_sliding_window"] = false;
+  if (c.qkv_bias || c.qk_norm) cfg["use_sliding_window"] = false;
+  if (c.qk_norm) cfg["attention_bias"] = false;
   if (mistral) cfg["sliding_window"] = c.sliding_window;
   if (c.n_experts > 0) {
     cfg["num_local_experts"] = c.n_experts;

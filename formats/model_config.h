@@ -52,6 +52,10 @@ struct ModelConfig {
   // Qwen2: the q, k and v projections add a bias (the o projection and the
   // FFN do not). Hugging Face names them self_attn.{q,k,v}_proj.bias.
   bool qkv_bias = false;
+  // Qwen3: each head's q and k are RMS-normalised over head_dim (one weight
+  // vector for q's heads, one for k's, eps norm_eps) before RoPE. Hugging
+  // Face names them self_attn.{q,k}_norm.weight.
+  bool qk_norm = false;
   // Mistral's sliding_window: each position attends to itself and at most
   // this many - 1 before it. verity computes full attention, the same thing
   // while the context is no longer than the window, so the context is held

@@ -231,6 +231,44 @@ TEST(Config, Qwen2WindowKeysAreReadOrRefusedByName) {
   EXPECT_NE(llama.err.find("key 'sliding_window' is 4096"), std::string::npos) << llama.err;
 }
 
+// Qwen3's keys (docs/config-keys.md, "Qwen3"): head_dim is required (its
+// config class defaults it to 128, not hidden_size / heads), attention_bias
+// is read (true: biases on q, k, v and o, refused by name), the window keys
+// as Qwen2's; the q/k norm tensors are required.
+TEST(Config, Qwen3KeysAreReadOrRefusedByName) {
+  const std::string root = test::TempDir("qwen3-keys");
+  ASSERT_EQ(Shell(VerityBin() + " synth --like qwen3 --out " + root + "/base").exit_code, 0);
+  const nlohmann::json base = nlohmann::json::parse(test::ReadFile(root + "/base/config.json"));
+  EXPECT_EQ(base["model_type"], "qwen3");
+  EXPECT_EQ(base["head_dim"], 32);
+  auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string dir = root + "/" + tag;
+    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
+    nlohmann::json j = base;
+    edit(j);
+    test::WriteFile(dir + "/config.json", j.dump(2));
+    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin");
+  };
+  ExpectNamedError(with("no-head-dim", [](auto& j) { j.erase("head_dim"); }),
+                   {"model_type qwen3 needs key 'head_dim'"});
+  ExpectNamedError(with("bias", [](auto& j) { j["attention_bias"] = true; }),
+                   {"key 'attention_bias' is true; verity computes only false"});
+  ExpectNamedError(with("on", [](auto& j) { j["use_sliding_window"] = true; }), {"key 'use_sliding_window' is true"});
+  // What Qwen3-0.6B's own config.json states loads, without a note.
+  auto stated = with("stated", [](auto& j) {
+    j["sliding_window"] = nullptr, j["max_window_layers"] = 28, j["attention_bias"] = false;
+    j["layer_types"] = {"full_attention", "full_attention"}, j["attention_dropout"] = 0.0;
+  });
+  EXPECT_EQ(stated.exit_code, 0) << stated.err;
+  EXPECT_EQ(stated.err.find("not one verity knows"), std::string::npos) << stated.err;
+  // The norms are read, not tolerated: without one the model is refused by name.
+  const std::string gone = root + "/no-norm";
+  ASSERT_EQ(Shell(VerityBin() + " synth --like qwen3 --config '{\"qk_norm\":false}' --out " + gone).exit_code, 0);
+  test::WriteFile(gone + "/config.json", base.dump(2));
+  ExpectNamedError(Shell(VerityBin() + " logits --model " + gone + " --ids '1 2 3' --out " + gone + "/l.bin"),
+                   {"model.layers.0.self_attn.q_norm.weight"});
+}
+
 TEST(Config, GenerationStopsAtTheModelsEos) {
   // stories260K greedy from BOS emits token 13 ('.'?) among its first ids;
   // declaring it an EOS ends generation right there.

@@ -308,40 +308,6 @@ std::pair<double, int> WorstKlAndFlips(const std::vector<float>& p, const std::v
   return {worst, flips};
 }
 
-// Qwen2 (issue 44): one Hugging Face directory written as GGUF twice, by
-// verity's converter and by gguf-py (llama.cpp's own writer), run by
-// llama.cpp (architecture qwen2: q/k/v biases, NEOX rope) and by verity,
-// teacher-forced: per position KL <= 1e-5 and the same argmax; verity's
-// logits from either file are the Hugging Face directory's, bit for bit.
-TEST(LlamaPeer, Qwen2GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
-  REQUIRE_PEER();
-  const std::string dir = test::TempDir("peer-qwen2");
-  const std::string hf = dir + "/hf", ours = dir + "/verity.gguf", theirs = dir + "/gguf-py.gguf";
-  RunOk(VerityBin() + " synth --like qwen2 --seed 5 --out " + hf);
-  RunOk(VerityBin() + " convert --to gguf --model " + hf + " --out " + ours + " --dtype f32");
-  RunOk(std::string("/usr/bin/python3 ") + test::SourceDir() + "/tests/conformance/gguf_py_write_qwen2.py " +
-        GGUF_PY_DIR + " " + hf + " " + theirs);
-  constexpr int kVocab = 320;  // the qwen2 synth's
-  std::vector<int> ids = {256};
-  for (int p = 1; p < kSynthPositions; p++) ids.push_back(static_cast<int>((1 + 7919L * p) % kVocab));
-  const std::vector<float> from_hf = VerityLogits(hf, "f32", ids);
-  int files = 0;
-  for (const std::string& gguf : {ours, theirs}) {
-    const std::vector<float> mine = VerityLogits(gguf, "f32", ids), peer = PeerLogits(gguf, ids);
-    ASSERT_EQ(mine.size(), ids.size() * kVocab) << gguf;
-    ASSERT_EQ(peer.size(), mine.size()) << gguf;
-    EXPECT_EQ(std::memcmp(mine.data(), from_hf.data(), mine.size() * 4), 0) << gguf << ": not the directory's logits";
-    const auto [kl, flips] = WorstKlAndFlips(peer, mine, kVocab);
-    std::printf("  %s: llama.cpp vs verity, %zu positions: worst KL %.3g, argmax differs at %d, max |diff| %.3g\n",
-                gguf.c_str(), ids.size(), kl, flips, MaxAbsDiff(mine, peer));
-    EXPECT_LE(kl, 1e-5) << gguf;
-    EXPECT_EQ(flips, 0) << gguf;
-    files++;
-  }
-  std::printf("llama.cpp peer (qwen2 synth): %d GGUF files (verity's, gguf-py's) agree with llama.cpp\n", files);
-  EXPECT_EQ(files, 2);
-}
-
 // The GGUF type verity reads for `tensor` and general.file_type, from gguf-info.
 std::pair<std::string, int> TypesOf(const std::string& gguf, const std::string& tensor) {
   const auto j = nlohmann::json::parse(RunOk(VerityBin() + " gguf-info --json " + gguf));
@@ -349,6 +315,55 @@ std::pair<std::string, int> TypesOf(const std::string& gguf, const std::string& 
   for (const auto& t : j["tensors"])
     if (t["name"] == tensor) type = t["type_name"].get<std::string>();
   return {type, j["metadata"]["general.file_type"]["value"].get<int>()};
+}
+
+// Issue 44's families: one synthetic Hugging Face directory of `family`
+// written as GGUF twice, by verity's converter and by gguf-py (llama.cpp's
+// own writer), run by llama.cpp and by verity, teacher-forced: per position
+// KL <= 1e-5 and the same argmax; verity's logits from either file are the
+// Hugging Face directory's, bit for bit. Returns the files that agreed.
+int FamilyGgufAgreesWithLlamaCpp(const std::string& family) {
+  const std::string dir = test::TempDir("peer-" + family);
+  const std::string hf = dir + "/hf", ours = dir + "/verity.gguf", theirs = dir + "/gguf-py.gguf";
+  RunOk(VerityBin() + " synth --like " + family + " --seed 5 --out " + hf);
+  RunOk(VerityBin() + " convert --to gguf --model " + hf + " --out " + ours + " --dtype f32");
+  RunOk(std::string("/usr/bin/python3 ") + test::SourceDir() + "/tests/conformance/gguf_py_write.py " + GGUF_PY_DIR +
+        " " + hf + " " + theirs);
+  EXPECT_EQ(TypesOf(ours, "blk.0.attn_q.weight").first, "F32");
+  constexpr int kVocab = 320;  // the synths' vocabulary; 256 is their BOS
+  std::vector<int> ids = {256};
+  for (int p = 1; p < kSynthPositions; p++) ids.push_back(static_cast<int>((1 + 7919L * p) % kVocab));
+  const std::vector<float> from_hf = VerityLogits(hf, "f32", ids);
+  int files = 0;
+  for (const std::string& gguf : {ours, theirs}) {
+    const std::vector<float> mine = VerityLogits(gguf, "f32", ids), peer = PeerLogits(gguf, ids);
+    EXPECT_EQ(mine.size(), ids.size() * kVocab) << gguf;
+    EXPECT_EQ(peer.size(), mine.size()) << gguf;
+    if (mine.size() != ids.size() * kVocab || peer.size() != mine.size()) continue;
+    EXPECT_EQ(std::memcmp(mine.data(), from_hf.data(), mine.size() * 4), 0) << gguf << ": not the directory's logits";
+    const auto [kl, flips] = WorstKlAndFlips(peer, mine, kVocab);
+    std::printf("  %s: llama.cpp vs verity, %zu positions: worst KL %.3g, argmax differs at %d, max |diff| %.3g\n",
+                gguf.c_str(), ids.size(), kl, flips, MaxAbsDiff(mine, peer));
+    EXPECT_LE(kl, 1e-5) << gguf;
+    EXPECT_EQ(flips, 0) << gguf;
+    files += kl <= 1e-5 && flips == 0;
+  }
+  std::printf("llama.cpp peer (%s synth): %d GGUF files (verity's, gguf-py's) agree with llama.cpp\n", family.c_str(),
+              files);
+  return files;
+}
+
+// Qwen2: architecture qwen2, q/k/v biases, NEOX rope.
+TEST(LlamaPeer, Qwen2GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
+  REQUIRE_PEER();
+  EXPECT_EQ(FamilyGgufAgreesWithLlamaCpp("qwen2"), 2);
+}
+
+// Qwen3: architecture qwen3, per-head q/k norms, head_dim 32 with a residual
+// of 64 and 4 heads (q wider than the residual), NEOX rope.
+TEST(LlamaPeer, Qwen3GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
+  REQUIRE_PEER();
+  EXPECT_EQ(FamilyGgufAgreesWithLlamaCpp("qwen3"), 2);
 }
 
 // llama_model_quantize's output is what was asked for (so a copy of the F32

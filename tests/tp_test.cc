@@ -254,6 +254,20 @@ TEST(TpParity, Qwen2BiasesShardWithTheirHeads) {
   ExpectParity("qwen2 8 heads 2 KV heads", **m, {2, 4, 8}, 64);
 }
 
+// Qwen3 (issue 44): every head shares its q (and k) norm vector, so each
+// rank normalises the heads it holds with the whole vector; head_dim 16
+// with 8 heads over a residual of 64 (q twice its width).
+TEST(TpParity, Qwen3NormsApplyToEveryRanksHeads) {
+  ModelConfig c = Synth(64, 128, 8, 2, 0, 0);
+  c.qk_norm = true;
+  c.head_dim = 16;
+  c.rope_theta = 1e6f;
+  auto m = SyntheticModel(c, 17);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_NE((*m)->layers[0].k_norm, nullptr);
+  ExpectParity("qwen3 8 heads 2 KV heads head_dim 16", **m, {2, 4, 8}, 64);
+}
+
 // ---- batched prefill: one step, and one all-reduce per projection, per block ---
 
 // A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "base/sha256.h"
@@ -341,6 +342,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
                            std::to_string(tokens.size()) + " token positions are compared");
     ref.resize(tokens.size() * static_cast<size_t>(V));
   }
+  const int distinct = static_cast<int>(std::set<int>(tokens.begin(), tokens.end()).size());
   int window = 0;  // bad --depths fail before the candidate runs or --dump is written
   VERITY_RETURN_IF_ERROR(ParityDepths(static_cast<int>(tokens.size()), opt, &window));
 
@@ -350,6 +352,7 @@ Result<ParityReport> RunParity(const Model& model, const Model& candidate_model,
   rep.reference = reference;
   rep.dtype = WeightsDTypeName(candidate_model);
   rep.reference_dtype = WeightsDTypeName(model);
+  rep.distinct_tokens = distinct;
   return rep;
 }
 
@@ -368,6 +371,7 @@ protocol::ParityRecord ParityReport::Record() const {
        {"candidate", candidate},
        {"reference_dtype", reference_dtype},
        {"max_abs_diff", max_abs_diff},
+       {"distinct_tokens", distinct_tokens},
        {"thresholds", {{"min_top1", min_top1}, {"max_mean_kl", max_mean_kl}}}};
   if (max_abs_limit >= 0) x["thresholds"]["max_abs_diff"] = max_abs_limit;
   if (has_bit_identity) x["bit_identical"] = {{"ok", bit_identical}, {"detail", bit_identity_detail}};

@@ -94,6 +94,7 @@ struct ParityReport {
   std::string reference_dtype = "f32";  // the reference's (f32 unless asked to share the candidate's)
   std::string mode = "standard";        // "standard" | "deep"
   int tokens = 0;                       // compared token positions (candidate rows computed)
+  int distinct_tokens = 0;              // distinct ids among them (a text of one repeated id hides q/k bugs)
   int window = 0;                       // positions requested per depth
   std::vector<ParityDepth> depths;
   double worst_top1 = 1.0, worst_mean_kl = 0.0;  // NaN when any depth's value is NaN

@@ -34,6 +34,14 @@ void PrintHuman(const std::string& model_path, const ParityReport& r) {
   std::printf("parity: %s, candidate %s (%s weights) vs %s (%s weights), %d tokens, mode %s, window %d\n",
               model_path.c_str(), r.candidate.c_str(), r.dtype.c_str(), r.reference.c_str(), r.reference_dtype.c_str(),
               r.tokens, r.mode.c_str(), r.window);
+  // A text of one id repeated (a tied random model's greedy text) makes
+  // every key alike: attention is then a plain average whatever q and k
+  // are, so a bug there cannot show.
+  if (r.distinct_tokens > 0 && r.distinct_tokens < 4)
+    std::printf(
+        "parity: note: the compared text holds only %d distinct token(s): attention over alike keys is "
+        "blind to q and k, so bugs there cannot show here; give --tokens with varied ids\n",
+        r.distinct_tokens);
   std::printf("%7s %9s %8s %11s %11s  %s\n", "depth", "positions", "top1", "mean_kl", "max_kl", "logits_sha256");
   for (const auto& d : r.depths)
     std::printf("%7d %9d %8.4f %11.3g %11.3g  %.16s\n", d.depth, d.positions, d.top1, d.mean_kl, d.max_kl,

@@ -55,6 +55,7 @@ class Config:
         self.top_k = 0
         self.bos = 1
         self.qkv_bias = False     # Qwen2: q, k and v projections add a bias
+        self.qk_norm = False      # Qwen3: each head's q and k RMS-normalised over head_dim before RoPE
         self.window = 0           # Mistral: each position attends to at most this many (0: all)
 
     def as_json(self):
@@ -66,7 +67,7 @@ class Config:
             else [float(f) for f in self.freq_factors], "rope_pairs": "interleaved" if self.interleaved else "halves",
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
             "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "qkv_bias": self.qkv_bias,
-            "sliding_window": self.window,
+            "qk_norm": self.qk_norm, "sliding_window": self.window,
         }
 
 
@@ -220,9 +221,9 @@ def rope_scaling_from(cfg, path):
 def config_from_hf(cfg, path):
     """The math of a config.json; every key it cannot honour is refused by name."""
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "mixtral", "qwen2"):
-        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2)" % (path, mt))
-    qwen2 = mt == "qwen2"
+    if mt not in ("llama", "mistral", "mixtral", "qwen2", "qwen3"):
+        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2, qwen3)" % (path, mt))
+    qwen2, qwen3 = mt == "qwen2", mt == "qwen3"
     # Qwen2 (Qwen2Config, Qwen2Attention): the window applies only with
     # use_sliding_window; the q/k/v biases are always there.
     if cfg.get("use_sliding_window") not in (None, False):
@@ -231,7 +232,10 @@ def config_from_hf(cfg, path):
     # Mistral (MistralConfig): sliding_window is read; positions past it are
     # refused (Reference.forward), since full attention equals the window's
     # only up to its length.
-    inert = ("sliding_window", "attention_bias") if qwen2 else ("sliding_window",) if mt == "mistral" else ()
+    # Qwen3 (Qwen3Config, Qwen3Attention): the same window keys; attention_bias
+    # is read (biases on q, k, v and o when true: refused by UNSUPPORTED_IF); q_norm and
+    # k_norm always; head_dim defaults to 128 in Qwen3Config, so it is required.
+    inert = ("sliding_window", "attention_bias") if qwen2 else ("sliding_window",) if mt in ("mistral", "qwen3") else ()
     for key, bad in UNSUPPORTED_IF:
         if key in cfg and bad(cfg[key]) and key not in inert:
             raise RefError("%s: key '%s' = %r changes the math and is not supported" % (path, key, cfg[key]))
@@ -258,6 +262,9 @@ def config_from_hf(cfg, path):
     c.rope_scaling = rope_scaling_from(cfg, path)
     c.interleaved = False
     c.qkv_bias = qwen2
+    c.qk_norm = qwen3
+    if qwen3 and cfg.get("head_dim") is None:
+        raise RefError("%s: a qwen3 config needs 'head_dim' (Qwen3Config's default is 128)" % path)
     if mt == "mistral" and cfg.get("sliding_window") is not None:
         c.window = need_int("sliding_window")
     if isinstance(cfg.get("bos_token_id"), int):
@@ -322,6 +329,9 @@ def load_hf(d):
             L["bq"] = get(p + "self_attn.q_proj.bias", (qd,))
             L["bk"] = get(p + "self_attn.k_proj.bias", (kvd,))
             L["bv"] = get(p + "self_attn.v_proj.bias", (kvd,))
+        if c.qk_norm:
+            L["q_norm"] = get(p + "self_attn.q_norm.weight", (hd,))
+            L["k_norm"] = get(p + "self_attn.k_norm.weight", (hd,))
         if c.n_experts:
             L["router"] = get(p + "block_sparse_moe.gate.weight", (c.n_experts, D))
             L["experts"] = [{"w1": get(p + "block_sparse_moe.experts.%d.w1.weight" % e, (F, D)),
@@ -632,8 +642,12 @@ class Reference:
         for l, L in enumerate(w["layers"]):
             h = rmsnorm(x, L["attn_norm"], c.norm_eps)
             bq, bk, bv = (L["bq"], L["bk"], L["bv"]) if c.qkv_bias else (0.0, 0.0, 0.0)
-            q = rope((h @ L["wq"].T + bq).reshape(T, H, hd), pos, self.inv, c.interleaved)
-            k = rope((h @ L["wk"].T + bk).reshape(T, KV, hd), pos, self.inv, c.interleaved)
+            q = (h @ L["wq"].T + bq).reshape(T, H, hd)
+            k = (h @ L["wk"].T + bk).reshape(T, KV, hd)
+            if c.qk_norm:  # Qwen3: over each head's head_dim values, before RoPE
+                q, k = rmsnorm(q, L["q_norm"], c.norm_eps), rmsnorm(k, L["k_norm"], c.norm_eps)
+            q = rope(q, pos, self.inv, c.interleaved)
+            k = rope(k, pos, self.inv, c.interleaved)
             v = (h @ L["wv"].T + bv).reshape(T, KV, hd)
             self.k[l] = np.concatenate([self.k[l], k])
             self.v[l] = np.concatenate([self.v[l], v])

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Writes a Hugging Face Qwen2 directory (config.json, model.safetensors in
-F32 or BF16) as an F32 GGUF file with gguf-py's GGUFWriter, llama.cpp's own
-Python writer, in the layout llama.cpp's convert_hf_to_gguf.py gives Qwen2:
-architecture "qwen2", the blk.N.attn_{q,k,v}.bias tensors, q/k rows as
-Hugging Face stores them (llama.cpp runs qwen2 with its NEOX rope, which
-rotates halves), no output.weight when the embeddings are tied. So a GGUF
-that verity did not write, for tests/llama_peer_test.cc.
+"""Writes a Hugging Face Qwen2 or Qwen3 directory (config.json,
+model.safetensors in F32 or BF16) as an F32 GGUF file with gguf-py's
+GGUFWriter, llama.cpp's own Python writer, in the layout llama.cpp's
+convert_hf_to_gguf.py gives the family: architecture "qwen2" with the
+blk.N.attn_{q,k,v}.bias tensors, or "qwen3" with blk.N.attn_{q,k}_norm and
+its head size stated (attention.key_length / value_length, since head_dim is
+not hidden_size / heads there); q/k rows as Hugging Face stores them
+(llama.cpp runs both with its NEOX rope, which rotates halves); no
+output.weight when the embeddings are tied. So a GGUF that verity did not
+write, for tests/llama_peer_test.cc.
 
-    gguf_py_write_qwen2.py GGUF_PY_DIR HF_DIR OUT.gguf
+    gguf_py_write.py GGUF_PY_DIR HF_DIR OUT.gguf
 
 GGUF_PY_DIR is the gguf-py directory extracted from tests/npm's llama.cpp
 source bundle (tests/CMakeLists.txt). Run with /usr/bin/python3 (Debian's
@@ -52,10 +55,11 @@ def main() -> int:
 
     with open(os.path.join(hf, "config.json")) as f:
         cfg = json.load(f)
-    if cfg.get("model_type") != "qwen2":
-        raise SystemExit("%s: model_type is %r, not qwen2" % (hf, cfg.get("model_type")))
+    arch = cfg.get("model_type")
+    if arch not in ("qwen2", "qwen3"):
+        raise SystemExit("%s: model_type is %r, not qwen2 or qwen3" % (hf, arch))
     t = read_safetensors(os.path.join(hf, "model.safetensors"), np)
-    w = gguf.GGUFWriter(out, "qwen2")
+    w = gguf.GGUFWriter(out, arch)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_vocab_size(cfg["vocab_size"])  # no tokenizer.ggml.tokens to count
     w.add_embedding_length(cfg["hidden_size"])
@@ -65,6 +69,9 @@ def main() -> int:
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(float(cfg["rope_theta"]))
     w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+    if arch == "qwen3":
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
     w.add_file_type(0)  # all F32
     w.add_tokenizer_model("no_vocab")
     if cfg.get("bos_token_id") is not None:
@@ -77,7 +84,8 @@ def main() -> int:
              "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.weight": "attn_v.weight",
              "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight",
              "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-             "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+             "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
     for name, arr in t.items():
         if name == "model.embed_tokens.weight":
             to = "token_embd.weight"
