@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
+#include <utf8proc.h>
 
 #include "base/utf8.h"
 #include "formats/tokenizer.h"
@@ -179,7 +181,7 @@ Result<std::string> ReplacePattern(const Pattern& p, const std::string& s, const
 }
 
 struct NormStep {
-  enum Kind { kPrepend, kReplace } kind;
+  enum Kind { kPrepend, kReplace, kNfc } kind;
   std::string text;  // prepended text, or the replacement
   Pattern pattern;
 };
@@ -246,8 +248,11 @@ Status ParseNormalizer(const Reader& r, const json& o, const std::string& at, st
     s.kind = NormStep::kReplace;
     VERITY_ASSIGN_OR_RETURN(s.pattern, ParsePattern(r, o, at));
     VERITY_ASSIGN_OR_RETURN(s.text, r.Str(o, "content", at));
+  } else if (type == "NFC") {
+    s.kind = NormStep::kNfc;  // Qwen2's: canonical composition (utf8proc)
   } else {
-    return r.Err(at + ".type", "'" + type + "' is not a supported normalizer (supported: Sequence, Prepend, Replace)");
+    return r.Err(at + ".type",
+                 "'" + type + "' is not a supported normalizer (supported: Sequence, Prepend, Replace, NFC)");
   }
   out->push_back(std::move(s));
   return OkStatus();
@@ -647,10 +652,28 @@ std::vector<std::pair<std::string, int>> HfTokenizer::SplitAdded(const std::stri
   return out;
 }
 
+namespace {
+// Unicode canonical composition (NFC), as the tokenizers library's NFC
+// normalizer does, by utf8proc. Text that is not valid UTF-8 is an error
+// naming its first bad byte (the library would refuse it as a Rust string).
+Result<std::string> Nfc(const std::string& s) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) return Status::Error(std::string("NFC normalizer: ") + utf8proc_errmsg(n));
+  std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return r;
+}
+}  // namespace
+
 Result<std::string> HfTokenizer::Normalize(std::string s) const {
   for (const NormStep& n : norm_) {
     if (n.kind == NormStep::kPrepend) {
       if (!s.empty()) s = n.text + s;
+    } else if (n.kind == NormStep::kNfc) {
+      VERITY_ASSIGN_OR_RETURN(s, Nfc(s));
     } else {
       VERITY_ASSIGN_OR_RETURN(s, ReplacePattern(n.pattern, s, n.text));
     }

@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(cmake g++ make libcli11-dev python3-jinja2 libtomlplusplus-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libssl-dev
       libgtest-dev libgmock-dev googletest libbenchmark-dev libhwy-dev clang libclang-rt-14-dev ccache python3
       libsentencepiece-dev python3-sentencepiece python3-numpy nodejs libpcre2-dev pkg-config libopenmpi-dev openmpi-bin
-      librsvg2-bin hyperfine binutils clang-format libcpp-httplib-dev cmark-gfm chromium postgresql libpq-dev)
+      librsvg2-bin hyperfine binutils clang-format libcpp-httplib-dev cmark-gfm chromium postgresql libpq-dev
+      libutf8proc-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

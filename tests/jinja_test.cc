@@ -274,6 +274,7 @@ const std::set<std::string>& MustRender() {
                                           "classic-llama2",
                                           "lenml-llama3",
                                           "Qwen-Qwen2.5-7B-Instruct",
+                                          "Qwen-Qwen3-0.6B",
                                           "google-gemma-2-2b-it",
                                           "microsoft-Phi-3.5-mini-instruct",
                                           "mistralai-Mistral-Nemo-Instruct-2407",

