@@ -24,7 +24,8 @@ tokenizers=(formats/tokenizer.cc formats/llama2c_tokenizer.cc formats/hf_tokeniz
 flags=()
 tokenizer_flags() {
   local f
-  f=$(pkg-config --cflags --libs sentencepiece libpcre2-8) || fail "(pkg-config found no sentencepiece/libpcre2-8)"
+  f=$(pkg-config --cflags --libs sentencepiece libpcre2-8 libutf8proc) ||
+    fail "(pkg-config found no sentencepiece/libpcre2-8/libutf8proc)"
   read -ra flags <<<"$f"
 }
 case "$target" in
