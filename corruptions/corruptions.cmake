@@ -14,7 +14,8 @@
 # it; the demo (scripts/demo.sh) scores its fix.
 set(VERITY_KERNEL_CORRUPTIONS rope-freq-dim attention-stale-past-128 gelu-for-silu rope-halves softmax-plus-one
   kquant-scales-swapped qkv-bias-dropped qk-norm-dropped work-twice)
-set(VERITY_ENGINE_CORRUPTIONS kv-stride-masked rope-theta-default tp-band-gap tp-kv-naive tp-reduce-past-norm)
+set(VERITY_ENGINE_CORRUPTIONS kv-stride-masked rope-theta-default tp-band-gap tp-kv-naive tp-reduce-past-norm
+  fused-qkv-misplit)
 set(VERITY_KNOWN_CORRUPTIONS ${VERITY_KERNEL_CORRUPTIONS} ${VERITY_ENGINE_CORRUPTIONS})
 
 set(_dir ${CMAKE_CURRENT_LIST_DIR})

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/shard_plan.h"
@@ -33,6 +34,14 @@ class EngineHooks {
   }
   // Whether the attention output's all-reduce moves past the FFN's RMSNorm.
   virtual bool TpReduceAfterNorm() const { return false; }
+  // The row at which part `part` of a fused tensor starts (Phi-3's qkv_proj:
+  // q, k, v; gate_up_proj: gate, up), given every part's rows: the rows of
+  // the parts before it.
+  virtual int64_t FusedPartFirstRow(const std::vector<int64_t>& rows, size_t part) const {
+    int64_t first = 0;
+    for (size_t i = 0; i < part; i++) first += rows[i];
+    return first;
+  }
 };
 
 // The engine hooks of this build.

@@ -186,10 +186,29 @@ struct ExpectedTensor {
   std::string name;  // Hugging Face name
   std::vector<int64_t> shape;
   TensorKind kind;
+  // Where checkpoints hold it as rows of a fused tensor (Phi-3's
+  // self_attn.qkv_proj and mlp.gate_up_proj): that tensor's name and shape,
+  // and the row it starts at. Empty: stored under its own name.
+  std::string fused;
+  std::vector<int64_t> fused_shape;
+  int64_t first_row = 0;
+  const std::string& stored_name() const { return fused.empty() ? name : fused; }
+  const std::vector<int64_t>& stored_shape() const { return fused.empty() ? shape : fused_shape; }
 };
 
 // Every tensor a config implies, in a fixed order, with HF names and shapes.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c);
+
+// A tensor as a checkpoint stores it: one expected tensor, or the rows of
+// several fused (`parts`, indices into ExpectedTensors, in row order).
+struct CheckpointTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorKind kind;
+  std::vector<size_t> parts;
+};
+// The stored tensors of `expected`, each once, in the order of its first part.
+std::vector<CheckpointTensor> CheckpointTensors(const std::vector<ExpectedTensor>& expected);
 
 // Reads config.json (and BOS/EOS from generation_config.json beside it, which
 // wins): every key that changes the math is read or refused by name

@@ -1,8 +1,9 @@
-// llama-, qwen2- and qwen3-architecture GGUF files as verity models, and the
-// converter that writes them. The format itself (parsing, checks) is
+// llama-, qwen2-, qwen3- and phi3-architecture GGUF files as verity models,
+// and the converter that writes them. The format itself (parsing, checks) is
 // formats/gguf. qwen2 is llama's layout with attn_{q,k,v}.bias per block,
-// qwen3 llama's with attn_{q,k}_norm per block, each with its keys under its
-// own name ("qwen2.", "qwen3."; GgufArchitecture).
+// qwen3 llama's with attn_{q,k}_norm per block, phi3 llama's with q, k and v
+// fused in attn_qkv and gate and up in ffn_up (ExpectedTensor::fused), each
+// with its keys under its own name ("qwen2.", ...; GgufArchitecture).
 //
 // RoPE layout. llama.cpp runs the "llama" architecture with its NORM rope,
 // which rotates adjacent pairs (2i, 2i+1) of each head: the original Meta /
@@ -15,8 +16,8 @@
 // Hence: a GGUF llama file holds q/k rows in the interleaved layout and loads
 // with RopeStyle::kInterleaved and no permutation; a llama2.c model is written
 // unchanged; a Hugging Face model is written with that permutation. llama.cpp
-// runs "qwen2" and "qwen3" with its NEOX rope, which rotates halves: their
-// files keep the Hugging Face rows and load with RopeStyle::kHalves,
+// runs "qwen2", "qwen3" and "phi3" with its NEOX rope, which rotates halves:
+// their files keep the Hugging Face rows and load with RopeStyle::kHalves,
 // unpermuted.
 #include <cmath>
 #include <cstdlib>
@@ -60,7 +61,8 @@ GgufPlace PlaceOf(const std::string& hf) {
       {"mlp.down_proj.weight", "ffn_down.weight"},       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
       {"self_attn.q_proj.bias", "attn_q.bias"},          {"self_attn.k_proj.bias", "attn_k.bias"},
       {"self_attn.v_proj.bias", "attn_v.bias"},          {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"}};
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"}};
   for (const auto& [from, to] : dense)
     if (rest == from) return {blk + to};
   // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
@@ -74,9 +76,9 @@ GgufPlace PlaceOf(const std::string& hf) {
           expert};
 }
 
-// The GGUF dims (innermost first) of an expected tensor; stacked for experts.
-std::vector<uint64_t> GgufDims(const ExpectedTensor& t, int n_experts, bool stacked) {
-  std::vector<uint64_t> d(t.shape.rbegin(), t.shape.rend());
+// The GGUF dims (innermost first) of a stored tensor's shape; stacked for experts.
+std::vector<uint64_t> GgufDims(const std::vector<int64_t>& shape, int n_experts, bool stacked) {
+  std::vector<uint64_t> d(shape.rbegin(), shape.rend());
   if (stacked) d.push_back(static_cast<uint64_t>(n_experts));
   return d;
 }
@@ -137,7 +139,9 @@ std::string BlockMix(const gguf::File& f) {
 // with q/k/v biases, "qwen3" for one with q/k norms, else "llama". llama.cpp
 // names every hyperparameter key after it ("qwen2.embedding_length"), the
 // same keys otherwise.
-const char* GgufArchitecture(const ModelConfig& c) { return c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama"; }
+const char* GgufArchitecture(const ModelConfig& c) {
+  return c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : c.fused_projections ? "phi3" : "llama";
+}
 // llama.cpp rotates llama's rows in pairs (NORM) and the others' in halves
 // (NEOX); see the top of this file.
 bool NeoxArchitecture(const ModelConfig& c) { return std::string(GgufArchitecture(c)) != "llama"; }
@@ -243,8 +247,8 @@ Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string
   for (const std::string& key :
        {k("rope.scaling.attn_factor"), k("rope.scaling.yarn_log_multiplier"), k("rope.scaling.yarn_ext_factor"),
         k("rope.scaling.yarn_attn_factor"), k("rope.scaling.yarn_beta_fast"), k("rope.scaling.yarn_beta_slow"),
-        k("attention.sliding_window"), k("attention.logit_softcapping"), k("final_logit_softcapping"),
-        k("embedding_scale"), k("residual_scale"), k("attention.scale"), k("logit_scale")})
+        k("attention.logit_softcapping"), k("final_logit_softcapping"), k("embedding_scale"), k("residual_scale"),
+        k("attention.scale"), k("logit_scale")})
     if (f.Find(key)) return Status::Error(path + ": key " + key + " changes the math and verity does not compute it");
   if (c->rope_scaling.type == RopeScalingType::kNone && f.Find(k("rope.scaling.factor"))) {
     VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, k("rope.scaling.factor"), path));
@@ -252,6 +256,20 @@ Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string
       return Status::Error(path + ": key " + k("rope.scaling.factor") + " is " + std::to_string(factor) + " without " +
                            k("rope.scaling.type") + " linear");
   }
+  return OkStatus();
+}
+
+// attention.sliding_window: phi3's (0 is none, as Phi-4's files say), the
+// context then held to it as for a Hugging Face Mistral or Phi-3
+// (ModelConfig::sliding_window); refused for the other architectures.
+Status ReadSlidingWindow(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+  if (!f.Find(k("attention.sliding_window"))) return OkStatus();
+  if (k.arch != "phi3")
+    return Status::Error(path + ": key " + k("attention.sliding_window") +
+                         " changes the math and verity does not compute it");
+  VERITY_ASSIGN_OR_RETURN(int64_t w, gguf::GetInt(f, k("attention.sliding_window"), 0, INT32_MAX, path));
+  c->sliding_window = static_cast<int>(w);
+  if (w > 0) c->seq_len = std::min(c->seq_len, c->sliding_window);
   return OkStatus();
 }
 
@@ -278,12 +296,13 @@ Status ReadSpecialTokens(const gguf::File& f, const std::string& path, ModelConf
 // spec (or llama.cpp) defines, said in a note; the rest are required.
 Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
   VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3")
     return Status::Error(path + ": general.architecture is \"" + arch +
-                         "\"; verity loads only \"llama\", \"qwen2\" and \"qwen3\" GGUF files");
+                         "\"; verity loads only \"llama\", \"qwen2\", \"qwen3\" and \"phi3\" GGUF files");
   ModelConfig c;
-  c.qkv_bias = arch == "qwen2";  // its attn_{q,k,v}.bias tensors are then required
-  c.qk_norm = arch == "qwen3";   // its attn_{q,k}_norm tensors are then required
+  c.qkv_bias = arch == "qwen2";          // its attn_{q,k,v}.bias tensors are then required
+  c.qk_norm = arch == "qwen3";           // its attn_{q,k}_norm tensors are then required
+  c.fused_projections = arch == "phi3";  // attn_qkv and a double-height ffn_up, no ffn_gate
   const ArchKeys k{arch};
   VERITY_RETURN_IF_ERROR(ReadDimensions(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeBase(f, k, path, notes, &c));
@@ -291,6 +310,7 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   VERITY_RETURN_IF_ERROR(ReadExperts(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadHeadSize(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadSlidingWindow(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
   // llama: NORM rope on interleaved rows (see the top of this file); qwen2
@@ -336,11 +356,11 @@ Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsign
                                                const std::string& path, std::set<std::string>* used) {
   std::vector<StoredTensor> stored;
   for (const ExpectedTensor& e : expected) {
-    const GgufPlace at = PlaceOf(e.name);
+    const GgufPlace at = PlaceOf(e.stored_name());
     const gguf::TensorInfo* t = f.FindTensor(at.name);
     if (!t)
       return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
-    const std::vector<uint64_t> want = GgufDims(e, c.n_experts, at.expert >= 0);
+    const std::vector<uint64_t> want = GgufDims(e.stored_shape(), c.n_experts, at.expert >= 0);
     if (t->dims != want)
       return Status::Error(path + ": tensor " + at.name + " has dims " + DimsString(t->dims) +
                            ", the metadata implies " + DimsString(want));
@@ -349,8 +369,12 @@ Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsign
     VERITY_ASSIGN_OR_RETURN(StoredType type, StoredTypeOf(*t, data, at.expert <= 0, path));
     used->insert(at.name);
     const int64_t cols = e.shape.back(), rows = e.shape.size() == 2 ? e.shape[0] : 1;
-    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * type.RowBytes(cols) : 0;
-    const std::string shown = at.expert >= 0 ? at.name + "[expert " + std::to_string(at.expert) + "]" : at.name;
+    // An expert's slice of its stacked tensor, or a part's rows of its fused one.
+    const size_t slice = at.expert >= 0 ? static_cast<size_t>(at.expert) * rows * type.RowBytes(cols)
+                                        : static_cast<size_t>(e.first_row) * type.RowBytes(cols);
+    const std::string shown = at.expert >= 0    ? at.name + "[expert " + std::to_string(at.expert) + "]"
+                              : e.fused.empty() ? at.name
+                                                : at.name + " (" + e.name + "'s rows)";
     stored.push_back(StoredTensor{shown, type.type, data + slice, /*mapped=*/true, type.block});
   }
   return stored;
@@ -376,10 +400,14 @@ Status ReadRopeFreqs(const gguf::File& f, const unsigned char* data_start, const
 }
 
 Status CheckNoUnexpectedTensors(const gguf::File& f, const std::set<std::string>& used, const std::string& path) {
-  for (const gguf::TensorInfo& t : f.tensors)
-    if (!used.count(t.name))
-      return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
-                           DimsString(t.dims) + "); verity does not know what it is for");
+  for (const gguf::TensorInfo& t : f.tensors) {
+    if (used.count(t.name)) continue;
+    if (t.name.rfind("rope_factors_", 0) == 0)  // llama.cpp's form of Phi-3's longrope
+      return Status::Error(path + ": tensor " + t.name +
+                           " holds Phi-3's long-context RoPE factors (longrope), which verity does not compute");
+    return Status::Error(path + ": unexpected tensor " + t.name + " (" + gguf::TensorTypeName(t.type) + " " +
+                         DimsString(t.dims) + "); verity does not know what it is for");
+  }
   return OkStatus();
 }
 
@@ -552,8 +580,8 @@ Result<GgufTypes> TypesOf(const std::string& dtype) {
 
 using KeyValues = std::vector<std::pair<std::string, gguf::Value>>;
 
-// The architecture's metadata for the model's config (llama, qwen2 or qwen3:
-// the same keys under its name).
+// The architecture's metadata for the model's config (llama, qwen2, qwen3 or
+// phi3: the same keys under its name; phi3's window, 0 for none).
 KeyValues ModelKeys(const Model& model, uint32_t file_type) {
   const ModelConfig& c = model.config;
   const ArchKeys k{GgufArchitecture(c)};
@@ -574,6 +602,7 @@ KeyValues ModelKeys(const Model& model, uint32_t file_type) {
                   {k("attention.layer_norm_rms_epsilon"), Value::Float32(c.norm_eps)},
                   {k("rope.freq_base"), Value::Float32(c.rope_theta)},
                   {k("vocab_size"), Value::Uint32(c.vocab_size)}};
+  if (c.fused_projections) kv.emplace_back(k("attention.sliding_window"), Value::Uint32(c.sliding_window));
   if (c.n_experts > 0) {
     kv.emplace_back(k("expert_count"), Value::Uint32(c.n_experts));
     kv.emplace_back(k("expert_used_count"), Value::Uint32(c.n_experts_per_tok));
@@ -614,15 +643,15 @@ std::vector<Planned> PlanTensors(const ModelConfig& c, const std::vector<Expecte
   std::vector<Planned> plan;
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < expected.size(); i++) {
-    const GgufPlace at = PlaceOf(expected[i].name);
+    const GgufPlace at = PlaceOf(expected[i].stored_name());
     auto it = by_name.find(at.name);
-    if (it != by_name.end()) {  // another expert of a stacked tensor
+    if (it != by_name.end()) {  // another expert of a stacked tensor, or part of a fused one
       plan[it->second].parts.push_back(i);
       continue;
     }
     Planned p;
     p.spec.name = at.name;
-    p.spec.dims = GgufDims(expected[i], c.n_experts, at.expert >= 0);
+    p.spec.dims = GgufDims(expected[i].stored_shape(), c.n_experts, at.expert >= 0);
     // Vectors stay F32 (as llama.cpp keeps them); in a block file (q8_0
     // too) each matrix takes the type llama.cpp's quantizer gives it, F16
     // where its rows are not whole blocks of any.
@@ -689,12 +718,12 @@ Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const s
 Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
                            const std::string& tokenizer) {
   const ModelConfig& c = model.config;
-  // qwen2 and qwen3 files rotate halves and hold no rope_freqs.weight
+  // qwen2, qwen3 and phi3 files rotate halves and hold no rope_freqs.weight
   // (llama.cpp's graphs for them read none).
   if (NeoxArchitecture(c) && (c.rope_style != RopeStyle::kHalves || !RopeFreqFactors(c).empty()))
     return Status::Error(path + ": " + model.source + ": a " + GgufArchitecture(c) +
                          " model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
-  if (c.sliding_window > 0)
+  if (c.sliding_window > 0 && !c.fused_projections)  // phi3 states its window (ModelKeys); llama has no key for one
     return Status::Error(path + ": " + model.source + " has a sliding window (mistral, " +
                          std::to_string(c.sliding_window) + "), which verity does not write to GGUF");
   VERITY_ASSIGN_OR_RETURN(const GgufTypes types, TypesOf(dtype));

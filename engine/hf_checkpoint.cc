@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <numeric>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "base/strings.h"
+#include "corruptions/engine_hooks.h"
 #include "formats/checkpoint_config.h"
 #include "engine/engine.h"
 #include "formats/safetensors.h"
@@ -34,6 +37,33 @@ const char* TensorKindName(TensorKind k) {
   return "?";
 }
 
+namespace {
+// Marks [begin, end) as the rows, in order, of one stored tensor `name`
+// (Phi-3: q, k and v in self_attn.qkv_proj; gate then up in mlp.gate_up_proj).
+void Fuse(std::vector<ExpectedTensor>::iterator begin, std::vector<ExpectedTensor>::iterator end,
+          const std::string& name) {
+  std::vector<int64_t> rows;
+  for (auto it = begin; it != end; ++it) rows.push_back(it->shape[0]);
+  const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  for (auto it = begin; it != end; ++it) {
+    it->fused = name, it->fused_shape = {total, begin->shape[1]};
+    it->first_row = corruptions::ActiveEngineHooks().FusedPartFirstRow(rows, static_cast<size_t>(it - begin));
+  }
+}
+}  // namespace
+
+std::vector<CheckpointTensor> CheckpointTensors(const std::vector<ExpectedTensor>& expected) {
+  std::vector<CheckpointTensor> out;
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < expected.size(); i++) {
+    const ExpectedTensor& e = expected[i];
+    auto [it, fresh] = at.emplace(e.stored_name(), out.size());
+    if (fresh) out.push_back({e.stored_name(), e.stored_shape(), e.kind, {}});
+    out[it->second].parts.push_back(i);
+  }
+  return out;
+}
+
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
   const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), V = c.vocab_size;
   std::vector<ExpectedTensor> t;
@@ -45,6 +75,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
     t.push_back({p + "self_attn.q_proj.weight", {q, d}, TensorKind::kAttention});
     t.push_back({p + "self_attn.k_proj.weight", {kv, d}, TensorKind::kAttention});
     t.push_back({p + "self_attn.v_proj.weight", {kv, d}, TensorKind::kAttention});
+    if (c.fused_projections) Fuse(t.end() - 3, t.end(), p + "self_attn.qkv_proj.weight");
     t.push_back({p + "self_attn.o_proj.weight", {d, q}, TensorKind::kAttention});
     if (c.qkv_bias) {
       t.push_back({p + "self_attn.q_proj.bias", {q}, TensorKind::kBias});
@@ -67,6 +98,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
     } else {
       t.push_back({p + "mlp.gate_proj.weight", {h, d}, TensorKind::kFfn});
       t.push_back({p + "mlp.up_proj.weight", {h, d}, TensorKind::kFfn});
+      if (c.fused_projections) Fuse(t.end() - 2, t.end(), p + "mlp.gate_up_proj.weight");
       t.push_back({p + "mlp.down_proj.weight", {d, h}, TensorKind::kFfn});
     }
   }
@@ -238,6 +270,13 @@ Status CheckConfigAgainstCheckpoint(const ModelConfig& c, const std::map<std::st
   } else {
     wants.push_back({l0 + "mlp.gate_proj.weight", 0, c.hidden_dim, "intermediate_size"});
   }
+  if (c.fused_projections) {  // Phi-3: the same sizes, as rows of the fused tensors
+    const int64_t qkv = c.q_dim() + 2 * static_cast<int64_t>(c.kv_dim());
+    wants.push_back({l0 + "self_attn.qkv_proj.weight", 0, qkv,
+                     "(num_attention_heads + 2 x num_key_value_heads) x head_dim (" + std::to_string(qkv) + ")"});
+    wants.push_back(
+        {l0 + "mlp.gate_up_proj.weight", 0, 2 * static_cast<int64_t>(c.hidden_dim), "2 x intermediate_size"});
+  }
   for (const Want& w : wants) {
     const std::vector<int64_t>* shape = shape_of(w.tensor);
     if (!shape) continue;  // absent: the loader or the audit names it
@@ -269,16 +308,16 @@ Result<std::map<std::string, std::string>> MapHfTensors(const std::string& dir) 
 
 // Every expected tensor mapped to a shard file that exists, and nothing else
 // mapped; `wanted` gets the expected names.
-Status CheckMappedNames(const std::string& dir, const std::vector<ExpectedTensor>& expected,
+Status CheckMappedNames(const std::string& dir, const std::vector<CheckpointTensor>& stored,
                         const std::map<std::string, std::string>& where, std::set<std::string>* wanted) {
-  for (const auto& t : expected) {
+  for (const auto& t : stored) {
     wanted->insert(t.name);
     if (!where.count(t.name))
       return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is missing");
   }
   for (const auto& [name, shard] : where)
     if (!wanted->count(name)) return Status::Error(dir + ": unexpected tensor " + name + " (in " + shard + ")");
-  for (const auto& t : expected) {
+  for (const auto& t : stored) {
     std::error_code fec;
     if (!fs::is_regular_file(dir + "/" + where.at(t.name), fec))
       return Status::Error(dir + ": required tensor " + t.name + " (" + TensorKindName(t.kind) + ") is in " +
@@ -317,12 +356,12 @@ Result<std::map<std::string, const MappedFile*>> MapShards(const std::string& di
   return maps;
 }
 
-// Each expected tensor in the header of the shard the index names, with the
+// Each stored tensor in the header of the shard the index names, with the
 // shape the config implies.
-Status CheckShardShapes(const std::string& dir, const std::vector<ExpectedTensor>& expected,
+Status CheckShardShapes(const std::string& dir, const std::vector<CheckpointTensor>& stored,
                         const std::map<std::string, std::string>& where,
                         const std::map<std::string, SafetensorsHeader>& headers) {
-  for (const auto& t : expected) {
+  for (const auto& t : stored) {
     const std::string& shard = where.at(t.name);
     const auto& hdr = headers.at(shard);
     auto it = hdr.tensors.find(t.name);
@@ -344,8 +383,9 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
   VERITY_ASSIGN_OR_RETURN(auto where, MapHfTensors(dir));
   VERITY_RETURN_IF_ERROR(CheckConfigAgainstCheckpoint(c, where, dir));
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  const std::vector<CheckpointTensor> stored = CheckpointTensors(expected);
   std::set<std::string> wanted;
-  VERITY_RETURN_IF_ERROR(CheckMappedNames(dir, expected, where, &wanted));
+  VERITY_RETURN_IF_ERROR(CheckMappedNames(dir, stored, where, &wanted));
   VERITY_ASSIGN_OR_RETURN(auto headers, ReadShardHeaders(dir, where, wanted));
   auto model = std::make_unique<Model>();
   model->config = c;
@@ -355,12 +395,16 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
     std::fprintf(stderr, "verity: note: %s\n", n.c_str());
   }
   VERITY_ASSIGN_OR_RETURN(auto maps, MapShards(dir, headers, model.get()));
-  VERITY_RETURN_IF_ERROR(CheckShardShapes(dir, expected, where, headers));
+  VERITY_RETURN_IF_ERROR(CheckShardShapes(dir, stored, where, headers));
   VERITY_RETURN_IF_ERROR(Bind(*model, dtype, expected, [&](size_t i) {
-    const std::string& shard = where[expected[i].name];
+    const ExpectedTensor& t = expected[i];
+    const std::string& shard = where[t.stored_name()];
     const SafetensorsHeader& hdr = headers[shard];
-    const TensorEntry& e = hdr.tensors.at(expected[i].name);
-    return StoredTensor{expected[i].name, e.dtype, maps[shard]->data() + hdr.data_start + e.begin, /*mapped=*/true};
+    const TensorEntry& e = hdr.tensors.at(t.stored_name());
+    // A fused tensor's part: its rows, from its first.
+    const size_t skip = static_cast<size_t>(t.first_row) * StoredRowBytes(e.dtype, t.stored_shape().back());
+    const std::string shown = t.fused.empty() ? t.name : t.fused + " (" + t.name + "'s rows)";
+    return StoredTensor{shown, e.dtype, maps[shard]->data() + hdr.data_start + e.begin + skip, /*mapped=*/true};
   }));
   return model;
 }
@@ -410,12 +454,13 @@ struct HfWrite {
   int shards = 1;
   int esize = 4;  // bytes per stored element: 4 (f32) or 2 (bf16)
   std::vector<ExpectedTensor> expected;
+  std::vector<CheckpointTensor> stored;  // what the files hold: fused parts written as one
   std::vector<Slot> slots;
   bool permute = false;  // llama2.c pairs -> HF halves
   int hs = 0;
   int64_t total_bytes = 0;
   nlohmann::json weight_map = nlohmann::json::object();
-  size_t next = 0;  // the first tensor no shard holds yet
+  size_t next = 0;  // the first stored tensor no shard holds yet
   int64_t written = 0;
 };
 
@@ -430,14 +475,14 @@ std::string ShardName(int s, int shards) {
 std::vector<size_t> ShardTensors(HfWrite& w, int s) {
   const int64_t target = w.total_bytes * (s + 1) / w.shards;
   std::vector<size_t> mine;
-  while (w.next < w.expected.size() && (mine.empty() || w.written < target) &&
-         w.expected.size() - w.next > static_cast<size_t>(w.shards - s - 1)) {
+  while (w.next < w.stored.size() && (mine.empty() || w.written < target) &&
+         w.stored.size() - w.next > static_cast<size_t>(w.shards - s - 1)) {
     mine.push_back(w.next);
-    w.written += Count(w.expected[w.next].shape) * w.esize;
+    w.written += Count(w.stored[w.next].shape) * w.esize;
     w.next++;
   }
   if (s == w.shards - 1)
-    while (w.next < w.expected.size()) mine.push_back(w.next++);
+    while (w.next < w.stored.size()) mine.push_back(w.next++);
   return mine;
 }
 
@@ -447,11 +492,11 @@ std::string ShardHeader(HfWrite& w, const std::vector<size_t>& mine, const std::
   header["__metadata__"] = {{"format", "pt"}};
   int64_t at = 0;
   for (size_t i : mine) {
-    const int64_t bytes = Count(w.expected[i].shape) * w.esize;
-    header[w.expected[i].name] = {
-        {"dtype", w.esize == 4 ? "F32" : "BF16"}, {"shape", w.expected[i].shape}, {"data_offsets", {at, at + bytes}}};
+    const int64_t bytes = Count(w.stored[i].shape) * w.esize;
+    header[w.stored[i].name] = {
+        {"dtype", w.esize == 4 ? "F32" : "BF16"}, {"shape", w.stored[i].shape}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
-    w.weight_map[w.expected[i].name] = name;
+    w.weight_map[w.stored[i].name] = name;
   }
   std::string h = header.dump();
   // Spaces pad the header (the format allows it) so the data starts on a
@@ -506,8 +551,12 @@ Status WriteShard(HfWrite& w, int s) {
   f.write(reinterpret_cast<const char*>(lb), 8);
   f.write(h.data(), static_cast<long>(h.size()));
   for (size_t i : mine) {
-    const std::vector<float> tmp = HfTensorValues(w, i);
-    const int64_t n = Count(w.expected[i].shape);
+    std::vector<float> tmp;  // the parts' rows, in order
+    for (size_t part : w.stored[i].parts) {
+      const std::vector<float> rows = HfTensorValues(w, part);
+      tmp.insert(tmp.end(), rows.begin(), rows.end());
+    }
+    const int64_t n = Count(w.stored[i].shape);
     if (w.esize == 4) {
       f.write(reinterpret_cast<const char*>(tmp.data()), n * 4);
     } else {
@@ -558,15 +607,16 @@ Status WriteHfCheckpoint(const Model& model, const std::string& dir, int shards,
   HfWrite w(model, dir);
   w.shards = shards;
   w.expected = ExpectedTensors(c);
-  if (static_cast<int>(w.expected.size()) < shards)
-    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(w.expected.size()) +
+  w.stored = CheckpointTensors(w.expected);
+  if (static_cast<int>(w.stored.size()) < shards)
+    return Status::Error("--shards " + std::to_string(shards) + " exceeds the " + std::to_string(w.stored.size()) +
                          " tensors");
   Model& mut = const_cast<Model&>(model);  // Slots() takes addresses; nothing is written through them here
   w.slots = Slots(mut);
   w.permute = c.rope_style == RopeStyle::kInterleaved;  // llama2.c pairs -> HF halves
   w.hs = c.head_size();
   w.esize = dtype == "f32" ? 4 : 2;
-  for (const auto& t : w.expected) w.total_bytes += Count(t.shape) * w.esize;
+  for (const auto& t : w.stored) w.total_bytes += Count(t.shape) * w.esize;
   for (int s = 0; s < shards; s++) VERITY_RETURN_IF_ERROR(WriteShard(w, s));
   if (shards > 1) VERITY_RETURN_IF_ERROR(WriteIndex(w));
   if (!c.rope_freq_factors.empty())

@@ -108,42 +108,18 @@ namespace {
 // Keys verity reads, and keys a Llama/Mixtral config.json may carry that
 // change nothing it computes at inference (training, bookkeeping). Any other
 // key is reported in a note (docs/config-keys.md).
-const char* const kIgnoredKeys[] = {"architectures",
-                                    "torch_dtype",
-                                    "transformers_version",
-                                    "initializer_range",
-                                    "use_cache",
-                                    "attention_dropout",
-                                    "pretraining_tp",
-                                    "pad_token_id",
-                                    "_name_or_path",
-                                    "router_aux_loss_coef",
-                                    "router_jitter_noise",
-                                    "output_router_logits",
-                                    "return_dict",
-                                    "output_hidden_states",
-                                    "output_attentions",
-                                    "is_encoder_decoder",
-                                    "dtype",
-                                    "model_type",
-                                    "hidden_size",
-                                    "intermediate_size",
-                                    "num_hidden_layers",
-                                    "num_attention_heads",
-                                    "num_key_value_heads",
-                                    "vocab_size",
-                                    "max_position_embeddings",
-                                    "head_dim",
-                                    "rms_norm_eps",
-                                    "rope_theta",
-                                    "rope_scaling",
-                                    "tie_word_embeddings",
-                                    "hidden_act",
-                                    "num_local_experts",
-                                    "num_experts_per_tok",
-                                    "bos_token_id",
-                                    "eos_token_id",
-                                    "max_window_layers"};
+const char* const kIgnoredKeys[] = {
+    "architectures", "torch_dtype", "transformers_version", "initializer_range", "use_cache", "attention_dropout",
+    "pretraining_tp", "pad_token_id", "_name_or_path", "router_aux_loss_coef", "router_jitter_noise",
+    "output_router_logits", "return_dict", "output_hidden_states", "output_attentions", "is_encoder_decoder", "dtype",
+    "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "vocab_size", "max_position_embeddings", "head_dim", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "tie_word_embeddings", "hidden_act", "num_local_experts", "num_experts_per_tok", "bos_token_id", "eos_token_id",
+    "max_window_layers",
+    // Phi3Config: training-only dropouts; the
+    // original context, read by the longrope
+    // scaling that ReadRopeScaling refuses.
+    "embd_pdrop", "resid_pdrop", "original_max_position_embeddings"};
 // Keys a Llama/Mixtral config.json may carry that change the math in ways
 // verity does not compute: refused when they hold anything but their neutral value.
 struct Neutral {
@@ -284,17 +260,19 @@ void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vect
   }
 }
 
-// model_type: "llama", "mistral", "mixtral", "qwen2" or "qwen3".
+// model_type: "llama", "mistral", "mixtral", "qwen2", "qwen3" or "phi3".
 Result<nlohmann::json> ReadModelType(const HfKeys& k) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
-  for (const char* known : {"llama", "mistral", "mixtral", "qwen2", "qwen3"})
+  for (const char* known : {"llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3"})
     if (type == known) return type;
   return Status::Error(k.path + ": model_type " + type.dump() +
-                       " is not one verity runs (\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\")");
+                       " is not one verity runs (\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", " +
+                       "\"phi3\")");
 }
 
-// Mistral's sliding_window (MistralConfig): null, or the positions each
-// attends to (ModelConfig::sliding_window). Returns it as an inert key.
+// Mistral's and Phi-3's sliding_window (MistralConfig, Phi3Config): null,
+// or the positions each attends to (ModelConfig::sliding_window). Returns it
+// as an inert key.
 Result<std::vector<std::string>> ReadMistralWindow(const HfKeys& k, ModelConfig* c) {
   if (k.j.contains("sliding_window") && !k.j["sliding_window"].is_null())
     VERITY_RETURN_IF_ERROR(k.ToInt("sliding_window", k.j["sliding_window"], &c->sliding_window));
@@ -340,6 +318,10 @@ Result<std::vector<std::string>> ReadFamilyKeys(const HfKeys& k, const nlohmann:
     return ReadQwen2Window(k);
   }
   if (type == "mistral") return ReadMistralWindow(k, c);
+  if (type == "phi3") {  // Phi3Config: the same window key as Mistral's; q/k/v and gate/up fused
+    c->fused_projections = true;
+    return ReadMistralWindow(k, c);
+  }
   return std::vector<std::string>{};
 }
 
@@ -446,12 +428,12 @@ nlohmann::json IntegralOrDouble(double x) {
 
 std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
   // The family its traits name (ValidateConfig allows at most one trait).
-  const bool mistral = c.sliding_window > 0;
-  const auto [type, arch] = c.n_experts > 0 ? std::pair{"mixtral", "MixtralForCausalLM"}
-                            : c.qkv_bias    ? std::pair{"qwen2", "Qwen2ForCausalLM"}
-                            : c.qk_norm     ? std::pair{"qwen3", "Qwen3ForCausalLM"}
-                            : mistral       ? std::pair{"mistral", "MistralForCausalLM"}
-                                            : std::pair{"llama", "LlamaForCausalLM"};
+  const auto [type, arch] = c.n_experts > 0        ? std::pair{"mixtral", "MixtralForCausalLM"}
+                            : c.qkv_bias           ? std::pair{"qwen2", "Qwen2ForCausalLM"}
+                            : c.qk_norm            ? std::pair{"qwen3", "Qwen3ForCausalLM"}
+                            : c.fused_projections  ? std::pair{"phi3", "Phi3ForCausalLM"}
+                            : c.sliding_window > 0 ? std::pair{"mistral", "MistralForCausalLM"}
+                                                   : std::pair{"llama", "LlamaForCausalLM"};
   nlohmann::json cfg = {{"architectures", {arch}},
                         {"model_type", type},
                         {"hidden_size", c.dim},
@@ -469,7 +451,7 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
                         {"torch_dtype", torch_dtype}};
   if (c.qkv_bias || c.qk_norm) cfg["use_sliding_window"] = false;
   if (c.qk_norm) cfg["attention_bias"] = false;
-  if (mistral) cfg["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
   if (c.n_experts > 0) {
     cfg["num_local_experts"] = c.n_experts;
     cfg["num_experts_per_tok"] = c.n_experts_per_tok;

@@ -32,9 +32,14 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) + ") is not divisible by n_kv_heads (" +
                          std::to_string(c.n_kv_heads) + ")");
-  if ((c.qkv_bias ? 1 : 0) + (c.qk_norm ? 1 : 0) + (c.sliding_window != 0 ? 1 : 0) + (c.n_experts > 0 ? 1 : 0) > 1)
-    return Status::Error(where + ": q/k/v biases (qwen2), q/k norms (qwen3), a sliding window (mistral) and " +
-                         "experts (mixtral) are traits of different families; verity reads no model with two of them");
+  // One family's traits at most (a window is Mistral's alone, or Phi-3's
+  // with its fused projections).
+  const int traits = (c.qkv_bias ? 1 : 0) + (c.qk_norm ? 1 : 0) + (c.n_experts > 0 ? 1 : 0) +
+                     (c.fused_projections ? 1 : 0) + (c.sliding_window != 0 && !c.fused_projections ? 1 : 0);
+  if (traits > 1)
+    return Status::Error(where + ": q/k/v biases (qwen2), q/k norms (qwen3), a sliding window (mistral), " +
+                         "experts (mixtral) and fused projections (phi3) are traits of different families; verity " +
+                         "reads no model with two of them");
   if (c.sliding_window < 0)
     return Status::Error(where + ": sliding_window must be positive, got " + std::to_string(c.sliding_window));
   if (c.sliding_window > 0 && c.seq_len > c.sliding_window)

@@ -56,7 +56,12 @@ struct ModelConfig {
   // vector for q's heads, one for k's, eps norm_eps) before RoPE. Hugging
   // Face names them self_attn.{q,k}_norm.weight.
   bool qk_norm = false;
-  // Mistral's sliding_window: each position attends to itself and at most
+  // Phi-3: checkpoints store q, k and v as rows of one tensor
+  // (self_attn.qkv_proj: q's rows, then k's, then v's) and the FFN's gate and
+  // up as rows of another (mlp.gate_up_proj: gate, then up). The loaders
+  // split them by rows (ExpectedTensor::fused); the math is Llama's.
+  bool fused_projections = false;
+  // Mistral's (and Phi-3's) sliding_window: each position attends to itself and at most
   // this many - 1 before it. verity computes full attention, the same thing
   // while the context is no longer than the window, so the context is held
   // to it (SetContext and ValidateConfig refuse more). 0: no window.

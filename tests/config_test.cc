@@ -269,6 +269,54 @@ TEST(Config, Qwen3KeysAreReadOrRefusedByName) {
                    {"model.layers.0.self_attn.q_norm.weight"});
 }
 
+// Phi-3's keys (docs/config-keys.md, "Phi-3"): the fused tensors are
+// required (split by rows), the window holds the context, longrope and a
+// partial rotary factor are refused by name, and what Phi-3-mini-4k's own
+// config.json states loads without a note; `verity audit` counts the fused
+// tensors once.
+TEST(Config, Phi3KeysAreReadOrRefusedByName) {
+  const std::string root = test::TempDir("phi3-keys");
+  ASSERT_EQ(Shell(VerityBin() + " synth --like phi3 --out " + root + "/base").exit_code, 0);
+  const nlohmann::json base = nlohmann::json::parse(test::ReadFile(root + "/base/config.json"));
+  EXPECT_EQ(base["model_type"], "phi3");
+  EXPECT_EQ(base["sliding_window"], 192);
+  const std::string st = test::ReadFile(root + "/base/model.safetensors");
+  EXPECT_NE(st.find("model.layers.0.self_attn.qkv_proj.weight"), std::string::npos);
+  EXPECT_NE(st.find("model.layers.0.mlp.gate_up_proj.weight"), std::string::npos);
+  EXPECT_EQ(st.find("q_proj"), std::string::npos);
+  auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit,
+                  const std::string& flags = "") {
+    const std::string dir = root + "/" + tag;
+    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
+    nlohmann::json j = base;
+    edit(j);
+    test::WriteFile(dir + "/config.json", j.dump(2));
+    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin " + flags);
+  };
+  ExpectNamedError(with("longrope",
+                        [](auto& j) {
+                          j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}};
+                        }),
+                   {"rope_scaling type \"longrope\" is not supported"});
+  ExpectNamedError(with("partial", [](auto& j) { j["partial_rotary_factor"] = 0.75; }),
+                   {"key 'partial_rotary_factor' is 0.75"});
+  ExpectNamedError(with(
+                       "past-window", [](auto&) {}, "--ctx 256"),
+                   {"exceeds the model's sliding_window 192"});
+  auto stated = with("stated", [](auto& j) {
+    j["embd_pdrop"] = 0.0, j["resid_pdrop"] = 0.0, j["attention_dropout"] = 0.0, j["attention_bias"] = false;
+    j["original_max_position_embeddings"] = 256, j["rope_scaling"] = nullptr, j["pad_token_id"] = 3;
+  });
+  EXPECT_EQ(stated.exit_code, 0) << stated.err;
+  EXPECT_EQ(stated.err.find("not one verity knows"), std::string::npos) << stated.err;
+  auto audit = Shell(VerityBin() + " audit " + root + "/base");
+  EXPECT_EQ(audit.exit_code, 0) << audit.out << audit.err;
+  EXPECT_NE(audit.out.find("audit: tensors=15 "), std::string::npos) << audit.out;
+  // As a llama the fused files are refused, naming the first split tensor.
+  ExpectNamedError(with("as-llama", [](auto& j) { j["model_type"] = "llama", j.erase("sliding_window"); }),
+                   {"required tensor model.layers.0.self_attn.q_proj.weight (attention) is missing"});
+}
+
 TEST(Config, GenerationStopsAtTheModelsEos) {
   // stories260K greedy from BOS emits token 13 ('.'?) among its first ids;
   // declaring it an EOS ends generation right there.

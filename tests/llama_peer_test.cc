@@ -329,7 +329,7 @@ int FamilyGgufAgreesWithLlamaCpp(const std::string& family) {
   RunOk(VerityBin() + " convert --to gguf --model " + hf + " --out " + ours + " --dtype f32");
   RunOk(std::string("/usr/bin/python3 ") + test::SourceDir() + "/tests/conformance/gguf_py_write.py " + GGUF_PY_DIR +
         " " + hf + " " + theirs);
-  EXPECT_EQ(TypesOf(ours, "blk.0.attn_q.weight").first, "F32");
+  EXPECT_EQ(TypesOf(ours, "blk.0.attn_output.weight").first, "F32");
   constexpr int kVocab = 320;  // the synths' vocabulary; 256 is their BOS
   std::vector<int> ids = {256};
   for (int p = 1; p < kSynthPositions; p++) ids.push_back(static_cast<int>((1 + 7919L * p) % kVocab));
@@ -364,6 +364,14 @@ TEST(LlamaPeer, Qwen2GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
 TEST(LlamaPeer, Qwen3GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
   REQUIRE_PEER();
   EXPECT_EQ(FamilyGgufAgreesWithLlamaCpp("qwen3"), 2);
+}
+
+// Phi-3: architecture phi3, q/k/v fused in attn_qkv and gate/up in ffn_up
+// (llama.cpp splits them itself), NEOX rope, a window (192) past the 128
+// positions compared (llama.cpp runs Phi-3 without its window).
+TEST(LlamaPeer, Phi3GgufFromVerityAndFromGgufPyAgreesWithLlamaCpp) {
+  REQUIRE_PEER();
+  EXPECT_EQ(FamilyGgufAgreesWithLlamaCpp("phi3"), 2);
 }
 
 // llama_model_quantize's output is what was asked for (so a copy of the F32

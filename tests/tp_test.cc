@@ -268,6 +268,23 @@ TEST(TpParity, Qwen3NormsApplyToEveryRanksHeads) {
   ExpectParity("qwen3 8 heads 2 KV heads head_dim 16", **m, {2, 4, 8}, 64);
 }
 
+// Phi-3 (issue 44): loaded from its files, q, k and v are row views of one
+// fused tensor (and gate and up of another); each rank's slices are views
+// of those views.
+TEST(TpParity, Phi3FusedProjectionsShardAsTheirParts) {
+  ModelConfig c = Synth(64, 128, 8, 4, 0, 0);
+  c.fused_projections = true;
+  c.sliding_window = c.seq_len;
+  auto synth = SyntheticModel(c, 19);
+  ASSERT_TRUE(synth.ok()) << synth.status().message();
+  const std::string dir = test::TempDir("tp-phi3") + "/hf";
+  ASSERT_TRUE(WriteHfCheckpoint(**synth, dir, 1, "f32").ok());
+  auto m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE((*m)->config.fused_projections);
+  ExpectParity("phi3 8 heads 4 KV heads fused", **m, {2, 4, 8}, 64);
+}
+
 // ---- batched prefill: one step, and one all-reduce per projection, per block ---
 
 // A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`

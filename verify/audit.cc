@@ -46,10 +46,13 @@ struct Audit {
 };
 
 // How many tensors the config implies, counted (ExpectedTensors lists them
-// only after the config has been checked against the headers).
+// only after the config has been checked against the headers): per layer two
+// norms, q, k, v and o (Phi-3: qkv fused), Qwen2's three biases, Qwen3's two
+// norms, and the FFN's three (Phi-3: gate_up fused) or the router and experts.
 int CountImpliedTensors(const ModelConfig& c) {
-  const int64_t per_layer = 6 + (c.n_experts > 0 ? 1 + 3 * static_cast<int64_t>(c.n_experts) : 3);
-  const int64_t count = 2 + static_cast<int64_t>(c.n_layers) * per_layer + (c.shared_classifier ? 0 : 1);
+  const int64_t attention = (c.fused_projections ? 2 : 4) + (c.qkv_bias ? 3 : 0) + (c.qk_norm ? 2 : 0);
+  const int64_t ffn = c.n_experts > 0 ? 1 + 3 * static_cast<int64_t>(c.n_experts) : c.fused_projections ? 2 : 3;
+  const int64_t count = 2 + static_cast<int64_t>(c.n_layers) * (2 + attention + ffn) + (c.shared_classifier ? 0 : 1);
   return static_cast<int>(std::min<int64_t>(count, INT32_MAX));
 }
 
@@ -113,7 +116,7 @@ void ReadShardHeaders(Audit& a) {
 // One tensor the config requires: mapped, its shard readable, in that shard's
 // header, with the shape and dtype the config implies; its bytes count
 // towards the total.
-void CheckExpectedTensor(Audit& a, const ExpectedTensor& t) {
+void CheckExpectedTensor(Audit& a, const CheckpointTensor& t) {
   a.wanted.insert(t.name);
   auto it = a.where.find(t.name);
   const bool expert = t.kind == TensorKind::kExpert;
@@ -188,9 +191,9 @@ AuditReport AuditCheckpoint(const std::string& dir, bool experts_elsewhere) {
     a.Fatal("config: " + fit.message());
     return a.r;
   }
-  const auto expected = ExpectedTensors(cfg.value());
   ReadShardHeaders(a);
-  for (const auto& t : expected) CheckExpectedTensor(a, t);
+  // The tensors the checkpoint must hold (fused ones once: Phi-3's).
+  for (const auto& t : CheckpointTensors(ExpectedTensors(cfg.value()))) CheckExpectedTensor(a, t);
   CheckStrayTensors(a);
   CheckTotalSize(a);
   a.r.pass = a.r.fatal == 0;

@@ -216,8 +216,8 @@ Status ReadTokenIdKeys(const nlohmann::json& j, ModelConfig* cfg) {
   return OkStatus();
 }
 
-// The traits of other families, where given: sliding_window (mistral),
-// qkv_bias (qwen2) and qk_norm (qwen3).
+// The traits of other families, where given: sliding_window (mistral, phi3),
+// qkv_bias (qwen2), qk_norm (qwen3) and fused_projections (phi3).
 Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
   if (j.contains("sliding_window")) {
     if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() < 1 ||
@@ -229,9 +229,10 @@ Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
     if (!j["qkv_bias"].is_boolean()) return Status::Error("--config: key 'qkv_bias' must be true or false");
     c->qkv_bias = j["qkv_bias"].get<bool>();
   }
-  if (j.contains("qk_norm")) {
-    if (!j["qk_norm"].is_boolean()) return Status::Error("--config: key 'qk_norm' must be true or false");
-    c->qk_norm = j["qk_norm"].get<bool>();
+  for (const auto& [key, dst] : {std::pair{"qk_norm", &c->qk_norm}, {"fused_projections", &c->fused_projections}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean()) return Status::Error(std::string("--config: key '") + key + "' must be true or false");
+    *dst = j[key].get<bool>();
   }
   return OkStatus();
 }
@@ -273,6 +274,13 @@ Result<std::string> MergeLike(const std::string& like, const std::string& config
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":192,"n_layers":2,"n_heads":4,"n_kv_heads":2,"head_dim":32,
       "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"shared_classifier":true,"rope_theta":1000000,
       "norm_eps":1e-6,"qk_norm":true,"bos_token_id":256,"eos_token_id":257})");
+  } else if (like == "phi3") {
+    // Phi-3-mini-4k's traits: q/k/v fused in one tensor and gate/up in
+    // another, a sliding window (2047 there, under max_position_embeddings
+    // 4096; 192 of 256 here, the context), MHA, untied, rope_theta 10000.
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":160,"n_layers":2,"n_heads":4,"n_kv_heads":4,
+      "vocab_size":320,"seq_len":192,"max_position_embeddings":256,"sliding_window":192,"shared_classifier":false,
+      "rope_theta":10000,"norm_eps":1e-5,"fused_projections":true,"bos_token_id":1,"eos_token_id":2})");
   } else if (like == "mistral") {
     // Mistral 7B v0.1's traits: a sliding window (4096 there; 128 here, the
     // context), GQA 4:1, rope_theta 10000, untied; max_position_embeddings
@@ -373,14 +381,15 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
                   "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
                   "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
                   "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list), qkv_bias (qwen2), "
-                  "qk_norm (qwen3), sliding_window (mistral)");
+                  "qk_norm (qwen3), fused_projections (phi3), sliding_window (mistral, phi3)");
   sub->add_option("--like", *like,
                   "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
                   "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
                   "(head_dim = dim/heads, rope_theta 10000, untied) or qwen2 (q/k/v biases, rope_theta 1e6, tied "
                   "embeddings, GQA) or qwen3 (per-head q/k norms, head_dim 32 != dim/heads, rope_theta 1e6, tied) or "
-                  "mistral (a sliding window of 128, the context; GQA 4:1, untied)")
-      ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "qwen3", "mistral"}));
+                  "mistral (a sliding window of 128, the context; GQA 4:1, untied) or phi3 (fused qkv_proj and "
+                  "gate_up_proj, a sliding window of 192, the context; untied)")
+      ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "qwen3", "mistral", "phi3"}));
   sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
   sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
   sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
@@ -397,6 +406,8 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
         return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold MoE; write a directory"));
       if (c->qkv_bias) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold q/k/v biases"));
       if (c->qk_norm) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold q/k norms"));
+      if (c->fused_projections)
+        return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold fused projections"));
       if (c->sliding_window)
         return Fail(Status::Error("--out " + *out + ": llama2.c files cannot state a sliding window"));
       if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||

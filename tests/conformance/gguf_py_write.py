@@ -1,14 +1,16 @@
 #!/usr/bin/python3
-"""Writes a Hugging Face Qwen2 or Qwen3 directory (config.json,
+"""Writes a Hugging Face Qwen2, Qwen3 or Phi-3 directory (config.json,
 model.safetensors in F32 or BF16) as an F32 GGUF file with gguf-py's
 GGUFWriter, llama.cpp's own Python writer, in the layout llama.cpp's
 convert_hf_to_gguf.py gives the family: architecture "qwen2" with the
-blk.N.attn_{q,k,v}.bias tensors, or "qwen3" with blk.N.attn_{q,k}_norm and
-its head size stated (attention.key_length / value_length, since head_dim is
-not hidden_size / heads there); q/k rows as Hugging Face stores them
-(llama.cpp runs both with its NEOX rope, which rotates halves); no
-output.weight when the embeddings are tied. So a GGUF that verity did not
-write, for tests/llama_peer_test.cc.
+blk.N.attn_{q,k,v}.bias tensors; "qwen3" with blk.N.attn_{q,k}_norm and its
+head size stated (attention.key_length / value_length, since head_dim is not
+hidden_size / heads there); "phi3" with the fused tensors as they are
+(blk.N.attn_qkv, and gate_up_proj as blk.N.ffn_up), its sliding window and
+original context; q/k rows as Hugging Face stores them (llama.cpp runs all
+three with its NEOX rope, which rotates halves); no output.weight when the
+embeddings are tied. So a GGUF that verity did not write, for
+tests/llama_peer_test.cc.
 
     gguf_py_write.py GGUF_PY_DIR HF_DIR OUT.gguf
 
@@ -56,8 +58,8 @@ def main() -> int:
     with open(os.path.join(hf, "config.json")) as f:
         cfg = json.load(f)
     arch = cfg.get("model_type")
-    if arch not in ("qwen2", "qwen3"):
-        raise SystemExit("%s: model_type is %r, not qwen2 or qwen3" % (hf, arch))
+    if arch not in ("qwen2", "qwen3", "phi3"):
+        raise SystemExit("%s: model_type is %r, not qwen2, qwen3 or phi3" % (hf, arch))
     t = read_safetensors(os.path.join(hf, "model.safetensors"), np)
     w = gguf.GGUFWriter(out, arch)
     w.add_context_length(cfg["max_position_embeddings"])
@@ -72,6 +74,10 @@ def main() -> int:
     if arch == "qwen3":
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
+    if arch == "phi3":  # as convert_hf_to_gguf.py's Phi3MiniModel
+        w.add_rope_dimension_count(cfg["hidden_size"] // cfg["num_attention_heads"])
+        w.add_rope_scaling_orig_ctx_len(cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
+        w.add_sliding_window(cfg.get("sliding_window") or 0)
     w.add_file_type(0)  # all F32
     w.add_tokenizer_model("no_vocab")
     if cfg.get("bos_token_id") is not None:
@@ -85,7 +91,8 @@ def main() -> int:
              "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight",
              "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+             "self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}
     for name, arr in t.items():
         if name == "model.embed_tokens.weight":
             to = "token_embd.weight"

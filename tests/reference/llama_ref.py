@@ -56,6 +56,7 @@ class Config:
         self.bos = 1
         self.qkv_bias = False     # Qwen2: q, k and v projections add a bias
         self.qk_norm = False      # Qwen3: each head's q and k RMS-normalised over head_dim before RoPE
+        self.fused = False        # Phi-3: q/k/v rows in one qkv_proj, gate/up rows in one gate_up_proj
         self.window = 0           # Mistral: each position attends to at most this many (0: all)
 
     def as_json(self):
@@ -67,7 +68,7 @@ class Config:
             else [float(f) for f in self.freq_factors], "rope_pairs": "interleaved" if self.interleaved else "halves",
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
             "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "qkv_bias": self.qkv_bias,
-            "qk_norm": self.qk_norm, "sliding_window": self.window,
+            "qk_norm": self.qk_norm, "fused_projections": self.fused, "sliding_window": self.window,
         }
 
 
@@ -221,8 +222,8 @@ def rope_scaling_from(cfg, path):
 def config_from_hf(cfg, path):
     """The math of a config.json; every key it cannot honour is refused by name."""
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "mixtral", "qwen2", "qwen3"):
-        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2, qwen3)" % (path, mt))
+    if mt not in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3"):
+        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2, qwen3, phi3)" % (path, mt))
     qwen2, qwen3 = mt == "qwen2", mt == "qwen3"
     # Qwen2 (Qwen2Config, Qwen2Attention): the window applies only with
     # use_sliding_window; the q/k/v biases are always there.
@@ -235,7 +236,10 @@ def config_from_hf(cfg, path):
     # Qwen3 (Qwen3Config, Qwen3Attention): the same window keys; attention_bias
     # is read (biases on q, k, v and o when true: refused by UNSUPPORTED_IF); q_norm and
     # k_norm always; head_dim defaults to 128 in Qwen3Config, so it is required.
-    inert = ("sliding_window", "attention_bias") if qwen2 else ("sliding_window",) if mt in ("mistral", "qwen3") else ()
+    # Phi-3 (Phi3Config, Phi3Attention, Phi3MLP): Mistral's window; qkv_proj
+    # and gate_up_proj split by rows; rope_scaling longrope refused below.
+    inert = ("sliding_window", "attention_bias") if qwen2 else \
+        ("sliding_window",) if mt in ("mistral", "qwen3", "phi3") else ()
     for key, bad in UNSUPPORTED_IF:
         if key in cfg and bad(cfg[key]) and key not in inert:
             raise RefError("%s: key '%s' = %r changes the math and is not supported" % (path, key, cfg[key]))
@@ -265,7 +269,8 @@ def config_from_hf(cfg, path):
     c.qk_norm = qwen3
     if qwen3 and cfg.get("head_dim") is None:
         raise RefError("%s: a qwen3 config needs 'head_dim' (Qwen3Config's default is 128)" % path)
-    if mt == "mistral" and cfg.get("sliding_window") is not None:
+    c.fused = mt == "phi3"
+    if mt in ("mistral", "phi3") and cfg.get("sliding_window") is not None:
         c.window = need_int("sliding_window")
     if isinstance(cfg.get("bos_token_id"), int):
         c.bos = cfg["bos_token_id"]
@@ -321,10 +326,15 @@ def load_hf(d):
     w = {"embed": get("model.embed_tokens.weight", (V, D)), "layers": []}
     for l in range(c.n_layers):
         p = "model.layers.%d." % l
-        L = {"attn_norm": get(p + "input_layernorm.weight", (D,)),
-             "wq": get(p + "self_attn.q_proj.weight", (qd, D)), "wk": get(p + "self_attn.k_proj.weight", (kvd, D)),
-             "wv": get(p + "self_attn.v_proj.weight", (kvd, D)), "wo": get(p + "self_attn.o_proj.weight", (D, qd)),
+        L = {"attn_norm": get(p + "input_layernorm.weight", (D,)), "wo": get(p + "self_attn.o_proj.weight", (D, qd)),
              "ffn_norm": get(p + "post_attention_layernorm.weight", (D,))}
+        if c.fused:  # Phi-3: q's rows, then k's, then v's; gate's, then up's
+            qkv = get(p + "self_attn.qkv_proj.weight", (qd + 2 * kvd, D))
+            L["wq"], L["wk"], L["wv"] = qkv[:qd], qkv[qd:qd + kvd], qkv[qd + kvd:]
+        else:
+            L["wq"] = get(p + "self_attn.q_proj.weight", (qd, D))
+            L["wk"] = get(p + "self_attn.k_proj.weight", (kvd, D))
+            L["wv"] = get(p + "self_attn.v_proj.weight", (kvd, D))
         if c.qkv_bias:
             L["bq"] = get(p + "self_attn.q_proj.bias", (qd,))
             L["bk"] = get(p + "self_attn.k_proj.bias", (kvd,))
@@ -338,6 +348,10 @@ def load_hf(d):
                              "w2": get(p + "block_sparse_moe.experts.%d.w2.weight" % e, (D, F)),
                              "w3": get(p + "block_sparse_moe.experts.%d.w3.weight" % e, (F, D))}
                             for e in range(c.n_experts)]
+        elif c.fused:
+            gate_up = get(p + "mlp.gate_up_proj.weight", (2 * F, D))
+            L["w1"], L["w3"] = gate_up[:F], gate_up[F:]
+            L["w2"] = get(p + "mlp.down_proj.weight", (D, F))
         else:
             L["w1"] = get(p + "mlp.gate_proj.weight", (F, D))
             L["w3"] = get(p + "mlp.up_proj.weight", (F, D))
