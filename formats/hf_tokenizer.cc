@@ -191,7 +191,9 @@ enum class PrependScheme { kAlways, kFirst, kNever };
 struct PreStep {
   enum Kind { kSplit, kByteLevel, kMetaspace } kind;
   Pattern pattern;                // Split; ByteLevel with use_regex
-  bool removed = false;           // Split: drop the matches instead of isolating them
+  // Split: what becomes of a match: its own piece, dropped, or joined to the
+  // text before it (Gemma's) or after it.
+  enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext } behavior = Behavior::kIsolated;
   bool use_regex = false;         // ByteLevel
   bool add_prefix_space = false;  // ByteLevel
   std::string replacement;        // Metaspace
@@ -273,11 +275,17 @@ Status ParsePreTokenizer(const Reader& r, const json& o, const std::string& at, 
     s.kind = PreStep::kSplit;
     VERITY_ASSIGN_OR_RETURN(s.pattern, ParsePattern(r, o, at));
     VERITY_ASSIGN_OR_RETURN(auto behavior, r.Str(o, "behavior", at));
-    if (behavior == "Removed") {
-      s.removed = true;
-    } else if (behavior != "Isolated") {
-      return r.Err(at + ".behavior", "'" + behavior + "' is not supported (supported: Isolated, Removed)");
-    }
+    using B = PreStep::Behavior;
+    const std::pair<const char*, B> known[] = {{"Isolated", B::kIsolated},
+                                               {"Removed", B::kRemoved},
+                                               {"MergedWithPrevious", B::kMergedWithPrevious},
+                                               {"MergedWithNext", B::kMergedWithNext}};
+    auto it = std::find_if(std::begin(known), std::end(known), [&](const auto& k) { return behavior == k.first; });
+    if (it == std::end(known))
+      return r.Err(at + ".behavior", "'" + behavior +
+                                         "' is not supported (supported: Isolated, Removed, MergedWithPrevious, "
+                                         "MergedWithNext)");
+    s.behavior = it->second;
     VERITY_ASSIGN_OR_RETURN(bool invert, r.Bool(o, "invert", at, false));
     if (invert) return r.Err(at + ".invert", "true is not supported");
   } else if (type == "ByteLevel") {
@@ -681,14 +689,22 @@ Result<std::string> HfTokenizer::Normalize(std::string s) const {
   return s;
 }
 
-// Split: the text between matches, and the matches unless `removed`.
+// Split: the text between matches, and each match as its behaviour says:
+// its own piece, dropped, the end of the piece before it ("a-b-" -> "a-",
+// "b-") or the start of the piece after it ("a-b" -> "a", "-b").
 Status SplitStep(const PreStep& p, const std::string& piece, std::vector<std::string>* next) {
+  using B = PreStep::Behavior;
   VERITY_ASSIGN_OR_RETURN(auto hits, p.pattern.FindAll(piece));
   size_t at = 0;
   for (auto [b, e] : hits) {
+    if (p.behavior == B::kMergedWithPrevious) {
+      next->push_back(piece.substr(at, e - at));
+      at = e;
+      continue;
+    }
     if (b > at) next->push_back(piece.substr(at, b - at));
-    if (!p.removed) next->push_back(piece.substr(b, e - b));
-    at = e;
+    if (p.behavior == B::kIsolated) next->push_back(piece.substr(b, e - b));
+    at = p.behavior == B::kMergedWithNext ? b : e;
   }
   if (at < piece.size()) next->push_back(piece.substr(at));
   return OkStatus();

@@ -31,19 +31,23 @@ std::string ReadAll(const std::string& p) {
 }
 
 // A 1-layer synth with the vocabulary of lenml's copy of a tokenizer
-// ("llama3": 128256, "llama2": 32000, "qwen2_5": Qwen2.5's 151936 with its
-// BOS and EOS ids, as a `like` family: qwen2 or qwen3), as a Hugging Face
-// directory holding that tokenizer's files, and a probes file of its own
-// greedy continuation (a random model's answer is its own). `config_json`
-// replaces tokenizer_config.json.
+// ("llama3": 128256, "llama2": 32000; as a `like` family, with the
+// vocabulary, BOS and EOS of the family's configs: "qwen2_5"/"qwen3" 151936,
+// "mistral_nemo" 131072), as a Hugging Face directory holding that
+// tokenizer's files, and a probes file of its own greedy continuation (a
+// random model's answer is its own). `config_json` replaces
+// tokenizer_config.json.
 std::string ModelDir(const std::string& name, const std::string& tokenizer, const std::string& config_json = "",
                      const std::string& like = "") {
   const std::string dir = TempDir(name);
   std::string make;
   if (!like.empty()) {
+    const std::string ids = tokenizer == "mistral_nemo"
+                                ? R"("vocab_size":131072,"bos_token_id":1,"eos_token_id":2,"sliding_window":256)"
+                                : R"("vocab_size":151936,"bos_token_id":151643,"eos_token_id":[151645,151643])";
     make = VerityBin() + " synth --like " + like + " --out " + dir + "/hf --config '" +
-           R"({"dim":32,"hidden_dim":64,"n_layers":1,"n_heads":2,"n_kv_heads":1,"head_dim":16,"vocab_size":151936,)" +
-           R"("seq_len":256,"max_position_embeddings":256,"bos_token_id":151643,"eos_token_id":[151645,151643]}')";
+           R"({"dim":32,"hidden_dim":64,"n_layers":1,"n_heads":2,"n_kv_heads":1,"head_dim":16,"seq_len":256,)" +
+           R"("max_position_embeddings":256,)" + ids + "}'";
   } else {
     const std::string vocab = tokenizer == "llama3" ? "128256" : "32000";
     const std::string cfg = R"({"dim":16,"hidden_dim":32,"n_layers":1,"n_heads":2,"n_kv_heads":2,"vocab_size":)" +
@@ -190,6 +194,13 @@ TEST(ServeChat, Qwen2sOwnTemplateIsRenderedAsJinja2RendersIt) {
 }
 TEST(ServeChat, Qwen3sOwnTemplateIsRenderedAsJinja2RendersIt) {
   ExpectServedPromptIsJinja2s("qwen3", "", 151644, 151643, "qwen3");
+}
+
+// Mistral Nemo's own tokenizer files (Tekken) and template ([INST] turns, the
+// system message folded into the last user turn), served by a mistral model
+// with a window: <s> (1) opens the prompt, once.
+TEST(ServeChat, MistralNemosOwnTemplateIsRenderedAsJinja2RendersIt) {
+  ExpectServedPromptIsJinja2s("mistral_nemo", "", 1, 1, "mistral");
 }
 
 TEST(ServeChat, Llama2ChatsTemplateIsRenderedAsJinja2RendersItWithOneBos) {

@@ -130,6 +130,12 @@ TEST(Conformance, Llama3TokenizerJsonMatchesLenml) { LenmlConformance("llama3");
 TEST(Conformance, Qwen25TokenizerJsonMatchesLenml) { LenmlConformance("qwen2_5", 4); }
 // Qwen3's: the same, with four more added tokens (<think>, </think>, ...).
 TEST(Conformance, Qwen3TokenizerJsonMatchesLenml) { LenmlConformance("qwen3", 4); }
+// Gemma 2's and Gemma 3's: spaces replaced by ▁, a Split MergedWithPrevious,
+// BPE with byte fallback (Gemma 3's with 6415 added tokens).
+TEST(Conformance, Gemma2TokenizerJsonMatchesLenml) { LenmlConformance("gemma2"); }
+TEST(Conformance, Gemma3TokenizerJsonMatchesLenml) { LenmlConformance("gemma3"); }
+// Mistral Nemo's (Tekken): a Split regex over letter cases, byte-level BPE.
+TEST(Conformance, MistralNemoTokenizerJsonMatchesLenml) { LenmlConformance("mistral_nemo"); }
 
 TEST(Conformance, SentencePieceModelMatchesItsPythonEncoder) {
   const std::string dir = test::TempDir("tok-spm");
@@ -320,6 +326,28 @@ TEST(HfTokenizer, SmallFileEncodesMergesByRankAndFallsBackToBytes) {
   auto out = (*t)->Decode({99});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("id 99"), std::string::npos);
+}
+
+// Split's four behaviours on "abab" (normalized "\u2581abab") split at "b",
+// by hand from the tokenizers library's definitions: Isolated ▁a|b|a|b,
+// Removed ▁a|a, MergedWithPrevious (Gemma's) ▁ab|ab, MergedWithNext ▁a|ba|b.
+TEST(HfTokenizer, SplitBehavioursPlaceTheMatchAsDefined) {
+  const std::pair<const char*, std::vector<int>> cases[] = {{"Isolated", {8, 7, 6, 7}},
+                                                            {"Removed", {8, 6}},
+                                                            {"MergedWithPrevious", {10, 9}},
+                                                            {"MergedWithNext", {8, 7, 6, 7}}};
+  int checked = 0;
+  for (const auto& [behavior, want] : cases) {
+    json j = SmallTokenizer();
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", behavior}, {"invert", false}};
+    auto t = LoadTokenizer(WriteTokenizer(j, std::string("tok-split-") + behavior));
+    ASSERT_TRUE(t.ok()) << behavior << ": " << t.status().message();
+    auto ids = (*t)->Encode("abab", false);
+    ASSERT_TRUE(ids.ok()) << behavior;
+    EXPECT_EQ(*ids, want) << behavior;
+    checked += *ids == want;
+  }
+  EXPECT_EQ(checked, 4);
 }
 
 struct BadCase {

