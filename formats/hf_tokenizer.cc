@@ -190,7 +190,7 @@ enum class PrependScheme { kAlways, kFirst, kNever };
 
 struct PreStep {
   enum Kind { kSplit, kByteLevel, kMetaspace } kind;
-  Pattern pattern;                // Split; ByteLevel with use_regex
+  Pattern pattern;  // Split; ByteLevel with use_regex
   // Split: what becomes of a match: its own piece, dropped, or joined to the
   // text before it (Gemma's) or after it.
   enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext } behavior = Behavior::kIsolated;
