@@ -31,6 +31,7 @@ class ForwardingBackend : public kernels::Backend {
   }
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
   bool runs_block_type(uint32_t t) const override { return inner_->runs_block_type(t); }
+  bool attends_windows() const override { return inner_->attends_windows(); }
   void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
   // RopeBlock, WriteCacheBlock and AttentionBlock are not forwarded: their
   // defaults make the per-row calls through this wrapper, so a corruption

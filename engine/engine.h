@@ -158,9 +158,10 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
 std::string WeightsDTypeName(const Model& model);
 
 // OK unless `model` holds a block type (Model::first_of_each_block_type)
-// that `backend` has no kernel for: an error naming the file, the first
-// tensor of that type, the type and the backend (Transformer::Create,
-// SlotDecoder::Create).
+// that `backend` has no kernel for, or a context past its sliding window
+// that `backend` does not attend within: an error naming the file, what is
+// missing and the backend (Transformer::Create, SlotDecoder::Create, each
+// tensor-parallel rank).
 Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend);
 
 // What a model costs in memory traffic and residence, for bandwidth figures.

@@ -252,7 +252,8 @@ void RankForward::Attention(int l, int n) {
                               w_.n_heads,
                               w_.n_kv_heads,
                               head_size_,
-                              c.seq_len};
+                              c.seq_len,
+                              c.sliding_window};
   if (one_sequence_) {
     k_.AttendBlock(a, pos_[0], n);  // a prompt block, or one decoded position
   } else {

@@ -259,9 +259,9 @@ Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string
   return OkStatus();
 }
 
-// attention.sliding_window: phi3's (0 is none, as Phi-4's files say), the
-// context then held to it as for a Hugging Face Mistral or Phi-3
-// (ModelConfig::sliding_window); refused for the other architectures.
+// attention.sliding_window: phi3's (0 is none, as Phi-4's files say),
+// attended within as a Hugging Face Phi-3's (ModelConfig::sliding_window);
+// refused for the other architectures.
 Status ReadSlidingWindow(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
   if (!f.Find(k("attention.sliding_window"))) return OkStatus();
   if (k.arch != "phi3")
@@ -269,7 +269,6 @@ Status ReadSlidingWindow(const gguf::File& f, const ArchKeys& k, const std::stri
                          " changes the math and verity does not compute it");
   VERITY_ASSIGN_OR_RETURN(int64_t w, gguf::GetInt(f, k("attention.sliding_window"), 0, INT32_MAX, path));
   c->sliding_window = static_cast<int>(w);
-  if (w > 0) c->seq_len = std::min(c->seq_len, c->sliding_window);
   return OkStatus();
 }
 

@@ -192,6 +192,55 @@ TEST(StateSeam, Qwen3NormsAreAppliedThroughTheSeam) {
   ExpectTransformerAgrees(**m, "reference", "qwen3 q/k norms");
 }
 
+// A sliding window (Mistral) travels in the attention calls: 82 positions
+// past a window of 24, the same bits off the host as on it.
+TEST(StateSeam, AWindowIsAttendedWithinThroughTheSeam) {
+  ModelConfig c = Config(0);
+  c.sliding_window = 24;
+  auto m = SyntheticModel(c, 25);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectTransformerAgrees(**m, "fast", "mistral window 24");
+  ExpectTransformerAgrees(**m, "reference", "mistral window 24");
+}
+
+// A backend that does not attend within windows (the CUDA backend says so):
+// the reference's kernels, with attends_windows() false.
+class NoWindows final : public kernels::Backend {
+ public:
+  explicit NoWindows(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  const char* name() const override { return "no-windows"; }
+  void Matmul(float* out, const float* x, const kernels::Weights& w) override { inner_->Matmul(out, x, w); }
+  void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
+    inner_->MatmulBatch(out, x, w, T);
+  }
+  void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
+  void Rope(float* v, int size, int hs, int pos, const float* f, bool interleaved) override {
+    inner_->Rope(v, size, hs, pos, f, interleaved);
+  }
+  void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  bool attends_windows() const override { return false; }
+
+ private:
+  std::unique_ptr<kernels::Backend> inner_;
+};
+
+// Such a backend is refused a context past the model's window, naming the
+// window, the context and the way out; within the window it runs.
+TEST(StateSeam, ABackendThatCannotAttendWithinAWindowIsRefusedAContextPastIt) {
+  ModelConfig c = Config(0);
+  c.sliding_window = 24;
+  auto m = SyntheticModel(c, 25);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto refused = Transformer::Create(**m, std::make_unique<NoWindows>(Make("reference")));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("a context of 160 passes the model's sliding window of 24, and the "
+                                            "no-windows backend does not attend within a window"),
+            std::string::npos)
+      << refused.status().message();
+  (*m)->config.seq_len = 24;
+  EXPECT_TRUE(Transformer::Create(**m, std::make_unique<NoWindows>(Make("reference"))).ok());
+}
+
 // Three slots: prompts prefilled together, then steps of all three.
 std::vector<float> RunSlots(SlotDecoder& d, int vocab) {
   std::vector<std::vector<int>> prompts = {Ids(9, vocab, 2), Ids(5, vocab, 3), Ids(12, vocab, 4)};

@@ -322,6 +322,7 @@ Status TpGroup::Build(const Model& model, std::vector<std::unique_ptr<TpRank>>* 
     // A device backend on the rank's own device (rank r on device r % count, as NCCL places it).
     VERITY_ASSIGN_OR_RETURN(auto k,
                             opt_.make_kernels ? opt_.make_kernels() : kernels::MakeBackend(opt_.kernels, coll->rank()));
+    VERITY_RETURN_IF_ERROR(CheckBackendRunsModel(model, *k));
     RankShard shard = plan.ranks[coll->rank()];
     if (opt_.fault.kind == FaultPlan::Kind::kBandGap && shard.rank == 0 && c.n_experts == 0) shard.ffn.end -= 1;
     auto rank = std::make_unique<TpRank>(model, shard, *coll, std::move(k), opt_.fault);

@@ -121,6 +121,12 @@ std::string WeightsDTypeName(const Model& model) {
 }
 
 Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend) {
+  const ModelConfig& c = model.config;
+  if (c.sliding_window > 0 && c.seq_len > c.sliding_window && !backend.attends_windows())
+    return Status::Error(model.source + ": a context of " + std::to_string(c.seq_len) + " passes the model's sliding " +
+                         "window of " + std::to_string(c.sliding_window) + ", and the " + backend.name() +
+                         " backend does not attend within a window (use --ctx " + std::to_string(c.sliding_window) +
+                         " or less, or --backend fast or reference)");
   for (const Model::BlockTensor& b : model.first_of_each_block_type)
     if (!backend.runs_block_type(b.ggml_type))
       return Status::Error(model.source + ": tensor " + b.tensor + " (" + b.type +

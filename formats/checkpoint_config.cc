@@ -413,7 +413,6 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, &c));
   c.rope_style = RopeStyle::kHalves;                       // the Hugging Face convention
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
-  if (c.sliding_window > 0) c.seq_len = std::min(c.seq_len, c.sliding_window);
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));
   return c;
 }

@@ -42,10 +42,6 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
                          "reads no model with two of them");
   if (c.sliding_window < 0)
     return Status::Error(where + ": sliding_window must be positive, got " + std::to_string(c.sliding_window));
-  if (c.sliding_window > 0 && c.seq_len > c.sliding_window)
-    return Status::Error(where + ": context " + std::to_string(c.seq_len) + " exceeds sliding_window " +
-                         std::to_string(c.sliding_window) +
-                         " (verity computes full attention, which attends wrongly past the window)");
   if (c.head_dim % 2 != 0)
     return Status::Error(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
   if (static_cast<int64_t>(c.n_heads) * c.head_dim > INT32_MAX)
@@ -88,10 +84,6 @@ Status SetContext(ModelConfig& c, int ctx, const std::string& flag) {
   if (ctx < 1 || ctx > c.max_positions)
     return Status::Error(flag + " " + std::to_string(ctx) + " is outside [1, " + std::to_string(c.max_positions) +
                          "] (the model's max_position_embeddings)");
-  if (c.sliding_window > 0 && ctx > c.sliding_window)
-    return Status::Error(flag + " " + std::to_string(ctx) + " exceeds the model's sliding_window " +
-                         std::to_string(c.sliding_window) +
-                         ": verity computes full attention, which attends wrongly past the window");
   c.seq_len = ctx;
   return OkStatus();
 }

@@ -61,10 +61,9 @@ struct ModelConfig {
   // up as rows of another (mlp.gate_up_proj: gate, then up). The loaders
   // split them by rows (ExpectedTensor::fused); the math is Llama's.
   bool fused_projections = false;
-  // Mistral's (and Phi-3's) sliding_window: each position attends to itself and at most
-  // this many - 1 before it. verity computes full attention, the same thing
-  // while the context is no longer than the window, so the context is held
-  // to it (SetContext and ValidateConfig refuse more). 0: no window.
+  // Mistral's and Phi-3's sliding_window: each position attends to itself
+  // and at most this many - 1 before it (kernels::AttentionArgs::window);
+  // the KV cache still holds the whole context. 0: no window.
   int sliding_window = 0;
   int n_experts = 0;          // Mixtral-style MoE when > 0
   int n_experts_per_tok = 0;  // top-k routed experts per token

@@ -107,7 +107,23 @@ struct AttentionArgs {
   long pos_stride;  // floats between consecutive positions in the caches
   float* scores;    // host scratch [n_heads * seq_len] for a backend that scores on the host
   int pos, n_heads, n_kv_heads, head_size, seq_len;
+  // A sliding window (Mistral, Phi-3): `pos` attends to itself and the
+  // window - 1 positions before it, no earlier. 0: every earlier position.
+  int window = 0;
+  int first() const { return window > 0 && pos >= window ? pos - window + 1 : 0; }
 };
+
+// `a` as a kernel that attends from position 0 wants it: the caches from the
+// first attended position on, `pos` counted from there, no window. Every
+// Attention implementation starts here.
+inline AttentionArgs Windowed(AttentionArgs a) {
+  const int f = a.first();
+  a.key_cache += static_cast<size_t>(f) * a.pos_stride;
+  a.value_cache += static_cast<size_t>(f) * a.pos_stride;
+  a.pos -= f;
+  a.window = 0;
+  return a;
+}
 
 // One layer's attention for rows of q, key and value (state, rows q_width =
 // n_heads * head_size and kv_width = n_kv_heads * head_size floats apart):
@@ -126,6 +142,7 @@ struct AttendArgs {
   const float* inv_freq;  // RoPE: head_size / 2 inverse frequencies (host)
   bool interleaved;       // RoPE pairs (2i, 2i+1), else (i, i + head_size/2)
   int n_heads, n_kv_heads, head_size, seq_len;
+  int window = 0;  // as AttentionArgs::window
   int q_width() const { return n_heads * head_size; }
   int kv_width() const { return n_kv_heads * head_size; }
   // Row t's Attention call: at `pos`, over the caches `cache_offset` floats on.
@@ -141,7 +158,8 @@ struct AttendArgs {
                          n_heads,
                          n_kv_heads,
                          head_size,
-                         seq_len};
+                         seq_len,
+                         window};
   }
 };
 
@@ -203,6 +221,9 @@ class Backend {
   // type formats/quants reads; CUDA takes Q4_K and Q6_K. Transformer::Create
   // and SlotDecoder::Create refuse a model holding a type its backend does
   // not take, naming the tensor, the type and the backend.
+  // Whether Attention honours AttentionArgs::window on every path (a
+  // backend that does not is refused a context longer than a model's window).
+  [[nodiscard]] virtual bool attends_windows() const { return true; }
   [[nodiscard]] virtual bool runs_block_type(uint32_t ggml_type) const {
     (void)ggml_type;
     return false;

@@ -277,16 +277,16 @@ Result<std::string> MergeLike(const std::string& like, const std::string& config
   } else if (like == "phi3") {
     // Phi-3-mini-4k's traits: q/k/v fused in one tensor and gate/up in
     // another, a sliding window (2047 there, under max_position_embeddings
-    // 4096; 192 of 256 here, the context), MHA, untied, rope_theta 10000.
+    // 4096; 192 of 256 here), MHA, untied, rope_theta 10000.
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":160,"n_layers":2,"n_heads":4,"n_kv_heads":4,
-      "vocab_size":320,"seq_len":192,"max_position_embeddings":256,"sliding_window":192,"shared_classifier":false,
+      "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"sliding_window":192,"shared_classifier":false,
       "rope_theta":10000,"norm_eps":1e-5,"fused_projections":true,"bos_token_id":1,"eos_token_id":2})");
   } else if (like == "mistral") {
-    // Mistral 7B v0.1's traits: a sliding window (4096 there; 128 here, the
-    // context), GQA 4:1, rope_theta 10000, untied; max_position_embeddings
-    // past the window, as its config states (32768).
+    // Mistral 7B v0.1's traits: a sliding window (4096 there; 128 here),
+    // GQA 4:1, rope_theta 10000, untied; max_position_embeddings past the
+    // window, as its config states (32768).
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":224,"n_layers":2,"n_heads":4,"n_kv_heads":1,
-      "vocab_size":320,"seq_len":128,"max_position_embeddings":512,"sliding_window":128,"shared_classifier":false,
+      "vocab_size":320,"seq_len":512,"max_position_embeddings":512,"sliding_window":128,"shared_classifier":false,
       "rope_theta":10000,"norm_eps":1e-5,"bos_token_id":1,"eos_token_id":2})");
   } else if (like == "llama2") {
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":172,"n_layers":2,"n_heads":4,"n_kv_heads":4,
@@ -387,8 +387,8 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
                   "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
                   "(head_dim = dim/heads, rope_theta 10000, untied) or qwen2 (q/k/v biases, rope_theta 1e6, tied "
                   "embeddings, GQA) or qwen3 (per-head q/k norms, head_dim 32 != dim/heads, rope_theta 1e6, tied) or "
-                  "mistral (a sliding window of 128, the context; GQA 4:1, untied) or phi3 (fused qkv_proj and "
-                  "gate_up_proj, a sliding window of 192, the context; untied)")
+                  "mistral (a sliding window of 128 in 512 positions; GQA 4:1, untied) or phi3 (fused qkv_proj and "
+                  "gate_up_proj, a sliding window of 192 in 256; untied)")
       ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "qwen3", "mistral", "phi3"}));
   sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
   sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();

@@ -219,7 +219,8 @@ class Fast final : public Backend {
         RowGrain(static_cast<long>(cols) * n));
   }
 
-  void Attention(const AttentionArgs& a) override {
+  void Attention(const AttentionArgs& args) override {
+    const AttentionArgs a = Windowed(args);
     auto groups = [&](int begin, int end) {
       for (int kv = begin; kv < end; kv++) AttendGroupFast(a, kv);
     };

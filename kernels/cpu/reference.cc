@@ -42,7 +42,8 @@ class Reference final : public Backend {
   bool batch_rows_independent() const override { return true; }   // MatmulBatch is Matmul per row
   bool runs_block_type(uint32_t) const override { return true; }  // through DecodeRow
 
-  void Attention(const AttentionArgs& a) override {
+  void Attention(const AttentionArgs& args) override {
+    const AttentionArgs a = Windowed(args);
     for (int h = 0; h < a.n_heads; h++) AttendOneHead(a, h);
   }
 

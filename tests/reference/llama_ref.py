@@ -230,9 +230,8 @@ def config_from_hf(cfg, path):
     if cfg.get("use_sliding_window") not in (None, False):
         raise RefError("%s: key 'use_sliding_window' = %r changes the math and is not supported"
                        % (path, cfg["use_sliding_window"]))
-    # Mistral (MistralConfig): sliding_window is read; positions past it are
-    # refused (Reference.forward), since full attention equals the window's
-    # only up to its length.
+    # Mistral (MistralConfig): sliding_window is read; a query attends to
+    # itself and the window - 1 keys before it (Reference.forward).
     # Qwen3 (Qwen3Config, Qwen3Attention): the same window keys; attention_bias
     # is read (biases on q, k, v and o when true: refused by UNSUPPORTED_IF); q_norm and
     # k_norm always; head_dim defaults to 128 in Qwen3Config, so it is required.
@@ -646,9 +645,6 @@ class Reference:
         T, p0 = len(tokens), self.k[0].shape[0]
         if p0 + T > c.seq_len:
             raise RefError("%d positions exceed the context of %d" % (p0 + T, c.seq_len))
-        if c.window and p0 + T > c.window:
-            raise RefError("%d positions exceed the sliding window of %d (this reference attends to every "
-                           "earlier position)" % (p0 + T, c.window))
         pos = np.arange(p0, p0 + T)
         H, KV, hd = c.n_heads, c.n_kv_heads, c.head_dim
         group = H // KV
@@ -667,7 +663,10 @@ class Reference:
             self.v[l] = np.concatenate([self.v[l], v])
             K, Vv = self.k[l], self.v[l]  # [p0 + T, KV, hd]
             out = np.empty((T, H, hd))
-            causal = np.arange(p0 + T)[None, :] > pos[:, None]  # key after query: masked
+            keys = np.arange(p0 + T)[None, :]
+            causal = keys > pos[:, None]  # key after query: masked
+            if c.window:  # Mistral, Phi-3: a key window or more positions back is masked too
+                causal |= keys <= pos[:, None] - c.window
             for head in range(H):
                 kv = head // group  # grouped-query attention: query heads share a KV head
                 s = (q[:, head, :] @ K[:, kv, :].T) / math.sqrt(hd)
