@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/slots.h"
 #include "engine/tp_forward.h"
+#include "corruptions/forwarding_backend.h"
 #include "tests/off_host_backend.h"
 #include "tests/test_util.h"
 
@@ -203,25 +204,13 @@ TEST(StateSeam, AWindowIsAttendedWithinThroughTheSeam) {
   ExpectTransformerAgrees(**m, "reference", "mistral window 24");
 }
 
-// A backend that does not attend within windows (the CUDA backend says so):
-// the reference's kernels, with attends_windows() false.
-class NoWindows final : public kernels::Backend {
+// A backend that does not attend within windows (as the CUDA backend says):
+// the reference's kernels, forwarded, with attends_windows() false.
+class NoWindows final : public corruptions::ForwardingBackend {
  public:
-  explicit NoWindows(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  using ForwardingBackend::ForwardingBackend;
   const char* name() const override { return "no-windows"; }
-  void Matmul(float* out, const float* x, const kernels::Weights& w) override { inner_->Matmul(out, x, w); }
-  void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
-    inner_->MatmulBatch(out, x, w, T);
-  }
-  void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
-  void Rope(float* v, int size, int hs, int pos, const float* f, bool interleaved) override {
-    inner_->Rope(v, size, hs, pos, f, interleaved);
-  }
-  void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
   bool attends_windows() const override { return false; }
-
- private:
-  std::unique_ptr<kernels::Backend> inner_;
 };
 
 // Such a backend is refused a context past the model's window, naming the

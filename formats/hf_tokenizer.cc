@@ -662,8 +662,9 @@ std::vector<std::pair<std::string, int>> HfTokenizer::SplitAdded(const std::stri
 
 namespace {
 // Unicode canonical composition (NFC), as the tokenizers library's NFC
-// normalizer does, by utf8proc. Text that is not valid UTF-8 is an error
-// naming its first bad byte (the library would refuse it as a Rust string).
+// normalizer does, by utf8proc. Encode has refused text that is not valid
+// UTF-8 already ("input text is not valid UTF-8"); utf8proc's own error is
+// kept for anything it still refuses.
 Result<std::string> Nfc(const std::string& s) {
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n =

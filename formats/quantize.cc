@@ -327,7 +327,9 @@ uint32_t Chosen(const FileType& ft, const TensorSite& t) {
   const bool m_file = Is(ft, "q4_k_m") || Is(ft, "q5_k_m");
   if (t.name == "output.weight" || (t.tied_embedding && t.name == "token_embd.weight"))
     return ft.base == kQ8_0 ? kQ8_0 : kQ6_K;
-  if (Has(t.name, ".attn_v.") || Has(t.name, ".attn_k.")) {
+  // Phi-3's fused attn_qkv takes attn_v's rules (llama.cpp's
+  // category_is_attn_v counts it as one).
+  if (Has(t.name, ".attn_v.") || Has(t.name, ".attn_k.") || Has(t.name, ".attn_qkv.")) {
     if (t.n_experts == 8) return kQ8_0;
     if (Has(t.name, ".attn_k.")) return ft.base;
     if (m_file && MoreBits(t.layer, t.n_layers)) return kQ6_K;

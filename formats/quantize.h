@@ -48,7 +48,8 @@ struct TensorSite {
 };
 
 // The type llama.cpp's quantizer (no importance matrix) gives a matrix in
-// file type `ft` for a Llama-architecture model: the classifier Q6_K (Q8_0
+// file type `ft` for a model of the architectures verity writes (a phi3
+// attn_qkv as an attn_v): the classifier Q6_K (Q8_0
 // files keep Q8_0); in *_M files attn_v and ffn_down Q6_K on the layers
 // llama.cpp spends more bits on (the first and last eighth, and every third
 // between); in Q4_K_S attn_v Q5_K on the first 4 layers and ffn_down Q5_K on

@@ -221,13 +221,14 @@ class Backend {
   // type formats/quants reads; CUDA takes Q4_K and Q6_K. Transformer::Create
   // and SlotDecoder::Create refuse a model holding a type its backend does
   // not take, naming the tensor, the type and the backend.
-  // Whether Attention honours AttentionArgs::window on every path (a
-  // backend that does not is refused a context longer than a model's window).
-  [[nodiscard]] virtual bool attends_windows() const { return true; }
   [[nodiscard]] virtual bool runs_block_type(uint32_t ggml_type) const {
     (void)ggml_type;
     return false;
   }
+  // Whether Attention honours AttentionArgs::window on every path (calls
+  // Windowed()). False unless a backend says so: one that does not is
+  // refused a context longer than a model's window (CheckBackendRunsModel).
+  [[nodiscard]] virtual bool attends_windows() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
   // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1
   // (row t at a.pos + t). These defaults make the per-row calls, in the

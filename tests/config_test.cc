@@ -197,6 +197,18 @@ TEST(Config, EveryKeyThatChangesTheMathIsReadOrRefusedByName) {
   EXPECT_EQ(refused, static_cast<int>(cases.size()) + 1);
 }
 
+// A copy of `root`/base whose config.json is `base` edited, run through
+// `verity logits` (with `flags`): how the loader takes the edit.
+test::CommandResult WithEditedConfig(const std::string& root, const nlohmann::json& base, const std::string& tag,
+                                     const std::function<void(nlohmann::json&)>& edit, const std::string& flags = "") {
+  const std::string dir = root + "/" + tag;
+  EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
+  nlohmann::json j = base;
+  edit(j);
+  test::WriteFile(dir + "/config.json", j.dump(2));
+  return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin " + flags);
+}
+
 // Qwen2's keys (docs/config-keys.md, "Qwen2"): the window is refused only
 // when it is on, the stated window and Qwen2's attention_bias are inert, a
 // layer schedule other than full attention is refused by name.
@@ -205,12 +217,7 @@ TEST(Config, Qwen2WindowKeysAreReadOrRefusedByName) {
   ASSERT_EQ(Shell(VerityBin() + " synth --like qwen2 --out " + root + "/base").exit_code, 0);
   const nlohmann::json base = nlohmann::json::parse(test::ReadFile(root + "/base/config.json"));
   auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
-    const std::string dir = root + "/" + tag;
-    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
-    nlohmann::json j = base;
-    edit(j);
-    test::WriteFile(dir + "/config.json", j.dump(2));
-    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin");
+    return WithEditedConfig(root, base, tag, edit);
   };
   auto on = with("on", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 64; });
   ExpectNamedError(on, {"key 'use_sliding_window' is true; verity computes only false"});
@@ -242,12 +249,7 @@ TEST(Config, Qwen3KeysAreReadOrRefusedByName) {
   EXPECT_EQ(base["model_type"], "qwen3");
   EXPECT_EQ(base["head_dim"], 32);
   auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
-    const std::string dir = root + "/" + tag;
-    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
-    nlohmann::json j = base;
-    edit(j);
-    test::WriteFile(dir + "/config.json", j.dump(2));
-    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin");
+    return WithEditedConfig(root, base, tag, edit);
   };
   ExpectNamedError(with("no-head-dim", [](auto& j) { j.erase("head_dim"); }),
                    {"model_type qwen3 needs key 'head_dim'"});
@@ -285,14 +287,7 @@ TEST(Config, Phi3KeysAreReadOrRefusedByName) {
   EXPECT_NE(st.find("model.layers.0.mlp.gate_up_proj.weight"), std::string::npos);
   EXPECT_EQ(st.find("q_proj"), std::string::npos);
   auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit,
-                  const std::string& flags = "") {
-    const std::string dir = root + "/" + tag;
-    EXPECT_EQ(Shell("cp -r " + root + "/base " + dir).exit_code, 0);
-    nlohmann::json j = base;
-    edit(j);
-    test::WriteFile(dir + "/config.json", j.dump(2));
-    return Shell(VerityBin() + " logits --model " + dir + " --ids '1 2 3' --out " + dir + "/logits.bin " + flags);
-  };
+                  const std::string& flags = "") { return WithEditedConfig(root, base, tag, edit, flags); };
   ExpectNamedError(with("longrope",
                         [](auto& j) {
                           j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}};

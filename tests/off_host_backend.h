@@ -110,6 +110,7 @@ class OffHostBackend final : public kernels::Backend {
   const char* name() const override { return inner_->name(); }
   bool state_on_host() const override { return false; }
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
+  bool attends_windows() const override { return inner_->attends_windows(); }
   std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
   void BeginLayer(int layer) override { inner_->BeginLayer(layer); }
   Status status() const override { return inner_->status(); }

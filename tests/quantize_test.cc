@@ -137,7 +137,8 @@ void AddErrors(const Read& f32, const Read& q, Errors* e) {
     err += std::pow(double{f32.values[i]} - q.values[i], 2), ref += std::pow(double{f32.values[i]}, 2);
 }
 
-// On a 16-layer synth (so the *_M files' layer choice shows), an 8-expert
+// On a 16-layer synth (so the *_M files' layer choice shows), a 16-layer
+// Phi-3 synth (its fused attn_qkv takes attn_v's rules), an 8-expert
 // Mixtral-style synth (the rules llama.cpp keeps for 8 experts: attn_k and
 // attn_v Q8_0, attn_output Q5_K in Q4_K files) and stories260K's rows of 64
 // (llama.cpp's fallbacks): verity's file and
@@ -159,7 +160,11 @@ TEST(Quantize, FilesHoldLlamaCppsTypesAtItsError) {
   run(test::VerityBin() + " convert --to gguf --model " + dir + "/moe8 --out " + dir + "/moe8.gguf --dtype f32");
   run(test::VerityBin() + " convert --to gguf --model " + test::Model("stories260K.bin") + " --out " + dir +
       "/stories.gguf --dtype f32");
-  for (const char* model : {"s16", "moe8", "stories"}) {
+  // Phi-3's fused attn_qkv and double-height ffn_up, 16 layers.
+  run(test::VerityBin() + " synth --like phi3 --out " + dir + "/p16 --config " +
+      R"('{"dim":256,"hidden_dim":768,"n_layers":16,"n_heads":8,"n_kv_heads":8,"vocab_size":512}')");
+  run(test::VerityBin() + " convert --to gguf --model " + dir + "/p16 --out " + dir + "/p16.gguf --dtype f32");
+  for (const char* model : {"s16", "moe8", "stories", "p16"}) {
     const std::map<std::string, Read> f32 = ReadAll(dir + "/" + model + ".gguf");
     for (const char* ft : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k"}) {
       const std::string theirs = dir + "/" + model + ".llama." + ft + ".gguf",

@@ -173,7 +173,8 @@ class Fast final : public Backend {
   bool batch_rows_independent() const override { return true; }
   bool runs_block_type(uint32_t) const override {
     return true;
-  }  // block_dot.h (BlockTiles for a type without a kernel)
+  }                                                       // block_dot.h (BlockTiles for a type without a kernel)
+  bool attends_windows() const override { return true; }  // Attention: Windowed()
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);

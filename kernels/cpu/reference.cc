@@ -41,6 +41,7 @@ class Reference final : public Backend {
 
   bool batch_rows_independent() const override { return true; }   // MatmulBatch is Matmul per row
   bool runs_block_type(uint32_t) const override { return true; }  // through DecodeRow
+  bool attends_windows() const override { return true; }          // Attention: Windowed()
 
   void Attention(const AttentionArgs& args) override {
     const AttentionArgs a = Windowed(args);

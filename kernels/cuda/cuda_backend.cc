@@ -186,8 +186,8 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   // llama.cpp's Q4_K and Q6_K (the Q4_K_M pair; block_rows.h); another block type is refused at load.
   bool runs_block_type(uint32_t ggml_type) const override { return kq::Supported(ggml_type); }
-  // The device attention (eager, block and recorded) attends from position 0.
-  bool attends_windows() const override { return false; }
+  // attends_windows(): false (the default): the device attention (eager,
+  // block and recorded) attends from position 0.
   void BeginLayer(int layer) override { layer_ = layer; }
   Status status() const override { return error_; }
   bool state_on_host() const override { return false; }
