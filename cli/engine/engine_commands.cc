@@ -225,11 +225,8 @@ Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
       return Status::Error("--config: key 'sliding_window' must be a positive integer");
     c->sliding_window = j["sliding_window"].get<int>();
   }
-  if (j.contains("qkv_bias")) {
-    if (!j["qkv_bias"].is_boolean()) return Status::Error("--config: key 'qkv_bias' must be true or false");
-    c->qkv_bias = j["qkv_bias"].get<bool>();
-  }
-  for (const auto& [key, dst] : {std::pair{"qk_norm", &c->qk_norm}, {"fused_projections", &c->fused_projections}}) {
+  for (const auto& [key, dst] :
+       {std::pair{"qkv_bias", &c->qkv_bias}, {"qk_norm", &c->qk_norm}, {"fused_projections", &c->fused_projections}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_boolean()) return Status::Error(std::string("--config: key '") + key + "' must be true or false");
     *dst = j[key].get<bool>();
