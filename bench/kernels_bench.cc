@@ -470,7 +470,7 @@ void BM_Attention110M(benchmark::State& state) {
       t_scores += Seconds([&] {
         for (int kv = 0; kv < kv_heads; kv++)
           AttentionScores(q.data() + kv * group * hs, group, k + kv * hs, stride, hs, count,
-                          scores.data() + kv * group * count, count);
+                          scores.data() + kv * group * count, count, std::sqrt(static_cast<float>(hs)));
       });
       t_softmax += Seconds([&] {
         for (int h = 0; h < heads; h++) {

@@ -32,6 +32,7 @@ class ForwardingBackend : public kernels::Backend {
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
   bool runs_block_type(uint32_t t) const override { return inner_->runs_block_type(t); }
   bool attends_windows() const override { return inner_->attends_windows(); }
+  bool runs_gemma() const override { return inner_->runs_gemma(); }
   void Attention(const kernels::AttentionArgs& a) override { inner_->Attention(a); }
   // RopeBlock, WriteCacheBlock and AttentionBlock are not forwarded: their
   // defaults make the per-row calls through this wrapper, so a corruption
@@ -43,6 +44,9 @@ class ForwardingBackend : public kernels::Backend {
     inner_->Rope(vec, size, head_size, pos, inv_freq, interleaved);
   }
   void SwiGLU(float* hb, const float* hb2, int n) override { inner_->SwiGLU(hb, hb2, n); }
+  void GeGLU(float* hb, const float* hb2, int n) override { inner_->GeGLU(hb, hb2, n); }
+  void ScaleInPlace(float* x, float s, size_t count) override { inner_->ScaleInPlace(x, s, count); }
+  void SoftCapInPlace(float* x, float cap, size_t count) override { inner_->SoftCapInPlace(x, cap, count); }
   std::unique_ptr<kernels::StateBuffer> AllocateState(size_t floats) override { return inner_->AllocateState(floats); }
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
     inner_->Embed(x, table, rows, dim, tokens, n);

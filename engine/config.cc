@@ -39,6 +39,13 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
   return inv;
 }
 
+std::vector<float> RopeLocalInverseFrequencies(const ModelConfig& c) {
+  if (c.rope_local_theta <= 0.0f) return {};
+  std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
+  kernels::RopeBaseInverseFrequencies(c.rope_local_theta, c.head_dim, inv.data());
+  return inv;
+}
+
 Result<std::unique_ptr<Transformer>> Transformer::Create(const Model& model,
                                                          std::unique_ptr<kernels::Backend> backend) {
   VERITY_RETURN_IF_ERROR(CheckBackendRunsModel(model, *backend));

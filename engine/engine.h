@@ -21,6 +21,9 @@ namespace verity {
 // scaling (rope_scaling, rope_freq_factors) is applied to those floats in
 // double precision and rounded to float once.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& c);
+// Gemma 3's windowed layers' table: base rope_local_theta, unscaled; empty
+// when the config has none (every layer uses RopeInverseFrequencies).
+std::vector<float> RopeLocalInverseFrequencies(const ModelConfig& c);
 
 // A whole file mapped read-only (PROT_READ, MAP_PRIVATE), unmapped when
 // destroyed. Weights stored in the model's dtype are used where they lie.
@@ -60,14 +63,18 @@ struct LayerWeights {
   const float* bv = nullptr;  // [kv_dim]
   // Qwen3 (ModelConfig::qk_norm): each head's q, and k, RMS-normalised by
   // these before RoPE; every head shares its vector. Null otherwise.
-  const float* q_norm = nullptr;       // [head_dim]
-  const float* k_norm = nullptr;       // [head_dim]
-  const float* rms_ffn = nullptr;      // [dim]
-  kernels::Weights w1;                 // [ffn x dim]   gate
-  kernels::Weights w2;                 // [dim x ffn]   down
-  kernels::Weights w3;                 // [ffn x dim]   up
-  kernels::Weights router;             // MoE: [n_experts x dim]; then w1..w3 are unused
-  std::vector<ExpertWeights> experts;  // MoE: n_experts entries
+  const float* q_norm = nullptr;   // [head_dim]
+  const float* k_norm = nullptr;   // [head_dim]
+  const float* rms_ffn = nullptr;  // [dim]
+  // Gemma (ModelConfig::gemma): the norms of the attention's and the FFN's
+  // outputs, before each residual add. Null otherwise.
+  const float* post_att_norm = nullptr;  // [dim]
+  const float* post_ffn_norm = nullptr;  // [dim]
+  kernels::Weights w1;                   // [ffn x dim]   gate
+  kernels::Weights w2;                   // [dim x ffn]   down
+  kernels::Weights w3;                   // [ffn x dim]   up
+  kernels::Weights router;               // MoE: [n_experts x dim]; then w1..w3 are unused
+  std::vector<ExpertWeights> experts;    // MoE: n_experts entries
 };
 
 struct Model {

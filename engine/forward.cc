@@ -39,6 +39,7 @@ RankForward::RankForward(const Model& m, std::vector<LayerSlice> layers, const R
   key_cache_ = k.AllocateState(kv.floats * slots);
   value_cache_ = k.AllocateState(kv.floats * slots);
   rope_inv_freq_ = RopeInverseFrequencies(c);
+  rope_local_inv_freq_ = RopeLocalInverseFrequencies(c);
   scores_.resize(static_cast<size_t>(w_.n_heads) * c.seq_len);
   // One row, for good (Prefill's callers hold its pointer): the backend's on
   // host state, else a host copy of what is downloaded.
@@ -146,6 +147,7 @@ void RankForward::Classify(const int* rows, int count, float* out) {
     k_.RmsnormRows(x, x, m_.rms_final, c.dim, 1, c.norm_eps);
     k_.Matmul(target + static_cast<size_t>(i) * c.vocab_size, x, m_.classifier);
   }
+  if (c.final_softcap > 0.0f) k_.SoftCapInPlace(target, c.final_softcap, static_cast<size_t>(count) * c.vocab_size);
 }
 
 void RankForward::Step(const int* slot, const int* token, const int* pos, int n, float* logits) {
@@ -171,6 +173,8 @@ float* RankForward::StepRows(const int* slot, const int* token, const int* pos, 
   k_.RmsnormRows(x_->data(), x_->data(), m_.rms_final, dim, n, m_.config.norm_eps);
   float* target = LogitsTarget(logits, n);
   k_.MatmulRows(target, x_->data(), m_.classifier, n);
+  if (m_.config.final_softcap > 0.0f)
+    k_.SoftCapInPlace(target, m_.config.final_softcap, static_cast<size_t>(n) * m_.config.vocab_size);
   return target;
 }
 
@@ -185,7 +189,15 @@ void RankForward::Layers(const int* tokens, int n) {
   }
 }
 
+// The block's embeddings; Gemma's scaled by sqrt(dim) (the table is the
+// classifier too, so the scale cannot be folded into it).
 void RankForward::Embed(const int* tokens, int n) {
+  LookUp(tokens, n);
+  const ModelConfig& c = m_.config;
+  if (c.gemma) k_.ScaleInPlace(x_->data(), sqrtf(static_cast<float>(c.dim)), static_cast<size_t>(n) * c.dim);
+}
+
+void RankForward::LookUp(const int* tokens, int n) {
   const ModelConfig& c = m_.config;
   if (m_.token_embedding) return k_.Embed(x_->data(), m_.token_embedding, c.vocab_size, c.dim, tokens, n);
   // A block-quantized table (Model::embedding_blocks): only the looked-up
@@ -238,22 +250,25 @@ void RankForward::Attention(int l, int n) {
   // This layer's caches: of the block's slot (one sequence), of slot 0 (rows
   // of several sequences, each row in its own slot's).
   const size_t layer = static_cast<size_t>(l) * kv_layer_stride_, slot = one_sequence_ ? slot_[0] * kv_slot_floats_ : 0;
-  const kernels::AttendArgs a{att_->data(),
-                              q_->data(),
-                              key_->data(),
-                              val_->data(),
-                              key_cache_->data() + slot + layer,
-                              value_cache_->data() + slot + layer,
-                              kv_pos_stride_,
-                              kv_slot_floats_,
-                              scores_.data(),
-                              rope_inv_freq_.data(),
-                              c.rope_style == RopeStyle::kInterleaved,
-                              w_.n_heads,
-                              w_.n_kv_heads,
-                              head_size_,
-                              c.seq_len,
-                              c.sliding_window};
+  const kernels::AttendArgs a{
+      att_->data(),
+      q_->data(),
+      key_->data(),
+      val_->data(),
+      key_cache_->data() + slot + layer,
+      value_cache_->data() + slot + layer,
+      kv_pos_stride_,
+      kv_slot_floats_,
+      scores_.data(),
+      (c.windowed(l) && !rope_local_inv_freq_.empty() ? rope_local_inv_freq_ : rope_inv_freq_).data(),
+      c.rope_style == RopeStyle::kInterleaved,
+      w_.n_heads,
+      w_.n_kv_heads,
+      head_size_,
+      c.seq_len,
+      c.window_of(l),
+      c.query_pre_attn_scalar,
+      c.attn_softcap};
   if (one_sequence_) {
     k_.AttendBlock(a, pos_[0], n);  // a prompt block, or one decoded position
   } else {
@@ -261,16 +276,22 @@ void RankForward::Attention(int l, int n) {
   }
   // Row-parallel o: a partial sum over this rank's heads, completed before the
   // residual add (the FFN's RMSNorm that follows is not linear).
-  ProjectResidual(att_->data(), w.wo, n, ReduceSite::kAttentionOut, l);
+  ProjectResidual(att_->data(), w.wo, n, ReduceSite::kAttentionOut, l, w.full->post_att_norm);
 }
 
-// out = W h, all-reduced (a row-parallel projection's partial sums), then
-// added to the residual stream; one call where nothing reduces.
-void RankForward::ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l) {
-  if (reduce_.changes_nothing()) return k_.MatmulAddInPlace(x_->data(), out_->data(), h, w, n, independent_);
+// out = W h, all-reduced (a row-parallel projection's partial sums), normed
+// where the model norms a sublayer's output (Gemma: after the all-reduce, as
+// the norm needs the whole row), then added to the residual stream; one call
+// where nothing reduces or norms.
+void RankForward::ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l,
+                                  const float* post_norm) {
+  const ModelConfig& c = m_.config;
+  if (reduce_.changes_nothing() && !post_norm)
+    return k_.MatmulAddInPlace(x_->data(), out_->data(), h, w, n, independent_);
   Project(out_->data(), h, w, n);
-  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * m_.config.dim, site, l);
-  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * m_.config.dim);
+  reduce_.Reduce(out_->data(), static_cast<size_t>(n) * c.dim, site, l);
+  if (post_norm) k_.RmsnormRows(out_->data(), out_->data(), post_norm, c.dim, n, c.norm_eps);
+  k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * c.dim);
 }
 
 // Norm, SwiGLU (silu(w1 x) * w3 x) or the experts, down-project, all-reduce, residual.
@@ -281,14 +302,23 @@ void RankForward::FeedForward(int l, int n) {
   k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_ffn, dim, n, c.norm_eps);
   reduce_.Reduce(xb_->data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
   if (c.n_experts == 0) {
-    // Column-parallel gate/up over this rank's units; SwiGLU acts per unit
+    // Column-parallel gate/up over this rank's units; the gate acts per unit
     // (no communication); row-parallel down: a partial sum.
-    k_.MatmulSwiGLU(xb_->data(), n, independent_, {hb_->data(), &w.w1}, {hb2_->data(), &w.w3});
-    return ProjectResidual(hb_->data(), w.w2, n, ReduceSite::kFfnOut, l);
+    GatedFeedForward(w, n);
+    return ProjectResidual(hb_->data(), w.w2, n, ReduceSite::kFfnOut, l, w.full->post_ffn_norm);
   }
   for (int t = 0; t < n; t++) Experts(*w.full, Row(*xb_, t, dim), Row(*out_, t, dim));  // routed per position
   reduce_.Reduce(out_->data(), static_cast<size_t>(n) * dim, ReduceSite::kFfnOut, l);
   k_.AddInPlace(x_->data(), out_->data(), static_cast<size_t>(n) * dim);
+}
+
+// hb = act(w1 x) * (w3 x): SiLU (SwiGLU, one fused call) or Gemma's tanh GELU (GeGLU).
+void RankForward::GatedFeedForward(const LayerSlice& w, int n) {
+  if (!m_.config.gemma)
+    return k_.MatmulSwiGLU(xb_->data(), n, independent_, {hb_->data(), &w.w1}, {hb2_->data(), &w.w3});
+  const kernels::Backend::MatmulTarget gate_up[] = {{hb_->data(), &w.w1}, {hb2_->data(), &w.w3}};
+  ProjectShared(xb_->data(), n, gate_up, 2);
+  k_.GeGLU(hb_->data(), hb2_->data(), n * w.w1.rows);
 }
 
 // Mixtral routing: router logits, the top-k experts (ties to the lower index),

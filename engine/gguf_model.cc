@@ -45,7 +45,7 @@ struct GgufPlace {
   int expert = -1;
 };
 
-GgufPlace PlaceOf(const std::string& hf) {
+GgufPlace PlaceOf(const std::string& hf, bool gemma) {
   if (hf == "model.embed_tokens.weight") return {"token_embd.weight"};
   if (hf == "model.norm.weight") return {"output_norm.weight"};
   if (hf == "lm_head.weight") return {"output.weight"};
@@ -63,6 +63,15 @@ GgufPlace PlaceOf(const std::string& hf) {
       {"self_attn.v_proj.bias", "attn_v.bias"},          {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
       {"mlp.gate_up_proj.weight", "ffn_up.weight"}};
+  // Gemma's post_attention_layernorm norms the attention's output (llama.cpp's
+  // post_attention_norm); its FFN's input norm is pre_feedforward_layernorm.
+  static const std::pair<const char*, const char*> gemma_norms[] = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
+  if (gemma)
+    for (const auto& [from, to] : gemma_norms)
+      if (rest == from) return {blk + to};
   for (const auto& [from, to] : dense)
     if (rest == from) return {blk + to};
   // block_sparse_moe.experts.E.wK.weight -> one slice of ffn_{gate,down,up}_exps.weight
@@ -140,6 +149,7 @@ std::string BlockMix(const gguf::File& f) {
 // names every hyperparameter key after it ("qwen2.embedding_length"), the
 // same keys otherwise.
 const char* GgufArchitecture(const ModelConfig& c) {
+  if (c.gemma) return c.qk_norm ? "gemma3" : "gemma2";
   return c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : c.fused_projections ? "phi3" : "llama";
 }
 // llama.cpp rotates llama's rows in pairs (NORM) and the others' in halves
@@ -247,8 +257,8 @@ Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string
   for (const std::string& key :
        {k("rope.scaling.attn_factor"), k("rope.scaling.yarn_log_multiplier"), k("rope.scaling.yarn_ext_factor"),
         k("rope.scaling.yarn_attn_factor"), k("rope.scaling.yarn_beta_fast"), k("rope.scaling.yarn_beta_slow"),
-        k("attention.logit_softcapping"), k("final_logit_softcapping"), k("embedding_scale"), k("residual_scale"),
-        k("attention.scale"), k("logit_scale")})
+        k("attention.logit_softcapping"), k("embedding_scale"), k("residual_scale"), k("attention.scale"),
+        k("logit_scale")})
     if (f.Find(key)) return Status::Error(path + ": key " + key + " changes the math and verity does not compute it");
   if (c->rope_scaling.type == RopeScalingType::kNone && f.Find(k("rope.scaling.factor"))) {
     VERITY_ASSIGN_OR_RETURN(double factor, gguf::GetFloat(f, k("rope.scaling.factor"), path));
@@ -259,10 +269,105 @@ Status ReadRopeScaling(const gguf::File& f, const ArchKeys& k, const std::string
   return OkStatus();
 }
 
+// gemma2's and gemma3's window: attention.sliding_window (gemma2: 4096, as
+// llama.cpp reads a file without it) and which layers it applies to:
+// attention.sliding_window_pattern, a count (a global layer every Nth) or a
+// flag per layer, else llama.cpp's 2 (gemma2) or 6 (gemma3). A gemma3 file
+// without a window is run by llama.cpp with every layer global, which verity
+// does not (refused).
+Status ReadGemmaWindow(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c,
+                       std::vector<std::string>* notes) {
+  const bool gemma3 = k.arch == "gemma3";
+  if (!f.Find(k("attention.sliding_window"))) {
+    if (gemma3)
+      return Status::Error(path + ": " + k("attention.sliding_window") + " is absent; verity runs gemma3 " +
+                           "files with their sliding window");
+    c->sliding_window = 4096;
+    notes->push_back(path + ": " + k("attention.sliding_window") + " absent: 4096 (llama.cpp's gemma2 default)");
+  } else {
+    VERITY_ASSIGN_OR_RETURN(int64_t w, gguf::GetInt(f, k("attention.sliding_window"), 1, INT32_MAX, path));
+    c->sliding_window = static_cast<int>(w);
+  }
+  c->window_pattern = gemma3 ? 6 : 2;
+  const gguf::Value* pattern = f.Find(k("attention.sliding_window_pattern"));
+  if (pattern && pattern->type != gguf::ValueType::kArray) {
+    VERITY_ASSIGN_OR_RETURN(int64_t p, gguf::GetInt(f, k("attention.sliding_window_pattern"), 1, INT32_MAX, path));
+    c->window_pattern = static_cast<int>(p);
+  } else if (pattern) {  // a flag per layer: the periodic pattern verity computes, or refused
+    const auto& flags = pattern->items;
+    int first_global = 0;
+    auto windowed = [&](size_t l) { return flags[l].u != 0 || flags[l].i != 0; };  // a bool is held in u
+    if (pattern->array_type != gguf::ValueType::kBool)
+      return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " must be a count or bools");
+    while (first_global < static_cast<int>(flags.size()) && windowed(first_global)) first_global++;
+    c->window_pattern = first_global + 1;
+    for (size_t l = 0; l < flags.size(); l++)
+      if (flags.size() != static_cast<size_t>(c->n_layers) || windowed(l) != c->windowed(static_cast<int>(l)))
+        return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " is not a global layer " +
+                             "every Nth with windowed layers between, which is what verity computes");
+  }
+  return OkStatus();
+}
+
+// Gemma's query_pre_attn_scalar as llama.cpp infers it (no GGUF key holds
+// it): dim / heads for the 27B models (46 gemma2 layers, 62 gemma3 layers),
+// else head_dim.
+float LlamaCppQueryScale(const ModelConfig& c) {
+  const bool big = c.n_layers == (c.qk_norm ? 62 : 46);
+  return static_cast<float>(big ? c.dim / c.n_heads : c.head_dim);
+}
+
+// The rest of Gemma's numbers. Soft-caps: gemma2's attention and final
+// ones (llama.cpp's 50 and 30 where absent), gemma3's final one (none where
+// absent; llama.cpp applies no attention soft-cap to gemma3, so a file that
+// states one is refused). query_pre_attn_scalar is in no GGUF file:
+// llama.cpp takes head_dim, or dim / heads for the 27B models (46 gemma2
+// layers, 62 gemma3 layers), and so does verity (a note says which).
+// rope.freq_base_swa: gemma3's windowed layers' base (10000 where absent).
+Status ReadGemmaKeys(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c,
+                     std::vector<std::string>* notes) {
+  const bool gemma3 = k.arch == "gemma3";
+  auto number = [&](const char* key, float absent, float* dst) -> Status {
+    *dst = absent;
+    if (!f.Find(k(key))) return OkStatus();
+    VERITY_ASSIGN_OR_RETURN(double v, gguf::GetFloat(f, k(key), path));
+    if (!(v >= 0.0) || !std::isfinite(v)) return Status::Error(path + ": key " + k(key) + " must be >= 0");
+    *dst = static_cast<float>(v);
+    return OkStatus();
+  };
+  if (gemma3 && f.Find(k("attn_logit_softcapping")))
+    return Status::Error(path + ": key " + k("attn_logit_softcapping") +
+                         ": llama.cpp applies no attention soft-cap to gemma3 and verity will not guess");
+  if (!gemma3) VERITY_RETURN_IF_ERROR(number("attn_logit_softcapping", 50.0f, &c->attn_softcap));
+  VERITY_RETURN_IF_ERROR(number("final_logit_softcapping", gemma3 ? 0.0f : 30.0f, &c->final_softcap));
+  VERITY_RETURN_IF_ERROR(ReadGemmaWindow(f, k, path, c, notes));
+  c->query_pre_attn_scalar = LlamaCppQueryScale(*c);
+  notes->push_back(path + ": query_pre_attn_scalar " + std::to_string(static_cast<int>(c->query_pre_attn_scalar)) +
+                   ", as llama.cpp takes it for " + k.arch + " with " + std::to_string(c->n_layers) +
+                   " layers (GGUF does not state it)");
+  if (!gemma3 && (c->attn_softcap == 0.0f || c->final_softcap == 0.0f))
+    return Status::Error(path + ": " + k.arch + " soft-caps of 0: llama.cpp divides by them; verity will not guess");
+  if (!gemma3 && c->rope_scaling.type != RopeScalingType::kNone)
+    return Status::Error(path + ": key " + k("rope.scaling.type") + " is not part of gemma2 as verity computes it");
+  if (gemma3) return number("rope.freq_base_swa", 10000.0f, &c->rope_local_theta);
+  float swa = c->rope_theta;
+  VERITY_RETURN_IF_ERROR(number("rope.freq_base_swa", c->rope_theta, &swa));
+  if (swa != c->rope_theta)
+    return Status::Error(path + ": key " + k("rope.freq_base_swa") + " differs from " + k("rope.freq_base") +
+                         "; verity's gemma2 has one RoPE base");
+  return OkStatus();
+}
+
 // attention.sliding_window: phi3's (0 is none, as Phi-4's files say),
 // attended within as a Hugging Face Phi-3's (ModelConfig::sliding_window);
 // refused for the other architectures.
-Status ReadSlidingWindow(const gguf::File& f, const ArchKeys& k, const std::string& path, ModelConfig* c) {
+Status ReadSlidingWindow(const gguf::File& f, const ArchKeys& k, const std::string& path,
+                         std::vector<std::string>* notes, ModelConfig* c) {
+  if (c->gemma) return ReadGemmaKeys(f, k, path, c, notes);
+  for (const char* key :
+       {"attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window_pattern", "rope.freq_base_swa"})
+    if (f.Find(k(key)))
+      return Status::Error(path + ": key " + k(key) + " changes the math and verity does not compute it");
   if (!f.Find(k("attention.sliding_window"))) return OkStatus();
   if (k.arch != "phi3")
     return Status::Error(path + ": key " + k("attention.sliding_window") +
@@ -295,13 +400,15 @@ Status ReadSpecialTokens(const gguf::File& f, const std::string& path, ModelConf
 // spec (or llama.cpp) defines, said in a note; the rest are required.
 Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::vector<std::string>* notes) {
   VERITY_ASSIGN_OR_RETURN(std::string arch, gguf::GetString(f, "general.architecture", path));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" && arch != "gemma3")
     return Status::Error(path + ": general.architecture is \"" + arch +
-                         "\"; verity loads only \"llama\", \"qwen2\", \"qwen3\" and \"phi3\" GGUF files");
+                         "\"; verity loads only \"llama\", \"qwen2\", \"qwen3\", \"phi3\", \"gemma2\" and " +
+                         "\"gemma3\" GGUF files");
   ModelConfig c;
-  c.qkv_bias = arch == "qwen2";          // its attn_{q,k,v}.bias tensors are then required
-  c.qk_norm = arch == "qwen3";           // its attn_{q,k}_norm tensors are then required
-  c.fused_projections = arch == "phi3";  // attn_qkv and a double-height ffn_up, no ffn_gate
+  c.qkv_bias = arch == "qwen2";                     // its attn_{q,k,v}.bias tensors are then required
+  c.qk_norm = arch == "qwen3" || arch == "gemma3";  // its attn_{q,k}_norm tensors are then required
+  c.gemma = arch == "gemma2" || arch == "gemma3";   // four norms a layer (as 1 + w), GeGLU, ...: ReadGemmaKeys
+  c.fused_projections = arch == "phi3";             // attn_qkv and a double-height ffn_up, no ffn_gate
   const ArchKeys k{arch};
   VERITY_RETURN_IF_ERROR(ReadDimensions(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeBase(f, k, path, notes, &c));
@@ -309,7 +416,7 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   VERITY_RETURN_IF_ERROR(ReadExperts(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadHeadSize(f, k, path, &c));
   VERITY_RETURN_IF_ERROR(ReadRopeScaling(f, k, path, &c));
-  VERITY_RETURN_IF_ERROR(ReadSlidingWindow(f, k, path, &c));
+  VERITY_RETURN_IF_ERROR(ReadSlidingWindow(f, k, path, notes, &c));
   VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
   // llama: NORM rope on interleaved rows (see the top of this file); qwen2
@@ -355,7 +462,7 @@ Result<std::vector<StoredTensor>> PlaceTensors(const gguf::File& f, const unsign
                                                const std::string& path, std::set<std::string>* used) {
   std::vector<StoredTensor> stored;
   for (const ExpectedTensor& e : expected) {
-    const GgufPlace at = PlaceOf(e.stored_name());
+    const GgufPlace at = PlaceOf(e.stored_name(), c.gemma);
     const gguf::TensorInfo* t = f.FindTensor(at.name);
     if (!t)
       return Status::Error(path + ": required tensor " + at.name + " (" + TensorKindName(e.kind) + ") is missing");
@@ -601,7 +708,13 @@ KeyValues ModelKeys(const Model& model, uint32_t file_type) {
                   {k("attention.layer_norm_rms_epsilon"), Value::Float32(c.norm_eps)},
                   {k("rope.freq_base"), Value::Float32(c.rope_theta)},
                   {k("vocab_size"), Value::Uint32(c.vocab_size)}};
-  if (c.fused_projections) kv.emplace_back(k("attention.sliding_window"), Value::Uint32(c.sliding_window));
+  if (c.fused_projections || c.gemma) kv.emplace_back(k("attention.sliding_window"), Value::Uint32(c.sliding_window));
+  if (c.gemma) {
+    kv.emplace_back(k("attention.sliding_window_pattern"), Value::Uint32(c.window_pattern));
+    if (c.attn_softcap > 0.0f) kv.emplace_back(k("attn_logit_softcapping"), Value::Float32(c.attn_softcap));
+    if (c.final_softcap > 0.0f) kv.emplace_back(k("final_logit_softcapping"), Value::Float32(c.final_softcap));
+    if (c.qk_norm) kv.emplace_back(k("rope.freq_base_swa"), Value::Float32(c.rope_local_theta));
+  }
   if (c.n_experts > 0) {
     kv.emplace_back(k("expert_count"), Value::Uint32(c.n_experts));
     kv.emplace_back(k("expert_used_count"), Value::Uint32(c.n_experts_per_tok));
@@ -642,7 +755,7 @@ std::vector<Planned> PlanTensors(const ModelConfig& c, const std::vector<Expecte
   std::vector<Planned> plan;
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < expected.size(); i++) {
-    const GgufPlace at = PlaceOf(expected[i].stored_name());
+    const GgufPlace at = PlaceOf(expected[i].stored_name(), c.gemma);
     auto it = by_name.find(at.name);
     if (it != by_name.end()) {  // another expert of a stacked tensor, or part of a fused one
       plan[it->second].parts.push_back(i);
@@ -712,6 +825,24 @@ Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const s
   return Encode(p.spec.type, all, out, path + ": tensor " + p.spec.name);
 }
 
+// What llama.cpp's gemma2 and gemma3 graphs can express: gemma2 always
+// soft-caps (by the file's values), gemma3 never caps attention, and the
+// attention scale is inferred from the shape (ReadGemmaKeys).
+Status CheckGemmaWritable(const Model& model, const std::string& path) {
+  const ModelConfig& c = model.config;
+  if (!c.gemma) return OkStatus();
+  const std::string where = path + ": " + model.source + ": ";
+  if (!c.qk_norm && (c.attn_softcap == 0.0f || c.final_softcap == 0.0f))
+    return Status::Error(where + "a gemma2 without both soft-caps has no GGUF form llama.cpp reads");
+  if (c.qk_norm && c.attn_softcap > 0.0f)
+    return Status::Error(where + "a gemma3 with an attention soft-cap has no GGUF form llama.cpp reads");
+  if (c.query_pre_attn_scalar != LlamaCppQueryScale(c))
+    return Status::Error(where + "query_pre_attn_scalar " + std::to_string(c.query_pre_attn_scalar) + " is not the " +
+                         std::to_string(LlamaCppQueryScale(c)) + " llama.cpp infers for this " +
+                         "shape; GGUF cannot state it");
+  return OkStatus();
+}
+
 }  // namespace
 
 Status WriteGgufCheckpoint(const Model& model, const std::string& path, const std::string& dtype,
@@ -722,7 +853,8 @@ Status WriteGgufCheckpoint(const Model& model, const std::string& path, const st
   if (NeoxArchitecture(c) && (c.rope_style != RopeStyle::kHalves || !RopeFreqFactors(c).empty()))
     return Status::Error(path + ": " + model.source + ": a " + GgufArchitecture(c) +
                          " model with interleaved RoPE or Llama 3 RoPE scaling has no GGUF form llama.cpp reads");
-  if (c.sliding_window > 0 && !c.fused_projections)  // phi3 states its window (ModelKeys); llama has no key for one
+  VERITY_RETURN_IF_ERROR(CheckGemmaWritable(model, path));
+  if (c.sliding_window > 0 && !c.fused_projections && !c.gemma)  // phi3 and gemma state theirs (ModelKeys)
     return Status::Error(path + ": " + model.source + " has a sliding window (mistral, " +
                          std::to_string(c.sliding_window) + "), which verity does not write to GGUF");
   VERITY_ASSIGN_OR_RETURN(const GgufTypes types, TypesOf(dtype));

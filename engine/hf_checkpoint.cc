@@ -86,7 +86,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
       t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, TensorKind::kNorm});
       t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, TensorKind::kNorm});
     }
-    t.push_back({p + "post_attention_layernorm.weight", {d}, TensorKind::kNorm});
+    t.push_back({p + "post_attention_layernorm.weight", {d}, TensorKind::kNorm});  // Gemma: the attention output's
+    if (c.gemma) t.push_back({p + "pre_feedforward_layernorm.weight", {d}, TensorKind::kNorm});
     if (c.n_experts > 0) {
       t.push_back({p + "block_sparse_moe.gate.weight", {c.n_experts, d}, TensorKind::kRouter});
       for (int e = 0; e < c.n_experts; e++) {
@@ -101,6 +102,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
       if (c.fused_projections) Fuse(t.end() - 2, t.end(), p + "mlp.gate_up_proj.weight");
       t.push_back({p + "mlp.down_proj.weight", {d, h}, TensorKind::kFfn});
     }
+    if (c.gemma) t.push_back({p + "post_feedforward_layernorm.weight", {d}, TensorKind::kNorm});
   }
   t.push_back({"model.norm.weight", {d}, TensorKind::kNorm});
   if (!c.shared_classifier) t.push_back({"lm_head.weight", {V, d}, TensorKind::kHead});
@@ -121,6 +123,7 @@ std::vector<Slot> Slots(Model& m) {
       for (const float** b : {&L.bq, &L.bk, &L.bv}) vec(b);
     if (m.config.qk_norm)
       for (const float** n : {&L.q_norm, &L.k_norm}) vec(n);
+    if (m.config.gemma) vec(&L.post_att_norm);  // post_attention_layernorm: Gemma's, then its FFN's input norm
     vec(&L.rms_ffn);
     if (m.config.n_experts > 0) {
       mat(&L.router);
@@ -134,6 +137,7 @@ std::vector<Slot> Slots(Model& m) {
       mat(&L.w3, true);
       mat(&L.w2, false, true);
     }
+    if (m.config.gemma) vec(&L.post_ffn_norm);
   }
   vec(&m.rms_final);
   if (!m.config.shared_classifier) mat(&m.classifier);
@@ -406,7 +410,19 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir, kernels::DTyp
     const std::string shown = t.fused.empty() ? t.name : t.fused + " (" + t.name + "'s rows)";
     return StoredTensor{shown, e.dtype, maps[shard]->data() + hdr.data_start + e.begin + skip, /*mapped=*/true};
   }));
+  if (c.gemma) AddGemmaNormOffset(*model, expected, corruptions::ActiveEngineHooks().GemmaNormOffset());
   return model;
+}
+
+void AddGemmaNormOffset(Model& m, const std::vector<ExpectedTensor>& expected, float offset) {
+  const std::vector<Slot> slots = Slots(m);
+  for (size_t i = 0; i < expected.size(); i++) {
+    if (expected[i].kind != TensorKind::kNorm) continue;
+    const size_t n = static_cast<size_t>(Count(expected[i].shape));
+    float* folded = static_cast<float*>(m.Allocate(n * sizeof(float)));
+    for (size_t j = 0; j < n; j++) folded[j] = (*slots[i].vec)[j] + offset;
+    *slots[i].vec = folded;
+  }
 }
 
 Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_t seed) {
@@ -428,7 +444,15 @@ Result<std::unique_ptr<Model>> SyntheticModel(const ModelConfig& config, uint64_
     // Where q/k norms follow (Qwen3), q and k come out 8x the unit scale, as
     // a trained model's do: the norms remove it, a forward without them
     // attends far too sharply (so skipping them shows).
-    if (config.qk_norm && (EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight"))) a *= 8.0;
+    const bool qk = EndsWith(t.name, "q_proj.weight") || EndsWith(t.name, "k_proj.weight");
+    if (config.qk_norm && qk) a *= 8.0;
+    // Gemma 2's scores, likewise 16x: large enough that its soft-cap (50)
+    // bends them, as it does a trained model's, so skipping it shows.
+    if (config.gemma && !config.qk_norm && qk) a *= 4.0;
+    // Gemma scales its embedding by sqrt(dim): trained tables are that much
+    // smaller, so the scaled rows are of unit size and the layers' outputs
+    // count beside them (as they must for a layer's bug to show).
+    if (config.gemma && t.kind == TensorKind::kEmbedding) a /= std::sqrt(static_cast<double>(config.dim));
     for (int64_t i = 0; i < Count(t.shape); i++) {
       double u = (static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0 - 1.0;
       storage[off + i] = static_cast<float>(norm ? 1.0 + 0.1 * u : a * u);
@@ -522,6 +546,9 @@ std::vector<float> HfTensorValues(const HfWrite& w, size_t i) {
       std::memcpy(&tmp[r * t.shape[1]], row.data(), static_cast<size_t>(t.shape[1]) * 4);
     }
   }
+  // Gemma's norms are stored as w for 1 + w (the model holds 1 + w).
+  if (w.model.config.gemma && t.kind == TensorKind::kNorm)
+    for (float& v : tmp) v -= 1.0f;
   // q and k rows, their biases and Qwen3's per-head norms (one head's worth).
   const bool is_q = t.name.find("q_proj") != std::string::npos || t.name.find("q_norm") != std::string::npos,
              is_k = t.name.find("k_proj") != std::string::npos || t.name.find("k_norm") != std::string::npos;

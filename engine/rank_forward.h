@@ -102,8 +102,10 @@ class RankForward {
 
  private:
   void Layers(const int* tokens, int n);
-  // The embeddings of the block's rows into x_ (Backend::Embed).
+  // The embeddings of the block's rows into x_ (Backend::Embed), scaled
+  // where the model scales them (Gemma).
   void Embed(const int* tokens, int n);
+  void LookUp(const int* tokens, int n);
   std::vector<float> embed_rows_;  // a block-quantized table's looked-up rows, dequantized
   // Block up to the logits, which it returns where the backend holds them
   // (nullptr without logits).
@@ -129,7 +131,9 @@ class RankForward {
   // A block's matmuls: batched over positions of one sequence, or row by row
   // exact over independent sequences (independent_).
   void Project(float* out, const float* x, const kernels::Weights& w, int n);
-  void ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l);
+  void ProjectResidual(const float* h, const kernels::Weights& w, int n, ReduceSite site, int l,
+                       const float* post_norm = nullptr);
+  void GatedFeedForward(const LayerSlice& w, int n);
   void ProjectShared(const float* x, int n, const kernels::Backend::MatmulTarget* targets, int count);
 
   const Model& m_;
@@ -146,6 +150,8 @@ class RankForward {
   bool independent_ = false;
   bool one_sequence_ = false;         // Block: every row of one slot, at consecutive positions
   std::vector<float> rope_inv_freq_;  // RopeInverseFrequencies(config), once
+  // Gemma 3's windowed layers' table (ModelConfig::rope_local_theta); else empty.
+  std::vector<float> rope_local_inv_freq_;
   // The backend's state (Backend::AllocateState), so a device keeps it where
   // it computes. [rows x width] each, row t for position pos0 + t: the
   // residual stream, the normed rows, q/k/v, the attention output, a

@@ -127,6 +127,10 @@ Status CheckBackendRunsModel(const Model& model, const kernels::Backend& backend
                          "window of " + std::to_string(c.sliding_window) + ", and the " + backend.name() +
                          " backend does not attend within a window (use --ctx " + std::to_string(c.sliding_window) +
                          " or less, or --backend fast or reference)");
+  if (c.gemma && !backend.runs_gemma())
+    return Status::Error(model.source + ": a Gemma model needs its attention's scale and soft-cap, the GeGLU gate " +
+                         "and the scaled embedding, and the " + backend.name() +
+                         " backend does not compute them (use --backend fast or reference)");
   for (const Model::BlockTensor& b : model.first_of_each_block_type)
     if (!backend.runs_block_type(b.ggml_type))
       return Status::Error(model.source + ": tensor " + b.tensor + " (" + b.type +
@@ -317,6 +321,7 @@ Footprint FootprintOf(const Model& m, int kv_positions) {
     norms += 2 * dim_bytes;
     if (l.bq) norms += static_cast<size_t>(c.q_dim() + 2 * c.kv_dim()) * 4;  // Qwen2's biases
     if (l.q_norm) norms += static_cast<size_t>(2 * c.head_dim) * 4;          // Qwen3's q/k norms
+    if (l.post_att_norm) norms += 2 * dim_bytes;                             // Gemma's output norms
     const size_t attn = l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
     per_token += attn;
     resident += attn;

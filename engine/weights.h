@@ -85,6 +85,11 @@ std::vector<Slot> Slots(Model& m);
 Status Bind(Model& m, kernels::DType dtype, const std::vector<ExpectedTensor>& expected,
             const std::function<StoredTensor(size_t)>& stored);
 
+// Gemma's RMSNorms are `1 + w` of the stored w (Hugging Face): every norm
+// tensor of `expected` bound in m gets `offset` (1; a corruption's hook may
+// say otherwise) added, into model-owned copies. GGUF files hold 1 + w already.
+void AddGemmaNormOffset(Model& m, const std::vector<ExpectedTensor>& expected, float offset);
+
 // Loads a llama-architecture GGUF file (engine/gguf_model.cc; LoadModel
 // calls it for files that begin with "GGUF").
 Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, kernels::DType dtype);

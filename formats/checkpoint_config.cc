@@ -119,7 +119,10 @@ const char* const kIgnoredKeys[] = {
     // Phi3Config: training-only dropouts; the
     // original context, read by the longrope
     // scaling that ReadRopeScaling refuses.
-    "embd_pdrop", "resid_pdrop", "original_max_position_embeddings"};
+    "embd_pdrop", "resid_pdrop", "original_max_position_embeddings",
+    // Gemma2Config, Gemma3TextConfig: how transformers caches, not what it
+    // computes.
+    "cache_implementation"};
 // Keys a Llama/Mixtral config.json may carry that change the math in ways
 // verity does not compute: refused when they hold anything but their neutral value.
 struct Neutral {
@@ -144,7 +147,15 @@ const Neutral kNeutralOnly[] = {{"attention_bias", FalseOrNull, "false"},
                                 {"no_rope_layers", Null, "absent"},
                                 {"layer_types", Null, "absent"},
                                 {"rope_interleaved", FalseOrNull, "false"},
-                                {"use_sliding_window", FalseOrNull, "false"}};
+                                {"use_sliding_window", FalseOrNull, "false"},
+                                // Gemma's (ReadGemmaKeys reads them for gemma2 and gemma3_text).
+                                {"query_pre_attn_scalar", Null, "absent"},
+                                {"attn_logit_softcapping", Null, "null"},
+                                {"final_logit_softcapping", Null, "null"},
+                                {"hidden_activation", Null, "absent"},
+                                {"sliding_window_pattern", Null, "absent"},
+                                {"rope_local_base_freq", Null, "absent"},
+                                {"use_bidirectional_attention", FalseOrNull, "false"}};
 
 // A token id or a list of them (eos_token_id may be either); null is none.
 }  // namespace
@@ -260,14 +271,19 @@ void NoteUnknownKeys(const nlohmann::json& j, const std::string& path, std::vect
   }
 }
 
-// model_type: "llama", "mistral", "mixtral", "qwen2", "qwen3" or "phi3".
+// model_type: "llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3",
+// "gemma2" or "gemma3_text".
 Result<nlohmann::json> ReadModelType(const HfKeys& k) {
   VERITY_ASSIGN_OR_RETURN(nlohmann::json type, k.Need("model_type"));
-  for (const char* known : {"llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3"})
+  for (const char* known : {"llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"})
     if (type == known) return type;
+  if (type == "gemma3")  // Gemma3ForConditionalGeneration: text_config beside a vision_config
+    return Status::Error(k.path + ": model_type \"gemma3\" is Gemma 3 with its vision tower " +
+                         "(Gemma3ForConditionalGeneration), which verity does not run; it runs the text model, " +
+                         "model_type \"gemma3_text\" (Gemma3ForCausalLM)");
   return Status::Error(k.path + ": model_type " + type.dump() +
                        " is not one verity runs (\"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", " +
-                       "\"phi3\")");
+                       "\"phi3\", \"gemma2\", \"gemma3_text\")");
 }
 
 // Mistral's and Phi-3's sliding_window (MistralConfig, Phi3Config): null,
@@ -296,6 +312,62 @@ Result<std::vector<std::string>> ReadQwen2Window(const HfKeys& k) {
   return std::vector<std::string>{"sliding_window", "layer_types"};
 }
 
+// A number key `key`: required, null (0: none) only where `nullable`.
+Status ReadGemmaNumber(const HfKeys& k, const char* key, bool nullable, float* dst) {
+  if (nullable && k.j.contains(key) && k.j[key].is_null()) return OkStatus();
+  VERITY_RETURN_IF_ERROR(k.NeedFloat(key, dst));
+  return OkStatus();
+}
+
+// Gemma's layer kinds: `layer_types` where written (newer transformers),
+// else gemma2's alternation (Gemma2Config: even layers windowed) or
+// gemma3_text's sliding_window_pattern. verity computes the periodic
+// pattern (a global layer every window_pattern-th), so a layer_types list
+// must be one.
+Status ReadGemmaLayerKinds(const HfKeys& k, bool gemma3, ModelConfig* c) {
+  if (k.j.contains("layer_types") && !k.j["layer_types"].is_null()) {
+    const nlohmann::json& t = k.j["layer_types"];
+    if (!t.is_array()) return Status::Error(k.path + ": key 'layer_types' must be a list");
+    int first_global = 0;
+    while (first_global < static_cast<int>(t.size()) && t[first_global] != "full_attention") first_global++;
+    c->window_pattern = first_global + 1;
+    for (size_t l = 0; l < t.size(); l++) {
+      const bool global = (l + 1) % c->window_pattern == 0;
+      if (t[l] != (global ? "full_attention" : "sliding_attention"))
+        return Status::Error(k.path + ": key 'layer_types' holds " + t[l].dump() + " at layer " + std::to_string(l) +
+                             "; verity computes a global layer every " + std::to_string(c->window_pattern) +
+                             "th and sliding ones between");
+    }
+    return OkStatus();
+  }
+  if (!gemma3) {
+    c->window_pattern = 2;
+    return OkStatus();
+  }
+  return k.NeedInt("sliding_window_pattern", &c->window_pattern);
+}
+
+// Gemma 2 (Gemma2Config) and Gemma 3's text model (Gemma3TextConfig): the
+// keys their classes default are required here, since the file can state
+// them (query_pre_attn_scalar, the soft-caps, the window, the activation).
+Result<std::vector<std::string>> ReadGemmaKeys(const HfKeys& k, bool gemma3, ModelConfig* c) {
+  c->gemma = true;
+  c->qk_norm = gemma3;
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, k.Need("hidden_activation"));
+  if (act != "gelu_pytorch_tanh")
+    return Status::Error(k.path + ": hidden_activation " + act.dump() +
+                         " is not supported (Gemma's is \"gelu_pytorch_tanh\")");
+  VERITY_RETURN_IF_ERROR(ReadGemmaNumber(k, "query_pre_attn_scalar", false, &c->query_pre_attn_scalar));
+  VERITY_RETURN_IF_ERROR(ReadGemmaNumber(k, "attn_logit_softcapping", true, &c->attn_softcap));
+  VERITY_RETURN_IF_ERROR(ReadGemmaNumber(k, "final_logit_softcapping", true, &c->final_softcap));
+  VERITY_RETURN_IF_ERROR(k.NeedInt("sliding_window", &c->sliding_window));
+  VERITY_RETURN_IF_ERROR(ReadGemmaLayerKinds(k, gemma3, c));
+  if (gemma3) VERITY_RETURN_IF_ERROR(k.NeedFloat("rope_local_base_freq", &c->rope_local_theta));
+  return std::vector<std::string>{
+      "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
+      "sliding_window",        "sliding_window_pattern", "rope_local_base_freq",    "layer_types"};
+}
+
 // What the model type adds to Llama's keys: Qwen2's biases (always there;
 // its attention_bias key, if any, is not read by Qwen2Attention) and window
 // keys; Qwen3's q/k norms (always there) and the same window keys, its
@@ -317,6 +389,7 @@ Result<std::vector<std::string>> ReadFamilyKeys(const HfKeys& k, const nlohmann:
     c->qk_norm = true;
     return ReadQwen2Window(k);
   }
+  if (type == "gemma2" || type == "gemma3_text") return ReadGemmaKeys(k, type == "gemma3_text", c);
   if (type == "mistral") return ReadMistralWindow(k, c);
   if (type == "phi3") {  // Phi3Config: the same window key as Mistral's; q/k/v and gate/up fused
     c->fused_projections = true;
@@ -367,11 +440,22 @@ Status ReadHfMath(const HfKeys& k, const nlohmann::json& type, ModelConfig* cfg)
   if (k.j.contains("rope_scaling")) {
     VERITY_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(k.j["rope_scaling"], k.path));
   }
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, k.Need("tie_word_embeddings"));
+  // Gemma's configs leave tie_word_embeddings out: their classes default it
+  // to true, as every Gemma checkpoint is (no lm_head.weight).
+  const bool gemma = type == "gemma2" || type == "gemma3_text";
+  VERITY_ASSIGN_OR_RETURN(nlohmann::json tie, gemma && !k.j.contains("tie_word_embeddings")
+                                                  ? Result<nlohmann::json>(nlohmann::json(true))
+                                                  : k.Need("tie_word_embeddings"));
   if (!tie.is_boolean()) return Status::Error(k.path + ": key 'tie_word_embeddings' must be true or false");
   c.shared_classifier = tie.get<bool>();
-  VERITY_ASSIGN_OR_RETURN(nlohmann::json act, k.Need("hidden_act"));
-  if (act != "silu") return Status::Error(k.path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
+  if (!gemma) {  // Gemma reads hidden_activation (ReadGemmaKeys); its hidden_act is not used
+    VERITY_ASSIGN_OR_RETURN(nlohmann::json act, k.Need("hidden_act"));
+    if (act != "silu")
+      return Status::Error(k.path + ": hidden_act " + act.dump() + " is not supported (only \"silu\")");
+  }
+  if (type == "gemma2" && c.rope_scaling.type != RopeScalingType::kNone)
+    return Status::Error(k.path +
+                         ": rope_scaling is not part of Gemma 2 (Gemma2RotaryEmbedding as verity computes it)");
   if (type == "mixtral") {
     VERITY_RETURN_IF_ERROR(k.NeedInt("num_local_experts", &c.n_experts));
     VERITY_RETURN_IF_ERROR(k.NeedInt("num_experts_per_tok", &c.n_experts_per_tok));
@@ -423,11 +507,33 @@ nlohmann::json IntegralOrDouble(double x) {
   if (std::floor(x) == x && std::fabs(x) < 9007199254740992.0) return static_cast<int64_t>(x);
   return x;
 }
+
+// Gemma2Config's and Gemma3TextConfig's keys for a Gemma model.
+void WriteGemmaKeys(const ModelConfig& c, nlohmann::json* cfg) {
+  nlohmann::json& j = *cfg;
+  j.erase("hidden_act");
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["query_pre_attn_scalar"] = IntegralOrDouble(c.query_pre_attn_scalar);
+  auto cap = [](float v) { return v > 0.0f ? IntegralOrDouble(v) : nlohmann::json(); };
+  j["attn_logit_softcapping"] = cap(c.attn_softcap);
+  j["final_logit_softcapping"] = cap(c.final_softcap);
+  if (c.qk_norm) {  // gemma3_text
+    j["sliding_window_pattern"] = c.window_pattern;
+    j["rope_local_base_freq"] = IntegralOrDouble(c.rope_local_theta);
+  } else if (c.window_pattern != 2) {  // Gemma2Config alternates unless layer_types says otherwise
+    nlohmann::json kinds = nlohmann::json::array();
+    for (int l = 0; l < c.n_layers; l++) kinds.push_back(c.windowed(l) ? "sliding_attention" : "full_attention");
+    j["layer_types"] = kinds;
+  }
+}
+
 }  // namespace
 
 std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
   // The family its traits name (ValidateConfig allows at most one trait).
-  const auto [type, arch] = c.n_experts > 0        ? std::pair{"mixtral", "MixtralForCausalLM"}
+  const auto [type, arch] = c.gemma && c.qk_norm   ? std::pair{"gemma3_text", "Gemma3ForCausalLM"}
+                            : c.gemma              ? std::pair{"gemma2", "Gemma2ForCausalLM"}
+                            : c.n_experts > 0      ? std::pair{"mixtral", "MixtralForCausalLM"}
                             : c.qkv_bias           ? std::pair{"qwen2", "Qwen2ForCausalLM"}
                             : c.qk_norm            ? std::pair{"qwen3", "Qwen3ForCausalLM"}
                             : c.fused_projections  ? std::pair{"phi3", "Phi3ForCausalLM"}
@@ -448,8 +554,9 @@ std::string HfConfigText(const ModelConfig& c, const std::string& torch_dtype) {
                         {"tie_word_embeddings", c.shared_classifier},
                         {"hidden_act", "silu"},
                         {"torch_dtype", torch_dtype}};
-  if (c.qkv_bias || c.qk_norm) cfg["use_sliding_window"] = false;
-  if (c.qk_norm) cfg["attention_bias"] = false;
+  if ((c.qkv_bias || c.qk_norm) && !c.gemma) cfg["use_sliding_window"] = false;
+  if (c.qk_norm || c.gemma) cfg["attention_bias"] = false;
+  if (c.gemma) WriteGemmaKeys(c, &cfg);
   if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
   if (c.n_experts > 0) {
     cfg["num_local_experts"] = c.n_experts;

@@ -17,6 +17,34 @@ const char* RopeScalingName(RopeScalingType t) {
   return "?";
 }
 
+namespace {
+
+// Gemma's numbers: finite and not negative, and only where Gemma's layers
+// are (no other family's config states them, so none could be written).
+Status ValidateGemmaKeys(const ModelConfig& c, const std::string& where) {
+  const std::pair<const char*, float> values[] = {{"query_pre_attn_scalar", c.query_pre_attn_scalar},
+                                                  {"attn_logit_softcapping", c.attn_softcap},
+                                                  {"final_logit_softcapping", c.final_softcap},
+                                                  {"rope_local_base_freq", c.rope_local_theta}};
+  for (const auto& [name, v] : values) {
+    if (!(v >= 0.0f) || !std::isfinite(v))
+      return Status::Error(where + ": " + name + " must be a positive number, got " + std::to_string(v));
+    if (v != 0.0f && !c.gemma) return Status::Error(where + ": " + name + " is Gemma's; this model is not a Gemma");
+  }
+  if (c.window_pattern < 0 || (c.window_pattern > 0 && c.sliding_window == 0))
+    return Status::Error(where + ": a sliding window pattern (" + std::to_string(c.window_pattern) +
+                         ") needs a positive sliding_window");
+  if (c.window_pattern > 0 && !c.gemma) return Status::Error(where + ": a sliding window pattern is Gemma's");
+  if (c.gemma && c.qk_norm && c.rope_local_theta <= 0.0f)
+    return Status::Error(where + ": a Gemma 3 model needs its windowed layers' RoPE base (rope_local_base_freq)");
+  if (c.gemma && (c.query_pre_attn_scalar <= 0.0f || c.sliding_window <= 0 || c.window_pattern <= 0))
+    return Status::Error(where + ": a Gemma model needs query_pre_attn_scalar, a sliding_window and its " +
+                         "pattern (a global layer every window_pattern-th)");
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   const std::pair<const char*, int> fields[] = {{"dim", c.dim},
                                                 {"hidden_dim", c.hidden_dim},
@@ -33,13 +61,15 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
     return Status::Error(where + ": n_heads (" + std::to_string(c.n_heads) + ") is not divisible by n_kv_heads (" +
                          std::to_string(c.n_kv_heads) + ")");
   // One family's traits at most (a window is Mistral's alone, or Phi-3's
-  // with its fused projections).
-  const int traits = (c.qkv_bias ? 1 : 0) + (c.qk_norm ? 1 : 0) + (c.n_experts > 0 ? 1 : 0) +
-                     (c.fused_projections ? 1 : 0) + (c.sliding_window != 0 && !c.fused_projections ? 1 : 0);
+  // with its fused projections, or Gemma's with its q/k norms in Gemma 3).
+  const int traits = (c.qkv_bias ? 1 : 0) + (c.qk_norm && !c.gemma ? 1 : 0) + (c.n_experts > 0 ? 1 : 0) +
+                     (c.fused_projections ? 1 : 0) + (c.gemma ? 1 : 0) +
+                     (c.sliding_window != 0 && !c.fused_projections && !c.gemma ? 1 : 0);
   if (traits > 1)
     return Status::Error(where + ": q/k/v biases (qwen2), q/k norms (qwen3), a sliding window (mistral), " +
-                         "experts (mixtral) and fused projections (phi3) are traits of different families; verity " +
-                         "reads no model with two of them");
+                         "experts (mixtral), fused projections (phi3) and Gemma's layers are traits of different " +
+                         "families; verity reads no model with two of them");
+  VERITY_RETURN_IF_ERROR(ValidateGemmaKeys(c, where));
   if (c.sliding_window < 0)
     return Status::Error(where + ": sliding_window must be positive, got " + std::to_string(c.sliding_window));
   if (c.head_dim % 2 != 0)

@@ -65,6 +65,28 @@ struct ModelConfig {
   // and at most this many - 1 before it (kernels::AttentionArgs::window);
   // the KV cache still holds the whole context. 0: no window.
   int sliding_window = 0;
+  // Gemma 2 and 3 (docs/families/gemma2.md): the embedding scaled by
+  // sqrt(dim); every RMSNorm weight applied as 1 + w (Hugging Face stores w,
+  // and its loader adds the 1; GGUF files hold 1 + w, as llama.cpp's
+  // converter writes them, so a Model always holds 1 + w); a norm after
+  // attention and after the FFN, each before its residual add; the FFN gated
+  // by tanh-approximated GELU (GeGLU) instead of SiLU.
+  bool gemma = false;
+  // Attention scores are q.k / sqrt(this): Gemma's query_pre_attn_scalar.
+  // 0: head_dim.
+  float query_pre_attn_scalar = 0.0f;
+  // Gemma 2's attn_logit_softcapping and final_logit_softcapping: each score
+  // (each logit) s becomes cap * tanh(s / cap). 0: none.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  // With a sliding window, the layers that attend globally: layer l does iff
+  // (l + 1) % window_pattern == 0 (Gemma 2: 2, every other layer; Gemma 3:
+  // 6). 0: every layer is windowed (Mistral, Phi-3).
+  int window_pattern = 0;
+  // Gemma 3: the windowed layers' RoPE base (rope_local_base_freq), never
+  // scaled; rope_theta and rope_scaling are the global layers'. 0: every
+  // layer uses rope_theta.
+  float rope_local_theta = 0.0f;
   int n_experts = 0;          // Mixtral-style MoE when > 0
   int n_experts_per_tok = 0;  // top-k routed experts per token
   // Special tokens, from the model's files: BOS starts every prompt (none when
@@ -76,6 +98,10 @@ struct ModelConfig {
   int head_size() const { return head_dim; }
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // Whether layer l attends within sliding_window (see window_pattern).
+  bool windowed(int l) const { return sliding_window > 0 && (window_pattern == 0 || (l + 1) % window_pattern != 0); }
+  // Layer l's window for AttentionArgs::window: sliding_window or 0.
+  int window_of(int l) const { return windowed(l) ? sliding_window : 0; }
 };
 
 // The context HF and GGUF models get without --ctx: min(max_positions, this).

@@ -7,6 +7,7 @@
 // Weights; activations are always f32.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -110,7 +111,14 @@ struct AttentionArgs {
   // A sliding window (Mistral, Phi-3): `pos` attends to itself and the
   // window - 1 positions before it, no earlier. 0: every earlier position.
   int window = 0;
+  // Scores are q.k / sqrt(scale_dim) (Gemma's query_pre_attn_scalar); 0:
+  // head_size. Then, where softcap > 0 (Gemma 2), each score s becomes
+  // softcap * tanh(s / softcap) (SoftCap) before the softmax.
+  float scale_dim = 0.0f;
+  float softcap = 0.0f;
   int first() const { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+  // The scores' divisor: sqrtf(head_size), bit for bit what it always was, or sqrtf(scale_dim).
+  float score_divisor() const { return sqrtf(scale_dim > 0.0f ? scale_dim : static_cast<float>(head_size)); }
 };
 
 // `a` as a kernel that attends from position 0 wants it: the caches from the
@@ -142,7 +150,9 @@ struct AttendArgs {
   const float* inv_freq;  // RoPE: head_size / 2 inverse frequencies (host)
   bool interleaved;       // RoPE pairs (2i, 2i+1), else (i, i + head_size/2)
   int n_heads, n_kv_heads, head_size, seq_len;
-  int window = 0;  // as AttentionArgs::window
+  int window = 0;          // as AttentionArgs::window
+  float scale_dim = 0.0f;  // as AttentionArgs::scale_dim
+  float softcap = 0.0f;    // as AttentionArgs::softcap
   int q_width() const { return n_heads * head_size; }
   int kv_width() const { return n_kv_heads * head_size; }
   // Row t's Attention call: at `pos`, over the caches `cache_offset` floats on.
@@ -159,7 +169,9 @@ struct AttendArgs {
                          n_kv_heads,
                          head_size,
                          seq_len,
-                         window};
+                         window,
+                         scale_dim,
+                         softcap};
   }
 };
 
@@ -229,6 +241,12 @@ class Backend {
   // Windowed()). False unless a backend says so: one that does not is
   // refused a context longer than a model's window (CheckBackendRunsModel).
   [[nodiscard]] virtual bool attends_windows() const { return false; }
+  // Whether this backend computes Gemma's steps: AttentionArgs::scale_dim
+  // and ::softcap in Attention on every path, and GeGLU, ScaleInPlace and
+  // SoftCapInPlace on its state. False unless a backend says so (the CPU
+  // backends do); a Gemma model is refused a backend that does not
+  // (CheckBackendRunsModel).
+  [[nodiscard]] virtual bool runs_gemma() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
   // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1
   // (row t at a.pos + t). These defaults make the per-row calls, in the
@@ -290,6 +308,14 @@ class Backend {
   virtual void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) = 0;
   // hb[i] = silu(hb[i]) * hb2[i]: the SwiGLU gate.
   virtual void SwiGLU(float* hb, const float* hb2, int n) = 0;
+  // hb[i] = gelu_tanh(hb[i]) * hb2[i]: Gemma's GeGLU gate (GeGLUReference).
+  // The default runs on host memory.
+  virtual void GeGLU(float* hb, const float* hb2, int n);
+  // x[i] *= s for i < count (Gemma's embedding scale). Host memory by default.
+  virtual void ScaleInPlace(float* x, float s, size_t count);
+  // x[i] = cap * tanh(x[i] / cap) for i < count (Gemma 2's final logits).
+  // Host memory by default.
+  virtual void SoftCapInPlace(float* x, float cap, size_t count);
 
   // `floats` zeroed floats of forward state. The default is host memory
   // streamed on huge pages where it spans them (base/huge_pages.h), which
@@ -397,6 +423,11 @@ void RopeReference(float* vec, int size, int head_size, int pos, const float* in
 // inv_freq[i] = 1.0f / powf(theta, (2i) / head_size) for i < head_size/2.
 void RopeBaseInverseFrequencies(float theta, int head_size, float* inv_freq);
 void SwiGLUReference(float* hb, const float* hb2, int n);
+// hb[i] = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) * hb2[i], v = hb[i]:
+// PyTorch's gelu(approximate="tanh") in float, times the up projection.
+void GeGLUReference(float* hb, const float* hb2, int n);
+// cap * tanh(s / cap): a soft cap (Gemma 2's scores and logits), in float.
+inline float SoftCap(float s, float cap) { return cap * tanhf(s / cap); }
 void Rmsnorm(float* out, const float* x, const float* weight, int size, float eps);
 void Softmax(float* x, int size);
 // The index of the largest of n values, ties to the lower index: run.c's

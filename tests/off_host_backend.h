@@ -111,6 +111,7 @@ class OffHostBackend final : public kernels::Backend {
   bool state_on_host() const override { return false; }
   bool batch_rows_independent() const override { return inner_->batch_rows_independent(); }
   bool attends_windows() const override { return inner_->attends_windows(); }
+  bool runs_gemma() const override { return inner_->runs_gemma(); }
   std::optional<PoolCounters> pool_counters() const override { return inner_->pool_counters(); }
   void BeginLayer(int layer) override { inner_->BeginLayer(layer); }
   Status status() const override { return inner_->status(); }
@@ -205,6 +206,18 @@ class OffHostBackend final : public kernels::Backend {
   void SwiGLU(float* hb, const float* hb2, int n) override {
     Do({9, Id(hb), Id(hb2), n},
        [=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
+  }
+  void GeGLU(float* hb, const float* hb2, int n) override {
+    Do({20, Id(hb), Id(hb2), n},
+       [=, a = State(hb, "GeGLU hb"), b = State(hb2, "GeGLU hb2")] { inner_->GeGLU(a, b, n); });
+  }
+  void ScaleInPlace(float* x, float s, size_t count) override {
+    Do({21, Id(x), static_cast<int64_t>(count)},
+       [=, o = State(x, "ScaleInPlace x")] { inner_->ScaleInPlace(o, s, count); });
+  }
+  void SoftCapInPlace(float* x, float cap, size_t count) override {
+    Do({22, Id(x), static_cast<int64_t>(count)},
+       [=, o = State(x, "SoftCapInPlace x")] { inner_->SoftCapInPlace(o, cap, count); });
   }
   // The token ids are copied at the call, as a device backend uploads them.
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {

@@ -216,8 +216,11 @@ Status ReadTokenIdKeys(const nlohmann::json& j, ModelConfig* cfg) {
   return OkStatus();
 }
 
-// The traits of other families, where given: sliding_window (mistral, phi3),
-// qkv_bias (qwen2), qk_norm (qwen3) and fused_projections (phi3).
+Status ReadGemmaKeys(const nlohmann::json& j, ModelConfig* c);
+
+// The traits of other families, where given: sliding_window (mistral, phi3,
+// gemma), qkv_bias (qwen2), qk_norm (qwen3, gemma3), fused_projections
+// (phi3), gemma and its numbers (gemma2, gemma3).
 Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
   if (j.contains("sliding_window")) {
     if (!j["sliding_window"].is_number_integer() || j["sliding_window"].get<int64_t>() < 1 ||
@@ -225,11 +228,33 @@ Status ReadFamilyKeys(const nlohmann::json& j, ModelConfig* c) {
       return Status::Error("--config: key 'sliding_window' must be a positive integer");
     c->sliding_window = j["sliding_window"].get<int>();
   }
-  for (const auto& [key, dst] :
-       {std::pair{"qkv_bias", &c->qkv_bias}, {"qk_norm", &c->qk_norm}, {"fused_projections", &c->fused_projections}}) {
+  for (const auto& [key, dst] : {std::pair{"qkv_bias", &c->qkv_bias},
+                                 {"qk_norm", &c->qk_norm},
+                                 {"fused_projections", &c->fused_projections},
+                                 {"gemma", &c->gemma}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_boolean()) return Status::Error(std::string("--config: key '") + key + "' must be true or false");
     *dst = j[key].get<bool>();
+  }
+  return ReadGemmaKeys(j, c);
+}
+
+// Gemma's numbers, where given: query_pre_attn_scalar, attn_softcap,
+// final_softcap, rope_local_theta (numbers) and window_pattern (an integer).
+Status ReadGemmaKeys(const nlohmann::json& j, ModelConfig* c) {
+  for (const auto& [key, dst] : {std::pair{"query_pre_attn_scalar", &c->query_pre_attn_scalar},
+                                 {"attn_softcap", &c->attn_softcap},
+                                 {"final_softcap", &c->final_softcap},
+                                 {"rope_local_theta", &c->rope_local_theta}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number()) return Status::Error(std::string("--config: key '") + key + "' must be a number");
+    *dst = j[key].get<float>();
+  }
+  if (j.contains("window_pattern")) {
+    if (!j["window_pattern"].is_number_integer() || j["window_pattern"].get<int64_t>() < 1 ||
+        j["window_pattern"].get<int64_t>() > INT32_MAX)
+      return Status::Error("--config: key 'window_pattern' must be a positive integer");
+    c->window_pattern = j["window_pattern"].get<int>();
   }
   return OkStatus();
 }
@@ -278,6 +303,27 @@ Result<std::string> MergeLike(const std::string& like, const std::string& config
     base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":160,"n_layers":2,"n_heads":4,"n_kv_heads":4,
       "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"sliding_window":192,"shared_classifier":false,
       "rope_theta":10000,"norm_eps":1e-5,"fused_projections":true,"bos_token_id":1,"eos_token_id":2})");
+  } else if (like == "gemma2") {
+    // Gemma 2 2B's traits: head_dim (256 there) wider than hidden_size /
+    // heads, query_pre_attn_scalar = head_dim (as llama.cpp assumes for all
+    // but the 27B), an attention soft-cap of 50, a window (4096 there, 32
+    // here) on even layers, GQA 2:1, tied, RMSNorm epsilon 1e-6; 4 layers,
+    // so two of each kind. The final soft-cap is 3, not 30: this synth's
+    // logits reach ~2 where Gemma 2's reach ~30, and the cap must bend them
+    // as it bends Gemma's for skipping it to show.
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":192,"n_layers":4,"n_heads":4,"n_kv_heads":2,"head_dim":32,
+      "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"shared_classifier":true,"rope_theta":10000,
+      "norm_eps":1e-6,"gemma":true,"query_pre_attn_scalar":32,"attn_softcap":50,"final_softcap":3,
+      "sliding_window":32,"window_pattern":2,"bos_token_id":2,"eos_token_id":1})");
+  } else if (like == "gemma3") {
+    // Gemma 3 1B's traits: per-head q/k norms, no soft-caps, a global layer
+    // every 6th (rope_theta 1e6) and windowed ones between (512 there, 32
+    // here; rope_local_base_freq 10000), head_dim 32 != dim / heads, GQA
+    // 4:1, tied; 6 layers, so one global.
+    base = nlohmann::json::parse(R"({"dim":64,"hidden_dim":192,"n_layers":6,"n_heads":4,"n_kv_heads":1,"head_dim":32,
+      "vocab_size":320,"seq_len":256,"max_position_embeddings":256,"shared_classifier":true,"rope_theta":1000000,
+      "norm_eps":1e-6,"gemma":true,"qk_norm":true,"query_pre_attn_scalar":32,"sliding_window":32,
+      "window_pattern":6,"rope_local_theta":10000,"bos_token_id":2,"eos_token_id":[1,106]})");
   } else if (like == "mistral") {
     // Mistral 7B v0.1's traits: a sliding window (4096 there; 128 here),
     // GQA 4:1, rope_theta 10000, untied; max_position_embeddings past the
@@ -378,15 +424,19 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
                   "(required unless --like gives them); n_experts and n_experts_per_tok for MoE; directories also "
                   "take head_dim, rope_theta, rope_scaling ({rope_type: linear|llama3, ...} as in config.json), "
                   "norm_eps, max_position_embeddings, bos_token_id, eos_token_id (an id or a list), qkv_bias (qwen2), "
-                  "qk_norm (qwen3), fused_projections (phi3), sliding_window (mistral, phi3)");
+                  "qk_norm (qwen3, gemma3), fused_projections (phi3), sliding_window (mistral, phi3, gemma), gemma "
+                  "(gemma2, gemma3) with query_pre_attn_scalar, attn_softcap, final_softcap, window_pattern and "
+                  "rope_local_theta");
   sub->add_option("--like", *like,
                   "start from a small model of this family, --config keys overriding: llama3 (head_dim 32 != "
                   "dim/heads, rope_theta 500000, llama3 rope_scaling, tied embeddings, GQA, two EOS ids) or llama2 "
                   "(head_dim = dim/heads, rope_theta 10000, untied) or qwen2 (q/k/v biases, rope_theta 1e6, tied "
                   "embeddings, GQA) or qwen3 (per-head q/k norms, head_dim 32 != dim/heads, rope_theta 1e6, tied) or "
                   "mistral (a sliding window of 128 in 512 positions; GQA 4:1, untied) or phi3 (fused qkv_proj and "
-                  "gate_up_proj, a sliding window of 192 in 256; untied)")
-      ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "qwen3", "mistral", "phi3"}));
+                  "gate_up_proj, a sliding window of 192 in 256; untied) or gemma2 (soft-caps 50 and 3, a window "
+                  "of 32 on even layers, GeGLU, scaled embedding, four norms a layer, tied) or gemma3 (q/k norms, "
+                  "one global layer in 6, local RoPE base 10000, tied)")
+      ->check(CLI::IsMember({"llama3", "llama2", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3"}));
   sub->add_option("--seed", *seed, "weight generator seed")->capture_default_str();
   sub->add_option("--shards", *shards, "directories: number of safetensors shards")->capture_default_str();
   sub->add_option("--dtype", *dtype, "directories: f32 or bf16")->capture_default_str();
@@ -407,6 +457,7 @@ void RegisterSynth(CLI::App& app, Registry& reg) {
         return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold fused projections"));
       if (c->sliding_window)
         return Fail(Status::Error("--out " + *out + ": llama2.c files cannot state a sliding window"));
+      if (c->gemma) return Fail(Status::Error("--out " + *out + ": llama2.c files cannot hold a Gemma"));
       if (c->rope_scaling.type != RopeScalingType::kNone || c->rope_theta != Llama2cFormat::kRopeTheta ||
           c->norm_eps != Llama2cFormat::kNormEps || c->max_positions != c->seq_len ||
           c->bos_id != Llama2cFormat::kBos || c->eos_ids != std::vector<int>{Llama2cFormat::kEos})

@@ -146,6 +146,15 @@ void SwiGLUReference(float* hb, const float* hb2, int n) {
   }
 }
 
+void GeGLUReference(float* hb, const float* hb2, int n) {
+  const float beta = 0.7978845608028654f, kappa = 0.044715f;  // sqrt(2/pi), as PyTorch's tanh GELU
+  for (int i = 0; i < n; i++) {
+    const float v = hb[i];
+    const float inner = beta * (v + kappa * (v * v * v));
+    hb[i] = 0.5f * v * (1.0f + tanhf(inner)) * hb2[i];
+  }
+}
+
 // ---- Backend's host defaults: the forward's state and its steps between the products.
 
 namespace {
@@ -194,6 +203,16 @@ void Backend::AddInPlace(float* x, const float* y, size_t count) {
 void Backend::AddBiasRows(float* x, const float* bias, int width, int n) {
   for (int t = 0; t < n; t++, x += width)
     for (int i = 0; i < width; i++) x[i] += bias[i];
+}
+
+void Backend::GeGLU(float* hb, const float* hb2, int n) { GeGLUReference(hb, hb2, n); }
+
+void Backend::ScaleInPlace(float* x, float s, size_t count) {
+  for (size_t i = 0; i < count; i++) x[i] *= s;
+}
+
+void Backend::SoftCapInPlace(float* x, float cap, size_t count) {
+  for (size_t i = 0; i < count; i++) x[i] = SoftCap(x[i], cap);
 }
 
 void Backend::WriteCache(float* cache, size_t at, const float* row, int width) {

@@ -129,7 +129,12 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   const int group = a.n_heads / a.n_kv_heads, hs = a.head_size, n = a.pos + 1, h0 = kv * group;
   const long kv_off = static_cast<long>(kv) * hs;
   float* scores = a.scores + static_cast<long>(h0) * a.seq_len;
-  simd::AttentionScores(a.q + h0 * hs, group, a.key_cache + kv_off, a.pos_stride, hs, n, scores, a.seq_len);
+  simd::AttentionScores(a.q + h0 * hs, group, a.key_cache + kv_off, a.pos_stride, hs, n, scores, a.seq_len,
+                        a.score_divisor());
+  if (a.softcap > 0.0f)  // Gemma 2: rare and cheap next to the dots, so scalar
+    for (int g = 0; g < group; g++)
+      for (float *s = scores + static_cast<long>(g) * a.seq_len, *end = s + n; s < end; s++)
+        *s = SoftCap(*s, a.softcap);
   // Softmax (common.cc) per head with its exponentials vectorized; the same hook.
   for (int g = 0; g < group; g++) {
     float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
@@ -175,6 +180,7 @@ class Fast final : public Backend {
     return true;
   }                                                       // block_dot.h (BlockTiles for a type without a kernel)
   bool attends_windows() const override { return true; }  // Attention: Windowed()
+  bool runs_gemma() const override { return true; }       // AttendGroupFast; the host defaults
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);

@@ -42,6 +42,7 @@ class Reference final : public Backend {
   bool batch_rows_independent() const override { return true; }   // MatmulBatch is Matmul per row
   bool runs_block_type(uint32_t) const override { return true; }  // through DecodeRow
   bool attends_windows() const override { return true; }          // Attention: Windowed()
+  bool runs_gemma() const override { return true; }               // AttendOneHead; the host defaults
 
   void Attention(const AttentionArgs& args) override {
     const AttentionArgs a = Windowed(args);
@@ -66,7 +67,8 @@ void AttendOneHead(const AttentionArgs& a, int h) {
     const float* k = a.key_cache + t * a.pos_stride + kv_off;
     float score = 0.0f;
     for (int i = 0; i < a.head_size; i++) score += q[i] * k[i];
-    att[t] = score / sqrtf(static_cast<float>(a.head_size));
+    att[t] = score / a.score_divisor();
+    if (a.softcap > 0.0f) att[t] = SoftCap(att[t], a.softcap);
   }
   Softmax(att, a.pos + 1);
   float* xb = a.out + h * a.head_size;

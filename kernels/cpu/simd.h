@@ -96,12 +96,13 @@ void MatRowsQ8_0(const uint8_t* w, const QuantizedX* x, int n, float* out, int l
 // Each cached key and value is read once for the whole group; per head the
 // result does not depend on the group size.
 //
-// scores[g * scores_stride + t] = (q[g] . keys[t * stride .. + n)) / sqrt(n)
+// scores[g * scores_stride + t] = (q[g] . keys[t * stride .. + n)) / divisor
 // for g < group and t < count, where q[g] = q + g * n: each dot in 4
 // independent vector accumulators, so the order differs from a plain loop
 // (float rounding only).
+// (AttentionArgs::score_divisor: sqrtf(n) unless Gemma's scale says otherwise)
 void AttentionScores(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
-                     long scores_stride);
+                     long scores_stride, float divisor);
 // x[i] = exp(x[i] - max) for i < count, vectorized (Highway's Exp: within a
 // few ulp of expf); returns `extra` + the sum of the new x[i] in lane order.
 float ExpShiftedSum(float* x, int count, float max, float extra);

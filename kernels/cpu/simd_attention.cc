@@ -75,7 +75,7 @@ void RawScores(D d, const float* q, int group, const float* keys, long stride, i
 // Heads narrower than a full vector (stories260K's are 8 wide) use vectors of
 // 8 or 4 lanes, so no head runs in scalars.
 void AttentionScoresImpl(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
-                         long scores_stride) {
+                         long scores_stride, float divisor) {
   const size_t hs = static_cast<size_t>(n);
   const DF d;
   const hn::CappedTag<float, 8> d8;
@@ -87,7 +87,7 @@ void AttentionScoresImpl(const float* q, int group, const float* keys, long stri
   } else {
     RawScores(d4, q, group, keys, stride, n, count, scores, scores_stride);
   }
-  for (int g = 0; g < group; g++) DivideByImpl(scores + g * scores_stride, count, std::sqrt(static_cast<float>(n)));
+  for (int g = 0; g < group; g++) DivideByImpl(scores + g * scores_stride, count, divisor);
 }
 
 float MaxOfImpl(const float* x, int count) {
@@ -202,8 +202,8 @@ HWY_EXPORT(DivideByImpl);
 HWY_EXPORT(WeightedSumImpl);
 
 void AttentionScores(const float* q, int group, const float* keys, long stride, int n, int count, float* scores,
-                     long scores_stride) {
-  HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, group, keys, stride, n, count, scores, scores_stride);
+                     long scores_stride, float divisor) {
+  HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, group, keys, stride, n, count, scores, scores_stride, divisor);
 }
 float MaxOf(const float* x, int count) { return HWY_DYNAMIC_DISPATCH(MaxOfImpl)(x, count); }
 void DivideBy(float* x, int count, float d) { HWY_DYNAMIC_DISPATCH(DivideByImpl)(x, count, d); }

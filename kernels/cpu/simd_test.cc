@@ -406,12 +406,13 @@ TEST_P(SimdTest, GroupedAttentionEqualsOneHeadAtATime) {
       const float* k = keys.data() + n;  // the second KV head
       const float* v = values.data() + n;
       std::vector<float> scores(group * ld, kSentinel), alone(count);
-      AttentionScores(q.data(), group, k, stride, n, count, scores.data(), ld);
+      AttentionScores(q.data(), group, k, stride, n, count, scores.data(), ld, std::sqrt(static_cast<float>(n)));
       std::vector<float> w = Random(static_cast<size_t>(group) * ld, 19 + n);  // as softmax weights
       std::vector<float> out(static_cast<size_t>(group) * n, kSentinel), out_alone(n);
       WeightedSum(w.data(), ld, group, v, stride, n, count, out.data());
       for (int g = 0; g < group; g++) {
-        AttentionScores(q.data() + g * n, 1, k, stride, n, count, alone.data(), count);
+        AttentionScores(q.data() + g * n, 1, k, stride, n, count, alone.data(), count,
+                        std::sqrt(static_cast<float>(n)));
         WeightedSum(w.data() + g * ld, ld, 1, v, stride, n, count, out_alone.data());
         for (int t = 0; t < count; t++) {
           ASSERT_EQ(scores[g * ld + t], alone[t]) << "n " << n << " group " << group << " head " << g << " t " << t;

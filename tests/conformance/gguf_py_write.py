@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes a Hugging Face Qwen2, Qwen3 or Phi-3 directory (config.json,
+"""Writes a Hugging Face Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 directory (config.json,
 model.safetensors in F32 or BF16) as an F32 GGUF file with gguf-py's
 GGUFWriter, llama.cpp's own Python writer, in the layout llama.cpp's
 convert_hf_to_gguf.py gives the family: architecture "qwen2" with the
@@ -7,9 +7,15 @@ blk.N.attn_{q,k,v}.bias tensors; "qwen3" with blk.N.attn_{q,k}_norm and its
 head size stated (attention.key_length / value_length, since head_dim is not
 hidden_size / heads there); "phi3" with the fused tensors as they are
 (blk.N.attn_qkv, and gate_up_proj as blk.N.ffn_up), its sliding window and
-original context; q/k rows as Hugging Face stores them (llama.cpp runs all
-three with its NEOX rope, which rotates halves); no output.weight when the
-embeddings are tied. So a GGUF that verity did not write, for
+original context; "gemma2" and "gemma3" (from model_type gemma3_text) as
+convert_hf_to_gguf.py's Gemma2Model and Gemma3Model: every norm weight
+stored as 1 + w, post_attention_layernorm as blk.N.post_attention_norm,
+pre_feedforward_layernorm as blk.N.ffn_norm, post_feedforward_layernorm as
+blk.N.post_ffw_norm, gemma2's soft-caps and window, gemma3's final soft-cap
+(where set) and window, and no window pattern or local RoPE base (llama.cpp's
+defaults, 2 and 6 layers, 10000); q/k rows as Hugging Face stores them
+(llama.cpp runs all of these with its NEOX rope, which rotates halves); no
+output.weight when the embeddings are tied. So a GGUF that verity did not write, for
 tests/llama_peer_test.cc.
 
     gguf_py_write.py GGUF_PY_DIR HF_DIR OUT.gguf
@@ -57,9 +63,10 @@ def main() -> int:
 
     with open(os.path.join(hf, "config.json")) as f:
         cfg = json.load(f)
-    arch = cfg.get("model_type")
-    if arch not in ("qwen2", "qwen3", "phi3"):
-        raise SystemExit("%s: model_type is %r, not qwen2, qwen3 or phi3" % (hf, arch))
+    arch = {"gemma3_text": "gemma3"}.get(cfg.get("model_type"), cfg.get("model_type"))
+    if arch not in ("qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
+        raise SystemExit("%s: model_type is %r, not qwen2, qwen3, phi3, gemma2 or gemma3_text" % (hf, arch))
+    gemma = arch.startswith("gemma")
     t = read_safetensors(os.path.join(hf, "model.safetensors"), np)
     w = gguf.GGUFWriter(out, arch)
     w.add_context_length(cfg["max_position_embeddings"])
@@ -71,13 +78,21 @@ def main() -> int:
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(float(cfg["rope_theta"]))
     w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma2", "gemma3"):
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
     if arch == "phi3":  # as convert_hf_to_gguf.py's Phi3MiniModel
         w.add_rope_dimension_count(cfg["hidden_size"] // cfg["num_attention_heads"])
         w.add_rope_scaling_orig_ctx_len(cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
         w.add_sliding_window(cfg.get("sliding_window") or 0)
+    if arch == "gemma2":  # as Gemma2Model.set_gguf_parameters
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+    if arch == "gemma3":  # as Gemma3Model.set_gguf_parameters
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
     w.add_file_type(0)  # all F32
     w.add_tokenizer_model("no_vocab")
     if cfg.get("bos_token_id") is not None:
@@ -93,7 +108,13 @@ def main() -> int:
              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
              "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
              "self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}
+    if gemma:  # Gemma's norms follow its own names (post_attention_layernorm is the attention output's)
+        names.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
+                      "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                      "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     for name, arr in t.items():
+        if gemma and name.endswith("norm.weight"):  # Gemma's RMSNorm multiplies by 1 + w
+            arr = arr + np.float32(1.0)
         if name == "model.embed_tokens.weight":
             to = "token_embd.weight"
         elif name == "model.norm.weight":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An independent float64 reference forward for Llama / Mixtral checkpoints.
+"""An independent float64 reference forward for Llama / Mixtral / Gemma 2-3 checkpoints.
 
 Written from the model definition, sharing no code with the verity engine:
 it parses llama2.c `.bin` files, Hugging Face directories (config.json,
@@ -15,6 +15,7 @@ Run it with /usr/bin/python3 (Debian's python3-numpy). Errors print
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -58,6 +59,15 @@ class Config:
         self.qk_norm = False      # Qwen3: each head's q and k RMS-normalised over head_dim before RoPE
         self.fused = False        # Phi-3: q/k/v rows in one qkv_proj, gate/up rows in one gate_up_proj
         self.window = 0           # Mistral: each position attends to at most this many (0: all)
+        self.sliding = None       # Gemma: per layer, True where the window applies (None: every layer)
+        self.embed_scale = 1.0    # Gemma: the embedding row times sqrt(hidden_size)
+        self.norm_offset = 0.0    # Gemma: RMSNorm scales by (1 + w), w the stored weight
+        self.activation = "silu"  # the gated FFN's activation: silu, or gelu_pytorch_tanh (Gemma)
+        self.sandwich = False     # Gemma: attention and FFN outputs normed before the residual add
+        self.attn_scalar = 0.0    # Gemma: scores times query_pre_attn_scalar^-0.5 (0: head_dim)
+        self.attn_softcap = None  # Gemma 2: scores -> cap * tanh(scores / cap) before the mask
+        self.final_softcap = None  # Gemma 2: logits -> cap * tanh(logits / cap)
+        self.rope_local_theta = None  # Gemma 3: sliding layers' RoPE base, unscaled (None: one table)
 
     def as_json(self):
         return {
@@ -69,6 +79,12 @@ class Config:
             "rms_norm_eps": self.norm_eps, "tie_word_embeddings": self.tied,
             "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "qkv_bias": self.qkv_bias,
             "qk_norm": self.qk_norm, "fused_projections": self.fused, "sliding_window": self.window,
+            "layer_types": None if self.sliding is None
+            else ["sliding_attention" if s else "full_attention" for s in self.sliding],
+            "embedding_scale": self.embed_scale, "rms_norm_weight_offset": self.norm_offset,
+            "hidden_activation": self.activation, "sandwich_norms": self.sandwich,
+            "query_pre_attn_scalar": self.attn_scalar or None, "attn_logit_softcapping": self.attn_softcap,
+            "final_logit_softcapping": self.final_softcap, "rope_local_base_freq": self.rope_local_theta,
         }
 
 
@@ -85,6 +101,8 @@ def check_config(c, where):
         raise RefError("%s: rope_theta and rms_norm_eps must be positive" % where)
     if c.n_experts and not 0 < c.top_k <= c.n_experts:
         raise RefError("%s: num_experts_per_tok %d is not in [1, num_local_experts=%d]" % (where, c.top_k, c.n_experts))
+    if c.sliding is not None and len(c.sliding) != c.n_layers:
+        raise RefError("%s: %d layer types for %d layers" % (where, len(c.sliding), c.n_layers))
 
 
 # ----------------------------------------------------------------------------
@@ -190,7 +208,10 @@ UNSUPPORTED_IF = [
     ("attention_multiplier", lambda v: v is not None),
     ("logits_scaling", lambda v: v is not None),
     ("embedding_multiplier", lambda v: v is not None),
+    ("use_bidirectional_attention", lambda v: v not in (None, False)),
+    ("rope_parameters", lambda v: v is not None),  # newer transformers' form of rope_theta/rope_scaling
 ]
+GEMMA = ("gemma2", "gemma3_text")
 
 
 def rope_scaling_from(cfg, path):
@@ -222,9 +243,14 @@ def rope_scaling_from(cfg, path):
 def config_from_hf(cfg, path):
     """The math of a config.json; every key it cannot honour is refused by name."""
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3"):
-        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2, qwen3, phi3)" % (path, mt))
-    qwen2, qwen3 = mt == "qwen2", mt == "qwen3"
+    if mt == "gemma3":
+        raise RefError("%s: model_type gemma3 is Gemma 3 with its vision tower; only gemma3_text is supported" % path)
+    if mt not in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "phi3") + GEMMA:
+        raise RefError("%s: model_type %r is not supported (llama, mistral, mixtral, qwen2, qwen3, phi3, gemma2, "
+                       "gemma3_text)" % (path, mt))
+    if "vision_config" in cfg:
+        raise RefError("%s: key 'vision_config': a multimodal config; the reference runs text models only" % path)
+    qwen2, qwen3, gemma = mt == "qwen2", mt == "qwen3", mt in GEMMA
     # Qwen2 (Qwen2Config, Qwen2Attention): the window applies only with
     # use_sliding_window; the q/k/v biases are always there.
     if cfg.get("use_sliding_window") not in (None, False):
@@ -237,8 +263,11 @@ def config_from_hf(cfg, path):
     # k_norm always; head_dim defaults to 128 in Qwen3Config, so it is required.
     # Phi-3 (Phi3Config, Phi3Attention, Phi3MLP): Mistral's window; qkv_proj
     # and gate_up_proj split by rows; rope_scaling longrope refused below.
+    # Gemma 2/3 (Gemma2Config, Gemma3TextConfig): the MLP reads hidden_activation,
+    # not hidden_act; sliding_window is read (on sliding layers only): gemma_config.
     inert = ("sliding_window", "attention_bias") if qwen2 else \
-        ("sliding_window",) if mt in ("mistral", "qwen3", "phi3") else ()
+        ("sliding_window",) if mt in ("mistral", "qwen3", "phi3") else \
+        ("sliding_window", "hidden_act") if gemma else ()
     for key, bad in UNSUPPORTED_IF:
         if key in cfg and bad(cfg[key]) and key not in inert:
             raise RefError("%s: key '%s' = %r changes the math and is not supported" % (path, key, cfg[key]))
@@ -253,21 +282,33 @@ def config_from_hf(cfg, path):
     c.hidden_dim = need_int("intermediate_size")
     c.n_layers = need_int("num_hidden_layers")
     c.n_heads = need_int("num_attention_heads")
+    if gemma and "num_key_value_heads" not in cfg:  # Gemma2Config's and Gemma3TextConfig's default is 4
+        raise RefError("%s: a %s config needs 'num_key_value_heads' (its config class's default is 4)" % (path, mt))
     c.n_kv_heads = need_int("num_key_value_heads") if "num_key_value_heads" in cfg else c.n_heads
     c.vocab_size = need_int("vocab_size")
     c.seq_len = need_int("max_position_embeddings")
     c.head_dim = need_int("head_dim") if cfg.get("head_dim") is not None else c.dim // c.n_heads
     # Defaults are the ones the Hugging Face config classes define.
     mixtral = mt == "mixtral"
-    c.rope_theta = float(cfg.get("rope_theta", 1e6 if mixtral else 10000.0))
+    c.rope_theta = float(cfg.get("rope_theta", 1e6 if mixtral or mt == "gemma3_text" else 10000.0))
     c.norm_eps = float(cfg.get("rms_norm_eps", 1e-5 if mixtral else 1e-6))
-    c.tied = bool(cfg.get("tie_word_embeddings", False))
+    c.tied = bool(cfg.get("tie_word_embeddings", gemma))  # Gemma's config classes default to tied
+    if mt == "gemma2" and cfg.get("rope_scaling") is not None:
+        raise RefError("%s: key 'rope_scaling' = %r: gemma2 takes no RoPE scaling (null only)"
+                       % (path, cfg["rope_scaling"]))
     c.rope_scaling = rope_scaling_from(cfg, path)
+    if mt == "gemma3_text" and c.rope_scaling is not None and c.rope_scaling["type"] != "linear":
+        raise RefError("%s: rope_scaling type %r is not supported for gemma3_text (linear only)"
+                       % (path, c.rope_scaling["type"]))
     c.interleaved = False
     c.qkv_bias = qwen2
     c.qk_norm = qwen3
     if qwen3 and cfg.get("head_dim") is None:
         raise RefError("%s: a qwen3 config needs 'head_dim' (Qwen3Config's default is 128)" % path)
+    if gemma:
+        if cfg.get("head_dim") is None:
+            raise RefError("%s: a %s config needs 'head_dim' (its config class's default is 256)" % (path, mt))
+        gemma_config(c, cfg, path, mt, need_int)
     c.fused = mt == "phi3"
     if mt in ("mistral", "phi3") and cfg.get("sliding_window") is not None:
         c.window = need_int("sliding_window")
@@ -278,6 +319,57 @@ def config_from_hf(cfg, path):
         c.top_k = need_int("num_experts_per_tok")
     check_config(c, path)
     return c
+
+
+def gemma_config(c, cfg, path, mt, need_int):
+    """Gemma 2 (Gemma2Config, Gemma2DecoderLayer) and Gemma 3 text
+    (Gemma3TextConfig, Gemma3DecoderLayer): sandwich norms scaling by (1 + w),
+    embeddings times sqrt(hidden_size), a GELU-tanh gated FFN, scores scaled by
+    query_pre_attn_scalar^-0.5, optional tanh soft-capping of scores and logits,
+    a window on sliding layers only; Gemma 3: q/k norms and a second RoPE base."""
+    def num(key, default="required"):
+        v = cfg.get(key, default)
+        if v == "required":
+            raise RefError("%s: a %s config needs '%s'" % (path, mt, key))
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+            raise RefError("%s: key '%s' must be a positive number, got %r" % (path, key, v))
+        return float(v)
+
+    def cap(key, default):  # null: no capping
+        return None if cfg.get(key, default) is None else num(key, default)
+    act = cfg.get("hidden_activation", "gelu_pytorch_tanh")  # Gemma2Config/Gemma3TextConfig default
+    if act != "gelu_pytorch_tanh":
+        raise RefError("%s: key 'hidden_activation' = %r is not supported (gelu_pytorch_tanh only)" % (path, act))
+    gemma2 = mt == "gemma2"
+    c.activation, c.sandwich, c.norm_offset = act, True, 1.0
+    c.embed_scale = math.sqrt(c.dim)
+    c.attn_scalar = num("query_pre_attn_scalar")
+    # Gemma2Config's defaults are 50 and 30; Gemma3TextConfig's are null.
+    c.attn_softcap = cap("attn_logit_softcapping", 50.0 if gemma2 else None)
+    c.final_softcap = cap("final_logit_softcapping", 30.0 if gemma2 else None)
+    if cfg.get("sliding_window") is None:
+        raise RefError("%s: a %s config needs 'sliding_window'" % (path, mt))
+    c.window = need_int("sliding_window")
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != c.n_layers:
+            raise RefError("%s: key 'layer_types' must be a list of num_hidden_layers=%d entries, got %r"
+                           % (path, c.n_layers, types))
+        for i, t in enumerate(types):
+            if t not in ("sliding_attention", "full_attention"):
+                raise RefError("%s: key 'layer_types' entry %d is %r (sliding_attention or full_attention)"
+                               % (path, i, t))
+        c.sliding = [t == "sliding_attention" for t in types]
+    elif gemma2:  # even layers slide, odd layers are global
+        c.sliding = [i % 2 == 0 for i in range(c.n_layers)]
+    else:
+        if cfg.get("sliding_window_pattern") is None:
+            raise RefError("%s: a gemma3_text config needs 'layer_types' or 'sliding_window_pattern'" % path)
+        n = need_int("sliding_window_pattern")  # layer i is global iff (i + 1) % n == 0
+        c.sliding = [(i + 1) % n != 0 for i in range(c.n_layers)]
+    if not gemma2:
+        c.qk_norm = True
+        c.rope_local_theta = num("rope_local_base_freq")
 
 
 def hf_files(d):
@@ -325,8 +417,13 @@ def load_hf(d):
     w = {"embed": get("model.embed_tokens.weight", (V, D)), "layers": []}
     for l in range(c.n_layers):
         p = "model.layers.%d." % l
-        L = {"attn_norm": get(p + "input_layernorm.weight", (D,)), "wo": get(p + "self_attn.o_proj.weight", (D, qd)),
-             "ffn_norm": get(p + "post_attention_layernorm.weight", (D,))}
+        L = {"attn_norm": get(p + "input_layernorm.weight", (D,)), "wo": get(p + "self_attn.o_proj.weight", (D, qd))}
+        if c.sandwich:  # Gemma: post_attention_layernorm norms the attention's output, not the FFN's input
+            L["post_attn_norm"] = get(p + "post_attention_layernorm.weight", (D,))
+            L["ffn_norm"] = get(p + "pre_feedforward_layernorm.weight", (D,))
+            L["post_ffn_norm"] = get(p + "post_feedforward_layernorm.weight", (D,))
+        else:
+            L["ffn_norm"] = get(p + "post_attention_layernorm.weight", (D,))
         if c.fused:  # Phi-3: q's rows, then k's, then v's; gate's, then up's
             qkv = get(p + "self_attn.qkv_proj.weight", (qd + 2 * kvd, D))
             L["wq"], L["wk"], L["wv"] = qkv[:qd], qkv[qd:qd + kvd], qkv[qd + kvd:]
@@ -626,8 +723,32 @@ def route(logits, k):
     return order, softmax(logits[order])
 
 
-def swiglu_ffn(h, w1, w2, w3):
-    return (silu(h @ w1.T) * (h @ w3.T)) @ w2.T
+def gelu_tanh(x):
+    """GELU, tanh approximation (PyTorch's approximate="tanh", gelu_pytorch_tanh)."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_tanh_fp16(x):
+    """llama.cpp's CPU GELU (ggml's GGML_GELU_FP16 table), to measure its own
+    rounding: x rounded to float16 (0 below -10, x itself above 10), the
+    tanh GELU of that in float32, rounded to float16."""
+    h = x.astype(np.float32).astype(np.float16).astype(np.float32)
+    g = (np.float32(0.5) * h * (np.float32(1.0) + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * h *
+                                                     (np.float32(1.0) + np.float32(0.044715) * h * h))))
+    g = g.astype(np.float16).astype(np.float64)
+    return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, g))
+
+
+GELU = {"exact": gelu_tanh, "fp16": gelu_tanh_fp16}
+gelu_mode = "exact"  # --gelu
+
+
+def swiglu_ffn(h, w1, w2, w3, act=silu):
+    return (act(h @ w1.T) * (h @ w3.T)) @ w2.T
+
+
+def softcap(x, cap):
+    return x if cap is None else cap * np.tanh(x / cap)
 
 
 class Reference:
@@ -636,6 +757,11 @@ class Reference:
     def __init__(self, c, w):
         self.c, self.w = c, w
         self.inv = inverse_frequencies(c)
+        self.inv_local = None  # Gemma 3: sliding layers' table, rope_local_base_freq, no scaling
+        if c.rope_local_theta is not None:
+            local = copy.copy(c)
+            local.rope_theta, local.rope_scaling, local.freq_factors = c.rope_local_theta, None, None
+            self.inv_local = inverse_frequencies(local)
         self.k = [np.zeros((0, c.n_kv_heads, c.head_dim)) for _ in range(c.n_layers)]
         self.v = [np.zeros((0, c.n_kv_heads, c.head_dim)) for _ in range(c.n_layers)]
 
@@ -648,16 +774,24 @@ class Reference:
         pos = np.arange(p0, p0 + T)
         H, KV, hd = c.n_heads, c.n_kv_heads, c.head_dim
         group = H // KV
+        act = GELU[gelu_mode] if c.activation == "gelu_pytorch_tanh" else silu
+
+        def norm(v, weight):  # Gemma stores w and scales by (1 + w)
+            return rmsnorm(v, weight + c.norm_offset if c.norm_offset else weight, c.norm_eps)
         x = w["embed"][np.asarray(tokens)]
+        if c.embed_scale != 1.0:
+            x = x * c.embed_scale
         for l, L in enumerate(w["layers"]):
-            h = rmsnorm(x, L["attn_norm"], c.norm_eps)
+            sliding = c.sliding is None or c.sliding[l]  # the window (if any) applies on this layer
+            inv = self.inv_local if self.inv_local is not None and sliding else self.inv
+            h = norm(x, L["attn_norm"])
             bq, bk, bv = (L["bq"], L["bk"], L["bv"]) if c.qkv_bias else (0.0, 0.0, 0.0)
             q = (h @ L["wq"].T + bq).reshape(T, H, hd)
             k = (h @ L["wk"].T + bk).reshape(T, KV, hd)
             if c.qk_norm:  # Qwen3: over each head's head_dim values, before RoPE
-                q, k = rmsnorm(q, L["q_norm"], c.norm_eps), rmsnorm(k, L["k_norm"], c.norm_eps)
-            q = rope(q, pos, self.inv, c.interleaved)
-            k = rope(k, pos, self.inv, c.interleaved)
+                q, k = norm(q, L["q_norm"]), norm(k, L["k_norm"])
+            q = rope(q, pos, inv, c.interleaved)
+            k = rope(k, pos, inv, c.interleaved)
             v = (h @ L["wv"].T + bv).reshape(T, KV, hd)
             self.k[l] = np.concatenate([self.k[l], k])
             self.v[l] = np.concatenate([self.v[l], v])
@@ -665,15 +799,17 @@ class Reference:
             out = np.empty((T, H, hd))
             keys = np.arange(p0 + T)[None, :]
             causal = keys > pos[:, None]  # key after query: masked
-            if c.window:  # Mistral, Phi-3: a key window or more positions back is masked too
+            if c.window and sliding:  # Mistral, Phi-3, Gemma's sliding layers: a key window or more back is masked too
                 causal |= keys <= pos[:, None] - c.window
             for head in range(H):
                 kv = head // group  # grouped-query attention: query heads share a KV head
-                s = (q[:, head, :] @ K[:, kv, :].T) / math.sqrt(hd)
+                s = (q[:, head, :] @ K[:, kv, :].T) / math.sqrt(c.attn_scalar or hd)
+                s = softcap(s, c.attn_softcap)  # Gemma 2: before the mask
                 s[causal] = -np.inf
                 out[:, head, :] = softmax(s) @ Vv[:, kv, :]
-            x = x + out.reshape(T, H * hd) @ L["wo"].T
-            h = rmsnorm(x, L["ffn_norm"], c.norm_eps)
+            a = out.reshape(T, H * hd) @ L["wo"].T
+            x = x + (norm(a, L["post_attn_norm"]) if c.sandwich else a)
+            h = norm(x, L["ffn_norm"])
             if c.n_experts:
                 y = np.zeros_like(x)
                 logits = h @ L["router"].T
@@ -684,8 +820,9 @@ class Reference:
                         y[t] += g * swiglu_ffn(h[t], E["w1"], E["w2"], E["w3"])
                 x = x + y
             else:
-                x = x + swiglu_ffn(h, L["w1"], L["w2"], L["w3"])
-        return rmsnorm(x, w["norm"], c.norm_eps) @ w["lm_head"].T
+                y = swiglu_ffn(h, L["w1"], L["w2"], L["w3"], act)
+                x = x + (norm(y, L["post_ffn_norm"]) if c.sandwich else y)
+        return softcap(norm(x, w["norm"]) @ w["lm_head"].T, c.final_softcap)
 
 
 # ----------------------------------------------------------------------------
@@ -751,7 +888,12 @@ def main(argv):
     ap.add_argument("--positions", default="parity",
                     help="rows to keep: parity (every position a default parity run scores), all, or P,P,...")
     ap.add_argument("--model-name", help="model path to record in the header (default: as given)")
+    ap.add_argument("--gelu", choices=("exact", "fp16"), default="exact",
+                    help="Gemma's GELU: exact (float64), or fp16 as llama.cpp's CPU backend rounds it "
+                         "(to measure llama.cpp's own noise; not a reference of the model)")
     a = ap.parse_args(argv)
+    global gelu_mode
+    gelu_mode = a.gelu
     c, w = load_model(a.model)
     ids = read_ids(a.tokens) if a.tokens else [c.bos if a.bos is None else a.bos]
     for i, t in enumerate(ids):
@@ -779,7 +921,7 @@ def main(argv):
             raise RefError("--positions: every position must be in [0, %d)" % len(ids))
     header = {
         "schema": SCHEMA,
-        "generator": "tests/reference/llama_ref.py (NumPy %s, float64)" % np.__version__,
+        "generator": "tests/reference/llama_ref.py (NumPy %s, float64%s)" % (np.__version__, ", GELU rounded to float16 as llama.cpp's" if a.gelu == "fp16" else ""),
         "model": {"path": a.model_name or a.model, "sha256": model_sha256(a.model),
                   "format": "hf" if os.path.isdir(a.model) else "gguf" if is_gguf(a.model) else "llama2c"},
         "config": c.as_json(),
