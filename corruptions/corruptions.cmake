@@ -13,9 +13,9 @@
 # attention step run twice): not a CORRUPTIONS.md row, since parity must pass
 # it; the demo (scripts/demo.sh) scores its fix.
 set(VERITY_KERNEL_CORRUPTIONS rope-freq-dim attention-stale-past-128 gelu-for-silu rope-halves softmax-plus-one
-  kquant-scales-swapped qkv-bias-dropped qk-norm-dropped window-ignored work-twice)
+  kquant-scales-swapped qkv-bias-dropped qk-norm-dropped window-ignored attn-softcap-skipped work-twice)
 set(VERITY_ENGINE_CORRUPTIONS kv-stride-masked rope-theta-default tp-band-gap tp-kv-naive tp-reduce-past-norm
-  fused-qkv-misplit)
+  fused-qkv-misplit gemma-norm-offset-dropped)
 set(VERITY_KNOWN_CORRUPTIONS ${VERITY_KERNEL_CORRUPTIONS} ${VERITY_ENGINE_CORRUPTIONS})
 
 set(_dir ${CMAKE_CURRENT_LIST_DIR})

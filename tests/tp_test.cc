@@ -286,6 +286,33 @@ TEST(TpParity, Phi3FusedProjectionsShardAsTheirParts) {
   ExpectParity("phi3 8 heads 4 KV heads fused", **m, {2, 4, 8}, 64);
 }
 
+// Gemma 2 and 3 (issue 44): each sublayer's output is normed after its
+// all-reduce (the norm needs the whole row), the soft-capped attention and
+// GeGLU act per head and unit on each rank, the final soft-cap on the
+// replicated logits; windows of 24 on the pattern's layers within the 64
+// positions compared, Gemma 3's local RoPE base on its windowed layers.
+TEST(TpParity, GemmaNormsEachSublayersWholeOutput) {
+  for (const bool gemma3 : {false, true}) {
+    ModelConfig c = Synth(64, 128, 8, 2, 0, 0);
+    c.n_layers = gemma3 ? 3 : 2;
+    c.gemma = true;
+    c.qk_norm = gemma3;
+    c.head_dim = 16;
+    c.query_pre_attn_scalar = 24;
+    c.attn_softcap = gemma3 ? 0.0f : 50.0f;
+    c.final_softcap = 3;
+    c.sliding_window = 24;
+    c.window_pattern = gemma3 ? 3 : 2;
+    c.rope_local_theta = gemma3 ? 10000.0f : 0.0f;
+    c.rope_theta = gemma3 ? 1e6f : 1e4f;
+    auto m = SyntheticModel(c, 23);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ASSERT_NE((*m)->layers[0].post_ffn_norm, nullptr);
+    ExpectParity(gemma3 ? "gemma3 8 heads 2 KV heads, a global layer in 3" : "gemma2 8 heads 2 KV heads soft-capped",
+                 **m, {2, 4, 8}, 64);
+  }
+}
+
 // ---- batched prefill: one step, and one all-reduce per projection, per block ---
 
 // A prompt of `prompt` positions through Prefill (blocks of 64), then `decode`

@@ -15,8 +15,45 @@
 
 namespace verity::cli {
 
+namespace {
+
+// A tokenizer whose added tokens run past the model's vocabulary (Gemma 3
+// 1B: <image_soft_token> is id 262144 of a 262144-row table): text naming
+// one of them is refused by name, since the model has no row for it; every
+// other text encodes as the tokenizer encodes it.
+class ModelVocabTokenizer final : public TextTokenizer {
+ public:
+  ModelVocabTokenizer(std::unique_ptr<TextTokenizer> inner, int vocab, std::string where)
+      : inner_(std::move(inner)), vocab_(vocab), where_(std::move(where)) {}
+  Result<std::vector<int>> Encode(const std::string& text, bool add_special) const override {
+    VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, inner_->Encode(text, add_special));
+    for (int id : ids)
+      if (id >= vocab_) {
+        auto piece = inner_->Decode({id});
+        return Status::Error(where_ + ": the text holds the added token " + (piece.ok() ? *piece : "?") + " (id " +
+                             std::to_string(id) + "), past the model's vocab_size " + std::to_string(vocab_) +
+                             ": the model has no embedding for it");
+      }
+    return ids;
+  }
+  Result<std::string> Decode(const std::vector<int>& ids) const override { return inner_->Decode(ids); }
+  int bos_id() const override { return inner_->bos_id(); }
+  int eos_id() const override { return inner_->eos_id(); }
+  int vocab_size() const override { return vocab_; }
+  bool is_added_token(int id) const override { return inner_->is_added_token(id); }
+  std::string kind() const override { return inner_->kind(); }
+
+ private:
+  std::unique_ptr<TextTokenizer> inner_;
+  int vocab_;
+  std::string where_;
+};
+
+}  // namespace
+
 // The tokenizer for `model`: a llama2.c one must match its vocabulary exactly;
-// any other may be smaller (checkpoints pad their embedding tables).
+// any other may be smaller (checkpoints pad their embedding tables), or larger
+// by added tokens alone, which text may then not name (ModelVocabTokenizer).
 Result<std::unique_ptr<TextTokenizer>> LoadModelTokenizer(const std::string& path, const Model& model) {
   const int vocab = model.config.vocab_size;
   VERITY_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(path));
@@ -24,10 +61,17 @@ Result<std::unique_ptr<TextTokenizer>> LoadModelTokenizer(const std::string& pat
     VERITY_ASSIGN_OR_RETURN(auto exact, Tokenizer::Load(path, vocab));
     return std::unique_ptr<TextTokenizer>(new Tokenizer(std::move(exact)));
   }
-  if (tok->vocab_size() > vocab)
-    return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(tok->vocab_size()) +
-                         " exceeds the model's vocab_size " + std::to_string(vocab));
-  return tok;
+  if (tok->vocab_size() <= vocab) return tok;
+  for (int id = vocab; id < tok->vocab_size(); id++)
+    if (!tok->is_added_token(id))
+      return Status::Error(path + ": tokenizer vocabulary size " + std::to_string(tok->vocab_size()) +
+                           " exceeds the model's vocab_size " + std::to_string(vocab) + " (id " + std::to_string(id) +
+                           " is not an added token)");
+  std::fprintf(stderr,
+               "verity: note: %s: %d added token(s) from id %d on are past the model's vocab_size; text "
+               "naming one is refused\n",
+               path.c_str(), tok->vocab_size() - vocab, vocab);
+  return std::unique_ptr<TextTokenizer>(new ModelVocabTokenizer(std::move(tok), vocab, path));
 }
 
 namespace {
