@@ -91,9 +91,11 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
     const bool moe = m.config.n_experts > 0;
     // Per layer and block, the fused calls a device makes one launch each:
     // one AttendBlock; the FFN's gate/up with SwiGLU and both residual adds
-    // with their projections (only the attention's under MoE).
+    // with their projections (only the attention's under MoE; none for
+    // Gemma, whose output norms sit between the products and their adds and
+    // whose gate is GeGLU: the separate calls, as no device runs a Gemma).
     EXPECT_EQ(seen->attends(), m.config.n_layers * (2L + 12));
-    EXPECT_EQ(seen->fused_products(), m.config.n_layers * (2L + 12) * (moe ? 1 : 3));
+    EXPECT_EQ(seen->fused_products(), m.config.n_layers * (2L + 12) * (m.config.gemma ? 0 : moe ? 1 : 3));
     EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);
     EXPECT_EQ(seen->flushed_steps(), defer && moe ? 12 : 0) << "routing flushes a MoE step at its first layer";
     // The first step runs, the second is kept, the other 10 replay it (dense).
@@ -202,6 +204,48 @@ TEST(StateSeam, AWindowIsAttendedWithinThroughTheSeam) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   ExpectTransformerAgrees(**m, "fast", "mistral window 24");
   ExpectTransformerAgrees(**m, "reference", "mistral window 24");
+}
+
+// Gemma's steps on state: the embedding's scale, the sublayers' output
+// norms, GeGLU, the soft-capped scores (in the attention calls) and logits,
+// windows on alternate layers; the same bits off the host.
+TEST(StateSeam, GemmasStepsRunThroughTheSeam) {
+  ModelConfig c = Config(0);
+  c.gemma = true;
+  c.query_pre_attn_scalar = 24;
+  c.attn_softcap = 5;
+  c.final_softcap = 3;
+  c.sliding_window = 24;
+  c.window_pattern = 2;
+  auto m = SyntheticModel(c, 27);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectTransformerAgrees(**m, "fast", "gemma2");
+  ExpectTransformerAgrees(**m, "reference", "gemma2");
+}
+
+// A backend that does not compute Gemma's steps (the CUDA backend) is
+// refused a Gemma by name.
+class NoGemma final : public corruptions::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  const char* name() const override { return "no-gemma"; }
+  bool runs_gemma() const override { return false; }
+};
+
+TEST(StateSeam, ABackendWithoutGemmasStepsIsRefusedAGemma) {
+  ModelConfig c = Config(0);
+  c.gemma = true;
+  c.query_pre_attn_scalar = 24;
+  c.sliding_window = 24;
+  c.window_pattern = 2;
+  auto m = SyntheticModel(c, 27);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto refused = Transformer::Create(**m, std::make_unique<NoGemma>(Make("reference")));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("a Gemma model needs its attention's scale and soft-cap, the GeGLU gate "
+                                            "and the scaled embedding, and the no-gemma backend does not compute"),
+            std::string::npos)
+      << refused.status().message();
 }
 
 // A backend that does not attend within windows (as the CUDA backend says):
