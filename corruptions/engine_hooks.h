@@ -34,12 +34,12 @@ class EngineHooks {
   }
   // Whether the attention output's all-reduce moves past the FFN's RMSNorm.
   virtual bool TpReduceAfterNorm() const { return false; }
-  // The row at which part `part` of a fused tensor starts (Phi-3's qkv_proj:
-  // q, k, v; gate_up_proj: gate, up), given every part's rows: the rows of
-  // the parts before it.
   // What a Hugging Face Gemma checkpoint's norm weights are offset by (its
   // RMSNorm multiplies by 1 + w).
   virtual float GemmaNormOffset() const { return 1.0f; }
+  // The row at which part `part` of a fused tensor starts (Phi-3's qkv_proj:
+  // q, k, v; gate_up_proj: gate, up), given every part's rows: the rows of
+  // the parts before it.
   virtual int64_t FusedPartFirstRow(const std::vector<int64_t>& rows, size_t part) const {
     int64_t first = 0;
     for (size_t i = 0; i < part; i++) first += rows[i];

@@ -290,6 +290,9 @@ Status ReadGemmaWindow(const gguf::File& f, const ArchKeys& k, const std::string
   }
   c->window_pattern = gemma3 ? 6 : 2;
   const gguf::Value* pattern = f.Find(k("attention.sliding_window_pattern"));
+  if (!pattern)
+    notes->push_back(path + ": " + k("attention.sliding_window_pattern") + " absent: one global layer in " +
+                     std::to_string(c->window_pattern) + " (llama.cpp's " + k.arch + " default)");
   if (pattern && pattern->type != gguf::ValueType::kArray) {
     VERITY_ASSIGN_OR_RETURN(int64_t p, gguf::GetInt(f, k("attention.sliding_window_pattern"), 1, INT32_MAX, path));
     c->window_pattern = static_cast<int>(p);
@@ -299,10 +302,13 @@ Status ReadGemmaWindow(const gguf::File& f, const ArchKeys& k, const std::string
     auto windowed = [&](size_t l) { return flags[l].u != 0 || flags[l].i != 0; };  // a bool is held in u
     if (pattern->array_type != gguf::ValueType::kBool)
       return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " must be a count or bools");
+    if (flags.size() != static_cast<size_t>(c->n_layers))
+      return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " holds " +
+                           std::to_string(flags.size()) + " flags for " + std::to_string(c->n_layers) + " layers");
     while (first_global < static_cast<int>(flags.size()) && windowed(first_global)) first_global++;
     c->window_pattern = first_global + 1;
     for (size_t l = 0; l < flags.size(); l++)
-      if (flags.size() != static_cast<size_t>(c->n_layers) || windowed(l) != c->windowed(static_cast<int>(l)))
+      if (windowed(l) != c->windowed(static_cast<int>(l)))
         return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " is not a global layer " +
                              "every Nth with windowed layers between, which is what verity computes");
   }
@@ -329,7 +335,13 @@ Status ReadGemmaKeys(const gguf::File& f, const ArchKeys& k, const std::string& 
   const bool gemma3 = k.arch == "gemma3";
   auto number = [&](const char* key, float absent, float* dst) -> Status {
     *dst = absent;
-    if (!f.Find(k(key))) return OkStatus();
+    if (!f.Find(k(key))) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", absent);
+      if (absent != 0.0f)
+        notes->push_back(path + ": " + k(key) + " absent: " + shown + " (llama.cpp's " + k.arch + " default)");
+      return OkStatus();
+    }
     VERITY_ASSIGN_OR_RETURN(double v, gguf::GetFloat(f, k(key), path));
     if (!(v >= 0.0) || !std::isfinite(v)) return Status::Error(path + ": key " + k(key) + " must be >= 0");
     *dst = static_cast<float>(v);
@@ -350,6 +362,7 @@ Status ReadGemmaKeys(const gguf::File& f, const ArchKeys& k, const std::string& 
   if (!gemma3 && c->rope_scaling.type != RopeScalingType::kNone)
     return Status::Error(path + ": key " + k("rope.scaling.type") + " is not part of gemma2 as verity computes it");
   if (gemma3) return number("rope.freq_base_swa", 10000.0f, &c->rope_local_theta);
+  if (!f.Find(k("rope.freq_base_swa"))) return OkStatus();  // gemma2's windowed layers take freq_base
   float swa = c->rope_theta;
   VERITY_RETURN_IF_ERROR(number("rope.freq_base_swa", c->rope_theta, &swa));
   if (swa != c->rope_theta)
@@ -419,6 +432,9 @@ Result<ModelConfig> ConfigOf(const gguf::File& f, const std::string& path, std::
   VERITY_RETURN_IF_ERROR(ReadSlidingWindow(f, k, path, notes, &c));
   VERITY_RETURN_IF_ERROR(ReadSpecialTokens(f, path, &c));
   c.shared_classifier = f.FindTensor("output.weight") == nullptr;  // absent: tied to token_embd
+  if (arch == "gemma2" && !c.shared_classifier)                    // llama.cpp's gemma2 classifies with token_embd
+    return Status::Error(path + ": tensor output.weight: llama.cpp's gemma2 classifies with token_embd.weight and " +
+                         "reads no output.weight; verity will not guess which the file means");
   // llama: NORM rope on interleaved rows (see the top of this file); qwen2
   // and qwen3: llama.cpp's NEOX rope, the Hugging Face halves, rows as converted.
   c.rope_style = NeoxArchitecture(c) ? RopeStyle::kHalves : RopeStyle::kInterleaved;
@@ -826,14 +842,18 @@ Status EncodePlanned(const Model& model, const std::vector<Slot>& slots, const s
 }
 
 // What llama.cpp's gemma2 and gemma3 graphs can express: gemma2 always
-// soft-caps (by the file's values), gemma3 never caps attention, and the
-// attention scale is inferred from the shape (ReadGemmaKeys).
+// soft-caps (by the file's values) and classifies with token_embd, gemma3
+// never caps attention, and the attention scale is inferred from the shape
+// (ReadGemmaKeys).
 Status CheckGemmaWritable(const Model& model, const std::string& path) {
   const ModelConfig& c = model.config;
   if (!c.gemma) return OkStatus();
   const std::string where = path + ": " + model.source + ": ";
   if (!c.qk_norm && (c.attn_softcap == 0.0f || c.final_softcap == 0.0f))
     return Status::Error(where + "a gemma2 without both soft-caps has no GGUF form llama.cpp reads");
+  if (!c.qk_norm && !c.shared_classifier)  // llama.cpp's gemma2 reads no output.weight
+    return Status::Error(where + "an untied gemma2 has no GGUF form llama.cpp reads (its gemma2 classifier is " +
+                         "token_embd)");
   if (c.qk_norm && c.attn_softcap > 0.0f)
     return Status::Error(where + "a gemma3 with an attention soft-cap has no GGUF form llama.cpp reads");
   if (c.query_pre_attn_scalar != LlamaCppQueryScale(c))

@@ -240,12 +240,15 @@ TEST(StateSeam, ABackendWithoutGemmasStepsIsRefusedAGemma) {
   c.window_pattern = 2;
   auto m = SyntheticModel(c, 27);
   ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::string says =
+      "a Gemma model needs its attention's scale and soft-cap, the GeGLU gate and the scaled embedding, and the "
+      "no-gemma backend does not compute";
   auto refused = Transformer::Create(**m, std::make_unique<NoGemma>(Make("reference")));
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("a Gemma model needs its attention's scale and soft-cap, the GeGLU gate "
-                                            "and the scaled embedding, and the no-gemma backend does not compute"),
-            std::string::npos)
-      << refused.status().message();
+  EXPECT_NE(refused.status().message().find(says), std::string::npos) << refused.status().message();
+  auto slots = SlotDecoder::Create(**m, std::make_unique<NoGemma>(Make("reference")), 2);  // what serve builds
+  ASSERT_FALSE(slots.ok());
+  EXPECT_NE(slots.status().message().find(says), std::string::npos) << slots.status().message();
 }
 
 // A backend that does not attend within windows (as the CUDA backend says):

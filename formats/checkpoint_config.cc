@@ -121,8 +121,9 @@ const char* const kIgnoredKeys[] = {
     // scaling that ReadRopeScaling refuses.
     "embd_pdrop", "resid_pdrop", "original_max_position_embeddings",
     // Gemma2Config, Gemma3TextConfig: how transformers caches, not what it
-    // computes.
-    "cache_implementation"};
+    // computes; sliding_window_size, an older copy of sliding_window that
+    // Gemma2Config does not read (gemma-2-9b's config carries both).
+    "cache_implementation", "sliding_window_size"};
 // Keys a Llama/Mixtral config.json may carry that change the math in ways
 // verity does not compute: refused when they hold anything but their neutral value.
 struct Neutral {
@@ -155,7 +156,9 @@ const Neutral kNeutralOnly[] = {{"attention_bias", FalseOrNull, "false"},
                                 {"hidden_activation", Null, "absent"},
                                 {"sliding_window_pattern", Null, "absent"},
                                 {"rope_local_base_freq", Null, "absent"},
-                                {"use_bidirectional_attention", FalseOrNull, "false"}};
+                                {"use_bidirectional_attention", FalseOrNull, "false"},
+                                // Newer transformers' form of the RoPE keys (per layer kind): not read.
+                                {"rope_parameters", Null, "absent (rope_theta, rope_scaling, rope_local_base_freq)"}};
 
 // A token id or a list of them (eos_token_id may be either); null is none.
 }  // namespace
@@ -328,6 +331,11 @@ Status ReadGemmaLayerKinds(const HfKeys& k, bool gemma3, ModelConfig* c) {
   if (k.j.contains("layer_types") && !k.j["layer_types"].is_null()) {
     const nlohmann::json& t = k.j["layer_types"];
     if (!t.is_array()) return Status::Error(k.path + ": key 'layer_types' must be a list");
+    int layers = 0;
+    VERITY_RETURN_IF_ERROR(k.NeedInt("num_hidden_layers", &layers));
+    if (static_cast<int>(t.size()) != layers)
+      return Status::Error(k.path + ": key 'layer_types' holds " + std::to_string(t.size()) + " kinds for " +
+                           std::to_string(layers) + " layers (num_hidden_layers)");
     int first_global = 0;
     while (first_global < static_cast<int>(t.size()) && t[first_global] != "full_attention") first_global++;
     c->window_pattern = first_global + 1;
@@ -335,8 +343,8 @@ Status ReadGemmaLayerKinds(const HfKeys& k, bool gemma3, ModelConfig* c) {
       const bool global = (l + 1) % c->window_pattern == 0;
       if (t[l] != (global ? "full_attention" : "sliding_attention"))
         return Status::Error(k.path + ": key 'layer_types' holds " + t[l].dump() + " at layer " + std::to_string(l) +
-                             "; verity computes a global layer every " + std::to_string(c->window_pattern) +
-                             "th and sliding ones between");
+                             "; verity computes one global layer in every " + std::to_string(c->window_pattern) +
+                             " (the last) and sliding ones between");
     }
     return OkStatus();
   }
@@ -466,11 +474,12 @@ Status ReadHfMath(const HfKeys& k, const nlohmann::json& type, ModelConfig* cfg)
 }
 
 // BOS/EOS (ReadHfConfig lets generation_config.json override them).
-// Absent: LlamaConfig's and MixtralConfig's defaults, 1 and 2.
-Status ReadHfTokenIds(const HfKeys& k, ModelConfig* cfg) {
+// Absent: the config class's defaults, 1 and 2 (LlamaConfig, MixtralConfig,
+// ...), or Gemma's 2 and 1 (Gemma2Config, Gemma3TextConfig).
+Status ReadHfTokenIds(const HfKeys& k, bool gemma, ModelConfig* cfg) {
   ModelConfig& c = *cfg;
-  c.bos_id = 1;
-  c.eos_ids = {2};
+  c.bos_id = gemma ? 2 : 1;
+  c.eos_ids = {gemma ? 1 : 2};
   if (k.j.contains("bos_token_id")) {
     VERITY_ASSIGN_OR_RETURN(std::vector<int> ids, ParseTokenIds(k.j["bos_token_id"], k.path, "bos_token_id"));
     if (ids.size() > 1) return Status::Error(k.path + ": key 'bos_token_id' must be one token id");
@@ -494,7 +503,7 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   VERITY_RETURN_IF_ERROR(RefuseNonNeutral(j, path, inert));
   VERITY_RETURN_IF_ERROR(ReadHfShape(keys, &c));
   VERITY_RETURN_IF_ERROR(ReadHfMath(keys, type, &c));
-  VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, &c));
+  VERITY_RETURN_IF_ERROR(ReadHfTokenIds(keys, c.gemma, &c));
   c.rope_style = RopeStyle::kHalves;                       // the Hugging Face convention
   c.seq_len = std::min(c.max_positions, kDefaultContext);  // --ctx changes it (SetContext)
   VERITY_RETURN_IF_ERROR(ValidateConfig(c, path));

@@ -28,13 +28,15 @@ Status ValidateGemmaKeys(const ModelConfig& c, const std::string& where) {
                                                   {"rope_local_base_freq", c.rope_local_theta}};
   for (const auto& [name, v] : values) {
     if (!(v >= 0.0f) || !std::isfinite(v))
-      return Status::Error(where + ": " + name + " must be a positive number, got " + std::to_string(v));
+      return Status::Error(where + ": " + name + " must be a number >= 0, got " + std::to_string(v));
     if (v != 0.0f && !c.gemma) return Status::Error(where + ": " + name + " is Gemma's; this model is not a Gemma");
   }
   if (c.window_pattern < 0 || (c.window_pattern > 0 && c.sliding_window == 0))
     return Status::Error(where + ": a sliding window pattern (" + std::to_string(c.window_pattern) +
                          ") needs a positive sliding_window");
   if (c.window_pattern > 0 && !c.gemma) return Status::Error(where + ": a sliding window pattern is Gemma's");
+  if (c.gemma && !c.qk_norm && c.rope_local_theta != 0.0f)
+    return Status::Error(where + ": rope_local_base_freq is Gemma 3's; a Gemma 2 has one RoPE base");
   if (c.gemma && c.qk_norm && c.rope_local_theta <= 0.0f)
     return Status::Error(where + ": a Gemma 3 model needs its windowed layers' RoPE base (rope_local_base_freq)");
   if (c.gemma && (c.query_pre_attn_scalar <= 0.0f || c.sliding_window <= 0 || c.window_pattern <= 0))

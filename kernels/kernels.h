@@ -245,7 +245,8 @@ class Backend {
   // and ::softcap in Attention on every path, and GeGLU, ScaleInPlace and
   // SoftCapInPlace on its state. False unless a backend says so (the CPU
   // backends do); a Gemma model is refused a backend that does not
-  // (CheckBackendRunsModel).
+  // (CheckBackendRunsModel). A device backend that says true must override
+  // those three, whose defaults run on host memory.
   [[nodiscard]] virtual bool runs_gemma() const { return false; }
   virtual void Attention(const AttentionArgs& a) = 0;
   // ---- A prefill block of one sequence: n rows at positions a.pos .. a.pos+n-1

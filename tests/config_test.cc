@@ -347,6 +347,10 @@ TEST(Config, GemmaKeysAreReadOrRefusedByName) {
                               j["layer_types"].push_back(l == 1 ? "full_attention" : "sliding_attention");
                           }),
                      {"key 'layer_types' holds"});
+    if (!g3)  // the windowed layers' own base is Gemma 3's: a Gemma 2 with one is refused, never written without it
+      ExpectNamedError(
+          Shell(VerityBin() + " synth --like gemma2 --config '{\"rope_local_theta\":5000}' --out " + root + "/local"),
+          {"rope_local_base_freq is Gemma 3's; a Gemma 2 has one RoPE base"});
     if (g3) {
       ExpectNamedError(with("no-local", [](auto& j) { j.erase("rope_local_base_freq"); }),
                        {"required key 'rope_local_base_freq' is missing"});
@@ -370,6 +374,27 @@ TEST(Config, GemmaKeysAreReadOrRefusedByName) {
       EXPECT_EQ(types.exit_code, 0) << types.err;
       EXPECT_EQ(test::ReadFile(root + "/types-stated/logits.bin"), test::ReadFile(root + "/stated/logits.bin"));
     }
+    ExpectNamedError(with("short-types",
+                          [](auto& j) {
+                            j["layer_types"] = {"sliding_attention", "full_attention"};
+                          }),
+                     {"key 'layer_types' holds 2 kinds for"});
+    ExpectNamedError(with("rope-parameters",
+                          [](auto& j) {
+                            j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}};
+                          }),
+                     {"key 'rope_parameters' is"});
+    // Absent BOS/EOS are Gemma's class defaults (2 and 1), not Llama's.
+    const std::string ids_dir = root + "/no-ids";
+    ASSERT_EQ(Shell("cp -r " + root + "/base " + ids_dir + " && rm " + ids_dir + "/generation_config.json").exit_code,
+              0);
+    nlohmann::json no_ids = base;
+    no_ids.erase("bos_token_id"), no_ids.erase("eos_token_id");
+    test::WriteFile(ids_dir + "/config.json", no_ids.dump(2));
+    auto loaded = LoadModel(ids_dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    EXPECT_EQ((*loaded)->config.bos_id, 2);
+    EXPECT_EQ((*loaded)->config.eos_ids, std::vector<int>{1});
     // A llama never reads Gemma's keys: they are refused there by name.
     ExpectNamedError(with("as-llama", [](auto& j) { j["model_type"] = "llama", j.erase("sliding_window"); }),
                      {"key 'query_pre_attn_scalar' is 32; verity computes only absent"});

@@ -175,11 +175,15 @@ struct Small {
   gguf::File file;
 };
 
-Small MakeSmall() {
+ModelConfig SmallConfig() {
   ModelConfig c;
   c.dim = 64, c.hidden_dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 64, c.seq_len = 32;
   c.max_positions = c.seq_len, c.head_dim = c.dim / c.n_heads;
   c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
+  return c;
+}
+
+Small MakeSmall(const ModelConfig& c = SmallConfig()) {
   Small s;
   s.path = test::TempDir("small") + "/small.gguf";
   auto m = SyntheticModel(c, 3);
@@ -374,6 +378,128 @@ TEST(Gguf, EveryMalformedFileIsANamedError) {
                 {"required tensor blk.0.ffn_gate_exps.weight (expert) is missing"}, &cases);
   std::printf("gguf malformed: %d cases refused with named errors\n", cases);
   EXPECT_EQ(cases, 28);
+}
+
+// A small Gemma: gemma2's soft-caps and alternate windows, or gemma3's q/k
+// norms, one global layer in 2 and a local RoPE base; NEOX halves.
+ModelConfig SmallGemma(bool gemma3) {
+  ModelConfig c = SmallConfig();
+  c.gemma = true, c.qk_norm = gemma3, c.shared_classifier = true, c.rope_style = RopeStyle::kHalves;
+  c.query_pre_attn_scalar = static_cast<float>(c.head_dim);
+  c.attn_softcap = gemma3 ? 0.0f : 50.0f, c.final_softcap = gemma3 ? 0.0f : 30.0f;
+  c.sliding_window = 8, c.window_pattern = 2, c.rope_local_theta = gemma3 ? 10000.0f : 0.0f;
+  return c;
+}
+
+using KeyValues = std::vector<std::pair<std::string, gguf::Value>>;
+void SetKey(KeyValues& kv, const std::string& key, gguf::Value v) {
+  std::erase_if(kv, [&](const auto& e) { return e.first == key; });
+  kv.emplace_back(key, std::move(v));
+}
+void DropKey(KeyValues& kv, const std::string& key) {
+  std::erase_if(kv, [&](const auto& e) { return e.first == key; });
+}
+
+// gemma2 and gemma3 files: each key llama.cpp defaults is read with its
+// default where absent (said in a note), a layer pattern of flags read when
+// periodic, and what llama.cpp's graphs cannot run, or run otherwise than
+// verity would, refused by name; verity writes no file llama.cpp would read
+// otherwise.
+TEST(Gguf, GemmaKeysTakeLlamaCppsDefaultsOrAreRefusedByName) {
+  const Small g2 = MakeSmall(SmallGemma(false)), g3 = MakeSmall(SmallGemma(true));
+  auto loaded = [](const std::string& path) {
+    auto m = LoadModel(path);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return m.ok() ? (*m)->config : ModelConfig{};
+  };
+  const std::string g2_defaults = Rewrite(g2, "g2-defaults", [](auto& kv, auto&) {
+    for (const char* k : {"gemma2.attention.sliding_window", "gemma2.attn_logit_softcapping",
+                          "gemma2.final_logit_softcapping", "gemma2.attention.sliding_window_pattern"})
+      DropKey(kv, k);
+  });
+  const ModelConfig defaults = loaded(g2_defaults);
+  EXPECT_EQ(defaults.sliding_window, 4096);
+  EXPECT_EQ(defaults.window_pattern, 2);
+  EXPECT_EQ(defaults.attn_softcap, 50.0f);
+  EXPECT_EQ(defaults.final_softcap, 30.0f);
+  EXPECT_EQ(defaults.query_pre_attn_scalar, 16.0f) << "head_dim, as llama.cpp infers it";
+  {  // each default said in a note
+    auto m = LoadModel(g2_defaults);
+    ASSERT_TRUE(m.ok());
+    std::string notes;
+    for (const std::string& n : (*m)->notes) notes += n + "\n";
+    for (const char* said : {"gemma2.attention.sliding_window absent: 4096", "gemma2.attn_logit_softcapping absent: 50",
+                             "gemma2.final_logit_softcapping absent: 30",
+                             "gemma2.attention.sliding_window_pattern absent: one global layer in 2",
+                             "query_pre_attn_scalar 16, as llama.cpp takes it"})
+      EXPECT_NE(notes.find(said), std::string::npos) << said << " in\n" << notes;
+  }
+  EXPECT_EQ(loaded(Rewrite(g3, "g3-defaults", [](auto& kv, auto&) { DropKey(kv, "gemma3.rope.freq_base_swa"); }))
+                .rope_local_theta,
+            10000.0f);
+  auto flags = [](std::vector<bool> windowed) {
+    std::vector<gguf::Value> v;
+    for (bool b : windowed) v.push_back(gguf::Value::Bool(b));
+    return gguf::Value::Array(gguf::ValueType::kBool, std::move(v));
+  };
+  EXPECT_EQ(loaded(Rewrite(g2, "g2-flags",
+                           [&](auto& kv, auto&) {
+                             SetKey(kv, "gemma2.attention.sliding_window_pattern", flags({true, false}));
+                           }))
+                .window_pattern,
+            2);
+  int cases = 0;
+  ExpectRefused(Rewrite(g2, "g2-odd-flags",
+                        [&](auto& kv, auto&) {
+                          SetKey(kv, "gemma2.attention.sliding_window_pattern", flags({false, true}));
+                        }),
+                {"gemma2.attention.sliding_window_pattern is not a global layer every Nth"}, &cases);
+  ExpectRefused(Rewrite(g3, "g3-no-window", [](auto& kv, auto&) { DropKey(kv, "gemma3.attention.sliding_window"); }),
+                {"gemma3.attention.sliding_window is absent; verity runs gemma3 files with their sliding window"},
+                &cases);
+  ExpectRefused(
+      Rewrite(g3, "g3-attn-cap",
+              [](auto& kv, auto&) { SetKey(kv, "gemma3.attn_logit_softcapping", gguf::Value::Float32(50.0f)); }),
+      {"gemma3.attn_logit_softcapping: llama.cpp applies no attention soft-cap to gemma3"}, &cases);
+  ExpectRefused(
+      Rewrite(g2, "g2-cap-0",
+              [](auto& kv, auto&) { SetKey(kv, "gemma2.final_logit_softcapping", gguf::Value::Float32(0.0f)); }),
+      {"gemma2 soft-caps of 0"}, &cases);
+  ExpectRefused(Rewrite(g2, "g2-swa-base",
+                        [](auto& kv, auto&) { SetKey(kv, "gemma2.rope.freq_base_swa", gguf::Value::Float32(500.0f)); }),
+                {"gemma2.rope.freq_base_swa differs from gemma2.rope.freq_base"}, &cases);
+  ExpectRefused(Rewrite(g2, "llama-cap",
+                        [](auto& kv, auto&) {
+                          SetKey(kv, "general.architecture", gguf::Value::String("llama"));
+                          for (auto& [k, v] : kv)
+                            if (k.rfind("gemma2.", 0) == 0) k = "llama." + k.substr(7);
+                        }),
+                {"llama.attn_logit_softcapping changes the math and verity does not compute it"}, &cases);
+  ExpectRefused(Rewrite(g2, "g2-short-flags",
+                        [&](auto& kv, auto&) { SetKey(kv, "gemma2.attention.sliding_window_pattern", flags({})); }),
+                {"gemma2.attention.sliding_window_pattern holds 0 flags for 2 layers"}, &cases);
+  ExpectRefused(Rewrite(g2, "g2-output",
+                        [](auto&, auto& t) {
+                          for (const auto& x : std::vector<gguf::TensorSpec>(t))
+                            if (x.name == "token_embd.weight") t.push_back({"output.weight", x.dims, x.type});
+                        }),
+                {"tensor output.weight: llama.cpp's gemma2 classifies with token_embd.weight"}, &cases);
+  EXPECT_EQ(cases, 8);
+  // What verity would write and llama.cpp would run otherwise is refused at writing.
+  for (const auto& [edit, needle] : std::vector<std::pair<std::function<void(ModelConfig&)>, std::string>>{
+           {[](ModelConfig& c) { c.shared_classifier = false; }, "an untied gemma2"},
+           {[](ModelConfig& c) { c.attn_softcap = 0; }, "a gemma2 without both soft-caps"},
+           {[](ModelConfig& c) { c.query_pre_attn_scalar = 24; }, "query_pre_attn_scalar 24"},
+           {[](ModelConfig& c) { c.qk_norm = true, c.rope_local_theta = 1e4f; },
+            "a gemma3 with an attention soft-cap"}}) {
+    ModelConfig c = SmallGemma(false);
+    edit(c);
+    auto m = SyntheticModel(c, 3);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const Status st = WriteGgufCheckpoint(**m, test::TempDir("gw") + "/x.gguf", "f32", "");
+    EXPECT_FALSE(st.ok()) << needle;
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  }
 }
 
 TEST(Gguf, VocabularyIsReadAsData) {

@@ -235,12 +235,15 @@ TEST(ReferenceLogits, EveryCheckpointKindMatchesTheIndependentForward) {
 // `refusal`, so a loader that ignored the family's tensors could not pass.
 // Returns the worst mean KL.
 double FamilyMatchesTheIndependentForward(const std::string& family, const std::string& other,
-                                          const std::string& refusal, const std::string& model_type = "") {
+                                          const std::string& refusal, const std::string& model_type = "",
+                                          const std::string& config = "") {
   const std::string dir = test::TempDir(family);
   const std::string v = VerityBin();
-  EXPECT_EQ(Shell(v + " synth --like " + family + " --out " + dir + "/tied").exit_code, 0);
+  // `config`: keys added to both synths' (a JSON object's inside, "" for none).
+  const std::string extra = config.empty() ? "" : "," + config;
+  EXPECT_EQ(Shell(v + " synth --like " + family + " --out " + dir + "/tied --config '{" + config + "}'").exit_code, 0);
   EXPECT_EQ(Shell(v + " synth --like " + family + " --dtype bf16 --shards 2 --seed 7 --out " + dir +
-                  "/untied --config '{\"shared_classifier\":false,\"n_kv_heads\":1}'")
+                  "/untied --config '{\"shared_classifier\":false,\"n_kv_heads\":1" + extra + "}'")
                 .exit_code,
             0);
   const nlohmann::json cfg = nlohmann::json::parse(test::ReadFile(dir + "/tied/config.json"));
@@ -309,20 +312,25 @@ TEST(ReferenceLogits, Phi3MatchesTheIndependentForward) {
 
 // Gemma 2 (issue 44): the embedding scaled by sqrt(dim), four norms a layer
 // stored as w for 1 + w, GeGLU, attention soft-cap 50 over scores large
-// enough to bend, a final soft-cap, query_pre_attn_scalar, a window of 32 on
-// even layers in 64 positions. As a llama the config is refused by the
-// first key a llama does not compute (its window).
+// enough to bend, a final soft-cap, a window of 32 on even layers in 64
+// positions, and query_pre_attn_scalar 24, not the head_dim 32 (as the 27B
+// models' is not theirs), so a kernel that scaled by head_dim would fail.
+// As a llama the config is refused by the first key a llama does not
+// compute (its window).
 TEST(ReferenceLogits, Gemma2MatchesTheIndependentForward) {
-  FamilyMatchesTheIndependentForward("gemma2", "llama", "key 'sliding_window' is 32");
+  FamilyMatchesTheIndependentForward("gemma2", "llama", "key 'sliding_window' is 32", "",
+                                     R"("query_pre_attn_scalar":24)");
 }
 
 // Gemma 3's text model (issue 44): Gemma 2's layers with per-head q/k norms
-// (1 + w too) and no soft-caps, one global layer in 6 (RoPE base 1e6)
-// between windowed ones (base 10000). As a Gemma 2 its q/k norms are
-// refused.
+// (1 + w too) and no soft-caps, one global layer in 6 (RoPE base 1e6,
+// scaled linearly by 8 as Gemma 3 4B's) between windowed ones (base 10000,
+// never scaled), query_pre_attn_scalar 24. As a Gemma 2 its scaling is
+// refused by name.
 TEST(ReferenceLogits, Gemma3MatchesTheIndependentForward) {
-  FamilyMatchesTheIndependentForward("gemma3", "gemma2", "unexpected tensor model.layers.0.self_attn.k_norm.weight",
-                                     "gemma3_text");
+  FamilyMatchesTheIndependentForward(
+      "gemma3", "gemma2", "rope_scaling is not part of Gemma 2", "gemma3_text",
+      R"("query_pre_attn_scalar":24,"rope_scaling":{"rope_type":"linear","factor":8.0})");
 }
 
 // Mistral (issue 44): a sliding window of 128 in a context of 512. Each

@@ -131,7 +131,7 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   float* scores = a.scores + static_cast<long>(h0) * a.seq_len;
   simd::AttentionScores(a.q + h0 * hs, group, a.key_cache + kv_off, a.pos_stride, hs, n, scores, a.seq_len,
                         a.score_divisor());
-  if (a.softcap > 0.0f)  // Gemma 2: rare and cheap next to the dots, so scalar
+  if (a.softcap > 0.0f)  // Gemma 2, in scalar tanhf: on a small model a large share of a token (CORRUPTIONS.md)
     for (int g = 0; g < group; g++)
       for (float *s = scores + static_cast<long>(g) * a.seq_len, *end = s + n; s < end; s++)
         *s = SoftCap(*s, a.softcap);
