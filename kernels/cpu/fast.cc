@@ -131,10 +131,8 @@ void AttendGroupFast(const AttentionArgs& a, int kv) {
   float* scores = a.scores + static_cast<long>(h0) * a.seq_len;
   simd::AttentionScores(a.q + h0 * hs, group, a.key_cache + kv_off, a.pos_stride, hs, n, scores, a.seq_len,
                         a.score_divisor());
-  if (a.softcap > 0.0f)  // Gemma 2, in scalar tanhf: on a small model a large share of a token (CORRUPTIONS.md)
-    for (int g = 0; g < group; g++)
-      for (float *s = scores + static_cast<long>(g) * a.seq_len, *end = s + n; s < end; s++)
-        *s = SoftCap(*s, a.softcap);
+  if (a.softcap > 0.0f)  // Gemma 2
+    for (int g = 0; g < group; g++) simd::SoftCapRow(scores + static_cast<long>(g) * a.seq_len, n, a.softcap);
   // Softmax (common.cc) per head with its exponentials vectorized; the same hook.
   for (int g = 0; g < group; g++) {
     float* __restrict att = scores + static_cast<long>(g) * a.seq_len;
@@ -180,7 +178,7 @@ class Fast final : public Backend {
     return true;
   }                                                       // block_dot.h (BlockTiles for a type without a kernel)
   bool attends_windows() const override { return true; }  // Attention: Windowed()
-  bool runs_gemma() const override { return true; }       // AttendGroupFast; the host defaults
+  bool runs_gemma() const override { return true; }       // AttendGroupFast, GeGLU, SoftCapInPlace
 
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || count < 2 || !SameCols(targets, count)) return Backend::MatmulShared(x, T, targets, count);
@@ -256,6 +254,10 @@ class Fast final : public Backend {
   }
 
   void SwiGLU(float* hb, const float* hb2, int n) override { SwiGLUReference(hb, hb2, n); }
+  // Gemma's tanh steps in vectors (scalar tanhf was half a token's time on a
+  // 64-wide Gemma 2 synth: perf, session 31).
+  void GeGLU(float* hb, const float* hb2, int n) override { simd::GeGLURow(hb, hb2, n); }
+  void SoftCapInPlace(float* x, float cap, size_t count) override { simd::SoftCapRow(x, static_cast<int>(count), cap); }
 
   std::optional<PoolCounters> pool_counters() const override {
     if (pool_.size() < 2) return std::nullopt;

@@ -107,6 +107,13 @@ void AttentionScores(const float* q, int group, const float* keys, long stride, 
 // few ulp of expf); returns `extra` + the sum of the new x[i] in lane order.
 float ExpShiftedSum(float* x, int count, float max, float extra);
 
+// Gemma's transcendental steps, vectorized (Highway's Tanh: within a few
+// ulp of tanhf; the reference backend keeps tanhf). x[i] = cap * tanh(x[i] /
+// cap) for i < count: a soft cap (SoftCap in kernels.h).
+void SoftCapRow(float* x, int count, float cap);
+// hb[i] = gelu_tanh(hb[i]) * up[i] for i < n (GeGLUReference's formula).
+void GeGLURow(float* hb, const float* up, int n);
+
 // The largest of x[0..count), count >= 1.
 float MaxOf(const float* x, int count);
 // x[i] /= d for i < count, a vector at a time (the same bits as the scalar loop:

@@ -2,7 +2,7 @@
 // AttendGroupFast: AttentionScores (the group's dots with each cached key,
 // on simd-inl.h's DotF32), MaxOf, ExpShiftedSum (the softmax's max and
 // exponentials), DivideBy and WeightedSum (the values weighted by the
-// softmax). Written once against Google Highway and compiled by
+// softmax); SoftCapRow and GeGLURow, Gemma's tanh steps. Written once against Google Highway and compiled by
 // foreach_target.h for every instruction set (this file is re-included once
 // per target); simd-inl.h holds what it shares with the other families.
 
@@ -188,6 +188,34 @@ float ExpShiftedSumImpl(float* x, int count, float max, float extra) {
   return sum;
 }
 
+void SoftCapRowImpl(float* x, int count, float cap) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF c = hn::Set(d, cap);
+  size_t i = 0;
+  for (; i + N <= static_cast<size_t>(count); i += N)
+    hn::StoreU(hn::Mul(c, hn::Tanh(d, hn::Div(hn::LoadU(d, x + i), c))), d, x + i);
+  for (; i < static_cast<size_t>(count); i++) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void GeGLURowImpl(float* hb, const float* up, int n) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF beta = hn::Set(d, 0.7978845608028654f), kappa = hn::Set(d, 0.044715f), half = hn::Set(d, 0.5f),
+           one = hn::Set(d, 1.0f);
+  size_t i = 0;
+  for (; i + N <= static_cast<size_t>(n); i += N) {
+    const VF v = hn::LoadU(d, hb + i);
+    const VF inner = hn::Mul(beta, hn::MulAdd(kappa, hn::Mul(v, hn::Mul(v, v)), v));
+    const VF g = hn::Mul(hn::Mul(half, v), hn::Add(one, hn::Tanh(d, inner)));
+    hn::StoreU(hn::Mul(g, hn::LoadU(d, up + i)), d, hb + i);
+  }
+  for (; i < static_cast<size_t>(n); i++) {
+    const float v = hb[i], inner = 0.7978845608028654f * (v + 0.044715f * (v * v * v));
+    hb[i] = 0.5f * v * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace verity::kernels::simd
 HWY_AFTER_NAMESPACE();
@@ -196,6 +224,8 @@ HWY_AFTER_NAMESPACE();
 namespace verity::kernels::simd {
 
 HWY_EXPORT(AttentionScoresImpl);
+HWY_EXPORT(SoftCapRowImpl);
+HWY_EXPORT(GeGLURowImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
 HWY_EXPORT(MaxOfImpl);
 HWY_EXPORT(DivideByImpl);
@@ -205,6 +235,8 @@ void AttentionScores(const float* q, int group, const float* keys, long stride, 
                      long scores_stride, float divisor) {
   HWY_DYNAMIC_DISPATCH(AttentionScoresImpl)(q, group, keys, stride, n, count, scores, scores_stride, divisor);
 }
+void SoftCapRow(float* x, int count, float cap) { HWY_DYNAMIC_DISPATCH(SoftCapRowImpl)(x, count, cap); }
+void GeGLURow(float* hb, const float* up, int n) { HWY_DYNAMIC_DISPATCH(GeGLURowImpl)(hb, up, n); }
 float MaxOf(const float* x, int count) { return HWY_DYNAMIC_DISPATCH(MaxOfImpl)(x, count); }
 void DivideBy(float* x, int count, float d) { HWY_DYNAMIC_DISPATCH(DivideByImpl)(x, count, d); }
 void WeightedSum(const float* w, long w_stride, int group, const float* values, long stride, int n, int count,
