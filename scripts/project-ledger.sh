@@ -13,6 +13,10 @@
 # scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
+# MODEL=gemma2 scores on a Gemma 2 of the same ~110M shape (a Hugging Face
+# directory from `verity synth --like gemma2`: head_dim 64, query_pre_attn_scalar
+# 64, soft-caps 50 and 3, a window of 128 on even layers, tied; 2 threads),
+# for changes to Gemma's own steps (the soft-caps, GeGLU, the output norms).
 # MODEL=q4_k_m scores on the default ~110M synth quantized by llama.cpp itself
 # to Q4_K_M (`llama_peer quantize`: Q4_K and Q6_K blocks, which the kernels of
 # kernels/cpu/block_dot.h multiply where they lie), 2 threads as the default.
@@ -50,7 +54,16 @@ case "${1:-}" in
     if [ "${MODEL:-}" = long ]; then
       model=.verity/models/synth-110m-ctx1024.bin config=${config/\"seq_len\":256/\"seq_len\":1024}
     fi
-    if [ "${MODEL:-}" != stories260K ] && [ ! -f "$model" ]; then
+    if [ "${MODEL:-}" = gemma2 ]; then
+      model=.verity/models/synth-110m-gemma2
+      if [ ! -d "$model" ]; then
+        mkdir -p "$(dirname "$model")"
+        "$v" synth --like gemma2 --out "$model" --config '{"dim":768,"hidden_dim":2048,"n_layers":12,"n_heads":12,
+          "n_kv_heads":4,"head_dim":64,"query_pre_attn_scalar":64,"vocab_size":32000,"seq_len":256,
+          "max_position_embeddings":256,"sliding_window":128,"shared_classifier":true}'
+      fi
+    fi
+    if [ "${MODEL:-}" != stories260K ] && [ "${MODEL:-}" != gemma2 ] && [ ! -f "$model" ]; then
       mkdir -p "$(dirname "$model")"
       "$v" synth --out "$model" --config "$config"
     fi
