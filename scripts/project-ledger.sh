@@ -13,8 +13,8 @@
 # scores on the same ~110M shape with a 1024-token context, 1 thread, 1024
 # steps (a 512-token prompt, then 512 generated), for changes that show at
 # long context (attention); pass --dtype q8_0 where attention's share is largest.
-# MODEL=gemma2 scores on a Gemma 2 of the same ~110M shape (a Hugging Face
-# directory from `verity synth --like gemma2`: head_dim 64, query_pre_attn_scalar
+# MODEL=gemma2 scores on a Gemma 2 of the same ~110M shape (`verity synth
+# --like gemma2` written as a GGUF gemma2 file: head_dim 64, query_pre_attn_scalar
 # 64, soft-caps 50 and 3, a window of 128 on even layers, tied; 2 threads),
 # for changes to Gemma's own steps (the soft-caps, GeGLU, the output norms).
 # MODEL=q4_k_m scores on the default ~110M synth quantized by llama.cpp itself
@@ -54,13 +54,14 @@ case "${1:-}" in
     if [ "${MODEL:-}" = long ]; then
       model=.verity/models/synth-110m-ctx1024.bin config=${config/\"seq_len\":256/\"seq_len\":1024}
     fi
-    if [ "${MODEL:-}" = gemma2 ]; then
-      model=.verity/models/synth-110m-gemma2
-      if [ ! -d "$model" ]; then
+    if [ "${MODEL:-}" = gemma2 ]; then  # a file, as submit takes: the synth's directory as GGUF gemma2
+      model=.verity/models/synth-110m-gemma2.gguf
+      if [ ! -f "$model" ]; then
         mkdir -p "$(dirname "$model")"
-        "$v" synth --like gemma2 --out "$model" --config '{"dim":768,"hidden_dim":2048,"n_layers":12,"n_heads":12,
-          "n_kv_heads":4,"head_dim":64,"query_pre_attn_scalar":64,"vocab_size":32000,"seq_len":256,
+        "$v" synth --like gemma2 --out "${model%.gguf}" --config '{"dim":768,"hidden_dim":2048,"n_layers":12,
+          "n_heads":12,"n_kv_heads":4,"head_dim":64,"query_pre_attn_scalar":64,"vocab_size":32000,"seq_len":256,
           "max_position_embeddings":256,"sliding_window":128,"shared_classifier":true}'
+        "$v" convert --to gguf --model "${model%.gguf}" --out "$model" --dtype f32
       fi
     fi
     if [ "${MODEL:-}" != stories260K ] && [ "${MODEL:-}" != gemma2 ] && [ ! -f "$model" ]; then
