@@ -298,19 +298,18 @@ Status ReadGemmaWindow(const gguf::File& f, const ArchKeys& k, const std::string
     c->window_pattern = static_cast<int>(p);
   } else if (pattern) {  // a flag per layer: the periodic pattern verity computes, or refused
     const auto& flags = pattern->items;
-    int first_global = 0;
-    auto windowed = [&](size_t l) { return flags[l].u != 0 || flags[l].i != 0; };  // a bool is held in u
     if (pattern->array_type != gguf::ValueType::kBool)
       return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " must be a count or bools");
     if (flags.size() != static_cast<size_t>(c->n_layers))
       return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " holds " +
                            std::to_string(flags.size()) + " flags for " + std::to_string(c->n_layers) + " layers");
-    while (first_global < static_cast<int>(flags.size()) && windowed(first_global)) first_global++;
-    c->window_pattern = first_global + 1;
-    for (size_t l = 0; l < flags.size(); l++)
-      if (windowed(l) != c->windowed(static_cast<int>(l)))
-        return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " is not a global layer " +
-                             "every Nth with windowed layers between, which is what verity computes");
+    std::vector<bool> windowed;
+    for (const gguf::Value& flag : flags) windowed.push_back(flag.u != 0);  // a bool is held in u
+    const WindowPattern w = WindowPatternOf(windowed);
+    c->window_pattern = w.pattern;
+    if (w.mismatch >= 0)
+      return Status::Error(path + ": key " + k("attention.sliding_window_pattern") + " is not a global layer " +
+                           "every Nth with windowed layers between, which is what verity computes");
   }
   return OkStatus();
 }

@@ -336,16 +336,17 @@ Status ReadGemmaLayerKinds(const HfKeys& k, bool gemma3, ModelConfig* c) {
     if (static_cast<int>(t.size()) != layers)
       return Status::Error(k.path + ": key 'layer_types' holds " + std::to_string(t.size()) + " kinds for " +
                            std::to_string(layers) + " layers (num_hidden_layers)");
-    int first_global = 0;
-    while (first_global < static_cast<int>(t.size()) && t[first_global] != "full_attention") first_global++;
-    c->window_pattern = first_global + 1;
-    for (size_t l = 0; l < t.size(); l++) {
-      const bool global = (l + 1) % c->window_pattern == 0;
-      if (t[l] != (global ? "full_attention" : "sliding_attention"))
-        return Status::Error(k.path + ": key 'layer_types' holds " + t[l].dump() + " at layer " + std::to_string(l) +
-                             "; verity computes one global layer in every " + std::to_string(c->window_pattern) +
-                             " (the last) and sliding ones between");
-    }
+    std::vector<bool> windowed;
+    for (const auto& kind : t) windowed.push_back(kind != "full_attention");
+    const WindowPattern w = WindowPatternOf(windowed);
+    c->window_pattern = w.pattern;
+    int bad = w.mismatch;  // the first layer off the pattern, or of neither kind
+    for (int l = 0; l < layers && bad < 0; l++)
+      if (t[l] != "full_attention" && t[l] != "sliding_attention") bad = l;
+    if (bad >= 0)
+      return Status::Error(k.path + ": key 'layer_types' holds " + t[bad].dump() + " at layer " + std::to_string(bad) +
+                           "; verity computes one global layer in every " + std::to_string(c->window_pattern) +
+                           " (the last) and sliding ones between");
     return OkStatus();
   }
   if (!gemma3) {

@@ -47,6 +47,17 @@ Status ValidateGemmaKeys(const ModelConfig& c, const std::string& where) {
 
 }  // namespace
 
+WindowPattern WindowPatternOf(const std::vector<bool>& windowed) {
+  WindowPattern w;
+  const int n = static_cast<int>(windowed.size());
+  int first_global = 0;
+  while (first_global < n && windowed[first_global]) first_global++;
+  w.pattern = first_global + 1;
+  for (int l = 0; l < n && w.mismatch < 0; l++)
+    if (windowed[l] != ((l + 1) % w.pattern != 0)) w.mismatch = l;
+  return w;
+}
+
 Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   const std::pair<const char*, int> fields[] = {{"dim", c.dim},
                                                 {"hidden_dim", c.hidden_dim},

@@ -119,6 +119,16 @@ struct Llama2cFormat {
   static constexpr int kEos = 2;
 };
 
+// A per-layer list of which layers attend within the window (Hugging Face
+// layer_types, GGUF's flags) as ModelConfig::window_pattern: the pattern its
+// first global layer implies, and the first layer the list breaks it at
+// (-1: none, the list is that pattern).
+struct WindowPattern {
+  int pattern = 0;
+  int mismatch = -1;
+};
+WindowPattern WindowPatternOf(const std::vector<bool>& windowed);
+
 // Validates a config's internal consistency; `where` prefixes every message.
 [[nodiscard]] Status ValidateConfig(const ModelConfig& c, const std::string& where);
 
