@@ -19,12 +19,4 @@ std::string ArtifactSha256() {
   return hash;
 }
 
-const char* CorruptionName() {
-#ifdef VERITY_CORRUPTION_NAME
-  return VERITY_CORRUPTION_NAME;
-#else
-  return "";
-#endif
-}
-
 }  // namespace verity

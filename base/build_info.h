@@ -14,7 +14,9 @@ const char* BuildId();
 // once per process: the first call pays (~7 MB for verity), later ones are a
 // copy. A server calls it before it opens its port, so /health never hashes.
 std::string ArtifactSha256();
-// Name of the corruption compiled in, or "" for a normal build.
+// Name of the corruption compiled in, or "" for a normal build. Defined in a
+// file of its own (corruption_name.cc), so that a corrupted binary can link
+// its own definition ahead of the archive (corruptions/corruptions.cmake).
 const char* CorruptionName();
 
 }  // namespace verity

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Decode speed of each corrupted build relative to main, interleaved on one box.
 
-For every build under build-corruption-<name>, runs `verity bench` of main and of
+For every corrupted binary under build/corruptions/<name>/ (`cmake --build build
+--target corrupted_builds` makes them all), runs `verity bench` of main and of
 the corrupted build in ABBA rounds (main, corrupt, corrupt, main) and prints the
 median of the per-round ratios corrupt/main of decode_tok_s. Same model, same
 steps, same box, interleaved so that drift cancels within a round.
@@ -13,7 +14,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=8)
 ap.add_argument("--steps", type=int, default=512)
 ap.add_argument("--model", default="models/stories260K.bin")
-ap.add_argument("--only", help="one corruption build (its name), not every build-corruption-*")
+ap.add_argument("--only", help="one corrupted binary (its name), not every one under build/corruptions/")
 args = ap.parse_args()
 
 def bench(binary):
@@ -22,12 +23,13 @@ def bench(binary):
     return json.loads(out)["metrics"]["decode_tok_s"]
 
 main = "build/cli/verity"
-names = sorted(d[len("build-corruption-"):] for d in os.listdir(".")
-               if d.startswith("build-corruption-") and os.path.isdir(d))
+if not os.path.isdir("build/corruptions"):
+    sys.exit("corruption_speed: no build/corruptions/: run `cmake --build build --target corrupted_builds` first")
+names = sorted(d for d in os.listdir("build/corruptions") if os.path.isdir(os.path.join("build/corruptions", d)))
 if args.only:
     names = [n for n in names if n == args.only]
 for name in names:
-    corrupt = os.path.join("build-corruption-" + name, "cli", "verity")
+    corrupt = os.path.join("build/corruptions", name, "verity")
     if not os.path.exists(corrupt):
         continue
     ratios = []

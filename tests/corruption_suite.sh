@@ -56,30 +56,46 @@ serve_health() {
   echo "$code"
 }
 [ "$(serve_health "$normal/verity")" = healthy ] || fail "verity serve of the normal build is not healthy"
+! "$normal/verity" --version | grep -q " corruption " || fail "the normal build names a corruption"
 
 rows=$(grep -E '^\| `[a-z0-9-]+` \|' CORRUPTIONS.md)
 [ -n "$rows" ] || { echo "corruption_suite: no rows found in CORRUPTIONS.md verdict=FAIL"; exit 1; }
+row_name() { printf '%s' "$1" | sed -E 's/^\| `([^`]+)`.*/\1/'; }
+# Every row's corrupted binary, <build>/corruptions/<name>/verity, in one build
+# of the normal tree (corruptions/corruptions.cmake: one compile and one link
+# each).
+targets=()
 while IFS= read -r row; do
-  name=$(printf '%s' "$row" | sed -E 's/^\| `([^`]+)`.*/\1/')
+  name=$(row_name "$row")
+  if [ -n "$only" ] && ! printf '%s' "$name" | grep -Eq -- "$only"; then continue; fi
+  targets+=("verity-corrupt-$name")
+done <<< "$rows"
+[ ${#targets[@]} -gt 0 ] || { echo "corruption_suite: no row matches '$only' verdict=FAIL"; exit 1; }
+if ! cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >"$build/corruptions-build.log" 2>&1; then
+  tail -n 20 "$build/corruptions-build.log"
+  echo "corruption_suite: building ${#targets[@]} corrupted binaries failed (see $build/corruptions-build.log) verdict=FAIL"
+  exit 1
+fi
+echo "corruption_suite: built ${#targets[@]} corrupted binaries under $build/corruptions/"
+while IFS= read -r row; do
+  name=$(row_name "$row")
   cmd=$(printf '%s' "$row" | sed -E 's/.*`([^`]+)` \|[[:space:]]*$/\1/')
   if [ -n "$only" ] && ! printf '%s' "$name" | grep -Eq -- "$only"; then continue; fi
   total=$((total + 1))
-  dir="$src/build-corruption-$name"
+  dir="$build/corruptions/$name"
   echo "== $name: $cmd"
-  mkdir -p "$dir"
-  if ! { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION="$name" -DVERITY_CUDA=OFF >"$dir/configure.log" 2>&1 \
-         && cmake --build "$dir" --target verity -j"$(nproc)" >"$dir/build.log" 2>&1; }; then
-    fail "$name: build failed (see $dir/build.log)"; continue
-  fi
-  [ "$("$dir/cli/verity" bench --model models/stories260K.bin --steps 4 | grep -c verity.bench/1)" = 1 ] || fail "$name: corrupted build does not run"
+  # The binary carries this corruption and no other (its own hooks and name
+  # were linked ahead of the defaults), and it runs.
+  "$dir/verity" --version | grep -qE " corruption $name\$" || fail "$name: $dir/verity does not name its corruption"
+  [ "$("$dir/verity" bench --model models/stories260K.bin --steps 4 | grep -c verity.bench/1)" = 1 ] || fail "$name: corrupted build does not run"
   out=$(PATH="$normal:$peer:$PATH" bash -c "$cmd" 2>&1); rc=$?
   [ $rc -eq 0 ] || fail "$name: command exits $rc on the normal build: $(echo "$out" | tail -n 1)"
   echo "$out" | tail -n 1 | grep -q "verdict=PASS" || fail "$name: normal build printed no PASS summary"
-  out=$(PATH="$dir/cli:$peer:$PATH" bash -c "$cmd" 2>&1); rc=$?
+  out=$(PATH="$dir:$peer:$PATH" bash -c "$cmd" 2>&1); rc=$?
   last=$(echo "$out" | tail -n 1)
   echo "   corrupted: exit $rc, $last"
   if [ $rc -ne 0 ] && echo "$last" | grep -q "verdict=FAIL"; then caught=$((caught + 1)); else fail "$name: not caught by its command"; fi
-  par=$("$dir/cli/verity" parity --model models/stories260K.bin 2>&1); rc=$?
+  par=$("$dir/verity" parity --model models/stories260K.bin 2>&1); rc=$?
   if printf '%s' "$cmd" | grep -q -- "--against"; then
     # A bug in code both backends share: fast-vs-reference parity must NOT see
     # it (that is why the independent reference exists); only --against does.
@@ -104,7 +120,7 @@ while IFS= read -r row; do
     echo "   single rank: exit $rc, $(echo "$par" | tail -n 1)"
     [ $rc -eq 0 ] && echo "$par" | tail -n 1 | grep -q "verdict=PASS" ||
       fail "$name: single-rank parity caught it, so it is not a tensor-parallel bug"
-    tpout=$(PATH="$dir/cli:$PATH" bash -c "$cmd" 2>&1)
+    tpout=$(PATH="$dir:$PATH" bash -c "$cmd" 2>&1)
     echo "$tpout" | grep -E "^(tp shard plan check|tp collective guard|tp all-reduce check|parity:)" | sed 's/^/   /'
     tp_rows=$((tp_rows + 1))
   else
@@ -114,13 +130,13 @@ while IFS= read -r row; do
     # Served, the corrupted build must not stay healthy where its text is wrong
     # at the probe's lengths; a liveness check would say 200 to all of them
     # (`verity generate` on each exits 0 with fluent-looking text).
-    health=$(serve_health "$dir/cli/verity")
+    health=$(serve_health "$dir/verity")
     echo "   served: $health"
     serve_rows=$((serve_rows + 1))
     case "$health" in refused|503) serve_caught=$((serve_caught + 1)) ;; healthy) ;; *) fail "$name: serve: $health" ;; esac
   fi
   if [ "$name" = kv-stride-masked ]; then
-    sweep=$("$dir/cli/verity" sweep --param layers --values 1,2,3,4,5,6,7,8 --corruption kv-stride-masked --dir "$dir/sweep")
+    sweep=$("$dir/verity" sweep --param layers --values 1,2,3,4,5,6,7,8 --corruption kv-stride-masked --dir "$dir/sweep")
     echo "$sweep" | grep -q "threshold=5 " || fail "kv-stride-masked: the layer sweep did not name threshold 5: $sweep"
     echo "$sweep" | sed -n '3,6p' | awk '{ if ($2 + 0 > 1e-6) bad = 1 } END { exit bad }' || fail "kv-stride-masked: not zero below the threshold"
   fi
@@ -129,8 +145,8 @@ while IFS= read -r row; do
     marker="$tmp/head-bench-ran"
     res=$("$normal/verity" submit --json --ledger "$tmp/l.db" --title "stale attention (faster)" --predict 1 \
       --base-cmd "$normal/verity bench --model models/stories260K.bin --steps 512" \
-      --head-cmd "touch $marker; $dir/cli/verity bench --model models/stories260K.bin --steps 512" \
-      --parity-cmd "$dir/cli/verity parity --model models/stories260K.bin --json" 2>/dev/null)
+      --head-cmd "touch $marker; $dir/verity bench --model models/stories260K.bin --steps 512" \
+      --parity-cmd "$dir/verity parity --model models/stories260K.bin --json" 2>/dev/null)
     echo "   submit: $res"
     echo "$res" | grep -q '"verdict":"rejected-parity"' || fail "submit of the corrupted build was not rejected-parity"
     [ ! -e "$marker" ] || fail "the corrupted build's bench command ran"

@@ -21,12 +21,13 @@ v="$build/cli/verity"
 # compiler and linker flags it needs and its input size limit.
 tokenizers=(formats/tokenizer.cc formats/llama2c_tokenizer.cc formats/hf_tokenizer.cc
             formats/sentencepiece_tokenizer.cc formats/regex.cc base/utf8.cc)
-flags=()
-tokenizer_flags() {
-  local f
-  f=$(pkg-config --cflags --libs sentencepiece libpcre2-8 libutf8proc) ||
-    fail "(pkg-config found no sentencepiece/libpcre2-8/libutf8proc)"
-  read -ra flags <<<"$f"
+cflags=() libs=()
+# pkg-config's compile and link flags for the packages named, into cflags and libs.
+package_flags() {
+  local c l
+  c=$(pkg-config --cflags "$@") && l=$(pkg-config --libs "$@") || fail "(pkg-config found no $*)"
+  read -ra cflags <<<"$c"
+  read -ra libs <<<"$l"
 }
 case "$target" in
   safetensors) sources=(formats/safetensors.cc) max_len=8192 ;;
@@ -38,9 +39,10 @@ case "$target" in
   jinja) sources=(serve/jinja_parse.cc serve/jinja_render.cc base/utf8.cc) max_len=8192 ;;
   project_config)
     sources=(measure/project_config.cc) max_len=4096
-    f=$(pkg-config --cflags --libs tomlplusplus) || fail "(pkg-config found no tomlplusplus)"
-    read -ra flags <<<"$f" ;;
-  tokenizer_bin | tokenizer_json | sentencepiece) sources=("${tokenizers[@]}") max_len=16384; tokenizer_flags ;;
+    package_flags tomlplusplus ;;
+  tokenizer_bin | tokenizer_json | sentencepiece)
+    sources=("${tokenizers[@]}") max_len=16384
+    package_flags sentencepiece libpcre2-8 libutf8proc ;;
   *) fail "(unknown target; see the usage line)" ;;
 esac
 
@@ -57,9 +59,25 @@ if [ -x "$bin" ]; then
   changed=$(cd "$src" && { find "${inputs[@]}" -newer "$bin"; find base engine formats kernels measure serve -name '*.h' -newer "$bin"; } 2>/dev/null)
   [ -z "$changed" ] && stale=0
 fi
+# Each source is compiled alone through ccache (where installed): the targets
+# share sources (the three tokenizer targets, llama2c and hf_config), and a
+# fresh clone finds the objects an earlier build made. CCACHE_BASEDIR and the
+# debug prefix map keep the clone's path out of the objects and their hashes.
 if [ $stale = 1 ]; then
-  (cd "$src" && "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-     -I. "${inputs[@]}" ${flags[@]+"${flags[@]}"} -o "$bin") 2>"$out/build.log" || fail "(build failed, see $out/build.log)"
+  ccache=$(command -v ccache || true)
+  root=$(cd "$src" && pwd)
+  mkdir -p "$out/obj" || fail "(cannot create $out/obj)"
+  : >"$out/build.log"
+  objects=()
+  for input in "${inputs[@]}"; do
+    obj="$out/obj/${input//\//_}.o"
+    objects+=("$obj")
+    (cd "$src" && CCACHE_BASEDIR="$root" ${ccache:+"$ccache"} "$clang" -std=c++20 -O1 -g -fdebug-prefix-map="$root"=. \
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. ${cflags[@]+"${cflags[@]}"} \
+       -c "$input" -o "$obj") 2>>"$out/build.log" || fail "(compiling $input failed, see $out/build.log)"
+  done
+  "$clang" -fsanitize=fuzzer,address,undefined "${objects[@]}" ${libs[@]+"${libs[@]}"} -o "$bin" 2>>"$out/build.log" ||
+    fail "(linking failed, see $out/build.log)"
 fi
 
 # Seeds: real files (the shipped model and tokenizer, what verity's converter
