@@ -93,7 +93,7 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
     // one AttendBlock; the FFN's gate/up with SwiGLU and both residual adds
     // with their projections (only the attention's under MoE; none for
     // Gemma, whose output norms sit between the products and their adds and
-    // whose gate is GeGLU: the separate calls, as no device runs a Gemma).
+    // whose gate is GeGLU: the separate calls, on a device as on the host).
     EXPECT_EQ(seen->attends(), m.config.n_layers * (2L + 12));
     EXPECT_EQ(seen->fused_products(), m.config.n_layers * (2L + 12) * (m.config.gemma ? 0 : moe ? 1 : 3));
     EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);

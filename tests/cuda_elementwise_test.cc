@@ -229,17 +229,26 @@ TEST(CudaElementwise, RmsnormMatchesTheReferenceGivenTheSameSum) {
   }
 }
 
-// Attention for one head as the kernel computes it (tiles, online softmax).
-std::vector<float> TiledAttention(const float* q, const float* k, const float* v, int n, int hs, int tile) {
+// What AttentionDeviceArgs adds to the scores: a window, Gemma's scale and soft-cap.
+struct Scoring {
+  int window = 0;
+  float scale_dim = 0.0f, softcap = 0.0f;
+  float root(int hs) const { return sqrtf(scale_dim > 0.0f ? scale_dim : static_cast<float>(hs)); }
+};
+
+// Attention for one head at position n - 1 as the kernel computes it (tiles
+// from the window's first position, online softmax).
+std::vector<float> TiledAttention(const float* q, const float* k, const float* v, int n, int hs, int tile,
+                                  const Scoring& sc = {}) {
   std::vector<float> acc(hs, 0.0f), scores(tile);
   ew::OnlineSoftmax st;
-  for (int t0 = 0; t0 < n; t0 += tile) {
+  for (int t0 = static_cast<int>(ew::FirstAttended(n - 1, sc.window)); t0 < n; t0 += tile) {
     const int len = std::min(tile, n - t0);
     float mx = -INFINITY;
     for (int j = 0; j < len; j++) {
       float dot = 0.0f;
       for (int i = 0; i < hs; i++) dot += q[i] * k[(t0 + j) * hs + i];
-      scores[j] = dot / sqrtf(static_cast<float>(hs));
+      scores[j] = ew::AttentionScore(dot, sc.root(hs), sc.softcap);
       mx = std::max(mx, scores[j]);
     }
     const float factor = ew::OnlineSoftmaxRescale(&st, mx);
@@ -279,21 +288,24 @@ TEST(CudaElementwise, OnlineSoftmaxAttentionAgreesWithTheReference) {
   EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
 }
 
-// One head's decode attention as the split kernel computes it: chunks of
-// `chunk` positions, each a softmax partial (its max m, sum of weights s, and
+// One head's decode attention at position n - 1 as the split kernel
+// computes it: from the window's first position, chunks of `chunk`
+// positions, each a softmax partial (its max m, sum of weights s, and
 // weighted values) written at stride hs + 2, then ew::CombineChunks folding
 // them in chunk order. A single chunk is divided directly, as the kernel does.
-std::vector<float> SplitAttention(const float* q, const float* k, const float* v, int n, int hs, int chunk) {
-  const int chunks = (n + chunk - 1) / chunk;
+std::vector<float> SplitAttention(const float* q, const float* k, const float* v, int n, int hs, int chunk,
+                                  const Scoring& sc = {}) {
+  const int first = static_cast<int>(ew::FirstAttended(n - 1, sc.window));
+  const int chunks = (n - first + chunk - 1) / chunk;
   std::vector<float> partials(static_cast<size_t>(chunks) * (hs + 2)), out(hs);
   for (int c = 0; c < chunks; c++) {
-    const int t0 = c * chunk, len = std::min(chunk, n - t0);
+    const int t0 = first + c * chunk, len = std::min(chunk, n - t0);
     std::vector<float> w(len);
     float m = -INFINITY, sum = 0.0f;
     for (int j = 0; j < len; j++) {
       float dot = 0.0f;
       for (int i = 0; i < hs; i++) dot += q[i] * k[static_cast<size_t>(t0 + j) * hs + i];
-      w[j] = dot / sqrtf(static_cast<float>(hs));
+      w[j] = ew::AttentionScore(dot, sc.root(hs), sc.softcap);
       m = std::max(m, w[j]);
     }
     for (int j = 0; j < len; j++) sum += w[j] = expf(ew::Sub(w[j], m));
@@ -331,6 +343,52 @@ TEST(CudaElementwise, SplitAttentionCombineAgreesWithTheReference) {
   std::printf("cuda elementwise: %d split attentions (chunks of 256, combined in order), worst abs error %.3g\n", cases,
               worst);
   EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
+}
+
+// Windows, Gemma's score scale and its soft-cap, as the tiled and split
+// kernels take them from AttentionDeviceArgs, against the reference's
+// attention of the same AttentionArgs (Windowed, as every CPU attention).
+TEST(CudaElementwise, WindowsScalesAndSoftCapsAgreeWithTheReference) {
+  const int hs = 32;
+  double worst = 0.0;
+  int cases = 0;
+  const Scoring scorings[] = {{0, 0.0f, 0.0f}, {7, 0.0f, 0.0f},  {300, 0.0f, 0.0f},  {0, 24.0f, 0.0f},
+                              {0, 0.0f, 5.0f}, {9, 48.0f, 2.0f}, {256, 24.0f, 50.0f}};
+  for (const Scoring& sc : scorings)
+    for (int n : {1, 6, 7, 8, 255, 300, 301, 700}) {
+      std::vector<float> q = Random(hs, n, 4.0f), k = Random(static_cast<size_t>(n) * hs, n + 1),
+                         v = Random(static_cast<size_t>(n) * hs, n + 2), scores(n), want(hs);
+      AttentionArgs a{want.data(), q.data(), k.data(), v.data(), hs,        scores.data(), n - 1,
+                      1,           1,        hs,       n,        sc.window, sc.scale_dim,  sc.softcap};
+      ASSERT_EQ(ew::FirstAttended(a.pos, a.window), a.first()) << "n=" << n << " window=" << sc.window;
+      ASSERT_EQ(Bits(sc.root(hs)), Bits(a.score_divisor()));
+      AttendOneHead(Windowed(a), 0);
+      for (const std::vector<float>& got : {TiledAttention(q.data(), k.data(), v.data(), n, hs, 64, sc),
+                                            SplitAttention(q.data(), k.data(), v.data(), n, hs, 256, sc)})
+        for (int i = 0; i < hs; i++) {
+          const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+          worst = std::max(worst, err);
+          ASSERT_LE(err, 2e-5 * (1.0 + std::fabs(want[i])))
+              << "n=" << n << " window=" << sc.window << " scale_dim=" << sc.scale_dim << " softcap=" << sc.softcap;
+        }
+      cases++;
+    }
+  std::printf("cuda elementwise: %d windowed/scaled/soft-capped attentions (tiled and split), worst abs error %.3g\n",
+              cases, worst);
+  EXPECT_GT(worst, 0.0);
+}
+
+// Gemma's per-element steps: the GeGLU gate and the soft-cap bit for bit as
+// the reference computes them (the kernels' tanhf is CUDA's, within its ulp bound).
+TEST(CudaElementwise, GeGLUAndSoftCapMatchTheReference) {
+  std::vector<float> h = Random(4096, 3, 4.0f), h2 = Random(4096, 4);
+  for (float x : {0.0f, -0.0f, 30.0f, -30.0f, 1e-30f}) h.push_back(x), h2.push_back(1.0f);
+  std::vector<float> want = h;
+  GeGLUReference(want.data(), h2.data(), static_cast<int>(h.size()));
+  for (size_t i = 0; i < h.size(); i++) ASSERT_EQ(Bits(ew::GeGLU(h[i], h2[i])), Bits(want[i])) << i << " " << h[i];
+  for (float cap : {3.0f, 30.0f, 50.0f})
+    for (float x : h) ASSERT_EQ(Bits(ew::SoftCap(x * 10.0f, cap)), Bits(SoftCap(x * 10.0f, cap))) << x << " " << cap;
+  std::printf("cuda elementwise: GeGLU of %zu values and soft-caps at 3 caps bit-exact\n", h.size());
 }
 
 TEST(CudaElementwise, CombineChunksOfOneChunkIsItsDivision) {

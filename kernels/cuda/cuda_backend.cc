@@ -87,7 +87,10 @@ enum PlanKind {
   kPlanQ8ToBF16,
   kPlanCausalSoftmax,
   kPlanBlockRows,
-  kPlanBlockToBF16
+  kPlanBlockToBF16,
+  kPlanGeGLU,
+  kPlanScale,
+  kPlanSoftCap
 };
 // What a recorded step's signature names each call by.
 enum StepOp {
@@ -103,9 +106,16 @@ enum StepOp {
   kOpElementwise,
   kOpFusedRows,
   kOpRopeCache,
-  kOpBiasRows
+  kOpBiasRows,
+  kOpGeGLU
 };
 int64_t Id(const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); }
+// A float argument in a signature, by its bits.
+int64_t Bits(float f) {
+  int32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
 
 // What one call writes (a fused call: up to three buffers), filled with NaN
 // when it or an earlier call failed.
@@ -186,8 +196,12 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   // llama.cpp's Q4_K and Q6_K (the Q4_K_M pair; block_rows.h); another block type is refused at load.
   bool runs_block_type(uint32_t ggml_type) const override { return kq::Supported(ggml_type); }
-  // attends_windows(): false (the default): the device attention (eager,
-  // block and recorded) attends from position 0.
+  // Every device attention (eager, block, recorded and batched rows) finds
+  // its first position from the window on the device (AttentionDeviceArgs),
+  // and takes Gemma's score scale and soft-cap; GeGLU, ScaleInPlace and
+  // SoftCapInPlace run on the device below.
+  bool attends_windows() const override { return true; }
+  bool runs_gemma() const override { return true; }
   void BeginLayer(int layer) override { layer_ = layer; }
   Status status() const override { return error_; }
   bool state_on_host() const override { return false; }
@@ -329,7 +343,10 @@ class CudaBackend final : public Backend {
       return;
     }
     double bytes = 0;
-    for (int t = 0; t < n; t++) bytes += AttentionBytes(pos[t] + 1, a.n_heads, a.n_kv_heads, a.head_size);
+    for (int t = 0; t < n; t++) {
+      const AttentionArgs row = a.RowAttention(t, pos[t], 0);
+      bytes += AttentionBytes(row.pos + 1 - row.first(), a.n_heads, a.n_kv_heads, a.head_size);
+    }
     Guarded(
         a.out, static_cast<size_t>(n) * a.q_width(), [&] { return DecodeAttentionRows(a, n, dpos, max_pos); },
         [&] { return Ctx("attention of " + std::to_string(n) + " rows heads=" + std::to_string(a.n_heads)); }, bytes);
@@ -341,13 +358,13 @@ class CudaBackend final : public Backend {
     const int* pos_at = Recording() ? StepPos() : nullptr;
     Issue(
         {kOpAttention, Id(a.out), Id(a.q), Id(a.key_cache), Id(a.value_cache), a.pos_stride, a.n_heads, a.n_kv_heads,
-         a.head_size, a.seq_len},
+         a.head_size, a.seq_len, a.window, Bits(a.scale_dim), Bits(a.softcap)},
         a.out, static_cast<size_t>(a.n_heads) * a.head_size, [=, this] { return AttentionImpl(a, 1, pos_at); },
         [=, this] {
           return Ctx("attention pos=" + std::to_string(a.pos) + " heads=" + std::to_string(a.n_heads) +
                      " head_size=" + std::to_string(a.head_size));
         },
-        AttentionBytes(a.pos + 1, a.n_heads, a.n_kv_heads, a.head_size));
+        AttentionBytes(a.pos + 1 - a.first(), a.n_heads, a.n_kv_heads, a.head_size));
   }
   // A prompt block: one launch for all its rows (the table's rows pos0.. are
   // consecutive), one strided copy into the cache, one attention launch.
@@ -406,6 +423,22 @@ class CudaBackend final : public Backend {
         vec, static_cast<size_t>(size), [&] { return RopeImpl(vec, 1, size, head_size, pos, inv_freq, interleaved); },
         [&] { return Ctx("rope pos=" + std::to_string(pos) + " size=" + std::to_string(size)); });
   }
+  void GeGLU(float* hb, const float* hb2, int n) override {
+    Issue(
+        {kOpGeGLU, Id(hb), Id(hb2), n}, hb, static_cast<size_t>(n),
+        [=, this]() -> Status {
+          VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanGeGLU, 0, n, 0, 0, 0},
+                                                               [&] { return PlanElementwise("geglu", n, limits_); }));
+          return LaunchGeGLU(*plan, hb, hb2, n, stream_, "geglu");
+        },
+        [=, this] { return Ctx("geglu n=" + std::to_string(n)); });
+  }
+  void ScaleInPlace(float* x, float s, size_t count) override {
+    Elementwise(kPlanScale, "scale", ElementwiseOp::kScale, x, nullptr, s, count);
+  }
+  void SoftCapInPlace(float* x, float cap, size_t count) override {
+    Elementwise(kPlanSoftCap, "softcap", ElementwiseOp::kSoftCap, x, nullptr, cap, count);
+  }
   void SwiGLU(float* hb, const float* hb2, int n) override {
     Issue(
         {kOpSwiGLU, Id(hb), Id(hb2), n}, hb, static_cast<size_t>(n),
@@ -439,10 +472,8 @@ class CudaBackend final : public Backend {
         [&] { return Ctx("embedding of " + std::to_string(n) + " rows"); });
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
-    int32_t eps_bits = 0;
-    std::memcpy(&eps_bits, &eps, sizeof eps_bits);
     Issue(
-        {kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, eps_bits}, out, static_cast<size_t>(n) * dim,
+        {kOpRmsnorm, Id(out), Id(x), Id(weight), dim, n, Bits(eps)}, out, static_cast<size_t>(n) * dim,
         [=, this]() -> Status {
           VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(weight, dim, "rmsnorm weight"));
           VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
@@ -823,10 +854,8 @@ class CudaBackend final : public Backend {
   }
   void Elementwise(PlanKind kind, const char* name, ElementwiseOp op, float* x, const float* y, float a, size_t n) {
     if (n == 0) return;
-    int32_t a_bits = 0;
-    std::memcpy(&a_bits, &a, sizeof a_bits);
     Issue(
-        {kOpElementwise, kind, Id(x), Id(y), a_bits, static_cast<int64_t>(n)}, x, n,
+        {kOpElementwise, kind, Id(x), Id(y), Bits(a), static_cast<int64_t>(n)}, x, n,
         [=, this]() -> Status {
           VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kind, 0, static_cast<int64_t>(n), 0, 0, 0},
                                                                [&] { return PlanElementwise(name, n, limits_); }));
@@ -974,6 +1003,12 @@ class CudaBackend final : public Backend {
     return GemmBF16(out, x, w_bf16_.as<void>(), w.rows, w.cols, T);
   }
 
+  // The window and Gemma's score scale and soft-cap (AttentionArgs) into a launch's arguments.
+  static void WithScores(AttentionDeviceArgs* d, int window, float scale_dim, float softcap) {
+    d->window = window;
+    d->scale_dim = scale_dim;
+    d->softcap = softcap;
+  }
   // `pos_at`: the position is read there on the device (a recorded step).
   // A decoded row takes the split kernel where its head fits (the tiled one
   // otherwise); its launch depends on seq_len, never the position, so
@@ -994,12 +1029,15 @@ class CudaBackend final : public Backend {
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
     AttentionDeviceArgs d{a.out, a.q,  a.key_cache, a.value_cache, a.pos_stride, q_floats,
                           a.pos, rows, a.n_heads,   a.n_kv_heads,  a.head_size,  pos_at};
+    WithScores(&d, a.window, a.scale_dim, a.softcap);
     return LaunchAttention(*plan, d, stream_, "attention");
   }
 
   // A prefill block's attention as products (docs/cuda.md): per KV head, its
-  // query heads' scores S_h = Q_h K^T / sqrt(head_size) in one strided
-  // batched GEMM, the causal softmax of every row, then O_h = P_h V. cuBLAS
+  // query heads' scores S_h = Q_h K^T / sqrt(head_size) (or Gemma's scale) in
+  // one strided batched GEMM, the causal softmax of every row (soft-capped,
+  // and from its window's first position: the GEMM scores every position
+  // and the softmax zeroes those outside), then O_h = P_h V. cuBLAS
   // is column-major: a row-major [r x ld] matrix is its transpose, so
   // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T.
   Status GemmAttention(const AttentionArgs& a, int T) {
@@ -1008,7 +1046,7 @@ class CudaBackend final : public Backend {
               ld = static_cast<int>(a.pos_stride);
     VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(a.n_heads) * T * n * sizeof(float), "attention scores"));
     float* scores = scores_.as<float>();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const float scale = 1.0f / a.score_divisor();
     const long long tn = static_cast<long long>(T) * n;
     for (int g = 0; g < a.n_kv_heads; g++)
       VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, static_cast<int>(n), T, hs, scale,
@@ -1017,7 +1055,8 @@ class CudaBackend final : public Backend {
                                            "attention scores gemm"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, a.n_heads, T, n, 0, 0},
                                                          [&] { return PlanCausalSoftmax(a.n_heads, T, n, limits_); }));
-    VERITY_RETURN_IF_ERROR(LaunchCausalSoftmax(*plan, scores, n, T, a.pos, stream_, "causal_softmax"));
+    VERITY_RETURN_IF_ERROR(
+        LaunchCausalSoftmax(*plan, scores, n, T, a.pos, a.window, a.softcap, stream_, "causal_softmax"));
     for (int g = 0; g < a.n_kv_heads; g++)
       VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_N, hs, T, static_cast<int>(n), 1.0f,
                                            a.value_cache + int64_t{g} * hs, ld, 0, scores + g * group * tn,
@@ -1059,6 +1098,7 @@ class CudaBackend final : public Backend {
     const int64_t q_floats = int64_t{a.n_heads} * a.head_size;
     AttentionDeviceArgs d{a.out, a.q, a.key_cache, a.value_cache, a.pos_stride, q_floats,
                           a.pos, 1,   a.n_heads,   a.n_kv_heads,  a.head_size,  pos_at};
+    WithScores(&d, a.window, a.scale_dim, a.softcap);
     const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
     return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
   }
@@ -1073,6 +1113,7 @@ class CudaBackend final : public Backend {
     AttentionDeviceArgs d{a.out,       a.q,     a.key_cache, a.value_cache, a.pos_stride,
                           a.q_width(), 0,       1,           a.n_heads,     a.n_kv_heads,
                           a.head_size, nullptr, dpos,        dpos + n,      static_cast<int64_t>(a.slot_stride)};
+    WithScores(&d, a.window, a.scale_dim, a.softcap);
     const DecodeAttentionScratch scratch{attn_partials_.as<float>(), attn_counters_.as<unsigned int>()};
     return LaunchDecodeAttention(*plan, d, scratch, stream_, "attention_decode_split");
   }

@@ -40,8 +40,9 @@ Status LaunchCopyRowAt(const LaunchPlan& plan, float* base, int64_t pos_stride, 
 // out[i] = bf16(x[i]), round to nearest even (plan: PlanElementwise("to_bf16", n)).
 Status LaunchToBF16(const LaunchPlan& plan, uint16_t* out, const float* x, int64_t n, cudaStream_t stream,
                     const std::string& ctx);
-// x[i] += y[i] (kAdd), x[i] += a * y[i] (kAxpy) or x[i] /= a (kDivide), i < n.
-enum class ElementwiseOp { kAdd = 0, kAxpy = 1, kDivide = 2 };
+// x[i] += y[i] (kAdd), x[i] += a * y[i] (kAxpy), x[i] /= a (kDivide),
+// x[i] *= a (kScale) or x[i] = a * tanh(x[i] / a) (kSoftCap: ew::SoftCap), i < n.
+enum class ElementwiseOp { kAdd = 0, kAxpy = 1, kDivide = 2, kScale = 3, kSoftCap = 4 };
 Status LaunchElementwise(const LaunchPlan& plan, ElementwiseOp op, float* x, const float* y, float a, int64_t n,
                          cudaStream_t stream, const std::string& ctx);
 // out[r] = rmsnorm(x[r]) * weight for each of `rows` rows of `size` values (out may be x).
@@ -73,6 +74,14 @@ struct AttentionDeviceArgs {
   const int* row_pos = nullptr;
   const int* row_slot = nullptr;
   int64_t slot_stride = 0;
+  // As AttentionArgs: a position attends from ew::FirstAttended(pos, window)
+  // (0: from position 0); scores are q.k / sqrt(scale_dim) (0: head_size),
+  // soft-capped where softcap > 0 (ew::AttentionScore). The first position is
+  // found on the device from the position there, so a recorded step's replays
+  // window alike.
+  int window = 0;
+  float scale_dim = 0.0f;
+  float softcap = 0.0f;
 };
 Status LaunchAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
                        const std::string& ctx);
@@ -95,14 +104,19 @@ Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& 
 // blocks (n % 8 == 0; out 16-byte aligned; plan: PlanElementwise("q8_0_to_bf16", n / 8)).
 Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
                         const std::string& ctx);
-// Row t of head h of scores [heads][T][n] (query position pos0 + t): softmax
-// over positions 0 .. pos0 + t, run.c's arithmetic (max, expf, sum, divide),
-// and zero past them, so a product with the values adds nothing there.
-Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, cudaStream_t stream,
-                           const std::string& ctx);
+// Row t of head h of scores [heads][T][n] (query position pos0 + t): each
+// score soft-capped where softcap > 0, then the softmax over positions
+// ew::FirstAttended(pos0 + t, window) .. pos0 + t, run.c's arithmetic (max,
+// expf, sum, divide), and zero outside them, so a product with the values
+// adds nothing there.
+Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, int window,
+                           float softcap, cudaStream_t stream, const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);
+// hb[i] = gelu_tanh(hb[i]) * hb2[i] (ew::GeGLU), i < n (plan: PlanElementwise("geglu", n)).
+Status LaunchGeGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
+                   const std::string& ctx);
 // Per row of `rows` router-logit rows: the top k experts (chosen[row*k ..]) and their weights.
 Status LaunchMoeTopK(const LaunchPlan& plan, const float* logits, int rows, int n_experts, int k, int* chosen,
                      float* weights, cudaStream_t stream, const std::string& ctx);

@@ -94,6 +94,30 @@ VERITY_HD float SwiGLU(float h, float h2) {
   return Mul(gate, h2);
 }
 
+// GeGLU gate for one unit (Gemma): gelu_tanh(h) * h2, in GeGLUReference's
+// order of operations (kernels/cpu/common.cc), tanhf the platform's.
+VERITY_HD float GeGLU(float h, float h2) {
+  const float beta = 0.7978845608028654f, kappa = 0.044715f;
+  const float inner = Mul(beta, Add(h, Mul(kappa, Mul(Mul(h, h), h))));
+  return Mul(Mul(Mul(0.5f, h), Add(1.0f, tanhf(inner))), h2);
+}
+
+// Gemma 2's soft-cap of one score or logit: cap * tanh(s / cap), as
+// kernels::SoftCap.
+VERITY_HD float SoftCap(float s, float cap) { return Mul(cap, tanhf(s / cap)); }
+
+// An attention score as every CPU attention takes it (AttentionArgs): the
+// product q.k divided by the score divisor (sqrt of head_size or of Gemma's
+// query_pre_attn_scalar), then soft-capped where softcap > 0.
+VERITY_HD float AttentionScore(float dot, float divisor, float softcap) {
+  const float s = dot / divisor;
+  return softcap > 0.0f ? SoftCap(s, softcap) : s;
+}
+
+// The first position a query at `pos` attends to: pos - window + 1 under a
+// sliding window that reaches past 0, else 0 (AttentionArgs::first()).
+VERITY_HD int64_t FirstAttended(int64_t pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+
 // Inverse frequency of pair i of a head: 1 / theta^(2i / head_size), as run.c.
 // The unscaled table as kernels::RopeBaseInverseFrequencies computes it (the backend is handed the model's table).
 inline float RopeInvFreq(int i, int head_size, float theta) {

@@ -119,7 +119,7 @@ __global__ void ToBF16Kernel(uint16_t* out, const float* x, int64_t n) {
     out[i] = ew::F32ToBF16(x[i]);
 }
 
-// op 0: x[i] += y[i]; op 1: x[i] += a * y[i]; op 2: x[i] /= a.
+// op: ElementwiseOp (cuda_kernels.h).
 __global__ void ElementwiseKernel(int op, float* x, const float* y, float a, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -127,8 +127,12 @@ __global__ void ElementwiseKernel(int op, float* x, const float* y, float a, int
       x[i] += y[i];
     } else if (op == 1) {
       x[i] += a * y[i];
-    } else {
+    } else if (op == 2) {
       x[i] /= a;
+    } else if (op == 3) {
+      x[i] = ew::Mul(x[i], a);
+    } else {
+      x[i] = ew::SoftCap(x[i], a);
     }
   }
 }
@@ -163,7 +167,7 @@ __global__ void AttentionKernel(AttentionDeviceArgs a, int tile) {
   float* acc = q + hs;
   float* scores = acc + hs;
   float* red = scores + tile;
-  const int64_t pos = (a.pos0_at ? *a.pos0_at : a.pos0) + y, n = pos + 1;
+  const int64_t pos = (a.pos0_at ? *a.pos0_at : a.pos0) + y, n = pos + 1, first = ew::FirstAttended(pos, a.window);
   const int64_t kv_off = static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
   const float* qrow = a.q + y * a.row_stride + static_cast<int64_t>(h) * hs;
   for (int i = threadIdx.x; i < hs; i += blockDim.x) {
@@ -171,16 +175,16 @@ __global__ void AttentionKernel(AttentionDeviceArgs a, int tile) {
     acc[i] = 0.0f;
   }
   __syncthreads();
-  const float root = sqrtf(static_cast<float>(hs));
+  const float root = sqrtf(a.scale_dim > 0.0f ? a.scale_dim : static_cast<float>(hs));
   ew::OnlineSoftmax st;
-  for (int64_t t0 = 0; t0 < n; t0 += tile) {
+  for (int64_t t0 = first; t0 < n; t0 += tile) {
     const int len = static_cast<int>(min(static_cast<int64_t>(tile), n - t0));
     float local_max = -INFINITY;
     for (int j = threadIdx.x; j < len; j += blockDim.x) {
       const float* k = a.key_cache + (t0 + j) * a.pos_stride + kv_off;
       float dot = 0.0f;
       for (int i = 0; i < hs; i++) dot += q[i] * k[i];
-      scores[j] = dot / root;
+      scores[j] = ew::AttentionScore(dot, root, a.softcap);
       local_max = fmaxf(local_max, scores[j]);
     }
     const float factor = ew::OnlineSoftmaxRescale(&st, BlockReduce<true>(local_max, red));
@@ -247,14 +251,15 @@ __device__ __forceinline__ void LoadLane(const float* row, int lane, int hs, boo
   }
 }
 
-// The chunk's scores q.k / sqrt(hs) into scores[0, len): a warp per
-// position, its lanes over the head, summed across the warp.
+// The chunk's scores (ew::AttentionScore: q.k / sqrt(hs or scale_dim),
+// soft-capped) into scores[0, len): a warp per position, its lanes over the
+// head, summed across the warp.
 template <int VEC, int NV>
 __device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const float* keys, int len, bool vec,
                             float* scores) {
   constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
   const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float root = sqrtf(static_cast<float>(hs));
+  const float root = sqrtf(a.scale_dim > 0.0f ? a.scale_dim : static_cast<float>(hs));
 #pragma unroll 4
   for (int j = warp; j < len; j += kWarps) {
     float k[kN];
@@ -263,7 +268,7 @@ __device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const 
 #pragma unroll
     for (int i = 0; i < kN; i++) dot += q[i] * k[i];
     dot = WarpSum(dot);
-    if (lane == 0) scores[j] = dot / root;
+    if (lane == 0) scores[j] = ew::AttentionScore(dot, root, a.softcap);
   }
 }
 
@@ -342,7 +347,9 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
   __shared__ int last;
   const int hs = a.head_size, h = blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
   const int64_t pos = a.row_pos ? a.row_pos[z] : (a.pos0_at ? *a.pos0_at : a.pos0);
-  const int64_t n = pos + 1, chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
+  // The attended positions: first .. pos (a window's, or all of them).
+  const int64_t first = ew::FirstAttended(pos, a.window), n = pos + 1 - first;
+  const int64_t chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
   const int64_t head = map::RowHead(z, gridDim.x, h);  // this row's head: its counter and partials
   const int64_t cache = a.row_slot ? a.row_slot[z] * a.slot_stride : 0;
   float* out = a.out + z * a.row_stride + static_cast<int64_t>(h) * hs;
@@ -354,8 +361,8 @@ __global__ void __launch_bounds__(kDecodeAttentionThreads)
     return;
   }
   if (blockIdx.y >= chunks) return;  // a chunk past the position
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kDecodeChunk;
-  const int len = static_cast<int>(min(static_cast<int64_t>(kDecodeChunk), n - t0));
+  const int64_t t0 = first + static_cast<int64_t>(blockIdx.y) * kDecodeChunk;
+  const int len = static_cast<int>(min(static_cast<int64_t>(kDecodeChunk), pos + 1 - t0));
   const int64_t kv_off = cache + static_cast<int64_t>(h / (a.n_heads / a.n_kv_heads)) * hs;
   float q[VEC * NV];
   LoadLane<VEC, NV>(a.q + z * a.row_stride + static_cast<int64_t>(h) * hs, tid & 31, hs, vec, q);
@@ -409,21 +416,26 @@ __global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chu
 
 // Block (t, h): row t of head h. Each thread keeps its own positions across
 // the three passes, so no pass needs a barrier beyond the reductions'.
-__global__ void CausalSoftmaxKernel(float* scores, int64_t n, int T, int64_t pos0) {
+// Positions first .. len - 1 are attended (a window's, or 0 on).
+__global__ void CausalSoftmaxKernel(float* scores, int64_t n, int T, int64_t pos0, int window, float softcap) {
   extern __shared__ float red[];
   const int t = blockIdx.x, h = blockIdx.y;
   float* row = scores + (static_cast<int64_t>(h) * T + t) * n;
-  const int64_t len = pos0 + t + 1;
+  const int64_t len = pos0 + t + 1, first = ew::FirstAttended(pos0 + t, window);
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, row[j]);
+  for (int64_t j = first + threadIdx.x; j < len; j += blockDim.x) {
+    if (softcap > 0.0f) row[j] = ew::SoftCap(row[j], softcap);
+    mx = fmaxf(mx, row[j]);
+  }
   mx = BlockReduce<true>(mx, red);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j < len; j += blockDim.x) {
     row[j] = expf(ew::Sub(row[j], mx));
     sum += row[j];
   }
   sum = BlockReduce<false>(sum, red);
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) row[j] /= sum;
+  for (int64_t j = first + threadIdx.x; j < len; j += blockDim.x) row[j] /= sum;
+  for (int64_t j = threadIdx.x; j < first; j += blockDim.x) row[j] = 0.0f;
   for (int64_t j = len + threadIdx.x; j < n; j += blockDim.x) row[j] = 0.0f;
 }
 
@@ -431,6 +443,12 @@ __global__ void SwiGLUKernel(float* hb, const float* hb2, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     hb[i] = ew::SwiGLU(hb[i], hb2[i]);
+}
+
+__global__ void GeGLUKernel(float* hb, const float* hb2, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    hb[i] = ew::GeGLU(hb[i], hb2[i]);
 }
 
 __global__ void MoeTopKKernel(const float* logits, int n_experts, int k, int* chosen, float* weights) {
@@ -622,9 +640,9 @@ Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, in
   return OkStatus();
 }
 
-Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, cudaStream_t stream,
-                           const std::string& ctx) {
-  CausalSoftmaxKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(scores, n, T, pos0);
+Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, int window,
+                           float softcap, cudaStream_t stream, const std::string& ctx) {
+  CausalSoftmaxKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(scores, n, T, pos0, window, softcap);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }
@@ -632,6 +650,13 @@ Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx) {
   SwiGLUKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(hb, hb2, n);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchGeGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
+                   const std::string& ctx) {
+  GeGLUKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(hb, hb2, n);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }
