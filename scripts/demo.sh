@@ -79,7 +79,7 @@ cmake --build build --target verity-corrupt-$slow -j"$(nproc)" >"$out/slow-build
   { echo "demo: the slow engine's build failed, see $out/slow-build.log" >&2; exit 1; }
 
 say "building a deliberately broken engine in the background"
-echo "   -DVERITY_CORRUPTION=$corrupt: wrong numbers (CUDA off, as the corruption suite builds it),"
+echo "   -DVERITY_CORRUPTION=$corrupt: wrong numbers (a build directory of its own, CUDA off),"
 echo "   rebuilt from a clean tree (ccache serves the objects), so step 1 is measured during a compile"
 ( cmake -S . -B build-corruption-$corrupt -DCMAKE_BUILD_TYPE=Release -DVERITY_CORRUPTION=$corrupt -DVERITY_CUDA=OFF &&
   cmake --build build-corruption-$corrupt --target verity --clean-first -j"$(nproc)" ) >"$out/background-build.log" 2>&1 &
