@@ -223,8 +223,9 @@ TEST(StateSeam, GemmasStepsRunThroughTheSeam) {
   ExpectTransformerAgrees(**m, "reference", "gemma2");
 }
 
-// A backend that does not compute Gemma's steps (the CUDA backend) is
-// refused a Gemma by name.
+// A backend that does not compute Gemma's steps (a device backend that
+// has not written them: the CUDA backend before session 32) is refused a
+// Gemma by name.
 class NoGemma final : public corruptions::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -251,7 +252,8 @@ TEST(StateSeam, ABackendWithoutGemmasStepsIsRefusedAGemma) {
   EXPECT_NE(slots.status().message().find(says), std::string::npos) << slots.status().message();
 }
 
-// A backend that does not attend within windows (as the CUDA backend says):
+// A backend that does not attend within windows (as the CUDA backend said
+// before session 32):
 // the reference's kernels, forwarded, with attends_windows() false.
 class NoWindows final : public corruptions::ForwardingBackend {
  public:

@@ -237,8 +237,9 @@ class Backend {
     (void)ggml_type;
     return false;
   }
-  // Whether Attention honours AttentionArgs::window on every path (calls
-  // Windowed()). False unless a backend says so: one that does not is
+  // Whether Attention honours AttentionArgs::window on every path (the CPU
+  // backends call Windowed(); CUDA finds the first position on the device).
+  // False unless a backend says so: one that does not is
   // refused a context longer than a model's window (CheckBackendRunsModel).
   [[nodiscard]] virtual bool attends_windows() const { return false; }
   // Whether this backend computes Gemma's steps: AttentionArgs::scale_dim
