@@ -357,6 +357,23 @@ TEST(CudaDevice, AttentionMatchesTheReferencePast64kPositions) {
   ExpectClose(dout.Get(), want, 1e-4, "attention prefill block");
 }
 
+// The backend's AttentionBlock of T query rows q over the caches kc and v
+// (host vectors, uploaded for the call) as `shape` describes them (its
+// pointers are filled here); the output rows brought back.
+std::vector<float> BlockOnDevice(kernels::Backend& k, const std::vector<float>& q, const std::vector<float>& kc,
+                                 const std::vector<float>& v, kernels::AttentionArgs shape, int T) {
+  auto dq = k.AllocateState(q.size()), dk = k.AllocateState(kc.size()), dv = k.AllocateState(v.size()),
+       dout = k.AllocateState(q.size());
+  k.Upload(dq->data(), q.data(), q.size());
+  k.Upload(dk->data(), kc.data(), kc.size());
+  k.Upload(dv->data(), v.data(), v.size());
+  shape.out = dout->data(), shape.q = dq->data(), shape.key_cache = dk->data(), shape.value_cache = dv->data();
+  k.AttentionBlock(shape, T);
+  std::vector<float> got(q.size());
+  k.Download(got.data(), dout->data(), got.size());
+  return got;
+}
+
 // A prefill block's attention as products (the backend's GemmAttention:
 // scores by strided batched GEMMs per KV head, the causal softmax, the values
 // by GEMMs), against run.c's attention row by row: GQA, a block from position
@@ -384,16 +401,8 @@ TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
                                  pos0 + t,      heads,      kv_heads,  hs,       n};
         for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
       }
-      auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
-           dout = k->AllocateState(q.size());
-      k->Upload(dq->data(), q.data(), q.size());
-      k->Upload(dk->data(), kc.data(), kc.size());
-      k->Upload(dv->data(), v.data(), v.size());
-      const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(),
-                                     pos0,         heads,      kv_heads,   hs,         n};
-      k->AttentionBlock(a, T);
-      std::vector<float> got(q.size());
-      k->Download(got.data(), dout->data(), got.size());
+      const std::vector<float> got = BlockOnDevice(
+          *k, q, kc, v, {nullptr, nullptr, nullptr, nullptr, kv_dim, scores.data(), pos0, heads, kv_heads, hs, n}, T);
       ASSERT_TRUE(k->status().ok()) << k->status().message();
       // TF32 rounds q, k, the weights and v to 10 mantissa bits (2^-11
       // relative): a score of 64 products moves by ~2^-11 of its size, a
@@ -431,17 +440,10 @@ TEST(CudaDevice, WindowsAndGemmaScoresMatchTheReference) {
                                  heads,         kv_heads,   hs,        n,        sc.window, sc.scale_dim,  sc.softcap};
         for (int h = 0; h < heads; h++) kernels::AttendOneHead(kernels::Windowed(a), h);
       }
-      auto dq = k->AllocateState(q.size()), dk = k->AllocateState(kc.size()), dv = k->AllocateState(v.size()),
-           dout = k->AllocateState(q.size());
-      k->Upload(dq->data(), q.data(), q.size());
-      k->Upload(dk->data(), kc.data(), kc.size());
-      k->Upload(dv->data(), v.data(), v.size());
-      const kernels::AttentionArgs a{dout->data(), dq->data(), dk->data(), dv->data(), kv_dim, scores.data(),
-                                     pos0,         heads,      kv_heads,   hs,         n,      sc.window,
-                                     sc.scale_dim, sc.softcap};
-      k->AttentionBlock(a, T);
-      std::vector<float> got(q.size());
-      k->Download(got.data(), dout->data(), got.size());
+      const std::vector<float> got = BlockOnDevice(*k, q, kc, v,
+                                                   {nullptr, nullptr, nullptr, nullptr, kv_dim, scores.data(), pos0,
+                                                    heads, kv_heads, hs, n, sc.window, sc.scale_dim, sc.softcap},
+                                                   T);
       ASSERT_TRUE(k->status().ok()) << k->status().message();
       ExpectClose(got, want, 1e-4,
                   "attention window " + std::to_string(sc.window) + " scale_dim " + std::to_string(sc.scale_dim) +
