@@ -233,7 +233,7 @@ TEST(CudaElementwise, RmsnormMatchesTheReferenceGivenTheSameSum) {
 struct Scoring {
   int window = 0;
   float scale_dim = 0.0f, softcap = 0.0f;
-  float root(int hs) const { return sqrtf(scale_dim > 0.0f ? scale_dim : static_cast<float>(hs)); }
+  float root(int hs) const { return ew::ScoreDivisor(scale_dim, hs); }
 };
 
 // Attention for one head at position n - 1 as the kernel computes it (tiles

@@ -106,6 +106,12 @@ VERITY_HD float GeGLU(float h, float h2) {
 // kernels::SoftCap.
 VERITY_HD float SoftCap(float s, float cap) { return Mul(cap, tanhf(s / cap)); }
 
+// The scores' divisor, as AttentionArgs::score_divisor(): sqrt of Gemma's
+// query_pre_attn_scalar where given (scale_dim > 0), else of head_size.
+VERITY_HD float ScoreDivisor(float scale_dim, int head_size) {
+  return sqrtf(scale_dim > 0.0f ? scale_dim : static_cast<float>(head_size));
+}
+
 // An attention score as every CPU attention takes it (AttentionArgs): the
 // product q.k divided by the score divisor (sqrt of head_size or of Gemma's
 // query_pre_attn_scalar), then soft-capped where softcap > 0.

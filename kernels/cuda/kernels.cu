@@ -175,7 +175,7 @@ __global__ void AttentionKernel(AttentionDeviceArgs a, int tile) {
     acc[i] = 0.0f;
   }
   __syncthreads();
-  const float root = sqrtf(a.scale_dim > 0.0f ? a.scale_dim : static_cast<float>(hs));
+  const float root = ew::ScoreDivisor(a.scale_dim, hs);
   ew::OnlineSoftmax st;
   for (int64_t t0 = first; t0 < n; t0 += tile) {
     const int len = static_cast<int>(min(static_cast<int64_t>(tile), n - t0));
@@ -259,7 +259,7 @@ __device__ void ChunkScores(const AttentionDeviceArgs& a, const float* q, const 
                             float* scores) {
   constexpr int kN = VEC * NV, kWarps = kDecodeAttentionThreads / 32;
   const int hs = a.head_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float root = sqrtf(a.scale_dim > 0.0f ? a.scale_dim : static_cast<float>(hs));
+  const float root = ew::ScoreDivisor(a.scale_dim, hs);
 #pragma unroll 4
   for (int j = warp; j < len; j += kWarps) {
     float k[kN];
