@@ -68,6 +68,7 @@ std::string ExecutableSearchPath() { return Get("PATH"); }
 int BenchChunkMacs() { return GetInt("VERITY_BENCH_CHUNK_MACS", 16384, 1, 1 << 30); }
 bool CudaDependentLaunch() { return Get("VERITY_CUDA_PDL") != "0"; }
 bool CudaProfile() { return Get("VERITY_CUDA_PROFILE") == "1"; }
+bool CudaBatchMma() { return Get("VERITY_CUDA_BATCH_MMA") == "1"; }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }
 std::string StreamPrefetch() { return Get("VERITY_STREAM_PREFETCH"); }
 

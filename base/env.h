@@ -80,6 +80,13 @@ bool CudaProfile();
 // gives. Default: on, where the device has it (sm_90 and later). Speed only:
 // the same bits either way.
 bool CudaDependentLaunch();
+// VERITY_CUDA_BATCH_MMA: "1" runs a batched step's bf16 products (Step's
+// rows: MatmulRows and the fused rows calls) on tensor cores
+// (kernels/cuda/mma_rows.cu, docs/cuda.md). Default: off, so a batched row
+// keeps the bits of its own decode step; with it, a row's bits still do
+// not depend on the other rows of its step, but differ from the decode
+// step's (x enters the tensor cores to 16 significant bits).
+bool CudaBatchMma();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

@@ -179,6 +179,8 @@ VerityBenchRecord RandomVerityBench(std::mt19937& g) {
   if (g() % 2) {
     r.simd_target = "AVX3_DL", r.stream_prefetch = g() % 2 == 0;
     if (g() % 2) r.stream_prefetch_hint = *r.stream_prefetch ? "nta" : "off";
+  } else if (g() % 2) {
+    r.cuda_batch_mma = g() % 2 == 0;
   }
   return r;
 }
@@ -216,6 +218,7 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
         {"/spread/samples", 1.5, "'spread.samples' is missing or not an integer"},
         {"/kernels/stream_prefetch_hint", "off", "'kernels.stream_prefetch_hint' is missing or not nta or t0"},
         {"/pool", 3, "'pool' is missing or not an object or null"},
+        {"/kernels", nlohmann::json{{"cuda_batch_mma", 1}}, "'kernels.cuda_batch_mma' is missing or not a boolean"},
         {"/box", nullptr, "'box' is missing or not a string"}}) {
     nlohmann::json j = good;
     j[nlohmann::json::json_pointer(path)] = value;

@@ -11,6 +11,7 @@ namespace {
 nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
 nlohmann::json KernelsJson(const VerityBenchRecord& r) {
+  if (!r.simd_target && r.cuda_batch_mma) return {{"cuda_batch_mma", *r.cuda_batch_mma}};
   if (!r.simd_target) return nlohmann::json();
   nlohmann::json k = {{"simd_target", *r.simd_target}, {"stream_prefetch", r.stream_prefetch.value_or(false)}};
   if (r.stream_prefetch_hint) k["stream_prefetch_hint"] = *r.stream_prefetch_hint;
@@ -182,6 +183,12 @@ class DetailReader {
     const nlohmann::json* k = At("kernels");
     if (!k || k->is_null()) return OkStatus();
     if (!k->is_object()) return Fail("kernels", "an object or null");
+    if (!k->contains("simd_target") && k->contains("cuda_batch_mma")) {  // the cuda backend's
+      const nlohmann::json* mma = At(*k, "cuda_batch_mma");
+      if (!mma->is_boolean()) return Fail("kernels.cuda_batch_mma", "a boolean");
+      r->cuda_batch_mma = mma->get<bool>();
+      return OkStatus();
+    }
     const nlohmann::json* target = At(*k, "simd_target");
     const nlohmann::json* prefetch = At(*k, "stream_prefetch");
     if (!target || !target->is_string() || target->get<std::string>().empty())

@@ -70,6 +70,10 @@ struct VerityBenchRecord {
   std::optional<std::string> simd_target;
   std::optional<bool> stream_prefetch;
   std::optional<std::string> stream_prefetch_hint;
+  // The cuda backend's variant (null for the others, and in records written
+  // before it existed): whether a batched step's bf16 products ran on tensor
+  // cores (VERITY_CUDA_BATCH_MMA=1), which changes their bits (docs/cuda.md).
+  std::optional<bool> cuda_batch_mma;
 };
 
 // The record as `verity bench` prints it: the envelope (bench_record.h's

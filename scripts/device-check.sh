@@ -128,7 +128,8 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   SplitDecodeAttentionMatchesTheReferenceAtChunkEdges RecordedDecodeAttentionGivesTheEagerBits
   Q8_0PrefillGemmStatesItsParityCost ArgmaxRowsPickEachRowsLargest ABackendRunsOnTheDeviceItIsGiven
   PrefillAttentionAsGemmsMatchesTheReference AFailedBackendLeavesTheProcessAsItFoundIt
-  WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference)
+  WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
+  TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -150,6 +151,15 @@ if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.RowsForms'
   summary rows-forms ok "$(grep -c '^cuda bench:' "$work/rows-forms.log") shapes timed, every form the bits of form 0"
 else
   tail -20 "$work/rows-forms.log"; summary rows-forms FAIL "see $work/rows-forms.log"
+fi
+
+# 1c. A batched step's products on the CUDA cores and on the tensor cores
+# (VERITY_CUDA_BATCH_MMA, mma_rows.cu), 8 and 32 vectors, 1B and 7B shapes.
+if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.BatchedRowsOnTensorCores' >"$work/mma-rows.log" 2>&1); then
+  grep '^cuda bench:' "$work/mma-rows.log" || true
+  summary mma-rows ok "$(grep -c '^cuda bench:' "$work/mma-rows.log") shapes timed on CUDA and tensor cores"
+else
+  tail -20 "$work/mma-rows.log"; summary mma-rows FAIL "see $work/mma-rows.log"
 fi
 
 # The 7-8B-shaped synthetic model (Llama-2-7B's shapes: 6.7B parameters,
@@ -291,6 +301,11 @@ elif "$bin" synth --out "$synth" --config '{"dim":2048,"hidden_dim":5632,"n_laye
   bench synth-1B-batch32 "$synth" bf16 64 --batch 32
   ratio "batch32-over-batch1" "$work/bench-synth-1B-batch32.json" "$work/bench-synth-1B.json" 15 \
     "1B bf16 aggregate decode, 32 sequences per step over 1"
+  # The same on tensor cores (VERITY_CUDA_BATCH_MMA=1: rows independent of
+  # their batch, not the decode step's bits; docs/cuda.md).
+  VERITY_CUDA_BATCH_MMA=1 bench synth-1B-batch32-mma "$synth" bf16 64 --batch 32
+  ratio "batch32-mma-over-batch1" "$work/bench-synth-1B-batch32-mma.json" "$work/bench-synth-1B.json" 15 \
+    "1B bf16 aggregate decode, 32 sequences per step on tensor cores over 1"
   profile synth-1B "$synth" bf16 --steps 64
 else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"

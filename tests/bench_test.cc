@@ -430,8 +430,12 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   ASSERT_EQ(no_hint_csv.exit_code, 0) << no_hint_csv.err;
   const auto nh = Lines(no_hint_csv.out);
   ASSERT_EQ(nh.size(), 2u);
-  EXPECT_EQ(CsvFields(nh[0]).back(), "kernels_stream_prefetch_hint");
-  EXPECT_EQ(CsvFields(nh[1]).back(), "") << "absent is an empty field";
+  const auto nh_head = CsvFields(nh[0]), nh_row = CsvFields(nh[1]);
+  const auto hint_at = std::find(nh_head.begin(), nh_head.end(), "kernels_stream_prefetch_hint");
+  ASSERT_NE(hint_at, nh_head.end());
+  EXPECT_EQ(nh_row[hint_at - nh_head.begin()], "") << "absent is an empty field";
+  EXPECT_EQ(nh_head.back(), "kernels_cuda_batch_mma");
+  EXPECT_EQ(nh_row.back(), "") << "a fast backend's record has no cuda variant";
 
   // A live run in each format prints one record too.
   for (const std::string fmt : {"jsonl", "csv", "md"}) {
@@ -509,11 +513,12 @@ TEST(Bench, NamesTheKernelVariantItRan) {
     const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
     ASSERT_FALSE(csv.head.empty());
     // New columns are appended, so readers by position keep working: then
-    // came baseline_rss_mb, then the hint.
-    ASSERT_GE(csv.head.size(), 3u);
-    EXPECT_EQ(csv.head[csv.head.size() - 3], "kernels_stream_prefetch") << "appended after the older columns";
-    EXPECT_EQ(csv.head[csv.head.size() - 2], "baseline_rss_mb");
-    EXPECT_EQ(csv.head.back(), "kernels_stream_prefetch_hint") << "the last column";
+    // came baseline_rss_mb, the hint, and the cuda backend's variant.
+    ASSERT_GE(csv.head.size(), 4u);
+    EXPECT_EQ(csv.head[csv.head.size() - 4], "kernels_stream_prefetch") << "appended after the older columns";
+    EXPECT_EQ(csv.head[csv.head.size() - 3], "baseline_rss_mb");
+    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_stream_prefetch_hint");
+    EXPECT_EQ(csv.head.back(), "kernels_cuda_batch_mma") << "the last column";
     EXPECT_EQ(csv.Col("kernels_stream_prefetch"), on ? "true" : "false");
     EXPECT_EQ(csv.Col("kernels_stream_prefetch_hint"), mode);
   }

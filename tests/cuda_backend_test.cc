@@ -680,6 +680,88 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
     }
 }
 
+// The tensor-core rows kernel (mma_rows.cu, VERITY_CUDA_BATCH_MMA): close to
+// the exact product (x enters as hi + lo bf16, 16 significant bits), and a
+// vector's outputs are the same bits whatever vectors share its launch and
+// wherever it sits among them (alone, first, last, past the first group of
+// 32); stacked q/k/v targets, the residual add and SwiGLU give the bits of
+// the plain products they stand for.
+TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
+  REQUIRE_DEVICE();
+  const kernels::DType t = kernels::DType::kBF16;
+  auto launch = [](cu::RowsEpilogue epi, const cu::RowsTargets& tg, const float* x, int cols, int n) {
+    const int rows = tg.begin[tg.count];
+    const auto plan = cu::PlanRowsMma(kernels::DType::kBF16, rows, cols, n, epi == cu::RowsEpilogue::kSwiGLU, kLim);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const Status st = cu::LaunchRowsMma(plan.value(), epi, tg, x, cols, n, 0, "test");
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  };
+  auto one = [](const void* w, float* out, int rows) {
+    cu::RowsTargets tg;
+    tg.count = 1, tg.begin[1] = rows, tg.w[0] = w, tg.out[0] = out;
+    return tg;
+  };
+  long invariant = 0;
+  for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {5632, 2048}, {2048, 5632}}) {
+    const std::string what = "rows_mma bf16 " + std::to_string(rows) + "x" + std::to_string(cols);
+    const Encoded e(t, rows, cols);
+    const int T = 40;  // two vector groups
+    const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 12), want = ExactMatmul(e.w, x, T);
+    Dev<unsigned char> dw(e.device);
+    Dev<float> dx(x), dbatch(static_cast<size_t>(T) * rows), dsome(static_cast<size_t>(T) * rows);
+    launch(cu::RowsEpilogue::kStore, one(dw.p, dbatch.p, rows), dx.p, cols, T);
+    const std::vector<float> batch = dbatch.Get();
+    ExpectClose(batch, want, 1e-4, what);
+    // Vector v alone, and as the last of the first v + 1 vectors.
+    for (int v : {0, 1, 7, 8, 31, 32, 39})
+      for (int n : {1, v + 1}) {
+        const float* xs = n == 1 ? dx.p + static_cast<size_t>(v) * cols : dx.p;
+        launch(cu::RowsEpilogue::kStore, one(dw.p, dsome.p, rows), xs, cols, n);
+        const std::vector<float> some = dsome.Get();
+        const size_t at = static_cast<size_t>(n == 1 ? 0 : v) * rows;
+        EXPECT_EQ(std::memcmp(some.data() + at, batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
+            << what << ": vector " << v << " in a launch of " << n << " differs from its row of 40";
+        invariant++;
+      }
+  }
+  // q/k/v stacked, the residual add and SwiGLU against plain launches.
+  const int dim = 2048, kv = 256, ffn = 5632, n = 5;
+  const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim);
+  Dev<unsigned char> dq(wq.device), dk(wk.device), dv(wv.device), d1(w1.device), d3(w3.device);
+  const std::vector<float> x = Random(static_cast<size_t>(n) * dim, 13), r0 = Random(static_cast<size_t>(n) * dim, 14);
+  const size_t N = n;
+  Dev<float> dx(x), q(N * dim), k(N * kv), v(N * kv), q2(N * dim), k2(N * kv), v2(N * kv);
+  Dev<float> g(N * ffn), u(N * ffn), gu(N * ffn), r(r0), proj(N * dim);
+  cu::RowsTargets qkv;
+  qkv.count = 3, qkv.begin[1] = dim, qkv.begin[2] = dim + kv, qkv.begin[3] = dim + 2 * kv;
+  qkv.w[0] = dq.p, qkv.w[1] = dk.p, qkv.w[2] = dv.p, qkv.out[0] = q.p, qkv.out[1] = k.p, qkv.out[2] = v.p;
+  launch(cu::RowsEpilogue::kStore, qkv, dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(dq.p, q2.p, dim), dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(dk.p, k2.p, kv), dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(dv.p, v2.p, kv), dx.p, dim, n);
+  EXPECT_EQ(q.Get(), q2.Get()) << "q stacked with k and v";
+  EXPECT_EQ(k.Get(), k2.Get()) << "k stacked with q and v";
+  EXPECT_EQ(v.Get(), v2.Get()) << "v stacked with q and k";
+  cu::RowsTargets swiglu = one(d1.p, gu.p, ffn);
+  swiglu.w[1] = d3.p;
+  launch(cu::RowsEpilogue::kSwiGLU, swiglu, dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(d1.p, g.p, ffn), dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(d3.p, u.p, ffn), dx.p, dim, n);
+  const std::vector<float> hg = g.Get(), hu = u.Get(), hgu = gu.Get();
+  for (size_t i = 0; i < hgu.size(); i++)
+    ASSERT_EQ(cu::ew::FloatToBits(hgu[i]), cu::ew::FloatToBits(cu::ew::SwiGLU(hg[i], hu[i]))) << "SwiGLU [" << i << "]";
+  launch(cu::RowsEpilogue::kAdd, one(dq.p, r.p, dim), dx.p, dim, n);
+  launch(cu::RowsEpilogue::kStore, one(dq.p, proj.p, dim), dx.p, dim, n);
+  const std::vector<float> hr = r.Get(), hp = proj.Get();
+  for (size_t i = 0; i < hr.size(); i++)
+    ASSERT_EQ(cu::ew::FloatToBits(hr[i]), cu::ew::FloatToBits(r0[i] + hp[i])) << "residual add [" << i << "]";
+  std::printf(
+      "cuda device: tensor-core rows: %ld launches of a vector among others give its bits; stacked q/k/v, "
+      "SwiGLU and the residual add give the plain products' bits\n",
+      invariant);
+}
+
 // The fused calls give what the separate calls they stand for give (the
 // Backend:: defaults, run on the same device), bit for bit: q/k/v in one
 // launch, gate/up with SwiGLU, a projection with its residual add, for one
@@ -940,6 +1022,114 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
   SlotStepsOf(gemma, kernels::DType::kBF16, prompts, "gemma2 synth");
 }
 
+// KL(softmax(a) || softmax(b)) of two rows of n logits, in double.
+double RowKl(const float* a, const float* b, int n) {
+  auto softmax = [n](const float* v) {
+    const double mx = *std::max_element(v, v + n);
+    std::vector<double> e(n);
+    double z = 0;
+    for (int i = 0; i < n; i++) z += e[i] = std::exp(v[i] - mx);
+    for (double& x : e) x /= z;
+    return e;
+  };
+  const std::vector<double> p = softmax(a), q = softmax(b);
+  double kl = 0;
+  for (int i = 0; i < n; i++)
+    if (p[i] > 0) kl += p[i] * std::log(p[i] / std::max(q[i], 1e-300));
+  return kl;
+}
+bool SameArgmax(const float* a, const float* b, int n) {
+  return std::max_element(a, a + n) - a == std::max_element(b, b + n) - b;
+}
+
+// Sets an environment variable for a scope (a backend reads its switches
+// when it is made).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+// A synthetic Llama of 4 layers whose every product has whole 32-column
+// steps (dim 512, FFN 1376, 8 heads of 64, 4 KV heads, 4096 tokens), written
+// as a llama2.c file and loaded as `t`.
+std::unique_ptr<Model> SynthMmaShaped(kernels::DType t, const std::string& name) {
+  const std::string path = test::TempDir(name) + "/synth-" + kernels::DTypeName(t) + ".bin";
+  ModelConfig c;
+  c.dim = 512, c.hidden_dim = 1376, c.n_layers = 4, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 4096;
+  c.seq_len = c.max_positions = 256, c.head_dim = 64, c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
+  c.shared_classifier = false;
+  EXPECT_TRUE(WriteSyntheticLlama2c(c, 17, path).ok());
+  auto model = LoadModel(path, t);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// Batched steps on tensor cores (VERITY_CUDA_BATCH_MMA=1): each sequence's
+// row of a step of 3 is bit for bit its row when it steps alone (a step of
+// one), whatever the order; against its decode steps (the CUDA-core
+// kernel's sums) the parity cost of x's 16 bits, printed and bounded (every
+// row's KL <= 1e-5, the same argmax).
+TEST(CudaDevice, TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode) {
+  REQUIRE_DEVICE();
+  const ScopedEnv mma("VERITY_CUDA_BATCH_MMA", "1");
+  const std::unique_ptr<Model> model = SynthMmaShaped(kernels::DType::kBF16, "mma-slots");
+  ASSERT_TRUE(model);
+  const int V = model->config.vocab_size, slots = 3, steps = 8;
+  const std::vector<std::vector<int>> prompts = {{1, 403, 407, 9}, {1, 9, 30, 261, 500, 17, 3}, {1, 77}};
+  auto token_of = [&](int s, int k) { return (7 * k + s) % V; };
+  // Each sequence alone: its decode steps, and its steps of one row.
+  std::vector<std::vector<float>> decode(slots), alone(slots);
+  auto single = SlotDecoder::Create(*model, kernels::MakeBackend("cuda").value(), slots);
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  for (int s = 0; s < slots; s++) {
+    Transformer one(*model, kernels::MakeBackend("cuda").value());
+    const int n = static_cast<int>(prompts[s].size());
+    one.Prefill(prompts[s].data(), n, 0);
+    (*single)->Prefill(s, prompts[s].data(), n, 0);
+    std::vector<float> row(V);
+    for (int k = 0; k < steps; k++) {
+      const float* l = one.Forward(token_of(s, k), n + k);
+      decode[s].insert(decode[s].end(), l, l + V);
+      const int tok = token_of(s, k), at = n + k;
+      (*single)->Step(&s, &tok, &at, 1, row.data());
+      alone[s].insert(alone[s].end(), row.begin(), row.end());
+    }
+    ASSERT_TRUE(one.status().ok()) << one.status().message();
+    ASSERT_TRUE((*single)->status().ok()) << (*single)->status().message();
+  }
+  auto batched = SlotDecoder::Create(*model, kernels::MakeBackend("cuda").value(), slots);
+  ASSERT_TRUE(batched.ok()) << batched.status().message();
+  for (int s = 0; s < slots; s++) (*batched)->Prefill(s, prompts[s].data(), static_cast<int>(prompts[s].size()), 0);
+  std::vector<float> rows(static_cast<size_t>(slots) * V);
+  double worst = 0;
+  int same_top = 0;
+  for (int k = 0; k < steps; k++) {
+    std::vector<int> slot(slots), token(slots), at(slots);
+    for (int i = 0; i < slots; i++) {
+      slot[i] = (i + k) % slots;  // the order changes every step
+      token[i] = token_of(slot[i], k);
+      at[i] = static_cast<int>(prompts[slot[i]].size()) + k;
+    }
+    (*batched)->Step(slot.data(), token.data(), at.data(), slots, rows.data());
+    ASSERT_TRUE((*batched)->status().ok()) << (*batched)->status().message();
+    for (int i = 0; i < slots; i++) {
+      const float* row = rows.data() + static_cast<size_t>(i) * V;
+      const size_t at_k = static_cast<size_t>(k) * V;
+      EXPECT_EQ(std::memcmp(row, alone[slot[i]].data() + at_k, V * sizeof(float)), 0)
+          << "slot " << slot[i] << " step " << k << ": its row of 3 differs from its step alone";
+      worst = std::max(worst, RowKl(decode[slot[i]].data() + at_k, row, V));
+      same_top += SameArgmax(decode[slot[i]].data() + at_k, row, V);
+    }
+  }
+  std::printf(
+      "cuda device: tensor-core slot steps: %d rows of 3-row steps, each its step alone bit for bit; against "
+      "the decode steps worst KL %.3g, top-1 %d of %d\n",
+      slots * steps, worst, same_top, slots * steps);
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ(same_top, slots * steps);
+}
+
 // A bf16 prefill block runs as a tensor-core GEMM on activations rounded to
 // bf16: its parity cost against the reference on the same bf16 weights, over
 // the prompt's last row and 8 positions decoded from the cache it wrote.
@@ -948,17 +1138,11 @@ TEST(CudaDevice, SlotStepsAreBatchInvariant) {
 // weights stored as `t`: the worst and mean KL and the top-1 agreement,
 // printed as `what` and bounded (worst KL <= 1e-2, at most 2 top-1 flips).
 void PrefillParity(kernels::DType t, const std::string& what) {
-  const std::string path = test::TempDir("gemm") + "/synth-" + kernels::DTypeName(t) + ".bin";
-  ModelConfig c;
-  c.dim = 512, c.hidden_dim = 1376, c.n_layers = 4, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 4096;
-  c.seq_len = c.max_positions = 256, c.head_dim = 64, c.rope_theta = 10000.0f, c.norm_eps = 1e-5f;
-  c.shared_classifier = false;
-  ASSERT_TRUE(WriteSyntheticLlama2c(c, 17, path).ok());
-  auto model = LoadModel(path, t);
-  ASSERT_TRUE(model.ok()) << model.status().message();
-  Transformer ref(**model, kernels::MakeBackend("reference").value());
-  Transformer gpu(**model, kernels::MakeBackend("cuda").value());
-  const int prompt = 100, V = c.vocab_size;  // 100 rows >= the GEMM's 16
+  const std::unique_ptr<Model> model = SynthMmaShaped(t, "gemm");
+  ASSERT_TRUE(model);
+  Transformer ref(*model, kernels::MakeBackend("reference").value());
+  Transformer gpu(*model, kernels::MakeBackend("cuda").value());
+  const int prompt = 100, V = model->config.vocab_size;  // 100 rows >= the GEMM's 16
   std::vector<int> ids(prompt + 8);
   for (size_t i = 0; i < ids.size(); i++) ids[i] = static_cast<int>((3 + 7919 * i) % V);
   std::vector<std::vector<float>> a, b;
@@ -976,22 +1160,10 @@ void PrefillParity(kernels::DType t, const std::string& what) {
   double worst = 0, sum = 0;
   int top1 = 0;
   for (size_t r = 0; r < a.size(); r++) {
-    auto softmax = [](const std::vector<float>& v) {
-      const double mx = *std::max_element(v.begin(), v.end());
-      std::vector<double> e(v.size());
-      double z = 0;
-      for (size_t i = 0; i < v.size(); i++) z += e[i] = std::exp(v[i] - mx);
-      for (double& x : e) x /= z;
-      return e;
-    };
-    const std::vector<double> p = softmax(a[r]), q = softmax(b[r]);
-    double kl = 0;
-    for (size_t i = 0; i < p.size(); i++)
-      if (p[i] > 0) kl += p[i] * std::log(p[i] / std::max(q[i], 1e-300));
+    const double kl = RowKl(a[r].data(), b[r].data(), V);
     worst = std::max(worst, kl);
     sum += kl;
-    top1 += std::max_element(a[r].begin(), a[r].end()) - a[r].begin() ==
-            std::max_element(b[r].begin(), b[r].end()) - b[r].begin();
+    top1 += SameArgmax(a[r].data(), b[r].data(), V);
   }
   std::printf("cuda device: %s: worst KL %.3g, mean KL %.3g, top-1 %d of %zu rows\n", what.c_str(), worst,
               sum / a.size(), top1, a.size());
@@ -1404,6 +1576,67 @@ TEST(CudaBench, RowsForms) {
       }
       std::printf("%s\n", line.c_str());
     }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// A batched step's products on the CUDA cores (the rows kernel's batched
+// form) and on the tensor cores (mma_rows.cu), 8 and 32 vectors, bf16, on
+// the 1B's and 7B's shapes, the weights streamed past L2 (StreamedWeights):
+// us a launch, the weights' GB/s, and us per vector against a decode
+// step's (one vector, form 0). For VERITY_CUDA_BATCH_MMA's default.
+TEST(CudaBench, BatchedRowsOnTensorCores) {
+  REQUIRE_DEVICE();
+  struct Shape {
+    const char* name;
+    int rows, cols;
+  };
+  const Shape shapes[] = {{"1B qkv", 2048 + 512, 2048}, {"1B o", 2048, 2048},       {"1B up", 5632, 2048},
+                          {"1B down", 2048, 5632},      {"7B qkv", 3 * 4096, 4096}, {"7B down", 4096, 11008}};
+  const kernels::DType t = kernels::DType::kBF16;
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  for (const Shape& sh : shapes) {
+    const size_t each = kernels::RowBytes(t, sh.cols) * sh.rows;
+    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / each + 1));
+    const StreamedWeights w(t, sh.rows, sh.cols, copies);
+    const std::vector<float> x = Random(static_cast<size_t>(32) * sh.cols, 5, 0.5f);
+    Dev<float> dx(x), out(static_cast<size_t>(32) * sh.rows);
+    // Mean us of 40 launches of `plan` (after 4 to warm), each on the next copy.
+    auto time = [&](const cu::LaunchPlan& plan, bool mma, int n) {
+      auto launch = [&](int i) {
+        cu::RowsTargets tg;
+        tg.count = 1, tg.begin[1] = sh.rows, tg.w[0] = w.copy(i % copies), tg.out[0] = out.p;
+        return mma ? cu::LaunchRowsMma(plan, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench")
+                   : cu::LaunchRowsFused(plan, t, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench");
+      };
+      for (int i = 0; i < 4; i++) EXPECT_TRUE(launch(i).ok());
+      EXPECT_EQ(cudaEventRecord(e0, 0), cudaSuccess);
+      for (int i = 0; i < 40; i++) EXPECT_TRUE(launch(i).ok());
+      EXPECT_EQ(cudaEventRecord(e1, 0), cudaSuccess);
+      EXPECT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+      float ms = 0;
+      EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+      return 1e3 * ms / 40;
+    };
+    const double one = time(cu::PlanRows(t, sh.rows, sh.cols, 1, kLim).value(), false, 1);
+    std::string line = std::string("cuda bench: batched rows bf16 ") + sh.name + " " + std::to_string(sh.rows) + "x" +
+                       std::to_string(sh.cols) + ": 1 vector " + std::to_string(one).substr(0, 6) + " us";
+    for (int n : {8, 32}) {
+      const double cores = time(cu::PlanRows(t, sh.rows, sh.cols, n, kLim).value(), false, n);
+      const double tensor = time(cu::PlanRowsMma(t, sh.rows, sh.cols, n, false, kLim).value(), true, n);
+      char part[200];
+      std::snprintf(part, sizeof part,
+                    " | %d vectors: CUDA cores %.1f us, tensor cores %.1f us (%.0f GB/s, %.2fx the cores; a vector "
+                    "%.3fx a decode step's time)",
+                    n, cores, tensor, static_cast<double>(each) / (tensor * 1e-6) / 1e9, cores / tensor,
+                    tensor / n / one);
+      line += part;
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }

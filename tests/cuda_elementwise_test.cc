@@ -20,7 +20,10 @@
 #include "formats/quants.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/kquant_layout.h"
+#include "kernels/cuda/launch_plan.h"
+#include "kernels/cuda/mma_map.h"
 #include "kernels/cuda/q8_layout.h"
+#include "kernels/cuda/work_map.h"
 #include "kernels/kernels.h"
 
 namespace verity::kernels::cuda {
@@ -455,6 +458,258 @@ TEST(CudaElementwise, MoeTopKMatchesTheEngineRouting) {
     routed++;
   }
   std::printf("cuda elementwise: %d MoE routings match\n", routed);
+}
+
+// ---- The tensor-core rows kernel (mma_rows.cu, mma_map.h) on the CPU.
+
+// One mma.m16n8k16 as the PTX ISA specifies it, on each lane's registers
+// (element e of A, B, C as the Ptx* layout places it): D = A B + C, the sum
+// of each (row, vector) over k in double, rounded to f32 (the tensor core's
+// own order and rounding are not specified; the device tests bound them).
+// `a[lane][e]`, `b[lane][e]` hold values; `d[lane][e]` is updated.
+void MmaAsSpecified(const float (&a)[32][8], const float (&b)[32][4], float (&d)[32][4]) {
+  double A[16][16] = {}, B[16][8] = {};
+  int seen_a[16][16] = {}, seen_b[16][8] = {};
+  for (int lane = 0; lane < 32; lane++) {
+    for (int e = 0; e < 8; e++) {
+      A[mma::PtxARow(lane, e)][mma::PtxACol(lane, e)] = a[lane][e];
+      seen_a[mma::PtxARow(lane, e)][mma::PtxACol(lane, e)]++;
+    }
+    for (int e = 0; e < 4; e++) {
+      B[mma::PtxBRow(lane, e)][mma::PtxBCol(lane)] = b[lane][e];
+      seen_b[mma::PtxBRow(lane, e)][mma::PtxBCol(lane)]++;
+    }
+  }
+  for (int i = 0; i < 16; i++)
+    for (int k = 0; k < 16; k++) ASSERT_EQ(seen_a[i][k], 1) << "A element (" << i << ", " << k << ")";
+  for (int k = 0; k < 16; k++)
+    for (int j = 0; j < 8; j++) ASSERT_EQ(seen_b[k][j], 1) << "B element (" << k << ", " << j << ")";
+  for (int lane = 0; lane < 32; lane++)
+    for (int e = 0; e < 4; e++) {
+      const int i = mma::PtxCRow(lane, e), j = mma::PtxCCol(lane, e);
+      double sum = d[lane][e];
+      for (int k = 0; k < 16; k++) sum += A[i][k] * B[k][j];
+      d[lane][e] = static_cast<float>(sum);
+    }
+}
+
+// The kernel's registers hold what the spec says they must: in each product
+// q of a step, element (row i, k) of A is the weight of row i at the column
+// that element (k, vector j) of B holds of vector j, the same column for
+// every row and vector; and a step's two products take its 32 columns once.
+// The accumulators the kernel stores as (row, vector) are the spec's.
+TEST(CudaElementwise, MmaFragmentsPairEveryWeightWithItsColumn) {
+  int pairs = 0;
+  for (int step = 0; step < 3; step++) {
+    std::vector<int> columns;
+    for (int q = 0; q < 2; q++) {
+      int a_col[16][16], b_col[16][8], a_row[16][16], b_vec[16][8];
+      for (int lane = 0; lane < 32; lane++) {
+        for (int r = 0; r < 4; r++)
+          for (int half = 0; half < 2; half++) {  // register r's two bf16: elements 2r, 2r+1
+            const int e = 2 * r + half, i = mma::PtxARow(lane, e), k = mma::PtxACol(lane, e);
+            a_row[i][k] = mma::ARow(lane, r);
+            a_col[i][k] = static_cast<int>(mma::StepColumn(step, lane)) + 2 * mma::AWord(q, r) + half;
+          }
+        for (int r = 0; r < 2; r++)
+          for (int half = 0; half < 2; half++) {
+            const int e = 2 * r + half, k = mma::PtxBRow(lane, e), j = mma::PtxBCol(lane);
+            b_vec[k][j] = mma::BVector(lane);
+            b_col[k][j] = static_cast<int>(mma::StepColumn(step, lane)) + 2 * mma::BWord(q, r) + half;
+          }
+      }
+      for (int k = 0; k < 16; k++) {
+        for (int i = 0; i < 16; i++) {
+          ASSERT_EQ(a_row[i][k], i) << "A (" << i << ", " << k << ") loads another row";
+          ASSERT_EQ(a_col[i][k], a_col[0][k]) << "A's column k=" << k << " differs between rows";
+        }
+        for (int j = 0; j < 8; j++) {
+          ASSERT_EQ(b_vec[k][j], j) << "B (" << k << ", " << j << ") loads another vector";
+          ASSERT_EQ(b_col[k][j], a_col[0][k]) << "B's k=" << k << " is not A's column";
+          pairs++;
+        }
+        columns.push_back(a_col[0][k]);
+      }
+    }
+    std::sort(columns.begin(), columns.end());
+    for (int c = 0; c < mma::kStepCols; c++) ASSERT_EQ(columns[c], step * mma::kStepCols + c) << "step " << step;
+  }
+  for (int lane = 0; lane < 32; lane++)
+    for (int i = 0; i < 4; i++) {
+      ASSERT_EQ(mma::CRow(lane, i), mma::PtxCRow(lane, i));
+      ASSERT_EQ(mma::CVector(lane, i), mma::PtxCCol(lane, i));
+    }
+  std::printf("cuda mma fragments: %d (k, vector) pairs of 3 steps, each weight with its own column of x\n", pairs);
+}
+
+// hi + lo holds x to 2^-17 of |x| (normal x), and 0, -0 and bf16 values exactly.
+TEST(CudaElementwise, MmaSplitHoldsSixteenBitsOfX) {
+  std::vector<float> xs = Random(100000, 41, 3.0f);
+  xs.insert(xs.end(), {0.0f, -0.0f, 1.0f, -2.5f, 1e-30f, 3e30f, 0.1f});
+  double worst = 0;
+  for (float x : xs) {
+    uint16_t hi, lo;
+    mma::SplitBF16(x, &hi, &lo);
+    const double back = static_cast<double>(ew::BF16ToF32(hi)) + ew::BF16ToF32(lo);
+    if (x == 0.0f) {
+      ASSERT_EQ(back, 0.0);
+      continue;
+    }
+    worst = std::max(worst, std::fabs(back - x) / std::fabs(x));
+    if (ew::BF16ToF32(ew::F32ToBF16(x)) == x) {
+      ASSERT_EQ(back, x);
+    }
+  }
+  EXPECT_LE(worst, std::ldexp(1.0, -17));
+  std::printf("cuda mma split: %zu values, worst relative error of hi + lo %.3g (bound 2^-17 = %.3g)\n", xs.size(),
+              worst, std::ldexp(1.0, -17));
+}
+
+// The kernel's arithmetic for one launch, block by block and warp by warp as
+// mma_rows.cu runs it (the same map functions), each mma as specified:
+// out[target][t x rows] for stacked bf16 matrices `w` (rows x cols each).
+std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu, const std::vector<int>& stack,
+                                                const std::vector<std::vector<uint16_t>>& w, const float* x, int cols,
+                                                int T, std::vector<int>* written) {
+  std::vector<int> begin = {0};
+  for (int r : stack) begin.push_back(begin.back() + r);
+  const int count = static_cast<int>(stack.size()), total = begin.back(), kRows = p.tile, MT = kRows / 16;
+  const int warps = static_cast<int>(p.block.x) / 32, kMats = swiglu ? 2 : 1;
+  auto begin_at = [&](int i) { return begin[i]; };
+  std::vector<std::vector<float>> out(count);
+  for (int i = 0; i < count; i++) out[i].assign(static_cast<size_t>(T) * stack[i], 0.0f);
+  for (unsigned bx = 0; bx < p.grid.x; bx++)
+    for (unsigned bz = 0; bz < p.grid.z; bz++)
+      for (unsigned by = 0; by < p.grid.y; by++) {
+        const int64_t first = map::FirstRow(by, bz, p.grid.y, 1, 0, kRows);
+        if (first >= total) continue;
+        const int v0 = static_cast<int>(bx) * 32, nv = std::min(32, T - v0);
+        std::vector<float> partial(static_cast<size_t>(kMats) * warps * kRows * 32);
+        for (int warp = 0; warp < warps; warp++) {
+          std::vector<float> acc(static_cast<size_t>(kMats) * MT * 4 * 32 * 4, 0.0f);  // [k][m][j][lane][i]
+          auto A = [&](int k, int m, int j, int lane, int i) -> float& {
+            return acc[(((static_cast<size_t>(k) * MT + m) * 4 + j) * 32 + lane) * 4 + i];
+          };
+          for (int s = warp; s < cols / 32; s += warps)
+            for (int j = 0; j < 4 && j * 8 < nv; j++)
+              for (int q = 0; q < 2; q++)
+                for (int k = 0; k < kMats; k++)
+                  for (int m = 0; m < MT; m++)
+                    for (int part = 0; part < 2; part++) {  // hi, then lo
+                      float fa[32][8], fb[32][4], d[32][4];
+                      for (int lane = 0; lane < 32; lane++) {
+                        const int64_t c = mma::StepColumn(s, lane);
+                        for (int r = 0; r < 4; r++) {
+                          const int g = static_cast<int>(
+                              std::min<int64_t>(first + m * 16 + mma::ARow(lane, r), int64_t{total} - 1));
+                          const map::StackedRow at = map::Locate(begin_at, count, g);
+                          const std::vector<uint16_t>& mat = w[swiglu ? k : at.target];
+                          for (int half = 0; half < 2; half++)
+                            fa[lane][2 * r + half] = ew::BF16ToF32(
+                                mat[static_cast<size_t>(at.row) * cols + c + 2 * mma::AWord(q, r) + half]);
+                        }
+                        const int v = j * 8 + mma::BVector(lane);
+                        for (int r = 0; r < 2; r++)
+                          for (int half = 0; half < 2; half++) {
+                            const float xv =
+                                v < nv ? x[static_cast<size_t>(v0 + v) * cols + c + 2 * mma::BWord(q, r) + half] : 0.0f;
+                            uint16_t hi, lo;
+                            mma::SplitBF16(xv, &hi, &lo);
+                            fb[lane][2 * r + half] = ew::BF16ToF32(part == 0 ? hi : lo);
+                          }
+                        for (int i = 0; i < 4; i++) d[lane][i] = A(k, m, j, lane, i);
+                      }
+                      MmaAsSpecified(fa, fb, d);
+                      for (int lane = 0; lane < 32; lane++)
+                        for (int i = 0; i < 4; i++) A(k, m, j, lane, i) = d[lane][i];
+                    }
+          for (int k = 0; k < kMats; k++)
+            for (int m = 0; m < MT; m++)
+              for (int j = 0; j < 4; j++)
+                for (int lane = 0; lane < 32; lane++)
+                  for (int i = 0; i < 4; i++)
+                    partial[static_cast<size_t>(k) * warps * kRows * 32 +
+                            mma::Partial(warp, kRows, m * 16 + mma::CRow(lane, i), j * 8 + mma::CVector(lane, i))] =
+                        A(k, m, j, lane, i);
+        }
+        for (int o = 0; o < kRows * 32; o++) {
+          const int row = o / 32, v = o % 32;
+          if (v >= nv || first + row >= total) continue;
+          float sum[2];
+          for (int k = 0; k < kMats; k++) {
+            const float* pk = partial.data() + static_cast<size_t>(k) * warps * kRows * 32;
+            sum[k] = pk[mma::Partial(0, kRows, row, v)];
+            for (int wi = 1; wi < warps; wi++) sum[k] += pk[mma::Partial(wi, kRows, row, v)];
+          }
+          const map::StackedRow at = map::Locate(begin_at, count, static_cast<int>(first + row));
+          const size_t idx = map::OutputIndex(bx, 32, v, stack[at.target], at.row);
+          out[at.target][idx] = swiglu ? ew::SwiGLU(sum[0], sum[1]) : sum[0];
+          (*written)[begin[at.target] * T + idx]++;
+        }
+      }
+  return out;
+}
+
+// The whole launch simulated (SimulateRowsMma) on stacked targets (q/k/v
+// shapes, rows that are not whole tiles), the gate/up pair with SwiGLU, and
+// batches of 1 to 40 vectors: every output written once, each within 2^-14
+// of sum_j |w_ij x_j| of the exact product (x's hi + lo holds 2^-17 of it;
+// the rest is f32 accumulation over the warps' partials).
+TEST(CudaElementwise, MmaRowsSimulationMatchesTheExactProduct) {
+  struct Case {
+    std::vector<int> stack;
+    int cols, T;
+    bool swiglu;
+  };
+  const std::vector<Case> cases = {{{64, 16, 16}, 256, 5, false}, {{48}, 512, 32, false}, {{7, 9, 33}, 96, 1, false},
+                                   {{40}, 64, 40, false},         {{24}, 320, 9, true},   {{100}, 32, 33, true}};
+  double worst = 0;
+  long outputs = 0;
+  for (const Case& cs : cases) {
+    const int count = static_cast<int>(cs.stack.size());
+    std::vector<std::vector<uint16_t>> w;
+    for (int i = 0; i < (cs.swiglu ? 2 : count); i++) {
+      const std::vector<float> f = Random(static_cast<size_t>(cs.stack[cs.swiglu ? 0 : i]) * cs.cols, 50 + i, 0.5f);
+      std::vector<uint16_t> b(f.size());
+      for (size_t j = 0; j < f.size(); j++) b[j] = ew::F32ToBF16(f[j]);
+      w.push_back(std::move(b));
+    }
+    const std::vector<float> x = Random(static_cast<size_t>(cs.T) * cs.cols, 60, 2.0f);
+    int total = 0;
+    for (int r : cs.stack) total += r;
+    const LaunchPlan p = PlanRowsMma(DType::kBF16, total, cs.cols, cs.T, cs.swiglu, DeviceLimits{}).value();
+    std::vector<int> written(static_cast<size_t>(total) * cs.T, 0);
+    const auto out = SimulateRowsMma(p, cs.swiglu, cs.stack, w, x.data(), cs.cols, cs.T, &written);
+    for (size_t o = 0; o < written.size(); o++) ASSERT_EQ(written[o], 1) << "output " << o;
+    for (int i = 0; i < count; i++) {
+      const int rows = cs.stack[i];
+      for (int t = 0; t < cs.T; t++)
+        for (int r = 0; r < rows; r++) {
+          double want[2] = {}, mag = 0;
+          for (int k = 0; k < (cs.swiglu ? 2 : 1); k++)
+            for (int c = 0; c < cs.cols; c++) {
+              const double wv = ew::BF16ToF32(w[cs.swiglu ? k : i][static_cast<size_t>(r) * cs.cols + c]);
+              want[k] += wv * x[static_cast<size_t>(t) * cs.cols + c];
+              if (k == 0) mag += std::fabs(wv * x[static_cast<size_t>(t) * cs.cols + c]);
+            }
+          const float got = out[i][static_cast<size_t>(t) * rows + r];
+          const double exact =
+              cs.swiglu ? ew::SwiGLU(static_cast<float>(want[0]), static_cast<float>(want[1])) : want[0];
+          const double err = std::fabs(got - exact) / (mag + 1e-30);
+          if (!cs.swiglu) {
+            ASSERT_LE(err, std::ldexp(1.0, -14)) << "target " << i << " row " << r << " vector " << t;
+            worst = std::max(worst, err);
+          } else {
+            ASSERT_NEAR(got, exact, 1e-3 * (1 + std::fabs(exact))) << "row " << r << " vector " << t;
+          }
+          outputs++;
+        }
+    }
+  }
+  std::printf(
+      "cuda mma rows: %ld outputs of 6 simulated launches written once, worst error %.3g of sum |w x| "
+      "(bound 2^-14)\n",
+      outputs, worst);
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ std::string PrintCsv(const BenchRecord& r) {
       "achieved_gb_s,read_gb_s,fraction,kv_bytes_per_token,achieved_gb_s_with_kv,fraction_with_kv,"
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
-      "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint\n";
+      "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint,kernels_cuda_batch_"
+      "mma\n";
   auto count = [&](uint64_t PoolCounts::*field) { return r.pool ? std::to_string((*r.pool).*field) : std::string(); };
   std::string row =
       CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
@@ -96,7 +97,8 @@ std::string PrintCsv(const BenchRecord& r) {
       count(&PoolCounts::stalls) + "," + count(&PoolCounts::contended_windows) + "," +
       (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
       (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," + Num(r.baseline_rss_mb) + "," +
-      (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "\n";
+      (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "," +
+      (r.cuda_batch_mma ? (*r.cuda_batch_mma ? "true" : "false") : "") + "\n";
   return header + row;
 }
 
@@ -541,6 +543,9 @@ void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool devic
                  : *r.stream_prefetch_hint == "nta" ? "non-temporal (8 KB ahead)"
                  : *r.stream_prefetch_hint == "t0"  ? "t0 (1 KB ahead)"
                                                     : "off");
+  if (r.cuda_batch_mma)
+    std::fprintf(stderr, "verity: cuda kernels: a batched step's bf16 products on %s\n",
+                 *r.cuda_batch_mma ? "tensor cores (VERITY_CUDA_BATCH_MMA=1)" : "CUDA cores");
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "
@@ -637,6 +642,7 @@ int RunBench(BenchOptions o) {
     r.stream_prefetch = kernels::StreamPrefetchOn();
     r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
   }
+  if (o.backend == "cuda") r.cuda_batch_mma = env::CudaBatchMma();
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
   WarmUp(g, cpus, &r);

@@ -71,6 +71,7 @@ enum PlanKind {
   kPlanMatvec,
   kPlanBatch,
   kPlanRows,
+  kPlanRowsMma,
   kPlanRmsnorm,
   kPlanRope,
   kPlanAttention,
@@ -303,23 +304,23 @@ class CudaBackend final : public Backend {
   // prefill blocks (GEMMs) take the separate calls.
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     if (T != 1 || !Fusable(targets, count)) return Backend::MatmulShared(x, T, targets, count);
-    Fused(x, 1, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr);
+    Fused(x, 1, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr, false);
   }
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
     if (!Fusable(targets, count)) return Backend::MatmulSharedRows(x, n, targets, count);
-    Fused(x, n, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr);
+    Fused(x, n, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, nullptr, true);
   }
   void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate,
                     const MatmulTarget& up) override {
     const MatmulTarget both[] = {gate, up};
     if ((n != 1 && !independent) || !Fusable(both, 2) || gate.w->rows != up.w->rows)
       return Backend::MatmulSwiGLU(x, n, independent, gate, up);
-    Fused(x, n, {gate, up}, RowsEpilogue::kSwiGLU, nullptr);
+    Fused(x, n, {gate, up}, RowsEpilogue::kSwiGLU, nullptr, independent);
   }
   void MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) override {
     const MatmulTarget t{x, &w};
     if ((n != 1 && !independent) || !Fusable(&t, 1)) return Backend::MatmulAddInPlace(x, scratch, h, w, n, independent);
-    Fused(h, n, {t}, RowsEpilogue::kAdd, scratch);
+    Fused(h, n, {t}, RowsEpilogue::kAdd, scratch, independent);
   }
   // A decoded position (recorded): rotate and cache in one launch reading the
   // position on the device, then attention. A prompt block: the block calls.
@@ -680,9 +681,10 @@ class CudaBackend final : public Backend {
       if (t[i].w->dtype != t[0].w->dtype || t[i].w->cols != t[0].w->cols) return false;
     return true;
   }
-  void Fused(const float* x, int n, std::vector<MatmulTarget> t, RowsEpilogue epi, float* scratch) {
-    std::vector<int64_t> sig = {kOpFusedRows, static_cast<int64_t>(epi),           Id(x),       n,
-                                Id(scratch),  static_cast<int64_t>(t[0].w->dtype), t[0].w->cols};
+  // `rows`: a batched step's independent rows (MmaRows may take them).
+  void Fused(const float* x, int n, std::vector<MatmulTarget> t, RowsEpilogue epi, float* scratch, bool rows) {
+    std::vector<int64_t> sig = {kOpFusedRows, static_cast<int64_t>(epi),           Id(x),        n,
+                                Id(scratch),  static_cast<int64_t>(t[0].w->dtype), t[0].w->cols, rows};
     for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
     const Weights& w0 = *t[0].w;
     Outputs outs;
@@ -690,13 +692,14 @@ class CudaBackend final : public Backend {
     double bytes = 0;
     for (const MatmulTarget& m : t) bytes += ProductBytes(*m.w, n);
     Issue(
-        sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch); },
+        sig.data(), sig.size(), outs, [=, this] { return FusedImpl(x, n, t, epi, scratch, rows); },
         [=, this] { return MatmulCtx(w0, n) + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
   }
   static const char* FusedName(RowsEpilogue epi) {
     return epi == RowsEpilogue::kSwiGLU ? " fused swiglu" : epi == RowsEpilogue::kAdd ? " fused add" : " fused";
   }
-  Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
+  Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch,
+                   bool rows) {
     const Weights& w0 = *t[0].w;
     RowsTargets tg;
     tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
@@ -708,11 +711,23 @@ class CudaBackend final : public Backend {
     }
     for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
     if (!vectorized) return FusedSeparately(x, n, t, epi, scratch);
-    const int rows = tg.begin[tg.count];
+    const int stacked = tg.begin[tg.count];
+    if (rows && MmaRows(w0)) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU));
+      return LaunchRowsMma(*plan, epi, tg, x, w0.cols, n, stream_, "rows_mma");
+    }
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanRows, static_cast<int>(w0.dtype), rows, w0.cols, n, 0},
-                                 [&] { return Dependent(PlanRows(w0.dtype, rows, w0.cols, n, limits_)); }));
+                            Plan({kPlanRows, static_cast<int>(w0.dtype), stacked, w0.cols, n, 0},
+                                 [&] { return Dependent(PlanRows(w0.dtype, stacked, w0.cols, n, limits_)); }));
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
+  }
+  // Whether a batched step's product of w goes to the tensor cores
+  // (VERITY_CUDA_BATCH_MMA=1; bf16, whole 32-column steps; alignment is
+  // checked with the rows kernel's VectorizedRows before).
+  bool MmaRows(const Weights& w) const { return batch_mma_ && w.dtype == DType::kBF16 && w.cols % 32 == 0; }
+  Result<const LaunchPlan*> MmaPlan(int rows, int cols, int n, bool swiglu) {
+    return Plan({kPlanRowsMma, static_cast<int>(DType::kBF16), rows, cols, n, swiglu ? 1 : 0},
+                [&] { return Dependent(PlanRowsMma(DType::kBF16, rows, cols, n, swiglu, limits_)); });
   }
   // An unaligned matrix: the calls the fused one stands for.
   Status FusedSeparately(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
@@ -898,6 +913,12 @@ class CudaBackend final : public Backend {
     // The 16-byte kernel for every bf16/q8_0 vector product it can take, so a
     // decode step's Matmul and a batched step's MatmulRows give the same bits.
     if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
+      if (rows && MmaRows(w)) {
+        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(w.rows, w.cols, T, false));
+        RowsTargets one;
+        one.count = 1, one.begin[1] = w.rows, one.w[0] = dw, one.out[0] = out;
+        return LaunchRowsMma(*plan, RowsEpilogue::kStore, one, x, w.cols, T, stream_, "rows_mma");
+      }
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                               Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
                                    [&] { return Dependent(PlanRows(w.dtype, w.rows, w.cols, T, limits_)); }));
@@ -1177,9 +1198,10 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
-  std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
-  std::vector<float> router_;               // MoE router logits downloaded for routing
+  bool capturing_ = false;                      // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;      // VERITY_CUDA_PROFILE=1: device time per kind of call
+  const bool batch_mma_ = env::CudaBatchMma();  // VERITY_CUDA_BATCH_MMA=1: batched bf16 products on tensor cores
+  std::vector<float> router_;                   // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.

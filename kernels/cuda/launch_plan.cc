@@ -114,6 +114,23 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
   return Checked(std::move(p), lim);
 }
 
+Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swiglu, const DeviceLimits& lim) {
+  LaunchPlan p = Named((std::string("rows_mma_") + DTypeName(dtype)).c_str(),
+                       "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
+  if (dtype != DType::kBF16) return PlanError(p, "tensor-core rows take bf16 weights only");
+  if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
+  if (cols % 32 != 0) return PlanError(p, "cols must be a multiple of 32 (a warp's step)");
+  p.tile = swiglu ? kMmaRowsTile / 2 : kMmaRowsTile;
+  p.block.x = static_cast<uint32_t>(kMmaRowsWarps * lim.warp_size);
+  // Each warp's partial sums of the block's rows for 32 vectors (twice with SwiGLU: gate and up).
+  p.shared_bytes = static_cast<size_t>(swiglu ? 2 : 1) * kMmaRowsWarps * p.tile * 32 * sizeof(float);
+  const int64_t row_blocks = CeilDiv(rows, p.tile);
+  p.grid.x = GridDim(CeilDiv(T, 32));
+  p.grid.y = GridDim(std::min<int64_t>(row_blocks, lim.max_grid_dim[1]));
+  p.grid.z = GridDim(CeilDiv(row_blocks, p.grid.y));
+  return Checked(std::move(p), lim);
+}
+
 Result<LaunchPlan> PlanBlockRows(uint32_t block_type, int rows, int cols, int T, const DeviceLimits& lim) {
   const std::string type = block_type == kq::kQ4_K   ? "q4_k"
                            : block_type == kq::kQ6_K ? "q6_k"

@@ -106,6 +106,18 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
 // grid.x their groups; grid.y, then z, the row blocks). cols % 8 == 0.
 // `form` (T == 1 only): an index into kRowsForms; -1: DefaultRowsForm(dtype).
 Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = -1);
+// A batched step's products on tensor cores (mma_rows.cu; opt-in,
+// VERITY_CUDA_BATCH_MMA=1): out[T x rows] = x[T x cols] W^T for bf16 W,
+// cols % 32 == 0. A block of kMmaRowsWarps warps takes `tile` weight rows
+// (kMmaRowsTile; 16 with SwiGLU, whose block holds the gate's and the up's)
+// for up to 32 vectors, its warps splitting the columns (warp w takes the
+// 32-column steps w, w + kMmaRowsWarps, ...) and adding their sums in warp
+// order in shared memory: a row's sum for a vector depends on neither the
+// other vectors nor their count. grid.x the vector groups, grid.y then z
+// the row blocks.
+inline constexpr int kMmaRowsWarps = 8;
+inline constexpr int kMmaRowsTile = 32;
+Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swiglu, const DeviceLimits& lim);
 // out[T x rows] = x[T x cols] W^T for W in llama.cpp blocks of ggml type
 // `block_type` (Q4_K or Q6_K: kquant_layout.h; another is refused by id):
 // one warp per weight row, kMatvecWarps a block; tile = vectors per warp (1

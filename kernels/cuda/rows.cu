@@ -12,6 +12,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/rows.h"
+#include "kernels/cuda/rows_launch.cuh"
 #include "kernels/cuda/work_map.h"
 
 namespace verity::kernels::cuda {
@@ -121,18 +122,6 @@ __device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int cols, int
       if (lane + 32 * i < chunks) PrefetchL2(reinterpret_cast<const uint4*>(r[k].w) + lane + 32 * i);
 }
 
-// a[i] by constant indices: a run-time index into a kernel parameter would
-// copy the whole parameter to local memory.
-template <class T>
-__device__ __forceinline__ T Pick(const T (&a)[kMaxRowsTargets], int i) {
-  static_assert(kMaxRowsTargets == 3, "one select per target");
-  return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
-}
-// tg.begin[i] by constant indices (see Pick).
-__device__ __forceinline__ int Begin(const RowsTargets& tg, int i) {
-  return i == 0 ? tg.begin[0] : i == 1 ? tg.begin[1] : i == 2 ? tg.begin[2] : tg.begin[3];
-}
-
 // Where row `row` of target `i` (of `rows` rows) lies: q8_0 quants row-major
 // at `cols` bytes a row, the scales after all n quants (q8_layout.h).
 template <int DT>
@@ -196,25 +185,6 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
       }
     }
   }
-}
-
-// One launch of the kernel `k` with the plan's dimensions, as a programmatic
-// dependent launch where the plan says so.
-template <class... Params, class... Args>
-Status LaunchRowsKernel(void (*k)(Params...), const LaunchPlan& plan, cudaStream_t stream, const std::string& name,
-                        const std::string& ctx, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = Grid(plan);
-  cfg.blockDim = Block(plan);
-  cfg.dynamicSmemBytes = plan.shared_bytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = plan.dependent_launch ? 1 : 0;
-  VERITY_CUDA_CALL(cudaLaunchKernelEx(&cfg, k, args...), ctx + ": launch of kernel " + name);
-  return OkStatus();
 }
 
 template <int DT, int NT, int R, int U>

@@ -1,0 +1,82 @@
+// Where the tensor-core rows kernel (mma_rows.cu) puts each weight and each
+// vector value in the registers of `mma.sync.m16n8k16` (bf16 in, f32
+// accumulate), written once as __host__ __device__ functions: the kernel
+// loads through them, and tests/cuda_elementwise_test.cc walks every lane on
+// the CPU against the PTX ISA's fragment layout (Ptx* below) and multiplies
+// the fragments as the instruction is specified to. Plain C++17 without CUDA
+// headers when compiled by the host compiler.
+//
+// A warp's step covers 32 consecutive columns: lane (g, t) = (lane / 4,
+// lane % 4) loads the 8 weights of columns 8t .. 8t+7 from one 16-byte chunk
+// of each of its rows (g and g + 8 of a 16-row tile), and the same 8
+// columns of vector g. Words 0 and 1 of the chunk (4 columns) go to the
+// step's first mma, words 2 and 3 to its second. The instruction's k index
+// is a lane's t and register half, never its g, so giving lane t the
+// columns 8t .. in both A and B pairs each weight with its own column of x:
+// the step's two products cover its 32 columns once (the test checks it).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/elementwise.h"
+
+namespace verity::kernels::cuda::mma {
+
+inline constexpr int kTileRows = 16;   // rows of an m16n8k16 tile
+inline constexpr int kTileCols = 8;    // vectors of its n8
+inline constexpr int kStepCols = 32;   // columns a warp's step covers: two k16 products
+inline constexpr int kGroupVectors = 32;  // vectors a launch's block carries (4 n8 tiles)
+inline constexpr int kVectorTiles = kGroupVectors / kTileCols;
+
+VERITY_HD int LaneGroup(int lane) { return lane >> 2; }
+VERITY_HD int LaneThread(int lane) { return lane & 3; }
+
+// The first of the 8 columns lane `lane` loads in step `step`.
+VERITY_HD int64_t StepColumn(int64_t step, int lane) { return step * kStepCols + 8 * LaneThread(lane); }
+
+// Register r (0..3) of A in product q (0, 1) of a step: the row (0..15 of
+// the tile) and the word (0..3, two columns each) of that row's chunk.
+VERITY_HD int ARow(int lane, int r) { return LaneGroup(lane) + 8 * (r & 1); }
+VERITY_HD int AWord(int q, int r) { return 2 * q + (r >> 1); }
+// Register r (0, 1) of B in product q: the word of the vector's 8 columns.
+VERITY_HD int BWord(int q, int r) { return 2 * q + r; }
+// B's vector (0..7 of the n8 tile) is the lane's group.
+VERITY_HD int BVector(int lane) { return LaneGroup(lane); }
+// Accumulator i (0..3): its row of the tile and its vector of the n8 tile.
+VERITY_HD int CRow(int lane, int i) { return LaneGroup(lane) + 8 * (i >> 1); }
+VERITY_HD int CVector(int lane, int i) { return 2 * LaneThread(lane) + (i & 1); }
+
+// x as two bf16 values, hi + lo: hi = x rounded to bf16, lo the rest rounded
+// to bf16 (x - hi is exact in f32). |x - (hi + lo)| <= 2^-17 |x| for normal
+// x: the products W hi and W lo are exact in f32 (8-bit by 8-bit
+// significands), so the tensor core sees x to 16 significant bits.
+VERITY_HD void SplitBF16(float x, uint16_t* hi, uint16_t* lo) {
+  *hi = ew::F32ToBF16(x);
+  *lo = ew::F32ToBF16(ew::Sub(x, ew::BF16ToF32(*hi)));
+}
+// Two bf16 values as the 32-bit word a register holds: `low` is the lower
+// k index of the pair.
+VERITY_HD uint32_t PackBF16(uint16_t low, uint16_t high) {
+  return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
+}
+
+// ---- The PTX ISA's fragment layout of mma.m16n8k16 with .bf16 inputs
+// ("Matrix Fragments for mma.m16n8k16 with floating point type"), as the
+// test's reference: element e (0..7) of A, (0..3) of B, (0..3) of C/D held
+// by `lane`, with groupID = lane / 4 and threadID_in_group = lane % 4.
+VERITY_HD int PtxARow(int lane, int e) { return LaneGroup(lane) + ((e >= 2 && e < 4) || e >= 6 ? 8 : 0); }
+VERITY_HD int PtxACol(int lane, int e) { return 2 * LaneThread(lane) + (e & 1) + (e >= 4 ? 8 : 0); }
+VERITY_HD int PtxBRow(int lane, int e) { return 2 * LaneThread(lane) + (e & 1) + (e >= 2 ? 8 : 0); }
+VERITY_HD int PtxBCol(int lane) { return LaneGroup(lane); }
+VERITY_HD int PtxCRow(int lane, int e) { return LaneGroup(lane) + (e >= 2 ? 8 : 0); }
+VERITY_HD int PtxCCol(int lane, int e) { return 2 * LaneThread(lane) + (e & 1); }
+
+// ---- The block's combine (mma_rows.cu): warp w's partial sums of the
+// block's rows lie at Partial(w, row, vector) in shared memory; output o of
+// the block (o < rows * kGroupVectors) is (o / kGroupVectors,
+// o % kGroupVectors), the sum of the warps' partials in warp order.
+VERITY_HD int Partial(int warp, int tile_rows, int row, int vector) {
+  return (warp * tile_rows + row) * kGroupVectors + vector;
+}
+
+}  // namespace verity::kernels::cuda::mma

@@ -1,0 +1,175 @@
+// The rows products of a batched step on tensor cores (rows.h,
+// LaunchRowsMma): mma.sync m16n8k16 with bf16 weights, x split into two bf16
+// values (hi + lo), f32 accumulation. At 32 vectors the CUDA-core kernel
+// (rows.cu) is bound by its FMAs, 8.6x slower per vector than at one on the
+// H200 (docs/cuda.md); the tensor cores do the same products in a fraction
+// of the weights' read time. Which lane holds which weight and value:
+// mma_map.h, walked on the CPU by tests/cuda_elementwise_test.cc.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/mma_map.h"
+#include "kernels/cuda/rows.h"
+#include "kernels/cuda/rows_launch.cuh"
+#include "kernels/cuda/work_map.h"
+
+namespace verity::kernels::cuda {
+namespace {
+
+// D = A B + D for one m16n8k16 tile (bf16 in, f32 accumulate).
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Word w of a 16-byte chunk, by constant index.
+__device__ __forceinline__ uint32_t Word(const uint4& v, int w) { return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w; }
+
+// The 8 values of x lane `lane` multiplies in a step, as hi and lo words
+// (mma_map.h: BWord), or zeros for a vector past the launch's.
+__device__ __forceinline__ void LoadVector(const float* xv, bool present, uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+  float v[8] = {};
+  if (present) {
+    const float4 a = reinterpret_cast<const float4*>(xv)[0], b = reinterpret_cast<const float4*>(xv)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+#pragma unroll
+  for (int w = 0; w < 4; w++) {
+    uint16_t h0, l0, h1, l1;
+    mma::SplitBF16(v[2 * w], &h0, &l0);
+    mma::SplitBF16(v[2 * w + 1], &h1, &l1);
+    hi[w] = mma::PackBF16(h0, h1);
+    lo[w] = mma::PackBF16(l0, l1);
+  }
+}
+
+// Block (x, y, z): the vectors 32x .. 32x+31 and the stacked rows of row
+// block (y, z), kMmaRowsWarps warps splitting the columns. MT 16-row tiles
+// a block; EPI a RowsEpilogue (SwiGLU: the up matrix's rows too, kMats 2).
+// A row past the last loads the last and stores nothing.
+template <int MT, int EPI>
+__global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets tg, const float* x, int cols, int T) {
+  GridDependents();
+  constexpr int kRows = MT * mma::kTileRows;
+  constexpr bool kSwiGLU = EPI == static_cast<int>(RowsEpilogue::kSwiGLU);
+  constexpr int kMats = kSwiGLU ? 2 : 1;
+  extern __shared__ float partial[];  // [kMats][warps][kRows][32]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int total = Begin(tg, tg.count);
+  const int64_t first = map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, 1, 0, kRows);
+  if (first >= total) return;
+  const int v0 = blockIdx.x * mma::kGroupVectors, nv = min(mma::kGroupVectors, T - v0);
+  auto begin_at = [&](int i) { return Begin(tg, i); };
+  // The lane's rows: tile m's rows g and g + 8 (half h), of each matrix.
+  const uint16_t* rowp[kMats][MT][2];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int g = static_cast<int>(min(first + m * mma::kTileRows + mma::ARow(lane, h), static_cast<int64_t>(total - 1)));
+      const map::StackedRow at = map::Locate(begin_at, tg.count, g);
+      rowp[0][m][h] = static_cast<const uint16_t*>(Pick(tg.w, at.target)) + static_cast<size_t>(at.row) * cols;
+      if constexpr (kSwiGLU) rowp[1][m][h] = static_cast<const uint16_t*>(tg.w[1]) + static_cast<size_t>(at.row) * cols;
+    }
+  float acc[kMats][MT][mma::kVectorTiles][4] = {};
+  GridDependencyWait();
+  const int steps = cols / mma::kStepCols;
+#pragma unroll 2
+  for (int s = warp; s < steps; s += warps) {
+    const int64_t c = mma::StepColumn(s, lane);
+    uint4 a[kMats][MT][2];
+#pragma unroll
+    for (int k = 0; k < kMats; k++)
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) a[k][m][h] = __ldg(reinterpret_cast<const uint4*>(rowp[k][m][h] + c));
+#pragma unroll
+    for (int j = 0; j < mma::kVectorTiles; j++) {
+      if (j * mma::kTileCols >= nv) break;
+      const int v = j * mma::kTileCols + mma::BVector(lane);
+      uint32_t hi[4], lo[4];
+      LoadVector(x + static_cast<size_t>(v0 + v) * cols + c, v < nv, hi, lo);
+#pragma unroll
+      for (int q = 0; q < 2; q++)
+#pragma unroll
+        for (int k = 0; k < kMats; k++)
+#pragma unroll
+          for (int m = 0; m < MT; m++) {
+            uint32_t fa[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) fa[r] = Word(a[k][m][r & 1], mma::AWord(q, r));
+            Mma(acc[k][m][j], fa, hi[mma::BWord(q, 0)], hi[mma::BWord(q, 1)]);
+            Mma(acc[k][m][j], fa, lo[mma::BWord(q, 0)], lo[mma::BWord(q, 1)]);
+          }
+    }
+  }
+  // Every warp's partial sums to shared memory, then each output the sum of
+  // the warps' in warp order.
+#pragma unroll
+  for (int k = 0; k < kMats; k++)
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int j = 0; j < mma::kVectorTiles; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          partial[k * warps * kRows * mma::kGroupVectors +
+                  mma::Partial(warp, kRows, m * mma::kTileRows + mma::CRow(lane, i),
+                               j * mma::kTileCols + mma::CVector(lane, i))] = acc[k][m][j][i];
+  __syncthreads();
+  for (int o = threadIdx.x; o < kRows * mma::kGroupVectors; o += blockDim.x) {
+    const int row = o / mma::kGroupVectors, v = o % mma::kGroupVectors;
+    if (v >= nv || first + row >= total) continue;
+    float sum[kMats];
+#pragma unroll
+    for (int k = 0; k < kMats; k++) {
+      const float* p = partial + k * warps * kRows * mma::kGroupVectors;
+      sum[k] = p[mma::Partial(0, kRows, row, v)];
+      for (int w = 1; w < warps; w++) sum[k] = ew::Add(sum[k], p[mma::Partial(w, kRows, row, v)]);
+    }
+    const map::StackedRow at = map::Locate(begin_at, tg.count, static_cast<int>(first + row));
+    const int rows = Begin(tg, at.target + 1) - Begin(tg, at.target);
+    float* out = Pick(tg.out, at.target) + map::OutputIndex(blockIdx.x, mma::kGroupVectors, v, rows, at.row);
+    if constexpr (EPI == static_cast<int>(RowsEpilogue::kAdd)) {
+      *out = ew::Add(*out, sum[0]);
+    } else if constexpr (kSwiGLU) {
+      *out = ew::SwiGLU(sum[0], sum[kMats - 1]);
+    } else {
+      *out = sum[0];
+    }
+  }
+}
+
+}  // namespace
+
+Status LaunchRowsMma(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& targets, const float* x,
+                     int cols, int T, cudaStream_t stream, const std::string& ctx) {
+  if (targets.count < 1 || targets.count > kMaxRowsTargets)
+    return Status::Error("cuda: " + ctx + ": rows_mma: " + std::to_string(targets.count) + " targets (1 to " +
+                         std::to_string(kMaxRowsTargets) + ")");
+  const bool swiglu = epilogue == RowsEpilogue::kSwiGLU;
+  if (swiglu && (targets.count != 1 || targets.w[1] == nullptr))
+    return Status::Error("cuda: " + ctx + ": rows_mma+swiglu: one target and its up matrix");
+  if (plan.tile != (swiglu ? kMmaRowsTile / 2 : kMmaRowsTile) || plan.block.x != kMmaRowsWarps * 32u)
+    return Status::Error("cuda: " + ctx + ": rows_mma: the plan is not PlanRowsMma's for this epilogue");
+  // SwiGLU: a 16-row tile of the gate and the up's; the others 32 rows.
+  switch (epilogue) {
+    case RowsEpilogue::kStore:
+      return LaunchRowsKernel(RowsMmaKernel<2, 0>, plan, stream, plan.kernel, ctx, targets, x, cols, T);
+    case RowsEpilogue::kAdd:
+      return LaunchRowsKernel(RowsMmaKernel<2, 1>, plan, stream, plan.kernel + "+add", ctx, targets, x, cols, T);
+    case RowsEpilogue::kSwiGLU:
+      return LaunchRowsKernel(RowsMmaKernel<1, 2>, plan, stream, plan.kernel + "+swiglu", ctx, targets, x, cols, T);
+  }
+  return Status::Error("cuda: " + ctx + ": rows_mma: unknown epilogue");
+}
+
+}  // namespace verity::kernels::cuda
