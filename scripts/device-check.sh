@@ -269,6 +269,20 @@ print(f"{sys.argv[4]}: {a:.1f} / {b:.1f} tok/s = {a / b:.2f}x (target {t:g}x: {'
 EOF
   then summary "$1" ok "$(cat "$work/$1.line")"; else summary "$1" FAIL "a bench it compares did not run"; fi
 }
+# share NAME A.json TARGET WHAT: A's decode traffic as a share of the
+# device's measured read bandwidth, against TARGET (a fraction; a figure,
+# not a verdict: the step fails only without a measured share).
+share() {
+  if [[ -s $2 ]] && python3 - "$2" "$3" "$4" >"$work/$1.line" <<'EOF'
+import json, sys
+f = json.load(open(sys.argv[1]))["roofline"].get("fraction")
+t = float(sys.argv[2])
+if f is None:
+    sys.exit(1)
+print(f"{sys.argv[3]}: {100 * f:.1f}% of the measured read bandwidth (target {100 * t:g}%: {'met' if f >= t else 'NOT met'})")
+EOF
+  then summary "$1" ok "$(cat "$work/$1.line")"; else summary "$1" FAIL "no measured share in $2"; fi
+}
 # profile NAME MODEL DTYPE BENCH FLAGS...: the bench again under
 # VERITY_CUDA_PROFILE=1 (every call timed on the device, steps as issued:
 # docs/cuda.md, "Profile"); its table goes into the log, the largest first.
@@ -284,12 +298,13 @@ profile() {
 }
 before=$failed
 bench stories260K "$m" f32 64
-synth=$work/synth-1b.bin
+synth=$work/synth-1b  # bf16 safetensors: a run loads it in ~1 s where the f32 .bin took 3-4 s to convert (2-core CPU box)
 if [[ $failed -ne $before ]]; then
   summary bench-synth-1B FAIL "not run: the stories260K bench failed"
-elif "$bin" synth --out "$synth" --config '{"dim":2048,"hidden_dim":5632,"n_layers":22,"n_heads":32,"n_kv_heads":4,"vocab_size":32000,"seq_len":256,"shared_classifier":false}' \
+elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim":5632,"n_layers":22,"n_heads":32,"n_kv_heads":4,"vocab_size":32000,"seq_len":256,"shared_classifier":false}' \
     >"$work/synth.log" 2>&1; then
   bench synth-1B "$synth" bf16 64
+  share share-1B "$work/bench-synth-1B.json" 0.70 "1B bf16 decode"
   # The same without dependent launches (docs/cuda.md): what they give, same box, minutes apart.
   VERITY_CUDA_PDL=0 bench synth-1B-no-pdl "$synth" bf16 64
   ratio pdl-1B "$work/bench-synth-1B.json" "$work/bench-synth-1B-no-pdl.json" 1 \
@@ -311,12 +326,13 @@ else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"
 fi
 
-# 4b. The 7-8B shape: decode in bf16 and q8_0 (targets: bf16 >= 85% of the
-# measured read bandwidth, q8_0 >= 1.7x bf16), and a 2048-token prefill in
-# bf16 (target: >= 50% of the measured bf16 tensor-core throughput).
+# 4b. The 7-8B shape: decode in bf16 and q8_0 (targets: bf16 >= 88% of the
+# measured read bandwidth, q8_0 >= 1.75x bf16), and a 2048-token prefill in
+# bf16 (target: >= 55% of the measured bf16 tensor-core throughput).
 if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   summary synth-7B ok "$(du -sh "$synth7" | cut -f1) of bf16 safetensors written"
   bench synth-7B "$synth7" bf16 64
+  share share-7B "$work/bench-synth-7B.json" 0.88 "7B bf16 decode"
   VERITY_CUDA_PDL=0 bench synth-7B-no-pdl "$synth7" bf16 64
   ratio pdl-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-no-pdl.json" 1 \
     "7B bf16 decode, dependent launches over none"
@@ -333,11 +349,14 @@ except Exception:
     peak = float("nan")
 f = m["prefill_gflops"] / peak  # both count 2 flops per multiply-add
 print(f"7B bf16 prefill of 2048 tokens: {m['prefill_tok_s']:.0f} tok/s, {m['prefill_gflops'] / 1e3:.1f} TFLOP/s = "
-      f"{100 * f:.1f}% of the measured {peak / 1e3:.1f} bf16 TFLOP/s (target 50%: {'met' if f >= 0.5 else 'NOT met'})")
+      f"{100 * f:.1f}% of the measured {peak / 1e3:.1f} bf16 TFLOP/s (target 55%: {'met' if f >= 0.55 else 'NOT met'})")
 EOF
   then summary prefill-7B ok "$(cat "$work/prefill-7B.line")"
   else tail -5 "$work/prefill-7B.err"; summary prefill-7B FAIL "see $work/prefill-7B.err"; fi
   profile synth-7B "$synth7" bf16 --steps 64
+  # Where a 2048-token prefill's device time goes (issue 42's 55% target):
+  # the GEMMs by shape, the attention's products and softmax, the rest.
+  profile prefill-7B "$synth7" bf16 --prompt-tokens 2048 --gen-tokens 1
 else
   kill $synth7_pid 2>/dev/null || true
   tail -5 "$work/synth-7b.log"; summary synth-7B FAIL "verity synth did not finish in time"
@@ -438,23 +457,25 @@ print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("
 }
 
 # 6a. One scored change on the GPU box: this build against $base_rev
-# (DIR/base), the 1B bf16 decode: the decode products as dependent launches
-# (their weight prefetch under the kernel before), predicted +10% (the q8_0
-# layout does not touch bf16). Any verdict is a result; none is a FAIL.
+# (DIR/base), the 1B bf16 decode. What changed its path since: the decode
+# products as dependent launches (1.03x on the H200, pdl-1B of 2026-12-04;
+# predicted +3%), the families' attention arguments (no bit of a Llama's
+# decode moved), nothing else that a bf16 decode runs. Any verdict is a
+# result; none is a FAIL.
 # Without DIR/base (a build run) it is skipped by name.
 if [[ -n ${DEVICE_CHECK_SKIP_LEDGER:-} ]]; then
   summary ledger-scored ok "skipped: DEVICE_CHECK_SKIP_LEDGER is set"
-elif [[ -f $synth && -x ${dir}/base/verity ]]; then
+elif [[ -e $synth && -x ${dir}/base/verity ]]; then
   base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
   head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
-  "$bin" submit --ledger "$work/gpu-ledger.db" --title "dependent launches of the decode products (vs $base_rev)" \
-    --predict 10 --base-cmd "$base" --head-cmd "$head" \
+  "$bin" submit --ledger "$work/gpu-ledger.db" --title "the 1B bf16 decode path since $base_rev (dependent launches)" \
+    --predict 3 --base-cmd "$base" --head-cmd "$head" \
     --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
   line=$(verdict_line "$work/scored.json")
   [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]] &&
-    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +10%: $line" ||
+    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +3%: $line" ||
     { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
-elif [[ -f $synth ]]; then
+elif [[ -e $synth ]]; then
   summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"
 fi
 # 6b. The ledger on the GPU box: an A/A (the same command as base and head)
@@ -462,7 +483,7 @@ fi
 # the A/A needed 260 s of a device call (2026-12-04).
 if [[ -n ${DEVICE_CHECK_SKIP_LEDGER:-} ]]; then
   summary ledger-aa ok "skipped: DEVICE_CHECK_SKIP_LEDGER is set"
-elif [[ -f $synth ]]; then
+elif [[ -e $synth ]]; then
   cmd="$bin bench --model $m --backend cuda --steps 64 --min-seconds 0.5"
   "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: stories260K decode on the GPU" --predict 0 \
     --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --json" --json \
@@ -471,7 +492,7 @@ elif [[ -f $synth ]]; then
   [[ $line == verdict=none* ]] && summary ledger-aa ok "stories260K decode, the same command as base and head: $line" ||
     { tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"; }
 fi
-rm -f "$synth"
+rm -rf "$synth"
 
 echo "device-check: logs in $work"
 finish
