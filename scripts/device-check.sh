@@ -162,6 +162,15 @@ else
   tail -20 "$work/mma-rows.log"; summary mma-rows FAIL "see $work/mma-rows.log"
 fi
 
+# 1d. A prompt block's products (the GEMM, and the same rows as vectors) for
+# 16 to 512 rows: the 2026-12-04 profile put 32-row GEMMs at ~10 GB/s.
+if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.PromptBlockProductsByRows' >"$work/prompt-products.log" 2>&1); then
+  grep '^cuda bench:' "$work/prompt-products.log" || true
+  summary prompt-products ok "$(grep -c '^cuda bench:' "$work/prompt-products.log") shapes timed as GEMMs and as rows"
+else
+  tail -20 "$work/prompt-products.log"; summary prompt-products FAIL "see $work/prompt-products.log"
+fi
+
 # The 7-8B-shaped synthetic model (Llama-2-7B's shapes: 6.7B parameters,
 # 13.5 GB of bf16) takes minutes to write on one core: it is written in the
 # background now, while the steps below use the GPU, and benched in step 4b.

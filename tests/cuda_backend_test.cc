@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -1639,6 +1640,50 @@ TEST(CudaBench, BatchedRowsOnTensorCores) {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+}
+
+// A prompt block's products as the backend runs them (MatmulBatch: the
+// activations to bf16, then cuBLAS's GEMM), against the same rows as
+// independent vectors (MatmulRows: the CUDA-core rows kernel, and the
+// tensor-core one under VERITY_CUDA_BATCH_MMA=1), for 16 to 512 rows on
+// the 1B's and 7B's widest shapes: us a call by the wall clock (20 calls,
+// then a download waits for them), host overhead included. The profile of
+// 2026-12-04 put a 32-row GEMM at ~10 GB/s (9.1 ms for the 7B's gate),
+// which no GEMM should take: this is where to look first.
+TEST(CudaBench, PromptBlockProductsByRows) {
+  REQUIRE_DEVICE();
+  const kernels::DType t = kernels::DType::kBF16;
+  for (auto [rows, cols] : {std::pair{5632, 2048}, {11008, 4096}}) {
+    const Encoded e(t, rows, cols);
+    for (bool mma : {false, true}) {
+      const ScopedEnv env("VERITY_CUDA_BATCH_MMA", mma ? "1" : "0");
+      auto k = kernels::MakeBackend("cuda").value();
+      std::string line = "cuda bench: prompt block " + std::to_string(rows) + "x" + std::to_string(cols) +
+                         (mma ? " (rows on tensor cores)" : " (rows on CUDA cores)") + ":";
+      for (int T : {16, 32, 64, 128, 512}) {
+        auto x = RandomState(*k, static_cast<size_t>(T) * cols, 3);
+        auto out = k->AllocateState(static_cast<size_t>(T) * rows);
+        std::vector<float> one(1);
+        auto time = [&](bool as_rows) {
+          for (int i = 0; i < 3; i++)  // warm: the upload, cuBLAS's kernels, the plans
+            as_rows ? k->MatmulRows(out->data(), x->data(), e.w, T) : k->MatmulBatch(out->data(), x->data(), e.w, T);
+          k->Download(one.data(), out->data(), 1);
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < 20; i++)
+            as_rows ? k->MatmulRows(out->data(), x->data(), e.w, T) : k->MatmulBatch(out->data(), x->data(), e.w, T);
+          k->Download(one.data(), out->data(), 1);
+          return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 20;
+        };
+        const double gemm = time(false), as_rows = time(true);
+        char part[160];
+        std::snprintf(part, sizeof part, " | T=%d GEMM %.1f us (%.1f TFLOP/s), as rows %.1f us", T, gemm,
+                      2.0 * rows * cols * T / (gemm * 1e-6) / 1e12, as_rows);
+        line += part;
+      }
+      ASSERT_TRUE(k->status().ok()) << k->status().message();
+      std::printf("%s\n", line.c_str());
+    }
+  }
 }
 
 #endif  // VERITY_HAVE_CUDA

@@ -22,9 +22,9 @@
 
 namespace verity::kernels::cuda::mma {
 
-inline constexpr int kTileRows = 16;   // rows of an m16n8k16 tile
-inline constexpr int kTileCols = 8;    // vectors of its n8
-inline constexpr int kStepCols = 32;   // columns a warp's step covers: two k16 products
+inline constexpr int kTileRows = 16;      // rows of an m16n8k16 tile
+inline constexpr int kTileCols = 8;       // vectors of its n8
+inline constexpr int kStepCols = 32;      // columns a warp's step covers: two k16 products
 inline constexpr int kGroupVectors = 32;  // vectors a launch's block carries (4 n8 tiles)
 inline constexpr int kVectorTiles = kGroupVectors / kTileCols;
 

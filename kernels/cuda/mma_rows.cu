@@ -30,7 +30,9 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint3
 }
 
 // Word w of a 16-byte chunk, by constant index.
-__device__ __forceinline__ uint32_t Word(const uint4& v, int w) { return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t Word(const uint4& v, int w) {
+  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
 
 // The 8 values of x lane `lane` multiplies in a step, as hi and lo words
 // (mma_map.h: BWord), or zeros for a vector past the launch's.
@@ -73,7 +75,8 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
   for (int m = 0; m < MT; m++)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int g = static_cast<int>(min(first + m * mma::kTileRows + mma::ARow(lane, h), static_cast<int64_t>(total - 1)));
+      const int g =
+          static_cast<int>(min(first + m * mma::kTileRows + mma::ARow(lane, h), static_cast<int64_t>(total - 1)));
       const map::StackedRow at = map::Locate(begin_at, tg.count, g);
       rowp[0][m][h] = static_cast<const uint16_t*>(Pick(tg.w, at.target)) + static_cast<size_t>(at.row) * cols;
       if constexpr (kSwiGLU) rowp[1][m][h] = static_cast<const uint16_t*>(tg.w[1]) + static_cast<size_t>(at.row) * cols;
