@@ -690,13 +690,15 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
 TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
   REQUIRE_DEVICE();
   const kernels::DType t = kernels::DType::kBF16;
+  // One launch, waited for; false (with the failure reported) if it failed.
   auto launch = [](cu::RowsEpilogue epi, const cu::RowsTargets& tg, const float* x, int cols, int n) {
     const int rows = tg.begin[tg.count];
     const auto plan = cu::PlanRowsMma(kernels::DType::kBF16, rows, cols, n, epi == cu::RowsEpilogue::kSwiGLU, kLim);
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    const Status st = cu::LaunchRowsMma(plan.value(), epi, tg, x, cols, n, 0, "test");
-    ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const Status st = plan.ok() ? cu::LaunchRowsMma(plan.value(), epi, tg, x, cols, n, 0, "test") : plan.status();
+    EXPECT_TRUE(st.ok()) << st.message();
+    const cudaError_t done = cudaDeviceSynchronize();
+    EXPECT_EQ(done, cudaSuccess) << cudaGetErrorString(done);
+    return st.ok() && done == cudaSuccess;
   };
   auto one = [](const void* w, float* out, int rows) {
     cu::RowsTargets tg;
@@ -711,14 +713,14 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
     const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 12), want = ExactMatmul(e.w, x, T);
     Dev<unsigned char> dw(e.device);
     Dev<float> dx(x), dbatch(static_cast<size_t>(T) * rows), dsome(static_cast<size_t>(T) * rows);
-    launch(cu::RowsEpilogue::kStore, one(dw.p, dbatch.p, rows), dx.p, cols, T);
+    ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dw.p, dbatch.p, rows), dx.p, cols, T));
     const std::vector<float> batch = dbatch.Get();
     ExpectClose(batch, want, 1e-4, what);
     // Vector v alone, and as the last of the first v + 1 vectors.
     for (int v : {0, 1, 7, 8, 31, 32, 39})
       for (int n : {1, v + 1}) {
         const float* xs = n == 1 ? dx.p + static_cast<size_t>(v) * cols : dx.p;
-        launch(cu::RowsEpilogue::kStore, one(dw.p, dsome.p, rows), xs, cols, n);
+        ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dw.p, dsome.p, rows), xs, cols, n));
         const std::vector<float> some = dsome.Get();
         const size_t at = static_cast<size_t>(n == 1 ? 0 : v) * rows;
         EXPECT_EQ(std::memcmp(some.data() + at, batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
@@ -737,23 +739,29 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
   cu::RowsTargets qkv;
   qkv.count = 3, qkv.begin[1] = dim, qkv.begin[2] = dim + kv, qkv.begin[3] = dim + 2 * kv;
   qkv.w[0] = dq.p, qkv.w[1] = dk.p, qkv.w[2] = dv.p, qkv.out[0] = q.p, qkv.out[1] = k.p, qkv.out[2] = v.p;
-  launch(cu::RowsEpilogue::kStore, qkv, dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(dq.p, q2.p, dim), dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(dk.p, k2.p, kv), dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(dv.p, v2.p, kv), dx.p, dim, n);
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, qkv, dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dq.p, q2.p, dim), dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dk.p, k2.p, kv), dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dv.p, v2.p, kv), dx.p, dim, n));
   EXPECT_EQ(q.Get(), q2.Get()) << "q stacked with k and v";
   EXPECT_EQ(k.Get(), k2.Get()) << "k stacked with q and v";
   EXPECT_EQ(v.Get(), v2.Get()) << "v stacked with q and k";
   cu::RowsTargets swiglu = one(d1.p, gu.p, ffn);
   swiglu.w[1] = d3.p;
-  launch(cu::RowsEpilogue::kSwiGLU, swiglu, dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(d1.p, g.p, ffn), dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(d3.p, u.p, ffn), dx.p, dim, n);
-  const std::vector<float> hg = g.Get(), hu = u.Get(), hgu = gu.Get();
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kSwiGLU, swiglu, dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(d1.p, g.p, ffn), dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(d3.p, u.p, ffn), dx.p, dim, n));
+  // SwiGLU of the plain products by the device's own element-wise kernel
+  // (its expf is the device's, within 2 ulp of the host's).
+  ASSERT_TRUE(cu::LaunchSwiGLU(cu::PlanSwiGLU(static_cast<int64_t>(N) * ffn, kLim).value(), g.p, u.p,
+                               static_cast<int64_t>(N) * ffn, 0, "test")
+                  .ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> hg = g.Get(), hgu = gu.Get();
   for (size_t i = 0; i < hgu.size(); i++)
-    ASSERT_EQ(cu::ew::FloatToBits(hgu[i]), cu::ew::FloatToBits(cu::ew::SwiGLU(hg[i], hu[i]))) << "SwiGLU [" << i << "]";
-  launch(cu::RowsEpilogue::kAdd, one(dq.p, r.p, dim), dx.p, dim, n);
-  launch(cu::RowsEpilogue::kStore, one(dq.p, proj.p, dim), dx.p, dim, n);
+    ASSERT_EQ(cu::ew::FloatToBits(hgu[i]), cu::ew::FloatToBits(hg[i])) << "SwiGLU [" << i << "]";
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kAdd, one(dq.p, r.p, dim), dx.p, dim, n));
+  ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dq.p, proj.p, dim), dx.p, dim, n));
   const std::vector<float> hr = r.Get(), hp = proj.Get();
   for (size_t i = 0; i < hr.size(); i++)
     ASSERT_EQ(cu::ew::FloatToBits(hr[i]), cu::ew::FloatToBits(r0[i] + hp[i])) << "residual add [" << i << "]";
@@ -1046,9 +1054,13 @@ bool SameArgmax(const float* a, const float* b, int n) {
 // Sets an environment variable for a scope (a backend reads its switches
 // when it is made).
 struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
+  std::string name, before;
+  bool was_set;
+  ScopedEnv(const char* n, const char* value) : name(n), was_set(std::getenv(n) != nullptr) {
+    if (was_set) before = std::getenv(n);
+    setenv(n, value, 1);
+  }
+  ~ScopedEnv() { was_set ? setenv(name.c_str(), before.c_str(), 1) : unsetenv(name.c_str()); }
 };
 
 // A synthetic Llama of 4 layers whose every product has whole 32-column

@@ -542,10 +542,19 @@ TEST(CudaElementwise, MmaFragmentsPairEveryWeightWithItsColumn) {
   std::printf("cuda mma fragments: %d (k, vector) pairs of 3 steps, each weight with its own column of x\n", pairs);
 }
 
-// hi + lo holds x to 2^-17 of |x| (normal x), and 0, -0 and bf16 values exactly.
+// hi + lo holds x to 2^-17 of |x| (normal x), and 0, -0 and bf16 values
+// exactly; an x whose hi is infinite has lo 0.
 TEST(CudaElementwise, MmaSplitHoldsSixteenBitsOfX) {
   std::vector<float> xs = Random(100000, 41, 3.0f);
   xs.insert(xs.end(), {0.0f, -0.0f, 1.0f, -2.5f, 1e-30f, 3e30f, 0.1f});
+  // Past the largest bf16 and infinite: hi carries it, lo is 0 (no inf - inf).
+  for (float big : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::max()}) {
+    uint16_t hi, lo;
+    mma::SplitBF16(big, &hi, &lo);
+    EXPECT_EQ(lo, 0) << big;
+    EXPECT_TRUE(std::isinf(ew::BF16ToF32(hi))) << big;
+  }
   double worst = 0;
   for (float x : xs) {
     uint16_t hi, lo;
@@ -599,24 +608,30 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu
                       float fa[32][8], fb[32][4], d[32][4];
                       for (int lane = 0; lane < 32; lane++) {
                         const int64_t c = mma::StepColumn(s, lane);
+                        // A register's word as the kernel picks it from its row's 16-byte chunk.
+                        auto half_of = [](uint32_t word, int half) {
+                          return ew::BF16ToF32(static_cast<uint16_t>(half ? word >> 16 : word & 0xffffu));
+                        };
                         for (int r = 0; r < 4; r++) {
                           const int g = static_cast<int>(
                               std::min<int64_t>(first + m * 16 + mma::ARow(lane, r), int64_t{total} - 1));
                           const map::StackedRow at = map::Locate(begin_at, count, g);
-                          const std::vector<uint16_t>& mat = w[swiglu ? k : at.target];
-                          for (int half = 0; half < 2; half++)
-                            fa[lane][2 * r + half] = ew::BF16ToF32(
-                                mat[static_cast<size_t>(at.row) * cols + c + 2 * mma::AWord(q, r) + half]);
+                          const uint16_t* chunk =
+                              w[swiglu ? k : at.target].data() + static_cast<size_t>(at.row) * cols + c;
+                          uint32_t cw[4];
+                          for (int i = 0; i < 4; i++) cw[i] = mma::PackBF16(chunk[2 * i], chunk[2 * i + 1]);
+                          const uint32_t word = mma::ChunkWord(cw[0], cw[1], cw[2], cw[3], mma::AWord(q, r));
+                          for (int half = 0; half < 2; half++) fa[lane][2 * r + half] = half_of(word, half);
                         }
+                        // B as LoadVector makes it: the lane's 8 values, split and packed.
                         const int v = j * 8 + mma::BVector(lane);
+                        float xs[8] = {};
+                        for (int i = 0; i < 8 && v < nv; i++) xs[i] = x[static_cast<size_t>(v0 + v) * cols + c + i];
+                        uint32_t hi[4], lo[4];
+                        mma::VectorWords(xs, hi, lo);
                         for (int r = 0; r < 2; r++)
-                          for (int half = 0; half < 2; half++) {
-                            const float xv =
-                                v < nv ? x[static_cast<size_t>(v0 + v) * cols + c + 2 * mma::BWord(q, r) + half] : 0.0f;
-                            uint16_t hi, lo;
-                            mma::SplitBF16(xv, &hi, &lo);
-                            fb[lane][2 * r + half] = ew::BF16ToF32(part == 0 ? hi : lo);
-                          }
+                          for (int half = 0; half < 2; half++)
+                            fb[lane][2 * r + half] = half_of((part == 0 ? hi : lo)[mma::BWord(q, r)], half);
                         for (int i = 0; i < 4; i++) d[lane][i] = A(k, m, j, lane, i);
                       }
                       MmaAsSpecified(fa, fb, d);

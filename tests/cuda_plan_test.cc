@@ -363,6 +363,12 @@ TEST(CudaPlan, MmaRowsPlanCoversEveryRowAndVector) {
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("cols=172"), std::string::npos) << odd.status().message();
   EXPECT_NE(odd.status().message().find("multiple of 32"), std::string::npos) << odd.status().message();
+  DeviceLimits volta = kLimits;
+  volta.compute_major = 7;
+  const auto old_device = PlanRowsMma(DType::kBF16, 64, 64, 8, false, volta);
+  ASSERT_FALSE(old_device.ok());
+  EXPECT_NE(old_device.status().message().find("compute capability 8.0"), std::string::npos)
+      << old_device.status().message();
 }
 
 // The Q4_K / Q6_K products (block_rows.h): every (vector, row) written by

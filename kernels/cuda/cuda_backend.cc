@@ -710,7 +710,7 @@ class CudaBackend final : public Backend {
       tg.out[i] = t[i].out;
     }
     for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
-    if (!vectorized) return FusedSeparately(x, n, t, epi, scratch);
+    if (!vectorized) return FusedSeparately(x, n, t, epi, scratch, rows);
     const int stacked = tg.begin[tg.count];
     if (rows && MmaRows(w0)) {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU));
@@ -730,11 +730,12 @@ class CudaBackend final : public Backend {
                 [&] { return Dependent(PlanRowsMma(DType::kBF16, rows, cols, n, swiglu, limits_)); });
   }
   // An unaligned matrix: the calls the fused one stands for.
-  Status FusedSeparately(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch) {
+  Status FusedSeparately(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch,
+                         bool rows) {
     const size_t out0 = static_cast<size_t>(n) * t[0].w->rows;
     float* first = epi == RowsEpilogue::kAdd ? scratch : t[0].out;
-    VERITY_RETURN_IF_ERROR(MatmulImpl(first, x, *t[0].w, n, true));
-    for (size_t i = 1; i < t.size(); i++) VERITY_RETURN_IF_ERROR(MatmulImpl(t[i].out, x, *t[i].w, n, true));
+    VERITY_RETURN_IF_ERROR(MatmulImpl(first, x, *t[0].w, n, rows));
+    for (size_t i = 1; i < t.size(); i++) VERITY_RETURN_IF_ERROR(MatmulImpl(t[i].out, x, *t[i].w, n, rows));
     if (epi == RowsEpilogue::kStore) return OkStatus();
     const PlanKind kind = epi == RowsEpilogue::kAdd ? kPlanAdd : kPlanSwiGLU;
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kind, 0, static_cast<int64_t>(out0), 0, 0, 0}, [&] {

@@ -120,6 +120,9 @@ Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swig
   if (dtype != DType::kBF16) return PlanError(p, "tensor-core rows take bf16 weights only");
   if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
   if (cols % 32 != 0) return PlanError(p, "cols must be a multiple of 32 (a warp's step)");
+  if (lim.compute_major > 0 && lim.compute_major < 8)
+    return PlanError(
+        p, "bf16 mma.sync needs compute capability 8.0 or later (this device: " + Str(lim.compute_major) + ".x)");
   p.tile = swiglu ? kMmaRowsTile / 2 : kMmaRowsTile;
   p.block.x = static_cast<uint32_t>(kMmaRowsWarps * lim.warp_size);
   // Each warp's partial sums of the block's rows for 32 vectors (twice with SwiGLU: gate and up).

@@ -20,6 +20,10 @@
 
 #include "kernels/cuda/elementwise.h"
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#endif
+
 namespace verity::kernels::cuda::mma {
 
 inline constexpr int kTileRows = 16;      // rows of an m16n8k16 tile
@@ -49,15 +53,49 @@ VERITY_HD int CVector(int lane, int i) { return 2 * LaneThread(lane) + (i & 1); 
 // x as two bf16 values, hi + lo: hi = x rounded to bf16, lo the rest rounded
 // to bf16 (x - hi is exact in f32). |x - (hi + lo)| <= 2^-17 |x| for normal
 // x: the products W hi and W lo are exact in f32 (8-bit by 8-bit
-// significands), so the tensor core sees x to 16 significant bits.
+// significands), so the tensor core sees x to 16 significant bits. Where hi
+// is not finite (x infinite, NaN, or rounding past the largest bf16), lo is
+// 0: hi alone carries it, as the CUDA-core kernel's product would.
 VERITY_HD void SplitBF16(float x, uint16_t* hi, uint16_t* lo) {
   *hi = ew::F32ToBF16(x);
-  *lo = ew::F32ToBF16(ew::Sub(x, ew::BF16ToF32(*hi)));
+  *lo = (*hi & 0x7f80u) == 0x7f80u ? uint16_t{0} : ew::F32ToBF16(ew::Sub(x, ew::BF16ToF32(*hi)));
 }
 // Two bf16 values as the 32-bit word a register holds: `low` is the lower
 // k index of the pair.
 VERITY_HD uint32_t PackBF16(uint16_t low, uint16_t high) {
   return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
+}
+// The hi and lo words of two consecutive values (a at the lower k). On the
+// device the roundings are the hardware's round-to-nearest-even pair
+// conversion, the same bits as SplitBF16 for every value but a NaN's
+// payload, in a fraction of the instructions (x is split by every block
+// that reads it).
+VERITY_HD void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  const uint32_t hw = *reinterpret_cast<const uint32_t*>(&h);
+  const float ra = ew::Sub(a, __uint_as_float(hw << 16)), rb = ew::Sub(b, __uint_as_float(hw & 0xffff0000u));
+  const __nv_bfloat162 l = __floats2bfloat162_rn(ra, rb);
+  uint32_t lw = *reinterpret_cast<const uint32_t*>(&l);
+  if ((hw & 0x7f80u) == 0x7f80u) lw &= 0xffff0000u;  // hi not finite: lo 0 (SplitBF16)
+  if ((hw & 0x7f800000u) == 0x7f800000u) lw &= 0x0000ffffu;
+  *hi = hw, *lo = lw;
+#else
+  uint16_t ha, la, hb, lb;
+  SplitBF16(a, &ha, &la);
+  SplitBF16(b, &hb, &lb);
+  *hi = PackBF16(ha, hb), *lo = PackBF16(la, lb);
+#endif
+}
+// The 8 values of x a lane multiplies in a step (v[0] at its first column)
+// as the hi and lo words of BWord's numbering: word w holds v[2w], v[2w+1].
+VERITY_HD void VectorWords(const float (&v)[8], uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+  for (int w = 0; w < 4; w++) SplitPair(v[2 * w], v[2 * w + 1], &hi[w], &lo[w]);
+}
+// Word w (0..3) of a 16-byte chunk of weights held as 4 words, w the lower
+// columns first; by constant index on the device.
+VERITY_HD uint32_t ChunkWord(uint32_t x, uint32_t y, uint32_t z, uint32_t w_, int w) {
+  return w == 0 ? x : w == 1 ? y : w == 2 ? z : w_;
 }
 
 // ---- The PTX ISA's fragment layout of mma.m16n8k16 with .bf16 inputs

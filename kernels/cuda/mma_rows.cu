@@ -18,7 +18,9 @@
 namespace verity::kernels::cuda {
 namespace {
 
-// D = A B + D for one m16n8k16 tile (bf16 in, f32 accumulate).
+// D = A B + D for one m16n8k16 tile (bf16 in, f32 accumulate). Compiled
+// for sm_80 and later only (CMAKE_CUDA_ARCHITECTURES); a build for an older
+// device traps rather than return zeros.
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
@@ -26,30 +28,20 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint3
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #endif
 }
 
-// Word w of a 16-byte chunk, by constant index.
-__device__ __forceinline__ uint32_t Word(const uint4& v, int w) {
-  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
-}
-
 // The 8 values of x lane `lane` multiplies in a step, as hi and lo words
-// (mma_map.h: BWord), or zeros for a vector past the launch's.
+// (mma_map.h: VectorWords), or zeros for a vector past the launch's.
 __device__ __forceinline__ void LoadVector(const float* xv, bool present, uint32_t (&hi)[4], uint32_t (&lo)[4]) {
   float v[8] = {};
   if (present) {
     const float4 a = reinterpret_cast<const float4*>(xv)[0], b = reinterpret_cast<const float4*>(xv)[1];
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
   }
-#pragma unroll
-  for (int w = 0; w < 4; w++) {
-    uint16_t h0, l0, h1, l1;
-    mma::SplitBF16(v[2 * w], &h0, &l0);
-    mma::SplitBF16(v[2 * w + 1], &h1, &l1);
-    hi[w] = mma::PackBF16(h0, h1);
-    lo[w] = mma::PackBF16(l0, l1);
-  }
+  mma::VectorWords(v, hi, lo);
 }
 
 // Block (x, y, z): the vectors 32x .. 32x+31 and the stacked rows of row
@@ -108,7 +100,10 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
           for (int m = 0; m < MT; m++) {
             uint32_t fa[4];
 #pragma unroll
-            for (int r = 0; r < 4; r++) fa[r] = Word(a[k][m][r & 1], mma::AWord(q, r));
+            for (int r = 0; r < 4; r++) {
+              const uint4& c4 = a[k][m][r & 1];
+              fa[r] = mma::ChunkWord(c4.x, c4.y, c4.z, c4.w, mma::AWord(q, r));
+            }
             Mma(acc[k][m][j], fa, hi[mma::BWord(q, 0)], hi[mma::BWord(q, 1)]);
             Mma(acc[k][m][j], fa, lo[mma::BWord(q, 0)], lo[mma::BWord(q, 1)]);
           }
