@@ -80,7 +80,7 @@ bool CudaProfile();
 // gives. Default: on, where the device has it (sm_90 and later). Speed only:
 // the same bits either way.
 bool CudaDependentLaunch();
-// VERITY_CUDA_BATCH_MMA: "1" runs a batched step's bf16 products (Step's
+// VERITY_CUDA_BATCH_MMA: "1" runs a batched step's bf16 and q8_0 products (Step's
 // rows: MatmulRows and the fused rows calls) on tensor cores
 // (kernels/cuda/mma_rows.cu, docs/cuda.md). Default: off, so a batched row
 // keeps the bits of its own decode step; with it, a row's bits still do

@@ -687,14 +687,14 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
 // wherever it sits among them (alone, first, last, past the first group of
 // 32); stacked q/k/v targets, the residual add and SwiGLU give the bits of
 // the plain products they stand for.
-TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
-  REQUIRE_DEVICE();
-  const kernels::DType t = kernels::DType::kBF16;
+// For weights stored as `t` (bf16, or q8_0 in the device layout); adds the
+// launches checked for invariance to *invariant.
+void TensorCoreRowsFor(kernels::DType t, long* invariant) {
   // One launch, waited for; false (with the failure reported) if it failed.
-  auto launch = [](cu::RowsEpilogue epi, const cu::RowsTargets& tg, const float* x, int cols, int n) {
+  auto launch = [t](cu::RowsEpilogue epi, const cu::RowsTargets& tg, const float* x, int cols, int n) {
     const int rows = tg.begin[tg.count];
-    const auto plan = cu::PlanRowsMma(kernels::DType::kBF16, rows, cols, n, epi == cu::RowsEpilogue::kSwiGLU, kLim);
-    const Status st = plan.ok() ? cu::LaunchRowsMma(plan.value(), epi, tg, x, cols, n, 0, "test") : plan.status();
+    const auto plan = cu::PlanRowsMma(t, rows, cols, n, epi == cu::RowsEpilogue::kSwiGLU, kLim);
+    const Status st = plan.ok() ? cu::LaunchRowsMma(plan.value(), t, epi, tg, x, cols, n, 0, "test") : plan.status();
     EXPECT_TRUE(st.ok()) << st.message();
     const cudaError_t done = cudaDeviceSynchronize();
     EXPECT_EQ(done, cudaSuccess) << cudaGetErrorString(done);
@@ -705,9 +705,9 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
     tg.count = 1, tg.begin[1] = rows, tg.w[0] = w, tg.out[0] = out;
     return tg;
   };
-  long invariant = 0;
   for (auto [rows, cols] : {std::pair{64, 288}, {1000, 4096}, {5632, 2048}, {2048, 5632}}) {
-    const std::string what = "rows_mma bf16 " + std::to_string(rows) + "x" + std::to_string(cols);
+    const std::string what =
+        std::string("rows_mma ") + kernels::DTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols);
     const Encoded e(t, rows, cols);
     const int T = 40;  // two vector groups
     const std::vector<float> x = Random(static_cast<size_t>(T) * cols, 12), want = ExactMatmul(e.w, x, T);
@@ -725,7 +725,7 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
         const size_t at = static_cast<size_t>(n == 1 ? 0 : v) * rows;
         EXPECT_EQ(std::memcmp(some.data() + at, batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
             << what << ": vector " << v << " in a launch of " << n << " differs from its row of 40";
-        invariant++;
+        ++*invariant;
       }
   }
   // q/k/v stacked, the residual add and SwiGLU against plain launches.
@@ -743,9 +743,10 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
   ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dq.p, q2.p, dim), dx.p, dim, n));
   ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dk.p, k2.p, kv), dx.p, dim, n));
   ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dv.p, v2.p, kv), dx.p, dim, n));
-  EXPECT_EQ(q.Get(), q2.Get()) << "q stacked with k and v";
-  EXPECT_EQ(k.Get(), k2.Get()) << "k stacked with q and v";
-  EXPECT_EQ(v.Get(), v2.Get()) << "v stacked with q and k";
+  const std::string dt = kernels::DTypeName(t);
+  EXPECT_EQ(q.Get(), q2.Get()) << dt << ": q stacked with k and v";
+  EXPECT_EQ(k.Get(), k2.Get()) << dt << ": k stacked with q and v";
+  EXPECT_EQ(v.Get(), v2.Get()) << dt << ": v stacked with q and k";
   cu::RowsTargets swiglu = one(d1.p, gu.p, ffn);
   swiglu.w[1] = d3.p;
   ASSERT_TRUE(launch(cu::RowsEpilogue::kSwiGLU, swiglu, dx.p, dim, n));
@@ -759,15 +760,24 @@ TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> hg = g.Get(), hgu = gu.Get();
   for (size_t i = 0; i < hgu.size(); i++)
-    ASSERT_EQ(cu::ew::FloatToBits(hgu[i]), cu::ew::FloatToBits(hg[i])) << "SwiGLU [" << i << "]";
+    ASSERT_EQ(cu::ew::FloatToBits(hgu[i]), cu::ew::FloatToBits(hg[i])) << dt << ": SwiGLU [" << i << "]";
   ASSERT_TRUE(launch(cu::RowsEpilogue::kAdd, one(dq.p, r.p, dim), dx.p, dim, n));
   ASSERT_TRUE(launch(cu::RowsEpilogue::kStore, one(dq.p, proj.p, dim), dx.p, dim, n));
   const std::vector<float> hr = r.Get(), hp = proj.Get();
   for (size_t i = 0; i < hr.size(); i++)
-    ASSERT_EQ(cu::ew::FloatToBits(hr[i]), cu::ew::FloatToBits(r0[i] + hp[i])) << "residual add [" << i << "]";
+    ASSERT_EQ(cu::ew::FloatToBits(hr[i]), cu::ew::FloatToBits(r0[i] + hp[i])) << dt << ": residual add [" << i << "]";
+}
+
+TEST(CudaDevice, TensorCoreRowsAreExactEnoughAndBatchInvariant) {
+  REQUIRE_DEVICE();
+  long invariant = 0;
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    TensorCoreRowsFor(t, &invariant);
+    if (HasFatalFailure()) return;
+  }
   std::printf(
-      "cuda device: tensor-core rows: %ld launches of a vector among others give its bits; stacked q/k/v, "
-      "SwiGLU and the residual add give the plain products' bits\n",
+      "cuda device: tensor-core rows (bf16, q8_0): %ld launches of a vector among others give its bits; stacked "
+      "q/k/v, SwiGLU and the residual add give the plain products' bits\n",
       invariant);
 }
 
@@ -1083,10 +1093,9 @@ std::unique_ptr<Model> SynthMmaShaped(kernels::DType t, const std::string& name)
 // one), whatever the order; against its decode steps (the CUDA-core
 // kernel's sums) the parity cost of x's 16 bits, printed and bounded (every
 // row's KL <= 1e-5, the same argmax).
-TEST(CudaDevice, TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode) {
-  REQUIRE_DEVICE();
+void TensorCoreSlotStepsFor(kernels::DType t) {
   const ScopedEnv mma("VERITY_CUDA_BATCH_MMA", "1");
-  const std::unique_ptr<Model> model = SynthMmaShaped(kernels::DType::kBF16, "mma-slots");
+  const std::unique_ptr<Model> model = SynthMmaShaped(t, "mma-slots");
   ASSERT_TRUE(model);
   const int V = model->config.vocab_size, slots = 3, steps = 8;
   const std::vector<std::vector<int>> prompts = {{1, 403, 407, 9}, {1, 9, 30, 261, 500, 17, 3}, {1, 77}};
@@ -1136,11 +1145,16 @@ TEST(CudaDevice, TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode) {
     }
   }
   std::printf(
-      "cuda device: tensor-core slot steps: %d rows of 3-row steps, each its step alone bit for bit; against "
+      "cuda device: tensor-core slot steps, %s: %d rows of 3-row steps, each its step alone bit for bit; against "
       "the decode steps worst KL %.3g, top-1 %d of %d\n",
-      slots * steps, worst, same_top, slots * steps);
-  EXPECT_LE(worst, 1e-5);
-  EXPECT_EQ(same_top, slots * steps);
+      kernels::DTypeName(t), slots * steps, worst, same_top, slots * steps);
+  EXPECT_LE(worst, 1e-5) << kernels::DTypeName(t);
+  EXPECT_EQ(same_top, slots * steps) << kernels::DTypeName(t);
+}
+
+TEST(CudaDevice, TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode) {
+  REQUIRE_DEVICE();
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0}) TensorCoreSlotStepsFor(t);
 }
 
 // A bf16 prefill block runs as a tensor-core GEMM on activations rounded to
@@ -1594,7 +1608,7 @@ TEST(CudaBench, RowsForms) {
 }
 
 // A batched step's products on the CUDA cores (the rows kernel's batched
-// form) and on the tensor cores (mma_rows.cu), 8 and 32 vectors, bf16, on
+// form) and on the tensor cores (mma_rows.cu), 8 and 32 vectors, bf16 and q8_0, on
 // the 1B's and 7B's shapes, the weights streamed past L2 (StreamedWeights):
 // us a launch, the weights' GB/s, and us per vector against a decode
 // step's (one vector, form 0). For VERITY_CUDA_BATCH_MMA's default.
@@ -1606,49 +1620,50 @@ TEST(CudaBench, BatchedRowsOnTensorCores) {
   };
   const Shape shapes[] = {{"1B qkv", 2048 + 512, 2048}, {"1B o", 2048, 2048},       {"1B up", 5632, 2048},
                           {"1B down", 2048, 5632},      {"7B qkv", 3 * 4096, 4096}, {"7B down", 4096, 11008}};
-  const kernels::DType t = kernels::DType::kBF16;
   cudaEvent_t e0, e1;
   ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
-  for (const Shape& sh : shapes) {
-    const size_t each = kernels::RowBytes(t, sh.cols) * sh.rows;
-    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / each + 1));
-    const StreamedWeights w(t, sh.rows, sh.cols, copies);
-    const std::vector<float> x = Random(static_cast<size_t>(32) * sh.cols, 5, 0.5f);
-    Dev<float> dx(x), out(static_cast<size_t>(32) * sh.rows);
-    // Mean us of 40 launches of `plan` (after 4 to warm), each on the next copy.
-    auto time = [&](const cu::LaunchPlan& plan, bool mma, int n) {
-      auto launch = [&](int i) {
-        cu::RowsTargets tg;
-        tg.count = 1, tg.begin[1] = sh.rows, tg.w[0] = w.copy(i % copies), tg.out[0] = out.p;
-        return mma ? cu::LaunchRowsMma(plan, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench")
-                   : cu::LaunchRowsFused(plan, t, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench");
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0})
+    for (const Shape& sh : shapes) {
+      const size_t each = kernels::RowBytes(t, sh.cols) * sh.rows;
+      const int copies = static_cast<int>(std::max<size_t>(2, (size_t{400} << 20) / each + 1));
+      const StreamedWeights w(t, sh.rows, sh.cols, copies);
+      const std::vector<float> x = Random(static_cast<size_t>(32) * sh.cols, 5, 0.5f);
+      Dev<float> dx(x), out(static_cast<size_t>(32) * sh.rows);
+      // Mean us of 40 launches of `plan` (after 4 to warm), each on the next copy.
+      auto time = [&](const cu::LaunchPlan& plan, bool mma, int n) {
+        auto launch = [&](int i) {
+          cu::RowsTargets tg;
+          tg.count = 1, tg.begin[1] = sh.rows, tg.w[0] = w.copy(i % copies), tg.out[0] = out.p;
+          return mma ? cu::LaunchRowsMma(plan, t, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench")
+                     : cu::LaunchRowsFused(plan, t, cu::RowsEpilogue::kStore, tg, dx.p, sh.cols, n, 0, "bench");
+        };
+        for (int i = 0; i < 4; i++) EXPECT_TRUE(launch(i).ok());
+        EXPECT_EQ(cudaEventRecord(e0, 0), cudaSuccess);
+        for (int i = 0; i < 40; i++) EXPECT_TRUE(launch(i).ok());
+        EXPECT_EQ(cudaEventRecord(e1, 0), cudaSuccess);
+        EXPECT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        return 1e3 * ms / 40;
       };
-      for (int i = 0; i < 4; i++) EXPECT_TRUE(launch(i).ok());
-      EXPECT_EQ(cudaEventRecord(e0, 0), cudaSuccess);
-      for (int i = 0; i < 40; i++) EXPECT_TRUE(launch(i).ok());
-      EXPECT_EQ(cudaEventRecord(e1, 0), cudaSuccess);
-      EXPECT_EQ(cudaEventSynchronize(e1), cudaSuccess);
-      float ms = 0;
-      EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
-      return 1e3 * ms / 40;
-    };
-    const double one = time(cu::PlanRows(t, sh.rows, sh.cols, 1, kLim).value(), false, 1);
-    std::string line = std::string("cuda bench: batched rows bf16 ") + sh.name + " " + std::to_string(sh.rows) + "x" +
-                       std::to_string(sh.cols) + ": 1 vector " + std::to_string(one).substr(0, 6) + " us";
-    for (int n : {8, 32}) {
-      const double cores = time(cu::PlanRows(t, sh.rows, sh.cols, n, kLim).value(), false, n);
-      const double tensor = time(cu::PlanRowsMma(t, sh.rows, sh.cols, n, false, kLim).value(), true, n);
-      char part[200];
-      std::snprintf(part, sizeof part,
-                    " | %d vectors: CUDA cores %.1f us, tensor cores %.1f us (%.0f GB/s, %.2fx the cores; a vector "
-                    "%.3fx a decode step's time)",
-                    n, cores, tensor, static_cast<double>(each) / (tensor * 1e-6) / 1e9, cores / tensor,
-                    tensor / n / one);
-      line += part;
+      const double one = time(cu::PlanRows(t, sh.rows, sh.cols, 1, kLim).value(), false, 1);
+      std::string line = std::string("cuda bench: batched rows ") + kernels::DTypeName(t) + " " + sh.name + " " +
+                         std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + ": 1 vector " +
+                         std::to_string(one).substr(0, 6) + " us";
+      for (int n : {8, 32}) {
+        const double cores = time(cu::PlanRows(t, sh.rows, sh.cols, n, kLim).value(), false, n);
+        const double tensor = time(cu::PlanRowsMma(t, sh.rows, sh.cols, n, false, kLim).value(), true, n);
+        char part[200];
+        std::snprintf(part, sizeof part,
+                      " | %d vectors: CUDA cores %.1f us, tensor cores %.1f us (%.0f GB/s, %.2fx the cores; a vector "
+                      "%.3fx a decode step's time)",
+                      n, cores, tensor, static_cast<double>(each) / (tensor * 1e-6) / 1e9, cores / tensor,
+                      tensor / n / one);
+        line += part;
+      }
+      std::printf("%s\n", line.c_str());
     }
-    std::printf("%s\n", line.c_str());
-  }
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

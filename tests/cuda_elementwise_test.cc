@@ -574,19 +574,48 @@ TEST(CudaElementwise, MmaSplitHoldsSixteenBitsOfX) {
               worst, std::ldexp(1.0, -17));
 }
 
+// A matrix as the tensor-core kernel reads it: bf16 values, or q8_0 quants
+// with one scale per row and 32 columns (q8_layout.h's order).
+struct MmaMatrix {
+  std::vector<uint16_t> bf16;
+  std::vector<int8_t> quants;
+  std::vector<float> scales;
+  double At(int64_t row, int cols, int64_t col) const {
+    const int64_t g = row * cols + col;
+    return bf16.empty() ? static_cast<double>(scales[g / 32]) * quants[g] : ew::BF16ToF32(bf16[g]);
+  }
+};
+MmaMatrix RandomMmaMatrix(DType t, int rows, int cols, uint32_t seed) {
+  const std::vector<float> f = Random(static_cast<size_t>(rows) * cols, seed, 0.5f);
+  MmaMatrix m;
+  if (t == DType::kBF16) {
+    for (float v : f) m.bf16.push_back(ew::F32ToBF16(v));
+    return m;
+  }
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < f.size(); i++) m.quants.push_back(static_cast<int8_t>(static_cast<int>(rng() % 255) - 127));
+  for (size_t b = 0; b < f.size() / 32; b++) m.scales.push_back(std::fabs(f[b]) / 64 + 1e-3f);
+  return m;
+}
+
 // The kernel's arithmetic for one launch, block by block and warp by warp as
 // mma_rows.cu runs it (the same map functions), each mma as specified:
-// out[target][t x rows] for stacked bf16 matrices `w` (rows x cols each).
-std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu, const std::vector<int>& stack,
-                                                const std::vector<std::vector<uint16_t>>& w, const float* x, int cols,
-                                                int T, std::vector<int>* written) {
+// out[target][t x rows] for stacked matrices `w` (rows x cols each; with
+// SwiGLU the gate and the up).
+std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, DType t, bool swiglu,
+                                                const std::vector<int>& stack, const std::vector<MmaMatrix>& w,
+                                                const float* x, int cols, int T, std::vector<int>* written) {
   std::vector<int> begin = {0};
   for (int r : stack) begin.push_back(begin.back() + r);
   const int count = static_cast<int>(stack.size()), total = begin.back(), kRows = p.tile, MT = kRows / 16;
   const int warps = static_cast<int>(p.block.x) / 32, kMats = swiglu ? 2 : 1;
+  const bool q8 = t == DType::kQ8_0;
   auto begin_at = [&](int i) { return begin[i]; };
   std::vector<std::vector<float>> out(count);
   for (int i = 0; i < count; i++) out[i].assign(static_cast<size_t>(T) * stack[i], 0.0f);
+  auto half_of = [](uint32_t word, int half) {
+    return ew::BF16ToF32(static_cast<uint16_t>(half ? word >> 16 : word & 0xffffu));
+  };
   for (unsigned bx = 0; bx < p.grid.x; bx++)
     for (unsigned bz = 0; bz < p.grid.z; bz++)
       for (unsigned by = 0; by < p.grid.y; by++) {
@@ -594,13 +623,20 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu
         if (first >= total) continue;
         const int v0 = static_cast<int>(bx) * 32, nv = std::min(32, T - v0);
         std::vector<float> partial(static_cast<size_t>(kMats) * warps * kRows * 32);
+        // Lane `lane`'s row (half h of tile m) of matrix k: its matrix and row there.
+        auto row_of = [&](int k, int m, int lane, int h) {
+          const int g = static_cast<int>(std::min<int64_t>(first + m * 16 + mma::ARow(lane, h), int64_t{total} - 1));
+          const map::StackedRow at = map::Locate(begin_at, count, g);
+          return std::pair<const MmaMatrix*, int>{&w[swiglu ? k : at.target], at.row};
+        };
         for (int warp = 0; warp < warps; warp++) {
           std::vector<float> acc(static_cast<size_t>(kMats) * MT * 4 * 32 * 4, 0.0f);  // [k][m][j][lane][i]
           auto A = [&](int k, int m, int j, int lane, int i) -> float& {
             return acc[(((static_cast<size_t>(k) * MT + m) * 4 + j) * 32 + lane) * 4 + i];
           };
           for (int s = warp; s < cols / 32; s += warps)
-            for (int j = 0; j < 4 && j * 8 < nv; j++)
+            for (int j = 0; j < 4 && j * 8 < nv; j++) {
+              std::vector<float> block(static_cast<size_t>(kMats) * MT * 32 * 4, 0.0f);  // q8_0: the step's sums
               for (int q = 0; q < 2; q++)
                 for (int k = 0; k < kMats; k++)
                   for (int m = 0; m < MT; m++)
@@ -608,18 +644,21 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu
                       float fa[32][8], fb[32][4], d[32][4];
                       for (int lane = 0; lane < 32; lane++) {
                         const int64_t c = mma::StepColumn(s, lane);
-                        // A register's word as the kernel picks it from its row's 16-byte chunk.
-                        auto half_of = [](uint32_t word, int half) {
-                          return ew::BF16ToF32(static_cast<uint16_t>(half ? word >> 16 : word & 0xffffu));
-                        };
-                        for (int r = 0; r < 4; r++) {
-                          const int g = static_cast<int>(
-                              std::min<int64_t>(first + m * 16 + mma::ARow(lane, r), int64_t{total} - 1));
-                          const map::StackedRow at = map::Locate(begin_at, count, g);
-                          const uint16_t* chunk =
-                              w[swiglu ? k : at.target].data() + static_cast<size_t>(at.row) * cols + c;
+                        for (int r = 0; r < 4; r++) {  // A's word as the kernel builds and picks it
+                          const auto [mat, row] = row_of(k, m, lane, r & 1);
                           uint32_t cw[4];
-                          for (int i = 0; i < 4; i++) cw[i] = mma::PackBF16(chunk[2 * i], chunk[2 * i + 1]);
+                          if (q8) {
+                            const int8_t* qs = mat->quants.data() + static_cast<size_t>(row) * cols + c;
+                            uint32_t lo_q = 0, hi_q = 0;
+                            for (int b = 0; b < 4; b++) {
+                              lo_q |= static_cast<uint32_t>(static_cast<uint8_t>(qs[b])) << (8 * b);
+                              hi_q |= static_cast<uint32_t>(static_cast<uint8_t>(qs[4 + b])) << (8 * b);
+                            }
+                            mma::QuantChunkWords(lo_q, hi_q, cw);
+                          } else {
+                            const uint16_t* chunk = mat->bf16.data() + static_cast<size_t>(row) * cols + c;
+                            for (int i = 0; i < 4; i++) cw[i] = mma::PackBF16(chunk[2 * i], chunk[2 * i + 1]);
+                          }
                           const uint32_t word = mma::ChunkWord(cw[0], cw[1], cw[2], cw[3], mma::AWord(q, r));
                           for (int half = 0; half < 2; half++) fa[lane][2 * r + half] = half_of(word, half);
                         }
@@ -632,12 +671,27 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu
                         for (int r = 0; r < 2; r++)
                           for (int half = 0; half < 2; half++)
                             fb[lane][2 * r + half] = half_of((part == 0 ? hi : lo)[mma::BWord(q, r)], half);
-                        for (int i = 0; i < 4; i++) d[lane][i] = A(k, m, j, lane, i);
+                        for (int i = 0; i < 4; i++)
+                          d[lane][i] =
+                              q8 ? block[((static_cast<size_t>(k) * MT + m) * 32 + lane) * 4 + i] : A(k, m, j, lane, i);
                       }
                       MmaAsSpecified(fa, fb, d);
                       for (int lane = 0; lane < 32; lane++)
-                        for (int i = 0; i < 4; i++) A(k, m, j, lane, i) = d[lane][i];
+                        for (int i = 0; i < 4; i++)
+                          (q8 ? block[((static_cast<size_t>(k) * MT + m) * 32 + lane) * 4 + i] : A(k, m, j, lane, i)) =
+                              d[lane][i];
                     }
+              if (q8)  // each row's scale of the step's block, then added
+                for (int k = 0; k < kMats; k++)
+                  for (int m = 0; m < MT; m++)
+                    for (int lane = 0; lane < 32; lane++)
+                      for (int i = 0; i < 4; i++) {
+                        const auto [mat, row] = row_of(k, m, lane, i >> 1);
+                        const float scale = mat->scales[static_cast<size_t>(row) * (cols / 32) + s];
+                        A(k, m, j, lane, i) = std::fma(
+                            scale, block[((static_cast<size_t>(k) * MT + m) * 32 + lane) * 4 + i], A(k, m, j, lane, i));
+                      }
+            }
           for (int k = 0; k < kMats; k++)
             for (int m = 0; m < MT; m++)
               for (int j = 0; j < 4; j++)
@@ -667,9 +721,10 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, bool swiglu
 
 // The whole launch simulated (SimulateRowsMma) on stacked targets (q/k/v
 // shapes, rows that are not whole tiles), the gate/up pair with SwiGLU, and
-// batches of 1 to 40 vectors: every output written once, each within 2^-14
-// of sum_j |w_ij x_j| of the exact product (x's hi + lo holds 2^-17 of it;
-// the rest is f32 accumulation over the warps' partials).
+// batches of 1 to 40 vectors, bf16 and q8_0: every output written once,
+// each within 2^-14 of sum_j |w_ij x_j| of the exact product of the same
+// weights (x's hi + lo holds 2^-17 of it; the rest is f32 accumulation over
+// the steps and the warps' partials).
 TEST(CudaElementwise, MmaRowsSimulationMatchesTheExactProduct) {
   struct Case {
     std::vector<int> stack;
@@ -680,51 +735,51 @@ TEST(CudaElementwise, MmaRowsSimulationMatchesTheExactProduct) {
                                    {{40}, 64, 40, false},         {{24}, 320, 9, true},   {{100}, 32, 33, true}};
   double worst = 0;
   long outputs = 0;
-  for (const Case& cs : cases) {
-    const int count = static_cast<int>(cs.stack.size());
-    std::vector<std::vector<uint16_t>> w;
-    for (int i = 0; i < (cs.swiglu ? 2 : count); i++) {
-      const std::vector<float> f = Random(static_cast<size_t>(cs.stack[cs.swiglu ? 0 : i]) * cs.cols, 50 + i, 0.5f);
-      std::vector<uint16_t> b(f.size());
-      for (size_t j = 0; j < f.size(); j++) b[j] = ew::F32ToBF16(f[j]);
-      w.push_back(std::move(b));
-    }
-    const std::vector<float> x = Random(static_cast<size_t>(cs.T) * cs.cols, 60, 2.0f);
-    int total = 0;
-    for (int r : cs.stack) total += r;
-    const LaunchPlan p = PlanRowsMma(DType::kBF16, total, cs.cols, cs.T, cs.swiglu, DeviceLimits{}).value();
-    std::vector<int> written(static_cast<size_t>(total) * cs.T, 0);
-    const auto out = SimulateRowsMma(p, cs.swiglu, cs.stack, w, x.data(), cs.cols, cs.T, &written);
-    for (size_t o = 0; o < written.size(); o++) ASSERT_EQ(written[o], 1) << "output " << o;
-    for (int i = 0; i < count; i++) {
-      const int rows = cs.stack[i];
-      for (int t = 0; t < cs.T; t++)
-        for (int r = 0; r < rows; r++) {
-          double want[2] = {}, mag = 0;
-          for (int k = 0; k < (cs.swiglu ? 2 : 1); k++)
-            for (int c = 0; c < cs.cols; c++) {
-              const double wv = ew::BF16ToF32(w[cs.swiglu ? k : i][static_cast<size_t>(r) * cs.cols + c]);
-              want[k] += wv * x[static_cast<size_t>(t) * cs.cols + c];
-              if (k == 0) mag += std::fabs(wv * x[static_cast<size_t>(t) * cs.cols + c]);
+  int launches = 0;
+  for (DType t : {DType::kBF16, DType::kQ8_0})
+    for (const Case& cs : cases) {
+      const int count = static_cast<int>(cs.stack.size());
+      std::vector<MmaMatrix> w;
+      for (int i = 0; i < (cs.swiglu ? 2 : count); i++)
+        w.push_back(RandomMmaMatrix(t, cs.stack[cs.swiglu ? 0 : i], cs.cols, 50 + i));
+      const std::vector<float> x = Random(static_cast<size_t>(cs.T) * cs.cols, 60, 2.0f);
+      int total = 0;
+      for (int r : cs.stack) total += r;
+      const LaunchPlan p = PlanRowsMma(t, total, cs.cols, cs.T, cs.swiglu, DeviceLimits{}).value();
+      std::vector<int> written(static_cast<size_t>(total) * cs.T, 0);
+      const auto out = SimulateRowsMma(p, t, cs.swiglu, cs.stack, w, x.data(), cs.cols, cs.T, &written);
+      launches++;
+      for (size_t o = 0; o < written.size(); o++) ASSERT_EQ(written[o], 1) << DTypeName(t) << " output " << o;
+      for (int i = 0; i < count; i++) {
+        const int rows = cs.stack[i];
+        for (int v = 0; v < cs.T; v++)
+          for (int r = 0; r < rows; r++) {
+            double want[2] = {}, mag = 0;
+            for (int k = 0; k < (cs.swiglu ? 2 : 1); k++)
+              for (int c = 0; c < cs.cols; c++) {
+                const double wv = w[cs.swiglu ? k : i].At(r, cs.cols, c), xv = x[static_cast<size_t>(v) * cs.cols + c];
+                want[k] += wv * xv;
+                if (k == 0) mag += std::fabs(wv * xv);
+              }
+            const float got = out[i][static_cast<size_t>(v) * rows + r];
+            const double exact =
+                cs.swiglu ? ew::SwiGLU(static_cast<float>(want[0]), static_cast<float>(want[1])) : want[0];
+            if (!cs.swiglu) {
+              const double err = std::fabs(got - exact) / (mag + 1e-30);
+              ASSERT_LE(err, std::ldexp(1.0, -14))
+                  << DTypeName(t) << " target " << i << " row " << r << " vector " << v;
+              worst = std::max(worst, err);
+            } else {
+              ASSERT_NEAR(got, exact, 1e-3 * (1 + std::fabs(exact))) << DTypeName(t) << " row " << r << " vector " << v;
             }
-          const float got = out[i][static_cast<size_t>(t) * rows + r];
-          const double exact =
-              cs.swiglu ? ew::SwiGLU(static_cast<float>(want[0]), static_cast<float>(want[1])) : want[0];
-          const double err = std::fabs(got - exact) / (mag + 1e-30);
-          if (!cs.swiglu) {
-            ASSERT_LE(err, std::ldexp(1.0, -14)) << "target " << i << " row " << r << " vector " << t;
-            worst = std::max(worst, err);
-          } else {
-            ASSERT_NEAR(got, exact, 1e-3 * (1 + std::fabs(exact))) << "row " << r << " vector " << t;
+            outputs++;
           }
-          outputs++;
-        }
+      }
     }
-  }
   std::printf(
-      "cuda mma rows: %ld outputs of 6 simulated launches written once, worst error %.3g of sum |w x| "
-      "(bound 2^-14)\n",
-      outputs, worst);
+      "cuda mma rows: %ld outputs of %d simulated launches (bf16 and q8_0) written once, worst error %.3g of sum "
+      "|w x| (bound 2^-14)\n",
+      outputs, launches, worst);
 }
 
 }  // namespace

@@ -344,21 +344,22 @@ TEST(CudaPlan, RowsKernelWritesEveryOutputOnce) {
 // along z, shared memory within the default 48 KiB; other dtypes and widths
 // refused by name.
 TEST(CudaPlan, MmaRowsPlanCoversEveryRowAndVector) {
-  for (bool swiglu : {false, true})
-    for (int rows : {1, 16, 2560, 5632, 128256, 2200000})
-      for (int T : {1, 31, 32, 33, 64}) {
-        const LaunchPlan p = Ok(PlanRowsMma(DType::kBF16, rows, 2048, T, swiglu, kLimits));
-        EXPECT_EQ(p.tile, swiglu ? 16 : 32);
-        EXPECT_EQ(p.block.x, static_cast<uint32_t>(kMmaRowsWarps * 32));
-        EXPECT_LE(p.shared_bytes, kLimits.max_shared_per_block);
-        EXPECT_EQ(p.grid.x, static_cast<uint32_t>((T + 31) / 32));
-        const int64_t blocks = int64_t{p.grid.y} * p.grid.z;
-        EXPECT_GE(blocks * p.tile, rows);
-        EXPECT_LT((blocks - p.grid.y) * p.tile, rows) << "a whole z plane past the last row";
-      }
-  const auto q8 = PlanRowsMma(DType::kQ8_0, 64, 64, 8, false, kLimits);
-  ASSERT_FALSE(q8.ok());
-  EXPECT_NE(q8.status().message().find("bf16 weights only"), std::string::npos) << q8.status().message();
+  for (DType t : {DType::kBF16, DType::kQ8_0})
+    for (bool swiglu : {false, true})
+      for (int rows : {1, 16, 2560, 5632, 128256, 2200000})
+        for (int T : {1, 31, 32, 33, 64}) {
+          const LaunchPlan p = Ok(PlanRowsMma(t, rows, 2048, T, swiglu, kLimits));
+          EXPECT_EQ(p.tile, swiglu ? 16 : 32);
+          EXPECT_EQ(p.block.x, static_cast<uint32_t>(kMmaRowsWarps * 32));
+          EXPECT_LE(p.shared_bytes, kLimits.max_shared_per_block);
+          EXPECT_EQ(p.grid.x, static_cast<uint32_t>((T + 31) / 32));
+          const int64_t blocks = int64_t{p.grid.y} * p.grid.z;
+          EXPECT_GE(blocks * p.tile, rows);
+          EXPECT_LT((blocks - p.grid.y) * p.tile, rows) << "a whole z plane past the last row";
+        }
+  const auto f32 = PlanRowsMma(DType::kF32, 64, 64, 8, false, kLimits);
+  ASSERT_FALSE(f32.ok());
+  EXPECT_NE(f32.status().message().find("bf16 and q8_0 weights only"), std::string::npos) << f32.status().message();
   const auto odd = PlanRowsMma(DType::kBF16, 64, 172, 8, false, kLimits);
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("cols=172"), std::string::npos) << odd.status().message();

@@ -713,8 +713,9 @@ class CudaBackend final : public Backend {
     if (!vectorized) return FusedSeparately(x, n, t, epi, scratch, rows);
     const int stacked = tg.begin[tg.count];
     if (rows && MmaRows(w0)) {
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU));
-      return LaunchRowsMma(*plan, epi, tg, x, w0.cols, n, stream_, "rows_mma");
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
+                              MmaPlan(w0.dtype, stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU));
+      return LaunchRowsMma(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows_mma");
     }
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                             Plan({kPlanRows, static_cast<int>(w0.dtype), stacked, w0.cols, n, 0},
@@ -722,12 +723,14 @@ class CudaBackend final : public Backend {
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
   }
   // Whether a batched step's product of w goes to the tensor cores
-  // (VERITY_CUDA_BATCH_MMA=1; bf16, whole 32-column steps; alignment is
+  // (VERITY_CUDA_BATCH_MMA=1; bf16 or q8_0, whole 32-column steps; alignment is
   // checked with the rows kernel's VectorizedRows before).
-  bool MmaRows(const Weights& w) const { return batch_mma_ && w.dtype == DType::kBF16 && w.cols % 32 == 0; }
-  Result<const LaunchPlan*> MmaPlan(int rows, int cols, int n, bool swiglu) {
-    return Plan({kPlanRowsMma, static_cast<int>(DType::kBF16), rows, cols, n, swiglu ? 1 : 0},
-                [&] { return Dependent(PlanRowsMma(DType::kBF16, rows, cols, n, swiglu, limits_)); });
+  bool MmaRows(const Weights& w) const {
+    return batch_mma_ && (w.dtype == DType::kBF16 || w.dtype == DType::kQ8_0) && w.cols % 32 == 0;
+  }
+  Result<const LaunchPlan*> MmaPlan(DType dtype, int rows, int cols, int n, bool swiglu) {
+    return Plan({kPlanRowsMma, static_cast<int>(dtype), rows, cols, n, swiglu ? 1 : 0},
+                [&] { return Dependent(PlanRowsMma(dtype, rows, cols, n, swiglu, limits_)); });
   }
   // An unaligned matrix: the calls the fused one stands for.
   Status FusedSeparately(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch,
@@ -915,10 +918,10 @@ class CudaBackend final : public Backend {
     // decode step's Matmul and a batched step's MatmulRows give the same bits.
     if (w.dtype != DType::kF32 && (T == 1 || rows) && VectorizedRows(w.dtype, dw, x, w.cols)) {
       if (rows && MmaRows(w)) {
-        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(w.rows, w.cols, T, false));
+        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, MmaPlan(w.dtype, w.rows, w.cols, T, false));
         RowsTargets one;
         one.count = 1, one.begin[1] = w.rows, one.w[0] = dw, one.out[0] = out;
-        return LaunchRowsMma(*plan, RowsEpilogue::kStore, one, x, w.cols, T, stream_, "rows_mma");
+        return LaunchRowsMma(*plan, w.dtype, RowsEpilogue::kStore, one, x, w.cols, T, stream_, "rows_mma");
       }
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
                               Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
@@ -1199,10 +1202,11 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;                      // the kept calls run under a stream capture (RunUnderCapture)
-  std::unique_ptr<KernelProfile> profile_;      // VERITY_CUDA_PROFILE=1: device time per kind of call
-  const bool batch_mma_ = env::CudaBatchMma();  // VERITY_CUDA_BATCH_MMA=1: batched bf16 products on tensor cores
-  std::vector<float> router_;                   // MoE router logits downloaded for routing
+  bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
+  const bool batch_mma_ =
+      env::CudaBatchMma();     // VERITY_CUDA_BATCH_MMA=1: batched bf16 and q8_0 products on tensor cores
+  std::vector<float> router_;  // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.

@@ -117,7 +117,8 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
 Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swiglu, const DeviceLimits& lim) {
   LaunchPlan p = Named((std::string("rows_mma_") + DTypeName(dtype)).c_str(),
                        "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
-  if (dtype != DType::kBF16) return PlanError(p, "tensor-core rows take bf16 weights only");
+  if (dtype != DType::kBF16 && dtype != DType::kQ8_0)
+    return PlanError(p, "tensor-core rows take bf16 and q8_0 weights only");
   if (rows < 1 || cols < 1 || T < 1) return PlanError(p, "rows, cols and T must be >= 1");
   if (cols % 32 != 0) return PlanError(p, "cols must be a multiple of 32 (a warp's step)");
   if (lim.compute_major > 0 && lim.compute_major < 8)

@@ -107,8 +107,8 @@ Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const
 // `form` (T == 1 only): an index into kRowsForms; -1: DefaultRowsForm(dtype).
 Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const DeviceLimits& lim, int form = -1);
 // A batched step's products on tensor cores (mma_rows.cu; opt-in,
-// VERITY_CUDA_BATCH_MMA=1): out[T x rows] = x[T x cols] W^T for bf16 W,
-// cols % 32 == 0. A block of kMmaRowsWarps warps takes `tile` weight rows
+// VERITY_CUDA_BATCH_MMA=1): out[T x rows] = x[T x cols] W^T for bf16 or
+// q8_0 W, cols % 32 == 0. A block of kMmaRowsWarps warps takes `tile` weight rows
 // (kMmaRowsTile; 16 with SwiGLU, whose block holds the gate's and the up's)
 // for up to 32 vectors, its warps splitting the columns (warp w takes the
 // 32-column steps w, w + kMmaRowsWarps, ...) and adding their sums in warp

@@ -92,6 +92,29 @@ VERITY_HD void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
 VERITY_HD void VectorWords(const float (&v)[8], uint32_t (&hi)[4], uint32_t (&lo)[4]) {
   for (int w = 0; w < 4; w++) SplitPair(v[2 * w], v[2 * w + 1], &hi[w], &lo[w]);
 }
+// Two values as a bf16 pair word (a at the lower k), each rounded to
+// nearest even: the hardware's pair conversion on the device.
+VERITY_HD uint32_t PairWord(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+#else
+  return PackBF16(ew::F32ToBF16(a), ew::F32ToBF16(b));
+#endif
+}
+// q8_0: quants 2p and 2p+1 (p = 0, 1) of the 4 int8 quants a word holds
+// (the lowest byte first), as the pair word of their values: exact, an int8
+// has at most 8 significant bits.
+VERITY_HD uint32_t QuantPairWord(uint32_t quants, int p) {
+  return PairWord(static_cast<float>(static_cast<int8_t>(quants >> (16 * p))),
+                  static_cast<float>(static_cast<int8_t>(quants >> (16 * p + 8))));
+}
+// A lane's 8 quants of a row in a step (one q8_0 block's columns 8t..8t+7,
+// two words, the lower columns first) as the 4 words of a bf16 chunk.
+VERITY_HD void QuantChunkWords(uint32_t lo_quants, uint32_t hi_quants, uint32_t (&w)[4]) {
+  w[0] = QuantPairWord(lo_quants, 0), w[1] = QuantPairWord(lo_quants, 1);
+  w[2] = QuantPairWord(hi_quants, 0), w[3] = QuantPairWord(hi_quants, 1);
+}
 // Word w (0..3) of a 16-byte chunk of weights held as 4 words, w the lower
 // columns first; by constant index on the device.
 VERITY_HD uint32_t ChunkWord(uint32_t x, uint32_t y, uint32_t z, uint32_t w_, int w) {

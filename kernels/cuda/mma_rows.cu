@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/mma_map.h"
+#include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/rows.h"
 #include "kernels/cuda/rows_launch.cuh"
 #include "kernels/cuda/work_map.h"
@@ -45,14 +46,16 @@ __device__ __forceinline__ void LoadVector(const float* xv, bool present, uint32
 }
 
 // Block (x, y, z): the vectors 32x .. 32x+31 and the stacked rows of row
-// block (y, z), kMmaRowsWarps warps splitting the columns. MT 16-row tiles
-// a block; EPI a RowsEpilogue (SwiGLU: the up matrix's rows too, kMats 2).
-// A row past the last loads the last and stores nothing.
-template <int MT, int EPI>
+// block (y, z), kMmaRowsWarps warps splitting the columns. DT 1: bf16
+// weights; 2: q8_0 (q8_layout.h: quants, then scales), whose 32-column step
+// is one block: its products are summed apart, then scaled and added. MT
+// 16-row tiles a block; EPI a RowsEpilogue (SwiGLU: the up matrix's rows
+// too, kMats 2). A row past the last loads the last and stores nothing.
+template <int DT, int MT, int EPI>
 __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets tg, const float* x, int cols, int T) {
   GridDependents();
   constexpr int kRows = MT * mma::kTileRows;
-  constexpr bool kSwiGLU = EPI == static_cast<int>(RowsEpilogue::kSwiGLU);
+  constexpr bool kSwiGLU = EPI == static_cast<int>(RowsEpilogue::kSwiGLU), kQ8 = DT == 2;
   constexpr int kMats = kSwiGLU ? 2 : 1;
   extern __shared__ float partial[];  // [kMats][warps][kRows][32]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -61,8 +64,10 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
   if (first >= total) return;
   const int v0 = blockIdx.x * mma::kGroupVectors, nv = min(mma::kGroupVectors, T - v0);
   auto begin_at = [&](int i) { return Begin(tg, i); };
-  // The lane's rows: tile m's rows g and g + 8 (half h), of each matrix.
-  const uint16_t* rowp[kMats][MT][2];
+  // The lane's rows: tile m's rows g and g + 8 (half h), of each matrix; a
+  // q8_0 row's quants (cols bytes) and its scales (one per step).
+  const unsigned char* rowp[kMats][MT][2];
+  const float* scp[kMats][MT][2];
 #pragma unroll
   for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -70,8 +75,15 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
       const int g =
           static_cast<int>(min(first + m * mma::kTileRows + mma::ARow(lane, h), static_cast<int64_t>(total - 1)));
       const map::StackedRow at = map::Locate(begin_at, tg.count, g);
-      rowp[0][m][h] = static_cast<const uint16_t*>(Pick(tg.w, at.target)) + static_cast<size_t>(at.row) * cols;
-      if constexpr (kSwiGLU) rowp[1][m][h] = static_cast<const uint16_t*>(tg.w[1]) + static_cast<size_t>(at.row) * cols;
+      const int rows = Begin(tg, at.target + 1) - Begin(tg, at.target);
+#pragma unroll
+      for (int k = 0; k < kMats; k++) {
+        const void* base = k == 0 ? Pick(tg.w, at.target) : tg.w[1];  // SwiGLU's up: the gate's shape
+        rowp[k][m][h] = static_cast<const unsigned char*>(base) + static_cast<size_t>(at.row) * cols * (kQ8 ? 1 : 2);
+        scp[k][m][h] =
+            kQ8 ? q8::Scales(base, int64_t{rows} * cols) + static_cast<size_t>(at.row) * (cols / kQ8_0BlockSize)
+                : nullptr;
+      }
     }
   float acc[kMats][MT][mma::kVectorTiles][4] = {};
   GridDependencyWait();
@@ -79,19 +91,30 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
 #pragma unroll 2
   for (int s = warp; s < steps; s += warps) {
     const int64_t c = mma::StepColumn(s, lane);
-    uint4 a[kMats][MT][2];
+    uint32_t aw[kMats][MT][2][4];  // the row's 8 weights of the step, as 4 bf16 pair words
+    float sc[kMats][MT][2];        // q8_0: the row's scale of the step's block
 #pragma unroll
     for (int k = 0; k < kMats; k++)
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) a[k][m][h] = __ldg(reinterpret_cast<const uint4*>(rowp[k][m][h] + c));
+        for (int h = 0; h < 2; h++) {
+          if constexpr (kQ8) {
+            const uint2 q = __ldg(reinterpret_cast<const uint2*>(rowp[k][m][h] + c));
+            mma::QuantChunkWords(q.x, q.y, aw[k][m][h]);
+            sc[k][m][h] = __ldg(scp[k][m][h] + s);
+          } else {
+            const uint4 w = __ldg(reinterpret_cast<const uint4*>(rowp[k][m][h] + 2 * c));
+            aw[k][m][h][0] = w.x, aw[k][m][h][1] = w.y, aw[k][m][h][2] = w.z, aw[k][m][h][3] = w.w;
+          }
+        }
 #pragma unroll
     for (int j = 0; j < mma::kVectorTiles; j++) {
       if (j * mma::kTileCols >= nv) break;
       const int v = j * mma::kTileCols + mma::BVector(lane);
       uint32_t hi[4], lo[4];
       LoadVector(x + static_cast<size_t>(v0 + v) * cols + c, v < nv, hi, lo);
+      float block[kMats][MT][4] = {};  // q8_0: the step's unscaled sums
 #pragma unroll
       for (int q = 0; q < 2; q++)
 #pragma unroll
@@ -101,12 +124,23 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
             uint32_t fa[4];
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-              const uint4& c4 = a[k][m][r & 1];
-              fa[r] = mma::ChunkWord(c4.x, c4.y, c4.z, c4.w, mma::AWord(q, r));
+              const uint32_t(&w)[4] = aw[k][m][r & 1];
+              fa[r] = mma::ChunkWord(w[0], w[1], w[2], w[3], mma::AWord(q, r));
             }
-            Mma(acc[k][m][j], fa, hi[mma::BWord(q, 0)], hi[mma::BWord(q, 1)]);
-            Mma(acc[k][m][j], fa, lo[mma::BWord(q, 0)], lo[mma::BWord(q, 1)]);
+            float(&d)[4] = kQ8 ? block[k][m] : acc[k][m][j];
+            Mma(d, fa, hi[mma::BWord(q, 0)], hi[mma::BWord(q, 1)]);
+            Mma(d, fa, lo[mma::BWord(q, 0)], lo[mma::BWord(q, 1)]);
           }
+      if constexpr (kQ8) {
+#pragma unroll
+        for (int k = 0; k < kMats; k++)
+#pragma unroll
+          for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+              acc[k][m][j][i] =
+                  fmaf(sc[k][m][i >> 1], block[k][m][i], acc[k][m][j][i]);  // i >> 1: row g or g + 8 (CRow)
+      }
     }
   }
   // Every warp's partial sums to shared memory, then each output the sum of
@@ -146,10 +180,24 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
   }
 }
 
+template <int DT>
+Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
+                      int T, cudaStream_t stream, const std::string& ctx) {
+  switch (epilogue) {
+    case RowsEpilogue::kStore:
+      return LaunchRowsKernel(RowsMmaKernel<DT, 2, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T);
+    case RowsEpilogue::kAdd:
+      return LaunchRowsKernel(RowsMmaKernel<DT, 2, 1>, plan, stream, plan.kernel + "+add", ctx, tg, x, cols, T);
+    case RowsEpilogue::kSwiGLU:
+      return LaunchRowsKernel(RowsMmaKernel<DT, 1, 2>, plan, stream, plan.kernel + "+swiglu", ctx, tg, x, cols, T);
+  }
+  return Status::Error("cuda: " + ctx + ": rows_mma: unknown epilogue");
+}
+
 }  // namespace
 
-Status LaunchRowsMma(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& targets, const float* x,
-                     int cols, int T, cudaStream_t stream, const std::string& ctx) {
+Status LaunchRowsMma(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
+                     const float* x, int cols, int T, cudaStream_t stream, const std::string& ctx) {
   if (targets.count < 1 || targets.count > kMaxRowsTargets)
     return Status::Error("cuda: " + ctx + ": rows_mma: " + std::to_string(targets.count) + " targets (1 to " +
                          std::to_string(kMaxRowsTargets) + ")");
@@ -159,15 +207,8 @@ Status LaunchRowsMma(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTa
   if (plan.tile != (swiglu ? kMmaRowsTile / 2 : kMmaRowsTile) || plan.block.x != kMmaRowsWarps * 32u)
     return Status::Error("cuda: " + ctx + ": rows_mma: the plan is not PlanRowsMma's for this epilogue");
   // SwiGLU: a 16-row tile of the gate and the up's; the others 32 rows.
-  switch (epilogue) {
-    case RowsEpilogue::kStore:
-      return LaunchRowsKernel(RowsMmaKernel<2, 0>, plan, stream, plan.kernel, ctx, targets, x, cols, T);
-    case RowsEpilogue::kAdd:
-      return LaunchRowsKernel(RowsMmaKernel<2, 1>, plan, stream, plan.kernel + "+add", ctx, targets, x, cols, T);
-    case RowsEpilogue::kSwiGLU:
-      return LaunchRowsKernel(RowsMmaKernel<1, 2>, plan, stream, plan.kernel + "+swiglu", ctx, targets, x, cols, T);
-  }
-  return Status::Error("cuda: " + ctx + ": rows_mma: unknown epilogue");
+  if (dtype == DType::kQ8_0) return LaunchEpilogue<2>(plan, epilogue, targets, x, cols, T, stream, ctx);
+  if (dtype == DType::kBF16) return LaunchEpilogue<1>(plan, epilogue, targets, x, cols, T, stream, ctx);
+  return Status::Error("cuda: " + ctx + ": rows_mma: " + DTypeName(dtype) + " weights (bf16 and q8_0 only)");
 }
-
 }  // namespace verity::kernels::cuda

@@ -37,12 +37,12 @@ Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogu
                        const float* x, int cols, int T, cudaStream_t stream, const std::string& ctx);
 
 // The same products on tensor cores, for a batched step's rows (mma_rows.cu;
-// plan: PlanRowsMma; opt-in: VERITY_CUDA_BATCH_MMA=1): bf16 weights, cols %
-// 32 == 0, every w and x 16-byte aligned. Not LaunchRowsFused's bits: x
+// plan: PlanRowsMma; opt-in: VERITY_CUDA_BATCH_MMA=1): bf16 or q8_0 weights
+// (q8_layout.h), cols % 32 == 0, every w and x 16-byte aligned. Not LaunchRowsFused's bits: x
 // enters the tensor cores as two bf16 values (hi + lo: 16 significant bits)
 // and a row's sum is ordered otherwise. A vector's outputs are the same bits
 // whatever vectors share the launch, and wherever it sits among them.
-Status LaunchRowsMma(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& targets, const float* x,
-                     int cols, int T, cudaStream_t stream, const std::string& ctx);
+Status LaunchRowsMma(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
+                     const float* x, int cols, int T, cudaStream_t stream, const std::string& ctx);
 
 }  // namespace verity::kernels::cuda
