@@ -129,7 +129,8 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   Q8_0PrefillGemmStatesItsParityCost ArgmaxRowsPickEachRowsLargest ABackendRunsOnTheDeviceItIsGiven
   PrefillAttentionAsGemmsMatchesTheReference AFailedBackendLeavesTheProcessAsItFoundIt
   WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
-  TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode)
+  TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode
+  TheProfileSetsEachMatrixsUploadApart)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)

@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/kernel_profile.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/block_rows.h"
@@ -137,6 +138,38 @@ bool HaveDevice() {
 }
 #define REQUIRE_DEVICE() \
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device"
+
+// The profile's table (VERITY_CUDA_PROFILE=1; its arithmetic runs without a
+// device): a kind's first call and every call that uploaded are set apart,
+// the rest make its mean; shares, per-step time and GB/s from the rest.
+TEST(CudaProfile, FirstCallsAndUploadsAreSetApart) {
+  cu::ProfileTable t;
+  EXPECT_EQ(t.Text(0), "");
+  for (int layer = 0; layer < 4; layer++) t.Add("matmul rows=8 cols=8 T=32 dtype=bf16", 900.0, 128e6, true);
+  for (int layer = 0; layer < 4; layer++) t.Add("matmul rows=8 cols=8 T=32 dtype=bf16", 0.1, 128e6, false);
+  t.Add("attention", 5.0, 0, false);  // its first call: apart, uploading nothing
+  t.Add("attention", 0.2, 0, false);
+  t.Add("attention", 0.4, 0, false);
+  const std::string text = t.Text(2);
+  std::printf("cuda profile:\n%s", text.c_str());
+  auto row = [&](const std::string& label) {
+    const size_t at = text.find("| " + label + "\n");
+    EXPECT_NE(at, std::string::npos) << label << " in\n" << text;
+    const size_t begin = text.rfind("verity: cuda profile:", at);
+    return at == std::string::npos ? std::string() : text.substr(begin, at - begin);
+  };
+  const std::string matmul = row("matmul rows=8 cols=8 T=32 dtype=bf16"), attention = row("attention");
+  // calls | us/call | us/step | apart: calls, us/call | MB/call | GB/s
+  EXPECT_NE(matmul.find("|       4 |    100.00 |    200.0 |    4,  900000.0 |  128.000 |  1280.0 "), std::string::npos)
+      << matmul;
+  EXPECT_NE(attention.find("|       2 |    300.00 |    300.0 |    1,    5000.0 |"), std::string::npos) << attention;
+  EXPECT_NE(text.find("1.000 ms of device time in 2 kinds of call (and 3605.000 ms apart: first calls and uploads), "
+                      "2 decode steps (500.0 us a step)"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.find("| attention\n"), text.find("| matmul"))
+      << "the larger share first (the uploads' time is not the matmul's)";
+}
 
 // A device copy of a host vector, freed at scope exit.
 template <class T>
@@ -1152,6 +1185,44 @@ void TensorCoreSlotStepsFor(kernels::DType t) {
   EXPECT_EQ(same_top, slots * steps) << kernels::DTypeName(t);
 }
 
+// VERITY_CUDA_PROFILE=1 on a fresh backend: two identical prompts, the first
+// uploading every matrix it uses. Every product's row of the table sets its
+// uploading calls apart: as many apart as in its mean (on 2026-12-04 a prompt
+// profile's GEMMs read ~10 GB/s, every layer's upload after the first in
+// their mean).
+TEST(CudaDevice, TheProfileSetsEachMatrixsUploadApart) {
+  REQUIRE_DEVICE();
+  const std::unique_ptr<Model> model = SynthMmaShaped(kernels::DType::kBF16, "profile");
+  ASSERT_TRUE(model);
+  std::string said;
+  {
+    const ScopedEnv profile("VERITY_CUDA_PROFILE", "1");
+    auto gpu = std::make_unique<Transformer>(*model, kernels::MakeBackend("cuda").value());
+    std::vector<int> ids(100);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = static_cast<int>((3 + 7919 * i) % model->config.vocab_size);
+    for (int run = 0; run < 2; run++) gpu->Prefill(ids.data(), static_cast<int>(ids.size()), 0);
+    ASSERT_TRUE(gpu->status().ok()) << gpu->status().message();
+    testing::internal::CaptureStderr();
+    gpu.reset();
+    said = testing::internal::GetCapturedStderr();
+  }
+  std::printf("cuda device: %s", said.c_str());
+  int products = 0;
+  std::istringstream lines(said);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("matmul rows=") == std::string::npos || line.rfind("verity: cuda profile:", 0) != 0) continue;
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string x; std::getline(fields, x, '|');) f.push_back(x);
+    ASSERT_GE(f.size(), 9u) << line;
+    const long calls = std::stol(f[2]), apart = std::stol(f[5]);
+    EXPECT_GT(calls, 0) << line;
+    EXPECT_EQ(apart, calls) << "the first prompt's calls each uploaded their matrix: " << line;
+    products++;
+  }
+  EXPECT_GE(products, 3) << said;
+}
+
 TEST(CudaDevice, TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode) {
   REQUIRE_DEVICE();
   for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0}) TensorCoreSlotStepsFor(t);
@@ -1674,9 +1745,10 @@ TEST(CudaBench, BatchedRowsOnTensorCores) {
 // independent vectors (MatmulRows: the CUDA-core rows kernel, and the
 // tensor-core one under VERITY_CUDA_BATCH_MMA=1), for 16 to 512 rows on
 // the 1B's and 7B's widest shapes: us a call by the wall clock (20 calls,
-// then a download waits for them), host overhead included. The profile of
-// 2026-12-04 put a 32-row GEMM at ~10 GB/s (9.1 ms for the 7B's gate),
-// which no GEMM should take: this is where to look first.
+// then a download waits for them), host overhead included, the weights
+// uploaded before the clock starts: where a prompt block should stop being
+// a GEMM. (The profile of 2026-12-04 put a 32-row GEMM at ~10 GB/s: each
+// layer's upload counted in its mean, which the profile now sets apart.)
 TEST(CudaBench, PromptBlockProductsByRows) {
   REQUIRE_DEVICE();
   const kernels::DType t = kernels::DType::kBF16;

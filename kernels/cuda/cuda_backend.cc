@@ -615,9 +615,10 @@ class CudaBackend final : public Backend {
   void Guarded(const Outputs& outs, F f, W where, double bytes = 0) {
     Use();
     if (error_.ok()) {
+      const uint64_t uploads = copies_.uploads();
       if (profile_) profile_->Begin();
       Status s = f();
-      if (profile_) profile_->End(where(), bytes);
+      if (profile_) profile_->End(where(), bytes, copies_.uploads() != uploads);
       if (!s.ok()) Fail(std::move(s), where);
     }
     if (!error_.ok())

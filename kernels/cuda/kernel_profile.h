@@ -16,6 +16,30 @@
 
 namespace verity::kernels::cuda {
 
+// The table's arithmetic, apart from the events (tested on the CPU): calls
+// summed by label; one-time costs set apart, since they would swamp the mean
+// of the rest: a kind's first call (cuBLAS loading its kernels) and every
+// call that uploaded a matrix. Each layer's call of one shape shares a row,
+// so a prompt run first in a process uploads every layer's weights in that
+// row's calls after the first: counted in the mean, they once made a
+// prompt's GEMMs read ~10 GB/s (the H200 run of 2026-12-04).
+class ProfileTable {
+ public:
+  // One call: `label` (ProfileLabel's), its device ms, the bytes it moves at
+  // least (0: not counted), whether it uploaded a copy of the model's.
+  void Add(const std::string& label, double ms, double bytes, bool uploaded);
+  // "verity: cuda profile: ..." lines, the largest share first; `steps`
+  // decode steps divide the per-step column. Empty when nothing was added.
+  std::string Text(long steps) const;
+
+ private:
+  struct Row {
+    long calls = 0, apart = 0;
+    double ms = 0, bytes = 0, apart_ms = 0;
+  };
+  std::map<std::string, Row> rows_;
+};
+
 class KernelProfile {
  public:
   explicit KernelProfile(cudaStream_t stream) : stream_(stream) {}
@@ -26,13 +50,12 @@ class KernelProfile {
   // Before a call's launches on the stream.
   void Begin();
   // After them: `label` names the kind and shape, `bytes` what it reads and
-  // writes at least (0: not counted).
-  void End(const std::string& label, double bytes);
+  // writes at least (0: not counted); `uploaded`: the call uploaded a copy
+  // of the model's (its first use of a matrix), so it is set apart.
+  void End(const std::string& label, double bytes, bool uploaded = false);
   // A decode step began (the table's per-token column divides by these).
   void CountStep() { steps_++; }
-  // Waits for the stream, reads every pair and returns the table:
-  // "verity: cuda profile: ..." lines, the largest share first; each kind's
-  // first call is shown apart and left out of its mean, share and per-step time.
+  // Waits for the stream, reads every pair and returns ProfileTable's text.
   std::string Table();
 
  private:
@@ -40,12 +63,7 @@ class KernelProfile {
     cudaEvent_t begin, end;
     std::string label;
     double bytes;
-  };
-  // A kind's first call apart: it pays one-time costs (a weight's upload,
-  // cuBLAS loading its kernels) that would swamp the mean of the rest.
-  struct Row {
-    long calls = 0;
-    double ms = 0, bytes = 0, first_ms = 0;
+    bool uploaded;
   };
   cudaEvent_t Event();
   void Resolve();  // reads the pending pairs (after a wait) and returns their events to the pool
@@ -54,7 +72,7 @@ class KernelProfile {
   cudaEvent_t open_ = nullptr;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> pool_;
-  std::map<std::string, Row> rows_;
+  ProfileTable table_;
   long steps_ = 0;
   bool failed_ = false;  // an event call failed: no table (the reason is printed once)
 };

@@ -18,6 +18,7 @@ Status ModelCopies::Upload(Copy& c, const void* host, size_t bytes, const char* 
   VERITY_CUDA_CALL(cudaMemcpyAsync(c.buf.as<void>(), host, bytes, cudaMemcpyHostToDevice, stream_),
                    std::string(what) + " upload");
   c.bytes = bytes;
+  uploads_++;
   return OkStatus();
 }
 

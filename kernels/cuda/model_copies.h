@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <unordered_map>
 
@@ -23,8 +24,8 @@ class ModelCopies {
   // Uploads go on `stream` (the backend's: kernels queued after them read them).
   ModelCopies(cudaStream_t stream, std::function<void()> moved) : stream_(stream), moved_(std::move(moved)) {}
 
-  // The device copy of `w`'s matrix. q8_0 comes as plain 36-byte blocks (the
-  // device kernels read blocks by offset; the CPU's rows interleave them).
+  // The device copy of `w`'s matrix; q8_0 repacked into the device layout
+  // (q8_layout.h), other types as the host holds them.
   Result<const void*> Weights(const kernels::Weights& w);
   // `n` floats the model owns (a norm's weights, the embedding table).
   Result<const float*> Floats(const float* host, size_t n, const char* what);
@@ -34,6 +35,9 @@ class ModelCopies {
   // cosf/sinf (so the device rotation is bit-exact with RopeReference) and
   // grown by doubling, 1024 positions at first.
   Result<const float*> RopeTable(const float* inv_freq, int head_size, int positions);
+  // How many uploads were issued so far: a call that moved it paid a copy's
+  // upload (the profile sets such calls apart).
+  uint64_t uploads() const { return uploads_; }
 
  private:
   struct Copy {
@@ -46,6 +50,7 @@ class ModelCopies {
 
   cudaStream_t stream_;
   std::function<void()> moved_;
+  uint64_t uploads_ = 0;
   std::unordered_map<const void*, Copy> weights_, floats_, rope_;
 };
 
