@@ -423,28 +423,30 @@ TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
       auto x = k->AllocateState(16 * 64), y = k->AllocateState(16 * 64);
       k->MatmulBatch(y->data(), x->data(), w.w, 16);
     }
-    const int heads = 8, kv_heads = 2, hs = 64, kv_dim = kv_heads * hs, qw = heads * hs;
-    for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
-      const int n = pos0 + T;
-      std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T),
-                         kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
-                         v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
-                         want(q.size());
-      for (int t = 0; t < T; t++) {
-        kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(),
-                                 pos0 + t,      heads,      kv_heads,  hs,       n};
-        for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+    const int heads = 8, hs = 64, qw = heads * hs;
+    for (int kv_heads : {2, 8})  // grouped and one KV head a query head
+      for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
+        const int kv_dim = kv_heads * hs;
+        const int n = pos0 + T;
+        std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T),
+                           kc = Random(static_cast<size_t>(n) * kv_dim, 2, 0.3f),
+                           v = Random(static_cast<size_t>(n) * kv_dim, 3), scores(static_cast<size_t>(heads) * n),
+                           want(q.size());
+        for (int t = 0; t < T; t++) {
+          kernels::AttentionArgs a{&want[t * qw], &q[t * qw], kc.data(), v.data(), kv_dim, scores.data(),
+                                   pos0 + t,      heads,      kv_heads,  hs,       n};
+          for (int h = 0; h < heads; h++) kernels::AttendOneHead(a, h);
+        }
+        const std::vector<float> got = BlockOnDevice(
+            *k, q, kc, v, {nullptr, nullptr, nullptr, nullptr, kv_dim, scores.data(), pos0, heads, kv_heads, hs, n}, T);
+        ASSERT_TRUE(k->status().ok()) << k->status().message();
+        // TF32 rounds q, k, the weights and v to 10 mantissa bits (2^-11
+        // relative): a score of 64 products moves by ~2^-11 of its size, a
+        // weight by as much, an output by ~1e-3 of 1 + |value|.
+        ExpectClose(got, want, tf32 ? 5e-3 : 1e-5,
+                    std::string(tf32 ? "TF32" : "f32") + " prefill attention as GEMMs, " + std::to_string(kv_heads) +
+                        " KV heads, " + std::to_string(T) + " rows from position " + std::to_string(pos0));
       }
-      const std::vector<float> got = BlockOnDevice(
-          *k, q, kc, v, {nullptr, nullptr, nullptr, nullptr, kv_dim, scores.data(), pos0, heads, kv_heads, hs, n}, T);
-      ASSERT_TRUE(k->status().ok()) << k->status().message();
-      // TF32 rounds q, k, the weights and v to 10 mantissa bits (2^-11
-      // relative): a score of 64 products moves by ~2^-11 of its size, a
-      // weight by as much, an output by ~1e-3 of 1 + |value|.
-      ExpectClose(got, want, tf32 ? 5e-3 : 1e-5,
-                  std::string(tf32 ? "TF32" : "f32") + " prefill attention as GEMMs, " + std::to_string(T) +
-                      " rows from position " + std::to_string(pos0));
-    }
   }
 }
 

@@ -348,6 +348,35 @@ TEST(CudaElementwise, SplitAttentionCombineAgreesWithTheReference) {
   EXPECT_GT(worst, 0.0);  // the reordering is real: this compares, it does not echo
 }
 
+// A prefill block's attention products, one batched call for every query
+// head (GemmAttention): head h's offsets are those the per-KV-head strided
+// calls used (KV head g's call took its group's heads j = 0.. at stride
+// head_size in q and out and tn in the scores, its K and V at stride 0), and
+// the heads' score matrices tile [heads][T][n] without overlap.
+TEST(CudaElementwise, AttentionHeadOffsetsAreThePerKvHeadCalls) {
+  int checked = 0;
+  for (auto [heads, kv] : {std::pair{8, 2}, {32, 32}, {32, 4}, {6, 6}, {12, 3}, {64, 8}})
+    for (int hs : {64, 80, 128})
+      for (int64_t tn : {int64_t{16} * 16, int64_t{512} * 2048}) {
+        const int group = heads / kv;
+        std::vector<bool> covered(static_cast<size_t>(heads), false);
+        for (int g = 0; g < kv; g++)
+          for (int j = 0; j < group; j++) {
+            const int h = g * group + j;
+            const ew::AttentionHeadOffsets at = ew::AttentionHeadAt(h, group, hs, tn);
+            EXPECT_EQ(at.kv, int64_t{g} * hs) << "head " << h;
+            EXPECT_EQ(at.q, int64_t{g} * group * hs + int64_t{j} * hs) << "head " << h;
+            EXPECT_EQ(at.scores, int64_t{g} * group * tn + j * tn) << "head " << h;
+            ASSERT_EQ(at.scores % tn, 0);
+            const int64_t slot = at.scores / tn;
+            ASSERT_TRUE(slot >= 0 && slot < heads && !covered[static_cast<size_t>(slot)]) << "head " << h;
+            covered[static_cast<size_t>(slot)] = true;
+            checked++;
+          }
+      }
+  std::printf("cuda elementwise: %d query heads' attention offsets are the per-KV-head calls'\n", checked);
+}
+
 // Windows, Gemma's score scale and its soft-cap, as the tiled and split
 // kernels take them from AttentionDeviceArgs, against the reference's
 // attention of the same AttentionArgs (Windowed, as every CPU attention).

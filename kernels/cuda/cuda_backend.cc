@@ -91,7 +91,8 @@ enum PlanKind {
   kPlanBlockToBF16,
   kPlanGeGLU,
   kPlanScale,
-  kPlanSoftCap
+  kPlanSoftCap,
+  kPlanAttentionPointers
 };
 // What a recorded step's signature names each call by.
 enum StepOp {
@@ -1068,47 +1069,51 @@ class CudaBackend final : public Backend {
   // S_h^T [n x T] = K [n x hs] Q_h^T and O_h^T [hs x T] = V^T P_h^T.
   Status GemmAttention(const AttentionArgs& a, int T) {
     const int64_t n = int64_t{a.pos} + T;  // positions the last row attends to
-    const int hs = a.head_size, group = a.n_heads / a.n_kv_heads, qw = a.n_heads * hs,
-              ld = static_cast<int>(a.pos_stride);
-    VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(a.n_heads) * T * n * sizeof(float), "attention scores"));
+    const int hs = a.head_size, H = a.n_heads, qw = H * hs, ld = static_cast<int>(a.pos_stride);
+    VERITY_RETURN_IF_ERROR(scores_.Reserve(static_cast<size_t>(H) * T * n * sizeof(float), "attention scores"));
+    VERITY_RETURN_IF_ERROR(attn_arrays_.Reserve(6 * static_cast<size_t>(H) * sizeof(void*), "attention pointers"));
     float* scores = scores_.as<float>();
-    const float scale = 1.0f / a.score_divisor();
-    const long long tn = static_cast<long long>(T) * n;
-    for (int g = 0; g < a.n_kv_heads; g++)
-      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, static_cast<int>(n), T, hs, scale,
-                                           a.key_cache + int64_t{g} * hs, ld, 0, a.q + int64_t{g} * group * hs, qw, hs,
-                                           scores + g * group * tn, static_cast<int>(n), tn, group,
-                                           "attention scores gemm"));
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, a.n_heads, T, n, 0, 0},
-                                                         [&] { return PlanCausalSoftmax(a.n_heads, T, n, limits_); }));
+    void** arrays = attn_arrays_.as<void*>();
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* ptrs, Plan({kPlanAttentionPointers, H, 0, 0, 0, 0}, [&] {
+                              return PlanElementwise("attention_pointers", H, limits_);
+                            }));
+    VERITY_RETURN_IF_ERROR(LaunchAttentionPointers(*ptrs, {a.q, a.key_cache, a.value_cache, scores, a.out}, H,
+                                                   H / a.n_kv_heads, hs, int64_t{T} * n, arrays, stream_,
+                                                   "attention_pointers"));
+    const int cols = static_cast<int>(n);
+    VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_T, cols, T, hs, 1.0f / a.score_divisor(), arrays, ld, arrays + H, qw,
+                                         arrays + 2 * H, cols, H, "attention scores gemm"));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Plan({kPlanCausalSoftmax, H, T, n, 0, 0},
+                                                         [&] { return PlanCausalSoftmax(H, T, n, limits_); }));
     VERITY_RETURN_IF_ERROR(
         LaunchCausalSoftmax(*plan, scores, n, T, a.pos, a.window, a.softcap, stream_, "causal_softmax"));
-    for (int g = 0; g < a.n_kv_heads; g++)
-      VERITY_RETURN_IF_ERROR(AttentionGemm(CUBLAS_OP_N, hs, T, static_cast<int>(n), 1.0f,
-                                           a.value_cache + int64_t{g} * hs, ld, 0, scores + g * group * tn,
-                                           static_cast<int>(n), tn, a.out + int64_t{g} * group * hs, qw, hs, group,
-                                           "attention values gemm"));
-    return OkStatus();
+    return AttentionGemm(CUBLAS_OP_N, hs, T, cols, 1.0f, arrays + 3 * H, ld, arrays + 4 * H, cols, arrays + 5 * H, qw,
+                         H, "attention values gemm");
   }
-  // C = alpha op(A) B for `batch` matrices (f32 in and out; A's stride 0: one
-  // KV head for its query heads). f32 products on the pedantic handle, unless
-  // the block's own products ran on tensor cores (its activations already in
-  // bf16: weights not f32): then TF32 tensor cores, whose input rounding
-  // (2^-11) is below the bf16 rounding those activations already took.
-  Status AttentionGemm(cublasOperation_t op_a, int m, int n, int k, float alpha, const float* A, int lda,
-                       long long stride_a, const float* B, int ldb, long long stride_b, float* C, int ldc,
-                       long long stride_c, int batch, const char* what) {
+  // C_i = alpha op(A_i) B_i for the `batch` matrices whose pointers are on the
+  // device at A, B and C (f32 in and out). One call for every head: with a
+  // strided call per KV head, a 32-row prompt block's attention took 1.16 ms
+  // for the 7B's 65 launches and 122 us for the 1B's 9 on the H200 (~13-18
+  // us a launch, far more than their device work; docs/cuda.md). f32
+  // products on the pedantic handle, unless the block's
+  // own products ran on tensor cores (its activations already in bf16:
+  // weights not f32): then TF32 tensor cores, whose input rounding (2^-11)
+  // is below the bf16 rounding those activations already took.
+  Status AttentionGemm(cublasOperation_t op_a, int m, int n, int k, float alpha, void* const* A, int lda,
+                       void* const* B, int ldb, void* const* C, int ldc, int batch, const char* what) {
     const float zero = 0.0f;
     if (!block_on_tensor_cores_) {
-      VERITY_CUBLAS_CALL(cublasSgemmStridedBatched(cublas_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, lda, stride_a, B,
-                                                   ldb, stride_b, &zero, C, ldc, stride_c, batch),
-                         what);
+      VERITY_CUBLAS_CALL(
+          cublasSgemmBatched(cublas_, op_a, CUBLAS_OP_N, m, n, k, &alpha, reinterpret_cast<const float* const*>(A), lda,
+                             reinterpret_cast<const float* const*>(B), ldb, &zero, reinterpret_cast<float* const*>(C),
+                             ldc, batch),
+          what);
       return OkStatus();
     }
-    VERITY_CUBLAS_CALL(cublasGemmStridedBatchedEx(cublas_tc_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda,
-                                                  stride_a, B, CUDA_R_32F, ldb, stride_b, &zero, C, CUDA_R_32F, ldc,
-                                                  stride_c, batch, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
-                       what);
+    VERITY_CUBLAS_CALL(
+        cublasGemmBatchedEx(cublas_tc_, op_a, CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
+                            &zero, C, CUDA_R_32F, ldc, batch, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+        what);
     return OkStatus();
   }
 
@@ -1196,6 +1201,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer attn_partials_, attn_counters_;  // the split decode attention's scratch
   DeviceBuffer pick_;                           // the greedy pick (Argmax)
   DeviceBuffer scores_;                         // a prefill block's attention scores (GemmAttention)
+  DeviceBuffer attn_arrays_;                    // its batched products' pointers (GemmAttention)
   bool block_on_tensor_cores_ = false;          // the last prefill block's products were bf16/q8_0 GEMMs
   DeviceBuffer row_indices_;                    // a batched step's positions and slots (AttendRows)
   std::vector<int> rows_uploaded_;              // what row_indices_ holds

@@ -111,6 +111,17 @@ Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, in
 // adds nothing there.
 Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, int window,
                            float softcap, cudaStream_t stream, const std::string& ctx);
+// A prefill block's two batched attention products (cuBLAS's pointer-array
+// form): the matrices of every query head, at ew::AttentionHeadAt's offsets.
+struct AttentionBlockPointers {
+  const float *q, *keys, *values;
+  float *scores, *out;
+};
+// Writes 6 arrays of `heads` pointers at `arrays`: the scores product's A
+// (keys), B (q) and C (scores), then the values product's A (values), B
+// (scores) and C (out). plan: PlanElementwise("attention_pointers", heads).
+Status LaunchAttentionPointers(const LaunchPlan& plan, const AttentionBlockPointers& p, int heads, int group,
+                               int head_size, int64_t tn, void** arrays, cudaStream_t stream, const std::string& ctx);
 // hb[i] = silu(hb[i]) * hb2[i], i < n.
 Status LaunchSwiGLU(const LaunchPlan& plan, float* hb, const float* hb2, int64_t n, cudaStream_t stream,
                     const std::string& ctx);

@@ -124,6 +124,18 @@ VERITY_HD float AttentionScore(float dot, float divisor, float softcap) {
 // sliding window that reaches past 0, else 0 (AttentionArgs::first()).
 VERITY_HD int64_t FirstAttended(int64_t pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
 
+// A prefill block's attention as two batched products over every query head
+// (the backend's GemmAttention): head h's matrices as float offsets from the
+// block's q rows (and its output rows: the same columns), the K and V caches
+// (its KV head h / group's columns) and the scores ([heads][T][n]: tn = T x n
+// floats a head).
+struct AttentionHeadOffsets {
+  int64_t q, kv, scores;
+};
+VERITY_HD AttentionHeadOffsets AttentionHeadAt(int h, int group, int head_size, int64_t tn) {
+  return {int64_t{h} * head_size, int64_t{h / group} * head_size, int64_t{h} * tn};
+}
+
 // Inverse frequency of pair i of a head: 1 / theta^(2i / head_size), as run.c.
 // The unscaled table as kernels::RopeBaseInverseFrequencies computes it (the backend is handed the model's table).
 inline float RopeInvFreq(int i, int head_size, float theta) {

@@ -414,6 +414,20 @@ __global__ void Q8_0ToBF16Kernel(uint4* out, const unsigned char* w, int64_t chu
   }
 }
 
+// Thread h (grid-stride): query head h's six pointers (LaunchAttentionPointers).
+__global__ void AttentionPointersKernel(AttentionBlockPointers p, int heads, int group, int head_size, int64_t tn,
+                                        void** arrays) {
+  for (int h = blockIdx.x * blockDim.x + threadIdx.x; h < heads; h += gridDim.x * blockDim.x) {
+    const ew::AttentionHeadOffsets at = ew::AttentionHeadAt(h, group, head_size, tn);
+    arrays[h] = const_cast<float*>(p.keys + at.kv);
+    arrays[heads + h] = const_cast<float*>(p.q + at.q);
+    arrays[2 * heads + h] = p.scores + at.scores;
+    arrays[3 * heads + h] = const_cast<float*>(p.values + at.kv);
+    arrays[4 * heads + h] = p.scores + at.scores;
+    arrays[5 * heads + h] = p.out + at.q;
+  }
+}
+
 // Block (t, h): row t of head h. Each thread keeps its own positions across
 // the three passes, so no pass needs a barrier beyond the reductions'.
 // Positions first .. len - 1 are attended (a window's, or 0 on).
@@ -643,6 +657,17 @@ Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, in
 Status LaunchCausalSoftmax(const LaunchPlan& plan, float* scores, int64_t n, int T, int64_t pos0, int window,
                            float softcap, cudaStream_t stream, const std::string& ctx) {
   CausalSoftmaxKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(scores, n, T, pos0, window, softcap);
+  VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
+  return OkStatus();
+}
+
+Status LaunchAttentionPointers(const LaunchPlan& plan, const AttentionBlockPointers& p, int heads, int group,
+                               int head_size, int64_t tn, void** arrays, cudaStream_t stream, const std::string& ctx) {
+  if (heads < 1 || group < 1 || heads % group != 0)
+    return Status::Error("cuda: " + ctx + ": attention pointers of " + std::to_string(heads) + " heads in groups of " +
+                         std::to_string(group));
+  AttentionPointersKernel<<<Grid(plan), Block(plan), plan.shared_bytes, stream>>>(p, heads, group, head_size, tn,
+                                                                                  arrays);
   VERITY_CUDA_LAUNCH_CHECK(plan.kernel, ctx);
   return OkStatus();
 }
