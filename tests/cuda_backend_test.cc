@@ -425,7 +425,8 @@ TEST(CudaDevice, PrefillAttentionAsGemmsMatchesTheReference) {
     }
     const int heads = 8, hs = 64, qw = heads * hs;
     for (int kv_heads : {2, 8})  // grouped and one KV head a query head
-      for (auto [pos0, T] : {std::pair{0, 16}, {300, 100}, {0, 512}, {1000, 512}}) {
+      // {0, 17}, {3, 17}: a head's scores (T x n floats) start 4-byte aligned only
+      for (auto [pos0, T] : {std::pair{0, 16}, {0, 17}, {3, 17}, {300, 100}, {0, 512}, {1000, 512}}) {
         const int kv_dim = kv_heads * hs;
         const int n = pos0 + T;
         std::vector<float> q = Random(static_cast<size_t>(T) * qw, 1 + T),

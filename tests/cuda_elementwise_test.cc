@@ -609,6 +609,7 @@ struct MmaMatrix {
   std::vector<uint16_t> bf16;
   std::vector<int8_t> quants;
   std::vector<float> scales;
+  std::vector<unsigned char> device;  // q8_0: q8_layout.h's bytes (the quants, then the scales)
   double At(int64_t row, int cols, int64_t col) const {
     const int64_t g = row * cols + col;
     return bf16.empty() ? static_cast<double>(scales[g / 32]) * quants[g] : ew::BF16ToF32(bf16[g]);
@@ -624,6 +625,9 @@ MmaMatrix RandomMmaMatrix(DType t, int rows, int cols, uint32_t seed) {
   std::mt19937 rng(seed);
   for (size_t i = 0; i < f.size(); i++) m.quants.push_back(static_cast<int8_t>(static_cast<int>(rng() % 255) - 127));
   for (size_t b = 0; b < f.size() / 32; b++) m.scales.push_back(std::fabs(f[b]) / 64 + 1e-3f);
+  m.device.resize(static_cast<size_t>(q8::Bytes(static_cast<int64_t>(f.size()))));
+  std::memcpy(m.device.data(), m.quants.data(), m.quants.size());
+  std::memcpy(m.device.data() + m.quants.size(), m.scales.data(), m.scales.size() * sizeof(float));
   return m;
 }
 
@@ -652,11 +656,16 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, DType t, bo
         if (first >= total) continue;
         const int v0 = static_cast<int>(bx) * 32, nv = std::min(32, T - v0);
         std::vector<float> partial(static_cast<size_t>(kMats) * warps * kRows * 32);
-        // Lane `lane`'s row (half h of tile m) of matrix k: its matrix and row there.
+        // Lane `lane`'s row (half h of tile m) of matrix k: its matrix, its
+        // row there and the matrix's rows.
+        struct RowAt {
+          const MmaMatrix* mat;
+          int row, rows;
+        };
         auto row_of = [&](int k, int m, int lane, int h) {
           const int g = static_cast<int>(std::min<int64_t>(first + m * 16 + mma::ARow(lane, h), int64_t{total} - 1));
           const map::StackedRow at = map::Locate(begin_at, count, g);
-          return std::pair<const MmaMatrix*, int>{&w[swiglu ? k : at.target], at.row};
+          return RowAt{&w[swiglu ? k : at.target], at.row, begin[at.target + 1] - begin[at.target]};
         };
         for (int warp = 0; warp < warps; warp++) {
           std::vector<float> acc(static_cast<size_t>(kMats) * MT * 4 * 32 * 4, 0.0f);  // [k][m][j][lane][i]
@@ -674,10 +683,10 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, DType t, bo
                       for (int lane = 0; lane < 32; lane++) {
                         const int64_t c = mma::StepColumn(s, lane);
                         for (int r = 0; r < 4; r++) {  // A's word as the kernel builds and picks it
-                          const auto [mat, row] = row_of(k, m, lane, r & 1);
+                          const auto [mat, row, rows] = row_of(k, m, lane, r & 1);
                           uint32_t cw[4];
                           if (q8) {
-                            const int8_t* qs = mat->quants.data() + static_cast<size_t>(row) * cols + c;
+                            const unsigned char* qs = q8::RowQuants(mat->device.data(), row, cols) + c;
                             uint32_t lo_q = 0, hi_q = 0;
                             for (int b = 0; b < 4; b++) {
                               lo_q |= static_cast<uint32_t>(static_cast<uint8_t>(qs[b])) << (8 * b);
@@ -715,8 +724,8 @@ std::vector<std::vector<float>> SimulateRowsMma(const LaunchPlan& p, DType t, bo
                   for (int m = 0; m < MT; m++)
                     for (int lane = 0; lane < 32; lane++)
                       for (int i = 0; i < 4; i++) {
-                        const auto [mat, row] = row_of(k, m, lane, i >> 1);
-                        const float scale = mat->scales[static_cast<size_t>(row) * (cols / 32) + s];
+                        const auto [mat, row, rows] = row_of(k, m, lane, mma::CHalf(i));
+                        const float scale = q8::RowScales(mat->device.data(), rows, cols, row)[s];
                         A(k, m, j, lane, i) = std::fma(
                             scale, block[((static_cast<size_t>(k) * MT + m) * 32 + lane) * 4 + i], A(k, m, j, lane, i));
                       }

@@ -1060,9 +1060,9 @@ class CudaBackend final : public Backend {
     return LaunchAttention(*plan, d, stream_, "attention");
   }
 
-  // A prefill block's attention as products (docs/cuda.md): per KV head, its
-  // query heads' scores S_h = Q_h K^T / sqrt(head_size) (or Gemma's scale) in
-  // one strided batched GEMM, the causal softmax of every row (soft-capped,
+  // A prefill block's attention as products (docs/cuda.md): every query
+  // head's scores S_h = Q_h K^T / sqrt(head_size) (or Gemma's scale) in one
+  // batched GEMM (pointer arrays: ew::AttentionHeadAt), the causal softmax of every row (soft-capped,
   // and from its window's first position: the GEMM scores every position
   // and the softmax zeroes those outside), then O_h = P_h V. cuBLAS
   // is column-major: a row-major [r x ld] matrix is its transpose, so

@@ -1,6 +1,6 @@
 // Where the tensor-core rows kernel (mma_rows.cu) puts each weight and each
 // vector value in the registers of `mma.sync.m16n8k16` (bf16 in, f32
-// accumulate), written once as __host__ __device__ functions: the kernel
+// accumulate; q8_0 quants enter as bf16, exactly), written once as __host__ __device__ functions: the kernel
 // loads through them, and tests/cuda_elementwise_test.cc walks every lane on
 // the CPU against the PTX ISA's fragment layout (Ptx* below) and multiplies
 // the fragments as the instruction is specified to. Plain C++17 without CUDA
@@ -8,7 +8,8 @@
 //
 // A warp's step covers 32 consecutive columns: lane (g, t) = (lane / 4,
 // lane % 4) loads the 8 weights of columns 8t .. 8t+7 from one 16-byte chunk
-// of each of its rows (g and g + 8 of a 16-row tile), and the same 8
+// of each of its rows (g and g + 8 of a 16-row tile; q8_0: their 8 quants,
+// 8 bytes, made the same 4 words by QuantChunkWords), and the same 8
 // columns of vector g. Words 0 and 1 of the chunk (4 columns) go to the
 // step's first mma, words 2 and 3 to its second. The instruction's k index
 // is a lane's t and register half, never its g, so giving lane t the
@@ -47,7 +48,9 @@ VERITY_HD int BWord(int q, int r) { return 2 * q + r; }
 // B's vector (0..7 of the n8 tile) is the lane's group.
 VERITY_HD int BVector(int lane) { return LaneGroup(lane); }
 // Accumulator i (0..3): its row of the tile and its vector of the n8 tile.
-VERITY_HD int CRow(int lane, int i) { return LaneGroup(lane) + 8 * (i >> 1); }
+// CHalf: which of the lane's two rows (ARow's r & 1) it sums, g or g + 8.
+VERITY_HD int CHalf(int i) { return i >> 1; }
+VERITY_HD int CRow(int lane, int i) { return LaneGroup(lane) + 8 * CHalf(i); }
 VERITY_HD int CVector(int lane, int i) { return 2 * LaneThread(lane) + (i & 1); }
 
 // x as two bf16 values, hi + lo: hi = x rounded to bf16, lo the rest rounded

@@ -1,5 +1,6 @@
 // The rows products of a batched step on tensor cores (rows.h,
-// LaunchRowsMma): mma.sync m16n8k16 with bf16 weights, x split into two bf16
+// LaunchRowsMma): mma.sync m16n8k16 with bf16 weights (or q8_0 quants, exact
+// as bf16, each 32-column step's sum scaled apart), x split into two bf16
 // values (hi + lo), f32 accumulation. At 32 vectors the CUDA-core kernel
 // (rows.cu) is bound by its FMAs, 8.6x slower per vector than at one on the
 // H200 (docs/cuda.md); the tensor cores do the same products in a fraction
@@ -79,10 +80,9 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
 #pragma unroll
       for (int k = 0; k < kMats; k++) {
         const void* base = k == 0 ? Pick(tg.w, at.target) : tg.w[1];  // SwiGLU's up: the gate's shape
-        rowp[k][m][h] = static_cast<const unsigned char*>(base) + static_cast<size_t>(at.row) * cols * (kQ8 ? 1 : 2);
-        scp[k][m][h] =
-            kQ8 ? q8::Scales(base, int64_t{rows} * cols) + static_cast<size_t>(at.row) * (cols / kQ8_0BlockSize)
-                : nullptr;
+        rowp[k][m][h] = kQ8 ? q8::RowQuants(base, at.row, cols)
+                            : static_cast<const unsigned char*>(base) + static_cast<size_t>(at.row) * cols * 2;
+        scp[k][m][h] = kQ8 ? q8::RowScales(base, rows, cols, at.row) : nullptr;
       }
     }
   float acc[kMats][MT][mma::kVectorTiles][4] = {};
@@ -138,8 +138,7 @@ __global__ void __launch_bounds__(kMmaRowsWarps * 32) RowsMmaKernel(RowsTargets 
           for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
-              acc[k][m][j][i] =
-                  fmaf(sc[k][m][i >> 1], block[k][m][i], acc[k][m][j][i]);  // i >> 1: row g or g + 8 (CRow)
+              acc[k][m][j][i] = fmaf(sc[k][m][mma::CHalf(i)], block[k][m][i], acc[k][m][j][i]);
       }
     }
   }

@@ -26,6 +26,14 @@ VERITY_HD const float* Scales(const void* base, int64_t n) {
   return reinterpret_cast<const float*>(static_cast<const unsigned char*>(base) + n);
 }
 inline constexpr int64_t Bytes(int64_t n) { return n + n / kQ8_0BlockSize * 4; }
+// Row `row` of a rows x cols matrix: its quants (cols bytes) and its
+// scales (cols / 32), as every device reader finds them.
+VERITY_HD const unsigned char* RowQuants(const void* base, int row, int cols) {
+  return static_cast<const unsigned char*>(base) + static_cast<size_t>(row) * cols;
+}
+VERITY_HD const float* RowScales(const void* base, int rows, int cols, int row) {
+  return Scales(base, int64_t{rows} * cols) + static_cast<size_t>(row) * (cols / kQ8_0BlockSize);
+}
 
 // The 4 int8 of `word` (little-endian) as floats, exactly. Each byte, offset
 // by 128, becomes the low mantissa bits of 2^23 (0x4B000000 | b), and 2^23 +

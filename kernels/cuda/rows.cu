@@ -127,9 +127,7 @@ __device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int cols, int
 template <int DT>
 __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int cols, size_t row_bytes) {
   const auto* b = static_cast<const unsigned char*>(base);
-  if constexpr (DT == 2)
-    return {b + static_cast<size_t>(row) * cols,
-            q8::Scales(base, int64_t{rows} * cols) + static_cast<size_t>(row) * (cols / kQ8_0BlockSize)};
+  if constexpr (DT == 2) return {q8::RowQuants(base, row, cols), q8::RowScales(base, rows, cols, row)};
   return {b + static_cast<size_t>(row) * row_bytes, nullptr};
 }
 
