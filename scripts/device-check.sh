@@ -363,6 +363,24 @@ print(f"7B bf16 prefill of 2048 tokens: {m['prefill_tok_s']:.0f} tok/s, {m['pref
 EOF
   then summary prefill-7B ok "$(cat "$work/prefill-7B.line")"
   else tail -5 "$work/prefill-7B.err"; summary prefill-7B FAIL "see $work/prefill-7B.err"; fi
+  # The same prefill by the base build ($base_rev, where a block's attention
+  # was 2 x 32 + 1 launches; since 2026-12-07 4), run right after this
+  # build's: predicted ~2x (1.6x-2.4x; docs/cuda.md, "Prefill attention as
+  # products"). A figure beside its prediction, not a verdict.
+  if [[ -x ${dir}/base/verity ]]; then
+    if "$dir/base/verity" bench --model "$synth7" --backend cuda --dtype bf16 --prompt-tokens 2048 --gen-tokens 8 \
+        --min-seconds 0 --output json >"$work/prefill-7B-base.json" 2>"$work/prefill-7B-base.err" &&
+      python3 - "$work/prefill-7B.json" "$work/prefill-7B-base.json" "$base_rev" >"$work/prefill-7B-over-base.line" <<'EOF'
+import json, sys
+a, b = (json.load(open(p))["metrics"]["prefill_tok_s"] for p in sys.argv[1:3])
+print(f"7B bf16 prefill of 2048 tokens, this build over {sys.argv[3]}: {a:.0f} / {b:.0f} tok/s = {a / b:.2f}x "
+      f"(predicted ~2x, 1.6x-2.4x)")
+EOF
+    then summary prefill-7B-over-base ok "$(cat "$work/prefill-7B-over-base.line")"
+    else tail -5 "$work/prefill-7B-base.err"; summary prefill-7B-over-base FAIL "see $work/prefill-7B-base.err"; fi
+  else
+    summary prefill-7B-over-base ok "skipped: no $dir/base (only --prepare builds the base)"
+  fi
   profile synth-7B "$synth7" bf16 --steps 64
   # Where a 2048-token prefill's device time goes (issue 42's 55% target):
   # the GEMMs by shape, the attention's products and softmax, the rest.
