@@ -71,7 +71,7 @@ struct VerityBenchRecord {
   std::optional<bool> stream_prefetch;
   std::optional<std::string> stream_prefetch_hint;
   // The cuda backend's variant (null for the others, and in records written
-  // before it existed): whether a batched step's bf16 products ran on tensor
+  // before it existed): whether a batched step's bf16 and q8_0 products ran on tensor
   // cores (VERITY_CUDA_BATCH_MMA=1), which changes their bits (docs/cuda.md).
   std::optional<bool> cuda_batch_mma;
 };

@@ -544,7 +544,7 @@ void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool devic
                  : *r.stream_prefetch_hint == "t0"  ? "t0 (1 KB ahead)"
                                                     : "off");
   if (r.cuda_batch_mma)
-    std::fprintf(stderr, "verity: cuda kernels: a batched step's bf16 products on %s\n",
+    std::fprintf(stderr, "verity: cuda kernels: a batched step's bf16 and q8_0 products on %s\n",
                  *r.cuda_batch_mma ? "tensor cores (VERITY_CUDA_BATCH_MMA=1)" : "CUDA cores");
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
