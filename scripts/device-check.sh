@@ -145,32 +145,26 @@ else
   tail -30 "$work/gpu.log"; summary gpu-tests FAIL "see $work/gpu.log"
 fi
 
+# cuda_bench NAME TEST WHAT: one CudaBench test; its `cuda bench:` lines into
+# the log, and a summary of how many it printed.
+cuda_bench() {
+  if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter="CudaBench.$2" >"$work/$1.log" 2>&1); then
+    grep '^cuda bench:' "$work/$1.log" || true
+    summary "$1" ok "$(grep -c '^cuda bench:' "$work/$1.log") $3"
+  else
+    tail -20 "$work/$1.log"; summary "$1" FAIL "see $work/$1.log"
+  fi
+}
 # 1b. The decode rows kernel's forms (kRowsForms) on the 7B and 1B products:
 # timings for the next tuning, and every form's bits those of form 0.
-if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.RowsForms' >"$work/rows-forms.log" 2>&1); then
-  grep '^cuda bench:' "$work/rows-forms.log" || true
-  summary rows-forms ok "$(grep -c '^cuda bench:' "$work/rows-forms.log") shapes timed, every form the bits of form 0"
-else
-  tail -20 "$work/rows-forms.log"; summary rows-forms FAIL "see $work/rows-forms.log"
-fi
-
+cuda_bench rows-forms RowsForms "shapes timed, every form the bits of form 0"
 # 1c. A batched step's products on the CUDA cores and on the tensor cores
-# (VERITY_CUDA_BATCH_MMA, mma_rows.cu), 8 and 32 vectors, 1B and 7B shapes.
-if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.BatchedRowsOnTensorCores' >"$work/mma-rows.log" 2>&1); then
-  grep '^cuda bench:' "$work/mma-rows.log" || true
-  summary mma-rows ok "$(grep -c '^cuda bench:' "$work/mma-rows.log") shapes timed on CUDA and tensor cores"
-else
-  tail -20 "$work/mma-rows.log"; summary mma-rows FAIL "see $work/mma-rows.log"
-fi
-
+# (VERITY_CUDA_BATCH_MMA, mma_rows.cu), 8 and 32 vectors, bf16 and q8_0, 1B
+# and 7B shapes.
+cuda_bench mma-rows BatchedRowsOnTensorCores "shapes timed on CUDA and tensor cores"
 # 1d. A prompt block's products (the GEMM, and the same rows as vectors) for
-# 16 to 512 rows: the 2026-12-04 profile put 32-row GEMMs at ~10 GB/s.
-if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaBench.PromptBlockProductsByRows' >"$work/prompt-products.log" 2>&1); then
-  grep '^cuda bench:' "$work/prompt-products.log" || true
-  summary prompt-products ok "$(grep -c '^cuda bench:' "$work/prompt-products.log") shapes timed as GEMMs and as rows"
-else
-  tail -20 "$work/prompt-products.log"; summary prompt-products FAIL "see $work/prompt-products.log"
-fi
+# 16 to 512 rows: where a block should stop being a GEMM.
+cuda_bench prompt-products PromptBlockProductsByRows "shapes timed as GEMMs and as rows"
 
 # The 7-8B-shaped synthetic model (Llama-2-7B's shapes: 6.7B parameters,
 # 13.5 GB of bf16) takes minutes to write on one core: it is written in the
