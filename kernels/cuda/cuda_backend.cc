@@ -1209,11 +1209,10 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
-  std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
-  const bool batch_mma_ =
-      env::CudaBatchMma();     // VERITY_CUDA_BATCH_MMA=1: batched bf16 and q8_0 products on tensor cores
-  std::vector<float> router_;  // MoE router logits downloaded for routing
+  bool capturing_ = false;                      // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;      // VERITY_CUDA_PROFILE=1: device time per kind of call
+  const bool batch_mma_ = env::CudaBatchMma();  // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
+  std::vector<float> router_;                   // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.

@@ -68,6 +68,16 @@ VERITY_HD void SplitBF16(float x, uint16_t* hi, uint16_t* lo) {
 VERITY_HD uint32_t PackBF16(uint16_t low, uint16_t high) {
   return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
 }
+// Two values as a bf16 pair word (a at the lower k), each rounded to
+// nearest even: the hardware's pair conversion on the device.
+VERITY_HD uint32_t PairWord(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+#else
+  return PackBF16(ew::F32ToBF16(a), ew::F32ToBF16(b));
+#endif
+}
 // The hi and lo words of two consecutive values (a at the lower k). On the
 // device the roundings are the hardware's round-to-nearest-even pair
 // conversion, the same bits as SplitBF16 for every value but a NaN's
@@ -75,11 +85,9 @@ VERITY_HD uint32_t PackBF16(uint16_t low, uint16_t high) {
 // that reads it).
 VERITY_HD void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  const uint32_t hw = *reinterpret_cast<const uint32_t*>(&h);
+  const uint32_t hw = PairWord(a, b);
   const float ra = ew::Sub(a, __uint_as_float(hw << 16)), rb = ew::Sub(b, __uint_as_float(hw & 0xffff0000u));
-  const __nv_bfloat162 l = __floats2bfloat162_rn(ra, rb);
-  uint32_t lw = *reinterpret_cast<const uint32_t*>(&l);
+  uint32_t lw = PairWord(ra, rb);
   if ((hw & 0x7f80u) == 0x7f80u) lw &= 0xffff0000u;  // hi not finite: lo 0 (SplitBF16)
   if ((hw & 0x7f800000u) == 0x7f800000u) lw &= 0x0000ffffu;
   *hi = hw, *lo = lw;
@@ -94,16 +102,6 @@ VERITY_HD void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
 // as the hi and lo words of BWord's numbering: word w holds v[2w], v[2w+1].
 VERITY_HD void VectorWords(const float (&v)[8], uint32_t (&hi)[4], uint32_t (&lo)[4]) {
   for (int w = 0; w < 4; w++) SplitPair(v[2 * w], v[2 * w + 1], &hi[w], &lo[w]);
-}
-// Two values as a bf16 pair word (a at the lower k), each rounded to
-// nearest even: the hardware's pair conversion on the device.
-VERITY_HD uint32_t PairWord(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-#else
-  return PackBF16(ew::F32ToBF16(a), ew::F32ToBF16(b));
-#endif
 }
 // q8_0: quants 2p and 2p+1 (p = 0, 1) of the 4 int8 quants a word holds
 // (the lowest byte first), as the pair word of their values: exact, an int8
