@@ -67,6 +67,7 @@ std::string PluginDir() { return Get("VERITY_PLUGIN_DIR"); }
 std::string ExecutableSearchPath() { return Get("PATH"); }
 int BenchChunkMacs() { return GetInt("VERITY_BENCH_CHUNK_MACS", 16384, 1, 1 << 30); }
 bool CudaDependentLaunch() { return Get("VERITY_CUDA_PDL") != "0"; }
+bool CudaL2Prefetch() { return Get("VERITY_CUDA_L2_PREFETCH") != "0"; }
 bool CudaProfile() { return Get("VERITY_CUDA_PROFILE") == "1"; }
 bool CudaBatchMma() { return Get("VERITY_CUDA_BATCH_MMA") == "1"; }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }

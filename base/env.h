@@ -80,6 +80,11 @@ bool CudaProfile();
 // gives. Default: on, where the device has it (sm_90 and later). Speed only:
 // the same bits either way.
 bool CudaDependentLaunch();
+// VERITY_CUDA_L2_PREFETCH: "0" makes a dependent rows launch ask L2 for the
+// first 2 KB of each weight row before its wait, as before 2026-12-07,
+// instead of whole rows where the launch's weights fit in half the L2
+// (docs/cuda.md, "Whole rows into L2"). Changes no bit; for measuring.
+bool CudaL2Prefetch();
 // VERITY_CUDA_BATCH_MMA: "1" runs a batched step's bf16 and q8_0 products (Step's
 // rows: MatmulRows and the fused rows calls) on tensor cores
 // (kernels/cuda/mma_rows.cu, docs/cuda.md). Default: off, so a batched row

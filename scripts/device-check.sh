@@ -309,10 +309,13 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
     >"$work/synth.log" 2>&1; then
   bench synth-1B "$synth" bf16 64
   share share-1B "$work/bench-synth-1B.json" 0.70 "1B bf16 decode"
-  # The same without dependent launches (docs/cuda.md): what they give, same box, minutes apart.
-  VERITY_CUDA_PDL=0 bench synth-1B-no-pdl "$synth" bf16 64
-  ratio pdl-1B "$work/bench-synth-1B.json" "$work/bench-synth-1B-no-pdl.json" 1 \
-    "1B bf16 decode, dependent launches over none"
+  # The same with the 2 KB a row asked of L2 before 2026-12-07 instead of
+  # whole rows (docs/cuda.md, "Whole rows into L2"; predicted +6%, 0 to
+  # +15%): what they give, same box, minutes apart. (Dependent launches
+  # themselves: 1.03x on 2026-12-04, pdl-1B.)
+  VERITY_CUDA_L2_PREFETCH=0 bench synth-1B-2kb-prefetch "$synth" bf16 64
+  ratio l2-prefetch-1B "$work/bench-synth-1B.json" "$work/bench-synth-1B-2kb-prefetch.json" 1 \
+    "1B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.06x)"
   bench synth-1B-q8_0 "$synth" q8_0 64
   # Batched decode (a server's continuous batching): 8 and 32 sequences per
   # step, their tokens summed; the target is 32 >= 15x batch 1 (issue 26).
@@ -337,9 +340,9 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   summary synth-7B ok "$(du -sh "$synth7" | cut -f1) of bf16 safetensors written"
   bench synth-7B "$synth7" bf16 64
   share share-7B "$work/bench-synth-7B.json" 0.88 "7B bf16 decode"
-  VERITY_CUDA_PDL=0 bench synth-7B-no-pdl "$synth7" bf16 64
-  ratio pdl-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-no-pdl.json" 1 \
-    "7B bf16 decode, dependent launches over none"
+  VERITY_CUDA_L2_PREFETCH=0 bench synth-7B-2kb-prefetch "$synth7" bf16 64
+  ratio l2-prefetch-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-2kb-prefetch.json" 1 \
+    "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
   if "$bin" bench --model "$synth7" --backend cuda --dtype bf16 --prompt-tokens 2048 --gen-tokens 8 --min-seconds 0 \
@@ -480,22 +483,24 @@ print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("
 
 # 6a. One scored change on the GPU box: this build against $base_rev
 # (DIR/base), the 1B bf16 decode. What changed its path since: the decode
-# products as dependent launches (1.03x on the H200, pdl-1B of 2026-12-04;
-# predicted +3%), the families' attention arguments (no bit of a Llama's
-# decode moved), nothing else that a bf16 decode runs. Any verdict is a
-# result; none is a FAIL.
+# products as dependent launches (1.03x on the H200, pdl-1B of 2026-12-04)
+# that ask L2 for whole rows where a launch's weights fit in half of it
+# (l2-prefetch-1B; predicted 1.06x), together +9%; the families' attention
+# arguments (no bit of a Llama's decode moved), nothing else that a bf16
+# decode runs. Any verdict is a result; none is a FAIL.
 # Without DIR/base (a build run) it is skipped by name.
 if [[ -n ${DEVICE_CHECK_SKIP_LEDGER:-} ]]; then
   summary ledger-scored ok "skipped: DEVICE_CHECK_SKIP_LEDGER is set"
 elif [[ -e $synth && -x ${dir}/base/verity ]]; then
   base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
   head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
-  "$bin" submit --ledger "$work/gpu-ledger.db" --title "the 1B bf16 decode path since $base_rev (dependent launches)" \
-    --predict 3 --base-cmd "$base" --head-cmd "$head" \
+  "$bin" submit --ledger "$work/gpu-ledger.db" \
+    --title "the 1B bf16 decode path since $base_rev (dependent launches, whole rows into L2)" \
+    --predict 9 --base-cmd "$base" --head-cmd "$head" \
     --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" 2>"$work/scored.err" || true
   line=$(verdict_line "$work/scored.json")
   [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]] &&
-    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +3%: $line" ||
+    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +9%: $line" ||
     { tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"; }
 elif [[ -e $synth ]]; then
   summary ledger-scored ok "skipped: no $dir/base (only --prepare builds the base)"

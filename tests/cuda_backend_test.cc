@@ -686,7 +686,9 @@ TEST(CudaDevice, AFailedBackendLeavesTheProcessAsItFoundIt) {
 }
 
 // The 16-byte kernel (decode and batched decode): close to the exact product,
-// and row t of a batch of 13 is bit for bit the product of x_t alone.
+// and row t of a batch of 13 is bit for bit the product of x_t alone, the
+// lone products launched as dependent launches that ask L2 for nothing, 2 KB,
+// an odd share or the whole of each row first (a prefetch changes no bit).
 TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
   REQUIRE_DEVICE();
   for (kernels::DType t : {kernels::DType::kF32, kernels::DType::kBF16, kernels::DType::kQ8_0})
@@ -706,13 +708,21 @@ TEST(CudaDevice, RowsKernelIsExactEnoughAndBatchInvariant) {
                       .ok());
       const std::vector<float> batch = dbatch.Get();
       ExpectClose(batch, want, 1e-4, what);
+      const int64_t row_bytes = t == kernels::DType::kQ8_0 ? cols : static_cast<int64_t>(kernels::RowBytes(t, cols));
+      const int64_t prefetch[] = {0, std::min<int64_t>(row_bytes, cu::kRowsPrefetchFloor), row_bytes / 32 * 16,
+                                  row_bytes};
+      int major = 0;
+      ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
       for (int v = 0; v < T; v++) {
-        ASSERT_TRUE(cu::LaunchRows(cu::PlanRows(t, rows, cols, 1, kLim).value(), t, done.p, dw.p,
-                                   dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test")
-                        .ok());
+        cu::LaunchPlan plan = cu::PlanRows(t, rows, cols, 1, kLim).value();
+        plan.dependent_launch = major >= 9;  // as the backend sets it
+        plan.prefetch_bytes = prefetch[v % 4];
+        ASSERT_TRUE(
+            cu::LaunchRows(plan, t, done.p, dw.p, dx.p + static_cast<size_t>(v) * cols, rows, cols, 1, 0, "test").ok());
         const std::vector<float> one = done.Get();
         EXPECT_EQ(std::memcmp(one.data(), batch.data() + static_cast<size_t>(v) * rows, rows * sizeof(float)), 0)
-            << what << ": vector " << v << " alone differs from its row of the batch";
+            << what << ": vector " << v << " alone (prefetching " << plan.prefetch_bytes
+            << " B a row) differs from its row of the batch";
       }
     }
 }

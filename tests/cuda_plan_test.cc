@@ -372,6 +372,51 @@ TEST(CudaPlan, MmaRowsPlanCoversEveryRowAndVector) {
       << old_device.status().message();
 }
 
+// What a dependent rows launch asks L2 for before its wait
+// (RowsPrefetchBytes): whole rows while the launch's weights fit in half
+// the L2, else an equal share of that half, never under the 2 KB a row of
+// before nor over the row, always whole 16-byte units (the bulk prefetch's),
+// never more for more rows. Prints what the 1B's and 7B's decode products
+// get on a 50 MB L2 (an H100's or H200's).
+TEST(CudaPlan, RowsPrefetchIsWholeRowsWithinHalfTheL2) {
+  long checked = 0;
+  for (int64_t l2 : {int64_t{0}, int64_t{6} << 20, int64_t{40} << 20, int64_t{50} << 20, int64_t{96} << 20})
+    for (int64_t row : {16, 64, 576, 2048, 2064, 4096, 8192, 11008, 22016, 65536})
+      for (int64_t rows : {1, 7, 64, 2048, 2560, 4096, 11264, 12288, 22016, 128256, 2200000}) {
+        const int64_t p = RowsPrefetchBytes(row, rows, l2);
+        const std::string what = "row " + std::to_string(row) + " B x " + std::to_string(rows) + ", L2 " +
+                                 std::to_string(l2) + ": " + std::to_string(p);
+        EXPECT_EQ(p % 16, 0) << what;
+        EXPECT_LE(p, row) << what;
+        EXPECT_GE(p, std::min(row, kRowsPrefetchFloor)) << what;
+        if (rows * row <= l2 / 2) {
+          EXPECT_EQ(p, row) << what << ": the launch fits, so whole rows";
+        }
+        if (p > std::min(row, kRowsPrefetchFloor)) {
+          EXPECT_LE(rows * p, l2 / 2) << what << ": past half the L2";
+        }
+        EXPECT_LE(RowsPrefetchBytes(row, rows + 1, l2), p) << what << ": more rows, more a row";
+        checked++;
+      }
+  EXPECT_EQ(RowsPrefetchBytes(0, 64, int64_t{50} << 20), 0);
+  EXPECT_EQ(RowsPrefetchBytes(4096, 0, int64_t{50} << 20), 0);
+  // A launch's weight rows, and how many of them: gate/up's launch reads both matrices.
+  struct Product {
+    const char* name;
+    int64_t row_bytes, rows;
+  };
+  const Product products[] = {{"1B q/k/v", 4096, 2560},    {"1B o", 4096, 2048},      {"1B gate/up", 4096, 11264},
+                              {"1B down", 11264, 2048},    {"7B q/k/v", 8192, 12288}, {"7B o", 8192, 4096},
+                              {"7B gate/up", 8192, 22016}, {"7B down", 22016, 4096}};
+  std::string line;
+  for (const Product& p : products) {
+    const int64_t b = RowsPrefetchBytes(p.row_bytes, p.rows, int64_t{50} << 20);
+    line += std::string(line.empty() ? "" : ", ") + p.name + " " +
+            (b == p.row_bytes ? "whole" : std::to_string(b) + " of " + std::to_string(p.row_bytes) + " B");
+  }
+  std::printf("rows prefetch: %ld shapes checked; bf16 rows on a 50 MB L2: %s\n", checked, line.c_str());
+}
+
 // The Q4_K / Q6_K products (block_rows.h): every (vector, row) written by
 // exactly one warp, walking the kernel's mapping over the whole grid, for a
 // decode step and batched steps, on the Q4_K_M shapes of the table; other

@@ -720,8 +720,7 @@ class CudaBackend final : public Backend {
       return LaunchRowsMma(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows_mma");
     }
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            Plan({kPlanRows, static_cast<int>(w0.dtype), stacked, w0.cols, n, 0},
-                                 [&] { return Dependent(PlanRows(w0.dtype, stacked, w0.cols, n, limits_)); }));
+                            RowsPlan(w0.dtype, stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU ? 2 : 1));
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
   }
   // Whether a batched step's product of w goes to the tensor cores
@@ -886,11 +885,26 @@ class CudaBackend final : public Backend {
   }
 
   // A rows plan launched as a dependent launch where the device has it
-  // (sm_90+) and VERITY_CUDA_PDL does not turn it off: its weight prefetch
-  // overlaps the kernel before it (docs/cuda.md, "Dependent launches").
-  Result<LaunchPlan> Dependent(Result<LaunchPlan> plan) const {
-    if (plan.ok()) plan->dependent_launch = limits_.compute_major >= 9 && env::CudaDependentLaunch();
+  // (sm_90+) and VERITY_CUDA_PDL does not turn it off: it asks L2 for the
+  // first prefetch_bytes of each of its `rows` weight rows (of `row_bytes`)
+  // while the kernel before it finishes (docs/cuda.md, "Dependent launches",
+  // "Whole rows into L2"); VERITY_CUDA_L2_PREFETCH=0 keeps the 2 KB a row of
+  // before, to measure what the rest gives.
+  Result<LaunchPlan> Dependent(Result<LaunchPlan> plan, int64_t row_bytes = 0, int64_t rows = 0) const {
+    if (!plan.ok() || limits_.compute_major < 9 || !env::CudaDependentLaunch()) return plan;
+    plan->dependent_launch = true;
+    plan->prefetch_bytes = env::CudaL2Prefetch() ? RowsPrefetchBytes(row_bytes, rows, limits_.l2_bytes)
+                                                 : std::min(row_bytes, kRowsPrefetchFloor);
     return plan;
+  }
+  // The rows kernel's plan for `rows` stacked weight rows (`mats` matrices of
+  // them read: 2 for SwiGLU's gate and up), as a dependent launch.
+  Result<const LaunchPlan*> RowsPlan(DType dtype, int rows, int cols, int n, int mats) {
+    // A q8_0 row's quants are cols bytes (its scales, an eighth more, lie apart: q8_layout.h).
+    const int64_t row_bytes = dtype == DType::kQ8_0 ? cols : static_cast<int64_t>(RowBytes(dtype, cols));
+    return Plan({kPlanRows, static_cast<int>(dtype), rows, cols, n, mats}, [&] {
+      return Dependent(PlanRows(dtype, rows, cols, n, limits_), row_bytes, static_cast<int64_t>(rows) * mats);
+    });
   }
   // A validated plan, made once per shape: a decode step makes hundreds of
   // launches, and the planners build strings.
@@ -925,9 +939,7 @@ class CudaBackend final : public Backend {
         one.count = 1, one.begin[1] = w.rows, one.w[0] = dw, one.out[0] = out;
         return LaunchRowsMma(*plan, w.dtype, RowsEpilogue::kStore, one, x, w.cols, T, stream_, "rows_mma");
       }
-      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                              Plan({kPlanRows, static_cast<int>(w.dtype), w.rows, w.cols, T, 0},
-                                   [&] { return Dependent(PlanRows(w.dtype, w.rows, w.cols, T, limits_)); }));
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, RowsPlan(w.dtype, w.rows, w.cols, T, 1));
       return LaunchRows(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "rows");
     }
     if (rows) {  // an odd shape: one vector at a time keeps each row its own product
@@ -1234,6 +1246,7 @@ Status DescribeDevice(int dev, DeviceLimits* lim, std::string* line) {
   lim->max_shared_per_block = p.sharedMemPerBlock;
   lim->warp_size = p.warpSize;
   lim->compute_major = p.major;
+  lim->l2_bytes = p.l2CacheSize;
   // Double data rate: two transfers per clock over the whole bus.
   const double gb_s = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
   char buf[512];

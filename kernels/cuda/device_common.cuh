@@ -53,6 +53,26 @@ __device__ __forceinline__ void GridDependents() {
 // Asks L2 for the line holding p (no register, no wait): a dependent
 // kernel's weights, fetched before GridDependencyWait.
 __device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// The 128-byte lines of [p, p + bytes) asked of L2, a line a lane of the warp
+// (`lane` its index): from p's line, so nothing before it and past the
+// range's last line is asked for.
+__device__ __forceinline__ void PrefetchLinesL2(const void* p, int64_t bytes, int lane) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  const int64_t skew = reinterpret_cast<uintptr_t>(p) & 127;
+  for (int64_t o = 128 * lane - skew; o < bytes; o += 128 * 32) PrefetchL2(b + (o < 0 ? 0 : o));
+}
+// [p, p + bytes) asked of L2 by the warp: one bulk prefetch from lane 0 on
+// sm_90 (p 16-byte aligned, bytes a multiple of 16, as the rows kernels'
+// rows and RowsPrefetchBytes give), lines a lane below it.
+__device__ __forceinline__ void PrefetchRangeL2(const void* p, int64_t bytes, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (lane == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(static_cast<uint32_t>(bytes)));
+#else
+  PrefetchLinesL2(p, bytes, lane);
+#endif
+}
 
 inline dim3 Grid(const LaunchPlan& p) { return dim3(p.grid.x, p.grid.y, p.grid.z); }
 inline dim3 Block(const LaunchPlan& p) { return dim3(p.block.x, p.block.y, p.block.z); }

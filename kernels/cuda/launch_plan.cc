@@ -114,6 +114,15 @@ Result<LaunchPlan> PlanRows(DType dtype, int rows, int cols, int T, const Device
   return Checked(std::move(p), lim);
 }
 
+int64_t RowsPrefetchBytes(int64_t row_bytes, int64_t rows, int64_t l2_bytes) {
+  if (row_bytes <= 0 || rows <= 0) return 0;
+  constexpr int64_t kLine = 128;
+  const int64_t budget = l2_bytes / 2;
+  if (rows <= budget / row_bytes) return row_bytes;  // rows x row_bytes <= budget, without overflow
+  const int64_t share = budget / rows / kLine * kLine;
+  return std::min(std::max(share, kRowsPrefetchFloor), row_bytes);
+}
+
 Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swiglu, const DeviceLimits& lim) {
   LaunchPlan p = Named((std::string("rows_mma_") + DTypeName(dtype)).c_str(),
                        "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));

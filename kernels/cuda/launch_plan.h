@@ -32,6 +32,7 @@ struct DeviceLimits {
   size_t max_shared_per_block = 48 * 1024;
   int warp_size = 32;
   int compute_major = 0;  // the device's compute capability major (9: Hopper, dependent launches)
+  int64_t l2_bytes = 0;   // the device's L2 cache (0: unknown)
 };
 
 struct Dim3 {
@@ -52,6 +53,10 @@ struct LaunchPlan {
   // (the rows kernel's weight prefetch) runs while the kernel before it on
   // the stream finishes. Set by the backend, never by a planner.
   bool dependent_launch = false;
+  // Bytes at the start of each weight row the rows kernel asks L2 for before
+  // that wait (0: none; RowsPrefetchBytes). Set by the backend with
+  // dependent_launch; a prefetch changes no bit.
+  int64_t prefetch_bytes = 0;
 };
 
 // A decode step's (T = 1) rows-kernel forms: {rows per warp, unroll};
@@ -67,6 +72,16 @@ inline constexpr int kRowsFormCount = sizeof(kRowsForms) / sizeof(kRowsForms[0])
 // 2 rows a warp (each chunk of x serves both rows: 1.3-1.4x form 0 on the 7B
 // products), the default elsewhere (no other form is faster on bf16).
 inline constexpr int DefaultRowsForm(DType dtype) { return dtype == DType::kQ8_0 ? 3 : 0; }
+
+// What a dependent rows launch asks L2 for before its wait, of each of its
+// `rows` weight rows of `row_bytes` (docs/cuda.md, "Whole rows into L2"): the
+// whole row where the launch's weights fit in half the L2 (l2_bytes), else
+// an equal share of that half in 128-byte lines, never less than
+// kRowsPrefetchFloor (the 2 KB a row every launch asked before 2026-12-07)
+// nor more than the row. A multiple of 16 for a row_bytes that is one (the
+// bulk prefetch's unit). 0 for no rows.
+inline constexpr int64_t kRowsPrefetchFloor = 2048;
+int64_t RowsPrefetchBytes(int64_t row_bytes, int64_t rows, int64_t l2_bytes);
 
 // Warps (one row each) per block of the matrix-vector kernels.
 inline constexpr int kMatvecWarps = 8;

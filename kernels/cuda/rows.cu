@@ -109,17 +109,19 @@ __device__ __forceinline__ void RowDots(const RowRef (&r)[R], const float* x, in
     for (int t = 0; t < NT; t++) acc[k][t] = WarpSum(acc[k][t]);
 }
 
-// The first kRowsPrefetchChunks chunks a lane will load of each row, asked
-// of L2 before the wait for the previous kernel (a dependent launch).
-inline constexpr int kRowsPrefetchChunks = 4;
+// The first `bytes` of each of the warp's rows, and for q8_0 those quants'
+// scales, asked of L2 before the wait for the previous kernel (a dependent
+// launch: LaunchPlan::prefetch_bytes, RowsPrefetchBytes): on sm_90 one bulk
+// prefetch a row (its start 16-byte aligned, bytes a multiple of 16), below
+// it a line a lane. Nothing is loaded into registers; no bit depends on it.
 template <int DT, int R>
-__device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int cols, int lane) {
-  const int chunks = cols / kChunkWeights<DT>;
+__device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int64_t bytes, int lane) {
+  if (bytes <= 0) return;
 #pragma unroll
-  for (int k = 0; k < R; k++)
-#pragma unroll
-    for (int i = 0; i < kRowsPrefetchChunks; i++)
-      if (lane + 32 * i < chunks) PrefetchL2(reinterpret_cast<const uint4*>(r[k].w) + lane + 32 * i);
+  for (int k = 0; k < R; k++) {
+    PrefetchRangeL2(r[k].w, bytes, lane);
+    if constexpr (DT == 2) PrefetchLinesL2(r[k].scales, bytes / kQ8_0BlockSize * 4, lane);
+  }
 }
 
 // Where row `row` of target `i` (of `rows` rows) lies: q8_0 quants row-major
@@ -134,10 +136,10 @@ __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int
 // Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
 // blocks along y then z), grid.x's groups of NT vectors. A warp's rows past
 // the last read the last (in bounds) and store nothing. Launched as a
-// dependent launch, the weights' first chunks are asked of L2 while the
-// kernel before (which wrote x and the residual) finishes.
+// dependent launch, the first `prefetch` bytes of its rows are asked of L2
+// while the kernel before (which wrote x and the residual) finishes.
 template <int DT, int NT, int R, int U, int EPI>
-__global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes) {
+__global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes, int64_t prefetch) {
   GridDependents();
   const int first =
       static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
@@ -158,8 +160,8 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
 #pragma unroll
     for (int k = 0; k < R; k++) up_w[k] = RowOf<DT>(tg.w[1], at[k].row, rows, cols, row_bytes);
   }
-  PrefetchRows<DT, R>(w, cols, lane);
-  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) PrefetchRows<DT, R>(up_w, cols, lane);
+  PrefetchRows<DT, R>(w, prefetch, lane);
+  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) PrefetchRows<DT, R>(up_w, prefetch, lane);
   GridDependencyWait();
   float acc[R][NT];
   RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
@@ -188,14 +190,16 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
 template <int DT, int NT, int R, int U>
 Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
                       int T, size_t rb, cudaStream_t stream, const std::string& ctx) {
+  const int64_t pf = plan.prefetch_bytes;
   switch (epilogue) {
     case RowsEpilogue::kStore:
-      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T, rb);
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T, rb, pf);
     case RowsEpilogue::kAdd:
-      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 1>, plan, stream, plan.kernel + "+add", ctx, tg, x, cols, T, rb);
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 1>, plan, stream, plan.kernel + "+add", ctx, tg, x, cols, T, rb,
+                              pf);
     case RowsEpilogue::kSwiGLU:
       return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 2>, plan, stream, plan.kernel + "+swiglu", ctx, tg, x, cols, T,
-                              rb);
+                              rb, pf);
   }
   return Status::Error("cuda: " + ctx + ": rows: unknown epilogue");
 }
