@@ -81,8 +81,8 @@ bool CudaProfile();
 // the same bits either way.
 bool CudaDependentLaunch();
 // VERITY_CUDA_L2_PREFETCH: "0" makes a dependent rows launch ask L2 for the
-// first 2 KB of each weight row before its wait, as before 2026-12-07,
-// instead of whole rows where the launch's weights fit in half the L2
+// first 2 KB of each weight row before its wait (the size asked before
+// 2026-12-07), instead of whole rows where the launch's weights fit in half the L2
 // (docs/cuda.md, "Whole rows into L2"). Changes no bit; for measuring.
 bool CudaL2Prefetch();
 // VERITY_CUDA_BATCH_MMA: "1" runs a batched step's bf16 and q8_0 products (Step's
@@ -92,6 +92,14 @@ bool CudaL2Prefetch();
 // not depend on the other rows of its step, but differ from the decode
 // step's (x enters the tensor cores to 16 significant bits).
 bool CudaBatchMma();
+// VERITY_CUDA_FLASH_PREFILL: "1" runs a prefill block's attention as
+// flash-style tiles on the tensor cores (kernels/cuda/flash_attention.cu,
+// docs/cuda.md) where its products ran on them (bf16, q8_0 and block
+// weights) and its head size is 64, 96 or 128: no scores in memory, so no
+// context falls back to the tiled kernel. TF32 inputs, as the GEMM attention
+// it replaces, but its own order of sums: other bits. Default: off until a
+// device has run it.
+bool CudaFlashPrefill();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

@@ -37,7 +37,7 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
-tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_checks_test)
+tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_checks_test)
 base_rev=ffdbf3c  # the scored change's base (step 6a): session 20's first H200 build
 start=$SECONDS
 steps=0 failed=0
@@ -114,7 +114,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 export VERITY_SOURCE_DIR=$root
 
 # 1. Unit tests: the CPU ones, and the GPU ones (none may skip: a skip means no device).
-for t in cuda_plan_test cuda_elementwise_test cuda_checks_test; do
+for t in cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_checks_test; do
   (cd "$root" && "$tdir/$t" >"$work/$t.log" 2>&1) && summary "$t" ok "$(grep -cE '^\[       OK \]' "$work/$t.log") passed" ||
     { tail -20 "$work/$t.log"; summary "$t" FAIL "see $work/$t.log"; }
 done
@@ -130,7 +130,7 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   PrefillAttentionAsGemmsMatchesTheReference AFailedBackendLeavesTheProcessAsItFoundIt
   WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
   TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode
-  TheProfileSetsEachMatrixsUploadApart)
+  TheProfileSetsEachMatrixsUploadApart FlashPrefillAttentionMatchesTheReference)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -345,9 +345,12 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
     "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
-  if "$bin" bench --model "$synth7" --backend cuda --dtype bf16 --prompt-tokens 2048 --gen-tokens 8 --min-seconds 0 \
-      --output json >"$work/prefill-7B.json" 2>"$work/prefill-7B.err" &&
-    python3 - "$work/prefill-7B.json" "$work/roofline.json" >"$work/prefill-7B.line" <<'EOF'
+  # prefill7 NAME WHAT: this build's 2048-token bf16 prefill (the
+  # environment as the caller sets it) against the measured tensor cores.
+  prefill7() {
+    if "$bin" bench --model "$synth7" --backend cuda --dtype bf16 --prompt-tokens 2048 --gen-tokens 8 --min-seconds 0 \
+        --output json >"$work/$1.json" 2>"$work/$1.err" &&
+      python3 - "$work/$1.json" "$work/roofline.json" "$2" >"$work/$1.line" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]
 try:
@@ -355,11 +358,26 @@ try:
 except Exception:
     peak = float("nan")
 f = m["prefill_gflops"] / peak  # both count 2 flops per multiply-add
-print(f"7B bf16 prefill of 2048 tokens: {m['prefill_tok_s']:.0f} tok/s, {m['prefill_gflops'] / 1e3:.1f} TFLOP/s = "
+print(f"{sys.argv[3]}: {m['prefill_tok_s']:.0f} tok/s, {m['prefill_gflops'] / 1e3:.1f} TFLOP/s = "
       f"{100 * f:.1f}% of the measured {peak / 1e3:.1f} bf16 TFLOP/s (target 55%: {'met' if f >= 0.55 else 'NOT met'})")
 EOF
-  then summary prefill-7B ok "$(cat "$work/prefill-7B.line")"
-  else tail -5 "$work/prefill-7B.err"; summary prefill-7B FAIL "see $work/prefill-7B.err"; fi
+    then summary "$1" ok "$(cat "$work/$1.line")"
+    else tail -5 "$work/$1.err"; summary "$1" FAIL "see $work/$1.err"; fi
+  }
+  prefill7 prefill-7B "7B bf16 prefill of 2048 tokens"
+  # The same with the attention as flash-style tiles (VERITY_CUDA_FLASH_PREFILL=1:
+  # no scores in memory; docs/cuda.md, "Prefill attention as flash tiles"),
+  # predicted ~1.15x the GEMM attention's prefill (1.0x-1.3x).
+  VERITY_CUDA_FLASH_PREFILL=1 prefill7 prefill-7B-flash "7B bf16 prefill of 2048 tokens, flash attention"
+  if [[ -s $work/prefill-7B-flash.json && -s $work/prefill-7B.json ]] &&
+    python3 - "$work/prefill-7B-flash.json" "$work/prefill-7B.json" >"$work/flash-over-gemm.line" <<'EOF'
+import json, sys
+a, b = (json.load(open(p))["metrics"]["prefill_tok_s"] for p in sys.argv[1:3])
+print(f"7B bf16 prefill, flash attention over the GEMM attention: {a:.0f} / {b:.0f} tok/s = {a / b:.2f}x "
+      f"(predicted ~1.15x, 1.0x-1.3x)")
+EOF
+  then summary flash-over-gemm-attention-7B ok "$(cat "$work/flash-over-gemm.line")"
+  else summary flash-over-gemm-attention-7B FAIL "a prefill it compares did not run"; fi
   # The same prefill by the base build ($base_rev, where a block's attention
   # was 2 x 32 + 1 launches; since 2026-12-07 4), run right after this
   # build's: predicted ~2x (1.6x-2.4x; docs/cuda.md, "Prefill attention as

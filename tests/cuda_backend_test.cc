@@ -1287,6 +1287,69 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
   PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights");
 }
 
+// The flash-style prefill attention (flash_attention.cu, VERITY_CUDA_FLASH_PREFILL=1):
+// launched directly for every head size it takes, MHA and GQA, blocks from
+// position 0 and over a past (one past 20k positions), a sliding window,
+// Gemma's scale and soft-cap, against run.c's attention row by row (TF32
+// rounds q, k, v and the weights: ~1e-3 of the values' scale, as the
+// simulation in cuda_flash_test says); a launch it cannot take refused by
+// name; then a synthetic model's prefill through the backend with it.
+TEST(CudaDevice, FlashPrefillAttentionMatchesTheReference) {
+  REQUIRE_DEVICE();
+  struct Case {
+    int hs, heads, kv_heads, pos0, T, window;
+    float scale_dim, softcap;
+  };
+  for (const Case c : {Case{64, 8, 2, 0, 16, 0, 0, 0}, Case{64, 8, 8, 0, 17, 0, 0, 0}, Case{128, 8, 2, 3, 100, 0, 0, 0},
+                       Case{96, 6, 3, 300, 130, 0, 0, 0}, Case{128, 4, 1, 0, 512, 0, 0, 0},
+                       Case{128, 4, 2, 20000, 64, 0, 0, 0}, Case{64, 8, 2, 250, 70, 200, 0, 0},
+                       Case{64, 4, 2, 90, 40, 37, 24.0f, 50.0f}, Case{96, 4, 4, 0, 65, 0, 48.0f, 5.0f}}) {
+    const int kv_dim = c.kv_heads * c.hs, qw = c.heads * c.hs, n = c.pos0 + c.T;
+    const std::vector<float> q = Random(static_cast<size_t>(c.T) * qw, c.hs + c.T, 2.0f),
+                             kc = Random(static_cast<size_t>(n) * kv_dim, n, 0.5f),
+                             v = Random(static_cast<size_t>(n) * kv_dim, n + 1);
+    std::vector<float> want(q.size()), scores(static_cast<size_t>(c.heads) * n);
+    for (int t = 0; t < c.T; t++) {
+      kernels::AttentionArgs a{&want[static_cast<size_t>(t) * qw],
+                               &q[static_cast<size_t>(t) * qw],
+                               kc.data(),
+                               v.data(),
+                               kv_dim,
+                               scores.data(),
+                               c.pos0 + t,
+                               c.heads,
+                               c.kv_heads,
+                               c.hs,
+                               n,
+                               c.window,
+                               c.scale_dim,
+                               c.softcap};
+      for (int h = 0; h < c.heads; h++) kernels::AttendOneHead(kernels::Windowed(a), h);
+    }
+    Dev<float> dq(q), dk(kc), dv(v), dout(q.size());
+    cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, qw, c.pos0, c.T, c.heads, c.kv_heads, c.hs};
+    d.window = c.window, d.scale_dim = c.scale_dim, d.softcap = c.softcap;
+    ASSERT_TRUE(cu::FlashAttentionTakes(d));
+    const Status st =
+        cu::LaunchFlashAttention(cu::PlanFlashAttention(c.heads, c.kv_heads, c.hs, c.T, kLim).value(), d, 0, "test");
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(dout.Get(), want, 3e-3,
+                "flash prefill attention head_size " + std::to_string(c.hs) + ", " + std::to_string(c.heads) + "/" +
+                    std::to_string(c.kv_heads) + " heads, " + std::to_string(c.T) + " rows from position " +
+                    std::to_string(c.pos0) + ", window " + std::to_string(c.window) + ", softcap " +
+                    std::to_string(c.softcap));
+  }
+  Dev<float> buf(64 * 80);
+  cu::AttentionDeviceArgs odd{buf.p, buf.p, buf.p, buf.p, 80, 80, 0, 16, 1, 1, 80};
+  EXPECT_FALSE(cu::FlashAttentionTakes(odd));
+  const Status refused = cu::LaunchFlashAttention(cu::PlanFlashAttention(1, 1, 64, 16, kLim).value(), odd, 0, "test");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("head_size 80"), std::string::npos) << refused.message();
+  const ScopedEnv flash("VERITY_CUDA_FLASH_PREFILL", "1");
+  PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM with flash attention vs the reference on bf16 weights");
+}
+
 // The worst of |got - want| / (1 + |want|) over a set of launches, printed once.
 struct Worst {
   double err = 0;

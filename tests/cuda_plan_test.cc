@@ -387,6 +387,7 @@ TEST(CudaPlan, RowsPrefetchIsWholeRowsWithinHalfTheL2) {
         const std::string what = "row " + std::to_string(row) + " B x " + std::to_string(rows) + ", L2 " +
                                  std::to_string(l2) + ": " + std::to_string(p);
         EXPECT_EQ(p % 16, 0) << what;
+        EXPECT_TRUE(p == row || p == kRowsPrefetchFloor || p % 128 == 0) << what << ": a share is whole lines";
         EXPECT_LE(p, row) << what;
         EXPECT_GE(p, std::min(row, kRowsPrefetchFloor)) << what;
         if (rows * row <= l2 / 2) {
@@ -415,6 +416,47 @@ TEST(CudaPlan, RowsPrefetchIsWholeRowsWithinHalfTheL2) {
             (b == p.row_bytes ? "whole" : std::to_string(b) + " of " + std::to_string(p.row_bytes) + " B");
   }
   std::printf("rows prefetch: %ld shapes checked; bf16 rows on a 50 MB L2: %s\n", checked, line.c_str());
+  // A launch's rows as the backend counts them: SwiGLU reads two matrices,
+  // a q8_0 row is its cols quants, and VERITY_CUDA_L2_PREFETCH=0 the floor.
+  const int64_t l2 = int64_t{50} << 20;
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kBF16, 5632, 2048, 2, l2, true), RowsPrefetchBytes(4096, 11264, l2));
+  EXPECT_LT(RowsLaunchPrefetch(DType::kBF16, 5632, 2048, 2, l2, true), 4096) << "1B gate/up: both matrices counted";
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kBF16, 5632, 2048, 1, l2, true), 4096) << "one 1B matrix fits";
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kQ8_0, 4096, 4096, 1, l2, true), 4096) << "a q8_0 row: its quants";
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kF32, 64, 288, 1, l2, true), 288 * 4);
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kBF16, 4096, 4096, 1, l2, false), kRowsPrefetchFloor);
+  EXPECT_EQ(RowsLaunchPrefetch(DType::kQ8_0, 64, 288, 1, l2, false), 288) << "the floor, never past the row";
+}
+
+// The flash-style prefill attention's plan (flash_attention.cu; its
+// arithmetic is simulated in cuda_flash_test): 64 query rows a block of 4
+// warps, a head along y, one tile of keys and values in shared memory within
+// the default 48 KiB; other head sizes and pre-Ampere devices refused by name.
+TEST(CudaPlan, FlashAttentionPlanCoversEveryRowAndHead) {
+  for (int hs : {64, 96, 128})
+    for (auto [heads, kv_heads] : {std::pair{32, 8}, {32, 32}, {64, 8}, {8, 1}})
+      for (int T : {1, 16, 63, 64, 65, 512, 2048}) {
+        const LaunchPlan p = Ok(PlanFlashAttention(heads, kv_heads, hs, T, kLimits));
+        EXPECT_EQ(p.block.x, 128u);
+        EXPECT_EQ(p.grid.y, static_cast<uint32_t>(heads));
+        EXPECT_GE(int64_t{p.grid.x} * 64, T);
+        EXPECT_LT(int64_t{p.grid.x - 1} * 64, T) << "a block past the last row";
+        EXPECT_LE(p.shared_bytes, kLimits.max_shared_per_block);
+        EXPECT_EQ(p.shared_bytes, 2u * 32 * (hs + 4) * sizeof(float));
+      }
+  const auto odd = PlanFlashAttention(32, 8, 80, 512, kLimits);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("head_size=80"), std::string::npos) << odd.status().message();
+  EXPECT_NE(odd.status().message().find("64, 96 or 128"), std::string::npos) << odd.status().message();
+  const auto ragged = PlanFlashAttention(12, 8, 64, 512, kLimits);
+  ASSERT_FALSE(ragged.ok());
+  EXPECT_NE(ragged.status().message().find("multiple of kv_heads"), std::string::npos) << ragged.status().message();
+  DeviceLimits volta = kLimits;
+  volta.compute_major = 7;
+  const auto old_device = PlanFlashAttention(32, 8, 128, 512, volta);
+  ASSERT_FALSE(old_device.ok());
+  EXPECT_NE(old_device.status().message().find("compute capability 8.0"), std::string::npos)
+      << old_device.status().message();
 }
 
 // The Q4_K / Q6_K products (block_rows.h): every (vector, row) written by

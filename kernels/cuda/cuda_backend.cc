@@ -87,6 +87,7 @@ enum PlanKind {
   kPlanDecodeAttention,
   kPlanQ8ToBF16,
   kPlanCausalSoftmax,
+  kPlanFlashAttention,
   kPlanBlockRows,
   kPlanBlockToBF16,
   kPlanGeGLU,
@@ -890,20 +891,18 @@ class CudaBackend final : public Backend {
   // while the kernel before it finishes (docs/cuda.md, "Dependent launches",
   // "Whole rows into L2"); VERITY_CUDA_L2_PREFETCH=0 keeps the 2 KB a row of
   // before, to measure what the rest gives.
-  Result<LaunchPlan> Dependent(Result<LaunchPlan> plan, int64_t row_bytes = 0, int64_t rows = 0) const {
+  Result<LaunchPlan> Dependent(Result<LaunchPlan> plan, int64_t prefetch = 0) const {
     if (!plan.ok() || limits_.compute_major < 9 || !env::CudaDependentLaunch()) return plan;
     plan->dependent_launch = true;
-    plan->prefetch_bytes = env::CudaL2Prefetch() ? RowsPrefetchBytes(row_bytes, rows, limits_.l2_bytes)
-                                                 : std::min(row_bytes, kRowsPrefetchFloor);
+    plan->prefetch_bytes = prefetch;
     return plan;
   }
   // The rows kernel's plan for `rows` stacked weight rows (`mats` matrices of
   // them read: 2 for SwiGLU's gate and up), as a dependent launch.
   Result<const LaunchPlan*> RowsPlan(DType dtype, int rows, int cols, int n, int mats) {
-    // A q8_0 row's quants are cols bytes (its scales, an eighth more, lie apart: q8_layout.h).
-    const int64_t row_bytes = dtype == DType::kQ8_0 ? cols : static_cast<int64_t>(RowBytes(dtype, cols));
     return Plan({kPlanRows, static_cast<int>(dtype), rows, cols, n, mats}, [&] {
-      return Dependent(PlanRows(dtype, rows, cols, n, limits_), row_bytes, static_cast<int64_t>(rows) * mats);
+      return Dependent(PlanRows(dtype, rows, cols, n, limits_),
+                       RowsLaunchPrefetch(dtype, rows, cols, mats, limits_.l2_bytes, env::CudaL2Prefetch()));
     });
   }
   // A validated plan, made once per shape: a decode step makes hundreds of
@@ -1054,6 +1053,12 @@ class CudaBackend final : public Backend {
   // recorded and eager steps launch alike and give the same bits.
   Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
     if (rows == 1 && a.head_size <= kDecodeMaxHeadSize) return DecodeAttention(a, pos_at);
+    if (rows >= kGemmMinRows && flash_prefill_ && block_on_tensor_cores_ && pos_at == nullptr) {
+      AttentionDeviceArgs d{a.out, a.q,  a.key_cache, a.value_cache, a.pos_stride, int64_t{a.n_heads} * a.head_size,
+                            a.pos, rows, a.n_heads,   a.n_kv_heads,  a.head_size};
+      WithScores(&d, a.window, a.scale_dim, a.softcap);
+      if (FlashAttentionTakes(d)) return FlashAttention(d);
+    }
     const size_t score_bytes = static_cast<size_t>(a.n_heads) * rows * (int64_t{a.pos} + rows) * sizeof(float);
     if (rows >= kGemmMinRows && score_bytes <= kGemmAttentionMaxScoreBytes) return GemmAttention(a, rows);
     // The plan depends on the context only up to one tile (the last row's); a
@@ -1072,6 +1077,16 @@ class CudaBackend final : public Backend {
     return LaunchAttention(*plan, d, stream_, "attention");
   }
 
+  // A prefill block's attention as flash-style tiles (VERITY_CUDA_FLASH_PREFILL=1,
+  // a block whose products ran on tensor cores: the same TF32 rounding the
+  // GEMMs below take; docs/cuda.md, "Prefill attention as flash tiles").
+  Status FlashAttention(const AttentionDeviceArgs& d) {
+    VERITY_ASSIGN_OR_RETURN(
+        const LaunchPlan* plan,
+        Plan({kPlanFlashAttention, d.n_heads * 65536 + d.n_kv_heads, d.head_size, d.n_queries, 0, 0},
+             [&] { return PlanFlashAttention(d.n_heads, d.n_kv_heads, d.head_size, d.n_queries, limits_); }));
+    return LaunchFlashAttention(*plan, d, stream_, "attention_flash");
+  }
   // A prefill block's attention as products (docs/cuda.md): every query
   // head's scores S_h = Q_h K^T / sqrt(head_size) (or Gemma's scale) in one
   // batched GEMM (pointer arrays: ew::AttentionHeadAt), the causal softmax of every row (soft-capped,
@@ -1221,10 +1236,11 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;                      // the kept calls run under a stream capture (RunUnderCapture)
-  std::unique_ptr<KernelProfile> profile_;      // VERITY_CUDA_PROFILE=1: device time per kind of call
-  const bool batch_mma_ = env::CudaBatchMma();  // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
-  std::vector<float> router_;                   // MoE router logits downloaded for routing
+  bool capturing_ = false;                              // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;              // VERITY_CUDA_PROFILE=1: device time per kind of call
+  const bool flash_prefill_ = env::CudaFlashPrefill();  // VERITY_CUDA_FLASH_PREFILL=1: flash-style prefill attention
+  const bool batch_mma_ = env::CudaBatchMma();          // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
+  std::vector<float> router_;                           // MoE router logits downloaded for routing
 };
 
 // The device's limits and a one-line description with its peak memory bandwidth.

@@ -104,6 +104,16 @@ Status LaunchDecodeAttention(const LaunchPlan& plan, const AttentionDeviceArgs& 
 // blocks (n % 8 == 0; out 16-byte aligned; plan: PlanElementwise("q8_0_to_bf16", n / 8)).
 Status LaunchQ8_0ToBF16(const LaunchPlan& plan, uint16_t* out, const void* w, int64_t n, cudaStream_t stream,
                         const std::string& ctx);
+// A prefill block's attention (a.n_queries rows from a.pos0, q and out rows
+// a.row_stride floats apart) as flash-style tiles on the tensor cores
+// (flash_attention.cu; plan: PlanFlashAttention): TF32 inputs, f32
+// accumulation and softmax, no score written to memory. Takes what
+// FlashAttentionTakes says (head sizes 64, 96, 128; caches 16-byte aligned at
+// every position; pos0 given, not read on the device; one sequence); an
+// error naming the head size and stride otherwise.
+bool FlashAttentionTakes(const AttentionDeviceArgs& a);
+Status LaunchFlashAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a, cudaStream_t stream,
+                            const std::string& ctx);
 // Row t of head h of scores [heads][T][n] (query position pos0 + t): each
 // score soft-capped where softcap > 0, then the softmax over positions
 // ew::FirstAttended(pos0 + t, window) .. pos0 + t, run.c's arithmetic (max,

@@ -57,6 +57,7 @@ __device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefet
 // (`lane` its index): from p's line, so nothing before it and past the
 // range's last line is asked for.
 __device__ __forceinline__ void PrefetchLinesL2(const void* p, int64_t bytes, int lane) {
+  if (bytes <= 0) return;
   const auto* b = static_cast<const unsigned char*>(p);
   const int64_t skew = reinterpret_cast<uintptr_t>(p) & 127;
   for (int64_t o = 128 * lane - skew; o < bytes; o += 128 * 32) PrefetchL2(b + (o < 0 ? 0 : o));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/flash_map.h"
 #include "kernels/cuda/kquant_layout.h"
 
 namespace verity::kernels::cuda {
@@ -123,6 +124,12 @@ int64_t RowsPrefetchBytes(int64_t row_bytes, int64_t rows, int64_t l2_bytes) {
   return std::min(std::max(share, kRowsPrefetchFloor), row_bytes);
 }
 
+int64_t RowsLaunchPrefetch(DType dtype, int rows, int cols, int mats, int64_t l2_bytes, bool whole_rows) {
+  const int64_t row_bytes = dtype == DType::kQ8_0 ? cols : static_cast<int64_t>(RowBytes(dtype, cols));
+  if (!whole_rows) return std::min(row_bytes, kRowsPrefetchFloor);
+  return RowsPrefetchBytes(row_bytes, static_cast<int64_t>(rows) * mats, l2_bytes);
+}
+
 Result<LaunchPlan> PlanRowsMma(DType dtype, int rows, int cols, int T, bool swiglu, const DeviceLimits& lim) {
   LaunchPlan p = Named((std::string("rows_mma_") + DTypeName(dtype)).c_str(),
                        "rows=" + Str(rows) + " cols=" + Str(cols) + " T=" + Str(T) + " dtype=" + DTypeName(dtype));
@@ -178,6 +185,24 @@ Result<LaunchPlan> PlanElementwise(const char* name, int64_t n, const DeviceLimi
   if (n < 1) return PlanError(p, "n must be >= 1");
   p.block.x = kElementwiseThreads;
   p.grid.x = GridDim(std::min(CeilDiv(n, kElementwiseThreads), kElementwiseMaxBlocks));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanFlashAttention(int n_heads, int n_kv_heads, int head_size, int n_queries,
+                                      const DeviceLimits& lim) {
+  LaunchPlan p = Named("attention_flash", "heads=" + Str(n_heads) + " kv_heads=" + Str(n_kv_heads) +
+                                              " head_size=" + Str(head_size) + " queries=" + Str(n_queries));
+  if (n_heads < 1 || n_kv_heads < 1 || n_queries < 1) return PlanError(p, "heads, kv_heads and queries must be >= 1");
+  if (n_heads % n_kv_heads != 0) return PlanError(p, "heads must be a multiple of kv_heads");
+  if (!flash::HeadSizeFits(head_size)) return PlanError(p, "head_size must be 64, 96 or 128 (the kernel's instances)");
+  if (lim.compute_major > 0 && lim.compute_major < 8)
+    return PlanError(
+        p, "TF32 mma.sync needs compute capability 8.0 or later (this device: " + Str(lim.compute_major) + ".x)");
+  p.tile = flash::kKeyTile;
+  p.block.x = static_cast<uint32_t>(flash::kWarps * lim.warp_size);
+  p.grid.x = GridDim(CeilDiv(n_queries, flash::kBlockRows));
+  p.grid.y = GridDim(n_heads);
+  p.shared_bytes = 2 * static_cast<size_t>(flash::kKeyTile) * flash::SharedStride(head_size) * sizeof(float);
   return Checked(std::move(p), lim);
 }
 

@@ -82,6 +82,12 @@ inline constexpr int DefaultRowsForm(DType dtype) { return dtype == DType::kQ8_0
 // bulk prefetch's unit). 0 for no rows.
 inline constexpr int64_t kRowsPrefetchFloor = 2048;
 int64_t RowsPrefetchBytes(int64_t row_bytes, int64_t rows, int64_t l2_bytes);
+// A dependent rows launch's prefetch_bytes for `rows` stacked rows of `cols`
+// weights stored as dtype, `mats` matrices of them read (2 for SwiGLU's gate
+// and up): RowsPrefetchBytes of its weight rows (a q8_0 row's cols quants;
+// its scales, an eighth more, are not counted in the budget), or with
+// whole_rows false (VERITY_CUDA_L2_PREFETCH=0) the 2 KB floor.
+int64_t RowsLaunchPrefetch(DType dtype, int rows, int cols, int mats, int64_t l2_bytes, bool whole_rows);
 
 // Warps (one row each) per block of the matrix-vector kernels.
 inline constexpr int kMatvecWarps = 8;
@@ -184,6 +190,12 @@ LaneShape DecodeAttentionLaneShape(int head_size);
 // Floats of partial results a PlanDecodeAttention launch writes: per row, head
 // and chunk, the chunk's max score, its sum of weights and head_size accumulated values.
 int64_t DecodeAttentionPartialFloats(const LaunchPlan& plan, int head_size);
+// The flash-style prefill attention (flash_attention.cu): a block of 4 warps
+// a (64 query rows, head), grid (ceil(T / 64), heads); shared memory for one
+// tile of keys and values (flash_map.h). Head sizes other than 64, 96 and 128
+// and devices below compute capability 8.0 (no TF32 mma.sync) refused by name.
+Result<LaunchPlan> PlanFlashAttention(int n_heads, int n_kv_heads, int head_size, int n_queries,
+                                      const DeviceLimits& lim);
 // The causal softmax of a prefill block's scores [heads][T][n] (the GEMM
 // attention): one block a (query row, head), grid (T, heads).
 Result<LaunchPlan> PlanCausalSoftmax(int heads, int T, int64_t n, const DeviceLimits& lim);
