@@ -69,6 +69,7 @@ int BenchChunkMacs() { return GetInt("VERITY_BENCH_CHUNK_MACS", 16384, 1, 1 << 3
 bool CudaDependentLaunch() { return Get("VERITY_CUDA_PDL") != "0"; }
 bool CudaL2Prefetch() { return Get("VERITY_CUDA_L2_PREFETCH") != "0"; }
 bool CudaProfile() { return Get("VERITY_CUDA_PROFILE") == "1"; }
+bool CudaNormFused() { return Get("VERITY_CUDA_NORM_FUSED") == "1"; }
 bool CudaFlashPrefill() { return Get("VERITY_CUDA_FLASH_PREFILL") == "1"; }
 bool CudaBatchMma() { return Get("VERITY_CUDA_BATCH_MMA") == "1"; }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }

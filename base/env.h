@@ -92,6 +92,11 @@ bool CudaL2Prefetch();
 // not depend on the other rows of its step, but differ from the decode
 // step's (x enters the tensor cores to 16 significant bits).
 bool CudaBatchMma();
+// VERITY_CUDA_NORM_FUSED: "1" makes the CUDA backend normalize a decode
+// step's input in the launch of the products that read it (q/k/v, and the
+// FFN's gate and up: docs/cuda.md), one launch fewer for each norm. The
+// same bits as the separate calls. Default: off until a device has run it.
+bool CudaNormFused();
 // VERITY_CUDA_FLASH_PREFILL: "1" runs a prefill block's attention as
 // flash-style tiles on the tensor cores (kernels/cuda/flash_attention.cu,
 // docs/cuda.md) where its products ran on them (bf16, q8_0 and block

@@ -233,11 +233,10 @@ void RankForward::Attention(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim;
-  k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_att, dim, n, c.norm_eps);
   // Column-parallel: this rank's query heads and the KV heads they attend
   // through, each a whole dot product over dim (no communication).
   const kernels::Backend::MatmulTarget qkv[] = {{q_->data(), &w.wq}, {key_->data(), &w.wk}, {val_->data(), &w.wv}};
-  ProjectShared(xb_->data(), n, qkv, 3);
+  k_.NormMatmulShared({xb_->data(), x_->data(), w.full->rms_att, dim, c.norm_eps}, n, independent_, qkv, 3);
   if (w.bq) {  // Qwen2: each head's bias travels with its rows
     k_.AddBiasRows(q_->data(), w.bq, q_dim_, n);
     k_.AddBiasRows(key_->data(), w.bk, kv_dim_, n);
@@ -299,7 +298,12 @@ void RankForward::FeedForward(int l, int n) {
   const ModelConfig& c = m_.config;
   const LayerSlice& w = layers_[l];
   const int dim = c.dim;
-  k_.RmsnormRows(xb_->data(), x_->data(), w.full->rms_ffn, dim, n, c.norm_eps);
+  const kernels::Backend::RowsNormArgs norm{xb_->data(), x_->data(), w.full->rms_ffn, dim, c.norm_eps};
+  if (c.n_experts == 0 && !c.gemma && reduce_.changes_nothing()) {  // nothing between the norm and the products
+    k_.NormMatmulSwiGLU(norm, n, independent_, {hb_->data(), &w.w1}, {hb2_->data(), &w.w3});
+    return ProjectResidual(hb_->data(), w.w2, n, ReduceSite::kFfnOut, l, w.full->post_ffn_norm);
+  }
+  k_.RmsnormRows(norm.out, norm.x, norm.weight, dim, n, c.norm_eps);
   reduce_.Reduce(xb_->data(), static_cast<size_t>(n) * dim, ReduceSite::kPastFfnNorm, l);  // a fault's place only
   if (c.n_experts == 0) {
     // Column-parallel gate/up over this rank's units; the gate acts per unit

@@ -286,6 +286,23 @@ class Backend {
   // values. `independent`: n sequences' rows (MatmulSharedRows), else one
   // sequence's block (MatmulShared). No output may alias x or the other.
   virtual void MatmulSwiGLU(const float* x, int n, bool independent, const MatmulTarget& gate, const MatmulTarget& up);
+  // A sublayer's input: out = RMSNorm(x) * weight for each of the n rows of
+  // dim floats (RmsnormRows; out must not alias x), then its products read
+  // out. NormMatmulShared: the shared products of out (q/k/v: MatmulShared,
+  // or MatmulSharedRows where `independent`); NormMatmulSwiGLU: MatmulSwiGLU
+  // of out (the FFN's gate and up). A device backend may normalize in the
+  // products' launch; out still holds the normed rows afterwards.
+  struct RowsNormArgs {
+    float* out;
+    const float* x;
+    const float* weight;
+    int dim;
+    float eps;
+  };
+  virtual void NormMatmulShared(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget* targets,
+                                int count);
+  virtual void NormMatmulSwiGLU(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget& gate,
+                                const MatmulTarget& up);
   // x += W h for each of the n rows: a projection completed by its residual
   // add, where no all-reduce sits between them. `scratch` (n * w.rows floats
   // of state) may be overwritten; the default projects into it.

@@ -130,7 +130,8 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   PrefillAttentionAsGemmsMatchesTheReference AFailedBackendLeavesTheProcessAsItFoundIt
   WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
   TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode
-  TheProfileSetsEachMatrixsUploadApart FlashPrefillAttentionMatchesTheReference)
+  TheProfileSetsEachMatrixsUploadApart FlashPrefillAttentionMatchesTheReference
+  NormedProductsGiveTheSeparateCallsBits)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -316,6 +317,11 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
   VERITY_CUDA_L2_PREFETCH=0 bench synth-1B-2kb-prefetch "$synth" bf16 64
   ratio l2-prefetch-1B "$work/bench-synth-1B.json" "$work/bench-synth-1B-2kb-prefetch.json" 1 \
     "1B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.06x)"
+  # A decode step's norms in its products' launches (VERITY_CUDA_NORM_FUSED=1:
+  # the same bits, 2 launches a layer fewer; docs/cuda.md), over separate.
+  VERITY_CUDA_NORM_FUSED=1 bench synth-1B-norm-fused "$synth" bf16 64
+  ratio norm-fused-1B "$work/bench-synth-1B-norm-fused.json" "$work/bench-synth-1B.json" 1 \
+    "1B bf16 decode, norms in the products' launches over separate (predicted ~1.04x)"
   bench synth-1B-q8_0 "$synth" q8_0 64
   # Batched decode (a server's continuous batching): 8 and 32 sequences per
   # step, their tokens summed; the target is 32 >= 15x batch 1 (issue 26).
@@ -343,6 +349,9 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   VERITY_CUDA_L2_PREFETCH=0 bench synth-7B-2kb-prefetch "$synth7" bf16 64
   ratio l2-prefetch-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-2kb-prefetch.json" 1 \
     "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
+  VERITY_CUDA_NORM_FUSED=1 bench synth-7B-norm-fused "$synth7" bf16 64
+  ratio norm-fused-7B "$work/bench-synth-7B-norm-fused.json" "$work/bench-synth-7B.json" 1 \
+    "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
   # prefill7 NAME WHAT: this build's 2048-token bf16 prefill (the

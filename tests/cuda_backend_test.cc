@@ -1287,6 +1287,60 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
   PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights");
 }
 
+// A decode step's norms in their products' launch (VERITY_CUDA_NORM_FUSED=1,
+// LaunchRowsNormed): the normed row and every product bit for bit the
+// separate calls' (the Backend:: defaults on the same device: RmsnormRows,
+// then the fused products), q/k/v and gate/up with SwiGLU, for a decode
+// step and a batched step of one row, in bf16 and q8_0, at a narrow width
+// (288: a norm of 288 threads, fewer than a rows block's 8 warps hold) and
+// the 1B's and 7B's (1024 threads: four virtual threads a real one).
+TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
+  REQUIRE_DEVICE();
+  const ScopedEnv fused("VERITY_CUDA_NORM_FUSED", "1");
+  auto k = kernels::MakeBackend("cuda").value();
+  using Target = kernels::Backend::MatmulTarget;
+  auto state = [&](size_t floats, uint32_t seed) { return RandomState(*k, floats, seed); };
+  auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
+  int checked = 0;
+  for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0})
+    for (int dim : {288, 2048, 4096}) {
+      const int kv = 64, ffn = 512;
+      const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim);
+      const std::vector<float> weight = Random(static_cast<size_t>(dim), 7);
+      for (bool independent : {false, true}) {
+        const std::string what = std::string(kernels::DTypeName(t)) + " dim=" + std::to_string(dim) +
+                                 (independent ? " (a batched step of one row)" : " (a decode step)");
+        auto x = state(dim, 1), xb = state(dim, 2), xb2 = state(dim, 3);
+        auto a = state(dim, 4), b = state(kv, 5), c = state(kv, 6), a2 = state(dim, 4), b2 = state(kv, 5),
+             c2 = state(kv, 6);
+        const Target sep[] = {{a->data(), &wq.w}, {b->data(), &wk.w}, {c->data(), &wv.w}};
+        const Target one[] = {{a2->data(), &wq.w}, {b2->data(), &wk.w}, {c2->data(), &wv.w}};
+        k->Backend::NormMatmulShared({xb->data(), x->data(), weight.data(), dim, 1e-5f}, 1, independent, sep, 3);
+        k->NormMatmulShared({xb2->data(), x->data(), weight.data(), dim, 1e-5f}, 1, independent, one, 3);
+        EXPECT_EQ(get(*xb), get(*xb2)) << what << ": the normed row";
+        EXPECT_EQ(get(*a), get(*a2)) << what << ": q";
+        EXPECT_EQ(get(*b), get(*b2)) << what << ": k";
+        EXPECT_EQ(get(*c), get(*c2)) << what << ": v";
+        auto g = state(ffn, 7), u = state(ffn, 8), g2 = state(ffn, 7), u2 = state(ffn, 8), xb3 = state(dim, 9);
+        k->Backend::NormMatmulSwiGLU({xb->data(), x->data(), weight.data(), dim, 1e-6f}, 1, independent,
+                                     {g->data(), &w1.w}, {u->data(), &w3.w});
+        k->NormMatmulSwiGLU({xb3->data(), x->data(), weight.data(), dim, 1e-6f}, 1, independent, {g2->data(), &w1.w},
+                            {u2->data(), &w3.w});
+        EXPECT_EQ(get(*xb), get(*xb3)) << what << ": the FFN's normed row";
+        EXPECT_EQ(get(*g), get(*g2)) << what << ": gate/up with SwiGLU";
+        checked++;
+      }
+    }
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+  std::printf("cuda device: %d normed launches (q/k/v and gate/up each) gave the separate calls' bits\n", checked);
+  testing::internal::CaptureStderr();
+  k.reset();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("verity: cuda: " + std::to_string(2 * checked) + " norms run in their products' launches"),
+            std::string::npos)
+      << "every fused call above ran normed: " << said;
+}
+
 // The flash-style prefill attention (flash_attention.cu, VERITY_CUDA_FLASH_PREFILL=1):
 // launched directly for every head size it takes, MHA and GQA, blocks from
 // position 0 and over a past (one past 20k positions), a sliding window,
@@ -1326,7 +1380,7 @@ TEST(CudaDevice, FlashPrefillAttentionMatchesTheReference) {
                                c.softcap};
       for (int h = 0; h < c.heads; h++) kernels::AttendOneHead(kernels::Windowed(a), h);
     }
-    Dev<float> dq(q), dk(kc), dv(v), dout(q.size());
+    Dev<float> dq(q), dk(kc), dv(v), dout(std::vector<float>(q.size(), NAN));  // an output not written stays NaN
     cu::AttentionDeviceArgs d{dout.p, dq.p, dk.p, dv.p, kv_dim, qw, c.pos0, c.T, c.heads, c.kv_heads, c.hs};
     d.window = c.window, d.scale_dim = c.scale_dim, d.softcap = c.softcap;
     ASSERT_TRUE(cu::FlashAttentionTakes(d));
@@ -1347,7 +1401,12 @@ TEST(CudaDevice, FlashPrefillAttentionMatchesTheReference) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("head_size 80"), std::string::npos) << refused.message();
   const ScopedEnv flash("VERITY_CUDA_FLASH_PREFILL", "1");
+  testing::internal::CaptureStderr();
   PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM with flash attention vs the reference on bf16 weights");
+  const std::string said = testing::internal::GetCapturedStderr();
+  std::fputs(said.c_str(), stdout);
+  // The backend says which path each prompt block's attention took: flash, every layer's.
+  EXPECT_NE(said.find("prompt blocks' attention: 4 as flash tiles, 0 as GEMMs, 0 tiled"), std::string::npos) << said;
 }
 
 // The worst of |got - want| / (1 + |want|) over a set of launches, printed once.

@@ -129,7 +129,8 @@ std::vector<float> FlashSimulated(const Shape& sh, const std::vector<float>& q, 
   writes->assign(out.size(), 0);
   const float divisor = ew::ScoreDivisor(sh.scale_dim, D);
   const int blocks = (sh.T + flash::kBlockRows - 1) / flash::kBlockRows;
-  std::vector<float> ks(static_cast<size_t>(flash::kKeyTile) * D), vs(ks.size());
+  const int SS = flash::SharedStride(D);  // the kernel's shared rows, padded
+  std::vector<float> ks(static_cast<size_t>(flash::kKeyTile) * SS, NAN), vs(ks.size(), NAN);
   for (int bx = 0; bx < blocks; bx++)
     for (int h = 0; h < sh.heads; h++) {
       const int64_t kv_col = static_cast<int64_t>(h / (sh.heads / sh.kv_heads)) * D, q_col = int64_t{h} * D;
@@ -159,22 +160,22 @@ std::vector<float> FlashSimulated(const Shape& sh, const std::vector<float>& q, 
         for (int p = 0; p < flash::kKeyTile; p++)
           for (int c = 0; c < D; c++) {
             const bool in = p0 + p < end;
-            ks[p * D + c] = in ? flash::ToTf32(kc[(p0 + p) * kvw + kv_col + c]) : 0.0f;
-            vs[p * D + c] = in ? flash::ToTf32(vc[(p0 + p) * kvw + kv_col + c]) : 0.0f;
+            ks[p * SS + c] = in ? flash::ToTf32(kc[(p0 + p) * kvw + kv_col + c]) : 0.0f;
+            vs[p * SS + c] = in ? flash::ToTf32(vc[(p0 + p) * kvw + kv_col + c]) : 0.0f;
           }
         for (int w = 0; w < flash::kWarps; w++) {
           Warp& wp = warps[w];
           const int64_t wrow0 = row0 + w * flash::kWarpRows;
           const int64_t wlast = std::min<int64_t>(wrow0 + flash::kWarpRows - 1, last);
           const int64_t wfirst = ew::FirstAttended(sh.pos0 + wrow0, sh.window), wend = sh.pos0 + wlast + 1;
-          if (p0 >= wend || p0 + flash::kKeyTile <= wfirst) continue;
+          if (wrow0 > last || p0 >= wend || p0 + flash::kKeyTile <= wfirst) continue;
           Regs<4> s[flash::kKeyTiles] = {};
           for (int st = 0; st < KS; st++)
             for (int j = 0; j < flash::kKeyTiles; j++) {
               Regs<2> b;
               for (int lane = 0; lane < 32; lane++)
                 for (int r = 0; r < 2; r++)
-                  b[lane][r] = ks[(8 * j + flash::BCol(lane)) * D + 8 * st + flash::BRow(lane, r)];
+                  b[lane][r] = ks[(8 * j + flash::BCol(lane)) * SS + 8 * st + flash::BRow(lane, r)];
               MmaTf32AsSpecified(wp.qa[st], b, s[j]);
             }
           float tmax[32][2], tsum[32][2], scale[32][2], base[32][2];
@@ -224,7 +225,7 @@ std::vector<float> FlashSimulated(const Shape& sh, const std::vector<float>& q, 
               Regs<2> b;
               for (int lane = 0; lane < 32; lane++)
                 for (int r = 0; r < 2; r++)
-                  b[lane][r] = vs[(8 * j + flash::VPosition(lane, r)) * D + 8 * i + flash::BCol(lane)];
+                  b[lane][r] = vs[(8 * j + flash::VPosition(lane, r)) * SS + 8 * i + flash::BCol(lane)];
               MmaTf32AsSpecified(pa, b, wp.o[i]);
             }
           }

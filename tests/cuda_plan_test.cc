@@ -428,6 +428,28 @@ TEST(CudaPlan, RowsPrefetchIsWholeRowsWithinHalfTheL2) {
   EXPECT_EQ(RowsLaunchPrefetch(DType::kQ8_0, 64, 288, 1, l2, false), 288) << "the floor, never past the row";
 }
 
+// A decode product that normalizes its input (PlanRowsNormed): the decode
+// form's grid, shared memory for the normed row and the norm's warp sums;
+// a row past the block's shared memory refused by name.
+TEST(CudaPlan, NormedRowsPlanHoldsTheRowInSharedMemory) {
+  for (DType t : {DType::kBF16, DType::kQ8_0})
+    for (int cols : {288, 2048, 4096, 8192}) {
+      const int threads = std::min(1024, (cols + 31) / 32 * 32);  // PlanRmsnorm's block for one row
+      ASSERT_EQ(Ok(PlanRmsnorm(1, cols, kLimits)).block.x, static_cast<uint32_t>(threads));
+      const LaunchPlan p = Ok(PlanRowsNormed(t, 3 * cols, cols, threads, kLimits));
+      const LaunchPlan plain = Ok(PlanRows(t, 3 * cols, cols, 1, kLimits));
+      EXPECT_EQ(p.grid.y, plain.grid.y);
+      EXPECT_EQ(p.grid.z, plain.grid.z);
+      EXPECT_EQ(p.rows_per_warp, plain.rows_per_warp);
+      EXPECT_EQ(p.shared_bytes, (static_cast<size_t>(cols) + threads / 32) * sizeof(float));
+    }
+  const auto wide = PlanRowsNormed(DType::kBF16, 64, 16384, 1024, kLimits);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("does not fit"), std::string::npos) << wide.status().message();
+  EXPECT_NE(wide.status().message().find("cols=16384"), std::string::npos) << wide.status().message();
+  EXPECT_FALSE(PlanRowsNormed(DType::kBF16, 64, 2048, 100, kLimits).ok()) << "threads not whole warps";
+}
+
 // The flash-style prefill attention's plan (flash_attention.cu; its
 // arithmetic is simulated in cuda_flash_test): 64 query rows a block of 4
 // warps, a head along y, one tile of keys and values in shared memory within

@@ -272,6 +272,22 @@ void Backend::MatmulSwiGLU(const float* x, int n, bool independent, const Matmul
   SwiGLU(gate.out, up.out, n * gate.w->rows);
 }
 
+void Backend::NormMatmulShared(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget* targets,
+                               int count) {
+  RmsnormRows(norm.out, norm.x, norm.weight, norm.dim, n, norm.eps);
+  if (independent) {
+    MatmulSharedRows(norm.out, n, targets, count);
+  } else {
+    MatmulShared(norm.out, n, targets, count);
+  }
+}
+
+void Backend::NormMatmulSwiGLU(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget& gate,
+                               const MatmulTarget& up) {
+  RmsnormRows(norm.out, norm.x, norm.weight, norm.dim, n, norm.eps);
+  MatmulSwiGLU(norm.out, n, independent, gate, up);
+}
+
 void Backend::MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) {
   if (independent) {
     MatmulRows(scratch, h, w, n);

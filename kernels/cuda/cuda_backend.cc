@@ -72,6 +72,7 @@ enum PlanKind {
   kPlanBatch,
   kPlanRows,
   kPlanRowsMma,
+  kPlanRowsNormed,
   kPlanRmsnorm,
   kPlanRope,
   kPlanAttention,
@@ -108,6 +109,7 @@ enum StepOp {
   kOpZero,
   kOpElementwise,
   kOpFusedRows,
+  kOpNormedRows,
   kOpRopeCache,
   kOpBiasRows,
   kOpGeGLU
@@ -120,7 +122,7 @@ int64_t Bits(float f) {
   return bits;
 }
 
-// What one call writes (a fused call: up to three buffers), filled with NaN
+// What one call writes (a fused call: up to four buffers), filled with NaN
 // when it or an earlier call failed.
 struct Outputs {
   Outputs(float* out, size_t floats) { Add(out, floats); }
@@ -130,8 +132,8 @@ struct Outputs {
     n[count] = floats;
     count++;
   }
-  float* p[kMaxRowsTargets] = {};
-  size_t n[kMaxRowsTargets] = {};
+  float* p[kMaxRowsTargets + 1] = {};  // a rows launch's targets, and a normed launch's normed row
+  size_t n[kMaxRowsTargets + 1] = {};
   int count = 0;
 };
 
@@ -177,6 +179,12 @@ class CudaBackend final : public Backend {
     // Proof that the recorded steps ran, and how many did not.
     if (const std::string steps = steps_.Summary(); !steps.empty())
       std::fprintf(stderr, "verity: cuda: %s\n", steps.c_str());
+    // Which opt-in paths ran (VERITY_CUDA_FLASH_PREFILL, VERITY_CUDA_NORM_FUSED).
+    if (flash_blocks_ + gemm_blocks_ + tiled_blocks_ > 0)
+      std::fprintf(stderr, "verity: cuda: prompt blocks' attention: %ld as flash tiles, %ld as GEMMs, %ld tiled\n",
+                   flash_blocks_, gemm_blocks_, tiled_blocks_);
+    if (normed_launches_ > 0)
+      std::fprintf(stderr, "verity: cuda: %ld norms run in their products' launches\n", normed_launches_);
     steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
@@ -318,6 +326,22 @@ class CudaBackend final : public Backend {
     if ((n != 1 && !independent) || !Fusable(both, 2) || gate.w->rows != up.w->rows)
       return Backend::MatmulSwiGLU(x, n, independent, gate, up);
     Fused(x, n, {gate, up}, RowsEpilogue::kSwiGLU, nullptr, independent);
+  }
+  // A decode step's norm in its products' launch (VERITY_CUDA_NORM_FUSED=1;
+  // docs/cuda.md, "The norm in the products' launch"): the same bits as the
+  // separate calls, one launch fewer.
+  void NormMatmulShared(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget* targets,
+                        int count) override {
+    if (!NormFusable(norm, n, independent, targets, count))
+      return Backend::NormMatmulShared(norm, n, independent, targets, count);
+    FusedNormed(norm, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore);
+  }
+  void NormMatmulSwiGLU(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget& gate,
+                        const MatmulTarget& up) override {
+    const MatmulTarget both[] = {gate, up};
+    if (!NormFusable(norm, n, independent, both, 2) || gate.w->rows != up.w->rows)
+      return Backend::NormMatmulSwiGLU(norm, n, independent, gate, up);
+    FusedNormed(norm, {gate, up}, RowsEpilogue::kSwiGLU);
   }
   void MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) override {
     const MatmulTarget t{x, &w};
@@ -724,6 +748,58 @@ class CudaBackend final : public Backend {
                             RowsPlan(w0.dtype, stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU ? 2 : 1));
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
   }
+  // Whether a norm and its products can be one rows launch: switched on, one
+  // vector (not a batched step's tensor-core rows), the rows kernel's
+  // dtypes and widths (16-byte chunks; q8_0 whole blocks), a normed row
+  // that is the products' input and not the norm's own input, and that
+  // fits in a block's shared memory with the norm's 32 warp sums at most.
+  bool NormFusable(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget* t, int count) const {
+    if (!norm_fused_ || n != 1 || !Fusable(t, count) || norm.out == norm.x || t[0].w->cols != norm.dim) return false;
+    if (independent && MmaRows(*t[0].w)) return false;
+    if ((static_cast<size_t>(norm.dim) + 32) * sizeof(float) > limits_.max_shared_per_block) return false;
+    return norm.dim % (t[0].w->dtype == DType::kQ8_0 ? kQ8_0BlockSize : 8) == 0;
+  }
+  void FusedNormed(const RowsNormArgs& norm, std::vector<MatmulTarget> t, RowsEpilogue epi) {
+    std::vector<int64_t> sig = {kOpNormedRows,   static_cast<int64_t>(epi),           Id(norm.out), Id(norm.x),
+                                Id(norm.weight), static_cast<int64_t>(t[0].w->dtype), norm.dim,     Bits(norm.eps)};
+    for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
+    Outputs outs;
+    outs.Add(norm.out, static_cast<size_t>(norm.dim));
+    for (const MatmulTarget& m : t) outs.Add(m.out, static_cast<size_t>(m.w->rows));
+    double bytes = 12.0 * norm.dim;  // x and the norm's weight read, the normed row written
+    for (const MatmulTarget& m : t) bytes += ProductBytes(*m.w, 1);
+    const Weights& w0 = *t[0].w;
+    Issue(
+        sig.data(), sig.size(), outs, [=, this] { return FusedNormedImpl(norm, t, epi); },
+        [=, this] { return MatmulCtx(w0, 1) + " normed" + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
+  }
+  Status FusedNormedImpl(const RowsNormArgs& norm, const std::vector<MatmulTarget>& t, RowsEpilogue epi) {
+    const Weights& w0 = *t[0].w;
+    RowsTargets tg;
+    tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
+    for (size_t i = 0; i < t.size(); i++) {
+      VERITY_ASSIGN_OR_RETURN(tg.w[i], copies_.Weights(*t[i].w));
+      // The state (norm.out) is 16-byte aligned, as every buffer AllocateState hands out.
+      if (!VectorizedRows(w0.dtype, tg.w[i], norm.out, w0.cols))
+        return Status::Error("cuda: rows+norm: a weight matrix's device copy is not 16-byte aligned");
+      tg.out[i] = t[i].out;
+    }
+    for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
+    VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(norm.weight, norm.dim, "rmsnorm weight"));
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* norm_plan, Plan({kPlanRmsnorm, 0, 1, norm.dim, 0, 0},
+                                                              [&] { return PlanRmsnorm(1, norm.dim, limits_); }));
+    const RowsNorm nm{norm.out, dw, norm.eps, static_cast<int>(norm_plan->block.x)};
+    const int stacked = tg.begin[tg.count], mats = epi == RowsEpilogue::kSwiGLU ? 2 : 1;
+    VERITY_ASSIGN_OR_RETURN(
+        const LaunchPlan* plan,
+        Plan({kPlanRowsNormed, static_cast<int>(w0.dtype), stacked, w0.cols, nm.threads, mats}, [&] {
+          return Dependent(
+              PlanRowsNormed(w0.dtype, stacked, w0.cols, nm.threads, limits_),
+              RowsLaunchPrefetch(w0.dtype, stacked, w0.cols, mats, limits_.l2_bytes, env::CudaL2Prefetch()));
+        }));
+    normed_launches_++;
+    return LaunchRowsNormed(*plan, w0.dtype, epi, tg, nm, norm.x, w0.cols, stream_, "rows_normed");
+  }
   // Whether a batched step's product of w goes to the tensor cores
   // (VERITY_CUDA_BATCH_MMA=1; bf16 or q8_0, whole 32-column steps; alignment is
   // checked with the rows kernel's VectorizedRows before).
@@ -1057,10 +1133,17 @@ class CudaBackend final : public Backend {
       AttentionDeviceArgs d{a.out, a.q,  a.key_cache, a.value_cache, a.pos_stride, int64_t{a.n_heads} * a.head_size,
                             a.pos, rows, a.n_heads,   a.n_kv_heads,  a.head_size};
       WithScores(&d, a.window, a.scale_dim, a.softcap);
-      if (FlashAttentionTakes(d)) return FlashAttention(d);
+      if (FlashAttentionTakes(d)) {
+        flash_blocks_++;
+        return FlashAttention(d);
+      }
     }
     const size_t score_bytes = static_cast<size_t>(a.n_heads) * rows * (int64_t{a.pos} + rows) * sizeof(float);
-    if (rows >= kGemmMinRows && score_bytes <= kGemmAttentionMaxScoreBytes) return GemmAttention(a, rows);
+    if (rows >= kGemmMinRows && score_bytes <= kGemmAttentionMaxScoreBytes) {
+      gemm_blocks_++;
+      return GemmAttention(a, rows);
+    }
+    if (rows > 1) tiled_blocks_++;
     // The plan depends on the context only up to one tile (the last row's); a
     // decoded row always takes the full tile's, so recorded and eager steps
     // reduce alike.
@@ -1236,8 +1319,11 @@ class CudaBackend final : public Backend {
   // kept calls and their signature, and the graphs by signature.
   DeviceBuffer step_;
   StepRecorder steps_;
-  bool capturing_ = false;                              // the kept calls run under a stream capture (RunUnderCapture)
-  std::unique_ptr<KernelProfile> profile_;              // VERITY_CUDA_PROFILE=1: device time per kind of call
+  bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
+  std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
+  long flash_blocks_ = 0, gemm_blocks_ = 0, tiled_blocks_ = 0;  // prompt blocks' attention, by path
+  long normed_launches_ = 0;                                    // products that ran their norm (NORM_FUSED)
+  const bool norm_fused_ = env::CudaNormFused();  // VERITY_CUDA_NORM_FUSED=1: a decode step's norms in its products
   const bool flash_prefill_ = env::CudaFlashPrefill();  // VERITY_CUDA_FLASH_PREFILL=1: flash-style prefill attention
   const bool batch_mma_ = env::CudaBatchMma();          // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
   std::vector<float> router_;                           // MoE router logits downloaded for routing

@@ -20,10 +20,10 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend(int device);
 // The plugin's file name and its one export. The suffix is the interface's
 // version: change it whenever Backend or Result change shape.
 inline constexpr char kPluginFile[] = "libverity_cuda.so";
-inline constexpr char kPluginSymbol[] = "verity_cuda_make_backend_v3";
+inline constexpr char kPluginSymbol[] = "verity_cuda_make_backend_v4";
 using PluginFn = void (*)(int device, Result<std::unique_ptr<Backend>>* out);
 
 }  // namespace verity::kernels::cuda
 
 // Stores MakeCudaBackend(device)'s result in *out (defined in libverity_cuda.so only).
-extern "C" void verity_cuda_make_backend_v3(int device, verity::Result<std::unique_ptr<verity::kernels::Backend>>* out);
+extern "C" void verity_cuda_make_backend_v4(int device, verity::Result<std::unique_ptr<verity::kernels::Backend>>* out);

@@ -23,6 +23,30 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// The sum of squares of x[0 .. size) as a block of `threads` threads (a
+// multiple of 32, at most 1024) sums it: thread v takes x[v], x[v + threads],
+// ... (one FMA each), each warp of them adds its 32 sums (WarpSum), and the
+// warps' sums are added in warp order. Run by a block of any number of
+// warps, each taking the virtual warps w, w + warps, ...: the same sums in
+// the same order, so RmsnormKernel (one thread a virtual thread) and a rows
+// kernel that normalizes its input in its prologue (8 warps) get the same
+// bits. `red`: threads / 32 floats of shared memory. Every thread of the
+// block must call it; each gets the sum.
+__device__ __forceinline__ float RowSumOfSquares(const float* x, int size, int threads, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, groups = threads >> 5;
+  __syncthreads();  // red may still be read by a previous reduction
+  for (int g = warp; g < groups; g += warps) {
+    float ss = 0.0f;
+    for (int j = g * 32 + lane; j < size; j += threads) ss = fmaf(x[j], x[j], ss);
+    ss = WarpSum(ss);
+    if (lane == 0) red[g] = ss;
+  }
+  __syncthreads();
+  float r = red[0];
+  for (int g = 1; g < groups; g++) r += red[g];
+  return r;
+}
+
 // Rotates pair `p` of a row of heads (head_size values each) by the cosine
 // and sine of its table row cs; *a and *b are the two values it turned.
 __device__ __forceinline__ void RotatePair(float* row, int p, const float* cs, int head_size, bool interleaved, int* a,

@@ -8,7 +8,7 @@
 // weights rounded to 10 significand bits, ties away: flash::ToTf32) and f32
 // accumulation; the max, the exponentials and the sums in f32 on the CUDA
 // cores. Which lane holds what: flash_map.h, walked and simulated on the CPU
-// by tests/cuda_elementwise_test.cc.
+// by tests/cuda_flash_test.cc.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_common.cuh"
@@ -85,15 +85,17 @@ __global__ void __launch_bounds__(flash::kWarps * 32) FlashAttentionKernel(Atten
         k = *reinterpret_cast<const float4*>(a.key_cache + at);
         v = *reinterpret_cast<const float4*>(a.value_cache + at);
       }
-      float* kd = ks + p * SS + c;
-      float* vd = vs + p * SS + c;
-      kd[0] = flash::ToTf32(k.x), kd[1] = flash::ToTf32(k.y), kd[2] = flash::ToTf32(k.z), kd[3] = flash::ToTf32(k.w);
-      vd[0] = flash::ToTf32(v.x), vd[1] = flash::ToTf32(v.y), vd[2] = flash::ToTf32(v.z), vd[3] = flash::ToTf32(v.w);
+      // SS and c are multiples of 4: 16-byte stores.
+      *reinterpret_cast<float4*>(ks + p * SS + c) =
+          make_float4(flash::ToTf32(k.x), flash::ToTf32(k.y), flash::ToTf32(k.z), flash::ToTf32(k.w));
+      *reinterpret_cast<float4*>(vs + p * SS + c) =
+          make_float4(flash::ToTf32(v.x), flash::ToTf32(v.y), flash::ToTf32(v.z), flash::ToTf32(v.w));
     }
     __syncthreads();
     // A tile every row of this warp masks whole changes nothing of it (the
-    // rescale would be 1, every weight 0): skipped.
-    if (p0 >= wend || p0 + flash::kKeyTile <= wfirst) continue;
+    // rescale would be 1, every weight 0): skipped, as is every tile of a
+    // warp whose rows are all past the block's last (it stores nothing).
+    if (wrow0 > last || p0 >= wend || p0 + flash::kKeyTile <= wfirst) continue;
     float s[flash::kKeyTiles][4] = {};
 #pragma unroll
     for (int st = 0; st < KS; st++)
@@ -176,9 +178,12 @@ Status LaunchFlashAttention(const LaunchPlan& plan, const AttentionDeviceArgs& a
                          "16-byte aligned at every position and a block's rows at pos0; not head_size " +
                          std::to_string(a.head_size) + ", pos_stride " + std::to_string(a.pos_stride));
   if (plan.grid.y != static_cast<uint32_t>(a.n_heads) ||
-      plan.grid.x != static_cast<uint32_t>((a.n_queries + flash::kBlockRows - 1) / flash::kBlockRows))
+      plan.grid.x != static_cast<uint32_t>((a.n_queries + flash::kBlockRows - 1) / flash::kBlockRows) ||
+      plan.block.x != flash::kWarps * 32u ||
+      plan.shared_bytes != 2 * static_cast<size_t>(flash::kKeyTile) * flash::SharedStride(a.head_size) * sizeof(float))
     return Status::Error("cuda: " + ctx + ": kernel " + plan.kernel + ": the plan is not PlanFlashAttention's for " +
-                         std::to_string(a.n_queries) + " rows of " + std::to_string(a.n_heads) + " heads");
+                         std::to_string(a.n_queries) + " rows of " + std::to_string(a.n_heads) + " heads of " +
+                         std::to_string(a.head_size));
   switch (a.head_size) {
     case 64: return LaunchFlash<64>(plan, a, stream, ctx);
     case 96: return LaunchFlash<96>(plan, a, stream, ctx);

@@ -2,7 +2,7 @@
 // __host__ __device__ functions: which lane holds which query row, position
 // and head dimension in the registers of `mma.sync.m16n8k8` with TF32
 // inputs, and the per-score steps (the score, its mask, the online softmax's
-// rescale). The kernel runs them on the device; tests/cuda_elementwise_test.cc
+// rescale). The kernel runs them on the device; tests/cuda_flash_test.cc
 // walks every lane against the PTX ISA's fragment layout (Ptx* below) and
 // simulates whole launches with them on the CPU. Plain C++17 without CUDA
 // headers when compiled by the host compiler.

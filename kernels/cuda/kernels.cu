@@ -141,9 +141,7 @@ __global__ void RmsnormKernel(float* out, const float* x, const float* weight, i
   GridDependents();  // the product after it may start its weights' prefetch
   extern __shared__ float red[];
   const size_t base = static_cast<size_t>(blockIdx.x) * size;
-  float ss = 0.0f;
-  for (int j = threadIdx.x; j < size; j += blockDim.x) ss += x[base + j] * x[base + j];
-  const float scale = ew::RmsnormScale(BlockReduce<false>(ss, red), size, eps);
+  const float scale = ew::RmsnormScale(RowSumOfSquares(x + base, size, blockDim.x, red), size, eps);
   for (int j = threadIdx.x; j < size; j += blockDim.x) out[base + j] = ew::RmsnormApply(x[base + j], weight[j], scale);
 }
 

@@ -124,6 +124,19 @@ int64_t RowsPrefetchBytes(int64_t row_bytes, int64_t rows, int64_t l2_bytes) {
   return std::min(std::max(share, kRowsPrefetchFloor), row_bytes);
 }
 
+Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_threads, const DeviceLimits& lim) {
+  VERITY_ASSIGN_OR_RETURN(LaunchPlan p, PlanRows(dtype, rows, cols, 1, lim));
+  p.shape += " normed";
+  if (norm_threads < lim.warp_size || norm_threads % lim.warp_size != 0)
+    return PlanError(p, "the norm's threads (" + Str(norm_threads) + ") must be a positive multiple of the warp");
+  p.shared_bytes = (static_cast<size_t>(cols) + norm_threads / lim.warp_size) * sizeof(float);
+  if (p.shared_bytes > lim.max_shared_per_block)
+    return PlanError(p, "the normed row (" + Str(static_cast<int64_t>(p.shared_bytes)) +
+                            " bytes of shared memory) does not fit the block's " +
+                            Str(static_cast<int64_t>(lim.max_shared_per_block)));
+  return Checked(std::move(p), lim);
+}
+
 int64_t RowsLaunchPrefetch(DType dtype, int rows, int cols, int mats, int64_t l2_bytes, bool whole_rows) {
   const int64_t row_bytes = dtype == DType::kQ8_0 ? cols : static_cast<int64_t>(RowBytes(dtype, cols));
   if (!whole_rows) return std::min(row_bytes, kRowsPrefetchFloor);

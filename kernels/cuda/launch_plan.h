@@ -116,6 +116,11 @@ inline constexpr int64_t kElementwiseMaxBlocks = 65535;
 // the kernel, its shape, the value and the limit it exceeds.
 Status Validate(const LaunchPlan& p, const DeviceLimits& lim);
 
+// A decode step's product (T = 1, PlanRows's default form) that normalizes
+// its input first (LaunchRowsNormed, rows.h): shared memory for the normed
+// row and the sum's partials (norm_threads / 32, RmsnormKernel's block:
+// PlanRmsnorm(1, cols)'s); a row that does not fit refused by name.
+Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_threads, const DeviceLimits& lim);
 // out[rows] = W[rows x cols] x[cols]: one warp per row, kMatvecWarps rows per block.
 // q8_0 requires cols % 32 == 0.
 Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim);

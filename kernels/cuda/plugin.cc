@@ -8,7 +8,7 @@ namespace cu = verity::kernels::cuda;
 
 // Its signature is checked against the declaration in cuda_backend.h (which
 // the loader casts to cuda::PluginFn); the name against plugin.map.
-extern "C" void verity_cuda_make_backend_v3(int device,
+extern "C" void verity_cuda_make_backend_v4(int device,
                                             verity::Result<std::unique_ptr<verity::kernels::Backend>>* out) {
   *out = cu::MakeCudaBackend(device);
 }

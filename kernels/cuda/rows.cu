@@ -138,13 +138,18 @@ __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int
 // the last read the last (in bounds) and store nothing. Launched as a
 // dependent launch, the first `prefetch` bytes of its rows are asked of L2
 // while the kernel before (which wrote x and the residual) finishes.
-template <int DT, int NT, int R, int U, int EPI>
-__global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes, int64_t prefetch) {
+// NORM: x is a residual row to normalize first (RowsNorm; T = 1): every
+// block does, into shared memory, after the wait (the kernel before wrote x),
+// and only then may a warp without rows leave (the norm's barriers count
+// every thread).
+template <int DT, int NT, int R, int U, int EPI, bool NORM = false>
+__global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes, int64_t prefetch,
+                           RowsNorm nm) {
   GridDependents();
   const int first =
       static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
-  if (first >= total) return;
+  if (!NORM && first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
   map::StackedRow at[R];
   RowRef w[R];
@@ -163,6 +168,20 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
   PrefetchRows<DT, R>(w, prefetch, lane);
   if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) PrefetchRows<DT, R>(up_w, prefetch, lane);
   GridDependencyWait();
+  if constexpr (NORM) {
+    extern __shared__ float4 normed4[];  // cols floats, then the sum's threads / 32
+    float* normed = reinterpret_cast<float*>(normed4);
+    const float scale = ew::RmsnormScale(RowSumOfSquares(x, cols, nm.threads, normed + cols), cols, nm.eps);
+    const bool writes = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float v = ew::RmsnormApply(x[j], nm.weight[j], scale);
+      normed[j] = v;
+      if (writes) nm.out[j] = v;
+    }
+    __syncthreads();
+    if (first >= total) return;
+    x = normed;
+  }
   float acc[R][NT];
   RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
   float up[R][NT];
@@ -193,13 +212,14 @@ Status LaunchEpilogue(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsT
   const int64_t pf = plan.prefetch_bytes;
   switch (epilogue) {
     case RowsEpilogue::kStore:
-      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T, rb, pf);
+      return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 0>, plan, stream, plan.kernel, ctx, tg, x, cols, T, rb, pf,
+                              RowsNorm{});
     case RowsEpilogue::kAdd:
       return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 1>, plan, stream, plan.kernel + "+add", ctx, tg, x, cols, T, rb,
-                              pf);
+                              pf, RowsNorm{});
     case RowsEpilogue::kSwiGLU:
       return LaunchRowsKernel(RowsKernel<DT, NT, R, U, 2>, plan, stream, plan.kernel + "+swiglu", ctx, tg, x, cols, T,
-                              rb, pf);
+                              rb, pf, RowsNorm{});
   }
   return Status::Error("cuda: " + ctx + ": rows: unknown epilogue");
 }
@@ -220,6 +240,29 @@ Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTarg
   if (r == 4 && u == 4) return LaunchEpilogue<DT, 1, 4, 4>(plan, epilogue, tg, x, cols, T, rb, stream, ctx);
   return Status::Error("cuda: " + ctx + ": rows: no kernel for " + std::to_string(r) + " rows a warp, unroll " +
                        std::to_string(u));
+}
+
+// The normed launch of a decode step's form (R rows a warp, unroll U).
+template <int DT, int R, int U>
+Status LaunchNormedForm(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const RowsNorm& nm,
+                        const float* x, int cols, size_t rb, cudaStream_t stream, const std::string& ctx) {
+  const int64_t pf = plan.prefetch_bytes;
+  if (epilogue == RowsEpilogue::kSwiGLU)
+    return LaunchRowsKernel(RowsKernel<DT, 1, R, U, 2, true>, plan, stream, plan.kernel + "+norm+swiglu", ctx, tg, x,
+                            cols, 1, rb, pf, nm);
+  return LaunchRowsKernel(RowsKernel<DT, 1, R, U, 0, true>, plan, stream, plan.kernel + "+norm", ctx, tg, x, cols, 1,
+                          rb, pf, nm);
+}
+
+// Instances for each dtype's default decode form only (DefaultRowsForm), the
+// form the backend's decode products take.
+template <int DT>
+Status LaunchNormedDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const RowsNorm& nm,
+                         const float* x, int cols, size_t rb, cudaStream_t stream, const std::string& ctx) {
+  constexpr RowsForm f = kRowsForms[DefaultRowsForm(DT == 0 ? DType::kF32 : DT == 1 ? DType::kBF16 : DType::kQ8_0)];
+  if (plan.tile != 1 || plan.rows_per_warp != f.rows_per_warp || plan.unroll != f.unroll)
+    return Status::Error("cuda: " + ctx + ": rows+norm: the plan is not the decode form's (PlanRowsNormed)");
+  return LaunchNormedForm<DT, f.rows_per_warp, f.unroll>(plan, epilogue, tg, nm, x, cols, rb, stream, ctx);
 }
 
 }  // namespace
@@ -258,6 +301,25 @@ Status LaunchRows(const LaunchPlan& plan, DType dtype, float* out, const void* w
   one.w[0] = w;
   one.out[0] = out;
   return LaunchRowsFused(plan, dtype, RowsEpilogue::kStore, one, x, cols, T, stream, ctx);
+}
+
+Status LaunchRowsNormed(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
+                        const RowsNorm& norm, const float* x, int cols, cudaStream_t stream, const std::string& ctx) {
+  if (targets.count < 1 || targets.count > kMaxRowsTargets || epilogue == RowsEpilogue::kAdd ||
+      (epilogue == RowsEpilogue::kSwiGLU && (targets.count != 1 || targets.w[1] == nullptr)))
+    return Status::Error("cuda: " + ctx + ": rows+norm: 1 to 3 targets stored, or one target and its up matrix");
+  if (norm.threads < 32 || norm.threads % 32 != 0 || norm.threads > 1024 ||
+      plan.shared_bytes < (static_cast<size_t>(cols) + norm.threads / 32) * sizeof(float))
+    return Status::Error("cuda: " + ctx + ": rows+norm: the plan's shared memory or the norm's threads (" +
+                         std::to_string(norm.threads) + ") do not fit " + std::to_string(cols) + " columns");
+  const size_t rb = dtype == DType::kQ8_0 ? static_cast<size_t>(cols) : RowBytes(dtype, cols);
+  switch (dtype) {
+    case DType::kF32: return LaunchNormedDType<0>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
+    case DType::kBF16: return LaunchNormedDType<1>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
+    case DType::kQ8_0: return LaunchNormedDType<2>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
+    case DType::kBlock: break;
+  }
+  return Status::Error("cuda: " + ctx + ": rows+norm: unknown dtype");
 }
 
 }  // namespace verity::kernels::cuda

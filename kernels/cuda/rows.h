@@ -36,6 +36,22 @@ enum class RowsEpilogue { kStore = 0, kAdd = 1, kSwiGLU = 2 };
 Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
                        const float* x, int cols, int T, cudaStream_t stream, const std::string& ctx);
 
+// A decode step's RMSNorm in its products' launch (LaunchRowsNormed): x is
+// the residual row; each block normalizes it into shared memory with
+// RmsnormKernel's arithmetic in its order (RowSumOfSquares over `threads`,
+// PlanRmsnorm's block: ReductionThreads of cols; ew::RmsnormApply), and the
+// first block also writes it to `out`, so the products and the state are
+// bit for bit RmsnormRows' and the plain launch's.
+struct RowsNorm {
+  float* out = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+  int threads = 0;
+};
+// One vector (T = 1), epilogue kStore or kSwiGLU; plan: PlanRowsNormed.
+Status LaunchRowsNormed(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogue, const RowsTargets& targets,
+                        const RowsNorm& norm, const float* x, int cols, cudaStream_t stream, const std::string& ctx);
+
 // The same products on tensor cores, for a batched step's rows (mma_rows.cu;
 // plan: PlanRowsMma; opt-in: VERITY_CUDA_BATCH_MMA=1): bf16 or q8_0 weights
 // (q8_layout.h), cols % 32 == 0, every w and x 16-byte aligned. Not LaunchRowsFused's bits: x
