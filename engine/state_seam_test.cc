@@ -96,6 +96,9 @@ void ExpectTransformerAgrees(const Model& m, const std::string& backend, const s
     // whose gate is GeGLU: the separate calls, on a device as on the host).
     EXPECT_EQ(seen->attends(), m.config.n_layers * (2L + 12));
     EXPECT_EQ(seen->fused_products(), m.config.n_layers * (2L + 12) * (m.config.gemma ? 0 : moe ? 1 : 3));
+    // And each norm with the products that read it: the attention's always,
+    // the FFN's where nothing sits between them (not Gemma, not MoE).
+    EXPECT_EQ(seen->normed_products(), m.config.n_layers * (2L + 12) * (m.config.gemma || moe ? 1 : 2));
     EXPECT_EQ(seen->deferred_steps(), defer && !moe ? 12 : 0);
     EXPECT_EQ(seen->flushed_steps(), defer && moe ? 12 : 0) << "routing flushes a MoE step at its first layer";
     // The first step runs, the second is kept, the other 10 replay it (dense).

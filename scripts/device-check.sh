@@ -274,6 +274,13 @@ print(f"{sys.argv[4]}: {a:.1f} / {b:.1f} tok/s = {a / b:.2f}x (target {t:g}x: {'
 EOF
   then summary "$1" ok "$(cat "$work/$1.line")"; else summary "$1" FAIL "a bench it compares did not run"; fi
 }
+# ran NAME FILE PATTERN WHAT: whether an opt-in path's run says it took
+# that path (the backend's closing lines), so an A/B cannot silently
+# measure the default path twice.
+ran() {
+  if grep -qE "$3" "$2" 2>/dev/null; then summary "$1" ok "$4: $(grep -m1 -oE "$3" "$2")"
+  else summary "$1" FAIL "$4: no line matching '$3' in $2"; fi
+}
 # share NAME A.json TARGET WHAT: A's decode traffic as a share of the
 # device's measured read bandwidth, against TARGET (a fraction; a figure,
 # not a verdict: the step fails only without a measured share).
@@ -320,6 +327,8 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
   # A decode step's norms in its products' launches (VERITY_CUDA_NORM_FUSED=1:
   # the same bits, 2 launches a layer fewer; docs/cuda.md), over separate.
   VERITY_CUDA_NORM_FUSED=1 bench synth-1B-norm-fused "$synth" bf16 64
+  ran norm-fused-1B-ran "$work/bench-synth-1B-norm-fused.err" "[1-9][0-9]* norms run in their products' launches" \
+    "the 1B's normed launches"
   ratio norm-fused-1B "$work/bench-synth-1B-norm-fused.json" "$work/bench-synth-1B.json" 1 \
     "1B bf16 decode, norms in the products' launches over separate (predicted ~1.04x)"
   bench synth-1B-q8_0 "$synth" q8_0 64
@@ -350,6 +359,8 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   ratio l2-prefetch-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-2kb-prefetch.json" 1 \
     "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
   VERITY_CUDA_NORM_FUSED=1 bench synth-7B-norm-fused "$synth7" bf16 64
+  ran norm-fused-7B-ran "$work/bench-synth-7B-norm-fused.err" "[1-9][0-9]* norms run in their products' launches" \
+    "the 7B's normed launches"
   ratio norm-fused-7B "$work/bench-synth-7B-norm-fused.json" "$work/bench-synth-7B.json" 1 \
     "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
@@ -378,6 +389,8 @@ EOF
   # no scores in memory; docs/cuda.md, "Prefill attention as flash tiles"),
   # predicted ~1.15x the GEMM attention's prefill (1.0x-1.3x).
   VERITY_CUDA_FLASH_PREFILL=1 prefill7 prefill-7B-flash "7B bf16 prefill of 2048 tokens, flash attention"
+  ran prefill-7B-flash-ran "$work/prefill-7B-flash.err" "[1-9][0-9]* as flash tiles, 0 as GEMMs, 0 tiled" \
+    "the 7B prefill's attention"
   if [[ -s $work/prefill-7B-flash.json && -s $work/prefill-7B.json ]] &&
     python3 - "$work/prefill-7B-flash.json" "$work/prefill-7B.json" >"$work/flash-over-gemm.line" <<'EOF'
 import json, sys

@@ -1291,9 +1291,12 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
 // LaunchRowsNormed): the normed row and every product bit for bit the
 // separate calls' (the Backend:: defaults on the same device: RmsnormRows,
 // then the fused products), q/k/v and gate/up with SwiGLU, for a decode
-// step and a batched step of one row, in bf16 and q8_0, at a narrow width
-// (288: a norm of 288 threads, fewer than a rows block's 8 warps hold) and
-// the 1B's and 7B's (1024 threads: four virtual threads a real one).
+// step and a batched step of one row, in bf16 and q8_0, at narrow widths
+// (128: a norm of 4 warps, fewer than a rows block's 8; 288: 9 warps) and
+// the 1B's and 7B's (1024 threads: 32 warps, 4 for each real one), with
+// row counts that leave the last block's warps idle after the norm's
+// barriers. Then a synthetic model's decode steps, recorded ones included,
+// give the same logits with the switch and without.
 TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
   REQUIRE_DEVICE();
   const ScopedEnv fused("VERITY_CUDA_NORM_FUSED", "1");
@@ -1303,8 +1306,8 @@ TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
   auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
   int checked = 0;
   for (kernels::DType t : {kernels::DType::kBF16, kernels::DType::kQ8_0})
-    for (int dim : {288, 2048, 4096}) {
-      const int kv = 64, ffn = 512;
+    for (int dim : {128, 288, 2048, 4096}) {
+      const int kv = 65, ffn = 524;  // dim + 130 and 524 stacked rows: the last block's warps partly idle
       const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim);
       const std::vector<float> weight = Random(static_cast<size_t>(dim), 7);
       for (bool independent : {false, true}) {
@@ -1339,6 +1342,20 @@ TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
   EXPECT_NE(said.find("verity: cuda: " + std::to_string(2 * checked) + " norms run in their products' launches"),
             std::string::npos)
       << "every fused call above ran normed: " << said;
+  const std::unique_ptr<Model> model = SynthMmaShaped(kernels::DType::kBF16, "normed");
+  ASSERT_TRUE(model);
+  const int V = model->config.vocab_size, steps = 12;
+  std::vector<float> logits[2];
+  for (int on : {0, 1}) {
+    const ScopedEnv e("VERITY_CUDA_NORM_FUSED", on ? "1" : "0");
+    Transformer gpu(*model, kernels::MakeBackend("cuda").value());
+    for (int p = 0; p < steps; p++) {
+      const float* l = gpu.Forward(static_cast<int>((5 + 31 * p) % V), p);
+      logits[on].insert(logits[on].end(), l, l + V);
+    }
+    ASSERT_TRUE(gpu.status().ok()) << gpu.status().message();
+  }
+  EXPECT_EQ(logits[0], logits[1]) << "a decode step's logits with its norms in the products' launches and without";
 }
 
 // The flash-style prefill attention (flash_attention.cu, VERITY_CUDA_FLASH_PREFILL=1):

@@ -42,13 +42,14 @@ class OffHostBackend final : public kernels::Backend {
   long misplaced() const { return misplaced_; }
   const std::string& first_misplaced() const { return first_misplaced_; }
   long downloads() const { return downloads_; }
-  long argmaxes() const { return argmaxes_; }              // greedy picks made on the backend
-  long rope_blocks() const { return blocks_; }             // RopeBlock calls: the block path was taken
-  long deferred_steps() const { return deferred_steps_; }  // steps whose calls all ran at EndDecodeStep
-  long flushed_steps() const { return flushed_steps_; }    // steps a host-bound call flushed early
-  long replayed_steps() const { return replayed_steps_; }  // deferred steps that replayed a kept one
-  long attends() const { return attends_; }                // AttendBlock and AttendRows calls
-  long fused_products() const { return fused_products_; }  // MatmulSwiGLU and MatmulAddInPlace calls
+  long argmaxes() const { return argmaxes_; }                // greedy picks made on the backend
+  long rope_blocks() const { return blocks_; }               // RopeBlock calls: the block path was taken
+  long deferred_steps() const { return deferred_steps_; }    // steps whose calls all ran at EndDecodeStep
+  long flushed_steps() const { return flushed_steps_; }      // steps a host-bound call flushed early
+  long replayed_steps() const { return replayed_steps_; }    // deferred steps that replayed a kept one
+  long attends() const { return attends_; }                  // AttendBlock and AttendRows calls
+  long fused_products() const { return fused_products_; }    // MatmulSwiGLU and MatmulAddInPlace calls
+  long normed_products() const { return normed_products_; }  // NormMatmulShared and NormMatmulSwiGLU calls
 
   // The fused calls are counted (a device fuses them: an engine that stopped
   // making them would cost it launches) and made as the defaults make them,
@@ -57,6 +58,16 @@ class OffHostBackend final : public kernels::Backend {
                     const MatmulTarget& up) override {
     fused_products_++;
     Backend::MatmulSwiGLU(x, n, independent, gate, up);
+  }
+  void NormMatmulShared(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget* targets,
+                        int count) override {
+    normed_products_++;
+    Backend::NormMatmulShared(norm, n, independent, targets, count);
+  }
+  void NormMatmulSwiGLU(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget& gate,
+                        const MatmulTarget& up) override {
+    normed_products_++;
+    Backend::NormMatmulSwiGLU(norm, n, independent, gate, up);
   }
   void MatmulAddInPlace(float* x, float* scratch, const float* h, const kernels::Weights& w, int n,
                         bool independent) override {
@@ -373,7 +384,7 @@ class OffHostBackend final : public kernels::Backend {
   std::set<std::vector<int64_t>> seen_;
   bool deferred_ = false;  // a kept call is running: it reads the step's position and token
   int step_token_ = 0, step_pos_ = 0;
-  long attends_ = 0, fused_products_ = 0;
+  long attends_ = 0, fused_products_ = 0, normed_products_ = 0;
   long deferred_steps_ = 0, flushed_steps_ = 0, replayed_steps_ = 0;
   long misplaced_ = 0, downloads_ = 0, blocks_ = 0, argmaxes_ = 0;
   std::string first_misplaced_;

@@ -183,8 +183,9 @@ class CudaBackend final : public Backend {
     if (flash_blocks_ + gemm_blocks_ + tiled_blocks_ > 0)
       std::fprintf(stderr, "verity: cuda: prompt blocks' attention: %ld as flash tiles, %ld as GEMMs, %ld tiled\n",
                    flash_blocks_, gemm_blocks_, tiled_blocks_);
-    if (normed_launches_ > 0)
-      std::fprintf(stderr, "verity: cuda: %ld norms run in their products' launches\n", normed_launches_);
+    if (normed_calls_ > 0)
+      std::fprintf(stderr, "verity: cuda: %ld norms run in their products' launches (recorded steps' included)\n",
+                   normed_calls_);
     steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
@@ -769,6 +770,7 @@ class CudaBackend final : public Backend {
     double bytes = 12.0 * norm.dim;  // x and the norm's weight read, the normed row written
     for (const MatmulTarget& m : t) bytes += ProductBytes(*m.w, 1);
     const Weights& w0 = *t[0].w;
+    normed_calls_++;  // the engine's call, whether it runs now, is kept, or replays in a recorded step
     Issue(
         sig.data(), sig.size(), outs, [=, this] { return FusedNormedImpl(norm, t, epi); },
         [=, this] { return MatmulCtx(w0, 1) + " normed" + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
@@ -777,17 +779,22 @@ class CudaBackend final : public Backend {
     const Weights& w0 = *t[0].w;
     RowsTargets tg;
     tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
+    bool vectorized = true;
     for (size_t i = 0; i < t.size(); i++) {
       VERITY_ASSIGN_OR_RETURN(tg.w[i], copies_.Weights(*t[i].w));
       // The state (norm.out) is 16-byte aligned, as every buffer AllocateState hands out.
-      if (!VectorizedRows(w0.dtype, tg.w[i], norm.out, w0.cols))
-        return Status::Error("cuda: rows+norm: a weight matrix's device copy is not 16-byte aligned");
+      vectorized = vectorized && VectorizedRows(w0.dtype, tg.w[i], norm.out, w0.cols);
       tg.out[i] = t[i].out;
     }
     for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
     VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(norm.weight, norm.dim, "rmsnorm weight"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* norm_plan, Plan({kPlanRmsnorm, 0, 1, norm.dim, 0, 0},
                                                               [&] { return PlanRmsnorm(1, norm.dim, limits_); }));
+    if (!vectorized) {  // an unaligned copy: the calls the launch stands for
+      VERITY_RETURN_IF_ERROR(
+          LaunchRmsnorm(*norm_plan, norm.out, norm.x, dw, 1, norm.dim, norm.eps, stream_, "rmsnorm"));
+      return FusedSeparately(norm.out, 1, t, epi, nullptr, false);
+    }
     const RowsNorm nm{norm.out, dw, norm.eps, static_cast<int>(norm_plan->block.x)};
     const int stacked = tg.begin[tg.count], mats = epi == RowsEpilogue::kSwiGLU ? 2 : 1;
     VERITY_ASSIGN_OR_RETURN(
@@ -797,7 +804,6 @@ class CudaBackend final : public Backend {
               PlanRowsNormed(w0.dtype, stacked, w0.cols, nm.threads, limits_),
               RowsLaunchPrefetch(w0.dtype, stacked, w0.cols, mats, limits_.l2_bytes, env::CudaL2Prefetch()));
         }));
-    normed_launches_++;
     return LaunchRowsNormed(*plan, w0.dtype, epi, tg, nm, norm.x, w0.cols, stream_, "rows_normed");
   }
   // Whether a batched step's product of w goes to the tensor cores
@@ -1322,7 +1328,7 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;                  // the kept calls run under a stream capture (RunUnderCapture)
   std::unique_ptr<KernelProfile> profile_;  // VERITY_CUDA_PROFILE=1: device time per kind of call
   long flash_blocks_ = 0, gemm_blocks_ = 0, tiled_blocks_ = 0;  // prompt blocks' attention, by path
-  long normed_launches_ = 0;                                    // products that ran their norm (NORM_FUSED)
+  long normed_calls_ = 0;                         // norm-and-products calls taken as one launch (NORM_FUSED)
   const bool norm_fused_ = env::CudaNormFused();  // VERITY_CUDA_NORM_FUSED=1: a decode step's norms in its products
   const bool flash_prefill_ = env::CudaFlashPrefill();  // VERITY_CUDA_FLASH_PREFILL=1: flash-style prefill attention
   const bool batch_mma_ = env::CudaBatchMma();          // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
