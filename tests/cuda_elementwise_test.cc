@@ -24,6 +24,7 @@
 #include "kernels/cuda/mma_map.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/work_map.h"
+#include "tests/mma_spec.h"
 #include "kernels/kernels.h"
 
 namespace verity::kernels::cuda {
@@ -491,35 +492,19 @@ TEST(CudaElementwise, MoeTopKMatchesTheEngineRouting) {
 
 // ---- The tensor-core rows kernel (mma_rows.cu, mma_map.h) on the CPU.
 
-// One mma.m16n8k16 as the PTX ISA specifies it, on each lane's registers
-// (element e of A, B, C as the Ptx* layout places it): D = A B + C, the sum
-// of each (row, vector) over k in double, rounded to f32 (the tensor core's
-// own order and rounding are not specified; the device tests bound them).
-// `a[lane][e]`, `b[lane][e]` hold values; `d[lane][e]` is updated.
+// One mma.m16n8k16 as the PTX ISA specifies it (mma_spec.h), element e of
+// A, B, C where mma_map.h's Ptx* layout places it. `a[lane][e]`,
+// `b[lane][e]` hold values; `d[lane][e]` is updated.
+struct Bf16Layout {
+  static int ARow(int lane, int e) { return mma::PtxARow(lane, e); }
+  static int ACol(int lane, int e) { return mma::PtxACol(lane, e); }
+  static int BRow(int lane, int e) { return mma::PtxBRow(lane, e); }
+  static int BCol(int lane) { return mma::PtxBCol(lane); }
+  static int CRow(int lane, int e) { return mma::PtxCRow(lane, e); }
+  static int CCol(int lane, int e) { return mma::PtxCCol(lane, e); }
+};
 void MmaAsSpecified(const float (&a)[32][8], const float (&b)[32][4], float (&d)[32][4]) {
-  double A[16][16] = {}, B[16][8] = {};
-  int seen_a[16][16] = {}, seen_b[16][8] = {};
-  for (int lane = 0; lane < 32; lane++) {
-    for (int e = 0; e < 8; e++) {
-      A[mma::PtxARow(lane, e)][mma::PtxACol(lane, e)] = a[lane][e];
-      seen_a[mma::PtxARow(lane, e)][mma::PtxACol(lane, e)]++;
-    }
-    for (int e = 0; e < 4; e++) {
-      B[mma::PtxBRow(lane, e)][mma::PtxBCol(lane)] = b[lane][e];
-      seen_b[mma::PtxBRow(lane, e)][mma::PtxBCol(lane)]++;
-    }
-  }
-  for (int i = 0; i < 16; i++)
-    for (int k = 0; k < 16; k++) ASSERT_EQ(seen_a[i][k], 1) << "A element (" << i << ", " << k << ")";
-  for (int k = 0; k < 16; k++)
-    for (int j = 0; j < 8; j++) ASSERT_EQ(seen_b[k][j], 1) << "B element (" << k << ", " << j << ")";
-  for (int lane = 0; lane < 32; lane++)
-    for (int e = 0; e < 4; e++) {
-      const int i = mma::PtxCRow(lane, e), j = mma::PtxCCol(lane, e);
-      double sum = d[lane][e];
-      for (int k = 0; k < 16; k++) sum += A[i][k] * B[k][j];
-      d[lane][e] = static_cast<float>(sum);
-    }
+  test::MmaAsSpecified<16, 8, 16, 8, 4, Bf16Layout>(a, b, d);
 }
 
 // The kernel's registers hold what the spec says they must: in each product

@@ -19,6 +19,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_map.h"
 #include "kernels/kernels.h"
+#include "tests/mma_spec.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -35,34 +36,18 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
 template <int N>
 using Regs = float[32][N];
 
-// D = A B + D for one m16n8k8 TF32 product as the ISA places its elements
-// (Ptx*): each element's sum over k in double, rounded to f32 (the tensor
-// core's own order is not specified; the device test bounds it). Every
-// element of A and B is held by exactly one (lane, register).
+// One m16n8k8 TF32 product as the PTX ISA specifies it (mma_spec.h),
+// element e of A, B, C where flash_map.h's Ptx* layout places it.
+struct Tf32Layout {
+  static int ARow(int lane, int e) { return flash::PtxARow(lane, e); }
+  static int ACol(int lane, int e) { return flash::PtxACol(lane, e); }
+  static int BRow(int lane, int e) { return flash::PtxBRow(lane, e); }
+  static int BCol(int lane) { return flash::PtxBCol(lane); }
+  static int CRow(int lane, int e) { return flash::PtxCRow(lane, e); }
+  static int CCol(int lane, int e) { return flash::PtxCCol(lane, e); }
+};
 void MmaTf32AsSpecified(const Regs<4>& a, const Regs<2>& b, Regs<4>& d) {
-  double A[16][8] = {}, B[8][8] = {};
-  int seen_a[16][8] = {}, seen_b[8][8] = {};
-  for (int lane = 0; lane < 32; lane++) {
-    for (int e = 0; e < 4; e++) {
-      A[flash::PtxARow(lane, e)][flash::PtxACol(lane, e)] = a[lane][e];
-      seen_a[flash::PtxARow(lane, e)][flash::PtxACol(lane, e)]++;
-    }
-    for (int e = 0; e < 2; e++) {
-      B[flash::PtxBRow(lane, e)][flash::PtxBCol(lane)] = b[lane][e];
-      seen_b[flash::PtxBRow(lane, e)][flash::PtxBCol(lane)]++;
-    }
-  }
-  for (int i = 0; i < 16; i++)
-    for (int k = 0; k < 8; k++) ASSERT_EQ(seen_a[i][k], 1) << "A element (" << i << ", " << k << ")";
-  for (int k = 0; k < 8; k++)
-    for (int j = 0; j < 8; j++) ASSERT_EQ(seen_b[k][j], 1) << "B element (" << k << ", " << j << ")";
-  for (int lane = 0; lane < 32; lane++)
-    for (int e = 0; e < 4; e++) {
-      const int i = flash::PtxCRow(lane, e), j = flash::PtxCCol(lane, e);
-      double sum = d[lane][e];
-      for (int k = 0; k < 8; k++) sum += A[i][k] * B[k][j];
-      d[lane][e] = static_cast<float>(sum);
-    }
+  test::MmaAsSpecified<16, 8, 8, 4, 2, Tf32Layout>(a, b, d);
 }
 
 // The kernel's registers are the ISA's, and the scores' C registers reused
