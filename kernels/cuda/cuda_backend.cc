@@ -726,18 +726,28 @@ class CudaBackend final : public Backend {
   static const char* FusedName(RowsEpilogue epi) {
     return epi == RowsEpilogue::kSwiGLU ? " fused swiglu" : epi == RowsEpilogue::kAdd ? " fused add" : " fused";
   }
+  // The targets of one rows launch (SwiGLU: the gate's rows, the up matrix
+  // read beside them) with their device copies; *vectorized: whether every
+  // copy and x take the 16-byte kernel (VectorizedRows).
+  Status StackTargets(const std::vector<MatmulTarget>& t, RowsEpilogue epi, const float* x, RowsTargets* tg,
+                      bool* vectorized) {
+    const Weights& w0 = *t[0].w;
+    tg->count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
+    *vectorized = true;
+    for (size_t i = 0; i < t.size(); i++) {
+      VERITY_ASSIGN_OR_RETURN(tg->w[i], copies_.Weights(*t[i].w));
+      *vectorized = *vectorized && VectorizedRows(w0.dtype, tg->w[i], x, w0.cols);
+      tg->out[i] = t[i].out;
+    }
+    for (int i = 0; i < tg->count; i++) tg->begin[i + 1] = tg->begin[i] + t[i].w->rows;
+    return OkStatus();
+  }
   Status FusedImpl(const float* x, int n, const std::vector<MatmulTarget>& t, RowsEpilogue epi, float* scratch,
                    bool rows) {
     const Weights& w0 = *t[0].w;
     RowsTargets tg;
-    tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
     bool vectorized = true;
-    for (size_t i = 0; i < t.size(); i++) {
-      VERITY_ASSIGN_OR_RETURN(tg.w[i], copies_.Weights(*t[i].w));
-      vectorized = vectorized && VectorizedRows(w0.dtype, tg.w[i], x, w0.cols);
-      tg.out[i] = t[i].out;
-    }
-    for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
+    VERITY_RETURN_IF_ERROR(StackTargets(t, epi, x, &tg, &vectorized));
     if (!vectorized) return FusedSeparately(x, n, t, epi, scratch, rows);
     const int stacked = tg.begin[tg.count];
     if (rows && MmaRows(w0)) {
@@ -778,15 +788,10 @@ class CudaBackend final : public Backend {
   Status FusedNormedImpl(const RowsNormArgs& norm, const std::vector<MatmulTarget>& t, RowsEpilogue epi) {
     const Weights& w0 = *t[0].w;
     RowsTargets tg;
-    tg.count = epi == RowsEpilogue::kSwiGLU ? 1 : static_cast<int>(t.size());
     bool vectorized = true;
-    for (size_t i = 0; i < t.size(); i++) {
-      VERITY_ASSIGN_OR_RETURN(tg.w[i], copies_.Weights(*t[i].w));
-      // The state (norm.out) is 16-byte aligned, as every buffer AllocateState hands out.
-      vectorized = vectorized && VectorizedRows(w0.dtype, tg.w[i], norm.out, w0.cols);
-      tg.out[i] = t[i].out;
-    }
-    for (int i = 0; i < tg.count; i++) tg.begin[i + 1] = tg.begin[i] + t[i].w->rows;
+    // The products read the normed row from shared memory; norm.out (state,
+    // 16-byte aligned as AllocateState hands out) stands for x's alignment.
+    VERITY_RETURN_IF_ERROR(StackTargets(t, epi, norm.out, &tg, &vectorized));
     VERITY_ASSIGN_OR_RETURN(const float* dw, copies_.Floats(norm.weight, norm.dim, "rmsnorm weight"));
     VERITY_ASSIGN_OR_RETURN(const LaunchPlan* norm_plan, Plan({kPlanRmsnorm, 0, 1, norm.dim, 0, 0},
                                                               [&] { return PlanRmsnorm(1, norm.dim, limits_); }));
