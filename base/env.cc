@@ -72,6 +72,7 @@ bool CudaProfile() { return Get("VERITY_CUDA_PROFILE") == "1"; }
 bool CudaNormFused() { return Get("VERITY_CUDA_NORM_FUSED") == "1"; }
 bool CudaFlashPrefill() { return Get("VERITY_CUDA_FLASH_PREFILL") == "1"; }
 bool CudaBatchMma() { return Get("VERITY_CUDA_BATCH_MMA") == "1"; }
+bool CudaQ8Int16() { return Get("VERITY_CUDA_Q8_INT16") == "1"; }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }
 std::string StreamPrefetch() { return Get("VERITY_STREAM_PREFETCH"); }
 

@@ -105,6 +105,12 @@ bool CudaNormFused();
 // it replaces, but its own order of sums: other bits. Default: off until a
 // device has run it.
 bool CudaFlashPrefill();
+// VERITY_CUDA_Q8_INT16: "1" multiplies a decode step's q8_0 products (one
+// sequence's, not a batched step's) with x quantized to int16 per 32
+// columns, the CPU fast kernel's arithmetic (kernels/cuda/q8_int.h): its
+// bits, where the default multiplies with f32 x. Default: off until a
+// device has run it.
+bool CudaQ8Int16();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

@@ -37,7 +37,7 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
-tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_checks_test)
+tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_q8_int_test cuda_checks_test)
 base_rev=ffdbf3c  # the scored change's base (step 6a): session 20's first H200 build
 start=$SECONDS
 steps=0 failed=0
@@ -114,7 +114,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 export VERITY_SOURCE_DIR=$root
 
 # 1. Unit tests: the CPU ones, and the GPU ones (none may skip: a skip means no device).
-for t in cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_checks_test; do
+for t in cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_q8_int_test cuda_checks_test; do
   (cd "$root" && "$tdir/$t" >"$work/$t.log" 2>&1) && summary "$t" ok "$(grep -cE '^\[       OK \]' "$work/$t.log") passed" ||
     { tail -20 "$work/$t.log"; summary "$t" FAIL "see $work/$t.log"; }
 done
@@ -131,7 +131,7 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
   TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode
   TheProfileSetsEachMatrixsUploadApart FlashPrefillAttentionMatchesTheReference
-  NormedProductsGiveTheSeparateCallsBits)
+  NormedProductsGiveTheSeparateCallsBits Q8IntRowsGiveTheFastKernelsBits)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -188,6 +188,16 @@ for dt in f32 bf16 q8_0; do
   [[ $line == *verdict=PASS* ]] && summary "parity-$dt" ok "$line" ||
     { tail -15 "$work/parity-$dt.log"; summary "parity-$dt" FAIL "${line:-no summary line}"; }
 done
+
+# 2a. q8_0 with its decode products on int16 x (VERITY_CUDA_Q8_INT16=1: the
+# CPU fast kernel's arithmetic, kernels/cuda/q8_int.h) against the reference
+# on the same q8_0 weights, whose f32 x it does not share: the parity the
+# CPU fast backend passes (docs/dtypes.md).
+if VERITY_CUDA_Q8_INT16=1 "$bin" parity --model "$m" --backend cuda --dtype q8_0 --reference-dtype same \
+    >"$work/parity-q8_0-int16.log" 2>&1; then :; fi
+line=$(grep -E '^parity: worst_top1=' "$work/parity-q8_0-int16.log" | tail -1 || true)
+[[ $line == *verdict=PASS* ]] && summary parity-q8_0-int16 ok "$line" ||
+  { tail -15 "$work/parity-q8_0-int16.log"; summary parity-q8_0-int16 FAIL "${line:-no summary line}"; }
 
 # 2b. llama.cpp's Q4_K_M pair (Q4_K and Q6_K blocks, read where they lie:
 # kernels/cuda/block_rows.h) against the reference on the same blocks, on a
@@ -365,6 +375,16 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
     "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
+  # The decode products on int16 x (VERITY_CUDA_Q8_INT16=1: dp2a, half an
+  # instruction a weight; docs/cuda.md, "q8_0 on int16 x"), predicted
+  # ~1.35x the f32-x kernel's decode (1.0x-1.6x), against the same target.
+  VERITY_CUDA_Q8_INT16=1 bench synth-7B-q8_0-int16 "$synth7" q8_0 64
+  ran q8-int16-7B-ran "$work/bench-synth-7B-q8_0-int16.err" "[1-9][0-9]* q8_0 product launches on int16 x" \
+    "the 7B's int16-x launches"
+  ratio q8-int16-7B "$work/bench-synth-7B-q8_0-int16.json" "$work/bench-synth-7B-q8_0.json" 1 \
+    "7B q8_0 decode, int16 x over f32 x (predicted ~1.35x)"
+  ratio q8_0-int16-over-bf16-7B "$work/bench-synth-7B-q8_0-int16.json" "$work/bench-synth-7B.json" 1.75 \
+    "7B decode, q8_0 on int16 x over bf16"
   # prefill7 NAME WHAT: this build's 2048-token bf16 prefill (the
   # environment as the caller sets it) against the measured tensor cores.
   prefill7() {

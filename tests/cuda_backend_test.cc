@@ -18,7 +18,9 @@
 
 #include "engine/engine.h"
 #include "engine/slots.h"
+#include "tests/random_values.h"
 #include "kernels/cpu/backends.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
 #include "tests/test_util.h"
 
@@ -189,13 +191,7 @@ struct Dev {
   }
 };
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 const cu::DeviceLimits kLim;
 
@@ -1356,6 +1352,101 @@ TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
     ASSERT_TRUE(gpu.status().ok()) << gpu.status().message();
   }
   EXPECT_EQ(logits[0], logits[1]) << "a decode step's logits with its norms in the products' launches and without";
+}
+
+// A decode step's q8_0 products on int16 x (VERITY_CUDA_Q8_INT16=1,
+// kernels/cuda/q8_int.h): each is simd::MatVecQ8_0's bits, x quantized on
+// the device as simd::QuantizeX does, at widths with and without blocks
+// past the last group of 8 (288, 800), 130 rows (a block's warps partly
+// idle), and x holding a NaN (every product NaN, as on the CPU); the fused
+// forms (q/k/v, SwiGLU, the residual add, the normed launches) give the
+// separate calls' bits; a batched step's rows keep the f32-x kernel's bits
+// (the switch off); the backend's closing line counts the launches.
+TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
+  REQUIRE_DEVICE();
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 4);
+    return b;
+  };
+  const ScopedEnv normed("VERITY_CUDA_NORM_FUSED", "1");
+  std::unique_ptr<kernels::Backend> off;
+  {
+    const ScopedEnv e("VERITY_CUDA_Q8_INT16", "0");
+    off = kernels::MakeBackend("cuda").value();
+  }
+  const ScopedEnv on("VERITY_CUDA_Q8_INT16", "1");
+  auto k = kernels::MakeBackend("cuda").value();
+  using Target = kernels::Backend::MatmulTarget;
+  long products = 0;
+  for (int cols : {288, 800, 2048, 4096, 11008}) {
+    const int rows = 130;
+    const Encoded w(kernels::DType::kQ8_0, rows, cols);
+    for (bool nan : {false, true}) {
+      std::vector<float> x = Random(static_cast<size_t>(cols), cols, 1.5f);
+      if (nan) x[static_cast<size_t>(cols) / 2] = NAN;
+      kernels::simd::QuantizedX xq;
+      kernels::simd::QuantizeX(x.data(), cols, &xq);
+      std::vector<float> want(rows);
+      kernels::simd::MatVecQ8_0(w.host.data(), xq, want.data(), 0, rows);
+      auto dx = k->AllocateState(static_cast<size_t>(cols)), out = k->AllocateState(rows);
+      k->Upload(dx->data(), x.data(), x.size());
+      k->Matmul(out->data(), dx->data(), w.w);
+      EXPECT_EQ(bits(Downloaded(*k, *out)), bits(want))
+          << cols << " columns" << (nan ? ", x holding a NaN" : "") << ": simd::MatVecQ8_0's bits";
+      products += rows;
+      // A batched step of one row: the f32-x kernel, as with the switch off.
+      auto dx0 = off->AllocateState(static_cast<size_t>(cols)), out0 = off->AllocateState(rows);
+      off->Upload(dx0->data(), x.data(), x.size());
+      off->MatmulRows(out0->data(), dx0->data(), w.w, 1);
+      k->MatmulRows(out->data(), dx->data(), w.w, 1);
+      EXPECT_EQ(bits(Downloaded(*k, *out)), bits(Downloaded(*off, *out0))) << cols << ": a batched step's row";
+    }
+  }
+  auto state = [&](size_t floats, uint32_t seed) { return RandomState(*k, floats, seed); };
+  auto get = [&](kernels::StateBuffer& s) { return Downloaded(*k, s); };
+  for (auto [dim, ffn] : {std::pair{288, 768}, {2048, 5632}, {4096, 11008}}) {
+    const kernels::DType t = kernels::DType::kQ8_0;
+    const int kv = 65;
+    const Encoded wq(t, dim, dim), wk(t, kv, dim), wv(t, kv, dim), w1(t, ffn, dim), w3(t, ffn, dim), w2(t, dim, ffn);
+    const std::vector<float> weight = Random(static_cast<size_t>(dim), 7);
+    const std::string what = "q8_0 int16 x, dim " + std::to_string(dim);
+    auto x = state(dim, 1), h = state(ffn, 2), xb = state(dim, 3), xb2 = state(dim, 3);
+    auto a = state(dim, 4), b = state(kv, 5), c = state(kv, 6), a2 = state(dim, 4), b2 = state(kv, 5),
+         c2 = state(kv, 6);
+    const Target sep[] = {{a->data(), &wq.w}, {b->data(), &wk.w}, {c->data(), &wv.w}};
+    const Target one[] = {{a2->data(), &wq.w}, {b2->data(), &wk.w}, {c2->data(), &wv.w}};
+    k->Backend::MatmulShared(x->data(), 1, sep, 3);
+    k->MatmulShared(x->data(), 1, one, 3);
+    EXPECT_EQ(get(*a), get(*a2)) << what << ": q of q/k/v in one launch";
+    EXPECT_EQ(get(*c), get(*c2)) << what << ": v of q/k/v in one launch";
+    auto g = state(ffn, 8), u = state(ffn, 9), g2 = state(ffn, 8), u2 = state(ffn, 9);
+    k->Backend::MatmulSwiGLU(x->data(), 1, false, {g->data(), &w1.w}, {u->data(), &w3.w});
+    k->MatmulSwiGLU(x->data(), 1, false, {g2->data(), &w1.w}, {u2->data(), &w3.w});
+    EXPECT_EQ(get(*g), get(*g2)) << what << ": gate/up with SwiGLU";
+    auto r = state(dim, 10), r2 = state(dim, 10), scratch = state(dim, 11);
+    k->Backend::MatmulAddInPlace(r->data(), scratch->data(), h->data(), w2.w, 1, false);
+    k->MatmulAddInPlace(r2->data(), scratch->data(), h->data(), w2.w, 1, false);
+    EXPECT_EQ(get(*r), get(*r2)) << what << ": down with its residual add";
+    k->Backend::NormMatmulShared({xb->data(), x->data(), weight.data(), dim, 1e-5f}, 1, false, sep, 3);
+    k->NormMatmulShared({xb2->data(), x->data(), weight.data(), dim, 1e-5f}, 1, false, one, 3);
+    EXPECT_EQ(get(*xb), get(*xb2)) << what << ": the normed row";
+    EXPECT_EQ(get(*a), get(*a2)) << what << ": q of the normed launch";
+    EXPECT_EQ(get(*b), get(*b2)) << what << ": k of the normed launch";
+    k->Backend::NormMatmulSwiGLU({xb->data(), x->data(), weight.data(), dim, 1e-6f}, 1, false, {g->data(), &w1.w},
+                                 {u->data(), &w3.w});
+    k->NormMatmulSwiGLU({xb2->data(), x->data(), weight.data(), dim, 1e-6f}, 1, false, {g2->data(), &w1.w},
+                        {u2->data(), &w3.w});
+    EXPECT_EQ(get(*g), get(*g2)) << what << ": gate/up with SwiGLU of the normed launch";
+  }
+  ASSERT_TRUE(k->status().ok()) << k->status().message();
+  ASSERT_TRUE(off->status().ok()) << off->status().message();
+  std::printf("cuda device: %ld q8_0 decode products on int16 x were simd::MatVecQ8_0's bits\n", products);
+  testing::internal::CaptureStderr();
+  k.reset();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("q8_0 product launches on int16 x"), std::string::npos) << said;
+  off.reset();
 }
 
 // The flash-style prefill attention (flash_attention.cu, VERITY_CUDA_FLASH_PREFILL=1):

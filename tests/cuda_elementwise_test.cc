@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/random_values.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/simd.h"
 #include "base/half.h"
@@ -36,13 +37,7 @@ uint32_t Bits(float f) {
   return b;
 }
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 TEST(CudaElementwise, BF16ConversionsMatchTheCpuBitForBit) {
   int checked = 0;

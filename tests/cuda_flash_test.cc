@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/random_values.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_map.h"
@@ -24,13 +25,7 @@
 namespace verity::kernels::cuda {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 // Registers of one warp: [lane][register].
 template <int N>

@@ -40,6 +40,7 @@
 #include "kernels/cuda/kquant_layout.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/model_copies.h"
+#include "kernels/cuda/q8_int.h"
 #include "kernels/cuda/rope_cache.h"
 #include "kernels/cuda/rows.h"
 #include "kernels/cuda/step_recorder.h"
@@ -73,6 +74,7 @@ enum PlanKind {
   kPlanRows,
   kPlanRowsMma,
   kPlanRowsNormed,
+  kPlanRowsQ8Int,
   kPlanRmsnorm,
   kPlanRope,
   kPlanAttention,
@@ -186,6 +188,10 @@ class CudaBackend final : public Backend {
     if (normed_calls_ > 0)
       std::fprintf(stderr, "verity: cuda: %ld norms run in their products' launches (recorded steps' included)\n",
                    normed_calls_);
+    if (q8_int_launches_ > 0)
+      std::fprintf(stderr,
+                   "verity: cuda: %ld q8_0 product launches on int16 x (a recorded step's once, when recorded)\n",
+                   q8_int_launches_);
     steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
@@ -755,9 +761,28 @@ class CudaBackend final : public Backend {
                               MmaPlan(w0.dtype, stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU));
       return LaunchRowsMma(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows_mma");
     }
-    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan,
-                            RowsPlan(w0.dtype, stacked, w0.cols, n, epi == RowsEpilogue::kSwiGLU ? 2 : 1));
+    const int mats = epi == RowsEpilogue::kSwiGLU ? 2 : 1;
+    if (!rows && n == 1 && Q8Int(w0, 0)) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Q8IntPlan(stacked, w0.cols, 0, mats));
+      q8_int_launches_++;
+      return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, 1, stream_, "rows_int16x");
+    }
+    VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, RowsPlan(w0.dtype, stacked, w0.cols, n, mats));
     return LaunchRowsFused(*plan, w0.dtype, epi, tg, x, w0.cols, n, stream_, "rows");
+  }
+  // Whether a decode step's product of w multiplies int16 x (VERITY_CUDA_Q8_INT16=1;
+  // q8_0, and x's quants fit a block's shared memory, after the normed row
+  // of a normed launch: norm_threads > 0).
+  bool Q8Int(const Weights& w, int norm_threads) const {
+    if (!q8_int16_ || w.dtype != DType::kQ8_0 || w.cols % q8i::kBlock != 0) return false;
+    const int bytes = (norm_threads > 0 ? q8i::AfterNorm(w.cols, norm_threads) : 0) + q8i::SharedBytes(w.cols);
+    return static_cast<size_t>(bytes) <= limits_.max_shared_per_block;
+  }
+  Result<const LaunchPlan*> Q8IntPlan(int rows, int cols, int norm_threads, int mats) {
+    return Plan({kPlanRowsQ8Int, 0, rows, cols, norm_threads, mats}, [&] {
+      return Dependent(PlanRowsQ8Int(rows, cols, norm_threads, limits_),
+                       RowsLaunchPrefetch(DType::kQ8_0, rows, cols, mats, limits_.l2_bytes, env::CudaL2Prefetch()));
+    });
   }
   // Whether a norm and its products can be one rows launch: switched on, one
   // vector (not a batched step's tensor-core rows), the rows kernel's
@@ -802,6 +827,11 @@ class CudaBackend final : public Backend {
     }
     const RowsNorm nm{norm.out, dw, norm.eps, static_cast<int>(norm_plan->block.x)};
     const int stacked = tg.begin[tg.count], mats = epi == RowsEpilogue::kSwiGLU ? 2 : 1;
+    if (Q8Int(w0, nm.threads)) {
+      VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Q8IntPlan(stacked, w0.cols, nm.threads, mats));
+      q8_int_launches_++;
+      return LaunchRowsNormed(*plan, w0.dtype, epi, tg, nm, norm.x, w0.cols, stream_, "rows_normed_int16x");
+    }
     VERITY_ASSIGN_OR_RETURN(
         const LaunchPlan* plan,
         Plan({kPlanRowsNormed, static_cast<int>(w0.dtype), stacked, w0.cols, nm.threads, mats}, [&] {
@@ -1024,6 +1054,11 @@ class CudaBackend final : public Backend {
         RowsTargets one;
         one.count = 1, one.begin[1] = w.rows, one.w[0] = dw, one.out[0] = out;
         return LaunchRowsMma(*plan, w.dtype, RowsEpilogue::kStore, one, x, w.cols, T, stream_, "rows_mma");
+      }
+      if (!rows && Q8Int(w, 0)) {  // T == 1: a decode step's
+        VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Q8IntPlan(w.rows, w.cols, 0, 1));
+        q8_int_launches_++;
+        return LaunchRows(*plan, w.dtype, out, dw, x, w.rows, w.cols, 1, stream_, "rows_int16x");
       }
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, RowsPlan(w.dtype, w.rows, w.cols, T, 1));
       return LaunchRows(*plan, w.dtype, out, dw, x, w.rows, w.cols, T, stream_, "rows");
@@ -1337,6 +1372,8 @@ class CudaBackend final : public Backend {
   const bool norm_fused_ = env::CudaNormFused();  // VERITY_CUDA_NORM_FUSED=1: a decode step's norms in its products
   const bool flash_prefill_ = env::CudaFlashPrefill();  // VERITY_CUDA_FLASH_PREFILL=1: flash-style prefill attention
   const bool batch_mma_ = env::CudaBatchMma();          // VERITY_CUDA_BATCH_MMA=1: batched products on tensor cores
+  const bool q8_int16_ = env::CudaQ8Int16();            // VERITY_CUDA_Q8_INT16=1: decode q8_0 products on int16 x
+  long q8_int_launches_ = 0;                            // product launches taken on int16 x
   std::vector<float> router_;                           // MoE router logits downloaded for routing
 };
 

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/flash_map.h"
 #include "kernels/cuda/kquant_layout.h"
+#include "kernels/cuda/q8_int.h"
 
 namespace verity::kernels::cuda {
 namespace {
@@ -133,6 +134,23 @@ Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_thre
   if (p.shared_bytes > lim.max_shared_per_block)
     return PlanError(p, "the normed row (" + Str(static_cast<int64_t>(p.shared_bytes)) +
                             " bytes of shared memory) does not fit the block's " +
+                            Str(static_cast<int64_t>(lim.max_shared_per_block)));
+  return Checked(std::move(p), lim);
+}
+
+Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const DeviceLimits& lim) {
+  VERITY_ASSIGN_OR_RETURN(LaunchPlan p, norm_threads > 0 ? PlanRowsNormed(DType::kQ8_0, rows, cols, norm_threads, lim)
+                                                         : PlanRows(DType::kQ8_0, rows, cols, 1, lim));
+  p.kernel += "_int16x";
+  p.shape += " int16_x";
+  p.int16_x = true;
+  p.rows_per_warp = kQ8IntRowsForm.rows_per_warp;
+  p.unroll = kQ8IntRowsForm.unroll;
+  p.shared_bytes =
+      static_cast<size_t>((norm_threads > 0 ? q8i::AfterNorm(cols, norm_threads) : 0) + q8i::SharedBytes(cols));
+  if (p.shared_bytes > lim.max_shared_per_block)
+    return PlanError(p, "x's int16 quants (" + Str(static_cast<int64_t>(p.shared_bytes)) +
+                            " bytes of shared memory) do not fit the block's " +
                             Str(static_cast<int64_t>(lim.max_shared_per_block)));
   return Checked(std::move(p), lim);
 }

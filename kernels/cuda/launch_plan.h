@@ -57,6 +57,9 @@ struct LaunchPlan {
   // that wait (0: none; RowsPrefetchBytes). Set by the backend with
   // dependent_launch; a prefetch changes no bit.
   int64_t prefetch_bytes = 0;
+  // The rows kernel's q8_0 products on int16 x (PlanRowsQ8Int, q8_int.h):
+  // simd::MatVecQ8_0's arithmetic, x quantized into shared memory.
+  bool int16_x = false;
 };
 
 // A decode step's (T = 1) rows-kernel forms: {rows per warp, unroll};
@@ -72,6 +75,11 @@ inline constexpr int kRowsFormCount = sizeof(kRowsForms) / sizeof(kRowsForms[0])
 // 2 rows a warp (each chunk of x serves both rows: 1.3-1.4x form 0 on the 7B
 // products), the default elsewhere (no other form is faster on bf16).
 inline constexpr int DefaultRowsForm(DType dtype) { return dtype == DType::kQ8_0 ? 3 : 0; }
+// The form of the q8_0 products on int16 x (PlanRowsQ8Int): 2 rows a warp
+// as q8_0's, 4 chunks of each in flight (8 took 135-148 registers a thread
+// with ptxas for sm_90: one block of 8 warps an SM; 4 keeps it near the
+// f32-x form's 93-100).
+inline constexpr RowsForm kQ8IntRowsForm = {2, 4};
 
 // What a dependent rows launch asks L2 for before its wait, of each of its
 // `rows` weight rows of `row_bytes` (docs/cuda.md, "Whole rows into L2"): the
@@ -121,6 +129,12 @@ Status Validate(const LaunchPlan& p, const DeviceLimits& lim);
 // row and the sum's partials (norm_threads / 32, RmsnormKernel's block:
 // PlanRmsnorm(1, cols)'s); a row that does not fit refused by name.
 Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_threads, const DeviceLimits& lim);
+// A decode step's q8_0 product on int16 x (opt-in, VERITY_CUDA_Q8_INT16=1;
+// q8_int.h): PlanRows's default q8_0 form (or, with norm_threads > 0,
+// PlanRowsNormed's) with x's int16 quants and scales in shared memory after
+// the normed row; a width whose quants do not fit a block's shared memory
+// is refused by name. cols % 32 == 0.
+Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const DeviceLimits& lim);
 // out[rows] = W[rows x cols] x[cols]: one warp per row, kMatvecWarps rows per block.
 // q8_0 requires cols % 32 == 0.
 Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim);

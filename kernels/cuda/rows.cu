@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/q8_int.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/rows.h"
 #include "kernels/cuda/rows_launch.cuh"
@@ -19,7 +20,8 @@ namespace verity::kernels::cuda {
 namespace {
 
 // Weights a 16-byte chunk holds: 4 f32, 8 bf16, 16 q8_0 quants (the device
-// layout of q8_layout.h; its scale, one per 32, lies apart).
+// layout of q8_layout.h; its scale, one per 32, lies apart). DT 3 is q8_0
+// weights multiplied with int16 x (q8_int.h; PlanRowsQ8Int).
 template <int DT>
 inline constexpr int kChunkWeights = DT == 0   ? 4
                                      : DT == 1 ? 8
@@ -120,7 +122,7 @@ __device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int64_t bytes
 #pragma unroll
   for (int k = 0; k < R; k++) {
     PrefetchRangeL2(r[k].w, bytes, lane);
-    if constexpr (DT == 2) PrefetchLinesL2(r[k].scales, bytes / kQ8_0BlockSize * 4, lane);
+    if constexpr (DT >= 2) PrefetchLinesL2(r[k].scales, bytes / kQ8_0BlockSize * 4, lane);
   }
 }
 
@@ -129,8 +131,92 @@ __device__ __forceinline__ void PrefetchRows(const RowRef (&r)[R], int64_t bytes
 template <int DT>
 __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int cols, size_t row_bytes) {
   const auto* b = static_cast<const unsigned char*>(base);
-  if constexpr (DT == 2) return {q8::RowQuants(base, row, cols), q8::RowScales(base, rows, cols, row)};
+  if constexpr (DT >= 2) return {q8::RowQuants(base, row, cols), q8::RowScales(base, rows, cols, row)};
   return {b + static_cast<size_t>(row) * row_bytes, nullptr};
+}
+
+// x's int16 quants and their scales (q8_int.h) into shared memory, a
+// block of 32 columns a warp at a time (every warp of the block takes part:
+// the barrier counts them all); true when every value of x is finite
+// (QuantizeX16Impl's `finite`: else every product is NaN, as on the CPU).
+__device__ __forceinline__ bool QuantizeXShared(const float* x, int cols, int16_t* xq, float* xsc) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  int bad = 0;
+  for (int b = threadIdx.x >> 5; b < cols / q8i::kBlock; b += warps) {
+    const float v = x[q8i::kBlock * b + lane];
+    bad |= !isfinite(v);
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    xq[q8i::XSlot(q8i::kBlock * b + lane, cols)] = q8i::XQuant(v, q8i::XInverse(amax));
+    if (lane == 0) xsc[b] = q8i::XScale(amax);
+  }
+  return __syncthreads_or(bad) == 0;
+}
+
+// acc[r][0] = row r . x for q8_0 rows and x quantized (QuantizeXShared),
+// complete in lane 0: simd::MatVecQ8_0's bits (q8_int.h says how the lanes
+// keep the CPU's order). U steps' chunks of every row are loaded before
+// any is used, so U x R 16-byte loads a lane are in flight. Every lane
+// runs every step (the shuffles need the whole warp); a chunk past the row
+// counts as zeros.
+template <int R, int U>
+__device__ __forceinline__ void RowDotsQ8Int(const RowRef (&r)[R], const int16_t* xq, const float* xsc, int cols,
+                                             bool finite, int lane, float (&acc)[R][1]) {
+  const int chunks = cols / q8i::kChunk, nb = cols / q8i::kBlock, grouped = nb / q8i::kGroup * q8i::kGroup;
+  const int steps = (chunks + 31) / 32;
+
+  float chain[R], tail_a[R], tail_s[R];
+#pragma unroll
+  for (int k = 0; k < R; k++) chain[k] = tail_a[k] = tail_s[k] = 0.0f;
+  for (int i0 = 0; i0 < steps; i0 += U) {
+    uint4 wv[U][R];
+    float ws[U][R];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = 32 * (i0 + u) + lane, b = q8i::LaneBlock(i0 + u, lane);
+#pragma unroll
+      for (int k = 0; k < R; k++) {
+        wv[u][k] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(r[k].w) + c) : make_uint4(0, 0, 0, 0);
+        ws[u][k] = b < nb ? __ldg(r[k].scales + b) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int i = i0 + u, c = 32 * i + lane, b = q8i::LaneBlock(i, lane);
+      if (i >= steps) break;  // the same for every lane
+      uint32_t lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+      if (c < chunks) {
+        const uint4 l = *reinterpret_cast<const uint4*>(xq + q8i::ChunkLo(c));
+        const uint4 h = *reinterpret_cast<const uint4*>(xq + q8i::ChunkHi(c, cols));
+        lo[0] = l.x, lo[1] = l.y, lo[2] = l.z, lo[3] = l.w;
+        hi[0] = h.x, hi[1] = h.y, hi[2] = h.z, hi[3] = h.w;
+      }
+      const float xs = b < nb ? xsc[b] : 0.0f;
+#pragma unroll
+      for (int k = 0; k < R; k++) {
+        const uint32_t w[4] = {wv[u][k].x, wv[u][k].y, wv[u][k].z, wv[u][k].w};
+        const int half = q8i::ChunkDot(w, lo, hi);
+        const float a = q8i::IntToFloat(half + __shfl_xor_sync(0xffffffffu, half, 1));
+        const float s = q8i::BlockScale(ws[u][k], xs);
+        const float a1 = __shfl_down_sync(0xffffffffu, a, q8i::kSecondGroupLanes);
+        const float s1 = __shfl_down_sync(0xffffffffu, s, q8i::kSecondGroupLanes);
+        if (lane < q8i::kSecondGroupLanes) chain[k] = q8i::FoldStep(chain[k], i, lane >> 1, grouped, a, s, a1, s1);
+        if (b >= grouped && b < nb) tail_a[k] = a, tail_s[k] = s;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < R; k++) {
+    float lanes[q8i::kGroup];
+#pragma unroll
+    for (int l = 0; l < q8i::kGroup; l++) lanes[l] = __shfl_sync(0xffffffffu, chain[k], q8i::ChainLane(l));
+    float total = q8i::Lanes8Sum(lanes);
+    for (int b = grouped; b < nb; b++)
+      total = q8i::Fold(total, __shfl_sync(0xffffffffu, tail_a[k], q8i::TailLane(b)),
+                        __shfl_sync(0xffffffffu, tail_s[k], q8i::TailLane(b)));
+    acc[k][0] = finite ? total : __int_as_float(0x7fc00000);
+  }
 }
 
 // Warp w of the launch takes rows w*R .. w*R+R-1 of the stacked targets (row
@@ -141,7 +227,8 @@ __device__ __forceinline__ RowRef RowOf(const void* base, int row, int rows, int
 // NORM: x is a residual row to normalize first (RowsNorm; T = 1): every
 // block does, into shared memory, after the wait (the kernel before wrote x),
 // and only then may a warp without rows leave (the norm's barriers count
-// every thread).
+// every thread). DT 3 (T = 1): every block quantizes x (or the normed row)
+// into shared memory after that, and only then may such a warp leave.
 template <int DT, int NT, int R, int U, int EPI, bool NORM = false>
 __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size_t row_bytes, int64_t prefetch,
                            RowsNorm nm) {
@@ -149,7 +236,8 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
   const int first =
       static_cast<int>(map::FirstRow(blockIdx.y, blockIdx.z, gridDim.y, blockDim.x >> 5, threadIdx.x >> 5, R));
   const int lane = threadIdx.x & 31, total = Begin(tg, tg.count);
-  if (!NORM && first >= total) return;
+  static_assert(DT != 3 || NT == 1, "int16 x is a decode step's: one vector");
+  if (!NORM && DT != 3 && first >= total) return;
   const int t0 = blockIdx.x * NT, nt = min(NT, T - t0);
   map::StackedRow at[R];
   RowRef w[R];
@@ -179,13 +267,26 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
       if (writes) nm.out[j] = v;
     }
     __syncthreads();
-    if (first >= total) return;
+    if (DT != 3 && first >= total) return;
     x = normed;
   }
   float acc[R][NT];
-  RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
   float up[R][NT];
-  if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU)) RowDots<DT, NT, R, U>(up_w, x, cols, t0, nt, lane, up);
+  if constexpr (DT == 3) {
+    extern __shared__ float4 quant4[];  // after the normed row (NORM), x's quants then their scales
+    unsigned char* at_x = reinterpret_cast<unsigned char*>(quant4) + (NORM ? q8i::AfterNorm(cols, nm.threads) : 0);
+    int16_t* xq = reinterpret_cast<int16_t*>(at_x);
+    const float* xsc = reinterpret_cast<const float*>(at_x + q8i::XScalesOffset(cols));
+    const bool finite = QuantizeXShared(x, cols, xq, reinterpret_cast<float*>(at_x + q8i::XScalesOffset(cols)));
+    if (first >= total) return;
+    RowDotsQ8Int<R, U>(w, xq, xsc, cols, finite, lane, acc);
+    if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU))
+      RowDotsQ8Int<R, U>(up_w, xq, xsc, cols, finite, lane, up);
+  } else {
+    RowDots<DT, NT, R, U>(w, x, cols, t0, nt, lane, acc);
+    if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU))
+      RowDots<DT, NT, R, U>(up_w, x, cols, t0, nt, lane, up);
+  }
   if (lane != 0) return;
 #pragma unroll
   for (int k = 0; k < R; k++) {
@@ -242,6 +343,18 @@ Status LaunchDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTarg
                        std::to_string(u));
 }
 
+// q8_0 on int16 x (plan.int16_x: PlanRowsQ8Int): a decode step's, in its
+// own form (kQ8IntRowsForm), with x's quants in the plan's shared memory.
+Status LaunchQ8Int(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const float* x, int cols,
+                   size_t rb, cudaStream_t stream, const std::string& ctx) {
+  constexpr RowsForm f = kQ8IntRowsForm;
+  if (plan.tile != 1 || plan.rows_per_warp != f.rows_per_warp || plan.unroll != f.unroll ||
+      plan.shared_bytes < static_cast<size_t>(q8i::SharedBytes(cols)))
+    return Status::Error("cuda: " + ctx + ": rows int16 x: the plan is not PlanRowsQ8Int's for " +
+                         std::to_string(cols) + " columns");
+  return LaunchEpilogue<3, 1, f.rows_per_warp, f.unroll>(plan, epilogue, tg, x, cols, 1, rb, stream, ctx);
+}
+
 // The normed launch of a decode step's form (R rows a warp, unroll U).
 template <int DT, int R, int U>
 Status LaunchNormedForm(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const RowsNorm& nm,
@@ -255,11 +368,14 @@ Status LaunchNormedForm(const LaunchPlan& plan, RowsEpilogue epilogue, const Row
 }
 
 // Instances for each dtype's default decode form only (DefaultRowsForm), the
-// form the backend's decode products take.
+// form the backend's decode products take; int16 x (DT 3) its own.
 template <int DT>
 Status LaunchNormedDType(const LaunchPlan& plan, RowsEpilogue epilogue, const RowsTargets& tg, const RowsNorm& nm,
                          const float* x, int cols, size_t rb, cudaStream_t stream, const std::string& ctx) {
-  constexpr RowsForm f = kRowsForms[DefaultRowsForm(DT == 0 ? DType::kF32 : DT == 1 ? DType::kBF16 : DType::kQ8_0)];
+  constexpr RowsForm f = DT == 3 ? kQ8IntRowsForm
+                                 : kRowsForms[DefaultRowsForm(DT == 0   ? DType::kF32
+                                                              : DT == 1 ? DType::kBF16
+                                                                        : DType::kQ8_0)];
   if (plan.tile != 1 || plan.rows_per_warp != f.rows_per_warp || plan.unroll != f.unroll)
     return Status::Error("cuda: " + ctx + ": rows+norm: the plan is not the decode form's (PlanRowsNormed)");
   return LaunchNormedForm<DT, f.rows_per_warp, f.unroll>(plan, epilogue, tg, nm, x, cols, rb, stream, ctx);
@@ -286,7 +402,12 @@ Status LaunchRowsFused(const LaunchPlan& plan, DType dtype, RowsEpilogue epilogu
   switch (dtype) {
     case DType::kF32: return LaunchDType<0>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
     case DType::kBF16: return LaunchDType<1>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
-    case DType::kQ8_0: return LaunchDType<2>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
+    case DType::kQ8_0:
+      if (plan.int16_x) {
+        if (T != 1) return Status::Error("cuda: " + ctx + ": rows int16 x: one vector, not " + std::to_string(T));
+        return LaunchQ8Int(plan, epilogue, targets, x, cols, rb, stream, ctx);
+      }
+      return LaunchDType<2>(plan, epilogue, targets, x, cols, T, rb, stream, ctx);
     case DType::kBlock:  // never launched: a block-quantized model is refused (runs_block_weights)
       break;
   }
@@ -308,15 +429,20 @@ Status LaunchRowsNormed(const LaunchPlan& plan, DType dtype, RowsEpilogue epilog
   if (targets.count < 1 || targets.count > kMaxRowsTargets || epilogue == RowsEpilogue::kAdd ||
       (epilogue == RowsEpilogue::kSwiGLU && (targets.count != 1 || targets.w[1] == nullptr)))
     return Status::Error("cuda: " + ctx + ": rows+norm: 1 to 3 targets stored, or one target and its up matrix");
-  if (norm.threads < 32 || norm.threads % 32 != 0 || norm.threads > 1024 ||
-      plan.shared_bytes < (static_cast<size_t>(cols) + norm.threads / 32) * sizeof(float))
+  const size_t normed_bytes = plan.int16_x
+                                  ? static_cast<size_t>(q8i::AfterNorm(cols, norm.threads) + q8i::SharedBytes(cols))
+                                  : (static_cast<size_t>(cols) + norm.threads / 32) * sizeof(float);
+  if (norm.threads < 32 || norm.threads % 32 != 0 || norm.threads > 1024 || plan.shared_bytes < normed_bytes ||
+      (plan.int16_x && dtype != DType::kQ8_0))
     return Status::Error("cuda: " + ctx + ": rows+norm: the plan's shared memory or the norm's threads (" +
                          std::to_string(norm.threads) + ") do not fit " + std::to_string(cols) + " columns");
   const size_t rb = dtype == DType::kQ8_0 ? static_cast<size_t>(cols) : RowBytes(dtype, cols);
   switch (dtype) {
     case DType::kF32: return LaunchNormedDType<0>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
     case DType::kBF16: return LaunchNormedDType<1>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
-    case DType::kQ8_0: return LaunchNormedDType<2>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
+    case DType::kQ8_0:
+      return plan.int16_x ? LaunchNormedDType<3>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx)
+                          : LaunchNormedDType<2>(plan, epilogue, targets, norm, x, cols, rb, stream, ctx);
     case DType::kBlock: break;
   }
   return Status::Error("cuda: " + ctx + ": rows+norm: unknown dtype");
