@@ -47,6 +47,13 @@ summary() {  # summary NAME ok|FAIL DETAIL
   [[ $2 == ok ]] || failed=$((failed + 1))
   echo "device-check: step $1: $2 $3 ($((SECONDS - start))s)"
 }
+# ran NAME FILE PATTERN WHAT: whether an opt-in path's run says it took
+# that path (the backend's closing lines), so an A/B cannot silently
+# measure the default path twice.
+ran() {
+  if grep -qE "$3" "$2" 2>/dev/null; then summary "$1" ok "$4: $(grep -m1 -oE "$3" "$2")"
+  else summary "$1" FAIL "$4: no line matching '$3' in $2"; fi
+}
 finish() {
   local verdict=PASS
   [[ $failed -eq 0 && $steps -gt 0 ]] || verdict=FAIL
@@ -198,6 +205,8 @@ if VERITY_CUDA_Q8_INT16=1 "$bin" parity --model "$m" --backend cuda --dtype q8_0
 line=$(grep -E '^parity: worst_top1=' "$work/parity-q8_0-int16.log" | tail -1 || true)
 [[ $line == *verdict=PASS* ]] && summary parity-q8_0-int16 ok "$line" ||
   { tail -15 "$work/parity-q8_0-int16.log"; summary parity-q8_0-int16 FAIL "${line:-no summary line}"; }
+ran parity-q8_0-int16-ran "$work/parity-q8_0-int16.log" "[1-9][0-9]* q8_0 product launches on int16 x" \
+  "the parity run's int16-x launches"
 
 # 2b. llama.cpp's Q4_K_M pair (Q4_K and Q6_K blocks, read where they lie:
 # kernels/cuda/block_rows.h) against the reference on the same blocks, on a
@@ -283,13 +292,6 @@ t = float(sys.argv[3])
 print(f"{sys.argv[4]}: {a:.1f} / {b:.1f} tok/s = {a / b:.2f}x (target {t:g}x: {'met' if a / b >= t else 'NOT met'})")
 EOF
   then summary "$1" ok "$(cat "$work/$1.line")"; else summary "$1" FAIL "a bench it compares did not run"; fi
-}
-# ran NAME FILE PATTERN WHAT: whether an opt-in path's run says it took
-# that path (the backend's closing lines), so an A/B cannot silently
-# measure the default path twice.
-ran() {
-  if grep -qE "$3" "$2" 2>/dev/null; then summary "$1" ok "$4: $(grep -m1 -oE "$3" "$2")"
-  else summary "$1" FAIL "$4: no line matching '$3' in $2"; fi
 }
 # share NAME A.json TARGET WHAT: A's decode traffic as a share of the
 # device's measured read bandwidth, against TARGET (a fraction; a figure,

@@ -1361,7 +1361,8 @@ TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
 // idle), and x holding a NaN (every product NaN, as on the CPU); the fused
 // forms (q/k/v, SwiGLU, the residual add, the normed launches) give the
 // separate calls' bits; a batched step's rows keep the f32-x kernel's bits
-// (the switch off); the backend's closing line counts the launches.
+// (the switch off), a batched step's normed launch of one row too; the
+// backend's closing line counts the launches.
 TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
   REQUIRE_DEVICE();
   auto bits = [](const std::vector<float>& v) {
@@ -1379,7 +1380,7 @@ TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
   auto k = kernels::MakeBackend("cuda").value();
   using Target = kernels::Backend::MatmulTarget;
   long products = 0;
-  for (int cols : {288, 800, 2048, 4096, 11008}) {
+  for (int cols : {64, 96, 288, 544, 800, 2048, 4096, 11008}) {
     const int rows = 130;
     const Encoded w(kernels::DType::kQ8_0, rows, cols);
     for (bool nan : {false, true}) {
@@ -1438,6 +1439,11 @@ TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
     k->NormMatmulSwiGLU({xb2->data(), x->data(), weight.data(), dim, 1e-6f}, 1, false, {g2->data(), &w1.w},
                         {u2->data(), &w3.w});
     EXPECT_EQ(get(*g), get(*g2)) << what << ": gate/up with SwiGLU of the normed launch";
+    // A batched step of one row keeps the batched rows' bits (f32 x), normed or not.
+    k->Backend::NormMatmulShared({xb->data(), x->data(), weight.data(), dim, 1e-5f}, 1, true, sep, 3);
+    k->NormMatmulShared({xb2->data(), x->data(), weight.data(), dim, 1e-5f}, 1, true, one, 3);
+    EXPECT_EQ(get(*a), get(*a2)) << what << ": q of a batched step's normed launch";
+    EXPECT_EQ(get(*c), get(*c2)) << what << ": v of a batched step's normed launch";
   }
   ASSERT_TRUE(k->status().ok()) << k->status().message();
   ASSERT_TRUE(off->status().ok()) << off->status().message();

@@ -146,13 +146,17 @@ float WarpRow(const unsigned char* dev, int rows, int cols, int row, const Share
 
 // x for a case: random, with (past the first block) an all-zero block, a
 // block of exact rounding ties (amax 32767: x * 1 = k + 1/2, which rounds
-// to even, not away from zero) and, for `scale` extremes, large or tiny values.
+// to even, not away from zero), from 128 columns a block whose largest |x|
+// is 1e-36 (32767 / amax overflows: saturated quants, 0 x inf's NaN) and,
+// for `scale` extremes, large or tiny values.
 std::vector<float> CaseX(int cols, uint32_t seed, float scale) {
   std::vector<float> x = RandomNormal(static_cast<size_t>(cols), seed, scale);
   if (cols >= 96) {
     for (int j = 32; j < 64; j++) x[j] = 0.0f;
     for (int j = 64; j < 96; j++) x[j] = j == 64 ? 32767.0f : static_cast<float>(j - 80) + 0.5f;
   }
+  if (cols >= 128)
+    for (int j = 96; j < 128; j++) x[j] = j % 3 == 0 ? 0.0f : (j % 2 ? 1e-36f : -0.7e-36f);
   return x;
 }
 

@@ -341,14 +341,14 @@ class CudaBackend final : public Backend {
                         int count) override {
     if (!NormFusable(norm, n, independent, targets, count))
       return Backend::NormMatmulShared(norm, n, independent, targets, count);
-    FusedNormed(norm, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore);
+    FusedNormed(norm, std::vector<MatmulTarget>(targets, targets + count), RowsEpilogue::kStore, independent);
   }
   void NormMatmulSwiGLU(const RowsNormArgs& norm, int n, bool independent, const MatmulTarget& gate,
                         const MatmulTarget& up) override {
     const MatmulTarget both[] = {gate, up};
     if (!NormFusable(norm, n, independent, both, 2) || gate.w->rows != up.w->rows)
       return Backend::NormMatmulSwiGLU(norm, n, independent, gate, up);
-    FusedNormed(norm, {gate, up}, RowsEpilogue::kSwiGLU);
+    FusedNormed(norm, {gate, up}, RowsEpilogue::kSwiGLU, independent);
   }
   void MatmulAddInPlace(float* x, float* scratch, const float* h, const Weights& w, int n, bool independent) override {
     const MatmulTarget t{x, &w};
@@ -795,9 +795,12 @@ class CudaBackend final : public Backend {
     if ((static_cast<size_t>(norm.dim) + 32) * sizeof(float) > limits_.max_shared_per_block) return false;
     return norm.dim % (t[0].w->dtype == DType::kQ8_0 ? kQ8_0BlockSize : 8) == 0;
   }
-  void FusedNormed(const RowsNormArgs& norm, std::vector<MatmulTarget> t, RowsEpilogue epi) {
+  // `independent`: a batched step of one row, whose products keep the
+  // batched rows' (f32 x) bits; else a decode step's (Q8Int may take them).
+  void FusedNormed(const RowsNormArgs& norm, std::vector<MatmulTarget> t, RowsEpilogue epi, bool independent) {
     std::vector<int64_t> sig = {kOpNormedRows,   static_cast<int64_t>(epi),           Id(norm.out), Id(norm.x),
-                                Id(norm.weight), static_cast<int64_t>(t[0].w->dtype), norm.dim,     Bits(norm.eps)};
+                                Id(norm.weight), static_cast<int64_t>(t[0].w->dtype), norm.dim,     Bits(norm.eps),
+                                independent};
     for (const MatmulTarget& m : t) sig.insert(sig.end(), {Id(m.out), Id(m.w->data), m.w->rows});
     Outputs outs;
     outs.Add(norm.out, static_cast<size_t>(norm.dim));
@@ -807,10 +810,11 @@ class CudaBackend final : public Backend {
     const Weights& w0 = *t[0].w;
     normed_calls_++;  // the engine's call, whether it runs now, is kept, or replays in a recorded step
     Issue(
-        sig.data(), sig.size(), outs, [=, this] { return FusedNormedImpl(norm, t, epi); },
+        sig.data(), sig.size(), outs, [=, this] { return FusedNormedImpl(norm, t, epi, independent); },
         [=, this] { return MatmulCtx(w0, 1) + " normed" + FusedName(epi) + " x" + std::to_string(t.size()); }, bytes);
   }
-  Status FusedNormedImpl(const RowsNormArgs& norm, const std::vector<MatmulTarget>& t, RowsEpilogue epi) {
+  Status FusedNormedImpl(const RowsNormArgs& norm, const std::vector<MatmulTarget>& t, RowsEpilogue epi,
+                         bool independent) {
     const Weights& w0 = *t[0].w;
     RowsTargets tg;
     bool vectorized = true;
@@ -827,7 +831,7 @@ class CudaBackend final : public Backend {
     }
     const RowsNorm nm{norm.out, dw, norm.eps, static_cast<int>(norm_plan->block.x)};
     const int stacked = tg.begin[tg.count], mats = epi == RowsEpilogue::kSwiGLU ? 2 : 1;
-    if (Q8Int(w0, nm.threads)) {
+    if (!independent && Q8Int(w0, nm.threads)) {
       VERITY_ASSIGN_OR_RETURN(const LaunchPlan* plan, Q8IntPlan(stacked, w0.cols, nm.threads, mats));
       q8_int_launches_++;
       return LaunchRowsNormed(*plan, w0.dtype, epi, tg, nm, norm.x, w0.cols, stream_, "rows_normed_int16x");

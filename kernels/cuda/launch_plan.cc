@@ -138,6 +138,9 @@ Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_thre
   return Checked(std::move(p), lim);
 }
 
+// The grid PlanRows sizes for q8_0's default form is the one int16 x needs.
+static_assert(kQ8IntRowsForm.rows_per_warp == kRowsForms[DefaultRowsForm(DType::kQ8_0)].rows_per_warp,
+              "PlanRowsQ8Int keeps PlanRows' grid: the same rows a warp");
 Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const DeviceLimits& lim) {
   VERITY_ASSIGN_OR_RETURN(LaunchPlan p, norm_threads > 0 ? PlanRowsNormed(DType::kQ8_0, rows, cols, norm_threads, lim)
                                                          : PlanRows(DType::kQ8_0, rows, cols, 1, lim));

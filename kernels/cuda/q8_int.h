@@ -36,7 +36,10 @@ inline constexpr int kChunk = 16;            // quants a lane loads at once (16 
 inline constexpr int kBlocksAWarpStep = 16;  // blocks a warp's 32 chunks cover
 
 // x's block of 32 as QuantizeX16Impl rounds it: scale = amax / 32767 and
-// q = x * (32767 / amax) to nearest even (0 for an all-zero block).
+// q = x * (32767 / amax) to nearest even (0 for an all-zero block). Where
+// 32767 / amax overflows (0 < amax < ~9.6e-35) the CPU's NearestInt and
+// DemoteTo saturate an infinite product to 32767 or -32768 and turn the NaN
+// of 0 x inf into -32768 (x86's integer indefinite); so does XQuant.
 VERITY_HD float Div(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
@@ -48,9 +51,15 @@ VERITY_HD float XScale(float amax) { return Div(amax, 32767.0f); }
 VERITY_HD float XInverse(float amax) { return amax == 0.0f ? 0.0f : Div(32767.0f, amax); }
 VERITY_HD int16_t XQuant(float v, float inverse) {
 #if defined(__CUDA_ARCH__)
-  return static_cast<int16_t>(__float2int_rn(__fmul_rn(v, inverse)));
+  const float p = __fmul_rn(v, inverse);
+  if (p != p) return -32768;
+  return static_cast<int16_t>(max(-32768, min(32767, __float2int_rn(p))));  // int32 saturated, then int16
 #else
-  return static_cast<int16_t>(std::nearbyint(v * inverse));  // the default rounding: to nearest even
+  const float p = v * inverse;
+  if (p != p) return -32768;
+  if (p >= 32767.0f) return 32767;
+  if (p <= -32768.0f) return -32768;
+  return static_cast<int16_t>(std::nearbyint(p));  // the default rounding: to nearest even
 #endif
 }
 
