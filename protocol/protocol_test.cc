@@ -181,6 +181,8 @@ VerityBenchRecord RandomVerityBench(std::mt19937& g) {
     if (g() % 2) r.stream_prefetch_hint = *r.stream_prefetch ? "nta" : "off";
   } else if (g() % 2) {
     r.cuda_batch_mma = g() % 2 == 0;
+    if (g() % 2)  // absent in records written before 2026-12-07
+      r.cuda_switches = CudaSwitches{g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0};
   }
   return r;
 }
@@ -207,6 +209,19 @@ TEST(VerityBench, TheFullRecordSurvivesFromJsonAndTheLedgerReadsItsEnvelope) {
   std::printf("verity bench records: %d round-tripped through --from-json and read by the ledger\n", kRecords);
 }
 
+// The cuda switches a record names: each variable set away from its default, in one order.
+TEST(VerityBench, CudaSwitchesSetNamesEachVariableAwayFromItsDefault) {
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{}), "defaults");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{true, false, false, true, true}), "VERITY_CUDA_FLASH_PREFILL=1");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, true, false, true, true}), "VERITY_CUDA_Q8_INT16=1");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, false, true, true, true}), "VERITY_CUDA_NORM_FUSED=1");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, false, false, false, true}), "VERITY_CUDA_PDL=0");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, false, false, true, false}), "VERITY_CUDA_L2_PREFETCH=0");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{true, true, true, false, false}),
+            "VERITY_CUDA_FLASH_PREFILL=1 VERITY_CUDA_Q8_INT16=1 VERITY_CUDA_NORM_FUSED=1 VERITY_CUDA_PDL=0 "
+            "VERITY_CUDA_L2_PREFETCH=0");
+}
+
 TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
   std::mt19937 g(3);
   VerityBenchRecord r = RandomVerityBench(g);
@@ -219,6 +234,10 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
         {"/kernels/stream_prefetch_hint", "off", "'kernels.stream_prefetch_hint' is missing or not nta or t0"},
         {"/pool", 3, "'pool' is missing or not an object or null"},
         {"/kernels", nlohmann::json{{"cuda_batch_mma", 1}}, "'kernels.cuda_batch_mma' is missing or not a boolean"},
+        {"/kernels", nlohmann::json{{"cuda_batch_mma", true}, {"cuda_switches", {{"q8_int16", true}}}},
+         "'kernels.cuda_switches.flash_prefill' is missing or not a boolean"},
+        {"/kernels", nlohmann::json{{"cuda_batch_mma", true}, {"cuda_switches", 1}},
+         "'kernels.cuda_switches' is missing or not an object"},
         {"/box", nullptr, "'box' is missing or not a string"}}) {
     nlohmann::json j = good;
     j[nlohmann::json::json_pointer(path)] = value;

@@ -10,8 +10,23 @@ namespace {
 
 nlohmann::json OptionalJson(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
+constexpr const char* kSwitchNames[] = {"flash_prefill", "q8_int16", "norm_fused", "dependent_launch", "l2_whole_rows"};
+bool* SwitchField(CudaSwitches& s, int i) {
+  bool* fields[] = {&s.flash_prefill, &s.q8_int16, &s.norm_fused, &s.dependent_launch, &s.l2_whole_rows};
+  return fields[i];
+}
+
 nlohmann::json KernelsJson(const VerityBenchRecord& r) {
-  if (!r.simd_target && r.cuda_batch_mma) return {{"cuda_batch_mma", *r.cuda_batch_mma}};
+  if (!r.simd_target && r.cuda_batch_mma) {
+    nlohmann::json k = {{"cuda_batch_mma", *r.cuda_batch_mma}};
+    if (r.cuda_switches) {
+      CudaSwitches s = *r.cuda_switches;
+      nlohmann::json sw = nlohmann::json::object();
+      for (int i = 0; i < 5; i++) sw[kSwitchNames[i]] = *SwitchField(s, i);
+      k["cuda_switches"] = sw;
+    }
+    return k;
+  }
   if (!r.simd_target) return nlohmann::json();
   nlohmann::json k = {{"simd_target", *r.simd_target}, {"stream_prefetch", r.stream_prefetch.value_or(false)}};
   if (r.stream_prefetch_hint) k["stream_prefetch_hint"] = *r.stream_prefetch_hint;
@@ -187,6 +202,16 @@ class DetailReader {
       const nlohmann::json* mma = At(*k, "cuda_batch_mma");
       if (!mma->is_boolean()) return Fail("kernels.cuda_batch_mma", "a boolean");
       r->cuda_batch_mma = mma->get<bool>();
+      const nlohmann::json* sw = At(*k, "cuda_switches");
+      if (!sw || sw->is_null()) return OkStatus();  // written before 2026-12-07
+      if (!sw->is_object()) return Fail("kernels.cuda_switches", "an object");
+      CudaSwitches s;
+      for (int i = 0; i < 5; i++) {
+        const nlohmann::json* v = At(*sw, kSwitchNames[i]);
+        if (!v || !v->is_boolean()) return Fail(std::string("kernels.cuda_switches.") + kSwitchNames[i], "a boolean");
+        *SwitchField(s, i) = v->get<bool>();
+      }
+      r->cuda_switches = s;
       return OkStatus();
     }
     const nlohmann::json* target = At(*k, "simd_target");
@@ -213,6 +238,21 @@ class DetailReader {
 };
 
 }  // namespace
+
+std::string CudaSwitchesSet(const CudaSwitches& s) {
+  std::string out;
+  auto add = [&](bool away, const char* setting) {
+    if (!away) return;
+    if (!out.empty()) out += ' ';
+    out += setting;
+  };
+  add(s.flash_prefill, "VERITY_CUDA_FLASH_PREFILL=1");
+  add(s.q8_int16, "VERITY_CUDA_Q8_INT16=1");
+  add(s.norm_fused, "VERITY_CUDA_NORM_FUSED=1");
+  add(!s.dependent_launch, "VERITY_CUDA_PDL=0");
+  add(!s.l2_whole_rows, "VERITY_CUDA_L2_PREFETCH=0");
+  return out.empty() ? "defaults" : out;
+}
 
 nlohmann::json ToJson(const VerityBenchRecord& r) {
   BenchRecord e = Envelope(r);

@@ -23,6 +23,19 @@ struct PoolCounts {
   uint64_t contended_windows = 0;  // windows in which a pool thread waited for a CPU > 5% of the time
 };
 
+// The cuda backend's speed switches (base/env.h); the defaults are a build's
+// when nothing is set.
+struct CudaSwitches {
+  bool flash_prefill = false;    // VERITY_CUDA_FLASH_PREFILL=1
+  bool q8_int16 = false;         // VERITY_CUDA_Q8_INT16=1
+  bool norm_fused = false;       // VERITY_CUDA_NORM_FUSED=1
+  bool dependent_launch = true;  // VERITY_CUDA_PDL=0 turns it off
+  bool l2_whole_rows = true;     // VERITY_CUDA_L2_PREFETCH=0: 2 KB a row instead
+};
+// "VERITY_CUDA_Q8_INT16=1 VERITY_CUDA_PDL=0": the variables set away from
+// their defaults, in the field order above; "defaults" when none is.
+std::string CudaSwitchesSet(const CudaSwitches& s);
+
 struct VerityBenchRecord {
   std::string build_id, artifact_sha256;
   std::string model, backend, dtype = "f32";
@@ -74,6 +87,11 @@ struct VerityBenchRecord {
   // before it existed): whether a batched step's bf16 and q8_0 products ran on tensor
   // cores (VERITY_CUDA_BATCH_MMA=1), which changes their bits (docs/cuda.md).
   std::optional<bool> cuda_batch_mma;
+  // The cuda backend's other switches as the run had them (null for the
+  // other backends, and in records written before 2026-12-07): each
+  // VERITY_CUDA_* variable that picks a kernel (docs/cuda.md). flash_prefill
+  // and q8_int16 change bits, as batch_mma does; the others change none.
+  std::optional<CudaSwitches> cuda_switches;
 };
 
 // The record as `verity bench` prints it: the envelope (bench_record.h's

@@ -434,8 +434,10 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   const auto hint_at = std::find(nh_head.begin(), nh_head.end(), "kernels_stream_prefetch_hint");
   ASSERT_NE(hint_at, nh_head.end());
   EXPECT_EQ(nh_row[hint_at - nh_head.begin()], "") << "absent is an empty field";
-  EXPECT_EQ(nh_head.back(), "kernels_cuda_batch_mma");
-  EXPECT_EQ(nh_row.back(), "") << "a fast backend's record has no cuda variant";
+  EXPECT_EQ(nh_head[nh_head.size() - 2], "kernels_cuda_batch_mma");
+  EXPECT_EQ(nh_head.back(), "kernels_cuda_switches");
+  EXPECT_EQ(nh_row[nh_row.size() - 2], "") << "a fast backend's record has no cuda variant";
+  EXPECT_EQ(nh_row.back(), "") << "nor cuda switches";
 
   // A live run in each format prints one record too.
   for (const std::string fmt : {"jsonl", "csv", "md"}) {
@@ -513,12 +515,13 @@ TEST(Bench, NamesTheKernelVariantItRan) {
     const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
     ASSERT_FALSE(csv.head.empty());
     // New columns are appended, so readers by position keep working: then
-    // came baseline_rss_mb, the hint, and the cuda backend's variant.
-    ASSERT_GE(csv.head.size(), 4u);
-    EXPECT_EQ(csv.head[csv.head.size() - 4], "kernels_stream_prefetch") << "appended after the older columns";
-    EXPECT_EQ(csv.head[csv.head.size() - 3], "baseline_rss_mb");
-    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_stream_prefetch_hint");
-    EXPECT_EQ(csv.head.back(), "kernels_cuda_batch_mma") << "the last column";
+    // came baseline_rss_mb, the hint, the cuda backend's variant and its switches.
+    ASSERT_GE(csv.head.size(), 5u);
+    EXPECT_EQ(csv.head[csv.head.size() - 5], "kernels_stream_prefetch") << "appended after the older columns";
+    EXPECT_EQ(csv.head[csv.head.size() - 4], "baseline_rss_mb");
+    EXPECT_EQ(csv.head[csv.head.size() - 3], "kernels_stream_prefetch_hint");
+    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_cuda_batch_mma");
+    EXPECT_EQ(csv.head.back(), "kernels_cuda_switches") << "the last column";
     EXPECT_EQ(csv.Col("kernels_stream_prefetch"), on ? "true" : "false");
     EXPECT_EQ(csv.Col("kernels_stream_prefetch_hint"), mode);
   }

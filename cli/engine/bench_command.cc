@@ -80,7 +80,7 @@ std::string PrintCsv(const BenchRecord& r) {
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
       "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint,kernels_cuda_batch_"
-      "mma\n";
+      "mma,kernels_cuda_switches\n";
   auto count = [&](uint64_t PoolCounts::*field) { return r.pool ? std::to_string((*r.pool).*field) : std::string(); };
   std::string row =
       CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
@@ -98,7 +98,8 @@ std::string PrintCsv(const BenchRecord& r) {
       (r.simd_target ? CsvString(*r.simd_target) : std::string()) + "," +
       (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," + Num(r.baseline_rss_mb) + "," +
       (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "," +
-      (r.cuda_batch_mma ? (*r.cuda_batch_mma ? "true" : "false") : "") + "\n";
+      (r.cuda_batch_mma ? (*r.cuda_batch_mma ? "true" : "false") : "") + "," +
+      (r.cuda_switches ? CsvString(protocol::CudaSwitchesSet(*r.cuda_switches)) : std::string()) + "\n";
   return header + row;
 }
 
@@ -546,6 +547,8 @@ void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool devic
   if (r.cuda_batch_mma)
     std::fprintf(stderr, "verity: cuda kernels: a batched step's bf16 and q8_0 products on %s\n",
                  *r.cuda_batch_mma ? "tensor cores (VERITY_CUDA_BATCH_MMA=1)" : "CUDA cores");
+  if (r.cuda_switches)
+    std::fprintf(stderr, "verity: cuda switches: %s\n", protocol::CudaSwitchesSet(*r.cuda_switches).c_str());
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "
@@ -642,7 +645,11 @@ int RunBench(BenchOptions o) {
     r.stream_prefetch = kernels::StreamPrefetchOn();
     r.stream_prefetch_hint = kernels::StreamPrefetchHintName();
   }
-  if (o.backend == "cuda") r.cuda_batch_mma = env::CudaBatchMma();
+  if (o.backend == "cuda") {
+    r.cuda_batch_mma = env::CudaBatchMma();
+    r.cuda_switches = protocol::CudaSwitches{env::CudaFlashPrefill(), env::CudaQ8Int16(), env::CudaNormFused(),
+                                             env::CudaDependentLaunch(), env::CudaL2Prefetch()};
+  }
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
   WarmUp(g, cpus, &r);
