@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "engine/slots.h"
-#include "tests/random_values.h"
+#include "tests/float_values.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"

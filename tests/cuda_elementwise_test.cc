@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "tests/random_values.h"
+#include "tests/float_values.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cpu/simd.h"
 #include "base/half.h"
@@ -31,18 +31,13 @@
 namespace verity::kernels::cuda {
 namespace {
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 TEST(CudaElementwise, BF16ConversionsMatchTheCpuBitForBit) {
   int checked = 0;
   for (uint32_t h = 0; h <= 0xffff; h++, checked++)
-    ASSERT_EQ(Bits(ew::BF16ToF32(static_cast<uint16_t>(h))), Bits(simd::BF16ToF32(static_cast<uint16_t>(h)))) << h;
+    ASSERT_EQ(FloatBits(ew::BF16ToF32(static_cast<uint16_t>(h))), FloatBits(simd::BF16ToF32(static_cast<uint16_t>(h))))
+        << h;
   std::mt19937 rng(7);
   std::vector<float> specials = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, 3.4e38f, 1.00390625f, 1.01171875f};
   for (int i = 0; i < 200000; i++) {
@@ -52,7 +47,7 @@ TEST(CudaElementwise, BF16ConversionsMatchTheCpuBitForBit) {
     specials.push_back(f);
   }
   for (float f : specials) {
-    ASSERT_EQ(ew::F32ToBF16(f), simd::F32ToBF16(f)) << Bits(f);
+    ASSERT_EQ(ew::F32ToBF16(f), simd::F32ToBF16(f)) << FloatBits(f);
     checked++;
   }
   std::printf("cuda elementwise: bf16 conversions of %d values bit-exact\n", checked);
@@ -69,7 +64,7 @@ TEST(CudaElementwise, Q8_0DequantizeMatchesDecodeRow) {
   std::vector<unsigned char> plain(q.size());
   UnpackQ8_0Rows({DType::kQ8_0, q.data(), 1, cols}, plain.data());
   for (int j = 0; j < cols; j++)
-    ASSERT_EQ(Bits(ew::Q8_0Weight(plain.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), Bits(want[j])) << j;
+    ASSERT_EQ(FloatBits(ew::Q8_0Weight(plain.data() + (j / 32) * kQ8_0BlockBytes, j % 32)), FloatBits(want[j])) << j;
 }
 
 // The device's q8_0 layout (q8_layout.h: quants, then scales): every weight
@@ -93,14 +88,14 @@ TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
       DecodeRow(w, r, want.data());
       for (int j = 0; j < cols; j++, checked++) {
         const int64_t g = int64_t{r} * cols + j;
-        ASSERT_EQ(Bits(q8::Weight(dev.data(), n, g)), Bits(want[j]))
+        ASSERT_EQ(FloatBits(q8::Weight(dev.data(), n, g)), FloatBits(want[j]))
             << rows << "x" << cols << " row " << r << " col " << j;
         // The rows kernel's form: the widened quant times the block's scale.
         uint32_t word;
         std::memcpy(&word, dev.data() + (g & ~int64_t{3}), 4);
         float four[4];
         q8::Widen4(word, four);
-        ASSERT_EQ(Bits(ew::Mul(q8::Scales(dev.data(), n)[g / 32], four[g & 3])), Bits(want[j])) << g;
+        ASSERT_EQ(FloatBits(ew::Mul(q8::Scales(dev.data(), n)[g / 32], four[g & 3])), FloatBits(want[j])) << g;
       }
     }
   }
@@ -155,7 +150,7 @@ TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
         float got[kq::kLaneWeights];
         kq::Weights8(type, blocks.data() + b * bytes, j0, got);
         for (int i = 0; i < kq::kLaneWeights; i++, checked++)
-          ASSERT_EQ(Bits(got[i]), Bits(want[static_cast<size_t>(b) * kq::kBlockWeights + j0 + i]))
+          ASSERT_EQ(FloatBits(got[i]), FloatBits(want[static_cast<size_t>(b) * kq::kBlockWeights + j0 + i]))
               << layout->name << " block " << b << " weight " << j0 + i;
       }
   }
@@ -163,7 +158,8 @@ TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
   for (uint32_t h = 0; h < 0x7c00; h++)
     for (uint32_t sign : {0u, 0x8000u}) {
       const unsigned char two[2] = {static_cast<unsigned char>(h), static_cast<unsigned char>((h | sign) >> 8)};
-      ASSERT_EQ(Bits(kq::HalfToFloat(kq::U16(two))), Bits(verity::F16ToF32(static_cast<uint16_t>(h | sign)))) << h;
+      ASSERT_EQ(FloatBits(kq::HalfToFloat(kq::U16(two))), FloatBits(verity::F16ToF32(static_cast<uint16_t>(h | sign))))
+          << h;
     }
   std::printf(
       "cuda k-quant weights: %ld Q4_K and Q6_K weights equal the CPU's dequantization, every finite f16 "
@@ -177,7 +173,7 @@ TEST(CudaElementwise, SwiGLUMatchesTheReference) {
   h2.push_back(1.0f);
   std::vector<float> want = h;
   SwiGLUReference(want.data(), h2.data(), static_cast<int>(h.size()));
-  for (size_t i = 0; i < h.size(); i++) ASSERT_EQ(Bits(ew::SwiGLU(h[i], h2[i])), Bits(want[i])) << i;
+  for (size_t i = 0; i < h.size(); i++) ASSERT_EQ(FloatBits(ew::SwiGLU(h[i], h2[i])), FloatBits(want[i])) << i;
 }
 
 // The CUDA RoPE path on the host: table of cos/sin from the inverse
@@ -210,7 +206,7 @@ TEST(CudaElementwise, RopeMatchesTheReferenceInBothLayouts) {
           RopeReference(want.data(), size, head_size, pos, inv_freq.data(), interleaved);
           RopeLikeTheKernel(got.data(), size, head_size, pos, theta, interleaved);
           for (int i = 0; i < size; i++)
-            ASSERT_EQ(Bits(got[i]), Bits(want[i]))
+            ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i]))
                 << "interleaved=" << interleaved << " hs=" << head_size << " pos=" << pos << " i=" << i;
           vectors++;
         }
@@ -224,7 +220,7 @@ TEST(CudaElementwise, RmsnormMatchesTheReferenceGivenTheSameSum) {
     float ss = 0.0f;
     for (float v : x) ss += v * v;  // the reference's order (the kernel's block sum reorders it)
     const float scale = ew::RmsnormScale(ss, size, 1e-5f);
-    for (int j = 0; j < size; j++) ASSERT_EQ(Bits(ew::RmsnormApply(x[j], w[j], scale)), Bits(want[j])) << j;
+    for (int j = 0; j < size; j++) ASSERT_EQ(FloatBits(ew::RmsnormApply(x[j], w[j], scale)), FloatBits(want[j])) << j;
   }
 }
 
@@ -389,7 +385,7 @@ TEST(CudaElementwise, WindowsScalesAndSoftCapsAgreeWithTheReference) {
       AttentionArgs a{want.data(), q.data(), k.data(), v.data(), hs,        scores.data(), n - 1,
                       1,           1,        hs,       n,        sc.window, sc.scale_dim,  sc.softcap};
       ASSERT_EQ(ew::FirstAttended(a.pos, a.window), a.first()) << "n=" << n << " window=" << sc.window;
-      ASSERT_EQ(Bits(sc.root(hs)), Bits(a.score_divisor()));
+      ASSERT_EQ(FloatBits(sc.root(hs)), FloatBits(a.score_divisor()));
       AttendOneHead(Windowed(a), 0);
       for (const std::vector<float>& got : {TiledAttention(q.data(), k.data(), v.data(), n, hs, 64, sc),
                                             SplitAttention(q.data(), k.data(), v.data(), n, hs, 256, sc)})
@@ -413,9 +409,11 @@ TEST(CudaElementwise, GeGLUAndSoftCapMatchTheReference) {
   for (float x : {0.0f, -0.0f, 30.0f, -30.0f, 1e-30f}) h.push_back(x), h2.push_back(1.0f);
   std::vector<float> want = h;
   GeGLUReference(want.data(), h2.data(), static_cast<int>(h.size()));
-  for (size_t i = 0; i < h.size(); i++) ASSERT_EQ(Bits(ew::GeGLU(h[i], h2[i])), Bits(want[i])) << i << " " << h[i];
+  for (size_t i = 0; i < h.size(); i++)
+    ASSERT_EQ(FloatBits(ew::GeGLU(h[i], h2[i])), FloatBits(want[i])) << i << " " << h[i];
   for (float cap : {3.0f, 30.0f, 50.0f})
-    for (float x : h) ASSERT_EQ(Bits(ew::SoftCap(x * 10.0f, cap)), Bits(SoftCap(x * 10.0f, cap))) << x << " " << cap;
+    for (float x : h)
+      ASSERT_EQ(FloatBits(ew::SoftCap(x * 10.0f, cap)), FloatBits(SoftCap(x * 10.0f, cap))) << x << " " << cap;
   std::printf("cuda elementwise: GeGLU of %zu values and soft-caps at 3 caps bit-exact\n", h.size());
 }
 
@@ -423,8 +421,8 @@ TEST(CudaElementwise, CombineChunksOfOneChunkIsItsDivision) {
   // One partial: the factor is e^0 = 1 exactly, so the combine is acc / s.
   const float p[4] = {0.75f, 3.0f, 1.5f, -2.25f};
   auto load = [](const float* x) { return *x; };
-  EXPECT_EQ(Bits(ew::CombineChunks(p, 1, 2, 0, load)), Bits(1.5f / 3.0f));
-  EXPECT_EQ(Bits(ew::CombineChunks(p, 1, 2, 1, load)), Bits(-2.25f / 3.0f));
+  EXPECT_EQ(FloatBits(ew::CombineChunks(p, 1, 2, 0, load)), FloatBits(1.5f / 3.0f));
+  EXPECT_EQ(FloatBits(ew::CombineChunks(p, 1, 2, 1, load)), FloatBits(-2.25f / 3.0f));
   // Two chunks with maxes 0 and 1: chunk 0 is scaled by e^-1 before the fold.
   const float two[8] = {0.0f, 2.0f, 4.0f, 8.0f, 1.0f, 1.0f, 2.0f, 2.0f};
   const float f = expf(-1.0f), total = 2.0f * f + 1.0f * 1.0f;
@@ -478,7 +476,7 @@ TEST(CudaElementwise, MoeTopKMatchesTheEngineRouting) {
     ew::MoeTopK(logits.data(), n, k, chosen.data(), weights.data());
     for (int j = 0; j < k; j++) {
       ASSERT_EQ(chosen[j], order[j]) << "trial " << trial << " j " << j;
-      ASSERT_EQ(Bits(weights[j]), Bits(want[j]));
+      ASSERT_EQ(FloatBits(weights[j]), FloatBits(want[j]));
     }
     routed++;
   }

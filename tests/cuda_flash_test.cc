@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/random_values.h"
+#include "tests/float_values.h"
 #include "kernels/cpu/backends.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/flash_map.h"

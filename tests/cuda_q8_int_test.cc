@@ -20,16 +20,10 @@
 #include "kernels/cuda/q8_int.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/kernels.h"
-#include "tests/random_values.h"
+#include "tests/float_values.h"
 
 namespace verity::kernels::cuda {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 // PTX ISA, dp2a.mode.s32.s32: d = c + sext(a.h[0]) * sext(b.byte[s]) +
 // sext(a.h[1]) * sext(b.byte[s + 1]), s = 0 (.lo) or 2 (.hi).
@@ -169,7 +163,8 @@ TEST(CudaQ8Int, XQuantsAreQuantizeXs) {
       simd::QuantizeX(x.data(), cols, &want);
       const SharedX got = QuantizeLikeTheKernel(x.data(), cols);
       ASSERT_TRUE(want.finite && got.finite);
-      for (int b = 0; b < cols / 32; b++) ASSERT_EQ(Bits(got.scale[b]), Bits(want.scale[b])) << cols << " block " << b;
+      for (int b = 0; b < cols / 32; b++)
+        ASSERT_EQ(FloatBits(got.scale[b]), FloatBits(want.scale[b])) << cols << " block " << b;
       for (int j = 0; j < cols; j++, checked++) {
         ASSERT_EQ(got.q[q8i::XSlot(j, cols)], want.q[CpuSlot(j, cols)]) << cols << " x" << scale << " col " << j;
         // Where a lane's two 16-byte loads find it (RowDotsQ8Int), each index once.
@@ -209,7 +204,7 @@ TEST(CudaQ8Int, WarpSimulationGivesMatVecQ8_0sBits) {
       simd::MatVecQ8_0(q.data(), xq, want.data(), 0, rows);
       const SharedX sx = QuantizeLikeTheKernel(x.data(), cols);
       for (int r = 0; r < rows; r++, outputs++)
-        ASSERT_EQ(Bits(WarpRow(dev.data(), rows, cols, r, sx)), Bits(want[r]))
+        ASSERT_EQ(FloatBits(WarpRow(dev.data(), rows, cols, r, sx)), FloatBits(want[r]))
             << cols << " columns, x" << scale << ", row " << r << ": " << WarpRow(dev.data(), rows, cols, r, sx)
             << " vs " << want[r];
       shapes++;

@@ -165,7 +165,6 @@ __device__ __forceinline__ void RowDotsQ8Int(const RowRef (&r)[R], const int16_t
                                              bool finite, int lane, float (&acc)[R][1]) {
   const int chunks = cols / q8i::kChunk, nb = cols / q8i::kBlock, grouped = nb / q8i::kGroup * q8i::kGroup;
   const int steps = (chunks + 31) / 32;
-
   float chain[R], tail_a[R], tail_s[R];
 #pragma unroll
   for (int k = 0; k < R; k++) chain[k] = tail_a[k] = tail_s[k] = 0.0f;

@@ -1,9 +1,11 @@
-// Normally distributed test values from a fixed seed, for the tests that
-// compare kernels with a reference on random inputs.
+// Float helpers of the tests that compare kernels with a reference: normally
+// distributed values from a fixed seed, and a float's bits (to compare bit
+// for bit, NaN included).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -15,6 +17,12 @@ inline std::vector<float> RandomNormal(size_t n, uint32_t seed, float scale = 1.
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
+}
+
+inline uint32_t FloatBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
 }
 
 }  // namespace verity
