@@ -350,6 +350,14 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
   ratio norm-fused-1B "$work/bench-synth-1B-norm-fused.json" "$work/bench-synth-1B.json" 1 \
     "1B bf16 decode, norms in the products' launches over separate (predicted ~1.04x)"
   bench synth-1B-q8_0 "$synth" q8_0 64
+  # The same on int16 x (VERITY_CUDA_Q8_INT16=1): what dp2a gives a
+  # launch-bound model (predicted ~1.15x, 0.95x-1.4x: the 1B's products are
+  # short, and each block quantizes x first).
+  VERITY_CUDA_Q8_INT16=1 bench synth-1B-q8_0-int16 "$synth" q8_0 64
+  ran q8-int16-1B-ran "$work/bench-synth-1B-q8_0-int16.err" "[1-9][0-9]* q8_0 product launches on int16 x" \
+    "the 1B's int16-x launches"
+  ratio q8-int16-1B "$work/bench-synth-1B-q8_0-int16.json" "$work/bench-synth-1B-q8_0.json" 1 \
+    "1B q8_0 decode, int16 x over f32 x (predicted ~1.15x)"
   # Batched decode (a server's continuous batching): 8 and 32 sequences per
   # step, their tokens summed; the target is 32 >= 15x batch 1 (issue 26).
   bench synth-1B-batch8 "$synth" bf16 64 --batch 8

@@ -2,7 +2,7 @@
 # The part of scripts/device-check.sh that fits a session's last short device
 # call (under 4 minutes of device time left): the CudaDevice tests, the scored
 # change against DIR/base (the 1B bf16 decode, cut at 70 s), and the 7B decode
-# in bf16 and q8_0 with their ratio. DIR is what `device-check.sh --prepare`
+# in bf16 and q8_0 (and q8_0 on int16 x) with their ratios over bf16. DIR is what `device-check.sh --prepare`
 # made (carry it):
 #
 #   scripts/device-quick.sh DIR
@@ -53,6 +53,13 @@ if wait $synth7_pid; then
   done
   a=$(decode "$work/7B-q8_0.json") b=$(decode "$work/7B-bf16.json")
   [[ -n $a && -n $b ]] && summary q8_0-over-bf16-7B ok "$(python3 -c "print('%s / %s tok/s = %.2fx (target 1.75x)' % ('$a', '$b', $a / $b))")"
+  # q8_0 on int16 x (VERITY_CUDA_Q8_INT16=1, docs/cuda.md), against the same target.
+  VERITY_CUDA_Q8_INT16=1 "$bin" bench --model "$synth7" --backend cuda --dtype q8_0 --steps 64 --min-seconds 1 \
+    --output json >"$work/7B-q8_0-int16.json" 2>"$work/7B-q8_0-int16.err"
+  c=$(decode "$work/7B-q8_0-int16.json")
+  [[ -n $c && -n $b ]] && grep -q "q8_0 product launches on int16 x" "$work/7B-q8_0-int16.err" &&
+    summary q8_0-int16-over-bf16-7B ok "$(python3 -c "print('%s / %s tok/s = %.2fx (target 1.75x)' % ('$c', '$b', $c / $b))")" ||
+    summary q8_0-int16-over-bf16-7B FAIL "see $work/7B-q8_0-int16.err (it must run and say its int16-x launches)"
 else
   summary synth-7B FAIL "see $work/synth-7b.log"
 fi
