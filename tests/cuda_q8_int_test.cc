@@ -227,6 +227,7 @@ TEST(CudaPlan, Q8IntPlanHoldsXsQuantsInSharedMemory) {
     Result<LaunchPlan> p = PlanRowsQ8Int(4096, cols, 0, lim);
     ASSERT_TRUE(p.ok()) << p.status().message();
     EXPECT_TRUE(p->int16_x);
+    EXPECT_EQ(p->shape, "rows=4096 cols=" + std::to_string(cols) + " T=1 dtype=q8_0 int16_x");
     EXPECT_EQ(p->shared_bytes, static_cast<size_t>(cols * 2 + cols / 32 * 4));
     EXPECT_EQ(p->rows_per_warp, kQ8IntRowsForm.rows_per_warp);
     EXPECT_EQ(p->unroll, kQ8IntRowsForm.unroll);

@@ -145,7 +145,8 @@ Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const Dev
   VERITY_ASSIGN_OR_RETURN(LaunchPlan p, norm_threads > 0 ? PlanRowsNormed(DType::kQ8_0, rows, cols, norm_threads, lim)
                                                          : PlanRows(DType::kQ8_0, rows, cols, 1, lim));
   p.kernel += "_int16x";
-  p.shape += " int16_x";
+  p.shape =
+      "rows=" + Str(rows) + " cols=" + Str(cols) + " T=1 dtype=q8_0 int16_x" + (norm_threads > 0 ? " normed" : "");
   p.int16_x = true;
   p.rows_per_warp = kQ8IntRowsForm.rows_per_warp;
   p.unroll = kQ8IntRowsForm.unroll;

@@ -130,10 +130,10 @@ Status Validate(const LaunchPlan& p, const DeviceLimits& lim);
 // PlanRmsnorm(1, cols)'s); a row that does not fit refused by name.
 Result<LaunchPlan> PlanRowsNormed(DType dtype, int rows, int cols, int norm_threads, const DeviceLimits& lim);
 // A decode step's q8_0 product on int16 x (opt-in, VERITY_CUDA_Q8_INT16=1;
-// q8_int.h): PlanRows's default q8_0 form (or, with norm_threads > 0,
-// PlanRowsNormed's) with x's int16 quants and scales in shared memory after
-// the normed row; a width whose quants do not fit a block's shared memory
-// is refused by name. cols % 32 == 0.
+// q8_int.h): PlanRows's grid for q8_0 (or, with norm_threads > 0,
+// PlanRowsNormed's) in kQ8IntRowsForm, with x's int16 quants and scales in
+// shared memory after the normed row; a width whose quants do not fit a
+// block's shared memory is refused by name. cols % 32 == 0.
 Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const DeviceLimits& lim);
 // out[rows] = W[rows x cols] x[cols]: one warp per row, kMatvecWarps rows per block.
 // q8_0 requires cols % 32 == 0.
