@@ -9,7 +9,7 @@
 #
 # --prepare also builds the scored change's base (DIR/base: verity and its
 # CUDA plugin at $base_rev, session 20's first build on the H200: before the
-# dependent launches and the q8_0 device layout), which step 6a scores this
+# dependent launches and the q8_0 device layout), which step 6b scores this
 # build against on the GPU.
 #
 # Steps, each printing one summary line: build; the GPU unit tests
@@ -27,8 +27,8 @@
 # the tp=2 refusal on one GPU, benches with fast and cuda kernels). The last line is
 # `device-check: <n> steps, <k> failed, <s>s verdict=PASS|FAIL`; the line
 # before it, `check-time`, the whole check's seconds against 8 minutes.
-# DEVICE_CHECK_BUDGET_S (560) bounds the ledger steps' rounds: a device call
-# has 600 s, and a step that would not fit is skipped by name.
+# DEVICE_CHECK_BUDGET_S (560) bounds the ledger steps' time: a device call
+# has 600 s; a step that would not fit is skipped by name, one cut says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,11 +41,11 @@ case "${1:-}" in
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
 tests=(cuda_backend_test cuda_plan_test cuda_elementwise_test cuda_flash_test cuda_q8_int_test cuda_checks_test)
-base_rev=ffdbf3c  # the scored change's base (step 6a): session 20's first H200 build
+base_rev=ffdbf3c  # the scored change's base (step 6b): session 20's first H200 build
 start=$SECONDS
 steps=0 failed=0
 # The whole check's seconds: a device call's 600 s less its start. The
-# ledger steps, last, take the ABBA rounds that still fit (rounds_left).
+# ledger steps, last, start only where their first look fits (time_left).
 budget=${DEVICE_CHECK_BUDGET_S:-560}
 work=$(mktemp -d /tmp/device-check.XXXXXX)
 summary() {  # summary NAME ok|FAIL DETAIL
@@ -91,13 +91,13 @@ if [[ $mode == prepare ]]; then
   # The scored change's base, built in its own worktree (ccache shares most objects).
   wt=$root/.verity/worktrees/device-base-$base_rev
   if [[ -n ${DEVICE_CHECK_NO_BASE:-} ]]; then
-    summary prepare-base ok "skipped: DEVICE_CHECK_NO_BASE is set (step 6a will say so)"
+    summary prepare-base ok "skipped: DEVICE_CHECK_NO_BASE is set (step 6b will say so)"
   else
   [[ -d $wt ]] || git -C "$root" worktree add --detach "$wt" "$base_rev" >"$work/base-worktree.log" 2>&1
   if cmake -S "$wt" -B "$wt/build-cuda" -DCMAKE_BUILD_TYPE=Release -DVERITY_CUDA=ON >"$work/base-configure.log" 2>&1 &&
       nice -n 19 cmake --build "$wt/build-cuda" -j"$(nproc)" --target verity verity_cuda >"$work/base-build.log" 2>&1; then
     mkdir -p "$dir/base" && cp "$wt/build-cuda/cli/verity" "$wt"/build-cuda/cli/libverity_cuda.so "$dir/base/"
-    summary prepare-base ok "verity at $base_rev in $dir/base (step 6a's base)"
+    summary prepare-base ok "verity at $base_rev in $dir/base (step 6b's base)"
   else
     grep -E "error|Error" "$work/base-build.log" | head -10; summary prepare-base FAIL "see $work/base-build.log"
   fi
