@@ -1365,11 +1365,6 @@ TEST(CudaDevice, NormedProductsGiveTheSeparateCallsBits) {
 // backend's closing line counts the launches.
 TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
   REQUIRE_DEVICE();
-  auto bits = [](const std::vector<float>& v) {
-    std::vector<uint32_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * 4);
-    return b;
-  };
   const ScopedEnv normed("VERITY_CUDA_NORM_FUSED", "1");
   std::unique_ptr<kernels::Backend> off;
   {
@@ -1393,7 +1388,7 @@ TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
       auto dx = k->AllocateState(static_cast<size_t>(cols)), out = k->AllocateState(rows);
       k->Upload(dx->data(), x.data(), x.size());
       k->Matmul(out->data(), dx->data(), w.w);
-      EXPECT_EQ(bits(Downloaded(*k, *out)), bits(want))
+      EXPECT_EQ(FloatBits(Downloaded(*k, *out)), FloatBits(want))
           << cols << " columns" << (nan ? ", x holding a NaN" : "") << ": simd::MatVecQ8_0's bits";
       products += rows;
       // A batched step of one row: the f32-x kernel, as with the switch off.
@@ -1401,7 +1396,8 @@ TEST(CudaDevice, Q8IntRowsGiveTheFastKernelsBits) {
       off->Upload(dx0->data(), x.data(), x.size());
       off->MatmulRows(out0->data(), dx0->data(), w.w, 1);
       k->MatmulRows(out->data(), dx->data(), w.w, 1);
-      EXPECT_EQ(bits(Downloaded(*k, *out)), bits(Downloaded(*off, *out0))) << cols << ": a batched step's row";
+      EXPECT_EQ(FloatBits(Downloaded(*k, *out)), FloatBits(Downloaded(*off, *out0)))
+          << cols << ": a batched step's row";
     }
   }
   auto state = [&](size_t floats, uint32_t seed) { return RandomState(*k, floats, seed); };

@@ -24,5 +24,10 @@ inline uint32_t FloatBits(float f) {
   std::memcpy(&b, &f, sizeof b);
   return b;
 }
+inline std::vector<uint32_t> FloatBits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); i++) b[i] = FloatBits(v[i]);
+  return b;
+}
 
 }  // namespace verity

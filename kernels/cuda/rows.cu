@@ -275,8 +275,8 @@ __global__ void RowsKernel(RowsTargets tg, const float* x, int cols, int T, size
     extern __shared__ float4 quant4[];  // after the normed row (NORM), x's quants then their scales
     unsigned char* at_x = reinterpret_cast<unsigned char*>(quant4) + (NORM ? q8i::AfterNorm(cols, nm.threads) : 0);
     int16_t* xq = reinterpret_cast<int16_t*>(at_x);
-    const float* xsc = reinterpret_cast<const float*>(at_x + q8i::XScalesOffset(cols));
-    const bool finite = QuantizeXShared(x, cols, xq, reinterpret_cast<float*>(at_x + q8i::XScalesOffset(cols)));
+    float* xsc = reinterpret_cast<float*>(at_x + q8i::XScalesOffset(cols));
+    const bool finite = QuantizeXShared(x, cols, xq, xsc);
     if (first >= total) return;
     RowDotsQ8Int<R, U>(w, xq, xsc, cols, finite, lane, acc);
     if constexpr (EPI == static_cast<int>(RowsEpilogue::kSwiGLU))
