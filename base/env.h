@@ -6,7 +6,8 @@
 
 namespace verity::env {
 
-// VERITY_THREADS: worker threads for the fast CPU path. Default: hardware cores.
+// VERITY_THREADS: worker threads for the fast CPU path, and the threads a load
+// converts weights on (base/host_parallel.h). Default: hardware cores.
 int Threads();
 // VERITY_PARITY_MODE: "standard" (default) or "deep" (more depths and wider windows).
 bool ParityDeep();

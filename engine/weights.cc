@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/host_parallel.h"
 #include "engine/zeroed_buffer.h"
 #include "formats/quants.h"
 
@@ -278,36 +279,52 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
 
   const size_t row_bytes = kernels::RowBytes(dtype, out_cols);
   unsigned char* dst = static_cast<unsigned char*>(m_.Allocate(row_bytes * out_rows));  // zeros: the padding
-  std::vector<float> f32(out_cols, 0.0f);                                               // one row, zero tail
+  // Rows [r0, r1) from the source to dst; each row's bytes depend on that row
+  // alone, so any split over threads gives the same matrix.
+  auto convert = [&](int64_t r0, int64_t r1) {
+    std::vector<float> f32(out_cols, 0.0f);  // one row, zero tail
+    for (int64_t i = r0; i < r1; i++) {
+      const unsigned char* src = t.data + static_cast<size_t>(i) * src_row_bytes;
+      unsigned char* out = dst + static_cast<size_t>(i) * row_bytes;
+      if (SameAs(t.type, dtype) && !padded) {
+        std::memcpy(out, src, row_bytes);  // stored as wanted, only misaligned
+      } else if (t.type == TensorDType::kQ8_0 && dtype == kernels::DType::kQ8_0 && !padded) {
+        RepackGgufQ8_0(src, cols, out);  // exact: the same int8, the f16 scale widened
+      } else if (t.type == TensorDType::kBF16 && !padded) {
+        uint16_t* bf = reinterpret_cast<uint16_t*>(f32.data());  // scratch: cols x 2 bytes fit in it
+        std::memcpy(bf, src, static_cast<size_t>(cols) * 2);
+        kernels::EncodeBF16(dtype, bf, 1, cols, out);
+      } else {
+        ToF32(t.type, src, cols, f32.data());
+        kernels::EncodeF32(dtype, f32.data(), 1, out_cols, out);
+      }
+    }
+  };
   // The source is never read again once copied or converted: hand its pages
-  // back as we go, so the resident peak holds the copy and one chunk.
-  const bool release = t.mapped;
-  size_t released = 0;  // bytes of the source handed back so far
-  for (int i = 0; i < rows; i++) {
-    const unsigned char* src = t.data + static_cast<size_t>(i) * src_row_bytes;
-    // Hand the converted source back as we go (a few MB at a time), so the
-    // resident peak holds one chunk of the f32 tensor, not all of it.
-    constexpr size_t kReleaseChunk = size_t{4} << 20;
-    if (release && static_cast<size_t>(src - t.data) - released >= kReleaseChunk) {
-      ReleasePages(t.data + released, static_cast<size_t>(src - t.data) - released);
-      released = static_cast<size_t>(src - t.data);
-    }
-    if (SameAs(t.type, dtype) && !padded) {
-      std::memcpy(dst + i * row_bytes, src, row_bytes);  // stored as wanted, only misaligned
-    } else if (t.type == TensorDType::kQ8_0 && dtype == kernels::DType::kQ8_0 && !padded) {
-      RepackGgufQ8_0(src, cols, dst + i * row_bytes);  // exact: the same int8, the f16 scale widened
-    } else if (t.type == TensorDType::kBF16 && !padded) {
-      uint16_t* bf = reinterpret_cast<uint16_t*>(f32.data());  // scratch: cols x 2 bytes fit in it
-      std::memcpy(bf, src, static_cast<size_t>(cols) * 2);
-      kernels::EncodeBF16(dtype, bf, 1, cols, dst + i * row_bytes);
-    } else {
-      ToF32(t.type, src, cols, f32.data());
-      kernels::EncodeF32(dtype, f32.data(), 1, out_cols, dst + i * row_bytes);
-    }
+  // back a batch at a time, so the resident peak holds the copy and one
+  // batch: 4 MB of source (as on one thread before 2026-12-07, so a bench's
+  // peak RSS does not move on up to 4 threads), 1 MB a thread beyond. Within
+  // a batch the rows are split over the load's threads (base/host_parallel.h)
+  // in grains of 256 KB.
+  const int threads = LoadThreads();
+  const size_t row_src = std::max<size_t>(src_row_bytes, 1);
+  const size_t batch_bytes = std::max(size_t{4} << 20, static_cast<size_t>(threads) << 20);
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / row_src));
+  const int64_t batch = std::max<int64_t>(grain, static_cast<int64_t>(batch_bytes / row_src));
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const unsigned char* released = t.data;  // the source before this is handed back
+  for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+    const int64_t r1 = std::min<int64_t>(rows, r0 + batch);
+    ParallelRanges(r1 - r0, grain, threads, [&](int64_t b, int64_t e) { convert(r0 + b, r0 + e); });
+    if (!t.mapped) continue;
+    const unsigned char* done = t.data + static_cast<size_t>(r1) * src_row_bytes;
+    ReleasePages(released, static_cast<size_t>(done - released));
+    // The page that straddles the batch's end goes with the next batch.
+    released =
+        std::max(t.data, reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(done) / page * page));
   }
   if (SameAs(t.type, dtype) && !padded && ++copied_ <= kNamedCopies)
     Note(where_ + ": tensor " + t.name + " is not " + std::to_string(align) + "-byte aligned in the file; copied once");
-  if (release) ReleasePages(t.data + released, static_cast<size_t>(rows) * src_row_bytes - released);
   return kernels::Weights{dtype, dst, out_rows, out_cols};
 }
 

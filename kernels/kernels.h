@@ -95,6 +95,8 @@ void EncodeQ8_0Blocks(const void* blocks, int cols, void* dst);
 // row cols / 32 simd::BlockQ8_0 in column order), for code that reads blocks
 // by offset (the CUDA kernels). Exact.
 void UnpackQ8_0Rows(const Weights& w, void* dst);
+// Rows [r0, r1) alone, as plain blocks at dst ((r1 - r0) x w.row_bytes() bytes).
+void UnpackQ8_0Rows(const Weights& w, int r0, int r1, void* dst);
 // Columns [c0, c1) of row i of a q8_0 matrix into dst (RowBytes(q8_0, c1 - c0)
 // bytes), as a row of that width; c0 and c1 multiples of 32. Exact.
 void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst);

@@ -24,6 +24,7 @@
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/cuda/mma_map.h"
 #include "kernels/cuda/q8_layout.h"
+#include "kernels/cuda/q8_upload.h"
 #include "kernels/cuda/work_map.h"
 #include "tests/mma_spec.h"
 #include "kernels/kernels.h"
@@ -114,6 +115,31 @@ TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
 // scale, min and quant pattern; finite f16 scales, as loading requires) and
 // of blocks verity's quantizer writes from weights of several magnitudes.
 // A scale read from the wrong sub-block or a nibble from the wrong half fails.
+// The upload's repack (q8_upload.h), split over threads straight from the
+// CPU rows, gives the bytes of the whole-matrix Repack above, every byte
+// written (the two start from different fills), at 1 to 7 threads and at
+// shapes whose rows split into several grains.
+TEST(CudaElementwise, Q8_0RepackOverThreadsIsTheWholeMatrixRepack) {
+  int compared = 0;
+  for (auto [rows, cols] : {std::pair{1, 32}, {37, 288}, {4096, 512}, {1500, 2048}}) {
+    const int64_t n = int64_t{rows} * cols;
+    const std::vector<float> src = Random(static_cast<size_t>(n), rows * 3 + cols, 2.0f);
+    std::vector<unsigned char> q(RowBytes(DType::kQ8_0, cols) * rows), plain(q.size());
+    EncodeF32(DType::kQ8_0, src.data(), rows, cols, q.data());
+    const Weights w{DType::kQ8_0, q.data(), rows, cols};
+    UnpackQ8_0Rows(w, plain.data());
+    std::vector<unsigned char> want(q.size(), 0x00);
+    q8::Repack(plain.data(), n, want.data());
+    for (int threads : {1, 2, 3, 7}) {
+      std::vector<unsigned char> got(q.size(), 0xAA);
+      q8::RepackMatrix(w, got.data(), threads);
+      ASSERT_TRUE(got == want) << rows << "x" << cols << " on " << threads << " threads";
+      compared++;
+    }
+  }
+  std::printf("cuda q8_0 upload: %d repacks over threads byte for byte the whole-matrix repack\n", compared);
+}
+
 TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
   std::mt19937 rng(43);
   long checked = 0;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -265,6 +266,51 @@ TEST(Mmap, UnalignedSafetensorsTensorsAreCopiedOnceWithANote) {
   EXPECT_NE(g.err.find("verity: note: " + dir + ": 46 more unaligned tensors copied once (47 in all)\n"),
             std::string::npos)
       << g.err;
+}
+
+// A load converts a matrix's rows over the load's threads (base/host_parallel.h;
+// VERITY_THREADS): the same bytes whatever the split. Matrices of 512 to 3000
+// rows split into several ranges at 3 threads: f32 and bf16 sources, each
+// converted dtype, an FFN width q8_0 pads (1000 -> 1024), and a llama2.c file
+// whose unaligned f32 matrices are copied.
+TEST(DType, ConvertedMatricesAreTheSameBytesOnOneThreadOrSeveral) {
+  const std::string dir = test::TempDir("load-threads");
+  const std::string config =
+      R"({"dim":512,"hidden_dim":1000,"n_layers":2,"n_heads":8,"n_kv_heads":4,"vocab_size":3000,)"
+      R"("seq_len":64,"shared_classifier":false})";
+  for (const char* dtype : {"f32", "bf16"}) {
+    auto r =
+        Shell(VerityBin() + " synth --out " + dir + "/" + dtype + " --dtype " + dtype + " --config '" + config + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto r = Shell(VerityBin() + " synth --out " + dir + "/m.bin --config '" + config + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const char* saved = std::getenv("VERITY_THREADS");
+  const std::string before = saved ? saved : "";
+  auto load = [&](const std::string& path, DType t, const char* threads) {
+    setenv("VERITY_THREADS", threads, 1);
+    auto m = LoadModel(path, t);
+    saved ? setenv("VERITY_THREADS", before.c_str(), 1) : unsetenv("VERITY_THREADS");
+    return m;
+  };
+  int compared = 0;
+  for (const std::string src : {"f32", "bf16", "m.bin"}) {
+    for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+      auto one = load(dir + "/" + src, t, "1");
+      auto three = load(dir + "/" + src, t, "3");
+      ASSERT_TRUE(one.ok() && three.ok()) << src << " " << DTypeName(t);
+      const auto a = Matrices(**one), b = Matrices(**three);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); i++, compared++) {
+        ASSERT_EQ(a[i]->dtype, t);
+        ASSERT_EQ(a[i]->bytes(), b[i]->bytes());
+        ASSERT_EQ(std::memcmp(a[i]->data, b[i]->data, a[i]->bytes()), 0)
+            << src << " as " << DTypeName(t) << ", matrix " << i << " (" << a[i]->rows << "x" << a[i]->cols << ")";
+      }
+      if (t == DType::kQ8_0) EXPECT_EQ((*one)->layers[0].w1.rows, 1024) << "q8_0 pads the FFN width";
+    }
+  }
+  std::printf("load threads: %d matrices the same bytes loaded on 1 thread and on 3\n", compared);
 }
 
 TEST(DType, GenerateAndLogitsNameTheDtype) {

@@ -80,10 +80,13 @@ void EncodeQ8_0Blocks(const void* blocks, int cols, void* dst) {
   simd::PackRowQ8_0(static_cast<const simd::BlockQ8_0*>(blocks), cols, static_cast<uint8_t*>(dst));
 }
 
-void UnpackQ8_0Rows(const Weights& w, void* dst) {
+void UnpackQ8_0Rows(const Weights& w, void* dst) { UnpackQ8_0Rows(w, 0, w.rows, dst); }
+
+void UnpackQ8_0Rows(const Weights& w, int r0, int r1, void* dst) {
   unsigned char* out = static_cast<unsigned char*>(dst);
-  for (int i = 0; i < w.rows; i++)
-    simd::UnpackRowQ8_0(w.row(i), w.cols, reinterpret_cast<simd::BlockQ8_0*>(out + i * w.row_bytes()));
+  for (int i = r0; i < r1; i++)
+    simd::UnpackRowQ8_0(w.row(i), w.cols,
+                        reinterpret_cast<simd::BlockQ8_0*>(out + static_cast<size_t>(i - r0) * w.row_bytes()));
 }
 
 void SliceQ8_0Row(const Weights& w, int i, int c0, int c1, void* dst) {

@@ -41,26 +41,35 @@ HWY_EXPORT(TargetNameImpl);
 
 const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
-uint16_t F32ToBF16(float v) {
+namespace {
+// The conversions' one statement each. The public functions below are
+// global symbols of a position-independent library, which GCC does not
+// inline (another library could interpose them): the array loops called
+// them once a value, ~28% of loading a 1B model as q8_0 (perf, 2026-12-07).
+// These inline forms let the loops run as plain vector code.
+inline uint16_t ToBF16(float v) {
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof(bits));
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
-
-float BF16ToF32(uint16_t v) {
+inline float FromBF16(uint16_t v) {
   const uint32_t bits = static_cast<uint32_t>(v) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
 }
+}  // namespace
+
+uint16_t F32ToBF16(float v) { return ToBF16(v); }
+float BF16ToF32(uint16_t v) { return FromBF16(v); }
 
 void ConvertF32ToBF16(const float* src, uint16_t* dst, size_t n) {
-  for (size_t i = 0; i < n; i++) dst[i] = F32ToBF16(src[i]);
+  for (size_t i = 0; i < n; i++) dst[i] = ToBF16(src[i]);
 }
 void BF16ToF32Array(const uint16_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; i++) dst[i] = BF16ToF32(src[i]);
+  for (size_t i = 0; i < n; i++) dst[i] = FromBF16(src[i]);
 }
 
 }  // namespace verity::kernels::simd

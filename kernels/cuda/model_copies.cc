@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/q8_layout.h"
+#include "kernels/cuda/q8_upload.h"
 
 namespace verity::kernels::cuda {
 
@@ -26,14 +27,11 @@ Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
   Copy& c = weights_[w.data];
   if (c.bytes == 0 || c.dtype != w.dtype || c.bytes < w.bytes()) {
     const void* host = w.data;
-    std::vector<unsigned char> plain;
-    std::vector<unsigned char> repacked;
-    if (w.dtype == DType::kQ8_0) {  // plain blocks, then the device layout (q8_layout.h): the same bytes
-      plain.resize(w.bytes());
-      kernels::UnpackQ8_0Rows(w, plain.data());
-      repacked.resize(w.bytes());
-      q8::Repack(plain.data(), int64_t{w.rows} * w.cols, repacked.data());
-      host = repacked.data();
+    std::unique_ptr<unsigned char[]> repacked;
+    if (w.dtype == DType::kQ8_0) {                   // the device layout (q8_layout.h): the same bytes
+      repacked.reset(new unsigned char[w.bytes()]);  // every byte written: no zeroing pass
+      q8::RepackMatrix(w, repacked.get(), LoadThreads());
+      host = repacked.get();
     }
     if (c.bytes != 0) moved_();  // rewritten or moved: no graph may read the old copy
     VERITY_RETURN_IF_ERROR(Upload(c, host, w.bytes(), "weight"));

@@ -57,16 +57,22 @@ VERITY_HD float Weight(const void* base, int64_t n, int64_t g) {
   return ew::Mul(Scales(base, n)[g / kQ8_0BlockSize], static_cast<float>(Quants(base)[g]));
 }
 
-// Plain 36-byte blocks (n / 32 of them, UnpackQ8_0Rows's output) into the
-// device layout: Bytes(n) bytes at `out`.
-inline void Repack(const unsigned char* plain, int64_t n, unsigned char* out) {
-  const int64_t blocks = n / kQ8_0BlockSize;
+// Blocks [first, first + count) of a matrix of n weights, given as plain
+// 36-byte blocks at `plain` (UnpackQ8_0Rows's output for those blocks), to
+// their places in the device layout of the whole matrix at `out` (Bytes(n)
+// bytes). Blocks apart write bytes apart, so ranges may be repacked in any
+// order or at once (model_copies.cc splits a matrix's rows over threads).
+inline void RepackBlocks(const unsigned char* plain, int64_t first, int64_t count, int64_t n, unsigned char* out) {
   unsigned char* scales = out + n;
-  for (int64_t b = 0; b < blocks; b++) {
-    const unsigned char* block = plain + b * kQ8_0BlockBytes;
+  for (int64_t b = first; b < first + count; b++) {
+    const unsigned char* block = plain + (b - first) * kQ8_0BlockBytes;
     std::memcpy(scales + 4 * b, block, 4);
     std::memcpy(out + b * kQ8_0BlockSize, block + 4, kQ8_0BlockSize);
   }
+}
+// All n / 32 blocks.
+inline void Repack(const unsigned char* plain, int64_t n, unsigned char* out) {
+  RepackBlocks(plain, 0, n / kQ8_0BlockSize, n, out);
 }
 
 }  // namespace verity::kernels::cuda::q8
