@@ -184,6 +184,10 @@ VerityBenchRecord RandomVerityBench(std::mt19937& g) {
     if (g() % 2)  // absent in records written before 2026-12-07
       r.cuda_switches = CudaSwitches{g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0};
   }
+  if (g() % 2) {  // absent in records written before 2026-12-07
+    std::uniform_real_distribution<double> secs(0.0, 30.0);
+    r.phases = RunPhases{secs(g), secs(g), secs(g), secs(g), secs(g), secs(g)};
+  }
   return r;
 }
 
@@ -222,6 +226,13 @@ TEST(VerityBench, CudaSwitchesSetNamesEachVariableAwayFromItsDefault) {
             "VERITY_CUDA_L2_PREFETCH=0");
 }
 
+// The phases' line: each in the record's order, and their sum.
+TEST(VerityBench, RunPhasesLineNamesEachPhaseAndTheirSum) {
+  EXPECT_EQ(RunPhasesLine(RunPhases{0.41, 1.02, 0.0, 0.9, 1.2, 1.5}),
+            "backend 0.41 s, model load 1.02 s, decoder 0.00 s, first prompt 0.90 s, warm-up 1.20 s, timed 1.50 s "
+            "(5.03 s in all)");
+}
+
 TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
   std::mt19937 g(3);
   VerityBenchRecord r = RandomVerityBench(g);
@@ -238,6 +249,16 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
          "'kernels.cuda_switches.flash_prefill' is missing or not a boolean"},
         {"/kernels", nlohmann::json{{"cuda_batch_mma", true}, {"cuda_switches", 1}},
          "'kernels.cuda_switches' is missing or not an object"},
+        {"/phases", 2, "'phases' is missing or not an object or null"},
+        {"/phases", nlohmann::json{{"backend_s", 1.0}}, "'phases.load_s' is missing or not a number >= 0"},
+        {"/phases",
+         nlohmann::json{{"backend_s", 1.0},
+                        {"load_s", 1.0},
+                        {"decoder_s", 0.0},
+                        {"first_prompt_s", -1.0},
+                        {"warmup_s", 1.0},
+                        {"timed_s", 1.0}},
+         "'phases.first_prompt_s' is missing or not a number >= 0"},
         {"/box", nullptr, "'box' is missing or not a string"}}) {
     nlohmann::json j = good;
     j[nlohmann::json::json_pointer(path)] = value;

@@ -1,5 +1,6 @@
 #include "protocol/verity_bench.h"
 
+#include <cstdio>
 #include <sstream>
 #include <utility>
 
@@ -33,6 +34,13 @@ nlohmann::json KernelsJson(const VerityBenchRecord& r) {
   return k;
 }
 
+// RunPhases' fields, in the record's order.
+constexpr const char* kPhaseNames[] = {"backend_s", "load_s", "decoder_s", "first_prompt_s", "warmup_s", "timed_s"};
+double* PhaseField(RunPhases& p, int i) {
+  double* fields[] = {&p.backend_s, &p.load_s, &p.decoder_s, &p.first_prompt_s, &p.warmup_s, &p.timed_s};
+  return fields[i];
+}
+
 nlohmann::json PoolJson(const std::optional<PoolCounts>& p) {
   if (!p) return nlohmann::json();
   return {{"split_jobs", p->split_jobs},
@@ -40,6 +48,13 @@ nlohmann::json PoolJson(const std::optional<PoolCounts>& p) {
           {"backoff_jobs", p->backoff_jobs},
           {"stalls", p->stalls},
           {"contended_windows", p->contended_windows}};
+}
+
+nlohmann::json PhasesJson(std::optional<RunPhases> p) {
+  if (!p) return nlohmann::json();
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < 6; i++) j[kPhaseNames[i]] = *PhaseField(*p, i);
+  return j;
 }
 
 // What the ledger reads of the record.
@@ -82,6 +97,7 @@ nlohmann::json Detail(const VerityBenchRecord& r) {
           {"affinity", {{"cpus", r.cpus}, {"per_thread", r.per_thread}}},
           {"pool", PoolJson(r.pool)},
           {"kernels", KernelsJson(r)},
+          {"phases", PhasesJson(r.phases)},
           {"box", r.box}};
 }
 
@@ -194,6 +210,21 @@ class DetailReader {
     r->pool = p;
     return OkStatus();
   }
+  // Absent (or null) in records written before 2026-12-07.
+  Status Phases(VerityBenchRecord* r) const {
+    const nlohmann::json* ph = At("phases");
+    if (!ph || ph->is_null()) return OkStatus();
+    if (!ph->is_object()) return Fail("phases", "an object or null");
+    RunPhases p;
+    for (int i = 0; i < 6; i++) {
+      const nlohmann::json* v = At(*ph, kPhaseNames[i]);
+      if (!v || !v->is_number() || v->get<double>() < 0)
+        return Fail(std::string("phases.") + kPhaseNames[i], "a number >= 0");
+      *PhaseField(p, i) = v->get<double>();
+    }
+    r->phases = p;
+    return OkStatus();
+  }
   Status Kernels(VerityBenchRecord* r) const {
     const nlohmann::json* k = At("kernels");
     if (!k || k->is_null()) return OkStatus();
@@ -254,6 +285,22 @@ std::string CudaSwitchesSet(const CudaSwitches& s) {
   return out.empty() ? "defaults" : out;
 }
 
+std::string RunPhasesLine(const RunPhases& p) {
+  const char* labels[] = {"backend", "model load", "decoder", "first prompt", "warm-up", "timed"};
+  std::string out;
+  double all = 0.0;
+  RunPhases q = p;
+  for (int i = 0; i < 6; i++) {
+    char part[64];
+    std::snprintf(part, sizeof part, "%s%s %.2f s", i ? ", " : "", labels[i], *PhaseField(q, i));
+    out += part;
+    all += *PhaseField(q, i);
+  }
+  char tail[48];
+  std::snprintf(tail, sizeof tail, " (%.2f s in all)", all);
+  return out + tail;
+}
+
 nlohmann::json ToJson(const VerityBenchRecord& r) {
   BenchRecord e = Envelope(r);
   e.extra = Detail(r);
@@ -271,6 +318,7 @@ Result<VerityBenchRecord> VerityBenchFromJson(const nlohmann::json& j, const std
   VERITY_RETURN_IF_ERROR(read.Affinity(&r));
   VERITY_RETURN_IF_ERROR(read.Pool(&r));
   VERITY_RETURN_IF_ERROR(read.Kernels(&r));
+  VERITY_RETURN_IF_ERROR(read.Phases(&r));
   // Then the envelope as the ledger reads it (every number in its range): a
   // record this accepts, the ledger accepts.
   VERITY_RETURN_IF_ERROR(BenchRecordFromJson(j, what).status());

@@ -36,6 +36,20 @@ struct CudaSwitches {
 // their defaults, in the field order above; "defaults" when none is.
 std::string CudaSwitchesSet(const CudaSwitches& s);
 
+// Where a bench process's wall time went, in seconds, phase by phase: making
+// the backend (a plugin's libraries and device), loading the model (mapping,
+// converting), making the decoder (its state and caches), the first prompt
+// (a device backend's uploads and first recordings happen there), the rest
+// of the warm-up, and the timed generations. A ledger round runs each
+// command four times, so these say what a round costs beyond its timed
+// window (docs/bench.md).
+struct RunPhases {
+  double backend_s = 0.0, load_s = 0.0, decoder_s = 0.0, first_prompt_s = 0.0, warmup_s = 0.0, timed_s = 0.0;
+};
+// "backend 0.41 s, model load 1.02 s, decoder 0.00 s, first prompt 0.90 s,
+// warm-up 1.20 s, timed 1.50 s (5.03 s in all)".
+std::string RunPhasesLine(const RunPhases& p);
+
 struct VerityBenchRecord {
   std::string build_id, artifact_sha256;
   std::string model, backend, dtype = "f32";
@@ -92,6 +106,9 @@ struct VerityBenchRecord {
   // VERITY_CUDA_* variable that picks a kernel (docs/cuda.md). flash_prefill
   // and q8_int16 change bits, as batch_mma does; the others change none.
   std::optional<CudaSwitches> cuda_switches;
+  // Where the process's time went (absent in records written before
+  // 2026-12-07).
+  std::optional<RunPhases> phases;
 };
 
 // The record as `verity bench` prints it: the envelope (bench_record.h's

@@ -279,6 +279,13 @@ line = (f"{sys.argv[3]} {sys.argv[4]}{batch}: decode {m['decode_tok_s']:.1f} tok
         f"{peak:.0f} GB/s peak memory bandwidth" +
         (f", {100 * roof['fraction']:.2f}% of the measured {roof['read_gb_s']:.0f} GB/s" if roof.get("fraction") else
          ", no measured roofline"))
+# Where the process's time went (what a ledger round pays four times beyond
+# its timed window; docs/bench.md, "phases").
+ph = j.get("phases")
+if isinstance(ph, dict):
+    line += (f"; {sum(ph.values()):.1f} s: backend {ph['backend_s']:.1f}, load {ph['load_s']:.1f}, "
+             f"decoder {ph['decoder_s']:.1f}, first prompt {ph['first_prompt_s']:.1f}, "
+             f"warm-up {ph['warmup_s']:.1f}, timed {ph['timed_s']:.1f}")
 open(sys.argv[1][:-len(".json")] + ".line", "w").write(line)
 sys.exit(0 if m["decode_tok_s"] > 0 and peak > 0 else 1)
 EOF

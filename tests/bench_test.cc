@@ -434,10 +434,26 @@ TEST(Bench, EveryOutputFormatPrintsOneRecordWithTheSameNumbers) {
   const auto hint_at = std::find(nh_head.begin(), nh_head.end(), "kernels_stream_prefetch_hint");
   ASSERT_NE(hint_at, nh_head.end());
   EXPECT_EQ(nh_row[hint_at - nh_head.begin()], "") << "absent is an empty field";
-  EXPECT_EQ(nh_head[nh_head.size() - 2], "kernels_cuda_batch_mma");
-  EXPECT_EQ(nh_head.back(), "kernels_cuda_switches");
-  EXPECT_EQ(nh_row[nh_row.size() - 2], "") << "a fast backend's record has no cuda variant";
-  EXPECT_EQ(nh_row.back(), "") << "nor cuda switches";
+  EXPECT_EQ(nh_head[nh_head.size() - 8], "kernels_cuda_batch_mma");
+  EXPECT_EQ(nh_head[nh_head.size() - 7], "kernels_cuda_switches");
+  EXPECT_EQ(nh_row[nh_row.size() - 8], "") << "a fast backend's record has no cuda variant";
+  EXPECT_EQ(nh_row[nh_row.size() - 7], "") << "nor cuda switches";
+  // The phases: a live record has them, each read back; one from before
+  // 2026-12-07 has none, and its six cells are empty.
+  EXPECT_EQ(nh_head[nh_head.size() - 6], "phases_backend_s");
+  EXPECT_EQ(nh_head.back(), "phases_timed_s");
+  ASSERT_TRUE(j.contains("phases") && j["phases"].is_object()) << j.dump();
+  EXPECT_EQ(nh_row.back(), nlohmann::json(j["phases"]["timed_s"].get<double>()).dump());
+  EXPECT_GT(j["phases"]["timed_s"].get<double>(), 0.0) << "the timed window took time";
+  nlohmann::json no_phases = j;
+  no_phases.erase("phases");
+  test::WriteFile(older_path, no_phases.dump() + "\n");
+  auto np_csv = Shell(VerityBin() + " bench --from-json " + older_path + " --output csv");
+  ASSERT_EQ(np_csv.exit_code, 0) << np_csv.err;
+  const auto np = Lines(np_csv.out);
+  ASSERT_EQ(np.size(), 2u);
+  const auto np_row = CsvFields(np[1]);
+  for (size_t k = np_row.size() - 6; k < np_row.size(); k++) EXPECT_EQ(np_row[k], "") << "column " << k;
 
   // A live run in each format prints one record too.
   for (const std::string fmt : {"jsonl", "csv", "md"}) {
@@ -515,13 +531,16 @@ TEST(Bench, NamesTheKernelVariantItRan) {
     const CsvRecord csv = SaveAndReadBack(dir + "/" + mode + ".json", r.out);
     ASSERT_FALSE(csv.head.empty());
     // New columns are appended, so readers by position keep working: then
-    // came baseline_rss_mb, the hint, the cuda backend's variant and its switches.
-    ASSERT_GE(csv.head.size(), 5u);
-    EXPECT_EQ(csv.head[csv.head.size() - 5], "kernels_stream_prefetch") << "appended after the older columns";
-    EXPECT_EQ(csv.head[csv.head.size() - 4], "baseline_rss_mb");
-    EXPECT_EQ(csv.head[csv.head.size() - 3], "kernels_stream_prefetch_hint");
-    EXPECT_EQ(csv.head[csv.head.size() - 2], "kernels_cuda_batch_mma");
-    EXPECT_EQ(csv.head.back(), "kernels_cuda_switches") << "the last column";
+    // came baseline_rss_mb, the hint, the cuda backend's variant and its
+    // switches, then the six phases.
+    ASSERT_GE(csv.head.size(), 11u);
+    EXPECT_EQ(csv.head[csv.head.size() - 11], "kernels_stream_prefetch") << "appended after the older columns";
+    EXPECT_EQ(csv.head[csv.head.size() - 10], "baseline_rss_mb");
+    EXPECT_EQ(csv.head[csv.head.size() - 9], "kernels_stream_prefetch_hint");
+    EXPECT_EQ(csv.head[csv.head.size() - 8], "kernels_cuda_batch_mma");
+    EXPECT_EQ(csv.head[csv.head.size() - 7], "kernels_cuda_switches");
+    EXPECT_EQ(csv.head[csv.head.size() - 6], "phases_backend_s");
+    EXPECT_EQ(csv.head.back(), "phases_timed_s") << "the last column";
     EXPECT_EQ(csv.Col("kernels_stream_prefetch"), on ? "true" : "false");
     EXPECT_EQ(csv.Col("kernels_stream_prefetch_hint"), mode);
   }

@@ -71,6 +71,15 @@ std::string CpuList(const std::vector<int>& cpus) {
   return s;
 }
 
+// The six phase columns (empty where the record has none).
+std::string PhasesCsv(const std::optional<protocol::RunPhases>& p) {
+  if (!p) return ",,,,,";
+  std::string out;
+  for (double v : {p->backend_s, p->load_s, p->decoder_s, p->first_prompt_s, p->warmup_s, p->timed_s})
+    out += (out.empty() ? "" : ",") + Num(v);
+  return out;
+}
+
 std::string PrintCsv(const BenchRecord& r) {
   std::string header =
       "build_id,artifact_sha256,model,backend,dtype,threads,prompt_tokens,gen_tokens,warmup_tokens,generations,"
@@ -80,7 +89,8 @@ std::string PrintCsv(const BenchRecord& r) {
       "cpus,per_thread,box,weights_mb,kv_cache_mb,rss_limit_mb,"
       "pool_split_jobs,pool_caller_jobs,pool_backoff_jobs,pool_stalls,pool_contended_windows,"
       "kernels_simd_target,kernels_stream_prefetch,baseline_rss_mb,kernels_stream_prefetch_hint,kernels_cuda_batch_"
-      "mma,kernels_cuda_switches\n";
+      "mma,kernels_cuda_switches,phases_backend_s,phases_load_s,phases_decoder_s,phases_first_prompt_s,phases_"
+      "warmup_s,phases_timed_s\n";
   auto count = [&](uint64_t PoolCounts::*field) { return r.pool ? std::to_string((*r.pool).*field) : std::string(); };
   std::string row =
       CsvString(r.build_id) + "," + CsvString(r.artifact_sha256) + "," + CsvString(r.model) + "," +
@@ -99,7 +109,8 @@ std::string PrintCsv(const BenchRecord& r) {
       (r.stream_prefetch ? (*r.stream_prefetch ? "true" : "false") : "") + "," + Num(r.baseline_rss_mb) + "," +
       (r.stream_prefetch_hint ? CsvString(*r.stream_prefetch_hint) : std::string()) + "," +
       (r.cuda_batch_mma ? (*r.cuda_batch_mma ? "true" : "false") : "") + "," +
-      (r.cuda_switches ? CsvString(protocol::CudaSwitchesSet(*r.cuda_switches)) : std::string()) + "\n";
+      (r.cuda_switches ? CsvString(protocol::CudaSwitchesSet(*r.cuda_switches)) : std::string()) + "," +
+      PhasesCsv(r.phases) + "\n";
   return header + row;
 }
 
@@ -383,7 +394,9 @@ Result<BenchDecoder> MakeDecoder(const BenchOptions& o, const Model& model, std:
 // Warm-up: whole generations of the bench's own positions, untimed, until
 // enough decode positions and time have passed. The pool's threads exist
 // after the first prompt: each then gets its own CPU.
-void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r) {
+// `first_prompt_s` gets the first prompt's seconds (a device backend's
+// uploads and first recordings).
+void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r, double* first_prompt_s) {
   const auto warm_start = Clock::now();
   auto warm = [&] {
     return r->warmup_tokens >= kWarmupMinTokens &&
@@ -391,6 +404,7 @@ void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r) {
   };
   for (bool first = true; !warm(); first = false) {
     g.Prompt();
+    if (first) *first_prompt_s = std::chrono::duration<double>(Clock::now() - warm_start).count();
     if (first && !cpus.empty()) r->per_thread = measure::PinEveryThread(cpus);
     for (int p = g.prompt(); p < g.positions() && !warm(); p++) {
       g.Step(p);
@@ -549,6 +563,7 @@ void PrintSummary(const BenchRecord& r, const std::vector<int>& cpus, bool devic
                  *r.cuda_batch_mma ? "tensor cores (VERITY_CUDA_BATCH_MMA=1)" : "CUDA cores");
   if (r.cuda_switches)
     std::fprintf(stderr, "verity: cuda switches: %s\n", protocol::CudaSwitchesSet(*r.cuda_switches).c_str());
+  if (r.phases) std::fprintf(stderr, "verity: bench phases: %s\n", protocol::RunPhasesLine(*r.phases).c_str());
   if (r.runqueue_wait_pct && *r.runqueue_wait_pct > 5.0)
     std::fprintf(stderr,
                  "verity: note: the compute threads waited %.1f%% of the timed window for a CPU: other work on this "
@@ -613,6 +628,15 @@ int RunBench(BenchOptions o) {
   if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
   r.cpus = cpus;
 
+  // Where the wall time goes, phase by phase (the record's `phases`).
+  protocol::RunPhases phases;
+  auto mark = Clock::now();
+  auto lap = [&mark] {
+    const auto now = Clock::now();
+    const double s = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return s;
+  };
   auto kern = kernels::MakeBackend(o.backend);
   if (!kern.ok()) return Fail(kern.status());
   // The weights' dtype is part of the loaded model and named in the record: never substituted.
@@ -628,7 +652,9 @@ int RunBench(BenchOptions o) {
   // The process without the model (binary, libraries, allocator, the backend
   // and its threads): what the model adds is judged against this.
   r.baseline_rss_mb = StatusMiB("VmRSS");
+  phases.backend_s = lap();
   auto model = LoadModel(o.model, *dtype, o.ctx);
+  phases.load_s = lap();
   if (group) {
     Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
     if (!agreed.ok()) return group->leader() ? Fail(agreed) : 1;
@@ -639,6 +665,7 @@ int RunBench(BenchOptions o) {
   if (Status fits = CheckContext(o, (*model)->config); !fits.ok()) return Fail(fits);
   auto d = MakeDecoder(o, **model, std::move(kern.value()), group.get());
   if (!d.ok()) return Fail(d.status());
+  phases.decoder_s = lap();
   r.backend = d->backend_name();
   if (o.backend == "fast") {
     r.simd_target = kernels::SimdTargetName();
@@ -652,12 +679,15 @@ int RunBench(BenchOptions o) {
   }
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
-  WarmUp(g, cpus, &r);
+  WarmUp(g, cpus, &r, &phases.first_prompt_s);
+  phases.warmup_s = std::max(0.0, lap() - phases.first_prompt_s);
   // The collective guard over every position the bench ran; a failure is no measurement.
   std::function<Status()> finish;
   if (group) finish = [&] { return static_cast<TpDecoder&>(*d->one).Finish(); };
   auto t = TimeGenerations(g, *d, o.min_seconds, finish, &r);
   if (!t.ok()) return Fail(t.status());
+  phases.timed_s = lap();
+  r.phases = phases;
   RecordContention(*t, &r);
   if (Status dumped = DumpTimes(o, *t); !dumped.ok()) return Fail(dumped);
   RecordSpeeds(*t, o, (*model)->config, &r);
