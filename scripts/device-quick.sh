@@ -16,6 +16,13 @@ bin=$dir/verity m=$root/models/stories260K.bin work=$(mktemp -d /tmp/device-quic
 start=$SECONDS steps=0 failed=0
 summary() { steps=$((steps + 1)); [[ $2 == ok ]] || failed=$((failed + 1)); echo "device-quick: step $1: $2 $3 ($((SECONDS - start))s)"; }
 decode() { python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["metrics"]["decode_tok_s"])' "$1" 2>/dev/null; }
+# Where a bench's process time went (its record's phases; docs/bench.md).
+phases() {
+  python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])).get("phases") or {}
+print("%.1f s: load %.1f, first prompt %.1f, timed %.1f" % (sum(p.values()), p["load_s"], p["first_prompt_s"], p["timed_s"])
+      if p else "no phases")' "$1" 2>/dev/null
+}
 
 synth7=$work/synth-7b
 "$bin" synth --out "$synth7" --dtype bf16 --config '{"dim":4096,"hidden_dim":11008,"n_layers":32,"n_heads":32,"n_kv_heads":32,"vocab_size":32000,"seq_len":2304,"shared_classifier":false}' \
@@ -49,7 +56,8 @@ if wait $synth7_pid; then
   for dt in bf16 q8_0; do
     "$bin" bench --model "$synth7" --backend cuda --dtype $dt --steps 64 --min-seconds 1 --output json >"$work/7B-$dt.json" 2>"$work/7B-$dt.err"
     tok=$(decode "$work/7B-$dt.json")
-    [[ -n $tok ]] && summary "bench-7B-$dt" ok "7B $dt decode $tok tok/s" || summary "bench-7B-$dt" FAIL "see $work/7B-$dt.err"
+    [[ -n $tok ]] && summary "bench-7B-$dt" ok "7B $dt decode $tok tok/s; $(phases "$work/7B-$dt.json")" ||
+      summary "bench-7B-$dt" FAIL "see $work/7B-$dt.err"
   done
   a=$(decode "$work/7B-q8_0.json") b=$(decode "$work/7B-bf16.json")
   [[ -n $a && -n $b ]] && summary q8_0-over-bf16-7B ok "$(python3 -c "print('%s / %s tok/s = %.2fx (target 1.75x)' % ('$a', '$b', $a / $b))")"
