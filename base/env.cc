@@ -73,6 +73,7 @@ bool CudaNormFused() { return Get("VERITY_CUDA_NORM_FUSED") == "1"; }
 bool CudaFlashPrefill() { return Get("VERITY_CUDA_FLASH_PREFILL") == "1"; }
 bool CudaBatchMma() { return Get("VERITY_CUDA_BATCH_MMA") == "1"; }
 bool CudaQ8Int16() { return Get("VERITY_CUDA_Q8_INT16") == "1"; }
+std::string CudaPrefillBlock() { return Get("VERITY_CUDA_PREFILL_BLOCK"); }
 std::string SimdTarget() { return Get("VERITY_SIMD_TARGET"); }
 std::string StreamPrefetch() { return Get("VERITY_STREAM_PREFETCH"); }
 

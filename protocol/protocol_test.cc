@@ -182,7 +182,8 @@ VerityBenchRecord RandomVerityBench(std::mt19937& g) {
   } else if (g() % 2) {
     r.cuda_batch_mma = g() % 2 == 0;
     if (g() % 2)  // absent in records written before 2026-12-07
-      r.cuda_switches = CudaSwitches{g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0, g() % 2 == 0};
+      r.cuda_switches = CudaSwitches{g() % 2 == 0, g() % 2 == 0, g() % 2 == 0,
+                                     g() % 2 == 0, g() % 2 == 0, 16 * static_cast<int>(1 + g() % 512)};
   }
   if (g() % 2) {  // absent in records written before 2026-12-07
     std::uniform_real_distribution<double> secs(0.0, 30.0);
@@ -224,6 +225,8 @@ TEST(VerityBench, CudaSwitchesSetNamesEachVariableAwayFromItsDefault) {
   EXPECT_EQ(CudaSwitchesSet(CudaSwitches{true, true, true, false, false}),
             "VERITY_CUDA_FLASH_PREFILL=1 VERITY_CUDA_Q8_INT16=1 VERITY_CUDA_NORM_FUSED=1 VERITY_CUDA_PDL=0 "
             "VERITY_CUDA_L2_PREFETCH=0");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, false, false, true, true, 2048}), "VERITY_CUDA_PREFILL_BLOCK=2048");
+  EXPECT_EQ(CudaSwitchesSet(CudaSwitches{false, false, false, true, true, 512}), "defaults");
 }
 
 // The phases' line: each in the record's order, and their sum.
@@ -249,6 +252,16 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
          "'kernels.cuda_switches.flash_prefill' is missing or not a boolean"},
         {"/kernels", nlohmann::json{{"cuda_batch_mma", true}, {"cuda_switches", 1}},
          "'kernels.cuda_switches' is missing or not an object"},
+        {"/kernels",
+         nlohmann::json{{"cuda_batch_mma", true},
+                        {"cuda_switches",
+                         {{"flash_prefill", false},
+                          {"q8_int16", false},
+                          {"norm_fused", false},
+                          {"dependent_launch", true},
+                          {"l2_whole_rows", true},
+                          {"prefill_block", "2048"}}}},
+         "'kernels.cuda_switches.prefill_block' is missing or not an integer from 1 to 8192"},
         {"/phases", 2, "'phases' is missing or not an object or null"},
         {"/phases", nlohmann::json{{"backend_s", 1.0}}, "'phases.load_s' is missing or not a number >= 0"},
         {"/phases",

@@ -24,6 +24,7 @@ nlohmann::json KernelsJson(const VerityBenchRecord& r) {
       CudaSwitches s = *r.cuda_switches;
       nlohmann::json sw = nlohmann::json::object();
       for (int i = 0; i < 5; i++) sw[kSwitchNames[i]] = *SwitchField(s, i);
+      sw["prefill_block"] = s.prefill_block;
       k["cuda_switches"] = sw;
     }
     return k;
@@ -242,6 +243,11 @@ class DetailReader {
         if (!v || !v->is_boolean()) return Fail(std::string("kernels.cuda_switches.") + kSwitchNames[i], "a boolean");
         *SwitchField(s, i) = v->get<bool>();
       }
+      if (const nlohmann::json* block = At(*sw, "prefill_block")) {  // absent before 2026-12-07: 512
+        if (!block->is_number_integer() || block->get<long long>() < 1 || block->get<long long>() > 8192)
+          return Fail("kernels.cuda_switches.prefill_block", "an integer from 1 to 8192");
+        s.prefill_block = block->get<int>();
+      }
       r->cuda_switches = s;
       return OkStatus();
     }
@@ -282,6 +288,7 @@ std::string CudaSwitchesSet(const CudaSwitches& s) {
   add(s.norm_fused, "VERITY_CUDA_NORM_FUSED=1");
   add(!s.dependent_launch, "VERITY_CUDA_PDL=0");
   add(!s.l2_whole_rows, "VERITY_CUDA_L2_PREFETCH=0");
+  add(s.prefill_block != 512, ("VERITY_CUDA_PREFILL_BLOCK=" + std::to_string(s.prefill_block)).c_str());
   return out.empty() ? "defaults" : out;
 }
 

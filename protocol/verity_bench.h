@@ -31,6 +31,9 @@ struct CudaSwitches {
   bool norm_fused = false;       // VERITY_CUDA_NORM_FUSED=1
   bool dependent_launch = true;  // VERITY_CUDA_PDL=0 turns it off
   bool l2_whole_rows = true;     // VERITY_CUDA_L2_PREFETCH=0: 2 KB a row instead
+  // Positions per prefill pass (VERITY_CUDA_PREFILL_BLOCK; 512 in records
+  // written before 2026-12-07, which did not name it).
+  int prefill_block = 512;
 };
 // "VERITY_CUDA_Q8_INT16=1 VERITY_CUDA_PDL=0": the variables set away from
 // their defaults, in the field order above; "defaults" when none is.

@@ -1283,6 +1283,26 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
   PrefillParity(kernels::DType::kBF16, "bf16 prefill GEMM (activations in bf16) vs the reference on bf16 weights");
 }
 
+// VERITY_CUDA_PREFILL_BLOCK: the backend takes the block it names (32: the
+// 100-row prompt above in passes of 32, 32, 32 and 4, the last below the
+// GEMM's 16 rows), with the same parity bound as one pass; a value that is
+// not a multiple of 16 in range stops the backend from starting, by name.
+TEST(CudaDevice, PrefillBlockSizeIsTakenAndKeepsParity) {
+  REQUIRE_DEVICE();
+  {
+    const ScopedEnv block("VERITY_CUDA_PREFILL_BLOCK", "32");
+    EXPECT_EQ(kernels::MakeBackend("cuda").value()->prefill_block(), 32);
+    PrefillParity(kernels::DType::kBF16, "bf16 prefill in passes of 32 rows vs the reference");
+    PrefillParity(kernels::DType::kQ8_0, "q8_0 prefill in passes of 32 rows vs the reference");
+  }
+  EXPECT_EQ(kernels::MakeBackend("cuda").value()->prefill_block(), 512) << "the default";
+  const ScopedEnv bad("VERITY_CUDA_PREFILL_BLOCK", "100");
+  auto refused = kernels::MakeBackend("cuda");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("VERITY_CUDA_PREFILL_BLOCK='100'"), std::string::npos)
+      << refused.status().message();
+}
+
 // A decode step's norms in their products' launch (VERITY_CUDA_NORM_FUSED=1,
 // LaunchRowsNormed): the normed row and every product bit for bit the
 // separate calls' (the Backend:: defaults on the same device: RmsnormRows,

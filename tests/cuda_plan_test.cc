@@ -114,6 +114,19 @@ TEST(CudaPlan, EveryShapeOfTheTableFits) {
   EXPECT_GT(plans, 300);
 }
 
+// VERITY_CUDA_PREFILL_BLOCK's text: 512 unset, a multiple of 16 from 16 to
+// 8192 taken as is, anything else refused with the variable and the value.
+TEST(CudaPlan, PrefillBlockIsAMultipleOf16OrAnErrorNamingIt) {
+  EXPECT_EQ(PrefillBlockFromText("").value(), 512);
+  for (int n : {16, 32, 512, 1024, 2048, 8192}) EXPECT_EQ(PrefillBlockFromText(std::to_string(n)).value(), n);
+  for (const char* bad : {"0", "8", "100", "8208", "99999", "2048x", "-512", " 512", "1e3", "4096.0", "123456"}) {
+    auto r = PrefillBlockFromText(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), std::string("VERITY_CUDA_PREFILL_BLOCK='") + bad +
+                                        "': positions per prefill pass must be a multiple of 16 from 16 to 8192");
+  }
+}
+
 TEST(CudaPlan, AttentionPast64kIsTheSameLaunchAsAShortOne) {
   // The configuration stops depending on the context once it exceeds a tile.
   LaunchPlan a = Ok(PlanAttention(32, 8, 128, 1, 4096, kLimits));

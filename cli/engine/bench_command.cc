@@ -639,6 +639,7 @@ int RunBench(BenchOptions o) {
   };
   auto kern = kernels::MakeBackend(o.backend);
   if (!kern.ok()) return Fail(kern.status());
+  const int prefill_block = (*kern)->prefill_block();  // the record's cuda_switches name it
   // The weights' dtype is part of the loaded model and named in the record: never substituted.
   auto dtype = kernels::DTypeFromName(o.dtype);
   if (!dtype.ok()) return Fail(dtype.status());
@@ -674,8 +675,8 @@ int RunBench(BenchOptions o) {
   }
   if (o.backend == "cuda") {
     r.cuda_batch_mma = env::CudaBatchMma();
-    r.cuda_switches = protocol::CudaSwitches{env::CudaFlashPrefill(), env::CudaQ8Int16(), env::CudaNormFused(),
-                                             env::CudaDependentLaunch(), env::CudaL2Prefetch()};
+    r.cuda_switches = protocol::CudaSwitches{env::CudaFlashPrefill(),    env::CudaQ8Int16(),    env::CudaNormFused(),
+                                             env::CudaDependentLaunch(), env::CudaL2Prefetch(), prefill_block};
   }
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);

@@ -59,8 +59,6 @@ struct PlanKeyHash {
     return h * 1000003 + std::hash<int64_t>()(std::get<5>(k));
   }
 };
-// Positions per prefill pass on the device (Backend::prefill_block).
-constexpr int kDevicePrefillBlock = 512;
 // bf16 products of at least this many vectors (a prefill block, never a
 // decode step or a batched one) run as a tensor-core GEMM.
 constexpr int kGemmMinRows = 16;
@@ -166,8 +164,9 @@ class UnbackedState final : public StateBuffer {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const DeviceLimits& limits, cublasHandle_t handle, cublasHandle_t tensor_cores,
-              cudaStream_t stream)
-      : device_(device),
+              cudaStream_t stream, int prefill_block)
+      : prefill_block_(prefill_block),
+        device_(device),
         limits_(limits),
         cublas_(handle),
         cublas_tc_(tensor_cores),
@@ -449,8 +448,9 @@ class CudaBackend final : public Backend {
                      " heads=" + std::to_string(a.n_heads));
         });
   }
-  // A GEMM on tensor cores wants rows: 512 positions per prefill pass.
-  int prefill_block() const override { return kDevicePrefillBlock; }
+  // A GEMM on tensor cores wants rows: 512 positions per prefill pass, or
+  // VERITY_CUDA_PREFILL_BLOCK's.
+  int prefill_block() const override { return prefill_block_; }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     FlushStep();  // runs at once: nothing kept may run after it
     Guarded(
@@ -1347,6 +1347,7 @@ class CudaBackend final : public Backend {
     return LaunchEmbed(*plan, x, dtable, tokens_.as<const int>(), dim, n, stream_, "embed");
   }
 
+  const int prefill_block_;  // positions per prefill pass (VERITY_CUDA_PREFILL_BLOCK, else 512)
   int device_;
   DeviceLimits limits_;
   cublasHandle_t cublas_, cublas_tc_;  // pedantic f32; tensor cores for the bf16 GEMM
@@ -1432,6 +1433,8 @@ Status Probe(const DeviceLimits& lim) {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> MakeCudaBackend(int device) {
+  // Checked before any device work, so a bad value costs nothing to undo.
+  VERITY_ASSIGN_OR_RETURN(const int prefill_block, PrefillBlockFromText(env::CudaPrefillBlock()));
   int count = 0;
   VERITY_RETURN_IF_ERROR(CountDevices(&count));
   if (device < 0) return Status::Error("--backend cuda: device " + std::to_string(device) + " (must be >= 0)");
@@ -1455,7 +1458,7 @@ Result<std::unique_ptr<Backend>> MakeCudaBackend(int device) {
     return made;
   }
   // Owns the handles and the stream from here on.
-  auto backend = std::make_unique<CudaBackend>(dev, lim, handle, tensor_cores, stream);
+  auto backend = std::make_unique<CudaBackend>(dev, lim, handle, tensor_cores, stream, prefill_block);
   VERITY_RETURN_IF_ERROR(backend->Init());
   std::fprintf(stderr, "%s\n", line.c_str());
   return std::unique_ptr<Backend>(std::move(backend));

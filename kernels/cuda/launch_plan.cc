@@ -66,6 +66,16 @@ Status Validate(const LaunchPlan& p, const DeviceLimits& lim) {
   return OkStatus();
 }
 
+Result<int> PrefillBlockFromText(const std::string& text) {
+  if (text.empty()) return kDefaultPrefillBlock;
+  const bool digits = text.size() <= 5 && text.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::stoi(text) : 0;
+  if (n < 16 || n > 8192 || n % 16 != 0)
+    return Status::Error("VERITY_CUDA_PREFILL_BLOCK='" + text +
+                         "': positions per prefill pass must be a multiple of 16 from 16 to 8192");
+  return n;
+}
+
 Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim) {
   LaunchPlan p = Named((std::string("matvec_") + DTypeName(dtype)).c_str(),
                        "rows=" + Str(rows) + " cols=" + Str(cols) + " dtype=" + DTypeName(dtype));

@@ -138,6 +138,11 @@ Result<LaunchPlan> PlanRowsQ8Int(int rows, int cols, int norm_threads, const Dev
 // out[rows] = W[rows x cols] x[cols]: one warp per row, kMatvecWarps rows per block.
 // q8_0 requires cols % 32 == 0.
 Result<LaunchPlan> PlanMatvec(DType dtype, int rows, int cols, const DeviceLimits& lim);
+// Positions per prefill pass (VERITY_CUDA_PREFILL_BLOCK's text, base/env.h):
+// 512 for an empty text, else its value, a multiple of 16 from 16 to 8192;
+// anything else is an error naming the variable and the value.
+inline constexpr int kDefaultPrefillBlock = 512;
+Result<int> PrefillBlockFromText(const std::string& text);
 // out[T x rows] = x[T x cols] W^T: grid.y groups of kMatmulRowsPerWarp query rows.
 Result<LaunchPlan> PlanMatmulBatch(DType dtype, int rows, int cols, int T, const DeviceLimits& lim);
 // out[T x rows] = x[T x cols] W^T in 16-byte loads (LaunchRows): one warp
