@@ -1434,7 +1434,9 @@ Status Probe(const DeviceLimits& lim) {
 
 Result<std::unique_ptr<Backend>> MakeCudaBackend(int device) {
   // Checked before any device work, so a bad value costs nothing to undo.
-  VERITY_ASSIGN_OR_RETURN(const int prefill_block, PrefillBlockFromText(env::CudaPrefillBlock()));
+  Result<int> block = PrefillBlockFromText(env::CudaPrefillBlock());
+  if (!block.ok()) return Status::Error("--backend cuda: " + block.status().message());
+  const int prefill_block = *block;
   int count = 0;
   VERITY_RETURN_IF_ERROR(CountDevices(&count));
   if (device < 0) return Status::Error("--backend cuda: device " + std::to_string(device) + " (must be >= 0)");
