@@ -116,8 +116,8 @@ bool CudaQ8Int16();
 // (Backend::prefill_block), a multiple of 16 from 16 to 8192. A pass's
 // products are GEMMs of that many rows: more rows fill more of the tensor
 // cores and launch less often (docs/cuda.md, "Prefill"). Default: empty,
-// meaning 512; any other value makes the backend refuse to start, naming
-// it. Speed, and the prefill's bits (another split of the prompt).
+// meaning 512; a value outside that set makes the backend refuse to start,
+// naming it. Speed, and the prefill's bits (another split of the prompt).
 std::string CudaPrefillBlock();
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in

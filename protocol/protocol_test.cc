@@ -261,7 +261,7 @@ TEST(VerityBench, FromJsonNamesTheFieldItCannotRead) {
                           {"dependent_launch", true},
                           {"l2_whole_rows", true},
                           {"prefill_block", "2048"}}}},
-         "'kernels.cuda_switches.prefill_block' is missing or not an integer from 1 to 8192"},
+         "'kernels.cuda_switches.prefill_block' is missing or not a multiple of 16 from 16 to 8192"},
         {"/phases", 2, "'phases' is missing or not an object or null"},
         {"/phases", nlohmann::json{{"backend_s", 1.0}}, "'phases.load_s' is missing or not a number >= 0"},
         {"/phases",

@@ -244,8 +244,9 @@ class DetailReader {
         *SwitchField(s, i) = v->get<bool>();
       }
       if (const nlohmann::json* block = At(*sw, "prefill_block")) {  // absent before 2026-12-07: 512
-        if (!block->is_number_integer() || block->get<long long>() < 1 || block->get<long long>() > 8192)
-          return Fail("kernels.cuda_switches.prefill_block", "an integer from 1 to 8192");
+        if (!block->is_number_integer() || block->get<long long>() < 16 || block->get<long long>() > 8192 ||
+            block->get<long long>() % 16 != 0)
+          return Fail("kernels.cuda_switches.prefill_block", "a multiple of 16 from 16 to 8192");
         s.prefill_block = block->get<int>();
       }
       r->cuda_switches = s;

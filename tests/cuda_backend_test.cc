@@ -1103,14 +1103,14 @@ bool SameArgmax(const float* a, const float* b, int n) {
   return std::max_element(a, a + n) - a == std::max_element(b, b + n) - b;
 }
 
-// Sets an environment variable for a scope (a backend reads its switches
-// when it is made).
+// Sets (or, given nullptr, unsets) an environment variable for a scope (a
+// backend reads its switches when it is made).
 struct ScopedEnv {
   std::string name, before;
   bool was_set;
   ScopedEnv(const char* n, const char* value) : name(n), was_set(std::getenv(n) != nullptr) {
     if (was_set) before = std::getenv(n);
-    setenv(n, value, 1);
+    value ? setenv(n, value, 1) : unsetenv(n);
   }
   ~ScopedEnv() { was_set ? setenv(name.c_str(), before.c_str(), 1) : unsetenv(name.c_str()); }
 };
@@ -1289,6 +1289,7 @@ TEST(CudaDevice, Bf16PrefillGemmStatesItsParityCost) {
 // not a multiple of 16 in range stops the backend from starting, by name.
 TEST(CudaDevice, PrefillBlockSizeIsTakenAndKeepsParity) {
   REQUIRE_DEVICE();
+  const ScopedEnv unset("VERITY_CUDA_PREFILL_BLOCK", nullptr);  // the default below is the build's
   {
     const ScopedEnv block("VERITY_CUDA_PREFILL_BLOCK", "32");
     EXPECT_EQ(kernels::MakeBackend("cuda").value()->prefill_block(), 32);

@@ -396,7 +396,10 @@ Result<BenchDecoder> MakeDecoder(const BenchOptions& o, const Model& model, std:
 // after the first prompt: each then gets its own CPU.
 // `first_prompt_s` gets the first prompt's seconds (a device backend's
 // uploads and first recordings).
-void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r, double* first_prompt_s) {
+// `confine_late`: the process is confined to `cpus` only now, after the first
+// prompt (a backend without a compute pool: the load and the first upload
+// convert on every CPU; base/host_parallel.h); cleared where it cannot be.
+void WarmUp(Generation& g, std::vector<int>* cpus, bool confine_late, BenchRecord* r, double* first_prompt_s) {
   const auto warm_start = Clock::now();
   auto warm = [&] {
     return r->warmup_tokens >= kWarmupMinTokens &&
@@ -405,7 +408,11 @@ void WarmUp(Generation& g, const std::vector<int>& cpus, BenchRecord* r, double*
   for (bool first = true; !warm(); first = false) {
     g.Prompt();
     if (first) *first_prompt_s = std::chrono::duration<double>(Clock::now() - warm_start).count();
-    if (first && !cpus.empty()) r->per_thread = measure::PinEveryThread(cpus);
+    if (first && confine_late && !cpus->empty() && !ConfineProcess(*cpus)) {
+      cpus->clear();
+      r->cpus.clear();
+    }
+    if (first && !cpus->empty()) r->per_thread = measure::PinEveryThread(*cpus);
     for (int p = g.prompt(); p < g.positions() && !warm(); p++) {
       g.Step(p);
       r->warmup_tokens++;
@@ -624,8 +631,12 @@ int RunBench(BenchOptions o) {
   BenchRecord r = StartRecord(o, compute_threads);
   // Confine the process before the backend starts its pool, so its workers
   // inherit the CPUs; each thread gets its own CPU after the first pass.
+  // A backend without a pool (cuda, reference: one compute thread) is
+  // confined after its first prompt instead, so that loading the model and
+  // the first upload (the q8_0 conversion and repack) run on every CPU.
+  const bool confine_late = o.backend != "fast";
   std::vector<int> cpus = o.pin ? measure::ChooseCpus(compute_threads) : std::vector<int>{};
-  if (!cpus.empty() && !ConfineProcess(cpus)) cpus.clear();
+  if (!cpus.empty() && !confine_late && !ConfineProcess(cpus)) cpus.clear();
   r.cpus = cpus;
 
   // Where the wall time goes, phase by phase (the record's `phases`).
@@ -655,12 +666,12 @@ int RunBench(BenchOptions o) {
   r.baseline_rss_mb = StatusMiB("VmRSS");
   phases.backend_s = lap();
   auto model = LoadModel(o.model, *dtype, o.ctx);
-  phases.load_s = lap();
   if (group) {
     Status agreed = group->Agree(model.ok() ? OkStatus() : model.status());
     if (!agreed.ok()) return group->leader() ? Fail(agreed) : 1;
     if (!group->leader()) return group->Serve(**model).ok() ? 0 : 1;  // rank 0 alone prints
   }
+  phases.load_s = lap();  // with --tp, until every rank has loaded
   if (!model.ok()) return Fail(model.status());
   r.dtype = WeightsDTypeName(**model);
   if (Status fits = CheckContext(o, (*model)->config); !fits.ok()) return Fail(fits);
@@ -680,7 +691,7 @@ int RunBench(BenchOptions o) {
   }
   Generation g = d->slots ? Generation(*d->slots, o.prompt_tokens, o.gen_tokens)
                           : Generation(*d->one, o.prompt_tokens, o.gen_tokens);
-  WarmUp(g, cpus, &r, &phases.first_prompt_s);
+  WarmUp(g, &cpus, confine_late, &r, &phases.first_prompt_s);
   phases.warmup_s = std::max(0.0, lap() - phases.first_prompt_s);
   // The collective guard over every position the bench ran; a failure is no measurement.
   std::function<Status()> finish;

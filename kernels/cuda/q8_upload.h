@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
@@ -17,9 +18,13 @@ namespace verity::kernels::cuda::q8 {
 
 // w (q8_0) in the device layout at out (w.bytes() bytes, every one written),
 // on up to `threads` threads: the same bytes as UnpackQ8_0Rows then Repack.
+// w.cols is a positive multiple of 32, as every q8_0 matrix's (WeightPlacer
+// refuses others).
 inline void RepackMatrix(const Weights& w, unsigned char* out, int threads) {
+  assert(w.cols > 0 && w.cols % kQ8_0BlockSize == 0);
   const int64_t n = int64_t{w.rows} * w.cols, row_blocks = w.cols / kQ8_0BlockSize;
-  const int64_t grain = std::max<int64_t>(1, int64_t{256 << 10} / static_cast<int64_t>(w.row_bytes()));
+  const int64_t grain =
+      std::max<int64_t>(1, int64_t{256 << 10} / std::max<int64_t>(1, static_cast<int64_t>(w.row_bytes())));
   ParallelRanges(w.rows, grain, threads, [&](int64_t r0, int64_t r1) {
     std::vector<unsigned char> plain;
     for (int64_t a = r0; a < r1; a += grain) {  // a grain of rows at a time: a bounded scratch
