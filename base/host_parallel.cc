@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -32,7 +33,13 @@ void ParallelRanges(int64_t n, int64_t grain, int threads, const std::function<v
   };
   std::vector<std::thread> helpers;
   helpers.reserve(static_cast<size_t>(workers - 1));
-  for (int t = 1; t < workers; t++) helpers.emplace_back(run);
+  for (int t = 1; t < workers; t++) {
+    try {
+      helpers.emplace_back(run);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had (a limit): those started and the caller finish the work
+    }
+  }
   run();
   for (std::thread& h : helpers) h.join();
 }
