@@ -593,6 +593,15 @@ print("verdict=%s gain=%s ci=[%s, %s] rounds=%s %s" % (j["verdict"], pct(j.get("
 # (10 rounds and 15 s of warm-up and parity) fits the budget's time left,
 # and runs under `timeout` for at most what is left: cut, it says so by name.
 time_left() { echo $((budget - (SECONDS - start))); }
+# round_cost ERR SINCE: the ABBA rounds a submit's stderr shows and what each
+# cost with its warm-up and parity (the budget checks price them at 8 s and
+# 25 s; the bench lines' phases say where a run's time goes).
+round_cost() {
+  local n
+  n=$(grep -cE '^  round +[0-9]+/' "$1" 2>/dev/null || true)
+  if ((${n:-0} > 0)); then echo "; $n rounds in $((SECONDS - $2)) s, $(((SECONDS - $2) / n)) s a round"
+  else echo "; no round ran in $((SECONDS - $2)) s"; fi
+}
 cut=0  # ledger steps cut at the budget (timeout's status 124)
 # 6a. The ledger on the GPU box: an A/A (the same command as base and head)
 # must not find a change. stories260K, whose runs take a second (on the 1B
@@ -607,14 +616,15 @@ elif [[ -e $synth ]]; then
   cmd="$bin bench --model $m --backend cuda --steps 64 --min-seconds 0.5"
   t=$(time_left)
   ((t > 150)) && t=150
+  s0=$SECONDS
   timeout "$t" "$bin" submit --ledger "$work/gpu-ledger.db" --title "A/A: stories260K decode on the GPU" \
     --predict 0 --base-cmd "$cmd" --head-cmd "$cmd" --parity-cmd "$bin parity --model $m --backend cuda --json" \
     --json >"$work/aa.json" 2>"$work/aa.err" && rc=0 || rc=$?
-  line=$(verdict_line "$work/aa.json")
+  line=$(verdict_line "$work/aa.json") cost=$(round_cost "$work/aa.err" "$s0")
   if [[ $rc -eq 124 ]]; then
-    cut=$((cut + 1)); summary ledger-aa ok "cut after ${t} s of the budget, before a verdict (see $work/aa.err)"
+    cut=$((cut + 1)); summary ledger-aa ok "cut after ${t} s of the budget, before a verdict (see $work/aa.err)$cost"
   elif [[ $line == verdict=none* ]]; then
-    summary ledger-aa ok "stories260K decode, the same command as base and head: $line"
+    summary ledger-aa ok "stories260K decode, the same command as base and head: $line$cost"
   else
     tail -8 "$work/aa.err"; summary ledger-aa FAIL "${line:-no verdict in $work/aa.json}"
   fi
@@ -636,17 +646,18 @@ elif [[ -e $synth && -x ${dir}/base/verity ]] && (($(time_left) < 10 * 25 + 15))
 elif [[ -e $synth && -x ${dir}/base/verity ]]; then
   base="$dir/base/verity bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
   head="$bin bench --model $synth --backend cuda --dtype bf16 --steps 64 --min-seconds 0.5"
-  t=$(time_left)
+  t=$(time_left) s0=$SECONDS
   timeout "$t" "$bin" submit --ledger "$work/gpu-ledger.db" \
     --title "the 1B bf16 decode path since $base_rev (dependent launches, whole rows into L2)" \
     --predict 9 --base-cmd "$base" --head-cmd "$head" \
     --parity-cmd "$bin parity --model $m --backend cuda --dtype bf16 --json" --json >"$work/scored.json" \
     2>"$work/scored.err" && rc=0 || rc=$?
-  line=$(verdict_line "$work/scored.json")
+  line=$(verdict_line "$work/scored.json") cost=$(round_cost "$work/scored.err" "$s0")
   if [[ $rc -eq 124 ]]; then
-    cut=$((cut + 1)); summary ledger-scored ok "cut after ${t} s of the budget, before a verdict (see $work/scored.err)"
+    cut=$((cut + 1))
+    summary ledger-scored ok "cut after ${t} s of the budget, before a verdict (see $work/scored.err)$cost"
   elif [[ $line == verdict=* && $line != verdict=failed* && $line != verdict=rejected-parity* ]]; then
-    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +9%: $line"
+    summary ledger-scored ok "1B bf16 decode, this build over $base_rev, predicted +9%: $line$cost"
   else
     tail -8 "$work/scored.err"; summary ledger-scored FAIL "${line:-no verdict in $work/scored.json}"
   fi
