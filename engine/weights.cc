@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/host_parallel.h"
+#include "engine/page_release.h"
 #include "engine/zeroed_buffer.h"
 #include "formats/quants.h"
 
@@ -23,16 +24,6 @@ namespace verity {
 namespace {
 
 constexpr int kNamedCopies = 1;  // unaligned copies: the first named, the rest counted (one line each)
-
-// Hands the whole pages inside [p, p + n) of a mapping back to the kernel: the
-// bytes were converted and are never read again. The mapping is private and
-// read-only, so a later read would only fault them in again from the file.
-void ReleasePages(const void* p, size_t n) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
 
 // Maps the pages of [p, p + n) now, at load, rather than one fault at a time
 // during the first forward passes (the bytes are read for every token).
@@ -313,16 +304,17 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / row_src));
   const int64_t batch = std::max<int64_t>(grain, static_cast<int64_t>(batch_bytes / row_src));
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const unsigned char* released = t.data;  // the source before this is handed back
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
+  uintptr_t from = base;  // the source before this is dealt with (page_release.h)
   for (int64_t r0 = 0; r0 < rows; r0 += batch) {
     const int64_t r1 = std::min<int64_t>(rows, r0 + batch);
     ParallelRanges(r1 - r0, grain, threads, [&](int64_t b, int64_t e) { convert(r0 + b, r0 + e); });
     if (!t.mapped) continue;
-    const unsigned char* done = t.data + static_cast<size_t>(r1) * src_row_bytes;
-    ReleasePages(released, static_cast<size_t>(done - released));
-    // The page that straddles the batch's end goes with the next batch.
-    released =
-        std::max(t.data, reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(done) / page * page));
+    const PageRelease r = NextPageRelease(base, from, base + static_cast<uintptr_t>(r1) * src_row_bytes, page);
+    // The mapping is private and read-only: a later read would only fault
+    // the pages in again from the file.
+    if (r.end > r.begin) madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_DONTNEED);
+    from = r.next;
   }
   if (SameAs(t.type, dtype) && !padded && ++copied_ <= kNamedCopies)
     Note(where_ + ": tensor " + t.name + " is not " + std::to_string(align) + "-byte aligned in the file; copied once");
