@@ -293,14 +293,15 @@ Result<kernels::Weights> WeightPlacer::Matrix(const StoredTensor& t, int rows, i
   };
   // The source is never read again once copied or converted: hand its pages
   // back a batch at a time, so the resident peak holds the copy and one
-  // batch: 4 MB of source (as on one thread before 2026-12-07, so a bench's
-  // peak RSS does not move on up to 4 threads), 1 MB a thread beyond, at most
-  // 64 MB. Within
-  // a batch the rows are split over the load's threads (base/host_parallel.h)
-  // in grains of 256 KB.
+  // batch: 4 MB of source on up to 2 threads (as on one before 2026-12-07, so
+  // a 2-core box's peak RSS does not move), else 4 MB a thread, at most 256
+  // MB. Within a batch the rows are split over the load's threads
+  // (base/host_parallel.h) in grains of 256 KB: each thread gets ~16 of them,
+  // so starting and joining the threads of each batch (tens of microseconds)
+  // stays small beside its work (a few milliseconds a thread).
   const int threads = LoadThreads();
   const size_t row_src = std::max<size_t>(src_row_bytes, 1);
-  const size_t batch_bytes = std::max(size_t{4} << 20, static_cast<size_t>(std::min(threads, 64)) << 20);
+  const size_t batch_bytes = threads <= 2 ? size_t{4} << 20 : static_cast<size_t>(std::min(threads, 64)) << 22;
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / row_src));
   const int64_t batch = std::max<int64_t>(grain, static_cast<int64_t>(batch_bytes / row_src));
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
