@@ -144,7 +144,7 @@ required_gpu_tests=(MatvecAndBatchedMatmulMatchTheExactProductForEveryDtype Rmsn
   WindowsAndGemmaScoresMatchTheReference GeGLUScaleAndSoftCapMatchTheHost EveryFamilyAgreesWithTheReference
   TensorCoreRowsAreExactEnoughAndBatchInvariant TensorCoreSlotStepsAreBatchInvariantAndCloseToDecode
   TheProfileSetsEachMatrixsUploadApart FlashPrefillAttentionMatchesTheReference
-  NormedProductsGiveTheSeparateCallsBits Q8IntRowsGiveTheFastKernelsBits)
+  NormedProductsGiveTheSeparateCallsBits Q8IntRowsGiveTheFastKernelsBits StagedUploadsGiveTheDeviceTheWholeMatrixsBytes)
 if (cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' >"$work/gpu.log" 2>&1); then
   passed=$(grep -cE '^\[       OK \] CudaDevice' "$work/gpu.log" || true)
   listed=$(cd "$root" && "$tdir/cuda_backend_test" --gtest_filter='CudaDevice.*' --gtest_list_tests | grep -c '^  ' || true)
@@ -391,6 +391,12 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   summary synth-7B ok "$(du -sh "$synth7" | cut -f1) of bf16 safetensors written"
   bench synth-7B "$synth7" bf16 64
   share share-7B "$work/bench-synth-7B.json" 0.88 "7B bf16 decode"
+  # The weights' way to the device: through pinned staging buffers since
+  # 2026-12-07 (kernels/cuda/staged_upload.h), where pageable memory gave
+  # 4.6-5.5 GB/s on 2026-12-04; predicted 10-20 GB/s of the host's time.
+  ran staged-uploads-7B "$work/bench-synth-7B.err" \
+    "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
+    "the 7B bf16 weights' uploads (predicted 10-20 GB/s)"
   VERITY_CUDA_L2_PREFETCH=0 bench synth-7B-2kb-prefetch "$synth7" bf16 64
   ratio l2-prefetch-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-2kb-prefetch.json" 1 \
     "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
@@ -400,6 +406,9 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   ratio norm-fused-7B "$work/bench-synth-7B-norm-fused.json" "$work/bench-synth-7B.json" 1 \
     "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
   bench synth-7B-q8_0 "$synth7" q8_0 64
+  ran staged-uploads-7B-q8_0 "$work/bench-synth-7B-q8_0.err" \
+    "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
+    "the 7B q8_0 weights' repack and uploads"
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
   # The decode products on int16 x (VERITY_CUDA_Q8_INT16=1: dp2a, half an
   # instruction a weight; docs/cuda.md, "q8_0 on int16 x"), predicted

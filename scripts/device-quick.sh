@@ -56,7 +56,7 @@ if wait $synth7_pid; then
   for dt in bf16 q8_0; do
     "$bin" bench --model "$synth7" --backend cuda --dtype $dt --steps 64 --min-seconds 1 --output json >"$work/7B-$dt.json" 2>"$work/7B-$dt.err"
     tok=$(decode "$work/7B-$dt.json")
-    [[ -n $tok ]] && summary "bench-7B-$dt" ok "7B $dt decode $tok tok/s; $(phases "$work/7B-$dt.json")" ||
+    [[ -n $tok ]] && summary "bench-7B-$dt" ok "7B $dt decode $tok tok/s; $(phases "$work/7B-$dt.json"); weights $(grep -m1 -oE 'uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\)' "$work/7B-$dt.err" || echo 'upload line missing')" ||
       summary "bench-7B-$dt" FAIL "see $work/7B-$dt.err"
   done
   a=$(decode "$work/7B-q8_0.json") b=$(decode "$work/7B-bf16.json")

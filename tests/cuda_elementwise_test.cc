@@ -25,6 +25,7 @@
 #include "kernels/cuda/mma_map.h"
 #include "kernels/cuda/q8_layout.h"
 #include "kernels/cuda/q8_upload.h"
+#include "kernels/cuda/staged_upload.h"
 #include "kernels/cuda/work_map.h"
 #include "tests/mma_spec.h"
 #include "kernels/kernels.h"
@@ -109,12 +110,6 @@ TEST(CudaElementwise, Q8_0DeviceLayoutReadsEveryWeightExactly) {
   std::printf("cuda q8_0 layout: %ld weights read back exactly, every byte widened exactly\n", checked);
 }
 
-// The device's Q4_K and Q6_K weights (kquant_layout.h, 8 a lane) have the
-// bits of formats/quants' dequantization (itself bit-exact to gguf-py's,
-// tests/quants_test.cc), for every weight of blocks of random bytes (every
-// scale, min and quant pattern; finite f16 scales, as loading requires) and
-// of blocks verity's quantizer writes from weights of several magnitudes.
-// A scale read from the wrong sub-block or a nibble from the wrong half fails.
 // The upload's repack (q8_upload.h), split over threads straight from the
 // CPU rows, gives the bytes of the whole-matrix Repack above, every byte
 // written (the two start from different fills), at 1 to 7 threads and at
@@ -140,6 +135,88 @@ TEST(CudaElementwise, Q8_0RepackOverThreadsIsTheWholeMatrixRepack) {
   std::printf("cuda q8_0 upload: %d repacks over threads byte for byte the whole-matrix repack\n", compared);
 }
 
+// A weight matrix's staged upload (staged_upload.h) with memcpy as the copy,
+// each buffer's copies run only when the buffer is taken again or at the
+// end (as the device's wait for its event would let them): for f32, bf16
+// and q8_0, buffers from under a row to past the whole matrix, and 1 or 3
+// threads, every byte of the device copy is written once, with the bytes
+// of the whole matrix's copy (q8_0: RepackMatrix's); a buffer refilled
+// before its copies ran, or a q8_0 row's scales sent to the wrong place,
+// fails. The buffers take turns across matrices.
+TEST(CudaElementwise, StagedUploadWritesTheWholeCopyOnceForAnyBufferSize) {
+  int uploads = 0;
+  long fills = 0;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0})
+    for (auto [rows, cols] : {std::pair{1, 32}, {37, 288}, {300, 512}, {1000, 64}}) {
+      const std::vector<float> src = Random(static_cast<size_t>(rows) * cols, rows * 7 + cols, 2.0f);
+      std::vector<unsigned char> host(RowBytes(t, cols) * rows);
+      EncodeF32(t, src.data(), rows, cols, host.data());
+      const Weights w{t, host.data(), rows, cols};
+      std::vector<unsigned char> want = host;
+      if (t == DType::kQ8_0) q8::RepackMatrix(w, want.data(), 1);
+      const size_t rb = w.row_bytes();
+      for (size_t capacity : {rb - 1, rb, 3 * rb + 5, w.bytes() / 2, w.bytes(), 2 * w.bytes()})
+        for (int threads : {1, 3}) {
+          const size_t bytes = staged::BufferBytes(w, capacity);
+          ASSERT_GE(bytes, rb);
+          std::vector<unsigned char> buffers[2] = {std::vector<unsigned char>(bytes),
+                                                   std::vector<unsigned char>(bytes)};
+          std::vector<std::pair<staged::Piece, const unsigned char*>> queued[2];
+          std::vector<unsigned char> got(w.bytes(), 0x5A);
+          std::vector<int> written(w.bytes(), 0);
+          const auto run = [&](int slot) {  // the slot's copies, as the device would run them
+            for (auto& [p, from] : queued[slot]) {
+              ASSERT_LE(p.src + p.bytes, bytes);
+              ASSERT_LE(p.dst + p.bytes, got.size());
+              std::memcpy(got.data() + p.dst, from + p.src, p.bytes);
+              for (size_t i = p.dst; i < p.dst + p.bytes; i++) written[i]++;
+            }
+            queued[slot].clear();
+          };
+          int next = uploads % 2, taken = 0;
+          std::vector<bool> sent(2, true);
+          const Status st = staged::Upload(
+              w, staged::RowsPerBuffer(w, bytes), 2, threads, &next,
+              [&](int slot) -> Result<unsigned char*> {
+                EXPECT_TRUE(sent[slot]) << "a buffer taken again before it was marked sent";
+                run(slot);
+                sent[slot] = false;
+                taken++;
+                return buffers[slot].data();
+              },
+              [&](const staged::Piece& p, const unsigned char* from) -> Status {
+                const int slot = from == buffers[0].data() ? 0 : 1;
+                queued[slot].push_back({p, from});
+                return OkStatus();
+              },
+              [&](int slot) -> Status {
+                sent[slot] = true;
+                return OkStatus();
+              });
+          ASSERT_TRUE(st.ok()) << st.message();
+          run(0);
+          run(1);
+          const int64_t per = staged::RowsPerBuffer(w, bytes);
+          EXPECT_EQ(taken, (rows + per - 1) / per);
+          EXPECT_EQ(next, (uploads % 2 + taken) % 2) << "the buffers take turns from one matrix to the next";
+          ASSERT_TRUE(std::all_of(written.begin(), written.end(), [](int n) { return n == 1; }))
+              << "every byte once: " << rows << "x" << cols << " dtype " << static_cast<int>(t) << " buffer " << bytes;
+          ASSERT_TRUE(got == want) << rows << "x" << cols << " dtype " << static_cast<int>(t) << " buffer " << bytes
+                                   << " on " << threads << " threads";
+          uploads++;
+          fills += taken;
+        }
+    }
+  std::printf("cuda staged upload: %d matrices in %ld buffer fills, every device byte once and the whole copy's\n",
+              uploads, fills);
+}
+
+// The device's Q4_K and Q6_K weights (kquant_layout.h, 8 a lane) have the
+// bits of formats/quants' dequantization (itself bit-exact to gguf-py's,
+// tests/quants_test.cc), for every weight of blocks of random bytes (every
+// scale, min and quant pattern; finite f16 scales, as loading requires) and
+// of blocks verity's quantizer writes from weights of several magnitudes.
+// A scale read from the wrong sub-block or a nibble from the wrong half fails.
 TEST(CudaElementwise, KQuantWeightsMatchTheCpuDequantization) {
   std::mt19937 rng(43);
   long checked = 0;

@@ -191,6 +191,9 @@ class CudaBackend final : public Backend {
       std::fprintf(stderr,
                    "verity: cuda: %ld q8_0 product launches on int16 x (a recorded step's once, when recorded)\n",
                    q8_int_launches_);
+    // How the weights reached the device (staged through pinned buffers, or
+    // pageable and why), and what the host paid for it.
+    if (const std::string up = copies_.Summary(); !up.empty()) std::fprintf(stderr, "verity: cuda: %s\n", up.c_str());
     steps_.DropGraphs();
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_), "destroying the cuBLAS handle");
     VERITY_CUBLAS_CALL_LOG(cublasDestroy(cublas_tc_), "destroying the tensor-core cuBLAS handle");
@@ -366,7 +369,8 @@ class CudaBackend final : public Backend {
   // launch for every row (each row's the bits of its own decode step).
   void AttendRows(const AttendArgs& a, const int* pos, const int* slot, int n) override {
     if (n < 1) return;
-    FlushStep();  // runs at once: nothing kept may run after it
+    if (profile_ && layer_ == 0) profile_->CountStep();  // a batched pass: its per-step column divides by these too
+    FlushStep();                                         // runs at once: nothing kept may run after it
     const int* dpos = RowIndices(pos, slot, n);
     if (!dpos) return PoisonOnDevice(a.out, static_cast<size_t>(n) * a.q_width());
     const int max_pos = *std::max_element(pos, pos + n);

@@ -110,7 +110,7 @@ std::string ProfileTable::Text(long steps) const {
   char line[512];
   std::snprintf(line, sizeof line,
                 "verity: cuda profile: %.3f ms of device time in %zu kinds of call (and %.3f ms apart: first calls "
-                "and uploads), %ld decode steps (%.1f us a step)\n",
+                "and uploads), %ld steps, decode or batched (%.1f us a step)\n",
                 total, sorted.size(), apart, steps, 1e3 * total / per);
   out += line;
   out +=

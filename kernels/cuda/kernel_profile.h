@@ -29,7 +29,8 @@ class ProfileTable {
   // least (0: not counted), whether it uploaded a copy of the model's.
   void Add(const std::string& label, double ms, double bytes, bool uploaded);
   // "verity: cuda profile: ..." lines, the largest share first; `steps`
-  // decode steps divide the per-step column. Empty when nothing was added.
+  // steps (decode steps and batched passes) divide the per-step column.
+  // Empty when nothing was added.
   std::string Text(long steps) const;
 
  private:
@@ -53,7 +54,8 @@ class KernelProfile {
   // writes at least (0: not counted); `uploaded`: the call uploaded a copy
   // of the model's (its first use of a matrix), so it is set apart.
   void End(const std::string& label, double bytes, bool uploaded = false);
-  // A decode step began (the table's per-token column divides by these).
+  // A decode step or a batched pass began (the table's per-step column
+  // divides by these; a batched pass is counted at its first layer's attention).
   void CountStep() { steps_++; }
   // Waits for the stream, reads every pair and returns ProfileTable's text.
   std::string Table();

@@ -2,14 +2,19 @@
 #include "kernels/cuda/model_copies.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/q8_upload.h"
+#include "kernels/cuda/staged_upload.h"
 
 namespace verity::kernels::cuda {
+
+ModelCopies::~ModelCopies() { FreeSlots(); }
 
 // Pageable host memory is staged before cudaMemcpyAsync returns, so `host`
 // may go at once; on the backend's stream, so the kernels queued after it read it.
@@ -26,18 +31,121 @@ Status ModelCopies::Upload(Copy& c, const void* host, size_t bytes, const char* 
 Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
   Copy& c = weights_[w.data];
   if (c.bytes == 0 || c.dtype != w.dtype || c.bytes < w.bytes()) {
-    const void* host = w.data;
-    std::unique_ptr<unsigned char[]> repacked;
-    if (w.dtype == DType::kQ8_0) {                   // the device layout (q8_layout.h): the same bytes
-      repacked.reset(new unsigned char[w.bytes()]);  // every byte written: no zeroing pass
-      q8::RepackMatrix(w, repacked.get(), LoadThreads());
-      host = repacked.get();
-    }
     if (c.bytes != 0) moved_();  // rewritten or moved: no graph may read the old copy
-    VERITY_RETURN_IF_ERROR(Upload(c, host, w.bytes(), "weight"));
+    const auto t0 = std::chrono::steady_clock::now();
+    c.bytes = 0;
+    VERITY_RETURN_IF_ERROR(c.buf.Reserve(w.bytes(), "weight upload (" + std::to_string(w.bytes()) + " bytes)"));
+    bool queued = false;
+    Status staged = UploadStaged(c, w, &queued);
+    if (!staged.ok()) {
+      if (queued) return staged;  // it failed after copies were queued: a real failure (c stays empty)
+      unstaged_ = staged.message();
+      VERITY_RETURN_IF_ERROR(UploadPageable(c, w));
+      pageable_weights_++;
+    } else {
+      staged_weights_++;
+    }
+    c.bytes = w.bytes();
     c.dtype = w.dtype;
+    uploads_++;
+    weight_bytes_ += w.bytes();
+    weight_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return static_cast<const void*>(c.buf.as<void>());
+}
+
+// Staging needs pinned buffers and a stream that is not being captured (a
+// copy from pinned memory would be recorded into the graph, and replayed
+// from a buffer that by then holds other rows). Either missing, it returns
+// an error with *queued false, and the caller goes the pageable way; once a
+// copy is queued (*queued), an error is a failure the caller returns.
+Status ModelCopies::UploadStaged(Copy& c, const kernels::Weights& w, bool* queued) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  VERITY_CUDA_CALL(cudaStreamIsCapturing(stream_, &capture), "weight upload");
+  if (capture != cudaStreamCaptureStatusNone) return Status::Error("a capture is open on the stream");
+  VERITY_RETURN_IF_ERROR(ReserveSlots(staged::BufferBytes(w, staging_bytes_)));
+  const auto acquire = [this](int slot) -> Result<unsigned char*> {
+    VERITY_RETURN_IF_ERROR(WaitSlot(slots_[slot]));
+    return slots_[slot].host;
+  };
+  unsigned char* to = c.buf.as<unsigned char>();
+  const auto send = [&](const staged::Piece& p, const unsigned char* buffer) -> Status {
+    *queued = true;
+    VERITY_CUDA_CALL(cudaMemcpyAsync(to + p.dst, buffer + p.src, p.bytes, cudaMemcpyHostToDevice, stream_),
+                     "weight upload (staged)");
+    return OkStatus();
+  };
+  const auto sent = [this](int slot) -> Status {
+    VERITY_CUDA_CALL(cudaEventRecord(slots_[slot].done, stream_), "weight upload (staged)");
+    slots_[slot].pending = true;
+    return OkStatus();
+  };
+  return staged::Upload(w, staged::RowsPerBuffer(w, slot_bytes_), kSlots, LoadThreads(), &next_slot_, acquire, send,
+                        sent);
+}
+
+Status ModelCopies::UploadPageable(Copy& c, const kernels::Weights& w) {
+  const void* host = w.data;
+  std::unique_ptr<unsigned char[]> repacked;
+  if (w.dtype == DType::kQ8_0) {                   // the device layout (q8_layout.h): the same bytes
+    repacked.reset(new unsigned char[w.bytes()]);  // every byte written: no zeroing pass
+    q8::RepackMatrix(w, repacked.get(), LoadThreads());
+    host = repacked.get();
+  }
+  VERITY_CUDA_CALL(cudaMemcpyAsync(c.buf.as<void>(), host, w.bytes(), cudaMemcpyHostToDevice, stream_),
+                   "weight upload");
+  return OkStatus();
+}
+
+// Both slots at `bytes` or more; grown only after their copies are done.
+Status ModelCopies::ReserveSlots(size_t bytes) {
+  if (bytes <= slot_bytes_) return OkStatus();
+  FreeSlots();
+  for (Slot& s : slots_) {
+    void* p = nullptr;
+    VERITY_CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
+                     "pinned staging for weight uploads (" + std::to_string(bytes) + " bytes)");
+    s.host = static_cast<unsigned char*>(p);
+    VERITY_CUDA_CALL(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "weight upload staging event");
+  }
+  slot_bytes_ = bytes;
+  return OkStatus();
+}
+
+Status ModelCopies::WaitSlot(Slot& s) {
+  if (s.pending) {
+    VERITY_CUDA_CALL(cudaEventSynchronize(s.done), "weight upload (waiting for a staging buffer)");
+    s.pending = false;
+  }
+  return OkStatus();
+}
+
+// Each buffer is freed after its copies are done (cudaFreeHost of memory a
+// queued copy reads would race it); a slot half made is freed as far as it got.
+void ModelCopies::FreeSlots() {
+  for (Slot& s : slots_) {
+    if (s.pending) VERITY_CUDA_CALL_LOG(cudaEventSynchronize(s.done), "freeing a staging buffer");
+    if (s.done) VERITY_CUDA_CALL_LOG(cudaEventDestroy(s.done), "freeing a staging buffer");
+    if (s.host) VERITY_CUDA_CALL_LOG(cudaFreeHost(s.host), "freeing a staging buffer");
+    s = Slot{};
+  }
+  slot_bytes_ = 0;
+}
+
+std::string ModelCopies::Summary() const {
+  if (staged_weights_ + pageable_weights_ == 0) return "";
+  char line[512];
+  std::snprintf(line, sizeof line, "%llu weight matrices, %.2f GB, uploaded in %.2f s of the host (%.1f GB/s): ",
+                static_cast<unsigned long long>(staged_weights_ + pageable_weights_), weight_bytes_ / 1e9,
+                weight_seconds_, weight_seconds_ > 0 ? weight_bytes_ / 1e9 / weight_seconds_ : 0.0);
+  std::string s = line;
+  if (staged_weights_ > 0)
+    s += std::to_string(staged_weights_) + " staged through " + std::to_string(kSlots) + " pinned buffers of " +
+         std::to_string(slot_bytes_ >> 20) + " MB";
+  if (pageable_weights_ > 0)
+    s += std::string(staged_weights_ > 0 ? ", " : "") + std::to_string(pageable_weights_) +
+         " from pageable memory (last: " + unstaged_ + ")";
+  return s;
 }
 
 Result<const float*> ModelCopies::Floats(const float* host, size_t n, const char* what) {

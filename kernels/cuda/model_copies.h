@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <unordered_map>
 
 #include "base/status.h"
@@ -21,8 +22,15 @@ namespace verity::kernels::cuda {
 
 class ModelCopies {
  public:
-  // Uploads go on `stream` (the backend's: kernels queued after them read them).
-  ModelCopies(cudaStream_t stream, std::function<void()> moved) : stream_(stream), moved_(std::move(moved)) {}
+  // Uploads go on `stream` (the backend's: kernels queued after them read
+  // them). A weight matrix goes through two pinned buffers of up to
+  // `staging_bytes` each (staged_upload.h), allocated at its first upload.
+  static constexpr size_t kStagingBytes = size_t{64} << 20;
+  ModelCopies(cudaStream_t stream, std::function<void()> moved, size_t staging_bytes = kStagingBytes)
+      : stream_(stream), moved_(std::move(moved)), staging_bytes_(staging_bytes) {}
+  ~ModelCopies();
+  ModelCopies(const ModelCopies&) = delete;
+  ModelCopies& operator=(const ModelCopies&) = delete;
 
   // The device copy of `w`'s matrix; q8_0 repacked into the device layout
   // (q8_layout.h), other types as the host holds them.
@@ -38,6 +46,9 @@ class ModelCopies {
   // How many uploads were issued so far: a call that moved it paid a copy's
   // upload (the profile sets such calls apart).
   uint64_t uploads() const { return uploads_; }
+  // The weights' uploads in one line (bytes, the host's seconds in them, and
+  // how they went: staged, or from pageable memory and why); empty before any.
+  std::string Summary() const;
 
  private:
   struct Copy {
@@ -46,10 +57,32 @@ class ModelCopies {
     size_t bytes = 0;   // valid bytes (a matrix, floats)
     int positions = 0;  // positions covered (a RoPE table)
   };
+  // A staging buffer and the event after its last queued copies.
+  struct Slot {
+    unsigned char* host = nullptr;  // pinned
+    cudaEvent_t done = nullptr;
+    bool pending = false;  // copies queued since `done` was last waited for
+  };
+  static constexpr int kSlots = 2;
   Status Upload(Copy& c, const void* host, size_t bytes, const char* what);
+  // w's device layout into c's buffer through the slots. An error with
+  // *queued false is a reason not to stage (no pinned memory, a capture open
+  // on the stream); with it true, a failure.
+  Status UploadStaged(Copy& c, const kernels::Weights& w, bool* queued);
+  Status UploadPageable(Copy& c, const kernels::Weights& w);
+  Status ReserveSlots(size_t bytes);
+  Status WaitSlot(Slot& s);
+  void FreeSlots();
 
   cudaStream_t stream_;
   std::function<void()> moved_;
+  size_t staging_bytes_;
+  Slot slots_[kSlots];
+  size_t slot_bytes_ = 0;
+  int next_slot_ = 0;
+  std::string unstaged_;  // why the last weight went from pageable memory; empty when staged
+  uint64_t weight_bytes_ = 0, staged_weights_ = 0, pageable_weights_ = 0;
+  double weight_seconds_ = 0;  // the host's, in Weights()' uploads
   uint64_t uploads_ = 0;
   std::unordered_map<const void*, Copy> weights_, floats_, rope_;
 };
