@@ -119,6 +119,10 @@ bool CudaQ8Int16();
 // meaning 512; a value outside that set makes the backend refuse to start,
 // naming it. Speed, and the prefill's bits (another split of the prompt).
 std::string CudaPrefillBlock();
+// Its values, one rule for the backend that takes it (kernels/cuda's
+// PrefillBlockFromText) and the bench records that name it (protocol/).
+constexpr bool IsCudaPrefillBlock(long long n) { return n >= 16 && n <= 8192 && n % 16 == 0; }
+inline constexpr char kCudaPrefillBlockRule[] = "a multiple of 16 from 16 to 8192";
 // VERITY_SIMD_TARGET: the best Highway target the CPU kernels may dispatch to,
 // e.g. "AVX2" (then AVX2 or a lesser target the CPU runs: SSE4, EMU128), in
 // every binary, applied before main() (kernels/cpu/simd.h). To step around a

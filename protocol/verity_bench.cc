@@ -4,6 +4,7 @@
 #include <sstream>
 #include <utility>
 
+#include "base/env.h"
 #include "protocol/bench_record.h"
 
 namespace verity::protocol {
@@ -244,9 +245,8 @@ class DetailReader {
         *SwitchField(s, i) = v->get<bool>();
       }
       if (const nlohmann::json* block = At(*sw, "prefill_block")) {  // absent before 2026-12-07: 512
-        if (!block->is_number_integer() || block->get<long long>() < 16 || block->get<long long>() > 8192 ||
-            block->get<long long>() % 16 != 0)
-          return Fail("kernels.cuda_switches.prefill_block", "a multiple of 16 from 16 to 8192");
+        if (!block->is_number_integer() || !env::IsCudaPrefillBlock(block->get<long long>()))
+          return Fail("kernels.cuda_switches.prefill_block", env::kCudaPrefillBlockRule);
         s.prefill_block = block->get<int>();
       }
       r->cuda_switches = s;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/env.h"
 #include "kernels/cuda/flash_map.h"
 #include "kernels/cuda/kquant_layout.h"
 #include "kernels/cuda/q8_int.h"
@@ -70,9 +71,9 @@ Result<int> PrefillBlockFromText(const std::string& text) {
   if (text.empty()) return kDefaultPrefillBlock;
   const bool digits = text.size() <= 5 && text.find_first_not_of("0123456789") == std::string::npos;
   const int n = digits ? std::stoi(text) : 0;
-  if (n < 16 || n > 8192 || n % 16 != 0)
-    return Status::Error("VERITY_CUDA_PREFILL_BLOCK='" + text +
-                         "': positions per prefill pass must be a multiple of 16 from 16 to 8192");
+  if (!env::IsCudaPrefillBlock(n))
+    return Status::Error("VERITY_CUDA_PREFILL_BLOCK='" + text + "': positions per prefill pass must be " +
+                         env::kCudaPrefillBlockRule);
   return n;
 }
 
