@@ -1183,7 +1183,9 @@ class CudaBackend final : public Backend {
   // recorded and eager steps launch alike and give the same bits.
   Status AttentionImpl(const AttentionArgs& a, int rows, const int* pos_at) {
     if (rows == 1 && a.head_size <= kDecodeMaxHeadSize) return DecodeAttention(a, pos_at);
-    if (rows >= kGemmMinRows && flash_prefill_ && block_on_tensor_cores_ && pos_at == nullptr) {
+    // Flash tiles need TF32 mma.sync (sm_80+); below it the GEMMs take the block rather than fail.
+    if (rows >= kGemmMinRows && flash_prefill_ && block_on_tensor_cores_ && pos_at == nullptr &&
+        limits_.compute_major >= 8) {
       AttentionDeviceArgs d{a.out, a.q,  a.key_cache, a.value_cache, a.pos_stride, int64_t{a.n_heads} * a.head_size,
                             a.pos, rows, a.n_heads,   a.n_kv_heads,  a.head_size};
       WithScores(&d, a.window, a.scale_dim, a.softcap);

@@ -14,7 +14,7 @@
 
 namespace verity::kernels::cuda {
 
-ModelCopies::~ModelCopies() { FreeSlots(); }
+ModelCopies::~ModelCopies() { FreeSlots(slots_); }
 
 // Pageable host memory is staged before cudaMemcpyAsync returns, so `host`
 // may go at once; on the backend's stream, so the kernels queued after it read it.
@@ -31,6 +31,18 @@ Status ModelCopies::Upload(Copy& c, const void* host, size_t bytes, const char* 
 Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
   Copy& c = weights_[w.data];
   if (c.bytes == 0 || c.dtype != w.dtype || c.bytes < w.bytes()) {
+    // Never inside a capture: a copy there (pinned or pageable) would be
+    // recorded into the graph and replayed from a buffer that by then holds
+    // other bytes, and the device buffer's growth would break the capture.
+    // No step reaches it (a signature's first step runs as issued and
+    // uploads what it names); one that did is refused, and the step then runs
+    // as issued (CudaBackend::RunUnderCapture), where the upload is allowed.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    VERITY_CUDA_CALL(cudaStreamIsCapturing(stream_, &capture), "weight upload");
+    if (capture != cudaStreamCaptureStatusNone)
+      return Status::Error(
+          "weight upload: the backend's stream is being captured (a matrix's first use in a "
+          "recorded step)");
     if (c.bytes != 0) moved_();  // rewritten or moved: no graph may read the old copy
     const auto t0 = std::chrono::steady_clock::now();
     c.bytes = 0;
@@ -38,7 +50,10 @@ Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
     bool queued = false;
     Status staged = UploadStaged(c, w, &queued);
     if (!staged.ok()) {
-      if (queued) return staged;  // it failed after copies were queued: a real failure (c stays empty)
+      if (queued) {  // a real failure (c stays empty); no copy may still read a staging buffer after it
+        VERITY_CUDA_CALL_LOG(cudaStreamSynchronize(stream_), "a failed weight upload");
+        return staged;
+      }
       unstaged_ = staged.message();
       VERITY_RETURN_IF_ERROR(UploadPageable(c, w));
       pageable_weights_++;
@@ -54,16 +69,11 @@ Result<const void*> ModelCopies::Weights(const kernels::Weights& w) {
   return static_cast<const void*>(c.buf.as<void>());
 }
 
-// Staging needs pinned buffers and a stream that is not being captured (a
-// copy from pinned memory would be recorded into the graph, and replayed
-// from a buffer that by then holds other rows). Either missing, it returns
-// an error with *queued false, and the caller goes the pageable way; once a
-// copy is queued (*queued), an error is a failure the caller returns.
+// Staging needs pinned buffers: refused, it returns an error with *queued
+// false, and the caller goes the pageable way; once a copy is queued
+// (*queued), an error is a failure the caller returns.
 Status ModelCopies::UploadStaged(Copy& c, const kernels::Weights& w, bool* queued) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  VERITY_CUDA_CALL(cudaStreamIsCapturing(stream_, &capture), "weight upload");
-  if (capture != cudaStreamCaptureStatusNone) return Status::Error("a capture is open on the stream");
-  VERITY_RETURN_IF_ERROR(ReserveSlots(staged::BufferBytes(w, staging_bytes_)));
+  VERITY_RETURN_IF_ERROR(ReserveSlots(staged::BufferBytes(w, staging_bytes_), w.row_bytes()));
   const auto acquire = [this](int slot) -> Result<unsigned char*> {
     VERITY_RETURN_IF_ERROR(WaitSlot(slots_[slot]));
     return slots_[slot].host;
@@ -97,17 +107,35 @@ Status ModelCopies::UploadPageable(Copy& c, const kernels::Weights& w) {
   return OkStatus();
 }
 
-// Both slots at `bytes` or more; grown only after their copies are done.
-Status ModelCopies::ReserveSlots(size_t bytes) {
-  if (bytes <= slot_bytes_) return OkStatus();
-  FreeSlots();
-  for (Slot& s : slots_) {
-    void* p = nullptr;
-    VERITY_CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
-                     "pinned staging for weight uploads (" + std::to_string(bytes) + " bytes)");
-    s.host = static_cast<unsigned char*>(p);
-    VERITY_CUDA_CALL(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "weight upload staging event");
+// Slots of `want` bytes where they are smaller (grown at least twofold, up
+// to the staging size, so a model's growing matrices regrow them a few
+// times at most). New slots are made before the old ones go: where pinned
+// memory is refused, the old slots stay if they hold a row (smaller
+// buffers, more of them), else staging is off for good (the reason kept:
+// no retry per matrix).
+Status ModelCopies::ReserveSlots(size_t want, size_t row_bytes) {
+  if (!refused_.empty()) return Status::Error(refused_);
+  if (want <= slot_bytes_) return OkStatus();
+  const size_t bytes = std::max(want, std::min(staging_bytes_, 2 * slot_bytes_));
+  Slot fresh[kSlots];
+  const Status made = [&]() -> Status {
+    for (Slot& s : fresh) {
+      void* p = nullptr;
+      VERITY_CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
+                       "pinned staging for weight uploads (" + std::to_string(bytes) + " bytes)");
+      s.host = static_cast<unsigned char*>(p);
+      VERITY_CUDA_CALL(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "weight upload staging event");
+    }
+    return OkStatus();
+  }();
+  if (!made.ok()) {
+    FreeSlots(fresh);
+    if (slot_bytes_ >= row_bytes) return OkStatus();
+    refused_ = made.message();
+    return made;
   }
+  FreeSlots(slots_);
+  for (int i = 0; i < kSlots; i++) slots_[i] = fresh[i];
   slot_bytes_ = bytes;
   return OkStatus();
 }
@@ -122,14 +150,13 @@ Status ModelCopies::WaitSlot(Slot& s) {
 
 // Each buffer is freed after its copies are done (cudaFreeHost of memory a
 // queued copy reads would race it); a slot half made is freed as far as it got.
-void ModelCopies::FreeSlots() {
-  for (Slot& s : slots_) {
+void ModelCopies::FreeSlots(Slot (&slots)[kSlots]) {
+  for (Slot& s : slots) {
     if (s.pending) VERITY_CUDA_CALL_LOG(cudaEventSynchronize(s.done), "freeing a staging buffer");
     if (s.done) VERITY_CUDA_CALL_LOG(cudaEventDestroy(s.done), "freeing a staging buffer");
     if (s.host) VERITY_CUDA_CALL_LOG(cudaFreeHost(s.host), "freeing a staging buffer");
     s = Slot{};
   }
-  slot_bytes_ = 0;
 }
 
 std::string ModelCopies::Summary() const {
@@ -141,7 +168,8 @@ std::string ModelCopies::Summary() const {
   std::string s = line;
   if (staged_weights_ > 0)
     s += std::to_string(staged_weights_) + " staged through " + std::to_string(kSlots) + " pinned buffers of " +
-         std::to_string(slot_bytes_ >> 20) + " MB";
+         (slot_bytes_ >= (size_t{1} << 20) ? std::to_string(slot_bytes_ >> 20) + " MB"
+                                           : std::to_string((slot_bytes_ + 1023) >> 10) + " KB");
   if (pageable_weights_ > 0)
     s += std::string(staged_weights_ > 0 ? ", " : "") + std::to_string(pageable_weights_) +
          " from pageable memory (last: " + unstaged_ + ")";

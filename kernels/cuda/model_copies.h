@@ -66,13 +66,13 @@ class ModelCopies {
   static constexpr int kSlots = 2;
   Status Upload(Copy& c, const void* host, size_t bytes, const char* what);
   // w's device layout into c's buffer through the slots. An error with
-  // *queued false is a reason not to stage (no pinned memory, a capture open
-  // on the stream); with it true, a failure.
+  // *queued false is a reason not to stage (no pinned memory); with it true,
+  // a failure.
   Status UploadStaged(Copy& c, const kernels::Weights& w, bool* queued);
   Status UploadPageable(Copy& c, const kernels::Weights& w);
-  Status ReserveSlots(size_t bytes);
+  Status ReserveSlots(size_t want, size_t row_bytes);
   Status WaitSlot(Slot& s);
-  void FreeSlots();
+  static void FreeSlots(Slot (&slots)[kSlots]);
 
   cudaStream_t stream_;
   std::function<void()> moved_;
@@ -80,7 +80,8 @@ class ModelCopies {
   Slot slots_[kSlots];
   size_t slot_bytes_ = 0;
   int next_slot_ = 0;
-  std::string unstaged_;  // why the last weight went from pageable memory; empty when staged
+  std::string refused_;   // why pinned staging memory was refused (then never asked again)
+  std::string unstaged_;  // why the last weight went from pageable memory
   uint64_t weight_bytes_ = 0, staged_weights_ = 0, pageable_weights_ = 0;
   double weight_seconds_ = 0;  // the host's, in Weights()' uploads
   uint64_t uploads_ = 0;
