@@ -3,8 +3,14 @@
 // and in the audit; MoE keeps parity; the probe and preflight prove they ran.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
+#include "base/sha256.h"
 #include "verify/audit.h"
 #include "verify/parity.h"
 #include "engine/engine.h"
@@ -162,6 +168,47 @@ std::string MoeDir(const std::string& tag) {
             "\"vocab_size\":320,\"seq_len\":64,\"shared_classifier\":false,\"n_experts\":4,\"n_experts_per_tok\":2}'");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dir;
+}
+
+// A synth directory's files, hashed: each file's SHA-256 under its name, in
+// name order, hashed again.
+std::string DirHash(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::string lines;
+  for (const std::string& n : names) {
+    std::ifstream f(dir + "/" + n, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    lines += n + ":" + Sha256Hex(bytes) + "\n";
+  }
+  return Sha256Hex(lines);
+}
+
+// verity synth's bytes are what other checks compare (device-check's 1B and
+// 7B synths, the families against NumPy and llama.cpp): a change to the
+// writer that keeps the values keeps these hashes, on one thread or three.
+// Pinned on 2026-12-07 from the writer before it reused its buffers and
+// split rows over threads (28 configurations compared byte for byte with it;
+// a 10000-row classifier here splits over the threads).
+TEST(Checkpoint, SynthWritesTheBytesItAlwaysHas) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--like qwen3 --dtype bf16 --shards 2", "425a14ca599e88ae749b830b063afd4c013682cff54fcae25f0a93f8d8f8bf78"},
+      {"--like phi3 --dtype f32", "ebc6a3322173b3584294e1a646dede2821833a6101b3c28eefb4d58afcc0a2fd"},
+      {"--like gemma2 --dtype bf16", "6ad4247592f25700b54125bbc2f3688acb45c675c438a6846a62a5692fd27d88"},
+      {"--dtype bf16 --shards 2 --config '{\"dim\":64,\"hidden_dim\":160,\"n_layers\":2,\"n_heads\":4,"
+       "\"n_kv_heads\":2,\"vocab_size\":10000,\"seq_len\":32,\"shared_classifier\":false}'",
+       "b3f45a1ac5b28993b739a62f01e7e1feeb11aab32210e4a9281a27e59bc6d526"}};
+  int checked = 0;
+  for (const auto& [args, want] : cases)
+    for (const char* threads : {"1", "3"}) {
+      const std::string dir = test::TempDir("synth-bytes") + "/m" + std::to_string(checked);
+      auto r = Shell("VERITY_THREADS=" + std::string(threads) + " " + VerityBin() + " synth --out " + dir + " " + args);
+      ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+      EXPECT_EQ(DirHash(dir), want) << args << " on " << threads << " thread(s)";
+      checked++;
+    }
+  std::printf("synth bytes: %d directories hashed as pinned\n", checked);
 }
 
 TEST(Moe, FastKeepsParityWithTheReference) {
