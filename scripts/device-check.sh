@@ -5,7 +5,8 @@
 #   scripts/device-check.sh                    build in build-cuda/ (needs scripts/setup.sh's packages), then check
 #   scripts/device-check.sh --prepare DIR      here, without a GPU: build, then copy the binaries and every
 #                                              non-system shared library they need into DIR (to carry)
-#   scripts/device-check.sh --prebuilt DIR     there: check with the binaries of DIR (no build)
+#   scripts/device-check.sh --prebuilt DIR     there: check with the binaries of DIR (no build), or of
+#                                              DIR.tgz (what --prepare packs to carry: DIR itself is too big)
 #
 # --prepare also builds the scored change's base (DIR/base: verity and its
 # CUDA plugin at $base_rev, session 20's first build on the H200: before the
@@ -36,7 +37,12 @@ mode=build
 dir=build-cuda
 case "${1:-}" in
   --prepare) mode=prepare; dir=${2:?--prepare DIR}; dir=$(realpath -m "$dir") ;;
-  --prebuilt) mode=prebuilt; dir=${2:?--prebuilt DIR}; dir=$(realpath "$dir") ;;
+  --prebuilt) mode=prebuilt; dir=${2:?--prebuilt DIR}; dir=$(realpath "$dir")
+    # DIR.tgz, as --prepare packs it (what fits a device call's carry): unpacked here.
+    if [[ -f $dir ]]; then
+      packed=$dir dir=$(mktemp -d /tmp/device-bin.XXXXXX)
+      tar -xzf "$packed" -C "$dir" || { echo "device-check: cannot unpack $packed" >&2; exit 2; }
+    fi ;;
   "") ;;
   *) echo "usage: $0 [--prepare DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
@@ -102,7 +108,19 @@ if [[ $mode == prepare ]]; then
     grep -E "error|Error" "$work/base-build.log" | head -10; summary prepare-base FAIL "see $work/base-build.log"
   fi
   fi
-  summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir (carry it; run --prebuilt $dir there)"
+  summary prepare ok "$(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) in $dir"
+  # What travels to a device call is the repository's files and the carried
+  # paths, 64 MiB in all (docs/working-here.md): DIR itself (~56 MB of
+  # binaries and libraries on 2026-12-07, more with the base) does not fit
+  # beside the ~15 MB of tracked files, so it is packed.
+  tar -C "$dir" -czf "$dir.tgz" . &&
+    tracked=$(git -C "$root" ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}') &&
+    packed=$(stat -c %s "$dir.tgz") && total=$((tracked + packed)) limit=$((64 << 20)) &&
+    if ((total <= limit)); then
+      summary pack ok "$dir.tgz: $((packed >> 20)) MiB, with the tracked files $((total >> 20)) of the 64 MiB a call carries (carry it; run --prebuilt $dir.tgz there)"
+    else
+      summary pack FAIL "$dir.tgz: $((packed >> 20)) MiB, with the tracked files $((total >> 20)) MiB: over the 64 MiB a call carries"
+    fi || summary pack FAIL "could not pack $dir"
   finish
   exit $?
 fi

@@ -3,14 +3,18 @@
 # call (under 4 minutes of device time left): the CudaDevice tests, the scored
 # change against DIR/base (the 1B bf16 decode, cut at 70 s), and the 7B decode
 # in bf16 and q8_0 (and q8_0 on int16 x) with their ratios over bf16. DIR is what `device-check.sh --prepare`
-# made (carry it):
+# made, or the DIR.tgz it packs (carry that):
 #
-#   scripts/device-quick.sh DIR
+#   scripts/device-quick.sh DIR.tgz
 #
 # Each step prints one line; the last is `device-quick: <n> steps, <k> failed`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD dir=$(realpath "${1:?usage: $0 DIR}")
+root=$PWD dir=$(realpath "${1:?usage: $0 DIR|DIR.tgz}")
+if [[ -f $dir ]]; then  # DIR.tgz, as device-check.sh --prepare packs it
+  packed=$dir dir=$(mktemp -d /tmp/device-bin.XXXXXX)
+  tar -xzf "$packed" -C "$dir" || { echo "device-quick: cannot unpack $packed" >&2; exit 2; }
+fi
 export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} VERITY_SOURCE_DIR=$root
 bin=$dir/verity m=$root/models/stories260K.bin work=$(mktemp -d /tmp/device-quick.XXXXXX)
 start=$SECONDS steps=0 failed=0
