@@ -18,6 +18,10 @@ namespace verity {
 // `bytes` (a multiple of 64) of zeroed AllocateStreamed storage; free it with
 // std::free. Throws std::bad_alloc when out of memory.
 void* AlignedZeroed(size_t bytes);
+// Zeroes [p, p + bytes): from 8 MB on, in 2 MB extents on the load's threads
+// (base/host_parallel.h's LoadThreads), since zeroing fresh memory is what
+// faults its pages in.
+void ZeroOnLoadThreads(void* p, size_t bytes);
 
 // std::vector storage that starts on a 64-byte boundary (operator new gives
 // 16): a row whose width is a multiple of 16 floats then never has a SIMD load

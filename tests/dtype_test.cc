@@ -4,12 +4,14 @@
 // cannot be used in place is copied once, with a note naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -148,6 +150,29 @@ TEST(Mmap, ZeroedFloatsAskForHugePagesWhenTheySpanOne) {
     v.resize(n * 3);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u) << "after growing " << n;
   }
+}
+
+// A large buffer is zeroed on the load's threads (engine/zeroed_buffer.cc):
+// every byte of a dirty buffer, whatever the split (sizes under, at and past
+// the 8 MB where it splits, and not a multiple of 2 MB); AlignedZeroed's
+// fresh buffers read all zeros.
+TEST(Mmap, LargeBuffersAreZeroedWholeOnSeveralThreads) {
+  const char* saved = std::getenv("VERITY_THREADS");
+  const std::string before = saved ? saved : "";
+  setenv("VERITY_THREADS", "3", 1);
+  long checked = 0;
+  for (size_t bytes : {size_t{3} << 20, size_t{8} << 20, (size_t{9} << 20) + 64, size_t{24} << 20}) {
+    std::vector<unsigned char> dirty(bytes + 64, 0xAB);
+    verity::ZeroOnLoadThreads(dirty.data() + 32, bytes);
+    ASSERT_EQ(std::count(dirty.begin() + 32, dirty.end() - 32, 0), static_cast<std::ptrdiff_t>(bytes)) << bytes;
+    ASSERT_EQ(std::count(dirty.begin(), dirty.end(), 0xAB), 64) << "only the bytes asked for: " << bytes;
+    auto* p = static_cast<unsigned char*>(verity::AlignedZeroed(bytes));
+    ASSERT_EQ(std::count(p, p + bytes, 0), static_cast<std::ptrdiff_t>(bytes)) << bytes;
+    std::free(p);
+    checked += 2 * static_cast<long>(bytes);
+  }
+  saved ? setenv("VERITY_THREADS", before.c_str(), 1) : unsetenv("VERITY_THREADS");
+  std::printf("zeroed buffers: %ld bytes read back as zeros on 3 threads\n", checked);
 }
 
 TEST(Mmap, SmallMatricesOfALargeModelSharePackedSlabs) {
