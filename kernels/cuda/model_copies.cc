@@ -130,7 +130,10 @@ Status ModelCopies::ReserveSlots(size_t want, size_t row_bytes) {
   }();
   if (!made.ok()) {
     FreeSlots(fresh);
-    if (slot_bytes_ >= row_bytes) return OkStatus();
+    if (slot_bytes_ >= row_bytes) {
+      staging_bytes_ = slot_bytes_;  // no larger ones asked for again
+      return OkStatus();
+    }
     refused_ = made.message();
     return made;
   }
