@@ -30,6 +30,8 @@
 # before it, `check-time`, the whole check's seconds against 8 minutes.
 # DEVICE_CHECK_BUDGET_S (560) bounds the ledger steps' time: a device call
 # has 600 s; a step that would not fit is skipped by name, one cut says so.
+# DEVICE_CHECK_EXPLORE=0 runs the check alone, without the experiments that
+# decide the opt-in switches (A/Bs, product benches, profiles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,6 +55,14 @@ steps=0 failed=0
 # The whole check's seconds: a device call's 600 s less its start. The
 # ledger steps, last, start only where their first look fits (time_left).
 budget=${DEVICE_CHECK_BUDGET_S:-560}
+# DEVICE_CHECK_EXPLORE=0: only the check itself (tests, parity, the
+# sanitizer, every target's figure, NCCL, the ledger steps), the form issue
+# 42's 8 minutes are for. By default it also runs the experiments that
+# decide the opt-in switches (each switch's A/B, the product benches, the
+# profiles: docs/cuda.md, "What the next run's figures decide"), which a
+# device session needs and which leave the ledger steps little of the budget.
+explore=${DEVICE_CHECK_EXPLORE:-1}
+exploring() { [[ $explore != 0 ]]; }
 work=$(mktemp -d /tmp/device-check.XXXXXX)
 summary() {  # summary NAME ok|FAIL DETAIL
   steps=$((steps + 1))
@@ -189,14 +199,14 @@ cuda_bench() {
 }
 # 1b. The decode rows kernel's forms (kRowsForms) on the 7B and 1B products:
 # timings for the next tuning, and every form's bits those of form 0.
-cuda_bench rows-forms RowsForms "shapes timed, every form the bits of form 0"
+exploring && cuda_bench rows-forms RowsForms "shapes timed, every form the bits of form 0"
 # 1c. A batched step's products on the CUDA cores and on the tensor cores
 # (VERITY_CUDA_BATCH_MMA, mma_rows.cu), 8 and 32 vectors, bf16 and q8_0, 1B
 # and 7B shapes.
-cuda_bench mma-rows BatchedRowsOnTensorCores "shapes timed on CUDA and tensor cores"
+exploring && cuda_bench mma-rows BatchedRowsOnTensorCores "shapes timed on CUDA and tensor cores"
 # 1d. A prompt block's products (the GEMM, and the same rows as vectors) for
 # 16 to 512 rows: where a block should stop being a GEMM.
-cuda_bench prompt-products PromptBlockProductsByRows "shapes timed as GEMMs and as rows"
+exploring && cuda_bench prompt-products PromptBlockProductsByRows "shapes timed as GEMMs and as rows"
 
 # The 7-8B-shaped synthetic model (Llama-2-7B's shapes: 6.7B parameters,
 # 13.5 GB of bf16) took 99 s to write on 2026-12-04 (before the writer used
@@ -368,6 +378,7 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
     >"$work/synth.log" 2>&1; then
   bench synth-1B "$synth" bf16 64
   share share-1B "$work/bench-synth-1B.json" 0.70 "1B bf16 decode"
+  if exploring; then
   # The same with the 2 KB a row asked of L2 before 2026-12-07 instead of
   # whole rows (docs/cuda.md, "Whole rows into L2"; predicted +6%, 0 to
   # +15%): what they give, same box, minutes apart. (Dependent launches
@@ -382,7 +393,9 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
     "the 1B's normed launches"
   ratio norm-fused-1B "$work/bench-synth-1B-norm-fused.json" "$work/bench-synth-1B.json" 1 \
     "1B bf16 decode, norms in the products' launches over separate (predicted ~1.04x)"
+  fi
   bench synth-1B-q8_0 "$synth" q8_0 64
+  if exploring; then
   # The same on int16 x (VERITY_CUDA_Q8_INT16=1): what dp2a gives a
   # launch-bound model (predicted ~1.15x, 0.95x-1.4x: the 1B's products are
   # short, and each block quantizes x first).
@@ -391,12 +404,14 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
     "the 1B's int16-x launches"
   ratio q8-int16-1B "$work/bench-synth-1B-q8_0-int16.json" "$work/bench-synth-1B-q8_0.json" 1 \
     "1B q8_0 decode, int16 x over f32 x (predicted ~1.15x)"
+  fi
   # Batched decode (a server's continuous batching): 8 and 32 sequences per
   # step, their tokens summed; the target is 32 >= 15x batch 1 (issue 26).
   bench synth-1B-batch8 "$synth" bf16 64 --batch 8
   bench synth-1B-batch32 "$synth" bf16 64 --batch 32
   ratio "batch32-over-batch1" "$work/bench-synth-1B-batch32.json" "$work/bench-synth-1B.json" 15 \
     "1B bf16 aggregate decode, 32 sequences per step over 1"
+  if exploring; then
   # The same on tensor cores (VERITY_CUDA_BATCH_MMA=1: rows independent of
   # their batch, not the decode step's bits; docs/cuda.md).
   VERITY_CUDA_BATCH_MMA=1 bench synth-1B-batch32-mma "$synth" bf16 64 --batch 32
@@ -406,6 +421,7 @@ elif "$bin" synth --out "$synth" --dtype bf16 --config '{"dim":2048,"hidden_dim"
   # Where a 32-sequence step's time goes on tensor cores (the 15x target):
   # its products' launches against the step's other kernels.
   VERITY_CUDA_BATCH_MMA=1 profile synth-1B-batch32-mma "$synth" bf16 --steps 64 --batch 32
+  fi
 else
   tail -5 "$work/synth.log"; summary bench-synth-1B FAIL "verity synth failed"
 fi
@@ -423,6 +439,7 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   ran staged-uploads-7B "$work/bench-synth-7B.err" \
     "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
     "the 7B bf16 weights' uploads (predicted 10-20 GB/s)"
+  if exploring; then
   VERITY_CUDA_L2_PREFETCH=0 bench synth-7B-2kb-prefetch "$synth7" bf16 64
   ratio l2-prefetch-7B "$work/bench-synth-7B.json" "$work/bench-synth-7B-2kb-prefetch.json" 1 \
     "7B bf16 decode, whole rows into L2 over 2 KB a row (predicted ~1.02x)"
@@ -431,11 +448,13 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
     "the 7B's normed launches"
   ratio norm-fused-7B "$work/bench-synth-7B-norm-fused.json" "$work/bench-synth-7B.json" 1 \
     "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
+  fi
   bench synth-7B-q8_0 "$synth7" q8_0 64
   ran staged-uploads-7B-q8_0 "$work/bench-synth-7B-q8_0.err" \
     "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
     "the 7B q8_0 weights' repack and uploads"
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
+  if exploring; then
   # The decode products on int16 x (VERITY_CUDA_Q8_INT16=1: dp2a, half an
   # instruction a weight; docs/cuda.md, "q8_0 on int16 x"), predicted
   # ~1.35x the f32-x kernel's decode (1.0x-1.6x), against the same target.
@@ -446,6 +465,7 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
     "7B q8_0 decode, int16 x over f32 x (predicted ~1.35x)"
   ratio q8_0-int16-over-bf16-7B "$work/bench-synth-7B-q8_0-int16.json" "$work/bench-synth-7B.json" 1.75 \
     "7B decode, q8_0 on int16 x over bf16"
+  fi
   # prefill7 NAME WHAT: this build's 2048-token bf16 prefill (the
   # environment as the caller sets it) against the measured tensor cores.
   prefill7() {
@@ -466,6 +486,7 @@ EOF
     else tail -5 "$work/$1.err"; summary "$1" FAIL "see $work/$1.err"; fi
   }
   prefill7 prefill-7B "7B bf16 prefill of 2048 tokens"
+  if exploring; then
   # The same with the attention as flash-style tiles (VERITY_CUDA_FLASH_PREFILL=1:
   # no scores in memory; docs/cuda.md, "Prefill attention as flash tiles"),
   # predicted ~1.15x the GEMM attention's prefill (1.0x-1.3x).
@@ -524,6 +545,7 @@ EOF
   # Where a 2048-token prefill's device time goes (issue 42's 55% target):
   # the GEMMs by shape, the attention's products and softmax, the rest.
   profile prefill-7B "$synth7" bf16 --prompt-tokens 2048 --gen-tokens 1
+  fi
 else
   kill $synth7_pid 2>/dev/null || true
   tail -5 "$work/synth-7b.log"; summary synth-7B FAIL "verity synth did not finish in time"
@@ -703,6 +725,7 @@ rm -rf "$synth"
 
 # The whole check against issue 42's 8 minutes (a figure, as the targets).
 summary check-time ok "$((SECONDS - start)) s for the whole check, ledger steps included, $cut cut at the budget \
-(target 480 s with none cut: $( (((SECONDS - start) <= 480 && cut == 0)) && echo met || echo NOT met); budget ${budget} s)"
+(target 480 s with none cut: $( (((SECONDS - start) <= 480 && cut == 0)) && echo met || echo NOT met); budget ${budget} s; \
+$(exploring && echo "with the experiments: DEVICE_CHECK_EXPLORE=0 runs the check alone" || echo "the check alone, DEVICE_CHECK_EXPLORE=0"))"
 echo "device-check: logs in $work"
 finish
