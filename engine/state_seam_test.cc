@@ -348,7 +348,9 @@ std::vector<float> RunTp(const Model& m, bool off_host, FaultPlan fault, long* m
   for (OffHostBackend* b : made) *misplaced += b->misplaced();
   if (flushed)
     for (OffHostBackend* b : made) *flushed += b->flushed_steps();
-  if (off_host) EXPECT_EQ(made.size(), 2u);
+  if (off_host) {
+    EXPECT_EQ(made.size(), 2u);
+  }
   return rows;
 }
 

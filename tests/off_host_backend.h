@@ -146,30 +146,32 @@ class OffHostBackend final : public kernels::Backend {
   }
 
   void Matmul(float* out, const float* x, const kernels::Weights& w) override {
-    Do({1, Id(out), Id(x), Id(w.data), w.rows, w.cols}, [=, o = State(out, "Matmul out"), i = State(x, "Matmul x"),
-                                                         v = HostWeights(w, "Matmul")] { inner_->Matmul(o, i, v); });
+    Do({1, Id(out), Id(x), Id(w.data), w.rows, w.cols},
+       [=, this, o = State(out, "Matmul out"), i = State(x, "Matmul x"), v = HostWeights(w, "Matmul")] {
+         inner_->Matmul(o, i, v);
+       });
   }
   void MatmulBatch(float* out, const float* x, const kernels::Weights& w, int T) override {
     Do({2, Id(out), Id(x), Id(w.data), w.rows, w.cols, T},
-       [=, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
+       [=, this, o = State(out, "MatmulBatch out"), i = State(x, "MatmulBatch x"), v = HostWeights(w, "MatmulBatch")] {
          inner_->MatmulBatch(o, i, v, T);
        });
   }
   void MatmulRows(float* out, const float* x, const kernels::Weights& w, int n) override {
     Do({3, Id(out), Id(x), Id(w.data), w.rows, w.cols, n},
-       [=, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
+       [=, this, o = State(out, "MatmulRows out"), i = State(x, "MatmulRows x"), v = HostWeights(w, "MatmulRows")] {
          inner_->MatmulRows(o, i, v, n);
        });
   }
   void MatmulShared(const float* x, int T, const MatmulTarget* targets, int count) override {
     Do(SharedSig(4, x, T, targets, count),
-       [=, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
+       [=, this, i = State(x, "MatmulShared x"), t = Targets(targets, count, "MatmulShared")] {
          inner_->MatmulShared(i, T, t.Get().data(), count);
        });
   }
   void MatmulSharedRows(const float* x, int n, const MatmulTarget* targets, int count) override {
     Do(SharedSig(5, x, n, targets, count),
-       [=, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
+       [=, this, i = State(x, "MatmulSharedRows x"), t = Targets(targets, count, "MatmulSharedRows")] {
          inner_->MatmulSharedRows(i, n, t.Get().data(), count);
        });
   }
@@ -205,30 +207,30 @@ class OffHostBackend final : public kernels::Backend {
   void AttentionBlock(const kernels::AttentionArgs& a, int n) override {
     if (n == 1) return Attention(a);  // as the device backend does
     FlushForTheHost();
-    Do({17, Id(a.out), n}, [=, p = PlainArgs(a, "AttentionBlock")] { inner_->AttentionBlock(p, n); });
+    Do({17, Id(a.out), n}, [=, this, p = PlainArgs(a, "AttentionBlock")] { inner_->AttentionBlock(p, n); });
   }
   int prefill_block() const override { return inner_->prefill_block(); }
   void Rope(float* vec, int size, int head_size, int pos, const float* inv_freq, bool interleaved) override {
     FlushForTheHost();  // runs at once on the device: nothing kept may run after it
-    Do({10}, [=, v = State(vec, "Rope vec"), f = Host(inv_freq, "Rope inv_freq")] {
+    Do({10}, [=, this, v = State(vec, "Rope vec"), f = Host(inv_freq, "Rope inv_freq")] {
       inner_->Rope(v, size, head_size, pos, f, interleaved);
     });
   }
   void SwiGLU(float* hb, const float* hb2, int n) override {
     Do({9, Id(hb), Id(hb2), n},
-       [=, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
+       [=, this, a = State(hb, "SwiGLU hb"), b = State(hb2, "SwiGLU hb2")] { inner_->SwiGLU(a, b, n); });
   }
   void GeGLU(float* hb, const float* hb2, int n) override {
     Do({20, Id(hb), Id(hb2), n},
-       [=, a = State(hb, "GeGLU hb"), b = State(hb2, "GeGLU hb2")] { inner_->GeGLU(a, b, n); });
+       [=, this, a = State(hb, "GeGLU hb"), b = State(hb2, "GeGLU hb2")] { inner_->GeGLU(a, b, n); });
   }
   void ScaleInPlace(float* x, float s, size_t count) override {
     Do({21, Id(x), static_cast<int64_t>(count)},
-       [=, o = State(x, "ScaleInPlace x")] { inner_->ScaleInPlace(o, s, count); });
+       [=, this, o = State(x, "ScaleInPlace x")] { inner_->ScaleInPlace(o, s, count); });
   }
   void SoftCapInPlace(float* x, float cap, size_t count) override {
     Do({22, Id(x), static_cast<int64_t>(count)},
-       [=, o = State(x, "SoftCapInPlace x")] { inner_->SoftCapInPlace(o, cap, count); });
+       [=, this, o = State(x, "SoftCapInPlace x")] { inner_->SoftCapInPlace(o, cap, count); });
   }
   // The token ids are copied at the call, as a device backend uploads them.
   void Embed(float* x, const float* table, int rows, int dim, const int* tokens, int n) override {
@@ -241,21 +243,21 @@ class OffHostBackend final : public kernels::Backend {
   }
   void RmsnormRows(float* out, const float* x, const float* weight, int dim, int n, float eps) override {
     Do({11, Id(out), Id(x), Id(weight), dim, n},
-       [=, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"), w = Host(weight, "RmsnormRows weight")] {
-         inner_->RmsnormRows(o, i, w, dim, n, eps);
-       });
+       [=, this, o = State(out, "RmsnormRows out"), i = State(x, "RmsnormRows x"),
+        w = Host(weight, "RmsnormRows weight")] { inner_->RmsnormRows(o, i, w, dim, n, eps); });
   }
   void AddInPlace(float* x, const float* y, size_t count) override {
     Do({12, Id(x), Id(y), static_cast<int64_t>(count)},
-       [=, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
+       [=, this, a = State(x, "AddInPlace x"), b = State(y, "AddInPlace y")] { inner_->AddInPlace(a, b, count); });
   }
   void AddBiasRows(float* x, const float* bias, int width, int n) override {
-    Do({19, Id(x), Id(bias), width, n},
-       [=, a = State(x, "AddBiasRows x"), b = Host(bias, "AddBiasRows bias")] { inner_->AddBiasRows(a, b, width, n); });
+    Do({19, Id(x), Id(bias), width, n}, [=, this, a = State(x, "AddBiasRows x"), b = Host(bias, "AddBiasRows bias")] {
+      inner_->AddBiasRows(a, b, width, n);
+    });
   }
   void WriteCache(float* cache, size_t at, const float* row, int width) override {
     FlushForTheHost();
-    Do({13}, [=, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] {
+    Do({13}, [=, this, c = State(cache, "WriteCache cache"), r = State(row, "WriteCache row")] {
       inner_->WriteCache(c, at, r, width);
     });
   }
@@ -266,14 +268,14 @@ class OffHostBackend final : public kernels::Backend {
                       Host(weight, "RouteTopK weight"));
   }
   void Zero(float* y, int n) override {
-    Do({14, Id(y), n}, [=, o = State(y, "Zero y")] { inner_->Zero(o, n); });
+    Do({14, Id(y), n}, [=, this, o = State(y, "Zero y")] { inner_->Zero(o, n); });
   }
   void Axpy(float* y, float a, const float* x, int n) override {
-    Do({15, Id(y), Id(x), n}, [=, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
+    Do({15, Id(y), Id(x), n}, [=, this, o = State(y, "Axpy y"), i = State(x, "Axpy x")] { inner_->Axpy(o, a, i, n); });
   }
   void DivideInPlace(float* x, float d, size_t count) override {
     Do({16, Id(x), static_cast<int64_t>(count)},
-       [=, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
+       [=, this, o = State(x, "DivideInPlace x")] { inner_->DivideInPlace(o, d, count); });
   }
 
  private:
