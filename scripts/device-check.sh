@@ -123,14 +123,25 @@ if [[ $mode == prepare ]]; then
   # paths, 64 MiB in all (docs/working-here.md): DIR itself (~56 MB of
   # binaries and libraries on 2026-12-07, more with the base) does not fit
   # beside the ~15 MB of tracked files, so it is packed.
-  tar -C "$dir" -czf "$dir.tgz" . &&
-    tracked=$(git -C "$root" ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}') &&
-    packed=$(stat -c %s "$dir.tgz") && total=$((tracked + packed)) limit=$((64 << 20)) &&
-    if ((total <= limit)); then
-      summary pack ok "$dir.tgz: $((packed >> 20)) MiB, with the tracked files $((total >> 20)) of the 64 MiB a call carries (carry it; run --prebuilt $dir.tgz there)"
+  # Untracked files git does not ignore travel too; DIR and DIR.tgz inside the
+  # repository must be ignored, or DIR travels unpacked.
+  if tar -C "$dir" -czf "$dir.tgz" .; then
+    travels=$({ git -C "$root" ls-files -z; git -C "$root" ls-files -z --others --exclude-standard; } |
+      { xargs -0 -r stat -c %s 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
+    packed=$(stat -c %s "$dir.tgz") total=$((travels + packed)) limit=$((64 << 20)) unignored=""
+    for p in "$dir" "$dir.tgz"; do
+      if [[ $p == "$root"/* ]] && ! git -C "$root" check-ignore -q "$p"; then unignored+=" ${p#"$root"/}"; fi
+    done
+    if [[ -n $unignored ]]; then
+      summary pack FAIL "not ignored by git:$unignored (add them to .git/info/exclude, or they travel unpacked)"
+    elif ((total <= limit)); then
+      summary pack ok "$dir.tgz: $((packed >> 20)) MiB, with the repository's other files $((total >> 20)) of the 64 MiB a call carries (carry it; run --prebuilt $dir.tgz there)"
     else
-      summary pack FAIL "$dir.tgz: $((packed >> 20)) MiB, with the tracked files $((total >> 20)) MiB: over the 64 MiB a call carries"
-    fi || summary pack FAIL "could not pack $dir"
+      summary pack FAIL "$dir.tgz: $((packed >> 20)) MiB, with the repository's other files $((total >> 20)) MiB: over the 64 MiB a call carries"
+    fi
+  else
+    summary pack FAIL "could not pack $dir into $dir.tgz"
+  fi
   finish
   exit $?
 fi
@@ -217,8 +228,7 @@ synth7=$work/synth-7b
 synth7_from=$(date +%s)
 {
   "$bin" synth --out "$synth7" --dtype bf16 --config '{"dim":4096,"hidden_dim":11008,"n_layers":32,"n_heads":32,"n_kv_heads":32,"vocab_size":32000,"seq_len":2304,"shared_classifier":false}' \
-    >"$work/synth-7b.log" 2>&1
-  rc=$?
+    >"$work/synth-7b.log" 2>&1 && rc=0 || rc=$?
   echo $(($(date +%s) - synth7_from)) >"$work/synth-7b.seconds"
   exit $rc
 } &

@@ -130,12 +130,12 @@ Status ModelCopies::ReserveSlots(size_t want, size_t row_bytes) {
   }();
   if (!made.ok()) {
     FreeSlots(fresh);
-    if (slot_bytes_ >= row_bytes) {
-      staging_bytes_ = slot_bytes_;  // no larger ones asked for again
-      return OkStatus();
+    if (slot_bytes_ == 0) {  // none at all: staging is off for good
+      refused_ = made.message();
+      return made;
     }
-    refused_ = made.message();
-    return made;
+    staging_bytes_ = slot_bytes_;                         // no larger ones asked for again
+    return slot_bytes_ >= row_bytes ? OkStatus() : made;  // a row that does not fit goes pageable, alone
   }
   FreeSlots(slots_);
   for (int i = 0; i < kSlots; i++) slots_[i] = fresh[i];
@@ -171,8 +171,8 @@ std::string ModelCopies::Summary() const {
   std::string s = line;
   if (staged_weights_ > 0)
     s += std::to_string(staged_weights_) + " staged through " + std::to_string(kSlots) + " pinned buffers of " +
-         (slot_bytes_ >= (size_t{1} << 20) ? std::to_string(slot_bytes_ >> 20) + " MB"
-                                           : std::to_string((slot_bytes_ + 1023) >> 10) + " KB");
+         (slot_bytes_ >= (size_t{1} << 20) ? std::to_string(slot_bytes_ >> 20) + " MiB"
+                                           : std::to_string((slot_bytes_ + 1023) >> 10) + " KiB");
   if (pageable_weights_ > 0)
     s += std::string(staged_weights_ > 0 ? ", " : "") + std::to_string(pageable_weights_) +
          " from pageable memory (last: " + unstaged_ + ")";
