@@ -596,9 +596,10 @@ void HfTensorValues(const HfWrite& w, size_t i, float* out, float* moved, int th
 
 // Shard s: the length, the header, then each of its tensors' data. Every
 // tensor passes through the same scratch (w.values, w.moved, w.half), so
-// only the largest tensor's pages are ever faulted in: a fresh vector for
-// each step of each tensor zeroed ~4x the model's f32 bytes, most of the 99 s
-// a 7B synth took on the 16-core H200 box (2026-12-04). Same bytes.
+// only the largest tensor's pages are ever faulted in: with a fresh vector
+// for each step of each tensor, 40% of the 1B synth's samples on the 2-core
+// CPU box were the kernel zeroing pages (the 7B took 99 s on the H200 box,
+// 2026-12-04). Same bytes.
 Status WriteShard(HfWrite& w, int s) {
   const std::string name = ShardName(s, w.shards);
   const std::vector<size_t> mine = ShardTensors(w, s);
