@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/huge_pages.h"
 
 namespace verity {
 
@@ -45,5 +46,10 @@ void ParallelRanges(int64_t n, int64_t grain, int threads, const std::function<v
 }
 
 int LoadThreads() { return env::Threads(); }
+
+void ParallelBytes(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kSplitFrom = int64_t{8} << 20;
+  ParallelRanges(n, static_cast<int64_t>(kHugePageBytes), n >= kSplitFrom ? LoadThreads() : 1, fn);
+}
 
 }  // namespace verity

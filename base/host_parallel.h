@@ -26,4 +26,9 @@ void ParallelRanges(int64_t n, int64_t grain, int threads, const std::function<v
 // (base/env.h's Threads()).
 int LoadThreads();
 
+// Bytes [0, n) of one buffer (zeroing it, mapping its pages, copying it) on
+// the load's threads: fn(begin, end) over 2 MB pieces (a huge page is one
+// thread's) from 8 MB on; a smaller buffer is fn(0, n) on the caller.
+void ParallelBytes(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
 }  // namespace verity

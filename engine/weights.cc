@@ -43,12 +43,9 @@ void Prefault(const void* p, size_t n) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
-  constexpr uintptr_t kGrain = uintptr_t{2} << 20, kSplitFrom = uintptr_t{8} << 20;
-  if (end - begin < kSplitFrom) return PrefaultPages(begin, end, page);
-  ParallelRanges(
-      static_cast<int64_t>(end - begin), static_cast<int64_t>(kGrain), LoadThreads(), [&](int64_t a, int64_t b) {
-        PrefaultPages(begin + static_cast<uintptr_t>(a), std::min(end, begin + static_cast<uintptr_t>(b)), page);
-      });
+  ParallelBytes(static_cast<int64_t>(end - begin), [&](int64_t a, int64_t b) {
+    PrefaultPages(begin + static_cast<uintptr_t>(a), begin + static_cast<uintptr_t>(b), page);
+  });
 }
 
 bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }

@@ -16,10 +16,8 @@ namespace verity {
 // extents (a huge page is touched by one thread); a small one where it is.
 void ZeroOnLoadThreads(void* p, size_t bytes) {
   unsigned char* at = static_cast<unsigned char*>(p);
-  constexpr size_t kSplitFrom = size_t{8} << 20;
-  ParallelRanges(static_cast<int64_t>(bytes), static_cast<int64_t>(kHugePageBytes),
-                 bytes >= kSplitFrom ? LoadThreads() : 1,
-                 [&](int64_t a, int64_t b) { std::memset(at + a, 0, static_cast<size_t>(b - a)); });
+  ParallelBytes(static_cast<int64_t>(bytes),
+                [&](int64_t a, int64_t b) { std::memset(at + a, 0, static_cast<size_t>(b - a)); });
 }
 
 void* AlignedZeroed(size_t bytes) {
