@@ -446,8 +446,8 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
   # The weights' way to the device: through pinned staging buffers since
   # 2026-12-07 (kernels/cuda/staged_upload.h), where pageable memory gave
   # 4.6-5.5 GB/s on 2026-12-04; predicted 10-20 GB/s of the host's time.
-  ran staged-uploads-7B "$work/bench-synth-7B.err" \
-    "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
+  staged_line="[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*"
+  ran staged-uploads-7B "$work/bench-synth-7B.err" "$staged_line" \
     "the 7B bf16 weights' uploads (predicted 10-20 GB/s)"
   if exploring; then
   VERITY_CUDA_L2_PREFETCH=0 bench synth-7B-2kb-prefetch "$synth7" bf16 64
@@ -460,8 +460,7 @@ if timeout 600 tail --pid=$synth7_pid -f /dev/null && wait $synth7_pid; then
     "7B bf16 decode, norms in the products' launches over separate (predicted ~1.01x)"
   fi
   bench synth-7B-q8_0 "$synth7" q8_0 64
-  ran staged-uploads-7B-q8_0 "$work/bench-synth-7B-q8_0.err" \
-    "[0-9]+ weight matrices, [0-9.]+ GB, uploaded in [0-9.]+ s of the host \([0-9.]+ GB/s\): [0-9]+ staged[^,]*" \
+  ran staged-uploads-7B-q8_0 "$work/bench-synth-7B-q8_0.err" "$staged_line" \
     "the 7B q8_0 weights' repack and uploads"
   ratio q8_0-over-bf16-7B "$work/bench-synth-7B-q8_0.json" "$work/bench-synth-7B.json" 1.75 "7B decode, q8_0 over bf16"
   if exploring; then
